@@ -1,0 +1,132 @@
+# MiraDB - one plain GNU Makefile: no configure step, no recursion, all output under build/.
+#
+#   make            build/miradb (release: -O2, no sanitizers)
+#   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
+#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop)
+#   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
+#   make bench      the benchmark cases (bench/)
+#   make fmt / fmt-check / clean / deps
+
+BUILD   ?= build
+PKGS    := libevent libevent_pthreads libnghttp2 libprotobuf-c libzstd libxxhash jansson libdeflate \
+           libpcre2-8
+CC      ?= cc
+WERROR  ?=
+CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+           -Wno-missing-field-initializers $(WERROR) -I. -I$(BUILD)/gen -D_GNU_SOURCE \
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -MMD -MP
+OPT     ?= -O2 -g
+SAN     := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhttp_parser -pthread -lm
+TEST_LIBS := $(shell pkg-config --libs criterion 2>/dev/null)
+
+# ---- generated protobuf-c code (build output, never committed) ----
+PROTOS   := $(shell find proto -name '*.proto' 2>/dev/null | sort)
+PB_C     := $(PROTOS:proto/%.proto=$(BUILD)/gen/%.pb-c.c)
+PB_H     := $(PB_C:.c=.h)
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c -Iproto --c_out=$(BUILD)/gen $<
+
+# ---- sources ----
+LIB_SRCS  := $(wildcard storage/*.c proto/*.c query/*.c) $(filter-out server/main.c,$(wildcard server/*.c))
+MAIN_SRC  := server/main.c
+UNIT_SRCS := $(wildcard tests/unit/*/*_test.c) $(wildcard tests/util/*.c)
+INTEG_SRCS := $(wildcard tests/integ/*_test.c) $(wildcard tests/util/*.c)
+BENCH_TOOLS := $(patsubst bench/%/main.c,%,$(wildcard bench/*/main.c))
+
+REL := $(BUILD)/rel
+ASN := $(BUILD)/asan
+
+REL_LIB_OBJS := $(LIB_SRCS:%.c=$(REL)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(REL)/gen/%.o)
+ASN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASN)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(ASN)/gen/%.o)
+
+.PHONY: all run test unit integ interop fuzz bench deps fmt fmt-check clean
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/miradb
+
+deps:
+	@scripts/deps.sh
+
+$(REL)/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(OPT) -c $< -o $@
+$(ASN)/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(SAN) -c $< -o $@
+$(REL)/%.o: %.c | $(PB_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(OPT) -c $< -o $@
+$(ASN)/%.o: %.c | $(PB_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(SAN) -c $< -o $@
+
+$(BUILD)/miradb: $(REL)/$(MAIN_SRC:.c=.o) $(REL_LIB_OBJS)
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+
+$(ASN)/miradb: $(ASN)/$(MAIN_SRC:.c=.o) $(ASN_LIB_OBJS)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
+
+$(ASN)/unit-tests: $(UNIT_SRCS:%.c=$(ASN)/%.o) $(ASN_LIB_OBJS)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+$(ASN)/integ-tests: $(INTEG_SRCS:%.c=$(ASN)/%.o) $(ASN_LIB_OBJS)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
+
+# Bench tools: bench/<tool>/main.c (+ the other .c files of that folder), release flags.
+define BENCH_TOOL
+$(BUILD)/$(1): $$(patsubst %.c,$(REL)/%.o,$$(wildcard bench/$(1)/*.c)) $(REL_LIB_OBJS)
+	$$(CC) $$(OPT) -o $$@ $$^ $$(LDLIBS)
+all: $(BUILD)/$(1)
+endef
+$(foreach t,$(BENCH_TOOLS),$(eval $(call BENCH_TOOL,$(t))))
+
+run: deps all
+	@mkdir -p data
+	$(BUILD)/miradb serve --data ./data --grpc-listen 127.0.0.1:4317 --http-listen 127.0.0.1:4318
+
+# Every suite. Sanitizer reports fail the run even where criterion would not
+# notice them (a leak report after a passing test, LIBS.md 5).
+test: deps all $(ASN)/unit-tests $(ASN)/integ-tests $(ASN)/miradb
+	scripts/run-tests.sh $(ASN) $(BUILD)
+
+unit: $(ASN)/unit-tests
+	scripts/run-tests.sh $(ASN) $(BUILD) unit
+
+integ: $(ASN)/integ-tests $(ASN)/miradb all
+	scripts/run-tests.sh $(ASN) $(BUILD) integ
+
+interop: all
+	tests/interop/run.sh $(BUILD)/miradb
+
+# ---- fuzzing (clang + libFuzzer), bounded by FUZZ_SECONDS per target ----
+FUZZ_SECONDS ?= 60
+FZ := $(BUILD)/fuzz
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FZ)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(FZ)/gen/%.o)
+$(FZ)/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) -c $< -o $@
+$(FZ)/%.o: %.c | $(PB_H)
+	@mkdir -p $(@D)
+	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) -c $< -o $@
+$(FZ)/fuzz_%: $(FZ)/tests/fuzz/fuzz_%.o $(FZ_LIB_OBJS)
+	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+fuzz: deps $(FUZZ_TARGETS:%=$(FZ)/%)
+	scripts/run-fuzz.sh $(FZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+bench: deps all
+	bench/run-all.sh $(BUILD)
+
+fmt:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+fmt-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

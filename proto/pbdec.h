@@ -1,0 +1,28 @@
+/*
+ * pbdec.h - OTLP protobuf (wire format) decoder into the row model.
+ *
+ * Decodes an Export{Logs,Trace,Metrics}ServiceRequest straight from the
+ * wire bytes into a struct batch, without building a message tree: strings
+ * point into |body| (zero-copy), values are encoded once into batch->heap.
+ * protobuf-c (build/gen) is the reference it is tested against.
+ */
+#ifndef MIRADB_PBDEC_H
+#define MIRADB_PBDEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+
+/*
+ * Appends the request's resources, scopes and rows to |out| (normally reset
+ * just before). |body| must outlive |out|.
+ * Returns 0; -EPROTO when the bytes are not a valid request of that signal
+ * (truncated varint, bad length, wrong wire type, nesting deeper than
+ * VAL_MAX_DEPTH, ...), with a one-line reason in |err|; -ENOMEM.
+ * Records a valid request cannot hold are counted with batch_reject().
+ */
+int pbdec_decode(enum signal s, const uint8_t *body, size_t len, struct batch *out, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Runs MiraDB's test suites and fails on any failing test or sanitizer report.
+#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop ...]
+# Criterion writes its summary on stderr; it is kept in build/test-logs/ and
+# scanned for AddressSanitizer / LeakSanitizer / UBSan reports, which do not
+# always fail a criterion test by themselves (LIBS.md 5).
+set -u
+asan=$1
+rel=$2
+shift 2
+suites=${*:-unit integ interop}
+logs=$asan/../test-logs
+mkdir -p "$logs"
+passed=0
+failed=0
+export MIRADB_BIN="$asan/miradb"
+export MIRADB_VECTORS="$(pwd)/tests/vectors"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+
+run_criterion() { # name binary
+    name=$1
+    bin=$2
+    log=$logs/$name.log
+    echo "== $name"
+    "$bin" --jobs=2 --timeout 300 >"$log" 2>&1
+    rc=$?
+    tail -n 1 "$log"
+    summary=$(grep 'Synthesis:' "$log" | tail -n 1)
+    p=$(echo "$summary" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    f=$(echo "$summary" | sed -n 's/.*Failing: \([0-9]*\).*Crashing: \([0-9]*\).*/\1 \2/p')
+    passed=$((passed + ${p:-0}))
+    for n in $f; do failed=$((failed + n)); done
+    if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log"; then
+        echo "$name: sanitizer report in $log:"
+        grep -E -A 15 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" | head -n 60
+        failed=$((failed + 1))
+    elif [ $rc -ne 0 ] || [ -z "$summary" ]; then
+        grep -E '^\[----\]|\[FAIL\]' "$log" | head -n 60
+        [ -z "$f" ] && failed=$((failed + 1))
+    fi
+}
+
+for s in $suites; do
+    case $s in
+    unit) run_criterion unit "$asan/unit-tests" ;;
+    integ) run_criterion integ "$asan/integ-tests" ;;
+    interop)
+        echo "== interop"
+        if tests/interop/run.sh "$rel/miradb" >"$logs/interop.log" 2>&1; then
+            passed=$((passed + 1))
+            tail -n 5 "$logs/interop.log"
+        else
+            failed=$((failed + 1))
+            tail -n 40 "$logs/interop.log"
+        fi
+        ;;
+    esac
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,36 @@
+/*
+ * config.h - the daemon's settings, filled from one option table that also
+ * drives --help (config.c).
+ */
+#ifndef MIRADB_CONFIG_H
+#define MIRADB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum ack_mode {
+    ACK_WAL = 0,
+    ACK_FSYNC = 1,
+};
+
+struct config {
+    char data_dir[512];
+    char grpc_listen[128]; /* ADDR:PORT; port 0 picks a free one */
+    char http_listen[128];
+    int io_threads;
+    int shards; /* per signal */
+    int queue;  /* batches a shard queue holds (reserved + queued) */
+    int admit_wait_ms;
+    uint64_t memory_budget;
+    uint64_t max_request_bytes;
+    int ack; /* enum ack_mode */
+    int log_level;
+};
+
+/* Defaults, then argv (after the "serve" word). Returns 0; 1 when --help
+ * was printed; -EINVAL with a message in |err|. */
+int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
+void config_usage(FILE *f);
+
+#endif

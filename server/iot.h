@@ -1,0 +1,45 @@
+/*
+ * iot.h - I/O threads: each runs its own libevent event_base, owns the
+ * connections accepted on its listening sockets, and never touches disk.
+ * Other threads reach an I/O thread only through iot_post().
+ */
+#ifndef MIRADB_IOT_H
+#define MIRADB_IOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/stats.h"
+
+struct event_base;
+
+struct iot_msg {
+    struct iot_msg *next;
+    void (*fn)(struct iot_msg *m); /* runs on the I/O thread */
+};
+
+struct iot {
+    int idx;
+    struct event_base *base;
+    struct io_stats stats; /* written only by this thread; summed on read */
+    struct iot_internal *in;
+};
+
+/* Creates |n| threads' bases (not yet running). 0 or -errno. */
+int iot_init(int n);
+int iot_count(void);
+struct iot *iot_get(int i);
+/* The I/O thread the caller runs on, or NULL. */
+struct iot *iot_self(void);
+/* Starts the loops. */
+int iot_start(void);
+/* Queues |m| to run on |t|'s thread; callable from any thread. */
+void iot_post(struct iot *t, struct iot_msg *m);
+/* Asks every loop to exit once its connections are done (or after the
+ * grace period) and joins them. */
+void iot_stop_and_join(void);
+/* True once shutdown has begun: listeners stop accepting. */
+bool iot_stopping(void);
+void iot_fini(void);
+
+#endif
