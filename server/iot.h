@@ -35,11 +35,15 @@ struct iot *iot_self(void);
 int iot_start(void);
 /* Queues |m| to run on |t|'s thread; callable from any thread. */
 void iot_post(struct iot *t, struct iot_msg *m);
-/* Asks every loop to exit once its connections are done (or after the
- * grace period) and joins them. */
-void iot_stop_and_join(void);
+/* Begins shutdown: on every thread runs |quiesce| (stop accepting, close
+ * idle connections), then polls |active| until it reports 0 connections or
+ * |grace_ms| pass, and ends the loop. Joins the threads. */
+void iot_stop_and_join(void (*quiesce)(struct iot *t), int (*active)(struct iot *t), int grace_ms);
 /* True once shutdown has begun: listeners stop accepting. */
 bool iot_stopping(void);
+/* After the loops ended and the shards stopped: runs the messages still
+ * queued (late completions) on the calling thread, so nothing leaks. */
+void iot_run_pending(void);
 void iot_fini(void);
 
 #endif

@@ -29,10 +29,19 @@ struct wal_stats {
     uint64_t segments;       /* segment files now open or on disk */
 };
 
+/* A frame's payload format (frame byte 17): the request body as received,
+ * after gunzip, so replay knows which decoder to use. Byte 16 is the
+ * signal; bytes 18-19 are zero. A frame with an unknown signal or format
+ * is corrupt. */
+enum wal_format {
+    WAL_FMT_PROTOBUF = 0,
+    WAL_FMT_JSON = 1,
+};
+
 /* Called for each intact frame above |after|, in seq order. A negative
  * return stops the replay and wal_open returns it. */
-typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, const uint8_t *payload,
-                             size_t n);
+typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
+                             const uint8_t *payload, size_t n);
 
 /*
  * Opens the WAL in |dir| (created if missing), replaying it through |fn|
@@ -50,7 +59,7 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  * back off the file, so the log stays well-formed). -E2BIG if |n| exceeds
  * WAL_FRAME_MAX.
  */
-int64_t wal_append(wal *w, enum signal sig, const void *payload, size_t n);
+int64_t wal_append(wal *w, enum signal sig, enum wal_format fmt, const void *payload, size_t n);
 #define WAL_FRAME_MAX (256u << 20)
 
 /* fdatasync of the current segment. 0 or -errno. */

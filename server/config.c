@@ -1,0 +1,208 @@
+/*
+ * config.c - one option table drives parsing, defaults and --help, so an
+ * option cannot exist in one place and be missing from another.
+ */
+#include "server/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "server/log.h"
+
+enum opt_type {
+    OPT_STR,
+    OPT_INT,
+    OPT_BYTES,
+    OPT_ENUM,
+};
+
+struct opt {
+    const char *name;
+    enum opt_type type;
+    const char *def;     /* NULL: computed at run time (see defaults) */
+    const char *choices; /* OPT_ENUM: "a|b|c", the index is stored */
+    long long min;
+    long long max;
+    size_t off;
+    size_t size; /* OPT_STR buffer size */
+    const char *help;
+};
+
+#define STR(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+#define NUM(f) offsetof(struct config, f), 0
+
+static const struct opt opts[] = {
+    {"data", OPT_STR, "./data", NULL, 0, 0, STR(data_dir), "data directory (WAL and blocks)"},
+    {"grpc-listen", OPT_STR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),
+     "OTLP/gRPC address ADDR:PORT (port 0 picks a free port)"},
+    {"http-listen", OPT_STR, "127.0.0.1:4318", NULL, 0, 0, STR(http_listen),
+     "OTLP/HTTP, operator and query address ADDR:PORT"},
+    {"io-threads", OPT_INT, NULL, NULL, 1, 64, NUM(io_threads),
+     "I/O threads, each with its own event loop (default: cores)"},
+    {"shards", OPT_INT, NULL, NULL, 1, 64, NUM(shards),
+     "shard threads per signal, each with one WAL and one open block (default: cores)"},
+    {"queue", OPT_INT, "64", NULL, 1, 1 << 20, NUM(queue),
+     "export requests a shard queue holds before new ones wait"},
+    {"admit-wait", OPT_INT, "5000", NULL, 0, 3600000, NUM(admit_wait_ms),
+     "ms a request waits for queue room or memory before 503 / UNAVAILABLE"},
+    {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
+     "bytes ingest may hold: request bodies, queued batches, open blocks"},
+    {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),
+     "largest export body accepted, checked after gunzip too (413 / RESOURCE_EXHAUSTED)"},
+    {"ack", OPT_ENUM, "wal", "wal|fsync", 0, 0, NUM(ack),
+     "wal: ack after the WAL write(2); fsync: after fdatasync (group commit)"},
+    {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
+     "least severe log level written to stderr"},
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+static int parse_bytes(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || v < 0) {
+        return -EINVAL;
+    }
+    static const struct {
+        const char *suf;
+        double mul;
+    } sufs[] = {{"", 1},          {"b", 1},           {"k", 1e3},         {"kb", 1e3},
+                {"m", 1e6},       {"mb", 1e6},        {"g", 1e9},         {"gb", 1e9},
+                {"kib", 1024.0},  {"mib", 1048576.0}, {"gib", 1073741824.0}, {"ki", 1024.0},
+                {"mi", 1048576.0}, {"gi", 1073741824.0}};
+    for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
+        if (strcasecmp(end, sufs[i].suf) == 0) {
+            *out = (long long)(v * sufs[i].mul);
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int set_opt(struct config *c, const struct opt *o, const char *val, char *err, size_t errlen)
+{
+    char *field = (char *)c + o->off;
+    long long n;
+    char *end;
+
+    switch (o->type) {
+    case OPT_STR:
+        if (strlen(val) >= o->size) {
+            snprintf(err, errlen, "--%s: value too long", o->name);
+            return -EINVAL;
+        }
+        strcpy(field, val);
+        return 0;
+    case OPT_INT:
+        errno = 0;
+        n = strtoll(val, &end, 10);
+        if (errno != 0 || end == val || *end != '\0') {
+            snprintf(err, errlen, "--%s: '%s' is not an integer", o->name, val);
+            return -EINVAL;
+        }
+        break;
+    case OPT_BYTES:
+        if (parse_bytes(val, &n) < 0) {
+            snprintf(err, errlen, "--%s: '%s' is not a size (e.g. 256MiB, 1048576)", o->name, val);
+            return -EINVAL;
+        }
+        break;
+    case OPT_ENUM: {
+        const char *p = o->choices;
+        int idx = 0;
+        size_t vl = strlen(val);
+        while (p != NULL && *p != '\0') {
+            const char *bar = strchr(p, '|');
+            size_t l = bar ? (size_t)(bar - p) : strlen(p);
+            if (l == vl && strncmp(p, val, l) == 0) {
+                *(int *)field = idx;
+                return 0;
+            }
+            idx++;
+            p = bar ? bar + 1 : NULL;
+        }
+        snprintf(err, errlen, "--%s: '%s' is not one of %s", o->name, val, o->choices);
+        return -EINVAL;
+    }
+    }
+    if (n < o->min || n > o->max) {
+        snprintf(err, errlen, "--%s: %lld is outside %lld..%lld", o->name, n, o->min, o->max);
+        return -EINVAL;
+    }
+    if (o->type == OPT_BYTES) {
+        *(uint64_t *)field = (uint64_t)n;
+    } else {
+        *(int *)field = (int)n;
+    }
+    return 0;
+}
+
+void config_usage(FILE *f)
+{
+    fprintf(f, "usage: miradb serve [options]\n\n"
+               "Runs the MiraDB daemon: OTLP/gRPC and OTLP/HTTP ingest into a write-ahead log\n"
+               "and open blocks, /health, /ready and /metrics on the HTTP listener.\n\noptions:\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *o = &opts[i];
+        char lhs[64];
+        snprintf(lhs, sizeof(lhs), "--%s %s", o->name,
+                 o->type == OPT_ENUM    ? o->choices
+                 : o->type == OPT_BYTES ? "BYTES"
+                 : o->type == OPT_INT   ? "N"
+                                        : "VALUE");
+        fprintf(f, "  %-30s %s", lhs, o->help);
+        if (o->def != NULL) {
+            fprintf(f, " [%s]", o->def);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-30s %s\n", "-h, --help", "this text");
+}
+
+int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    struct option lopts[N_OPTS + 2];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < N_OPTS; i++) {
+        if (opts[i].def != NULL && set_opt(c, &opts[i], opts[i].def, err, errlen) < 0) {
+            return -EINVAL;
+        }
+        lopts[i] = (struct option){opts[i].name, required_argument, NULL, (int)i + 1000};
+    }
+    c->io_threads = c->shards = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
+    lopts[N_OPTS + 1] = (struct option){NULL, 0, NULL, 0};
+
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int ch = getopt_long(argc, argv, ":h", lopts, NULL);
+        if (ch == -1) {
+            break;
+        }
+        if (ch == 'h') {
+            config_usage(stdout);
+            return 1;
+        }
+        if (ch == '?' || ch == ':') {
+            snprintf(err, errlen, "%s: %s", ch == ':' ? "missing value for" : "unknown option",
+                     argv[optind - 1]);
+            return -EINVAL;
+        }
+        if (set_opt(c, &opts[ch - 1000], optarg, err, errlen) < 0) {
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}

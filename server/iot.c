@@ -1,0 +1,231 @@
+/*
+ * iot.c - I/O threads (see iot.h).
+ *
+ * Each thread runs its own event_base. Messages from other threads arrive
+ * on a mutex-protected list plus an eventfd: the poster writes the eventfd
+ * only when the list was empty, the loop swaps the whole list out and runs
+ * it unlocked. No evthread locking is needed, because nothing but the
+ * eventfd crosses threads.
+ */
+#include "server/iot.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "server/log.h"
+
+struct iot_internal {
+    pthread_t thread;
+    int efd;
+    struct event *wake_ev;
+    struct event *stop_timer;
+    pthread_mutex_t lock;
+    struct iot_msg *head, *tail;
+    struct iot_msg stop_msg;
+    struct timespec stop_deadline;
+};
+
+static struct iot *threads;
+static int n_threads;
+static bool stopping;
+static __thread struct iot *self;
+static void (*stop_quiesce)(struct iot *t);
+static int (*stop_active)(struct iot *t);
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct iot *t = arg;
+    uint64_t v;
+    (void)what;
+    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+        log_warn("iot", "event=eventfd_read_failed errno=%d", errno);
+    }
+    pthread_mutex_lock(&t->in->lock);
+    struct iot_msg *m = t->in->head;
+    t->in->head = t->in->tail = NULL;
+    pthread_mutex_unlock(&t->in->lock);
+    while (m != NULL) {
+        struct iot_msg *next = m->next;
+        m->fn(m);
+        m = next;
+    }
+}
+
+void iot_post(struct iot *t, struct iot_msg *m)
+{
+    bool was_empty;
+    m->next = NULL;
+    pthread_mutex_lock(&t->in->lock);
+    was_empty = t->in->head == NULL;
+    if (t->in->tail != NULL) {
+        t->in->tail->next = m;
+    } else {
+        t->in->head = m;
+    }
+    t->in->tail = m;
+    pthread_mutex_unlock(&t->in->lock);
+    if (was_empty) {
+        uint64_t one = 1;
+        while (write(t->in->efd, &one, sizeof(one)) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+int iot_init(int n)
+{
+    threads = calloc((size_t)n, sizeof(*threads));
+    if (threads == NULL) {
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        struct iot *t = &threads[i];
+        t->idx = i;
+        t->in = calloc(1, sizeof(*t->in));
+        if (t->in == NULL) {
+            return -ENOMEM;
+        }
+        pthread_mutex_init(&t->in->lock, NULL);
+        t->base = event_base_new();
+        t->in->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->base == NULL || t->in->efd < 0) {
+            return -ENOMEM;
+        }
+        t->in->wake_ev = event_new(t->base, t->in->efd, EV_READ | EV_PERSIST, on_wake, t);
+        if (t->in->wake_ev == NULL || event_add(t->in->wake_ev, NULL) < 0) {
+            return -ENOMEM;
+        }
+        n_threads = i + 1;
+    }
+    return 0;
+}
+
+int iot_count(void)
+{
+    return n_threads;
+}
+
+struct iot *iot_get(int i)
+{
+    return &threads[i];
+}
+
+struct iot *iot_self(void)
+{
+    return self;
+}
+
+bool iot_stopping(void)
+{
+    return __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
+}
+
+static void *iot_main(void *arg)
+{
+    struct iot *t = arg;
+    char name[16];
+    self = t;
+    snprintf(name, sizeof(name), "io-%d", t->idx);
+    pthread_setname_np(pthread_self(), name);
+    event_base_dispatch(t->base);
+    return NULL;
+}
+
+int iot_start(void)
+{
+    for (int i = 0; i < n_threads; i++) {
+        int rc = pthread_create(&threads[i].in->thread, NULL, iot_main, &threads[i]);
+        if (rc != 0) {
+            return -rc;
+        }
+    }
+    return 0;
+}
+
+/* Polls until the thread's connections are gone or the grace period ends. */
+static void on_stop_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct iot *t = arg;
+    struct timespec now;
+    (void)fd, (void)what;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    bool late = now.tv_sec > t->in->stop_deadline.tv_sec ||
+                (now.tv_sec == t->in->stop_deadline.tv_sec &&
+                 now.tv_nsec >= t->in->stop_deadline.tv_nsec);
+    int active = stop_active != NULL ? stop_active(t) : 0;
+    if (active == 0 || late) {
+        if (active != 0) {
+            log_warn("iot", "event=stop_grace_expired thread=%d connections=%d", t->idx, active);
+        }
+        event_base_loopbreak(t->base);
+        return;
+    }
+    struct timeval tv = {0, 10000};
+    evtimer_add(t->in->stop_timer, &tv);
+}
+
+static void on_stop_msg(struct iot_msg *m)
+{
+    struct iot *t = iot_self();
+    (void)m;
+    if (stop_quiesce != NULL) {
+        stop_quiesce(t);
+    }
+    t->in->stop_timer = evtimer_new(t->base, on_stop_tick, t);
+    on_stop_tick(-1, 0, t);
+}
+
+void iot_stop_and_join(void (*quiesce)(struct iot *t), int (*active)(struct iot *t), int grace_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += grace_ms / 1000;
+    dl.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    stop_quiesce = quiesce;
+    stop_active = active;
+    __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
+    for (int i = 0; i < n_threads; i++) {
+        threads[i].in->stop_deadline = dl;
+        threads[i].in->stop_msg.fn = on_stop_msg;
+        iot_post(&threads[i], &threads[i].in->stop_msg);
+    }
+    for (int i = 0; i < n_threads; i++) {
+        pthread_join(threads[i].in->thread, NULL);
+    }
+}
+
+void iot_run_pending(void)
+{
+    for (int i = 0; i < n_threads; i++) {
+        self = &threads[i];
+        on_wake(threads[i].in->efd, EV_READ, &threads[i]);
+    }
+    self = NULL;
+}
+
+void iot_fini(void)
+{
+    for (int i = 0; i < n_threads; i++) {
+        struct iot *t = &threads[i];
+        if (t->in->stop_timer != NULL) {
+            event_free(t->in->stop_timer);
+        }
+        event_free(t->in->wake_ev);
+        close(t->in->efd);
+        event_base_free(t->base);
+        pthread_mutex_destroy(&t->in->lock);
+        free(t->in);
+    }
+    free(threads);
+    threads = NULL;
+    n_threads = 0;
+}

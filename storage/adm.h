@@ -1,0 +1,23 @@
+/*
+ * adm.h - the memory budget (--memory-budget) every byte ingest holds is
+ * charged to: request bodies being read, gunzipped copies, decoded batches,
+ * open blocks. Charge before taking, uncharge where freed, so the two
+ * cannot drift apart. Lock-free; any thread.
+ */
+#ifndef MIRADB_ADM_H
+#define MIRADB_ADM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void adm_init(uint64_t budget);
+/* Charges |n| if it fits under the budget; false (nothing charged) if not. */
+bool adm_try_charge(uint64_t n);
+/* Charges |n| even past the budget: only for memory already committed
+ * (an open block's growth after its WAL frame was written). */
+void adm_charge(uint64_t n);
+void adm_uncharge(uint64_t n);
+uint64_t adm_in_use(void);
+uint64_t adm_budget(void);
+
+#endif
