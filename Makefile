@@ -63,21 +63,28 @@ $(ASN)/%.o: %.c | $(PB_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SAN) -c $< -o $@
 
-$(BUILD)/miradb: $(REL)/$(MAIN_SRC:.c=.o) $(REL_LIB_OBJS)
+# The project library is an archive, so a test binary pulls in only the
+# modules it uses (and links while other modules are still being written).
+$(REL)/libmiradb.a: $(REL_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(ASN)/libmiradb.a: $(ASN_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/miradb: $(REL)/$(MAIN_SRC:.c=.o) $(REL)/libmiradb.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
-$(ASN)/miradb: $(ASN)/$(MAIN_SRC:.c=.o) $(ASN_LIB_OBJS)
+$(ASN)/miradb: $(ASN)/$(MAIN_SRC:.c=.o) $(ASN)/libmiradb.a
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS)
 
-$(ASN)/unit-tests: $(UNIT_SRCS:%.c=$(ASN)/%.o) $(ASN_LIB_OBJS)
+$(ASN)/unit-tests: $(UNIT_SRCS:%.c=$(ASN)/%.o) $(ASN)/libmiradb.a
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
 
-$(ASN)/integ-tests: $(INTEG_SRCS:%.c=$(ASN)/%.o) $(ASN_LIB_OBJS)
+$(ASN)/integ-tests: $(INTEG_SRCS:%.c=$(ASN)/%.o) $(ASN)/libmiradb.a
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS) $(TEST_LIBS)
 
 # Bench tools: bench/<tool>/main.c (+ the other .c files of that folder), release flags.
 define BENCH_TOOL
-$(BUILD)/$(1): $$(patsubst %.c,$(REL)/%.o,$$(wildcard bench/$(1)/*.c)) $(REL_LIB_OBJS)
+$(BUILD)/$(1): $$(patsubst %.c,$(REL)/%.o,$$(wildcard bench/$(1)/*.c)) $(REL)/libmiradb.a
 	$$(CC) $$(OPT) -o $$@ $$^ $$(LDLIBS)
 all: $(BUILD)/$(1)
 endef
@@ -113,7 +120,9 @@ $(FZ)/gen/%.o: $(BUILD)/gen/%.c
 $(FZ)/%.o: %.c | $(PB_H)
 	@mkdir -p $(@D)
 	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) -c $< -o $@
-$(FZ)/fuzz_%: $(FZ)/tests/fuzz/fuzz_%.o $(FZ_LIB_OBJS)
+$(FZ)/libmiradb.a: $(FZ_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(FZ)/fuzz_%: $(FZ)/tests/fuzz/fuzz_%.o $(FZ)/libmiradb.a
 	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 fuzz: deps $(FUZZ_TARGETS:%=$(FZ)/%)
 	scripts/run-fuzz.sh $(FZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
