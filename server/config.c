@@ -57,6 +57,8 @@ static const struct opt opts[] = {
      "wal: ack after the WAL write(2); fsync: after fdatasync (group commit)"},
     {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
      "least severe log level written to stderr"},
+    {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),
+     "testing only: ms every shard sleeps per drain, to simulate a slow disk"},
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 

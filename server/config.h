@@ -26,6 +26,7 @@ struct config {
     uint64_t max_request_bytes;
     int ack; /* enum ack_mode */
     int log_level;
+    int test_shard_delay_ms; /* tests only: a slow shard */
 };
 
 /* Defaults, then argv (after the "serve" word). Returns 0; 1 when --help
