@@ -213,8 +213,19 @@ async function main() {
     debug: () => {},
     verbose: () => {},
   }, api.DiagLogLevel.WARN);
+  // The SDK's error handler hands over exceptions as JSON strings (stack, message, code, data =
+  // the response body): keep message, status code and body, drop the stack.
+  function describe(x) {
+    let o = x;
+    if (typeof x === 'string') {
+      if (!x.startsWith('{')) return x;
+      try { o = JSON.parse(x); } catch { return x; }
+    }
+    if (o?.message === undefined) return JSON.stringify(o);
+    return [o.message, o.code !== undefined ? `(code ${o.code})` : '', o.data ? `body: ${o.data}` : ''].filter(Boolean).join(' ');
+  }
   function note(level, args) {
-    const text = args.map((x) => (typeof x === 'string' ? x : x?.message ?? JSON.stringify(x))).join(' ');
+    const text = args.map(describe).join(' ').slice(0, 400);
     const m = /Partial Success response:\s*(\{.*\})/.exec(text);
     if (m) {
       result.partialSuccess.push(JSON.parse(m[1]));
