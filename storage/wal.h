@@ -24,7 +24,7 @@ struct wal_stats {
     uint64_t frames_replayed;
     uint64_t bytes_replayed;
     uint64_t frames_skipped; /* intact frames at or below |after| */
-    uint64_t torn_frames;    /* torn or corrupt tails truncated at open (0 or 1 per segment) */
+    uint64_t torn_frames;    /* torn or corrupt tails truncated at open (0 or 1 per open) */
     uint64_t torn_bytes;     /* bytes cut off by those truncations */
     uint64_t segments;       /* segment files now open or on disk */
 };
@@ -45,32 +45,58 @@ typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, enum wal_
 
 /*
  * Opens the WAL in |dir| (created if missing), replaying it through |fn|
- * (may be NULL). A frame that runs past the end of its segment or fails its
- * CRC ends the log: the segment is truncated before it, any later segments
- * are removed, and the event is counted in torn_frames/torn_bytes — never
- * an error. New frames continue after the highest seq seen (or |after|).
- * Returns 0; -errno for I/O errors; whatever |fn| returned.
+ * (may be NULL). Intact frames at or below |after| are checked but not
+ * handed to |fn| (frames_skipped). A frame that runs past the end of its
+ * segment, fails its CRC, has a zero or oversized length, a seq not above
+ * the previous one (or, first in a segment, other than the segment's name),
+ * an unknown signal or format or non-zero padding ends the log: the segment
+ * is truncated before it, any later segments are removed, and the event is
+ * counted in torn_frames/torn_bytes — never an error. Empty segments are
+ * removed. New frames continue after the highest seq seen (or |after|, if
+ * higher). The payload pointer handed to |fn| is valid only during the call.
+ * Returns 0 and sets |*out|; -errno for I/O errors (-ENOMEM when a frame
+ * cannot be buffered); whatever negative |fn| returned (then nothing is
+ * returned in |*out|).
  */
 int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal **out);
 
 /*
- * Appends one frame holding |payload| with one write(2). Returns its seq
- * (>= 1, strictly increasing), or -errno (a failed or short write is cut
- * back off the file, so the log stays well-formed). -E2BIG if |n| exceeds
- * WAL_FRAME_MAX.
+ * Appends one frame holding |payload| with one write(2) (a short write is
+ * continued). Returns its seq (>= 1, strictly increasing), or -errno: a
+ * failed write is cut back off the file (ftruncate to the frame's start),
+ * so the log stays well-formed, and the seq is not used up. -E2BIG if |n|
+ * exceeds WAL_FRAME_MAX; -EINVAL if |n| is 0 (a zero length marks the end
+ * of the log, so an empty body must not be logged) or |sig|/|fmt| is not
+ * one of the enums. No fsync (see wal_sync). A new segment is started
+ * first when the current one holds wal_segment_bytes or more (the
+ * directory is fsynced when a segment is created).
  */
 int64_t wal_append(wal *w, enum signal sig, enum wal_format fmt, const void *payload, size_t n);
 #define WAL_FRAME_MAX (256u << 20)
 
-/* fdatasync of the current segment. 0 or -errno. */
+/* Segment size: a segment is closed once it holds at least this much. */
+#define WAL_SEGMENT_BYTES (64u << 20)
+/* The threshold wal_open copies into each new wal: WAL_SEGMENT_BYTES unless
+ * a test lowers it before wal_open (tests only; not thread-safe). */
+extern size_t wal_segment_bytes;
+
+/* fdatasync of the current segment (and of the previous one if it was
+ * rotated away with unsynced frames), so every frame appended so far is
+ * durable. No-op when nothing was written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);
 
-/* Deletes whole segments whose frames all have seq <= |upto| (never the
- * segment being appended to). Returns how many were deleted, or -errno. */
+/* Deletes whole segments whose frames all have seq <= |upto|, oldest first
+ * (never the newest segment, the one appended to). Returns how many were
+ * deleted, or -errno (segments deleted before the error stay deleted). */
 int wal_release_upto(wal *w, uint64_t upto);
 
+/* The highest seq appended or replayed (or |after| of wal_open, if higher);
+ * the next append gets this + 1. */
 uint64_t wal_last_seq(const wal *w);
+/* Borrowed; valid until wal_close. */
 const struct wal_stats *wal_stats(const wal *w);
+/* Closes the files without syncing them (call wal_sync first if the frames
+ * must be durable). Accepts NULL. */
 void wal_close(wal *w);
 
 #endif

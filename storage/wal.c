@@ -1,0 +1,663 @@
+/*
+ * wal.c - per-shard write-ahead log.
+ *
+ * A shard's WAL is a directory of segment files, each named after the seq
+ * of its first frame, 20 decimal digits zero-padded: 00000000000000000001.wal.
+ * Frames are appended to the newest segment; once it holds wal_segment_bytes
+ * (WAL_SEGMENT_BYTES, 64 MiB) or more, the next frame starts a new segment.
+ * Sealed blocks record the highest seq they hold, and wal_release_upto then
+ * deletes the segments they wholly cover: segment i holds seqs
+ * [name(i), name(i+1) - 1], so it is covered once name(i+1) - 1 <= upto.
+ *
+ * FRAME FORMAT (integers little-endian)
+ *   0  u32  payload length N, 1 .. WAL_FRAME_MAX
+ *   4  u32  crc32 (gzip polynomial, libdeflate_crc32) over bytes 8 .. 20+N
+ *   8  u64  seq, strictly increasing per shard, never reused
+ *  16  u8   signal (1 logs, 2 traces, 3 metrics)
+ *  17  u8   payload format (0 protobuf, 1 OTLP/JSON)
+ *  18  u16  zero
+ *  20  N    payload: the export request body as received, after gunzip
+ *
+ * APPEND. One pwritev(2) of header + payload at the end of the segment
+ * (continued if short). If it fails, the file is cut back to the frame's
+ * start, so the file always ends on a frame boundary and the failed seq is
+ * given to the next frame. No fsync: wal_sync() is fdatasync. Creating a
+ * segment fsyncs the directory, so a synced frame cannot lose its file.
+ * A segment rotated away before a wal_sync stays open until the next
+ * wal_sync (or rotation) syncs it, so one wal_sync covers every frame of a
+ * drain even when the drain crossed a segment boundary.
+ *
+ * REPLAY (wal_open). Segments are read in seq order through one buffer
+ * (WAL_READ_BUF bytes, grown only to hold a frame larger than that), never
+ * a whole segment at once. Each frame is checked: a length of 0 or above
+ * WAL_FRAME_MAX, a frame running past the end of the file, a CRC mismatch,
+ * a seq not above the previous frame's (or, for the first frame of a
+ * segment, not equal to the segment's name), an unknown signal or format,
+ * or non-zero padding ends the log. The segment is truncated at that
+ * frame's start, every later segment is removed, and torn_frames (+1) and
+ * torn_bytes count it. A crash can leave only a torn tail (a frame partly
+ * written), which this repairs; anything else it cuts is corruption, which
+ * is reported through the same counters rather than refusing to start.
+ */
+#include "storage/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+
+#define WAL_HDR 20
+#define WAL_READ_BUF (1u << 20)
+#define SEG_NAME_LEN 24 /* 20 digits + ".wal" */
+
+size_t wal_segment_bytes = WAL_SEGMENT_BYTES;
+
+struct seg {
+    uint64_t first; /* seq of its first frame: the file's name */
+    uint64_t bytes;
+};
+
+/* Owned by its shard thread (see wal.h). segs[nseg - 1] is the newest. */
+struct wal {
+    int dirfd;
+    int fd;      /* newest segment, open for appends; -1 until one is needed */
+    int prev_fd; /* the segment before it, rotated away with unsynced frames; or -1 */
+    bool dirty;  /* fd written since its last fdatasync */
+    uint64_t cur_size;
+    uint64_t last_seq;
+    size_t seg_max;
+    struct seg *segs;
+    uint32_t nseg, capseg;
+    struct wal_stats st;
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void seg_name(char *buf, uint64_t first)
+{
+    snprintf(buf, SEG_NAME_LEN + 1, "%020" PRIu64 ".wal", first);
+}
+
+/* Parses a segment file name; false for anything else in the directory. */
+static bool seg_parse(const char *name, uint64_t *first)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9') {
+            return false;
+        }
+        uint64_t d = (uint64_t)(name[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    if (strcmp(name + 20, ".wal") != 0 || v == 0) {
+        return false;
+    }
+    *first = v;
+    return true;
+}
+
+static int seg_push(wal *w, uint64_t first, uint64_t bytes)
+{
+    if (w->nseg == w->capseg) {
+        uint32_t cap = w->capseg ? w->capseg * 2 : 16;
+        struct seg *p = realloc(w->segs, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        w->segs = p;
+        w->capseg = cap;
+    }
+    w->segs[w->nseg].first = first;
+    w->segs[w->nseg].bytes = bytes;
+    w->nseg++;
+    w->st.segments = w->nseg;
+    return 0;
+}
+
+static void seg_remove_at(wal *w, uint32_t i)
+{
+    memmove(&w->segs[i], &w->segs[i + 1], (w->nseg - i - 1) * sizeof(w->segs[0]));
+    w->nseg--;
+    w->st.segments = w->nseg;
+}
+
+static int unlink_seg(wal *w, uint64_t first)
+{
+    char name[SEG_NAME_LEN + 1];
+    seg_name(name, first);
+    if (unlinkat(w->dirfd, name, 0) < 0 && errno != ENOENT) {
+        return -errno;
+    }
+    return 0;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    const struct seg *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Fills w->segs with the segment files on disk, oldest first. */
+static int list_segments(wal *w)
+{
+    int fd = dup(w->dirfd);
+    if (fd < 0) {
+        return -errno;
+    }
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t first;
+        if (seg_parse(e->d_name, &first)) {
+            rc = seg_push(w, first, 0);
+            if (rc < 0) {
+                break;
+            }
+        }
+        errno = 0;
+    }
+    if (rc == 0 && errno != 0) {
+        rc = -errno;
+    }
+    closedir(d);
+    if (rc == 0 && w->nseg > 1) {
+        qsort(w->segs, w->nseg, sizeof(w->segs[0]), cmp_seg);
+    }
+    return rc;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof(p)) {
+        return -ENAMETOOLONG;
+    }
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+                return -errno;
+            }
+            p[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* ---- replay ---- */
+
+/* A window on a segment file: buf holds file bytes [base, base + len). */
+struct rbuf {
+    uint8_t *p;
+    size_t cap;
+    size_t len;
+    uint64_t base;
+};
+
+/* Makes file bytes [off, off + need) resident, reading as far ahead as the
+ * buffer allows. The caller has checked that they lie inside the file. */
+static int rbuf_need(struct rbuf *rb, int fd, uint64_t fsize, uint64_t off, size_t need)
+{
+    if (off >= rb->base && off + need <= rb->base + rb->len) {
+        return 0;
+    }
+    size_t keep = 0;
+    if (off >= rb->base && off < rb->base + rb->len) {
+        keep = (size_t)(rb->base + rb->len - off);
+        memmove(rb->p, rb->p + (off - rb->base), keep);
+    }
+    rb->base = off;
+    rb->len = keep;
+    if (need > rb->cap) {
+        /* Only a frame larger than the buffer gets here; it must be whole in
+         * memory to be checked and handed over. */
+        uint8_t *p = realloc(rb->p, need);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        rb->p = p;
+        rb->cap = need;
+    }
+    size_t want = rb->cap;
+    if (fsize - off < want) {
+        want = (size_t)(fsize - off);
+    }
+    while (rb->len < want) {
+        ssize_t k = pread(fd, rb->p + rb->len, want - rb->len, (off_t)(off + rb->len));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k < 0) {
+            return -errno;
+        }
+        if (k == 0) {
+            break; /* the file shrank under us: nobody else may write it */
+        }
+        rb->len += (size_t)k;
+    }
+    return rb->len >= need ? 0 : -EIO;
+}
+
+struct replay {
+    uint64_t after;
+    wal_replay_fn fn;
+    void *ctx;
+    uint64_t last; /* seq of the last intact frame, 0 before the first */
+    struct rbuf rb;
+};
+
+/*
+ * Walks one segment. Returns 0 with |*end| = the file size when every frame
+ * is intact, or 0 with |*end| < size at the first frame that ends the log;
+ * negative for an I/O error or the callback's error.
+ */
+static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint64_t size,
+                          uint64_t *end)
+{
+    uint64_t off = 0;
+    r->rb.base = 0;
+    r->rb.len = 0;
+    while (off < size) {
+        if (size - off < WAL_HDR) {
+            break;
+        }
+        int rc = rbuf_need(&r->rb, fd, size, off, WAL_HDR);
+        if (rc < 0) {
+            return rc;
+        }
+        const uint8_t *h = r->rb.p + (off - r->rb.base);
+        uint32_t n = get32(h);
+        if (n == 0 || n > WAL_FRAME_MAX || n > size - off - WAL_HDR) {
+            break;
+        }
+        rc = rbuf_need(&r->rb, fd, size, off, WAL_HDR + (size_t)n);
+        if (rc < 0) {
+            return rc;
+        }
+        h = r->rb.p + (off - r->rb.base);
+        uint64_t seq = get64(h + 8);
+        uint8_t sig = h[16], fmt = h[17];
+        if (libdeflate_crc32(0, h + 8, 12 + (size_t)n) != get32(h + 4)) {
+            break;
+        }
+        if (seq <= r->last || (off == 0 && seq != name)) {
+            break;
+        }
+        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > WAL_FMT_JSON || h[18] != 0 || h[19] != 0) {
+            break;
+        }
+        r->last = seq;
+        if (seq <= r->after) {
+            w->st.frames_skipped++;
+        } else {
+            w->st.frames_replayed++;
+            w->st.bytes_replayed += n;
+            if (r->fn != NULL) {
+                rc = r->fn(r->ctx, seq, (enum signal)sig, (enum wal_format)fmt, h + WAL_HDR, n);
+                if (rc < 0) {
+                    return rc;
+                }
+            }
+        }
+        off += WAL_HDR + (uint64_t)n;
+    }
+    *end = off;
+    return 0;
+}
+
+/* Cuts segment |i| (open as |fd|) at |end| and removes every later one. */
+static int cut_log(wal *w, uint32_t i, int fd, uint64_t end)
+{
+    w->st.torn_frames++;
+    w->st.torn_bytes += w->segs[i].bytes - end;
+    if (ftruncate(fd, (off_t)end) < 0 || fdatasync(fd) < 0) {
+        return -errno;
+    }
+    w->segs[i].bytes = end;
+    while (w->nseg > i + 1) {
+        uint32_t last = w->nseg - 1;
+        char name[SEG_NAME_LEN + 1];
+        struct stat st;
+        seg_name(name, w->segs[last].first);
+        if (fstatat(w->dirfd, name, &st, 0) == 0) {
+            w->st.torn_bytes += (uint64_t)st.st_size;
+        }
+        int rc = unlink_seg(w, w->segs[last].first);
+        if (rc < 0) {
+            return rc;
+        }
+        seg_remove_at(w, last);
+    }
+    return 0;
+}
+
+static int replay_all(wal *w, struct replay *r)
+{
+    bool removed = false;
+    for (uint32_t i = 0; i < w->nseg; i++) {
+        char name[SEG_NAME_LEN + 1];
+        struct stat st;
+        seg_name(name, w->segs[i].first);
+        int fd = openat(w->dirfd, name, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            return -errno;
+        }
+        if (fstat(fd, &st) < 0) {
+            int rc = -errno;
+            close(fd);
+            return rc;
+        }
+        w->segs[i].bytes = (uint64_t)st.st_size;
+        uint64_t end;
+        int rc = replay_segment(w, r, fd, w->segs[i].first, w->segs[i].bytes, &end);
+        if (rc == 0 && end < w->segs[i].bytes) {
+            removed = removed || i + 1 < w->nseg;
+            rc = cut_log(w, i, fd, end);
+        }
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
+        if (i + 1 == w->nseg && w->segs[i].bytes > 0 && w->segs[i].bytes < w->seg_max) {
+            w->fd = fd; /* the newest segment takes the next frames */
+            w->cur_size = w->segs[i].bytes;
+        } else {
+            close(fd);
+        }
+    }
+    /* Empty segments hold nothing; their names may not match the next seq. */
+    for (uint32_t i = 0; i < w->nseg;) {
+        if (w->segs[i].bytes == 0) {
+            int rc = unlink_seg(w, w->segs[i].first);
+            if (rc < 0) {
+                return rc;
+            }
+            seg_remove_at(w, i);
+            removed = true;
+        } else {
+            i++;
+        }
+    }
+    if (removed && fsync(w->dirfd) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal **out)
+{
+    int rc;
+    wal *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->fd = -1;
+    w->prev_fd = -1;
+    w->seg_max = wal_segment_bytes ? wal_segment_bytes : WAL_SEGMENT_BYTES;
+    rc = mkdir_p(dir);
+    if (rc < 0) {
+        goto fail_free;
+    }
+    w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->dirfd < 0) {
+        rc = -errno;
+        goto fail_free;
+    }
+    rc = list_segments(w);
+    if (rc < 0) {
+        goto fail_dir;
+    }
+    struct replay r = {.after = after, .fn = fn, .ctx = ctx};
+    r.rb.cap = WAL_READ_BUF;
+    r.rb.p = malloc(r.rb.cap);
+    if (r.rb.p == NULL) {
+        rc = -ENOMEM;
+        goto fail_dir;
+    }
+    rc = replay_all(w, &r);
+    free(r.rb.p);
+    if (rc < 0) {
+        goto fail_fd;
+    }
+    w->last_seq = r.last > after ? r.last : after;
+    *out = w;
+    return 0;
+
+fail_fd:
+    if (w->fd >= 0) {
+        close(w->fd);
+    }
+fail_dir:
+    close(w->dirfd);
+fail_free:
+    free(w->segs);
+    free(w);
+    return rc;
+}
+
+/* ---- append ---- */
+
+/* Starts segment |first|. The old newest segment, if it has frames no
+ * fdatasync covered, waits in prev_fd for the next wal_sync. */
+static int rotate(wal *w, uint64_t first)
+{
+    if (w->fd >= 0) {
+        if (w->prev_fd >= 0) {
+            /* Two rotations without a wal_sync between them: settle the older. */
+            if (fdatasync(w->prev_fd) < 0) {
+                return -errno;
+            }
+            w->st.fsyncs++;
+            close(w->prev_fd);
+            w->prev_fd = -1;
+        }
+        if (w->dirty) {
+            w->prev_fd = w->fd;
+        } else {
+            close(w->fd);
+        }
+        w->fd = -1;
+        w->dirty = false;
+    }
+    char name[SEG_NAME_LEN + 1];
+    seg_name(name, first);
+    int fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -errno;
+    }
+    int rc = seg_push(w, first, 0);
+    if (rc < 0) {
+        close(fd);
+        unlinkat(w->dirfd, name, 0);
+        return rc;
+    }
+    if (fsync(w->dirfd) < 0) {
+        /* The file may or may not be durable: leave it (empty segments are
+         * removed at the next open) and let the next append retry. */
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    w->fd = fd;
+    w->cur_size = 0;
+    return 0;
+}
+
+int64_t wal_append(wal *w, enum signal sig, enum wal_format fmt, const void *payload, size_t n)
+{
+    if (n > WAL_FRAME_MAX) {
+        return -E2BIG;
+    }
+    if (n == 0 || sig < SIG_LOGS || sig > SIG_METRICS || (int)fmt < (int)WAL_FMT_PROTOBUF ||
+        fmt > WAL_FMT_JSON) {
+        return -EINVAL;
+    }
+    uint64_t seq = w->last_seq + 1;
+    if (w->fd < 0 || w->cur_size >= w->seg_max) {
+        if (w->fd < 0 && w->nseg > 0 && w->segs[w->nseg - 1].first == seq) {
+            /* A rotation whose directory fsync failed left this empty file. */
+            unlink_seg(w, seq);
+            seg_remove_at(w, w->nseg - 1);
+        }
+        int rc = rotate(w, seq);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    uint8_t hdr[WAL_HDR];
+    put32(hdr, (uint32_t)n);
+    put64(hdr + 8, seq);
+    hdr[16] = (uint8_t)sig;
+    hdr[17] = (uint8_t)fmt;
+    hdr[18] = 0;
+    hdr[19] = 0;
+    put32(hdr + 4, libdeflate_crc32(libdeflate_crc32(0, hdr + 8, 12), payload, n));
+
+    size_t total = WAL_HDR + n, done = 0;
+    uint64_t off = w->cur_size;
+    while (done < total) {
+        struct iovec iov[2];
+        int cnt = 0;
+        if (done < WAL_HDR) {
+            iov[cnt++] = (struct iovec){hdr + done, WAL_HDR - done};
+            iov[cnt++] = (struct iovec){(void *)payload, n};
+        } else {
+            iov[cnt++] = (struct iovec){(uint8_t *)payload + (done - WAL_HDR), total - done};
+        }
+        ssize_t k = pwritev(w->fd, iov, cnt, (off_t)(off + done));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            int rc = k < 0 ? -errno : -EIO;
+            /* Cut the partial frame off so the file ends on a frame
+             * boundary; if even that fails, the next append overwrites it
+             * from |off| and replay cuts whatever trails the last frame. */
+            if (ftruncate(w->fd, (off_t)off) < 0) {
+                w->dirty = true;
+            }
+            return rc;
+        }
+        done += (size_t)k;
+    }
+    w->cur_size = off + total;
+    w->segs[w->nseg - 1].bytes = w->cur_size;
+    w->dirty = true;
+    w->last_seq = seq;
+    w->st.frames_appended++;
+    w->st.bytes_appended += total;
+    return (int64_t)seq;
+}
+
+int wal_sync(wal *w)
+{
+    if (w->prev_fd >= 0) {
+        if (fdatasync(w->prev_fd) < 0) {
+            return -errno;
+        }
+        w->st.fsyncs++;
+        close(w->prev_fd);
+        w->prev_fd = -1;
+    }
+    if (w->fd >= 0 && w->dirty) {
+        if (fdatasync(w->fd) < 0) {
+            return -errno;
+        }
+        w->st.fsyncs++;
+        w->dirty = false;
+    }
+    return 0;
+}
+
+int wal_release_upto(wal *w, uint64_t upto)
+{
+    int deleted = 0, rc = 0;
+    /* segs[0] is covered when the next segment starts at or below upto + 1. */
+    while (w->nseg > 1 && w->segs[1].first - 1 <= upto) {
+        rc = unlink_seg(w, w->segs[0].first);
+        if (rc < 0) {
+            break;
+        }
+        if (w->nseg == 2 && w->prev_fd >= 0) {
+            /* Its frames are sealed: no need to sync them any more. */
+            close(w->prev_fd);
+            w->prev_fd = -1;
+        }
+        seg_remove_at(w, 0);
+        deleted++;
+    }
+    if (deleted > 0 && fsync(w->dirfd) < 0 && rc == 0) {
+        rc = -errno;
+    }
+    return rc < 0 ? rc : deleted;
+}
+
+uint64_t wal_last_seq(const wal *w)
+{
+    return w->last_seq;
+}
+
+const struct wal_stats *wal_stats(const wal *w)
+{
+    return &w->st;
+}
+
+void wal_close(wal *w)
+{
+    if (w == NULL) {
+        return;
+    }
+    if (w->prev_fd >= 0) {
+        close(w->prev_fd);
+    }
+    if (w->fd >= 0) {
+        close(w->fd);
+    }
+    close(w->dirfd);
+    free(w->segs);
+    free(w);
+}

@@ -1,0 +1,638 @@
+/*
+ * wal_test.c - the write-ahead log (storage/wal.c): frame format, replay,
+ * torn and corrupt tails, segments, failed writes.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+
+#include "storage/wal.h"
+#include "tests/util/tmpdir.h"
+
+static char dir[256];
+
+static void fresh_dir(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+}
+
+TestSuite(wal, .init = fresh_dir);
+
+/* ---- expected frames: seq s carries signal/format/payload derived from s ---- */
+
+#define MAXSEQ 512
+static size_t expect_n[MAXSEQ];
+static const uint8_t *expect_p[MAXSEQ]; /* set: this exact payload (borrowed) */
+
+static enum signal sig_of(uint64_t s)
+{
+    return (enum signal)(1 + s % 3);
+}
+
+static enum wal_format fmt_of(uint64_t s)
+{
+    return (enum wal_format)(s % 2);
+}
+
+static uint8_t byte_of(uint64_t s, size_t i)
+{
+    return (uint8_t)(((s * 2654435761u) >> 7) ^ (i * 31) ^ (i >> 9));
+}
+
+static uint8_t *gen(uint64_t s, size_t n)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = byte_of(s, i);
+    }
+    return p;
+}
+
+/* Appends the frame expected at seq |s| with an |n|-byte payload. */
+static int64_t put(wal *w, uint64_t s, size_t n)
+{
+    uint8_t *p = gen(s, n);
+    int64_t rc = wal_append(w, sig_of(s), fmt_of(s), p, n);
+    free(p);
+    if (rc > 0) {
+        cr_assert_lt(rc, MAXSEQ);
+        expect_n[rc] = n;
+        expect_p[rc] = NULL;
+    }
+    return rc;
+}
+
+struct seen {
+    uint64_t seq;
+    bool ok; /* signal, format, length and every payload byte as expected */
+};
+
+struct col {
+    struct seen f[MAXSEQ];
+    int n;
+    uint64_t fail_at; /* return -ECANCELED at this seq */
+};
+
+static int collect(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt, const uint8_t *p,
+                   size_t n)
+{
+    struct col *c = ctx;
+    if (c->fail_at != 0 && seq == c->fail_at) {
+        return -ECANCELED;
+    }
+    cr_assert_lt(c->n, MAXSEQ);
+    cr_assert_lt(seq, MAXSEQ);
+    bool ok = sig == sig_of(seq) && fmt == fmt_of(seq) && n == expect_n[seq];
+    if (ok && expect_p[seq] != NULL) {
+        ok = memcmp(p, expect_p[seq], n) == 0;
+    } else {
+        for (size_t i = 0; ok && i < n; i++) {
+            ok = p[i] == byte_of(seq, i);
+        }
+    }
+    c->f[c->n++] = (struct seen){seq, ok};
+    return 0;
+}
+
+/* Asserts that |c| saw exactly seqs first..last, each intact. */
+static void expect_range(const struct col *c, uint64_t first, uint64_t last)
+{
+    cr_assert_eq(c->n, (int)(last + 1 - first), "saw %d frames, want %d", c->n,
+                 (int)(last + 1 - first));
+    for (int i = 0; i < c->n; i++) {
+        cr_assert_eq(c->f[i].seq, first + (uint64_t)i);
+        cr_assert(c->f[i].ok, "frame %llu differs", (unsigned long long)c->f[i].seq);
+    }
+}
+
+static wal *reopen(uint64_t after, struct col *c)
+{
+    wal *w = NULL;
+    memset(c, 0, sizeof(*c));
+    cr_assert_eq(wal_open(dir, after, collect, c, &w), 0);
+    cr_assert_not_null(w);
+    return w;
+}
+
+static const char *seg(uint64_t first)
+{
+    static char name[4][32];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(name[k], sizeof(name[k]), "%020llu.wal", (unsigned long long)first);
+    return name[k];
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* A frame built by hand, with a correct CRC over whatever fields it has. */
+static size_t craft(uint8_t *out, uint32_t len, uint64_t seq, uint8_t sig, uint8_t fmt, uint8_t pad,
+                    const uint8_t *payload)
+{
+    memset(out, 0, 20);
+    for (int i = 0; i < 4; i++) {
+        out[i] = (uint8_t)(len >> (8 * i));
+    }
+    for (int i = 0; i < 8; i++) {
+        out[8 + i] = (uint8_t)(seq >> (8 * i));
+    }
+    out[16] = sig;
+    out[17] = fmt;
+    out[18] = pad;
+    memcpy(out + 20, payload, len);
+    uint32_t crc = libdeflate_crc32(0, out + 8, 12 + len);
+    for (int i = 0; i < 4; i++) {
+        out[4 + i] = (uint8_t)(crc >> (8 * i));
+    }
+    return 20 + len;
+}
+
+/* ---- tests ---- */
+
+Test(wal, appends_replay_exact_payloads_seqs_and_bytes_after_reopen)
+{
+    /* One real export body (the JS SDK's gRPC logs request) among synthetic
+     * payloads, including one larger than the 1 MiB replay buffer. */
+    const char *vdir = getenv("MIRADB_VECTORS");
+    size_t vlen = 0;
+    uint8_t *vec = tmpdir_read_file(vdir ? vdir : "tests/vectors", "grpc-logs.pb", &vlen);
+    cr_assert_not_null(vec, "tests/vectors/grpc-logs.pb: %s", strerror(errno));
+    cr_assert_gt(vlen, 100);
+
+    char base[200];
+    cr_assert_lt(strlen(dir), sizeof(base));
+    strcpy(base, dir);
+    snprintf(dir, sizeof(dir), "%s/a/b", base); /* created if missing, parents too */
+
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    cr_expect_eq(wal_last_seq(w), 0);
+    cr_expect_eq(wal_stats(w)->segments, 0);
+
+    static const size_t sizes[] = {1, 19, 20, 21, 100, 4095, 65536, 3u << 20, 7, 1000};
+    uint64_t bytes = 0, payload_bytes = 0;
+    for (uint64_t s = 1; s <= 40; s++) {
+        size_t n = sizes[s % 10];
+        int64_t got;
+        if (s == 17) {
+            got = wal_append(w, sig_of(s), fmt_of(s), vec, vlen);
+            expect_n[s] = vlen;
+            expect_p[s] = vec;
+            n = vlen;
+        } else {
+            got = put(w, s, n);
+        }
+        cr_assert_eq(got, (int64_t)s);
+        bytes += 20 + n;
+        payload_bytes += n;
+    }
+    cr_expect_eq(wal_last_seq(w), 40);
+    cr_expect_eq(wal_stats(w)->frames_appended, 40);
+    cr_expect_eq(wal_stats(w)->bytes_appended, bytes);
+    cr_expect_eq(wal_stats(w)->segments, 1);
+    cr_expect_eq(wal_stats(w)->fsyncs, 0, "append never syncs");
+    wal_close(w);
+
+    /* The bytes on disk follow the frame format in wal.c exactly. */
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)bytes);
+    size_t flen;
+    uint8_t *f = tmpdir_read_file(dir, seg(1), &flen);
+    cr_assert_not_null(f);
+    size_t off = 0;
+    for (uint64_t s = 1; s <= 40; s++) {
+        const uint8_t *h = f + off;
+        uint32_t n = le32(h);
+        cr_assert_eq(n, expect_n[s]);
+        cr_assert_eq(le32(h + 4), libdeflate_crc32(0, h + 8, 12 + n));
+        cr_assert_eq(le64(h + 8), s);
+        cr_assert_eq(h[16], (uint8_t)sig_of(s));
+        cr_assert_eq(h[17], (uint8_t)fmt_of(s));
+        cr_assert_eq(h[18], 0);
+        cr_assert_eq(h[19], 0);
+        off += 20 + n;
+    }
+    cr_assert_eq(off, flen);
+    free(f);
+
+    static struct col c;
+    w = reopen(0, &c);
+    expect_range(&c, 1, 40);
+    cr_expect_eq(wal_stats(w)->frames_replayed, 40);
+    cr_expect_eq(wal_stats(w)->bytes_replayed, payload_bytes);
+    cr_expect_eq(wal_stats(w)->frames_skipped, 0);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    cr_expect_eq(wal_stats(w)->torn_bytes, 0);
+    cr_expect_eq(wal_last_seq(w), 40);
+
+    /* Appends go on in the same segment, with the next seq. */
+    cr_assert_eq(put(w, 41, 333), 41);
+    cr_expect_eq(wal_stats(w)->segments, 1);
+    wal_close(w);
+    cr_expect_eq(tmpdir_file_size(dir, seg(1)), (int64_t)(bytes + 20 + 333));
+
+    w = reopen(0, &c);
+    expect_range(&c, 1, 41);
+    wal_close(w);
+    free(vec);
+}
+
+Test(wal, torn_last_frame_is_cut_at_every_offset_and_earlier_frames_kept)
+{
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    cr_assert_eq(put(w, 1, 30), 1);
+    cr_assert_eq(put(w, 2, 50), 2);
+    cr_assert_eq(put(w, 3, 70), 3);
+    wal_close(w);
+    const size_t s1 = 50, s2 = 120, s3 = 210;
+    size_t flen;
+    uint8_t *f = tmpdir_read_file(dir, seg(1), &flen);
+    cr_assert_not_null(f);
+    cr_assert_eq(flen, s3);
+
+    static struct col c;
+    for (size_t t = s2; t < s3; t++) {
+        cr_assert_eq(tmpdir_write_file(dir, seg(1), f, t), 0);
+        w = reopen(0, &c);
+        expect_range(&c, 1, 2);
+        cr_assert_eq(wal_stats(w)->torn_frames, t > s2 ? 1 : 0, "cut at %zu", t);
+        cr_assert_eq(wal_stats(w)->torn_bytes, t - s2);
+        cr_assert_eq(wal_last_seq(w), 2);
+        cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)s2);
+        wal_close(w);
+    }
+
+    /* After the cut, the next frame takes seq 3 and the log reads whole. */
+    w = reopen(0, &c);
+    cr_assert_eq(put(w, 3, 10), 3);
+    wal_close(w);
+    w = reopen(0, &c);
+    expect_range(&c, 1, 3);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    wal_close(w);
+
+    /* Cut inside the first frame: nothing is left, the empty segment goes. */
+    for (size_t t = 1; t < s1; t += 7) {
+        cr_assert_eq(tmpdir_write_file(dir, seg(1), f, t), 0);
+        w = reopen(0, &c);
+        cr_assert_eq(c.n, 0);
+        cr_assert_eq(wal_stats(w)->torn_frames, 1);
+        cr_assert_eq(wal_stats(w)->torn_bytes, t);
+        cr_assert_eq(wal_stats(w)->segments, 0);
+        cr_assert_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
+        cr_assert_eq(wal_last_seq(w), 0);
+        wal_close(w);
+    }
+    w = reopen(0, &c);
+    cr_assert_eq(put(w, 1, 5), 1);
+    wal_close(w);
+    cr_expect_eq(tmpdir_file_size(dir, seg(1)), 25);
+    free(f);
+}
+
+Test(wal, corrupt_byte_in_a_middle_frame_ends_replay_there)
+{
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 5; s++) {
+        cr_assert_eq(put(w, s, 40 + s), (int64_t)s);
+    }
+    wal_close(w);
+    size_t flen;
+    uint8_t *f = tmpdir_read_file(dir, seg(1), &flen);
+    cr_assert_not_null(f);
+    const size_t o3 = (20 + 41) + (20 + 42);
+    static struct col c;
+    /* Every header byte of frame 3 and a few payload bytes; two bits each. */
+    static const size_t pos[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                 12, 13, 14, 15, 16, 17, 18, 19, 20, 33, 62};
+    for (size_t k = 0; k < sizeof(pos) / sizeof(pos[0]); k++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            f[o3 + pos[k]] ^= (uint8_t)(1u << bit);
+            cr_assert_eq(tmpdir_write_file(dir, seg(1), f, flen), 0);
+            f[o3 + pos[k]] ^= (uint8_t)(1u << bit);
+            w = reopen(0, &c);
+            expect_range(&c, 1, 2);
+            cr_assert_eq(wal_stats(w)->torn_frames, 1, "byte %zu bit %d", pos[k], bit);
+            cr_assert_eq(wal_stats(w)->torn_bytes, flen - o3);
+            cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)o3);
+            cr_assert_eq(wal_last_seq(w), 2);
+            wal_close(w);
+        }
+    }
+    free(f);
+}
+
+Test(wal, corrupt_frame_in_an_early_segment_removes_the_later_segments)
+{
+    wal_segment_bytes = 250; /* rotates once a segment holds 250+: three 120-byte frames */
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 9; s++) {
+        cr_assert_eq(put(w, s, 100), (int64_t)s);
+    }
+    cr_assert_eq(wal_stats(w)->segments, 3); /* 1-3, 4-6, 7-9: 360 bytes each */
+    wal_close(w);
+    cr_assert_eq(tmpdir_file_size(dir, seg(4)), 360);
+    cr_assert_eq(tmpdir_file_size(dir, seg(7)), 360);
+
+    /* The middle frame (seq 5) of the middle segment gets a bad payload byte. */
+    size_t flen;
+    uint8_t *f = tmpdir_read_file(dir, seg(4), &flen);
+    cr_assert_not_null(f);
+    f[120 + 20 + 50] ^= 0x40;
+    cr_assert_eq(tmpdir_write_file(dir, seg(4), f, flen), 0);
+    free(f);
+
+    static struct col c;
+    w = reopen(0, &c);
+    expect_range(&c, 1, 4);
+    cr_expect_eq(wal_stats(w)->torn_frames, 1);
+    cr_expect_eq(wal_stats(w)->torn_bytes, 240 + 360);
+    cr_expect_eq(wal_stats(w)->segments, 2);
+    cr_expect_eq(tmpdir_file_size(dir, seg(4)), 120);
+    cr_expect_eq(tmpdir_file_size(dir, seg(7)), -ENOENT);
+    cr_expect_eq(wal_last_seq(w), 4);
+    cr_assert_eq(put(w, 5, 10), 5); /* continues in segment 4 */
+    wal_close(w);
+    cr_expect_eq(tmpdir_file_size(dir, seg(4)), 150);
+    w = reopen(0, &c);
+    expect_range(&c, 1, 5);
+    wal_close(w);
+}
+
+Test(wal, frames_with_a_valid_crc_but_bad_fields_end_the_log)
+{
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    cr_assert_eq(put(w, 1, 10), 1);
+    cr_assert_eq(put(w, 2, 10), 2);
+    wal_close(w);
+    size_t blen;
+    uint8_t *base = tmpdir_read_file(dir, seg(1), &blen);
+    cr_assert_not_null(base);
+    cr_assert_eq(blen, 60);
+
+    uint8_t *p3 = gen(3, 10);
+    struct {
+        uint32_t len;
+        uint64_t seq;
+        uint8_t sig, fmt, pad;
+    } bad[] = {
+        {0, 3, 1, 1, 0},  /* zero length */
+        {10, 2, 1, 1, 0}, /* seq repeated */
+        {10, 1, 1, 1, 0}, /* seq going back */
+        {10, 3, 0, 1, 0}, /* signal 0 */
+        {10, 3, 4, 1, 0}, /* signal 4 */
+        {10, 3, 1, 2, 0}, /* unknown format */
+        {10, 3, 1, 1, 1}, /* non-zero padding */
+        {10, 3, 1, 1, 0}, /* control: intact, so seq 3 is replayed */
+    };
+    static struct col c;
+    uint8_t buf[200];
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        memcpy(buf, base, blen);
+        size_t n = blen;
+        n += craft(buf + n, bad[k].len, bad[k].seq, bad[k].sig, bad[k].fmt, bad[k].pad, p3);
+        size_t tail = n - blen;
+        /* An intact frame after the bad one is not read either. */
+        uint8_t *p4 = gen(4, 10);
+        n += craft(buf + n, 10, 4, (uint8_t)sig_of(4), (uint8_t)fmt_of(4), 0, p4);
+        free(p4);
+        expect_n[3] = 10;
+        expect_n[4] = 10;
+        cr_assert_eq(tmpdir_write_file(dir, seg(1), buf, n), 0);
+        w = reopen(0, &c);
+        if (k + 1 < sizeof(bad) / sizeof(bad[0])) {
+            expect_range(&c, 1, 2);
+            cr_assert_eq(wal_stats(w)->torn_frames, 1, "case %zu", k);
+            cr_assert_eq(wal_stats(w)->torn_bytes, n - blen);
+            cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)blen);
+        } else {
+            cr_assert_eq(tail, 30);
+            expect_range(&c, 1, 4);
+            cr_assert_eq(wal_stats(w)->torn_frames, 0);
+        }
+        wal_close(w);
+    }
+
+    /* A segment whose first frame is not the seq in its name is cut whole. */
+    uint8_t *p6 = gen(6, 10);
+    size_t n = craft(buf, 10, 6, (uint8_t)sig_of(6), (uint8_t)fmt_of(6), 0, p6);
+    free(p6);
+    expect_n[6] = 10;
+    cr_assert_eq(tmpdir_write_file(dir, seg(5), buf, n), 0);
+    w = reopen(0, &c);
+    expect_range(&c, 1, 4);
+    cr_expect_eq(wal_stats(w)->torn_frames, 1);
+    cr_expect_eq(wal_stats(w)->torn_bytes, 30);
+    cr_expect_eq(tmpdir_file_size(dir, seg(5)), -ENOENT);
+    cr_expect_eq(wal_stats(w)->segments, 1);
+    wal_close(w);
+
+    /* Files that are not segments are left alone. */
+    cr_assert_eq(tmpdir_write_file(dir, "notes.txt", "x", 1), 0);
+    cr_assert_eq(tmpdir_write_file(dir, "0001.wal", "x", 1), 0);
+    w = reopen(0, &c);
+    expect_range(&c, 1, 4);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    wal_close(w);
+    cr_expect_eq(tmpdir_file_size(dir, "notes.txt"), 1);
+    cr_expect_eq(tmpdir_file_size(dir, "0001.wal"), 1);
+    free(p3);
+    free(base);
+}
+
+Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
+{
+    wal_segment_bytes = 300; /* three 100-byte frames per segment */
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 20; s++) {
+        cr_assert_eq(put(w, s, 80), (int64_t)s);
+    }
+    static const uint64_t firsts[] = {1, 4, 7, 10, 13, 16, 19};
+    cr_assert_eq(wal_stats(w)->segments, 7);
+    for (int i = 0; i < 7; i++) {
+        cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), i < 6 ? 300 : 200);
+    }
+    /* Frames on both sides of a rotation are durable after one wal_sync:
+     * the rotated-away segment and the current one are both synced. */
+    cr_assert_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, 2 + 5, "5 earlier rotations settled their segment");
+    cr_assert_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, 7, "nothing new to sync");
+
+    cr_assert_eq(wal_release_upto(w, 2), 0);
+    cr_assert_eq(wal_release_upto(w, 3), 1);
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
+    cr_assert_eq(tmpdir_file_size(dir, seg(4)), 300);
+    cr_assert_eq(wal_release_upto(w, 8), 1);
+    cr_assert_eq(tmpdir_file_size(dir, seg(7)), 300);
+    cr_assert_eq(wal_release_upto(w, 1000), 4, "never the newest segment");
+    cr_assert_eq(wal_stats(w)->segments, 1);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), -ENOENT);
+    }
+    cr_assert_eq(tmpdir_file_size(dir, seg(19)), 200);
+    cr_assert_eq(wal_release_upto(w, 1000), 0);
+    wal_close(w);
+
+    static struct col c;
+    w = reopen(0, &c);
+    expect_range(&c, 19, 20);
+    cr_expect_eq(wal_last_seq(w), 20);
+    cr_assert_eq(put(w, 21, 80), 21); /* fills segment 19 to 300 */
+    cr_assert_eq(put(w, 22, 80), 22); /* starts segment 22 */
+    cr_expect_eq(wal_stats(w)->segments, 2);
+    cr_expect_eq(tmpdir_file_size(dir, seg(19)), 300);
+    cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100);
+    cr_assert_eq(wal_release_upto(w, 21), 1);
+    wal_close(w);
+    w = reopen(0, &c);
+    expect_range(&c, 22, 22);
+    wal_close(w);
+
+    /* A full newest segment is not appended to after a reopen. */
+    wal_segment_bytes = 100;
+    w = reopen(0, &c);
+    cr_assert_eq(put(w, 23, 80), 23);
+    cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100);
+    cr_expect_eq(tmpdir_file_size(dir, seg(23)), 100);
+    wal_close(w);
+}
+
+Test(wal, seqs_continue_after_reopen_and_after_skips_frames)
+{
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 10; s++) {
+        cr_assert_eq(put(w, s, 10 * s), (int64_t)s);
+    }
+    wal_close(w);
+
+    static struct col c;
+    w = reopen(6, &c);
+    expect_range(&c, 7, 10);
+    cr_expect_eq(wal_stats(w)->frames_skipped, 6);
+    cr_expect_eq(wal_stats(w)->frames_replayed, 4);
+    cr_expect_eq(wal_stats(w)->bytes_replayed, 70 + 80 + 90 + 100);
+    cr_expect_eq(wal_last_seq(w), 10);
+    cr_assert_eq(put(w, 11, 5), 11);
+    wal_close(w);
+
+    /* |after| above everything on disk: nothing replayed, seqs jump past it. */
+    w = reopen(50, &c);
+    cr_expect_eq(c.n, 0);
+    cr_expect_eq(wal_stats(w)->frames_skipped, 11);
+    cr_expect_eq(wal_last_seq(w), 50);
+    cr_assert_eq(put(w, 51, 5), 51);
+    wal_close(w);
+
+    w = reopen(0, &c);
+    cr_assert_eq(c.n, 12);
+    for (int i = 0; i < 11; i++) {
+        cr_assert_eq(c.f[i].seq, (uint64_t)i + 1);
+        cr_assert(c.f[i].ok);
+    }
+    cr_assert_eq(c.f[11].seq, 51);
+    cr_assert(c.f[11].ok);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    wal_close(w);
+
+    /* The callback's error stops the replay and is returned. */
+    memset(&c, 0, sizeof(c));
+    c.fail_at = 4;
+    w = (wal *)&c; /* must stay untouched */
+    cr_assert_eq(wal_open(dir, 0, collect, &c, &w), -ECANCELED);
+    cr_assert_eq(w, (wal *)&c);
+    expect_range(&c, 1, 3);
+    /* ... and the log is still whole. */
+    w = reopen(0, &c);
+    cr_expect_eq(c.n, 12);
+    wal_close(w);
+}
+
+Test(wal, failed_write_is_cut_back_and_the_log_stays_well_formed)
+{
+    /* RLIMIT_FSIZE makes the kernel stop a write at the limit: a write that
+     * crosses it comes back short, the next one fails with EFBIG. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 3; s++) {
+        cr_assert_eq(put(w, s, 100), (int64_t)s);
+    }
+    struct rlimit lim = {.rlim_cur = 500, .rlim_max = old.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+
+    /* 360 + 320 crosses 500: 140 bytes land, then EFBIG; they are cut off. */
+    cr_assert_eq(put(w, 4, 300), -EFBIG);
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), 360);
+    cr_expect_eq(wal_stats(w)->frames_appended, 3);
+    cr_expect_eq(wal_last_seq(w), 3);
+
+    /* The seq was not used up; a frame that fits goes right after frame 3. */
+    cr_assert_eq(put(w, 4, 100), 4);
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), 480);
+    /* At the limit exactly: the first write fails outright. */
+    lim.rlim_cur = 480;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    cr_assert_eq(put(w, 5, 1), -EFBIG);
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), 480);
+
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    cr_assert_eq(put(w, 5, 7), 5);
+    wal_close(w);
+
+    static struct col c;
+    w = reopen(0, &c);
+    expect_range(&c, 1, 5);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    cr_expect_eq(wal_stats(w)->torn_bytes, 0);
+    wal_close(w);
+}
+
+Test(wal, append_refuses_bad_arguments_without_writing)
+{
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    uint8_t b[8] = {0};
+    cr_expect_eq(wal_append(w, SIG_LOGS, WAL_FMT_PROTOBUF, b, 0), -EINVAL);
+    cr_expect_eq(wal_append(w, (enum signal)0, WAL_FMT_PROTOBUF, b, 8), -EINVAL);
+    cr_expect_eq(wal_append(w, (enum signal)4, WAL_FMT_PROTOBUF, b, 8), -EINVAL);
+    cr_expect_eq(wal_append(w, SIG_LOGS, (enum wal_format)2, b, 8), -EINVAL);
+    /* The size is checked before the payload is touched. */
+    cr_expect_eq(wal_append(w, SIG_LOGS, WAL_FMT_PROTOBUF, b, (size_t)WAL_FRAME_MAX + 1), -E2BIG);
+    cr_expect_eq(wal_stats(w)->frames_appended, 0);
+    cr_expect_eq(wal_stats(w)->segments, 0);
+    cr_expect_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
+    cr_expect_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, 0);
+
+    cr_assert_eq(wal_append(w, SIG_METRICS, WAL_FMT_JSON, b, 8), 1);
+    cr_expect_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, 1);
+    wal_close(w);
+    wal_close(NULL);
+}
