@@ -1,0 +1,203 @@
+/*
+ * oblock.h - the open block: the in-memory block a shard appends rows to
+ * and queries read while it grows.
+ *
+ * Threads: one writer (the owning shard thread) calls oblock_append; any
+ * number of readers on other threads call the read functions at the same
+ * time, without a lock. A reader first takes a snapshot with oblock_rows()
+ * and reads rows [0, n): those rows, and the resources, scopes and metrics
+ * they name, are complete and never change or move while the block lives.
+ * oblock_free must wait until no reader holds the block (the caller's job).
+ *
+ * Rows live in column chunks of OBLOCK_CHUNK_ROWS; strings, attribute
+ * lists and other encoded values are copied into a chunked byte area.
+ * Resources and scopes are stored once per distinct content in the block
+ * (and metric descriptions once per distinct metric), so rows name them by
+ * block-level id. Pointers in the views below point into the block: valid
+ * while it lives, never written through, not NUL-terminated; a pointer is
+ * never NULL, even for an empty value.
+ */
+#ifndef MIRADB_OBLOCK_H
+#define MIRADB_OBLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+
+typedef struct oblock oblock;
+
+/* Rows per column chunk. */
+#define OBLOCK_CHUNK_ROWS 4096
+/* Most rows one block can hold; oblock_append refuses more with -E2BIG. */
+#define OBLOCK_MAX_ROWS (1ull << 30)
+
+/* Bytes in the block (a blob of a batch, resolved). */
+struct obytes {
+    const uint8_t *p;
+    uint32_t len;
+};
+
+/* An attribute list: |count| entries in |len| bytes (val.h "attrs"). */
+struct oattrs {
+    const uint8_t *p;
+    uint32_t len;
+    uint32_t count;
+};
+
+struct res_view {
+    uint32_t id;
+    struct oattrs attrs;
+    uint32_t dropped_attrs;
+    struct mstr schema_url;
+};
+
+struct scope_view {
+    uint32_t id;
+    uint32_t resource_id;
+    const struct res_view *resource;
+    struct mstr name;
+    struct mstr version;
+    struct oattrs attrs;
+    uint32_t dropped_attrs;
+    struct mstr schema_url;
+};
+
+struct metric_view {
+    uint32_t id;
+    uint32_t scope_id;
+    const struct scope_view *scope;
+    struct mstr name;
+    struct mstr description;
+    struct mstr unit;
+    enum metric_kind kind;
+    int32_t temporality;
+    bool monotonic;
+    struct oattrs metadata;
+};
+
+/* The fields of struct log_row, resolved; body_str is set when body_type is
+ * VAL_STR, body_val (the encoded value) otherwise. */
+struct log_view {
+    uint64_t time_ns;
+    uint64_t observed_ns;
+    uint32_t scope_id;
+    const struct scope_view *scope;
+    const struct res_view *resource;
+    int32_t severity_number;
+    struct mstr severity_text;
+    enum val_type body_type;
+    struct mstr body_str;
+    struct obytes body_val;
+    struct oattrs attrs;
+    uint32_t dropped_attrs;
+    uint32_t flags;
+    bool has_trace_id;
+    bool has_span_id;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    struct mstr event_name;
+};
+
+/* The fields of struct span_row; events and links in batch.h's encoding. */
+struct span_view {
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint32_t scope_id;
+    const struct scope_view *scope;
+    const struct res_view *resource;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t parent_span_id[8];
+    bool has_parent;
+    struct mstr trace_state;
+    struct mstr name;
+    int32_t kind;
+    uint32_t flags;
+    int32_t status_code;
+    struct mstr status_message;
+    struct oattrs attrs;
+    uint32_t dropped_attrs;
+    struct obytes events;
+    uint32_t n_events;
+    uint32_t dropped_events;
+    struct obytes links;
+    uint32_t n_links;
+    uint32_t dropped_links;
+};
+
+/* The fields of struct point_row; detail and exemplars in batch.h's encoding. */
+struct point_view {
+    uint64_t start_ns;
+    uint64_t time_ns;
+    uint32_t metric_id;
+    const struct metric_view *metric;
+    const struct scope_view *scope;
+    const struct res_view *resource;
+    struct oattrs attrs;
+    uint32_t flags;
+    enum point_value value_type;
+    union {
+        double d;
+        int64_t i;
+    } value;
+    uint64_t count;
+    double sum;
+    double min;
+    double max;
+    bool has_sum;
+    bool has_min;
+    bool has_max;
+    struct obytes detail;
+    struct obytes exemplars;
+    uint32_t n_exemplars;
+};
+
+/* ---- writer (the owning shard thread) ---- */
+
+/* 0, -EINVAL for a |sig| that is not a signal, or -ENOMEM. The block is
+ * returned owned: free it with oblock_free. */
+int oblock_new(enum signal sig, oblock **out);
+/* Accepts NULL. No reader may hold the block any more. */
+void oblock_free(oblock *b);
+
+/*
+ * Copies every resource, scope, metric and row of |batch| into the block
+ * (nothing of the batch is referenced afterwards) and makes the rows
+ * visible to readers at once: either all of them or none. |wal_seq| is the
+ * WAL frame the batch came from (0 if none); see oblock_max_seq.
+ * Returns 0; -ENOMEM; -EINVAL if the batch is of another signal or
+ * inconsistent (an index or blob out of range, a NULL string with a
+ * length); -E2BIG if the block would pass OBLOCK_MAX_ROWS (seal it).
+ * After a failure no row of the batch is visible, but resources, scopes
+ * and metrics it added may stay in the dictionaries, unreferenced.
+ */
+int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
+
+/* ---- any thread ---- */
+
+enum signal oblock_signal(const oblock *b);
+/* Rows visible now (acquire load): rows [0, n) may be read. */
+uint64_t oblock_rows(const oblock *b);
+/* Memory the block holds, in bytes (what the memory budget charges). */
+size_t oblock_bytes(const oblock *b);
+/* The highest wal_seq appended so far: the WAL watermark the block holds. */
+uint64_t oblock_max_seq(const oblock *b);
+
+/* Distinct resources, scopes and metrics visible now; ids run from 0. */
+uint32_t oblock_n_resources(const oblock *b);
+uint32_t oblock_n_scopes(const oblock *b);
+uint32_t oblock_n_metrics(const oblock *b);
+/* Borrowed (valid while the block lives); NULL if |id| is not visible. */
+const struct res_view *oblock_resource(const oblock *b, uint32_t id);
+const struct scope_view *oblock_scope(const oblock *b, uint32_t id);
+const struct metric_view *oblock_metric(const oblock *b, uint32_t id);
+
+/* Reads row |i| into |*v|. 0, or -EINVAL if the block holds another signal
+ * or |i| >= oblock_rows(). */
+int oblock_log(const oblock *b, uint64_t i, struct log_view *v);
+int oblock_span(const oblock *b, uint64_t i, struct span_view *v);
+int oblock_point(const oblock *b, uint64_t i, struct point_view *v);
+
+#endif
