@@ -30,6 +30,7 @@
 #include "proto/resp.h"
 #include "server/stats.h"
 #include "storage/batch.h"
+#include "storage/shard.h"
 
 struct config;
 struct iot;
@@ -97,6 +98,12 @@ void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg);
 
 const struct ingest_result *ingest_result(const struct ingest_req *r);
 void ingest_req_free(struct ingest_req *r);
+
+/* Shards per signal, and a copy of one shard's counters (for /metrics). */
+int ingest_shard_count(void);
+void ingest_shard_stats(enum signal s, int i, struct shard_stats *out);
+/* The shard itself (the query side reads its open block). */
+shard *ingest_shard(enum signal s, int i);
 
 /* Counts a request refused before an ingest_req existed (404, 405, 415). */
 void ingest_count_rejection(struct iot *t, enum reject_reason why);

@@ -1,0 +1,846 @@
+/*
+ * ingest.c - admission, gunzip, decode and the hand-off to shards (see
+ * ingest.h for the sequence a listener follows).
+ *
+ * Admission takes two things before any body byte is read: a slot in one
+ * shard's queue (round-robin over the signal's shards) and a first charge
+ * on the memory budget (the declared body size, or RESERVE_UNKNOWN when the
+ * size is not known). A request that cannot have both waits in its I/O
+ * thread's FIFO; a timer retries the queue every RETRY_MS and refuses
+ * whoever waited --admit-wait. Later growth (a longer body, the gunzipped
+ * copy, the decoded batch) is charged as it happens; all of it is
+ * uncharged when the request ends, so the budget counts exactly what
+ * requests hold.
+ *
+ * Everything here runs on the request's I/O thread except job_done(),
+ * which the shard thread calls and which only posts the request back.
+ */
+#include "server/ingest.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <libdeflate.h>
+
+#include "proto/jsondec.h"
+#include "proto/pbdec.h"
+#include "server/config.h"
+#include "server/iot.h"
+#include "server/listen.h"
+#include "server/log.h"
+#include "storage/adm.h"
+#include "storage/arena.h"
+
+#define RESERVE_UNKNOWN (64u << 10) /* first charge of a body of unknown size */
+#define RETRY_MS 2                  /* how often waiters retry admission */
+#define BODY_MIN (64u << 10)
+#define CACHE_SLOTS 4
+#define CACHE_MAX_BYTES (4u << 20) /* larger buffers go back to malloc */
+#define RETRY_AFTER_S 1
+
+struct buf {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+};
+
+enum rq_state {
+    RQ_NEW,
+    RQ_WAITING,
+    RQ_ADMITTED,
+    RQ_SHARD,
+    RQ_DONE,
+};
+
+struct ingest_req {
+    struct iot_msg msg; /* a pending callback or completion */
+    struct iot *t;
+    enum signal sig;
+    enum transport tr;
+    ingest_cb cb;
+    void *ctx;
+    enum rq_state state;
+    bool cb_pending;
+    bool abandoned; /* freed by the listener while the shard or a callback held it */
+    long expected;
+    shard *sh; /* reserved slot while admitted, until submitted */
+    uint64_t charged;
+    size_t wire_bytes;
+    struct buf body;
+    struct buf plain; /* the gunzipped body */
+    struct batch *batch;
+    arena *arena;
+    struct shard_job job;
+    struct ingest_result res;
+    struct ingest_req *wnext, *wprev;
+    uint64_t wait_start_ns;
+};
+
+/* Per I/O thread state; only that thread touches it. */
+struct ingest_thr {
+    bool init;
+    struct ingest_req *whead, *wtail;
+    struct event *retry_ev;
+    struct libdeflate_decompressor *dec;
+    unsigned rr[SIG_COUNT];
+    struct buf bufs[CACHE_SLOTS];
+    int n_bufs;
+    struct batch *batches[CACHE_SLOTS];
+    int n_batches;
+    arena *arenas[CACHE_SLOTS];
+    int n_arenas;
+};
+
+static const struct config *cfg;
+static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
+static int n_shards;
+static struct ingest_thr thr[LISTEN_MAX_IOT];
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static enum reject_reason reason_of(enum ingest_status st)
+{
+    switch (st) {
+    case IS_MALFORMED:
+        return RJ_MALFORMED;
+    case IS_TOO_LARGE:
+        return RJ_TOO_LARGE;
+    case IS_UNSUPPORTED:
+        return RJ_UNSUPPORTED;
+    case IS_OVERLOADED:
+        return RJ_OVERLOADED;
+    case IS_SHUTTING_DOWN:
+        return RJ_SHUTTING_DOWN;
+    default:
+        return RJ_INTERNAL;
+    }
+}
+
+/* ---- per-thread caches: buffers, batches and arenas are reused, so a
+ * steady stream of requests runs without malloc ---- */
+
+static struct ingest_thr *thr_of(struct iot *t);
+
+static void retry_waiters(evutil_socket_t fd, short what, void *arg);
+
+static struct ingest_thr *thr_of(struct iot *t)
+{
+    struct ingest_thr *h = &thr[t->idx];
+    if (!h->init) {
+        h->retry_ev = evtimer_new(t->base, retry_waiters, t);
+        h->dec = libdeflate_alloc_decompressor();
+        h->init = true;
+    }
+    return h;
+}
+
+static void buf_release(struct ingest_thr *h, struct buf *b)
+{
+    if (b->p != NULL && b->cap <= CACHE_MAX_BYTES && h->n_bufs < CACHE_SLOTS) {
+        h->bufs[h->n_bufs++] = (struct buf){b->p, 0, b->cap};
+    } else {
+        free(b->p);
+    }
+    *b = (struct buf){NULL, 0, 0};
+}
+
+static void buf_acquire(struct ingest_thr *h, struct buf *b)
+{
+    if (b->p == NULL && h->n_bufs > 0) {
+        *b = h->bufs[--h->n_bufs];
+    }
+}
+
+/* Charges what the request holds now beyond what it had charged. */
+static bool charge_to(struct ingest_req *r, uint64_t total)
+{
+    if (total <= r->charged) {
+        return true;
+    }
+    if (!adm_try_charge(total - r->charged)) {
+        return false;
+    }
+    r->charged = total;
+    return true;
+}
+
+static uint64_t held_bytes(const struct ingest_req *r)
+{
+    uint64_t n = r->body.cap + r->plain.cap;
+    if (r->batch != NULL) {
+        n += batch_footprint(r->batch);
+    }
+    if (r->arena != NULL) {
+        n += arena_footprint(r->arena);
+    }
+    return n;
+}
+
+/* Returns everything but the request struct itself. */
+static void release(struct ingest_req *r)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    if (r->sh != NULL) {
+        shard_unreserve(r->sh);
+        r->sh = NULL;
+    }
+    buf_release(h, &r->body);
+    buf_release(h, &r->plain);
+    if (r->batch != NULL) {
+        if (h->n_batches < CACHE_SLOTS && batch_footprint(r->batch) <= CACHE_MAX_BYTES) {
+            h->batches[h->n_batches++] = r->batch;
+        } else {
+            batch_free(r->batch);
+        }
+        r->batch = NULL;
+    }
+    if (r->arena != NULL) {
+        arena_reset(r->arena);
+        if (h->n_arenas < CACHE_SLOTS) {
+            h->arenas[h->n_arenas++] = r->arena;
+        } else {
+            arena_free(r->arena);
+        }
+        r->arena = NULL;
+    }
+    adm_uncharge(r->charged);
+    r->charged = 0;
+}
+
+/* ---- callbacks, always from the event loop ---- */
+
+static void deliver(struct iot_msg *m)
+{
+    struct ingest_req *r = (struct ingest_req *)((char *)m - offsetof(struct ingest_req, msg));
+    r->cb_pending = false;
+    if (r->abandoned) {
+        release(r);
+        free(r);
+        return;
+    }
+    r->cb(r, r->ctx);
+}
+
+static void post_cb(struct ingest_req *r)
+{
+    r->cb_pending = true;
+    r->msg.fn = deliver;
+    iot_post(r->t, &r->msg);
+}
+
+/* Ends the request with a failure: result set, counted, memory returned. */
+static void vset_failed(struct ingest_req *r, enum ingest_status st, const char *fmt, va_list ap)
+{
+    r->res.status = st;
+    r->res.retry_after_s = (st == IS_OVERLOADED || st == IS_SHUTTING_DOWN) ? RETRY_AFTER_S : 0;
+    vsnprintf(r->res.message, sizeof(r->res.message), fmt, ap);
+    r->t->stats.rejections[reason_of(st)]++;
+    r->state = RQ_DONE;
+    release(r);
+}
+
+/* The same, answered by the listener from the return code (no callback). */
+static void set_failed(struct ingest_req *r, enum ingest_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_failed(struct ingest_req *r, enum ingest_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_failed(r, st, fmt, ap);
+    va_end(ap);
+}
+
+/* The same, reported through the callback. */
+static void fail(struct ingest_req *r, enum ingest_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail(struct ingest_req *r, enum ingest_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_failed(r, st, fmt, ap);
+    va_end(ap);
+    post_cb(r);
+}
+
+/* ---- admission ---- */
+
+static bool try_admit(struct ingest_req *r)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    uint64_t want = r->expected >= 0 ? (uint64_t)r->expected : RESERVE_UNKNOWN;
+    shard *sh = NULL;
+    unsigned start = h->rr[r->sig - 1]++;
+
+    for (int i = 0; i < n_shards; i++) {
+        shard *cand = shards[r->sig - 1][(start + (unsigned)i) % (unsigned)n_shards];
+        if (shard_reserve(cand)) {
+            sh = cand;
+            break;
+        }
+    }
+    if (sh == NULL) {
+        return false;
+    }
+    if (!adm_try_charge(want)) {
+        shard_unreserve(sh);
+        return false;
+    }
+    r->charged = want;
+    r->sh = sh;
+    return true;
+}
+
+static void waiter_remove(struct ingest_thr *h, struct ingest_req *r)
+{
+    if (r->wprev != NULL) {
+        r->wprev->wnext = r->wnext;
+    } else {
+        h->whead = r->wnext;
+    }
+    if (r->wnext != NULL) {
+        r->wnext->wprev = r->wprev;
+    } else {
+        h->wtail = r->wprev;
+    }
+    r->wnext = r->wprev = NULL;
+}
+
+static void arm_retry(struct ingest_thr *h)
+{
+    struct timeval tv = {0, RETRY_MS * 1000};
+    if (h->whead != NULL && !evtimer_pending(h->retry_ev, NULL)) {
+        evtimer_add(h->retry_ev, &tv);
+    }
+}
+
+/* Admits waiters in arrival order while room lasts; refuses the expired. */
+static void retry_waiters(evutil_socket_t fd, short what, void *arg)
+{
+    struct iot *t = arg;
+    struct ingest_thr *h = thr_of(t);
+    uint64_t now = now_ns();
+    uint64_t wait_ns = (uint64_t)cfg->admit_wait_ms * 1000000u;
+    bool blocked = false;
+    (void)fd, (void)what;
+
+    for (struct ingest_req *r = h->whead, *next; r != NULL; r = next) {
+        next = r->wnext;
+        if (!blocked && try_admit(r)) {
+            waiter_remove(h, r);
+            t->stats.admit_wait_ns += now - r->wait_start_ns;
+            r->state = RQ_ADMITTED;
+            r->res.status = IS_ADMITTED;
+            post_cb(r);
+            continue;
+        }
+        blocked = true; /* nobody overtakes an earlier waiter */
+        if (now - r->wait_start_ns >= wait_ns || iot_stopping()) {
+            waiter_remove(h, r);
+            t->stats.admit_wait_ns += now - r->wait_start_ns;
+            t->stats.shed++;
+            fail(r, IS_OVERLOADED,
+                 "server busy: %s queue or memory budget stayed full for %d ms; retry later",
+                 signal_name(r->sig), cfg->admit_wait_ms);
+        }
+    }
+    arm_retry(h);
+}
+
+struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport tr, ingest_cb cb,
+                                  void *ctx)
+{
+    struct ingest_req *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return NULL;
+    }
+    r->t = t;
+    r->sig = s;
+    r->tr = tr;
+    r->cb = cb;
+    r->ctx = ctx;
+    r->expected = -1;
+    return r;
+}
+
+void ingest_admit(struct ingest_req *r, long expected_bytes)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    if (iot_stopping()) {
+        fail(r, IS_SHUTTING_DOWN, "server is shutting down; retry later");
+        return;
+    }
+    if (expected_bytes > 0 && (uint64_t)expected_bytes > cfg->max_request_bytes) {
+        fail(r, IS_TOO_LARGE, "request body of %ld bytes exceeds the limit of %llu bytes",
+             expected_bytes, (unsigned long long)cfg->max_request_bytes);
+        return;
+    }
+    r->expected = expected_bytes;
+    if (h->whead == NULL && try_admit(r)) {
+        r->state = RQ_ADMITTED;
+        r->res.status = IS_ADMITTED;
+        post_cb(r);
+        return;
+    }
+    if (cfg->admit_wait_ms == 0) {
+        r->t->stats.shed++;
+        fail(r, IS_OVERLOADED, "server busy: %s queue or memory budget full; retry later",
+             signal_name(r->sig));
+        return;
+    }
+    r->state = RQ_WAITING;
+    r->wait_start_ns = now_ns();
+    r->t->stats.admit_waits++;
+    r->wprev = h->wtail;
+    if (h->wtail != NULL) {
+        h->wtail->wnext = r;
+    } else {
+        h->whead = r;
+    }
+    h->wtail = r;
+    arm_retry(h);
+}
+
+/* ---- body ---- */
+
+int ingest_body_append(struct ingest_req *r, const void *p, size_t n)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    size_t need = r->body.len + n;
+
+    if (r->state != RQ_ADMITTED) {
+        return -EINVAL;
+    }
+    r->wire_bytes += n;
+    if (need > cfg->max_request_bytes) {
+        set_failed(r, IS_TOO_LARGE, "request body exceeds the limit of %llu bytes",
+                   (unsigned long long)cfg->max_request_bytes);
+        return -E2BIG;
+    }
+    if (need > r->body.cap) {
+        buf_acquire(h, &r->body);
+    }
+    if (need > r->body.cap) {
+        size_t cap = r->body.cap ? r->body.cap * 2 : BODY_MIN;
+        if (r->expected > 0 && (size_t)r->expected > cap) {
+            cap = (size_t)r->expected;
+        }
+        while (cap < need) {
+            cap *= 2;
+        }
+        if (cap > cfg->max_request_bytes) {
+            cap = cfg->max_request_bytes;
+        }
+        if (!charge_to(r, held_bytes(r) - r->body.cap + cap)) {
+            set_failed(r, IS_OVERLOADED, "server memory budget is full; retry later");
+            return -ENOBUFS;
+        }
+        uint8_t *np = realloc(r->body.p, cap);
+        if (np == NULL) {
+            set_failed(r, IS_OVERLOADED, "out of memory; retry later");
+            return -ENOBUFS;
+        }
+        r->body.p = np;
+        r->body.cap = cap;
+    }
+    memcpy(r->body.p + r->body.len, p, n);
+    r->body.len = need;
+    return 0;
+}
+
+/* ---- finish: gunzip, decode, submit ---- */
+
+static void job_done(struct shard_job *j);
+
+static void completed(struct iot_msg *m)
+{
+    struct ingest_req *r = (struct ingest_req *)((char *)m - offsetof(struct ingest_req, msg));
+    struct io_stats *st = &r->t->stats;
+    int si = r->sig - 1;
+
+    if (r->job.result == 0) {
+        r->res.status = IS_OK;
+        st->requests[si][r->tr]++;
+        st->records[si][r->tr] += r->res.records;
+        st->bytes[si][r->tr] += r->wire_bytes;
+        st->rejected_records[si] += r->res.rejected;
+    } else {
+        r->res.status = IS_INTERNAL;
+        r->res.records = 0;
+        snprintf(r->res.message, sizeof(r->res.message),
+                 "could not write the %s write-ahead log: %s", signal_name(r->sig),
+                 strerror(-r->job.result));
+        st->rejections[RJ_INTERNAL]++;
+    }
+    r->state = RQ_DONE;
+    release(r);
+    r->cb_pending = true;
+    deliver(m);
+}
+
+static void job_done(struct shard_job *j)
+{
+    struct ingest_req *r = (struct ingest_req *)((char *)j - offsetof(struct ingest_req, job));
+    r->cb_pending = true;
+    r->msg.fn = completed;
+    iot_post(r->t, &r->msg);
+}
+
+/*
+ * Inflates every gzip member of the body into r->plain, never past
+ * --max-request-bytes (a gzip bomb costs at most the cap). Members are
+ * decoded one after another; bytes after the last member that are not a
+ * member are refused (libdeflate would silently ignore them: LIBS.md 6).
+ */
+static int gunzip(struct ingest_req *r, struct ingest_thr *h)
+{
+    const uint8_t *in = r->body.p;
+    size_t in_len = r->body.len;
+    size_t limit = cfg->max_request_bytes;
+    size_t hint = in_len * 4;
+
+    if (in_len >= 4) {
+        uint32_t isize = (uint32_t)in[in_len - 4] | (uint32_t)in[in_len - 3] << 8 |
+                         (uint32_t)in[in_len - 2] << 16 | (uint32_t)in[in_len - 1] << 24;
+        if (isize > hint) {
+            hint = isize;
+        }
+    }
+    if (hint > limit) {
+        hint = limit;
+    }
+    if (hint < 4096) {
+        hint = 4096;
+    }
+    buf_acquire(h, &r->plain);
+    r->plain.len = 0;
+    while (in_len > 0) {
+        if (in_len < 18 || in[0] != 0x1f || in[1] != 0x8b) {
+            return r->plain.len == 0 && r->body.len == in_len ? -EPROTO : -EBADMSG;
+        }
+        for (;;) {
+            size_t room = r->plain.cap - r->plain.len;
+            if (room == 0 || r->plain.cap < hint) {
+                size_t cap = r->plain.cap ? r->plain.cap * 2 : hint;
+                if (cap < hint) {
+                    cap = hint;
+                }
+                if (cap > limit) {
+                    cap = limit;
+                }
+                if (cap <= r->plain.cap) {
+                    return -E2BIG;
+                }
+                if (!charge_to(r, held_bytes(r) - r->plain.cap + cap)) {
+                    return -ENOBUFS;
+                }
+                uint8_t *np = realloc(r->plain.p, cap);
+                if (np == NULL) {
+                    return -ENOBUFS;
+                }
+                r->plain.p = np;
+                r->plain.cap = cap;
+                room = cap - r->plain.len;
+            }
+            size_t used = 0, out = 0;
+            enum libdeflate_result lr = libdeflate_gzip_decompress_ex(
+                h->dec, in, in_len, r->plain.p + r->plain.len, room, &used, &out);
+            if (lr == LIBDEFLATE_SUCCESS) {
+                r->plain.len += out;
+                in += used;
+                in_len -= used;
+                break;
+            }
+            if (lr != LIBDEFLATE_INSUFFICIENT_SPACE) {
+                return -EBADMSG;
+            }
+            if (r->plain.cap >= limit) {
+                return -E2BIG;
+            }
+            hint = r->plain.cap * 2; /* retry this member with twice the room */
+        }
+    }
+    return 0;
+}
+
+static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format f,
+                  const uint8_t *p, size_t n, char *err, size_t errlen)
+{
+    if (r->batch == NULL) {
+        r->batch = h->n_batches > 0 ? h->batches[--h->n_batches] : batch_new(r->sig);
+        if (r->batch == NULL) {
+            return -ENOMEM;
+        }
+    }
+    batch_reset(r->batch, r->sig);
+    if (f == IF_PROTOBUF) {
+        return pbdec_decode(r->sig, p, n, r->batch, err, errlen);
+    }
+    if (r->arena == NULL) {
+        r->arena = h->n_arenas > 0 ? h->arenas[--h->n_arenas] : arena_new(0);
+        if (r->arena == NULL) {
+            return -ENOMEM;
+        }
+    }
+    /* Bound what a hostile JSON body can make the decoder allocate. */
+    arena_set_limit(r->arena, 8 * n + (1u << 20));
+    return jsondec_decode(r->sig, (const char *)p, n, r->arena, r->batch, err, errlen);
+}
+
+void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    char err[200];
+    const uint8_t *payload;
+    size_t payload_len;
+    int rc;
+
+    if (r->state != RQ_ADMITTED) {
+        return;
+    }
+    if (f == IF_JSON && r->tr == TR_HTTP) {
+        r->tr = TR_HTTP_JSON;
+    }
+    if (gzip) {
+        rc = gunzip(r, h);
+        if (rc == -E2BIG) {
+            fail(r, IS_TOO_LARGE, "request body exceeds the limit of %llu bytes after gunzip",
+                 (unsigned long long)cfg->max_request_bytes);
+            return;
+        }
+        if (rc == -ENOBUFS) {
+            fail(r, IS_OVERLOADED, "server memory budget is full; retry later");
+            return;
+        }
+        if (rc < 0) {
+            fail(r, IS_MALFORMED, "request body is not valid gzip");
+            return;
+        }
+        payload = r->plain.p;
+        payload_len = r->plain.len;
+    } else {
+        payload = r->body.p;
+        payload_len = r->body.len;
+    }
+    if (payload == NULL) {
+        payload = (const uint8_t *)"";
+    }
+
+    err[0] = '\0';
+    rc = decode(r, h, f, payload, payload_len, err, sizeof(err));
+    if (rc == -ENOMEM) {
+        fail(r, IS_OVERLOADED, "out of memory decoding the request; retry later");
+        return;
+    }
+    if (rc < 0) {
+        fail(r, IS_MALFORMED, "%s", err[0] ? err : "malformed request");
+        return;
+    }
+    if (!charge_to(r, held_bytes(r))) {
+        fail(r, IS_OVERLOADED, "server memory budget is full; retry later");
+        return;
+    }
+    r->res.records = r->batch->n_rows;
+    r->res.rejected = r->batch->rejected;
+    if (r->batch->rejected > 0) {
+        snprintf(r->res.message, sizeof(r->res.message), "%s", r->batch->reject_msg);
+    }
+    if (r->batch->n_rows == 0) {
+        /* Nothing to log (an empty export is a success: FACTS.md 9.16). */
+        r->job.result = 0;
+        shard_unreserve(r->sh);
+        r->sh = NULL;
+        r->state = RQ_SHARD;
+        job_done(&r->job);
+        return;
+    }
+    r->job.batch = r->batch;
+    r->job.payload = payload;
+    r->job.payload_len = payload_len;
+    r->job.format = f == IF_JSON ? WAL_FMT_JSON : WAL_FMT_PROTOBUF;
+    r->job.done = job_done;
+    r->state = RQ_SHARD;
+    shard *sh = r->sh;
+    r->sh = NULL; /* the slot now belongs to the job */
+    shard_submit_take(sh, &r->job);
+}
+
+void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg)
+{
+    if (r->state == RQ_WAITING) {
+        waiter_remove(thr_of(r->t), r);
+    }
+    if (r->state == RQ_SHARD || r->state == RQ_DONE) {
+        return;
+    }
+    fail(r, st, "%s", msg);
+}
+
+const struct ingest_result *ingest_result(const struct ingest_req *r)
+{
+    return &r->res;
+}
+
+void ingest_req_free(struct ingest_req *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    if (r->state == RQ_WAITING) {
+        waiter_remove(thr_of(r->t), r);
+    }
+    if (r->cb_pending || r->state == RQ_SHARD) {
+        r->abandoned = true; /* freed when the shard or the pending callback lets go */
+        return;
+    }
+    release(r);
+    free(r);
+}
+
+void ingest_count_rejection(struct iot *t, enum reject_reason why)
+{
+    t->stats.rejections[why]++;
+}
+
+/* ---- shards ---- */
+
+static int replay_decode(enum signal sig, enum wal_format fmt, const uint8_t *p, size_t n,
+                         struct batch *scratch, arena *a)
+{
+    char err[8];
+    if (fmt == WAL_FMT_JSON) {
+        return jsondec_decode(sig, (const char *)p, n, a, scratch, err, sizeof(err));
+    }
+    return pbdec_decode(sig, p, n, scratch, err, sizeof(err));
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *q = tmp + 1; *q != '\0'; q++) {
+        if (*q == '/') {
+            *q = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+                return -errno;
+            }
+            *q = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+        return -errno;
+    }
+    return 0;
+}
+
+int ingest_init(const struct config *c, char *err, size_t errlen)
+{
+    char dir[600];
+    int rc;
+
+    cfg = c;
+    adm_init(c->memory_budget);
+    n_shards = c->shards;
+    for (int s = 0; s < SIG_COUNT; s++) {
+        shards[s] = calloc((size_t)n_shards, sizeof(shard *));
+        if (shards[s] == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        for (int i = 0; i < n_shards; i++) {
+            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", c->data_dir, signal_name(s + 1), i);
+            rc = mkdir_p(dir);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
+                return rc;
+            }
+            struct shard_cfg sc = {
+                .wal_dir = dir,
+                .signal = (enum signal)(s + 1),
+                .index = i,
+                .queue_cap = c->queue,
+                .fsync = c->ack == ACK_FSYNC,
+                .decode = replay_decode,
+                .delay_ms = c->test_shard_delay_ms,
+            };
+            rc = shard_start(&sc, &shards[s][i]);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot start the %s shard %d: %s", signal_name(s + 1), i,
+                         strerror(-rc));
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+bool ingest_ready(void)
+{
+    struct shard_stats st;
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (int i = 0; i < n_shards; i++) {
+            shard_get_stats(shards[s][i], &st);
+            if (!st.replayed) {
+                return false;
+            }
+        }
+    }
+    return n_shards > 0;
+}
+
+void ingest_shutdown(void)
+{
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (int i = 0; i < n_shards && shards[s] != NULL; i++) {
+            shard_stop(shards[s][i]);
+        }
+        free(shards[s]);
+        shards[s] = NULL;
+    }
+    for (int t = 0; t < LISTEN_MAX_IOT; t++) {
+        struct ingest_thr *h = &thr[t];
+        if (!h->init) {
+            continue;
+        }
+        for (int i = 0; i < h->n_bufs; i++) {
+            free(h->bufs[i].p);
+        }
+        for (int i = 0; i < h->n_batches; i++) {
+            batch_free(h->batches[i]);
+        }
+        for (int i = 0; i < h->n_arenas; i++) {
+            arena_free(h->arenas[i]);
+        }
+        event_free(h->retry_ev);
+        libdeflate_free_decompressor(h->dec);
+        memset(h, 0, sizeof(*h));
+    }
+}
+
+int ingest_shard_count(void)
+{
+    return n_shards;
+}
+
+void ingest_shard_stats(enum signal s, int i, struct shard_stats *out)
+{
+    shard_get_stats(shards[s - 1][i], out);
+}
+
+shard *ingest_shard(enum signal s, int i)
+{
+    return shards[s - 1][i];
+}

@@ -1,0 +1,271 @@
+/*
+ * main.c - the miradb command: `miradb serve` runs the daemon.
+ *
+ * Start-up order: config, shards (each replays its WAL on its own thread),
+ * I/O threads and their listening sockets, then the listening line on
+ * stderr; /ready turns 200 once every shard has replayed. SIGTERM/SIGINT:
+ * the listeners stop accepting and finish the requests in flight, the
+ * shards drain and sync their WALs, exit 0.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/config.h"
+#include "server/ingest.h"
+#include "server/iot.h"
+#include "server/listen.h"
+#include "server/log.h"
+
+#define GRACE_MS 25000
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: miradb <command> [options]\n\n"
+               "commands:\n"
+               "  serve      run the daemon (miradb serve --help lists its options)\n"
+               "  help       this text\n");
+}
+
+/* "ADDR:PORT", "[v6]:PORT" → sockaddr. */
+static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128];
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof(host)) {
+        return -EINVAL;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535) {
+        return -EINVAL;
+    }
+    memset(ss, 0, sizeof(*ss));
+    if (host[0] == '[') {
+        size_t hl = strlen(host);
+        if (hl < 3 || host[hl - 1] != ']') {
+            return -EINVAL;
+        }
+        host[hl - 1] = '\0';
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) {
+            return -EINVAL;
+        }
+        *len = sizeof(*a6);
+        return 0;
+    }
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &a4->sin_addr) != 1) {
+        return -EINVAL;
+    }
+    *len = sizeof(*a4);
+    return 0;
+}
+
+/* One SO_REUSEPORT socket per I/O thread; the first fixes port 0. */
+static int bind_one(struct sockaddr_storage *ss, socklen_t len)
+{
+    int one = 1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 1024) < 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (((struct sockaddr_in *)ss)->sin_port == 0) {
+        socklen_t l = len;
+        getsockname(fd, (struct sockaddr *)ss, &l);
+    }
+    return fd;
+}
+
+static int attach_all(const char *what, const char *addr, int (*attach)(struct iot *, int),
+                      char *bound, size_t boundlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (parse_addr(addr, &ss, &len) < 0) {
+        log_error("main", "event=bad_address listener=%s addr=%s", what, addr);
+        return -EINVAL;
+    }
+    for (int i = 0; i < iot_count(); i++) {
+        int fd = bind_one(&ss, len);
+        if (fd < 0) {
+            log_error("main", "event=bind_failed listener=%s addr=%s error=\"%s\"", what, addr,
+                      strerror(-fd));
+            return fd;
+        }
+        int rc = attach(iot_get(i), fd);
+        if (rc < 0) {
+            log_error("main", "event=listen_failed listener=%s error=\"%s\"", what, strerror(-rc));
+            return rc;
+        }
+    }
+    char host[INET6_ADDRSTRLEN];
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof(host));
+        snprintf(bound, boundlen, "[%s]:%u", host, ntohs(a6->sin6_port));
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a4->sin_addr, host, sizeof(host));
+        snprintf(bound, boundlen, "%s:%u", host, ntohs(a4->sin_port));
+    }
+    return 0;
+}
+
+static void quiesce_all(struct iot *t)
+{
+    http1_quiesce(t);
+    grpc_quiesce(t);
+}
+
+static int active_all(struct iot *t)
+{
+    return http1_active(t) + grpc_active(t);
+}
+
+static int serve(int argc, char **argv)
+{
+    struct config c;
+    char err[256];
+    char grpc_addr[80], http_addr[80];
+    sigset_t sigs;
+    int rc = config_parse(&c, argc, argv, err, sizeof(err));
+    if (rc == 1) {
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "miradb serve: %s\n(see miradb serve --help)\n", err);
+        return 2;
+    }
+    log_set_level((enum log_level)c.log_level);
+    if (c.max_request_bytes > c.memory_budget / 2) {
+        log_warn("main", "event=config_warning msg=\"--max-request-bytes is more than half of "
+                         "--memory-budget: large requests may wait and be refused\"");
+    }
+
+    /* Signals are taken by sigtimedwait on this thread only. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    json_object_seed(0);
+
+    if (mkdir(c.data_dir, 0755) < 0 && errno != EEXIST) {
+        log_error("main", "event=data_dir_failed dir=%s error=\"%s\"", c.data_dir,
+                  strerror(errno));
+        return 1;
+    }
+    rc = ingest_init(&c, err, sizeof(err));
+    if (rc < 0) {
+        log_error("main", "event=init_failed error=\"%s\"", err);
+        return 1;
+    }
+    rc = iot_init(c.io_threads);
+    if (rc < 0) {
+        log_error("main", "event=init_failed error=\"%s\"", strerror(-rc));
+        return 1;
+    }
+    if (attach_all("grpc", c.grpc_listen, grpc_attach, grpc_addr, sizeof(grpc_addr)) < 0 ||
+        attach_all("http", c.http_listen, http1_attach, http_addr, sizeof(http_addr)) < 0) {
+        return 1;
+    }
+    rc = iot_start();
+    if (rc < 0) {
+        log_error("main", "event=init_failed error=\"%s\"", strerror(-rc));
+        return 1;
+    }
+    log_info("main",
+             "event=listening grpc=%s http=%s io_threads=%d shards=%d ack=%s data=%s "
+             "memory_budget=%llu",
+             grpc_addr, http_addr, c.io_threads, c.shards, c.ack == ACK_FSYNC ? "fsync" : "wal",
+             c.data_dir, (unsigned long long)c.memory_budget);
+
+    bool ready = false;
+    int exit_code = 0;
+    struct timespec start, tick = {0, 20 * 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("main", "event=stopping signal=%s", sig == SIGTERM ? "TERM" : "INT");
+            break;
+        }
+        if (!ready) {
+            struct shard_stats st;
+            bool all = true;
+            uint64_t frames = 0, bytes = 0, torn = 0;
+            for (int g = 1; g <= SIG_COUNT; g++) {
+                for (int i = 0; i < ingest_shard_count(); i++) {
+                    ingest_shard_stats(g, i, &st);
+                    if (st.error < 0) {
+                        log_error("main", "event=wal_open_failed signal=%s shard=%d error=\"%s\"",
+                                  signal_name(g), i, strerror(-st.error));
+                        exit_code = 1;
+                        goto stop;
+                    }
+                    all = all && st.replayed;
+                    frames += st.wal.frames_replayed;
+                    bytes += st.wal.bytes_replayed;
+                    torn += st.wal.torn_frames;
+                }
+            }
+            if (all) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                log_info("main", "event=ready replayed_frames=%llu replayed_bytes=%llu "
+                                 "torn_frames=%llu boot_ms=%ld",
+                         (unsigned long long)frames, (unsigned long long)bytes,
+                         (unsigned long long)torn,
+                         (now.tv_sec - start.tv_sec) * 1000 +
+                             (now.tv_nsec - start.tv_nsec) / 1000000);
+                ready = true;
+            }
+        }
+    }
+stop:
+    iot_stop_and_join(quiesce_all, active_all, GRACE_MS);
+    ingest_shutdown();
+    iot_run_pending();
+    iot_fini();
+    log_info("main", "event=stopped exit=%d", exit_code);
+    return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "serve") == 0) {
+        return serve(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "miradb: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,163 @@
+/*
+ * ops.c - /ready and the /metrics page (Prometheus text format 0.0.4).
+ * Per-thread counters are summed here, on read (stats.h).
+ */
+#include "server/ops.h"
+
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "server/ingest.h"
+#include "server/iot.h"
+#include "storage/adm.h"
+
+bool ops_ready(void)
+{
+    return ingest_ready() && !iot_stopping();
+}
+
+static uint64_t ld(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void sum_stats(struct io_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < iot_count(); i++) {
+        const struct io_stats *s = &iot_get(i)->stats;
+        for (int g = 0; g < 3; g++) {
+            for (int t = 0; t < TR_COUNT; t++) {
+                out->requests[g][t] += ld(&s->requests[g][t]);
+                out->records[g][t] += ld(&s->records[g][t]);
+                out->bytes[g][t] += ld(&s->bytes[g][t]);
+            }
+            out->rejected_records[g] += ld(&s->rejected_records[g]);
+        }
+        for (int r = 0; r < RJ_COUNT; r++) {
+            out->rejections[r] += ld(&s->rejections[r]);
+        }
+        out->admit_waits += ld(&s->admit_waits);
+        out->admit_wait_ns += ld(&s->admit_wait_ns);
+        out->shed += ld(&s->shed);
+        out->connections_accepted += ld(&s->connections_accepted);
+    }
+}
+
+static void header(struct evbuffer *o, const char *name, const char *type, const char *help)
+{
+    evbuffer_add_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void per_signal_transport(struct evbuffer *o, const char *name, const char *help,
+                                 uint64_t v[3][TR_COUNT])
+{
+    header(o, name, "counter", help);
+    for (int g = 0; g < 3; g++) {
+        for (int t = 0; t < TR_COUNT; t++) {
+            evbuffer_add_printf(o, "%s{signal=\"%s\",transport=\"%s\"} %llu\n", name,
+                                signal_name(g + 1), transport_name(t),
+                                (unsigned long long)v[g][t]);
+        }
+    }
+}
+
+void ops_metrics_text(struct evbuffer *o)
+{
+    struct io_stats s;
+    struct shard_stats sh;
+    int n = ingest_shard_count();
+
+    sum_stats(&s);
+    per_signal_transport(o, "miradb_otlp_requests_total", "Export requests acknowledged.",
+                         s.requests);
+    per_signal_transport(o, "miradb_otlp_records_total",
+                         "Records acknowledged (log records, spans, metric data points).",
+                         s.records);
+    per_signal_transport(o, "miradb_otlp_bytes_total",
+                         "Request body bytes received, before gunzip.", s.bytes);
+
+    header(o, "miradb_otlp_rejected_records_total", "counter",
+           "Records refused inside accepted requests (partial success).");
+    for (int g = 0; g < 3; g++) {
+        evbuffer_add_printf(o, "miradb_otlp_rejected_records_total{signal=\"%s\"} %llu\n",
+                            signal_name(g + 1), (unsigned long long)s.rejected_records[g]);
+    }
+    header(o, "miradb_otlp_request_errors_total", "counter", "Export requests refused, by reason.");
+    for (int r = 0; r < RJ_COUNT; r++) {
+        evbuffer_add_printf(o, "miradb_otlp_request_errors_total{reason=\"%s\"} %llu\n",
+                            reject_reason_name(r), (unsigned long long)s.rejections[r]);
+    }
+    header(o, "miradb_admission_waits_total", "counter",
+           "Requests that waited for queue room or memory before admission.");
+    evbuffer_add_printf(o, "miradb_admission_waits_total %llu\n",
+                        (unsigned long long)s.admit_waits);
+    header(o, "miradb_admission_wait_seconds_total", "counter", "Time requests spent waiting.");
+    evbuffer_add_printf(o, "miradb_admission_wait_seconds_total %.6f\n",
+                        (double)s.admit_wait_ns / 1e9);
+    header(o, "miradb_admission_shed_total", "counter",
+           "Requests refused (503 / UNAVAILABLE) when the admission wait ran out.");
+    evbuffer_add_printf(o, "miradb_admission_shed_total %llu\n", (unsigned long long)s.shed);
+    header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
+    evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",
+                        (unsigned long long)s.connections_accepted);
+    header(o, "miradb_memory_budget_bytes", "gauge", "The ingest memory budget.");
+    evbuffer_add_printf(o, "miradb_memory_budget_bytes %llu\n", (unsigned long long)adm_budget());
+    header(o, "miradb_memory_in_use_bytes", "gauge",
+           "Bytes charged to the budget: request bodies, batches, open blocks.");
+    evbuffer_add_printf(o, "miradb_memory_in_use_bytes %llu\n", (unsigned long long)adm_in_use());
+
+    /* Per shard gauges, then per signal sums of the WAL counters. */
+    header(o, "miradb_shard_queue_depth", "gauge", "Requests reserved or queued on a shard.");
+    for (int g = 1; g <= 3; g++) {
+        for (int i = 0; i < n; i++) {
+            ingest_shard_stats(g, i, &sh);
+            evbuffer_add_printf(o, "miradb_shard_queue_depth{signal=\"%s\",shard=\"%d\"} %u\n",
+                                signal_name(g), i, sh.queue_depth);
+        }
+    }
+    struct {
+        const char *name, *type, *help;
+        size_t off;
+    } const per_sig[] = {
+        {"miradb_wal_frames_total", "counter", "WAL frames written.",
+         offsetof(struct shard_stats, wal.frames_appended)},
+        {"miradb_wal_bytes_total", "counter", "WAL bytes written, frame headers included.",
+         offsetof(struct shard_stats, wal.bytes_appended)},
+        {"miradb_wal_fsyncs_total", "counter", "WAL fdatasync calls.",
+         offsetof(struct shard_stats, wal.fsyncs)},
+        {"miradb_wal_replayed_frames_total", "counter", "WAL frames replayed at boot.",
+         offsetof(struct shard_stats, wal.frames_replayed)},
+        {"miradb_wal_replayed_bytes_total", "counter", "WAL payload bytes replayed at boot.",
+         offsetof(struct shard_stats, wal.bytes_replayed)},
+        {"miradb_wal_torn_frames_total", "counter",
+         "Torn or corrupt WAL tails truncated at boot.",
+         offsetof(struct shard_stats, wal.torn_frames)},
+        {"miradb_wal_replay_bad_frames_total", "counter",
+         "Intact WAL frames that did not decode at replay (skipped).",
+         offsetof(struct shard_stats, replay_bad_frames)},
+        {"miradb_open_block_rows", "gauge", "Rows in the open blocks.",
+         offsetof(struct shard_stats, block_rows)},
+        {"miradb_open_block_bytes", "gauge", "Memory held by the open blocks.",
+         offsetof(struct shard_stats, block_bytes)},
+    };
+    uint64_t sums[sizeof(per_sig) / sizeof(per_sig[0])][3] = {{0}};
+    for (int g = 1; g <= 3; g++) {
+        for (int i = 0; i < n; i++) {
+            ingest_shard_stats(g, i, &sh);
+            for (size_t k = 0; k < sizeof(per_sig) / sizeof(per_sig[0]); k++) {
+                sums[k][g - 1] += *(const uint64_t *)((const char *)&sh + per_sig[k].off);
+            }
+        }
+    }
+    for (size_t k = 0; k < sizeof(per_sig) / sizeof(per_sig[0]); k++) {
+        header(o, per_sig[k].name, per_sig[k].type, per_sig[k].help);
+        for (int g = 0; g < 3; g++) {
+            evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_sig[k].name,
+                                signal_name(g + 1), (unsigned long long)sums[k][g]);
+        }
+    }
+    header(o, "miradb_ready", "gauge", "1 once WAL replay is done.");
+    evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);
+}

@@ -1,0 +1,86 @@
+/*
+ * shard.h - a shard: one thread owning one WAL and one open block for one
+ * signal. Rows never move between shards; a shard is the unit of ordering
+ * and of replay.
+ *
+ * Producers (I/O threads) first reserve a queue slot (shard_reserve), so a
+ * request is admitted or made to wait before its body is decoded, then hand
+ * over a job (shard_submit_take). The shard drains its whole queue at once:
+ * one WAL write(2) and one open-block append per job, one fdatasync per
+ * drain under --ack fsync, then every job's done() — flush first, then
+ * reply.
+ */
+#ifndef MIRADB_SHARD_H
+#define MIRADB_SHARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/arena.h"
+#include "storage/batch.h"
+#include "storage/wal.h"
+
+typedef struct shard shard;
+struct oblock;
+
+struct shard_job {
+    struct shard_job *next;
+    const struct batch *batch; /* borrowed until done() */
+    const void *payload;       /* the WAL frame's payload: the request body after gunzip */
+    size_t payload_len;
+    enum wal_format format;
+    int result; /* set before done(): 0, or -errno from the WAL (rows not appended) */
+    /* Runs on the shard thread once the job is durable per the ack mode;
+     * must only hand the job back (e.g. iot_post) — no blocking. */
+    void (*done)(struct shard_job *j);
+};
+
+/* Decodes one replayed WAL payload into |scratch| (reset by the caller),
+ * allocating from |a| if needed (reset by the caller too).
+ * 0, or negative to skip the frame (counted in replay_bad_frames). */
+typedef int (*shard_decode_fn)(enum signal sig, enum wal_format fmt, const uint8_t *payload,
+                               size_t n, struct batch *scratch, arena *a);
+
+struct shard_cfg {
+    const char *wal_dir; /* this shard's WAL directory */
+    enum signal signal;
+    int index;
+    int queue_cap; /* reserved + queued jobs */
+    bool fsync;    /* --ack fsync */
+    shard_decode_fn decode;
+    int delay_ms; /* tests only: sleep per drain (a slow disk) */
+};
+
+struct shard_stats {
+    uint32_t queue_depth; /* reserved + queued */
+    struct wal_stats wal;
+    uint64_t replay_bad_frames;
+    uint64_t append_failures; /* rows WAL-logged but not appended (out of memory) */
+    uint64_t block_rows;
+    uint64_t block_bytes;
+    bool replayed;
+    int error; /* -errno when the WAL could not be opened; the shard then serves nothing */
+};
+
+/* Allocates the shard and starts its thread, which first replays the WAL
+ * into the open block (shard_stats().replayed turns true), then serves the
+ * queue. 0 or -errno. */
+int shard_start(const struct shard_cfg *c, shard **out);
+
+/* Takes a queue slot if one is free; any thread. */
+bool shard_reserve(shard *s);
+void shard_unreserve(shard *s);
+/* Queues |j| on a slot taken by shard_reserve; any thread. */
+void shard_submit_take(shard *s, struct shard_job *j);
+
+/* A consistent copy of the shard's counters; any thread. */
+void shard_get_stats(shard *s, struct shard_stats *out);
+/* The open block (readers use its snapshot API); valid while the shard lives. */
+const struct oblock *shard_oblock(shard *s);
+
+/* Finishes every queued job, syncs and closes the WAL, joins the thread,
+ * frees the shard. NULL is fine. */
+void shard_stop(shard *s);
+
+#endif
