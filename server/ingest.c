@@ -746,6 +746,27 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
+/*
+ * Shards that left a WAL behind must replay it even if --shards is now
+ * lower, or acknowledged records would be stranded: the shard count is the
+ * larger of the flag and the WAL directories found.
+ */
+static int shards_on_disk(const char *data_dir)
+{
+    char dir[600];
+    int n = 0;
+    for (int s = 1; s <= SIG_COUNT; s++) {
+        for (int i = n; i < 64; i++) {
+            struct stat st;
+            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", data_dir, signal_name(s), i);
+            if (stat(dir, &st) == 0) {
+                n = i + 1;
+            }
+        }
+    }
+    return n;
+}
+
 int ingest_init(const struct config *c, char *err, size_t errlen)
 {
     char dir[600];
@@ -754,6 +775,12 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
     cfg = c;
     adm_init(c->memory_budget);
     n_shards = c->shards;
+    if (shards_on_disk(c->data_dir) > n_shards) {
+        n_shards = shards_on_disk(c->data_dir);
+        log_warn("ingest", "event=shards_raised shards=%d reason=\"WAL directories of %d shards "
+                           "exist; all are replayed and kept\"",
+                 n_shards, n_shards);
+    }
     for (int s = 0; s < SIG_COUNT; s++) {
         shards[s] = calloc((size_t)n_shards, sizeof(shard *));
         if (shards[s] == NULL) {
