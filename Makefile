@@ -89,6 +89,8 @@ $(BUILD)/$(1): $$(patsubst %.c,$(REL)/%.o,$$(wildcard bench/$(1)/*.c)) $(REL)/li
 all: $(BUILD)/$(1)
 endef
 $(foreach t,$(BENCH_TOOLS),$(eval $(call BENCH_TOOL,$(t))))
+# percore times decode and append on otlp-load's generated requests.
+$(BUILD)/percore: $(REL)/bench/otlp-load/gen.o
 
 run: deps all
 	@mkdir -p data
