@@ -146,6 +146,36 @@ static int active_all(struct iot *t)
     return http1_active(t) + grpc_active(t);
 }
 
+/* Per-request failures are not logged one by one: every SUMMARY_S seconds,
+ * one line says how many requests were refused since the last one, by reason. */
+#define SUMMARY_S 10
+
+static void log_rejection_summary(uint64_t last[RJ_COUNT])
+{
+    uint64_t now[RJ_COUNT] = {0};
+    char line[512];
+    size_t n = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < iot_count(); i++) {
+        for (int r = 0; r < RJ_COUNT; r++) {
+            now[r] += __atomic_load_n(&iot_get(i)->stats.rejections[r], __ATOMIC_RELAXED);
+        }
+    }
+    line[0] = '\0';
+    for (int r = 0; r < RJ_COUNT; r++) {
+        if (now[r] > last[r] && n < sizeof(line)) {
+            n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", reject_reason_name(r),
+                                  (unsigned long long)(now[r] - last[r]));
+            total += now[r] - last[r];
+        }
+        last[r] = now[r];
+    }
+    if (total > 0) {
+        log_warn("main", "event=requests_refused total=%llu window_s=%d%s",
+                 (unsigned long long)total, SUMMARY_S, line);
+    }
+}
+
 static int serve(int argc, char **argv)
 {
     struct config c;
@@ -206,13 +236,21 @@ static int serve(int argc, char **argv)
 
     bool ready = false;
     int exit_code = 0;
-    struct timespec start, tick = {0, 20 * 1000000};
+    uint64_t refused[RJ_COUNT] = {0};
+    struct timespec start, last_summary, tick = {0, 20 * 1000000};
     clock_gettime(CLOCK_MONOTONIC, &start);
+    last_summary = start;
     for (;;) {
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("main", "event=stopping signal=%s", sig == SIGTERM ? "TERM" : "INT");
             break;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - last_summary.tv_sec >= SUMMARY_S) {
+            log_rejection_summary(refused);
+            last_summary = now;
         }
         if (!ready) {
             struct shard_stats st;
@@ -234,8 +272,6 @@ static int serve(int argc, char **argv)
                 }
             }
             if (all) {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
                 log_info("main", "event=ready replayed_frames=%llu replayed_bytes=%llu "
                                  "torn_frames=%llu boot_ms=%ld",
                          (unsigned long long)frames, (unsigned long long)bytes,
