@@ -227,6 +227,19 @@ for p in $protocols; do
         done
     done
 done
+# Request bytes cannot be predicted from here (framing, gzip); they must at least have been counted.
+for p in $protocols; do
+    transport=$(transport_of "$p")
+    for sig in logs traces metrics; do
+        [ -n "${expected[records|$sig|$transport]:-}" ] || continue
+        got=$(series miradb_otlp_bytes_total "$sig" "$transport")
+        if awk -v a="$got" 'BEGIN { exit !(a + 0 > 0) }'; then
+            pass "metrics: miradb_otlp_bytes_total{signal=\"$sig\",transport=\"$transport\"} = $got (> 0)"
+        else
+            fail "metrics: miradb_otlp_bytes_total{signal=\"$sig\",transport=\"$transport\"} = $got, want > 0"
+        fi
+    done
+done
 for sig in logs traces metrics; do
     got=$(series miradb_otlp_rejected_records_total "$sig" "")
     if awk -v a="$got" 'BEGIN { exit !(a + 0 == 0) }'; then
