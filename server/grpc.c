@@ -1,28 +1,1268 @@
 /*
- * grpc.c - the OTLP/gRPC listener (HTTP/2 cleartext with nghttp2).
+ * grpc.c - the OTLP/gRPC listener: HTTP/2 cleartext with prior knowledge,
+ * one nghttp2 server session per connection, on the I/O threads' event
+ * bases (implements grpc_* from listen.h).
  *
- * Compiling skeleton: accepts nothing yet; the implementation follows.
+ * READING. Each connection is a plain EV_READ event on its socket, not a
+ * bufferevent: a bufferevent reads at most 4 KiB per readv (LIBS.md 1), and
+ * its evbuffer would be one more copy before nghttp2. Instead read(2) goes
+ * into one 256 KiB buffer per I/O thread, and nghttp2_session_mem_recv()
+ * consumes all of it before the next read (no callback pauses the session),
+ * so the buffer is free again at once and no connection owns read memory.
+ * DATA payloads are copied exactly once, from that buffer into the
+ * request's charged body (ingest_body_append).
+ *
+ * WRITING. nghttp2_session_mem_send() frames are appended to a per
+ * connection evbuffer and written with writev (evbuffer_write); above
+ * OUT_HIGH unsent bytes we stop asking nghttp2 for frames and wait for
+ * EV_WRITE, so a client that does not read cannot make us buffer more.
+ *
+ * ADMISSION AND FLOW CONTROL (DESIGN.md "Memory"). SETTINGS_INITIAL_WINDOW_SIZE
+ * is ADMIT_WINDOW = 5 bytes: a new stream may send its gRPC length prefix and
+ * nothing more. The prefix gives the exact message size, which goes to
+ * ingest_admit(), so admission charges the budget with the real size and
+ * refuses an over-cap message (RESOURCE_EXHAUSTED) before a byte of it is
+ * read. Once admitted, the stream's window is raised to STREAM_WINDOW
+ * (1 MiB, nghttp2_session_set_local_window_size), and with automatic window
+ * updates off, bytes are given back to the peer (nghttp2_session_consume)
+ * only after ingest_body_append() has taken them. A stream that is waiting
+ * for admission therefore holds no body bytes at all: its data stays with
+ * the client, and under overload other streams on the same connection keep
+ * flowing. The cost is one round trip per export (HEADERS+prefix, then
+ * WINDOW_UPDATE, then the message). The connection window is raised to
+ * CONN_WINDOW at once (it does not follow SETTINGS, FACTS.md 8.4).
+ * Exception: a client may send DATA before it has seen our SETTINGS (the
+ * RFC's default 65,535-byte windows apply until then); such first-flight
+ * bytes that arrive before admission are kept in a small per-stream stage
+ * buffer (at most STAGE_MAX per connection; an honest client cannot exceed
+ * 65,535) and appended when the admission callback comes.
+ *
+ * PREFACE. The server SETTINGS are queued at accept and written as soon as
+ * the 24-byte client preface has arrived and matched (every h2c client
+ * speaks first; grpc-go only needs our SETTINGS promptly). Waiting for the
+ * preface lets an HTTP/1.1 client that was pointed at this port by mistake
+ * get a plain "HTTP/1.1 400" rather than binary SETTINGS; other garbage is
+ * closed without an answer. Protocol errors after the preface are
+ * nghttp2's: it sends GOAWAY and we close once that is written.
+ *
+ * ANSWERS. Success: HEADERS (:status 200, content-type, grpc-accept-encoding),
+ * one DATA frame with the length-prefixed Export*ServiceResponse, trailers
+ * with grpc-status 0. Every error is Trailers-Only (one HEADERS frame with
+ * END_STREAM); if the client has not finished sending, RST_STREAM(NO_ERROR)
+ * follows the answer (FACTS.md 8.2). A non-POST gets HTTP 405 and a
+ * non-gRPC content-type HTTP 415 (not gRPC answers).
+ *
+ * SHUTDOWN. grpc_quiesce() frees the listener and sends each connection a
+ * shutdown notice (GOAWAY with the maximum stream id); the final GOAWAY
+ * follows when the connection has no stream left or after DRAIN_S without
+ * input, and the connection closes once nghttp2 wants neither to read nor
+ * to write. A connection with no input for IDLE_S and no stream waiting on
+ * ingest is closed the same way.
+ *
+ * Threads: everything here runs on the connection's I/O thread; per-thread
+ * state is thr[iot->idx].
  */
 #include "server/listen.h"
 
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <nghttp2/nghttp2.h>
+
+#include "proto/resp.h"
+#include "server/ingest.h"
 #include "server/iot.h"
+#include "server/log.h"
+#include "server/stats.h"
+
+#define MAX_STREAMS 128         /* SETTINGS_MAX_CONCURRENT_STREAMS */
+#define ADMIT_WINDOW 5          /* SETTINGS_INITIAL_WINDOW_SIZE: the length prefix only */
+#define STREAM_WINDOW (1 << 20) /* a stream's window once admitted */
+#define CONN_WINDOW (32 << 20)  /* the connection's window */
+#define MAX_HEADER_LIST 16384   /* advertised and enforced (nghttp2 only advertises) */
+#define IDLE_S 300
+#define DRAIN_S 1
+#define READ_BUF (256u << 10)
+#define READS_PER_EVENT 8 /* bounds one connection's work per wake-up */
+#define OUT_HIGH (256u << 10)
+#define STAGE_MAX (128u << 10)
+#define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
+#define PREFIX_LEN 5
+
+static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define PREFACE_LEN 24
+
+static const struct {
+    const char *path;
+    enum signal sig;
+} routes[] = {
+    {"/opentelemetry.proto.collector.logs.v1.LogsService/Export", SIG_LOGS},
+    {"/opentelemetry.proto.collector.trace.v1.TraceService/Export", SIG_TRACES},
+    {"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", SIG_METRICS},
+};
+
+enum gs_state {
+    GS_HEADERS, /* reading the request header block */
+    GS_PREFIX,  /* a valid Export call; collecting the 5-byte length prefix */
+    GS_ADMIT,   /* ingest_admit() called, its callback not yet come */
+    GS_BODY,    /* admitted: message bytes go to ingest_body_append() */
+    GS_INGEST,  /* ingest_finish() or ingest_fail() called: waiting for the callback */
+    GS_DONE,    /* answered; whatever else arrives is dropped */
+};
+
+enum gs_enc {
+    ENC_NONE = 0,
+    ENC_IDENTITY,
+    ENC_GZIP,
+    ENC_OTHER,
+};
+
+struct gconn;
+
+/* One request stream. Owned by its connection (linked in c->streams);
+ * attached to the nghttp2 stream as its user data; freed when nghttp2
+ * closes the stream or the connection goes. */
+struct gstream {
+    struct gconn *c;
+    struct gstream *prev, *next;
+    int32_t id;
+    uint8_t state; /* enum gs_state */
+    uint8_t enc;   /* enum gs_enc */
+    uint8_t sig;   /* enum signal; 0 = not an Export path */
+    bool post;
+    bool ct_grpc;
+    bool hdr_overflow;
+    bool remote_closed; /* END_STREAM received */
+    bool rst_after;     /* RST_STREAM(NO_ERROR) once our final HEADERS are out */
+    bool compressed;    /* the message's compressed flag */
+    uint8_t prefix_len;
+    uint8_t prefix[PREFIX_LEN];
+    uint32_t hdr_bytes;
+    uint32_t msg_len, msg_got;
+    uint32_t unconsumed; /* DATA bytes received and not yet given back to flow control */
+    struct ingest_req *req;
+    uint8_t *stage; /* first-flight message bytes received before admission */
+    uint32_t stage_len, stage_cap;
+    uint32_t resp_len, resp_off;
+    uint8_t resp[PREFIX_LEN + RESP_MAX];
+};
+
+struct gthr;
+
+struct gconn {
+    struct gthr *th;
+    struct gconn *prev, *next;
+    int fd;
+    nghttp2_session *sess;
+    struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
+    struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
+    struct event *kill_ev;
+    struct evbuffer *out;
+    struct gstream *streams;
+    int n_streams;
+    uint32_t staged; /* bytes held in the streams' stage buffers */
+    uint8_t preface_got;
+    uint8_t first_byte;
+    bool quiescing;
+    bool goaway_sent;
+    bool closing; /* close once the output is written (HTTP/1.x refusal, idle) */
+    bool dying;   /* conn_free is scheduled */
+};
+
+struct gthr {
+    struct iot *t;
+    struct evconnlistener *lev;
+    struct event *accept_retry;
+    struct gconn *conns;
+    int n_conns;
+    bool quiescing;
+    uint8_t *rbuf;
+};
+
+static struct gthr thr[LISTEN_MAX_IOT];
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *session_opt;
+
+static void conn_free(struct gconn *c);
+static bool conn_flush(struct gconn *c);
+
+/* ---- small helpers ---- */
+
+#define NV_STATIC(n, v)                                                                            \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                              \
+            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
+    }
+
+static nghttp2_nv nv_copy_value(const char *name, const char *value)
+{
+    return (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, strlen(name), strlen(value),
+                        NGHTTP2_NV_FLAG_NO_COPY_NAME};
+}
+
+static bool name_is(const uint8_t *name, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    return len == n && memcmp(name, lit, n) == 0;
+}
+
+/* grpc-message: bytes outside 0x20..0x7e and '%' become %XX (FACTS.md 8.2). */
+static void pct_encode(const char *in, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
+        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+            if (o + 1 >= cap) {
+                break;
+            }
+            out[o++] = (char)*p;
+        } else {
+            if (o + 3 >= cap) {
+                break;
+            }
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* Base64 without padding (grpc-status-details-bin). |cap| >= 4 * n / 3 + 2. */
+static void b64_unpadded(const uint8_t *in, size_t n, char *out, size_t cap)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0, i = 0;
+    for (; i + 3 <= n && o + 4 < cap; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = tab[(v >> 6) & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (i < n && o + 3 < cap) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        if (i + 1 < n) {
+            out[o++] = tab[(v >> 6) & 63];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* ---- streams ---- */
+
+/* Gives |s|'s received-but-unconsumed bytes back to flow control: the
+ * stream's window and the connection's, so the client may send more. */
+static void stream_consume(struct gstream *s)
+{
+    if (s->unconsumed > 0) {
+        nghttp2_session_consume(s->c->sess, s->id, s->unconsumed);
+        s->unconsumed = 0;
+    }
+}
+
+/* For bytes that are dropped (the stream is refused or failing): only the
+ * connection's window is given back, so the client cannot send more on
+ * this stream while the answer and RST_STREAM are on their way. */
+static void stream_discard(struct gstream *s)
+{
+    if (s->unconsumed > 0) {
+        nghttp2_session_consume_connection(s->c->sess, s->unconsumed);
+        s->unconsumed = 0;
+    }
+}
+
+static void stream_drop_stage(struct gstream *s)
+{
+    s->c->staged -= s->stage_len;
+    free(s->stage);
+    s->stage = NULL;
+    s->stage_len = s->stage_cap = 0;
+}
+
+/* Frees |s| without touching the nghttp2 session (the caller detached it
+ * or is deleting the session). */
+static void stream_free(struct gstream *s)
+{
+    struct gconn *c = s->c;
+    ingest_req_free(s->req);
+    stream_drop_stage(s);
+    if (s->prev != NULL) {
+        s->prev->next = s->next;
+    } else {
+        c->streams = s->next;
+    }
+    if (s->next != NULL) {
+        s->next->prev = s->prev;
+    }
+    c->n_streams--;
+    free(s);
+}
+
+/*
+ * Submits |s|'s final HEADERS (Trailers-Only or an HTTP error when |prd| is
+ * NULL). Frees the request and the stage; further DATA is dropped. A
+ * client still sending gets RST_STREAM(NO_ERROR) once the answer is out.
+ */
+static void stream_submit_final(struct gstream *s, const nghttp2_nv *nv, size_t n,
+                                const nghttp2_data_provider *prd)
+{
+    s->state = GS_DONE;
+    ingest_req_free(s->req);
+    s->req = NULL;
+    stream_drop_stage(s);
+    stream_discard(s);
+    s->rst_after = true; /* decided when the HEADERS are sent: the client may end first */
+    if (nghttp2_submit_response(s->c->sess, s->id, nv, n, prd) != 0) {
+        nghttp2_submit_rst_stream(s->c->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    }
+}
+
+/* Trailers-Only: one HEADERS frame with END_STREAM carrying the status. */
+static void stream_fail_grpc(struct gstream *s, enum grpc_code code, const char *msg,
+                             int retry_after_s, bool accept_enc)
+{
+    char codebuf[8], pct[3 * 256 + 1], details[800];
+    nghttp2_nv nv[7] = {
+        NV_STATIC(":status", "200"),
+        NV_STATIC("content-type", "application/grpc"),
+    };
+    size_t n = 2;
+
+    snprintf(codebuf, sizeof(codebuf), "%d", (int)code);
+    nv[n++] = nv_copy_value("grpc-status", codebuf);
+    pct_encode(msg, pct, sizeof(pct));
+    nv[n++] = nv_copy_value("grpc-message", pct);
+    if (code == GRPC_UNAVAILABLE) {
+        /* google.rpc.Status with RetryInfo: how Go and Java clients learn the delay */
+        uint8_t st[512];
+        long k = resp_status(RESP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
+                             sizeof(st));
+        if (k > 0) {
+            b64_unpadded(st, (size_t)k, details, sizeof(details));
+            nv[n++] = nv_copy_value("grpc-status-details-bin", details);
+        }
+    }
+    if (accept_enc) {
+        nv[n++] = (nghttp2_nv)NV_STATIC("grpc-accept-encoding", "identity,gzip");
+    }
+    stream_submit_final(s, nv, n, NULL);
+}
+
+/* A plain HTTP answer for requests that are not gRPC calls at all. */
+static void stream_fail_http(struct gstream *s, int status)
+{
+    nghttp2_nv nv_415[] = {NV_STATIC(":status", "415")};
+    nghttp2_nv nv_405[] = {NV_STATIC(":status", "405"), NV_STATIC("allow", "POST")};
+    if (status == 405) {
+        stream_submit_final(s, nv_405, 2, NULL);
+    } else {
+        stream_submit_final(s, nv_415, 1, NULL);
+    }
+}
+
+static ssize_t resp_read(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    struct gstream *s = src->ptr;
+    size_t n = s->resp_len - s->resp_off;
+    (void)user;
+
+    if (n > len) {
+        n = len;
+    }
+    memcpy(buf, s->resp + s->resp_off, n);
+    s->resp_off += (uint32_t)n;
+    if (s->resp_off == s->resp_len) {
+        nghttp2_nv tr[] = {NV_STATIC("grpc-status", "0")};
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        if (nghttp2_submit_trailer(sess, id, tr, 1) != 0) {
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+    }
+    return (ssize_t)n;
+}
+
+static void stream_answer_ok(struct gstream *s, const struct ingest_result *res)
+{
+    nghttp2_nv nv[] = {
+        NV_STATIC(":status", "200"),
+        NV_STATIC("content-type", "application/grpc"),
+        NV_STATIC("grpc-accept-encoding", "identity,gzip"),
+    };
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = resp_read};
+    long k = resp_export(RESP_PROTOBUF, (enum signal)s->sig, res->rejected,
+                         res->rejected > 0 ? res->message : NULL, s->resp + PREFIX_LEN, RESP_MAX);
+    if (k < 0) {
+        /* cannot happen within RESP_MAX; the empty message is still a valid success */
+        log_warn("grpc", "event=response_encode_failed rc=%ld", k);
+        k = 0;
+    }
+    s->resp[0] = 0;
+    s->resp[1] = (uint8_t)(k >> 24);
+    s->resp[2] = (uint8_t)(k >> 16);
+    s->resp[3] = (uint8_t)(k >> 8);
+    s->resp[4] = (uint8_t)k;
+    s->resp_len = PREFIX_LEN + (uint32_t)k;
+    s->resp_off = 0;
+    stream_submit_final(s, nv, sizeof(nv) / sizeof(nv[0]), &prd);
+}
+
+/* Answers from the request's result (a refusal or the export's outcome). */
+static void stream_answer(struct gstream *s, const struct ingest_result *res)
+{
+    enum grpc_code code;
+    const char *msg = res->message;
+
+    switch (res->status) {
+    case IS_OK:
+        stream_answer_ok(s, res);
+        return;
+    case IS_MALFORMED:
+        code = GRPC_INVALID_ARGUMENT;
+        break;
+    case IS_TOO_LARGE:
+        code = GRPC_RESOURCE_EXHAUSTED;
+        break;
+    case IS_UNSUPPORTED:
+        code = GRPC_UNIMPLEMENTED;
+        break;
+    case IS_OVERLOADED:
+    case IS_SHUTTING_DOWN:
+        code = GRPC_UNAVAILABLE;
+        break;
+    default:
+        code = GRPC_INTERNAL;
+        break;
+    }
+    if (msg[0] == '\0') {
+        msg = "request failed";
+    }
+    stream_fail_grpc(s, code, msg, res->retry_after_s, false);
+}
+
+/* Fails the request through ingest (counted there; the callback answers).
+ * Not while an admission callback is pending (GS_ADMIT). */
+static void stream_fail_ingest(struct gstream *s, enum ingest_status st, const char *msg)
+{
+    s->state = GS_INGEST;
+    stream_drop_stage(s);
+    stream_discard(s);
+    ingest_fail(s->req, st, msg);
+}
+
+/* Message bytes of an admitted stream. */
+static void stream_body(struct gstream *s, const uint8_t *p, size_t n)
+{
+    size_t want = s->msg_len - s->msg_got;
+    size_t take = n < want ? n : want;
+
+    if (take > 0) {
+        if (ingest_body_append(s->req, p, take) < 0) {
+            /* -E2BIG / -ENOBUFS: ingest set (and counted) the result */
+            stream_answer(s, ingest_result(s->req));
+            return;
+        }
+        s->msg_got += (uint32_t)take;
+    }
+    if (n > take) {
+        stream_fail_ingest(s, IS_UNSUPPORTED, "a unary Export call carries exactly one message");
+        return;
+    }
+    stream_consume(s);
+}
+
+/* Keeps first-flight bytes that arrived before admission (see the file header). */
+static void stream_stage(struct gstream *s, const uint8_t *p, size_t n)
+{
+    struct gconn *c = s->c;
+    if (c->staged + n > STAGE_MAX) {
+        /* only a client that ignores our SETTINGS gets here; safe to retry */
+        ingest_count_rejection(c->th->t, RJ_OVERLOADED);
+        ingest_req_free(s->req);
+        s->req = NULL;
+        s->state = GS_DONE;
+        stream_drop_stage(s);
+        stream_discard(s);
+        nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        return;
+    }
+    if (s->stage_len + n > s->stage_cap) {
+        uint32_t cap = s->stage_cap ? s->stage_cap * 2 : 16384;
+        while (cap < s->stage_len + n) {
+            cap *= 2;
+        }
+        uint8_t *np = realloc(s->stage, cap);
+        if (np == NULL) {
+            stream_fail_grpc(s, GRPC_UNAVAILABLE, "out of memory; retry later", 1, false);
+            ingest_count_rejection(c->th->t, RJ_OVERLOADED);
+            return;
+        }
+        s->stage = np;
+        s->stage_cap = cap;
+    }
+    memcpy(s->stage + s->stage_len, p, n);
+    s->stage_len += (uint32_t)n;
+    c->staged += (uint32_t)n;
+}
+
+static void stream_data(struct gstream *s, const uint8_t *p, size_t n)
+{
+    s->unconsumed += (uint32_t)n;
+    switch (s->state) {
+    case GS_PREFIX: {
+        size_t k = PREFIX_LEN - s->prefix_len;
+        if (k > n) {
+            k = n;
+        }
+        memcpy(s->prefix + s->prefix_len, p, k);
+        s->prefix_len += (uint8_t)k;
+        p += k;
+        n -= k;
+        if (s->prefix_len < PREFIX_LEN) {
+            return;
+        }
+        uint8_t flag = s->prefix[0];
+        if (flag > 1) {
+            stream_fail_ingest(s, IS_INTERNAL, "invalid gRPC compressed flag");
+            return;
+        }
+        if (flag == 1 && s->enc != ENC_GZIP) {
+            stream_fail_ingest(s, IS_INTERNAL, "compressed flag set without grpc-encoding: gzip");
+            return;
+        }
+        s->compressed = flag == 1;
+        s->msg_len = (uint32_t)s->prefix[1] << 24 | (uint32_t)s->prefix[2] << 16 |
+                     (uint32_t)s->prefix[3] << 8 | s->prefix[4];
+        s->state = GS_ADMIT;
+        /* the declared size: over --max-request-bytes is refused before any read */
+        ingest_admit(s->req, (long)s->msg_len);
+        if (n > 0) {
+            stream_stage(s, p, n);
+        }
+        return;
+    }
+    case GS_ADMIT:
+        stream_stage(s, p, n);
+        return;
+    case GS_BODY:
+        stream_body(s, p, n);
+        return;
+    default: /* answered, failing, or (never) DATA inside the header block */
+        stream_discard(s);
+        return;
+    }
+}
+
+/* The request is complete (END_STREAM) while admitted: hand it over. */
+static void stream_finish(struct gstream *s)
+{
+    if (s->msg_got < s->msg_len) {
+        stream_fail_ingest(s, IS_INTERNAL, "request ended inside its gRPC message");
+        return;
+    }
+    s->state = GS_INGEST;
+    ingest_finish(s->req, IF_PROTOBUF, s->compressed);
+}
+
+static void stream_end(struct gstream *s)
+{
+    s->remote_closed = true;
+    switch (s->state) {
+    case GS_PREFIX:
+        if (s->prefix_len == 0) {
+            stream_fail_ingest(s, IS_UNSUPPORTED,
+                               "a unary Export call carries exactly one message");
+        } else {
+            stream_fail_ingest(s, IS_INTERNAL, "request ended inside its gRPC message prefix");
+        }
+        return;
+    case GS_BODY:
+        stream_finish(s);
+        return;
+    default: /* GS_ADMIT finishes after its callback; others are past this */
+        return;
+    }
+}
+
+static void stream_on_ingest(struct ingest_req *r, void *ctx);
+
+/* The request header block is complete: route and validate it. */
+static void stream_headers_done(struct gstream *s)
+{
+    struct iot *t = s->c->th->t;
+
+    if (s->hdr_overflow) {
+        ingest_count_rejection(t, RJ_TOO_LARGE);
+        stream_fail_grpc(s, GRPC_RESOURCE_EXHAUSTED, "request headers exceed 16384 bytes", 0,
+                         false);
+        return;
+    }
+    if (!s->post) {
+        ingest_count_rejection(t, RJ_BAD_METHOD);
+        stream_fail_http(s, 405);
+        return;
+    }
+    if (!s->ct_grpc) {
+        ingest_count_rejection(t, RJ_UNSUPPORTED);
+        stream_fail_http(s, 415);
+        return;
+    }
+    if (s->sig == 0) {
+        ingest_count_rejection(t, RJ_NOT_FOUND);
+        stream_fail_grpc(s, GRPC_UNIMPLEMENTED,
+                         "unknown method: this server implements the OTLP Export methods only", 0,
+                         false);
+        return;
+    }
+    if (s->enc == ENC_OTHER) {
+        ingest_count_rejection(t, RJ_UNSUPPORTED);
+        stream_fail_grpc(s, GRPC_UNIMPLEMENTED, "unsupported grpc-encoding (identity and gzip are)",
+                         0, true);
+        return;
+    }
+    s->req = ingest_req_new(t, (enum signal)s->sig, TR_GRPC, stream_on_ingest, s);
+    if (s->req == NULL) {
+        ingest_count_rejection(t, RJ_OVERLOADED);
+        stream_fail_grpc(s, GRPC_UNAVAILABLE, "out of memory; retry later", 1, false);
+        return;
+    }
+    s->state = GS_PREFIX;
+}
+
+/* ---- nghttp2 callbacks (never free the connection) ---- */
+
+static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    struct gconn *c = user;
+    struct gstream *s;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return 0;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+    }
+    s->c = c;
+    s->id = frame->hd.stream_id;
+    s->next = c->streams;
+    if (c->streams != NULL) {
+        c->streams->prev = s;
+    }
+    c->streams = s;
+    c->n_streams++;
+    nghttp2_session_set_stream_user_data(sess, s->id, s);
+    return 0;
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user)
+{
+    struct gstream *s;
+    (void)flags, (void)user;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return 0; /* trailers: nothing in them matters */
+    }
+    s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (s == NULL || s->hdr_overflow) {
+        return 0;
+    }
+    s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
+    if (s->hdr_bytes > MAX_HEADER_LIST) {
+        s->hdr_overflow = true;
+        return 0;
+    }
+    if (name_is(name, namelen, ":method")) {
+        s->post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
+    } else if (name_is(name, namelen, ":path")) {
+        s->sig = 0;
+        for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+            if (name_is(value, valuelen, routes[i].path)) {
+                s->sig = (uint8_t)routes[i].sig;
+            }
+        }
+    } else if (name_is(name, namelen, "content-type")) {
+        /* application/grpc, application/grpc+proto, application/grpc;... */
+        s->ct_grpc = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
+                     (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (name_is(name, namelen, "grpc-encoding")) {
+        if (name_is(value, valuelen, "identity")) {
+            s->enc = ENC_IDENTITY;
+        } else if (name_is(value, valuelen, "gzip")) {
+            s->enc = ENC_GZIP;
+        } else {
+            s->enc = ENC_OTHER;
+        }
+    }
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    struct gstream *s;
+    (void)user;
+
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
+        return 0;
+    }
+    s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (s == NULL) {
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        stream_headers_done(s);
+    }
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        stream_end(s);
+    }
+    return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
+                              size_t len, void *user)
+{
+    struct gstream *s = nghttp2_session_get_stream_user_data(sess, id);
+    (void)flags, (void)user;
+
+    if (s == NULL) {
+        nghttp2_session_consume(sess, id, len);
+        return 0;
+    }
+    stream_data(s, data, len);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    struct gstream *s;
+    (void)user;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        return 0;
+    }
+    s = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (s != NULL && s->rst_after && !s->remote_closed) {
+        /* we answered before the request ended (FACTS.md 8.2) */
+        nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    }
+    if (s != NULL) {
+        s->rst_after = false;
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_code, void *user)
+{
+    struct gstream *s = nghttp2_session_get_stream_user_data(sess, id);
+    (void)error_code, (void)user;
+
+    if (s == NULL) {
+        return 0;
+    }
+    nghttp2_session_set_stream_user_data(sess, id, NULL);
+    stream_discard(s); /* the stream is gone; its bytes still count on the connection */
+    stream_free(s);
+    return 0;
+}
+
+static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len, void *user)
+{
+    struct gconn *c = user;
+    (void)sess;
+    log_debug("grpc", "event=h2_error fd=%d code=%d msg=\"%.*s\"", c->fd, code, (int)len, msg);
+    return 0;
+}
+
+/* ---- ingest callback (from the event loop, never inside nghttp2) ---- */
+
+static void conn_kill_later(struct gconn *c);
+
+static void stream_on_ingest(struct ingest_req *r, void *ctx)
+{
+    struct gstream *s = ctx;
+    struct gconn *c = s->c;
+    const struct ingest_result *res = ingest_result(r);
+
+    if (s->state == GS_ADMIT && res->status == IS_ADMITTED) {
+        s->state = GS_BODY;
+        if (!s->remote_closed) {
+            nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id, STREAM_WINDOW);
+        }
+        if (s->stage_len > 0) {
+            uint8_t *stage = s->stage;
+            uint32_t n = s->stage_len;
+            s->stage = NULL;
+            s->stage_len = s->stage_cap = 0;
+            c->staged -= n;
+            stream_body(s, stage, n);
+            free(stage);
+        } else {
+            stream_consume(s); /* the prefix */
+        }
+        if (s->state == GS_BODY && s->remote_closed) {
+            stream_finish(s);
+        }
+    } else if (s->state == GS_ADMIT || s->state == GS_INGEST) {
+        stream_answer(s, res); /* a refusal, or the export's outcome */
+    }
+    if (!conn_flush(c)) {
+        conn_kill_later(c); /* not here: ingest is still inside its delivery of |r| */
+    }
+}
+
+/* ---- connections ---- */
+
+static const struct timeval idle_tv = {IDLE_S, 0};
+static const struct timeval drain_tv = {DRAIN_S, 0};
+
+static void conn_on_read(evutil_socket_t fd, short what, void *arg);
+static void conn_on_write(evutil_socket_t fd, short what, void *arg);
+static void conn_on_kill(evutil_socket_t fd, short what, void *arg);
+
+static bool conn_waiting_on_ingest(const struct gconn *c)
+{
+    for (const struct gstream *s = c->streams; s != NULL; s = s->next) {
+        if (s->state == GS_ADMIT || s->state == GS_INGEST) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Produces frames and writes them. Returns false when the connection is
+ * finished (error, or nothing left to say and nothing to hear); the caller
+ * frees it.
+ */
+static bool conn_flush(struct gconn *c)
+{
+    if (c->dying) {
+        return true;
+    }
+    if (c->preface_got == PREFACE_LEN) {
+        if (c->quiescing && !c->goaway_sent && c->n_streams == 0) {
+            nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(c->sess),
+                                  NGHTTP2_NO_ERROR, NULL, 0);
+            c->goaway_sent = true;
+        }
+    }
+    for (;;) {
+        while (c->preface_got == PREFACE_LEN && evbuffer_get_length(c->out) < OUT_HIGH) {
+            const uint8_t *p;
+            ssize_t n = nghttp2_session_mem_send(c->sess, &p);
+            if (n < 0) {
+                log_debug("grpc", "event=h2_send_failed fd=%d error=\"%s\"", c->fd,
+                          nghttp2_strerror((int)n));
+                return false;
+            }
+            if (n == 0) {
+                break;
+            }
+            if (evbuffer_add(c->out, p, (size_t)n) < 0) {
+                return false;
+            }
+        }
+        if (evbuffer_get_length(c->out) == 0) {
+            break;
+        }
+        int w = evbuffer_write(c->out, c->fd);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break;
+            }
+            return false;
+        }
+        if (evbuffer_get_length(c->out) > 0) {
+            continue; /* partial write: the socket is probably full; retry once */
+        }
+    }
+    if (evbuffer_get_length(c->out) > 0) {
+        if (!event_pending(c->wev, EV_WRITE, NULL)) {
+            event_add(c->wev, NULL);
+        }
+        return true;
+    }
+    if (event_pending(c->wev, EV_WRITE, NULL)) {
+        event_del(c->wev);
+    }
+    if (c->closing) {
+        return false;
+    }
+    if (c->preface_got == PREFACE_LEN && !nghttp2_session_want_read(c->sess) &&
+        !nghttp2_session_want_write(c->sess)) {
+        return false;
+    }
+    return true;
+}
+
+static void conn_kill_later(struct gconn *c)
+{
+    if (!c->dying) {
+        c->dying = true;
+        event_del(c->rev);
+        event_del(c->wev);
+        event_active(c->kill_ev, 0, 0);
+    }
+}
+
+static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    conn_free(arg);
+}
+
+static void conn_free(struct gconn *c)
+{
+    struct gthr *th = c->th;
+    while (c->streams != NULL) {
+        stream_free(c->streams);
+    }
+    nghttp2_session_del(c->sess);
+    event_free(c->rev);
+    event_free(c->wev);
+    event_free(c->kill_ev);
+    evbuffer_free(c->out);
+    close(c->fd);
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        th->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    th->n_conns--;
+    free(c);
+}
+
+/* Not HTTP/2: an HTTP/1.x request gets a plain 400, anything else is closed. */
+static void conn_refuse_non_h2(struct gconn *c)
+{
+    static const char body[] = "This port speaks OTLP/gRPC (HTTP/2 with prior knowledge); send "
+                               "OTLP/HTTP requests to the HTTP port.\n";
+    c->closing = true;
+    event_del(c->rev);
+    if (c->first_byte >= 'A' && c->first_byte <= 'Z') {
+        evbuffer_add_printf(c->out,
+                            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                            sizeof(body) - 1, body);
+    }
+}
+
+/* Feeds |n| received bytes. Returns false when the connection must close now. */
+static bool conn_feed(struct gconn *c, const uint8_t *p, size_t n)
+{
+    if (c->preface_got < PREFACE_LEN) {
+        size_t k = PREFACE_LEN - c->preface_got;
+        if (k > n) {
+            k = n;
+        }
+        if (c->preface_got == 0) {
+            c->first_byte = p[0];
+        }
+        if (memcmp(p, PREFACE + c->preface_got, k) != 0) {
+            conn_refuse_non_h2(c);
+            return true;
+        }
+        c->preface_got += (uint8_t)k;
+    }
+    ssize_t rv = nghttp2_session_mem_recv(c->sess, p, n);
+    if (rv < 0) {
+        log_debug("grpc", "event=h2_recv_failed fd=%d error=\"%s\"", c->fd,
+                  nghttp2_strerror((int)rv));
+        return false;
+    }
+    return true;
+}
+
+static void conn_on_timeout(struct gconn *c)
+{
+    if (c->quiescing && !c->goaway_sent) {
+        /* drain time is up: refuse streams after the last one we took */
+        nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->sess), NGHTTP2_NO_ERROR,
+                              NULL, 0);
+        c->goaway_sent = true;
+        return;
+    }
+    if (conn_waiting_on_ingest(c)) {
+        return; /* the client is waiting on us, not idle */
+    }
+    if (c->preface_got == PREFACE_LEN && !c->goaway_sent) {
+        nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->sess), NGHTTP2_NO_ERROR,
+                              NULL, 0);
+        c->goaway_sent = true;
+    }
+    c->closing = true;
+    event_del(c->rev);
+}
+
+static void conn_on_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct gconn *c = arg;
+    uint8_t *buf = c->th->rbuf;
+
+    if (what & EV_TIMEOUT) {
+        conn_on_timeout(c);
+    } else {
+        for (int i = 0; i < READS_PER_EVENT && !c->closing; i++) {
+            ssize_t n = read(fd, buf, READ_BUF);
+            if (n > 0) {
+                if (!conn_feed(c, buf, (size_t)n)) {
+                    conn_free(c);
+                    return;
+                }
+                if ((size_t)n < READ_BUF) {
+                    break;
+                }
+                continue;
+            }
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                break;
+            }
+            /* EOF or a socket error: whatever was in flight is abandoned */
+            conn_free(c);
+            return;
+        }
+    }
+    if (!conn_flush(c)) {
+        conn_free(c);
+    }
+}
+
+static void conn_on_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct gconn *c = arg;
+    (void)fd, (void)what;
+    if (!conn_flush(c)) {
+        conn_free(c);
+    }
+}
+
+static struct gconn *conn_new(struct gthr *th, int fd)
+{
+    struct event_base *base = th->t->base;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, ADMIT_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST},
+    };
+    struct gconn *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        return NULL;
+    }
+    c->th = th;
+    c->fd = fd;
+    if (nghttp2_session_server_new2(&c->sess, callbacks, c, session_opt) != 0) {
+        goto fail_free;
+    }
+    if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
+        nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW) != 0) {
+        goto fail_session;
+    }
+    c->out = evbuffer_new();
+    if (c->out == NULL) {
+        goto fail_session;
+    }
+    c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
+    c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
+    c->kill_ev = event_new(base, -1, 0, conn_on_kill, c);
+    if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL || event_add(c->rev, &idle_tv) < 0) {
+        goto fail_events;
+    }
+    c->next = th->conns;
+    if (th->conns != NULL) {
+        th->conns->prev = c;
+    }
+    th->conns = c;
+    th->n_conns++;
+    return c;
+
+fail_events:
+    if (c->rev != NULL) {
+        event_free(c->rev);
+    }
+    if (c->wev != NULL) {
+        event_free(c->wev);
+    }
+    if (c->kill_ev != NULL) {
+        event_free(c->kill_ev);
+    }
+    evbuffer_free(c->out);
+fail_session:
+    nghttp2_session_del(c->sess);
+fail_free:
+    free(c);
+    return NULL;
+}
+
+/* ---- listener ---- */
+
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    struct gthr *th = arg;
+    int one = 1;
+    (void)lev, (void)sa, (void)salen;
+
+    if (th->quiescing || iot_stopping()) {
+        close(fd);
+        return;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (conn_new(th, fd) == NULL) {
+        log_warn("grpc", "event=accept_dropped reason=out_of_memory");
+        close(fd);
+        return;
+    }
+    th->t->stats.connections_accepted++;
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct gthr *th = arg;
+    (void)fd, (void)what;
+    if (th->lev != NULL) {
+        evconnlistener_enable(th->lev);
+    }
+}
+
+/* EMFILE and the like: the pending connection stays queued, so pause
+ * accepting for a moment instead of spinning on it. */
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    struct gthr *th = arg;
+    struct timeval tv = {0, 100000};
+    int err = EVUTIL_SOCKET_ERROR();
+    log_warn("grpc", "event=accept_failed error=\"%s\"", evutil_socket_error_to_string(err));
+    evconnlistener_disable(lev);
+    evtimer_add(th->accept_retry, &tv);
+}
+
+static int init_callbacks(void)
+{
+    if (callbacks != NULL) {
+        return 0;
+    }
+    if (nghttp2_session_callbacks_new(&callbacks) != 0) {
+        return -ENOMEM;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
+    if (nghttp2_option_new(&session_opt) != 0) {
+        nghttp2_session_callbacks_del(callbacks);
+        callbacks = NULL;
+        return -ENOMEM;
+    }
+    /* window updates only for bytes ingest has taken (see the file header) */
+    nghttp2_option_set_no_auto_window_update(session_opt, 1);
+    return 0;
+}
 
 int grpc_attach(struct iot *t, int fd)
 {
-    (void)t;
-    close(fd);
+    struct gthr *th;
+    int rc;
+
+    if (t->idx < 0 || t->idx >= LISTEN_MAX_IOT) {
+        close(fd);
+        return -EINVAL;
+    }
+    th = &thr[t->idx];
+    rc = init_callbacks();
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    th->t = t;
+    if (th->rbuf == NULL) {
+        th->rbuf = malloc(READ_BUF);
+    }
+    if (th->accept_retry == NULL) {
+        th->accept_retry = evtimer_new(t->base, on_accept_retry, th);
+    }
+    if (th->rbuf == NULL || th->accept_retry == NULL) {
+        close(fd);
+        return -ENOMEM;
+    }
+    evutil_make_socket_nonblocking(fd);
+    th->lev = evconnlistener_new(t->base, on_accept, th,
+                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 1024, fd);
+    if (th->lev == NULL) {
+        rc = errno ? -errno : -ENOMEM;
+        close(fd);
+        return rc;
+    }
+    evconnlistener_set_error_cb(th->lev, on_accept_error);
     return 0;
 }
 
 void grpc_quiesce(struct iot *t)
 {
-    (void)t;
+    struct gthr *th = &thr[t->idx];
+    struct gconn *c, *next;
+
+    th->quiescing = true;
+    if (th->lev != NULL) {
+        evconnlistener_free(th->lev);
+        th->lev = NULL;
+    }
+    if (th->accept_retry != NULL) {
+        event_free(th->accept_retry);
+        th->accept_retry = NULL;
+    }
+    for (c = th->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->dying || c->closing) {
+            continue;
+        }
+        if (c->preface_got < PREFACE_LEN) {
+            conn_free(c); /* has not spoken HTTP/2 yet: nothing to drain */
+            continue;
+        }
+        c->quiescing = true;
+        nghttp2_submit_shutdown_notice(c->sess);
+        event_add(c->rev, &drain_tv);
+        if (!conn_flush(c)) {
+            conn_free(c);
+        }
+    }
 }
 
 int grpc_active(struct iot *t)
 {
-    (void)t;
-    return 0;
+    return thr[t->idx].n_conns;
 }
