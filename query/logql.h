@@ -1,0 +1,344 @@
+/*
+ * logql.h - LogQL parser: query text -> AST for the log query executor.
+ *
+ * Subset (issue 4, FACTS.md section C): stream selectors; line filters
+ * |= != |~ !~ |> !> (with `or` alternatives); | json, | logfmt (flags and
+ * parameters), | regexp, | pattern, | unpack, | decolorize, | line_format,
+ * | label_format, | drop, | keep, | unwrap; label filter expressions (string,
+ * number, duration, bytes, ip()) with and/or/,/parentheses; range
+ * aggregations (count_over_time, rate, bytes_over_time, bytes_rate,
+ * absent_over_time and the unwrapped ones) with [range] and offset; vector
+ * aggregations with by/without and topk/bottomk; sort/sort_desc;
+ * label_replace; number literals, vector(N) and binary operators with PromQL
+ * precedence (^; * / %; + -; comparisons [bool]; and unless; or) and on /
+ * ignoring / group_left / group_right.
+ *
+ * Memory: one parse = one arena plus the compiled regexes; every pointer in
+ * the AST (strings included) is valid until logql_free() of the root. Strings
+ * are NUL-terminated and also carry their length (a Go escape may put a NUL
+ * inside). The AST is read-only after parsing and may be shared by threads.
+ */
+#ifndef MIRADB_LOGQL_H
+#define MIRADB_LOGQL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query/qlex.h"
+
+/* A string from the query (decoded). */
+struct logql_str {
+    const char *s;
+    size_t n;
+};
+
+enum logql_match_op {
+    LOGQL_MATCH_EQ,  /* =  */
+    LOGQL_MATCH_NEQ, /* != */
+    LOGQL_MATCH_RE,  /* =~ (anchored) */
+    LOGQL_MATCH_NRE, /* !~ (anchored) */
+};
+
+/* A label matcher: stream selectors, string label filters, drop/keep. */
+struct logql_matcher {
+    struct logql_str name;
+    enum logql_match_op op;
+    struct logql_str value;
+    const qlex_re *re; /* RE/NRE: compiled fully anchored; else NULL */
+};
+
+/* --- pipeline stages ----------------------------------------------------- */
+
+enum logql_filter_op {
+    LOGQL_FILTER_CONTAINS,     /* |= */
+    LOGQL_FILTER_NOT_CONTAINS, /* != */
+    LOGQL_FILTER_RE,           /* |~ (unanchored search) */
+    LOGQL_FILTER_NOT_RE,       /* !~ */
+    LOGQL_FILTER_PATTERN,      /* |> (<_> wildcards) */
+    LOGQL_FILTER_NOT_PATTERN,  /* !> */
+};
+
+/* One literal run of a pattern (| pattern, |>): text, then capture `name`
+ * (NULL name = <_>, n == 0 for a pattern that ends in literal text). */
+struct logql_pattern_part {
+    struct logql_str lit;     /* literal before the capture (may be empty) */
+    struct logql_str capture; /* s == NULL: no capture after lit */
+    bool named;               /* capture has a name (not <_>) */
+};
+
+struct logql_pattern {
+    struct logql_pattern_part *parts;
+    size_t n_parts;
+};
+
+struct logql_filter_alt {
+    struct logql_str value;
+    const qlex_re *re;           /* RE/NOT_RE */
+    struct logql_pattern pattern; /* PATTERN/NOT_PATTERN */
+};
+
+/* Label filter expression tree. */
+enum logql_lf_kind {
+    LOGQL_LF_AND,
+    LOGQL_LF_OR,
+    LOGQL_LF_STRING,   /* m: = != =~ !~ "value" (missing label = "") */
+    LOGQL_LF_NUMBER,   /* name cmp num (label parsed as float64) */
+    LOGQL_LF_DURATION, /* name cmp dur_ns (label parsed as Go duration) */
+    LOGQL_LF_BYTES,    /* name cmp num (label parsed as humanized bytes) */
+    LOGQL_LF_IP,       /* name (=|!=) ip("value") */
+};
+
+enum logql_cmp {
+    LOGQL_CMP_EQ, /* == or = */
+    LOGQL_CMP_NE,
+    LOGQL_CMP_GT,
+    LOGQL_CMP_GE,
+    LOGQL_CMP_LT,
+    LOGQL_CMP_LE,
+};
+
+struct logql_lf {
+    enum logql_lf_kind kind;
+    struct logql_lf *left, *right; /* AND / OR */
+    struct logql_matcher m;        /* STRING; for the others m.name is the label */
+    enum logql_cmp cmp;            /* NUMBER, DURATION, BYTES, IP (EQ/NE) */
+    double num;                    /* NUMBER, BYTES */
+    int64_t dur_ns;                /* DURATION */
+    struct logql_str ip;           /* IP: the argument of ip("...") */
+};
+
+/* | json a="path", b   /   | logfmt a, b="key"   /   | label_format a=b, c="tmpl" */
+struct logql_param {
+    struct logql_str name;  /* label to set */
+    struct logql_str value; /* json: path text; logfmt: key; label_format: template or source */
+    bool is_template;       /* label_format: value was a string (template), not a label name */
+    struct logql_json_step *path; /* json: parsed path (n_path steps) */
+    size_t n_path;
+};
+
+/* One step of a json path: x.y -> {key "x"},{key "y"}; list[0] -> index. */
+struct logql_json_step {
+    struct logql_str key; /* s == NULL for an index step */
+    int64_t index;
+};
+
+enum logql_unwrap_conv {
+    LOGQL_CONV_NONE,             /* unwrap x */
+    LOGQL_CONV_BYTES,            /* unwrap bytes(x) */
+    LOGQL_CONV_DURATION,         /* unwrap duration(x) */
+    LOGQL_CONV_DURATION_SECONDS, /* unwrap duration_seconds(x) */
+};
+
+enum logql_stage_kind {
+    LOGQL_STAGE_LINE_FILTER,
+    LOGQL_STAGE_JSON,
+    LOGQL_STAGE_LOGFMT,
+    LOGQL_STAGE_REGEXP,
+    LOGQL_STAGE_PATTERN,
+    LOGQL_STAGE_UNPACK,
+    LOGQL_STAGE_DECOLORIZE,
+    LOGQL_STAGE_LABEL_FILTER,
+    LOGQL_STAGE_LINE_FORMAT,
+    LOGQL_STAGE_LABEL_FORMAT,
+    LOGQL_STAGE_DROP,
+    LOGQL_STAGE_KEEP,
+    LOGQL_STAGE_UNWRAP,
+};
+
+struct logql_stage {
+    enum logql_stage_kind kind;
+    size_t pos; /* byte offset in the query (for executor messages) */
+
+    /* LINE_FILTER: op over alternatives (|= "a" or "b"): a positive op
+     * keeps a line when any alternative matches, a negative op drops it
+     * when any matches. */
+    enum logql_filter_op filter_op;
+    struct logql_filter_alt *alts;
+    size_t n_alts;
+
+    /* JSON, LOGFMT (empty = all), LABEL_FORMAT */
+    struct logql_param *params;
+    size_t n_params;
+    bool logfmt_strict, logfmt_keep_empty;
+
+    /* REGEXP (unanchored, named groups), PATTERN, LINE_FORMAT template */
+    struct logql_str text;
+    const qlex_re *re;
+    struct logql_pattern pattern;
+
+    /* LABEL_FILTER */
+    struct logql_lf *lf;
+
+    /* DROP, KEEP: names (op EQ with s == NULL value: plain name) */
+    struct logql_matcher *labels;
+    size_t n_labels;
+
+    /* UNWRAP */
+    struct logql_str unwrap_label;
+    enum logql_unwrap_conv unwrap_conv;
+};
+
+/* A log expression: selector + pipeline (also the argument of a range
+ * aggregation). */
+struct logql_log {
+    struct logql_matcher *matchers;
+    size_t n_matchers;
+    struct logql_stage *stages;
+    size_t n_stages;
+    /* Lower-case whole-token needles for the body-token bloom (see
+     * logql_log_needles). */
+    struct logql_str *needles;
+    size_t n_needles;
+};
+
+/* --- metric expressions ---------------------------------------------------- */
+
+enum logql_expr_kind {
+    LOGQL_EXPR_LOG,           /* log query (only as the root) */
+    LOGQL_EXPR_RANGE,         /* count_over_time(<log> [5m]) ... */
+    LOGQL_EXPR_VECTOR_AGG,    /* sum by (x) (...) */
+    LOGQL_EXPR_BINARY,        /* a + b */
+    LOGQL_EXPR_NUMBER,        /* 2, -1.5 (a scalar) */
+    LOGQL_EXPR_VECTOR,        /* vector(2) */
+    LOGQL_EXPR_LABEL_REPLACE, /* label_replace(v, "dst", "repl", "src", "re") */
+};
+
+enum logql_range_op {
+    LOGQL_RANGE_COUNT_OVER_TIME,
+    LOGQL_RANGE_RATE,
+    LOGQL_RANGE_BYTES_OVER_TIME,
+    LOGQL_RANGE_BYTES_RATE,
+    LOGQL_RANGE_ABSENT_OVER_TIME,
+    /* unwrapped: need | unwrap in the pipeline */
+    LOGQL_RANGE_RATE_COUNTER,
+    LOGQL_RANGE_SUM_OVER_TIME,
+    LOGQL_RANGE_AVG_OVER_TIME,
+    LOGQL_RANGE_MIN_OVER_TIME,
+    LOGQL_RANGE_MAX_OVER_TIME,
+    LOGQL_RANGE_FIRST_OVER_TIME,
+    LOGQL_RANGE_LAST_OVER_TIME,
+    LOGQL_RANGE_STDVAR_OVER_TIME,
+    LOGQL_RANGE_STDDEV_OVER_TIME,
+    LOGQL_RANGE_QUANTILE_OVER_TIME,
+};
+
+enum logql_agg_op {
+    LOGQL_AGG_SUM,
+    LOGQL_AGG_AVG,
+    LOGQL_AGG_MIN,
+    LOGQL_AGG_MAX,
+    LOGQL_AGG_COUNT,
+    LOGQL_AGG_STDDEV,
+    LOGQL_AGG_STDVAR,
+    LOGQL_AGG_TOPK,
+    LOGQL_AGG_BOTTOMK,
+    LOGQL_AGG_SORT,
+    LOGQL_AGG_SORT_DESC,
+};
+
+enum logql_bin_op {
+    LOGQL_BIN_ADD,
+    LOGQL_BIN_SUB,
+    LOGQL_BIN_MUL,
+    LOGQL_BIN_DIV,
+    LOGQL_BIN_MOD,
+    LOGQL_BIN_POW,
+    LOGQL_BIN_EQ,
+    LOGQL_BIN_NE,
+    LOGQL_BIN_GT,
+    LOGQL_BIN_GE,
+    LOGQL_BIN_LT,
+    LOGQL_BIN_LE,
+    LOGQL_BIN_AND,
+    LOGQL_BIN_UNLESS,
+    LOGQL_BIN_OR,
+};
+
+/* by (...) / without (...); none: has == false. */
+struct logql_grouping {
+    bool has;
+    bool without;
+    struct logql_str *labels;
+    size_t n_labels;
+};
+
+struct logql_expr {
+    enum logql_expr_kind kind;
+    size_t pos; /* byte offset where the expression starts */
+
+    /* LOG, RANGE */
+    struct logql_log log;
+
+    /* RANGE */
+    enum logql_range_op range_op;
+    int64_t range_ns;  /* [5m] */
+    int64_t offset_ns; /* offset 1h (0 when absent) */
+    double param;      /* quantile_over_time's phi; topk/bottomk's k */
+    struct logql_grouping grouping; /* RANGE (unwrapped only) and VECTOR_AGG */
+
+    /* VECTOR_AGG */
+    enum logql_agg_op agg_op;
+    struct logql_expr *inner;
+
+    /* BINARY */
+    enum logql_bin_op bin_op;
+    struct logql_expr *lhs, *rhs;
+    bool return_bool;     /* comparison with `bool` */
+    bool has_matching;    /* on(...) / ignoring(...) given */
+    bool on;              /* on (true) or ignoring (false) */
+    struct logql_str *match_labels;
+    size_t n_match_labels;
+    int group_side;       /* 0 none, -1 group_left, +1 group_right */
+    struct logql_str *include_labels; /* group_left(a, b) */
+    size_t n_include_labels;
+
+    /* NUMBER, VECTOR */
+    double value;
+
+    /* LABEL_REPLACE (inner = the vector) */
+    struct logql_str dst, replacement, src, regex_text;
+    const qlex_re *regex; /* anchored */
+};
+
+/* Parses |len| bytes of |src|. On success *out is the root (free it with
+ * logql_free) and 0 is returned. On failure returns -EINVAL (syntax or
+ * semantic error) or -ENOMEM (query too large / out of memory), writes
+ * "parse error at line L, col C: <what was expected>" (or the semantic error
+ * Loki gives, e.g. the empty-compatible selector message) to err, and sets
+ * *out = NULL. */
+int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err, size_t errlen);
+
+/* Frees a root returned by logql_parse (only the root). NULL-safe. */
+void logql_free(struct logql_expr *root);
+
+/* True for metric queries (anything but LOGQL_EXPR_LOG). */
+bool logql_is_metric(const struct logql_expr *e);
+
+/* Prometheus matcher semantics on one value (missing label: pass "", 0). A
+ * regex that hits the match limit counts as not matching. */
+bool logql_match_label(const struct logql_matcher *m, const char *v, size_t n);
+
+/* Does |line| pass this LINE_FILTER stage? Per-thread match data. */
+bool logql_line_filter_match(const struct logql_stage *st, const char *line, size_t n);
+
+/* Glob match of a |> pattern (literal runs in order, <_> = any text). */
+bool logql_pattern_match(const struct logql_pattern *p, const char *s, size_t n);
+
+/* Leaf label filters on one label value (LOGQL_LF_STRING/NUMBER/DURATION/
+ * BYTES/IP): 1 passes, 0 fails, -EINVAL when the value does not parse as
+ * the filter's type (Loki keeps the line with __error__=LabelFilterErr). A
+ * missing label: pass v == NULL (string filters see "", others fail). */
+int logql_lf_test(const struct logql_lf *lf, const char *v, size_t n);
+
+/* Body-token needles every line of the result must contain as a whole
+ * token (DESIGN.md "Blocks": maximal runs of [A-Za-z0-9_], lower-cased).
+ * Taken from positive single-alternative |= and |> filters that act on the
+ * original line (before any line_format/decolorize). Only tokens bounded by
+ * non-token bytes inside the filter text itself count: `|= "error"` can match
+ * inside "errors", so it yields none, while `|= " error "`, `|= "level=error "`
+ * and `|> "<_> level=error <_>"` yield "error" (and "level"). Returns the
+ * array (valid until logql_free) and sets *n. */
+const struct logql_str *logql_log_needles(const struct logql_log *log, size_t *n);
+
+#endif
