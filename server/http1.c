@@ -1530,7 +1530,9 @@ void http1_quiesce(struct iot *t)
     struct conn *c = th->conns;
     while (c != NULL) {
         struct conn *next = c->next;
-        if (c->st == CS_IDLE && c->pend_len == 0) {
+        /* Nothing admitted is lost: idle connections, requests still in
+         * their headers (the client retries) and finished ones go now. */
+        if ((c->st == CS_IDLE && c->pend_len == 0) || c->st == CS_HEAD || c->st == CS_LINGER) {
             conn_close(c);
         }
         c = next;
