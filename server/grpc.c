@@ -66,6 +66,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -100,6 +101,7 @@
 #define STAGE_MAX (128u << 10)
 #define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
 #define PREFIX_LEN 5
+#define SPARE_STREAMS 256 /* stream structs a thread keeps for reuse */
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN 24
@@ -189,6 +191,8 @@ struct gthr {
     int n_conns;
     bool quiescing;
     uint8_t *rbuf;
+    struct gstream *spare; /* free list, linked by ->next */
+    int n_spare;
 };
 
 static struct gthr thr[LISTEN_MAX_IOT];
@@ -311,7 +315,26 @@ static void stream_free(struct gstream *s)
         s->next->prev = s->prev;
     }
     c->n_streams--;
-    free(s);
+    if (c->th->n_spare < SPARE_STREAMS) {
+        s->next = c->th->spare;
+        c->th->spare = s;
+        c->th->n_spare++;
+    } else {
+        free(s);
+    }
+}
+
+/* A zeroed stream struct, from the thread's spares when it has one. */
+static struct gstream *stream_alloc(struct gthr *th)
+{
+    struct gstream *s = th->spare;
+    if (s == NULL) {
+        return calloc(1, sizeof(*s));
+    }
+    th->spare = s->next;
+    th->n_spare--;
+    memset(s, 0, offsetof(struct gstream, resp)); /* resp is written before it is read */
+    return s;
 }
 
 /*
@@ -655,7 +678,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0;
     }
-    s = calloc(1, sizeof(*s));
+    s = stream_alloc(c->th);
     if (s == NULL) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
     }
@@ -894,9 +917,7 @@ static bool conn_flush(struct gconn *c)
             }
             return false;
         }
-        if (evbuffer_get_length(c->out) > 0) {
-            continue; /* partial write: the socket is probably full; retry once */
-        }
+        /* partial or whole: produce more and write again until EAGAIN */
     }
     if (evbuffer_get_length(c->out) > 0) {
         if (!event_pending(c->wev, EV_WRITE, NULL)) {
@@ -957,13 +978,21 @@ static void conn_free(struct gconn *c)
     free(c);
 }
 
+/* Stops reading; the connection closes once its output is written, or
+ * after DRAIN_S if the peer does not take it. */
+static void conn_closing(struct gconn *c)
+{
+    c->closing = true;
+    event_del(c->rev);
+    event_add(c->kill_ev, &drain_tv); /* fd -1, no events: a plain timer */
+}
+
 /* Not HTTP/2: an HTTP/1.x request gets a plain 400, anything else is closed. */
 static void conn_refuse_non_h2(struct gconn *c)
 {
     static const char body[] = "This port speaks OTLP/gRPC (HTTP/2 with prior knowledge); send "
                                "OTLP/HTTP requests to the HTTP port.\n";
-    c->closing = true;
-    event_del(c->rev);
+    conn_closing(c);
     if (c->first_byte >= 'A' && c->first_byte <= 'Z') {
         evbuffer_add_printf(c->out,
                             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
@@ -1017,8 +1046,7 @@ static void conn_on_timeout(struct gconn *c)
                               NULL, 0);
         c->goaway_sent = true;
     }
-    c->closing = true;
-    event_del(c->rev);
+    conn_closing(c);
 }
 
 static void conn_on_read(evutil_socket_t fd, short what, void *arg)
