@@ -8,14 +8,17 @@
  * could not decide before the body is read (LIBS.md 1). Bufferevents
  * would work but read at most 4 KiB per readv: a 16 MiB export costs
  * ~4,000 reads and as many wake-ups. Each connection therefore has a plain
- * read event and reads straight into its thread's scratch buffer (up to
- * H1_READ_MAX bytes per callback, and never past the end of a body whose
- * length is known); http-parser parses those bytes in place and body
- * pieces go to ingest_body_append(), which makes the one copy into the
- * request's charged buffer. Bytes the parser could not take yet (it is
- * paused while a request waits for admission or for its answer) are kept
- * in the connection's |pend| buffer; reading stops until they are used,
- * so at most one read's worth is held outside the budget per connection.
+ * read event and reads with one read(2) per callback: a request's head
+ * into the connection's input buffer (H1_HEAD_READ bytes, from a
+ * per-thread cache, held only while there is unparsed input), the body
+ * into the thread's scratch buffer (up to H1_READ_MAX, never past the end
+ * of a body whose length is known). http-parser parses those bytes in
+ * place and body pieces go to ingest_body_append(), which makes the one
+ * copy into the request's charged buffer. Bytes the parser cannot take
+ * yet (it is paused while a request waits for admission or for its
+ * answer) stay in, or are moved to, the input buffer; reading stops until
+ * they are used, so at most one read's worth per connection is held
+ * outside the budget.
  * Output goes through an evbuffer written with sendmsg(MSG_NOSIGNAL)
  * (no SIGPIPE whatever main does with signals); large bodies are moved
  * into it by chain, never copied twice.
@@ -93,7 +96,7 @@
 #define H1_IO_S 30
 #define H1_LINGER_S 2
 #define H1_LINGER_MAX (8u << 20) /* bytes discarded at most while lingering */
-#define H1_PEND_KEEP (16u << 10) /* |pend| capacity kept by an idle connection */
+#define H1_PCACHE 64             /* free |pend| buffers of H1_HEAD_READ bytes kept per thread */
 #define H1_BACKLOG 1024
 
 /* ---- routes ---- */
@@ -210,6 +213,8 @@ struct h1_thread {
     int nconns;
     bool quiescing;
     const struct timeval *tv_idle, *tv_head, *tv_io, *tv_linger;
+    char *pcache[H1_PCACHE]; /* free input buffers (memcached's rbuf cache) */
+    int npcache;
     char rbuf[H1_READ_MAX];
 };
 
@@ -217,6 +222,7 @@ static struct h1_thread threads[LISTEN_MAX_IOT];
 
 static void conn_run(struct conn *c);
 static void conn_close(struct conn *c);
+static void pend_put(struct conn *c);
 static void on_ingest(struct ingest_req *ir, void *ctx);
 
 /* ---- small helpers ---- */
@@ -1100,7 +1106,8 @@ static void conn_free(struct conn *c)
     evbuffer_free(r->rbody);
     free(r->hbuf);
     free(r->body);
-    free(c->pend);
+    c->pend_len = 0;
+    pend_put(c);
     free(c);
 }
 
@@ -1138,9 +1145,47 @@ static int flush_out(struct conn *c)
     return 0;
 }
 
+/*
+ * Input buffers: a connection holds one only while it has unparsed input
+ * or is reading a request's head; idle connections hold none. Buffers of
+ * the standard size go back to a per-thread cache.
+ */
+static int pend_get(struct conn *c)
+{
+    struct h1_thread *th = c->th;
+    if (c->pend != NULL) {
+        return 0;
+    }
+    c->pend = th->npcache > 0 ? th->pcache[--th->npcache] : malloc(H1_HEAD_READ);
+    if (c->pend == NULL) {
+        return -ENOMEM;
+    }
+    c->pend_cap = H1_HEAD_READ;
+    c->pend_off = c->pend_len = 0;
+    return 0;
+}
+
+static void pend_put(struct conn *c)
+{
+    struct h1_thread *th = c->th;
+    if (c->pend == NULL || c->pend_len > 0) {
+        return;
+    }
+    if (c->pend_cap == H1_HEAD_READ && th->npcache < H1_PCACHE) {
+        th->pcache[th->npcache++] = c->pend;
+    } else {
+        free(c->pend);
+    }
+    c->pend = NULL;
+    c->pend_cap = c->pend_off = 0;
+}
+
 /* Keeps the unparsed tail of the scratch input for later. */
 static int stash_input(struct conn *c, const char *p, size_t n)
 {
+    if (pend_get(c) < 0) {
+        return -ENOMEM;
+    }
     if (c->pend_len == 0) {
         c->pend_off = 0;
     }
@@ -1261,11 +1306,6 @@ static void conn_run(struct conn *c)
             c->st = CS_IDLE;
             set_timer(c, c->th->tv_idle);
             parser_pause(c, 0);
-            if (c->pend_len == 0 && c->pend_cap > H1_PEND_KEEP) {
-                free(c->pend);
-                c->pend = NULL;
-                c->pend_cap = 0;
-            }
             if (--reqs == 0) {
                 /* Pipelined requests: let other connections have a turn; the
                  * read callback picks up where this stopped. */
@@ -1313,30 +1353,51 @@ static void conn_run(struct conn *c)
     c->running = false;
     if (c->dead) {
         conn_free(c);
+        return;
     }
+    pend_put(c); /* when empty */
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
     struct h1_thread *th = c->th;
+    ssize_t n;
     (void)what;
 
-    if (c->pend_len > 0 ||
+    if (!c->reading || c->pend_len > 0 ||
         (c->st != CS_IDLE && c->st != CS_HEAD && c->st != CS_BODY && c->st != CS_LINGER)) {
-        conn_run(c); /* resumed after a yield, or not reading now */
+        conn_run(c); /* resumed after a yield (event_active), or not reading now */
         return;
     }
-    size_t want = H1_READ_MAX;
     if (c->st == CS_IDLE || c->st == CS_HEAD) {
-        want = H1_HEAD_READ;
-    } else if (c->st == CS_BODY && !(c->p.flags & F_CHUNKED) && c->p.content_length > 0 &&
-               c->p.content_length < want) {
-        want = (size_t)c->p.content_length; /* never read into the next request */
+        /* A request head goes into the connection's own buffer, where the
+         * body bytes that follow it can wait for admission uncopied. */
+        if (pend_get(c) < 0) {
+            conn_close(c);
+            return;
+        }
+        n = read(fd, c->pend, c->pend_cap);
+        if (n > 0) {
+            c->pend_off = 0;
+            c->pend_len = (size_t)n;
+        }
+    } else {
+        size_t want = H1_READ_MAX;
+        if (c->st == CS_BODY && !(c->p.flags & F_CHUNKED) && c->p.content_length > 0 &&
+            c->p.content_length < want) {
+            want = (size_t)c->p.content_length; /* never read into the next request */
+        }
+        n = read(fd, th->rbuf, want);
+        if (n > 0 && c->st == CS_BODY) {
+            c->in = th->rbuf;
+            c->in_len = (size_t)n;
+            set_timer(c, th->tv_io);
+        }
     }
-    ssize_t n = read(fd, th->rbuf, want);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            pend_put(c);
             return;
         }
         conn_close(c);
@@ -1355,11 +1416,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         }
         return;
     }
-    if (c->st == CS_BODY) {
-        set_timer(c, th->tv_io);
-    }
-    c->in = th->rbuf;
-    c->in_len = (size_t)n;
     conn_run(c);
 }
 
@@ -1562,6 +1618,9 @@ void http1_fini(void)
         if (th->accept_retry != NULL) {
             event_free(th->accept_retry);
             th->accept_retry = NULL;
+        }
+        while (th->npcache > 0) {
+            free(th->pcache[--th->npcache]);
         }
         th->t = NULL;
     }
