@@ -29,10 +29,10 @@
  * whole request it is paused until the answer has been written, so
  * pipelined requests are answered in order and the next one is not even
  * parsed before. Everything that parses, writes or decides what comes
- * next happens in conn_run(), which is never re-entered (callbacks that
- * want it while it runs set |again|), and which handles at most
- * H1_REQS_PER_RUN pipelined requests before yielding to other
- * connections.
+ * next happens in conn_run(), which is never re-entered (a call made
+ * while it runs returns at once: the running loop looks at the state
+ * again before it stops), and which handles at most H1_REQS_PER_RUN
+ * pipelined requests before yielding to other connections.
  *
  * OTLP EXPORT
  *   headers complete: route, Content-Type (415), Content-Encoding (415),

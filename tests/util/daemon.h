@@ -2,8 +2,10 @@
  * daemon.h - starts and stops the real miradb daemon for integration tests.
  *
  * The daemon runs as a child of the test process and is killed (SIGKILL)
- * if the test process dies first (PR_SET_PDEATHSIG), so a failed assertion
- * never leaves one running. Temporary data directories and logs this
+ * if the test process dies first (PR_SET_PDEATHSIG, which follows the
+ * thread that called daemon_start: call it from the test's own thread,
+ * not from a helper thread that exits), so a failed assertion never
+ * leaves one running. Temporary data directories and logs this
  * module made are removed when the test process exits, unless
  * MIRADB_KEEP_TEST_DIRS is set.
  */
