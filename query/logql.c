@@ -165,9 +165,9 @@ static bool pat_name_ok(const char *s, size_t n)
     return true;
 }
 
-/* Splits "<a> x <_> y" into parts. need_named: | pattern requires a named
- * capture. */
-static int parse_pattern(struct parser *p, size_t pos, struct logql_str text, bool need_named,
+/* Splits "<a> x <_> y" into parts. stage: `| pattern` needs a named
+ * capture; otherwise (|> and !>) only <_> is allowed. */
+static int parse_pattern(struct parser *p, size_t pos, struct logql_str text, bool stage,
                          struct logql_pattern *out)
 {
     const char *s = text.s;
@@ -198,6 +198,11 @@ static int parse_pattern(struct parser *p, size_t pos, struct logql_str text, bo
                 pt->capture.s = qlex_strndup(&p->lx, s + i + 1, j - i - 1);
                 pt->capture.n = j - i - 1;
                 pt->named = !(j - i - 1 == 1 && s[i + 1] == '_');
+                if (pt->named && !stage) {
+                    return qlex_fail(&p->lx, pos,
+                                     "named captures are not allowed in a line filter pattern; "
+                                     "use <_>");
+                }
                 if (pt->named) {
                     for (size_t k = 0; k + 1 < n_parts; k++) {
                         if (parts[k].named && parts[k].capture.n == pt->capture.n &&
@@ -228,7 +233,7 @@ static int parse_pattern(struct parser *p, size_t pos, struct logql_str text, bo
     if (p->lx.rc != 0) {
         return p->lx.rc;
     }
-    if (need_named && named == 0) {
+    if (stage && named == 0) {
         return qlex_fail(&p->lx, pos,
                          "invalid pattern: at least one named capture such as <name> is required");
     }
@@ -237,42 +242,39 @@ static int parse_pattern(struct parser *p, size_t pos, struct logql_str text, bo
     return 0;
 }
 
+/* Loki's pattern.Matcher.Test: literal runs are found left to right (first
+ * occurrence); a run that follows a capture must not start right where the
+ * capture starts (captures are never empty); a pattern ending in a capture
+ * needs text left over, one ending in a literal needs none. An empty line
+ * matches only an empty pattern. The first run is searched, not anchored. */
 bool logql_pattern_match(const struct logql_pattern *pt, const char *s, size_t n)
 {
-    if (pt->n_parts == 0) {
-        return n == 0;
+    bool empty_pattern = pt->n_parts == 0 || (pt->n_parts == 1 && pt->parts[0].lit.n == 0 &&
+                                              pt->parts[0].capture.s == NULL);
+    if (n == 0 || empty_pattern) {
+        return n == 0 && empty_pattern;
     }
-    size_t pos = 0;
-    const struct logql_pattern_part *last = &pt->parts[pt->n_parts - 1];
-    bool ends_with_capture = last->capture.s != NULL;
+    size_t off = 0, elem = 0;
     for (size_t k = 0; k < pt->n_parts; k++) {
         const struct logql_pattern_part *part = &pt->parts[k];
-        bool final_lit = k == pt->n_parts - 1 && !ends_with_capture;
-        if (k == 0) {
-            if (final_lit) {
-                return part->lit.n == n && memcmp(part->lit.s, s, n) == 0;
-            }
-            if (part->lit.n > n || memcmp(part->lit.s, s, part->lit.n) != 0) {
+        if (part->lit.n > 0) {
+            const char *hit = memmem(s + off, n - off, part->lit.s, part->lit.n);
+            if (hit == NULL) {
                 return false;
             }
-            pos = part->lit.n;
-            continue;
+            size_t j = (size_t)(hit - (s + off));
+            if (elem != 0 && j == 0) {
+                return false;
+            }
+            off += j + part->lit.n;
+            elem++;
         }
-        if (final_lit) {
-            /* a trailing literal must end the subject, after what came so far */
-            return n - pos >= part->lit.n &&
-                   memcmp(s + n - part->lit.n, part->lit.s, part->lit.n) == 0;
+        if (part->capture.s != NULL) {
+            elem++;
         }
-        if (part->lit.n == 0) {
-            continue;
-        }
-        const char *hit = memmem(s + pos, n - pos, part->lit.s, part->lit.n);
-        if (hit == NULL) {
-            return false;
-        }
-        pos = (size_t)(hit - s) + part->lit.n;
     }
-    return true;
+    bool ends_with_capture = pt->parts[pt->n_parts - 1].capture.s != NULL;
+    return ends_with_capture == (off != n);
 }
 
 /* ---- json paths ----------------------------------------------------------- */
@@ -988,8 +990,9 @@ static int collect_needles(struct parser *p, struct logql_log *log)
             const struct logql_pattern *pt = &a->pattern;
             for (size_t i = 0; i < pt->n_parts; i++) {
                 const struct logql_pattern_part *part = &pt->parts[i];
+                /* the first run is searched, not anchored; a final run ends the line */
                 bool last_lit = i == pt->n_parts - 1 && part->capture.s == NULL;
-                if (add_needles(p, log, &cap, part->lit.s, part->lit.n, i == 0, last_lit) != 0) {
+                if (add_needles(p, log, &cap, part->lit.s, part->lit.n, false, last_lit) != 0) {
                     return p->lx.rc;
                 }
             }

@@ -322,7 +322,8 @@ bool logql_match_label(const struct logql_matcher *m, const char *v, size_t n);
 /* Does |line| pass this LINE_FILTER stage? Per-thread match data. */
 bool logql_line_filter_match(const struct logql_stage *st, const char *line, size_t n);
 
-/* Glob match of a |> pattern (literal runs in order, <_> = any text). */
+/* Loki's |> test: literal runs in order (first occurrence), <_> = one or
+ * more bytes, a trailing literal must end the line. */
 bool logql_pattern_match(const struct logql_pattern *p, const char *s, size_t n);
 
 /* Leaf label filters on one label value (LOGQL_LF_STRING/NUMBER/DURATION/
@@ -336,9 +337,9 @@ int logql_lf_test(const struct logql_lf *lf, const char *v, size_t n);
  * Taken from positive single-alternative |= and |> filters that act on the
  * original line (before any line_format/decolorize). Only tokens bounded by
  * non-token bytes inside the filter text itself count: `|= "error"` can match
- * inside "errors", so it yields none, while `|= " error "`, `|= "level=error "`
- * and `|> "<_> level=error <_>"` yield "error" (and "level"). Returns the
- * array (valid until logql_free) and sets *n. */
+ * inside "errors", so it yields none, while `|= " error "` and
+ * `|= "level=error "` yield "error", and `|> "<_> level=error <_>"` yields
+ * "level" and "error". Returns the array (valid until logql_free), *n set. */
 const struct logql_str *logql_log_needles(const struct logql_log *log, size_t *n);
 
 #endif
