@@ -227,8 +227,8 @@ static inline int rd_varint(struct dec *d, const uint8_t **pp, const uint8_t *en
     return 0;
 }
 
-/* 1 and |f| filled; 0 at the end of the message; -EPROTO. */
-static inline int next_field(struct dec *d, struct cur *c, struct fld *f)
+/* 1 and |f| filled; 0 at the end of the message; -EPROTO. Any encoding. */
+static __attribute__((noinline)) int next_field_slow(struct dec *d, struct cur *c, struct fld *f)
 {
     const uint8_t *p = c->p;
     const uint8_t *end = c->end;
@@ -285,6 +285,62 @@ static inline int next_field(struct dec *d, struct cur *c, struct fld *f)
     }
     c->p = p;
     return 1;
+}
+
+/*
+ * The same, inlined for what encoders emit nearly always: a one-byte tag and,
+ * for varints and lengths, one byte. Everything else goes the slow way.
+ */
+static inline __attribute__((always_inline)) int next_field(struct dec *d, struct cur *c,
+                                                            struct fld *f)
+{
+    const uint8_t *p = c->p;
+    const uint8_t *end = c->end;
+
+    if (p == end) {
+        return 0;
+    }
+    uint32_t t = *p;
+    if (LIKELY(t >= 8 && t < 0x80)) {
+        f->at = p;
+        f->num = t >> 3;
+        f->wt = t & 7;
+        p++;
+        switch (t & 7) {
+        case WT_LEN:
+            if (LIKELY(p < end && *p < 0x80 && (size_t)*p < (size_t)(end - p))) {
+                f->len = *p;
+                f->p = p + 1;
+                c->p = f->p + f->len;
+                return 1;
+            }
+            break;
+        case WT_VARINT:
+            if (LIKELY(p < end && *p < 0x80)) {
+                f->v = *p;
+                c->p = p + 1;
+                return 1;
+            }
+            break;
+        case WT_I64:
+            if (LIKELY(end - p >= 8)) {
+                f->v = le64(p);
+                c->p = p + 8;
+                return 1;
+            }
+            break;
+        case WT_I32:
+            if (LIKELY(end - p >= 4)) {
+                f->v = le32(p);
+                c->p = p + 4;
+                return 1;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return next_field_slow(d, c, f);
 }
 
 static inline void range_add(struct range *r, const struct fld *f, const struct cur *after)
@@ -377,6 +433,58 @@ static bool get_id(const struct fld *f, uint8_t *dst, size_t n)
     return false;
 }
 
+/* ---- heap writes: the val.h encoding, inlined for the hot kinds ---- */
+
+static inline int hreserve(struct vbuf *h, size_t n)
+{
+    if (LIKELY(h->cap - h->len >= n)) {
+        return 0;
+    }
+    return vbuf_reserve(h, n);
+}
+
+/* Room must have been reserved. */
+static inline void hput_uv(struct vbuf *h, uint64_t v)
+{
+    uint8_t *q = h->p + h->len;
+    while (v >= 0x80) {
+        *q++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *q++ = (uint8_t)v;
+    h->len = (size_t)(q - h->p);
+}
+
+/* A key: uv len + bytes. */
+static inline int put_key(struct vbuf *h, const void *k, size_t n)
+{
+    TRY(hreserve(h, 10 + n));
+    hput_uv(h, n);
+    memcpy(h->p + h->len, k, n);
+    h->len += n;
+    return 0;
+}
+
+/* VAL_STR / VAL_BYTES: type, uv len, bytes. */
+static inline int put_lenval(struct vbuf *h, enum val_type type, const void *s, size_t n)
+{
+    TRY(hreserve(h, 11 + n));
+    h->p[h->len++] = (uint8_t)type;
+    hput_uv(h, n);
+    memcpy(h->p + h->len, s, n);
+    h->len += n;
+    return 0;
+}
+
+/* VAL_INT: type, uv zigzag. */
+static inline int put_intval(struct vbuf *h, int64_t v)
+{
+    TRY(hreserve(h, 11));
+    h->p[h->len++] = VAL_INT;
+    hput_uv(h, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+    return 0;
+}
+
 /* ---- AnyValue and key-value lists ---- */
 
 enum av_mode {
@@ -422,7 +530,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             if (mode == AV_BODY) {
                 st->str = s;
             } else {
-                TRY(val_put_str(h, s.p, s.len));
+                TRY(put_lenval(h, VAL_STR, s.p, s.len));
             }
             break;
         }
@@ -436,7 +544,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             WANT(f, WT_VARINT, "int_value");
             h->len = st->start;
             st->type = VAL_INT;
-            TRY(val_put_int(h, (int64_t)f.v));
+            TRY(put_intval(h, (int64_t)f.v));
             break;
         case 4: /* double_value */
             WANT(f, WT_I64, "double_value");
@@ -460,7 +568,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             WANT(f, WT_LEN, "bytes_value");
             h->len = st->start;
             st->type = VAL_BYTES;
-            TRY(val_put_bytes(h, f.p, f.len));
+            TRY(put_lenval(h, VAL_BYTES, f.p, f.len));
             break;
         case 8: /* string_value_strindex: profiles only, value is empty */
             WANT(f, WT_VARINT, "string_value_strindex");
@@ -545,6 +653,28 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
     if (UNLIKELY(depth > VAL_MAX_DEPTH)) {
         return fail(d, p, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
     }
+    /* Fast path: exactly `1: key` then optionally `2: value`, with one-byte
+     * lengths, which is how every encoder writes a KeyValue. */
+    if (LIKELY(n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] <= n - 2)) {
+        const uint8_t *end = p + n;
+        const uint8_t *k = p + 2;
+        const uint8_t *q = k + p[1];
+        if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
+                         (size_t)q[1] == (size_t)(end - q - 2))) {
+            if (UNLIKELY(!utf8_ok(k, p[1]))) {
+                return fail(d, p, "invalid UTF-8 in string field key");
+            }
+            TRY(put_key(h, k, p[1]));
+            struct av_state st = {.type = VAL_EMPTY, .start = h->len};
+            if (q != end) {
+                TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
+            }
+            if (h->len == st.start) {
+                TRY(val_put_empty(h));
+            }
+            return 0;
+        }
+    }
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
         case 1:
@@ -564,7 +694,7 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
     if (rc < 0) {
         return rc;
     }
-    TRY(val_put_key(h, key.p, key.len));
+    TRY(put_key(h, key.p, key.len));
     struct av_state st = {.type = VAL_EMPTY, .start = h->len};
     if (val.first != NULL) {
         c.p = val.first;
