@@ -15,6 +15,8 @@
  *              one per distinct content. A writer-only open-addressing table
  *              per dict maps an XXH3 of the content to the id; equal hashes
  *              are confirmed by comparing the content.
+ *   cache      Row chunks and regular byte chunks of a freed block go to a
+ *              bounded process-wide cache that new blocks allocate from.
  *   directory  Each of the above is found through a two-level directory:
  *              a fixed array of DIR_L1 pointers inside struct oblock, each
  *              to an array of DIR_L2 chunk pointers allocated once. Nothing
@@ -32,12 +34,14 @@
  *
  * COST
  *   Per row: stores into the columns and one memcpy per non-empty variable
- *   field; no malloc (chunks are amortized over 4096 rows or 1 MiB). Per
+ *   field; no malloc (chunks are amortized over 4096 rows or 1 MiB, and
+ *   usually come warm from the cache). Per
  *   batch resource, scope and metric: one hash and one probe.
  */
 #include "storage/oblock.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +136,7 @@ struct dir {
 
 struct bchunk {
     struct bchunk *next;
+    size_t size; /* of data[] */
     uint8_t data[];
 };
 
@@ -175,6 +180,108 @@ struct oblock {
 
 static const uint8_t empty[1];
 
+/* ---- chunk cache (process-wide) ---- */
+
+/*
+ * Fresh memory costs a page fault and a kernel zeroing per 4 KiB on first
+ * touch, which measured at about half of the append time. So the row chunks
+ * and regular byte chunks of freed blocks are kept (up to a limit) and handed
+ * to the next blocks; their old contents are simply overwritten. One list
+ * per size class, under a mutex taken once per chunk (every 4096 rows or
+ * 1 MiB), never per row.
+ */
+enum { CC_BYTES = 0, CC_LOGS = SIG_LOGS, CC_SPANS = SIG_TRACES, CC_POINTS = SIG_METRICS, CC_N };
+
+struct cached {
+    struct cached *next;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct cached *head[CC_N];
+    size_t bytes;
+    size_t limit;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .limit = OBLOCK_CACHE_DEFAULT};
+
+/* Under ASan a cached chunk is poisoned (but for its list link), so a view
+ * still used after its block was freed is reported as it would be after a
+ * free(). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define CACHE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define CACHE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define CACHE_POISON(p, n) ((void)(p), (void)(n))
+#define CACHE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+static void *cache_get(int cls, size_t size)
+{
+    pthread_mutex_lock(&cache.lock);
+    struct cached *c = cache.head[cls];
+    if (c != NULL) {
+        cache.head[cls] = c->next;
+        cache.bytes -= size;
+    }
+    pthread_mutex_unlock(&cache.lock);
+    if (c == NULL) {
+        return malloc(size);
+    }
+    CACHE_UNPOISON((char *)c + sizeof(*c), size - sizeof(*c));
+    return c;
+}
+
+/* Called with cache.lock held. */
+static void do_cache_put(int cls, void *p, size_t size)
+{
+    if (cache.bytes + size > cache.limit) {
+        free(p);
+        return;
+    }
+    struct cached *c = p;
+    c->next = cache.head[cls];
+    cache.head[cls] = c;
+    cache.bytes += size;
+    CACHE_POISON((char *)c + sizeof(*c), size - sizeof(*c));
+}
+
+static size_t class_size(int cls)
+{
+    switch (cls) {
+    case CC_LOGS:
+        return sizeof(struct log_grp);
+    case CC_SPANS:
+        return sizeof(struct span_grp);
+    case CC_POINTS:
+        return sizeof(struct point_grp);
+    }
+    return sizeof(struct bchunk) + BYTES_CHUNK;
+}
+
+void oblock_cache_limit(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    cache.limit = bytes;
+    for (int cls = 0; cls < CC_N && cache.bytes > cache.limit; cls++) {
+        while (cache.head[cls] != NULL && cache.bytes > cache.limit) {
+            struct cached *c = cache.head[cls];
+            cache.head[cls] = c->next;
+            cache.bytes -= class_size(cls);
+            CACHE_UNPOISON((char *)c + sizeof(*c), class_size(cls) - sizeof(*c));
+            free(c);
+        }
+    }
+    pthread_mutex_unlock(&cache.lock);
+}
+
+size_t oblock_cache_bytes(void)
+{
+    pthread_mutex_lock(&cache.lock);
+    size_t n = cache.bytes;
+    pthread_mutex_unlock(&cache.lock);
+    return n;
+}
+
 /* ---- directory ---- */
 
 static inline void *dir_get(const struct dir *d, uint64_t c)
@@ -182,8 +289,9 @@ static inline void *dir_get(const struct dir *d, uint64_t c)
     return d->l1[c / DIR_L2][c % DIR_L2];
 }
 
-/* The chunk at |c|, allocated (|size| bytes) if it is not there yet. */
-static void *dir_chunk(oblock *b, struct dir *d, uint64_t c, size_t size)
+/* The chunk at |c|, allocated (|size| bytes; from the cache for row
+ * chunks, class |cls| > 0) if it is not there yet. */
+static void *dir_chunk(oblock *b, struct dir *d, uint64_t c, size_t size, int cls)
 {
     void **l2 = d->l1[c / DIR_L2];
     if (l2 == NULL) {
@@ -196,7 +304,7 @@ static void *dir_chunk(oblock *b, struct dir *d, uint64_t c, size_t size)
     }
     void *p = l2[c % DIR_L2];
     if (p == NULL) {
-        p = malloc(size);
+        p = cls > 0 ? cache_get(cls, size) : malloc(size);
         if (p == NULL) {
             return NULL;
         }
@@ -206,12 +314,18 @@ static void *dir_chunk(oblock *b, struct dir *d, uint64_t c, size_t size)
     return p;
 }
 
-static void dir_free(struct dir *d)
+/* Frees a directory and its chunks; row chunks (class |cls| > 0) go to the
+ * cache, whose lock the caller holds. */
+static void dir_free(struct dir *d, int cls)
 {
     for (uint32_t i = 0; i < DIR_L1; i++) {
         if (d->l1[i] != NULL) {
-            for (uint32_t j = 0; j < DIR_L2; j++) {
-                free(d->l1[i][j]);
+            for (uint32_t j = 0; j < DIR_L2 && d->l1[i][j] != NULL; j++) {
+                if (cls > 0) {
+                    do_cache_put(cls, d->l1[i][j], class_size(cls));
+                } else {
+                    free(d->l1[i][j]);
+                }
             }
             free(d->l1[i]);
         }
@@ -224,10 +338,11 @@ static uint8_t *bytes_slow(oblock *b, size_t n)
 {
     bool own = n > BYTES_CHUNK / 4;
     size_t size = own ? n : BYTES_CHUNK;
-    struct bchunk *c = malloc(sizeof(*c) + size);
+    struct bchunk *c = own ? malloc(sizeof(*c) + size) : cache_get(CC_BYTES, sizeof(*c) + size);
     if (c == NULL) {
         return NULL;
     }
+    c->size = size;
     b->w_bytes += sizeof(*c) + size;
     c->next = b->bchunks;
     b->bchunks = c;
@@ -441,7 +556,7 @@ static int add_resources(oblock *b, const struct batch *bt)
                 return -E2BIG;
             }
             struct res_view *v =
-                dir_chunk(b, &b->res, b->w_res / DICT_CHUNK, DICT_CHUNK * sizeof(*v));
+                dir_chunk(b, &b->res, b->w_res / DICT_CHUNK, DICT_CHUNK * sizeof(*v), 0);
             struct sref a, s;
             if (v == NULL) {
                 return -ENOMEM;
@@ -493,7 +608,7 @@ static int add_scopes(oblock *b, const struct batch *bt)
                 return -E2BIG;
             }
             struct scope_view *v =
-                dir_chunk(b, &b->scopes, b->w_scopes / DICT_CHUNK, DICT_CHUNK * sizeof(*v));
+                dir_chunk(b, &b->scopes, b->w_scopes / DICT_CHUNK, DICT_CHUNK * sizeof(*v), 0);
             struct sref name, version, a, s;
             if (v == NULL) {
                 return -ENOMEM;
@@ -554,7 +669,7 @@ static int add_metrics(oblock *b, const struct batch *bt)
                 return -E2BIG;
             }
             struct metric_view *v =
-                dir_chunk(b, &b->metrics, b->w_metrics / DICT_CHUNK, DICT_CHUNK * sizeof(*v));
+                dir_chunk(b, &b->metrics, b->w_metrics / DICT_CHUNK, DICT_CHUNK * sizeof(*v), 0);
             struct sref name, desc, unit, md;
             if (v == NULL) {
                 return -ENOMEM;
@@ -596,7 +711,7 @@ static int add_metrics(oblock *b, const struct batch *bt)
         uint64_t row_ = b->w_rows;                                                                 \
         uint32_t i = 0;                                                                            \
         while (i < bt->n_rows) {                                                                   \
-            grp_t *g = dir_chunk(b, &b->rows, row_ / CH, sizeof(grp_t));                           \
+            grp_t *g = dir_chunk(b, &b->rows, row_ / CH, sizeof(grp_t), (int)b->sig);              \
             if (g == NULL) {                                                                       \
                 return -ENOMEM;                                                                    \
             }                                                                                      \
@@ -751,15 +866,21 @@ void oblock_free(oblock *b)
     if (b == NULL) {
         return;
     }
-    dir_free(&b->rows);
-    dir_free(&b->res);
-    dir_free(&b->scopes);
-    dir_free(&b->metrics);
+    pthread_mutex_lock(&cache.lock);
+    dir_free(&b->rows, (int)b->sig);
+    dir_free(&b->res, 0);
+    dir_free(&b->scopes, 0);
+    dir_free(&b->metrics, 0);
     while (b->bchunks != NULL) {
         struct bchunk *next = b->bchunks->next;
-        free(b->bchunks);
+        if (b->bchunks->size == BYTES_CHUNK) {
+            do_cache_put(CC_BYTES, b->bchunks, sizeof(struct bchunk) + BYTES_CHUNK);
+        } else {
+            free(b->bchunks);
+        }
         b->bchunks = next;
     }
+    pthread_mutex_unlock(&cache.lock);
     free(b->ht_res.e);
     free(b->ht_scope.e);
     free(b->ht_metric.e);

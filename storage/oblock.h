@@ -159,7 +159,7 @@ struct point_view {
 /* 0, -EINVAL for a |sig| that is not a signal, or -ENOMEM. The block is
  * returned owned: free it with oblock_free. */
 int oblock_new(enum signal sig, oblock **out);
-/* Accepts NULL. No reader may hold the block any more. */
+/* Accepts NULL. No reader may hold the block any more. Any thread. */
 void oblock_free(oblock *b);
 
 /*
@@ -174,6 +174,17 @@ void oblock_free(oblock *b);
  * and metrics it added may stay in the dictionaries, unreferenced.
  */
 int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
+
+/*
+ * The row chunks and byte chunks of freed blocks are kept, process-wide, for
+ * the next blocks to reuse (fresh memory costs a page fault and a kernel
+ * zeroing per page on first touch: about half of the append time). At most
+ * |bytes| are kept (default OBLOCK_CACHE_DEFAULT; 0 keeps none). Memory in
+ * the cache belongs to no block's oblock_bytes. Any thread.
+ */
+#define OBLOCK_CACHE_DEFAULT (64u << 20)
+void oblock_cache_limit(size_t bytes);
+size_t oblock_cache_bytes(void);
 
 /* ---- any thread ---- */
 

@@ -897,6 +897,46 @@ Test(oblock, inconsistent_batches_are_refused_and_show_no_rows)
     oblock_free(ob);
 }
 
+Test(oblock, chunks_of_freed_blocks_are_reused_within_the_cache_limit)
+{
+    oblock *ob;
+    cr_assert_eq(oblock_cache_bytes(), 0);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 9000, 3000); /* 3 row chunks, 1+ byte chunks */
+    size_t held = oblock_bytes(ob);
+    oblock_free(ob);
+    size_t cached = oblock_cache_bytes();
+    cr_expect_gt(cached, 3 * (size_t)OBLOCK_CHUNK_ROWS * 100 + (1u << 20));
+    cr_expect_lt(cached, held);
+
+    /* A new block takes them back: its rows are written over old rows and
+     * old bytes, and still read back exactly. */
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 9000, 2000);
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    check_all(ob, 9000);
+    /* Another signal's chunks are another size: a spans block takes none. */
+    oblock *sp;
+    cr_assert_eq(oblock_new(SIG_TRACES, &sp), 0);
+    oblock_free(ob);
+    cached = oblock_cache_bytes();
+    fill(sp, 5000, 2000);
+    cr_expect_lt(oblock_cache_bytes(), cached, "byte chunks are shared by all signals");
+    cr_expect_gt(oblock_cache_bytes(), 0, "log row chunks stay cached");
+    check_all(sp, 5000);
+    oblock_free(sp);
+
+    /* Lowering the limit frees down to it; 0 keeps nothing. */
+    oblock_cache_limit(1u << 20);
+    cr_expect_leq(oblock_cache_bytes(), 1u << 20);
+    oblock_cache_limit(0);
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 100, 50);
+    oblock_free(ob);
+    cr_expect_eq(oblock_cache_bytes(), 0);
+}
+
 /* ---- a reader thread racing the writer ---- */
 
 struct race {
