@@ -632,6 +632,21 @@ Test(http, clients_that_vanish_mid_request_leave_the_daemon_serving)
     cr_expect_eq(metric(&d, "miradb_otlp_records_total{signal=\"%s\",transport=\"%s\"}", "logs",
                         "http_protobuf"),
                  50);
+    /* Nothing the vanished requests held stays charged: once idle, the
+     * budget holds exactly the open blocks. */
+    double in_use = -1, blocks = -2;
+    for (int i = 0; i < 3000 && in_use != blocks; i++) {
+        in_use = daemon_metric(&d, "miradb_memory_in_use_bytes");
+        blocks = 0;
+        for (int s = 0; s < 3; s++) {
+            const char *sig[] = {"logs", "traces", "metrics"};
+            blocks += metric(&d, "miradb_open_block_bytes{signal=\"%s\"}%s", sig[s], "");
+        }
+        if (in_use != blocks) {
+            usleep(10000);
+        }
+    }
+    cr_expect_eq(in_use, blocks, "memory in use %g, open blocks %g", in_use, blocks);
     free(q);
     free(body);
     cr_expect_eq(daemon_stop(&d), 0);
