@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "server/config.h"
+#include "server/http1.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/listen.h"
@@ -286,6 +287,7 @@ stop:
     iot_stop_and_join(quiesce_all, active_all, GRACE_MS);
     ingest_shutdown();
     iot_run_pending();
+    http1_fini(); /* connections the grace period left behind */
     iot_fini();
     log_info("main", "event=stopped exit=%d", exit_code);
     return exit_code;
