@@ -758,16 +758,37 @@ static void split_url(struct http1_req *r)
     }
 }
 
-static const struct route *find_route(const char *path)
+/* Routes other modules register before the loops start (query endpoints). */
+#define H1_EXTRA_ROUTES 64
+static struct route extra_routes[H1_EXTRA_ROUTES];
+static size_t n_extra_routes;
+
+int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_handler fn)
 {
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        const struct route *rt = &routes[i];
-        if (rt->prefix ? strncmp(path, rt->path, strlen(rt->path)) == 0
-                       : strcmp(path, rt->path) == 0) {
-            return rt;
+    if (n_extra_routes == H1_EXTRA_ROUTES) {
+        return -ENOSPC;
+    }
+    extra_routes[n_extra_routes++] = (struct route){
+        .path = path, .prefix = prefix, .methods = (get ? RM_GET : 0) | (post ? RM_POST : 0),
+        .fn = fn};
+    return 0;
+}
+
+static const struct route *match_route(const struct route *rt, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (rt[i].prefix ? strncmp(path, rt[i].path, strlen(rt[i].path)) == 0
+                         : strcmp(path, rt[i].path) == 0) {
+            return &rt[i];
         }
     }
     return NULL;
+}
+
+static const struct route *find_route(const char *path)
+{
+    const struct route *rt = match_route(routes, sizeof(routes) / sizeof(routes[0]), path);
+    return rt != NULL ? rt : match_route(extra_routes, n_extra_routes, path);
 }
 
 static void allow_list(unsigned methods, char *buf, size_t cap)

@@ -26,6 +26,7 @@
 #ifndef MIRADB_HTTP1_H
 #define MIRADB_HTTP1_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct evbuffer;
@@ -82,5 +83,13 @@ void http1_req_on_abort(struct http1_req *r, void (*fn)(void *arg), void *arg);
  * listeners, so nothing leaks at exit.
  */
 void http1_fini(void);
+
+/*
+ * Adds a route answered by |fn| for GET and/or POST (a form body arrives as
+ * the small body). |path| must stay valid (a literal); with |prefix| it
+ * matches every path that starts with it ("/api/traces/"). Call before the
+ * I/O threads start. 0, or -ENOSPC when the table is full.
+ */
+int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_handler fn);
 
 #endif
