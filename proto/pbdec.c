@@ -485,6 +485,17 @@ static inline int put_intval(struct vbuf *h, int64_t v)
     return 0;
 }
 
+/* VAL_DOUBLE: type, 8 bytes little-endian (as on the wire). */
+static inline int put_f64val(struct vbuf *h, uint64_t bits)
+{
+    TRY(hreserve(h, 9));
+    h->p[h->len++] = VAL_DOUBLE;
+    for (int i = 0; i < 8; i++) {
+        h->p[h->len++] = (uint8_t)(bits >> (8 * i));
+    }
+    return 0;
+}
+
 /* ---- AnyValue and key-value lists ---- */
 
 enum av_mode {
@@ -550,7 +561,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             WANT(f, WT_I64, "double_value");
             h->len = st->start;
             st->type = VAL_DOUBLE;
-            TRY(val_put_double(h, u64_to_f64(f.v)));
+            TRY(put_f64val(h, f.v));
             break;
         case 5: /* array_value */
             WANT(f, WT_LEN, "array_value");

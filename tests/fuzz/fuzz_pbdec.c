@@ -39,8 +39,12 @@ static void die(const char *what, enum signal s)
 
 static void check_attrs(const struct batch *b, struct attrs a, enum signal s)
 {
-    if ((size_t)a.blob.off + a.blob.len > b->heap.len ||
-        val_check_attrs(batch_blob(b, a.blob), a.blob.len, a.count) != 0) {
+    if ((size_t)a.blob.off + a.blob.len > b->heap.len) {
+        die("attribute blob past the heap", s);
+    }
+    /* batch_blob() on a never-grown heap is NULL + 0, which UBSan refuses. */
+    const uint8_t *p = a.blob.len != 0 ? batch_blob(b, a.blob) : (const uint8_t *)"";
+    if (val_check_attrs(p, a.blob.len, a.count) != 0) {
         die("malformed attribute blob", s);
     }
 }

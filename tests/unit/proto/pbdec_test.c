@@ -115,6 +115,12 @@ static uint8_t *load_vector(const char *name, size_t *len)
 /* ------------------------------------------------------------------ */
 /* comparing a protobuf-c tree with the rows                          */
 
+/* batch_blob(), but never NULL + 0 (a batch whose heap was never grown). */
+static const uint8_t *bp(const struct batch *b, struct blob x)
+{
+    return b->heap.p != NULL ? batch_blob(b, x) : (const uint8_t *)"";
+}
+
 static void cmp_mstr(struct mstr m, const char *want, const char *what)
 {
     size_t n = strlen(want);
@@ -170,7 +176,7 @@ static void cmp_attrs_raw(PKeyValue **kv, size_t n, const uint8_t *p, size_t len
 static void cmp_attrs(PKeyValue **kv, size_t n, const struct batch *b, struct attrs a,
                       const char *what)
 {
-    cmp_attrs_raw(kv, n, batch_blob(b, a.blob), a.blob.len, a.count, what);
+    cmp_attrs_raw(kv, n, bp(b, a.blob), a.blob.len, a.count, what);
 }
 
 static void cmp_value(const PAnyValue *av, const struct val *v, const char *what)
@@ -291,7 +297,7 @@ static void cmp_log(const PLogRecord *m, const struct batch *b, uint32_t li, uin
                m->body->value_case == AV(STRING_VALUE_STRINDEX)) {
         cr_assert_eq(r->body_type, VAL_EMPTY);
     } else {
-        struct val_rd rd = {batch_blob(b, r->body_val), batch_blob(b, r->body_val) + r->body_val.len};
+        struct val_rd rd = {bp(b, r->body_val), bp(b, r->body_val) + r->body_val.len};
         struct val v;
         cr_assert_eq(val_rd_value(&rd, &v), 0);
         cr_assert(rd.p == rd.end, "body blob has trailing bytes");
@@ -324,7 +330,7 @@ static void diff_logs(const PLogsReq *m, const struct batch *b)
 static void cmp_events(const PSpan *m, const struct batch *b, const struct span_row *r)
 {
     cr_assert_eq(r->n_events, m->n_events);
-    struct val_rd rd = {batch_blob(b, r->events), batch_blob(b, r->events) + r->events.len};
+    struct val_rd rd = {bp(b, r->events), bp(b, r->events) + r->events.len};
     for (size_t i = 0; i < m->n_events; i++) {
         const PEvent *e = m->events[i];
         uint64_t t;
@@ -349,7 +355,7 @@ static void cmp_events(const PSpan *m, const struct batch *b, const struct span_
 static void cmp_links(const PSpan *m, const struct batch *b, const struct span_row *r)
 {
     cr_assert_eq(r->n_links, m->n_links);
-    struct val_rd rd = {batch_blob(b, r->links), batch_blob(b, r->links) + r->links.len};
+    struct val_rd rd = {bp(b, r->links), bp(b, r->links) + r->links.len};
     for (size_t i = 0; i < m->n_links; i++) {
         const PLink *l = m->links[i];
         const void *ids, *attrs;
@@ -428,8 +434,8 @@ static void cmp_exemplars(PExemplar **ex, size_t n, const struct batch *b,
                           const struct point_row *p)
 {
     cr_assert_eq(p->n_exemplars, n);
-    struct val_rd rd = {batch_blob(b, p->exemplars),
-                        batch_blob(b, p->exemplars) + p->exemplars.len};
+    struct val_rd rd = {bp(b, p->exemplars),
+                        bp(b, p->exemplars) + p->exemplars.len};
     for (size_t i = 0; i < n; i++) {
         const PExemplar *e = ex[i];
         uint64_t t, value;
@@ -512,7 +518,7 @@ static void cmp_hist_point(const PHistDP *m, const struct batch *b, const struct
     cmp_opt(p->has_sum, p->sum, m->sum_opt_case, m->sum, "sum");
     cmp_opt(p->has_min, p->min, m->min_opt_case, m->min, "min");
     cmp_opt(p->has_max, p->max, m->max_opt_case, m->max, "max");
-    struct val_rd rd = {batch_blob(b, p->detail), batch_blob(b, p->detail) + p->detail.len};
+    struct val_rd rd = {bp(b, p->detail), bp(b, p->detail) + p->detail.len};
     uint32_t n;
     cr_assert_eq(val_rd_u32(&rd, &n), 0);
     cr_assert_eq(n, m->n_bucket_counts);
@@ -556,7 +562,7 @@ static void cmp_exp_point(const PExpDP *m, const struct batch *b, const struct p
     cmp_opt(p->has_sum, p->sum, m->sum_opt_case, m->sum, "sum");
     cmp_opt(p->has_min, p->min, m->min_opt_case, m->min, "min");
     cmp_opt(p->has_max, p->max, m->max_opt_case, m->max, "max");
-    struct val_rd rd = {batch_blob(b, p->detail), batch_blob(b, p->detail) + p->detail.len};
+    struct val_rd rd = {bp(b, p->detail), bp(b, p->detail) + p->detail.len};
     uint32_t scale;
     uint64_t zc;
     double zt;
@@ -581,7 +587,7 @@ static void cmp_summary_point(const PSummaryDP *m, const struct batch *b,
     cr_assert_eq(p->count, m->count);
     cr_assert(p->has_sum && memcmp(&p->sum, &m->sum, 8) == 0, "summary sum");
     cmp_attrs(m->attributes, m->n_attributes, b, p->attrs, "point attributes");
-    struct val_rd rd = {batch_blob(b, p->detail), batch_blob(b, p->detail) + p->detail.len};
+    struct val_rd rd = {bp(b, p->detail), bp(b, p->detail) + p->detail.len};
     uint32_t n;
     cr_assert_eq(val_rd_u32(&rd, &n), 0);
     cr_assert_eq(n, m->n_quantile_values);
@@ -828,8 +834,8 @@ Test(pbdec, captured_vectors_carry_the_documented_content)
     cr_assert_eq(pbdec_decode(SIG_LOGS, body, len, b, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(b->n_resources, 1);
     bool found = false;
-    struct val_rd r = {batch_blob(b, b->resources[0].attrs.blob),
-                       batch_blob(b, b->resources[0].attrs.blob) + b->resources[0].attrs.blob.len};
+    struct val_rd r = {bp(b, b->resources[0].attrs.blob),
+                       bp(b, b->resources[0].attrs.blob) + b->resources[0].attrs.blob.len};
     for (uint32_t i = 0; i < b->resources[0].attrs.count; i++) {
         const char *k;
         size_t kn;
@@ -1612,7 +1618,7 @@ static void w_kv_int(struct pbw *w, uint32_t num, const char *k, int64_t v)
 static struct val attr_at(const struct batch *b, struct attrs a, uint32_t i, const char **key,
                           size_t *kn)
 {
-    struct val_rd r = {batch_blob(b, a.blob), batch_blob(b, a.blob) + a.blob.len};
+    struct val_rd r = {bp(b, a.blob), bp(b, a.blob) + a.blob.len};
     struct val v;
     cr_assert_lt(i, a.count);
     for (uint32_t k = 0; k <= i; k++) {
@@ -1666,7 +1672,7 @@ Test(pbdec, log_fields_in_any_order_split_runs_unknown_fields_and_merges)
     cmp_mstr(r->event_name, "ev", "event_name");
     cr_assert_eq(r->dropped_attrs, 3);
     cr_assert_eq(r->attrs.count, 2);
-    cr_assert_eq(val_check_attrs(batch_blob(b, r->attrs.blob), r->attrs.blob.len, 2), 0);
+    cr_assert_eq(val_check_attrs(bp(b, r->attrs.blob), r->attrs.blob.len, 2), 0);
     const char *k;
     size_t kn;
     struct val v = attr_at(b, r->attrs, 0, &k, &kn);
@@ -1775,8 +1781,8 @@ Test(pbdec, repeated_numbers_accept_packed_and_unpacked_mixed)
     struct pbw req = wrap_item(&m);
     cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
     cr_assert_eq(b->n_rows, 1);
-    struct val_rd rd = {batch_blob(b, b->points[0].detail),
-                        batch_blob(b, b->points[0].detail) + b->points[0].detail.len};
+    struct val_rd rd = {bp(b, b->points[0].detail),
+                        bp(b, b->points[0].detail) + b->points[0].detail.len};
     uint32_t n;
     uint64_t u;
     double x;
@@ -1815,7 +1821,7 @@ Test(pbdec, repeated_numbers_accept_packed_and_unpacked_mixed)
     w_msg(&m, 10, &exp);
     req = wrap_item(&m);
     cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
-    rd.p = batch_blob(b, b->points[0].detail);
+    rd.p = bp(b, b->points[0].detail);
     rd.end = rd.p + b->points[0].detail.len;
     uint32_t scale, off;
     cr_assert_eq(val_rd_u32(&rd, &scale), 0);
@@ -2172,7 +2178,7 @@ Test(pbdec, anyvalue_nesting_is_bounded_without_recursion_blowup)
     cr_assert_eq(pbdec_decode(SIG_LOGS, ok.buf + ok.pos, bw_len(&ok), b, err, sizeof(err)), 0,
                  "%s", err);
     cr_assert_eq(b->logs[0].attrs.count, 1);
-    cr_assert_eq(val_check_attrs(batch_blob(b, b->logs[0].attrs.blob), b->logs[0].attrs.blob.len,
+    cr_assert_eq(val_check_attrs(bp(b, b->logs[0].attrs.blob), b->logs[0].attrs.blob.len,
                                  1),
                  0, "64 levels must be a storable value");
     diff_with_protobuf_c(SIG_LOGS, ok.buf + ok.pos, bw_len(&ok), b);
