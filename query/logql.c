@@ -1168,12 +1168,15 @@ static int parse_log_range(struct parser *p, struct logql_expr *e)
         return fail_expected(p, "a range such as [5m] after the log query");
     }
     size_t before = e->log.n_stages;
-    if (advance(p) != 0 || parse_duration_tok(p, "a duration such as 5m in the range", &e->range_ns))
-    {
+    if (advance(p) != 0) {
+        return p->lx.rc;
+    }
+    size_t dur_pos = p->tok.pos;
+    if (parse_duration_tok(p, "a duration such as 5m in the range", &e->range_ns) != 0) {
         return p->lx.rc;
     }
     if (e->range_ns <= 0) {
-        return qlex_fail(&p->lx, p->tok.pos, "the range must be greater than 0");
+        return qlex_fail(&p->lx, dur_pos, "the range must be greater than 0");
     }
     if (expect(p, QT_RBRACKET, "\"]\" closing the range") != 0) {
         return p->lx.rc;
