@@ -766,8 +766,7 @@ static void patch_attr_header(struct vbuf *h, long at, uint32_t count)
 
 static int dec_entity_ref(struct dec *d, const uint8_t *p, size_t n)
 {
-    static const char *const names[] = {NULL, "schema_url", "type", "id_keys",
-                                        "description_keys"};
+    static const char *const names[] = {NULL, "schema_url", "type", "id_keys", "description_keys"};
     struct cur c = {p, p + n};
     struct fld f;
     struct mstr s;

@@ -312,10 +312,10 @@ long resp_status(enum resp_fmt f, enum grpc_code code, const char *msg, int retr
     size_t mlen = utf8_len(msg);
     size_t dur = 0, retry = 0, any = 0;
     if (retry_after_s > 0) {
-        dur = 1 + varint_len((uint64_t)retry_after_s);             /* Duration.seconds */
-        retry = 1 + varint_len(dur) + dur;                         /* RetryInfo.retry_delay */
+        dur = 1 + varint_len((uint64_t)retry_after_s); /* Duration.seconds */
+        retry = 1 + varint_len(dur) + dur;             /* RetryInfo.retry_delay */
         any = 1 + varint_len(sizeof(RETRY_INFO_URL) - 1) + sizeof(RETRY_INFO_URL) - 1 + 1 +
-              varint_len(retry) + retry;                           /* Any.type_url, Any.value */
+              varint_len(retry) + retry; /* Any.type_url, Any.value */
     }
     if (code != GRPC_OK) {
         put_c(&w, 0x08); /* 1: code, int32 varint (sign-extended if negative) */

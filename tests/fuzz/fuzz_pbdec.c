@@ -124,8 +124,8 @@ static bool reference_counts(enum signal s, const uint8_t *data, size_t size, st
                 c->rows += m->resource_logs[i]->scope_logs[j]->n_log_records;
             }
         }
-        opentelemetry__proto__collector__logs__v1__export_logs_service_request__free_unpacked(
-            m, NULL);
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__free_unpacked(m,
+                                                                                              NULL);
         return true;
     }
     case SIG_TRACES: {
@@ -208,8 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c.resources != b->n_resources || c.scopes != b->n_scopes || c.rows != b->n_rows ||
             (s == SIG_METRICS && c.metrics != b->n_metrics)) {
             fprintf(stderr, "pbdec %u/%u/%u/%u protobuf-c %zu/%zu/%zu/%zu\n", b->n_resources,
-                    b->n_scopes, b->n_metrics, b->n_rows, c.resources, c.scopes, c.metrics,
-                    c.rows);
+                    b->n_scopes, b->n_metrics, b->n_rows, c.resources, c.scopes, c.metrics, c.rows);
             die("record counts differ from protobuf-c", s);
         }
     }

@@ -434,8 +434,7 @@ static void cmp_exemplars(PExemplar **ex, size_t n, const struct batch *b,
                           const struct point_row *p)
 {
     cr_assert_eq(p->n_exemplars, n);
-    struct val_rd rd = {bp(b, p->exemplars),
-                        bp(b, p->exemplars) + p->exemplars.len};
+    struct val_rd rd = {bp(b, p->exemplars), bp(b, p->exemplars) + p->exemplars.len};
     for (size_t i = 0; i < n; i++) {
         const PExemplar *e = ex[i];
         uint64_t t, value;
@@ -578,8 +577,7 @@ static void cmp_exp_point(const PExpDP *m, const struct batch *b, const struct p
     cmp_exemplars(m->exemplars, m->n_exemplars, b, p);
 }
 
-static void cmp_summary_point(const PSummaryDP *m, const struct batch *b,
-                              const struct point_row *p)
+static void cmp_summary_point(const PSummaryDP *m, const struct batch *b, const struct point_row *p)
 {
     cr_assert_eq(p->start_ns, m->start_time_unix_nano);
     cr_assert_eq(p->time_ns, m->time_unix_nano);
@@ -707,8 +705,8 @@ static uint32_t diff_with_protobuf_c(enum signal s, const uint8_t *body, size_t 
                 NULL, len, body);
         cr_assert_not_null(m, "protobuf-c cannot unpack what pbdec accepted");
         diff_logs(m, b);
-        opentelemetry__proto__collector__logs__v1__export_logs_service_request__free_unpacked(
-            m, NULL);
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__free_unpacked(m,
+                                                                                              NULL);
         break;
     }
     case SIG_TRACES: {
@@ -784,7 +782,8 @@ static uint8_t *vector_message(const struct vec *v, size_t *len)
         return raw;
     }
     cr_assert_geq(*len, 5);
-    uint32_t mlen = (uint32_t)raw[1] << 24 | (uint32_t)raw[2] << 16 | (uint32_t)raw[3] << 8 | raw[4];
+    uint32_t mlen =
+        (uint32_t)raw[1] << 24 | (uint32_t)raw[2] << 16 | (uint32_t)raw[3] << 8 | raw[4];
     cr_assert_eq(mlen, *len - 5, "%s: frame length", v->file);
     cr_assert_eq(raw[0], v->frame == 2 ? 1 : 0, "%s: compressed flag", v->file);
     uint8_t *msg;
@@ -1066,25 +1065,26 @@ static PKeyValue **all_kinds(size_t *n)
                kv("i2", av_int(-1)), kv("d", av_dbl(-0.0)), kv("nan", av_dbl(NAN)),
                kv("b", av_bool(true)), kv("y", av_bytes(bytes, 3)), kv("e", NULL),
                kv("e2", av_new(AV(_NOT_SET))), kv("strindex", strindex),
-               kv("nested",
-                  av_kvl(3, kv("arr", av_arr(3, av_int(1), av_str(""), av_arr(0))),
-                         kv("kv", av_kvl(1, kv("deep", av_arr(1, av_kvl(0))))),
-                         kv("", av_bytes(bytes, 0)))));
+               kv("nested", av_kvl(3, kv("arr", av_arr(3, av_int(1), av_str(""), av_arr(0))),
+                                   kv("kv", av_kvl(1, kv("deep", av_arr(1, av_kvl(0))))),
+                                   kv("", av_bytes(bytes, 0)))));
 }
 
 static uint8_t *pack_logs(PLogsReq *m, size_t *len)
 {
-    *len = opentelemetry__proto__collector__logs__v1__export_logs_service_request__get_packed_size(m);
+    *len =
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__get_packed_size(m);
     uint8_t *buf = pool(*len + 1);
-    cr_assert_eq(opentelemetry__proto__collector__logs__v1__export_logs_service_request__pack(m, buf),
-                 *len);
+    cr_assert_eq(
+        opentelemetry__proto__collector__logs__v1__export_logs_service_request__pack(m, buf), *len);
     return buf;
 }
 
 static uint8_t *pack_traces(PTraceReq *m, size_t *len)
 {
     *len =
-        opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(m);
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
+            m);
     uint8_t *buf = pool(*len + 1);
     cr_assert_eq(
         opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(m, buf),
@@ -1094,8 +1094,9 @@ static uint8_t *pack_traces(PTraceReq *m, size_t *len)
 
 static uint8_t *pack_metrics(PMetricsReq *m, size_t *len)
 {
-    *len = opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__get_packed_size(
-        m);
+    *len =
+        opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__get_packed_size(
+            m);
     uint8_t *buf = pool(*len + 1);
     cr_assert_eq(
         opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__pack(m, buf),
@@ -1395,31 +1396,38 @@ Test(pbdec, metrics_of_every_kind_built_with_protobuf_c_round_trip)
     e->exponential_histogram =
         NEW(PExpHistogram, opentelemetry__proto__metrics__v1__exponential_histogram__init);
     e->exponential_histogram->aggregation_temporality = 2;
-    PExpDP *e1 = NEW(PExpDP, opentelemetry__proto__metrics__v1__exponential_histogram_data_point__init);
+    PExpDP *e1 =
+        NEW(PExpDP, opentelemetry__proto__metrics__v1__exponential_histogram_data_point__init);
     static uint64_t pos[] = {1, 2, 300000000000ull};
     static uint64_t neg[] = {4, 0, 5};
     e1->count = 300000000012ull;
     e1->scale = -3;
     e1->zero_count = 2;
     e1->zero_threshold = 1e-9;
-    e1->positive = NEW(PBuckets,
-                       opentelemetry__proto__metrics__v1__exponential_histogram_data_point__buckets__init);
+    e1->positive =
+        NEW(PBuckets,
+            opentelemetry__proto__metrics__v1__exponential_histogram_data_point__buckets__init);
     e1->positive->offset = 5;
     e1->positive->bucket_counts = pos;
     e1->positive->n_bucket_counts = 3;
-    e1->negative = NEW(PBuckets,
-                       opentelemetry__proto__metrics__v1__exponential_histogram_data_point__buckets__init);
+    e1->negative =
+        NEW(PBuckets,
+            opentelemetry__proto__metrics__v1__exponential_histogram_data_point__buckets__init);
     e1->negative->offset = -4;
     e1->negative->bucket_counts = neg;
     e1->negative->n_bucket_counts = 3;
-    e1->sum_opt_case = OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__SUM_OPT_SUM;
+    e1->sum_opt_case =
+        OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__SUM_OPT_SUM;
     e1->sum = -12.5;
-    e1->min_opt_case = OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__MIN_OPT_MIN;
+    e1->min_opt_case =
+        OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__MIN_OPT_MIN;
     e1->min = -40;
-    e1->max_opt_case = OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__MAX_OPT_MAX;
+    e1->max_opt_case =
+        OPENTELEMETRY__PROTO__METRICS__V1__EXPONENTIAL_HISTOGRAM_DATA_POINT__MAX_OPT_MAX;
     e1->max = 80;
     e1->exemplars = exemplars(&e1->n_exemplars);
-    PExpDP *e2 = NEW(PExpDP, opentelemetry__proto__metrics__v1__exponential_histogram_data_point__init);
+    PExpDP *e2 =
+        NEW(PExpDP, opentelemetry__proto__metrics__v1__exponential_histogram_data_point__init);
     PExpDP *ep[] = {e1, e2};
     e->exponential_histogram->data_points = ep;
     e->exponential_histogram->n_data_points = 2;
@@ -1634,25 +1642,25 @@ Test(pbdec, log_fields_in_any_order_split_runs_unknown_fields_and_merges)
     struct pbw log = {0}, body = {0};
 
     w_kv_str(&log, 6, "a", "1");
-    w_uv(&log, 99, 12345);              /* unknown varint */
-    w_str(&log, 100, "unknown bytes");  /* unknown LEN */
-    w_f32(&log, 101, 7);                /* unknown I32 */
-    w_f64(&log, 102, 8);                /* unknown I64 */
-    w_uv(&log, 4, 1);                   /* reserved (old `name`): skipped */
-    w_uv(&body, 3, 5);                  /* body #1: int */
+    w_uv(&log, 99, 12345);             /* unknown varint */
+    w_str(&log, 100, "unknown bytes"); /* unknown LEN */
+    w_f32(&log, 101, 7);               /* unknown I32 */
+    w_f64(&log, 102, 8);               /* unknown I64 */
+    w_uv(&log, 4, 1);                  /* reserved (old `name`): skipped */
+    w_uv(&body, 3, 5);                 /* body #1: int */
     w_msg(&log, 5, &body);
-    w_kv_int(&log, 6, "b", -2);         /* attributes again, after the body */
+    w_kv_int(&log, 6, "b", -2); /* attributes again, after the body */
     w_f64(&log, 11, 222);
     w_f64(&log, 1, 111);
-    w_f64(&log, 1, 112);                /* last scalar wins */
+    w_f64(&log, 1, 112); /* last scalar wins */
     w_uv(&log, 2, 9);
     w_str(&log, 3, "INFO");
-    w_str(&body, 1, "text");            /* body #2: string wins */
+    w_str(&body, 1, "text"); /* body #2: string wins */
     w_msg(&log, 5, &body);
     w_f32(&log, 8, 0x1ff);
     w_bytes(&log, 9, TRACE, 16);
     w_bytes(&log, 10, SPAN, 8);
-    w_bytes(&log, 10, TRACE, 9);        /* last one has a wrong length: no span */
+    w_bytes(&log, 10, TRACE, 9); /* last one has a wrong length: no span */
     w_str(&log, 12, "ev");
     w_uv(&log, 7, 3);
     struct pbw req = wrap_item(&log);
@@ -1970,8 +1978,7 @@ Test(pbdec, malformed_wire_bytes_are_eproto_with_a_reason)
     expect_eproto(SIG_LOGS, "\x80", 1, "truncated varint (tag) at offset 0");
     expect_eproto(SIG_LOGS, "\x0a\x05\x01", 3, "bad length 5");
     expect_eproto(SIG_LOGS, "\x0a\x80", 2, "truncated varint (length)");
-    expect_eproto(SIG_LOGS, "\x0d\x00\x00\x00\x00", 5,
-                  "wrong wire type 5 for field resource_logs");
+    expect_eproto(SIG_LOGS, "\x0d\x00\x00\x00\x00", 5, "wrong wire type 5 for field resource_logs");
     expect_eproto(SIG_TRACES, "\x08\x01", 2, "wrong wire type 0 for field resource_spans");
     expect_eproto(SIG_LOGS, "\x0b", 1, "group wire type 3");
     expect_eproto(SIG_LOGS, "\x0c", 1, "group wire type 4");
@@ -2175,12 +2182,11 @@ Test(pbdec, anyvalue_nesting_is_bounded_without_recursion_blowup)
     char err[256];
 
     struct bw ok = nested_request(VAL_MAX_DEPTH);
-    cr_assert_eq(pbdec_decode(SIG_LOGS, ok.buf + ok.pos, bw_len(&ok), b, err, sizeof(err)), 0,
-                 "%s", err);
+    cr_assert_eq(pbdec_decode(SIG_LOGS, ok.buf + ok.pos, bw_len(&ok), b, err, sizeof(err)), 0, "%s",
+                 err);
     cr_assert_eq(b->logs[0].attrs.count, 1);
-    cr_assert_eq(val_check_attrs(bp(b, b->logs[0].attrs.blob), b->logs[0].attrs.blob.len,
-                                 1),
-                 0, "64 levels must be a storable value");
+    cr_assert_eq(val_check_attrs(bp(b, b->logs[0].attrs.blob), b->logs[0].attrs.blob.len, 1), 0,
+                 "64 levels must be a storable value");
     diff_with_protobuf_c(SIG_LOGS, ok.buf + ok.pos, bw_len(&ok), b);
     free(ok.buf);
 
@@ -2199,8 +2205,8 @@ Test(pbdec, anyvalue_nesting_is_bounded_without_recursion_blowup)
     w.buf = malloc(w.cap);
     w.pos = w.cap;
     bw_prepend(&w, "\x0a\x01x", 3); /* KeyValue{key "x"} with no value */
-    bw_wrap(&w, 1, bw_len(&w));    /* KeyValueList.values */
-    bw_wrap(&w, 6, bw_len(&w));    /* AnyValue.kvlist_value (level 64) */
+    bw_wrap(&w, 1, bw_len(&w));     /* KeyValueList.values */
+    bw_wrap(&w, 6, bw_len(&w));     /* AnyValue.kvlist_value (level 64) */
     for (int i = 1; i < VAL_MAX_DEPTH; i++) {
         bw_wrap(&w, 1, bw_len(&w));
         bw_wrap(&w, 5, bw_len(&w));

@@ -49,7 +49,10 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
 {
     uint8_t out[256];
     long n = resp_export(RESP_PROTOBUF, SIG_LOGS, 3, "bad", out, sizeof(out));
-    expect_bytes(n, out, "\x0a\x07\x08\x03\x12\x03" "bad", 9);
+    expect_bytes(n, out,
+                 "\x0a\x07\x08\x03\x12\x03"
+                 "bad",
+                 9);
     Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceResponse *l =
         opentelemetry__proto__collector__logs__v1__export_logs_service_response__unpack(
             NULL, (size_t)n, out);
@@ -68,7 +71,7 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
     cr_assert_eq(t->partial_success->rejected_spans, 300);
     cr_assert_str_eq(t->partial_success->error_message, "x");
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(t,
-                                                                                            NULL);
+                                                                                             NULL);
 
     /* a warning: nothing rejected, a message */
     n = resp_export(RESP_PROTOBUF, SIG_METRICS, 0, "warn", out, sizeof(out));
@@ -86,8 +89,15 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
         m, NULL);
 
     /* invalid UTF-8 is replaced, so strict proto3 parsers accept the message */
-    n = resp_export(RESP_PROTOBUF, SIG_LOGS, 1, "a\xff" "b", out, sizeof(out));
-    expect_bytes(n, out, "\x0a\x09\x08\x01\x12\x05" "a\xef\xbf\xbd" "b", 11);
+    n = resp_export(RESP_PROTOBUF, SIG_LOGS, 1,
+                    "a\xff"
+                    "b",
+                    out, sizeof(out));
+    expect_bytes(n, out,
+                 "\x0a\x09\x08\x01\x12\x05"
+                 "a\xef\xbf\xbd"
+                 "b",
+                 11);
 }
 
 Test(resp, partial_success_json_names_the_signal_items)
@@ -97,8 +107,7 @@ Test(resp, partial_success_json_names_the_signal_items)
                 "{\"partialSuccess\":{\"rejectedLogRecords\":\"3\",\"errorMessage\":\"bad\"}}");
     expect_json(resp_export(RESP_JSON, SIG_TRACES, 57, "x", out, sizeof(out)), out,
                 "{\"partialSuccess\":{\"rejectedSpans\":\"57\",\"errorMessage\":\"x\"}}");
-    expect_json(resp_export(RESP_JSON, SIG_METRICS, 9223372036854775807LL, NULL, out,
-                            sizeof(out)),
+    expect_json(resp_export(RESP_JSON, SIG_METRICS, 9223372036854775807LL, NULL, out, sizeof(out)),
                 out, "{\"partialSuccess\":{\"rejectedDataPoints\":\"9223372036854775807\"}}");
     expect_json(resp_export(RESP_JSON, SIG_LOGS, 0, "only a warning", out, sizeof(out)), out,
                 "{\"partialSuccess\":{\"errorMessage\":\"only a warning\"}}");
@@ -108,12 +117,12 @@ Test(resp, status_with_retry_info_protobuf_bytes_decode_with_protobuf_c)
 {
     uint8_t out[256];
     long n = resp_status(RESP_PROTOBUF, GRPC_UNAVAILABLE, "busy", 5, out, sizeof(out));
-    static const uint8_t want[] = "\x08\x0e"                      /* code 14 */
+    static const uint8_t want[] = "\x08\x0e" /* code 14 */
                                   "\x12\x04"
-                                  "busy"                          /* message */
-                                  "\x1a\x30"                      /* details: Any, 48 bytes */
-                                  "\x0a\x28" RETRY_URL            /* type_url */
-                                  "\x12\x04\x0a\x02\x08\x05";     /* RetryInfo{Duration{5}} */
+                                  "busy"                      /* message */
+                                  "\x1a\x30"                  /* details: Any, 48 bytes */
+                                  "\x0a\x28" RETRY_URL        /* type_url */
+                                  "\x12\x04\x0a\x02\x08\x05"; /* RetryInfo{Duration{5}} */
     expect_bytes(n, out, want, sizeof(want) - 1);
 
     Google__Rpc__Status *st = google__rpc__status__unpack(NULL, (size_t)n, out);
@@ -122,8 +131,8 @@ Test(resp, status_with_retry_info_protobuf_bytes_decode_with_protobuf_c)
     cr_assert_str_eq(st->message, "busy");
     cr_assert_eq(st->n_details, 1);
     cr_assert_str_eq(st->details[0]->type_url, RETRY_URL);
-    Google__Rpc__RetryInfo *ri = google__rpc__retry_info__unpack(
-        NULL, st->details[0]->value.len, st->details[0]->value.data);
+    Google__Rpc__RetryInfo *ri = google__rpc__retry_info__unpack(NULL, st->details[0]->value.len,
+                                                                 st->details[0]->value.data);
     cr_assert_not_null(ri);
     cr_assert_not_null(ri->retry_delay);
     cr_assert_eq(ri->retry_delay->seconds, 5);
@@ -148,15 +157,18 @@ Test(resp, status_without_retry_info)
 {
     uint8_t out[256];
     long n = resp_status(RESP_PROTOBUF, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out));
-    expect_bytes(n, out, "\x08\x03\x12\x08" "bad data", 12);
+    expect_bytes(n, out,
+                 "\x08\x03\x12\x08"
+                 "bad data",
+                 12);
     Google__Rpc__Status *st = google__rpc__status__unpack(NULL, (size_t)n, out);
     cr_assert_not_null(st);
     cr_assert_eq(st->code, 3);
     cr_assert_eq(st->n_details, 0);
     google__rpc__status__free_unpacked(st, NULL);
 
-    expect_json(resp_status(RESP_JSON, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out)),
-                out, "{\"code\":3,\"message\":\"bad data\"}");
+    expect_json(resp_status(RESP_JSON, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out)), out,
+                "{\"code\":3,\"message\":\"bad data\"}");
     expect_json(resp_status(RESP_JSON, GRPC_INTERNAL, NULL, 0, out, sizeof(out)), out,
                 "{\"code\":13}");
 }
@@ -176,14 +188,18 @@ Test(resp, status_json_with_retry_info)
 Test(resp, json_strings_are_escaped_and_made_valid_utf8)
 {
     uint8_t out[512];
-    const char *msg = "a\"b\\c\nd\te\x01" "f\xff" "g \xc3\xa9 \xe2\x82" "\x7f/\r\b\f";
+    const char *msg = "a\"b\\c\nd\te\x01"
+                      "f\xff"
+                      "g \xc3\xa9 \xe2\x82"
+                      "\x7f/\r\b\f";
     long n = resp_status(RESP_JSON, GRPC_INVALID_ARGUMENT, msg, 0, out, sizeof(out));
     expect_json(n, out,
                 "{\"code\":3,\"message\":\"a\\\"b\\\\c\\nd\\te\\u0001f\xef\xbf\xbdg \xc3\xa9 "
                 "\xef\xbf\xbd\xef\xbf\xbd\x7f/\\r\\b\\f\"}");
     json_t *doc = json_loadb((const char *)out, (size_t)n, 0, NULL);
     cr_assert_str_eq(json_string_value(json_object_get(doc, "message")),
-                     "a\"b\\c\nd\te\x01" "f\xef\xbf\xbdg \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\x7f/\r\b\f");
+                     "a\"b\\c\nd\te\x01"
+                     "f\xef\xbf\xbdg \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\x7f/\r\b\f");
     json_decref(doc);
 
     n = resp_export(RESP_JSON, SIG_TRACES, 1, "\xed\xa0\x80 surrogate", out, sizeof(out));
@@ -211,8 +227,7 @@ Test(resp, small_buffers_get_e2big_and_exact_ones_suffice)
             memset(small, 0xaa, sizeof(small));
             long n = cases[i].which == 0
                          ? resp_export(cases[i].f, SIG_LOGS, 7, "partial", small, (size_t)cap)
-                         : resp_status(cases[i].f, GRPC_UNAVAILABLE, "busy", 5, small,
-                                       (size_t)cap);
+                         : resp_status(cases[i].f, GRPC_UNAVAILABLE, "busy", 5, small, (size_t)cap);
             if (cap < full) {
                 cr_assert_eq(n, -E2BIG, "cap %ld", cap);
                 cr_assert_eq(small[cap], 0xaa, "wrote past cap %ld", cap);
