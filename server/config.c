@@ -18,6 +18,7 @@ enum opt_type {
     OPT_INT,
     OPT_BYTES,
     OPT_ENUM,
+    OPT_DUR, /* "500ms", "30s", "5m", "24h", "7d"; stored as uint64 ms */
 };
 
 struct opt {
@@ -53,8 +54,18 @@ static const struct opt opts[] = {
      "bytes ingest may hold: request bodies, queued batches, open blocks"},
     {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),
      "largest export body accepted, checked after gunzip too (413 / RESOURCE_EXHAUSTED)"},
-    {"ack", OPT_ENUM, "wal", "wal|fsync", 0, 0, NUM(ack),
-     "wal: ack after the WAL write(2); fsync: after fdatasync (group commit)"},
+    {"ack", OPT_ENUM, "wal", "wal|fsync|seal", 0, 0, NUM(ack),
+     "wal: ack after the WAL write(2); fsync: after fdatasync (group commit); seal: no WAL, "
+     "ack once the block holding the rows is sealed"},
+    {"block-target", OPT_BYTES, "32MiB", NULL, 64ll << 10, 1ll << 34, NUM(block_target),
+     "seal an open block once it holds this many bytes (capped at a third of the memory "
+     "budget shared by all shards)"},
+    {"block-max-age", OPT_DUR, "0", NULL, 0, 86400000ll, NUM(block_max_age_ms),
+     "seal an open block once its first row is this old; 0 = 60s, or 1s with --ack seal"},
+    {"retention-age", OPT_DUR, "0", NULL, 0, 1ll << 50, NUM(retention_age_ms),
+     "delete sealed blocks whose newest row is older than this (0 = keep)"},
+    {"retention-bytes", OPT_BYTES, "0", NULL, 0, 1ll << 50, NUM(retention_bytes),
+     "delete the oldest sealed blocks while all blocks take more than this (0 = keep)"},
     {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
      "least severe log level written to stderr"},
     {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),
@@ -80,6 +91,27 @@ static int parse_bytes(const char *s, long long *out)
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcasecmp(end, sufs[i].suf) == 0) {
             *out = (long long)(v * sufs[i].mul);
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int parse_dur(const char *s, long long *ms)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || v < 0) {
+        return -EINVAL;
+    }
+    static const struct {
+        const char *suf;
+        double mul;
+    } sufs[] = {{"ms", 1}, {"s", 1000}, {"", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
+        if (strcmp(end, sufs[i].suf) == 0) {
+            *ms = (long long)(v * sufs[i].mul);
             return 0;
         }
     }
@@ -114,6 +146,13 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
             return -EINVAL;
         }
         break;
+    case OPT_DUR:
+        if (parse_dur(val, &n) < 0) {
+            snprintf(err, errlen, "--%s: '%s' is not a duration (e.g. 500ms, 30s, 5m, 24h, 7d)",
+                     o->name, val);
+            return -EINVAL;
+        }
+        break;
     case OPT_ENUM: {
         const char *p = o->choices;
         int idx = 0;
@@ -136,7 +175,7 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
         snprintf(err, errlen, "--%s: %lld is outside %lld..%lld", o->name, n, o->min, o->max);
         return -EINVAL;
     }
-    if (o->type == OPT_BYTES) {
+    if (o->type == OPT_BYTES || o->type == OPT_DUR) {
         *(uint64_t *)field = (uint64_t)n;
     } else {
         *(int *)field = (int)n;
@@ -156,6 +195,7 @@ void config_usage(FILE *f)
                  o->type == OPT_ENUM    ? o->choices
                  : o->type == OPT_BYTES ? "BYTES"
                  : o->type == OPT_INT   ? "N"
+                 : o->type == OPT_DUR   ? "DURATION"
                                         : "VALUE");
         fprintf(f, "  %-30s %s", lhs, o->help);
         if (o->def != NULL) {

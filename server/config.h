@@ -12,6 +12,7 @@
 enum ack_mode {
     ACK_WAL = 0,
     ACK_FSYNC = 1,
+    ACK_SEAL = 2,
 };
 
 struct config {
@@ -25,6 +26,10 @@ struct config {
     uint64_t memory_budget;
     uint64_t max_request_bytes;
     int ack; /* enum ack_mode */
+    uint64_t block_target;
+    uint64_t block_max_age_ms; /* 0: automatic (60 s, or 1 s under --ack seal) */
+    uint64_t retention_age_ms; /* 0: keep */
+    uint64_t retention_bytes;  /* 0: keep */
     int log_level;
     int test_shard_delay_ms; /* tests only: a slow shard */
 };

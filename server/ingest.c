@@ -37,6 +37,9 @@
 #include "server/log.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/catalog.h"
+#include "storage/oblock.h"
+#include "storage/sealer.h"
 
 #define RESERVE_UNKNOWN (64u << 10) /* first charge of a body of unknown size */
 #define RETRY_MS 2                  /* how often waiters retry admission */
@@ -781,25 +784,71 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
                            "exist; all are replayed and kept\"",
                  n_shards, n_shards);
     }
-    for (int s = 0; s < SIG_COUNT; s++) {
+    catalog_init(c->data_dir);
+    /* Freed open-block chunks are cached for the next block; that memory is
+     * outside the budget, so keep it a small part of it. */
+    oblock_cache_limit(c->memory_budget / 8);
+    rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));
+        return rc;
+    }
+    /* Open blocks may hold a third of the budget between them (a third more
+     * while their successors fill during a seal), whatever --block-target says. */
+    size_t target = c->block_target;
+    size_t share = c->memory_budget / (3u * SIG_COUNT * (size_t)n_shards);
+    if (share < target) {
+        target = share;
+    }
+    uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
+                          : c->ack == ACK_SEAL    ? 1000
+                                                  : 60000;
+    uint64_t *watermarks = calloc((size_t)n_shards, sizeof(uint64_t));
+    uint64_t *seal_ids = calloc((size_t)n_shards, sizeof(uint64_t));
+    if (watermarks == NULL || seal_ids == NULL) {
+        free(watermarks);
+        free(seal_ids);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int s = 0; s < SIG_COUNT && rc == 0; s++) {
+        uint64_t quarantined = 0;
+        rc = catalog_load(s + 1, n_shards, watermarks, seal_ids, &quarantined, err, errlen);
+        if (rc < 0) {
+            break;
+        }
+        if (quarantined > 0) {
+            log_warn("ingest", "event=blocks_quarantined signal=%s count=%llu",
+                     signal_name(s + 1), (unsigned long long)quarantined);
+        }
         shards[s] = calloc((size_t)n_shards, sizeof(shard *));
         if (shards[s] == NULL) {
             snprintf(err, errlen, "out of memory");
-            return -ENOMEM;
+            rc = -ENOMEM;
+            break;
         }
+        char bdir[600];
+        snprintf(bdir, sizeof(bdir), "%s/%s", c->data_dir, signal_name(s + 1));
         for (int i = 0; i < n_shards; i++) {
             snprintf(dir, sizeof(dir), "%s/wal/%s-%d", c->data_dir, signal_name(s + 1), i);
-            rc = mkdir_p(dir);
+            rc = c->ack == ACK_SEAL ? 0 : mkdir_p(dir);
             if (rc < 0) {
                 snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
-                return rc;
+                break;
             }
             struct shard_cfg sc = {
                 .wal_dir = dir,
+                .block_dir = bdir,
                 .signal = (enum signal)(s + 1),
                 .index = i,
                 .queue_cap = c->queue,
-                .fsync = c->ack == ACK_FSYNC,
+                .ack = c->ack == ACK_FSYNC  ? SHARD_ACK_FSYNC
+                       : c->ack == ACK_SEAL ? SHARD_ACK_SEAL
+                                            : SHARD_ACK_WAL,
+                .block_target = target,
+                .block_max_age_ms = (int)max_age_ms,
+                .wal_after = watermarks[i],
+                .next_seal_id = seal_ids[i],
                 .decode = replay_decode,
                 .delay_ms = c->test_shard_delay_ms,
             };
@@ -807,11 +856,13 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
             if (rc < 0) {
                 snprintf(err, errlen, "cannot start the %s shard %d: %s", signal_name(s + 1), i,
                          strerror(-rc));
-                return rc;
+                break;
             }
         }
     }
-    return 0;
+    free(watermarks);
+    free(seal_ids);
+    return rc;
 }
 
 bool ingest_ready(void)
@@ -837,6 +888,8 @@ void ingest_shutdown(void)
         free(shards[s]);
         shards[s] = NULL;
     }
+    sealer_stop(); /* after the shards: they may hand over a last seal */
+    catalog_fini();
     for (int t = 0; t < LISTEN_MAX_IOT; t++) {
         struct ingest_thr *h = &thr[t];
         if (!h->init) {

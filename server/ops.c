@@ -11,6 +11,9 @@
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "storage/adm.h"
+#include "storage/block.h"
+#include "storage/catalog.h"
+#include "storage/sealer.h"
 
 bool ops_ready(void)
 {
@@ -157,6 +160,63 @@ void ops_metrics_text(struct evbuffer *o)
             evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_sig[k].name,
                                 signal_name(g + 1), (unsigned long long)sums[k][g]);
         }
+    }
+    struct cat_stats cs[3];
+    for (int g = 0; g < 3; g++) {
+        catalog_get_stats(g + 1, &cs[g]);
+    }
+    struct {
+        const char *name, *type, *help;
+        size_t off;
+    } const per_cat[] = {
+        {"miradb_blocks", "gauge", "Sealed blocks.", offsetof(struct cat_stats, blocks)},
+        {"miradb_block_bytes", "gauge", "Bytes of sealed block files.",
+         offsetof(struct cat_stats, block_bytes)},
+        {"miradb_block_rows", "gauge", "Rows in sealed blocks.", offsetof(struct cat_stats, rows)},
+        {"miradb_retention_deleted_blocks_total", "counter", "Sealed blocks deleted by retention.",
+         offsetof(struct cat_stats, retention_deleted)},
+        {"miradb_retention_deleted_bytes_total", "counter", "Bytes deleted by retention.",
+         offsetof(struct cat_stats, retention_bytes_deleted)},
+    };
+    for (size_t k = 0; k < sizeof(per_cat) / sizeof(per_cat[0]); k++) {
+        header(o, per_cat[k].name, per_cat[k].type, per_cat[k].help);
+        for (int g = 0; g < 3; g++) {
+            evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_cat[k].name,
+                                signal_name(g + 1),
+                                (unsigned long long)*(const uint64_t *)((const char *)&cs[g] +
+                                                                        per_cat[k].off));
+        }
+    }
+    struct sealer_stats ss;
+    sealer_get_stats(&ss);
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } plain[] = {
+        {"miradb_seals_total", "counter", "Open blocks sealed into block files.", (double)ss.seals},
+        {"miradb_seal_failures_total", "counter", "Seals that failed (rows stay in the WAL).",
+         (double)ss.seal_failures},
+        {"miradb_rows_sealed_total", "counter", "Rows written into block files.",
+         (double)ss.rows_sealed},
+        {"miradb_seal_seconds_total", "counter", "Time spent sealing.", (double)ss.seal_ns / 1e9},
+        {"miradb_block_tables_verified_total", "counter", "Block tables whose CRC was checked.",
+         (double)bs.tables_verified},
+        {"miradb_block_bytes_hashed_total", "counter", "Bytes hashed to verify block tables.",
+         (double)bs.bytes_hashed},
+        {"miradb_verify_cache_hits_total", "counter", "Table verifications skipped by the cache.",
+         (double)bs.cache_hits},
+        {"miradb_verify_cache_misses_total", "counter", "Verification cache misses.",
+         (double)bs.cache_misses},
+        {"miradb_verify_cache_clears_total", "counter", "Times the full cache was cleared.",
+         (double)bs.cache_clears},
+        {"miradb_blocks_quarantined_total", "counter", "Blocks moved to DATA/quarantine/.",
+         (double)bs.quarantined},
+    };
+    for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
+        header(o, plain[k].name, plain[k].type, plain[k].help);
+        evbuffer_add_printf(o, "%s %.17g\n", plain[k].name, plain[k].v);
     }
     header(o, "miradb_ready", "gauge", "1 once WAL replay is done.");
     evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);

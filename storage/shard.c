@@ -1,27 +1,37 @@
 /*
  * shard.c - shard threads (see shard.h).
  *
- * The queue is a mutex-protected singly linked list plus an eventfd-like
- * wake-up (a condition variable here: the shard thread has no event loop).
- * The producer signals only when the queue was empty; the shard swaps the
- * whole list out under the lock and works on it unlocked (memcached's
- * thread.c shape). The slot count covers reservations too, so the queue
- * bound holds from admission to completion.
+ * The queue is a mutex-protected singly linked list plus a condition
+ * variable (the shard thread has no event loop). The producer signals only
+ * when the queue was empty; the shard swaps the whole list out under the
+ * lock and works on it unlocked (memcached's thread.c shape). The slot
+ * count covers reservations too, so the queue bound holds from admission to
+ * completion.
+ *
+ * Sealing: when the open block reaches its target size or age the shard
+ * registers a fresh one in the catalog and hands the full one to the sealer,
+ * which writes it, publishes it in its place and reports the WAL seq it
+ * covers back through |sealed_seq|; the shard then deletes the WAL segments
+ * at or below it. The WAL stays bounded by what is unsealed.
  */
 #include "storage/shard.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "storage/adm.h"
+#include "storage/catalog.h"
 #include "storage/oblock.h"
+#include "storage/sealer.h"
 
 struct shard {
     struct shard_cfg cfg;
     char wal_dir[512];
+    char block_dir[512];
     pthread_t thread;
     bool started;
 
@@ -32,16 +42,39 @@ struct shard {
     bool stopping;
     struct shard_stats pub; /* published copy, under |lock| */
     int start_rc;
+    uint64_t sealed_seq; /* written by the sealer, under |lock| */
+    uint32_t seals_in_flight;
 
     /* Owned by the shard thread. */
     wal *wal;
-    struct oblock *ob;
+    struct cat_open *cur; /* the open block being appended to */
+    uint64_t cur_born_ns; /* when its first row arrived (0: empty) */
     size_t ob_charged;
+    struct shard_job *seal_acks, *seal_acks_tail; /* --ack seal: waiting for cur's seal */
+    uint64_t released_seq;
+    uint64_t next_seal_id;
+    uint64_t seals_started;
     struct batch *scratch;
     arena *scratch_arena;
     uint64_t replay_bad_frames;
     uint64_t append_failures;
+    /* A frame is in the WAL but its rows could not be appended even to a
+     * fresh block: every later request is refused, so no sealed block's
+     * watermark ever passes that frame and the next boot replays it. */
+    bool broken;
 };
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static oblock *cur_block(shard *s)
+{
+    return catalog_open_block(s->cur);
+}
 
 bool shard_reserve(shard *s)
 {
@@ -85,18 +118,14 @@ void shard_get_stats(shard *s, struct shard_stats *out)
     pthread_mutex_lock(&s->lock);
     *out = s->pub;
     out->queue_depth = s->slots;
+    out->sealed_seq = s->sealed_seq;
     pthread_mutex_unlock(&s->lock);
-}
-
-const struct oblock *shard_oblock(shard *s)
-{
-    return s->ob;
 }
 
 /* Keeps the budget charge equal to what the open block holds. */
 static void charge_block(shard *s)
 {
-    size_t now = oblock_bytes(s->ob);
+    size_t now = oblock_bytes(cur_block(s));
     if (now > s->ob_charged) {
         adm_charge(now - s->ob_charged);
     } else {
@@ -107,15 +136,93 @@ static void charge_block(shard *s)
 
 static void publish(shard *s, bool replayed)
 {
+    oblock *ob = cur_block(s);
     pthread_mutex_lock(&s->lock);
-    s->pub.wal = *wal_stats(s->wal);
+    if (s->wal != NULL) {
+        s->pub.wal = *wal_stats(s->wal);
+    }
     s->pub.replay_bad_frames = s->replay_bad_frames;
     s->pub.append_failures = s->append_failures;
-    s->pub.block_rows = oblock_rows(s->ob);
-    s->pub.block_bytes = oblock_bytes(s->ob);
+    s->pub.block_rows = oblock_rows(ob);
+    s->pub.block_bytes = oblock_bytes(ob);
+    s->pub.seals_started = s->seals_started;
     s->pub.replayed = replayed;
     s->pub.error = s->start_rc;
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Sealer thread: the block is published (rc 0) or could not be (rc < 0). */
+static void on_sealed(struct seal_job *j, int rc)
+{
+    shard *s = j->owner;
+    pthread_mutex_lock(&s->lock);
+    if (rc == 0 && j->meta.wal_seq > s->sealed_seq) {
+        s->sealed_seq = j->meta.wal_seq;
+    }
+    s->seals_in_flight--;
+    pthread_mutex_unlock(&s->lock);
+    pthread_cond_signal(&s->wake);
+    for (struct shard_job *a = j->acks, *next; a != NULL; a = next) {
+        next = a->next;
+        a->result = rc;
+        a->done(a);
+    }
+    /* A failed seal leaves the block readable in the catalog; under --ack
+     * wal/fsync its rows are still in the WAL, so a restart seals them. */
+    free(j);
+}
+
+/* Swaps in a fresh open block and hands the full one to the sealer. */
+static int seal_now(shard *s)
+{
+    oblock *fresh;
+    int rc = oblock_new(s->cfg.signal, &fresh);
+    if (rc < 0) {
+        return rc;
+    }
+    struct cat_open *h = catalog_open_add(s->cfg.signal, fresh);
+    struct seal_job *j = calloc(1, sizeof(*j));
+    if (h == NULL || j == NULL) {
+        if (h != NULL) {
+            catalog_open_drop(h);
+        } else {
+            oblock_free(fresh);
+        }
+        free(j);
+        return -ENOMEM;
+    }
+    oblock *full = cur_block(s);
+    j->h = s->cur;
+    j->rows = oblock_rows(full);
+    j->meta.shard = (uint32_t)s->cfg.index;
+    j->meta.wal_seq = oblock_max_seq(full);
+    j->meta.seal_id = s->next_seal_id++;
+    snprintf(j->dir, sizeof(j->dir), "%s", s->block_dir);
+    j->acks = s->seal_acks;
+    j->sealed = on_sealed;
+    j->owner = s;
+    catalog_open_set_charged(s->cur, s->ob_charged);
+    s->ob_charged = 0;
+    s->cur = h;
+    s->cur_born_ns = 0;
+    s->seal_acks = s->seal_acks_tail = NULL;
+    s->seals_started++;
+    charge_block(s);
+    pthread_mutex_lock(&s->lock);
+    s->seals_in_flight++;
+    pthread_mutex_unlock(&s->lock);
+    sealer_submit_take(j);
+    return 0;
+}
+
+static bool block_due(shard *s, uint64_t now)
+{
+    oblock *ob = cur_block(s);
+    if (oblock_rows(ob) == 0) {
+        return false;
+    }
+    return oblock_bytes(ob) >= s->cfg.block_target ||
+           now - s->cur_born_ns >= (uint64_t)s->cfg.block_max_age_ms * 1000000u;
 }
 
 static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
@@ -128,8 +235,16 @@ static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_forma
         s->replay_bad_frames++;
         return 0;
     }
-    if (oblock_append(s->ob, s->scratch, seq) < 0) {
+    if (oblock_append(cur_block(s), s->scratch, seq) < 0) {
         return -ENOMEM;
+    }
+    if (s->cur_born_ns == 0) {
+        s->cur_born_ns = mono_ns();
+    }
+    charge_block(s);
+    /* A long WAL replays into several blocks, as the live path would. */
+    if (oblock_bytes(cur_block(s)) >= s->cfg.block_target) {
+        return seal_now(s) < 0 ? -ENOMEM : 0;
     }
     return 0;
 }
@@ -138,25 +253,41 @@ static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_forma
 static void drain(shard *s, struct shard_job *list)
 {
     bool any_ok = false;
+    oblock *ob = cur_block(s);
     if (s->cfg.delay_ms > 0) {
         struct timespec ts = {s->cfg.delay_ms / 1000, (long)(s->cfg.delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
     for (struct shard_job *j = list; j != NULL; j = j->next) {
-        int64_t seq = wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
-        if (seq < 0) {
-            j->result = (int)seq;
+        uint64_t seq = 0;
+        if (s->broken) {
+            j->result = -EIO;
             continue;
+        }
+        if (s->cfg.ack != SHARD_ACK_SEAL) {
+            int64_t r = wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
+            if (r < 0) {
+                j->result = (int)r;
+                continue;
+            }
+            seq = (uint64_t)r;
         }
         j->result = 0;
         any_ok = true;
-        if (oblock_append(s->ob, j->batch, (uint64_t)seq) < 0) {
-            /* Logged but not visible until a replay: report it, count it. */
+        if (oblock_append(ob, j->batch, seq) < 0) {
+            /* A full block (or no memory): seal it and try a fresh one. */
             s->append_failures++;
-            j->result = -ENOMEM;
+            if (seal_now(s) < 0 || oblock_append(ob = cur_block(s), j->batch, seq) < 0) {
+                s->broken = true;
+                j->result = -EIO;
+                continue;
+            }
+        }
+        if (s->cur_born_ns == 0) {
+            s->cur_born_ns = mono_ns();
         }
     }
-    if (s->cfg.fsync && any_ok) {
+    if (s->cfg.ack == SHARD_ACK_FSYNC && any_ok) {
         int rc = wal_sync(s->wal);
         if (rc < 0) {
             for (struct shard_job *j = list; j != NULL; j = j->next) {
@@ -165,18 +296,41 @@ static void drain(shard *s, struct shard_job *list)
         }
     }
     charge_block(s);
-    publish(s, true);
 
     uint32_t n = 0;
     while (list != NULL) {
         struct shard_job *next = list->next;
-        list->done(list);
-        list = next;
         n++;
+        if (s->cfg.ack == SHARD_ACK_SEAL && list->result == 0) {
+            /* Acked by the sealer once this block is published. */
+            list->next = NULL;
+            if (s->seal_acks_tail != NULL) {
+                s->seal_acks_tail->next = list;
+            } else {
+                s->seal_acks = list;
+            }
+            s->seal_acks_tail = list;
+        } else {
+            list->done(list);
+        }
+        list = next;
     }
     pthread_mutex_lock(&s->lock);
     s->slots -= n;
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Deletes WAL segments that published blocks cover. */
+static void release_wal(shard *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t sealed = s->sealed_seq;
+    pthread_mutex_unlock(&s->lock);
+    if (s->wal != NULL && sealed > s->released_seq) {
+        if (wal_release_upto(s->wal, sealed) >= 0) {
+            s->released_seq = sealed;
+        }
+    }
 }
 
 static void *shard_main(void *arg)
@@ -187,21 +341,42 @@ static void *shard_main(void *arg)
     name[15] = '\0';
     pthread_setname_np(pthread_self(), name);
 
-    int rc = wal_open(s->wal_dir, 0, replay_frame, s, &s->wal);
-    if (rc < 0) {
-        pthread_mutex_lock(&s->lock);
-        s->start_rc = rc;
-        s->pub.error = rc;
-        pthread_mutex_unlock(&s->lock);
-        return NULL;
+    if (s->cfg.ack != SHARD_ACK_SEAL) {
+        int rc = wal_open(s->wal_dir, s->cfg.wal_after, replay_frame, s, &s->wal);
+        if (rc < 0) {
+            pthread_mutex_lock(&s->lock);
+            s->start_rc = rc;
+            s->pub.error = rc;
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+        s->sealed_seq = s->cfg.wal_after;
+        release_wal(s);
     }
     charge_block(s);
     publish(s, true);
 
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (s->head == NULL && !s->stopping) {
-            pthread_cond_wait(&s->wake, &s->lock);
+        if (s->head == NULL && !s->stopping && s->sealed_seq <= s->released_seq) {
+            if (s->cur_born_ns == 0) {
+                pthread_cond_wait(&s->wake, &s->lock);
+            } else {
+                /* Sleep until the open block is due by age, or until woken. */
+                uint64_t due = s->cur_born_ns + (uint64_t)s->cfg.block_max_age_ms * 1000000u;
+                uint64_t now = mono_ns();
+                if (due > now) {
+                    struct timespec dl;
+                    clock_gettime(CLOCK_REALTIME, &dl);
+                    dl.tv_sec += (time_t)((due - now) / 1000000000u);
+                    dl.tv_nsec += (long)((due - now) % 1000000000u);
+                    if (dl.tv_nsec >= 1000000000L) {
+                        dl.tv_sec++;
+                        dl.tv_nsec -= 1000000000L;
+                    }
+                    pthread_cond_timedwait(&s->wake, &s->lock, &dl);
+                }
+            }
         }
         struct shard_job *list = s->head;
         bool stop = s->stopping && list == NULL;
@@ -210,9 +385,21 @@ static void *shard_main(void *arg)
         if (stop) {
             break;
         }
-        drain(s, list);
+        if (list != NULL) {
+            drain(s, list);
+        }
+        if (block_due(s, mono_ns())) {
+            seal_now(s);
+        }
+        release_wal(s);
+        publish(s, true);
     }
-    wal_sync(s->wal);
+    if (s->cfg.ack == SHARD_ACK_SEAL && oblock_rows(cur_block(s)) > 0) {
+        seal_now(s); /* every pending ack gets its answer */
+    }
+    if (s->wal != NULL) {
+        wal_sync(s->wal);
+    }
     publish(s, true);
     return NULL;
 }
@@ -220,13 +407,17 @@ static void *shard_main(void *arg)
 int shard_start(const struct shard_cfg *c, shard **out)
 {
     int rc;
+    oblock *ob;
     shard *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return -ENOMEM;
     }
     s->cfg = *c;
     snprintf(s->wal_dir, sizeof(s->wal_dir), "%s", c->wal_dir);
+    snprintf(s->block_dir, sizeof(s->block_dir), "%s", c->block_dir);
     s->cfg.wal_dir = s->wal_dir;
+    s->cfg.block_dir = s->block_dir;
+    s->next_seal_id = c->next_seal_id;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     s->scratch = batch_new(c->signal);
@@ -235,9 +426,15 @@ int shard_start(const struct shard_cfg *c, shard **out)
         rc = -ENOMEM;
         goto fail_free;
     }
-    rc = oblock_new(c->signal, &s->ob);
+    rc = oblock_new(c->signal, &ob);
     if (rc < 0) {
-        goto fail_batch;
+        goto fail_free;
+    }
+    s->cur = catalog_open_add(c->signal, ob);
+    if (s->cur == NULL) {
+        oblock_free(ob);
+        rc = -ENOMEM;
+        goto fail_free;
     }
     rc = pthread_create(&s->thread, NULL, shard_main, s);
     if (rc != 0) {
@@ -249,11 +446,10 @@ int shard_start(const struct shard_cfg *c, shard **out)
     return 0;
 
 fail_block:
-    oblock_free(s->ob);
-fail_batch:
+    catalog_open_drop(s->cur);
+fail_free:
     batch_free(s->scratch);
     arena_free(s->scratch_arena);
-fail_free:
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -278,9 +474,10 @@ void shard_stop(shard *s)
         j->result = s->start_rc < 0 ? s->start_rc : -ECANCELED;
         j->done(j);
     }
-    adm_uncharge(s->ob_charged);
+    /* The open block stays in the catalog (readable until catalog_fini),
+     * carrying its budget charge with it. */
+    catalog_open_set_charged(s->cur, s->ob_charged);
     wal_close(s->wal);
-    oblock_free(s->ob);
     batch_free(s->scratch);
     arena_free(s->scratch_arena);
     pthread_cond_destroy(&s->wake);

@@ -42,18 +42,31 @@ struct shard_job {
 typedef int (*shard_decode_fn)(enum signal sig, enum wal_format fmt, const uint8_t *payload,
                                size_t n, struct batch *scratch, arena *a);
 
+enum shard_ack {
+    SHARD_ACK_WAL = 0,   /* after the frame's write(2) */
+    SHARD_ACK_FSYNC = 1, /* after one fdatasync per drain */
+    SHARD_ACK_SEAL = 2,  /* no WAL: after the block holding the rows is sealed */
+};
+
 struct shard_cfg {
-    const char *wal_dir; /* this shard's WAL directory */
+    const char *wal_dir;   /* this shard's WAL directory */
+    const char *block_dir; /* DATA/<signal>: where its sealed blocks go */
     enum signal signal;
     int index;
     int queue_cap; /* reserved + queued jobs */
-    bool fsync;    /* --ack fsync */
+    enum shard_ack ack;
+    size_t block_target;  /* seal once the open block holds this many bytes */
+    int block_max_age_ms; /* ... or once its first row is this old */
+    uint64_t wal_after;   /* highest WAL seq already in sealed blocks */
+    uint64_t next_seal_id;
     shard_decode_fn decode;
     int delay_ms; /* tests only: sleep per drain (a slow disk) */
 };
 
 struct shard_stats {
     uint32_t queue_depth; /* reserved + queued */
+    uint64_t seals_started;
+    uint64_t sealed_seq; /* WAL watermark of the newest published block */
     struct wal_stats wal;
     uint64_t replay_bad_frames;
     uint64_t append_failures; /* rows WAL-logged but not appended (out of memory) */
@@ -64,8 +77,10 @@ struct shard_stats {
 };
 
 /* Allocates the shard and starts its thread, which first replays the WAL
- * into the open block (shard_stats().replayed turns true), then serves the
- * queue. 0 or -errno. */
+ * frames above cfg->wal_after into a fresh open block registered in the
+ * catalog (shard_stats().replayed turns true), then serves the queue.
+ * Full open blocks go to the sealer (sealer.h), which must be running.
+ * 0 or -errno. */
 int shard_start(const struct shard_cfg *c, shard **out);
 
 /* Takes a queue slot if one is free; any thread. */
@@ -76,11 +91,9 @@ void shard_submit_take(shard *s, struct shard_job *j);
 
 /* A consistent copy of the shard's counters; any thread. */
 void shard_get_stats(shard *s, struct shard_stats *out);
-/* The open block (readers use its snapshot API); valid while the shard lives. */
-const struct oblock *shard_oblock(shard *s);
-
-/* Finishes every queued job, syncs and closes the WAL, joins the thread,
- * frees the shard. NULL is fine. */
+/* Finishes every queued job, syncs and closes the WAL (under --ack seal:
+ * seals what is open, so every pending ack is answered), joins the thread,
+ * frees the shard. Call before sealer_stop(). NULL is fine. */
 void shard_stop(shard *s);
 
 #endif

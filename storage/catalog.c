@@ -1,0 +1,381 @@
+/*
+ * catalog.c - the per-signal list of readable blocks (see catalog.h).
+ *
+ * One mutex guards all lists; it is taken by a snapshot, a publish, a
+ * retention pass and at boot — never by the ingest hot path (a shard
+ * appends to its open block without it).
+ */
+#include "storage/catalog.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/adm.h"
+
+struct cat_open {
+    struct cat_open *next;
+    enum signal sig;
+    oblock *ob;
+    size_t charged;
+    int refs; /* under the catalog lock */
+};
+
+struct cat_blk {
+    struct cat_blk *next;
+    blk *b;
+    char path[600];
+    uint64_t bytes;
+    uint64_t max_ns;
+};
+
+struct cat_sig {
+    struct cat_open *open;
+    struct cat_blk *blocks; /* oldest first */
+    struct cat_stats st;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cat_sig sigs[SIG_COUNT];
+static char data_dir[512];
+
+void catalog_init(const char *dir)
+{
+    snprintf(data_dir, sizeof(data_dir), "%s", dir);
+}
+
+static void open_unref_locked(struct cat_open *h, struct cat_open **to_free)
+{
+    if (--h->refs == 0) {
+        h->next = *to_free;
+        *to_free = h;
+    }
+}
+
+/* Frees outside the lock: freeing a large block takes a while. */
+static void free_handles(struct cat_open *h)
+{
+    while (h != NULL) {
+        struct cat_open *next = h->next;
+        oblock_free(h->ob);
+        adm_uncharge(h->charged);
+        free(h);
+        h = next;
+    }
+}
+
+void catalog_fini(void)
+{
+    struct cat_open *to_free = NULL;
+    pthread_mutex_lock(&lock);
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (struct cat_blk *cb = sigs[s].blocks, *next; cb != NULL; cb = next) {
+            next = cb->next;
+            blk_unref(cb->b);
+            free(cb);
+        }
+        for (struct cat_open *h = sigs[s].open, *next; h != NULL; h = next) {
+            next = h->next;
+            open_unref_locked(h, &to_free);
+        }
+        memset(&sigs[s], 0, sizeof(sigs[s]));
+    }
+    pthread_mutex_unlock(&lock);
+    free_handles(to_free);
+}
+
+/* Inserts in time order (oldest newest-row first), so retention pops the head. */
+static int add_block_locked(enum signal s, blk *b, const char *path, uint64_t bytes)
+{
+    struct cat_blk *cb = calloc(1, sizeof(*cb));
+    uint64_t min_ns;
+    if (cb == NULL) {
+        return -ENOMEM;
+    }
+    cb->b = b;
+    cb->bytes = bytes;
+    snprintf(cb->path, sizeof(cb->path), "%s", path);
+    blk_time_range(b, &min_ns, &cb->max_ns);
+    struct cat_blk **pp = &sigs[s - 1].blocks;
+    while (*pp != NULL && (*pp)->max_ns <= cb->max_ns) {
+        pp = &(*pp)->next;
+    }
+    cb->next = *pp;
+    *pp = cb;
+    sigs[s - 1].st.blocks++;
+    sigs[s - 1].st.block_bytes += bytes;
+    sigs[s - 1].st.rows += blk_rows(b);
+    return 0;
+}
+
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
+                 uint64_t *quarantined, char *err, size_t errlen)
+{
+    char dir[600], path[900], qdir[600], qpath[900];
+    snprintf(dir, sizeof(dir), "%s/%s", data_dir, signal_name(s));
+    snprintf(qdir, sizeof(qdir), "%s/quarantine", data_dir);
+    for (int i = 0; i < n_shards; i++) {
+        watermarks[i] = 0;
+        next_seal_ids[i] = 1;
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    DIR *dp = opendir(dir);
+    if (dp == NULL) {
+        snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        size_t nl = strlen(e->d_name);
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".tmp") != NULL) {
+            unlink(path); /* a seal that did not finish: its rows are still in the WAL */
+            continue;
+        }
+        if (nl < 5 || strcmp(e->d_name + nl - 4, ".blk") != 0) {
+            continue;
+        }
+        blk *b;
+        char why[256];
+        int rc = blk_open(path, &b, why, sizeof(why));
+        if (rc < 0) {
+            mkdir(qdir, 0755);
+            snprintf(qpath, sizeof(qpath), "%s/%s-%s", qdir, signal_name(s), e->d_name);
+            rename(path, qpath);
+            (*quarantined)++;
+            continue;
+        }
+        const struct blk_meta *m = blk_meta(b);
+        if ((int)m->shard < n_shards) {
+            if (m->wal_seq > watermarks[m->shard]) {
+                watermarks[m->shard] = m->wal_seq;
+            }
+            if (m->seal_id >= next_seal_ids[m->shard]) {
+                next_seal_ids[m->shard] = m->seal_id + 1;
+            }
+        }
+        pthread_mutex_lock(&lock);
+        rc = add_block_locked(s, b, path, file_bytes(path));
+        pthread_mutex_unlock(&lock);
+        if (rc < 0) {
+            blk_unref(b);
+            closedir(dp);
+            snprintf(err, errlen, "out of memory");
+            return rc;
+        }
+    }
+    closedir(dp);
+    return 0;
+}
+
+struct cat_open *catalog_open_add(enum signal s, oblock *ob)
+{
+    struct cat_open *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        return NULL;
+    }
+    h->sig = s;
+    h->ob = ob;
+    h->refs = 1;
+    pthread_mutex_lock(&lock);
+    h->next = sigs[s - 1].open;
+    sigs[s - 1].open = h;
+    pthread_mutex_unlock(&lock);
+    return h;
+}
+
+oblock *catalog_open_block(struct cat_open *h)
+{
+    return h->ob;
+}
+
+void catalog_open_set_charged(struct cat_open *h, size_t charged)
+{
+    h->charged = charged;
+}
+
+static void unlink_open_locked(struct cat_open *h)
+{
+    for (struct cat_open **pp = &sigs[h->sig - 1].open; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == h) {
+            *pp = h->next;
+            h->next = NULL;
+            return;
+        }
+    }
+}
+
+int catalog_publish(struct cat_open *h, blk *b, const char *path)
+{
+    struct cat_open *to_free = NULL;
+    int rc = 0;
+    uint64_t bytes = b != NULL ? file_bytes(path) : 0;
+    pthread_mutex_lock(&lock);
+    if (b != NULL) {
+        rc = add_block_locked(h->sig, b, path, bytes);
+        if (rc < 0) {
+            pthread_mutex_unlock(&lock);
+            return rc; /* the open block stays readable */
+        }
+    }
+    unlink_open_locked(h);
+    open_unref_locked(h, &to_free);
+    pthread_mutex_unlock(&lock);
+    free_handles(to_free);
+    return 0;
+}
+
+void catalog_open_drop(struct cat_open *h)
+{
+    catalog_publish(h, NULL, NULL);
+}
+
+int catalog_snapshot(enum signal s, struct cat_snap *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->sig = s;
+    pthread_mutex_lock(&lock);
+    size_t nb = 0, no = 0;
+    for (struct cat_blk *cb = sigs[s - 1].blocks; cb != NULL; cb = cb->next) {
+        nb++;
+    }
+    for (struct cat_open *h = sigs[s - 1].open; h != NULL; h = h->next) {
+        no++;
+    }
+    out->blocks = calloc(nb + 1, sizeof(*out->blocks));
+    out->open = calloc(no + 1, sizeof(*out->open));
+    out->open_rows = calloc(no + 1, sizeof(*out->open_rows));
+    out->handles = calloc(no + 1, sizeof(*out->handles));
+    if (out->blocks == NULL || out->open == NULL || out->open_rows == NULL ||
+        out->handles == NULL) {
+        pthread_mutex_unlock(&lock);
+        catalog_snap_release(out);
+        return -ENOMEM;
+    }
+    for (struct cat_blk *cb = sigs[s - 1].blocks; cb != NULL; cb = cb->next) {
+        blk_ref(cb->b);
+        out->blocks[out->n_blocks++] = cb->b;
+    }
+    for (struct cat_open *h = sigs[s - 1].open; h != NULL; h = h->next) {
+        h->refs++;
+        out->handles[out->n_open] = h;
+        out->open[out->n_open] = h->ob;
+        out->open_rows[out->n_open] = oblock_rows(h->ob);
+        out->n_open++;
+    }
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+void catalog_snap_release(struct cat_snap *sn)
+{
+    struct cat_open *to_free = NULL;
+    for (size_t i = 0; i < sn->n_blocks; i++) {
+        blk_unref(sn->blocks[i]);
+    }
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < sn->n_open; i++) {
+        open_unref_locked(sn->handles[i], &to_free);
+    }
+    pthread_mutex_unlock(&lock);
+    free_handles(to_free);
+    free(sn->blocks);
+    free(sn->open);
+    free(sn->open_rows);
+    free(sn->handles);
+    memset(sn, 0, sizeof(*sn));
+}
+
+static void delete_block(struct cat_blk *cb, enum signal s)
+{
+    sigs[s - 1].st.blocks--;
+    sigs[s - 1].st.block_bytes -= cb->bytes;
+    sigs[s - 1].st.rows -= blk_rows(cb->b);
+    sigs[s - 1].st.retention_deleted++;
+    sigs[s - 1].st.retention_bytes_deleted += cb->bytes;
+}
+
+int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes)
+{
+    struct cat_blk *gone = NULL;
+    int n = 0;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        uint64_t total = 0;
+        struct cat_blk *oldest = NULL;
+        int oldest_sig = 0;
+        for (int s = 0; s < SIG_COUNT; s++) {
+            total += sigs[s].st.block_bytes;
+            struct cat_blk *h = sigs[s].blocks;
+            if (h != NULL && (oldest == NULL || h->max_ns < oldest->max_ns)) {
+                oldest = h;
+                oldest_sig = s + 1;
+            }
+        }
+        if (oldest == NULL) {
+            break;
+        }
+        bool too_old = max_age_ns != 0 && oldest->max_ns + max_age_ns < now_ns;
+        bool too_big = max_bytes != 0 && total > max_bytes;
+        if (!too_old && !too_big) {
+            break;
+        }
+        sigs[oldest_sig - 1].blocks = oldest->next;
+        delete_block(oldest, oldest_sig);
+        oldest->next = gone;
+        gone = oldest;
+        n++;
+    }
+    pthread_mutex_unlock(&lock);
+    while (gone != NULL) {
+        struct cat_blk *next = gone->next;
+        unlink(gone->path); /* readers keep their mapping until they let go */
+        blk_unref(gone->b);
+        free(gone);
+        gone = next;
+    }
+    return n;
+}
+
+void catalog_forget(blk *b)
+{
+    struct cat_blk *found = NULL;
+    pthread_mutex_lock(&lock);
+    enum signal s = blk_signal(b);
+    for (struct cat_blk **pp = &sigs[s - 1].blocks; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->b == b) {
+            found = *pp;
+            *pp = found->next;
+            sigs[s - 1].st.blocks--;
+            sigs[s - 1].st.block_bytes -= found->bytes;
+            sigs[s - 1].st.rows -= blk_rows(b);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (found != NULL) {
+        blk_unref(found->b);
+        free(found);
+    }
+}
+
+void catalog_get_stats(enum signal s, struct cat_stats *out)
+{
+    pthread_mutex_lock(&lock);
+    *out = sigs[s - 1].st;
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,89 @@
+/*
+ * catalog.h - what a query can read, per signal: the sealed blocks and the
+ * open blocks (each shard's current one, and full ones being sealed).
+ *
+ * A sealed block replaces the open block it was written from in one step
+ * under the catalog lock, so a snapshot sees every acknowledged row exactly
+ * once: either in the open block or in the sealed one, never both, never
+ * neither. Open blocks are refcounted through their handle: the catalog
+ * holds one reference, every snapshot holding it another; the last release
+ * frees the block and returns its memory to the budget.
+ */
+#ifndef MIRADB_CATALOG_H
+#define MIRADB_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+#include "storage/block.h"
+#include "storage/oblock.h"
+
+/* An open block as the catalog and snapshots hold it. */
+struct cat_open;
+
+/* A consistent view of one signal's data. Release with catalog_snap_release. */
+struct cat_snap {
+    enum signal sig;
+    blk **blocks; /* referenced */
+    size_t n_blocks;
+    const oblock **open; /* referenced through |handles| */
+    uint64_t *open_rows; /* rows visible when the snapshot was taken */
+    struct cat_open **handles;
+    size_t n_open;
+};
+
+struct cat_stats {
+    uint64_t blocks;
+    uint64_t block_bytes; /* sealed files on disk */
+    uint64_t rows;        /* in sealed blocks */
+    uint64_t retention_deleted;
+    uint64_t retention_bytes_deleted;
+};
+
+/* Before anything else: where DATA is. */
+void catalog_init(const char *data_dir);
+/* Drops every block and handle (after the shards stopped). */
+void catalog_fini(void);
+
+/*
+ * Opens every DATA/<signal>/ *.blk (removing leftover temp files), adds them
+ * to the catalog and reports, per shard index below |n_shards|, the highest
+ * WAL seq sealed (watermarks[i], 0 if none) and the next seal id to use.
+ * A block that fails to open is moved to DATA/quarantine/ and counted in
+ * *quarantined. Returns 0 or -errno (message in err).
+ */
+int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
+                 uint64_t *quarantined, char *err, size_t errlen);
+
+/* Registers an open block (the catalog takes |ob|); |charged| bytes of the
+ * memory budget go back when it is freed. Returns NULL on out of memory. */
+struct cat_open *catalog_open_add(enum signal s, oblock *ob);
+/* The open block behind a handle. */
+oblock *catalog_open_block(struct cat_open *h);
+/* Bytes of budget the handle returns when freed (the shard keeps it equal
+ * to what it charged for the block). */
+void catalog_open_set_charged(struct cat_open *h, size_t charged);
+/* Replaces the open block of |h| by sealed block |b|, the file at |path|
+ * (the catalog takes the caller's reference to |b|). 0, or -ENOMEM (then
+ * nothing changed and the caller still owns its reference). */
+int catalog_publish(struct cat_open *h, blk *b, const char *path);
+/* Removes an open block without a sealed replacement (empty block). */
+void catalog_open_drop(struct cat_open *h);
+
+int catalog_snapshot(enum signal s, struct cat_snap *out);
+void catalog_snap_release(struct cat_snap *sn);
+
+/* Deletes the oldest sealed blocks of every signal while a block's newest
+ * row is older than |max_age_ns| (0: no age limit) or the sealed bytes of
+ * all signals exceed |max_bytes| (0: no limit). Open blocks are never
+ * touched. Returns how many blocks were deleted. */
+int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes);
+
+/* Removes |b| from the catalog (after quarantine). */
+void catalog_forget(blk *b);
+
+void catalog_get_stats(enum signal s, struct cat_stats *out);
+
+#endif
