@@ -88,8 +88,7 @@ struct jstr {
 
 /* ---- errors ---- */
 
-__attribute__((format(printf, 3, 4))) static int fail(struct jd *j, size_t at, const char *fmt,
-                                                      ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct jd *j, size_t at, const char *fmt, ...)
 {
     if (j->err != NULL && j->errlen != 0) {
         int k = snprintf(j->err, j->errlen, "%s json: ", signal_name(j->sig));
@@ -217,7 +216,8 @@ static int lex_str(struct jd *j, struct jstr *out)
             return fail(j, i, "lone low surrogate in a \\u escape");
         }
         if (cp >= 0xd800 && cp <= 0xdbff) {
-            int lo = j->n - i >= 12 && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(j->s + i + 8) : -1;
+            int lo =
+                j->n - i >= 12 && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(j->s + i + 8) : -1;
             if (lo < 0xdc00 || lo > 0xdfff) {
                 return fail(j, i, "lone high surrogate in a \\u escape");
             }
@@ -602,8 +602,14 @@ struct fdef {
     const char *snake; /* NULL when the same */
     uint8_t clen, slen;
 };
-#define F2(c, s) {c, s, sizeof(c) - 1, sizeof(s) - 1}
-#define F1(c) {c, NULL, sizeof(c) - 1, 0}
+#define F2(c, s)                                                                                   \
+    {                                                                                              \
+        c, s, sizeof(c) - 1, sizeof(s) - 1                                                         \
+    }
+#define F1(c)                                                                                      \
+    {                                                                                              \
+        c, NULL, sizeof(c) - 1, 0                                                                  \
+    }
 #define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
 /* Index of the member |k| in |t|, or -1 (unknown: skip it). */
@@ -761,7 +767,7 @@ static bool num_to_int(const char *p, size_t n, bool *neg, uint64_t *mag)
     /* digits d[0..nd) = integer part then fraction; value = d * 10^e10 */
     size_t nint = int_end - int_at, nfrac = frac_end - frac_at, nd = nint + nfrac;
     long e10 = exp - (long)nfrac;
-#define DIG(k) ((k) < nint ? p[int_at + (k)] : p[frac_at + (k) - nint])
+#define DIG(k) ((k) < nint ? p[int_at + (k)] : p[frac_at + (k)-nint])
     size_t keep = nd;
     if (e10 < 0) {
         size_t drop = (size_t)-e10 > nd ? nd : (size_t)-e10;
@@ -932,8 +938,7 @@ static int rd_bool(struct jd *j, const char *field, bool *out)
 }
 
 /* An enum: an integer (bare or quoted) or one of |names| (index = value). */
-static int rd_enum(struct jd *j, const char *field, const char *const *names, int nn,
-                   int32_t *out)
+static int rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)
 {
     size_t at = (ws(j), j->pos);
     if (peekc(j) == '"') {
@@ -959,8 +964,8 @@ static int rd_enum(struct jd *j, const char *field, const char *const *names, in
                 return 0;
             }
         }
-        return fail(j, at, "%s: unknown enum value \"%.*s\"", field, (int)(js.len > 40 ? 40 : js.len),
-                    js.esc ? "(escaped)" : j->s + js.at);
+        return fail(j, at, "%s: unknown enum value \"%.*s\"", field,
+                    (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->s + js.at);
     }
     return rd_i32(j, field, out);
 }
@@ -1004,16 +1009,15 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
 
 /* base64 digit value + 1 (0: not a digit); both alphabets. */
 static const uint8_t b64[256] = {
-    ['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7,
-    ['H'] = 8, ['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14,
-    ['O'] = 15, ['P'] = 16, ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21,
-    ['V'] = 22, ['W'] = 23, ['X'] = 24, ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28,
-    ['c'] = 29, ['d'] = 30, ['e'] = 31, ['f'] = 32, ['g'] = 33, ['h'] = 34, ['i'] = 35,
-    ['j'] = 36, ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40, ['o'] = 41, ['p'] = 42,
-    ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48, ['w'] = 49,
-    ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56,
-    ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63,
-    ['-'] = 63, ['/'] = 64, ['_'] = 64,
+    ['A'] = 1,  ['B'] = 2,  ['C'] = 3,  ['D'] = 4,  ['E'] = 5,  ['F'] = 6,  ['G'] = 7,  ['H'] = 8,
+    ['I'] = 9,  ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15, ['P'] = 16,
+    ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22, ['W'] = 23, ['X'] = 24,
+    ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29, ['d'] = 30, ['e'] = 31, ['f'] = 32,
+    ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36, ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40,
+    ['o'] = 41, ['p'] = 42, ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48,
+    ['w'] = 49, ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56,
+    ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['-'] = 63,
+    ['/'] = 64, ['_'] = 64,
 };
 
 /* bytesValue: base64 (standard or URL-safe, padded or not) -> VAL_BYTES. */
@@ -1374,13 +1378,15 @@ static int defer(struct jd *j, size_t *pos)
 /* ---- enums ---- */
 
 static const char *const severity_names[] = {
-    "SEVERITY_NUMBER_UNSPECIFIED",
-    "SEVERITY_NUMBER_TRACE", "SEVERITY_NUMBER_TRACE2", "SEVERITY_NUMBER_TRACE3", "SEVERITY_NUMBER_TRACE4",
-    "SEVERITY_NUMBER_DEBUG", "SEVERITY_NUMBER_DEBUG2", "SEVERITY_NUMBER_DEBUG3", "SEVERITY_NUMBER_DEBUG4",
-    "SEVERITY_NUMBER_INFO",  "SEVERITY_NUMBER_INFO2",  "SEVERITY_NUMBER_INFO3",  "SEVERITY_NUMBER_INFO4",
-    "SEVERITY_NUMBER_WARN",  "SEVERITY_NUMBER_WARN2",  "SEVERITY_NUMBER_WARN3",  "SEVERITY_NUMBER_WARN4",
-    "SEVERITY_NUMBER_ERROR", "SEVERITY_NUMBER_ERROR2", "SEVERITY_NUMBER_ERROR3", "SEVERITY_NUMBER_ERROR4",
-    "SEVERITY_NUMBER_FATAL", "SEVERITY_NUMBER_FATAL2", "SEVERITY_NUMBER_FATAL3", "SEVERITY_NUMBER_FATAL4",
+    "SEVERITY_NUMBER_UNSPECIFIED", "SEVERITY_NUMBER_TRACE",  "SEVERITY_NUMBER_TRACE2",
+    "SEVERITY_NUMBER_TRACE3",      "SEVERITY_NUMBER_TRACE4", "SEVERITY_NUMBER_DEBUG",
+    "SEVERITY_NUMBER_DEBUG2",      "SEVERITY_NUMBER_DEBUG3", "SEVERITY_NUMBER_DEBUG4",
+    "SEVERITY_NUMBER_INFO",        "SEVERITY_NUMBER_INFO2",  "SEVERITY_NUMBER_INFO3",
+    "SEVERITY_NUMBER_INFO4",       "SEVERITY_NUMBER_WARN",   "SEVERITY_NUMBER_WARN2",
+    "SEVERITY_NUMBER_WARN3",       "SEVERITY_NUMBER_WARN4",  "SEVERITY_NUMBER_ERROR",
+    "SEVERITY_NUMBER_ERROR2",      "SEVERITY_NUMBER_ERROR3", "SEVERITY_NUMBER_ERROR4",
+    "SEVERITY_NUMBER_FATAL",       "SEVERITY_NUMBER_FATAL2", "SEVERITY_NUMBER_FATAL3",
+    "SEVERITY_NUMBER_FATAL4",
 };
 static const char *const span_kind_names[] = {
     "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
@@ -1470,8 +1476,17 @@ static int resource_msg(struct jd *j, uint32_t ri)
 /* ---- logs ---- */
 
 enum {
-    LR_TIME, LR_OBSERVED, LR_SEVNUM, LR_SEVTEXT, LR_BODY, LR_ATTRS, LR_DROPPED, LR_FLAGS,
-    LR_TRACE, LR_SPAN, LR_EVENT,
+    LR_TIME,
+    LR_OBSERVED,
+    LR_SEVNUM,
+    LR_SEVTEXT,
+    LR_BODY,
+    LR_ATTRS,
+    LR_DROPPED,
+    LR_FLAGS,
+    LR_TRACE,
+    LR_SPAN,
+    LR_EVENT,
 };
 static const struct fdef log_fields[] = {
     [LR_TIME] = F2("timeUnixNano", "time_unix_nano"),
@@ -1756,8 +1771,21 @@ static int status_msg(struct jd *j, struct span_row *sp)
 }
 
 enum {
-    SP_TRACE, SP_SPAN, SP_STATE, SP_PARENT, SP_FLAGS, SP_NAME, SP_KIND, SP_START, SP_END,
-    SP_ATTRS, SP_DROPPED_ATTRS, SP_EVENTS, SP_DROPPED_EVENTS, SP_LINKS, SP_DROPPED_LINKS,
+    SP_TRACE,
+    SP_SPAN,
+    SP_STATE,
+    SP_PARENT,
+    SP_FLAGS,
+    SP_NAME,
+    SP_KIND,
+    SP_START,
+    SP_END,
+    SP_ATTRS,
+    SP_DROPPED_ATTRS,
+    SP_EVENTS,
+    SP_DROPPED_EVENTS,
+    SP_LINKS,
+    SP_DROPPED_LINKS,
     SP_STATUS,
 };
 static const struct fdef span_fields[] = {
@@ -2093,9 +2121,25 @@ static int exemplar(struct jd *j)
 }
 
 enum {
-    DP_ATTRS, DP_START, DP_TIME, DP_DOUBLE, DP_INT, DP_EXEMPLARS, DP_FLAGS, DP_COUNT, DP_SUM,
-    DP_BUCKETS, DP_BOUNDS, DP_MIN, DP_MAX, DP_SCALE, DP_ZERO_COUNT, DP_POSITIVE, DP_NEGATIVE,
-    DP_ZERO_THRESHOLD, DP_QUANTILES,
+    DP_ATTRS,
+    DP_START,
+    DP_TIME,
+    DP_DOUBLE,
+    DP_INT,
+    DP_EXEMPLARS,
+    DP_FLAGS,
+    DP_COUNT,
+    DP_SUM,
+    DP_BUCKETS,
+    DP_BOUNDS,
+    DP_MIN,
+    DP_MAX,
+    DP_SCALE,
+    DP_ZERO_COUNT,
+    DP_POSITIVE,
+    DP_NEGATIVE,
+    DP_ZERO_THRESHOLD,
+    DP_QUANTILES,
 };
 static const struct fdef point_fields[] = {
     [DP_ATTRS] = F1("attributes"),
@@ -2363,7 +2407,7 @@ static int metric(struct jd *j, uint32_t si)
             break;
         default: {
             static const enum metric_kind kinds[] = {
-                [MT_GAUGE] = MK_GAUGE, [MT_SUM] = MK_SUM, [MT_HIST] = MK_HISTOGRAM,
+                [MT_GAUGE] = MK_GAUGE,       [MT_SUM] = MK_SUM,         [MT_HIST] = MK_HISTOGRAM,
                 [MT_EXP] = MK_EXP_HISTOGRAM, [MT_SUMMARY] = MK_SUMMARY,
             };
             /* the data oneof: the last member wins, with its points only */
@@ -2590,8 +2634,14 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
                    char *err, size_t errlen)
 {
     struct jd j = {
-        .s = body, .n = len, .a = a, .b = out, .h = &out->heap, .sig = s,
-        .err = err, .errlen = errlen,
+        .s = body,
+        .n = len,
+        .a = a,
+        .b = out,
+        .h = &out->heap,
+        .sig = s,
+        .err = err,
+        .errlen = errlen,
     };
     if (err != NULL && errlen != 0) {
         err[0] = '\0';
@@ -2606,8 +2656,9 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
     if (bad < len) {
         rc = fail(&j, bad, "invalid UTF-8");
     } else if (peekc(&j) != '{') {
-        rc = fail(&j, j.pos, j.pos < len ? "expected '{' (an export request object)"
-                                         : "empty body (expected an export request object)");
+        rc = fail(&j, j.pos,
+                  j.pos < len ? "expected '{' (an export request object)"
+                              : "empty body (expected an export request object)");
     } else if ((rc = request(&j)) == 0 && peekc(&j) >= 0) {
         rc = fail(&j, j.pos, "trailing characters after the request object");
     }

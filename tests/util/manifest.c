@@ -353,8 +353,8 @@ static bool attrs_eq(const json_t *c, struct val_rd r, uint32_t count, char *why
 
 static const char *type_name(enum val_type t)
 {
-    static const char *names[] = {"empty", "string", "bool", "int",
-                                  "double", "array", "kvlist", "bytes"};
+    static const char *names[] = {"empty",  "string", "bool",   "int",
+                                  "double", "array",  "kvlist", "bytes"};
     return (unsigned)t < 8 ? names[t] : "?";
 }
 
@@ -452,7 +452,7 @@ static bool any_eq(const json_t *c, const struct val *v, char *why, size_t wl, i
     why_set(why, wl, "manifest value kind \"%s\" unknown", k);
     return false;
 
-mismatch: {
+mismatch : {
     json_t *gj = val_to_json(v, depth);
     why_set(why, wl, "expected %s, got %s (%s)", dump(c, e, sizeof(e)), dump(gj, g, sizeof(g)),
             type_name(v->type));
@@ -650,8 +650,8 @@ static void cmp_str(struct diff *d, const char *label, const json_t *j, struct m
 }
 
 /* An id: "" asserts absence (!present, or all-zero bytes when there is no flag). */
-static void cmp_id(struct diff *d, const char *label, const json_t *j, const uint8_t *got,
-                   size_t n, bool present)
+static void cmp_id(struct diff *d, const char *label, const json_t *j, const uint8_t *got, size_t n,
+                   bool present)
 {
     char g[40];
     if (j == NULL) {
@@ -739,8 +739,7 @@ static void cmp_scope(struct diff *d, const json_t *rec, const struct batch *b, 
     }
     const struct scope_row *s = &b->scopes[si];
     if (s->resource >= b->n_resources) {
-        diff_add(d, "resource index %u out of range (%u resources)", s->resource,
-                 b->n_resources);
+        diff_add(d, "resource index %u out of range (%u resources)", s->resource, b->n_resources);
     }
     if (sc == NULL) {
         return;
@@ -1096,8 +1095,8 @@ static void cmp_detail(struct diff *d, const json_t *rec, const struct batch *b,
 }
 
 /* {"int": "..."} / {"double": x} / {} against a point value. */
-static void cmp_value(struct diff *d, const char *label, const json_t *j, uint8_t type,
-                      int64_t i, double f)
+static void cmp_value(struct diff *d, const char *label, const json_t *j, uint8_t type, int64_t i,
+                      double f)
 {
     if (j == NULL) {
         return;
@@ -1250,8 +1249,9 @@ static void match(const char *what, const char *ctx, enum signal s, const json_t
             if (best_row == UINT32_MAX) {
                 cr_expect(ok, "%s: %s%s: no decoded row left to match", what, ctx, label);
             } else {
-                cr_expect(ok, "%s: %s%s: no decoded row matches; closest is row %u (%d differences): %s",
-                          what, ctx, label, best_row, best->n, best->buf);
+                cr_expect(
+                    ok, "%s: %s%s: no decoded row matches; closest is row %u (%d differences): %s",
+                    what, ctx, label, best_row, best->n, best->buf);
             }
         }
         if (found != NULL) {
@@ -1320,8 +1320,8 @@ static void check_metrics(const char *what, const json_t *exp, const struct batc
         }
         char ctx[256];
         record_label(SIG_METRICS, m, i, ctx, sizeof(ctx));
-        cr_expect(n == json_array_size(dps), "%s: %s: %u points decoded, manifest lists %zu",
-                  what, ctx, n, json_array_size(dps));
+        cr_expect(n == json_array_size(dps), "%s: %s: %u points decoded, manifest lists %zu", what,
+                  ctx, n, json_array_size(dps));
         strncat(ctx, ", ", sizeof(ctx) - strlen(ctx) - 1);
         match(what, ctx, (enum signal)0, dps, b, prow, n, cmp_point, NULL);
     }
@@ -1330,8 +1330,7 @@ static void check_metrics(const char *what, const json_t *exp, const struct batc
     free(prow);
 }
 
-void manifest_check_doc(const json_t *doc, const char *what, enum signal s,
-                        const struct batch *b)
+void manifest_check_doc(const json_t *doc, const char *what, enum signal s, const struct batch *b)
 {
     cr_assert(b != NULL, "%s: no batch", what);
     cr_assert(b->signal == s, "%s: batch signal %d, checking %s", what, (int)b->signal,
@@ -1340,9 +1339,8 @@ void manifest_check_doc(const json_t *doc, const char *what, enum signal s,
     cr_assert(json_is_object(exp), "%s: no expected.%s section", what, signal_name(s));
     check_resources(what, doc, b);
     for (uint32_t i = 0; i < b->n_scopes; i++) {
-        cr_expect(b->scopes[i].resource < b->n_resources,
-                  "%s: scope %u names resource %u of %u", what, i, b->scopes[i].resource,
-                  b->n_resources);
+        cr_expect(b->scopes[i].resource < b->n_resources, "%s: scope %u names resource %u of %u",
+                  what, i, b->scopes[i].resource, b->n_resources);
     }
     if (s == SIG_METRICS) {
         check_metrics(what, exp, b);
@@ -1350,8 +1348,7 @@ void manifest_check_doc(const json_t *doc, const char *what, enum signal s,
     }
     const char *key = s == SIG_LOGS ? "records" : "spans";
     const json_t *recs = jget(exp, key);
-    cr_assert(json_is_array(recs), "%s: expected.%s.%s is not an array", what, signal_name(s),
-              key);
+    cr_assert(json_is_array(recs), "%s: expected.%s.%s is not an array", what, signal_name(s), key);
     cr_expect(b->n_rows == json_array_size(recs), "%s: %u %s decoded, manifest lists %zu", what,
               b->n_rows, key, json_array_size(recs));
     check_count(what, s == SIG_LOGS ? "count" : "spanCount",

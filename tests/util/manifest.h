@@ -67,8 +67,7 @@ void manifest_check(const char *manifest_json_path, const char *protocol, enum s
                     const struct batch *b);
 
 /* The same against a parsed document (borrowed); |what| names it in messages. */
-void manifest_check_doc(const json_t *doc, const char *what, enum signal s,
-                        const struct batch *b);
+void manifest_check_doc(const json_t *doc, const char *what, enum signal s, const struct batch *b);
 
 /*
  * Comparison primitives: true when equal; otherwise false with the first

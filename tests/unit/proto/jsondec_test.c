@@ -256,7 +256,8 @@ Test(jsondec, arena_limit_is_enomem)
 Test(jsondec, snake_case_keys_decode_like_camel_case)
 {
     static const char *const logs[2] = {
-        "{'resource_logs':[{'resource':{'attributes':[{'key':'service.name','value':{'string_value':"
+        "{'resource_logs':[{'resource':{'attributes':[{'key':'service.name','value':{'string_value'"
+        ":"
         "'svc'}}],'dropped_attributes_count':2},'schema_url':'https://r','scope_logs':[{'scope':{'"
         "name':'sc','version':'1','attributes':[{'key':'a','value':{'int_value':'7'}}],'dropped_"
         "attributes_count':1},'schema_url':'https://s','log_records':[{'time_unix_nano':'"
@@ -374,8 +375,7 @@ Test(jsondec, hex_ids_any_case_exact_length_else_refused)
     log_bad("{'spanId':'B64+AAAAAAA='}", "spanId: 12 hex digits");
     bad(SIG_TRACES, "{'resourceSpans':[{'scopeSpans':[{'spans':[{'parentSpanId':'abc'}]}]}]}",
         "parentSpanId: 3 hex digits");
-    bad(SIG_TRACES,
-        "{'resourceSpans':[{'scopeSpans':[{'spans':[{'links':[{'traceId':'00'}]}]}]}]}",
+    bad(SIG_TRACES, "{'resourceSpans':[{'scopeSpans':[{'spans':[{'links':[{'traceId':'00'}]}]}]}]}",
         "links.traceId: 2 hex digits");
     bad(SIG_METRICS,
         "{'resourceMetrics':[{'scopeMetrics':[{'metrics':[{'gauge':{'dataPoints':[{'exemplars':"
@@ -391,7 +391,8 @@ Test(jsondec, integers_as_numbers_or_strings_exactly)
     cr_expect_eq(d.b->logs[0].time_ns, 1767225600000162797ull);
     cr_expect_eq(d.b->logs[0].observed_ns, 1767225600000162799ull);
     done(&d);
-    log_ok(&d, "{'timeUnixNano':18446744073709551615,'observedTimeUnixNano':'18446744073709551615'}");
+    log_ok(&d,
+           "{'timeUnixNano':18446744073709551615,'observedTimeUnixNano':'18446744073709551615'}");
     cr_expect_eq(d.b->logs[0].time_ns, UINT64_MAX);
     cr_expect_eq(d.b->logs[0].observed_ns, UINT64_MAX);
     done(&d);
@@ -626,8 +627,7 @@ Test(jsondec, empty_requests_succeed_with_no_rows)
         ok(&d, (enum signal)s, body);
         cr_expect(d.b->n_rows == 0 && d.b->n_resources == 1 && d.b->n_scopes == 0);
         done(&d);
-        snprintf(body, sizeof(body), "{'%s':[{'%s':[{},{}]}]}", sig_keys[s - 1],
-                 scope_keys[s - 1]);
+        snprintf(body, sizeof(body), "{'%s':[{'%s':[{},{}]}]}", sig_keys[s - 1], scope_keys[s - 1]);
         ok(&d, (enum signal)s, body);
         cr_expect(d.b->n_rows == 0 && d.b->n_resources == 1 && d.b->n_scopes == 2);
         done(&d);
@@ -915,8 +915,8 @@ Test(jsondec, every_prefix_of_a_vector_is_refused_and_never_crashes)
 /* Builds an attribute value nested |levels| arrays (or kvlists) deep around an int. */
 static char *nested(int levels, bool kvlist)
 {
-    const char *open = kvlist ? "{'kvlistValue':{'values':[{'key':'k','value':"
-                              : "{'arrayValue':{'values':[";
+    const char *open =
+        kvlist ? "{'kvlistValue':{'values':[{'key':'k','value':" : "{'arrayValue':{'values':[";
     const char *close = kvlist ? "}]}}" : "]}}";
     size_t n = (size_t)levels * (strlen(open) + strlen(close)) + 64;
     char *s = malloc(n), *p = s;
@@ -1001,13 +1001,20 @@ Test(jsondec, invalid_utf8_is_refused)
         char bytes[8];
         size_t n;
     } badseq[] = {
-        {"\xff", 1},     {"\xc0\xaf", 2},         {"\xc3", 1},     {"\xe2\x82", 2},
-        {"\xed\xa0\x80", 3}, {"\xf4\x90\x80\x80", 4}, {"\xf8\x88\x80\x80", 4}, {"\x80", 1},
+        {"\xff", 1},
+        {"\xc0\xaf", 2},
+        {"\xc3", 1},
+        {"\xe2\x82", 2},
+        {"\xed\xa0\x80", 3},
+        {"\xf4\x90\x80\x80", 4},
+        {"\xf8\x88\x80\x80", 4},
+        {"\x80", 1},
     };
     for (size_t i = 0; i < sizeof(badseq) / sizeof(badseq[0]); i++) {
         char body[96];
-        int k = snprintf(body, sizeof(body), "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":"
-                                             "[{\"severityText\":\"a");
+        int k = snprintf(body, sizeof(body),
+                         "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":"
+                         "[{\"severityText\":\"a");
         memcpy(body + k, badseq[i].bytes, badseq[i].n);
         k += (int)badseq[i].n;
         k += snprintf(body + k, sizeof(body) - (size_t)k, "\"}]}]}]}");
@@ -1072,8 +1079,8 @@ Test(jsondec, wrong_json_types_are_refused)
     };
     for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
         char body[200];
-        snprintf(body, sizeof(body),
-                 "{'resourceMetrics':[{'scopeMetrics':[{'metrics':[%s]}]}]}", metrics[i][0]);
+        snprintf(body, sizeof(body), "{'resourceMetrics':[{'scopeMetrics':[{'metrics':[%s]}]}]}",
+                 metrics[i][0]);
         bad(SIG_METRICS, body, metrics[i][1]);
     }
 }
