@@ -6,7 +6,9 @@
  * both encodings of a request carry the same records. Protobuf is written
  * by hand: a nested message reserves 5 bytes for its length, and when it
  * ends the length is written in its shortest form and the content moved
- * down, so the output is canonical.
+ * down; integer scalars at their proto3 default are omitted (oneof members,
+ * whose presence matters, are written by callers that always emit). The
+ * output is canonical: protobuf-c repacks it to the same size.
  *
  * Every random choice comes from a splitmix64 stream seeded by (seed,
  * purpose, index): a span's attributes depend only on (seed, trace, span),
@@ -171,7 +173,8 @@ static void em_push(struct em *e, size_t start, uint32_t fno, bool array)
         e->err = -EINVAL; /* a generator bug, not an input */
         return;
     }
-    e->st[e->depth++] = (struct em_level){.start = start, .fno = fno, .array = array, .first = true};
+    e->st[e->depth++] =
+        (struct em_level){.start = start, .fno = fno, .array = array, .first = true};
 }
 
 /* A nested message: a member |fno|/|name|, or an element when the
@@ -276,6 +279,9 @@ static void em_str(struct em *e, uint32_t fno, const char *name, const char *s)
 /* uint32, int32 and enums: a varint; a JSON number. */
 static void em_u32(struct em *e, uint32_t fno, const char *name, int64_t v)
 {
+    if (v == 0 && !em_top(e)->array) {
+        return; /* proto3 default: omitted (none of these fields is in a oneof) */
+    }
     if (e->f == GEN_PROTOBUF) {
         pb_tag(e, em_fno(e, fno), 0);
         pb_uv(e, (uint64_t)v);
@@ -290,6 +296,9 @@ static void em_u32(struct em *e, uint32_t fno, const char *name, int64_t v)
 /* sint32: a zigzag varint; a JSON number. */
 static void em_sint32(struct em *e, uint32_t fno, const char *name, int32_t v)
 {
+    if (v == 0 && !em_top(e)->array) {
+        return; /* proto3 default: omitted (none of these fields is in a oneof) */
+    }
     if (e->f == GEN_PROTOBUF) {
         pb_tag(e, em_fno(e, fno), 0);
         pb_uv(e, ((uint32_t)v << 1) ^ (uint32_t)(v >> 31));
@@ -320,6 +329,9 @@ static void em_i64(struct em *e, uint32_t fno, const char *name, int64_t v)
 /* fixed64 (timestamps, counts): 8 bytes; a JSON decimal string. */
 static void em_fixed64(struct em *e, uint32_t fno, const char *name, uint64_t v)
 {
+    if (v == 0 && !em_top(e)->array) {
+        return; /* proto3 default: omitted (none of these fields is in a oneof) */
+    }
     if (e->f == GEN_PROTOBUF) {
         pb_tag(e, em_fno(e, fno), 1);
         pb_le(e, v, 8);
@@ -342,6 +354,9 @@ static void em_sfixed64(struct em *e, uint32_t fno, const char *name, int64_t v)
 /* fixed32 (flags): 4 bytes; a JSON number. */
 static void em_fixed32(struct em *e, uint32_t fno, const char *name, uint32_t v)
 {
+    if (v == 0 && !em_top(e)->array) {
+        return; /* proto3 default: omitted (none of these fields is in a oneof) */
+    }
     if (e->f == GEN_PROTOBUF) {
         pb_tag(e, em_fno(e, fno), 5);
         pb_le(e, v, 4);
@@ -416,8 +431,7 @@ static void em_packed_fixed64(struct em *e, uint32_t fno, const char *name, cons
     em_end(e);
 }
 
-static void em_packed_uv(struct em *e, uint32_t fno, const char *name, const uint64_t *v,
-                         size_t n)
+static void em_packed_uv(struct em *e, uint32_t fno, const char *name, const uint64_t *v, size_t n)
 {
     if (e->f == GEN_PROTOBUF) {
         size_t len = 0;
@@ -519,42 +533,43 @@ static const char *const libs[] = {
     "@opentelemetry/instrumentation-pino",
     "go.opentelemetry.io/contrib/bridges/otelslog",
 };
-static const char *const lib_versions[] = {"0.49.0", "2.1.0-alpha", "1.32.0", "0.45b0", "0.41.0",
-                                           "0.2.0"};
+static const char *const lib_versions[] = {"0.49.0", "2.1.0-alpha", "1.32.0",
+                                           "0.45b0", "0.41.0",      "0.2.0"};
 
 static const char *const words[] = {
-    "the",        "request",    "user",       "cart",        "order",      "payment",
-    "session",    "token",      "cache",      "database",    "query",      "timeout",
-    "connection", "pool",       "retry",      "upstream",    "downstream", "service",
-    "handler",    "worker",     "queue",      "message",     "batch",      "flush",
+    "the",        "request",    "user",        "cart",       "order",      "payment",
+    "session",    "token",      "cache",       "database",   "query",      "timeout",
+    "connection", "pool",       "retry",       "upstream",   "downstream", "service",
+    "handler",    "worker",     "queue",       "message",    "batch",      "flush",
     "commit",     "rollback",   "transaction", "lock",       "index",      "shard",
-    "replica",    "leader",     "follower",   "election",    "heartbeat",  "lease",
-    "snapshot",   "compaction", "segment",    "checkpoint",  "offset",     "partition",
-    "consumer",   "producer",   "topic",      "subscriber",  "publisher",  "event",
-    "stream",     "buffer",     "socket",     "listener",    "accepted",   "closed",
-    "opened",     "started",    "stopped",    "ready",       "healthy",    "degraded",
-    "unhealthy",  "latency",    "throughput", "bytes",       "records",    "items",
-    "products",   "inventory",  "shipment",   "address",     "currency",   "conversion",
-    "discount",   "coupon",     "invoice",    "receipt",     "customer",   "account",
-    "profile",    "settings",   "feature",    "flag",        "experiment", "variant",
-    "rendering",  "template",   "page",       "image",       "thumbnail",  "upload",
-    "download",   "storage",    "bucket",     "object",      "metadata",   "schema",
-    "migration",  "version",    "deploy",     "rollout",     "config",     "reload",
-    "signal",     "shutdown",   "graceful",   "forced",      "memory",     "cpu",
-    "disk",       "network",    "packet",     "dropped",     "slow",       "fast",
-    "from",       "to",         "with",       "for",         "after",      "before",
-    "while",      "during",     "because",    "of",          "on",         "in",
-    "is",         "was",        "has",        "been",        "not",        "found",
-    "invalid",    "expired",    "missing",    "duplicate",   "unexpected", "successfully",
+    "replica",    "leader",     "follower",    "election",   "heartbeat",  "lease",
+    "snapshot",   "compaction", "segment",     "checkpoint", "offset",     "partition",
+    "consumer",   "producer",   "topic",       "subscriber", "publisher",  "event",
+    "stream",     "buffer",     "socket",      "listener",   "accepted",   "closed",
+    "opened",     "started",    "stopped",     "ready",      "healthy",    "degraded",
+    "unhealthy",  "latency",    "throughput",  "bytes",      "records",    "items",
+    "products",   "inventory",  "shipment",    "address",    "currency",   "conversion",
+    "discount",   "coupon",     "invoice",     "receipt",    "customer",   "account",
+    "profile",    "settings",   "feature",     "flag",       "experiment", "variant",
+    "rendering",  "template",   "page",        "image",      "thumbnail",  "upload",
+    "download",   "storage",    "bucket",      "object",     "metadata",   "schema",
+    "migration",  "version",    "deploy",      "rollout",    "config",     "reload",
+    "signal",     "shutdown",   "graceful",    "forced",     "memory",     "cpu",
+    "disk",       "network",    "packet",      "dropped",    "slow",       "fast",
+    "from",       "to",         "with",        "for",        "after",      "before",
+    "while",      "during",     "because",     "of",         "on",         "in",
+    "is",         "was",        "has",         "been",       "not",        "found",
+    "invalid",    "expired",    "missing",     "duplicate",  "unexpected", "successfully",
 };
 static const char *const paths[] = {
-    "/api/v1/cart",       "/api/v1/cart/items", "/api/v1/checkout", "/api/v1/products",
-    "/api/v1/products/*", "/api/v1/orders",     "/api/v1/orders/*", "/api/v1/users/me",
-    "/login",             "/health",            "/api/v1/search",   "/api/v1/recommend",
+    "/api/v1/cart",     "/api/v1/cart/items", "/api/v1/checkout",
+    "/api/v1/products", "/api/v1/products/*", "/api/v1/orders",
+    "/api/v1/orders/*", "/api/v1/users/me",   "/login",
+    "/health",          "/api/v1/search",     "/api/v1/recommend",
 };
 static const char *const methods[] = {"GET", "GET", "GET", "POST", "PUT", "DELETE"};
-static const char *const tables[] = {"orders", "order_items", "users", "products", "carts",
-                                     "payments", "shipments", "sessions"};
+static const char *const tables[] = {"orders", "order_items", "users",     "products",
+                                     "carts",  "payments",    "shipments", "sessions"};
 static const char *const errors[] = {
     "connection refused",
     "context deadline exceeded",
@@ -569,8 +584,8 @@ static const char *const errors[] = {
 };
 static const char *const queues[] = {"orders.created", "payments.pending", "emails.outbox",
                                      "inventory.reserve"};
-static const char *const classes[] = {"OrderService", "CartController", "PaymentGateway",
-                                      "InventoryRepository", "SessionFilter", "RetryTemplate"};
+static const char *const classes[] = {"OrderService",        "CartController", "PaymentGateway",
+                                      "InventoryRepository", "SessionFilter",  "RetryTemplate"};
 static const char *const sev_text[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"};
 
 /* ------------------------------------------------------------ resources */
@@ -601,8 +616,8 @@ static void emit_resource(struct em *e, uint32_t r)
     kv_str(e, "telemetry.sdk.language", languages[svc % NELEM(languages)]);
     kv_str(e, "telemetry.sdk.version", "1.32.0");
     kv_int(e, "process.pid", 1000 + (int64_t)(h % 30000));
-    snprintf(tmp, sizeof(tmp), "%s-%06llx-%05llx", services[svc],
-             (unsigned long long)(h >> 40), (unsigned long long)(h & 0xfffff));
+    snprintf(tmp, sizeof(tmp), "%s-%06llx-%05llx", services[svc], (unsigned long long)(h >> 40),
+             (unsigned long long)(h & 0xfffff));
     kv_str(e, "k8s.pod.name", tmp);
     kv_str(e, "cloud.region", regions[r % NELEM(regions)]);
     em_end(e);
@@ -837,8 +852,8 @@ uint32_t gen_trace_plan(uint64_t seed, uint64_t idx, uint32_t records, uint32_t 
     uint32_t n = 0, left = records;
     while (left > 0) {
         /* mostly small traces, some wide ones */
-        uint32_t s = rng_chance(&r, 800) ? 1 + rng_below(&r, 8)
-                                         : 8 + rng_below(&r, GEN_MAX_TRACE_SPANS - 7);
+        uint32_t s =
+            rng_chance(&r, 800) ? 1 + rng_below(&r, 8) : 8 + rng_below(&r, GEN_MAX_TRACE_SPANS - 7);
         if (s > left) {
             s = left;
         }
@@ -851,7 +866,8 @@ uint32_t gen_trace_plan(uint64_t seed, uint64_t idx, uint32_t records, uint32_t 
 /* ------------------------------------------------------------ logs */
 
 /* Appends to |b| (a NUL-terminated body of capacity |cap|). */
-static void body_add(char *b, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void body_add(char *b, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void body_add(char *b, size_t cap, const char *fmt, ...)
 {
@@ -880,12 +896,13 @@ static void make_body(struct rng *r, int sev, char *b, size_t cap)
     case 1: /* TRACE, DEBUG */
         switch (rng_below(r, 4)) {
         case 0:
-            body_add(b, cap, "entering %s.%s with args=%u,%u", classes[rng_below(r, NELEM(classes))],
-                     word(r), rng_below(r, 1000), rng_below(r, 10));
+            body_add(b, cap, "entering %s.%s with args=%u,%u",
+                     classes[rng_below(r, NELEM(classes))], word(r), rng_below(r, 1000),
+                     rng_below(r, 10));
             break;
         case 1:
-            body_add(b, cap, "sql: SELECT * FROM %s WHERE id = %u", tables[rng_below(r, NELEM(tables))],
-                     rng_below(r, 10000000));
+            body_add(b, cap, "sql: SELECT * FROM %s WHERE id = %u",
+                     tables[rng_below(r, NELEM(tables))], rng_below(r, 10000000));
             break;
         case 2:
             body_add(b, cap, "connection pool stats active=%u idle=%u waiting=%u", rng_below(r, 64),
@@ -947,11 +964,12 @@ static void make_body(struct rng *r, int sev, char *b, size_t cap)
         break;
     default: /* ERROR, FATAL: some with a stack trace */
         if (rng_chance(r, 500)) {
-            body_add(b, cap, "failed to process order ord-%012llx: %s", (unsigned long long)(rid >> 16),
-                     errors[rng_below(r, NELEM(errors))]);
+            body_add(b, cap, "failed to process order ord-%012llx: %s",
+                     (unsigned long long)(rid >> 16), errors[rng_below(r, NELEM(errors))]);
         } else {
             body_add(b, cap, "upstream %s returned 503 after %ums: %s",
-                     services[rng_below(r, NELEM(services))], ms, errors[rng_below(r, NELEM(errors))]);
+                     services[rng_below(r, NELEM(services))], ms,
+                     errors[rng_below(r, NELEM(errors))]);
         }
         if (rng_chance(r, 400)) {
             for (uint32_t i = 0, n = 5 + rng_below(r, 11); i < n; i++) {
@@ -1021,8 +1039,8 @@ static void emit_log(struct em *e, const struct gen_config *c, uint64_t idx, uin
     }
 }
 
-static int gen_logs(struct em *e, const struct gen_config *c, uint64_t idx,
-                    const struct layout *l, struct gen_stats *st)
+static int gen_logs(struct em *e, const struct gen_config *c, uint64_t idx, const struct layout *l,
+                    struct gen_stats *st)
 {
     uint32_t *sizes = malloc(sizeof(*sizes) * c->records);
     if (sizes == NULL) {
@@ -1057,8 +1075,8 @@ static int gen_logs(struct em *e, const struct gen_config *c, uint64_t idx,
 /* ------------------------------------------------------------ traces */
 
 struct span_desc {
-    uint64_t t; /* trace number */
-    uint32_t k; /* span number inside the trace */
+    uint64_t t;      /* trace number */
+    uint32_t k;      /* span number inside the trace */
     uint32_t parent; /* span number of the parent; UINT32_MAX for a root */
     uint64_t start, end;
     uint8_t res;   /* index into layout.res */
@@ -1068,8 +1086,8 @@ struct span_desc {
 
 static const char *span_name(struct rng *r, int kind, char *tmp, size_t cap)
 {
-    static const char *const internal[] = {"render", "compute_total", "validate_cart",
-                                           "serialize", "authorize"};
+    static const char *const internal[] = {"render", "compute_total", "validate_cart", "serialize",
+                                           "authorize"};
     switch (kind) {
     case 2: /* SERVER */
         if (rng_chance(r, 700)) {
@@ -1142,16 +1160,19 @@ static void emit_span(struct em *e, const struct gen_config *c, const struct spa
                 const char *err = errors[rng_below(&r, NELEM(errors))];
                 kv_str(e, "exception.type", "java.io.IOException");
                 kv_str(e, "exception.message", err);
-                snprintf(tmp, sizeof(tmp), "java.io.IOException: %s\n\tat com.shop.%s.call(%s.java:%u)",
-                         err, classes[rng_below(&r, NELEM(classes))], "Client",
-                         10 + rng_below(&r, 500));
+                snprintf(tmp, sizeof(tmp),
+                         "java.io.IOException: %s\n\tat com.shop.%s.call(%s.java:%u)", err,
+                         classes[rng_below(&r, NELEM(classes))], "Client", 10 + rng_below(&r, 500));
                 kv_str(e, "exception.stacktrace", tmp);
             } else {
                 kv_int(e, "attempt", 1 + rng_below(&r, 3));
                 kv_str(e, "message.id", word(&r));
             }
             em_end(e);
-            em_str(e, 2, "name", error ? "exception" : rng_chance(&r, 500) ? "cache.miss" : "retry");
+            em_str(e, 2, "name",
+                   error                 ? "exception"
+                   : rng_chance(&r, 500) ? "cache.miss"
+                                         : "retry");
             em_end(e);
         }
         em_end(e);
@@ -1216,8 +1237,8 @@ static int gen_traces(struct em *e, const struct gen_config *c, uint64_t idx,
             if (k == 0) {
                 d->parent = UINT32_MAX;
                 d->kind = 2;
-                d->start = c->time_base_ns + (idx * c->records + n) * 1000000ULL +
-                           rng_below(&tr, 1000000);
+                d->start =
+                    c->time_base_ns + (idx * c->records + n) * 1000000ULL + rng_below(&tr, 1000000);
                 /* 0.1 ms to ~2 s, log-uniform */
                 d->end = d->start + (uint64_t)(100000.0 * pow(2.0, 14.3 * rng_unit(&tr)));
                 d->res = (uint8_t)rng_below(&tr, l->n_res);
@@ -1300,20 +1321,19 @@ struct metric_def {
 static const struct metric_def metric_defs[] = {
     {"system.cpu.utilization", "CPU time fraction", "1", MK_GAUGE, false, 0, false},
     {"http.server.request.count", "Requests served", "{request}", MK_SUM, true, 2, true},
-    {"http.server.request.duration", "Duration of HTTP server requests", "s", MK_HISTOGRAM,
-     false, 2, false},
+    {"http.server.request.duration", "Duration of HTTP server requests", "s", MK_HISTOGRAM, false,
+     2, false},
     {"rpc.server.duration", "Duration of RPCs", "ms", MK_EXP_HISTOGRAM, false, 2, false},
     {"jvm.gc.pause", "GC pause times", "ms", MK_SUMMARY, false, 0, false},
     {"process.runtime.memory.heap", "Heap in use", "By", MK_GAUGE, true, 0, false},
     {"messaging.process.bytes", "Bytes processed", "By", MK_SUM, false, 1, true},
-    {"db.client.operation.duration", "Duration of database operations", "s", MK_HISTOGRAM,
-     false, 1, false},
+    {"db.client.operation.duration", "Duration of database operations", "s", MK_HISTOGRAM, false, 1,
+     false},
     {"http.client.request.body.size", "Request body sizes", "By", MK_EXP_HISTOGRAM, false, 1,
      false},
     {"http.server.queue.wait", "Queueing delay", "ms", MK_SUMMARY, false, 0, false},
     {"http.server.active_requests", "Requests in flight", "{request}", MK_GAUGE, true, 0, false},
-    {"db.client.connections.usage", "Connections in use", "{connection}", MK_SUM, true, 2,
-     false},
+    {"db.client.connections.usage", "Connections in use", "{connection}", MK_SUM, true, 2, false},
 };
 
 /* Series attributes of a data point; the field number differs by point type
@@ -1480,7 +1500,10 @@ static int gen_metrics(struct em *e, const struct gen_config *c, uint64_t idx, s
         em_arr(e, 2, "scopeMetrics");
         for (uint32_t s = 0; s < l->n_scopes[i]; s++, g++) {
             uint32_t pts = l->count[g];
-            uint32_t nm = pts < 5 ? pts : 5 + rng_below(r, 4);
+            uint32_t nm = 5 + rng_below(r, 4);
+            if (nm > pts) {
+                nm = pts;
+            }
             em_obj(e, 0, NULL);
             emit_scope(e, l->res[i], s);
             em_arr(e, 2, "metrics");

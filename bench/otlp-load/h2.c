@@ -63,8 +63,7 @@ static const char *grpc_path(int s)
                     : "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
 }
 
-static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int flags,
-                       void *arg)
+static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
 {
     struct h2_conn *c = arg;
     (void)s, (void)flags;
@@ -273,10 +272,8 @@ static void h2_pump(struct load_conn *lc)
         }
         const struct load_target *t = c->t;
 #define NV(n, v)                                                                                   \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),                                  \
-            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
-    }
+    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),                                     \
+     NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE}
         nghttp2_nv nva[] = {
             NV(":method", "POST"),
             NV(":scheme", "http"),

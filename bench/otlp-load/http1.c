@@ -91,8 +91,9 @@ static void h1_finish(struct h1_conn *c)
     c->done = false;
     c->base.inflight = 0;
     if (status == 200) {
-        uint64_t rej = c->t->proto == LP_HTTP_JSON ? load_rejected_json(c->resp, c->resp_len)
-                                                   : load_rejected_pb((uint8_t *)c->resp, c->resp_len);
+        uint64_t rej = c->t->proto == LP_HTTP_JSON
+                           ? load_rejected_json(c->resp, c->resp_len)
+                           : load_rejected_pb((uint8_t *)c->resp, c->resp_len);
         load_done(c->base.run, &c->base, &q, LO_ACK, 0, rej);
     } else {
         load_done(c->base.run, &c->base, &q, LO_HTTP, status, 0);

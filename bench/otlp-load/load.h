@@ -79,8 +79,8 @@ bool load_take(struct load *l, struct load_conn *c, struct load_req *out);
 
 /* Reports the outcome of a request taken by |c|; |rejected| is the
  * partial-success rejected count of an acknowledged request. */
-void load_done(struct load *l, struct load_conn *c, const struct load_req *q,
-               enum load_outcome o, int code, uint64_t rejected);
+void load_done(struct load *l, struct load_conn *c, const struct load_req *q, enum load_outcome o,
+               int code, uint64_t rejected);
 
 /* A connection became ready (again): the driver hands it requests. */
 void load_conn_ready(struct load *l, struct load_conn *c);

@@ -366,8 +366,8 @@ static void count_failure(struct load *l, enum load_outcome o, int code)
     }
 }
 
-void load_done(struct load *l, struct load_conn *c, const struct load_req *q,
-               enum load_outcome o, int code, uint64_t rejected)
+void load_done(struct load *l, struct load_conn *c, const struct load_req *q, enum load_outcome o,
+               int code, uint64_t rejected)
 {
     (void)c;
     uint64_t now = load_now_ns();
@@ -611,7 +611,7 @@ static int build_pool(struct load *l, json_t *payload)
         json_object_set_new(payload, "events_per_span", json_real((double)events / nrec));
         json_object_set_new(payload, "links_per_span", json_real((double)links / nrec));
     } else {
-        static const char *const kinds[] = {"none",      "gauge",           "sum",
+        static const char *const kinds[] = {"none",      "gauge",         "sum",
                                             "histogram", "exp_histogram", "summary"};
         json_t *k = json_object();
         for (int i = 1; i < 6; i++) {
@@ -627,27 +627,26 @@ static int build_pool(struct load *l, json_t *payload)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: otlp-load [options]\n"
-            "  --endpoint HOST:PORT          default 127.0.0.1:4317 (grpc), :4318 (http)\n"
-            "  --protocol P                  grpc | http/protobuf | http/json (default grpc)\n"
-            "  --signal S                    logs | traces | metrics (default logs)\n"
-            "  --connections N               default 1\n"
-            "  --streams-per-connection N    concurrent gRPC calls per connection (default 1)\n"
-            "  --duration S                  stop issuing after S seconds\n"
-            "  --requests N                  stop after N requests (the first limit reached\n"
-            "                                stops; neither given means --duration 10)\n"
-            "  --records-per-request N       log records, spans or data points (default 100)\n"
-            "  --rate R                      open loop at R requests/s (closed loop if absent)\n"
-            "  --gzip                        gzip request bodies (gRPC: message compression)\n"
-            "  --seed N                      payload seed (default 1)\n"
-            "  --pool N                      distinct requests encoded up front (default 64)\n"
-            "  --timeout S                   per-request answer deadline (default 30)\n"
-            "  --time-base NS                first record time, ns since epoch (default now)\n"
-            "  --server-pid PID              report that process's CPU and memory\n"
-            "  --help\n"
-            "Prints one JSON object on stdout. Retryable refusals (429, 503, UNAVAILABLE) are\n"
-            "counted as failures, never retried.\n");
+    fprintf(f, "usage: otlp-load [options]\n"
+               "  --endpoint HOST:PORT          default 127.0.0.1:4317 (grpc), :4318 (http)\n"
+               "  --protocol P                  grpc | http/protobuf | http/json (default grpc)\n"
+               "  --signal S                    logs | traces | metrics (default logs)\n"
+               "  --connections N               default 1\n"
+               "  --streams-per-connection N    concurrent gRPC calls per connection (default 1)\n"
+               "  --duration S                  stop issuing after S seconds\n"
+               "  --requests N                  stop after N requests (the first limit reached\n"
+               "                                stops; neither given means --duration 10)\n"
+               "  --records-per-request N       log records, spans or data points (default 100)\n"
+               "  --rate R                      open loop at R requests/s (closed loop if absent)\n"
+               "  --gzip                        gzip request bodies (gRPC: message compression)\n"
+               "  --seed N                      payload seed (default 1)\n"
+               "  --pool N                      distinct requests encoded up front (default 64)\n"
+               "  --timeout S                   per-request answer deadline (default 30)\n"
+               "  --time-base NS                first record time, ns since epoch (default now)\n"
+               "  --server-pid PID              report that process's CPU and memory\n"
+               "  --help\n"
+               "Prints one JSON object on stdout. Retryable refusals (429, 503, UNAVAILABLE) are\n"
+               "counted as failures, never retried.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -677,8 +676,22 @@ static bool parse_double(const char *s, double min, double *out)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     enum {
-        O_ENDPOINT = 256, O_PROTOCOL, O_SIGNAL, O_CONNS, O_STREAMS, O_DURATION, O_REQUESTS,
-        O_RECORDS, O_RATE, O_GZIP, O_SEED, O_PID, O_POOL, O_TIMEOUT, O_TIMEBASE, O_HELP,
+        O_ENDPOINT = 256,
+        O_PROTOCOL,
+        O_SIGNAL,
+        O_CONNS,
+        O_STREAMS,
+        O_DURATION,
+        O_REQUESTS,
+        O_RECORDS,
+        O_RATE,
+        O_GZIP,
+        O_SEED,
+        O_PID,
+        O_POOL,
+        O_TIMEOUT,
+        O_TIMEBASE,
+        O_HELP,
     };
     static const struct option lo[] = {
         {"endpoint", required_argument, NULL, O_ENDPOINT},
@@ -788,8 +801,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             usage(stdout);
             exit(0);
         default:
-            fprintf(stderr, "otlp-load: unknown option or missing value: %s\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "otlp-load: unknown option or missing value: %s\n", argv[optind - 1]);
             return -1;
         }
         if (!ok) {
@@ -900,8 +912,8 @@ static json_t *report(struct load *l, json_t *payload)
     json_object_set_new(cfg, "signal", json_string(signal_name(l->o.signal)));
     json_object_set_new(cfg, "connections", json_integer(l->o.connections));
     json_object_set_new(cfg, "streams_per_connection", json_integer(l->o.streams));
-    json_object_set_new(cfg, "duration_s", l->o.duration_s > 0 ? json_real(l->o.duration_s)
-                                                               : json_null());
+    json_object_set_new(cfg, "duration_s",
+                        l->o.duration_s > 0 ? json_real(l->o.duration_s) : json_null());
     json_object_set_new(cfg, "requests",
                         l->o.requests ? json_integer((json_int_t)l->o.requests) : json_null());
     json_object_set_new(cfg, "records_per_request", json_integer(l->o.records));
@@ -955,8 +967,8 @@ static json_t *report(struct load *l, json_t *payload)
         json_object_set_new(lat, "p99", ms_or_clamped(&l->lat, 0.99));
         json_object_set_new(lat, "max", json_real((double)l->lat.max / 1e6));
     }
-    json_object_set_new(lat, "from", json_string(l->o.rate > 0 ? "scheduled send time"
-                                                                : "send time"));
+    json_object_set_new(lat, "from",
+                        json_string(l->o.rate > 0 ? "scheduled send time" : "send time"));
     json_object_set_new(j, "ack_latency_ms", lat);
 
     json_t *conn = json_object();
