@@ -870,6 +870,20 @@ static bool conn_waiting_on_ingest(const struct gconn *c)
     return false;
 }
 
+/* While draining: the final GOAWAY as soon as no stream is left. True if
+ * it was submitted now. */
+static bool conn_final_goaway(struct gconn *c)
+{
+    if (!c->quiescing || c->goaway_sent || c->n_streams > 0 || c->preface_got < PREFACE_LEN) {
+        return false;
+    }
+    nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(c->sess), NGHTTP2_NO_ERROR, NULL,
+                          0);
+    c->goaway_sent = true;
+    return true;
+}
+
 /*
  * Produces frames and writes them. Returns false when the connection is
  * finished (error, or nothing left to say and nothing to hear); the caller
@@ -880,14 +894,7 @@ static bool conn_flush(struct gconn *c)
     if (c->dying) {
         return true;
     }
-    if (c->preface_got == PREFACE_LEN) {
-        if (c->quiescing && !c->goaway_sent && c->n_streams == 0) {
-            nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(c->sess),
-                                  NGHTTP2_NO_ERROR, NULL, 0);
-            c->goaway_sent = true;
-        }
-    }
+    conn_final_goaway(c);
     for (;;) {
         while (c->preface_got == PREFACE_LEN && evbuffer_get_length(c->out) < OUT_HIGH) {
             const uint8_t *p;
@@ -903,6 +910,9 @@ static bool conn_flush(struct gconn *c)
             if (evbuffer_add(c->out, p, (size_t)n) < 0) {
                 return false;
             }
+        }
+        if (conn_final_goaway(c)) {
+            continue; /* the last stream closed as its answer went out */
         }
         if (evbuffer_get_length(c->out) == 0) {
             break;

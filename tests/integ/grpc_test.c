@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <libdeflate.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -923,19 +924,36 @@ Test(grpc, clients_that_do_not_speak_http2_are_refused_and_the_daemon_serves_on)
     stop_clean(&d);
 }
 
-Test(grpc, shutdown_sends_goaway_and_exits_zero)
+Test(grpc, shutdown_answers_the_request_in_flight_then_sends_goaway_and_exits_zero)
 {
     struct daemon d;
-    struct h2c *h;
+    /* a slow shard keeps the second export in flight when SIGTERM comes */
+    const char *args[] = {"--test-shard-delay", "500", NULL};
+    size_t len;
+    uint8_t *body = vector("grpc-traces.grpc-frame", &len);
+    struct h2c *h, *idle;
     int32_t last = -1;
 
-    start(&d, NULL);
+    start(&d, args);
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &idle), 0);
     cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
     good_export(h, "before shutdown");
-    stop_clean(&d);
-    /* what the daemon said before it exited is in our socket buffer */
+    struct h2c_call c = {.body = body, .body_len = len};
+    cr_assert_eq(h2c_submit(h, TRACES_PATH, NULL, &c), 0);
+    cr_assert_eq(h2c_pump(h, &c), 0); /* all sent: admitted, on its way to the shard */
+    cr_assert_eq(kill(d.pid, SIGTERM), 0);
+    cr_assert_eq(h2c_wait(h), 0, "the request in flight was not answered");
+    expect_ok(&c, "the export in flight at SIGTERM");
     cr_assert_eq(h2c_wait_closed(h), 0);
     cr_expect(h2c_goaway(h, &last), "no GOAWAY before the close");
-    cr_expect_eq(last, 1, "GOAWAY last stream id %d", last);
+    cr_expect_eq(last, 3, "GOAWAY last stream id %d", last);
+    /* the idle connection is told to go away as well */
+    cr_assert_eq(h2c_wait_closed(idle), 0);
+    cr_expect(h2c_goaway(idle, &last));
+    cr_expect_eq(last, 0);
+    stop_clean(&d);
+    h2c_call_free(&c);
     h2c_free(h);
+    h2c_free(idle);
+    free(body);
 }

@@ -71,7 +71,9 @@ int h2c_pump(struct h2c *c, struct h2c_call *call);
 int h2c_resume(struct h2c *c, struct h2c_call *call, size_t limit, bool keep_open);
 /* Resets |call|'s stream with |code| and flushes. 0 or -1. */
 int h2c_rst(struct h2c *c, struct h2c_call *call, uint32_t code);
-/* True once the server sent GOAWAY; |last_id| gets its last stream id. */
+/* True once the server sent GOAWAY; |last_id| gets the last stream id of
+ * the latest one (read off the wire, so even a GOAWAY that nghttp2 no
+ * longer reports counts). */
 bool h2c_goaway(const struct h2c *c, int32_t *last_id);
 /* Runs until the server closes the connection. 0; -1 after 30 s. */
 int h2c_wait_closed(struct h2c *c);
