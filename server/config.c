@@ -66,6 +66,14 @@ static const struct opt opts[] = {
      "delete sealed blocks whose newest row is older than this (0 = keep)"},
     {"retention-bytes", OPT_BYTES, "0", NULL, 0, 1ll << 50, NUM(retention_bytes),
      "delete the oldest sealed blocks while all blocks take more than this (0 = keep)"},
+    {"query-workers", OPT_INT, NULL, NULL, 1, 64, NUM(query_workers),
+     "threads that scan blocks for queries (default: cores)"},
+    {"query-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(query_timeout_ms),
+     "a query running longer is ended with an error"},
+    {"query-max-rows", OPT_BYTES, "1000000", NULL, 1, 1ll << 40, NUM(query_max_rows),
+     "most rows a query may scan before it is ended with an error"},
+    {"query-memory", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(query_memory),
+     "most memory one query may hold (series, partial results) before it is ended"},
     {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
      "least severe log level written to stderr"},
     {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),
@@ -218,7 +226,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
         }
         lopts[i] = (struct option){opts[i].name, required_argument, NULL, (int)i + 1000};
     }
-    c->io_threads = c->shards = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    c->io_threads = c->shards = c->query_workers = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
     lopts[N_OPTS + 1] = (struct option){NULL, 0, NULL, 0};
 

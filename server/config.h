@@ -31,6 +31,10 @@ struct config {
     uint64_t retention_age_ms; /* 0: keep */
     uint64_t retention_bytes;  /* 0: keep */
     int log_level;
+    int query_workers;
+    uint64_t query_timeout_ms;
+    uint64_t query_max_rows;
+    uint64_t query_memory;
     int test_shard_delay_ms; /* tests only: a slow shard */
 };
 

@@ -220,6 +220,8 @@ static int serve(int argc, char **argv)
         log_error("main", "event=init_failed error=\"%s\"", strerror(-rc));
         return 1;
     }
+    /* Query endpoints register their HTTP routes here, before the loops start. */
+
     if (attach_all("grpc", c.grpc_listen, grpc_attach, grpc_addr, sizeof(grpc_addr)) < 0 ||
         attach_all("http", c.http_listen, http1_attach, http_addr, sizeof(http_addr)) < 0) {
         return 1;
