@@ -18,7 +18,8 @@ enum opt_type {
     OPT_INT,
     OPT_BYTES,
     OPT_ENUM,
-    OPT_DUR, /* "500ms", "30s", "5m", "24h", "7d"; stored as uint64 ms */
+    OPT_DUR,   /* "500ms", "30s", "5m", "24h", "7d"; stored as uint64 ms */
+    OPT_COUNT, /* a uint64 count (suffixes as OPT_BYTES: 1M = 1000000) */
 };
 
 struct opt {
@@ -70,7 +71,7 @@ static const struct opt opts[] = {
      "threads that scan blocks for queries (default: cores)"},
     {"query-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(query_timeout_ms),
      "a query running longer is ended with an error"},
-    {"query-max-rows", OPT_BYTES, "1000000", NULL, 1, 1ll << 40, NUM(query_max_rows),
+    {"query-max-rows", OPT_COUNT, "1000000", NULL, 1, 1ll << 40, NUM(query_max_rows),
      "most rows a query may scan before it is ended with an error"},
     {"query-memory", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(query_memory),
      "most memory one query may hold (series, partial results) before it is ended"},
@@ -149,6 +150,7 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
         }
         break;
     case OPT_BYTES:
+    case OPT_COUNT:
         if (parse_bytes(val, &n) < 0) {
             snprintf(err, errlen, "--%s: '%s' is not a size (e.g. 256MiB, 1048576)", o->name, val);
             return -EINVAL;
@@ -183,7 +185,7 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
         snprintf(err, errlen, "--%s: %lld is outside %lld..%lld", o->name, n, o->min, o->max);
         return -EINVAL;
     }
-    if (o->type == OPT_BYTES || o->type == OPT_DUR) {
+    if (o->type == OPT_BYTES || o->type == OPT_DUR || o->type == OPT_COUNT) {
         *(uint64_t *)field = (uint64_t)n;
     } else {
         *(int *)field = (int)n;
@@ -202,7 +204,7 @@ void config_usage(FILE *f)
         snprintf(lhs, sizeof(lhs), "--%s %s", o->name,
                  o->type == OPT_ENUM    ? o->choices
                  : o->type == OPT_BYTES ? "BYTES"
-                 : o->type == OPT_INT   ? "N"
+                 : o->type == OPT_INT || o->type == OPT_COUNT ? "N"
                  : o->type == OPT_DUR   ? "DURATION"
                                         : "VALUE");
         fprintf(f, "  %-30s %s", lhs, o->help);

@@ -838,7 +838,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
  * "http://" prefix and path (ignored). */
 static int resolve(const struct opts *o, struct load_target *t)
 {
-    char buf[300], host[256], port[16];
+    char buf[300], host[300], port[16];
     const char *s = o->endpoint;
     if (strncmp(s, "http://", 7) == 0) {
         s += 7;
