@@ -13,7 +13,7 @@
  * request's charged body (ingest_body_append).
  *
  * WRITING. nghttp2_session_mem_send() frames are appended to a per
- * connection evbuffer and written with writev (evbuffer_write); above
+ * connection evbuffer and written with sendmsg(MSG_NOSIGNAL); above
  * OUT_HIGH unsent bytes we stop asking nghttp2 for frames and wait for
  * EV_WRITE, so a client that does not read cannot make us buffer more.
  *
@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -870,6 +871,28 @@ static bool conn_waiting_on_ingest(const struct gconn *c)
     return false;
 }
 
+/* Writes what |c->out| holds with one sendmsg (MSG_NOSIGNAL: a peer that
+ * went away is an error here, never a SIGPIPE, whatever main does). */
+static ssize_t out_write(struct gconn *c)
+{
+    struct evbuffer_iovec v[16];
+    struct iovec iov[16];
+    int n = evbuffer_peek(c->out, -1, NULL, v, 16);
+    if (n > 16) {
+        n = 16;
+    }
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = v[i].iov_base;
+        iov[i].iov_len = v[i].iov_len;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    if (w > 0) {
+        evbuffer_drain(c->out, (size_t)w);
+    }
+    return w;
+}
+
 /* While draining: the final GOAWAY as soon as no stream is left. True if
  * it was submitted now. */
 static bool conn_final_goaway(struct gconn *c)
@@ -917,7 +940,7 @@ static bool conn_flush(struct gconn *c)
         if (evbuffer_get_length(c->out) == 0) {
             break;
         }
-        int w = evbuffer_write(c->out, c->fd);
+        ssize_t w = out_write(c);
         if (w < 0) {
             if (errno == EINTR) {
                 continue;
