@@ -1,0 +1,2616 @@
+/*
+ * block.c - sealed block files: writer, reader with lazy table verification
+ * (see block.h for the contract; DESIGN.md "Blocks" for the picture).
+ *
+ * FILE FORMAT, version 1 (integers little-endian; "zz" = zigzag of a
+ * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
+ * footer section starts at a multiple of 8 bytes, padding is zero)
+ *
+ *   HEADER (64 bytes, at 0)
+ *     0  8   magic "MiraBlk\0"
+ *     8  u32 format version (1)
+ *    12  u32 header size (64)
+ *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
+ *    20  u32 shard
+ *    24  u64 rows
+ *    32  u64 seal id
+ *    40  u64 WAL watermark: the highest WAL seq whose rows the block holds
+ *    48  u64 zero (reserved)
+ *    56  u32 crc32 of bytes 0..56
+ *    60  u32 zero
+ *
+ *   TABLES, from 64 on: root, then attrs, then detail (each located by the
+ *   footer's table directory). A table's stored bytes are its raw bytes
+ *   (codec 0) or one zstd frame of them (codec 1); the CRC covers the
+ *   stored bytes. Raw table:
+ *     0  u32 ncols
+ *     4  u32 zero
+ *     8  ncols x { u64 offset from the table start, u64 length }
+ *        then the columns
+ *   A column is either
+ *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8), 7 zero }
+ *          then count values of |width| bytes: value = base + stored
+ *          (frame of reference; width 0: every value is base)
+ *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
+ *   and logical columns are made of physical ones:
+ *     I  one INT of |rows| values
+ *     R  one RAW of rows x size bytes
+ *     S  (strings, encoded values) INT of rows+1 offsets (0 first, non-
+ *        decreasing, last = data length), then RAW data: row i is
+ *        data[off[i], off[i+1])
+ *     D  (low-cardinality strings) INT of |rows| codes, then the dictionary
+ *        as an S of ndict entries: row i is dictionary entry codes[i]
+ *
+ *   Logical columns of each table, in order (names in the enums below):
+ *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
+ *                  I scope id, I zz(severity_number), D severity_text,
+ *                  I body type (val.h), S body (the string for VAL_STR,
+ *                  the encoded value otherwise), I id flags (bit 0
+ *                  has_trace_id, bit 1 has_span_id, bit 2 time_ns was 0),
+ *                  R trace_id (16), R span_id (8), D event_name
+ *           attrs  I attribute count, S attributes (val.h attrs)
+ *           detail I zz(observed_ns - time), I dropped_attrs, I flags
+ *   TRACES  root   I start_ns, I zz(end_ns - start_ns), I scope id,
+ *                  R trace_id (16), R span_id (8), R parent_span_id (8),
+ *                  I has_parent, D name, I zz(kind), I zz(status_code),
+ *                  S status_message
+ *           attrs  I attribute count, S attributes
+ *           detail S trace_state, I flags, I dropped_attrs, S events,
+ *                  I n_events, I dropped_events, S links, I n_links,
+ *                  I dropped_links (events and links in batch.h's encoding)
+ *   METRICS root   I time_ns, I zz(time_ns - start_ns), I metric id,
+ *                  I value type, R value (8: f64 or i64 bits), I count,
+ *                  R sum (8), R min (8), R max (8), I has (bit 0 sum,
+ *                  bit 1 min, bit 2 max)
+ *           attrs  I attribute count, S attributes
+ *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
+ *   Rows are sorted by time (the first root column), ties in append order.
+ *
+ *   FOOTER (at the offset the trailer gives)
+ *     0  u32 section count, 4 u32 zero, then sections:
+ *        { u32 id, u32 zero, u64 length, length bytes, zero pad to 8 }
+ *     Unknown section ids are skipped. Sections:
+ *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
+ *                 u64 seal id, u64 flags (bit 0: rows sorted by time)
+ *                 (must equal the header)
+ *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
+ *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
+ *                 of the stored bytes, u64 file offset, u64 stored length,
+ *                 u64 raw length }
+ *     3 ZONES     u32 n, u32 zero, n x 24 bytes { u32 id (1 time, 2
+ *                 severity_number as int64, 3 span duration as int64),
+ *                 u32 zero, u64 min, u64 max }; absent for an empty block
+ *     4 BLOOMS    u32 n, u32 zero, n x { u8 kind (1 body tokens, 2 trace
+ *                 ids, 3 record attribute key=value, 4 resource attribute
+ *                 key=value), u8 algorithm (1: bloom.h), u8 k, u8 flags
+ *                 (bit 0: incomplete, answer "maybe" to everything),
+ *                 u32 zero, u64 seed, u64 nbits (multiple of 64), u64 items,
+ *                 nbits / 8 bytes of bits }
+ *     5 RESOURCES u32 n, n x { u32 dropped_attrs, u32 attr count,
+ *                 u32 attr bytes, u32 schema_url bytes, attrs, schema_url }
+ *     6 SCOPES    u32 n, n x { u32 resource id, u32 dropped_attrs, u32 attr
+ *                 count, u32 name bytes, u32 version bytes, u32 attr bytes,
+ *                 u32 schema_url bytes, name, version, attrs, schema_url }
+ *     7 METRICS   u32 n, n x { u32 scope id, u8 kind, u8 monotonic, u16 zero,
+ *                 i32 temporality, u32 metadata count, u32 name bytes,
+ *                 u32 description bytes, u32 unit bytes, u32 metadata bytes,
+ *                 name, description, unit, metadata }
+ *     Resources, scopes and metrics are block-level ids (the open block's).
+ *
+ *   TRAILER (40 bytes, the end of the file)
+ *     0  u64 footer offset
+ *     8  u64 footer length (the footer ends where the trailer starts)
+ *    16  u32 crc32 of the footer
+ *    20  u32 format version (1)
+ *    24  u32 crc32 of trailer bytes 0..24
+ *    28  u32 zero
+ *    32  8   magic "MiraEnd\0"
+ *
+ * CRC32 is the gzip polynomial (libdeflate_crc32, start value 0).
+ *
+ * Reading: the file is mapped read-only. Open checks header, trailer,
+ * footer and the root table; the other tables are checked on first use.
+ * Checking a table is: CRC (unless the verification cache knows it), zstd
+ * decode if any, then the structure: column count and bounds, INT widths,
+ * offsets non-decreasing and inside their data, codes inside their
+ * dictionary, ids inside the dictionaries. After that a row access reads
+ * without any bounds check of its own, so a file that passes its CRCs but
+ * was crafted cannot make a reader run off its mapping.
+ */
+#include "storage/block.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "storage/bloom.h"
+#include "storage/vcache.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "block.c reads little-endian integers in place"
+#endif
+
+#define HDR_SIZE 64
+#define TRL_SIZE 40
+static const char hdr_magic[8] = "MiraBlk";
+static const char trl_magic[8] = "MiraEnd";
+
+enum {
+    SEC_META = 1,
+    SEC_TABLES = 2,
+    SEC_ZONES = 3,
+    SEC_BLOOMS = 4,
+    SEC_RESOURCES = 5,
+    SEC_SCOPES = 6,
+    SEC_METRICS = 7,
+};
+
+enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
+
+#define N_TABLES 3
+#define TDIR_SIZE 32
+#define INT_HDR 24
+#define MAX_PHYS 24
+#define ZSTD_RATIO_CAP 4096 /* a zstd table's raw length may not pass stored x this */
+
+/* ---- logical columns per signal (the index spaces of the arrays below) ---- */
+
+enum { L_TIME, L_SCOPE, L_SEV, L_BTYPE, L_IDF, L_ACOUNT, L_OBS, L_DROP, L_FLAGS };
+enum { L_BODY, L_ATTRS };
+enum { L_SEVTEXT, L_EVNAME };
+enum { L_TRACE, L_SPAN };
+
+enum {
+    T_START, T_DUR, T_SCOPE, T_HASPAR, T_KIND, T_STATUS, T_ACOUNT, T_FLAGS, T_DROP, T_NEV,
+    T_DROPEV, T_NLINK, T_DROPLINK
+};
+enum { T_STATMSG, T_ATTRS, T_TSTATE, T_EVENTS, T_LINKS };
+enum { T_NAME };
+enum { T_TRACE, T_SPAN, T_PARENT };
+
+enum { M_TIME, M_START, M_METRIC, M_VTYPE, M_COUNT, M_HAS, M_ACOUNT, M_FLAGS, M_NEX };
+enum { M_ATTRS, M_DETAIL, M_EXEMPLARS };
+enum { M_VALUE, M_SUM, M_MIN, M_MAX };
+
+#define MAX_I 13
+#define MAX_S 5
+#define MAX_D 2
+#define MAX_R 4
+
+/* Range limits a column's values are checked against at load. */
+enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
+
+struct ent {
+    char type; /* 'I', 'S', 'D', 'R' */
+    uint8_t idx;
+    uint8_t arg; /* R: element size; I: enum lim */
+};
+
+struct spec {
+    const struct ent *e;
+    unsigned n;
+};
+
+static const struct ent logs_root[] = {
+    {'I', L_TIME, 0},  {'I', L_SCOPE, LIM_SCOPES}, {'I', L_SEV, 0},  {'D', L_SEVTEXT, 0},
+    {'I', L_BTYPE, LIM_VALTYPE}, {'S', L_BODY, 0}, {'I', L_IDF, LIM_BITS3}, {'R', L_TRACE, 16},
+    {'R', L_SPAN, 8},  {'D', L_EVNAME, 0},
+};
+static const struct ent logs_attrs[] = {{'I', L_ACOUNT, 0}, {'S', L_ATTRS, 0}};
+static const struct ent logs_detail[] = {{'I', L_OBS, 0}, {'I', L_DROP, 0}, {'I', L_FLAGS, 0}};
+
+static const struct ent spans_root[] = {
+    {'I', T_START, 0},  {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES},  {'R', T_TRACE, 16},
+    {'R', T_SPAN, 8},   {'R', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL}, {'D', T_NAME, 0},
+    {'I', T_KIND, 0},   {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
+};
+static const struct ent spans_attrs[] = {{'I', T_ACOUNT, 0}, {'S', T_ATTRS, 0}};
+static const struct ent spans_detail[] = {
+    {'S', T_TSTATE, 0}, {'I', T_FLAGS, 0}, {'I', T_DROP, 0},    {'S', T_EVENTS, 0},
+    {'I', T_NEV, 0},    {'I', T_DROPEV, 0}, {'S', T_LINKS, 0},  {'I', T_NLINK, 0},
+    {'I', T_DROPLINK, 0},
+};
+
+static const struct ent points_root[] = {
+    {'I', M_TIME, 0},  {'I', M_START, 0},  {'I', M_METRIC, LIM_METRICS}, {'I', M_VTYPE, LIM_PV},
+    {'R', M_VALUE, 8}, {'I', M_COUNT, 0},  {'R', M_SUM, 8},              {'R', M_MIN, 8},
+    {'R', M_MAX, 8},   {'I', M_HAS, LIM_BITS3},
+};
+static const struct ent points_attrs[] = {{'I', M_ACOUNT, 0}, {'S', M_ATTRS, 0}};
+static const struct ent points_detail[] = {
+    {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
+
+#define SPEC(a) {a, sizeof(a) / sizeof(a[0])}
+static const struct spec specs[SIG_COUNT][N_TABLES] = {
+    {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
+    {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
+    {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+};
+
+static unsigned phys_cols(const struct spec *sp)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        n += sp->e[i].type == 'S' ? 2 : sp->e[i].type == 'D' ? 3 : 1;
+    }
+    return n;
+}
+
+/* ---- little helpers ---- */
+
+static const char empty[1] = "";
+
+static uint64_t zz(int64_t x)
+{
+    return ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+}
+
+static int64_t unzz(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+static uint32_t crc32_of(const void *p, size_t n)
+{
+    return libdeflate_crc32(0, p, n);
+}
+
+static int pad8(struct vbuf *b)
+{
+    static const uint8_t zeros[8];
+    size_t r = b->len & 7;
+    return r ? vbuf_put(b, zeros, 8 - r) : 0;
+}
+
+/* ---- process-wide counters ---- */
+
+static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
+
+void blk_get_stats(struct blk_stats *out)
+{
+    struct vcache_stats vs;
+    vcache_get_stats(&vs);
+    out->tables_verified = atomic_load(&st_verified);
+    out->bytes_hashed = atomic_load(&st_hashed);
+    out->verify_failures = atomic_load(&st_failures);
+    out->cache_hits = vs.hits;
+    out->cache_misses = vs.misses;
+    out->cache_clears = vs.clears;
+    out->quarantined = atomic_load(&st_quarantined);
+}
+
+/* |table|: a table (counted as verified) rather than the footer. */
+static uint32_t hash_counted(const uint8_t *p, size_t n, bool table)
+{
+    if (table) {
+        atomic_fetch_add(&st_verified, 1);
+    }
+    atomic_fetch_add(&st_hashed, n);
+    return crc32_of(p, n);
+}
+
+/* =====================================================================
+ * Writer
+ * ===================================================================== */
+
+/* A dictionary column being built: codes per row, distinct strings once. */
+struct dictb {
+    uint64_t *codes;
+    uint64_t *offs; /* nd + 1 */
+    size_t nd, cap_offs;
+    struct vbuf data;
+    uint32_t *ht; /* code + 1, 0 = empty */
+    size_t ht_cap;
+};
+
+/* A string column being built. */
+struct strb {
+    uint64_t *offs; /* rows + 1 */
+    struct vbuf data;
+};
+
+struct wcols {
+    uint64_t rows;
+    uint64_t *I[MAX_I];
+    struct strb S[MAX_S];
+    struct dictb D[MAX_D];
+    struct vbuf R[MAX_R];
+};
+
+static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if ((d->nd + 1) * 2 > d->ht_cap) {
+        size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
+        uint32_t *nh = calloc(ncap, sizeof(*nh));
+        if (nh == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t c = 0; c < d->nd; c++) {
+            const uint8_t *s = d->data.p + d->offs[c];
+            uint64_t h = XXH3_64bits(s, d->offs[c + 1] - d->offs[c]);
+            size_t i = (size_t)h & (ncap - 1);
+            while (nh[i] != 0) {
+                i = (i + 1) & (ncap - 1);
+            }
+            nh[i] = (uint32_t)c + 1;
+        }
+        free(d->ht);
+        d->ht = nh;
+        d->ht_cap = ncap;
+    }
+    uint64_t h = XXH3_64bits(n ? p : empty, n);
+    size_t i = (size_t)h & (d->ht_cap - 1);
+    while (d->ht[i] != 0) {
+        size_t c = d->ht[i] - 1;
+        if (d->offs[c + 1] - d->offs[c] == n &&
+            (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            d->codes[row] = c;
+            return 0;
+        }
+        i = (i + 1) & (d->ht_cap - 1);
+    }
+    if (d->nd + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    if (vbuf_put(&d->data, n ? p : empty, n) < 0) {
+        return -ENOMEM;
+    }
+    d->offs[0] = 0;
+    d->offs[d->nd + 1] = d->data.len;
+    d->ht[i] = (uint32_t)d->nd + 1;
+    d->codes[row] = d->nd++;
+    return 0;
+}
+
+static int str_add(struct strb *s, uint64_t row, const void *p, size_t n)
+{
+    if (n > 0 && vbuf_put(&s->data, p, n) < 0) {
+        return -ENOMEM;
+    }
+    s->offs[row + 1] = s->data.len;
+    return 0;
+}
+
+static void wcols_free(struct wcols *w)
+{
+    for (int i = 0; i < MAX_I; i++) {
+        free(w->I[i]);
+    }
+    for (int i = 0; i < MAX_S; i++) {
+        free(w->S[i].offs);
+        vbuf_fini(&w->S[i].data);
+    }
+    for (int i = 0; i < MAX_D; i++) {
+        free(w->D[i].codes);
+        free(w->D[i].offs);
+        free(w->D[i].ht);
+        vbuf_fini(&w->D[i].data);
+    }
+    for (int i = 0; i < MAX_R; i++) {
+        vbuf_fini(&w->R[i]);
+    }
+}
+
+static int wcols_init(struct wcols *w, enum signal sig, uint64_t rows)
+{
+    memset(w, 0, sizeof(*w));
+    w->rows = rows;
+    for (int t = 0; t < N_TABLES; t++) {
+        const struct spec *sp = &specs[sig - 1][t];
+        for (unsigned i = 0; i < sp->n; i++) {
+            const struct ent *e = &sp->e[i];
+            switch (e->type) {
+            case 'I':
+                w->I[e->idx] = calloc(rows ? rows : 1, sizeof(uint64_t));
+                if (w->I[e->idx] == NULL) {
+                    return -ENOMEM;
+                }
+                break;
+            case 'S':
+                w->S[e->idx].offs = calloc(rows + 1, sizeof(uint64_t));
+                if (w->S[e->idx].offs == NULL) {
+                    return -ENOMEM;
+                }
+                vbuf_init(&w->S[e->idx].data);
+                break;
+            case 'D':
+                w->D[e->idx].codes = calloc(rows ? rows : 1, sizeof(uint64_t));
+                if (w->D[e->idx].codes == NULL) {
+                    return -ENOMEM;
+                }
+                vbuf_init(&w->D[e->idx].data);
+                break;
+            case 'R':
+                vbuf_init(&w->R[e->idx]);
+                if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
+                    return -ENOMEM;
+                }
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Table being serialized: directory first, each column 8-aligned. */
+struct tbw {
+    struct vbuf out;
+    unsigned ncols, at;
+};
+
+static int tbw_begin(struct tbw *t, unsigned ncols)
+{
+    vbuf_reset(&t->out);
+    t->ncols = ncols;
+    t->at = 0;
+    if (vbuf_reserve(&t->out, 8 + 16 * (size_t)ncols) < 0) {
+        return -ENOMEM;
+    }
+    memset(t->out.p, 0, 8 + 16 * (size_t)ncols);
+    wr32(t->out.p, ncols);
+    t->out.len = 8 + 16 * (size_t)ncols;
+    return 0;
+}
+
+static int tbw_col_start(struct tbw *t, size_t *start)
+{
+    if (pad8(&t->out) < 0) {
+        return -ENOMEM;
+    }
+    *start = t->out.len;
+    return 0;
+}
+
+static void tbw_col_end(struct tbw *t, size_t start)
+{
+    uint8_t *d = t->out.p + 8 + 16 * (size_t)t->at;
+    wr64(d, start);
+    wr64(d + 8, t->out.len - start);
+    t->at++;
+}
+
+static int emit_int(struct tbw *t, const uint64_t *v, uint64_t n)
+{
+    size_t start;
+    if (tbw_col_start(t, &start) < 0) {
+        return -ENOMEM;
+    }
+    uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        mn = v[i] < mn ? v[i] : mn;
+        mx = v[i] > mx ? v[i] : mx;
+    }
+    uint64_t r = mx - mn;
+    unsigned w = r == 0 ? 0 : r <= 0xff ? 1 : r <= 0xffff ? 2 : r <= 0xffffffffu ? 4 : 8;
+    if (vbuf_reserve(&t->out, INT_HDR + n * w) < 0) {
+        return -ENOMEM;
+    }
+    uint8_t *p = t->out.p + t->out.len;
+    memset(p, 0, INT_HDR);
+    wr64(p, n);
+    wr64(p + 8, mn);
+    p[16] = (uint8_t)w;
+    p += INT_HDR;
+    switch (w) {
+    case 1:
+        for (uint64_t i = 0; i < n; i++) {
+            p[i] = (uint8_t)(v[i] - mn);
+        }
+        break;
+    case 2:
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t x = (uint16_t)(v[i] - mn);
+            memcpy(p + 2 * i, &x, 2);
+        }
+        break;
+    case 4:
+        for (uint64_t i = 0; i < n; i++) {
+            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
+        }
+        break;
+    case 8:
+        for (uint64_t i = 0; i < n; i++) {
+            wr64(p + 8 * i, v[i] - mn);
+        }
+        break;
+    default:
+        break;
+    }
+    t->out.len += INT_HDR + n * w;
+    tbw_col_end(t, start);
+    return 0;
+}
+
+static int emit_raw(struct tbw *t, const void *p, size_t n)
+{
+    size_t start;
+    if (tbw_col_start(t, &start) < 0 || (n > 0 && vbuf_put(&t->out, p, n) < 0)) {
+        return -ENOMEM;
+    }
+    tbw_col_end(t, start);
+    return 0;
+}
+
+static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w)
+{
+    int rc = tbw_begin(t, phys_cols(sp));
+    for (unsigned i = 0; rc == 0 && i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I':
+            rc = emit_int(t, w->I[e->idx], w->rows);
+            break;
+        case 'S':
+            rc = emit_int(t, w->S[e->idx].offs, w->rows + 1);
+            if (rc == 0) {
+                rc = emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            }
+            break;
+        case 'D': {
+            struct dictb *d = &w->D[e->idx];
+            uint64_t zero = 0;
+            rc = emit_int(t, d->codes, w->rows);
+            if (rc == 0) {
+                rc = emit_int(t, d->nd ? d->offs : &zero, d->nd + 1);
+            }
+            if (rc == 0) {
+                rc = emit_raw(t, d->data.p, d->data.len);
+            }
+            break;
+        }
+        case 'R':
+            rc = emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
+            break;
+        }
+    }
+    return rc;
+}
+
+/* Blooms and zones gathered while the rows are walked. */
+struct wside {
+    struct bloom_set set[4]; /* by bloom kind - 1 */
+    bool incomplete[4];
+    bool present[4];
+    uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
+    bool zsigned[ZONE_MAX + 1];
+    bool zhave[ZONE_MAX + 1];
+};
+
+static uint64_t bloom_seed(enum blk_bloom_kind k)
+{
+    return 0x4d69726144420000ull + (uint64_t)k; /* "MiraDB" + kind */
+}
+
+static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
+{
+    s->zsigned[id] = is_signed;
+    if (!s->zhave[id]) {
+        s->zhave[id] = true;
+        s->zmin[id] = s->zmax[id] = v;
+        return;
+    }
+    if (is_signed) {
+        if ((int64_t)v < (int64_t)s->zmin[id]) {
+            s->zmin[id] = v;
+        }
+        if ((int64_t)v > (int64_t)s->zmax[id]) {
+            s->zmax[id] = v;
+        }
+    } else {
+        s->zmin[id] = v < s->zmin[id] ? v : s->zmin[id];
+        s->zmax[id] = v > s->zmax[id] ? v : s->zmax[id];
+    }
+}
+
+/* String-valued top-level attributes go to the bloom as key=value. */
+static int bloom_attrs(struct bloom_set *set, const uint8_t *p, uint32_t len, uint32_t count,
+                       uint64_t seed)
+{
+    struct val_rd r = {p, p + len};
+    for (uint32_t i = 0; i < count; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+            return 0; /* the open block checked its blobs; nothing more to index */
+        }
+        if (v.type == VAL_STR && bloom_set_add(set, bloom_hash_kv(k, kn, v.s, v.n, seed)) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int bloom_tokens(struct bloom_set *set, const char *p, size_t n)
+{
+    size_t pos = 0, s, l;
+    uint64_t seed = bloom_seed(BLK_BLOOM_TOKENS);
+    while (bloom_next_token(p, n, &pos, &s, &l)) {
+        if (bloom_set_add(set, bloom_hash_token(p + s, l, seed)) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+struct sortkey {
+    uint64_t t;
+    uint64_t i;
+};
+
+static int cmp_sortkey(const void *a, const void *b)
+{
+    const struct sortkey *x = a, *y = b;
+    if (x->t != y->t) {
+        return x->t < y->t ? -1 : 1;
+    }
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
+{
+    struct log_view lv;
+    struct span_view sv;
+    struct point_view pv;
+    switch (sig) {
+    case SIG_LOGS:
+        oblock_log(ob, i, &lv);
+        return lv.time_ns ? lv.time_ns : lv.observed_ns;
+    case SIG_TRACES:
+        oblock_span(ob, i, &sv);
+        return sv.start_ns;
+    default:
+        oblock_point(ob, i, &pv);
+        return pv.time_ns;
+    }
+}
+
+/* Rows in time order (stable). Returned owned (free), or NULL on ENOMEM. */
+static uint64_t *sort_rows(const oblock *ob, enum signal sig, uint64_t rows, bool *was_sorted)
+{
+    uint64_t *perm = malloc((rows ? rows : 1) * sizeof(*perm));
+    struct sortkey *k = malloc((rows ? rows : 1) * sizeof(*k));
+    if (perm == NULL || k == NULL) {
+        free(perm);
+        free(k);
+        return NULL;
+    }
+    bool sorted = true;
+    for (uint64_t i = 0; i < rows; i++) {
+        k[i].t = row_time(ob, sig, i);
+        k[i].i = i;
+        if (i > 0 && k[i].t < k[i - 1].t) {
+            sorted = false;
+        }
+    }
+    if (!sorted) {
+        qsort(k, rows, sizeof(*k), cmp_sortkey);
+    }
+    for (uint64_t i = 0; i < rows; i++) {
+        perm[i] = k[i].i;
+    }
+    free(k);
+    *was_sorted = sorted;
+    return perm;
+}
+
+static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS), seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    s->present[BLK_BLOOM_TOKENS - 1] = s->present[BLK_BLOOM_TRACE_IDS - 1] = true;
+    s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct log_view v;
+        oblock_log(ob, perm[j], &v);
+        uint64_t t = v.time_ns ? v.time_ns : v.observed_ns;
+        w->I[L_TIME][j] = t;
+        w->I[L_SCOPE][j] = v.scope_id;
+        w->I[L_SEV][j] = zz(v.severity_number);
+        w->I[L_BTYPE][j] = (uint64_t)v.body_type;
+        w->I[L_IDF][j] = (v.has_trace_id ? 1u : 0) | (v.has_span_id ? 2u : 0) |
+                         (v.time_ns == 0 ? 4u : 0);
+        w->I[L_ACOUNT][j] = v.attrs.count;
+        w->I[L_OBS][j] = zz((int64_t)(v.observed_ns - t));
+        w->I[L_DROP][j] = v.dropped_attrs;
+        w->I[L_FLAGS][j] = v.flags;
+        zone_add(s, ZONE_TIME, t, false);
+        zone_add(s, ZONE_SEVERITY, (uint64_t)(int64_t)v.severity_number, true);
+        int rc = dict_add(&w->D[L_SEVTEXT], j, v.severity_text.p, v.severity_text.len);
+        if (rc == 0) {
+            rc = dict_add(&w->D[L_EVNAME], j, v.event_name.p, v.event_name.len);
+        }
+        if (rc == 0) {
+            rc = v.body_type == VAL_STR ? str_add(&w->S[L_BODY], j, v.body_str.p, v.body_str.len)
+                                        : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[L_ATTRS], j, v.attrs.p, v.attrs.len);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[L_TRACE], v.trace_id, 16);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[L_SPAN], v.span_id, 8);
+        }
+        if (rc == 0 && v.has_trace_id) {
+            rc = bloom_set_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+                               bloom_hash_bytes(v.trace_id, 16, seed_tr));
+        }
+        if (rc == 0 && v.body_type == VAL_STR) {
+            rc = bloom_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len);
+        } else if (v.body_type != VAL_EMPTY) {
+            /* A structured body renders as JSON: its tokens are not indexed. */
+            s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
+        }
+        if (rc == 0) {
+            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
+                             seed_attr);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS), seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    s->present[BLK_BLOOM_TRACE_IDS - 1] = s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct span_view v;
+        oblock_span(ob, perm[j], &v);
+        int64_t dur = (int64_t)(v.end_ns - v.start_ns);
+        w->I[T_START][j] = v.start_ns;
+        w->I[T_DUR][j] = zz(dur);
+        w->I[T_SCOPE][j] = v.scope_id;
+        w->I[T_HASPAR][j] = v.has_parent;
+        w->I[T_KIND][j] = zz(v.kind);
+        w->I[T_STATUS][j] = zz(v.status_code);
+        w->I[T_ACOUNT][j] = v.attrs.count;
+        w->I[T_FLAGS][j] = v.flags;
+        w->I[T_DROP][j] = v.dropped_attrs;
+        w->I[T_NEV][j] = v.n_events;
+        w->I[T_DROPEV][j] = v.dropped_events;
+        w->I[T_NLINK][j] = v.n_links;
+        w->I[T_DROPLINK][j] = v.dropped_links;
+        zone_add(s, ZONE_TIME, v.start_ns, false);
+        zone_add(s, ZONE_DURATION, (uint64_t)dur, true);
+        int rc = dict_add(&w->D[T_NAME], j, v.name.p, v.name.len);
+        if (rc == 0) {
+            rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_ATTRS], j, v.attrs.p, v.attrs.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_TSTATE], j, v.trace_state.p, v.trace_state.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_EVENTS], j, v.events.p, v.events.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_LINKS], j, v.links.p, v.links.len);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[T_TRACE], v.trace_id, 16);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[T_SPAN], v.span_id, 8);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[T_PARENT], v.parent_span_id, 8);
+        }
+        if (rc == 0) {
+            rc = bloom_set_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+                               bloom_hash_bytes(v.trace_id, 16, seed_tr));
+        }
+        if (rc == 0) {
+            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
+                             seed_attr);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS);
+    s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct point_view v;
+        oblock_point(ob, perm[j], &v);
+        w->I[M_TIME][j] = v.time_ns;
+        w->I[M_START][j] = zz((int64_t)(v.time_ns - v.start_ns));
+        w->I[M_METRIC][j] = v.metric_id;
+        w->I[M_VTYPE][j] = (uint64_t)v.value_type;
+        w->I[M_COUNT][j] = v.count;
+        w->I[M_HAS][j] = (v.has_sum ? 1u : 0) | (v.has_min ? 2u : 0) | (v.has_max ? 4u : 0);
+        w->I[M_ACOUNT][j] = v.attrs.count;
+        w->I[M_FLAGS][j] = v.flags;
+        w->I[M_NEX][j] = v.n_exemplars;
+        zone_add(s, ZONE_TIME, v.time_ns, false);
+        int rc = vbuf_put(&w->R[M_VALUE], &v.value, 8);
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[M_SUM], &v.sum, 8);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[M_MIN], &v.min, 8);
+        }
+        if (rc == 0) {
+            rc = vbuf_put(&w->R[M_MAX], &v.max, 8);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
+        }
+        if (rc == 0) {
+            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
+                             seed_attr);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- footer sections ---- */
+
+static int sec_begin(struct vbuf *f, uint32_t id, size_t *at)
+{
+    if (pad8(f) < 0 || vbuf_put_u32(f, id) < 0 || vbuf_put_u32(f, 0) < 0) {
+        return -ENOMEM;
+    }
+    *at = f->len;
+    return vbuf_put_u64(f, 0);
+}
+
+static void sec_end(struct vbuf *f, size_t at)
+{
+    wr64(f->p + at, f->len - at - 8);
+}
+
+static int put_mstr_len(struct vbuf *f, struct mstr s)
+{
+    return vbuf_put_u32(f, s.len);
+}
+
+static int put_bytes(struct vbuf *f, const void *p, size_t n)
+{
+    return n ? vbuf_put(f, p, n) : 0;
+}
+
+static int sec_dicts(struct vbuf *f, const oblock *ob, struct wside *s)
+{
+    size_t at;
+    int rc = 0;
+    uint32_t nr = oblock_n_resources(ob), ns = oblock_n_scopes(ob), nm = oblock_n_metrics(ob);
+    uint64_t seed = bloom_seed(BLK_BLOOM_RES_ATTRS);
+    s->present[BLK_BLOOM_RES_ATTRS - 1] = true;
+
+    rc |= sec_begin(f, SEC_RESOURCES, &at);
+    rc |= vbuf_put_u32(f, nr);
+    for (uint32_t i = 0; i < nr && rc == 0; i++) {
+        const struct res_view *r = oblock_resource(ob, i);
+        rc |= vbuf_put_u32(f, r->dropped_attrs);
+        rc |= vbuf_put_u32(f, r->attrs.count);
+        rc |= vbuf_put_u32(f, r->attrs.len);
+        rc |= put_mstr_len(f, r->schema_url);
+        rc |= put_bytes(f, r->attrs.p, r->attrs.len);
+        rc |= put_bytes(f, r->schema_url.p, r->schema_url.len);
+        if (rc == 0) {
+            rc = bloom_attrs(&s->set[BLK_BLOOM_RES_ATTRS - 1], r->attrs.p, r->attrs.len,
+                             r->attrs.count, seed);
+        }
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+
+    rc |= sec_begin(f, SEC_SCOPES, &at);
+    rc |= vbuf_put_u32(f, ns);
+    for (uint32_t i = 0; i < ns && rc == 0; i++) {
+        const struct scope_view *c = oblock_scope(ob, i);
+        rc |= vbuf_put_u32(f, c->resource_id);
+        rc |= vbuf_put_u32(f, c->dropped_attrs);
+        rc |= vbuf_put_u32(f, c->attrs.count);
+        rc |= put_mstr_len(f, c->name);
+        rc |= put_mstr_len(f, c->version);
+        rc |= vbuf_put_u32(f, c->attrs.len);
+        rc |= put_mstr_len(f, c->schema_url);
+        rc |= put_bytes(f, c->name.p, c->name.len);
+        rc |= put_bytes(f, c->version.p, c->version.len);
+        rc |= put_bytes(f, c->attrs.p, c->attrs.len);
+        rc |= put_bytes(f, c->schema_url.p, c->schema_url.len);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+
+    rc |= sec_begin(f, SEC_METRICS, &at);
+    rc |= vbuf_put_u32(f, nm);
+    for (uint32_t i = 0; i < nm && rc == 0; i++) {
+        const struct metric_view *m = oblock_metric(ob, i);
+        rc |= vbuf_put_u32(f, m->scope_id);
+        rc |= vbuf_put_u8(f, (uint8_t)m->kind);
+        rc |= vbuf_put_u8(f, m->monotonic ? 1 : 0);
+        rc |= vbuf_put_u8(f, 0);
+        rc |= vbuf_put_u8(f, 0);
+        rc |= vbuf_put_u32(f, (uint32_t)m->temporality);
+        rc |= vbuf_put_u32(f, m->metadata.count);
+        rc |= put_mstr_len(f, m->name);
+        rc |= put_mstr_len(f, m->description);
+        rc |= put_mstr_len(f, m->unit);
+        rc |= vbuf_put_u32(f, m->metadata.len);
+        rc |= put_bytes(f, m->name.p, m->name.len);
+        rc |= put_bytes(f, m->description.p, m->description.len);
+        rc |= put_bytes(f, m->unit.p, m->unit.len);
+        rc |= put_bytes(f, m->metadata.p, m->metadata.len);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+static int sec_blooms(struct vbuf *f, struct wside *s)
+{
+    size_t at;
+    uint32_t n = 0;
+    for (int k = 0; k < 4; k++) {
+        n += s->present[k];
+    }
+    if (sec_begin(f, SEC_BLOOMS, &at) < 0 || vbuf_put_u32(f, n) < 0 || vbuf_put_u32(f, 0) < 0) {
+        return -ENOMEM;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (!s->present[k]) {
+            continue;
+        }
+        size_t items = bloom_set_count(&s->set[k]);
+        uint64_t nbits = bloom_nbits_for(items);
+        int rc = 0;
+        rc |= vbuf_put_u8(f, (uint8_t)(k + 1));
+        rc |= vbuf_put_u8(f, BLOOM_ALGO_XXH3_KM);
+        rc |= vbuf_put_u8(f, BLOOM_K);
+        rc |= vbuf_put_u8(f, s->incomplete[k] ? 1 : 0);
+        rc |= vbuf_put_u32(f, 0);
+        rc |= vbuf_put_u64(f, bloom_seed((enum blk_bloom_kind)(k + 1)));
+        rc |= vbuf_put_u64(f, nbits);
+        rc |= vbuf_put_u64(f, items);
+        if (rc != 0 || vbuf_reserve(f, nbits / 8) < 0) {
+            return -ENOMEM;
+        }
+        uint8_t *bits = f->p + f->len;
+        memset(bits, 0, nbits / 8);
+        bloom_fill(bits, nbits, BLOOM_K, &s->set[k]);
+        f->len += nbits / 8;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+static int sec_zones(struct vbuf *f, struct wside *s)
+{
+    size_t at;
+    uint32_t n = 0;
+    for (int z = 1; z <= ZONE_MAX; z++) {
+        n += s->zhave[z];
+    }
+    if (n == 0) {
+        return 0;
+    }
+    int rc = sec_begin(f, SEC_ZONES, &at);
+    rc |= vbuf_put_u32(f, n);
+    rc |= vbuf_put_u32(f, 0);
+    for (int z = 1; z <= ZONE_MAX; z++) {
+        if (s->zhave[z]) {
+            rc |= vbuf_put_u32(f, (uint32_t)z);
+            rc |= vbuf_put_u32(f, 0);
+            rc |= vbuf_put_u64(f, s->zmin[z]);
+            rc |= vbuf_put_u64(f, s->zmax[z]);
+        }
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+/* ---- file output ---- */
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+struct tdir {
+    uint8_t kind, codec;
+    uint32_t crc;
+    uint64_t off, len, raw;
+};
+
+/* Writes one table (compressing it if asked) at |*off|; pads to 8. */
+static int write_table(int fd, uint64_t *off, struct vbuf *raw, enum blk_codec codec, int level,
+                       struct tdir *d)
+{
+    const uint8_t *p = raw->p;
+    size_t n = raw->len;
+    void *z = NULL;
+    d->codec = BLK_CODEC_PLAIN;
+    d->raw = raw->len;
+    if (codec == BLK_CODEC_ZSTD && raw->len > 0) {
+        size_t cap = ZSTD_compressBound(raw->len);
+        z = malloc(cap);
+        if (z == NULL) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_compress(z, cap, raw->p, raw->len, level ? level : 3);
+        if (ZSTD_isError(zn)) {
+            free(z);
+            return -EIO;
+        }
+        p = z;
+        n = zn;
+        d->codec = BLK_CODEC_ZSTD;
+    }
+    d->off = *off;
+    d->len = n;
+    d->crc = crc32_of(p, n);
+    int rc = write_all(fd, p, n);
+    free(z);
+    if (rc < 0) {
+        return rc;
+    }
+    *off += n;
+    static const uint8_t zeros[8];
+    if (*off & 7) {
+        size_t padn = 8 - (*off & 7);
+        rc = write_all(fd, zeros, padn);
+        *off += padn;
+    }
+    return rc;
+}
+
+static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct blk_meta *m,
+                           const struct blk_wopts *o)
+{
+    enum signal sig = oblock_signal(ob);
+    struct wcols w;
+    struct wside side;
+    struct tbw tb;
+    struct vbuf foot;
+    struct tdir dir[N_TABLES];
+    uint64_t *perm = NULL;
+    bool sorted = false;
+    int rc;
+
+    memset(&side, 0, sizeof(side));
+    for (int k = 0; k < 4; k++) {
+        bloom_set_init(&side.set[k]);
+    }
+    vbuf_init(&tb.out);
+    vbuf_init(&foot);
+    rc = wcols_init(&w, sig, rows);
+    if (rc < 0) {
+        goto out;
+    }
+    perm = sort_rows(ob, sig, rows, &sorted);
+    if (perm == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, &w, &side)
+         : sig == SIG_TRACES ? fill_spans(ob, perm, &w, &side)
+                             : fill_points(ob, perm, &w, &side);
+    if (rc < 0) {
+        goto out;
+    }
+
+    uint8_t hdr[HDR_SIZE] = {0};
+    memcpy(hdr, hdr_magic, 8);
+    wr32(hdr + 8, BLK_VERSION);
+    wr32(hdr + 12, HDR_SIZE);
+    hdr[16] = (uint8_t)sig;
+    wr32(hdr + 20, m->shard);
+    wr64(hdr + 24, rows);
+    wr64(hdr + 32, m->seal_id);
+    wr64(hdr + 40, m->wal_seq);
+    wr32(hdr + 56, crc32_of(hdr, 56));
+    rc = write_all(fd, hdr, HDR_SIZE);
+    if (rc < 0) {
+        goto out;
+    }
+    uint64_t off = HDR_SIZE;
+    for (int t = 0; t < N_TABLES; t++) {
+        rc = emit_table(&tb, &specs[sig - 1][t], &w);
+        if (rc < 0) {
+            goto out;
+        }
+        enum blk_codec codec = BLK_CODEC_PLAIN;
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+            codec = BLK_CODEC_ZSTD;
+        }
+        rc = write_table(fd, &off, &tb.out, codec, o ? o->zstd_level : 0, &dir[t]);
+        if (rc < 0) {
+            goto out;
+        }
+        dir[t].kind = (uint8_t)(t + 1);
+    }
+
+    size_t at;
+    uint32_t nsec = 7;
+    rc = vbuf_put_u32(&foot, nsec) | vbuf_put_u32(&foot, 0);
+    rc |= sec_begin(&foot, SEC_META, &at);
+    rc |= vbuf_put_u8(&foot, (uint8_t)sig);
+    rc |= vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0);
+    rc |= vbuf_put_u32(&foot, m->shard);
+    rc |= vbuf_put_u64(&foot, rows);
+    rc |= vbuf_put_u64(&foot, m->wal_seq);
+    rc |= vbuf_put_u64(&foot, m->seal_id);
+    rc |= vbuf_put_u64(&foot, 1); /* sorted by time */
+    if (rc != 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sec_end(&foot, at);
+    rc = sec_begin(&foot, SEC_TABLES, &at) | vbuf_put_u32(&foot, N_TABLES) |
+         vbuf_put_u32(&foot, 0);
+    for (int t = 0; t < N_TABLES; t++) {
+        rc |= vbuf_put_u8(&foot, dir[t].kind);
+        rc |= vbuf_put_u8(&foot, dir[t].codec);
+        rc |= vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0);
+        rc |= vbuf_put_u32(&foot, dir[t].crc);
+        rc |= vbuf_put_u64(&foot, dir[t].off);
+        rc |= vbuf_put_u64(&foot, dir[t].len);
+        rc |= vbuf_put_u64(&foot, dir[t].raw);
+    }
+    if (rc != 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sec_end(&foot, at);
+    if (!side.zhave[ZONE_TIME]) {
+        nsec--; /* no zone section for an empty block */
+    }
+    rc = sec_zones(&foot, &side);
+    if (rc == 0) {
+        rc = sec_dicts(&foot, ob, &side); /* before the blooms: feeds the resource bloom */
+    }
+    if (rc == 0) {
+        rc = sec_blooms(&foot, &side);
+    }
+    if (rc == 0) {
+        rc = pad8(&foot);
+    }
+    if (rc < 0) {
+        goto out;
+    }
+    wr32(foot.p, nsec);
+
+    uint8_t trl[TRL_SIZE] = {0};
+    wr64(trl, off);
+    wr64(trl + 8, foot.len);
+    wr32(trl + 16, crc32_of(foot.p, foot.len));
+    wr32(trl + 20, BLK_VERSION);
+    wr32(trl + 24, crc32_of(trl, 24));
+    memcpy(trl + 32, trl_magic, 8);
+    rc = write_all(fd, foot.p, foot.len);
+    if (rc == 0) {
+        rc = write_all(fd, trl, TRL_SIZE);
+    }
+
+out:
+    free(perm);
+    wcols_free(&w);
+    for (int k = 0; k < 4; k++) {
+        bloom_set_fini(&side.set[k]);
+    }
+    vbuf_fini(&tb.out);
+    vbuf_fini(&foot);
+    return rc;
+}
+
+int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+                 const struct blk_wopts *o, char *path, size_t cap)
+{
+    char tmp[4096];
+    if (rows > oblock_rows(ob)) {
+        return -EINVAL;
+    }
+    int n = snprintf(path, cap, "%s/s%04u-%016llx.blk", dir, (unsigned)m->shard,
+                     (unsigned long long)m->seal_id);
+    if (n < 0 || (size_t)n >= cap ||
+        (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -errno;
+    }
+    int rc = build_and_write(fd, ob, rows, m, o);
+    if (rc == 0 && fsync(fd) < 0) {
+        rc = -errno;
+    }
+    if (close(fd) < 0 && rc == 0) {
+        rc = -errno;
+    }
+    if (rc == 0 && rename(tmp, path) < 0) {
+        rc = -errno;
+    }
+    if (rc < 0) {
+        unlink(tmp);
+        return rc;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return -errno;
+    }
+    rc = fsync(dfd) < 0 ? -errno : 0;
+    close(dfd);
+    return rc;
+}
+
+int blk_write(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+              char *path, size_t cap)
+{
+    return blk_write_ex(dir, ob, rows, m, NULL, path, cap);
+}
+
+/* =====================================================================
+ * Reader
+ * ===================================================================== */
+
+struct icol {
+    const uint8_t *p;
+    uint64_t base;
+    unsigned width;
+};
+
+struct scol {
+    struct icol off;
+    const uint8_t *data;
+};
+
+struct dcol {
+    struct icol codes;
+    struct scol dict;
+};
+
+struct bloom_r {
+    enum blk_bloom_kind kind;
+    unsigned k;
+    bool complete;
+    uint64_t seed, nbits, items;
+    const uint8_t *bits;
+};
+
+enum { TS_NONE = 0, TS_OK = 1, TS_BAD = 2 };
+
+struct blk {
+    _Atomic int refs;
+    char *path;
+    char *old_path; /* freed at the last unref (a reader may still hold it) */
+    uint8_t *map;
+    uint64_t size;
+    struct vcache_key key;
+    unsigned flags;
+    enum signal sig;
+    uint64_t rows;
+    struct blk_meta meta;
+    uint64_t foot_off, foot_len;
+    uint64_t dict_bytes[3], bloom_bytes;
+
+    struct tdir dir[N_TABLES];
+    _Atomic int tstate[N_TABLES];
+    uint32_t tcols[N_TABLES];
+    uint8_t *zbuf[N_TABLES]; /* decoded zstd tables */
+    pthread_mutex_t lock;    /* table loads, column decodes, quarantine */
+
+    /* Columns, by the per-signal logical indexes; set by a table load
+     * before its state is published (release), read after (acquire). */
+    struct icol I[MAX_I];
+    struct scol S[MAX_S];
+    struct dcol D[MAX_D];
+    const uint8_t *R[MAX_R];
+
+    uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
+    bool zhave[ZONE_MAX + 1];
+    struct bloom_r blooms[4];
+    uint32_t n_blooms;
+
+    uint32_t n_res, n_scopes, n_metrics;
+    struct res_view *res;
+    struct scope_view *scopes;
+    struct metric_view *metrics;
+
+    _Atomic(uint64_t *) col_time;
+    bool quarantined;
+};
+
+static inline uint64_t ic_get(const struct icol *c, uint64_t i)
+{
+    const uint8_t *p = c->p;
+    switch (c->width) {
+    case 0:
+        return c->base;
+    case 1:
+        return c->base + p[i];
+    case 2: {
+        uint16_t x;
+        memcpy(&x, p + 2 * i, 2);
+        return c->base + x;
+    }
+    case 4:
+        return c->base + rd32(p + 4 * i);
+    default:
+        return c->base + rd64(p + 8 * i);
+    }
+}
+
+static inline struct mstr sc_get(const struct scol *c, uint64_t i)
+{
+    uint64_t a = ic_get(&c->off, i), b = ic_get(&c->off, i + 1);
+    return (struct mstr){b > a ? (const char *)c->data + a : empty, (uint32_t)(b - a)};
+}
+
+static inline struct mstr dc_get(const struct dcol *c, uint64_t i)
+{
+    return sc_get(&c->dict, ic_get(&c->codes, i));
+}
+
+static inline struct obytes ob_of(struct mstr s)
+{
+    return (struct obytes){(const uint8_t *)s.p, s.len};
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EBADMSG;
+}
+
+/* ---- table loading ---- */
+
+/* Binds an INT column of exactly |count| values at p[0, len). */
+static bool bind_int(const uint8_t *p, uint64_t len, uint64_t count, struct icol *c)
+{
+    if (len < INT_HDR || rd64(p) != count) {
+        return false;
+    }
+    unsigned w = p[16];
+    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8) {
+        return false;
+    }
+    if ((w != 0 && count > (len - INT_HDR) / w) || len != INT_HDR + count * w) {
+        return false;
+    }
+    c->p = p + INT_HDR;
+    c->base = rd64(p + 8);
+    c->width = w;
+    return true;
+}
+
+/* Offsets start at 0, never decrease and end at the data length. */
+static bool check_offsets(const struct icol *c, uint64_t n, uint64_t data_len)
+{
+    uint64_t prev = ic_get(c, 0);
+    if (prev != 0) {
+        return false;
+    }
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t x = ic_get(c, i);
+        if (x < prev) {
+            return false;
+        }
+        prev = x;
+    }
+    return prev == data_len;
+}
+
+static uint64_t lim_value(const blk *b, enum lim l)
+{
+    switch (l) {
+    case LIM_SCOPES:
+        return b->n_scopes;
+    case LIM_METRICS:
+        return b->n_metrics;
+    case LIM_VALTYPE:
+        return VAL_BYTES + 1;
+    case LIM_PV:
+        return PV_INT + 1;
+    case LIM_BITS2:
+        return 4;
+    case LIM_BITS3:
+        return 8;
+    case LIM_BOOL:
+        return 2;
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/* Binds the columns of table |t| from its raw bytes. */
+static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
+{
+    const struct spec *sp = &specs[b->sig - 1][t];
+    unsigned nphys = phys_cols(sp);
+    if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
+        return false;
+    }
+    const uint8_t *cp[MAX_PHYS];
+    uint64_t cl[MAX_PHYS];
+    for (unsigned i = 0; i < nphys; i++) {
+        uint64_t o = rd64(p + 8 + 16 * i), l = rd64(p + 16 + 16 * i);
+        if (o > len || l > len - o || (o & 7) != 0) {
+            return false;
+        }
+        cp[i] = p + o;
+        cl[i] = l;
+    }
+    uint64_t rows = b->rows;
+    unsigned c = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I': {
+            struct icol *ic = &b->I[e->idx];
+            if (!bind_int(cp[c], cl[c], rows, ic)) {
+                return false;
+            }
+            uint64_t lim = lim_value(b, (enum lim)e->arg);
+            if (lim != UINT64_MAX) {
+                for (uint64_t r = 0; r < rows; r++) {
+                    if (ic_get(ic, r) >= lim) {
+                        return false;
+                    }
+                }
+            }
+            c += 1;
+            break;
+        }
+        case 'S': {
+            struct scol *sc = &b->S[e->idx];
+            if (!bind_int(cp[c], cl[c], rows + 1, &sc->off) ||
+                !check_offsets(&sc->off, rows + 1, cl[c + 1])) {
+                return false;
+            }
+            sc->data = cp[c + 1];
+            c += 2;
+            break;
+        }
+        case 'D': {
+            struct dcol *dc = &b->D[e->idx];
+            if (!bind_int(cp[c], cl[c], rows, &dc->codes) || cl[c + 1] < INT_HDR) {
+                return false;
+            }
+            uint64_t nd1 = rd64(cp[c + 1]);
+            if (nd1 == 0 || !bind_int(cp[c + 1], cl[c + 1], nd1, &dc->dict.off) ||
+                !check_offsets(&dc->dict.off, nd1, cl[c + 2])) {
+                return false;
+            }
+            dc->dict.data = cp[c + 2];
+            for (uint64_t r = 0; r < rows; r++) {
+                if (ic_get(&dc->codes, r) >= nd1 - 1) {
+                    return false;
+                }
+            }
+            c += 3;
+            break;
+        }
+        case 'R':
+            if (cl[c] / e->arg != rows || cl[c] % e->arg != 0) {
+                return false;
+            }
+            b->R[e->idx] = cp[c];
+            c += 1;
+            break;
+        }
+    }
+    b->tcols[t] = nphys;
+    return true;
+}
+
+/* Checks table |t|'s CRC, through the cache unless told not to. */
+static bool table_crc_ok(blk *b, int t, bool use_cache)
+{
+    const struct tdir *d = &b->dir[t];
+    struct vcache_key k = b->key;
+    k.table = (uint32_t)t;
+    if (use_cache && vcache_lookup(&k)) {
+        return true;
+    }
+    if (hash_counted(b->map + d->off, d->len, true) != d->crc) {
+        atomic_fetch_add(&st_failures, 1);
+        return false;
+    }
+    if (use_cache) {
+        vcache_insert(&k);
+    }
+    return true;
+}
+
+static int do_table_load(blk *b, int t)
+{
+    const struct tdir *d = &b->dir[t];
+    if (!table_crc_ok(b, t, (b->flags & BLK_OPEN_NO_CACHE) == 0)) {
+        return -EBADMSG;
+    }
+    const uint8_t *raw = b->map + d->off;
+    if (d->codec == BLK_CODEC_ZSTD) {
+        unsigned long long fs = ZSTD_getFrameContentSize(raw, d->len);
+        if (fs != d->raw || d->raw == 0) {
+            return -EBADMSG;
+        }
+        uint8_t *z = malloc(d->raw);
+        if (z == NULL) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_decompress(z, d->raw, raw, d->len);
+        if (ZSTD_isError(zn) || zn != d->raw) {
+            free(z);
+            return -EBADMSG;
+        }
+        b->zbuf[t] = z;
+        raw = z;
+    }
+    if (!bind_table(b, t, raw, d->raw)) {
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+static int table_load(blk *b, int t)
+{
+    pthread_mutex_lock(&b->lock);
+    int st = atomic_load_explicit(&b->tstate[t], memory_order_relaxed);
+    int rc = st == TS_OK ? 0 : -EBADMSG;
+    if (st == TS_NONE) {
+        rc = do_table_load(b, t);
+        if (rc != -ENOMEM) {
+            atomic_store_explicit(&b->tstate[t], rc == 0 ? TS_OK : TS_BAD, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+static inline int ready(blk *b, unsigned want)
+{
+    static const unsigned bit[N_TABLES] = {BLK_ROOT, BLK_ATTRS, BLK_DETAIL};
+    for (int t = 0; t < N_TABLES; t++) {
+        if ((want & bit[t]) &&
+            atomic_load_explicit(&b->tstate[t], memory_order_acquire) != TS_OK) {
+            int rc = table_load(b, t);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+int blk_load(blk *b, unsigned want)
+{
+    return ready(b, want);
+}
+
+/* ---- footer parsing ---- */
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+static bool rd_u32(struct rd *r, uint32_t *v)
+{
+    if (r->end - r->p < 4) {
+        return false;
+    }
+    *v = rd32(r->p);
+    r->p += 4;
+    return true;
+}
+
+static bool rd_u64(struct rd *r, uint64_t *v)
+{
+    if (r->end - r->p < 8) {
+        return false;
+    }
+    *v = rd64(r->p);
+    r->p += 8;
+    return true;
+}
+
+static bool rd_u8(struct rd *r, uint8_t *v)
+{
+    if (r->end - r->p < 1) {
+        return false;
+    }
+    *v = *r->p++;
+    return true;
+}
+
+static bool rd_str(struct rd *r, uint32_t n, struct mstr *s)
+{
+    if ((uint64_t)(r->end - r->p) < n) {
+        return false;
+    }
+    s->p = n ? (const char *)r->p : empty;
+    s->len = n;
+    r->p += n;
+    return true;
+}
+
+static bool rd_attrs(struct rd *r, uint32_t n, uint32_t count, struct oattrs *a)
+{
+    struct mstr s;
+    if (!rd_str(r, n, &s) || val_check_attrs((const uint8_t *)s.p, n, count) != 0) {
+        return false;
+    }
+    *a = (struct oattrs){(const uint8_t *)s.p, n, count};
+    return true;
+}
+
+/* A count of records each at least |min| bytes must fit in what is left. */
+static bool count_fits(const struct rd *r, uint32_t n, size_t min)
+{
+    return (uint64_t)n <= (uint64_t)(r->end - r->p) / min;
+}
+
+static bool parse_resources(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 16)) {
+        return false;
+    }
+    b->res = calloc(n ? n : 1, sizeof(*b->res));
+    if (b->res == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct res_view *v = &b->res[i];
+        uint32_t cnt, alen, slen;
+        if (!rd_u32(&r, &v->dropped_attrs) || !rd_u32(&r, &cnt) || !rd_u32(&r, &alen) ||
+            !rd_u32(&r, &slen) || !rd_attrs(&r, alen, cnt, &v->attrs) ||
+            !rd_str(&r, slen, &v->schema_url)) {
+            return false;
+        }
+        v->id = i;
+    }
+    b->n_res = n;
+    return true;
+}
+
+static bool parse_scopes(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 28)) {
+        return false;
+    }
+    b->scopes = calloc(n ? n : 1, sizeof(*b->scopes));
+    if (b->scopes == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct scope_view *v = &b->scopes[i];
+        uint32_t cnt, nl, vl, al, sl;
+        if (!rd_u32(&r, &v->resource_id) || !rd_u32(&r, &v->dropped_attrs) ||
+            !rd_u32(&r, &cnt) || !rd_u32(&r, &nl) || !rd_u32(&r, &vl) || !rd_u32(&r, &al) ||
+            !rd_u32(&r, &sl) || !rd_str(&r, nl, &v->name) || !rd_str(&r, vl, &v->version) ||
+            !rd_attrs(&r, al, cnt, &v->attrs) || !rd_str(&r, sl, &v->schema_url) ||
+            v->resource_id >= b->n_res) {
+            return false;
+        }
+        v->id = i;
+        v->resource = &b->res[v->resource_id];
+    }
+    b->n_scopes = n;
+    return true;
+}
+
+static bool parse_metrics(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 32)) {
+        return false;
+    }
+    b->metrics = calloc(n ? n : 1, sizeof(*b->metrics));
+    if (b->metrics == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct metric_view *v = &b->metrics[i];
+        uint8_t kind, mono, z;
+        uint32_t temp, cnt, nl, dl, ul, ml;
+        if (!rd_u32(&r, &v->scope_id) || !rd_u8(&r, &kind) || !rd_u8(&r, &mono) ||
+            !rd_u8(&r, &z) || !rd_u8(&r, &z) || !rd_u32(&r, &temp) || !rd_u32(&r, &cnt) ||
+            !rd_u32(&r, &nl) || !rd_u32(&r, &dl) || !rd_u32(&r, &ul) || !rd_u32(&r, &ml) ||
+            !rd_str(&r, nl, &v->name) || !rd_str(&r, dl, &v->description) ||
+            !rd_str(&r, ul, &v->unit) || !rd_attrs(&r, ml, cnt, &v->metadata) ||
+            v->scope_id >= b->n_scopes || kind > MK_SUMMARY || mono > 1) {
+            return false;
+        }
+        v->id = i;
+        v->kind = (enum metric_kind)kind;
+        v->monotonic = mono != 0;
+        v->temporality = (int32_t)temp;
+        v->scope = &b->scopes[v->scope_id];
+    }
+    b->n_metrics = n;
+    return true;
+}
+
+static bool parse_blooms(blk *b, struct rd r)
+{
+    uint32_t n, z;
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || n > 4) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t kind, algo, k, flags;
+        uint32_t zero;
+        struct bloom_r *bl = &b->blooms[i];
+        if (!rd_u8(&r, &kind) || !rd_u8(&r, &algo) || !rd_u8(&r, &k) || !rd_u8(&r, &flags) ||
+            !rd_u32(&r, &zero) || !rd_u64(&r, &bl->seed) || !rd_u64(&r, &bl->nbits) ||
+            !rd_u64(&r, &bl->items)) {
+            return false;
+        }
+        if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_KM || k == 0 || k > 32 ||
+            bl->nbits == 0 || bl->nbits % 64 != 0 ||
+            bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
+            return false;
+        }
+        bl->kind = (enum blk_bloom_kind)kind;
+        bl->k = k;
+        bl->complete = (flags & 1) == 0;
+        bl->bits = r.p;
+        r.p += bl->nbits / 8;
+        b->bloom_bytes += 32 + bl->nbits / 8;
+    }
+    b->n_blooms = n;
+    return true;
+}
+
+static bool parse_zones(blk *b, struct rd r)
+{
+    uint32_t n, z;
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || !count_fits(&r, n, 24)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id;
+        uint64_t mn, mx;
+        if (!rd_u32(&r, &id) || !rd_u32(&r, &z) || !rd_u64(&r, &mn) || !rd_u64(&r, &mx)) {
+            return false;
+        }
+        if (id >= 1 && id <= ZONE_MAX) {
+            b->zhave[id] = true;
+            b->zmin[id] = mn;
+            b->zmax[id] = mx;
+        }
+    }
+    return true;
+}
+
+static int parse_footer(blk *b, char *err, size_t errlen)
+{
+    struct rd r = {b->map + b->foot_off, b->map + b->foot_off + b->foot_len};
+    uint32_t nsec, z;
+    struct rd secs[8] = {{0}};
+    bool have[8] = {false};
+    if (!rd_u32(&r, &nsec) || !rd_u32(&r, &z)) {
+        return fail(err, errlen, "footer too short");
+    }
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint32_t id;
+        uint64_t len;
+        r.p = b->map + ((uint64_t)(r.p - b->map) + 7) / 8 * 8;
+        if (r.p > r.end || !rd_u32(&r, &id) || !rd_u32(&r, &z) || !rd_u64(&r, &len) ||
+            len > (uint64_t)(r.end - r.p)) {
+            return fail(err, errlen, "footer section %u runs past the footer", i);
+        }
+        if (id < 8) {
+            if (have[id]) {
+                return fail(err, errlen, "footer section %u appears twice", id);
+            }
+            have[id] = true;
+            secs[id] = (struct rd){r.p, r.p + len};
+        }
+        r.p += len;
+    }
+    for (int id = SEC_META; id <= SEC_METRICS; id++) {
+        if (!have[id] && id != SEC_ZONES) {
+            return fail(err, errlen, "footer lacks section %d", id);
+        }
+    }
+
+    struct rd m = secs[SEC_META];
+    uint32_t sig, shard;
+    uint64_t rows, wal_seq, seal_id, flags;
+    if (!rd_u32(&m, &sig) || !rd_u32(&m, &shard) || !rd_u64(&m, &rows) || !rd_u64(&m, &wal_seq) ||
+        !rd_u64(&m, &seal_id) || !rd_u64(&m, &flags)) {
+        return fail(err, errlen, "footer meta too short");
+    }
+    if (sig != b->sig || shard != b->meta.shard || rows != b->rows ||
+        wal_seq != b->meta.wal_seq || seal_id != b->meta.seal_id) {
+        return fail(err, errlen, "footer meta disagrees with the header");
+    }
+
+    struct rd t = secs[SEC_TABLES];
+    uint32_t nt;
+    if (!rd_u32(&t, &nt) || !rd_u32(&t, &z) || nt != N_TABLES ||
+        (uint64_t)(t.end - t.p) < (uint64_t)nt * TDIR_SIZE) {
+        return fail(err, errlen, "table directory holds %u tables, expected %d", nt, N_TABLES);
+    }
+    uint64_t prev_end = HDR_SIZE;
+    for (int i = 0; i < N_TABLES; i++) {
+        const uint8_t *e = t.p + TDIR_SIZE * i;
+        struct tdir *d = &b->dir[i];
+        d->kind = e[0];
+        d->codec = e[1];
+        d->crc = rd32(e + 4);
+        d->off = rd64(e + 8);
+        d->len = rd64(e + 16);
+        d->raw = rd64(e + 24);
+        if (d->kind != i + 1) {
+            return fail(err, errlen, "table %d has kind %u, expected %d", i, d->kind, i + 1);
+        }
+        if (d->codec > BLK_CODEC_ZSTD) {
+            return fail(err, errlen, "table %d has unknown codec %u", i, d->codec);
+        }
+        if (d->off < prev_end || d->off > b->foot_off || d->len > b->foot_off - d->off) {
+            return fail(err, errlen, "table %d lies outside the table area", i);
+        }
+        if (d->codec == BLK_CODEC_PLAIN ? d->raw != d->len
+                                         : d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20)) {
+            return fail(err, errlen, "table %d has an implausible raw length", i);
+        }
+        prev_end = d->off + d->len;
+    }
+
+    if (!parse_resources(b, secs[SEC_RESOURCES]) || !parse_scopes(b, secs[SEC_SCOPES]) ||
+        !parse_metrics(b, secs[SEC_METRICS])) {
+        return fail(err, errlen, "malformed resource, scope or metric dictionary");
+    }
+    b->dict_bytes[0] = (uint64_t)(secs[SEC_RESOURCES].end - secs[SEC_RESOURCES].p);
+    b->dict_bytes[1] = (uint64_t)(secs[SEC_SCOPES].end - secs[SEC_SCOPES].p);
+    b->dict_bytes[2] = (uint64_t)(secs[SEC_METRICS].end - secs[SEC_METRICS].p);
+    if (!parse_blooms(b, secs[SEC_BLOOMS])) {
+        return fail(err, errlen, "malformed bloom section");
+    }
+    if (have[SEC_ZONES] && !parse_zones(b, secs[SEC_ZONES])) {
+        return fail(err, errlen, "malformed zone map section");
+    }
+    return 0;
+}
+
+static void blk_destroy(blk *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    if (b->map != NULL) {
+        munmap(b->map, b->size);
+    }
+    for (int t = 0; t < N_TABLES; t++) {
+        free(b->zbuf[t]);
+    }
+    free(atomic_load(&b->col_time));
+    free(b->res);
+    free(b->scopes);
+    free(b->metrics);
+    free(b->path);
+    free(b->old_path);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static int open_checked(blk *b, char *err, size_t errlen)
+{
+    const uint8_t *h = b->map;
+    if (b->size < HDR_SIZE + TRL_SIZE) {
+        return fail(err, errlen, "truncated: %llu bytes is shorter than a header and trailer",
+                    (unsigned long long)b->size);
+    }
+    if (memcmp(h, hdr_magic, 8) != 0) {
+        return fail(err, errlen, "not a miradb block (bad magic)");
+    }
+    uint32_t version = rd32(h + 8);
+    if (version > BLK_VERSION) {
+        return fail(err, errlen, "block format version %u is newer than this miradb (%d)",
+                    version, BLK_VERSION);
+    }
+    if (version != BLK_VERSION) {
+        return fail(err, errlen, "unknown block format version %u (this miradb reads %d)",
+                    version, BLK_VERSION);
+    }
+    if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE) {
+        return fail(err, errlen, "header checksum mismatch");
+    }
+    if (h[16] < SIG_LOGS || h[16] > SIG_METRICS) {
+        return fail(err, errlen, "unknown signal %u", h[16]);
+    }
+    b->sig = (enum signal)h[16];
+    b->meta.shard = rd32(h + 20);
+    b->rows = rd64(h + 24);
+    b->meta.seal_id = rd64(h + 32);
+    b->meta.wal_seq = rd64(h + 40);
+    if (b->rows > OBLOCK_MAX_ROWS) {
+        return fail(err, errlen, "row count %llu is over the limit", (unsigned long long)b->rows);
+    }
+
+    const uint8_t *t = b->map + b->size - TRL_SIZE;
+    if (memcmp(t + 32, trl_magic, 8) != 0) {
+        return fail(err, errlen, "truncated or corrupt: no trailer at the end of the file");
+    }
+    if (rd32(t + 24) != crc32_of(t, 24)) {
+        return fail(err, errlen, "trailer checksum mismatch");
+    }
+    if (rd32(t + 20) != version) {
+        return fail(err, errlen, "trailer version %u differs from the header's %u", rd32(t + 20),
+                    version);
+    }
+    b->foot_off = rd64(t);
+    b->foot_len = rd64(t + 8);
+    if (b->foot_off < HDR_SIZE || b->foot_off > b->size - TRL_SIZE ||
+        b->foot_len != b->size - TRL_SIZE - b->foot_off) {
+        return fail(err, errlen, "truncated or corrupt: the footer does not end at the trailer");
+    }
+    struct vcache_key k = b->key;
+    k.table = UINT32_MAX;
+    bool use_cache = (b->flags & BLK_OPEN_NO_CACHE) == 0;
+    if (!(use_cache && vcache_lookup(&k))) {
+        if (hash_counted(b->map + b->foot_off, b->foot_len, false) != rd32(t + 16)) {
+            atomic_fetch_add(&st_failures, 1);
+            return fail(err, errlen, "footer checksum mismatch");
+        }
+        if (use_cache) {
+            vcache_insert(&k);
+        }
+    }
+    int rc = parse_footer(b, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = table_load(b, 0);
+    if (rc == -ENOMEM) {
+        return rc;
+    }
+    if (rc < 0 && (b->flags & BLK_OPEN_LENIENT_ROOT) == 0) {
+        return fail(err, errlen, "root table fails its checksum or structure check");
+    }
+    return 0;
+}
+
+int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    blk *b = calloc(1, sizeof(*b));
+    if (b == NULL) {
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&b->lock, NULL);
+    atomic_init(&b->refs, 1);
+    b->flags = flags;
+    b->path = strdup(path);
+    if (b->path == NULL) {
+        blk_destroy(b);
+        return -ENOMEM;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "%s", strerror(errno));
+        blk_destroy(b);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = -errno;
+        close(fd);
+        blk_destroy(b);
+        return rc;
+    }
+    b->size = (uint64_t)st.st_size;
+    b->key = (struct vcache_key){(uint64_t)st.st_dev, (uint64_t)st.st_ino, b->size,
+                                 (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec,
+                                 0};
+    if (b->size >= HDR_SIZE + TRL_SIZE) {
+        void *m = mmap(NULL, b->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            int rc = -errno;
+            close(fd);
+            blk_destroy(b);
+            return rc;
+        }
+        b->map = m;
+    }
+    close(fd);
+    int rc = open_checked(b, err, errlen);
+    if (rc < 0) {
+        if (rc == -ENOMEM) {
+            snprintf(err, errlen, "out of memory");
+        }
+        blk_destroy(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+int blk_open(const char *path, blk **out, char *err, size_t errlen)
+{
+    return blk_open_ex(path, 0, out, err, errlen);
+}
+
+void blk_ref(blk *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void blk_unref(blk *b)
+{
+    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+        blk_destroy(b);
+    }
+}
+
+enum signal blk_signal(const blk *b)
+{
+    return b->sig;
+}
+
+uint64_t blk_rows(const blk *b)
+{
+    return b->rows;
+}
+
+const struct blk_meta *blk_meta(const blk *b)
+{
+    return &b->meta;
+}
+
+const char *blk_path(const blk *b)
+{
+    return b->path;
+}
+
+uint64_t blk_file_bytes(const blk *b)
+{
+    return b->size;
+}
+
+/* ---- sidecars ---- */
+
+void blk_time_range(const blk *b, uint64_t *min_ns, uint64_t *max_ns)
+{
+    if (b->zhave[ZONE_TIME]) {
+        *min_ns = b->zmin[ZONE_TIME];
+        *max_ns = b->zmax[ZONE_TIME];
+    } else {
+        *min_ns = UINT64_MAX;
+        *max_ns = 0;
+    }
+}
+
+static bool zone_signed(const blk *b, int id, int64_t *mn, int64_t *mx)
+{
+    if (!b->zhave[id]) {
+        return false;
+    }
+    *mn = (int64_t)b->zmin[id];
+    *mx = (int64_t)b->zmax[id];
+    return true;
+}
+
+bool blk_severity_range(const blk *b, int64_t *min, int64_t *max)
+{
+    return zone_signed(b, ZONE_SEVERITY, min, max);
+}
+
+bool blk_duration_range(const blk *b, int64_t *min_ns, int64_t *max_ns)
+{
+    return zone_signed(b, ZONE_DURATION, min_ns, max_ns);
+}
+
+static const struct bloom_r *bloom_of(const blk *b, enum blk_bloom_kind k)
+{
+    for (uint32_t i = 0; i < b->n_blooms; i++) {
+        if (b->blooms[i].kind == k) {
+            return b->blooms[i].complete ? &b->blooms[i] : NULL;
+        }
+    }
+    return NULL;
+}
+
+bool blk_may_have_trace(const blk *b, const uint8_t id[16])
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_TRACE_IDS);
+    return bl == NULL || bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_bytes(id, 16, bl->seed));
+}
+
+bool blk_may_have_token(const blk *b, const char *tok, size_t n)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_TOKENS);
+    if (bl == NULL || n == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!bloom_is_token_char((unsigned char)tok[i])) {
+            return true;
+        }
+    }
+    return bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_token(tok, n, bl->seed));
+}
+
+bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_ATTRS);
+    return bl == NULL ||
+           bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_kv(key, kn, val, vn, bl->seed));
+}
+
+bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
+                                 size_t vn)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_RES_ATTRS);
+    return bl == NULL ||
+           bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_kv(key, kn, val, vn, bl->seed));
+}
+
+uint32_t blk_n_resources(const blk *b)
+{
+    return b->n_res;
+}
+
+uint32_t blk_n_scopes(const blk *b)
+{
+    return b->n_scopes;
+}
+
+uint32_t blk_n_metrics(const blk *b)
+{
+    return b->n_metrics;
+}
+
+const struct res_view *blk_resource(const blk *b, uint32_t id)
+{
+    return id < b->n_res ? &b->res[id] : NULL;
+}
+
+const struct scope_view *blk_scope(const blk *b, uint32_t id)
+{
+    return id < b->n_scopes ? &b->scopes[id] : NULL;
+}
+
+const struct metric_view *blk_metric(const blk *b, uint32_t id)
+{
+    return id < b->n_metrics ? &b->metrics[id] : NULL;
+}
+
+/* ---- rows ---- */
+
+static const struct mstr mempty = {empty, 0};
+static const struct obytes bempty = {(const uint8_t *)empty, 0};
+static const struct oattrs aempty = {(const uint8_t *)empty, 0, 0};
+
+static inline struct oattrs attrs_get(const blk *b, unsigned ci, unsigned si, uint64_t i)
+{
+    struct mstr s = sc_get(&b->S[si], i);
+    return (struct oattrs){(const uint8_t *)s.p, s.len, (uint32_t)ic_get(&b->I[ci], i)};
+}
+
+int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
+{
+    if (b->sig != SIG_LOGS || i >= b->rows) {
+        return -EINVAL;
+    }
+    /* observed_ns is stored relative to the root's time column. */
+    int rc = ready(b, (want & BLK_DETAIL) ? want | BLK_ROOT : want);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(v, 0, sizeof(*v));
+    v->severity_text = v->body_str = v->event_name = mempty;
+    v->body_val = bempty;
+    v->attrs = aempty;
+    uint64_t t = 0;
+    if (want & BLK_ROOT) {
+        t = ic_get(&b->I[L_TIME], i);
+        unsigned idf = (unsigned)ic_get(&b->I[L_IDF], i);
+        v->time_ns = (idf & 4) ? 0 : t;
+        v->scope_id = (uint32_t)ic_get(&b->I[L_SCOPE], i);
+        v->scope = &b->scopes[v->scope_id];
+        v->resource = v->scope->resource;
+        v->severity_number = (int32_t)unzz(ic_get(&b->I[L_SEV], i));
+        v->severity_text = dc_get(&b->D[L_SEVTEXT], i);
+        v->body_type = (enum val_type)ic_get(&b->I[L_BTYPE], i);
+        struct mstr body = sc_get(&b->S[L_BODY], i);
+        if (v->body_type == VAL_STR) {
+            v->body_str = body;
+        } else {
+            v->body_val = ob_of(body);
+        }
+        v->has_trace_id = (idf & 1) != 0;
+        v->has_span_id = (idf & 2) != 0;
+        memcpy(v->trace_id, b->R[L_TRACE] + 16 * i, 16);
+        memcpy(v->span_id, b->R[L_SPAN] + 8 * i, 8);
+        v->event_name = dc_get(&b->D[L_EVNAME], i);
+    }
+    if (want & BLK_ATTRS) {
+        v->attrs = attrs_get(b, L_ACOUNT, L_ATTRS, i);
+    }
+    if (want & BLK_DETAIL) {
+        if (!(want & BLK_ROOT)) {
+            t = ic_get(&b->I[L_TIME], i); /* the root is always loaded */
+        }
+        v->observed_ns = t + (uint64_t)unzz(ic_get(&b->I[L_OBS], i));
+        v->dropped_attrs = (uint32_t)ic_get(&b->I[L_DROP], i);
+        v->flags = (uint32_t)ic_get(&b->I[L_FLAGS], i);
+    }
+    return 0;
+}
+
+int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
+{
+    if (b->sig != SIG_TRACES || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, want);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(v, 0, sizeof(*v));
+    v->trace_state = v->name = v->status_message = mempty;
+    v->attrs = aempty;
+    v->events = v->links = bempty;
+    if (want & BLK_ROOT) {
+        v->start_ns = ic_get(&b->I[T_START], i);
+        v->end_ns = v->start_ns + (uint64_t)unzz(ic_get(&b->I[T_DUR], i));
+        v->scope_id = (uint32_t)ic_get(&b->I[T_SCOPE], i);
+        v->scope = &b->scopes[v->scope_id];
+        v->resource = v->scope->resource;
+        memcpy(v->trace_id, b->R[T_TRACE] + 16 * i, 16);
+        memcpy(v->span_id, b->R[T_SPAN] + 8 * i, 8);
+        memcpy(v->parent_span_id, b->R[T_PARENT] + 8 * i, 8);
+        v->has_parent = ic_get(&b->I[T_HASPAR], i) != 0;
+        v->name = dc_get(&b->D[T_NAME], i);
+        v->kind = (int32_t)unzz(ic_get(&b->I[T_KIND], i));
+        v->status_code = (int32_t)unzz(ic_get(&b->I[T_STATUS], i));
+        v->status_message = sc_get(&b->S[T_STATMSG], i);
+    }
+    if (want & BLK_ATTRS) {
+        v->attrs = attrs_get(b, T_ACOUNT, T_ATTRS, i);
+    }
+    if (want & BLK_DETAIL) {
+        v->trace_state = sc_get(&b->S[T_TSTATE], i);
+        v->flags = (uint32_t)ic_get(&b->I[T_FLAGS], i);
+        v->dropped_attrs = (uint32_t)ic_get(&b->I[T_DROP], i);
+        v->events = ob_of(sc_get(&b->S[T_EVENTS], i));
+        v->n_events = (uint32_t)ic_get(&b->I[T_NEV], i);
+        v->dropped_events = (uint32_t)ic_get(&b->I[T_DROPEV], i);
+        v->links = ob_of(sc_get(&b->S[T_LINKS], i));
+        v->n_links = (uint32_t)ic_get(&b->I[T_NLINK], i);
+        v->dropped_links = (uint32_t)ic_get(&b->I[T_DROPLINK], i);
+    }
+    return 0;
+}
+
+int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v)
+{
+    if (b->sig != SIG_METRICS || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, want);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(v, 0, sizeof(*v));
+    v->attrs = aempty;
+    v->detail = v->exemplars = bempty;
+    if (want & BLK_ROOT) {
+        v->time_ns = ic_get(&b->I[M_TIME], i);
+        v->start_ns = v->time_ns - (uint64_t)unzz(ic_get(&b->I[M_START], i));
+        v->metric_id = (uint32_t)ic_get(&b->I[M_METRIC], i);
+        v->metric = &b->metrics[v->metric_id];
+        v->scope = v->metric->scope;
+        v->resource = v->scope->resource;
+        v->value_type = (enum point_value)ic_get(&b->I[M_VTYPE], i);
+        memcpy(&v->value, b->R[M_VALUE] + 8 * i, 8);
+        v->count = ic_get(&b->I[M_COUNT], i);
+        memcpy(&v->sum, b->R[M_SUM] + 8 * i, 8);
+        memcpy(&v->min, b->R[M_MIN] + 8 * i, 8);
+        memcpy(&v->max, b->R[M_MAX] + 8 * i, 8);
+        unsigned has = (unsigned)ic_get(&b->I[M_HAS], i);
+        v->has_sum = (has & 1) != 0;
+        v->has_min = (has & 2) != 0;
+        v->has_max = (has & 4) != 0;
+    }
+    if (want & BLK_ATTRS) {
+        v->attrs = attrs_get(b, M_ACOUNT, M_ATTRS, i);
+    }
+    if (want & BLK_DETAIL) {
+        v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
+        v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
+        v->exemplars = ob_of(sc_get(&b->S[M_EXEMPLARS], i));
+        v->n_exemplars = (uint32_t)ic_get(&b->I[M_NEX], i);
+    }
+    return 0;
+}
+
+const uint64_t *blk_col_time(blk *b)
+{
+    uint64_t *t = atomic_load_explicit(&b->col_time, memory_order_acquire);
+    if (t != NULL) {
+        return t;
+    }
+    if (ready(b, BLK_ROOT) < 0) {
+        return NULL;
+    }
+    pthread_mutex_lock(&b->lock);
+    t = atomic_load_explicit(&b->col_time, memory_order_relaxed);
+    if (t == NULL) {
+        t = malloc((b->rows ? b->rows : 1) * sizeof(*t));
+        if (t != NULL) {
+            const struct icol *c = &b->I[0]; /* L_TIME, T_START, M_TIME */
+            for (uint64_t i = 0; i < b->rows; i++) {
+                t[i] = ic_get(c, i);
+            }
+            atomic_store_explicit(&b->col_time, t, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return t;
+}
+
+uint64_t blk_lower_bound(blk *b, uint64_t t)
+{
+    if (ready(b, BLK_ROOT) < 0) {
+        return b->rows;
+    }
+    uint64_t lo = 0, hi = b->rows;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (ic_get(&b->I[0], mid) < t) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* ---- quarantine ---- */
+
+int blk_quarantine(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    if (b->quarantined) {
+        pthread_mutex_unlock(&b->lock);
+        return 0;
+    }
+    const char *path = b->path;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0;
+    char dir[4096], data[4096], qdir[4096], target[4096];
+    int rc = 0;
+    if (dlen >= sizeof(dir)) {
+        rc = -ENAMETOOLONG;
+        goto out;
+    }
+    if (slash) {
+        memcpy(dir, path, dlen);
+        dir[dlen] = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    const char *ds = strrchr(dir, '/');
+    if (ds == NULL) {
+        snprintf(data, sizeof(data), "%s", strcmp(dir, ".") == 0 ? ".." : ".");
+    } else if (ds == dir) {
+        snprintf(data, sizeof(data), "/");
+    } else {
+        snprintf(data, sizeof(data), "%.*s", (int)(ds - dir), dir);
+    }
+    if ((size_t)snprintf(qdir, sizeof(qdir), "%s/quarantine", data) >= sizeof(qdir) ||
+        (size_t)snprintf(target, sizeof(target), "%s/%s-%s", qdir, signal_name(b->sig), base) >=
+            sizeof(target)) {
+        rc = -ENAMETOOLONG;
+        goto out;
+    }
+    if (mkdir(qdir, 0755) < 0 && errno != EEXIST) {
+        rc = -errno;
+        goto out;
+    }
+    if (rename(path, target) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    char *np = strdup(target);
+    if (np != NULL) {
+        free(b->old_path);
+        b->old_path = b->path;
+        b->path = np;
+    }
+    b->quarantined = true;
+    atomic_fetch_add(&st_quarantined, 1);
+out:
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+/* ---- introspection ---- */
+
+const char *blk_table_kind_name(enum blk_table_kind k)
+{
+    switch (k) {
+    case BLK_T_ROOT:
+        return "root";
+    case BLK_T_ATTRS:
+        return "attrs";
+    case BLK_T_DETAIL:
+        return "detail";
+    }
+    return "?";
+}
+
+const char *blk_bloom_kind_name(enum blk_bloom_kind k)
+{
+    switch (k) {
+    case BLK_BLOOM_TOKENS:
+        return "body_tokens";
+    case BLK_BLOOM_TRACE_IDS:
+        return "trace_ids";
+    case BLK_BLOOM_ATTRS:
+        return "attr_values";
+    case BLK_BLOOM_RES_ATTRS:
+        return "resource_values";
+    }
+    return "?";
+}
+
+uint32_t blk_n_tables(const blk *b)
+{
+    (void)b;
+    return N_TABLES;
+}
+
+int blk_table_info(const blk *b, uint32_t i, struct blk_table_info *out)
+{
+    if (i >= N_TABLES) {
+        return -EINVAL;
+    }
+    const struct tdir *d = &b->dir[i];
+    int st = atomic_load_explicit(&((blk *)b)->tstate[i], memory_order_acquire);
+    *out = (struct blk_table_info){
+        .kind = (enum blk_table_kind)d->kind,
+        .codec = (enum blk_codec)d->codec,
+        .offset = d->off,
+        .length = d->len,
+        .raw_length = d->raw,
+        .crc32 = d->crc,
+        .n_columns = st == TS_OK ? b->tcols[i] : 0,
+        .state = st == TS_OK ? 1 : st == TS_BAD ? -1 : 0,
+    };
+    return 0;
+}
+
+int blk_verify_table(blk *b, uint32_t i)
+{
+    if (i >= N_TABLES) {
+        return -EINVAL;
+    }
+    if (hash_counted(b->map + b->dir[i].off, b->dir[i].len, true) != b->dir[i].crc) {
+        atomic_fetch_add(&st_failures, 1);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+uint32_t blk_n_blooms(const blk *b)
+{
+    return b->n_blooms;
+}
+
+int blk_bloom_info(const blk *b, uint32_t i, struct blk_bloom_info *out)
+{
+    if (i >= b->n_blooms) {
+        return -EINVAL;
+    }
+    const struct bloom_r *bl = &b->blooms[i];
+    uint64_t set = 0;
+    for (uint64_t w = 0; w < bl->nbits / 64; w++) {
+        set += (uint64_t)__builtin_popcountll(rd64(bl->bits + 8 * w));
+    }
+    *out = (struct blk_bloom_info){bl->kind, bl->nbits, bl->items, bl->k,
+                                   bl->seed, set,      bl->complete};
+    return 0;
+}
+
+void blk_layout(const blk *b, struct blk_layout *out)
+{
+    *out = (struct blk_layout){
+        .version = BLK_VERSION,
+        .header_bytes = HDR_SIZE,
+        .footer_offset = b->foot_off,
+        .footer_bytes = b->foot_len,
+        .dict_bytes = {b->dict_bytes[0], b->dict_bytes[1], b->dict_bytes[2]},
+        .bloom_bytes = b->bloom_bytes,
+    };
+}

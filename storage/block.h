@@ -1,0 +1,242 @@
+/*
+ * block.h - sealed block files: the writer that turns an open block into
+ * one immutable file, and the reader that queries, the catalog, `miradb
+ * inspect` and `miradb fsck` share. The byte layout is specified in the
+ * header comment of block.c.
+ *
+ * A sealed block holds rows in three kinds of tables, each with its own
+ * CRC32 and codec: the root table (what nearly every query reads), the
+ * attribute table (record attributes) and the detail table (events,
+ * links, exemplars, histogram buckets, rarely read fields). Opening a
+ * block verifies the trailer, the footer and the root table only; the
+ * attribute and detail tables are verified the first time a row access
+ * asks for them. Verified tables are remembered process-wide (vcache.h),
+ * so reopening a settled file does not hash it again.
+ *
+ * Rows are stored sorted by time (stable: rows with equal times keep the
+ * open block's order), so block row i is not open block row i. The time
+ * of a row is: logs time_ns, or observed_ns when time_ns is 0; spans
+ * start_ns; points time_ns.
+ *
+ * Threads: blk_write runs on any thread (the sealer). An open blk is
+ * shared: every reader function may be called from any number of threads
+ * at once; the lazy verification of a table takes a per-block lock once.
+ * Views returned by the row functions point into the block: valid until
+ * the caller's reference is dropped (blk_unref), never written through,
+ * never NULL (an empty field is a pointer to an empty string).
+ */
+#ifndef MIRADB_BLOCK_H
+#define MIRADB_BLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+#include "storage/oblock.h"
+
+/* The format this miradb writes; a reader refuses any other. */
+#define BLK_VERSION 1
+
+struct blk_meta {
+    uint32_t shard;
+    uint64_t wal_seq; /* highest WAL seq whose rows the block holds */
+    uint64_t seal_id;
+};
+
+/* Table codecs. */
+enum blk_codec {
+    BLK_CODEC_PLAIN = 0,
+    BLK_CODEC_ZSTD = 1,
+};
+
+struct blk_wopts {
+    enum blk_codec codec; /* for the attribute and detail tables (and root, see below) */
+    int zstd_level;       /* 0 = default (3) */
+    bool zstd_root;       /* also compress the root table (cold tier) */
+};
+
+/*
+ * Writes rows [0, rows) of |ob| (no longer appended to; rows <=
+ * oblock_rows(ob)) as DIR/s<shard>-<seal_id, 16 hex>.blk: written to
+ * <name>.blk.tmp, fsynced, renamed, DIR fsynced. Returns 0 and the final
+ * path in |path| (NUL-terminated), or -errno (-ENAMETOOLONG when |cap| is
+ * too small, -EINVAL for rows > oblock_rows, -ENOMEM); on failure nothing
+ * is left behind (the temporary file is removed).
+ */
+int blk_write(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+              char *path, size_t cap);
+/* As blk_write with codec options (NULL = plain). */
+int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+                 const struct blk_wopts *o, char *path, size_t cap);
+
+typedef struct blk blk;
+
+/* blk_open_ex flags. */
+#define BLK_OPEN_NO_CACHE 1u    /* hash every table verified, ignore and do not feed the cache */
+#define BLK_OPEN_LENIENT_ROOT 2u /* a root table that fails does not fail the open (fsck, inspect) */
+
+/*
+ * Opens |path|, verifying the trailer, footer and root table. Returns 0
+ * and a block with one reference (drop it with blk_unref); -EBADMSG with
+ * a one-line reason in |err| for a truncated or corrupt file or an
+ * unknown format version ("block format version 7 is newer than this
+ * miradb (1)"); -ENOMEM; -errno for I/O.
+ */
+int blk_open(const char *path, blk **out, char *err, size_t errlen);
+int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t errlen);
+/* Atomic; any thread. blk_unref accepts NULL; the last one unmaps. */
+void blk_ref(blk *b);
+void blk_unref(blk *b);
+
+enum signal blk_signal(const blk *b);
+uint64_t blk_rows(const blk *b);
+const struct blk_meta *blk_meta(const blk *b);
+/* The path the block was opened from (after blk_quarantine: its new path). */
+const char *blk_path(const blk *b);
+/* File size in bytes. */
+uint64_t blk_file_bytes(const blk *b);
+
+/* ---- pruning sidecars (footer; no table is read) ---- */
+
+/* Zone map of row times. An empty block gives min = UINT64_MAX, max = 0. */
+void blk_time_range(const blk *b, uint64_t *min_ns, uint64_t *max_ns);
+/* Other zone maps; false when the block has none of that kind (other
+ * signal, or no rows). Severity: logs severity_number. Duration: spans
+ * end_ns - start_ns (signed). */
+bool blk_severity_range(const blk *b, int64_t *min, int64_t *max);
+bool blk_duration_range(const blk *b, int64_t *min_ns, int64_t *max_ns);
+
+/* Bloom checks: false = certainly absent, true = maybe present. */
+bool blk_may_have_trace(const blk *b, const uint8_t id[16]);
+/* |tok| must be one token (bloom.h: a maximal run of [A-Za-z0-9_]); the
+ * check folds its case. Anything else, or a block with non-string log
+ * bodies, answers true. */
+bool blk_may_have_token(const blk *b, const char *tok, size_t n);
+/* Record attributes with a string value, key = value exactly. */
+bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn);
+/* Resource attributes with a string value. */
+bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
+                                 size_t vn);
+
+/* ---- dictionaries (footer) ---- */
+
+uint32_t blk_n_resources(const blk *b);
+uint32_t blk_n_scopes(const blk *b);
+uint32_t blk_n_metrics(const blk *b);
+/* Borrowed while the reference is held; NULL for an id out of range. */
+const struct res_view *blk_resource(const blk *b, uint32_t id);
+const struct scope_view *blk_scope(const blk *b, uint32_t id);
+const struct metric_view *blk_metric(const blk *b, uint32_t id);
+
+/* ---- rows ---- */
+
+#define BLK_ROOT 1u
+#define BLK_ATTRS 2u
+#define BLK_DETAIL 4u
+#define BLK_ALL (BLK_ROOT | BLK_ATTRS | BLK_DETAIL)
+
+/*
+ * Reads row |i| into |*v|. Tables not in |want| are neither read nor
+ * verified and their fields come back empty (zero, or an empty string).
+ * Root: times, scope/resource/metric, severity, body, ids, names, kind,
+ * status, values. Attrs: attrs. Detail: everything else. The first access
+ * to a table verifies it (through the verification cache). Returns 0;
+ * -EINVAL for another signal or i >= blk_rows; -EBADMSG when a wanted
+ * table fails its CRC or structure check (then the caller should
+ * blk_quarantine the block; other tables stay readable).
+ */
+int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v);
+int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v);
+int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
+
+/*
+ * Makes the tables of |want| ready (verified, decoded) without reading a
+ * row: 0 or -EBADMSG. A scan calls it once, then reads rows.
+ */
+int blk_load(blk *b, unsigned want);
+
+/*
+ * Column access for scans (after blk_load of the root table succeeded,
+ * else NULL): the time of every row, in row order (sorted), decoded once
+ * per open block and kept until the last reference goes. NULL on out of
+ * memory.
+ */
+const uint64_t *blk_col_time(blk *b);
+/* First row whose time >= t (rows are sorted by time): rows() if none. */
+uint64_t blk_lower_bound(blk *b, uint64_t t);
+
+/* Moves the file to DATA/quarantine/ (DATA = the parent of the block's
+ * directory), keeping it mapped. 0 or -errno. Counted once per block. */
+int blk_quarantine(blk *b);
+
+/* ---- introspection (inspect, fsck) ---- */
+
+enum blk_table_kind {
+    BLK_T_ROOT = 1,
+    BLK_T_ATTRS = 2,
+    BLK_T_DETAIL = 3,
+};
+const char *blk_table_kind_name(enum blk_table_kind k); /* "root", "attrs", "detail" */
+
+struct blk_table_info {
+    enum blk_table_kind kind;
+    enum blk_codec codec;
+    uint64_t offset; /* in the file */
+    uint64_t length; /* stored bytes */
+    uint64_t raw_length;
+    uint32_t crc32;
+    uint32_t n_columns; /* 0 until the table has been loaded */
+    int state;          /* 0 not verified yet, 1 verified ok, -1 failed */
+};
+uint32_t blk_n_tables(const blk *b);
+/* 0, or -EINVAL for an index out of range. */
+int blk_table_info(const blk *b, uint32_t i, struct blk_table_info *out);
+/* Hashes table |i| now, bypassing the cache (fsck, inspect): 0 when its CRC
+ * matches, -EBADMSG when not; -EINVAL for an index out of range. Does not
+ * change what the row functions see. */
+int blk_verify_table(blk *b, uint32_t i);
+
+enum blk_bloom_kind {
+    BLK_BLOOM_TOKENS = 1,
+    BLK_BLOOM_TRACE_IDS = 2,
+    BLK_BLOOM_ATTRS = 3,
+    BLK_BLOOM_RES_ATTRS = 4,
+};
+const char *blk_bloom_kind_name(enum blk_bloom_kind k);
+struct blk_bloom_info {
+    enum blk_bloom_kind kind;
+    uint64_t nbits;
+    uint64_t n_items; /* distinct hashes inserted */
+    uint32_t k;       /* probes per item */
+    uint64_t seed;
+    uint64_t bits_set;
+    bool complete; /* false: answers true for everything */
+};
+uint32_t blk_n_blooms(const blk *b);
+int blk_bloom_info(const blk *b, uint32_t i, struct blk_bloom_info *out);
+
+struct blk_layout {
+    uint32_t version;
+    uint64_t header_bytes;
+    uint64_t footer_offset;
+    uint64_t footer_bytes;
+    uint64_t dict_bytes[3]; /* resources, scopes, metrics sections */
+    uint64_t bloom_bytes;
+};
+void blk_layout(const blk *b, struct blk_layout *out);
+
+/* ---- process-wide counters ---- */
+
+struct blk_stats {
+    uint64_t tables_verified; /* CRCs computed (cache misses and forced checks) */
+    uint64_t bytes_hashed;
+    uint64_t verify_failures;
+    uint64_t cache_hits;
+    uint64_t cache_misses;
+    uint64_t cache_clears;
+    uint64_t quarantined;
+};
+void blk_get_stats(struct blk_stats *out);
+
+#endif
