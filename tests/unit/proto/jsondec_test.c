@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "proto/jsondec.h"
+#include "proto/pbdec.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 #include "storage/val.h"
@@ -1159,4 +1160,148 @@ Test(manifest, comparisons_detect_differences)
     json_decref(empty);
     json_decref(str);
     done(&d);
+}
+
+/* ---- the same records through both decoders ---- */
+
+static bool same_bytes(const struct batch *x, struct blob a, const struct batch *y, struct blob b)
+{
+    return a.len == b.len &&
+           (a.len == 0 || memcmp(x->heap.p + a.off, y->heap.p + b.off, a.len) == 0);
+}
+
+static bool same_str(struct mstr a, struct mstr b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+static bool same_attrs(const struct batch *x, struct attrs a, const struct batch *y, struct attrs b)
+{
+    return a.count == b.count && same_bytes(x, a.blob, y, b.blob);
+}
+
+/* Resources differ only in "acceptance.protocol", which names the capture. */
+static void same_resource(const struct batch *j, const struct res_row *a, const struct batch *p,
+                          const struct res_row *b)
+{
+    json_t *ja =
+        manifest_attrs_to_json(batch_blob(j, a->attrs.blob), a->attrs.blob.len, a->attrs.count);
+    json_t *jb =
+        manifest_attrs_to_json(batch_blob(p, b->attrs.blob), b->attrs.blob.len, b->attrs.count);
+    cr_assert(ja != NULL && jb != NULL);
+    cr_expect_eq(json_object_del(ja, "acceptance.protocol"), 0);
+    cr_expect_eq(json_object_del(jb, "acceptance.protocol"), 0);
+    cr_expect(json_equal(ja, jb), "resource attributes differ");
+    cr_expect(same_str(a->schema_url, b->schema_url) && a->dropped_attrs == b->dropped_attrs);
+    json_decref(ja);
+    json_decref(jb);
+}
+
+static void same_scope(const struct batch *j, uint32_t sa, const struct batch *p, uint32_t sb)
+{
+    const struct scope_row *a = &j->scopes[sa], *b = &p->scopes[sb];
+    cr_expect(same_str(a->name, b->name) && same_str(a->version, b->version) &&
+                  same_attrs(j, a->attrs, p, b->attrs) && a->dropped_attrs == b->dropped_attrs &&
+                  same_str(a->schema_url, b->schema_url),
+              "scope %u differs", sa);
+}
+
+Test(jsondec, maps_records_exactly_as_the_protobuf_decoder)
+{
+    static const struct {
+        char json[32], pb[32];
+        enum signal s;
+    } v[] = {
+        {"http-json-logs.json", "http-protobuf-logs.pb", SIG_LOGS},
+        {"http-json-traces.json", "http-protobuf-traces.pb", SIG_TRACES},
+        {"http-json-metrics.json", "http-protobuf-metrics.pb", SIG_METRICS},
+    };
+    for (size_t f = 0; f < sizeof(v) / sizeof(v[0]); f++) {
+        size_t jn, pn;
+        uint8_t *jbody = manifest_load_vector(v[f].json, &jn);
+        uint8_t *pbody = manifest_load_vector(v[f].pb, &pn);
+        arena *a = arena_new(0);
+        struct batch *j = batch_new(v[f].s), *p = batch_new(v[f].s);
+        char err[256];
+        cr_assert_eq(jsondec_decode(v[f].s, (const char *)jbody, jn, a, j, err, sizeof(err)), 0,
+                     "%s", err);
+        cr_assert_eq(pbdec_decode(v[f].s, pbody, pn, p, err, sizeof(err)), 0, "%s", err);
+        cr_assert_eq(j->n_resources, p->n_resources, "%s", v[f].json);
+        cr_assert_eq(j->n_scopes, p->n_scopes, "%s", v[f].json);
+        cr_assert_eq(j->n_metrics, p->n_metrics, "%s", v[f].json);
+        cr_assert_eq(j->n_rows, p->n_rows, "%s", v[f].json);
+        for (uint32_t i = 0; i < j->n_resources; i++) {
+            same_resource(j, &j->resources[i], p, &p->resources[i]);
+        }
+        for (uint32_t i = 0; i < j->n_scopes; i++) {
+            cr_expect_eq(j->scopes[i].resource, p->scopes[i].resource);
+            same_scope(j, i, p, i);
+        }
+        for (uint32_t i = 0; i < j->n_metrics; i++) {
+            const struct metric_row *x = &j->metrics[i], *y = &p->metrics[i];
+            cr_expect(x->scope == y->scope && same_str(x->name, y->name) &&
+                          same_str(x->description, y->description) && same_str(x->unit, y->unit) &&
+                          x->kind == y->kind && x->temporality == y->temporality &&
+                          x->monotonic == y->monotonic &&
+                          same_attrs(j, x->metadata, p, y->metadata),
+                      "metric %u differs", i);
+        }
+        for (uint32_t i = 0; i < j->n_rows; i++) {
+            if (v[f].s == SIG_LOGS) {
+                const struct log_row *x = &j->logs[i], *y = &p->logs[i];
+                cr_expect(
+                    x->time_ns == y->time_ns && x->observed_ns == y->observed_ns &&
+                        x->scope == y->scope && x->severity_number == y->severity_number &&
+                        same_str(x->severity_text, y->severity_text) &&
+                        x->body_type == y->body_type &&
+                        (x->body_type == VAL_STR ? same_str(x->body_str, y->body_str)
+                                                 : same_bytes(j, x->body_val, p, y->body_val)) &&
+                        same_attrs(j, x->attrs, p, y->attrs) &&
+                        x->dropped_attrs == y->dropped_attrs && x->flags == y->flags &&
+                        x->has_trace_id == y->has_trace_id && x->has_span_id == y->has_span_id &&
+                        memcmp(x->trace_id, y->trace_id, 16) == 0 &&
+                        memcmp(x->span_id, y->span_id, 8) == 0 &&
+                        same_str(x->event_name, y->event_name),
+                    "log row %u differs", i);
+            } else if (v[f].s == SIG_TRACES) {
+                const struct span_row *x = &j->spans[i], *y = &p->spans[i];
+                cr_expect(x->start_ns == y->start_ns && x->end_ns == y->end_ns &&
+                              x->scope == y->scope && memcmp(x->trace_id, y->trace_id, 16) == 0 &&
+                              memcmp(x->span_id, y->span_id, 8) == 0 &&
+                              x->has_parent == y->has_parent &&
+                              memcmp(x->parent_span_id, y->parent_span_id, 8) == 0 &&
+                              same_str(x->trace_state, y->trace_state) &&
+                              same_str(x->name, y->name) && x->kind == y->kind &&
+                              x->flags == y->flags && x->status_code == y->status_code &&
+                              same_str(x->status_message, y->status_message) &&
+                              same_attrs(j, x->attrs, p, y->attrs) &&
+                              x->dropped_attrs == y->dropped_attrs && x->n_events == y->n_events &&
+                              same_bytes(j, x->events, p, y->events) &&
+                              x->dropped_events == y->dropped_events && x->n_links == y->n_links &&
+                              same_bytes(j, x->links, p, y->links) &&
+                              x->dropped_links == y->dropped_links,
+                          "span row %u differs", i);
+            } else {
+                /* metric timestamps are taken at export time: each capture has its own */
+                const struct point_row *x = &j->points[i], *y = &p->points[i];
+                cr_expect(x->metric == y->metric && same_attrs(j, x->attrs, p, y->attrs) &&
+                              x->flags == y->flags && x->value_type == y->value_type &&
+                              memcmp(&x->value, &y->value, sizeof(x->value)) == 0 &&
+                              x->count == y->count && x->has_sum == y->has_sum &&
+                              x->has_min == y->has_min && x->has_max == y->has_max &&
+                              (!x->has_sum || x->sum == y->sum) &&
+                              (!x->has_min || x->min == y->min) &&
+                              (!x->has_max || x->max == y->max) &&
+                              same_bytes(j, x->detail, p, y->detail) &&
+                              x->n_exemplars == y->n_exemplars &&
+                              same_bytes(j, x->exemplars, p, y->exemplars),
+                          "point row %u differs", i);
+            }
+        }
+        batch_free(j);
+        batch_free(p);
+        arena_free(a);
+        free(jbody);
+        free(pbody);
+    }
 }
