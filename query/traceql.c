@@ -1255,12 +1255,13 @@ static int parse_hints(struct parser *p, struct traceql_expr *q)
             return p->lx.rc;
         }
         struct traceql_static v;
+        size_t vpos = p->tok.pos;
         if (!parse_static(p, &v)) {
             return p->lx.rc != 0 ? p->lx.rc : fail_expected(p, "a hint value");
         }
         if (mr) {
             if (v.type != TRACEQL_T_BOOL) {
-                return qlex_fail(&p->lx, p->tok.pos, "most_recent takes true or false");
+                return qlex_fail(&p->lx, vpos, "most_recent takes true or false");
             }
             q->most_recent = v.i != 0;
         }
