@@ -46,6 +46,9 @@
  *   exemplars, span parents); span and link ids are then stored as zeros.
  * - Resource.entity_refs is validated and dropped (the row model has no
  *   place for it).
+ * - A body that would decode into more than EXPANSION_MAX times its size in
+ *   rows and heap (+ 1 MiB) is refused, so hostile input made of tiny
+ *   records cannot balloon memory before admission charges the batch.
  *
  * On any error the batch is restored to what it held before the call.
  */
@@ -61,9 +64,18 @@
 #define WT_LEN 2
 #define WT_I32 5
 
-/* A record may add at most a bounded multiple of its own size to the heap
- * (an empty 2-byte exemplar becomes ~50 bytes), so a record starting below
- * this mark cannot push blob offsets (u32) past 4 GiB. */
+/*
+ * Decoding expands: a 2-byte empty LogRecord becomes a ~140-byte row, an empty
+ * exemplar ~50 heap bytes. So that a hostile body cannot make the batch grow
+ * far beyond what admission charged for the body, one call may add at most
+ * EXPANSION_MAX bytes of rows and heap per body byte, plus EXPANSION_SLACK;
+ * beyond that the request is refused (-EPROTO). Real exporters' requests
+ * expand by about 2x at most (the captured vectors: 0.9x to 1.6x).
+ */
+#define EXPANSION_MAX 32
+#define EXPANSION_SLACK ((size_t)1 << 20)
+
+/* Blob offsets are u32; checked alongside, as -ENOMEM. */
 #define HEAP_SOFT_MAX ((size_t)UINT32_MAX / 2)
 
 #ifdef __GNUC__
@@ -80,6 +92,9 @@ struct dec {
     char *err;
     size_t errlen;
     const char *sig;
+    size_t row_size; /* of the signal's rows */
+    size_t used0;    /* batch_used() when the call began */
+    size_t limit;    /* what this call may add */
 };
 
 /* A read position inside one message. */
@@ -852,8 +867,21 @@ struct shape {
     item_fn item;
 };
 
-static int heap_guard(struct dec *d)
+/* Bytes of rows and heap the batch holds (not its spare capacity). */
+static size_t batch_used(const struct batch *b, size_t row_size)
 {
+    return (size_t)b->n_rows * row_size + (size_t)b->n_resources * sizeof(struct res_row) +
+           (size_t)b->n_scopes * sizeof(struct scope_row) +
+           (size_t)b->n_metrics * sizeof(struct metric_row) + b->heap.len;
+}
+
+/* Called before each record (and each event, link, exemplar): see EXPANSION_MAX. */
+static int heap_guard(struct dec *d, const uint8_t *at)
+{
+    if (UNLIKELY(batch_used(d->b, d->row_size) - d->used0 > d->limit)) {
+        return fail(d, at, "request expands to more than %d times its size when decoded",
+                    EXPANSION_MAX);
+    }
     if (UNLIKELY(d->b->heap.len > HEAP_SOFT_MAX)) {
         return fail_nomem(d, "decoded batch larger than 2 GiB");
     }
@@ -870,7 +898,7 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     struct range body = {0};
     int rc;
 
-    TRY(heap_guard(d));
+    TRY(heap_guard(d, p));
     struct log_row *r = batch_add_log(d->b);
     if (r == NULL) {
         return -ENOMEM;
@@ -1097,7 +1125,7 @@ static int dec_span(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     struct range events = {0}, links = {0};
     int rc;
 
-    TRY(heap_guard(d));
+    TRY(heap_guard(d, p));
     struct span_row *r = batch_add_span(d->b);
     if (r == NULL) {
         return -ENOMEM;
@@ -1185,6 +1213,7 @@ static int dec_span(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
         c.end = events.end;
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num == 11) {
+                TRY(heap_guard(d, f.at));
                 TRY(dec_event(d, f.p, f.len));
                 r->n_events++;
             }
@@ -1201,6 +1230,7 @@ static int dec_span(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
         c.end = links.end;
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num == 13) {
+                TRY(heap_guard(d, f.at));
                 TRY(dec_link(d, f.p, f.len));
                 r->n_links++;
             }
@@ -1293,6 +1323,7 @@ static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, str
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num == num) {
+                TRY(heap_guard(d, f.at));
                 TRY(dec_exemplar(d, f.p, f.len));
                 pt->n_exemplars++;
             }
@@ -1434,18 +1465,16 @@ static int put_quantiles(struct dec *d, const struct range *r)
     return rc;
 }
 
-static struct point_row *new_point(struct dec *d, uint32_t metric)
+static int new_point(struct dec *d, const uint8_t *at, uint32_t metric, struct point_row **out)
 {
-    if (heap_guard(d) < 0) {
-        return NULL;
-    }
+    TRY(heap_guard(d, at));
     struct point_row *pt = batch_add_point(d->b);
     if (pt == NULL) {
-        fail_nomem(d, "out of memory");
-        return NULL;
+        return -ENOMEM;
     }
     pt->metric = metric;
-    return pt;
+    *out = pt;
+    return 0;
 }
 
 static void set_attrs(struct attrs *a, size_t start, const struct vbuf *h)
@@ -1462,10 +1491,8 @@ static int dec_number_point(struct dec *d, const uint8_t *p, size_t n, uint32_t 
     struct range ex = {0};
     int rc;
 
-    struct point_row *pt = new_point(d, metric);
-    if (pt == NULL) {
-        return -ENOMEM;
-    }
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
@@ -1520,10 +1547,8 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
     struct range ex = {0}, counts = {0}, bounds = {0};
     int rc;
 
-    struct point_row *pt = new_point(d, metric);
-    if (pt == NULL) {
-        return -ENOMEM;
-    }
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
@@ -1601,10 +1626,8 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
     uint64_t zero_count = 0, zero_threshold = 0;
     int rc;
 
-    struct point_row *pt = new_point(d, metric);
-    if (pt == NULL) {
-        return -ENOMEM;
-    }
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
@@ -1695,10 +1718,8 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
     struct range qs = {0};
     int rc;
 
-    struct point_row *pt = new_point(d, metric);
-    if (pt == NULL) {
-        return -ENOMEM;
-    }
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
     pt->has_sum = true;
     size_t astart = h->len;
     while ((rc = next_field(d, &c, &f)) > 0) {
@@ -1836,7 +1857,7 @@ static int dec_metric(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     struct range data = {0};
     int rc;
 
-    TRY(heap_guard(d));
+    TRY(heap_guard(d, p));
     uint32_t mi = b->n_metrics;
     struct metric_row *m = batch_add_metric(b);
     if (m == NULL) {
@@ -1913,7 +1934,7 @@ static int dec_scope_x(struct dec *d, const struct shape *sh, const uint8_t *p, 
     struct range items = {0};
     int rc;
 
-    TRY(heap_guard(d));
+    TRY(heap_guard(d, p));
     uint32_t si = b->n_scopes;
     struct scope_row *sr = batch_add_scope(b);
     if (sr == NULL) {
@@ -1964,7 +1985,7 @@ static int dec_resource_x(struct dec *d, const struct shape *sh, const uint8_t *
     struct range scopes = {0};
     int rc;
 
-    TRY(heap_guard(d));
+    TRY(heap_guard(d, p));
     uint32_t ri = b->n_resources;
     struct res_row *rr = batch_add_resource(b);
     if (rr == NULL) {
@@ -2015,6 +2036,11 @@ int pbdec_decode(enum signal s, const uint8_t *body, size_t len, struct batch *o
                  size_t errlen)
 {
     struct dec d = {.b = out, .base = body, .err = err, .errlen = errlen, .sig = signal_name(s)};
+    static const size_t row_sizes[] = {
+        [SIG_LOGS] = sizeof(struct log_row),
+        [SIG_TRACES] = sizeof(struct span_row),
+        [SIG_METRICS] = sizeof(struct point_row),
+    };
 
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
@@ -2033,6 +2059,9 @@ int pbdec_decode(enum signal s, const uint8_t *body, size_t len, struct batch *o
     }
 
     const struct shape *sh = &shapes[s];
+    d.row_size = row_sizes[s];
+    d.used0 = batch_used(out, d.row_size);
+    d.limit = len * EXPANSION_MAX + EXPANSION_SLACK;
     uint32_t n_res = out->n_resources, n_scopes = out->n_scopes, n_metrics = out->n_metrics;
     uint32_t n_rows = out->n_rows;
     size_t heap = out->heap.len;

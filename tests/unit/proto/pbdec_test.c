@@ -2243,3 +2243,43 @@ Test(pbdec, a_failed_decode_leaves_an_appended_batch_untouched)
     batch_free(b);
     free(body);
 }
+
+Test(pbdec, bodies_that_balloon_when_decoded_are_refused)
+{
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+    struct pbw sc = {0}, rs = {0}, req = {0};
+
+    /* 5 000 empty log records (2 bytes each) fit in the fixed slack. */
+    for (int i = 0; i < 5000; i++) {
+        w_raw(&sc, "\x12\x00", 2);
+    }
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_rows, 5000);
+    diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+    w_free(&req);
+
+    /* 100 000 of them: ~200 KB that would become ~14 MB of rows. */
+    for (int i = 0; i < 100000; i++) {
+        w_raw(&sc, "\x12\x00", 2);
+    }
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    expect_eproto_w(SIG_LOGS, &req, "request expands to more than 32 times its size");
+    w_free(&req);
+
+    /* The same with empty spans. */
+    for (int i = 0; i < 100000; i++) {
+        w_raw(&sc, "\x12\x00", 2);
+    }
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    expect_eproto_w(SIG_TRACES, &req, "request expands to more than 32 times its size");
+
+    w_free(&req);
+    w_free(&rs);
+    w_free(&sc);
+    batch_free(b);
+}
