@@ -21,8 +21,11 @@
  *   order the JSON need not follow (histogram buckets and bounds, exponential
  *   histogram buckets) remember where those members start, skip them, and
  *   parse them at the end of the object by moving the cursor back. A
- *   KeyValue whose "value" precedes its "key" is handled the same way. For a
- *   member given twice the last one wins, as for a protobuf oneof.
+ *   KeyValue whose "value" precedes its "key" is handled the same way.
+ *   Proto3 JSON forbids a member given twice; we accept it as protobuf does
+ *   a field repeated on the wire: lists of resources, scopes, records and
+ *   data points append, any other member is replaced by its last occurrence
+ *   (the oneofs of AnyValue, data point values and Metric data included).
  *
  * DEPTH
  *   The schema bounds the nesting of messages; AnyValue nesting is bounded by
@@ -2311,7 +2314,6 @@ static const struct fdef data_fields[] = {
 /* Gauge, Sum, Histogram, ExponentialHistogram or Summary of metric |mi|. */
 static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const char *what)
 {
-    uint32_t rows_mark = j->b->n_rows;
     struct jstr k;
     bool first = true;
     int rc = obj_open(j, what);
@@ -2337,7 +2339,6 @@ static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const c
             rc = rd_bool(j, "isMonotonic", &m->monotonic);
         } else {
             bool efirst = true;
-            j->b->n_rows = rows_mark; /* a repeated list replaces the first */
             if ((rc = arr_open(j, "dataPoints")) < 0) {
                 return rc;
             }

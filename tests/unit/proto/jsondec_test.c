@@ -806,14 +806,16 @@ Test(jsondec, members_in_any_order_and_the_last_one_wins)
 
     ok(&d, SIG_METRICS,
        "{'resourceMetrics':[{'scopeMetrics':[{'metrics':[{'gauge':{'dataPoints':[{'asInt':1},{'"
-       "asInt':2}]},'sum':{'dataPoints':[{'asInt':3,'asDouble':3.5}],'isMonotonic':true},'name':"
+       "asInt':2}]},'sum':{'dataPoints':[{'asInt':3,'asDouble':3.5}],'isMonotonic':true,'"
+       "dataPoints':[{'asInt':4}]},'name':"
        "'m'},{'histogram':{'dataPoints':[{'explicitBounds':[1,2],'bucketCounts':[4,5,6],'"
        "exemplars':[{'filteredAttributes':[{'key':'q','value':{}}],'asDouble':1,'asInt':2}]}]}}"
        ",{'exponentialHistogram':{'dataPoints':[{'negative':{'bucketCounts':[1],'offset':-1},'"
        "positive':{'bucketCounts':[2,3],'offset':4,'bucketCounts':[7]},'scale':1}]}}]}]}]}");
     expect(&d, SIG_METRICS,
            "{'expected':{'metrics':{'metrics':[{'name':'m','type':'sum','monotonic':true,'"
-           "dataPoints':[{'value':{'double':3.5}}]},{'type':'histogram','dataPoints':[{'"
+           "dataPoints':[{'value':{'double':3.5}},{'value':{'int':'4'}}]},{'type':'histogram','"
+           "dataPoints':[{'"
            "bucketCounts':[4,5,6],'explicitBounds':[1,2],'exemplars':[{'value':{'int':'2'},'"
            "filteredAttributes':{'q':{}}}]}]},{'type':'exponential_histogram','dataPoints':[{'"
            "scale':1,'positive':{'offset':4,'bucketCounts':[7]},'negative':{'offset':-1,'"
