@@ -1,0 +1,74 @@
+/*
+ * jsonw.h - a small streaming JSON writer appending to an evbuffer.
+ *
+ * The writer tracks commas itself: call jsonw_key before every member of
+ * an object, and the value calls in order. Strings are escaped (", \, and
+ * control characters; optionally <, > and & as \u003c... as Go does) and
+ * any byte sequence that is not valid UTF-8 becomes U+FFFD, so the output
+ * is valid JSON whatever the stored data hold. Doubles are written as the
+ * shortest decimal that reads back to the same value; NaN and infinities,
+ * which JSON cannot carry as numbers, are written as the strings "NaN",
+ * "+Inf" and "-Inf" (Prometheus / Loki convention).
+ *
+ * Nesting is limited to JSONW_MAX_DEPTH; deeper begin calls set w->err and
+ * write nothing. Memory errors of the evbuffer set w->err = -ENOMEM; the
+ * writer keeps going (the caller checks w->err once at the end).
+ * Not thread-safe: one writer per thread at a time.
+ */
+#ifndef MIRADB_JSONW_H
+#define MIRADB_JSONW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+
+#define JSONW_MAX_DEPTH 64
+
+struct jsonw {
+    struct evbuffer *out; /* borrowed */
+    int depth;
+    int err;         /* 0, -ENOMEM, or -E2BIG (too deep) */
+    bool html;       /* escape < > & as \u003c \u003e \u0026 */
+    bool after_key;  /* the next value completes a member */
+    uint64_t nonempty; /* bit d: container at depth d has a member already */
+};
+
+void jsonw_init(struct jsonw *w, struct evbuffer *out);
+
+void jsonw_obj_begin(struct jsonw *w);
+void jsonw_obj_end(struct jsonw *w);
+void jsonw_arr_begin(struct jsonw *w);
+void jsonw_arr_end(struct jsonw *w);
+
+/* Member name (escaped like a string). */
+void jsonw_key(struct jsonw *w, const char *k);
+void jsonw_keyn(struct jsonw *w, const char *k, size_t n);
+
+/* Values. */
+void jsonw_str(struct jsonw *w, const char *s, size_t n);
+void jsonw_cstr(struct jsonw *w, const char *s); /* NULL writes null */
+void jsonw_strf(struct jsonw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void jsonw_int(struct jsonw *w, int64_t v);
+void jsonw_uint(struct jsonw *w, uint64_t v);
+/* A number; NaN/Inf as the strings above. */
+void jsonw_double(struct jsonw *w, double v);
+/* A double as a JSON string ("2", "0.5", "NaN", "+Inf"): Loki sample values. */
+void jsonw_double_str(struct jsonw *w, double v);
+/* A uint64 as a JSON string ("1700000000000000000"): ns timestamps. */
+void jsonw_uint_str(struct jsonw *w, uint64_t v);
+void jsonw_bool(struct jsonw *w, bool v);
+void jsonw_null(struct jsonw *w);
+/* An already encoded JSON value, written as is. */
+void jsonw_raw(struct jsonw *w, const char *json, size_t n);
+
+/* Appends the escaped body of a string (no quotes) to |out|. */
+void jsonw_escape(struct evbuffer *out, const char *s, size_t n, bool html);
+
+/* The shortest decimal for |v| that reads back exactly ("2", "0.1",
+ * "1e+21", "NaN", "+Inf", "-Inf"); NUL-terminated, returns its length.
+ * |buf| needs 32 bytes. */
+size_t jsonw_fmt_double(char *buf, double v);
+
+#endif
