@@ -97,7 +97,9 @@ struct load {
     uint64_t connects, connect_errors, reconnects;
     uint32_t nfail;
     struct fail_count fails[MAX_FAIL_KEYS];
-    struct hist lat;
+    struct hist lat;     /* acknowledged: from t_due to the answer */
+    struct hist refused; /* answered with a failure status: from t_due to the answer */
+    uint64_t t_stop;     /* when issuing stopped */
 
     struct proc_sample srv_before, srv_after;
     uint64_t srv_rss_max_kb;
@@ -276,6 +278,9 @@ static void finish(struct load *l)
 
 static void stop_issuing(struct load *l)
 {
+    if (!l->stopped) {
+        l->t_stop = load_now_ns();
+    }
     l->stopped = true;
     if (l->inflight == 0) {
         finish(l);
@@ -386,6 +391,9 @@ void load_done(struct load *l, struct load_conn *c, const struct load_req *q, en
     } else {
         l->failed++;
         count_failure(l, o, code);
+        if (o == LO_HTTP || o == LO_GRPC) {
+            hist_add(&l->refused, now - q->t_due);
+        }
     }
     if (!budget_left(l, now)) {
         stop_issuing(l);
@@ -903,6 +911,21 @@ static json_t *ms_or_clamped(const struct hist *h, double q)
     return json_real((double)v / 1e6);
 }
 
+/* {"samples": n, "p50", "p90", "p99", "max"} in milliseconds; no
+ * percentiles without samples. */
+static json_t *latency_json(const struct hist *h)
+{
+    json_t *lat = json_object();
+    json_object_set_new(lat, "samples", json_integer((json_int_t)h->n));
+    if (h->n > 0) {
+        json_object_set_new(lat, "p50", ms_or_clamped(h, 0.50));
+        json_object_set_new(lat, "p90", ms_or_clamped(h, 0.90));
+        json_object_set_new(lat, "p99", ms_or_clamped(h, 0.99));
+        json_object_set_new(lat, "max", json_real((double)h->max / 1e6));
+    }
+    return lat;
+}
+
 static json_t *report(struct load *l, json_t *payload)
 {
     json_t *j = json_object();
@@ -959,17 +982,14 @@ static json_t *report(struct load *l, json_t *payload)
     json_object_set_new(j, "bytes_per_s", json_real(el > 0 ? l->bytes_acked / el : 0));
     json_object_set_new(j, "requests_per_s", json_real(el > 0 ? l->acked / el : 0));
 
-    json_t *lat = json_object();
-    json_object_set_new(lat, "samples", json_integer((json_int_t)l->lat.n));
-    if (l->lat.n > 0) {
-        json_object_set_new(lat, "p50", ms_or_clamped(&l->lat, 0.50));
-        json_object_set_new(lat, "p90", ms_or_clamped(&l->lat, 0.90));
-        json_object_set_new(lat, "p99", ms_or_clamped(&l->lat, 0.99));
-        json_object_set_new(lat, "max", json_real((double)l->lat.max / 1e6));
-    }
+    json_t *lat = latency_json(&l->lat);
     json_object_set_new(lat, "from",
                         json_string(l->o.rate > 0 ? "scheduled send time" : "send time"));
     json_object_set_new(j, "ack_latency_ms", lat);
+    json_object_set_new(j, "refusal_latency_ms", latency_json(&l->refused));
+    json_object_set_new(
+        j, "issuing_s",
+        json_real(l->started && l->t_stop ? (double)(l->t_stop - l->t0) / 1e9 : el));
 
     json_t *conn = json_object();
     json_object_set_new(conn, "connects", json_integer((json_int_t)l->connects));
@@ -1026,6 +1046,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     hist_init(&l->lat);
+    hist_init(&l->refused);
     l->timeout_ns = (uint64_t)(l->o.timeout_s * 1e9);
     l->tp = l->o.proto == LP_GRPC ? &load_h2 : &load_http1;
     l->target.proto = l->o.proto;
