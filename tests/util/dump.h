@@ -1,0 +1,82 @@
+/*
+ * dump.h - every row a data directory holds, read offline the way the
+ * daemon reads it at boot, for tests that must check exactly which records
+ * survived (crash and corruption tests) before a query language can say so.
+ *
+ * For each signal: every DATA/<signal>/ *.blk that opens (blk_open: trailer,
+ * footer and root table verified) contributes its rows, and its per-shard
+ * WAL watermark; a block that fails to open is skipped and counted (the
+ * daemon quarantines it). Then, per shard, the WAL segments of
+ * DATA/wal/<signal>-<i>/ are replayed above that shard's watermark with
+ * wal_open, decoded with pbdec/jsondec into a batch and appended to an open
+ * block, exactly as a shard replays at boot, and the open block's rows are
+ * handed out too. The WAL is replayed from a private copy, so the data
+ * directory is never changed (the daemon, at its next boot, cuts torn tails
+ * itself). Leftover *.tmp files of unfinished seals are counted, not read.
+ *
+ * Single-threaded; call it while no daemon runs on the directory (after a
+ * kill or a stop).
+ */
+#ifndef MIRADB_TEST_DUMP_H
+#define MIRADB_TEST_DUMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/batch.h"
+#include "storage/oblock.h"
+
+/* One row. The views (and |source|) are borrowed for the callback only. */
+struct dump_row {
+    enum signal sig;
+    uint32_t shard;
+    bool from_wal;      /* a replayed WAL frame; false: a sealed block */
+    uint64_t wal_seq;   /* WAL rows: the frame's seq; block rows: the block's watermark */
+    const char *source; /* the block file, or the WAL directory */
+    /* BLK_ROOT | BLK_ATTRS | BLK_DETAIL: the tables this row was read from.
+     * A block table that failed its check is left out (its fields come back
+     * empty); WAL rows have them all. */
+    unsigned tables;
+    const struct log_view *log;     /* SIG_LOGS, else NULL */
+    const struct span_view *span;   /* SIG_TRACES, else NULL */
+    const struct point_view *point; /* SIG_METRICS, else NULL */
+};
+
+/* A negative return stops the dump; dump_data_dir returns it. */
+typedef int (*dump_fn)(void *ctx, const struct dump_row *r);
+
+struct dump_sig_stats {
+    uint64_t blocks;         /* opened */
+    uint64_t blocks_bad;     /* failed to open (the daemon quarantines them) */
+    uint64_t tables_bad;     /* attribute or detail tables that failed their check */
+    uint64_t tmp_files;      /* *.tmp left by a seal that did not finish */
+    uint64_t block_rows;     /* rows of the blocks that opened */
+    uint64_t wal_shards;     /* WAL directories found */
+    uint64_t wal_frames;     /* frames above the watermark, replayed */
+    uint64_t wal_skipped;    /* intact frames at or below the watermark */
+    uint64_t wal_bad_frames; /* intact frames that did not decode (skipped, as the daemon does) */
+    uint64_t wal_torn;       /* torn or corrupt tails wal_open cut (in the copy) */
+    uint64_t wal_rows;       /* rows of the replayed frames */
+    uint64_t watermark_max;  /* highest block watermark over the shards */
+};
+
+struct dump_stats {
+    struct dump_sig_stats sig[SIG_COUNT]; /* [signal - 1] */
+    uint64_t quarantined_files;           /* files in DATA/quarantine/ */
+};
+
+/*
+ * Hands every row of |data| to |fn| (may be NULL to only count), signal by
+ * signal: block rows first (blocks in file-name order, rows in block
+ * order), then WAL rows (shard by shard, in seq order). |st| (may be NULL)
+ * is filled in. Returns 0; -errno for an I/O error or out of memory, with a
+ * one-line reason in |err|; or whatever negative |fn| returned.
+ */
+int dump_data_dir(const char *data, dump_fn fn, void *ctx, struct dump_stats *st, char *err,
+                  size_t errlen);
+
+/* Total rows of one signal in |st| (block rows + WAL rows). */
+uint64_t dump_rows(const struct dump_stats *st, enum signal s);
+
+#endif
