@@ -735,6 +735,7 @@ Test(grpc, overload_is_unavailable_with_retry_info)
     cr_assert_eq(h2c_wait(h), 0);
     expect_ok(&first, "the export that got the queue slot");
     expect_trailers_only(&second, 14, "the export refused while the queue was full");
+    cr_expect_eq(second.sent, 5, "%zu bytes of a refused export were read", second.sent);
     cr_assert_neq(second.details_bin[0], '\0', "UNAVAILABLE without grpc-status-details-bin");
     cr_assert_null(strchr(second.details_bin, '='), "details are padded base64");
     uint8_t st[1024];
@@ -751,6 +752,43 @@ Test(grpc, overload_is_unavailable_with_retry_info)
     cr_expect_eq(errors(&d, "overloaded"), 1);
     cr_expect_eq(records(&d, "logs"), 10);
     free(body);
+    stop_clean(&d);
+}
+
+Test(grpc, an_admitted_stream_flows_while_another_on_its_connection_waits_for_admission)
+{
+    struct daemon d;
+    /* one logs shard with a one-job queue that a slow drain keeps busy */
+    const char *args[] = {"--shards",           "1",    "--queue", "1", "--admit-wait", "10000",
+                          "--test-shard-delay", "1000", NULL};
+    struct pb msg = logs_request(1000); /* about 190 KB: many DATA frames */
+    size_t bl, vl;
+    uint8_t *big = h2c_frame(msg.p, msg.len, false, &bl);
+    uint8_t *v = vector("grpc-logs.grpc-frame", &vl);
+    struct h2c *h;
+
+    start(&d, args);
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    /* both prefixes arrive first (5-byte windows); one export gets the
+     * slot, the other waits for it, and the admitted one's body must still
+     * get through on the shared connection or the slot never frees */
+    struct h2c_call a = {.body = big, .body_len = bl};
+    struct h2c_call b = {.body = v, .body_len = vl};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &a), 0);
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &b), 0);
+    cr_assert_eq(h2c_wait(h), 0);
+    expect_ok(&a, "the large export");
+    expect_ok(&b, "the small export");
+    cr_expect_eq(daemon_metric(&d, "miradb_admission_waits_total"), 1, "waits %g",
+                 daemon_metric(&d, "miradb_admission_waits_total"));
+    cr_expect_eq(errors(&d, "overloaded"), 0);
+    cr_expect_eq(records(&d, "logs"), 1010);
+    h2c_call_free(&a);
+    h2c_call_free(&b);
+    h2c_free(h);
+    free(msg.p);
+    free(big);
+    free(v);
     stop_clean(&d);
 }
 

@@ -33,6 +33,7 @@ struct h2c {
     struct h2c_call *calls[MAX_CALLS];
     int n_calls;
     bool dead; /* EOF or an error: nothing more will arrive */
+    int n_closed;
     bool settings_seen;
     bool goaway;
     int32_t goaway_last;
@@ -164,9 +165,10 @@ static int on_data_chunk_recv(nghttp2_session *sess, uint8_t flags, int32_t id, 
 static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_code, void *user)
 {
     struct h2c_call *call = nghttp2_session_get_stream_user_data(sess, id);
-    (void)user;
+    struct h2c *c = user;
 
     if (call != NULL) {
+        call->close_seq = ++c->n_closed;
         call->closed = true;
         call->close_code = error_code;
     }

@@ -27,7 +27,8 @@ struct h2c_call {
     /* progress */
     int32_t id;
     size_t sent;
-    bool closed; /* the stream is closed (answer complete, reset, or connection gone) */
+    bool closed;   /* the stream is closed (answer complete, reset, or connection gone) */
+    int close_seq; /* 1 for the first call closed on its connection, 2 for the next... */
     uint32_t close_code;
     bool rst_received;
     uint32_t rst_code;
