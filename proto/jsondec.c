@@ -170,6 +170,14 @@ static const uint8_t str_stop[256] = {
     ['\\'] = 1,
 };
 
+/* Whether any of the 8 bytes in |x| is '"', '\\' or below 0x20 (SWAR). */
+static inline bool has_stop(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)) & high;
+}
+
 /* At '"': validates the string (escapes, surrogate pairs) and moves past it. */
 static int lex_str(struct jd *j, struct jstr *out)
 {
@@ -178,6 +186,14 @@ static int lex_str(struct jd *j, struct jstr *out)
     bool esc = false;
     out->at = i;
     for (;;) {
+        while (j->n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (has_stop(w)) {
+                break;
+            }
+            i += 8;
+        }
         while (i < j->n && !str_stop[s[i]]) {
             i++;
         }
@@ -624,8 +640,9 @@ static int field_of(const struct jd *j, const struct jstr *k, const struct fdef 
         return -1;
     }
     for (int i = 0; i < nt; i++) {
-        if ((k->len == t[i].clen && memcmp(p, t[i].camel, k->len) == 0) ||
-            (t[i].snake != NULL && k->len == t[i].slen && memcmp(p, t[i].snake, k->len) == 0)) {
+        if ((k->len == t[i].clen && p[0] == t[i].camel[0] && memcmp(p, t[i].camel, k->len) == 0) ||
+            (t[i].snake != NULL && k->len == t[i].slen && p[0] == t[i].snake[0] &&
+             memcmp(p, t[i].snake, k->len) == 0)) {
             return i;
         }
     }
@@ -734,6 +751,20 @@ static int num_text(struct jd *j, const char *field, char *buf, size_t cap, cons
  */
 static bool num_to_int(const char *p, size_t n, bool *neg, uint64_t *mag)
 {
+    /* the usual case: up to 19 plain digits cannot overflow */
+    size_t i0 = n != 0 && p[0] == '-';
+    if (n > i0 && n - i0 <= 19 && (p[i0] != '0' || n - i0 == 1)) {
+        uint64_t v = 0;
+        size_t k = i0;
+        while (k < n && p[k] >= '0' && p[k] <= '9') {
+            v = v * 10 + (uint64_t)(p[k++] - '0');
+        }
+        if (k == n) {
+            *neg = i0 != 0;
+            *mag = v;
+            return true;
+        }
+    }
     if (n == 0 || num_span(p, n) != n) {
         return false;
     }
@@ -872,6 +903,67 @@ static int rd_i32(struct jd *j, const char *field, int32_t *out)
     return 0;
 }
 
+/*
+ * Clinger's fast path: a decimal mantissa of at most 2^53 and a power of ten
+ * of at most 22 are both exact doubles, so one multiply or divide gives the
+ * correctly rounded value, the same as strtod. False: use strtod. |p| is a
+ * valid JSON number.
+ */
+static bool f64_fast(const char *p, size_t n, double *out)
+{
+    static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const uint64_t max = 1ull << 53;
+    size_t i = 0;
+    bool neg = p[0] == '-';
+    uint64_t m = 0;
+    long e10 = 0;
+    i += neg;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+        m = m * 10 + (uint64_t)(p[i] - '0');
+        if (m > max) {
+            return false;
+        }
+    }
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            e10--;
+            if (m > max) {
+                return false;
+            }
+        }
+    }
+    if (i < n) { /* exponent */
+        bool eneg = false;
+        long e = 0;
+        i++;
+        if (p[i] == '+' || p[i] == '-') {
+            eneg = p[i++] == '-';
+        }
+        for (; i < n; i++) {
+            e = e * 10 + (p[i] - '0');
+            if (e > 1000) {
+                return false;
+            }
+        }
+        e10 += eneg ? -e : e;
+    }
+    double v;
+    if (m == 0) {
+        v = 0.0;
+    } else if (e10 >= 0 && e10 <= 22) {
+        v = (double)m * pow10[e10];
+    } else if (e10 < 0 && e10 >= -22) {
+        v = (double)m / pow10[-e10];
+    } else {
+        return false;
+    }
+    *out = neg ? -v : v;
+    return true;
+}
+
 static int rd_f64(struct jd *j, const char *field, double *out)
 {
     char buf[512];
@@ -910,6 +1002,9 @@ static int rd_f64(struct jd *j, const char *field, double *out)
     }
     if (n == 0 || num_span(p, n) != n) {
         return fail(j, at, "%s: not a number", field);
+    }
+    if (f64_fast(p, n, out)) {
+        return 0;
     }
     if (n >= sizeof(buf)) {
         return fail(j, at, "%s: number too long", field);

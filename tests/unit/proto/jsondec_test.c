@@ -1307,3 +1307,57 @@ Test(jsondec, maps_records_exactly_as_the_protobuf_decoder)
         free(pbody);
     }
 }
+
+/* Decimal text in many shapes: the decoder must read each as strtod does. */
+Test(jsondec, doubles_read_exactly_as_strtod_does)
+{
+    enum { N = 3000 };
+    static char num[N][40];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    size_t cap = N * 80 + 128, len = 0;
+    char *rec = malloc(cap);
+    len += (size_t)snprintf(rec + len, cap - len, "{'attributes':[");
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int digits = 1 + (int)(x % 19), frac = (int)((x >> 8) % (digits + 1));
+        int exp = (int)((x >> 16) % 61) - 30;
+        char d[24];
+        uint64_t m = x >> 20;
+        for (int k = 0; k < digits; k++, m /= 10) {
+            d[k] = (char)('0' + m % 10);
+        }
+        d[0] = d[0] == '0' ? '1' : d[0]; /* no leading zero */
+        int n =
+            snprintf(num[i], sizeof(num[i]), "%s%.*s", (x >> 40) & 1 ? "-" : "", digits - frac, d);
+        if (frac != 0) {
+            n += snprintf(num[i] + n, sizeof(num[i]) - (size_t)n, "%s%.*s",
+                          digits == frac ? "0." : ".", frac, d + digits - frac);
+        }
+        if ((x >> 50) & 1) {
+            snprintf(num[i] + n, sizeof(num[i]) - (size_t)n, "e%d", exp);
+        }
+        len += (size_t)snprintf(rec + len, cap - len, "%s{'key':'%d','value':{'doubleValue':%s}}",
+                                i ? "," : "", i, num[i]);
+    }
+    snprintf(rec + len, cap - len, "]}");
+    struct dec d;
+    log_ok(&d, rec);
+    const struct attrs *at = &d.b->logs[0].attrs;
+    cr_assert_eq(at->count, N);
+    struct val_rd r = {batch_blob(d.b, at->blob), batch_blob(d.b, at->blob) + at->blob.len};
+    int bad_n = 0;
+    for (int i = 0; i < N; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        cr_assert_eq(val_rd_kv(&r, &k, &kn, &v), 0);
+        cr_assert_eq(v.type, VAL_DOUBLE);
+        double want = strtod(num[i], NULL);
+        if (memcmp(&want, &v.d, sizeof(double)) != 0 && bad_n++ < 10) {
+            cr_expect(false, "%s: read %.17g, strtod says %.17g", num[i], v.d, want);
+        }
+    }
+    cr_expect_eq(bad_n, 0);
+    free(rec);
+    done(&d);
+}
