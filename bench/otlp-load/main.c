@@ -512,7 +512,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     if (!l->stopped && !budget_left(l, now)) {
         stop_issuing(l);
     }
-    if (!l->finished && l->inflight == 0 && now - l->last_progress > l->timeout_ns) {
+    /* load_done() above may have moved last_progress past |now| */
+    uint64_t idle = now > l->last_progress ? now - l->last_progress : 0;
+    if (!l->finished && l->inflight == 0 && idle > l->timeout_ns) {
         bool any = false;
         for (uint32_t i = 0; i < l->o.connections; i++) {
             any |= l->conns[i]->ready;
