@@ -1,0 +1,91 @@
+/*
+ * fuzz_logql.c - libFuzzer target for the LogQL parser: any input must parse
+ * or fail with a message, never crash, leak or hang. Accepted queries also
+ * run their matchers, line filters and label filters against the input
+ * bytes (arbitrary, often invalid UTF-8) to exercise the regex wrapper.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "query/logql.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void lf_walk(const struct logql_lf *lf, const char *s, size_t n)
+{
+    if (lf == NULL) {
+        return;
+    }
+    if (lf->kind == LOGQL_LF_AND || lf->kind == LOGQL_LF_OR) {
+        lf_walk(lf->left, s, n);
+        lf_walk(lf->right, s, n);
+        return;
+    }
+    (void)logql_lf_test(lf, s, n);
+    (void)logql_lf_test(lf, NULL, 0);
+}
+
+static void log_walk(const struct logql_log *log, const char *s, size_t n)
+{
+    for (size_t i = 0; i < log->n_matchers; i++) {
+        (void)logql_match_label(&log->matchers[i], s, n);
+    }
+    for (size_t i = 0; i < log->n_stages; i++) {
+        const struct logql_stage *st = &log->stages[i];
+        if (st->kind == LOGQL_STAGE_LINE_FILTER) {
+            (void)logql_line_filter_match(st, s, n);
+        } else if (st->kind == LOGQL_STAGE_LABEL_FILTER) {
+            lf_walk(st->lf, s, n);
+        } else if (st->kind == LOGQL_STAGE_DROP || st->kind == LOGQL_STAGE_KEEP) {
+            for (size_t k = 0; k < st->n_labels; k++) {
+                if (st->labels[k].value.s != NULL) {
+                    (void)logql_match_label(&st->labels[k], s, n);
+                }
+            }
+        } else if (st->kind == LOGQL_STAGE_PATTERN) {
+            (void)logql_pattern_match(&st->pattern, s, n);
+        }
+    }
+    size_t nn;
+    const struct logql_str *nd = logql_log_needles(log, &nn);
+    for (size_t i = 0; i < nn; i++) {
+        if (nd[i].n == 0 || nd[i].s[nd[i].n] != '\0') {
+            __builtin_trap();
+        }
+    }
+}
+
+static void expr_walk(const struct logql_expr *e, const char *s, size_t n, int depth)
+{
+    if (e == NULL || depth > 200) {
+        return;
+    }
+    if (e->kind == LOGQL_EXPR_LOG || e->kind == LOGQL_EXPR_RANGE) {
+        log_walk(&e->log, s, n);
+    }
+    if (e->kind == LOGQL_EXPR_LABEL_REPLACE && e->regex != NULL) {
+        (void)qlex_re_match(e->regex, s, n);
+    }
+    expr_walk(e->inner, s, n, depth + 1);
+    expr_walk(e->lhs, s, n, depth + 1);
+    expr_walk(e->rhs, s, n, depth + 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[256];
+    struct logql_expr *e = NULL;
+    int rc = logql_parse((const char *)data, size, &e, err, sizeof(err));
+    if (rc != 0) {
+        if (e != NULL || err[0] == '\0' || memchr(err, '\0', sizeof(err)) == NULL) {
+            __builtin_trap(); /* a failure always leaves NULL and a message */
+        }
+        return 0;
+    }
+    /* the subject: the query bytes themselves, capped */
+    expr_walk(e, (const char *)data, size < 512 ? size : 512, 0);
+    (void)logql_is_metric(e);
+    logql_free(e);
+    return 0;
+}
