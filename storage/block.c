@@ -1997,7 +1997,7 @@ static int open_checked(blk *b, char *err, size_t errlen)
         return fail(err, errlen, "unknown block format version %u (this miradb reads %d)",
                     version, BLK_VERSION);
     }
-    if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE) {
+    if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE || rd32(h + 60) != 0) {
         return fail(err, errlen, "header checksum mismatch");
     }
     if (h[16] < SIG_LOGS || h[16] > SIG_METRICS) {
@@ -2016,7 +2016,7 @@ static int open_checked(blk *b, char *err, size_t errlen)
     if (memcmp(t + 32, trl_magic, 8) != 0) {
         return fail(err, errlen, "truncated or corrupt: no trailer at the end of the file");
     }
-    if (rd32(t + 24) != crc32_of(t, 24)) {
+    if (rd32(t + 24) != crc32_of(t, 24) || rd32(t + 28) != 0) {
         return fail(err, errlen, "trailer checksum mismatch");
     }
     if (rd32(t + 20) != version) {

@@ -11,6 +11,7 @@
 #ifndef MIRADB_TEST_BLKGEN_H
 #define MIRADB_TEST_BLKGEN_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,9 @@ static inline struct blob gen_exemplars(struct batch *b, uint64_t *s, uint32_t n
     return (struct blob){(uint32_t)off, (uint32_t)(h->len - off)};
 }
 
+/* Set by a test that needs every log body to be a string (token blooms). */
+static bool gen_string_bodies_only;
+
 static inline void gen_log_rows(struct batch *b, arena *a, uint64_t *s, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
@@ -329,7 +333,7 @@ static inline void gen_log_rows(struct batch *b, arena *a, uint64_t *s, uint32_t
         const char *st = sev[gen_below(s, 6)];
         r->severity_text = gen_below(s, 8) ? (struct mstr){st, (uint32_t)strlen(st)}
                                            : (struct mstr){NULL, 0};
-        switch (gen_below(s, 6)) {
+        switch (gen_string_bodies_only ? 5 : gen_below(s, 6)) {
         case 0:
             r->body_type = VAL_EMPTY;
             break;

@@ -37,7 +37,7 @@ static void fresh_dir(void)
     cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
 }
 
-TestSuite(block, .init = fresh_dir, .timeout = 120);
+TestSuite(block, .init = fresh_dir);
 
 /* ---- comparison: NULL when equal, else the first field that differs ---- */
 
@@ -458,6 +458,503 @@ Test(block, crc32_matches_a_bitwise_reference)
     memcpy(&fcrc, file + len - 24, 4);
     cr_assert_eq(crc32_bitwise(file + lay.footer_offset, lay.footer_bytes), fcrc);
     free(file);
+    blk_unref(b);
+    oblock_free(ob);
+}
+
+/* ---- lazy verification and the verification cache ---- */
+
+static struct blk_stats stats_now(void)
+{
+    struct blk_stats s;
+    blk_get_stats(&s);
+    return s;
+}
+
+/* Moves the file's mtime |secs| into the past, so it counts as settled. */
+static void age_file(const char *path, int secs)
+{
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= secs;
+    ts[1] = ts[0];
+    cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static uint64_t table_len(blk *b, uint32_t t)
+{
+    struct blk_table_info ti;
+    cr_assert_eq(blk_table_info(b, t, &ti), 0);
+    return ti.length;
+}
+
+Test(block, open_verifies_only_the_root_and_each_other_table_once_on_first_use)
+{
+    char path[512];
+    oblock *ob = gen_oblock(SIG_LOGS, 61, 400, 50);
+    write_block(ob, 400, 0, 61, NULL, path, sizeof(path));
+
+    struct blk_stats s0 = stats_now();
+    cr_assert_eq(s0.tables_verified, 0);
+    blk *b = open_ok(path);
+    struct blk_layout lay;
+    blk_layout(b, &lay);
+    struct blk_stats s1 = stats_now();
+    cr_assert_eq(s1.tables_verified, 1); /* the root */
+    cr_assert_eq(s1.bytes_hashed, lay.footer_bytes + table_len(b, 0));
+    struct blk_table_info ti;
+    blk_table_info(b, 1, &ti);
+    cr_assert_eq(ti.state, 0);
+    cr_assert_eq(ti.n_columns, 0);
+
+    /* A root-only scan reads no other table. */
+    struct log_view v;
+    for (uint64_t i = 0; i < 400; i++) {
+        cr_assert_eq(blk_log(b, i, BLK_ROOT, &v), 0);
+        cr_assert_eq(v.attrs.count, 0);
+        cr_assert_eq(v.attrs.len, 0);
+        cr_assert_not_null(v.attrs.p);
+        cr_assert_eq(v.observed_ns, 0);
+    }
+    cr_assert_eq(stats_now().tables_verified, 1);
+
+    /* The attribute table: verified once, on first use. */
+    for (uint64_t i = 0; i < 400; i++) {
+        cr_assert_eq(blk_log(b, i, BLK_ATTRS, &v), 0);
+        cr_assert_eq(v.time_ns, 0);
+        cr_assert_eq(v.body_str.len, 0);
+    }
+    struct blk_stats s2 = stats_now();
+    cr_assert_eq(s2.tables_verified, 2);
+    cr_assert_eq(s2.bytes_hashed, s1.bytes_hashed + table_len(b, 1));
+    blk_table_info(b, 1, &ti);
+    cr_assert_eq(ti.state, 1);
+    cr_assert_eq(ti.n_columns, 3);
+    blk_table_info(b, 2, &ti);
+    cr_assert_eq(ti.state, 0);
+
+    cr_assert_eq(blk_log(b, 5, BLK_DETAIL, &v), 0);
+    cr_assert_eq(blk_log(b, 6, BLK_ALL, &v), 0);
+    struct blk_stats s3 = stats_now();
+    cr_assert_eq(s3.tables_verified, 3);
+    cr_assert_eq(s3.verify_failures, 0);
+    /* A fresh file is not settled: nothing was trusted from the cache. */
+    cr_assert_eq(s3.cache_hits, 0);
+    blk_unref(b);
+    oblock_free(ob);
+}
+
+Test(block, a_settled_file_is_verified_once_across_opens_and_a_replaced_one_again)
+{
+    char path[512], other[512];
+    oblock *ob = gen_oblock(SIG_TRACES, 71, 300, 50);
+    write_block(ob, 300, 0, 71, NULL, path, sizeof(path));
+
+    /* Not settled yet: every open hashes again, and nothing is stored. */
+    blk_unref(open_ok(path));
+    blk_unref(open_ok(path));
+    cr_assert_eq(stats_now().tables_verified, 2);
+    cr_assert_eq(stats_now().cache_hits, 0);
+    cr_assert_eq(vcache_size(), 0);
+
+    /* Settled: the next open verifies and remembers footer and root; the
+     * one after trusts both. */
+    age_file(path, 10);
+    blk *b = open_ok(path);
+    struct span_view v;
+    cr_assert_eq(blk_span(b, 0, BLK_ALL, &v), 0);
+    blk_unref(b);
+    struct blk_stats s1 = stats_now();
+    cr_assert_eq(s1.tables_verified, 5);
+    cr_assert_eq(vcache_size(), 4); /* footer + 3 tables */
+    b = open_ok(path);
+    for (uint64_t i = 0; i < 300; i++) {
+        cr_assert_eq(blk_span(b, i, BLK_ALL, &v), 0);
+    }
+    blk_unref(b);
+    struct blk_stats s2 = stats_now();
+    cr_assert_eq(s2.tables_verified, s1.tables_verified);
+    cr_assert_eq(s2.bytes_hashed, s1.bytes_hashed);
+    cr_assert_eq(s2.cache_hits, s1.cache_hits + 4);
+
+    /* Forced verification ignores the cache. */
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, NULL, 0), 0);
+    cr_assert_eq(stats_now().tables_verified, s2.tables_verified + 1);
+    blk_unref(b);
+
+    /* Another block renamed over the same path, with the same mtime: a new
+     * inode, so no old entry matches. */
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    oblock *ob2 = gen_oblock(SIG_TRACES, 72, 300, 50);
+    write_block(ob2, 300, 9, 72, NULL, other, sizeof(other));
+    struct timespec ts[2] = {st.st_mtim, st.st_mtim};
+    cr_assert_eq(utimensat(AT_FDCWD, other, ts, 0), 0);
+    cr_assert_eq(rename(other, path), 0);
+    struct blk_stats s3 = stats_now();
+    b = open_ok(path);
+    cr_assert_eq(blk_meta(b)->shard, 9);
+    check_block(b, ob2, 300);
+    struct blk_stats s4 = stats_now();
+    cr_assert_eq(s4.cache_hits, s3.cache_hits);
+    cr_assert_eq(s4.tables_verified, s3.tables_verified + 3);
+    blk_unref(b);
+
+    /* The settle window can be shortened (tests, tools). */
+    vcache_clear();
+    vcache_set_settle_ns(0);
+    cr_assert_eq(stat(path, &st), 0);
+    ts[0] = ts[1] = (struct timespec){.tv_sec = time(NULL) + 3600, .tv_nsec = 0};
+    cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0); /* mtime in the future: never settled */
+    blk_unref(open_ok(path));
+    cr_assert_eq(vcache_size(), 0);
+    oblock_free(ob);
+    oblock_free(ob2);
+}
+
+/* ---- damage ---- */
+
+static void put_file(const char *path, const uint8_t *p, size_t n)
+{
+    const char *name = strrchr(path, '/') + 1;
+    cr_assert_eq(tmpdir_write_file(dir, name, p, n), 0);
+}
+
+static int try_open(const char *path, blk **b, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    *b = NULL;
+    return blk_open(path, b, err, errlen);
+}
+
+Test(block, a_file_truncated_anywhere_is_refused_at_open)
+{
+    char path[512], err[256];
+    oblock *ob = gen_oblock(SIG_METRICS, 81, 300, 40);
+    write_block(ob, 300, 0, 81, NULL, path, sizeof(path));
+    size_t len;
+    uint8_t *file = tmpdir_read_file(dir, strrchr(path, '/') + 1, &len);
+    cr_assert_not_null(file);
+    size_t step = len / 400 + 1;
+    int tried = 0;
+    for (size_t cut = 0; cut < len; cut += (len - cut <= 200 ? 1 : step)) {
+        blk *b;
+        put_file(path, file, cut);
+        int rc = try_open(path, &b, err, sizeof(err));
+        cr_assert_eq(rc, -EBADMSG, "cut at %zu of %zu: rc %d", cut, len, rc);
+        cr_assert_neq(err[0], '\0');
+        cr_assert_null(b);
+        tried++;
+    }
+    cr_assert_gt(tried, 450, "tried %d of %zu bytes", tried, len);
+    put_file(path, file, len);
+    blk_unref(open_ok(path));
+    free(file);
+    oblock_free(ob);
+}
+
+static void flip(uint8_t *file, uint64_t off, int bit)
+{
+    file[off] ^= (uint8_t)(1u << bit);
+}
+
+/* Rows read with |want| equal the intact block's. */
+static void same_rows(blk *b, blk *good, unsigned want)
+{
+    for (uint64_t i = 0; i < blk_rows(good); i++) {
+        struct log_view a, g;
+        cr_assert_eq(blk_log(b, i, want, &a), 0);
+        cr_assert_eq(blk_log(good, i, want, &g), 0);
+        const char *bad = ck_log(&a, &g);
+        cr_assert_null(bad, "row %llu: %s", (unsigned long long)i, bad);
+    }
+}
+
+Test(block, a_bit_flip_in_any_table_footer_header_or_trailer_is_caught_where_it_lies)
+{
+    char path[512], gpath[512], err[256];
+    oblock *ob = gen_oblock(SIG_LOGS, 91, 400, 40);
+    write_block(ob, 400, 0, 91, NULL, path, sizeof(path));
+    write_block(ob, 400, 1, 91, NULL, gpath, sizeof(gpath)); /* an intact copy */
+    blk *good = open_ok(gpath);
+    size_t len;
+    uint8_t *file = tmpdir_read_file(dir, strrchr(path, '/') + 1, &len);
+    cr_assert_not_null(file);
+    struct blk_layout lay;
+    blk_layout(good, &lay);
+    uint64_t s = 99;
+
+    for (uint32_t t = 0; t < 3; t++) {
+        struct blk_table_info ti;
+        cr_assert_eq(blk_table_info(good, t, &ti), 0);
+        uint64_t offs[] = {ti.offset, ti.offset + ti.length / 2, ti.offset + ti.length - 1,
+                           ti.offset + gen_below(&s, ti.length)};
+        for (int k = 0; k < 4; k++) {
+            blk *b;
+            int bit = (int)gen_below(&s, 8);
+            flip(file, offs[k], bit);
+            put_file(path, file, len);
+            int rc = try_open(path, &b, err, sizeof(err));
+            if (t == 0) {
+                cr_assert_eq(rc, -EBADMSG, "root flip at %llu opened",
+                             (unsigned long long)offs[k]);
+                cr_assert(strstr(err, "root") != NULL, "%s", err);
+            } else {
+                cr_assert_eq(rc, 0, "%s table flip failed the open: %s",
+                             blk_table_kind_name(ti.kind), err);
+                unsigned bad = t == 1 ? BLK_ATTRS : BLK_DETAIL;
+                unsigned other = t == 1 ? BLK_DETAIL : BLK_ATTRS;
+                struct log_view v;
+                /* The other tables read exactly as the intact file's... */
+                same_rows(b, good, BLK_ROOT | other);
+                /* ...and the damaged one refuses, every time. */
+                cr_assert_eq(blk_log(b, 0, bad, &v), -EBADMSG);
+                cr_assert_eq(blk_log(b, 399, BLK_ALL, &v), -EBADMSG);
+                cr_assert_eq(blk_load(b, bad), -EBADMSG);
+                struct blk_table_info bi;
+                blk_table_info(b, t, &bi);
+                cr_assert_eq(bi.state, -1);
+                cr_assert_eq(blk_verify_table(b, t), -EBADMSG);
+                cr_assert_eq(blk_verify_table(b, 0), 0);
+                same_rows(b, good, BLK_ROOT | other);
+                blk_unref(b);
+            }
+            flip(file, offs[k], bit);
+        }
+    }
+    /* The footer (blooms, dictionaries, directory), the header, the trailer. */
+    uint64_t spots[] = {lay.footer_offset, lay.footer_offset + 9,
+                        lay.footer_offset + lay.footer_bytes / 2,
+                        lay.footer_offset + lay.footer_bytes - 1};
+    for (int k = 0; k < 4; k++) {
+        blk *b;
+        flip(file, spots[k], k);
+        put_file(path, file, len);
+        cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
+        cr_assert(strstr(err, "footer") != NULL, "%s", err);
+        flip(file, spots[k], k);
+    }
+    for (uint64_t off = 0; off < 64; off++) {
+        blk *b;
+        flip(file, off, (int)(off % 8));
+        put_file(path, file, len);
+        cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG, "header byte %llu",
+                     (unsigned long long)off);
+        flip(file, off, (int)(off % 8));
+    }
+    for (uint64_t off = len - 40; off < len; off++) {
+        blk *b;
+        flip(file, off, (int)(off % 8));
+        put_file(path, file, len);
+        cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG, "trailer byte %llu",
+                     (unsigned long long)(off - (len - 40)));
+        flip(file, off, (int)(off % 8));
+    }
+    cr_assert_gt(stats_now().verify_failures, 0);
+    free(file);
+    blk_unref(good);
+    oblock_free(ob);
+}
+
+Test(block, an_unknown_format_version_is_refused_with_a_clear_message)
+{
+    char path[512], err[256];
+    oblock *ob = gen_oblock(SIG_LOGS, 95, 10, 5);
+    write_block(ob, 10, 0, 95, NULL, path, sizeof(path));
+    size_t len;
+    uint8_t *file = tmpdir_read_file(dir, strrchr(path, '/') + 1, &len);
+    cr_assert_not_null(file);
+    uint32_t v = 7, crc;
+    memcpy(file + 8, &v, 4);
+    crc = libdeflate_crc32(0, file, 56);
+    memcpy(file + 56, &crc, 4);
+    put_file(path, file, len);
+    blk *b;
+    cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (1)");
+    v = 0;
+    memcpy(file + 8, &v, 4);
+    put_file(path, file, len);
+    cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "version 0") != NULL, "%s", err);
+    memcpy(file, "NotABlok", 8);
+    put_file(path, file, len);
+    cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "magic") != NULL, "%s", err);
+    cr_assert_eq(try_open("/nonexistent-h9/x.blk", &b, err, sizeof(err)), -ENOENT);
+    free(file);
+    oblock_free(ob);
+}
+
+/* ---- blooms and zone maps ---- */
+
+static void check_attr_bloom(blk *b, struct oattrs a, bool resource)
+{
+    struct val_rd r = {a.p, a.p + a.len};
+    for (uint32_t i = 0; i < a.count; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        cr_assert_eq(val_rd_kv(&r, &k, &kn, &v), 0);
+        if (v.type == VAL_STR) {
+            cr_assert(resource ? blk_may_have_resource_value(b, k, kn, v.s, v.n)
+                               : blk_may_have_attr(b, k, kn, v.s, v.n),
+                      "%.*s=%.*s missed", (int)kn, k, (int)v.n, v.s);
+        }
+    }
+}
+
+Test(block, blooms_find_every_inserted_item_and_reject_most_others)
+{
+    char path[512];
+    gen_string_bodies_only = true;
+    oblock *ob = gen_oblock(SIG_LOGS, 101, 2000, 100);
+    write_block(ob, 2000, 0, 101, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    uint64_t tokens = 0;
+    for (uint64_t i = 0; i < 2000; i++) {
+        struct log_view v;
+        cr_assert_eq(blk_log(b, i, BLK_ALL, &v), 0);
+        size_t pos = 0, st, n;
+        while (bloom_next_token(v.body_str.p, v.body_str.len, &pos, &st, &n)) {
+            char up[256];
+            cr_assert(blk_may_have_token(b, v.body_str.p + st, n));
+            size_t m = n < sizeof(up) ? n : sizeof(up);
+            for (size_t c = 0; c < m; c++) {
+                char ch = v.body_str.p[st + c];
+                up[c] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32) : ch;
+            }
+            if (m == n) {
+                cr_assert(blk_may_have_token(b, up, n), "%.*s (upper case) missed", (int)n, up);
+            }
+            tokens++;
+        }
+        if (v.has_trace_id) {
+            cr_assert(blk_may_have_trace(b, v.trace_id));
+        }
+        check_attr_bloom(b, v.attrs, false);
+        check_attr_bloom(b, v.resource->attrs, true);
+    }
+    cr_assert_gt(tokens, 2000);
+    /* Not a token: no answer but "maybe". */
+    cr_assert(blk_may_have_token(b, "two words", 9));
+    cr_assert(blk_may_have_token(b, "", 0));
+
+    uint64_t s = 4242;
+    int fp_tok = 0, fp_trace = 0, fp_attr = 0;
+    const int probes = 20000;
+    for (int i = 0; i < probes; i++) {
+        char tok[32];
+        uint8_t id[16];
+        int n = snprintf(tok, sizeof(tok), "qz%llx", (unsigned long long)gen_rnd(&s));
+        fp_tok += blk_may_have_token(b, tok, (size_t)n);
+        gen_id(&s, id, 16);
+        fp_trace += blk_may_have_trace(b, id);
+        fp_attr += blk_may_have_attr(b, "http.method", 11, tok, (size_t)n);
+    }
+    /* ~1% expected at 10 bits and 7 probes per item; allow 3%. */
+    cr_expect_lt(fp_tok, probes * 3 / 100, "token false positives %d", fp_tok);
+    cr_expect_lt(fp_trace, probes * 3 / 100, "trace false positives %d", fp_trace);
+    cr_expect_lt(fp_attr, probes * 3 / 100, "attr false positives %d", fp_attr);
+    cr_assert_not(blk_may_have_resource_value(b, "service.name", 12, "svc-nope", 8));
+
+    uint32_t nb = blk_n_blooms(b);
+    cr_assert_eq(nb, 4);
+    for (uint32_t i = 0; i < nb; i++) {
+        struct blk_bloom_info bi;
+        cr_assert_eq(blk_bloom_info(b, i, &bi), 0);
+        cr_assert(bi.complete);
+        cr_assert_eq(bi.k, BLOOM_K);
+        cr_assert_eq(bi.nbits % 64, 0);
+        cr_assert_gt(bi.bits_set, 0);
+        cr_assert_leq(bi.bits_set, (uint64_t)bi.n_items * bi.k);
+    }
+    blk_unref(b);
+    oblock_free(ob);
+
+    /* A block with structured bodies cannot rule a token out. */
+    gen_string_bodies_only = false;
+    ob = gen_oblock(SIG_LOGS, 102, 500, 100);
+    write_block(ob, 500, 0, 102, NULL, path, sizeof(path));
+    b = open_ok(path);
+    cr_assert(blk_may_have_token(b, "qzqzqzqz", 8));
+    struct blk_bloom_info bi;
+    cr_assert_eq(blk_bloom_info(b, 0, &bi), 0);
+    cr_assert_eq(bi.kind, BLK_BLOOM_TOKENS);
+    cr_assert_not(bi.complete);
+    blk_unref(b);
+    oblock_free(ob);
+}
+
+Test(block, zone_maps_hold_the_exact_extremes)
+{
+    char path[512];
+    oblock *ob = gen_oblock(SIG_LOGS, 111, 700, 60);
+    write_block(ob, 700, 0, 111, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    int64_t smin = INT64_MAX, smax = INT64_MIN;
+    for (uint64_t i = 0; i < 700; i++) {
+        struct log_view v;
+        oblock_log(ob, i, &v);
+        smin = v.severity_number < smin ? v.severity_number : smin;
+        smax = v.severity_number > smax ? v.severity_number : smax;
+    }
+    int64_t a, z;
+    cr_assert(blk_severity_range(b, &a, &z));
+    cr_assert_eq(a, smin);
+    cr_assert_eq(z, smax);
+    cr_assert_not(blk_duration_range(b, &a, &z));
+    /* Rows are sorted: lower_bound finds the first row at or after t. */
+    const uint64_t *t = blk_col_time(b);
+    for (uint64_t i = 0; i < 700; i += 37) {
+        uint64_t lb = blk_lower_bound(b, t[i]);
+        cr_assert_leq(lb, i);
+        cr_assert_eq(t[lb], t[i]);
+        cr_assert(lb == 0 || t[lb - 1] < t[i]);
+    }
+    cr_assert_eq(blk_lower_bound(b, UINT64_MAX), t[699] == UINT64_MAX ? blk_lower_bound(b, UINT64_MAX) : 700);
+    blk_unref(b);
+    oblock_free(ob);
+
+    ob = gen_oblock(SIG_TRACES, 112, 700, 60);
+    write_block(ob, 700, 0, 112, NULL, path, sizeof(path));
+    b = open_ok(path);
+    int64_t dmin = INT64_MAX, dmax = INT64_MIN;
+    for (uint64_t i = 0; i < 700; i++) {
+        struct span_view v;
+        oblock_span(ob, i, &v);
+        int64_t d = (int64_t)(v.end_ns - v.start_ns);
+        dmin = d < dmin ? d : dmin;
+        dmax = d > dmax ? d : dmax;
+    }
+    cr_assert(blk_duration_range(b, &a, &z));
+    cr_assert_eq(a, dmin);
+    cr_assert_eq(z, dmax);
+    cr_assert_not(blk_severity_range(b, &a, &z));
+    blk_unref(b);
+    oblock_free(ob);
+}
+
+/* ---- quarantine ---- */
+
+Test(block, quarantine_moves_the_file_under_data_and_keeps_it_readable)
+{
+    char sigdir[512], path[512], q[700];
+    snprintf(sigdir, sizeof(sigdir), "%s/logs", dir);
+    cr_assert_eq(mkdir(sigdir, 0755), 0);
+    oblock *ob = gen_oblock(SIG_LOGS, 121, 100, 30);
+    struct blk_meta m = {.shard = 2, .wal_seq = 5, .seal_id = 3};
+    cr_assert_eq(blk_write(sigdir, ob, 100, &m, path, sizeof(path)), 0);
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_quarantine(b), 0);
+    cr_assert_eq(blk_quarantine(b), 0); /* once */
+    snprintf(q, sizeof(q), "%s/quarantine/logs-s0002-0000000000000003.blk", dir);
+    struct stat st;
+    cr_assert_eq(stat(q, &st), 0);
+    cr_assert_neq(stat(path, &st), 0);
+    cr_assert_str_eq(blk_path(b), q);
+    cr_assert_eq(stats_now().quarantined, 1);
+    check_block(b, ob, 100);
     blk_unref(b);
     oblock_free(ob);
 }
