@@ -6,12 +6,10 @@
  * GRAMMAR (informal)
  *   query     := expr EOF
  *   expr      := unary (binop [bool] [on|ignoring (l,...) [group_left|group_right (l,...)]] unary)*
- *                with PromQL precedence: or < and,unless < == != > >= < <= < + - < * / % < ^ (right)
- *   unary     := [+|-] NUMBER | primary
- *   primary   := NUMBER | "(" expr ")" | vector "(" NUMBER ")" | logexpr
- *              | rangeop "(" [NUMBER ","] logrange ")" [grouping]
- *              | aggop [grouping] "(" [NUMBER ","] expr ")" [grouping]
- *              | label_replace "(" expr "," STR "," STR "," STR "," STR ")"
+ *                with PromQL precedence: or < and,unless < == != > >= < <= < + - < * / % < ^
+ * (right) unary     := [+|-] NUMBER | primary primary   := NUMBER | "(" expr ")" | vector "("
+ * NUMBER ")" | logexpr | rangeop "(" [NUMBER ","] logrange ")" [grouping] | aggop [grouping] "("
+ * [NUMBER ","] expr ")" [grouping] | label_replace "(" expr "," STR "," STR "," STR "," STR ")"
  *   logexpr   := selector stage*
  *   logrange  := "(" logrange ")" | selector stage* [range [offset]] stage*   (one range;
  *                stages after it only if none came before it)
@@ -30,7 +28,7 @@
 #include <strings.h>
 
 #define LOGQL_ROOT_MAGIC 0x6c6f6771u /* "logq" */
-#define LOGQL_MAX_DEPTH 64          /* nesting of parentheses / aggregations */
+#define LOGQL_MAX_DEPTH 64           /* nesting of parentheses / aggregations */
 #define LOGQL_ARENA_CHUNK 8192
 #define LOGQL_ARENA_LIMIT (16u << 20)
 
@@ -542,8 +540,7 @@ static int parse_lf_prim(struct parser *p, struct logql_lf **out)
         lf->m.value = tok_str(p);
         if (op == QT_RE || op == QT_NRE) {
             qlex_re *re;
-            if (qlex_re_compile(&p->lx, p->tok.pos, lf->m.value.s, lf->m.value.n, true, &re) !=
-                0) {
+            if (qlex_re_compile(&p->lx, p->tok.pos, lf->m.value.s, lf->m.value.n, true, &re) != 0) {
                 return p->lx.rc;
             }
             lf->m.re = re;
@@ -820,9 +817,10 @@ static int parse_stage(struct parser *p, struct logql_stage *st)
             } else if (p->tok.n == 10 && memcmp(p->tok.s, "keep-empty", 10) == 0) {
                 st->logfmt_keep_empty = true;
             } else {
-                return qlex_fail(&p->lx, p->tok.pos,
-                                 "unknown logfmt flag \"--%.*s\": expected --strict or --keep-empty",
-                                 (int)p->tok.n, p->tok.s);
+                return qlex_fail(
+                    &p->lx, p->tok.pos,
+                    "unknown logfmt flag \"--%.*s\": expected --strict or --keep-empty",
+                    (int)p->tok.n, p->tok.s);
             }
             if (advance(p) != 0) {
                 return p->lx.rc;
@@ -1117,8 +1115,8 @@ static int parse_stages(struct parser *p, struct logql_log *log, size_t *cap)
 
 /* Checks where | unwrap may appear: only as the last stage but label
  * filters, and only when the caller allows it. */
-static int check_unwrap(struct parser *p, const struct logql_log *log, bool allowed,
-                        const char *fn, bool *has)
+static int check_unwrap(struct parser *p, const struct logql_log *log, bool allowed, const char *fn,
+                        bool *has)
 {
     *has = false;
     for (size_t i = 0; i < log->n_stages; i++) {
@@ -1227,10 +1225,17 @@ static const struct name_map range_ops[] = {
 };
 
 static const struct name_map agg_ops[] = {
-    {"sum", LOGQL_AGG_SUM},       {"avg", LOGQL_AGG_AVG},       {"min", LOGQL_AGG_MIN},
-    {"max", LOGQL_AGG_MAX},       {"count", LOGQL_AGG_COUNT},   {"stddev", LOGQL_AGG_STDDEV},
-    {"stdvar", LOGQL_AGG_STDVAR}, {"topk", LOGQL_AGG_TOPK},     {"bottomk", LOGQL_AGG_BOTTOMK},
-    {"sort", LOGQL_AGG_SORT},     {"sort_desc", LOGQL_AGG_SORT_DESC},
+    {"sum", LOGQL_AGG_SUM},
+    {"avg", LOGQL_AGG_AVG},
+    {"min", LOGQL_AGG_MIN},
+    {"max", LOGQL_AGG_MAX},
+    {"count", LOGQL_AGG_COUNT},
+    {"stddev", LOGQL_AGG_STDDEV},
+    {"stdvar", LOGQL_AGG_STDVAR},
+    {"topk", LOGQL_AGG_TOPK},
+    {"bottomk", LOGQL_AGG_BOTTOMK},
+    {"sort", LOGQL_AGG_SORT},
+    {"sort_desc", LOGQL_AGG_SORT_DESC},
 };
 
 static int lookup(const struct name_map *m, size_t n, const struct qlex_tok *t)
@@ -1250,8 +1255,7 @@ static bool range_unwrapped(enum logql_range_op op)
 
 static int parse_expr(struct parser *p, int min_prec, struct logql_expr **out);
 
-static int parse_label_names(struct parser *p, struct logql_str **arr, size_t *n,
-                             const char *what)
+static int parse_label_names(struct parser *p, struct logql_str **arr, size_t *n, const char *what)
 {
     size_t cap = 0;
     if (expect(p, QT_LPAREN, what) != 0) {
@@ -1447,9 +1451,9 @@ static int parse_label_replace(struct parser *p, struct logql_expr *e)
         return p->lx.rc;
     }
     if (parse_string_arg(p, &e->dst, "the destination label in quotes") != 0 || advance(p) != 0 ||
-        parse_string_arg(p, &e->replacement, "the replacement in quotes") != 0 ||
-        advance(p) != 0 || parse_string_arg(p, &e->src, "the source label in quotes") != 0 ||
-        advance(p) != 0 || parse_string_arg(p, &e->regex_text, "the regex in quotes") != 0) {
+        parse_string_arg(p, &e->replacement, "the replacement in quotes") != 0 || advance(p) != 0 ||
+        parse_string_arg(p, &e->src, "the source label in quotes") != 0 || advance(p) != 0 ||
+        parse_string_arg(p, &e->regex_text, "the regex in quotes") != 0) {
         return p->lx.rc;
     }
     qlex_re *re;
@@ -1631,8 +1635,9 @@ static int parse_bin_modifiers(struct parser *p, struct logql_expr *b)
     bool cmp = b->bin_op >= LOGQL_BIN_EQ && b->bin_op <= LOGQL_BIN_LE;
     if (is_ident(&p->tok, "bool")) {
         if (!cmp) {
-            return qlex_fail(&p->lx, p->tok.pos, "bool modifier can only be used on comparison "
-                                                 "operators");
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "bool modifier can only be used on comparison "
+                             "operators");
         }
         b->return_bool = true;
         if (advance(p) != 0) {
@@ -1642,9 +1647,8 @@ static int parse_bin_modifiers(struct parser *p, struct logql_expr *b)
     if (is_ident(&p->tok, "on") || is_ident(&p->tok, "ignoring")) {
         b->has_matching = true;
         b->on = is_ident(&p->tok, "on");
-        if (advance(p) != 0 ||
-            parse_label_names(p, &b->match_labels, &b->n_match_labels, "\"(\" and a label list") !=
-                0) {
+        if (advance(p) != 0 || parse_label_names(p, &b->match_labels, &b->n_match_labels,
+                                                 "\"(\" and a label list") != 0) {
             return p->lx.rc;
         }
         if (is_ident(&p->tok, "group_left") || is_ident(&p->tok, "group_right")) {
@@ -1713,8 +1717,9 @@ static int parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
                              "comparisons between scalars must use the bool modifier");
         }
         if (e->has_matching && (ls || rs)) {
-            return qlex_fail(&p->lx, op_pos, "vector matching (on/ignoring) only applies between "
-                                             "two vectors");
+            return qlex_fail(&p->lx, op_pos,
+                             "vector matching (on/ignoring) only applies between "
+                             "two vectors");
         }
         lhs = e;
     }

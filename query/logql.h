@@ -74,7 +74,7 @@ struct logql_pattern {
 
 struct logql_filter_alt {
     struct logql_str value;
-    const qlex_re *re;           /* RE/NOT_RE */
+    const qlex_re *re;            /* RE/NOT_RE */
     struct logql_pattern pattern; /* PATTERN/NOT_PATTERN */
 };
 
@@ -272,9 +272,9 @@ struct logql_expr {
 
     /* RANGE */
     enum logql_range_op range_op;
-    int64_t range_ns;  /* [5m] */
-    int64_t offset_ns; /* offset 1h (0 when absent) */
-    double param;      /* quantile_over_time's phi; topk/bottomk's k */
+    int64_t range_ns;               /* [5m] */
+    int64_t offset_ns;              /* offset 1h (0 when absent) */
+    double param;                   /* quantile_over_time's phi; topk/bottomk's k */
     struct logql_grouping grouping; /* RANGE (unwrapped only) and VECTOR_AGG */
 
     /* VECTOR_AGG */
@@ -284,12 +284,12 @@ struct logql_expr {
     /* BINARY */
     enum logql_bin_op bin_op;
     struct logql_expr *lhs, *rhs;
-    bool return_bool;     /* comparison with `bool` */
-    bool has_matching;    /* on(...) / ignoring(...) given */
-    bool on;              /* on (true) or ignoring (false) */
+    bool return_bool;  /* comparison with `bool` */
+    bool has_matching; /* on(...) / ignoring(...) given */
+    bool on;           /* on (true) or ignoring (false) */
     struct logql_str *match_labels;
     size_t n_match_labels;
-    int group_side;       /* 0 none, -1 group_left, +1 group_right */
+    int group_side;                   /* 0 none, -1 group_left, +1 group_right */
     struct logql_str *include_labels; /* group_left(a, b) */
     size_t n_include_labels;
 

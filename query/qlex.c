@@ -542,8 +542,8 @@ static int lex_string(struct qlex *lx, struct qlex_tok *t)
                 for (size_t k = 0; k < want; k++) {
                     int h = i + k < close ? hexval(s[i + k]) : -1;
                     if (h < 0) {
-                        return qlex_fail(lx, esc, "invalid \\%c escape in string: want %zu hex digits",
-                                         c, want);
+                        return qlex_fail(
+                            lx, esc, "invalid \\%c escape in string: want %zu hex digits", c, want);
                     }
                     cp = cp * 16 + (uint32_t)h;
                 }
@@ -670,10 +670,11 @@ static int lex_number(struct qlex *lx, struct qlex_tok *t)
             t->num = b;
             return 0;
         }
-        return qlex_fail(lx, start,
-                         "invalid number, duration or bytes literal \"%.*s\" (durations: 5m, 1h30m, "
-                         "500ms; bytes: 20MB, 1.5KiB)",
-                         (int)(i - start > 40 ? 40 : i - start), s + start);
+        return qlex_fail(
+            lx, start,
+            "invalid number, duration or bytes literal \"%.*s\" (durations: 5m, 1h30m, "
+            "500ms; bytes: 20MB, 1.5KiB)",
+            (int)(i - start > 40 ? 40 : i - start), s + start);
     }
     return qlex_fail(lx, start,
                      "invalid number or duration \"%.*s\" (durations: 100ms, 1.5s, 10us, 2m, 1h)",
@@ -1028,8 +1029,8 @@ int qlex_next(struct qlex *lx, struct qlex_tok *t)
 /* ---- regular expressions ------------------------------------------------ */
 
 static const char *const posix_classes[] = {
-    "alnum", "alpha", "ascii", "blank", "cntrl", "digit",  "graph",
-    "lower", "print", "punct", "space", "upper", "word",   "xdigit",
+    "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph",
+    "lower", "print", "punct", "space", "upper", "word",  "xdigit",
 };
 
 static bool valid_posix_class(const char *s, size_t n)
@@ -1169,7 +1170,8 @@ static const char *re_translate(const char *p, size_t n, struct re_out *o, size_
                         re_put(o, "\\S", 2);
                     }
                 } else {
-                    re_put(o, d == 's' ? "[\\t\\n\\f\\r ]" : "[^\\t\\n\\f\\r ]", d == 's' ? 11 : 12);
+                    re_put(o, d == 's' ? "[\\t\\n\\f\\r ]" : "[^\\t\\n\\f\\r ]",
+                           d == 's' ? 11 : 12);
                 }
                 i += 2;
                 prev = RE_ATOM;
@@ -1488,8 +1490,9 @@ int qlex_re_compile(struct qlex *lx, size_t pos, const char *pat, size_t n, bool
     pcre2_pattern_info(code, PCRE2_INFO_BACKREFMAX, &backrefs);
     if (backrefs > 0) {
         pcre2_code_free(code);
-        return qlex_fail(lx, pos, "invalid regular expression \"%s\": backreferences are not "
-                                  "supported (RE2 syntax)",
+        return qlex_fail(lx, pos,
+                         "invalid regular expression \"%s\": backreferences are not "
+                         "supported (RE2 syntax)",
                          shown);
     }
     (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); /* interpreter if it fails */

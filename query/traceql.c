@@ -222,8 +222,8 @@ static enum traceql_type intrinsic_type(enum traceql_intrinsic i)
 
 static const char *type_name(enum traceql_type t)
 {
-    static const char *const names[] = {"attribute", "nil",      "bool",   "int",  "float",
-                                        "duration",  "string",   "status", "kind"};
+    static const char *const names[] = {"attribute", "nil",    "bool",   "int", "float",
+                                        "duration",  "string", "status", "kind"};
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
@@ -245,8 +245,8 @@ static bool compatible(enum traceql_type a, enum traceql_type b)
 
 static const char *op_name(enum traceql_op op)
 {
-    static const char *const names[] = {"!", "-", "&&", "||", "=", "!=", ">", ">=", "<",
-                                        "<=", "=~", "!~", "+", "-", "*", "/", "%", "^"};
+    static const char *const names[] = {"!",  "-",  "&&", "||", "=", "!=", ">", ">=", "<",
+                                        "<=", "=~", "!~", "+",  "-", "*",  "/", "%",  "^"};
     return (unsigned)op < sizeof(names) / sizeof(names[0]) ? names[op] : "?";
 }
 
@@ -292,13 +292,20 @@ static bool parse_static(struct parser *p, struct traceql_static *st)
             enum traceql_type type;
             int64_t v;
         } words[] = {
-            {"true", TRACEQL_T_BOOL, 1},        {"false", TRACEQL_T_BOOL, 0},
-            {"nil", TRACEQL_T_NIL, 0},          {"unset", TRACEQL_T_STATUS, 0},
-            {"ok", TRACEQL_T_STATUS, 1},        {"error", TRACEQL_T_STATUS, 2},
-            {"unspecified", TRACEQL_T_KIND, 0}, {"internal", TRACEQL_T_KIND, 1},
-            {"server", TRACEQL_T_KIND, 2},      {"client", TRACEQL_T_KIND, 3},
-            {"producer", TRACEQL_T_KIND, 4},    {"consumer", TRACEQL_T_KIND, 5},
-            {"minInt", TRACEQL_T_INT, INT64_MIN}, {"maxInt", TRACEQL_T_INT, INT64_MAX},
+            {"true", TRACEQL_T_BOOL, 1},
+            {"false", TRACEQL_T_BOOL, 0},
+            {"nil", TRACEQL_T_NIL, 0},
+            {"unset", TRACEQL_T_STATUS, 0},
+            {"ok", TRACEQL_T_STATUS, 1},
+            {"error", TRACEQL_T_STATUS, 2},
+            {"unspecified", TRACEQL_T_KIND, 0},
+            {"internal", TRACEQL_T_KIND, 1},
+            {"server", TRACEQL_T_KIND, 2},
+            {"client", TRACEQL_T_KIND, 3},
+            {"producer", TRACEQL_T_KIND, 4},
+            {"consumer", TRACEQL_T_KIND, 5},
+            {"minInt", TRACEQL_T_INT, INT64_MIN},
+            {"maxInt", TRACEQL_T_INT, INT64_MAX},
         };
         for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++) {
             if (is_word(t, words[k].w)) {
@@ -352,8 +359,7 @@ static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct
     case TRACEQL_OP_GE:
     case TRACEQL_OP_LT:
     case TRACEQL_OP_LE: {
-        enum traceql_type bad[] = {TRACEQL_T_NIL, TRACEQL_T_BOOL, TRACEQL_T_STATUS,
-                                   TRACEQL_T_KIND};
+        enum traceql_type bad[] = {TRACEQL_T_NIL, TRACEQL_T_BOOL, TRACEQL_T_STATUS, TRACEQL_T_KIND};
         for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
             if (lt == bad[k] || rt == bad[k]) {
                 return qlex_fail(&p->lx, pos, "%s cannot be used with %s", op_name(op),
@@ -374,8 +380,9 @@ static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct
                              type_name(lt));
         }
         if (r->kind != TRACEQL_F_STATIC || r->st.type != TRACEQL_T_STRING) {
-            return qlex_fail(&p->lx, r->pos, "the right side of %s must be a regular expression "
-                                             "in quotes",
+            return qlex_fail(&p->lx, r->pos,
+                             "the right side of %s must be a regular expression "
+                             "in quotes",
                              op_name(op));
         }
         qlex_re *re;
@@ -688,9 +695,10 @@ static int parse_filter(struct parser *p, struct traceql_node **out)
             return p->lx.rc;
         }
         if (n->filter->type != TRACEQL_T_BOOL && n->filter->type != TRACEQL_T_ANY) {
-            return qlex_fail(&p->lx, pos,
-                             "a spanset filter must be a condition (e.g. span.x = 1), not a value of type %s",
-                             type_name(n->filter->type));
+            return qlex_fail(
+                &p->lx, pos,
+                "a spanset filter must be a condition (e.g. span.x = 1), not a value of type %s",
+                type_name(n->filter->type));
         }
         if (p->tok.kind != QT_RBRACE) {
             return fail_expected(p, "\"}\", \"&&\", \"||\" or an operator");
@@ -829,9 +837,9 @@ static const struct {
 };
 
 static const char *const metrics_fns[] = {
-    "rate",          "count_over_time",     "min_over_time", "max_over_time",
-    "avg_over_time", "sum_over_time",       "quantile_over_time",
-    "histogram_over_time", "compare", "topk", "bottomk",
+    "rate",          "count_over_time",    "min_over_time",       "max_over_time", "avg_over_time",
+    "sum_over_time", "quantile_over_time", "histogram_over_time", "compare",       "topk",
+    "bottomk",
 };
 
 static bool at_agg(struct parser *p)
@@ -1016,7 +1024,8 @@ static int parse_stage(struct parser *p, struct traceql_stage *st)
                 if (slot == NULL || parse_fexpr(p, slot) != 0) {
                     return p->lx.rc;
                 }
-                if (sel && (*slot)->kind != TRACEQL_F_ATTR && (*slot)->kind != TRACEQL_F_INTRINSIC) {
+                if (sel && (*slot)->kind != TRACEQL_F_ATTR &&
+                    (*slot)->kind != TRACEQL_F_INTRINSIC) {
                     return qlex_fail(&p->lx, pos, "select() takes attributes and intrinsics");
                 }
                 if (!sel || p->tok.kind != QT_COMMA) {
@@ -1073,8 +1082,8 @@ static int parse_pipeline(struct parser *p, struct traceql_node **out)
             return p->lx.rc;
         }
         pl->input = input;
-        struct traceql_stage *st = push(p, (void **)&pl->stages, &pl->n_stages, &cap,
-                                        sizeof(*pl->stages));
+        struct traceql_stage *st =
+            push(p, (void **)&pl->stages, &pl->n_stages, &cap, sizeof(*pl->stages));
         if (st == NULL || parse_stage(p, st) != 0) {
             return p->lx.rc;
         }
@@ -1090,8 +1099,8 @@ static int parse_pipeline(struct parser *p, struct traceql_node **out)
         if (advance(p) != 0) {
             return p->lx.rc;
         }
-        struct traceql_stage *st = push(p, (void **)&pl->stages, &pl->n_stages, &cap,
-                                        sizeof(*pl->stages));
+        struct traceql_stage *st =
+            push(p, (void **)&pl->stages, &pl->n_stages, &cap, sizeof(*pl->stages));
         if (st == NULL || parse_stage(p, st) != 0) {
             return p->lx.rc;
         }

@@ -50,24 +50,24 @@ struct traceql_static {
 };
 
 enum traceql_intrinsic {
-    TRACEQL_I_NAME,                 /* name, span:name */
-    TRACEQL_I_STATUS,               /* status, span:status */
-    TRACEQL_I_STATUS_MESSAGE,       /* statusMessage, span:statusMessage */
-    TRACEQL_I_KIND,                 /* kind, span:kind */
-    TRACEQL_I_DURATION,             /* duration, span:duration */
-    TRACEQL_I_SPAN_ID,              /* span:id (hex string) */
-    TRACEQL_I_PARENT_ID,            /* span:parentID */
-    TRACEQL_I_CHILD_COUNT,          /* span:childCount */
-    TRACEQL_I_ROOT_NAME,            /* rootName, trace:rootName */
-    TRACEQL_I_ROOT_SERVICE,         /* rootServiceName, trace:rootService */
-    TRACEQL_I_TRACE_DURATION,       /* traceDuration, trace:duration */
-    TRACEQL_I_TRACE_ID,             /* trace:id */
-    TRACEQL_I_EVENT_NAME,           /* event:name */
+    TRACEQL_I_NAME,                   /* name, span:name */
+    TRACEQL_I_STATUS,                 /* status, span:status */
+    TRACEQL_I_STATUS_MESSAGE,         /* statusMessage, span:statusMessage */
+    TRACEQL_I_KIND,                   /* kind, span:kind */
+    TRACEQL_I_DURATION,               /* duration, span:duration */
+    TRACEQL_I_SPAN_ID,                /* span:id (hex string) */
+    TRACEQL_I_PARENT_ID,              /* span:parentID */
+    TRACEQL_I_CHILD_COUNT,            /* span:childCount */
+    TRACEQL_I_ROOT_NAME,              /* rootName, trace:rootName */
+    TRACEQL_I_ROOT_SERVICE,           /* rootServiceName, trace:rootService */
+    TRACEQL_I_TRACE_DURATION,         /* traceDuration, trace:duration */
+    TRACEQL_I_TRACE_ID,               /* trace:id */
+    TRACEQL_I_EVENT_NAME,             /* event:name */
     TRACEQL_I_EVENT_TIME_SINCE_START, /* event:timeSinceStart */
-    TRACEQL_I_LINK_TRACE_ID,        /* link:traceID */
-    TRACEQL_I_LINK_SPAN_ID,         /* link:spanID */
-    TRACEQL_I_INSTR_NAME,           /* instrumentation:name */
-    TRACEQL_I_INSTR_VERSION,        /* instrumentation:version */
+    TRACEQL_I_LINK_TRACE_ID,          /* link:traceID */
+    TRACEQL_I_LINK_SPAN_ID,           /* link:spanID */
+    TRACEQL_I_INSTR_NAME,             /* instrumentation:name */
+    TRACEQL_I_INSTR_VERSION,          /* instrumentation:version */
 };
 
 enum traceql_scope {
@@ -112,16 +112,16 @@ enum traceql_field_kind {
  * and trace). */
 struct traceql_field {
     enum traceql_field_kind kind;
-    enum traceql_type type; /* inferred result type; ANY when it depends on attributes */
-    size_t pos;             /* byte offset (operator for BINARY) */
-    struct traceql_static st;           /* STATIC */
-    enum traceql_intrinsic intrinsic;   /* INTRINSIC */
-    enum traceql_scope scope;           /* ATTR */
-    const char *name;                   /* ATTR: attribute key, NUL-terminated */
+    enum traceql_type type;           /* inferred result type; ANY when it depends on attributes */
+    size_t pos;                       /* byte offset (operator for BINARY) */
+    struct traceql_static st;         /* STATIC */
+    enum traceql_intrinsic intrinsic; /* INTRINSIC */
+    enum traceql_scope scope;         /* ATTR */
+    const char *name;                 /* ATTR: attribute key, NUL-terminated */
     size_t name_len;
-    enum traceql_op op;                 /* BINARY, UNARY */
-    struct traceql_field *l, *r;        /* BINARY: both; UNARY: l */
-    const qlex_re *re;                  /* BINARY RE/NRE: compiled r (a static string) */
+    enum traceql_op op;          /* BINARY, UNARY */
+    struct traceql_field *l, *r; /* BINARY: both; UNARY: l */
+    const qlex_re *re;           /* BINARY RE/NRE: compiled r (a static string) */
 };
 
 enum traceql_node_kind {
@@ -131,10 +131,10 @@ enum traceql_node_kind {
 };
 
 enum traceql_sop {
-    TRACEQL_SOP_AND,   /* {A} && {B}: both non-empty, A u B */
-    TRACEQL_SOP_UNION, /* {A} || {B} */
-    TRACEQL_SOP_CHILD, /* {A} > {B}: B spans whose parent is in A */
-    TRACEQL_SOP_DESC,  /* {A} >> {B}: B spans with an ancestor in A */
+    TRACEQL_SOP_AND,      /* {A} && {B}: both non-empty, A u B */
+    TRACEQL_SOP_UNION,    /* {A} || {B} */
+    TRACEQL_SOP_CHILD,    /* {A} > {B}: B spans whose parent is in A */
+    TRACEQL_SOP_DESC,     /* {A} >> {B}: B spans with an ancestor in A */
     TRACEQL_SOP_PARENT,   /* {A} < {B}: B spans that are the parent of an A span */
     TRACEQL_SOP_ANCESTOR, /* {A} << {B}: B spans that are an ancestor of an A span */
     TRACEQL_SOP_SIBLING,  /* {A} ~ {B}: B spans with a sibling in A */
@@ -168,11 +168,11 @@ enum traceql_scalar_kind {
 
 struct traceql_scalar {
     enum traceql_scalar_kind kind;
-    enum traceql_agg agg;          /* AGG */
-    struct traceql_field *field;   /* AGG (NULL for count) */
-    struct traceql_static st;      /* STATIC */
-    enum traceql_op op;            /* BINARY: ADD..POW */
-    struct traceql_scalar *l, *r;  /* BINARY */
+    enum traceql_agg agg;         /* AGG */
+    struct traceql_field *field;  /* AGG (NULL for count) */
+    struct traceql_static st;     /* STATIC */
+    enum traceql_op op;           /* BINARY: ADD..POW */
+    struct traceql_scalar *l, *r; /* BINARY */
 };
 
 enum traceql_stage_kind {
@@ -186,21 +186,21 @@ enum traceql_stage_kind {
 struct traceql_stage {
     enum traceql_stage_kind kind;
     size_t pos;
-    struct traceql_node *node;          /* SPANSET */
-    struct traceql_scalar *lhs, *rhs;   /* SCALAR_FILTER */
-    enum traceql_op cmp;                /* SCALAR_FILTER: EQ NE GT GE LT LE */
-    struct traceql_field **fields;      /* SELECT (attributes/intrinsics), BY (one) */
+    struct traceql_node *node;        /* SPANSET */
+    struct traceql_scalar *lhs, *rhs; /* SCALAR_FILTER */
+    enum traceql_op cmp;              /* SCALAR_FILTER: EQ NE GT GE LT LE */
+    struct traceql_field **fields;    /* SELECT (attributes/intrinsics), BY (one) */
     size_t n_fields;
 };
 
 struct traceql_node {
     enum traceql_node_kind kind;
     size_t pos;
-    struct traceql_field *filter;       /* FILTER: NULL for {} (every span) */
-    enum traceql_sop sop;               /* SPANSET_OP */
-    struct traceql_node *l, *r;         /* SPANSET_OP */
-    struct traceql_node *input;         /* PIPELINE */
-    struct traceql_stage *stages;       /* PIPELINE */
+    struct traceql_field *filter; /* FILTER: NULL for {} (every span) */
+    enum traceql_sop sop;         /* SPANSET_OP */
+    struct traceql_node *l, *r;   /* SPANSET_OP */
+    struct traceql_node *input;   /* PIPELINE */
+    struct traceql_stage *stages; /* PIPELINE */
     size_t n_stages;
 };
 
@@ -208,15 +208,15 @@ struct traceql_node {
  * cannot satisfy one of them can be skipped. A fact holds on SOME span of
  * the trace (or on the trace itself for ROOT_* / TRACE_*). */
 enum traceql_fact_kind {
-    TRACEQL_FACT_ATTR_EQ,        /* an attribute (scope, name) = value (string/int/float/bool) */
-    TRACEQL_FACT_NAME_EQ,        /* a span named value */
-    TRACEQL_FACT_STATUS_EQ,      /* a span with this status (value STATUS) */
-    TRACEQL_FACT_KIND_EQ,        /* a span of this kind (value KIND) */
-    TRACEQL_FACT_DURATION,       /* a span whose duration op value (EQ GT GE LT LE) */
-    TRACEQL_FACT_ROOT_NAME_EQ,   /* the root span's name = value */
+    TRACEQL_FACT_ATTR_EQ,         /* an attribute (scope, name) = value (string/int/float/bool) */
+    TRACEQL_FACT_NAME_EQ,         /* a span named value */
+    TRACEQL_FACT_STATUS_EQ,       /* a span with this status (value STATUS) */
+    TRACEQL_FACT_KIND_EQ,         /* a span of this kind (value KIND) */
+    TRACEQL_FACT_DURATION,        /* a span whose duration op value (EQ GT GE LT LE) */
+    TRACEQL_FACT_ROOT_NAME_EQ,    /* the root span's name = value */
     TRACEQL_FACT_ROOT_SERVICE_EQ, /* the root span's service.name = value */
-    TRACEQL_FACT_TRACE_DURATION, /* trace duration op value (EQ GT GE LT LE) */
-    TRACEQL_FACT_TRACE_ID_EQ,    /* trace:id = "hex" */
+    TRACEQL_FACT_TRACE_DURATION,  /* trace duration op value (EQ GT GE LT LE) */
+    TRACEQL_FACT_TRACE_ID_EQ,     /* trace:id = "hex" */
 };
 
 struct traceql_fact {
@@ -224,7 +224,7 @@ struct traceql_fact {
     enum traceql_scope scope; /* ATTR_EQ */
     const char *name;         /* ATTR_EQ */
     size_t name_len;
-    enum traceql_op op;       /* EQ, or GT/GE/LT/LE for the duration facts */
+    enum traceql_op op; /* EQ, or GT/GE/LT/LE for the duration facts */
     struct traceql_static value;
 };
 
@@ -239,8 +239,7 @@ struct traceql_expr {
  * traceql_free) and 0 is returned; on failure -EINVAL (syntax, type or
  * "not supported" error) or -ENOMEM, with "parse error at line L, col C:
  * <what>" in err and *out = NULL. */
-int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err,
-                  size_t errlen);
+int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err, size_t errlen);
 
 /* NULL-safe. */
 void traceql_free(struct traceql_expr *q);

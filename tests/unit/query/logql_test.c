@@ -28,8 +28,8 @@ static void bad_at(const char *q, unsigned line, unsigned col, const char *frag)
     cr_assert_null(e, "query %s: *out must be NULL on error", q);
     char want[64];
     snprintf(want, sizeof(want), "parse error at line %u, col %u: ", line, col);
-    cr_assert_eq(strncmp(err, want, strlen(want)), 0, "query %s: got \"%s\", want prefix \"%s\"",
-                 q, err, want);
+    cr_assert_eq(strncmp(err, want, strlen(want)), 0, "query %s: got \"%s\", want prefix \"%s\"", q,
+                 err, want);
     cr_assert_not_null(strstr(err, frag), "query %s: \"%s\" lacks \"%s\"", q, err, frag);
 }
 
@@ -140,7 +140,8 @@ Test(logql, strings_use_go_escapes_and_backticks_are_raw)
 {
     struct logql_expr *e = ok("{a=\"q\\\"b\\\\c\\n\\t\\u00e9\\x41\\101\\U0001F600\", "
                               "b=`x\\dy\"z`}");
-    str_eq(e->log.matchers[0].value, "q\"b\\c\n\t\xc3\xa9" "AA\xf0\x9f\x98\x80");
+    str_eq(e->log.matchers[0].value, "q\"b\\c\n\t\xc3\xa9"
+                                     "AA\xf0\x9f\x98\x80");
     str_eq(e->log.matchers[1].value, "x\\dy\"z");
     logql_free(e);
     /* a NUL from an escape is kept, with the length */
@@ -274,8 +275,9 @@ Test(logql, logs_drilldown_queries)
 
 Test(logql, line_filters_chain_in_order_with_or_alternatives)
 {
-    struct logql_expr *e = ok("{a=\"b\"} |= \"err\" != \"debug\" |~ \"time(out|d)\" !~ \"(?i)retry\" "
-                              "|= \"x\" or \"y\" != \"p\" or \"q\"");
+    struct logql_expr *e =
+        ok("{a=\"b\"} |= \"err\" != \"debug\" |~ \"time(out|d)\" !~ \"(?i)retry\" "
+           "|= \"x\" or \"y\" != \"p\" or \"q\"");
     cr_assert_eq(e->log.n_stages, 6);
     const struct logql_stage *s = e->log.stages;
     cr_assert_eq(s[0].filter_op, LOGQL_FILTER_CONTAINS);
@@ -515,7 +517,8 @@ Test(logql, range_aggregations_ranges_and_offsets)
     } cases[] = {
         {"count_over_time({a=\"b\"}[5m])", LOGQL_RANGE_COUNT_OVER_TIME, 300000000000LL, 0, 0},
         {"rate({a=\"b\"} |= \"x\" [1h30m])", LOGQL_RANGE_RATE, 5400000000000LL, 0, 1},
-        {"bytes_over_time({a=\"b\"}[500ms] | json)", LOGQL_RANGE_BYTES_OVER_TIME, 500000000LL, 0, 1},
+        {"bytes_over_time({a=\"b\"}[500ms] | json)", LOGQL_RANGE_BYTES_OVER_TIME, 500000000LL, 0,
+         1},
         {"bytes_rate({a=\"b\"} | logfmt | x=\"1\" [1d] offset 1h)", LOGQL_RANGE_BYTES_RATE,
          86400000000000LL, 3600000000000LL, 2},
         {"absent_over_time({a=\"b\"}[1w])", LOGQL_RANGE_ABSENT_OVER_TIME, 604800000000000LL, 0, 0},
@@ -700,18 +703,21 @@ Test(logql, rejected_queries_name_the_column_and_what_was_expected)
     bad("{a=\"b\"}[5m]", 8, "a range such as [5m] is only allowed inside a range aggregation");
     bad("{a=\"b\"} foo", 9, "expected a pipeline stage");
     bad("count_over_time({a=\"b\"})", 24, "expected a range such as [5m] after the log query");
-    bad("count_over_time({a=\"b\"}[5])", 25, "expected a duration such as 5m in the range, got "
-                                             "number \"5\"");
+    bad("count_over_time({a=\"b\"}[5])", 25,
+        "expected a duration such as 5m in the range, got "
+        "number \"5\"");
     bad("count_over_time({a=\"b\"}[0s])", 25, "the range must be greater than 0");
     bad("count_over_time({a=\"b\"}[5x])", 25, "invalid number, duration or bytes literal \"5x\"");
     bad("count_over_time({a=\"b\"}[5m]", 28, "expected \")\" closing the function");
     bad("count_over_time({a=\"b\"}[5m] [1m])", 29, "a log query takes only one range");
     bad("count_over_time({a=\"b\"} | json [5m] | x=\"1\")", 37, "the range must come right after");
-    bad("count_over_time({a=\"b\"}[5m]) by (x)", 30, "grouping is not allowed for "
-                                                      "count_over_time");
+    bad("count_over_time({a=\"b\"}[5m]) by (x)", 30,
+        "grouping is not allowed for "
+        "count_over_time");
     bad("sum_over_time({a=\"b\"}[5m])", 1, "sum_over_time needs an unwrapped value");
-    bad("count_over_time({a=\"b\"} | unwrap x [5m])", 1, "count_over_time does not take an "
-                                                         "unwrapped value");
+    bad("count_over_time({a=\"b\"} | unwrap x [5m])", 1,
+        "count_over_time does not take an "
+        "unwrapped value");
     bad("sum by (a) (rate({a=\"b\"}[1m])) by (b)", 32, "by/without may be given only once");
     bad("sum({a=\"b\"})", 5, "sum expects a metric query, got a log query");
     bad("sum(1)", 5, "sum expects a vector, got a scalar");
@@ -729,8 +735,9 @@ Test(logql, rejected_queries_name_the_column_and_what_was_expected)
     bad("-vector(1)", 2, "expected a number after the sign");
     bad("foo(1)", 1, "function \"foo\" is not supported");
     bad("foo", 1, "expected a stream selector \"{...}\", a number, vector(...)");
-    bad("vector(1) vector(1)", 11, "expected an operator or the end of the query, got identifier "
-                                   "\"vector\"");
+    bad("vector(1) vector(1)", 11,
+        "expected an operator or the end of the query, got identifier "
+        "\"vector\"");
     bad("{a=\"b\"} & 1", 9, "unexpected \"&\"");
     bad("{a=\"b\"} |= \"x\" $", 16, "unexpected character \"$\"");
     bad("{a=\"b\"} |= \"\xff\" \xfe", 16, "unexpected byte 0xfe");
@@ -873,11 +880,13 @@ Test(logql, re2_syntax_that_pcre2_shares_is_accepted_with_go_meaning)
         {"\\Q.*\\E", "a.*b", "ab"},
         {"a\\z", "ba", "a\n"},
         {"\\x{41}\\x42", "AB", "ab"},
-        {"\\101\\0", "A\0", "A"}, /* Go octal escapes */
-        {"\\v", "\v", "\n"},      /* vertical tab, not PCRE2's class */
+        {"\\101\\0", "A\0", "A"},  /* Go octal escapes */
+        {"\\v", "\v", "\n"},       /* vertical tab, not PCRE2's class */
         {"a\\sb", "a\tb", "a\vb"}, /* Go's \s has no \v */
         {"x\\Sy", "xzy", "x y"},
-        {"\\d\\w\\b", "1a ", "\xd9\xa1" "a "}, /* ASCII classes */
+        {"\\d\\w\\b", "1a ",
+         "\xd9\xa1"
+         "a "}, /* ASCII classes */
         {"a{2,3}?b", "aab", "ab"},
         {"(?U)a+", "a", "b"},
         {"(?s:a.b)", "a\nb", "ab"},
@@ -915,7 +924,11 @@ Test(logql, invalid_utf8_subjects_and_pathological_regexes_do_not_crash_or_hang)
                                "b";
     static const char bad2[] = "\xc3(\xe2\x82\xf0\x9f\x98";
     cr_assert_not(logql_match_label(&e->log.matchers[0], bad1, 3), "bad bytes match nothing");
-    cr_assert(logql_match_label(&e->log.matchers[0], "a\xc3\xa9" "b", 4), ". is one code point");
+    cr_assert(logql_match_label(&e->log.matchers[0],
+                                "a\xc3\xa9"
+                                "b",
+                                4),
+              ". is one code point");
     cr_assert_not(logql_line_filter_match(&s[0], bad1, 3));
     cr_assert(logql_line_filter_match(&s[1], bad1, 3), "matching resumes after a bad byte");
     cr_assert_not(logql_line_filter_match(&s[1], bad2, sizeof(bad2) - 1));
@@ -960,7 +973,7 @@ Test(logql, needles_are_only_tokens_bounded_inside_the_filter)
     const char *const w3[] = {"level", "error"};
     needles_are("{a=\"b\"} |> \"<_> level=error <_>\"", w3, 2);
     const char *const w4[] = {"bar"};
-    needles_are("{a=\"b\"} |> \"foo bar\"", w4, 1);  /* first run is searched; last ends the line */
+    needles_are("{a=\"b\"} |> \"foo bar\"", w4, 1); /* first run is searched; last ends the line */
     needles_are("{a=\"b\"} |> \"<_>bar<_>\"", NULL, 0);
     /* negative, alternatives and regexes give none */
     needles_are("{a=\"b\"} != \" x \" |= \" y \" or \" z \" |~ \" w \"", NULL, 0);

@@ -28,8 +28,8 @@ static void bad(const char *q, unsigned col, const char *frag)
     cr_assert_null(e, "query %s: *out must be NULL on error", q);
     char want[64];
     snprintf(want, sizeof(want), "parse error at line 1, col %u: ", col);
-    cr_assert_eq(strncmp(err, want, strlen(want)), 0, "query %s: got \"%s\", want prefix \"%s\"",
-                 q, err, want);
+    cr_assert_eq(strncmp(err, want, strlen(want)), 0, "query %s: got \"%s\", want prefix \"%s\"", q,
+                 err, want);
     cr_assert_not_null(strstr(err, frag), "query %s: \"%s\" lacks \"%s\"", q, err, frag);
 }
 
@@ -190,23 +190,30 @@ Test(traceql, arithmetic_unary_and_comparison_precedence)
 
 Test(traceql, statics_intrinsics_and_attribute_names)
 {
-    struct traceql_expr *e = ok(
-        "{ .i = 200 && .f = 1.5 && .neg = -7 && .s = \"x\\ty\" && .raw = `a\\d` && .t = true && "
-        ".u = false && .n = nil && .d1 = 5ns && .d2 = 10us && .d3 = 10\xc2\xb5s && .d4 = 3ms && "
-        ".d5 = 1.5s && .d6 = 2m && .d7 = 1h30m && .big = maxInt && .small = minInt && "
-        ".e = 1e3 }");
+    struct traceql_expr *e =
+        ok("{ .i = 200 && .f = 1.5 && .neg = -7 && .s = \"x\\ty\" && .raw = `a\\d` && .t = true && "
+           ".u = false && .n = nil && .d1 = 5ns && .d2 = 10us && .d3 = 10\xc2\xb5s && .d4 = 3ms && "
+           ".d5 = 1.5s && .d6 = 2m && .d7 = 1h30m && .big = maxInt && .small = minInt && "
+           ".e = 1e3 }");
     const struct traceql_field *f = filter_of(e);
     static const struct {
         enum traceql_type t;
         int64_t v;
     } want_rev[] = {
         /* walking the left-deep && chain from the right */
-        {TRACEQL_T_FLOAT, 0},   {TRACEQL_T_INT, INT64_MIN},    {TRACEQL_T_INT, INT64_MAX},
-        {TRACEQL_T_DURATION, 5400000000000LL}, {TRACEQL_T_DURATION, 120000000000LL},
-        {TRACEQL_T_DURATION, 1500000000LL},    {TRACEQL_T_DURATION, 3000000LL},
-        {TRACEQL_T_DURATION, 10000LL},         {TRACEQL_T_DURATION, 10000LL},
-        {TRACEQL_T_DURATION, 5LL},             {TRACEQL_T_NIL, 0},
-        {TRACEQL_T_BOOL, 0},                   {TRACEQL_T_BOOL, 1},
+        {TRACEQL_T_FLOAT, 0},
+        {TRACEQL_T_INT, INT64_MIN},
+        {TRACEQL_T_INT, INT64_MAX},
+        {TRACEQL_T_DURATION, 5400000000000LL},
+        {TRACEQL_T_DURATION, 120000000000LL},
+        {TRACEQL_T_DURATION, 1500000000LL},
+        {TRACEQL_T_DURATION, 3000000LL},
+        {TRACEQL_T_DURATION, 10000LL},
+        {TRACEQL_T_DURATION, 10000LL},
+        {TRACEQL_T_DURATION, 5LL},
+        {TRACEQL_T_NIL, 0},
+        {TRACEQL_T_BOOL, 0},
+        {TRACEQL_T_BOOL, 1},
     };
     for (size_t i = 0; i < sizeof(want_rev) / sizeof(want_rev[0]); i++) {
         bin(f, TRACEQL_OP_AND);
@@ -241,8 +248,8 @@ Test(traceql, statics_intrinsics_and_attribute_names)
         enum traceql_scope scope;
         const char *name;
     } attrs_rev[] = {
-        {TRACEQL_SCOPE_SPAN, "a-b/c:d"},       {TRACEQL_SCOPE_SPAN, "http.status_code"},
-        {TRACEQL_SCOPE_INSTRUMENTATION, "lib"}, {TRACEQL_SCOPE_LINK, "x"},
+        {TRACEQL_SCOPE_SPAN, "a-b/c:d"},         {TRACEQL_SCOPE_SPAN, "http.status_code"},
+        {TRACEQL_SCOPE_INSTRUMENTATION, "lib"},  {TRACEQL_SCOPE_LINK, "x"},
         {TRACEQL_SCOPE_EVENT, "exception.type"}, {TRACEQL_SCOPE_ANY, "dot.ted"},
         {TRACEQL_SCOPE_RESOURCE, "q\"x\\"},
     };
@@ -329,14 +336,22 @@ Test(traceql, spanset_operators_and_their_precedence)
         const char *op;
         enum traceql_sop sop;
     } ops[] = {
-        {">", TRACEQL_SOP_CHILD},          {">>", TRACEQL_SOP_DESC},
-        {"<", TRACEQL_SOP_PARENT},         {"<<", TRACEQL_SOP_ANCESTOR},
-        {"~", TRACEQL_SOP_SIBLING},        {"&>", TRACEQL_SOP_UNION_CHILD},
-        {"&>>", TRACEQL_SOP_UNION_DESC},   {"&<", TRACEQL_SOP_UNION_PARENT},
-        {"&<<", TRACEQL_SOP_UNION_ANCESTOR}, {"&~", TRACEQL_SOP_UNION_SIBLING},
-        {"!>", TRACEQL_SOP_NOT_CHILD},     {"!>>", TRACEQL_SOP_NOT_DESC},
-        {"!<", TRACEQL_SOP_NOT_PARENT},    {"!<<", TRACEQL_SOP_NOT_ANCESTOR},
-        {"!~", TRACEQL_SOP_NOT_SIBLING},   {"&&", TRACEQL_SOP_AND},
+        {">", TRACEQL_SOP_CHILD},
+        {">>", TRACEQL_SOP_DESC},
+        {"<", TRACEQL_SOP_PARENT},
+        {"<<", TRACEQL_SOP_ANCESTOR},
+        {"~", TRACEQL_SOP_SIBLING},
+        {"&>", TRACEQL_SOP_UNION_CHILD},
+        {"&>>", TRACEQL_SOP_UNION_DESC},
+        {"&<", TRACEQL_SOP_UNION_PARENT},
+        {"&<<", TRACEQL_SOP_UNION_ANCESTOR},
+        {"&~", TRACEQL_SOP_UNION_SIBLING},
+        {"!>", TRACEQL_SOP_NOT_CHILD},
+        {"!>>", TRACEQL_SOP_NOT_DESC},
+        {"!<", TRACEQL_SOP_NOT_PARENT},
+        {"!<<", TRACEQL_SOP_NOT_ANCESTOR},
+        {"!~", TRACEQL_SOP_NOT_SIBLING},
+        {"&&", TRACEQL_SOP_AND},
         {"||", TRACEQL_SOP_UNION},
     };
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
@@ -349,7 +364,9 @@ Test(traceql, spanset_operators_and_their_precedence)
         size_t n_facts;
         const struct traceql_fact *fa = traceql_facts(e, &n_facts);
         /* both sides must be non-empty except for || and the negated forms */
-        size_t want = ops[i].sop == TRACEQL_SOP_UNION ? 0 : ops[i].sop >= TRACEQL_SOP_NOT_CHILD ? 1 : 2;
+        size_t want = ops[i].sop == TRACEQL_SOP_UNION       ? 0
+                      : ops[i].sop >= TRACEQL_SOP_NOT_CHILD ? 1
+                                                            : 2;
         cr_assert_eq(n_facts, want, "%s: %zu facts", q, n_facts);
         if (want == 1) {
             cr_assert_str_eq(fa[0].value.s, "b", "%s: the right side's fact", q);
@@ -454,10 +471,10 @@ Test(traceql, pipelines_scalar_filters_select_by_and_hints)
 
 Test(traceql, pruning_facts_come_from_required_conditions_only)
 {
-    struct traceql_expr *e = ok(
-        "{ trace:id = \"abc\" && rootServiceName = \"svc\" && rootName = \"root\" && "
-        "traceDuration >= 1m && kind = client && name = \"n\" && 5 < duration && .k = 5 && "
-        "span.b = true && .f = 1.5 && .gone = nil && .x != \"y\" && .r =~ \"z\" }");
+    struct traceql_expr *e =
+        ok("{ trace:id = \"abc\" && rootServiceName = \"svc\" && rootName = \"root\" && "
+           "traceDuration >= 1m && kind = client && name = \"n\" && 5 < duration && .k = 5 && "
+           "span.b = true && .f = 1.5 && .gone = nil && .x != \"y\" && .r =~ \"z\" }");
     size_t n;
     const struct traceql_fact *f = traceql_facts(e, &n);
     cr_assert_eq(n, 10);
@@ -483,10 +500,14 @@ Test(traceql, pruning_facts_come_from_required_conditions_only)
     traceql_free(e);
 
     static const char *const none[] = {
-        "{ .a = 1 || .b = 2 }",           "{ !(.a = 1) }",
-        "{ .a != 1 }",                    "{ .a = 1 } || { .b = 1 }",
-        "{ .a = .b }",                    "{ duration != 1s }",
-        "{ name =~ \"x\" }",              "count() > 1",
+        "{ .a = 1 || .b = 2 }",
+        "{ !(.a = 1) }",
+        "{ .a != 1 }",
+        "{ .a = 1 } || { .b = 1 }",
+        "{ .a = .b }",
+        "{ duration != 1s }",
+        "{ name =~ \"x\" }",
+        "count() > 1",
         "{ .a = 1 || .b = 2 && .c = 3 }", /* (a || b) && c gives c */
     };
     for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
@@ -509,7 +530,11 @@ Test(traceql, regexes_are_fully_anchored_and_re2_checked)
     const struct traceql_field *nre = bin(f->l->r, TRACEQL_OP_NRE);
     cr_assert_not(traceql_regex_match(nre, "a\nb", 3), "(?s): dot matches newline");
     cr_assert(traceql_regex_match(nre, "xa_b", 4));
-    cr_assert(traceql_regex_match(nre, "a\xff" "b", 3), "a bad byte matches nothing");
+    cr_assert(traceql_regex_match(nre,
+                                  "a\xff"
+                                  "b",
+                                  3),
+              "a bad byte matches nothing");
     const struct traceql_field *re = bin(f->l->l, TRACEQL_OP_RE);
     cr_assert(traceql_regex_match(re, "foo", 3));
     cr_assert_not(traceql_regex_match(re, "xfoox", 5));
