@@ -15,10 +15,11 @@
  *                  (the key's hash seeds the value's: no separator needed)
  *   a trace id     its 16 bytes
  *
- * A token is a maximal run of [A-Za-z0-9_]. A query's line filter can use
- * the bloom only for the whole tokens inside it: a filter "rror: time"
- * holds the whole token "time"... but not "rror" (it may be the tail of
- * "error"): only tokens that do not touch the filter's ends are whole.
+ * A token is a maximal run of [A-Za-z0-9_]. A query's line filter may use
+ * the bloom only for the tokens that are whole inside it: in the filter
+ * "rror: time out" the token "time" is whole, but "rror" and "out" touch
+ * the filter's ends and may be parts of longer tokens ("error", "outage"),
+ * so they must not rule a block out.
  */
 #ifndef MIRADB_BLOOM_H
 #define MIRADB_BLOOM_H
