@@ -1701,6 +1701,14 @@ Test(pbdec, log_fields_in_any_order_split_runs_unknown_fields_and_merges)
     cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
     cr_assert_eq(b->logs[0].body_type, VAL_STR);
     cmp_mstr(b->logs[0].body_str, "kept", "merged body");
+    w_free(&req);
+
+    /* Two empty copies (protobuf-c 1.4.1 refuses this valid input). */
+    w_msg(&log, 5, &body);
+    w_msg(&log, 5, &body);
+    req = wrap_item(&log);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->logs[0].body_type, VAL_EMPTY);
 
     w_free(&req);
     w_free(&body);
