@@ -29,10 +29,13 @@
  *   and unpacked encodings, mixed. A singular sub-message that occurs more
  *   than once is merged (its occurrences are read one after the other into
  *   the same row), as protobuf specifies.
- * - oneof: the last member on the wire wins. AnyValue is merged the way
- *   protobuf-c does it: a later occurrence with no member keeps the earlier
- *   value. Losing members are still decoded (and so validated), then their
- *   heap bytes / rows are rolled back.
+ * - oneof: the last member on the wire wins, whole: a message member that
+ *   occurs twice (array_value, Metric.gauge, ...) is replaced, not merged, as
+ *   protobuf-c does. A singular AnyValue field occurring twice (body,
+ *   KeyValue.value) is merged as protobuf specifies: a later copy with no
+ *   member keeps the earlier value (protobuf-c 1.4.1 gets this case wrong or
+ *   refuses it). Losing members are still decoded (and so validated), then
+ *   their heap bytes / rows are rolled back.
  * - Enum values outside the enum are kept as they are.
  * - `string` fields must be valid UTF-8 (proto3 requires it): anything else is
  *   -EPROTO. `bytes` are not checked.
