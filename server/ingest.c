@@ -89,7 +89,8 @@ struct ingest_req {
 /* Per I/O thread state; only that thread touches it. */
 struct ingest_thr {
     bool init;
-    struct ingest_req *whead, *wtail;
+    /* Waiting requests, FIFO per signal: a full logs queue does not hold up traces. */
+    struct ingest_req *whead[SIG_COUNT], *wtail[SIG_COUNT];
     struct event *retry_ev;
     struct libdeflate_decompressor *dec;
     unsigned rr[SIG_COUNT];
@@ -309,15 +310,16 @@ static bool try_admit(struct ingest_req *r)
 
 static void waiter_remove(struct ingest_thr *h, struct ingest_req *r)
 {
+    int g = r->sig - 1;
     if (r->wprev != NULL) {
         r->wprev->wnext = r->wnext;
     } else {
-        h->whead = r->wnext;
+        h->whead[g] = r->wnext;
     }
     if (r->wnext != NULL) {
         r->wnext->wprev = r->wprev;
     } else {
-        h->wtail = r->wprev;
+        h->wtail[g] = r->wprev;
     }
     r->wnext = r->wprev = NULL;
 }
@@ -325,8 +327,36 @@ static void waiter_remove(struct ingest_thr *h, struct ingest_req *r)
 static void arm_retry(struct ingest_thr *h)
 {
     struct timeval tv = {0, RETRY_MS * 1000};
-    if (h->whead != NULL && !evtimer_pending(h->retry_ev, NULL)) {
+    bool any = false;
+    for (int g = 0; g < SIG_COUNT; g++) {
+        any = any || h->whead[g] != NULL;
+    }
+    if (any && !evtimer_pending(h->retry_ev, NULL)) {
         evtimer_add(h->retry_ev, &tv);
+    }
+}
+
+/* One waiter: admitted if there is room and nobody before it is still
+ * blocked; refused once its wait ran out. */
+static void retry_one(struct iot *t, struct ingest_thr *h, struct ingest_req *r, uint64_t now,
+                      uint64_t wait_ns, bool *blocked)
+{
+    if (!*blocked && try_admit(r)) {
+        waiter_remove(h, r);
+        t->stats.admit_wait_ns += now - r->wait_start_ns;
+        r->state = RQ_ADMITTED;
+        r->res.status = IS_ADMITTED;
+        post_cb(r);
+        return;
+    }
+    *blocked = true; /* nobody overtakes an earlier waiter */
+    if (now - r->wait_start_ns >= wait_ns || iot_stopping()) {
+        waiter_remove(h, r);
+        t->stats.admit_wait_ns += now - r->wait_start_ns;
+        t->stats.shed++;
+        fail(r, IS_OVERLOADED,
+             "server busy: %s queue or memory budget stayed full for %d ms; retry later",
+             signal_name(r->sig), cfg->admit_wait_ms);
     }
 }
 
@@ -337,27 +367,13 @@ static void retry_waiters(evutil_socket_t fd, short what, void *arg)
     struct ingest_thr *h = thr_of(t);
     uint64_t now = now_ns();
     uint64_t wait_ns = (uint64_t)cfg->admit_wait_ms * 1000000u;
-    bool blocked = false;
     (void)fd, (void)what;
 
-    for (struct ingest_req *r = h->whead, *next; r != NULL; r = next) {
-        next = r->wnext;
-        if (!blocked && try_admit(r)) {
-            waiter_remove(h, r);
-            t->stats.admit_wait_ns += now - r->wait_start_ns;
-            r->state = RQ_ADMITTED;
-            r->res.status = IS_ADMITTED;
-            post_cb(r);
-            continue;
-        }
-        blocked = true; /* nobody overtakes an earlier waiter */
-        if (now - r->wait_start_ns >= wait_ns || iot_stopping()) {
-            waiter_remove(h, r);
-            t->stats.admit_wait_ns += now - r->wait_start_ns;
-            t->stats.shed++;
-            fail(r, IS_OVERLOADED,
-                 "server busy: %s queue or memory budget stayed full for %d ms; retry later",
-                 signal_name(r->sig), cfg->admit_wait_ms);
+    for (int g = 0; g < SIG_COUNT; g++) {
+        bool blocked = false;
+        for (struct ingest_req *r = h->whead[g], *next; r != NULL; r = next) {
+            next = r->wnext;
+            retry_one(t, h, r, now, wait_ns, &blocked);
         }
     }
     arm_retry(h);
@@ -392,7 +408,8 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
         return;
     }
     r->expected = expected_bytes;
-    if (h->whead == NULL && try_admit(r)) {
+    int g = r->sig - 1;
+    if (h->whead[g] == NULL && try_admit(r)) {
         r->state = RQ_ADMITTED;
         r->res.status = IS_ADMITTED;
         post_cb(r);
@@ -407,13 +424,13 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
     r->state = RQ_WAITING;
     r->wait_start_ns = now_ns();
     r->t->stats.admit_waits++;
-    r->wprev = h->wtail;
-    if (h->wtail != NULL) {
-        h->wtail->wnext = r;
+    r->wprev = h->wtail[g];
+    if (h->wtail[g] != NULL) {
+        h->wtail[g]->wnext = r;
     } else {
-        h->whead = r;
+        h->whead[g] = r;
     }
-    h->wtail = r;
+    h->wtail[g] = r;
     arm_retry(h);
 }
 

@@ -155,13 +155,6 @@ static void publish(shard *s, bool replayed)
 static void on_sealed(struct seal_job *j, int rc)
 {
     shard *s = j->owner;
-    pthread_mutex_lock(&s->lock);
-    if (rc == 0 && j->meta.wal_seq > s->sealed_seq) {
-        s->sealed_seq = j->meta.wal_seq;
-    }
-    s->seals_in_flight--;
-    pthread_mutex_unlock(&s->lock);
-    pthread_cond_signal(&s->wake);
     for (struct shard_job *a = j->acks, *next; a != NULL; a = next) {
         next = a->next;
         a->result = rc;
@@ -169,7 +162,17 @@ static void on_sealed(struct seal_job *j, int rc)
     }
     /* A failed seal leaves the block readable in the catalog; under --ack
      * wal/fsync its rows are still in the WAL, so a restart seals them. */
+    uint64_t seq = j->meta.wal_seq;
     free(j);
+    /* Last touch of |s|: shard_stop waits for seals_in_flight to reach 0
+     * under this lock, and the signal is sent before the unlock. */
+    pthread_mutex_lock(&s->lock);
+    if (rc == 0 && seq > s->sealed_seq) {
+        s->sealed_seq = seq;
+    }
+    s->seals_in_flight--;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* Swaps in a fresh open block and hands the full one to the sealer. */
@@ -468,6 +471,12 @@ void shard_stop(shard *s)
     if (s->started) {
         pthread_join(s->thread, NULL);
     }
+    /* The sealer may still be finishing this shard's blocks. */
+    pthread_mutex_lock(&s->lock);
+    while (s->seals_in_flight > 0) {
+        pthread_cond_wait(&s->wake, &s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
     /* Jobs queued after a failed start never ran: hand them back failed. */
     for (struct shard_job *j = s->head, *next; j != NULL; j = next) {
         next = j->next;
