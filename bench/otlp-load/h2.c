@@ -3,11 +3,14 @@
  * nghttp2 client session per connection on a libevent bufferevent, up to
  * --streams-per-connection unary Export calls in flight on each.
  *
- * DATA frames are written with NGHTTP2_DATA_FLAG_NO_COPY: the frame header
- * is copied and the payload added to the output by reference straight from
- * the pool (which already holds the 5-byte gRPC message prefix), so the
- * client does not copy request bodies. Output above OUT_HIGH makes the send
- * callbacks answer NGHTTP2_ERR_WOULDBLOCK; the write callback resumes.
+ * What one nghttp2_session_send() produces is gathered, then written with
+ * one writev (wire.c): frames nghttp2 hands over are copied into the
+ * connection's stage, and DATA frames are written with
+ * NGHTTP2_DATA_FLAG_NO_COPY, so their payload is a piece pointing straight
+ * into the pool (which already holds the 5-byte gRPC message prefix): the
+ * client never copies a request body. What the socket does not take is
+ * queued in the bufferevent; queued output above OUT_HIGH makes the send
+ * callbacks answer NGHTTP2_ERR_WOULDBLOCK, and the write callback resumes.
  *
  * A request is acknowledged when its stream closes with grpc-status 0 (in
  * the trailers or a Trailers-Only response).
@@ -29,6 +32,7 @@
 #define OUT_LOW (1u << 20)  /* resume sending below this */
 #define RESP_KEEP 256       /* response bytes kept for partial success */
 #define LOCAL_WINDOW (16 << 20)
+#define STAGE_BYTES (64u << 10)
 
 struct h2_conn;
 
@@ -54,7 +58,49 @@ struct h2_conn {
     bool aborting; /* ignore nghttp2 callbacks while tearing down */
     uint32_t nslots;
     struct h2_stream *st;
+    /* output gathered during one nghttp2_session_send() */
+    int npc;
+    struct load_piece pc[LOAD_MAX_PIECES];
+    size_t stage_len;
+    uint8_t stage[STAGE_BYTES];
 };
+
+/* Writes what was gathered. 0 or -ENOMEM. */
+static int stage_flush(struct h2_conn *c)
+{
+    int rc = c->npc ? load_send(c->bev, c->pc, c->npc) : 0;
+    c->npc = 0;
+    c->stage_len = 0;
+    return rc;
+}
+
+/* Adds bytes to the output: |stable| ones by reference, others copied into
+ * the stage (or, when larger than the stage, sent on their own). */
+static int stage_add(struct h2_conn *c, const uint8_t *p, size_t len, bool stable)
+{
+    if (c->npc == LOAD_MAX_PIECES || (!stable && c->stage_len + len > STAGE_BYTES)) {
+        if (stage_flush(c) < 0) {
+            return -ENOMEM;
+        }
+    }
+    if (!stable && len > STAGE_BYTES) {
+        struct load_piece one = {p, len, false};
+        return load_send(c->bev, &one, 1);
+    }
+    if (!stable) {
+        uint8_t *dst = c->stage + c->stage_len;
+        memcpy(dst, p, len);
+        c->stage_len += len;
+        struct load_piece *last = c->npc ? &c->pc[c->npc - 1] : NULL;
+        if (last && !last->stable && last->p + last->len == dst) {
+            last->len += len; /* contiguous in the stage: one piece */
+            return 0;
+        }
+        p = dst;
+    }
+    c->pc[c->npc++] = (struct load_piece){p, len, stable};
+    return 0;
+}
 
 static const char *grpc_path(int s)
 {
@@ -67,11 +113,10 @@ static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int 
 {
     struct h2_conn *c = arg;
     (void)s, (void)flags;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    if (evbuffer_get_length(out) >= OUT_HIGH) {
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) >= OUT_HIGH) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
-    if (evbuffer_add(out, data, len) < 0) {
+    if (stage_add(c, data, len, false) < 0) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     return (ssize_t)len;
@@ -98,16 +143,14 @@ static int send_data_cb(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
     struct h2_conn *c = arg;
     struct h2_stream *st = src->ptr;
     (void)s;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    if (evbuffer_get_length(out) >= OUT_HIGH) {
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) >= OUT_HIGH) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
     if (frame->data.padlen > 0) {
         return NGHTTP2_ERR_CALLBACK_FAILURE; /* we never ask for padding */
     }
-    if (evbuffer_add(out, framehd, 9) < 0 ||
-        (length > 0 &&
-         evbuffer_add_reference(out, st->req.e->body + st->off_sent, length, NULL, NULL) < 0)) {
+    if (stage_add(c, framehd, 9, false) < 0 ||
+        (length > 0 && stage_add(c, st->req.e->body + st->off_sent, length, true) < 0)) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     st->off_sent += length;
@@ -218,6 +261,8 @@ static void h2_drop(struct h2_conn *c)
     }
     c->aborting = false;
     c->base.ready = false;
+    c->npc = 0;
+    c->stage_len = 0;
 }
 
 static void h2_abort(struct load_conn *lc, enum load_outcome o)
@@ -237,7 +282,8 @@ static void h2_abort(struct load_conn *lc, enum load_outcome o)
  * false when the connection is gone. */
 static bool h2_flush(struct h2_conn *c)
 {
-    if (nghttp2_session_send(c->s) != 0) {
+    int rc = nghttp2_session_send(c->s);
+    if (stage_flush(c) < 0 || rc != 0) {
         h2_abort(&c->base, LO_IO);
         load_conn_down(c->base.run, &c->base, false);
         return false;

@@ -2,8 +2,10 @@
  * http1.c - otlp-load's OTLP/HTTP transport: HTTP/1.1 keep-alive on one
  * libevent bufferevent per connection, one request in flight at a time.
  *
- * The request body is added to the output by reference (the pool outlives
- * the run), so a send copies only the ~150-byte header. Responses are parsed
+ * A request is written straight to the socket with one writev (header +
+ * body from the pool, wire.c); only what the socket does not take is queued
+ * in the bufferevent, the body by reference, so a send copies at most the
+ * ~150-byte header. Responses are parsed
  * with http-parser; the parser is paused at the end of each message so the
  * next request is submitted outside its callbacks.
  */
@@ -204,21 +206,32 @@ static void h1_pump(struct load_conn *lc)
         return;
     }
     const struct pool_entry *e = c->req.e;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    evbuffer_add_printf(out,
-                        "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: otlp-load/1\r\n"
-                        "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n",
-                        signal_path(c->t->signal), c->t->host,
-                        c->t->proto == LP_HTTP_JSON ? "application/json" : "application/x-protobuf",
-                        c->t->gzip ? "Content-Encoding: gzip\r\n" : "", e->len);
-    evbuffer_add_reference(out, e->body, e->len, NULL, NULL);
+    char hdr[512];
+    int hn = snprintf(hdr, sizeof(hdr),
+                      "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: otlp-load/1\r\n"
+                      "Content-Type: %s\r\n%sContent-Length: %zu\r\n\r\n",
+                      signal_path(c->t->signal), c->t->host,
+                      c->t->proto == LP_HTTP_JSON ? "application/json" : "application/x-protobuf",
+                      c->t->gzip ? "Content-Encoding: gzip\r\n" : "", e->len);
+    if (hn < 0 || (size_t)hn >= sizeof(hdr)) {
+        load_done(c->base.run, &c->base, &c->req, LO_IO, 0, 0);
+        return;
+    }
+    struct load_piece pc[2] = {
+        {(const uint8_t *)hdr, (size_t)hn, false},
+        {e->body, e->len, true},
+    };
+    c->req.t_sent = load_now_ns();
+    if (load_send(c->bev, pc, 2) < 0) {
+        load_done(c->base.run, &c->base, &c->req, LO_IO, 0, 0);
+        return;
+    }
     http_parser_init(&c->parser, HTTP_RESPONSE);
     c->parser.data = c;
     c->resp_len = 0;
     c->done = false;
     c->busy = true;
     c->base.inflight = 1;
-    c->req.t_sent = load_now_ns();
 }
 
 static uint64_t h1_oldest(struct load_conn *lc)

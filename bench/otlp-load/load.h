@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+struct bufferevent;
 struct event_base;
 struct load;
 
@@ -107,6 +108,19 @@ struct load_transport {
 
 extern const struct load_transport load_http1;
 extern const struct load_transport load_h2;
+
+/* A piece of output: |stable| bytes outlive the run (the pool) and are
+ * queued by reference; others are copied if they must be queued. */
+struct load_piece {
+    const uint8_t *p;
+    size_t len;
+    bool stable;
+};
+#define LOAD_MAX_PIECES 64
+
+/* Writes |n| <= LOAD_MAX_PIECES pieces in order on |bev|'s socket: directly
+ * when its output is empty, queuing the rest (wire.c). 0 or -ENOMEM. */
+int load_send(struct bufferevent *bev, const struct load_piece *pc, int n);
 
 /* Partial-success rejected count from an Export*ServiceResponse (protobuf
  * or JSON); 0 when absent or unreadable. */
