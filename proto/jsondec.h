@@ -18,6 +18,8 @@
  * Returns 0; -EPROTO for a body that is not a valid OTLP/JSON request of
  * that signal (with a one-line reason, including the byte offset for
  * syntax errors, in |err|); -ENOMEM (also when |a|'s limit is reached).
+ * On failure |out| is restored to what it held before the call.
+ * |out|->signal must equal |s| (asserted: a programmer error).
  */
 int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct batch *out,
                    char *err, size_t errlen);
