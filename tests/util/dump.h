@@ -79,4 +79,32 @@ int dump_data_dir(const char *data, dump_fn fn, void *ctx, struct dump_stats *st
 /* Total rows of one signal in |st| (block rows + WAL rows). */
 uint64_t dump_rows(const struct dump_stats *st, enum signal s);
 
+/* ---- test records that carry a unique id ----
+ *
+ * A test that must check exact-once gives every record it exports a unique
+ * id (at most DUMP_ID_MAX) and reads it back with dump_row_id. The id is
+ * stored redundantly, so a row whose fields disagree is caught too:
+ *   logs     body "rec-<id as 16 hex digits>", time T0 + id, observed
+ *            T0 + id + 7, severity 9, attribute rec.id = id
+ *   traces   trace id "MiraTest" + id (big-endian), span id = id
+ *            (big-endian), name "rec-span", start T0 + id, end start +
+ *            1000, trace_state "rec", attribute rec.id = id
+ *   metrics  one gauge "rec.gauge" per request, points with start T0 + id
+ *            - 5, time T0 + id, as_int = id, attribute rec.id = id
+ * T0 = DUMP_T0 (2026-01-01T00:00:00Z). Resource service.name =
+ * "miradb-test", scope "rec".
+ */
+#define DUMP_T0 1767225600000000000ull
+#define DUMP_ID_MAX (1ull << 48)
+
+/* The body of an export request holding records id0 .. id0 + n - 1 of
+ * signal |s| (n >= 1): protobuf, or OTLP/JSON when |json|. Returned owned
+ * (free()); NULL on out of memory. */
+uint8_t *dump_request(enum signal s, bool json, uint64_t id0, uint32_t n, size_t *len);
+
+/* The id of a row made from dump_request, or -1 with the reason in |why|
+ * when the row is not one, or its fields do not agree (the fields of tables
+ * the row was not read from are not checked). */
+int64_t dump_row_id(const struct dump_row *r, char *why, size_t whylen);
+
 #endif
