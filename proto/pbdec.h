@@ -20,7 +20,9 @@
  * Returns 0; -EPROTO when the bytes are not a valid request of that signal
  * (truncated varint, bad length, wrong wire type, nesting deeper than
  * VAL_MAX_DEPTH, ...), with a one-line reason in |err|; -ENOMEM.
- * Records a valid request cannot hold are counted with batch_reject().
+ * A body that would decode into more than 32 times its size plus 1 MiB of
+ * rows is refused (-EPROTO): a request of tiny empty records must not make
+ * the batch outgrow what admission charged for the body by much.
  */
 int pbdec_decode(enum signal s, const uint8_t *body, size_t len, struct batch *out, char *err,
                  size_t errlen);

@@ -218,7 +218,8 @@ size_t batch_footprint(const struct batch *b);
 /* Pointer to a blob's first byte (valid until the heap next grows). */
 static inline const uint8_t *batch_blob(const struct batch *b, struct blob x)
 {
-    return b->heap.p + x.off;
+    static const uint8_t none[1];
+    return b->heap.p != NULL ? b->heap.p + x.off : none; /* NULL + 0 is undefined */
 }
 
 /* Records a partial-success rejection (the first message is kept). */
