@@ -1604,6 +1604,14 @@ int gen_request(const struct gen_config *c, uint64_t idx, enum gen_format f, str
     return rc;
 }
 
+uint64_t gen_time_span_ns(const struct gen_config *c, uint64_t n)
+{
+    if (c->signal == SIG_METRICS) {
+        return n * 10000000000ULL;
+    }
+    return n * c->records * 1000000ULL;
+}
+
 int gen_gzip(const uint8_t *in, size_t len, int level, struct vbuf *out)
 {
     struct libdeflate_compressor *z = libdeflate_alloc_compressor(level);

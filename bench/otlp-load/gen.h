@@ -83,6 +83,13 @@ void gen_span_id(uint64_t seed, uint64_t t, uint32_t k, uint8_t out[8]);
  */
 uint32_t gen_trace_plan(uint64_t seed, uint64_t idx, uint32_t records, uint32_t *sizes);
 
+/*
+ * How far the records of requests 0 .. n-1 spread in time from the time
+ * base: logs and traces advance 1 ms per record, metric points 10 s per
+ * request.
+ */
+uint64_t gen_time_span_ns(const struct gen_config *c, uint64_t n);
+
 /* Gzips |in| into |out| (replacing its content) at |level|. 0 or -ENOMEM. */
 int gen_gzip(const uint8_t *in, size_t len, int level, struct vbuf *out);
 

@@ -76,7 +76,8 @@ static int stage_flush(struct h2_conn *c)
 
 /* Adds bytes to the output: |stable| ones by reference, others copied into
  * the stage (or, when larger than the stage, sent on their own). */
-static int stage_add(struct h2_conn *c, const uint8_t *p, size_t len, bool stable)
+static int stage_add(struct h2_conn *c, const uint8_t *p, size_t len, bool stable,
+                     const struct pool_entry *owner)
 {
     if (c->npc == LOAD_MAX_PIECES || (!stable && c->stage_len + len > STAGE_BYTES)) {
         if (stage_flush(c) < 0) {
@@ -84,7 +85,7 @@ static int stage_add(struct h2_conn *c, const uint8_t *p, size_t len, bool stabl
         }
     }
     if (!stable && len > STAGE_BYTES) {
-        struct load_piece one = {p, len, false};
+        struct load_piece one = {p, len, false, NULL};
         return load_send(c->bev, &one, 1);
     }
     if (!stable) {
@@ -98,7 +99,10 @@ static int stage_add(struct h2_conn *c, const uint8_t *p, size_t len, bool stabl
         }
         p = dst;
     }
-    c->pc[c->npc++] = (struct load_piece){p, len, stable};
+    if (stable && owner) {
+        load_entry_hold(owner); /* a stream may close before the stage is written */
+    }
+    c->pc[c->npc++] = (struct load_piece){p, len, stable, stable ? owner : NULL};
     return 0;
 }
 
@@ -116,7 +120,7 @@ static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int 
     if (evbuffer_get_length(bufferevent_get_output(c->bev)) >= OUT_HIGH) {
         return NGHTTP2_ERR_WOULDBLOCK;
     }
-    if (stage_add(c, data, len, false) < 0) {
+    if (stage_add(c, data, len, false, NULL) < 0) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     return (ssize_t)len;
@@ -149,8 +153,8 @@ static int send_data_cb(nghttp2_session *s, nghttp2_frame *frame, const uint8_t 
     if (frame->data.padlen > 0) {
         return NGHTTP2_ERR_CALLBACK_FAILURE; /* we never ask for padding */
     }
-    if (stage_add(c, framehd, 9, false) < 0 ||
-        (length > 0 && stage_add(c, st->req.e->body + st->off_sent, length, true) < 0)) {
+    if (stage_add(c, framehd, 9, false, NULL) < 0 ||
+        (length > 0 && stage_add(c, st->req.e->body + st->off_sent, length, true, st->req.e) < 0)) {
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     st->off_sent += length;
@@ -261,6 +265,11 @@ static void h2_drop(struct h2_conn *c)
     }
     c->aborting = false;
     c->base.ready = false;
+    for (int i = 0; i < c->npc; i++) {
+        if (c->pc[i].owner) {
+            load_entry_release((struct pool_entry *)c->pc[i].owner);
+        }
+    }
     c->npc = 0;
     c->stage_len = 0;
 }

@@ -218,10 +218,11 @@ static void h1_pump(struct load_conn *lc)
         return;
     }
     struct load_piece pc[2] = {
-        {(const uint8_t *)hdr, (size_t)hn, false},
-        {e->body, e->len, true},
+        {(const uint8_t *)hdr, (size_t)hn, false, NULL},
+        {e->body, e->len, true, e},
     };
     c->req.t_sent = load_now_ns();
+    load_entry_hold(e);
     if (load_send(c->bev, pc, 2) < 0) {
         load_done(c->base.run, &c->base, &c->req, LO_IO, 0, 0);
         return;

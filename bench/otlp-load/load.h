@@ -29,12 +29,20 @@ enum load_proto {
 };
 
 /* One pre-encoded request. For gRPC the body is the length-prefixed message
- * (5-byte header included). Immutable once the run starts. */
+ * (5-byte header included). Immutable once encoded. Pool entries live for
+ * the whole run (|refs| 0); a --unique request is made for one send and
+ * freed when its last holder (the request, queued output) lets go. */
 struct pool_entry {
     uint8_t *body;
     size_t len;
     uint32_t records;
+    uint32_t refs;
 };
+
+/* Drops one hold on a --unique entry (frees it at zero); no-op for pool
+ * entries. */
+void load_entry_release(struct pool_entry *e);
+void load_entry_hold(const struct pool_entry *e);
 
 /* A request handed to a transport. */
 struct load_req {
@@ -109,12 +117,16 @@ struct load_transport {
 extern const struct load_transport load_http1;
 extern const struct load_transport load_h2;
 
-/* A piece of output: |stable| bytes outlive the run (the pool) and are
- * queued by reference; others are copied if they must be queued. */
+/* A piece of output: |stable| bytes outlive the send and are queued by
+ * reference; others are copied if they must be queued. A non-NULL |owner|
+ * (the request body's entry) carries one hold taken by the caller with
+ * load_entry_hold(); load_send() drops it once the bytes are written, or
+ * passes it to the queued reference. */
 struct load_piece {
     const uint8_t *p;
     size_t len;
     bool stable;
+    const struct pool_entry *owner;
 };
 #define LOAD_MAX_PIECES 64
 

@@ -57,7 +57,8 @@ struct opts {
     long server_pid; /* 0: none */
     uint32_t pool;
     double timeout_s;
-    uint64_t time_base_ns; /* 0: now */
+    uint64_t time_base_ns; /* 0: the span the run's records cover, back from now */
+    bool unique;           /* generate each request fresh instead of cycling the pool */
 };
 
 struct fail_count {
@@ -81,6 +82,7 @@ struct load {
     struct event **reconnect_ev;
     struct pool_entry *pool;
     uint32_t npool;
+    struct vbuf raw, gz; /* --unique: encoding scratch */
 
     uint64_t deadline_ns; /* 0: none */
     uint64_t timeout_ns;
@@ -266,6 +268,9 @@ static void sample_server(struct load *l)
 
 /* ------------------------------------------------------------ driver */
 
+static int encode_entry(struct load *l, uint64_t idx, struct pool_entry *e, struct vbuf *raw,
+                        struct vbuf *gz, struct gen_stats *st);
+
 static void finish(struct load *l)
 {
     if (l->finished) {
@@ -322,8 +327,23 @@ bool load_take(struct load *l, struct load_conn *c, struct load_req *out)
             return false;
         }
     }
+    if (l->o.unique) {
+        /* request index = sequence number: no two requests repeat */
+        struct gen_stats st;
+        struct pool_entry *e = calloc(1, sizeof(*e));
+        if (e == NULL || encode_entry(l, l->next_seq, e, &l->raw, &l->gz, &st) < 0) {
+            free(e);
+            l->aborted = true;
+            l->abort_reason = "out of memory encoding a request";
+            stop_issuing(l);
+            return false;
+        }
+        e->refs = 1; /* the request's hold, dropped in load_done() */
+        out->e = e;
+    } else {
+        out->e = &l->pool[l->next_seq % l->npool];
+    }
     out->seq = l->next_seq++;
-    out->e = &l->pool[out->seq % l->npool];
     out->t_due = due;
     out->t_sent = now;
     l->sent++;
@@ -395,6 +415,7 @@ void load_done(struct load *l, struct load_conn *c, const struct load_req *q, en
             hist_add(&l->refused, now - q->t_due);
         }
     }
+    load_entry_release((struct pool_entry *)q->e);
     if (!budget_left(l, now)) {
         stop_issuing(l);
     }
@@ -530,7 +551,10 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------ pool */
 
-static int build_pool(struct load *l, json_t *payload)
+/* Encodes request |idx| into |e| (body malloc'd; for gRPC with its 5-byte
+ * message prefix). |raw| and |gz| are scratch. 0 or -ENOMEM. */
+static int encode_entry(struct load *l, uint64_t idx, struct pool_entry *e, struct vbuf *raw,
+                        struct vbuf *gz, struct gen_stats *st)
 {
     struct gen_config gc = {
         .signal = l->o.signal,
@@ -539,6 +563,41 @@ static int build_pool(struct load *l, json_t *payload)
         .records = l->o.records,
     };
     enum gen_format fmt = l->o.proto == LP_HTTP_JSON ? GEN_JSON : GEN_PROTOBUF;
+    vbuf_reset(raw);
+    int rc = gen_request(&gc, idx, fmt, raw, st);
+    if (rc < 0) {
+        return rc;
+    }
+    const uint8_t *msg = raw->p;
+    size_t len = raw->len;
+    if (l->o.gzip) {
+        rc = gen_gzip(raw->p, raw->len, 6, gz);
+        if (rc < 0) {
+            return rc;
+        }
+        msg = gz->p;
+        len = gz->len;
+    }
+    size_t pre = l->o.proto == LP_GRPC ? 5 : 0;
+    e->body = malloc(len + pre);
+    if (e->body == NULL) {
+        return -ENOMEM;
+    }
+    if (pre) {
+        e->body[0] = l->o.gzip ? 1 : 0;
+        e->body[1] = (uint8_t)(len >> 24);
+        e->body[2] = (uint8_t)(len >> 16);
+        e->body[3] = (uint8_t)(len >> 8);
+        e->body[4] = (uint8_t)len;
+    }
+    memcpy(e->body + pre, msg, len);
+    e->len = len + pre;
+    e->records = st->records;
+    return 0;
+}
+
+static int build_pool(struct load *l, json_t *payload)
+{
     struct vbuf raw, gz;
     uint64_t raw_total = 0, wire_total = 0, attrs = 0, body_bytes = 0, events = 0, links = 0;
     uint64_t by_kind[6] = {0}, by_sev[6] = {0};
@@ -553,41 +612,13 @@ static int build_pool(struct load *l, json_t *payload)
     }
     for (uint32_t i = 0; i < l->o.pool; i++) {
         struct gen_stats st;
-        vbuf_reset(&raw);
-        rc = gen_request(&gc, i, fmt, &raw, &st);
+        rc = encode_entry(l, i, &l->pool[i], &raw, &gz, &st);
         if (rc < 0) {
             break;
         }
-        const uint8_t *msg = raw.p;
-        size_t len = raw.len;
-        if (l->o.gzip) {
-            rc = gen_gzip(raw.p, raw.len, 6, &gz);
-            if (rc < 0) {
-                break;
-            }
-            msg = gz.p;
-            len = gz.len;
-        }
-        size_t pre = l->o.proto == LP_GRPC ? 5 : 0;
-        struct pool_entry *e = &l->pool[i];
-        e->body = malloc(len + pre);
-        if (e->body == NULL) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (pre) {
-            e->body[0] = l->o.gzip ? 1 : 0;
-            e->body[1] = (uint8_t)(len >> 24);
-            e->body[2] = (uint8_t)(len >> 16);
-            e->body[3] = (uint8_t)(len >> 8);
-            e->body[4] = (uint8_t)len;
-        }
-        memcpy(e->body + pre, msg, len);
-        e->len = len + pre;
-        e->records = st.records;
         l->npool++;
         raw_total += raw.len;
-        wire_total += e->len;
+        wire_total += l->pool[i].len;
         attrs += st.attrs;
         body_bytes += st.body_bytes;
         events += st.events;
@@ -637,26 +668,32 @@ static int build_pool(struct load *l, json_t *payload)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: otlp-load [options]\n"
-               "  --endpoint HOST:PORT          default 127.0.0.1:4317 (grpc), :4318 (http)\n"
-               "  --protocol P                  grpc | http/protobuf | http/json (default grpc)\n"
-               "  --signal S                    logs | traces | metrics (default logs)\n"
-               "  --connections N               default 1\n"
-               "  --streams-per-connection N    concurrent gRPC calls per connection (default 1)\n"
-               "  --duration S                  stop issuing after S seconds\n"
-               "  --requests N                  stop after N requests (the first limit reached\n"
-               "                                stops; neither given means --duration 10)\n"
-               "  --records-per-request N       log records, spans or data points (default 100)\n"
-               "  --rate R                      open loop at R requests/s (closed loop if absent)\n"
-               "  --gzip                        gzip request bodies (gRPC: message compression)\n"
-               "  --seed N                      payload seed (default 1)\n"
-               "  --pool N                      distinct requests encoded up front (default 64)\n"
-               "  --timeout S                   per-request answer deadline (default 30)\n"
-               "  --time-base NS                first record time, ns since epoch (default now)\n"
-               "  --server-pid PID              report that process's CPU and memory\n"
-               "  --help\n"
-               "Prints one JSON object on stdout. Retryable refusals (429, 503, UNAVAILABLE) are\n"
-               "counted as failures, never retried.\n");
+    fprintf(f,
+            "usage: otlp-load [options]\n"
+            "  --endpoint HOST:PORT          default 127.0.0.1:4317 (grpc), :4318 (http)\n"
+            "  --protocol P                  grpc | http/protobuf | http/json (default grpc)\n"
+            "  --signal S                    logs | traces | metrics (default logs)\n"
+            "  --connections N               default 1\n"
+            "  --streams-per-connection N    concurrent gRPC calls per connection (default 1)\n"
+            "  --duration S                  stop issuing after S seconds\n"
+            "  --requests N                  stop after N requests (the first limit reached\n"
+            "                                stops; neither given means --duration 10)\n"
+            "  --records-per-request N       log records, spans or data points (default 100)\n"
+            "  --rate R                      open loop at R requests/s (closed loop if absent)\n"
+            "  --gzip                        gzip request bodies (gRPC: message compression)\n"
+            "  --seed N                      payload seed (default 1)\n"
+            "  --pool N                      distinct requests encoded up front (default 64)\n"
+            "  --timeout S                   per-request answer deadline (default 30)\n"
+            "  --time-base NS                first record time, ns since epoch (default: early\n"
+            "                                enough that the pool's records end now)\n"
+            "  --unique                      encode every request fresh (request index =\n"
+            "                                sequence number) instead of cycling the pool: no\n"
+            "                                record repeats, but the client spends CPU encoding\n"
+            "                                (for building query corpora, not for throughput)\n"
+            "  --server-pid PID              report that process's CPU and memory\n"
+            "  --help\n"
+            "Prints one JSON object on stdout. Retryable refusals (429, 503, UNAVAILABLE) are\n"
+            "counted as failures, never retried.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -701,6 +738,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         O_POOL,
         O_TIMEOUT,
         O_TIMEBASE,
+        O_UNIQUE,
         O_HELP,
     };
     static const struct option lo[] = {
@@ -719,6 +757,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"pool", required_argument, NULL, O_POOL},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"time-base", required_argument, NULL, O_TIMEBASE},
+        {"unique", no_argument, NULL, O_UNIQUE},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -807,6 +846,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case O_TIMEBASE:
             ok = parse_u64(optarg, 1, UINT64_MAX, &o->time_base_ns);
             break;
+        case O_UNIQUE:
+            o->unique = true;
+            break;
         case O_HELP:
             usage(stdout);
             exit(0);
@@ -837,9 +879,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                  o->proto == LP_GRPC ? 4317 : 4318);
     }
     if (o->time_base_ns == 0) {
+        /* records end about now: the span of the requests the run can send
+         * (the pool, or every request with --unique --requests) */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        o->time_base_ns = (uint64_t)ts.tv_sec * 1000000000ULL;
+        struct gen_config gc = {.signal = o->signal, .records = o->records};
+        uint64_t n = o->unique && o->requests ? o->requests : o->pool;
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL, span = gen_time_span_ns(&gc, n);
+        o->time_base_ns = span < now ? now - span : 1;
     }
     return 0;
 }
@@ -949,6 +996,7 @@ static json_t *report(struct load *l, json_t *payload)
     json_object_set_new(cfg, "pool", json_integer(l->o.pool));
     json_object_set_new(cfg, "timeout_s", json_real(l->o.timeout_s));
     json_object_set_new(cfg, "time_base_ns", json_integer((json_int_t)l->o.time_base_ns));
+    json_object_set_new(cfg, "unique", json_boolean(l->o.unique));
     json_object_set_new(cfg, "server_pid",
                         l->o.server_pid ? json_integer(l->o.server_pid) : json_null());
     json_object_set_new(j, "tool", json_string("otlp-load"));
@@ -1048,6 +1096,8 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     hist_init(&l->lat);
+    vbuf_init(&l->raw);
+    vbuf_init(&l->gz);
     hist_init(&l->refused);
     l->timeout_ns = (uint64_t)(l->o.timeout_s * 1e9);
     l->tp = l->o.proto == LP_GRPC ? &load_h2 : &load_http1;
@@ -1120,6 +1170,8 @@ int main(int argc, char **argv)
         free(l->pool[i].body);
     }
     free(l->pool);
+    vbuf_fini(&l->raw);
+    vbuf_fini(&l->gz);
     free(l->conns);
     free(l->reconnect_ev);
     free(l);

@@ -184,7 +184,8 @@ Test(loadgen, grpc_every_signal_is_acknowledged_and_counted_exactly)
     struct daemon d;
     start(&d, NULL);
     every_signal(&d, "grpc", "grpc", NULL);
-    const char *const more[] = {"--gzip", "--streams-per-connection", "4", NULL};
+    /* --unique: every request encoded fresh, none repeated */
+    const char *const more[] = {"--gzip", "--streams-per-connection", "4", "--unique", NULL};
     every_signal(&d, "grpc", "grpc", more);
     cr_expect_eq(daemon_stop(&d), 0);
 }
