@@ -1828,7 +1828,7 @@ bool logql_match_label(const struct logql_matcher *m, const char *v, size_t n)
     case LOGQL_MATCH_RE:
         return qlex_re_match(m->re, v, n) == 1;
     case LOGQL_MATCH_NRE:
-        return qlex_re_match(m->re, v, n) == 0;
+        return qlex_re_match(m->re, v, n) != 1;
     }
     return false;
 }

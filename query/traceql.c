@@ -1356,5 +1356,5 @@ bool traceql_regex_match(const struct traceql_field *f, const char *v, size_t n)
         return false;
     }
     int rc = qlex_re_match(f->re, v, n);
-    return f->op == TRACEQL_OP_NRE ? rc == 0 : rc == 1;
+    return f->op == TRACEQL_OP_NRE ? rc != 1 : rc == 1;
 }

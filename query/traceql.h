@@ -248,7 +248,8 @@ void traceql_free(struct traceql_expr *q);
 const struct traceql_fact *traceql_facts(const struct traceql_expr *q, size_t *n);
 
 /* Regex test for a BINARY RE/NRE field on a string value: true when the
- * comparison holds (=~ matches / !~ does not). Per-thread match data. */
+ * comparison holds (=~ matches / !~ does not). A regex that hits the match
+ * limit counts as not matching. Per-thread match data. */
 bool traceql_regex_match(const struct traceql_field *f, const char *v, size_t n);
 
 /* Lower-case name of an intrinsic as written unscoped where one exists

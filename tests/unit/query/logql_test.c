@@ -943,6 +943,13 @@ Test(logql, invalid_utf8_subjects_and_pathological_regexes_do_not_crash_or_hang)
     cr_assert_eq(qlex_re_match(s[3].alts[0].re, evil, 41), -E2BIG);
     cr_assert_eq(qlex_re_match(s[3].alts[0].re, "aaa", 3), 1);
     logql_free(e);
+    /* the same for anchored matchers: =~ fails, !~ holds */
+    e = ok("{a=~\"(a+)+$\", b!~\"(a+)+$\"}");
+    cr_assert_eq(qlex_re_match(e->log.matchers[0].re, evil, 41), -E2BIG);
+    cr_assert_not(logql_match_label(&e->log.matchers[0], evil, 41));
+    cr_assert(logql_match_label(&e->log.matchers[1], evil, 41));
+    cr_assert_not(logql_match_label(&e->log.matchers[1], "aa", 2));
+    logql_free(e);
     qlex_thread_cleanup();
 }
 

@@ -541,6 +541,13 @@ Test(traceql, regexes_are_fully_anchored_and_re2_checked)
     cr_assert_not(traceql_regex_match(re, "foo\n", 4));
     cr_assert_not(traceql_regex_match(f->l, "foo", 3), "not a regex node");
     traceql_free(e);
+    e = ok("{ .x =~ \"(a+)+$\" || .y !~ \"(a+)+$\" }");
+    char evil[48];
+    memset(evil, 'a', 40);
+    evil[40] = 'b';
+    cr_assert_not(traceql_regex_match(filter_of(e)->l, evil, 41), "match limit: no match");
+    cr_assert(traceql_regex_match(filter_of(e)->r, evil, 41));
+    traceql_free(e);
     qlex_thread_cleanup();
 
     bad("{ name =~ \"a(?=b)\" }", 11, "lookahead assertions are not supported");
