@@ -27,6 +27,7 @@
 #include "server/iot.h"
 #include "server/listen.h"
 #include "server/log.h"
+#include "server/loki.h"
 
 #define GRACE_MS 25000
 
@@ -221,6 +222,10 @@ static int serve(int argc, char **argv)
         return 1;
     }
     /* Query endpoints register their HTTP routes here, before the loops start. */
+    if (loki_register(&c) < 0) {
+        log_error("main", "event=init_failed error=\"loki routes\"");
+        return 1;
+    }
 
     if (attach_all("grpc", c.grpc_listen, grpc_attach, grpc_addr, sizeof(grpc_addr)) < 0 ||
         attach_all("http", c.http_listen, http1_attach, http_addr, sizeof(http_addr)) < 0) {

@@ -8,6 +8,7 @@
 
 #include <event2/buffer.h>
 
+#include "query/qstats.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "storage/adm.h"
@@ -220,4 +221,5 @@ void ops_metrics_text(struct evbuffer *o)
     }
     header(o, "miradb_ready", "gauge", "1 once WAL replay is done.");
     evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);
+    query_metrics_text(o);
 }
