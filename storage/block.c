@@ -21,7 +21,8 @@
  *
  *   TABLES, from 64 on: root, then attrs, then detail (each located by the
  *   footer's table directory). A table's stored bytes are its raw bytes
- *   (codec 0) or one zstd frame of them (codec 1); the CRC covers the
+ *   (codec 0) or one zstd frame of them (codec 1, raw length at most 256 MiB
+ *   and 4096 x stored + 1 MiB); the CRC covers the
  *   stored bytes. Raw table:
  *     0  u32 ncols
  *     4  u32 zero
@@ -163,7 +164,11 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define TDIR_SIZE 32
 #define INT_HDR 24
 #define MAX_PHYS 24
-#define ZSTD_RATIO_CAP 4096 /* a zstd table's raw length may not pass stored x this */
+/* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
+ * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
+ * over ZSTD_RAW_MAX plain. */
+#define ZSTD_RATIO_CAP 4096
+#define ZSTD_RAW_MAX (256ull << 20)
 
 /* ---- logical columns per signal (the index spaces of the arrays below) ---- */
 
@@ -1106,7 +1111,7 @@ static int write_table(int fd, uint64_t *off, struct vbuf *raw, enum blk_codec c
     void *z = NULL;
     d->codec = BLK_CODEC_PLAIN;
     d->raw = raw->len;
-    if (codec == BLK_CODEC_ZSTD && raw->len > 0) {
+    if (codec == BLK_CODEC_ZSTD && raw->len > 0 && raw->len <= ZSTD_RAW_MAX) {
         size_t cap = ZSTD_compressBound(raw->len);
         z = malloc(cap);
         if (z == NULL) {
@@ -1471,6 +1476,9 @@ static bool check_offsets(const struct icol *c, uint64_t n, uint64_t data_len)
     if (prev != 0) {
         return false;
     }
+    if (c->width == 0) {
+        return data_len == 0; /* every offset is 0: O(1), whatever n claims */
+    }
     for (uint64_t i = 1; i < n; i++) {
         uint64_t x = ic_get(c, i);
         if (x < prev) {
@@ -1503,7 +1511,27 @@ static uint64_t lim_value(const blk *b, enum lim l)
     }
 }
 
-/* Binds the columns of table |t| from its raw bytes. */
+/* Every value of |c| (n of them) is below |lim|. A width-0 column holds
+ * no data whatever count it claims, so it is checked once. */
+static bool all_below(const struct icol *c, uint64_t n, uint64_t lim)
+{
+    if (c->width == 0 || n == 0) {
+        return n == 0 || c->base < lim;
+    }
+    for (uint64_t r = 0; r < n; r++) {
+        if (ic_get(c, r) >= lim) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Binds the columns of table |t| from its raw bytes. Two passes: first
+ * every column's size against the row count (cheap, and it bounds the row
+ * count by real bytes: a column of width w > 0 holds rows x w bytes), then
+ * the value checks that walk the rows.
+ */
 static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
 {
     const struct spec *sp = &specs[b->sig - 1][t];
@@ -1526,26 +1554,15 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
-        case 'I': {
-            struct icol *ic = &b->I[e->idx];
-            if (!bind_int(cp[c], cl[c], rows, ic)) {
+        case 'I':
+            if (!bind_int(cp[c], cl[c], rows, &b->I[e->idx])) {
                 return false;
-            }
-            uint64_t lim = lim_value(b, (enum lim)e->arg);
-            if (lim != UINT64_MAX) {
-                for (uint64_t r = 0; r < rows; r++) {
-                    if (ic_get(ic, r) >= lim) {
-                        return false;
-                    }
-                }
             }
             c += 1;
             break;
-        }
         case 'S': {
             struct scol *sc = &b->S[e->idx];
-            if (!bind_int(cp[c], cl[c], rows + 1, &sc->off) ||
-                !check_offsets(&sc->off, rows + 1, cl[c + 1])) {
+            if (!bind_int(cp[c], cl[c], rows + 1, &sc->off)) {
                 return false;
             }
             sc->data = cp[c + 1];
@@ -1563,11 +1580,6 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 return false;
             }
             dc->dict.data = cp[c + 2];
-            for (uint64_t r = 0; r < rows; r++) {
-                if (ic_get(&dc->codes, r) >= nd1 - 1) {
-                    return false;
-                }
-            }
             c += 3;
             break;
         }
@@ -1576,6 +1588,37 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 return false;
             }
             b->R[e->idx] = cp[c];
+            c += 1;
+            break;
+        }
+    }
+    c = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I': {
+            uint64_t lim = lim_value(b, (enum lim)e->arg);
+            if (lim != UINT64_MAX && !all_below(&b->I[e->idx], rows, lim)) {
+                return false;
+            }
+            c += 1;
+            break;
+        }
+        case 'S':
+            if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
+                return false;
+            }
+            c += 2;
+            break;
+        case 'D': {
+            const struct dcol *dc = &b->D[e->idx];
+            if (!all_below(&dc->codes, rows, rd64(cp[c + 1]) - 1)) {
+                return false;
+            }
+            c += 3;
+            break;
+        }
+        default:
             c += 1;
             break;
         }
@@ -1935,7 +1978,8 @@ static int parse_footer(blk *b, char *err, size_t errlen)
             return fail(err, errlen, "table %d lies outside the table area", i);
         }
         if (d->codec == BLK_CODEC_PLAIN ? d->raw != d->len
-                                         : d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20)) {
+                                         : (d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20) ||
+                                            d->raw > ZSTD_RAW_MAX)) {
             return fail(err, errlen, "table %d has an implausible raw length", i);
         }
         prev_end = d->off + d->len;
