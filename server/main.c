@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "server/cli.h"
 #include "server/config.h"
 #include "server/http1.h"
 #include "server/ingest.h"
@@ -28,6 +29,7 @@
 #include "server/listen.h"
 #include "server/log.h"
 #include "server/loki.h"
+#include "server/tempo.h"
 
 #define GRACE_MS 25000
 
@@ -36,6 +38,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: miradb <command> [options]\n\n"
                "commands:\n"
                "  serve      run the daemon (miradb serve --help lists its options)\n"
+               "  inspect    print a block file's tables, codecs, CRCs, zone maps and blooms\n"
+               "             (miradb inspect FILE [--json])\n"
+               "  fsck       verify every table of every block under a data directory\n"
+               "             (miradb fsck DATA); exits 1 listing every failure\n"
                "  help       this text\n");
 }
 
@@ -226,6 +232,10 @@ static int serve(int argc, char **argv)
         log_error("main", "event=init_failed error=\"loki routes\"");
         return 1;
     }
+    if (tempo_register(&c) < 0) {
+        log_error("main", "event=init_failed error=\"tempo routes\"");
+        return 1;
+    }
 
     if (attach_all("grpc", c.grpc_listen, grpc_attach, grpc_addr, sizeof(grpc_addr)) < 0 ||
         attach_all("http", c.http_listen, http1_attach, http_addr, sizeof(http_addr)) < 0) {
@@ -309,6 +319,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "serve") == 0) {
         return serve(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "inspect") == 0) {
+        return cli_inspect(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "fsck") == 0) {
+        return cli_fsck(argc - 1, argv + 1);
     }
     fprintf(stderr, "miradb: unknown command '%s'\n", argv[1]);
     usage(stderr);
