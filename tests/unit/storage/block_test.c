@@ -996,3 +996,104 @@ Test(block, small_blocks_of_every_kind_round_trip_and_seed_the_fuzzer)
         oblock_free(ob);
     }
 }
+
+/* ---- forged files: right checksums, wrong structure ---- */
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+/* Offset of footer section |id|'s body (block.c's layout); 0 if absent. */
+static uint64_t section(const uint8_t *f, size_t n, uint32_t id, uint64_t *len)
+{
+    uint64_t foff = get64(f + n - 40), p = foff + 8;
+    uint32_t nsec;
+    memcpy(&nsec, f + foff, 4);
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint32_t sid;
+        p = (p + 7) / 8 * 8;
+        memcpy(&sid, f + p, 4);
+        *len = get64(f + p + 8);
+        if (sid == id) {
+            return p + 16;
+        }
+        p += 16 + *len;
+    }
+    return 0;
+}
+
+/* Recomputes every CRC: tables (in the footer's directory), footer,
+ * header, trailer. */
+static void fix_crcs(uint8_t *f, size_t n)
+{
+    uint64_t len, t = section(f, n, 2, &len);
+    cr_assert_neq(t, 0);
+    for (int k = 0; k < 3; k++) {
+        uint8_t *e = f + t + 8 + 32 * k;
+        put32(e + 4, libdeflate_crc32(0, f + get64(e + 8), get64(e + 16)));
+    }
+    uint64_t foff = get64(f + n - 40), flen = get64(f + n - 32);
+    put32(f + n - 24, libdeflate_crc32(0, f + foff, flen));
+    put32(f + n - 16, libdeflate_crc32(0, f + n - 40, 24));
+    put32(f + 56, libdeflate_crc32(0, f, 56));
+}
+
+Test(block, a_forged_row_count_is_refused_without_walking_the_rows)
+{
+    /* An empty logs block, its row count set to OBLOCK_MAX_ROWS in the
+     * header, the footer and every row-counted INT column of the root
+     * table: every such column has width 0, so it holds no bytes whatever
+     * it claims. The raw columns cannot hold 2^30 ids: refused at once
+     * (this once walked 2^30 rows per column). */
+    char path[512], err[256];
+    oblock *ob = gen_oblock(SIG_LOGS, 131, 3, 3);
+    write_block(ob, 0, 0, 131, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    const uint64_t rows = OBLOCK_MAX_ROWS;
+    put64(f + 24, rows);
+    uint64_t len, meta = section(f, n, 1, &len);
+    put64(f + meta + 8, rows);
+    uint64_t t = section(f, n, 2, &len);
+    uint8_t *root = f + get64(f + t + 8 + 8);
+    static const int row_counted[] = {0, 1, 2, 3, 6, 9, 12}; /* by block.c's logs root spec */
+    for (size_t i = 0; i < sizeof(row_counted) / sizeof(row_counted[0]); i++) {
+        uint8_t *col = root + get64(root + 8 + 16 * row_counted[i]);
+        cr_assert_eq(get64(col), 0);
+        cr_assert_eq(col[16], 0); /* width 0 */
+        put64(col, rows);
+    }
+    uint8_t *offs = root + get64(root + 8 + 16 * 7); /* the body offsets: rows + 1 */
+    cr_assert_eq(get64(offs), 1);
+    put64(offs, rows + 1);
+    fix_crcs(f, n);
+    put_file(path, f, n);
+    blk *b;
+    cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "root") != NULL, "%s", err);
+
+    /* Without the raw columns' bound the forged counts are consistent:
+     * the lenient open reads zero-width columns without walking them. */
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_LENIENT_ROOT, &b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(blk_rows(b), rows);
+    struct log_view v;
+    cr_assert_eq(blk_log(b, 0, BLK_ROOT, &v), -EBADMSG);
+    cr_assert_null(blk_col_time(b));
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+}
