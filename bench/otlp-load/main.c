@@ -1013,6 +1013,19 @@ static json_t *report(struct load *l, json_t *payload)
     }
     json_object_set_new(req, "failed_by_status", fb);
     json_object_set_new(req, "unanswered", json_integer((json_int_t)l->inflight));
+    if (l->o.rate > 0 && l->started) {
+        /* open loop: requests that fell due before issuing stopped; more than
+         * "sent" means the connections could not keep up with the rate */
+        uint64_t stop = l->t_stop ? l->t_stop : l->t_end;
+        if (l->deadline_ns && stop > l->deadline_ns) {
+            stop = l->deadline_ns;
+        }
+        uint64_t due = (uint64_t)ceil((double)(stop - l->t0) / 1e9 * l->o.rate);
+        if (l->o.requests && due > l->o.requests) {
+            due = l->o.requests;
+        }
+        json_object_set_new(req, "scheduled", json_integer((json_int_t)due));
+    }
     json_object_set_new(j, "requests", req);
 
     json_t *rec = json_object();
