@@ -126,7 +126,10 @@ static void h1_read_cb(struct bufferevent *bev, void *arg)
         }
         evbuffer_drain(in, used);
         if (c->done) {
-            bool keep = c->keep_alive;
+            /* An answer that came before the whole body was written (413,
+             * say) leaves the rest of the body queued: the connection cannot
+             * carry another request. */
+            bool keep = c->keep_alive && evbuffer_get_length(bufferevent_get_output(bev)) == 0;
             h1_finish(c);
             if (!keep) {
                 h1_drop(c);
