@@ -337,11 +337,39 @@ def rows(metrics, signal_):
                + metrics.get('miradb_block_rows{signal="%s"}' % signal_, 0))
 
 
-def metric_sum(metrics, name):
+def proc_cpu_s(pid):
+    """User + system CPU seconds of process |pid| (all threads) from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def acked_records(metrics, signal_):
+    """Records the daemon acknowledged for a signal over every transport."""
+    return int(metric_sum(metrics, "miradb_otlp_records_total", 'signal="%s"' % signal_))
+
+
+def settle(d, signal_, want=None, deadline=120.0):
+    """Waits until the rows the daemon holds for |signal_| (open + sealed blocks) equal |want|
+    (default: the records it acknowledged). Open blocks handed to the sealer are counted in
+    neither gauge until their seal is published, so right after a run the sum lags while the
+    sealer catches up. Returns (rows, seconds waited, metrics); rows != want after the
+    deadline."""
+    t0 = time.monotonic()
+    while True:
+        m = d.metrics()
+        target = acked_records(m, signal_) if want is None else want
+        r = rows(m, signal_)
+        if r == target or time.monotonic() - t0 > deadline:
+            return r, time.monotonic() - t0, m
+        time.sleep(0.1)
+
+
+def metric_sum(metrics, name, label=None):
     """Sum of every series of |name| (any labels)."""
     total = 0.0
     for k, v in metrics.items():
-        if k == name or k.startswith(name + "{"):
+        if (k == name or k.startswith(name + "{")) and (label is None or label in k):
             total += v
     return total
 
@@ -375,6 +403,9 @@ def summary(rep):
         "ack_p50_ms": lat.get("p50"),
         "ack_p99_ms": lat.get("p99"),
         "ack_max_ms": lat.get("max"),
+        "refusal_samples": rep.get("refusal_latency_ms", {}).get("samples", 0),
+        "refusal_p50_ms": rep.get("refusal_latency_ms", {}).get("p50"),
+        "refusal_max_ms": rep.get("refusal_latency_ms", {}).get("max"),
         "client_cores_busy": round(rep["client"]["cores_busy"], 3),
     }
 
