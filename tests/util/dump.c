@@ -92,7 +92,9 @@ static int list_dir(const char *dir, struct names *out, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return rc;
     }
-    qsort(out->v, out->n, sizeof(*out->v), cmp_str);
+    if (out->n > 1) {
+        qsort(out->v, out->n, sizeof(*out->v), cmp_str);
+    }
     return 0;
 }
 
