@@ -1953,7 +1953,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
 
     struct rd t = secs[SEC_TABLES];
-    uint32_t nt;
+    uint32_t nt = 0;
     if (!rd_u32(&t, &nt) || !rd_u32(&t, &z) || nt != N_TABLES ||
         (uint64_t)(t.end - t.p) < (uint64_t)nt * TDIR_SIZE) {
         return fail(err, errlen, "table directory holds %u tables, expected %d", nt, N_TABLES);
@@ -2319,6 +2319,10 @@ static inline struct oattrs attrs_get(const blk *b, unsigned ci, unsigned si, ui
     return (struct oattrs){(const uint8_t *)s.p, s.len, (uint32_t)ic_get(&b->I[ci], i)};
 }
 
+/*
+ * The row functions write every field once (no memset of the view first:
+ * on a scan the clear-then-write cost as much as the reads).
+ */
 int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
 {
     if (b->sig != SIG_LOGS || i >= b->rows) {
@@ -2329,43 +2333,48 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
     if (rc < 0) {
         return rc;
     }
-    memset(v, 0, sizeof(*v));
-    v->severity_text = v->body_str = v->event_name = mempty;
-    v->body_val = bempty;
-    v->attrs = aempty;
-    uint64_t t = 0;
+    uint64_t t = ic_get(&b->I[L_TIME], i);
     if (want & BLK_ROOT) {
-        t = ic_get(&b->I[L_TIME], i);
         unsigned idf = (unsigned)ic_get(&b->I[L_IDF], i);
+        uint32_t sc = (uint32_t)ic_get(&b->I[L_SCOPE], i);
+        enum val_type bt = (enum val_type)ic_get(&b->I[L_BTYPE], i);
+        struct mstr body = sc_get(&b->S[L_BODY], i);
         v->time_ns = (idf & 4) ? 0 : t;
-        v->scope_id = (uint32_t)ic_get(&b->I[L_SCOPE], i);
-        v->scope = &b->scopes[v->scope_id];
-        v->resource = v->scope->resource;
+        v->scope_id = sc;
+        v->scope = &b->scopes[sc];
+        v->resource = b->scopes[sc].resource;
         v->severity_number = (int32_t)unzz(ic_get(&b->I[L_SEV], i));
         v->severity_text = dc_get(&b->D[L_SEVTEXT], i);
-        v->body_type = (enum val_type)ic_get(&b->I[L_BTYPE], i);
-        struct mstr body = sc_get(&b->S[L_BODY], i);
-        if (v->body_type == VAL_STR) {
-            v->body_str = body;
-        } else {
-            v->body_val = ob_of(body);
-        }
+        v->body_type = bt;
+        v->body_str = bt == VAL_STR ? body : mempty;
+        v->body_val = bt == VAL_STR ? bempty : ob_of(body);
         v->has_trace_id = (idf & 1) != 0;
         v->has_span_id = (idf & 2) != 0;
         memcpy(v->trace_id, b->R[L_TRACE] + 16 * i, 16);
         memcpy(v->span_id, b->R[L_SPAN] + 8 * i, 8);
         v->event_name = dc_get(&b->D[L_EVNAME], i);
+    } else {
+        v->time_ns = 0;
+        v->scope_id = 0;
+        v->scope = NULL;
+        v->resource = NULL;
+        v->severity_number = 0;
+        v->severity_text = v->body_str = v->event_name = mempty;
+        v->body_type = VAL_EMPTY;
+        v->body_val = bempty;
+        v->has_trace_id = v->has_span_id = false;
+        memset(v->trace_id, 0, 16);
+        memset(v->span_id, 0, 8);
     }
-    if (want & BLK_ATTRS) {
-        v->attrs = attrs_get(b, L_ACOUNT, L_ATTRS, i);
-    }
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, L_ACOUNT, L_ATTRS, i) : aempty;
     if (want & BLK_DETAIL) {
-        if (!(want & BLK_ROOT)) {
-            t = ic_get(&b->I[L_TIME], i); /* the root is always loaded */
-        }
         v->observed_ns = t + (uint64_t)unzz(ic_get(&b->I[L_OBS], i));
         v->dropped_attrs = (uint32_t)ic_get(&b->I[L_DROP], i);
         v->flags = (uint32_t)ic_get(&b->I[L_FLAGS], i);
+    } else {
+        v->observed_ns = 0;
+        v->dropped_attrs = 0;
+        v->flags = 0;
     }
     return 0;
 }
@@ -2379,16 +2388,13 @@ int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
     if (rc < 0) {
         return rc;
     }
-    memset(v, 0, sizeof(*v));
-    v->trace_state = v->name = v->status_message = mempty;
-    v->attrs = aempty;
-    v->events = v->links = bempty;
     if (want & BLK_ROOT) {
+        uint32_t sc = (uint32_t)ic_get(&b->I[T_SCOPE], i);
         v->start_ns = ic_get(&b->I[T_START], i);
         v->end_ns = v->start_ns + (uint64_t)unzz(ic_get(&b->I[T_DUR], i));
-        v->scope_id = (uint32_t)ic_get(&b->I[T_SCOPE], i);
-        v->scope = &b->scopes[v->scope_id];
-        v->resource = v->scope->resource;
+        v->scope_id = sc;
+        v->scope = &b->scopes[sc];
+        v->resource = b->scopes[sc].resource;
         memcpy(v->trace_id, b->R[T_TRACE] + 16 * i, 16);
         memcpy(v->span_id, b->R[T_SPAN] + 8 * i, 8);
         memcpy(v->parent_span_id, b->R[T_PARENT] + 8 * i, 8);
@@ -2397,10 +2403,19 @@ int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
         v->kind = (int32_t)unzz(ic_get(&b->I[T_KIND], i));
         v->status_code = (int32_t)unzz(ic_get(&b->I[T_STATUS], i));
         v->status_message = sc_get(&b->S[T_STATMSG], i);
+    } else {
+        v->start_ns = v->end_ns = 0;
+        v->scope_id = 0;
+        v->scope = NULL;
+        v->resource = NULL;
+        memset(v->trace_id, 0, 16);
+        memset(v->span_id, 0, 8);
+        memset(v->parent_span_id, 0, 8);
+        v->has_parent = false;
+        v->name = v->status_message = mempty;
+        v->kind = v->status_code = 0;
     }
-    if (want & BLK_ATTRS) {
-        v->attrs = attrs_get(b, T_ACOUNT, T_ATTRS, i);
-    }
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, T_ACOUNT, T_ATTRS, i) : aempty;
     if (want & BLK_DETAIL) {
         v->trace_state = sc_get(&b->S[T_TSTATE], i);
         v->flags = (uint32_t)ic_get(&b->I[T_FLAGS], i);
@@ -2411,6 +2426,11 @@ int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
         v->links = ob_of(sc_get(&b->S[T_LINKS], i));
         v->n_links = (uint32_t)ic_get(&b->I[T_NLINK], i);
         v->dropped_links = (uint32_t)ic_get(&b->I[T_DROPLINK], i);
+    } else {
+        v->trace_state = mempty;
+        v->flags = v->dropped_attrs = 0;
+        v->events = v->links = bempty;
+        v->n_events = v->dropped_events = v->n_links = v->dropped_links = 0;
     }
     return 0;
 }
@@ -2424,35 +2444,46 @@ int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v)
     if (rc < 0) {
         return rc;
     }
-    memset(v, 0, sizeof(*v));
-    v->attrs = aempty;
-    v->detail = v->exemplars = bempty;
     if (want & BLK_ROOT) {
+        uint32_t m = (uint32_t)ic_get(&b->I[M_METRIC], i);
+        unsigned has = (unsigned)ic_get(&b->I[M_HAS], i);
         v->time_ns = ic_get(&b->I[M_TIME], i);
         v->start_ns = v->time_ns - (uint64_t)unzz(ic_get(&b->I[M_START], i));
-        v->metric_id = (uint32_t)ic_get(&b->I[M_METRIC], i);
-        v->metric = &b->metrics[v->metric_id];
-        v->scope = v->metric->scope;
-        v->resource = v->scope->resource;
+        v->metric_id = m;
+        v->metric = &b->metrics[m];
+        v->scope = b->metrics[m].scope;
+        v->resource = b->metrics[m].scope->resource;
         v->value_type = (enum point_value)ic_get(&b->I[M_VTYPE], i);
         memcpy(&v->value, b->R[M_VALUE] + 8 * i, 8);
         v->count = ic_get(&b->I[M_COUNT], i);
         memcpy(&v->sum, b->R[M_SUM] + 8 * i, 8);
         memcpy(&v->min, b->R[M_MIN] + 8 * i, 8);
         memcpy(&v->max, b->R[M_MAX] + 8 * i, 8);
-        unsigned has = (unsigned)ic_get(&b->I[M_HAS], i);
         v->has_sum = (has & 1) != 0;
         v->has_min = (has & 2) != 0;
         v->has_max = (has & 4) != 0;
+    } else {
+        v->time_ns = v->start_ns = 0;
+        v->metric_id = 0;
+        v->metric = NULL;
+        v->scope = NULL;
+        v->resource = NULL;
+        v->value_type = PV_NONE;
+        v->value.i = 0;
+        v->count = 0;
+        v->sum = v->min = v->max = 0;
+        v->has_sum = v->has_min = v->has_max = false;
     }
-    if (want & BLK_ATTRS) {
-        v->attrs = attrs_get(b, M_ACOUNT, M_ATTRS, i);
-    }
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, M_ACOUNT, M_ATTRS, i) : aempty;
     if (want & BLK_DETAIL) {
         v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
         v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
         v->exemplars = ob_of(sc_get(&b->S[M_EXEMPLARS], i));
         v->n_exemplars = (uint32_t)ic_get(&b->I[M_NEX], i);
+    } else {
+        v->flags = 0;
+        v->detail = v->exemplars = bempty;
+        v->n_exemplars = 0;
     }
     return 0;
 }
