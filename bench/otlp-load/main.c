@@ -1166,7 +1166,7 @@ int main(int argc, char **argv)
     }
 
     json_t *j = report(l, payload);
-    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10)); /* one line per run */
     fputc('\n', stdout);
     fflush(stdout);
     json_decref(j);
