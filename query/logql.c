@@ -45,6 +45,7 @@ struct parser {
     struct qlex_tok peek;
     bool has_peek;
     int depth;
+    bool allow_empty_selector; /* logql_parse_selector(..., allow_empty) */
 };
 
 static const char EMPTY_SELECTOR_MSG[] =
@@ -1019,6 +1020,9 @@ static int parse_selector(struct parser *p, struct logql_log *log)
         return p->lx.rc;
     }
     if (p->tok.kind == QT_RBRACE) {
+        if (p->allow_empty_selector) {
+            return advance(p);
+        }
         return qlex_fail(&p->lx, sel_pos, "%s", EMPTY_SELECTOR_MSG);
     }
     for (;;) {
@@ -1086,7 +1090,7 @@ static int parse_selector(struct parser *p, struct logql_log *log)
             ok = true;
         }
     }
-    if (!ok) {
+    if (!ok && !p->allow_empty_selector) {
         return qlex_fail(&p->lx, sel_pos, "%s", EMPTY_SELECTOR_MSG);
     }
     return advance(p); /* } */
@@ -1745,7 +1749,61 @@ static int finish_tree(struct parser *p, struct logql_expr *e)
     return 0;
 }
 
-int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err, size_t errlen)
+enum parse_mode {
+    MODE_QUERY,
+    MODE_SELECTOR,
+    MODE_SELECTOR_ANY,
+};
+
+static void parse_root(struct parser *p, enum parse_mode mode, struct logql_expr **out)
+{
+    struct logql_expr *e = NULL;
+    if (advance(p) != 0) {
+        return;
+    }
+    if (mode != MODE_QUERY) {
+        if (p->tok.kind != QT_LBRACE) {
+            fail_expected(p, "a stream selector \"{...}\"");
+            return;
+        }
+        e = qlex_alloc(&p->lx, sizeof(*e));
+        if (e == NULL || parse_selector(p, &e->log) != 0) {
+            return;
+        }
+        e->kind = LOGQL_EXPR_LOG;
+        if (p->tok.kind != QT_EOF) {
+            fail_expected(p, "the end of the stream selector");
+            return;
+        }
+        *out = e;
+        return;
+    }
+    if (parse_expr(p, 1, &e) != 0) {
+        return;
+    }
+    if (p->tok.kind != QT_EOF) {
+        char d[96];
+        const char *what = "an operator or the end of the query";
+        if (e->kind == LOGQL_EXPR_LOG) {
+            what = "a pipeline stage (|=, !=, |~, !~, |>, !>, or \"|\" and a parser or label "
+                   "filter) or the end of the query";
+        }
+        qlex_fail(&p->lx, p->tok.pos, "expected %s, got %s", what,
+                  qlex_desc(&p->lx, &p->tok, d, sizeof(d)));
+        return;
+    }
+    bool has;
+    if (e->kind == LOGQL_EXPR_LOG && check_unwrap(p, &e->log, false, NULL, &has) != 0) {
+        return;
+    }
+    if (finish_tree(p, e) != 0) {
+        return;
+    }
+    *out = e;
+}
+
+static int parse_with(const char *src, size_t len, enum parse_mode mode, struct logql_expr **out,
+                      char *err, size_t errlen)
 {
     *out = NULL;
     arena *a = arena_new(LOGQL_ARENA_CHUNK);
@@ -1758,29 +1816,15 @@ int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err,
     arena_set_limit(a, LOGQL_ARENA_LIMIT);
     struct parser p;
     memset(&p, 0, sizeof(p));
+    p.allow_empty_selector = mode == MODE_SELECTOR_ANY;
     qlex_init(&p.lx, QLEX_LOGQL, src, len, a, err, errlen);
     struct logql_root *r = qlex_alloc(&p.lx, sizeof(*r));
     struct logql_expr *e = NULL;
-    if (r != NULL && advance(&p) == 0 && parse_expr(&p, 1, &e) == 0) {
-        if (p.tok.kind != QT_EOF) {
-            char d[96];
-            const char *what = "an operator or the end of the query";
-            if (e->kind == LOGQL_EXPR_LOG) {
-                what = "a pipeline stage (|=, !=, |~, !~, |>, !>, or \"|\" and a parser or label "
-                       "filter) or the end of the query";
-            }
-            qlex_fail(&p.lx, p.tok.pos, "expected %s, got %s", what,
-                      qlex_desc(&p.lx, &p.tok, d, sizeof(d)));
-        } else {
-            bool has;
-            if (e->kind == LOGQL_EXPR_LOG) {
-                (void)check_unwrap(&p, &e->log, false, NULL, &has);
-            }
-            (void)finish_tree(&p, e);
-        }
+    if (r != NULL) {
+        parse_root(&p, mode, &e);
     }
-    if (p.lx.rc != 0) {
-        int rc = p.lx.rc;
+    if (p.lx.rc != 0 || e == NULL) {
+        int rc = p.lx.rc != 0 ? p.lx.rc : -EINVAL;
         qlex_re_free_all(p.lx.res);
         arena_free(a);
         return rc;
@@ -1791,6 +1835,17 @@ int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err,
     r->e = *e;
     *out = &r->e;
     return 0;
+}
+
+int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err, size_t errlen)
+{
+    return parse_with(src, len, MODE_QUERY, out, err, errlen);
+}
+
+int logql_parse_selector(const char *src, size_t len, bool allow_empty, struct logql_expr **out,
+                         char *err, size_t errlen)
+{
+    return parse_with(src, len, allow_empty ? MODE_SELECTOR_ANY : MODE_SELECTOR, out, err, errlen);
 }
 
 void logql_free(struct logql_expr *root)

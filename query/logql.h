@@ -309,6 +309,14 @@ struct logql_expr {
  * *out = NULL. */
 int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err, size_t errlen);
 
+/* A bare stream selector, as in /loki/api/v1/series match[] and the query
+ * parameter of labels / label values / index endpoints: no pipeline. With
+ * allow_empty, `{}` and empty-compatible matchers (a=~".*") are accepted
+ * (series: all streams); otherwise Loki's rule applies. Returns and frees as
+ * logql_parse; the result is a LOGQL_EXPR_LOG with no stages. */
+int logql_parse_selector(const char *src, size_t len, bool allow_empty, struct logql_expr **out,
+                         char *err, size_t errlen);
+
 /* Frees a root returned by logql_parse (only the root). NULL-safe. */
 void logql_free(struct logql_expr *root);
 

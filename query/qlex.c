@@ -1508,6 +1508,29 @@ int qlex_re_compile(struct qlex *lx, size_t pos, const char *pat, size_t n, bool
     return 0;
 }
 
+unsigned qlex_re_capture_count(const qlex_re *re)
+{
+    uint32_t count = 0;
+    pcre2_pattern_info(re->code, PCRE2_INFO_CAPTURECOUNT, &count);
+    return count;
+}
+
+int qlex_re_group_name(const qlex_re *re, unsigned i, const char **name, unsigned *group)
+{
+    uint32_t count = 0, size = 0;
+    PCRE2_SPTR table = NULL;
+    pcre2_pattern_info(re->code, PCRE2_INFO_NAMECOUNT, &count);
+    if (i >= count) {
+        return -ENOENT;
+    }
+    pcre2_pattern_info(re->code, PCRE2_INFO_NAMEENTRYSIZE, &size);
+    pcre2_pattern_info(re->code, PCRE2_INFO_NAMETABLE, &table);
+    const unsigned char *e = (const unsigned char *)table + (size_t)i * size;
+    *group = ((unsigned)e[0] << 8) | e[1]; /* 2 bytes, most significant first */
+    *name = (const char *)(e + 2);
+    return 0;
+}
+
 unsigned qlex_re_named_groups(const qlex_re *re)
 {
     uint32_t count = 0;
@@ -1527,7 +1550,9 @@ void qlex_re_free_all(qlex_re *list)
 /* Per-thread match state: match data, a match context with limits and a JIT
  * stack, freed by a pthread key destructor at thread exit. */
 struct re_tls {
-    pcre2_match_data *md;
+    pcre2_match_data *md;     /* one pair: match / no match */
+    pcre2_match_data *cap_md; /* capture extraction, cap_pairs pairs */
+    uint32_t cap_pairs;
     pcre2_match_context *mc;
     pcre2_jit_stack *js;
 };
@@ -1543,6 +1568,7 @@ static void re_tls_free(void *p)
         return;
     }
     pcre2_match_data_free(t->md);
+    pcre2_match_data_free(t->cap_md);
     pcre2_match_context_free(t->mc);
     pcre2_jit_stack_free(t->js);
     free(t);
@@ -1616,4 +1642,44 @@ int qlex_re_match(const qlex_re *re, const char *s, size_t n)
     default:
         return -EINVAL;
     }
+}
+
+int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs)
+{
+    struct re_tls *t = re_tls_get();
+    if (t == NULL || pairs == 0) {
+        return t == NULL ? -ENOMEM : -EINVAL;
+    }
+    if (t->cap_md == NULL || t->cap_pairs < pairs) {
+        pcre2_match_data *md = pcre2_match_data_create(pairs, NULL);
+        if (md == NULL) {
+            return -ENOMEM;
+        }
+        pcre2_match_data_free(t->cap_md);
+        t->cap_md = md;
+        t->cap_pairs = pairs;
+    }
+    if (s == NULL) {
+        s = "";
+        n = 0;
+    }
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, 0, 0, t->cap_md, t->mc);
+    if (rc == PCRE2_ERROR_NOMATCH) {
+        return 0;
+    }
+    if (rc < 0) {
+        return rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+                       rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
+                       rc == PCRE2_ERROR_NOMEMORY
+                   ? -E2BIG
+                   : -EINVAL;
+    }
+    /* rc = highest group set + 1 (0: every pair was filled) */
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->cap_md);
+    for (unsigned g = 0; g < pairs; g++) {
+        bool set = rc == 0 || g < (unsigned)rc;
+        ovec[2 * g] = set && ov[2 * g] != PCRE2_UNSET ? ov[2 * g] : SIZE_MAX;
+        ovec[2 * g + 1] = set && ov[2 * g + 1] != PCRE2_UNSET ? ov[2 * g + 1] : SIZE_MAX;
+    }
+    return 1;
 }

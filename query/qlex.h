@@ -178,6 +178,20 @@ int qlex_re_match(const qlex_re *re, const char *s, size_t n);
 /* Number of named capture groups ((?P<name>...)) in the regex. */
 unsigned qlex_re_named_groups(const qlex_re *re);
 
+/* Number of capture groups, named or not (group 0, the whole match, not
+ * counted). */
+unsigned qlex_re_capture_count(const qlex_re *re);
+
+/* The i-th named group (0 <= i < qlex_re_named_groups): its NUL-terminated
+ * name (valid while the regex lives) and group number. 0 or -ENOENT. */
+int qlex_re_group_name(const qlex_re *re, unsigned i, const char **name, unsigned *group);
+
+/* Like qlex_re_match, and on a match writes the byte offsets of groups
+ * 0 .. pairs-1 to ovec[2g], ovec[2g+1] (SIZE_MAX for a group that did not
+ * take part). ovec holds 2 * pairs entries; pairs >= 1. Per-thread match
+ * data, grown on demand. For | regexp and label_replace. */
+int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs);
+
 /* Frees a list built by qlex_re_compile (lx->res). NULL-safe. */
 void qlex_re_free_all(qlex_re *list);
 

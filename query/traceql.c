@@ -1358,3 +1358,57 @@ bool traceql_regex_match(const struct traceql_field *f, const char *v, size_t n)
     int rc = qlex_re_match(f->re, v, n);
     return f->op == TRACEQL_OP_NRE ? rc != 1 : rc == 1;
 }
+
+int traceql_parse_identifier(const char *s, size_t n, struct traceql_field *f, char *name_buf,
+                             size_t name_cap)
+{
+    memset(f, 0, sizeof(*f));
+    arena *a = arena_new(1024);
+    if (a == NULL) {
+        return -ENOMEM;
+    }
+    arena_set_limit(a, 1u << 20);
+    struct qlex lx;
+    qlex_init(&lx, QLEX_TRACEQL, s, n, a, NULL, 0);
+    struct qlex_tok t, end;
+    int rc = -EINVAL;
+    if (qlex_next(&lx, &t) == 0 && qlex_next(&lx, &end) == 0 && end.kind == QT_EOF) {
+        if (t.kind == QT_ATTR) {
+            if (t.n + 1 > name_cap) {
+                rc = -ENOSPC;
+            } else {
+                memcpy(name_buf, t.s, t.n);
+                name_buf[t.n] = '\0';
+                f->kind = TRACEQL_F_ATTR;
+                f->type = TRACEQL_T_ANY;
+                f->scope = (enum traceql_scope)t.scope;
+                f->name = name_buf;
+                f->name_len = t.n;
+                rc = 0;
+            }
+        } else if (t.kind == QT_SCOPED) {
+            for (size_t k = 0; k < sizeof(scoped_intrinsics) / sizeof(scoped_intrinsics[0]); k++) {
+                if (scoped_intrinsics[k].scope == t.scope &&
+                    str_is(t.s, t.n, scoped_intrinsics[k].name)) {
+                    f->kind = TRACEQL_F_INTRINSIC;
+                    f->intrinsic = scoped_intrinsics[k].i;
+                    f->type = intrinsic_type(f->intrinsic);
+                    rc = 0;
+                }
+            }
+        } else if (t.kind == QT_IDENT) {
+            for (size_t k = 0; k < sizeof(unscoped_intrinsics) / sizeof(unscoped_intrinsics[0]);
+                 k++) {
+                if (is_word(&t, unscoped_intrinsics[k].name)) {
+                    f->kind = TRACEQL_F_INTRINSIC;
+                    f->intrinsic = unscoped_intrinsics[k].i;
+                    f->type = intrinsic_type(f->intrinsic);
+                    rc = 0;
+                }
+            }
+        }
+    }
+    qlex_re_free_all(lx.res);
+    arena_free(a);
+    return rc;
+}

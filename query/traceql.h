@@ -252,6 +252,15 @@ const struct traceql_fact *traceql_facts(const struct traceql_expr *q, size_t *n
  * limit counts as not matching. Per-thread match data. */
 bool traceql_regex_match(const struct traceql_field *f, const char *v, size_t n);
 
+/* A bare TraceQL identifier, as in /api/v2/search/tag/<tag>/values:
+ * "resource.service.name", "span.http.method", ".foo", "span.\"a b\"",
+ * "name", "status", "span:name", "trace:rootService". On success *f is an
+ * ATTR field (scope; name copied NUL-terminated into name_buf, f->name points
+ * there) or an INTRINSIC field, and 0 is returned; -EINVAL when s is not
+ * exactly one identifier, -ENOSPC when the name does not fit name_cap. */
+int traceql_parse_identifier(const char *s, size_t n, struct traceql_field *f, char *name_buf,
+                             size_t name_cap);
+
 /* Lower-case name of an intrinsic as written unscoped where one exists
  * ("duration"), else its scoped spelling ("span:id"). */
 const char *traceql_intrinsic_name(enum traceql_intrinsic i);

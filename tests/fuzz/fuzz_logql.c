@@ -76,6 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
     struct logql_expr *e = NULL;
+    if (logql_parse_selector((const char *)data, size, size % 2 == 0, &e, err, sizeof(err)) == 0) {
+        if (e->kind != LOGQL_EXPR_LOG || e->log.n_stages != 0) {
+            __builtin_trap();
+        }
+        logql_free(e);
+    }
     int rc = logql_parse((const char *)data, size, &e, err, sizeof(err));
     if (rc != 0) {
         if (e != NULL || err[0] == '\0' || memchr(err, '\0', sizeof(err)) == NULL) {

@@ -62,6 +62,12 @@ static void node_walk(const struct traceql_node *nd, const char *s, size_t n, in
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
+    struct traceql_field id;
+    char name[64];
+    if (traceql_parse_identifier((const char *)data, size, &id, name, sizeof(name)) == 0 &&
+        id.kind == TRACEQL_F_ATTR && (id.name != name || name[id.name_len] != '\0')) {
+        __builtin_trap();
+    }
     struct traceql_expr *q = NULL;
     int rc = traceql_parse((const char *)data, size, &q, err, sizeof(err));
     if (rc != 0) {

@@ -994,3 +994,83 @@ Test(logql, needles_are_only_tokens_bounded_inside_the_filter)
     const char *const w7[] = {"a"};
     needles_are("{a=\"b\"} |= \" a \" |= \" A \"", w7, 1); /* case-folded, deduplicated */
 }
+
+/* ---- selector-only parsing and regex captures ------------------------------------ */
+
+Test(logql, bare_selectors_for_series_and_label_endpoints)
+{
+    char err[256];
+    struct logql_expr *e = NULL;
+    cr_assert_eq(logql_parse_selector("{}", 2, true, &e, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(e->kind, LOGQL_EXPR_LOG);
+    cr_assert_eq(e->log.n_matchers, 0);
+    cr_assert_eq(e->log.n_stages, 0);
+    logql_free(e);
+    const char *q = " { job =~ \".*\", env!=\"dev\" } ";
+    cr_assert_eq(logql_parse_selector(q, strlen(q), true, &e, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(e->log.n_matchers, 2);
+    cr_assert(lmatch(&e->log.matchers[0], ""));
+    logql_free(e);
+    cr_assert_eq(logql_parse_selector(q, strlen(q), false, &e, err, sizeof(err)), -EINVAL);
+    cr_assert_null(e);
+    cr_assert_not_null(strstr(err, "parse error at line 1, col 2: queries require at least one"));
+    q = "{a=\"b\"} |= \"x\"";
+    cr_assert_eq(logql_parse_selector(q, strlen(q), false, &e, err, sizeof(err)), -EINVAL);
+    cr_assert_str_eq(err, "parse error at line 1, col 9: expected the end of the stream "
+                          "selector, got \"|=\"");
+    q = "sum(rate({a=\"b\"}[1m]))";
+    cr_assert_eq(logql_parse_selector(q, strlen(q), true, &e, err, sizeof(err)), -EINVAL);
+    cr_assert_str_eq(err, "parse error at line 1, col 1: expected a stream selector \"{...}\", "
+                          "got identifier \"sum\"");
+    cr_assert_eq(logql_parse_selector("", 0, true, &e, err, sizeof(err)), -EINVAL);
+    q = "{service_name=\"api\"}";
+    cr_assert_eq(logql_parse_selector(q, strlen(q), false, &e, err, sizeof(err)), 0);
+    str_eq(e->log.matchers[0].value, "api");
+    logql_free(e);
+}
+
+Test(logql, regex_captures_for_regexp_stage_and_label_replace)
+{
+    struct logql_expr *e = ok("{a=\"b\"} | regexp \"(?P<method>[A-Z]+) (?P<path>/\\\\S*)( "
+                              "(?P<code>\\\\d+))?\"");
+    const qlex_re *re = e->log.stages[0].re;
+    cr_assert_eq(qlex_re_capture_count(re), 4);
+    cr_assert_eq(qlex_re_named_groups(re), 3);
+    const char *name;
+    unsigned group;
+    /* PCRE2 lists names in alphabetical order */
+    cr_assert_eq(qlex_re_group_name(re, 0, &name, &group), 0);
+    cr_assert_str_eq(name, "code");
+    cr_assert_eq(group, 4);
+    cr_assert_eq(qlex_re_group_name(re, 1, &name, &group), 0);
+    cr_assert_str_eq(name, "method");
+    cr_assert_eq(group, 1);
+    cr_assert_eq(qlex_re_group_name(re, 2, &name, &group), 0);
+    cr_assert_str_eq(name, "path");
+    cr_assert_eq(group, 2);
+    cr_assert_eq(qlex_re_group_name(re, 3, &name, &group), -ENOENT);
+
+    size_t ov[10];
+    const char *line = "ts=1 GET /api/x done";
+    cr_assert_eq(qlex_re_exec(re, line, strlen(line), ov, 5), 1);
+    cr_assert_eq(ov[0], 5); /* whole match "GET /api/x" */
+    cr_assert_eq(ov[1], 15);
+    cr_assert_eq(ov[2], 5); /* method */
+    cr_assert_eq(ov[3], 8);
+    cr_assert_eq(ov[4], 9); /* path */
+    cr_assert_eq(ov[5], 15);
+    cr_assert_eq(ov[8], SIZE_MAX, "code did not take part");
+    cr_assert_eq(ov[9], SIZE_MAX);
+    line = "POST /b 201";
+    cr_assert_eq(qlex_re_exec(re, line, strlen(line), ov, 5), 1);
+    cr_assert_eq(ov[8], 8);
+    cr_assert_eq(ov[9], 11);
+    /* fewer pairs than groups: the first ones are still filled */
+    cr_assert_eq(qlex_re_exec(re, line, strlen(line), ov, 2), 1);
+    cr_assert_eq(ov[2], 0);
+    cr_assert_eq(ov[3], 4);
+    cr_assert_eq(qlex_re_exec(re, "lower /x", 8, ov, 5), 0);
+    cr_assert_eq(qlex_re_exec(re, "X /", 3, ov, 0), -EINVAL);
+    logql_free(e);
+    qlex_thread_cleanup();
+}

@@ -640,3 +640,60 @@ Test(traceql, nesting_is_bounded_and_free_accepts_null)
     cr_assert_eq(traceql_parse("{}}", 2, &e, err, sizeof(err)), 0);
     traceql_free(e);
 }
+
+/* ---- tag identifiers -------------------------------------------------------------- */
+
+Test(traceql, tag_identifiers_for_the_tag_values_endpoint)
+{
+    struct traceql_field f;
+    char buf[64];
+    static const struct {
+        const char *s;
+        enum traceql_scope scope;
+        const char *name;
+    } attrs[] = {
+        {"resource.service.name", TRACEQL_SCOPE_RESOURCE, "service.name"},
+        {"span.http.method", TRACEQL_SCOPE_SPAN, "http.method"},
+        {".foo", TRACEQL_SCOPE_ANY, "foo"},
+        {"span.\"a b\"", TRACEQL_SCOPE_SPAN, "a b"},
+        {"event.exception.message", TRACEQL_SCOPE_EVENT, "exception.message"},
+        {"link.x", TRACEQL_SCOPE_LINK, "x"},
+        {"instrumentation.lib", TRACEQL_SCOPE_INSTRUMENTATION, "lib"},
+    };
+    for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+        memset(buf, 'x', sizeof(buf));
+        cr_assert_eq(traceql_parse_identifier(attrs[i].s, strlen(attrs[i].s), &f, buf, sizeof(buf)),
+                     0, "%s", attrs[i].s);
+        is_attr(&f, attrs[i].scope, attrs[i].name);
+        cr_assert_eq(f.name, buf);
+    }
+    static const struct {
+        const char *s;
+        enum traceql_intrinsic i;
+    } intr[] = {
+        {"name", TRACEQL_I_NAME},
+        {"status", TRACEQL_I_STATUS},
+        {"kind", TRACEQL_I_KIND},
+        {"span:name", TRACEQL_I_NAME},
+        {"trace:rootService", TRACEQL_I_ROOT_SERVICE},
+        {"rootServiceName", TRACEQL_I_ROOT_SERVICE},
+        {"statusMessage", TRACEQL_I_STATUS_MESSAGE},
+        {"event:name", TRACEQL_I_EVENT_NAME},
+    };
+    for (size_t i = 0; i < sizeof(intr) / sizeof(intr[0]); i++) {
+        cr_assert_eq(traceql_parse_identifier(intr[i].s, strlen(intr[i].s), &f, buf, sizeof(buf)),
+                     0, "%s", intr[i].s);
+        cr_assert_eq(f.kind, TRACEQL_F_INTRINSIC);
+        cr_assert_eq(f.intrinsic, intr[i].i, "%s", intr[i].s);
+    }
+    static const char *const no[] = {"",          "service.name", "foo",     "span.a = 1",
+                                     "span:nope", "{}",           "span.",   "1",
+                                     "\"x\"",     "name name",    "resource"};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        cr_assert_eq(traceql_parse_identifier(no[i], strlen(no[i]), &f, buf, sizeof(buf)), -EINVAL,
+                     "%s", no[i]);
+    }
+    cr_assert_eq(traceql_parse_identifier("span.abcdefgh", 13, &f, buf, 8), -ENOSPC);
+    cr_assert_eq(traceql_parse_identifier("span.abcdefg", 12, &f, buf, 8), 0);
+    cr_assert_str_eq(buf, "abcdefg");
+}
