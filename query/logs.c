@@ -921,9 +921,13 @@ static int build_rinfo(const struct res_view *rv, arena *a, const struct logql_l
         rc = -ENOMEM;
         goto out;
     }
-    memcpy(ri->idx, idx.a, idx.n * sizeof(struct lbl));
+    if (idx.n > 0) {
+        memcpy(ri->idx, idx.a, idx.n * sizeof(struct lbl));
+    }
     ri->n_idx = idx.n;
-    memcpy(ri->sm, sm.a, sm.n * sizeof(struct lbl));
+    if (sm.n > 0) {
+        memcpy(ri->sm, sm.a, sm.n * sizeof(struct lbl));
+    }
     ri->n_sm = sm.n;
     sb.n = 0;
     sb_labels_key(&sb, ri->idx, ri->n_idx);
@@ -1032,7 +1036,9 @@ static const struct sinfo *src_sinfo(struct rctx *c, const struct scope_view *sv
         free(sm.a);
         return NULL;
     }
-    memcpy(si->sm, sm.a, sm.n * sizeof(struct lbl));
+    if (sm.n > 0) {
+        memcpy(si->sm, sm.a, sm.n * sizeof(struct lbl));
+    }
     si->n_sm = sm.n;
     si->done = true;
     free(sm.a);
@@ -4343,7 +4349,9 @@ void logs_write_loki(const struct logs_result *r, struct jsonw *w)
     case RK_MATRIX:
     case RK_VECTOR:
         jsonw_arr_begin(w);
-        qsort(r->ser, r->n_ser, sizeof(r->ser[0]), series_key_cmp);
+        if (r->n_ser > 1) {
+            qsort(r->ser, r->n_ser, sizeof(r->ser[0]), series_key_cmp);
+        }
         for (size_t i = 0; i < r->n_ser; i++) {
             const struct series *s = r->ser[i];
             jsonw_obj_begin(w);
@@ -4781,9 +4789,30 @@ static int each_stream(const struct logql_log *const *sels, size_t n_sels, uint6
             break;
         }
         rc = src_rinfo_all(&src, NULL);
+        /* an open block has no zone map: find the resources with a row in
+         * the window (the sealed ones are judged by their time range) */
+        bool *live = NULL;
+        if (rc == 0 && src.ob != NULL) {
+            live = calloc(src.n_ri + 1, sizeof(bool));
+            if (live == NULL) {
+                rc = -ENOMEM;
+            }
+            uint64_t rows = sn.open_rows[i - sn.n_blocks];
+            for (uint64_t k = 0; k < rows && rc == 0; k++) {
+                struct log_view v;
+                if (oblock_log(src.ob, k, &v) < 0 || v.resource == NULL ||
+                    v.resource->id >= src.n_ri) {
+                    continue;
+                }
+                uint64_t ts = v.time_ns != 0 ? v.time_ns : v.observed_ns;
+                if (ts >= start && ts <= end) {
+                    live[v.resource->id] = true;
+                }
+            }
+        }
         for (uint32_t r = 0; r < src.n_ri && rc == 0; r++) {
             const struct rinfo *ri = &src.ri[r];
-            if (!ri->done) {
+            if (!ri->done || (live != NULL && !live[r])) {
                 continue;
             }
             bool ok = n_sels == 0;
@@ -4799,6 +4828,7 @@ static int each_stream(const struct logql_log *const *sels, size_t n_sels, uint6
                 rc = fn(arg, ri);
             }
         }
+        free(live);
         arena_free(src.a);
     }
     strset_free(&seen);
@@ -4841,7 +4871,9 @@ int logs_labels(const struct logql_log *sel, const char *name, uint64_t start_ns
         strset_free(&la.out);
         return rc;
     }
-    qsort(la.out.s, la.out.n, sizeof(char *), cstr_cmp);
+    if (la.out.n > 1) {
+        qsort(la.out.s, la.out.n, sizeof(char *), cstr_cmp);
+    }
     jsonw_obj_begin(w);
     jsonw_key(w, "status");
     jsonw_cstr(w, "success");
