@@ -55,6 +55,8 @@ def point(build, sig, proto, ack, conns, secs):
         if cpu1 > cpu0 else None
     out["admission_waits"] = int(m.get("miradb_admission_waits_total", 0))
     out["admission_shed"] = int(m.get("miradb_admission_shed_total", 0))
+    out["refused_overloaded"] = int(
+        m.get('miradb_otlp_request_errors_total{reason="overloaded"}', 0))
     out["wal_fsyncs"] = int(m.get('miradb_wal_fsyncs_total{signal="%s"}' % sig, 0))
     out["seals"] = int(m.get("miradb_seals_total", 0))
     out["daemon_exit"] = status
