@@ -1,0 +1,487 @@
+/*
+ * tempo_test.c - the Tempo HTTP API against the real daemon: traces
+ * exported through the OTLP listeners (the captured vectors and requests
+ * built here), then trace by id (OTLP JSON and protobuf, v1 and v2, 404,
+ * 400, a trace spread over sealed and open blocks, bloom pruning seen in
+ * /metrics), TraceQL searches with exact expected trace sets, tags and tag
+ * values, response shapes (FACTS.md D), parse errors.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "opentelemetry/proto/trace/v1/trace.pb-c.h"
+#include "tests/util/daemon.h"
+#include "tests/util/httpc.h"
+
+typedef Opentelemetry__Proto__Trace__V1__TracesData TracesData;
+typedef Opentelemetry__Proto__Trace__V1__Span Span;
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest ExportReq;
+
+/* ---- helpers ---- */
+
+static void post(const struct daemon *d, const char *ctype, const void *body, size_t len)
+{
+    char h[128];
+    snprintf(h, sizeof(h), "Content-Type: %s", ctype);
+    const char *hdrs[] = {h, NULL};
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "POST", "/v1/traces", hdrs, body, len, 0, &r), 0);
+    cr_assert_eq(r.status, 200, "export: %d %s", r.status, r.body ? (char *)r.body : "");
+    http_resp_free(&r);
+}
+
+static void post_json(const struct daemon *d, const char *json)
+{
+    post(d, "application/json", json, strlen(json));
+}
+
+/* GET |path| with an optional header: status, body (owned, NUL-terminated). */
+static int get(const struct daemon *d, const char *path, const char *hdr, uint8_t **body,
+               size_t *len)
+{
+    const char *hdrs[] = {hdr, NULL};
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "GET", path, hdr ? hdrs : NULL, NULL, 0, 0, &r), 0,
+                 "GET %s failed", path);
+    *len = r.body_len;
+    *body = malloc(r.body_len + 1);
+    memcpy(*body, r.body ? r.body : (uint8_t *)"", r.body_len);
+    (*body)[r.body_len] = 0;
+    int st = r.status;
+    http_resp_free(&r);
+    return st;
+}
+
+static json_t *get_json(const struct daemon *d, const char *path)
+{
+    uint8_t *body;
+    size_t len;
+    int st = get(d, path, NULL, &body, &len);
+    cr_assert_eq(st, 200, "GET %s: %d %s", path, st, body);
+    json_error_t je;
+    json_t *j = json_loadb((const char *)body, len, 0, &je);
+    cr_assert_not_null(j, "GET %s: not JSON: %s", path, body);
+    free(body);
+    return j;
+}
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hx[p[i] >> 4];
+        out[2 * i + 1] = hx[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+static size_t unb64(const char *s, uint8_t *out, size_t cap)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    for (; *s && *s != '='; s++) {
+        const char *p = strchr(tab, *s);
+        cr_assert_not_null(p, "base64 character %c", *s);
+        acc = acc << 6 | (uint32_t)(p - tab);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            cr_assert_lt(o, cap);
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return o;
+}
+
+static uint64_t metric(const struct daemon *d, const char *series)
+{
+    double v = daemon_metric(d, series);
+    cr_assert_geq(v, 0, "metric %s missing", series);
+    return (uint64_t)v;
+}
+
+/* Polls until miradb_blocks{signal="traces"} reaches |n| (deadline 30 s). */
+static void wait_blocks(const struct daemon *d, uint64_t n)
+{
+    for (int i = 0; i < 3000; i++) {
+        if (metric(d, "miradb_blocks{signal=\"traces\"}") >= n) {
+            return;
+        }
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_fail("blocks never reached %" PRIu64, n);
+}
+
+/* A span's canonical bytes. An empty Status message (code unset, no
+ * message; the JS exporter always sends one) means the same as none, and
+ * the store keeps no difference between the two. */
+static void span_bytes(const Span *s, uint8_t **out, size_t *n)
+{
+    Span c = *s;
+    if (c.status != NULL && c.status->code == 0 &&
+        (c.status->message == NULL || c.status->message[0] == 0)) {
+        c.status = NULL;
+    }
+    *n = opentelemetry__proto__trace__v1__span__get_packed_size(&c);
+    *out = malloc(*n + 1);
+    opentelemetry__proto__trace__v1__span__pack(&c, *out);
+}
+
+/* ---- trace by id over the captured vector ---- */
+
+/* The request's spans of trace |id|, in request order. */
+static size_t req_spans(const ExportReq *rq, const uint8_t *id, const Span **out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rq->n_resource_spans; i++) {
+        for (size_t k = 0; k < rq->resource_spans[i]->n_scope_spans; k++) {
+            const Opentelemetry__Proto__Trace__V1__ScopeSpans *ss =
+                rq->resource_spans[i]->scope_spans[k];
+            for (size_t s = 0; s < ss->n_spans; s++) {
+                if (memcmp(ss->spans[s]->trace_id.data, id, 16) == 0) {
+                    cr_assert_lt(n, cap);
+                    out[n++] = ss->spans[s];
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* Every span of |got| equals (byte for byte, re-packed) one span of |want|,
+ * each used once; resources and scopes equal the request's. */
+static void same_spans(const TracesData *got, const ExportReq *rq, const Span **want, size_t n)
+{
+    bool used[128] = {false};
+    size_t seen = 0;
+    for (size_t i = 0; i < got->n_resource_spans; i++) {
+        const Opentelemetry__Proto__Trace__V1__ResourceSpans *rs = got->resource_spans[i];
+        cr_assert_not_null(rs->resource);
+        /* the vector has one resource: its bytes must come back */
+        size_t a = opentelemetry__proto__resource__v1__resource__get_packed_size(rs->resource);
+        size_t b = opentelemetry__proto__resource__v1__resource__get_packed_size(
+            rq->resource_spans[0]->resource);
+        cr_assert_eq(a, b, "resource size");
+        uint64_t prev = 0;
+        for (size_t k = 0; k < rs->n_scope_spans; k++) {
+            const Opentelemetry__Proto__Trace__V1__ScopeSpans *ss = rs->scope_spans[k];
+            cr_assert_not_null(ss->scope);
+            prev = 0;
+            for (size_t s = 0; s < ss->n_spans; s++) {
+                const Span *sp = ss->spans[s];
+                cr_assert_geq(sp->start_time_unix_nano, prev, "spans in start order");
+                prev = sp->start_time_unix_nano;
+                uint8_t *gb, *wb;
+                size_t gn, wn;
+                span_bytes(sp, &gb, &gn);
+                bool found = false;
+                for (size_t w = 0; w < n && !found; w++) {
+                    if (used[w] || memcmp(want[w]->span_id.data, sp->span_id.data, 8) != 0) {
+                        continue;
+                    }
+                    span_bytes(want[w], &wb, &wn);
+                    cr_assert_eq(gn, wn, "span %s: size %zu, sent %zu", sp->name, gn, wn);
+                    cr_assert_eq(memcmp(gb, wb, gn), 0, "span %s differs", sp->name);
+                    free(wb);
+                    /* and it sits under the scope it was sent under */
+                    used[w] = true;
+                    found = true;
+                }
+                cr_assert(found, "span %s not sent", sp->name);
+                free(gb);
+                seen++;
+            }
+        }
+    }
+    cr_assert_eq(seen, n, "spans: %zu, sent %zu", seen, n);
+}
+
+Test(tempo, trace_by_id_returns_every_span_as_sent_in_json_and_protobuf)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/http-protobuf-traces.pb", httpc_vectors_dir());
+    size_t blen;
+    uint8_t *body = httpc_read_file(path, &blen);
+    cr_assert_not_null(body);
+    post(&d, "application/x-protobuf", body, blen);
+    ExportReq *rq =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, blen,
+                                                                                         body);
+    cr_assert_not_null(rq);
+
+    /* distinct trace ids, in request order */
+    uint8_t ids[64][16];
+    size_t nid = 0, total = 0;
+    for (size_t i = 0; i < rq->n_resource_spans; i++) {
+        for (size_t k = 0; k < rq->resource_spans[i]->n_scope_spans; k++) {
+            const Opentelemetry__Proto__Trace__V1__ScopeSpans *ss =
+                rq->resource_spans[i]->scope_spans[k];
+            for (size_t s = 0; s < ss->n_spans; s++) {
+                total++;
+                size_t j = 0;
+                while (j < nid && memcmp(ids[j], ss->spans[s]->trace_id.data, 16) != 0) {
+                    j++;
+                }
+                if (j == nid) {
+                    memcpy(ids[nid++], ss->spans[s]->trace_id.data, 16);
+                }
+            }
+        }
+    }
+    cr_assert_eq(nid, 10);
+    cr_assert_eq(total, 57);
+
+    size_t found = 0;
+    for (size_t t = 0; t < nid; t++) {
+        char h[33], p1[128], p2[128];
+        hex(ids[t], 16, h);
+        const Span *want[128];
+        size_t n = req_spans(rq, ids[t], want, 128);
+
+        /* v1 protobuf: TracesData */
+        snprintf(p1, sizeof(p1), "/api/traces/%s", h);
+        uint8_t *b1, *b2;
+        size_t l1, l2;
+        cr_assert_eq(get(&d, p1, "Accept: application/protobuf", &b1, &l1), 200);
+        TracesData *td = opentelemetry__proto__trace__v1__traces_data__unpack(NULL, l1, b1);
+        cr_assert_not_null(td, "v1 protobuf does not parse");
+        same_spans(td, rq, want, n);
+        found += n;
+        opentelemetry__proto__trace__v1__traces_data__free_unpacked(td, NULL);
+
+        /* v2 protobuf: TraceByIDResponse{trace = 1} wraps the same bytes */
+        snprintf(p2, sizeof(p2), "/api/v2/traces/%s", h);
+        cr_assert_eq(get(&d, p2, "Accept: application/protobuf", &b2, &l2), 200);
+        uint8_t hdr[16];
+        size_t hn = 0;
+        hdr[hn++] = 0x0a;
+        for (size_t v = l1;; v >>= 7) {
+            hdr[hn++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
+            if (v < 0x80) {
+                break;
+            }
+        }
+        cr_assert_eq(l2, hn + l1);
+        cr_assert_eq(memcmp(b2, hdr, hn), 0);
+        cr_assert_eq(memcmp(b2 + hn, b1, l1), 0);
+        free(b1);
+        free(b2);
+
+        /* JSON v1 {"batches":[...]} and v2 {"trace":{"resourceSpans":[...]}} agree */
+        json_t *j1 = get_json(&d, p1);
+        json_t *j2 = get_json(&d, p2);
+        json_t *batches = json_object_get(j1, "batches");
+        cr_assert(json_is_array(batches));
+        cr_assert(
+            json_equal(batches, json_object_get(json_object_get(j2, "trace"), "resourceSpans")));
+        cr_assert_null(json_object_get(j2, "status"), "COMPLETE is omitted");
+        size_t nj = 0, i;
+        json_t *rs;
+        json_array_foreach(batches, i, rs)
+        {
+            json_t *attrs = json_object_get(json_object_get(rs, "resource"), "attributes");
+            cr_assert_eq(json_array_size(attrs), 14);
+            cr_assert_str_eq(
+                json_string_value(json_object_get(
+                    json_object_get(json_array_get(attrs, 0), "value"), "stringValue")),
+                "acceptance-svc");
+            size_t k;
+            json_t *ss;
+            json_array_foreach(json_object_get(rs, "scopeSpans"), k, ss)
+            {
+                size_t s;
+                json_t *sp;
+                json_array_foreach(json_object_get(ss, "spans"), s, sp)
+                {
+                    uint8_t tid[32], sid[32];
+                    cr_assert_eq(unb64(json_string_value(json_object_get(sp, "traceId")), tid, 32),
+                                 16, "traceId is base64 of 16 bytes");
+                    cr_assert_eq(memcmp(tid, ids[t], 16), 0);
+                    cr_assert_eq(unb64(json_string_value(json_object_get(sp, "spanId")), sid, 32),
+                                 8);
+                    const Span *w = NULL;
+                    for (size_t x = 0; x < n; x++) {
+                        if (memcmp(want[x]->span_id.data, sid, 8) == 0) {
+                            w = want[x];
+                        }
+                    }
+                    cr_assert_not_null(w);
+                    cr_assert_str_eq(json_string_value(json_object_get(sp, "name")), w->name);
+                    char ts[32];
+                    snprintf(ts, sizeof(ts), "%" PRIu64, w->start_time_unix_nano);
+                    cr_assert_str_eq(json_string_value(json_object_get(sp, "startTimeUnixNano")),
+                                     ts, "uint64 as a string");
+                    static const char *const kinds[] = {NULL,
+                                                        "SPAN_KIND_INTERNAL",
+                                                        "SPAN_KIND_SERVER",
+                                                        "SPAN_KIND_CLIENT",
+                                                        "SPAN_KIND_PRODUCER",
+                                                        "SPAN_KIND_CONSUMER"};
+                    if (w->kind == 0) {
+                        cr_assert_null(json_object_get(sp, "kind"));
+                    } else {
+                        cr_assert_str_eq(json_string_value(json_object_get(sp, "kind")),
+                                         kinds[w->kind]);
+                    }
+                    cr_assert_eq(json_array_size(json_object_get(sp, "attributes")),
+                                 w->n_attributes);
+                    cr_assert_eq(json_array_size(json_object_get(sp, "events")), w->n_events);
+                    cr_assert_eq(json_array_size(json_object_get(sp, "links")), w->n_links);
+                    if (w->status != NULL && w->status->code == 2) {
+                        cr_assert_str_eq(json_string_value(json_object_get(
+                                             json_object_get(sp, "status"), "code")),
+                                         "STATUS_CODE_ERROR");
+                    }
+                    nj++;
+                }
+            }
+        }
+        cr_assert_eq(nj, n);
+        json_decref(j1);
+        json_decref(j2);
+    }
+    cr_assert_eq(found, 57);
+
+    /* unknown: 404 on both versions and both formats */
+    uint8_t *b;
+    size_t l;
+    cr_assert_eq(get(&d, "/api/traces/0123456789abcdef0123456789abcdef", NULL, &b, &l), 404);
+    free(b);
+    cr_assert_eq(get(&d, "/api/v2/traces/0123456789abcdef0123456789abcdef",
+                     "Accept: application/protobuf", &b, &l),
+                 404);
+    free(b);
+    /* not hex, too long, empty: 400 */
+    cr_assert_eq(get(&d, "/api/traces/xyz", NULL, &b, &l), 400);
+    free(b);
+    cr_assert_eq(get(&d, "/api/traces/0123456789abcdef0123456789abcdef0", NULL, &b, &l), 400);
+    free(b);
+    cr_assert_eq(get(&d, "/api/v2/traces/", NULL, &b, &l), 400);
+    free(b);
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_trace\",outcome=\"ok\"}"),
+                 10 * 4 + 2);
+    cr_assert_eq(
+        metric(&d, "miradb_queries_total{endpoint=\"tempo_trace\",outcome=\"bad_request\"}"), 3);
+
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(rq,
+                                                                                            NULL);
+    free(body);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* ---- a trace spread over sealed and open blocks; bloom pruning ---- */
+
+/* One OTLP/JSON request: |n| spans "trace span name start_s dur_ms" of
+ * service |svc|. */
+static void post_spans(const struct daemon *d, const char *svc, const char *const *spans, size_t n)
+{
+    char *buf = malloc(65536);
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, 65536 - o,
+                          "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":"
+                          "\"service.name\",\"value\":{\"stringValue\":\"%s\"}}]},"
+                          "\"scopeSpans\":[{\"scope\":{\"name\":\"t\"},\"spans\":[",
+                          svc);
+    for (size_t i = 0; i < n; i++) {
+        char tid[40], sid[20], name[64];
+        unsigned long long st, dur;
+        cr_assert_eq(sscanf(spans[i], "%39s %19s %63s %llu %llu", tid, sid, name, &st, &dur), 5);
+        o += (size_t)snprintf(buf + o, 65536 - o,
+                              "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",\"name\":\"%s\","
+                              "\"kind\":2,\"startTimeUnixNano\":\"%llu000000000\","
+                              "\"endTimeUnixNano\":\"%llu\"}",
+                              i ? "," : "", tid, sid, name, st,
+                              st * 1000000000ull + dur * 1000000ull);
+    }
+    o += (size_t)snprintf(buf + o, 65536 - o, "]}]}]}");
+    post_json(d, buf);
+    free(buf);
+}
+
+static size_t count_json_spans(json_t *batches, char *names, size_t cap)
+{
+    size_t n = 0, i, k, s;
+    json_t *rs, *ss, *sp;
+    names[0] = 0;
+    json_array_foreach(batches, i, rs)
+    {
+        json_array_foreach(json_object_get(rs, "scopeSpans"), k, ss)
+        {
+            json_array_foreach(json_object_get(ss, "spans"), s, sp)
+            {
+                strncat(names, json_string_value(json_object_get(sp, "name")),
+                        cap - strlen(names) - 2);
+                strcat(names, ",");
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+Test(tempo, trace_spread_over_sealed_and_open_blocks_and_bloom_pruning)
+{
+    struct daemon d;
+    const char *args[] = {"--block-max-age", "1s", "--shards", "1", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    static const char X[] = "00000000000000000000000000c0ffee";
+    char tids[5][33];
+    for (int i = 0; i < 5; i++) {
+        char s0[128], s1[128], s2[128];
+        snprintf(tids[i], sizeof(tids[i]), "5eed%028d", i + 1);
+        snprintf(s0, sizeof(s0), "%s 10000000000000%02d a%d %d 5", tids[i], i, i, 1700000000 + i);
+        snprintf(s1, sizeof(s1), "%s 20000000000000%02d b%d %d 5", tids[i], i, i, 1700000000 + i);
+        snprintf(s2, sizeof(s2), "%s 30000000000000%02d x%d %d 7", X, i, i, 1700000000 + i);
+        const char *sp[] = {s0, s1, s2};
+        post_spans(&d, "svc", sp, 3);
+        wait_blocks(&d, (uint64_t)i + 1); /* each export is sealed in a block of its own */
+    }
+    char s5[128];
+    snprintf(s5, sizeof(s5), "%s 3000000000000005 x5 1700000010 1", X);
+    const char *sp5[] = {s5};
+    post_spans(&d, "svc", sp5, 1); /* stays in the open block: read-your-writes */
+
+    char names[512];
+    json_t *j = get_json(&d, "/api/traces/c0ffee"); /* leading zeros may be left out */
+    cr_assert_eq(count_json_spans(json_object_get(j, "batches"), names, sizeof(names)), 6);
+    cr_assert_str_eq(names, "x0,x1,x2,x3,x4,x5,", "one resource, one scope, in start order");
+    cr_assert_eq(json_array_size(json_object_get(j, "batches")), 1,
+                 "the same resource from six blocks is one ResourceSpans");
+    json_decref(j);
+
+    /* trace 3 lives in one sealed block: the trace-id blooms of the other
+     * four say no; the open block (no bloom) is scanned */
+    uint64_t c0 = metric(&d, "miradb_query_blocks_considered_total");
+    uint64_t k0 = metric(&d, "miradb_query_blocks_skipped_bloom_total");
+    uint64_t s0 = metric(&d, "miradb_query_blocks_scanned_total");
+    uint64_t r0 = metric(&d, "miradb_query_rows_scanned_total");
+    char p[96];
+    snprintf(p, sizeof(p), "/api/traces/%s", tids[2]);
+    j = get_json(&d, p);
+    cr_assert_eq(count_json_spans(json_object_get(j, "batches"), names, sizeof(names)), 2);
+    cr_assert_str_eq(names, "a2,b2,");
+    json_decref(j);
+    uint64_t considered = metric(&d, "miradb_query_blocks_considered_total") - c0;
+    uint64_t skipped = metric(&d, "miradb_query_blocks_skipped_bloom_total") - k0;
+    uint64_t scanned = metric(&d, "miradb_query_blocks_scanned_total") - s0;
+    uint64_t rows = metric(&d, "miradb_query_rows_scanned_total") - r0;
+    uint64_t n_open = considered - 5;
+    cr_assert_geq(n_open, 1);
+    cr_assert_eq(skipped, 4, "four sealed blocks skipped by their trace-id bloom");
+    cr_assert_eq(scanned, 1 + n_open, "one sealed block and the open ones scanned");
+    cr_assert_eq(rows, 3 + 1, "the sealed block's 3 rows and the open block's 1");
+    cr_assert_eq(daemon_stop(&d), 0);
+}
