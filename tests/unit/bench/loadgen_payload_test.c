@@ -5,7 +5,8 @@
  * (the reference decoder from build/gen) unpacks them with no unknown field
  * and repacks them to the same size (so the hand encoding is canonical),
  * proto/pbdec decodes them into exactly |records| rows, and jansson reads
- * the OTLP/JSON encoding of the same request to the same records.
+ * the OTLP/JSON encoding of the same request to the same records; pbdec and
+ * proto/jsondec read the two encodings of a request to identical rows.
  *
  * gen.c and hist.c live under bench/ (not in the project library), so they
  * are compiled into this test by inclusion.
@@ -25,7 +26,9 @@
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "proto/jsondec.h"
 #include "proto/pbdec.h"
+#include "storage/arena.h"
 #include "storage/batch.h"
 
 typedef Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceRequest LogsReq;
@@ -425,6 +428,129 @@ Test(loadgen_payload, pbdec_decodes_every_request_to_its_record_count)
     }
     batch_free(bt);
     vbuf_fini(&b);
+}
+
+static bool mstr_eq(struct mstr a, struct mstr b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+static bool blob_eq(const struct batch *a, struct blob x, const struct batch *b, struct blob y)
+{
+    return x.len == y.len && (x.len == 0 || memcmp(batch_blob(a, x), batch_blob(b, y), x.len) == 0);
+}
+
+/* Row by row, field by field: what pbdec made of the protobuf encoding and
+ * what jsondec made of the JSON encoding of the same request. */
+static void same_rows(enum signal s, const struct batch *p, const struct batch *j, uint32_t rec)
+{
+    cr_assert_eq(p->n_rows, rec);
+    cr_assert_eq(j->n_rows, rec, "jsondec: %u rows, %u records", j->n_rows, rec);
+    cr_assert_eq(p->n_resources, j->n_resources);
+    cr_assert_eq(p->n_scopes, j->n_scopes);
+    for (uint32_t i = 0; i < p->n_resources; i++) {
+        cr_assert_eq(p->resources[i].attrs.count, j->resources[i].attrs.count);
+        cr_assert(blob_eq(p, p->resources[i].attrs.blob, j, j->resources[i].attrs.blob),
+                  "resource %u attributes differ", i);
+    }
+    for (uint32_t i = 0; i < p->n_scopes; i++) {
+        cr_assert(mstr_eq(p->scopes[i].name, j->scopes[i].name));
+        cr_assert(mstr_eq(p->scopes[i].version, j->scopes[i].version));
+        cr_assert(blob_eq(p, p->scopes[i].attrs.blob, j, j->scopes[i].attrs.blob));
+    }
+    for (uint32_t r = 0; r < rec; r++) {
+        if (s == SIG_LOGS) {
+            const struct log_row *a = &p->logs[r], *b = &j->logs[r];
+            cr_assert_eq(a->time_ns, b->time_ns, "log %u", r);
+            cr_assert_eq(a->observed_ns, b->observed_ns);
+            cr_assert_eq(a->scope, b->scope);
+            cr_assert_eq(a->severity_number, b->severity_number);
+            cr_assert(mstr_eq(a->severity_text, b->severity_text));
+            cr_assert_eq(a->body_type, b->body_type);
+            cr_assert(mstr_eq(a->body_str, b->body_str), "log %u body", r);
+            cr_assert_eq(a->attrs.count, b->attrs.count);
+            cr_assert(blob_eq(p, a->attrs.blob, j, b->attrs.blob), "log %u attributes", r);
+            cr_assert_eq(a->flags, b->flags);
+            cr_assert_eq(a->has_trace_id, b->has_trace_id);
+            cr_assert_eq(memcmp(a->trace_id, b->trace_id, 16), 0);
+            cr_assert_eq(memcmp(a->span_id, b->span_id, 8), 0);
+            cr_assert(mstr_eq(a->event_name, b->event_name));
+        } else if (s == SIG_TRACES) {
+            const struct span_row *a = &p->spans[r], *b = &j->spans[r];
+            cr_assert_eq(memcmp(a->trace_id, b->trace_id, 16), 0, "span %u", r);
+            cr_assert_eq(memcmp(a->span_id, b->span_id, 8), 0);
+            cr_assert_eq(a->has_parent, b->has_parent);
+            cr_assert_eq(memcmp(a->parent_span_id, b->parent_span_id, 8), 0);
+            cr_assert_eq(a->start_ns, b->start_ns);
+            cr_assert_eq(a->end_ns, b->end_ns);
+            cr_assert(mstr_eq(a->name, b->name));
+            cr_assert(mstr_eq(a->trace_state, b->trace_state));
+            cr_assert_eq(a->kind, b->kind);
+            cr_assert_eq(a->flags, b->flags);
+            cr_assert_eq(a->status_code, b->status_code);
+            cr_assert(mstr_eq(a->status_message, b->status_message));
+            cr_assert(blob_eq(p, a->attrs.blob, j, b->attrs.blob), "span %u attributes", r);
+            cr_assert_eq(a->n_events, b->n_events);
+            cr_assert(blob_eq(p, a->events, j, b->events), "span %u events", r);
+            cr_assert_eq(a->n_links, b->n_links);
+            cr_assert(blob_eq(p, a->links, j, b->links), "span %u links", r);
+        } else {
+            const struct point_row *a = &p->points[r], *b = &j->points[r];
+            const struct metric_row *ma = &p->metrics[a->metric], *mb = &j->metrics[b->metric];
+            cr_assert(mstr_eq(ma->name, mb->name), "point %u", r);
+            cr_assert_eq(ma->kind, mb->kind);
+            cr_assert_eq(ma->temporality, mb->temporality);
+            cr_assert_eq(ma->monotonic, mb->monotonic);
+            cr_assert_eq(a->start_ns, b->start_ns);
+            cr_assert_eq(a->time_ns, b->time_ns);
+            cr_assert(blob_eq(p, a->attrs.blob, j, b->attrs.blob), "point %u attributes", r);
+            cr_assert_eq(a->value_type, b->value_type);
+            cr_assert_eq(memcmp(&a->value, &b->value, sizeof(a->value)), 0, "point %u value", r);
+            cr_assert_eq(a->count, b->count);
+            cr_assert_eq(a->has_sum, b->has_sum);
+            cr_assert_eq(a->sum, b->sum, "point %u sum", r);
+            cr_assert_eq(a->has_min, b->has_min);
+            cr_assert_eq(a->min, b->min);
+            cr_assert_eq(a->has_max, b->has_max);
+            cr_assert_eq(a->max, b->max);
+            cr_assert(blob_eq(p, a->detail, j, b->detail), "point %u buckets/quantiles", r);
+            cr_assert_eq(a->n_exemplars, b->n_exemplars);
+            cr_assert(blob_eq(p, a->exemplars, j, b->exemplars), "point %u exemplars", r);
+        }
+    }
+}
+
+Test(loadgen_payload, pbdec_and_jsondec_read_the_two_encodings_to_the_same_rows)
+{
+    struct vbuf pb, js;
+    vbuf_init(&pb);
+    vbuf_init(&js);
+    for (enum signal s = SIG_LOGS; s <= SIG_METRICS; s++) {
+        struct batch *bp = batch_new(s), *bj = batch_new(s);
+        arena *a = arena_new(0);
+        cr_assert(bp && bj && a);
+        for (size_t r = 0; r < sizeof(record_counts) / sizeof(record_counts[0]); r++) {
+            for (uint64_t idx = 0; idx < 2; idx++) {
+                char err[200] = "";
+                gen_one(s, 13, record_counts[r], idx, GEN_PROTOBUF, &pb, NULL);
+                gen_one(s, 13, record_counts[r], idx, GEN_JSON, &js, NULL);
+                batch_reset(bp, s);
+                batch_reset(bj, s);
+                arena_reset(a);
+                cr_assert_eq(pbdec_decode(s, pb.p, pb.len, bp, err, sizeof(err)), 0, "%s", err);
+                cr_assert_eq(jsondec_decode(s, (const char *)js.p, js.len, a, bj, err, sizeof(err)),
+                             0, "jsondec %s: %s", signal_name(s), err);
+                cr_assert_eq(bj->rejected, 0, "jsondec rejected %u: %s", bj->rejected,
+                             bj->reject_msg);
+                same_rows(s, bp, bj, record_counts[r]);
+            }
+        }
+        batch_free(bp);
+        batch_free(bj);
+        arena_free(a);
+    }
+    vbuf_fini(&pb);
+    vbuf_fini(&js);
 }
 
 /* OTLP/JSON: records found under the signal's path. */
