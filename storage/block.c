@@ -1634,6 +1634,9 @@ static bool table_crc_ok(blk *b, int t, bool use_cache)
     struct vcache_key k = b->key;
     k.table = (uint32_t)t;
     if (use_cache && vcache_lookup(&k)) {
+        /* Not read by a CRC: start reading it ahead for the scan to come. */
+        uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), start = d->off / pg * pg;
+        madvise(b->map + start, d->off + d->len - start, MADV_WILLNEED);
         return true;
     }
     if (hash_counted(b->map + d->off, d->len, true) != d->crc) {
@@ -2333,7 +2336,7 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
     if (rc < 0) {
         return rc;
     }
-    uint64_t t = ic_get(&b->I[L_TIME], i);
+    uint64_t t = (want & (BLK_ROOT | BLK_DETAIL)) ? ic_get(&b->I[L_TIME], i) : 0;
     if (want & BLK_ROOT) {
         unsigned idf = (unsigned)ic_get(&b->I[L_IDF], i);
         uint32_t sc = (uint32_t)ic_get(&b->I[L_SCOPE], i);

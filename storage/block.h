@@ -232,7 +232,7 @@ struct blk_stats {
     uint64_t tables_verified; /* CRCs computed (cache misses and forced checks) */
     uint64_t bytes_hashed;
     uint64_t verify_failures;
-    uint64_t cache_hits;
+    uint64_t cache_hits; /* hits and misses count footers as well as tables */
     uint64_t cache_misses;
     uint64_t cache_clears;
     uint64_t quarantined;
