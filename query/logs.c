@@ -3495,11 +3495,11 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
     /* sum by (labels) right above a plain range aggregation: the series
      * need only those labels (and so, often, no attribute table) */
     if (parent != NULL && parent->kind == LOGQL_EXPR_VECTOR_AGG && parent->agg_op == LOGQL_AGG_SUM &&
-        parent->grouping.has && !parent->grouping.without && !e->grouping.has &&
+        !parent->grouping.without && !e->grouping.has &&
         e->range_op != LOGQL_RANGE_ABSENT_OVER_TIME) {
-        s.by_pushdown = true;
-        s.by = parent->grouping.labels;
-        s.n_by = parent->grouping.n_labels;
+        s.by_pushdown = true; /* sum (...) without by: no label at all */
+        s.by = parent->grouping.has ? parent->grouping.labels : NULL;
+        s.n_by = parent->grouping.has ? parent->grouping.n_labels : 0;
     } else if (e->grouping.has && !e->grouping.without) {
         s.by_pushdown = false;
     }

@@ -6,6 +6,8 @@
  * sealed and open blocks together, block pruning seen in /metrics.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,8 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
+
+#include "storage/block.h"
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
@@ -818,5 +823,197 @@ Test(loki, label_endpoints_response_shapes_and_errors)
                   4);
     cr_expect_geq(daemon_metric(&d, "miradb_query_duration_seconds_count{endpoint=\"loki_query\"}"),
                   2);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* ---- sealed and open blocks, pruning, failing blocks ---------------------------------- */
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polls /metrics (deadline 30 s) until the logs rows in sealed blocks reach |rows|. */
+static void wait_sealed_rows(const struct daemon *d, double rows)
+{
+    long long dl = mono_ms() + 30000;
+    double v;
+    while ((v = daemon_metric(d, "miradb_block_rows{signal=\"logs\"}")) < rows) {
+        cr_assert_lt(mono_ms(), dl, "sealed rows stuck at %g, want %g", v, rows);
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_eq(v, rows);
+}
+
+static void export_marker(const struct daemon *d, int k)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "{\"resourceLogs\":[{\"resource\":{\"attributes\":["
+             "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"p\"}}]},"
+             "\"scopeLogs\":[{\"logRecords\":[{\"timeUnixNano\":\"%" PRIu64 "\","
+             "\"body\":{\"stringValue\":\"batch marker=tok%d end\"},"
+             "\"attributes\":[{\"key\":\"k\",\"value\":{\"stringValue\":\"v%d\"}}]}]}]}]}",
+             (T0 + (uint64_t)k) * NS, k, k);
+    export_json(d, buf);
+}
+
+static double qmetric(const struct daemon *d, const char *name)
+{
+    char series[128];
+    snprintf(series, sizeof(series), "miradb_query_%s_total", name);
+    return daemon_metric(d, series);
+}
+
+Test(loki, sealed_and_open_blocks_are_read_together_and_pruned)
+{
+    struct daemon d;
+    const char *args[] = {"--shards", "1", "--io-threads", "1", "--block-max-age", "1s", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    /* six sealed blocks, one record each */
+    for (int k = 0; k < 6; k++) {
+        export_marker(&d, k);
+        wait_sealed_rows(&d, k + 1);
+    }
+    cr_assert_eq(daemon_metric(&d, "miradb_blocks{signal=\"logs\"}"), 6);
+
+    /* grouped by a stream label: no attribute (or detail) table is read */
+    double verified = daemon_metric(&d, "miradb_block_tables_verified_total");
+    expect_instant(&d, "sum by (service_name) (count_over_time({service_name=\"p\"}[1h]))", 100,
+                   "{service_name=p}=6");
+    expect_instant(&d, "sum(count_over_time({service_name=\"p\"} |= \"tok\" [1h]))", 100, "{}=6");
+    cr_expect_eq(daemon_metric(&d, "miradb_block_tables_verified_total"), verified,
+                 "a query that neither filters on nor renders attributes reads no attribute table");
+
+    /* a whole-token line filter scans only the block that can match */
+    double skipped = qmetric(&d, "blocks_skipped_bloom"), scanned = qmetric(&d, "blocks_scanned");
+    json_t *r = logq(&d, "{service_name=\"p\"} |= \"marker=tok3 \"", 0, 100, 100, "forward", true);
+    char got[4096];
+    size_t n;
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok3 end");
+    json_decref(r);
+    cr_expect_eq(qmetric(&d, "blocks_skipped_bloom") - skipped, 5);
+    cr_expect_eq(qmetric(&d, "blocks_scanned") - scanned, 1);
+    cr_expect_gt(daemon_metric(&d, "miradb_block_tables_verified_total"), verified,
+                 "rendering structured metadata reads the attribute table");
+    /* a substring that is not a whole token cannot use the bloom, and is still right */
+    skipped = qmetric(&d, "blocks_skipped_bloom");
+    scanned = qmetric(&d, "blocks_scanned");
+    r = logq(&d, "{service_name=\"p\"} |= \"ok4\"", 0, 100, 100, "forward", true);
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok4 end");
+    json_decref(r);
+    cr_expect_eq(qmetric(&d, "blocks_skipped_bloom"), skipped);
+    cr_expect_eq(qmetric(&d, "blocks_scanned") - scanned, 6);
+    /* the time zone map: a window holding two records scans two blocks */
+    double zone = qmetric(&d, "blocks_skipped_zone");
+    scanned = qmetric(&d, "blocks_scanned");
+    r = logq(&d, "{service_name=\"p\"}", 2, 4, 100, "forward", true);
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok2 end|batch marker=tok3 end");
+    json_decref(r);
+    cr_expect_geq(qmetric(&d, "blocks_skipped_zone") - zone, 4);
+    cr_expect_eq(qmetric(&d, "blocks_scanned") - scanned, 2);
+    /* a backward limit stops at the newest blocks */
+    scanned = qmetric(&d, "blocks_scanned");
+    r = logq(&d, "{service_name=\"p\"}", 0, 100, 2, "backward", true);
+    entries(r, false, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok5 end|batch marker=tok4 end");
+    json_decref(r);
+    cr_expect_leq(qmetric(&d, "blocks_scanned") - scanned, 4, "older blocks are not read");
+
+    /* read-your-writes: acknowledged, then found at once, with the sealed ones */
+    for (int k = 6; k < 9; k++) {
+        export_marker(&d, k);
+        r = logq(&d, "{service_name=\"p\"}", 0, 100, 100, "forward", true);
+        entries(r, true, got, sizeof(got), &n);
+        cr_expect_eq(n, (size_t)k + 1, "after export %d: %s", k, got);
+        char want[64];
+        snprintf(want, sizeof(want), "batch marker=tok%d end", k);
+        cr_expect_str_eq(strrchr(got, '|') + 1, want);
+        json_decref(r);
+    }
+    char want[64];
+    snprintf(want, sizeof(want), "{}=9");
+    expect_instant(&d, "sum(count_over_time({service_name=\"p\"}[1h]))", 100, want);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+Test(loki, a_corrupt_block_is_quarantined_reported_and_skipped)
+{
+    struct daemon d;
+    const char *args[] = {"--shards", "1", "--io-threads", "1", "--block-max-age", "1s", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    for (int k = 0; k < 3; k++) {
+        export_marker(&d, k);
+        wait_sealed_rows(&d, k + 1);
+    }
+    /* the second block (seal ids grow) holds tok1: break its attribute table */
+    char dir[400], names[8][256];
+    snprintf(dir, sizeof(dir), "%s/logs", d.data_dir);
+    DIR *dh = opendir(dir);
+    cr_assert_not_null(dh);
+    size_t nn = 0;
+    struct dirent *de;
+    while ((de = readdir(dh)) != NULL && nn < 8) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && strcmp(de->d_name + l - 4, ".blk") == 0) {
+            snprintf(names[nn++], sizeof(names[0]), "%s", de->d_name);
+        }
+    }
+    closedir(dh);
+    cr_assert_eq(nn, 3);
+    qsort(names, nn, sizeof(names[0]), name_cmp);
+    char path[700], err[256];
+    snprintf(path, sizeof(path), "%s/%s", dir, names[1]);
+    blk *b;
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), 0, "%s", err);
+    struct blk_table_info ti = {0};
+    bool found = false;
+    for (uint32_t i = 0; i < blk_n_tables(b) && !found; i++) {
+        cr_assert_eq(blk_table_info(b, i, &ti), 0);
+        found = ti.kind == BLK_T_ATTRS;
+    }
+    blk_unref(b);
+    cr_assert(found && ti.length > 0);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t junk[8];
+    memset(junk, 0xa5, sizeof(junk));
+    size_t nj = ti.length < sizeof(junk) ? ti.length : sizeof(junk);
+    cr_assert_eq(pwrite(fd, junk, nj, (off_t)ti.offset), (ssize_t)nj);
+    close(fd);
+
+    /* the query answers with the other blocks and says what it skipped */
+    json_t *r = logq(&d, "{service_name=\"p\"}", 0, 100, 100, "forward", true);
+    char got[4096];
+    size_t n;
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok0 end|batch marker=tok2 end");
+    json_t *w = json_object_get(r, "warnings");
+    cr_assert_eq(json_array_size(w), 1);
+    const char *msg = json_string_value(json_array_get(w, 0));
+    cr_expect_not_null(strstr(msg, names[1]), "%s", msg);
+    cr_expect_not_null(strstr(msg, "1 rows skipped"), "%s", msg);
+    json_decref(r);
+    cr_expect_eq(qmetric(&d, "blocks_failed"), 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_blocks_quarantined_total"), 1);
+    snprintf(path, sizeof(path), "%s/quarantine/logs-%s", d.data_dir, names[1]);
+    cr_expect_eq(access(path, F_OK), 0, "moved to %s", path);
+    /* the block is gone from the catalog: no warning the second time */
+    r = logq(&d, "{service_name=\"p\"}", 0, 100, 100, "forward", true);
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_str_eq(got, "batch marker=tok0 end|batch marker=tok2 end");
+    cr_expect_null(json_object_get(r, "warnings"));
+    json_decref(r);
     cr_expect_eq(daemon_stop(&d), 0);
 }
