@@ -24,6 +24,7 @@
 #include "query/jsonw.h"
 #include "query/pool.h"
 #include "query/traces_int.h"
+#include "storage/arena.h"
 #include "storage/catalog.h"
 
 /* Rows between two limit checks in a scan. */
@@ -110,7 +111,7 @@ static int tq_charge(struct tq *q, uint64_t n)
     return 0;
 }
 
-static __attribute__((unused)) void tq_uncharge(struct tq *q, uint64_t n)
+static void tq_uncharge(struct tq *q, uint64_t n)
 {
     __atomic_fetch_sub(&q->mem, n, __ATOMIC_RELAXED);
 }
@@ -262,6 +263,7 @@ struct tref {
     uint64_t row;
     uint64_t start;
     const struct scope_view *sc;
+    uint32_t tix; /* search: the candidate trace the row belongs to */
 };
 
 /* Per-source hits of a scan (each item writes only its own). */
@@ -811,15 +813,2198 @@ int traces_render(struct traces_trace *t, enum traces_fmt fmt, struct evbuffer *
     return render_pb(t, out, chunk);
 }
 
-/* ---- search (TODO(#4): executor below) ---- */
+/* ---- TraceQL evaluation over one assembled trace ---- */
+
+struct espan {
+    struct span_view v;
+    uint32_t src;
+    uint64_t row;
+    int32_t parent; /* index in the trace, -1: none (or not in the trace) */
+    uint32_t children;
+};
+
+struct etrace {
+    uint8_t id[16];
+    struct espan *s; /* sorted by start time */
+    uint32_t n;
+    int32_t root; /* first span without a parent, -1 */
+    uint64_t start, end;
+    bool whole; /* false: a lone span (seed scan): no trace-level values */
+};
+
+/* One value: the static types of the parser, NIL when absent. */
+struct tv {
+    enum traceql_type t;
+    int64_t i;
+    double f;
+    const char *s;
+    size_t n;
+};
+
+struct ectx {
+    const struct etrace *tr;
+    arena *a; /* spansets, reset per trace */
+    char hex[4][40];
+    unsigned hexi;
+};
+
+static const struct tv tv_nil = {.t = TRACEQL_T_NIL};
+
+static struct tv tv_str(const char *s, size_t n)
+{
+    return (struct tv){.t = TRACEQL_T_STRING, .s = s, .n = n};
+}
+
+static struct tv tv_int(enum traceql_type t, int64_t i)
+{
+    return (struct tv){.t = t, .i = i};
+}
+
+static struct tv tv_hex(struct ectx *e, const uint8_t *p, size_t n)
+{
+    char *b = e->hex[e->hexi++ & 3];
+    totlp_hex(p, n, b);
+    return tv_str(b, 2 * n);
+}
+
+static bool is_num(enum traceql_type t)
+{
+    return t == TRACEQL_T_INT || t == TRACEQL_T_FLOAT || t == TRACEQL_T_DURATION;
+}
+
+static double num(const struct tv *v)
+{
+    return v->t == TRACEQL_T_FLOAT ? v->f : (double)v->i;
+}
+
+/* A stored scalar as a value; containers and bytes are not comparable. */
+static struct tv tv_of_val(const struct val *v)
+{
+    switch (v->type) {
+    case VAL_STR:
+        return tv_str(v->s, v->n);
+    case VAL_INT:
+        return tv_int(TRACEQL_T_INT, v->i);
+    case VAL_BOOL:
+        return tv_int(TRACEQL_T_BOOL, v->b);
+    case VAL_DOUBLE:
+        return (struct tv){.t = TRACEQL_T_FLOAT, .f = v->d};
+    default:
+        return tv_nil;
+    }
+}
+
+static bool attrs_find(const struct oattrs *a, const char *k, size_t kn, struct val *out)
+{
+    struct val_rd r = {a->p, a->p + a->len};
+    for (uint32_t i = 0; i < a->count; i++) {
+        const char *key;
+        size_t n;
+        if (val_rd_kv(&r, &key, &n, out) < 0) {
+            return false;
+        }
+        if (n == kn && memcmp(key, k, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Visits the values of a leaf: false from |fn| stops. Returns the number
+ * visited. Arrays give their scalar elements. */
+typedef bool (*tv_fn)(void *ctx, const struct tv *v);
+
+struct visit {
+    tv_fn fn;
+    void *ctx;
+    size_t n;
+    bool stop;
+};
+
+static void visit_one(struct visit *vi, const struct tv *v)
+{
+    if (vi->stop || v->t == TRACEQL_T_NIL) {
+        return;
+    }
+    vi->n++;
+    if (!vi->fn(vi->ctx, v)) {
+        vi->stop = true;
+    }
+}
+
+static void visit_val(struct visit *vi, const struct val *v)
+{
+    if (v->type != VAL_ARRAY) {
+        struct tv x = tv_of_val(v);
+        visit_one(vi, &x);
+        return;
+    }
+    struct val_rd r = v->inner;
+    for (uint32_t i = 0; i < v->count && !vi->stop; i++) {
+        struct val m;
+        if (val_rd_value(&r, &m) < 0) {
+            return;
+        }
+        struct tv x = tv_of_val(&m);
+        visit_one(vi, &x);
+    }
+}
+
+/* One attribute list: visits the key's value; true when present. */
+static bool visit_attrs(struct visit *vi, const struct oattrs *a, const struct traceql_field *f)
+{
+    struct val v;
+    if (!attrs_find(a, f->name, f->name_len, &v)) {
+        return false;
+    }
+    visit_val(vi, &v);
+    return true;
+}
+
+static bool visit_events(struct visit *vi, const struct span_view *sv,
+                         const struct traceql_field *f)
+{
+    struct val_rd r = {sv->events.p, sv->events.p + sv->events.len};
+    bool any = false;
+    for (uint32_t i = 0; i < sv->n_events && !vi->stop; i++) {
+        uint64_t t;
+        const char *name;
+        size_t nn;
+        struct oattrs at;
+        if (totlp_event_next(&r, &t, &name, &nn, &at) < 0) {
+            break;
+        }
+        any |= visit_attrs(vi, &at, f);
+    }
+    return any;
+}
+
+static bool visit_links(struct visit *vi, const struct span_view *sv, const struct traceql_field *f)
+{
+    struct val_rd r = {sv->links.p, sv->links.p + sv->links.len};
+    bool any = false;
+    for (uint32_t i = 0; i < sv->n_links && !vi->stop; i++) {
+        const uint8_t *tid, *sid;
+        struct oattrs at;
+        if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+            break;
+        }
+        any |= visit_attrs(vi, &at, f);
+    }
+    return any;
+}
+
+static bool is_multi(const struct traceql_field *f)
+{
+    if (f->kind == TRACEQL_F_ATTR) {
+        return true;
+    }
+    if (f->kind != TRACEQL_F_INTRINSIC) {
+        return false;
+    }
+    switch (f->intrinsic) {
+    case TRACEQL_I_EVENT_NAME:
+    case TRACEQL_I_EVENT_TIME_SINCE_START:
+    case TRACEQL_I_LINK_TRACE_ID:
+    case TRACEQL_I_LINK_SPAN_ID:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Values of a multi-valued leaf (is_multi) on span |sp|. */
+static size_t leaf_each(struct ectx *e, const struct traceql_field *f, const struct espan *sp,
+                        tv_fn fn, void *ctx)
+{
+    struct visit vi = {.fn = fn, .ctx = ctx};
+    const struct span_view *sv = &sp->v;
+    if (f->kind == TRACEQL_F_ATTR) {
+        switch (f->scope) {
+        case TRACEQL_SCOPE_SPAN:
+            visit_attrs(&vi, &sv->attrs, f);
+            break;
+        case TRACEQL_SCOPE_RESOURCE:
+            visit_attrs(&vi, &sv->resource->attrs, f);
+            break;
+        case TRACEQL_SCOPE_EVENT:
+            visit_events(&vi, sv, f);
+            break;
+        case TRACEQL_SCOPE_LINK:
+            visit_links(&vi, sv, f);
+            break;
+        case TRACEQL_SCOPE_INSTRUMENTATION:
+            visit_attrs(&vi, &sv->scope->attrs, f);
+            break;
+        case TRACEQL_SCOPE_ANY:
+            /* span, then resource, event, link, instrumentation: first hit wins */
+            if (!visit_attrs(&vi, &sv->attrs, f) && !visit_attrs(&vi, &sv->resource->attrs, f) &&
+                !visit_events(&vi, sv, f) && !visit_links(&vi, sv, f)) {
+                visit_attrs(&vi, &sv->scope->attrs, f);
+            }
+            break;
+        }
+        return vi.n;
+    }
+    if (f->intrinsic == TRACEQL_I_EVENT_NAME || f->intrinsic == TRACEQL_I_EVENT_TIME_SINCE_START) {
+        struct val_rd r = {sv->events.p, sv->events.p + sv->events.len};
+        for (uint32_t i = 0; i < sv->n_events && !vi.stop; i++) {
+            uint64_t t;
+            const char *name;
+            size_t nn;
+            struct oattrs at;
+            if (totlp_event_next(&r, &t, &name, &nn, &at) < 0) {
+                break;
+            }
+            struct tv x = f->intrinsic == TRACEQL_I_EVENT_NAME
+                              ? tv_str(name, nn)
+                              : tv_int(TRACEQL_T_DURATION, (int64_t)(t - sv->start_ns));
+            visit_one(&vi, &x);
+        }
+    } else {
+        struct val_rd r = {sv->links.p, sv->links.p + sv->links.len};
+        for (uint32_t i = 0; i < sv->n_links && !vi.stop; i++) {
+            const uint8_t *tid, *sid;
+            struct oattrs at;
+            if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+                break;
+            }
+            struct tv x =
+                f->intrinsic == TRACEQL_I_LINK_TRACE_ID ? tv_hex(e, tid, 16) : tv_hex(e, sid, 8);
+            visit_one(&vi, &x);
+        }
+    }
+    return vi.n;
+}
+
+static bool take_first(void *ctx, const struct tv *v)
+{
+    *(struct tv *)ctx = *v;
+    return false;
+}
+
+static bool service_name(const struct res_view *r, struct mstr *out)
+{
+    struct val v;
+    if (attrs_find(&r->attrs, "service.name", 12, &v) && v.type == VAL_STR) {
+        out->p = v.s;
+        out->len = (uint32_t)v.n;
+        return true;
+    }
+    return false;
+}
+
+static struct tv root_service(const struct etrace *tr)
+{
+    struct mstr m;
+    if (tr->root < 0 || !service_name(tr->s[tr->root].v.resource, &m)) {
+        return tv_nil;
+    }
+    return tv_str(m.p, m.len);
+}
+
+static struct tv eval_val(struct ectx *e, const struct traceql_field *f, const struct espan *sp);
+static bool eval_bool(struct ectx *e, const struct traceql_field *f, const struct espan *sp);
+
+static struct tv intrinsic(struct ectx *e, enum traceql_intrinsic i, const struct espan *sp)
+{
+    const struct span_view *v = &sp->v;
+    const struct etrace *tr = e->tr;
+    switch (i) {
+    case TRACEQL_I_NAME:
+        return tv_str(v->name.p, v->name.len);
+    case TRACEQL_I_STATUS:
+        return tv_int(TRACEQL_T_STATUS, v->status_code);
+    case TRACEQL_I_STATUS_MESSAGE:
+        return tv_str(v->status_message.p, v->status_message.len);
+    case TRACEQL_I_KIND:
+        return tv_int(TRACEQL_T_KIND, v->kind);
+    case TRACEQL_I_DURATION:
+        return tv_int(TRACEQL_T_DURATION, (int64_t)(v->end_ns - v->start_ns));
+    case TRACEQL_I_SPAN_ID:
+        return tv_hex(e, v->span_id, 8);
+    case TRACEQL_I_PARENT_ID:
+        return v->has_parent ? tv_hex(e, v->parent_span_id, 8) : tv_nil;
+    case TRACEQL_I_CHILD_COUNT:
+        return tr->whole ? tv_int(TRACEQL_T_INT, sp->children) : tv_nil;
+    case TRACEQL_I_ROOT_NAME:
+        if (!tr->whole || tr->root < 0) {
+            return tv_nil;
+        }
+        return tv_str(tr->s[tr->root].v.name.p, tr->s[tr->root].v.name.len);
+    case TRACEQL_I_ROOT_SERVICE:
+        return tr->whole ? root_service(tr) : tv_nil;
+    case TRACEQL_I_TRACE_DURATION:
+        return tr->whole ? tv_int(TRACEQL_T_DURATION, (int64_t)(tr->end - tr->start)) : tv_nil;
+    case TRACEQL_I_TRACE_ID:
+        return tv_hex(e, v->trace_id, 16);
+    case TRACEQL_I_INSTR_NAME:
+        return tv_str(v->scope->name.p, v->scope->name.len);
+    case TRACEQL_I_INSTR_VERSION:
+        return tv_str(v->scope->version.p, v->scope->version.len);
+    default: {
+        struct tv x = tv_nil;
+        struct traceql_field leaf = {.kind = TRACEQL_F_INTRINSIC, .intrinsic = i};
+        leaf_each(e, &leaf, sp, take_first, &x);
+        return x;
+    }
+    }
+}
+
+static struct tv arith(enum traceql_op op, struct tv a, struct tv b)
+{
+    if (!is_num(a.t) || !is_num(b.t)) {
+        return tv_nil;
+    }
+    enum traceql_type t = (a.t == TRACEQL_T_FLOAT || b.t == TRACEQL_T_FLOAT) ? TRACEQL_T_FLOAT
+                          : (a.t == TRACEQL_T_DURATION || b.t == TRACEQL_T_DURATION)
+                              ? TRACEQL_T_DURATION
+                              : TRACEQL_T_INT;
+    if (op == TRACEQL_OP_POW) {
+        double r = 1, x = num(&a);
+        double y = num(&b);
+        /* integer exponents exactly; others through exp/log would need libm */
+        if (y >= 0 && y == (double)(int64_t)y && y < 1024) {
+            for (int64_t k = 0; k < (int64_t)y; k++) {
+                r *= x;
+            }
+            return (struct tv){.t = TRACEQL_T_FLOAT, .f = r};
+        }
+        return tv_nil;
+    }
+    if (t == TRACEQL_T_FLOAT) {
+        double x = num(&a), y = num(&b), r;
+        switch (op) {
+        case TRACEQL_OP_ADD:
+            r = x + y;
+            break;
+        case TRACEQL_OP_SUB:
+            r = x - y;
+            break;
+        case TRACEQL_OP_MUL:
+            r = x * y;
+            break;
+        case TRACEQL_OP_DIV:
+            if (y == 0) {
+                return tv_nil;
+            }
+            r = x / y;
+            break;
+        default:
+            return tv_nil;
+        }
+        return (struct tv){.t = TRACEQL_T_FLOAT, .f = r};
+    }
+    int64_t x = a.i, y = b.i, r;
+    switch (op) {
+    case TRACEQL_OP_ADD:
+        r = (int64_t)((uint64_t)x + (uint64_t)y);
+        break;
+    case TRACEQL_OP_SUB:
+        r = (int64_t)((uint64_t)x - (uint64_t)y);
+        break;
+    case TRACEQL_OP_MUL:
+        r = (int64_t)((uint64_t)x * (uint64_t)y);
+        break;
+    case TRACEQL_OP_DIV:
+    case TRACEQL_OP_MOD:
+        if (y == 0 || (x == INT64_MIN && y == -1)) {
+            return tv_nil;
+        }
+        r = op == TRACEQL_OP_DIV ? x / y : x % y;
+        break;
+    default:
+        return tv_nil;
+    }
+    return tv_int(t, r);
+}
+
+static struct tv eval_val(struct ectx *e, const struct traceql_field *f, const struct espan *sp)
+{
+    switch (f->kind) {
+    case TRACEQL_F_STATIC:
+        return (struct tv){.t = f->st.type, .i = f->st.i, .f = f->st.f, .s = f->st.s, .n = f->st.n};
+    case TRACEQL_F_INTRINSIC:
+        return intrinsic(e, f->intrinsic, sp);
+    case TRACEQL_F_ATTR: {
+        struct tv x = tv_nil;
+        leaf_each(e, f, sp, take_first, &x);
+        return x;
+    }
+    case TRACEQL_F_UNARY:
+        if (f->op == TRACEQL_OP_NOT) {
+            return tv_int(TRACEQL_T_BOOL, !eval_bool(e, f->l, sp));
+        } else {
+            struct tv x = eval_val(e, f->l, sp);
+            if (x.t == TRACEQL_T_FLOAT) {
+                x.f = -x.f;
+            } else if (is_num(x.t)) {
+                x.i = (int64_t)(0 - (uint64_t)x.i);
+            } else {
+                x = tv_nil;
+            }
+            return x;
+        }
+    case TRACEQL_F_BINARY:
+        if (f->op >= TRACEQL_OP_ADD) {
+            return arith(f->op, eval_val(e, f->l, sp), eval_val(e, f->r, sp));
+        }
+        return tv_int(TRACEQL_T_BOOL, eval_bool(e, f, sp));
+    }
+    return tv_nil;
+}
+
+static int cmp3(int c, enum traceql_op op)
+{
+    switch (op) {
+    case TRACEQL_OP_EQ:
+        return c == 0;
+    case TRACEQL_OP_NE:
+        return c != 0;
+    case TRACEQL_OP_GT:
+        return c > 0;
+    case TRACEQL_OP_GE:
+        return c >= 0;
+    case TRACEQL_OP_LT:
+        return c < 0;
+    case TRACEQL_OP_LE:
+        return c <= 0;
+    default:
+        return 0;
+    }
+}
+
+/* a op b under Tempo's typing: incompatible operands compare false. */
+static bool cmp_tv(enum traceql_op op, const struct tv *a, const struct tv *b,
+                   const struct traceql_field *f)
+{
+    if (a->t == TRACEQL_T_NIL || b->t == TRACEQL_T_NIL) {
+        return false;
+    }
+    if (op == TRACEQL_OP_RE || op == TRACEQL_OP_NRE) {
+        return a->t == TRACEQL_T_STRING && f->re != NULL && traceql_regex_match(f, a->s, a->n);
+    }
+    int c;
+    if (is_num(a->t) && is_num(b->t)) {
+        if (a->t != TRACEQL_T_FLOAT && b->t != TRACEQL_T_FLOAT) {
+            c = a->i < b->i ? -1 : a->i > b->i;
+        } else {
+            double x = num(a), y = num(b);
+            if (x != x || y != y) {
+                return op == TRACEQL_OP_NE;
+            }
+            c = x < y ? -1 : x > y;
+        }
+    } else if (a->t == TRACEQL_T_STRING && b->t == TRACEQL_T_STRING) {
+        size_t m = a->n < b->n ? a->n : b->n;
+        c = m ? memcmp(a->s, b->s, m) : 0;
+        if (c == 0) {
+            c = a->n < b->n ? -1 : a->n > b->n;
+        }
+    } else if (a->t == b->t &&
+               (a->t == TRACEQL_T_BOOL || a->t == TRACEQL_T_STATUS || a->t == TRACEQL_T_KIND)) {
+        if (op != TRACEQL_OP_EQ && op != TRACEQL_OP_NE) {
+            return false;
+        }
+        c = a->i < b->i ? -1 : a->i > b->i;
+    } else {
+        return false;
+    }
+    return cmp3(c, op);
+}
+
+struct cmp_each {
+    enum traceql_op op;
+    const struct tv *other;
+    bool leaf_left;
+    const struct traceql_field *f;
+    bool any, all;
+};
+
+static bool cmp_each_fn(void *ctx, const struct tv *v)
+{
+    struct cmp_each *c = ctx;
+    bool r = c->leaf_left ? cmp_tv(c->op, v, c->other, c->f) : cmp_tv(c->op, c->other, v, c->f);
+    c->any |= r;
+    c->all &= r;
+    /* positive operators stop at the first hit, negative ones at the first miss */
+    return (c->op == TRACEQL_OP_NE || c->op == TRACEQL_OP_NRE) ? r : !r;
+}
+
+static bool count_fn(void *ctx, const struct tv *v)
+{
+    (void)ctx, (void)v;
+    return false;
+}
+
+static bool eval_cmp(struct ectx *e, const struct traceql_field *f, const struct espan *sp)
+{
+    const struct traceql_field *l = f->l, *r = f->r;
+    bool lnil = l->kind == TRACEQL_F_STATIC && l->st.type == TRACEQL_T_NIL;
+    bool rnil = r->kind == TRACEQL_F_STATIC && r->st.type == TRACEQL_T_NIL;
+    if (lnil || rnil) {
+        const struct traceql_field *x = rnil ? l : r;
+        bool present = is_multi(x) ? leaf_each(e, x, sp, count_fn, NULL) > 0
+                                   : eval_val(e, x, sp).t != TRACEQL_T_NIL;
+        if (lnil && rnil) {
+            present = false;
+        }
+        return f->op == TRACEQL_OP_EQ ? !present : f->op == TRACEQL_OP_NE ? present : false;
+    }
+    bool ml = is_multi(l), mr = !ml && is_multi(r);
+    if (!ml && !mr) {
+        struct tv a = eval_val(e, l, sp), b = eval_val(e, r, sp);
+        return cmp_tv(f->op, &a, &b, f);
+    }
+    struct tv other = eval_val(e, ml ? r : l, sp);
+    struct cmp_each c = {.op = f->op, .other = &other, .leaf_left = ml, .f = f, .all = true};
+    size_t n = leaf_each(e, ml ? l : r, sp, cmp_each_fn, &c);
+    if (f->op == TRACEQL_OP_NE || f->op == TRACEQL_OP_NRE) {
+        return n > 0 && c.all; /* every element must differ */
+    }
+    return c.any;
+}
+
+static bool eval_bool(struct ectx *e, const struct traceql_field *f, const struct espan *sp)
+{
+    if (f->kind == TRACEQL_F_BINARY) {
+        switch (f->op) {
+        case TRACEQL_OP_AND:
+            return eval_bool(e, f->l, sp) && eval_bool(e, f->r, sp);
+        case TRACEQL_OP_OR:
+            return eval_bool(e, f->l, sp) || eval_bool(e, f->r, sp);
+        case TRACEQL_OP_EQ:
+        case TRACEQL_OP_NE:
+        case TRACEQL_OP_GT:
+        case TRACEQL_OP_GE:
+        case TRACEQL_OP_LT:
+        case TRACEQL_OP_LE:
+        case TRACEQL_OP_RE:
+        case TRACEQL_OP_NRE:
+            return eval_cmp(e, f, sp);
+        default:
+            break;
+        }
+    }
+    if (f->kind == TRACEQL_F_UNARY && f->op == TRACEQL_OP_NOT) {
+        return !eval_bool(e, f->l, sp);
+    }
+    struct tv v = eval_val(e, f, sp);
+    return v.t == TRACEQL_T_BOOL && v.i != 0;
+}
+
+/* ---- spansets ---- */
+
+struct sset {
+    uint32_t *idx; /* ascending span indexes */
+    uint32_t n;
+};
+
+struct slist {
+    struct sset *v;
+    size_t n, cap;
+};
+
+static int sl_push(struct ectx *e, struct slist *l, struct sset s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4;
+        struct sset *v = arena_alloc(e->a, cap * sizeof(*v));
+        if (v == NULL) {
+            return -ENOMEM;
+        }
+        if (l->n) {
+            memcpy(v, l->v, l->n * sizeof(*v));
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+static uint8_t *mark_new(struct ectx *e)
+{
+    uint8_t *m = arena_alloc(e->a, e->tr->n + 1);
+    if (m != NULL) {
+        memset(m, 0, e->tr->n + 1);
+    }
+    return m;
+}
+
+/* The spans marked in |m| as one spanset (none when empty). */
+static int sset_of_mark(struct ectx *e, const uint8_t *m, struct slist *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->tr->n; i++) {
+        n += m[i] != 0;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    struct sset s = {.idx = arena_alloc(e->a, n * sizeof(uint32_t)), .n = 0};
+    if (s.idx == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < e->tr->n; i++) {
+        if (m[i]) {
+            s.idx[s.n++] = i;
+        }
+    }
+    return sl_push(e, out, s);
+}
+
+static int eval_node(struct ectx *e, const struct traceql_node *nd, const struct slist *in,
+                     struct slist *out);
+
+/* Marks the spans of every spanset of |l|. */
+static void mark_list(const struct slist *l, uint8_t *m)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        for (uint32_t k = 0; k < l->v[i].n; k++) {
+            m[l->v[i].idx[k]] = 1;
+        }
+    }
+}
+
+static bool has_ancestor_in(const struct etrace *tr, uint32_t i, const uint8_t *set)
+{
+    int32_t p = tr->s[i].parent;
+    for (uint32_t guard = 0; p >= 0 && guard < tr->n; guard++) {
+        if (set[p]) {
+            return true;
+        }
+        p = tr->s[p].parent;
+    }
+    return false;
+}
+
+/* Structural relation between the marked L and R spans: which R spans
+ * satisfy it (rm), and for the &-forms which L spans take part (lm). */
+static int structural(struct ectx *e, enum traceql_sop op, const uint8_t *L, const uint8_t *R,
+                      uint8_t *out)
+{
+    const struct etrace *tr = e->tr;
+    uint32_t n = tr->n;
+    uint8_t *hit = mark_new(e), *lhit = mark_new(e);
+    uint32_t *cnt = arena_alloc(e->a, (n + 1) * sizeof(uint32_t));
+    if (hit == NULL || lhit == NULL || cnt == NULL) {
+        return -ENOMEM;
+    }
+    enum traceql_sop base = op;
+    if (op >= TRACEQL_SOP_UNION_CHILD && op <= TRACEQL_SOP_UNION_SIBLING) {
+        base = (enum traceql_sop)(op - TRACEQL_SOP_UNION_CHILD + TRACEQL_SOP_CHILD);
+    } else if (op >= TRACEQL_SOP_NOT_CHILD) {
+        base = (enum traceql_sop)(op - TRACEQL_SOP_NOT_CHILD + TRACEQL_SOP_CHILD);
+    }
+    switch (base) {
+    case TRACEQL_SOP_CHILD: /* R spans whose parent is in L */
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t p = tr->s[i].parent;
+            if (R[i] && p >= 0 && L[p]) {
+                hit[i] = 1;
+                lhit[p] = 1;
+            }
+        }
+        break;
+    case TRACEQL_SOP_DESC: /* R spans with an ancestor in L */
+        for (uint32_t i = 0; i < n; i++) {
+            if (R[i] && has_ancestor_in(tr, i, L)) {
+                hit[i] = 1;
+                int32_t p = tr->s[i].parent;
+                for (uint32_t g = 0; p >= 0 && g < n; g++, p = tr->s[p].parent) {
+                    if (L[p]) {
+                        lhit[p] = 1;
+                    }
+                }
+            }
+        }
+        break;
+    case TRACEQL_SOP_PARENT: /* R spans that are the parent of an L span */
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t p = tr->s[i].parent;
+            if (L[i] && p >= 0 && R[p]) {
+                hit[p] = 1;
+                lhit[i] = 1;
+            }
+        }
+        break;
+    case TRACEQL_SOP_ANCESTOR: /* R spans that are an ancestor of an L span */
+        for (uint32_t i = 0; i < n; i++) {
+            if (!L[i]) {
+                continue;
+            }
+            int32_t p = tr->s[i].parent;
+            for (uint32_t g = 0; p >= 0 && g < n; g++, p = tr->s[p].parent) {
+                if (R[p]) {
+                    hit[p] = 1;
+                    lhit[i] = 1;
+                }
+            }
+        }
+        break;
+    case TRACEQL_SOP_SIBLING: { /* R spans with a sibling (same parent, not itself) in L */
+        memset(cnt, 0, (n + 1) * sizeof(uint32_t));
+        for (uint32_t i = 0; i < n; i++) {
+            if (L[i] && tr->s[i].parent >= 0) {
+                cnt[tr->s[i].parent]++;
+            }
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t p = tr->s[i].parent;
+            if (R[i] && p >= 0 && cnt[p] - (L[i] ? 1u : 0u) > 0) {
+                hit[i] = 1;
+            }
+        }
+        /* L spans with a sibling among the matched R spans */
+        memset(cnt, 0, (n + 1) * sizeof(uint32_t));
+        for (uint32_t i = 0; i < n; i++) {
+            if (hit[i]) {
+                cnt[tr->s[i].parent]++;
+            }
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t p = tr->s[i].parent;
+            if (L[i] && p >= 0 && cnt[p] - (hit[i] ? 1u : 0u) > 0) {
+                lhit[i] = 1;
+            }
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (op >= TRACEQL_SOP_NOT_CHILD) {
+            out[i] = R[i] && !hit[i];
+        } else if (op >= TRACEQL_SOP_UNION_CHILD) {
+            out[i] = hit[i] || lhit[i];
+        } else {
+            out[i] = hit[i];
+        }
+    }
+    return 0;
+}
+
+/* An aggregate or arithmetic over one spanset. */
+static struct tv scalar(struct ectx *e, const struct traceql_scalar *sc, const struct sset *ss)
+{
+    switch (sc->kind) {
+    case TRACEQL_S_STATIC:
+        return (struct tv){
+            .t = sc->st.type, .i = sc->st.i, .f = sc->st.f, .s = sc->st.s, .n = sc->st.n};
+    case TRACEQL_S_BINARY:
+        return arith(sc->op, scalar(e, sc->l, ss), scalar(e, sc->r, ss));
+    case TRACEQL_S_AGG:
+        break;
+    }
+    if (sc->agg == TRACEQL_AGG_COUNT) {
+        return tv_int(TRACEQL_T_INT, ss->n);
+    }
+    double sum = 0, mn = 0, mx = 0;
+    size_t n = 0;
+    bool all_int = true;
+    enum traceql_type t = TRACEQL_T_INT;
+    for (uint32_t k = 0; k < ss->n; k++) {
+        struct tv v = eval_val(e, sc->field, &e->tr->s[ss->idx[k]]);
+        if (!is_num(v.t)) {
+            continue;
+        }
+        if (v.t == TRACEQL_T_FLOAT) {
+            all_int = false;
+        }
+        if (v.t == TRACEQL_T_DURATION) {
+            t = TRACEQL_T_DURATION;
+        }
+        double x = num(&v);
+        sum += x;
+        mn = n == 0 || x < mn ? x : mn;
+        mx = n == 0 || x > mx ? x : mx;
+        n++;
+    }
+    if (n == 0) {
+        return tv_nil;
+    }
+    double r = sc->agg == TRACEQL_AGG_SUM   ? sum
+               : sc->agg == TRACEQL_AGG_MIN ? mn
+               : sc->agg == TRACEQL_AGG_MAX ? mx
+                                            : sum / (double)n;
+    if (all_int && sc->agg != TRACEQL_AGG_AVG) {
+        return tv_int(t, (int64_t)r);
+    }
+    return (struct tv){.t = TRACEQL_T_FLOAT, .f = r};
+}
+
+static bool tv_same(const struct tv *a, const struct tv *b)
+{
+    if (a->t != b->t) {
+        return false;
+    }
+    switch (a->t) {
+    case TRACEQL_T_NIL:
+        return true;
+    case TRACEQL_T_FLOAT:
+        return a->f == b->f;
+    case TRACEQL_T_STRING:
+        return a->n == b->n && (a->n == 0 || memcmp(a->s, b->s, a->n) == 0);
+    default:
+        return a->i == b->i;
+    }
+}
+
+static int stage_by(struct ectx *e, const struct traceql_field *f, const struct slist *in,
+                    struct slist *out)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        const struct sset *ss = &in->v[i];
+        struct tv *keys = arena_alloc(e->a, (ss->n + 1) * sizeof(*keys));
+        uint32_t *grp = arena_alloc(e->a, (ss->n + 1) * sizeof(*grp));
+        if (keys == NULL || grp == NULL) {
+            return -ENOMEM;
+        }
+        uint32_t ng = 0;
+        struct tv *gkey = arena_alloc(e->a, (ss->n + 1) * sizeof(*gkey));
+        if (gkey == NULL) {
+            return -ENOMEM;
+        }
+        for (uint32_t k = 0; k < ss->n; k++) {
+            keys[k] = eval_val(e, f, &e->tr->s[ss->idx[k]]);
+            if (keys[k].t == TRACEQL_T_STRING) {
+                /* hex buffers rotate: keep a copy */
+                char *c = arena_alloc(e->a, keys[k].n + 1);
+                if (c == NULL) {
+                    return -ENOMEM;
+                }
+                memcpy(c, keys[k].s, keys[k].n);
+                keys[k].s = c;
+            }
+            uint32_t g = 0;
+            while (g < ng && !tv_same(&gkey[g], &keys[k])) {
+                g++;
+            }
+            if (g == ng) {
+                gkey[ng++] = keys[k];
+            }
+            grp[k] = g;
+        }
+        for (uint32_t g = 0; g < ng; g++) {
+            if (gkey[g].t == TRACEQL_T_NIL) {
+                continue; /* spans without the field are dropped */
+            }
+            struct sset s = {.idx = arena_alloc(e->a, ss->n * sizeof(uint32_t)), .n = 0};
+            if (s.idx == NULL) {
+                return -ENOMEM;
+            }
+            for (uint32_t k = 0; k < ss->n; k++) {
+                if (grp[k] == g) {
+                    s.idx[s.n++] = ss->idx[k];
+                }
+            }
+            if (sl_push(e, out, s) < 0) {
+                return -ENOMEM;
+            }
+        }
+    }
+    return 0;
+}
+
+static int eval_pipeline(struct ectx *e, const struct traceql_node *nd, const struct slist *in,
+                         struct slist *out)
+{
+    struct slist cur = {0};
+    int rc = eval_node(e, nd->input, in, &cur);
+    for (size_t i = 0; rc == 0 && i < nd->n_stages && cur.n > 0; i++) {
+        const struct traceql_stage *st = &nd->stages[i];
+        struct slist next = {0};
+        switch (st->kind) {
+        case TRACEQL_STAGE_SPANSET:
+            rc = eval_node(e, st->node, &cur, &next);
+            break;
+        case TRACEQL_STAGE_SCALAR_FILTER:
+            for (size_t k = 0; rc == 0 && k < cur.n; k++) {
+                struct tv a = scalar(e, st->lhs, &cur.v[k]);
+                struct tv b = scalar(e, st->rhs, &cur.v[k]);
+                if (cmp_tv(st->cmp, &a, &b, NULL)) {
+                    rc = sl_push(e, &next, cur.v[k]);
+                }
+            }
+            break;
+        case TRACEQL_STAGE_SELECT:
+            next = cur;
+            break;
+        case TRACEQL_STAGE_BY:
+            rc = st->n_fields > 0 ? stage_by(e, st->fields[0], &cur, &next) : 0;
+            break;
+        case TRACEQL_STAGE_COALESCE: {
+            uint8_t *m = mark_new(e);
+            if (m == NULL) {
+                return -ENOMEM;
+            }
+            mark_list(&cur, m);
+            rc = sset_of_mark(e, m, &next);
+            break;
+        }
+        }
+        cur = next;
+    }
+    *out = cur;
+    return rc;
+}
+
+static int eval_node(struct ectx *e, const struct traceql_node *nd, const struct slist *in,
+                     struct slist *out)
+{
+    out->v = NULL;
+    out->n = out->cap = 0;
+    switch (nd->kind) {
+    case TRACEQL_N_FILTER:
+        for (size_t i = 0; i < in->n; i++) {
+            const struct sset *ss = &in->v[i];
+            struct sset s = {.idx = arena_alloc(e->a, (ss->n + 1) * sizeof(uint32_t)), .n = 0};
+            if (s.idx == NULL) {
+                return -ENOMEM;
+            }
+            for (uint32_t k = 0; k < ss->n; k++) {
+                if (nd->filter == NULL || eval_bool(e, nd->filter, &e->tr->s[ss->idx[k]])) {
+                    s.idx[s.n++] = ss->idx[k];
+                }
+            }
+            if (s.n > 0 && sl_push(e, out, s) < 0) {
+                return -ENOMEM;
+            }
+        }
+        return 0;
+    case TRACEQL_N_PIPELINE:
+        return eval_pipeline(e, nd, in, out);
+    case TRACEQL_N_SPANSET_OP:
+        break;
+    }
+    /* Both sides see each input spanset on its own (Tempo's evaluation). */
+    for (size_t i = 0; i < in->n; i++) {
+        struct slist one = {.v = &in->v[i], .n = 1, .cap = 1};
+        struct slist l, r;
+        if (eval_node(e, nd->l, &one, &l) < 0 || eval_node(e, nd->r, &one, &r) < 0) {
+            return -ENOMEM;
+        }
+        uint8_t *L = mark_new(e), *R = mark_new(e), *m = mark_new(e);
+        if (L == NULL || R == NULL || m == NULL) {
+            return -ENOMEM;
+        }
+        mark_list(&l, L);
+        mark_list(&r, R);
+        if (nd->sop == TRACEQL_SOP_AND || nd->sop == TRACEQL_SOP_UNION) {
+            if (nd->sop == TRACEQL_SOP_AND && (l.n == 0 || r.n == 0)) {
+                continue;
+            }
+            for (uint32_t k = 0; k < e->tr->n; k++) {
+                m[k] = L[k] | R[k];
+            }
+        } else if (structural(e, nd->sop, L, R, m) < 0) {
+            return -ENOMEM;
+        }
+        if (sset_of_mark(e, m, out) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Evaluates the query on a whole trace: the result spansets (arena). */
+static int eval_trace(struct ectx *e, const struct traceql_expr *q, struct slist *out)
+{
+    const struct etrace *tr = e->tr;
+    struct sset *all = arena_alloc(e->a, sizeof(*all));
+    if (all == NULL || (all->idx = arena_alloc(e->a, (tr->n + 1) * sizeof(uint32_t))) == NULL) {
+        return -ENOMEM;
+    }
+    all->n = tr->n;
+    for (uint32_t i = 0; i < tr->n; i++) {
+        all->idx[i] = i;
+    }
+    struct slist in = {.v = all, .n = 1, .cap = 1};
+    if (q == NULL || q->root == NULL) {
+        *out = in;
+        return 0;
+    }
+    return eval_node(e, q->root, &in, out);
+}
+
+/* ---- search: planning ---- */
+
+/* A field that needs the whole trace to evaluate. */
+static bool needs_trace(const struct traceql_field *f)
+{
+    if (f == NULL) {
+        return false;
+    }
+    switch (f->kind) {
+    case TRACEQL_F_INTRINSIC:
+        return f->intrinsic == TRACEQL_I_CHILD_COUNT || f->intrinsic == TRACEQL_I_ROOT_NAME ||
+               f->intrinsic == TRACEQL_I_ROOT_SERVICE || f->intrinsic == TRACEQL_I_TRACE_DURATION;
+    case TRACEQL_F_BINARY:
+        return needs_trace(f->l) || needs_trace(f->r);
+    case TRACEQL_F_UNARY:
+        return needs_trace(f->l);
+    default:
+        return false;
+    }
+}
+
+/* Seed filters: every matching trace has a span (in the time range) that
+ * satisfies one of them, judged on the span alone; |all| when some branch
+ * cannot be judged that way (then every span seeds its trace). */
+#define MAX_SEEDS 16
+struct seeds {
+    const struct traceql_field *f[MAX_SEEDS];
+    size_t n;
+    bool all;
+};
+
+static void seeds_of(const struct traceql_node *nd, struct seeds *s)
+{
+    switch (nd->kind) {
+    case TRACEQL_N_FILTER:
+        if (nd->filter == NULL || needs_trace(nd->filter) || s->n == MAX_SEEDS) {
+            s->all = true;
+        } else {
+            s->f[s->n++] = nd->filter;
+        }
+        return;
+    case TRACEQL_N_SPANSET_OP:
+        if (nd->sop == TRACEQL_SOP_UNION) {
+            seeds_of(nd->l, s);
+            seeds_of(nd->r, s);
+        } else if (nd->sop == TRACEQL_SOP_AND) {
+            seeds_of(nd->l, s);
+        } else {
+            seeds_of(nd->r, s); /* every form needs a right-hand span */
+        }
+        return;
+    case TRACEQL_N_PIPELINE:
+        seeds_of(nd->input, s);
+        return;
+    }
+}
+
+static unsigned field_tables(const struct traceql_field *f)
+{
+    if (f == NULL) {
+        return 0;
+    }
+    switch (f->kind) {
+    case TRACEQL_F_ATTR:
+        switch (f->scope) {
+        case TRACEQL_SCOPE_SPAN:
+            return BLK_ATTRS;
+        case TRACEQL_SCOPE_EVENT:
+        case TRACEQL_SCOPE_LINK:
+            return BLK_DETAIL;
+        case TRACEQL_SCOPE_ANY:
+            return BLK_ATTRS | BLK_DETAIL;
+        default:
+            return 0; /* resource and scope attributes live in the footer */
+        }
+    case TRACEQL_F_INTRINSIC:
+        switch (f->intrinsic) {
+        case TRACEQL_I_EVENT_NAME:
+        case TRACEQL_I_EVENT_TIME_SINCE_START:
+        case TRACEQL_I_LINK_TRACE_ID:
+        case TRACEQL_I_LINK_SPAN_ID:
+            return BLK_DETAIL;
+        default:
+            return 0;
+        }
+    case TRACEQL_F_BINARY:
+        return field_tables(f->l) | field_tables(f->r);
+    case TRACEQL_F_UNARY:
+        return field_tables(f->l);
+    default:
+        return 0;
+    }
+}
+
+static unsigned scalar_tables(const struct traceql_scalar *s)
+{
+    if (s == NULL) {
+        return 0;
+    }
+    return field_tables(s->field) | scalar_tables(s->l) | scalar_tables(s->r);
+}
+
+static unsigned node_tables(const struct traceql_node *nd)
+{
+    if (nd == NULL) {
+        return 0;
+    }
+    switch (nd->kind) {
+    case TRACEQL_N_FILTER:
+        return field_tables(nd->filter);
+    case TRACEQL_N_SPANSET_OP:
+        return node_tables(nd->l) | node_tables(nd->r);
+    case TRACEQL_N_PIPELINE:
+        break;
+    }
+    unsigned t = node_tables(nd->input);
+    for (size_t i = 0; i < nd->n_stages; i++) {
+        const struct traceql_stage *st = &nd->stages[i];
+        t |= node_tables(st->node) | scalar_tables(st->lhs) | scalar_tables(st->rhs);
+        for (size_t k = 0; k < st->n_fields; k++) {
+            t |= field_tables(st->fields[k]);
+        }
+    }
+    return t;
+}
+
+/* Fields a result span lists in its attributes: what the query touched or
+ * selected, except name, duration and trace-level intrinsics. */
+#define MAX_SHOWN 32
+struct shown {
+    const struct traceql_field *f[MAX_SHOWN];
+    size_t n;
+};
+
+static bool same_leaf(const struct traceql_field *a, const struct traceql_field *b)
+{
+    if (a->kind != b->kind) {
+        return false;
+    }
+    if (a->kind == TRACEQL_F_INTRINSIC) {
+        return a->intrinsic == b->intrinsic;
+    }
+    return a->scope == b->scope && a->name_len == b->name_len &&
+           memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+static void shown_field(struct shown *sh, const struct traceql_field *f)
+{
+    if (f == NULL) {
+        return;
+    }
+    if (f->kind == TRACEQL_F_BINARY || f->kind == TRACEQL_F_UNARY) {
+        shown_field(sh, f->l);
+        if (f->kind == TRACEQL_F_BINARY) {
+            shown_field(sh, f->r);
+        }
+        return;
+    }
+    if (f->kind == TRACEQL_F_INTRINSIC) {
+        switch (f->intrinsic) {
+        case TRACEQL_I_NAME:
+        case TRACEQL_I_DURATION:
+        case TRACEQL_I_ROOT_NAME:
+        case TRACEQL_I_ROOT_SERVICE:
+        case TRACEQL_I_TRACE_DURATION:
+        case TRACEQL_I_TRACE_ID:
+            return;
+        default:
+            break;
+        }
+    } else if (f->kind != TRACEQL_F_ATTR) {
+        return;
+    }
+    for (size_t i = 0; i < sh->n; i++) {
+        if (same_leaf(sh->f[i], f)) {
+            return;
+        }
+    }
+    if (sh->n < MAX_SHOWN) {
+        sh->f[sh->n++] = f;
+    }
+}
+
+static void shown_node(struct shown *sh, const struct traceql_node *nd)
+{
+    if (nd == NULL) {
+        return;
+    }
+    switch (nd->kind) {
+    case TRACEQL_N_FILTER:
+        shown_field(sh, nd->filter);
+        return;
+    case TRACEQL_N_SPANSET_OP:
+        shown_node(sh, nd->l);
+        shown_node(sh, nd->r);
+        return;
+    case TRACEQL_N_PIPELINE:
+        shown_node(sh, nd->input);
+        for (size_t i = 0; i < nd->n_stages; i++) {
+            shown_node(sh, nd->stages[i].node);
+            for (size_t k = 0; k < nd->stages[i].n_fields; k++) {
+                shown_field(sh, nd->stages[i].fields[k]);
+            }
+        }
+        return;
+    }
+}
+
+enum { MAY = 0, NO_ZONE = 1, NO_BLOOM = 2 };
+
+static bool static_num(const struct traceql_field *f, double *v)
+{
+    if (f->kind != TRACEQL_F_STATIC) {
+        return false;
+    }
+    if (f->st.type == TRACEQL_T_INT || f->st.type == TRACEQL_T_DURATION) {
+        *v = (double)f->st.i;
+        return true;
+    }
+    if (f->st.type == TRACEQL_T_FLOAT) {
+        *v = f->st.f;
+        return true;
+    }
+    return false;
+}
+
+/* Can block |b| hold a span satisfying |f|? From zone maps and blooms. */
+static int field_may(blk *b, const struct traceql_field *f)
+{
+    if (f == NULL || f->kind != TRACEQL_F_BINARY) {
+        return MAY;
+    }
+    if (f->op == TRACEQL_OP_AND) {
+        int r = field_may(b, f->l);
+        return r != MAY ? r : field_may(b, f->r);
+    }
+    if (f->op == TRACEQL_OP_OR) {
+        int r1 = field_may(b, f->l);
+        if (r1 == MAY) {
+            return MAY;
+        }
+        int r2 = field_may(b, f->r);
+        return r2 == MAY ? MAY : r1;
+    }
+    const struct traceql_field *subj = f->l, *val = f->r;
+    enum traceql_op op = f->op;
+    if (subj->kind == TRACEQL_F_STATIC) {
+        subj = f->r;
+        val = f->l;
+        op = op == TRACEQL_OP_GT   ? TRACEQL_OP_LT
+             : op == TRACEQL_OP_GE ? TRACEQL_OP_LE
+             : op == TRACEQL_OP_LT ? TRACEQL_OP_GT
+             : op == TRACEQL_OP_LE ? TRACEQL_OP_GE
+                                   : op;
+    }
+    if (val->kind != TRACEQL_F_STATIC) {
+        return MAY;
+    }
+    if (op == TRACEQL_OP_EQ && val->st.type == TRACEQL_T_STRING) {
+        if (subj->kind == TRACEQL_F_ATTR && subj->scope == TRACEQL_SCOPE_SPAN) {
+            return blk_may_have_attr(b, subj->name, subj->name_len, val->st.s, val->st.n)
+                       ? MAY
+                       : NO_BLOOM;
+        }
+        if (subj->kind == TRACEQL_F_ATTR && subj->scope == TRACEQL_SCOPE_RESOURCE) {
+            return blk_may_have_resource_value(b, subj->name, subj->name_len, val->st.s, val->st.n)
+                       ? MAY
+                       : NO_BLOOM;
+        }
+        uint8_t id[16];
+        if (subj->kind == TRACEQL_F_INTRINSIC && subj->intrinsic == TRACEQL_I_TRACE_ID &&
+            traces_parse_id(val->st.s, val->st.n, id) == 0) {
+            return blk_may_have_trace(b, id) ? MAY : NO_BLOOM;
+        }
+        return MAY;
+    }
+    double v;
+    int64_t mn, mx;
+    if (subj->kind == TRACEQL_F_INTRINSIC && subj->intrinsic == TRACEQL_I_DURATION &&
+        static_num(val, &v) && blk_duration_range(b, &mn, &mx)) {
+        bool may = true;
+        switch (op) {
+        case TRACEQL_OP_GT:
+            may = (double)mx > v;
+            break;
+        case TRACEQL_OP_GE:
+            may = (double)mx >= v;
+            break;
+        case TRACEQL_OP_LT:
+            may = (double)mn < v;
+            break;
+        case TRACEQL_OP_LE:
+            may = (double)mn <= v;
+            break;
+        case TRACEQL_OP_EQ:
+            may = (double)mn <= v && v <= (double)mx;
+            break;
+        default:
+            break;
+        }
+        return may ? MAY : NO_ZONE;
+    }
+    return MAY;
+}
+
+/* ---- search: candidate traces ---- */
+
+struct cand {
+    uint8_t id[16];
+    uint64_t start; /* newest seed span start (phase 1); candidate index (phase 2) */
+    bool used;
+};
+
+struct cmap {
+    struct cand *v;
+    size_t cap, n;
+};
+
+static size_t id_hash(const uint8_t *id)
+{
+    uint64_t a, b;
+    memcpy(&a, id, 8);
+    memcpy(&b, id + 8, 8);
+    uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ull));
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+static void cmap_free(struct tq *q, struct cmap *m)
+{
+    if (m->v != NULL) {
+        tq_uncharge(q, m->cap * sizeof(*m->v));
+    }
+    free(m->v);
+    m->v = NULL;
+    m->cap = m->n = 0;
+}
+
+static struct cand *cmap_find(const struct cmap *m, const uint8_t *id)
+{
+    if (m->cap == 0) {
+        return NULL;
+    }
+    for (size_t i = id_hash(id) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->v[i].used) {
+            return NULL;
+        }
+        if (memcmp(m->v[i].id, id, 16) == 0) {
+            return &m->v[i];
+        }
+    }
+}
+
+/* Inserts |id| (or keeps the larger start). 0, or -ENOMEM. */
+static int cmap_put(struct tq *q, struct cmap *m, const uint8_t *id, uint64_t start)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        if (tq_charge(q, cap * sizeof(struct cand)) < 0) {
+            return -ENOMEM;
+        }
+        struct cand *v = calloc(cap, sizeof(*v));
+        if (v == NULL) {
+            tq_set_err(q, -ENOMEM);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->v[i].used) {
+                size_t k = id_hash(m->v[i].id) & (cap - 1);
+                while (v[k].used) {
+                    k = (k + 1) & (cap - 1);
+                }
+                v[k] = m->v[i];
+            }
+        }
+        if (m->v != NULL) {
+            tq_uncharge(q, m->cap * sizeof(*m->v));
+        }
+        free(m->v);
+        m->v = v;
+        m->cap = cap;
+    }
+    size_t i = id_hash(id) & (m->cap - 1);
+    while (m->v[i].used) {
+        if (memcmp(m->v[i].id, id, 16) == 0) {
+            if (start > m->v[i].start) {
+                m->v[i].start = start;
+            }
+            return 0;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    memcpy(m->v[i].id, id, 16);
+    m->v[i].start = start;
+    m->v[i].used = true;
+    m->n++;
+    return 0;
+}
+
+struct search {
+    struct tq q;
+    const struct traces_search_req *rq;
+    struct seeds seeds;
+    unsigned seed_want;     /* tables phase 1 reads */
+    unsigned trace_want;    /* tables phase 2 reads */
+    struct cmap *item_maps; /* phase 1: per source */
+    /* phase 2 */
+    struct cmap batch; /* id -> index in |cands| (start field) */
+    struct hits *item_hits;
+    uint64_t inspected;
+};
+
+/* Rows [lo, hi) of a sealed source that can overlap [start, end]. */
+static void row_window(struct search *s, size_t si, uint64_t *lo, uint64_t *hi)
+{
+    struct tsrc *src = &s->q.src[si];
+    *lo = 0;
+    *hi = src->rows;
+    if (src->b == NULL) {
+        return;
+    }
+    const struct traces_search_req *rq = s->rq;
+    if (rq->end_ns != 0 && rq->end_ns < UINT64_MAX) {
+        *hi = blk_lower_bound(src->b, rq->end_ns + 1);
+    }
+    int64_t mn, mx;
+    if (rq->start_ns != 0 && blk_duration_range(src->b, &mn, &mx)) {
+        uint64_t back = mx > 0 ? (uint64_t)mx : 0;
+        *lo = rq->start_ns > back ? blk_lower_bound(src->b, rq->start_ns - back) : 0;
+    }
+}
+
+static bool in_range(const struct traces_search_req *rq, const struct span_view *v)
+{
+    if (rq->end_ns != 0 && v->start_ns > rq->end_ns) {
+        return false;
+    }
+    uint64_t end = v->end_ns > v->start_ns ? v->end_ns : v->start_ns;
+    return rq->start_ns == 0 || end >= rq->start_ns;
+}
+
+/* Zone maps and blooms for a sealed source: MAY, NO_ZONE or NO_BLOOM. */
+static int source_may(struct search *s, size_t si)
+{
+    blk *b = s->q.src[si].b;
+    if (b == NULL) {
+        return MAY;
+    }
+    const struct traces_search_req *rq = s->rq;
+    uint64_t tmin, tmax;
+    blk_time_range(b, &tmin, &tmax);
+    if (tmin > tmax) {
+        return NO_ZONE; /* empty */
+    }
+    int64_t dmn, dmx;
+    uint64_t back = blk_duration_range(b, &dmn, &dmx) && dmx > 0 ? (uint64_t)dmx : 0;
+    if ((rq->end_ns != 0 && tmin > rq->end_ns) ||
+        (rq->start_ns != 0 && tmax + back < rq->start_ns)) {
+        return NO_ZONE;
+    }
+    if (s->seeds.all) {
+        return MAY;
+    }
+    int why = NO_ZONE;
+    for (size_t i = 0; i < s->seeds.n; i++) {
+        int r = field_may(b, s->seeds.f[i]);
+        if (r == MAY) {
+            return MAY;
+        }
+        if (r == NO_BLOOM) {
+            why = NO_BLOOM;
+        }
+    }
+    return s->seeds.n > 0 ? why : MAY;
+}
+
+static void seed_item(void *arg, size_t si)
+{
+    struct search *s = arg;
+    struct tq *q = &s->q;
+    if (tq_check(q) != 0) {
+        return;
+    }
+    int may = source_may(s, si);
+    if (may != MAY) {
+        add(may == NO_ZONE ? &q->scan.blocks_skipped_zone : &q->scan.blocks_skipped_bloom, 1);
+        return;
+    }
+    if (tq_load(q, si, BLK_ROOT | s->seed_want) < 0) {
+        return;
+    }
+    add(&q->scan.blocks_scanned, 1);
+    uint64_t lo, hi, done = 0;
+    row_window(s, si, &lo, &hi);
+    struct etrace lone = {.n = 1, .root = -1, .whole = false};
+    struct espan sp = {.parent = -1};
+    lone.s = &sp;
+    struct ectx e = {.tr = &lone};
+    struct cmap *m = &s->item_maps[si];
+    for (uint64_t r = lo; r < hi; r++) {
+        if (tq_span(q, si, r, s->seed_want, &sp.v) < 0) {
+            cmap_free(q, m);
+            return;
+        }
+        if (in_range(s->rq, &sp.v)) {
+            bool hit = s->seeds.all || s->seeds.n == 0;
+            for (size_t k = 0; !hit && k < s->seeds.n; k++) {
+                hit = eval_bool(&e, s->seeds.f[k], &sp);
+            }
+            if (hit && cmap_put(q, m, sp.v.trace_id, sp.v.start_ns) < 0) {
+                return;
+            }
+        }
+        if (++done == SCAN_STRIDE) {
+            if (tq_add_rows(q, done) != 0) {
+                return;
+            }
+            done = 0;
+        }
+    }
+    tq_add_rows(q, done);
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+    const struct cand *a = pa, *b = pb;
+    if (a->start != b->start) {
+        return a->start > b->start ? -1 : 1; /* newest first */
+    }
+    return memcmp(a->id, b->id, 16);
+}
+
+/* ---- search: gathering and evaluating whole traces ---- */
+
+static void gather_item(void *arg, size_t si)
+{
+    struct search *s = arg;
+    struct tq *q = &s->q;
+    struct tsrc *src = &q->src[si];
+    struct hits *h = &s->item_hits[si];
+    h->n = 0;
+    if (tq_check(q) != 0 || __atomic_load_n(&src->failed, __ATOMIC_RELAXED)) {
+        return;
+    }
+    if (src->b != NULL) {
+        bool any = false;
+        for (size_t i = 0; i < s->batch.cap && !any; i++) {
+            any = s->batch.v[i].used && blk_may_have_trace(src->b, s->batch.v[i].id);
+        }
+        if (!any) {
+            add(&q->scan.blocks_skipped_bloom, 1);
+            return;
+        }
+    }
+    if (tq_load(q, si, BLK_ROOT | s->trace_want) < 0) {
+        return;
+    }
+    add(&q->scan.blocks_scanned, 1);
+    uint64_t done = 0;
+    for (uint64_t r = 0; r < src->rows; r++) {
+        struct span_view v;
+        if (tq_span(q, si, r, BLK_ROOT, &v) < 0) {
+            h->n = 0;
+            return;
+        }
+        const struct cand *c = cmap_find(&s->batch, v.trace_id);
+        if (c != NULL) {
+            struct tref t = {.src = (uint32_t)si,
+                             .row = r,
+                             .start = v.start_ns,
+                             .sc = v.scope,
+                             .tix = (uint32_t)c->start};
+            if (hits_push(q, h, &t) < 0) {
+                return;
+            }
+        }
+        if (++done == SCAN_STRIDE) {
+            if (tq_add_rows(q, done) != 0) {
+                return;
+            }
+            done = 0;
+        }
+    }
+    tq_add_rows(q, done);
+}
+
+static int espan_cmp(const void *pa, const void *pb)
+{
+    const struct espan *a = pa, *b = pb;
+    if (a->v.start_ns != b->v.start_ns) {
+        return a->v.start_ns < b->v.start_ns ? -1 : 1;
+    }
+    int c = memcmp(a->v.span_id, b->v.span_id, 8);
+    if (c != 0) {
+        return c;
+    }
+    if (a->src != b->src) {
+        return a->src < b->src ? -1 : 1;
+    }
+    return a->row < b->row ? -1 : a->row > b->row;
+}
+
+struct idx_by_id {
+    const uint8_t *id;
+    uint32_t i;
+};
+
+static int ibi_cmp(const void *pa, const void *pb)
+{
+    const struct idx_by_id *a = pa, *b = pb;
+    int c = memcmp(a->id, b->id, 8);
+    return c != 0 ? c : (a->i < b->i ? -1 : a->i > b->i);
+}
+
+/* Parent links, child counts, root and time span of an assembled trace. */
+static int link_trace(struct ectx *e, struct etrace *tr)
+{
+    struct idx_by_id *ix = arena_alloc(e->a, (tr->n + 1) * sizeof(*ix));
+    if (ix == NULL) {
+        return -ENOMEM;
+    }
+    tr->start = UINT64_MAX;
+    tr->end = 0;
+    tr->root = -1;
+    for (uint32_t i = 0; i < tr->n; i++) {
+        ix[i] = (struct idx_by_id){tr->s[i].v.span_id, i};
+        tr->s[i].parent = -1;
+        tr->s[i].children = 0;
+        if (tr->s[i].v.start_ns < tr->start) {
+            tr->start = tr->s[i].v.start_ns;
+        }
+        uint64_t end =
+            tr->s[i].v.end_ns > tr->s[i].v.start_ns ? tr->s[i].v.end_ns : tr->s[i].v.start_ns;
+        if (end > tr->end) {
+            tr->end = end;
+        }
+        if (tr->root < 0 && !tr->s[i].v.has_parent) {
+            tr->root = (int32_t)i;
+        }
+    }
+    qsort(ix, tr->n, sizeof(*ix), ibi_cmp);
+    for (uint32_t i = 0; i < tr->n; i++) {
+        struct espan *sp = &tr->s[i];
+        if (!sp->v.has_parent) {
+            continue;
+        }
+        size_t lo = 0, hi = tr->n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (memcmp(ix[mid].id, sp->v.parent_span_id, 8) < 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo < tr->n && memcmp(ix[lo].id, sp->v.parent_span_id, 8) == 0 && ix[lo].i != i) {
+            sp->parent = (int32_t)ix[lo].i;
+            tr->s[ix[lo].i].children++;
+        }
+    }
+    return 0;
+}
+
+static const char *const status_words[] = {"unset", "ok", "error"};
+static const char *const kind_words[] = {"unspecified", "internal", "server",
+                                         "client",      "producer", "consumer"};
+
+/* The stored value of an attribute leaf (first scope that has it). */
+static bool attr_raw(const struct traceql_field *f, const struct span_view *sv, struct val *out)
+{
+    bool any = f->scope == TRACEQL_SCOPE_ANY;
+    if ((any || f->scope == TRACEQL_SCOPE_SPAN) &&
+        attrs_find(&sv->attrs, f->name, f->name_len, out)) {
+        return true;
+    }
+    if ((any || f->scope == TRACEQL_SCOPE_RESOURCE) &&
+        attrs_find(&sv->resource->attrs, f->name, f->name_len, out)) {
+        return true;
+    }
+    if (any || f->scope == TRACEQL_SCOPE_EVENT) {
+        struct val_rd r = {sv->events.p, sv->events.p + sv->events.len};
+        for (uint32_t i = 0; i < sv->n_events; i++) {
+            uint64_t t;
+            const char *nm;
+            size_t nn;
+            struct oattrs at;
+            if (totlp_event_next(&r, &t, &nm, &nn, &at) < 0) {
+                break;
+            }
+            if (attrs_find(&at, f->name, f->name_len, out)) {
+                return true;
+            }
+        }
+    }
+    if (any || f->scope == TRACEQL_SCOPE_LINK) {
+        struct val_rd r = {sv->links.p, sv->links.p + sv->links.len};
+        for (uint32_t i = 0; i < sv->n_links; i++) {
+            const uint8_t *tid, *sid;
+            struct oattrs at;
+            if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+                break;
+            }
+            if (attrs_find(&at, f->name, f->name_len, out)) {
+                return true;
+            }
+        }
+    }
+    return (any || f->scope == TRACEQL_SCOPE_INSTRUMENTATION) &&
+           attrs_find(&sv->scope->attrs, f->name, f->name_len, out);
+}
+
+static void json_tv(struct jsonw *w, const struct tv *v)
+{
+    jsonw_obj_begin(w);
+    switch (v->t) {
+    case TRACEQL_T_STRING:
+        jsonw_key(w, "stringValue");
+        jsonw_str(w, v->s, v->n);
+        break;
+    case TRACEQL_T_INT:
+    case TRACEQL_T_DURATION:
+        jsonw_key(w, "intValue");
+        jsonw_strf(w, "%lld", (long long)v->i);
+        break;
+    case TRACEQL_T_FLOAT:
+        jsonw_key(w, "doubleValue");
+        jsonw_double(w, v->f);
+        break;
+    case TRACEQL_T_BOOL:
+        jsonw_key(w, "boolValue");
+        jsonw_bool(w, v->i != 0);
+        break;
+    case TRACEQL_T_STATUS:
+        jsonw_key(w, "stringValue");
+        jsonw_cstr(w, v->i >= 0 && v->i < 3 ? status_words[v->i] : "unset");
+        break;
+    case TRACEQL_T_KIND:
+        jsonw_key(w, "stringValue");
+        jsonw_cstr(w, v->i >= 0 && v->i < 6 ? kind_words[v->i] : "unspecified");
+        break;
+    default:
+        break;
+    }
+    jsonw_obj_end(w);
+}
+
+static void json_spanset(struct ectx *e, struct jsonw *w, const struct sset *ss, uint32_t spss,
+                         const struct shown *sh)
+{
+    jsonw_obj_begin(w);
+    jsonw_key(w, "spans");
+    jsonw_arr_begin(w);
+    for (uint32_t k = 0; k < ss->n && k < spss; k++) {
+        const struct espan *sp = &e->tr->s[ss->idx[k]];
+        char id[17];
+        totlp_hex(sp->v.span_id, 8, id);
+        jsonw_obj_begin(w);
+        jsonw_key(w, "spanID");
+        jsonw_str(w, id, 16);
+        if (sp->v.name.len > 0) {
+            jsonw_key(w, "name");
+            jsonw_str(w, sp->v.name.p, sp->v.name.len);
+        }
+        jsonw_key(w, "startTimeUnixNano");
+        jsonw_uint_str(w, sp->v.start_ns);
+        jsonw_key(w, "durationNanos");
+        jsonw_uint_str(w, sp->v.end_ns > sp->v.start_ns ? sp->v.end_ns - sp->v.start_ns : 0);
+        bool open = false;
+        for (size_t i = 0; i < sh->n; i++) {
+            const struct traceql_field *f = sh->f[i];
+            struct val raw;
+            struct tv v = tv_nil;
+            bool have_raw = f->kind == TRACEQL_F_ATTR && attr_raw(f, &sp->v, &raw);
+            if (!have_raw) {
+                if (f->kind == TRACEQL_F_ATTR) {
+                    continue;
+                }
+                v = eval_val(e, f, sp);
+                if (v.t == TRACEQL_T_NIL) {
+                    continue;
+                }
+            }
+            if (!open) {
+                jsonw_key(w, "attributes");
+                jsonw_arr_begin(w);
+                open = true;
+            }
+            jsonw_obj_begin(w);
+            jsonw_key(w, "key");
+            if (f->kind == TRACEQL_F_ATTR) {
+                jsonw_str(w, f->name, f->name_len);
+            } else {
+                jsonw_cstr(w, traceql_intrinsic_name(f->intrinsic));
+            }
+            jsonw_key(w, "value");
+            if (have_raw) {
+                totlp_json_value(w, &raw);
+            } else {
+                json_tv(w, &v);
+            }
+            jsonw_obj_end(w);
+        }
+        if (open) {
+            jsonw_arr_end(w);
+        }
+        jsonw_obj_end(w);
+    }
+    jsonw_arr_end(w);
+    jsonw_key(w, "matched");
+    jsonw_uint(w, ss->n);
+    jsonw_obj_end(w);
+}
+
+/* Tempo's traceID: lower-case hex without leading zeros. */
+static void json_trace_id(struct jsonw *w, const uint8_t *id)
+{
+    char h[33];
+    totlp_hex(id, 16, h);
+    size_t z = 0;
+    while (z < 31 && h[z] == '0') {
+        z++;
+    }
+    jsonw_str(w, h + z, 32 - z);
+}
+
+static int render_result(struct ectx *e, const struct slist *res, uint32_t spss,
+                         const struct shown *sh, struct evbuffer *out)
+{
+    const struct etrace *tr = e->tr;
+    struct jsonw w;
+    jsonw_init(&w, out);
+    jsonw_obj_begin(&w);
+    jsonw_key(&w, "traceID");
+    json_trace_id(&w, tr->id);
+    struct mstr svc;
+    jsonw_key(&w, "rootServiceName");
+    if (tr->root >= 0 && service_name(tr->s[tr->root].v.resource, &svc)) {
+        jsonw_str(&w, svc.p, svc.len);
+    } else if (tr->root >= 0) {
+        jsonw_cstr(&w, "");
+    } else {
+        jsonw_cstr(&w, "<root span not yet received>");
+    }
+    if (tr->root >= 0) {
+        jsonw_key(&w, "rootTraceName");
+        jsonw_str(&w, tr->s[tr->root].v.name.p, tr->s[tr->root].v.name.len);
+    }
+    jsonw_key(&w, "startTimeUnixNano");
+    jsonw_uint_str(&w, tr->start);
+    uint64_t ms = (tr->end - tr->start) / 1000000u;
+    if (ms > 0) {
+        jsonw_key(&w, "durationMs");
+        jsonw_uint(&w, ms > UINT32_MAX ? UINT32_MAX : ms);
+    }
+    jsonw_key(&w, "spanSet");
+    json_spanset(e, &w, &res->v[0], spss, sh);
+    jsonw_key(&w, "spanSets");
+    jsonw_arr_begin(&w);
+    for (size_t i = 0; i < res->n; i++) {
+        json_spanset(e, &w, &res->v[i], spss, sh);
+    }
+    jsonw_arr_end(&w);
+    /* serviceStats: spans and errors per service.name over the whole trace */
+    jsonw_key(&w, "serviceStats");
+    jsonw_obj_begin(&w);
+    uint8_t *done = mark_new(e);
+    if (done == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < tr->n; i++) {
+        if (done[i]) {
+            continue;
+        }
+        struct mstr a = {"", 0};
+        service_name(tr->s[i].v.resource, &a);
+        uint64_t spans = 0, errors = 0;
+        for (uint32_t k = i; k < tr->n; k++) {
+            struct mstr b = {"", 0};
+            if (done[k]) {
+                continue;
+            }
+            service_name(tr->s[k].v.resource, &b);
+            if (mstr_cmp(&a, &b) == 0) {
+                done[k] = 1;
+                spans++;
+                errors += tr->s[k].v.status_code == 2;
+            }
+        }
+        jsonw_keyn(&w, a.p, a.len);
+        jsonw_obj_begin(&w);
+        jsonw_key(&w, "spanCount");
+        jsonw_uint(&w, spans);
+        if (errors > 0) {
+            jsonw_key(&w, "errorCount");
+            jsonw_uint(&w, errors);
+        }
+        jsonw_obj_end(&w);
+    }
+    jsonw_obj_end(&w);
+    jsonw_obj_end(&w);
+    return w.err;
+}
+
+struct result {
+    uint64_t start;
+    uint8_t id[16];
+    struct evbuffer *json;
+};
+
+static int result_cmp(const void *pa, const void *pb)
+{
+    const struct result *a = pa, *b = pb;
+    if (a->start != b->start) {
+        return a->start > b->start ? -1 : 1;
+    }
+    return memcmp(a->id, b->id, 16);
+}
+
+/* Gathers and evaluates candidates [from, to): appends matches to res. */
+static int run_batch(struct search *s, const struct cand *cands, size_t from, size_t to,
+                     struct result *res, size_t *n_res, const struct shown *sh, arena *a)
+{
+    struct tq *q = &s->q;
+    size_t nb = to - from;
+    int rc = 0;
+    cmap_free(q, &s->batch);
+    for (size_t i = from; i < to; i++) {
+        if (cmap_put(q, &s->batch, cands[i].id, 0) < 0) {
+            return -ENOMEM;
+        }
+        cmap_find(&s->batch, cands[i].id)->start = i - from;
+    }
+    add(&q->scan.blocks_considered, q->n_src);
+    qpool_parallel(q->n_src, gather_item, s);
+    rc = tq_check(q);
+    if (rc != 0) {
+        return rc;
+    }
+    /* bucket the hits by candidate */
+    size_t *cnt = calloc(nb + 1, sizeof(size_t));
+    size_t total = 0;
+    if (cnt == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t si = 0; si < q->n_src; si++) {
+        if (q->src[si].failed) {
+            s->item_hits[si].n = 0;
+        }
+        for (size_t k = 0; k < s->item_hits[si].n; k++) {
+            cnt[s->item_hits[si].v[k].tix + 1]++;
+        }
+        total += s->item_hits[si].n;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        cnt[i + 1] += cnt[i];
+    }
+    struct tref *all = malloc((total + 1) * sizeof(*all));
+    size_t *pos = malloc((nb + 1) * sizeof(size_t));
+    if (all == NULL || pos == NULL || tq_charge(q, total * sizeof(struct espan)) < 0) {
+        free(all);
+        free(pos);
+        free(cnt);
+        return -ENOMEM;
+    }
+    memcpy(pos, cnt, (nb + 1) * sizeof(size_t));
+    for (size_t si = 0; si < q->n_src; si++) {
+        for (size_t k = 0; k < s->item_hits[si].n; k++) {
+            all[pos[s->item_hits[si].v[k].tix]++] = s->item_hits[si].v[k];
+        }
+    }
+    for (size_t t = 0; t < nb && rc == 0 && *n_res < s->rq->limit; t++) {
+        size_t n = cnt[t + 1] - cnt[t];
+        if (n == 0) {
+            continue; /* lost with a quarantined block */
+        }
+        arena_reset(a);
+        struct etrace tr = {.n = (uint32_t)n, .whole = true};
+        memcpy(tr.id, cands[from + t].id, 16);
+        tr.s = arena_alloc(a, n * sizeof(struct espan));
+        if (tr.s == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t k = 0; k < n; k++) {
+            const struct tref *r = &all[cnt[t] + k];
+            tr.s[k].src = r->src;
+            tr.s[k].row = r->row;
+            if (tq_span(q, r->src, r->row, s->trace_want, &tr.s[k].v) < 0) {
+                rc = tq_err(q) != 0 ? tq_err(q) : -EBADMSG;
+                break;
+            }
+        }
+        if (rc == -EBADMSG) {
+            rc = 0; /* the block is quarantined: skip this trace */
+            continue;
+        }
+        if (rc != 0) {
+            break;
+        }
+        qsort(tr.s, n, sizeof(struct espan), espan_cmp);
+        struct ectx e = {.tr = &tr, .a = a};
+        struct slist out;
+        s->inspected++;
+        if (link_trace(&e, &tr) < 0 || eval_trace(&e, s->rq->expr, &out) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (out.n == 0) {
+            continue;
+        }
+        struct result *r = &res[*n_res];
+        r->json = evbuffer_new();
+        if (r->json == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        r->start = tr.start;
+        memcpy(r->id, tr.id, 16);
+        (*n_res)++;
+        if (render_result(&e, &out, s->rq->spss, sh, r->json) < 0) {
+            rc = -ENOMEM;
+        }
+    }
+    tq_uncharge(q, total * sizeof(struct espan));
+    free(all);
+    free(pos);
+    free(cnt);
+    for (size_t si = 0; si < q->n_src; si++) {
+        s->item_hits[si].n = 0;
+    }
+    return rc != 0 ? rc : tq_check(q);
+}
 
 int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs_scan *scan,
                   char *err, size_t errlen)
 {
-    (void)rq, (void)w, (void)scan;
-    snprintf(err, errlen, "search is not implemented yet");
-    return -ENOSYS;
+    struct search s = {.rq = rq};
+    int rc = tq_open(&s.q, &rq->lim);
+    if (rc < 0) {
+        set_err(err, errlen, rc);
+        return rc;
+    }
+    struct tq *q = &s.q;
+    struct cand *cands = NULL;
+    struct result *res = NULL;
+    size_t n_res = 0, nc = 0;
+    arena *a = arena_new(0);
+    struct shown sh = {0};
+    if (rq->expr != NULL && rq->expr->root != NULL) {
+        seeds_of(rq->expr->root, &s.seeds);
+        shown_node(&sh, rq->expr->root);
+        s.trace_want = node_tables(rq->expr->root);
+    } else {
+        s.seeds.all = true;
+    }
+    for (size_t i = 0; i < s.seeds.n; i++) {
+        s.seed_want |= field_tables(s.seeds.f[i]);
+    }
+    for (size_t i = 0; i < sh.n; i++) {
+        s.trace_want |= field_tables(sh.f[i]);
+    }
+    s.item_maps = calloc(q->n_src + 1, sizeof(*s.item_maps));
+    s.item_hits = calloc(q->n_src + 1, sizeof(*s.item_hits));
+    res = calloc((size_t)rq->limit + 1, sizeof(*res));
+    if (a == NULL || s.item_maps == NULL || s.item_hits == NULL || res == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+
+    /* Phase 1: candidate traces from seed spans, newest first. */
+    qpool_parallel(q->n_src, seed_item, &s);
+    rc = tq_check(q);
+    if (rc != 0) {
+        goto out;
+    }
+    struct cmap all = {0};
+    for (size_t si = 0; si < q->n_src && rc == 0; si++) {
+        struct cmap *m = &s.item_maps[si];
+        for (size_t k = 0; k < m->cap && rc == 0; k++) {
+            if (m->v[k].used) {
+                rc = cmap_put(q, &all, m->v[k].id, m->v[k].start);
+            }
+        }
+        cmap_free(q, m);
+    }
+    if (rc == 0) {
+        cands = malloc((all.n + 1) * sizeof(*cands));
+        if (cands == NULL) {
+            rc = -ENOMEM;
+        }
+    }
+    for (size_t k = 0; rc == 0 && k < all.cap; k++) {
+        if (all.v[k].used) {
+            cands[nc++] = all.v[k];
+        }
+    }
+    cmap_free(q, &all);
+    if (rc != 0) {
+        goto out;
+    }
+    qsort(cands, nc, sizeof(*cands), cand_cmp);
+
+    /* Phase 2: whole traces, in growing batches, until |limit| match. */
+    size_t batch = rq->limit < 32 ? 64 : (size_t)rq->limit * 2;
+    for (size_t from = 0; from < nc && n_res < rq->limit && rc == 0;) {
+        size_t to = from + batch < nc ? from + batch : nc;
+        rc = run_batch(&s, cands, from, to, res, &n_res, &sh, a);
+        from = to;
+        batch *= 2;
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    qsort(res, n_res, sizeof(*res), result_cmp);
+    jsonw_obj_begin(w);
+    jsonw_key(w, "traces");
+    jsonw_arr_begin(w);
+    for (size_t i = 0; i < n_res; i++) {
+        size_t len = evbuffer_get_length(res[i].json);
+        const char *p = (const char *)evbuffer_pullup(res[i].json, (ssize_t)len);
+        jsonw_raw(w, p != NULL ? p : "{}", p != NULL ? len : 2);
+    }
+    jsonw_arr_end(w);
+    jsonw_key(w, "metrics");
+    jsonw_obj_begin(w);
+    jsonw_key(w, "inspectedTraces");
+    jsonw_uint(w, s.inspected);
+    jsonw_key(w, "inspectedBytes");
+    jsonw_cstr(w, "0");
+    jsonw_key(w, "totalBlocks");
+    jsonw_uint(w, q->n_src);
+    jsonw_key(w, "completedJobs");
+    jsonw_uint(w, 1);
+    jsonw_key(w, "totalJobs");
+    jsonw_uint(w, 1);
+    jsonw_obj_end(w);
+    if (q->warn[0] != '\0') {
+        jsonw_key(w, "warnings");
+        jsonw_arr_begin(w);
+        jsonw_cstr(w, q->warn);
+        jsonw_arr_end(w);
+    }
+    jsonw_obj_end(w);
+out:
+    for (size_t i = 0; res != NULL && i < n_res; i++) {
+        evbuffer_free(res[i].json);
+    }
+    free(res);
+    free(cands);
+    if (s.item_maps != NULL) {
+        for (size_t si = 0; si < q->n_src; si++) {
+            cmap_free(q, &s.item_maps[si]);
+        }
+    }
+    if (s.item_hits != NULL) {
+        for (size_t si = 0; si < q->n_src; si++) {
+            free(s.item_hits[si].v);
+        }
+    }
+    free(s.item_maps);
+    free(s.item_hits);
+    cmap_free(q, &s.batch);
+    arena_free(a);
+    tq_publish_scan(q);
+    if (scan != NULL) {
+        *scan = q->scan;
+    }
+    tq_close(q);
+    if (rc != 0) {
+        set_err(err, errlen, rc);
+    }
+    return rc;
 }
+
+/* ---- tags (TODO(#4)) ---- */
 
 int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, size_t errlen)
 {
