@@ -1017,3 +1017,35 @@ Test(loki, a_corrupt_block_is_quarantined_reported_and_skipped)
     json_decref(r);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+Test(loki, query_limits_end_a_query_with_a_message_naming_the_limit)
+{
+    struct daemon d;
+    const char *args[] = {"--shards", "1", "--io-threads", "1", "--query-max-rows", "16",
+                          "--query-memory", "1MiB", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    export_corpus(&d); /* 16 rows */
+    char enc[512], path[1024], *body;
+    /* 16 rows: at the limit, not over it */
+    json_t *r = logq(&d, "{service_name=\"api\"}", 0, 60, 100, "forward", false);
+    json_decref(r);
+    /* 8 series x 11000 steps do not fit in 1 MiB */
+    url_enc(enc, sizeof(enc), "count_over_time({service_name=~\"api|db\"}[1m])");
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=1", enc,
+             (T0 - 10000) * NS, (T0 + 999) * NS);
+    cr_expect_eq(get(&d, path, NULL, &body), 422);
+    cr_expect_not_null(strstr(body, "(--query-memory)"), "%s", body);
+    free(body);
+    export_corpus(&d);
+    /* every row of the open block is read: 32 > 16 */
+    url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
+    snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64,
+             enc, T0 * NS, (T0 + 60) * NS);
+    cr_expect_eq(get(&d, path, NULL, &body), 400);
+    cr_expect_not_null(strstr(body, "more than 16 rows (--query-max-rows)"), "%s", body);
+    free(body);
+    cr_expect_eq(daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"limit\"}"),
+                 2);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
