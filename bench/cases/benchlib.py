@@ -178,7 +178,7 @@ def run_json(argv, timeout):
 
 def load(build, port, signal_, protocol="grpc", connections=4, duration=None, requests=None,
          records=1000, rate=None, streams=None, server_pid=None, seed=1, pool=32,
-         timeout=30, extra=()):
+         timeout=30, extra=(), deadline=None):
     """One otlp-load run; returns its report (dict). Raises on a run that printed nothing."""
     argv = [load_bin(build), "--endpoint", "127.0.0.1:%d" % port, "--protocol", protocol,
             "--signal", signal_, "--connections", str(connections), "--records-per-request",
@@ -199,7 +199,7 @@ def load(build, port, signal_, protocol="grpc", connections=4, duration=None, re
         argv += ["--server-pid", str(server_pid)]
     argv += list(extra)
     # Deadline: the run's own bound, pool building, the answer timeout, slack.
-    limit = bound + timeout + 120 if duration is not None else 600
+    limit = deadline or (bound + timeout + 120 if duration is not None else 600)
     rc, j, err = run_json(argv, limit)
     if j is None:
         raise RuntimeError("otlp-load %s printed no report (status %s): %s"

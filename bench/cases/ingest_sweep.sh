@@ -1,3 +1,3 @@
 #!/bin/sh
 # End-to-end ingest sweep through the daemon (bench/cases/ingest_sweep.py).
-exec python3 "$(dirname "$0")/ingest_sweep.py" "${1:-build}"
+exec python3 -B "$(dirname "$0")/ingest_sweep.py" "${1:-build}"
