@@ -37,7 +37,7 @@
 #include "tests/util/h2c.h"
 #include "tests/util/httpc.h"
 
-#define KILLS 24
+#define KILLS 25
 #define CLIENT_SPAN (1ull << 32) /* ids of client c: c * CLIENT_SPAN + n */
 #define CLIENT_CAP (1u << 17)    /* records one client may send in a run */
 #define MAX_RECS_PER_REQ 24
@@ -186,6 +186,7 @@ static void *client_main(void *arg)
 
 enum kill_point {
     KILL_ANY_TIME,     /* a random moment */
+    KILL_AT_READY,     /* as soon as /ready answers: seals the replay started may be in flight */
     KILL_SEAL_CREATED, /* a block's temporary file was just created */
     KILL_SEAL_WRITTEN, /* ... just closed after writing */
     KILL_SEAL_RENAMED, /* a block file was just renamed into place */
@@ -432,8 +433,18 @@ static void battery(const char *ack)
     fprintf(stderr, "crash battery --ack %s: seed %llu (replay with MIRADB_CRASH_SEED=%llu)\n", ack,
             (unsigned long long)seed, (unsigned long long)seed);
     uint64_t rng = seed;
-    const char *args[] = {"--shards",       "2",    "--io-threads",    "2",     "--ack", ack,
-                          "--block-target", "2MiB", "--block-max-age", "150ms", NULL};
+    /* Seals every 150 ms (a block also seals at 2 MiB; an open block costs
+     * about 1.6 MiB before its first row, so a smaller target seals at every
+     * drain and the sealer falls behind). Under --ack seal an export waits
+     * for its seal, so seal more often there. */
+    const char *age = strcmp(ack, "seal") == 0 ? "50ms" : "150ms";
+    const char *args[] = {"--shards",       "2",    "--io-threads",    "2", "--ack", ack,
+                          "--block-target", "2MiB", "--block-max-age", age, NULL};
+    /* Every tenth epoch runs with blocks that never seal and lasts longer, so
+     * the next boot (a kill at ready) replays more than a block and seals
+     * while replaying. */
+    const char *hoard[] = {"--shards",       "2",     "--io-threads",    "2",  "--ack", ack,
+                           "--block-target", "64MiB", "--block-max-age", "1h", NULL};
     struct client cl[N_CLIENTS];
     memset(cl, 0, sizeof(cl));
     for (int c = 0; c < N_CLIENTS; c++) {
@@ -446,12 +457,17 @@ static void battery(const char *ack)
     struct daemon d;
     char dir[256] = "";
     int kills_at[KILL_POINTS] = {0}, seal_steps_seen[KILL_POINTS] = {0};
-    int kills_mid_seal = 0;
+    int kills_mid_seal = 0, replay_sealed = 0;
     long long t0 = now_ms();
     for (int k = 0; k < KILLS; k++) {
-        cr_assert_eq(daemon_start(&d, dir[0] ? dir : NULL, args), 0, "start %d failed (seed %llu)",
-                     k, (unsigned long long)seed);
+        enum kill_point kp = (enum kill_point)(k % KILL_POINTS);
+        bool hoarding = k % 10 == 0;
+        cr_assert_eq(daemon_start(&d, dir[0] ? dir : NULL, hoarding ? hoard : args), 0,
+                     "start %d failed (seed %llu)", k, (unsigned long long)seed);
         snprintf(dir, sizeof(dir), "%s", d.data_dir);
+        if (kp != KILL_AT_READY) {
+            replay_sealed += daemon_metric(&d, "miradb_seals_total") > 0;
+        }
 
         atomic_int stop = 0;
         pthread_t th[N_CLIENTS];
@@ -461,11 +477,14 @@ static void battery(const char *ack)
             cl[c].stop = &stop;
             cr_assert_eq(pthread_create(&th[c], NULL, client_main, &cl[c]), 0);
         }
-        /* Every fourth kill is at a random moment; the others at a seal step,
-         * after a random head start so the open blocks hold some rows. */
-        enum kill_point kp = (enum kill_point)(k % KILL_POINTS);
-        nap_ms((long)(rnd(&rng) % (kp == KILL_ANY_TIME ? 700 : 200)));
-        if (kp != KILL_ANY_TIME) {
+        /* Kill points take turns; a seal step is waited for after a random
+         * head start, so the open blocks hold some rows. */
+        if (hoarding) {
+            nap_ms(1000 + (long)(rnd(&rng) % 500));
+        } else if (kp == KILL_ANY_TIME) {
+            nap_ms((long)(rnd(&rng) % 700));
+        } else if (kp != KILL_AT_READY) {
+            nap_ms((long)(rnd(&rng) % 200));
             seal_steps_seen[kp] += wait_seal_step(dir, kp);
         }
         daemon_kill(&d);
@@ -523,16 +542,17 @@ static void battery(const char *ack)
     cr_assert_eq(tmp_left, 0, "boot left %llu temporary block files", (unsigned long long)tmp_left);
 
     fprintf(stderr,
-            "crash battery --ack %s: %d kills in %lld ms (any-time %d, seal-created %d/%d seen, "
-            "seal-written %d/%d, seal-renamed %d/%d), %d left a seal unfinished; %llu records "
-            "acked, %llu unanswered (%llu of them kept), %llu refused; %llu blocks, %llu WAL "
-            "rows at the end\n",
-            ack, KILLS, t_kills, kills_at[KILL_ANY_TIME], seal_steps_seen[KILL_SEAL_CREATED],
-            kills_at[KILL_SEAL_CREATED], seal_steps_seen[KILL_SEAL_WRITTEN],
-            kills_at[KILL_SEAL_WRITTEN], seal_steps_seen[KILL_SEAL_RENAMED],
-            kills_at[KILL_SEAL_RENAMED], kills_mid_seal, (unsigned long long)v2.acked,
-            (unsigned long long)v2.maybe, (unsigned long long)v2.maybe_present,
-            (unsigned long long)v2.refused, (unsigned long long)blocks,
+            "crash battery --ack %s: %d kills in %lld ms (any-time %d, at-ready %d, seal-created "
+            "%d/%d seen, seal-written %d/%d, seal-renamed %d/%d), %d left a seal unfinished, %d "
+            "boots sealed while replaying; %llu records acked, %llu unanswered (%llu of them "
+            "kept), %llu refused; %llu blocks, %llu WAL rows at the end\n",
+            ack, KILLS, t_kills, kills_at[KILL_ANY_TIME], kills_at[KILL_AT_READY],
+            seal_steps_seen[KILL_SEAL_CREATED], kills_at[KILL_SEAL_CREATED],
+            seal_steps_seen[KILL_SEAL_WRITTEN], kills_at[KILL_SEAL_WRITTEN],
+            seal_steps_seen[KILL_SEAL_RENAMED], kills_at[KILL_SEAL_RENAMED], kills_mid_seal,
+            replay_sealed, (unsigned long long)v2.acked, (unsigned long long)v2.maybe,
+            (unsigned long long)v2.maybe_present, (unsigned long long)v2.refused,
+            (unsigned long long)blocks,
             (unsigned long long)(st2.sig[0].wal_rows + st2.sig[1].wal_rows + st2.sig[2].wal_rows));
 
     /* The run did what it claims: every exporter had records acknowledged,
