@@ -1,9 +1,16 @@
 /*
- * sealer.c - the seal thread (see sealer.h), plus retention once a second.
+ * sealer.c - the seal threads (see sealer.h), plus retention once a second.
+ *
+ * SEALER_THREADS threads take jobs from one FIFO. A job whose shard already
+ * has a seal running waits for it: a shard's blocks are published in the
+ * order they were handed over, so its sealed watermark never passes a block
+ * that is not yet on disk. Different shards seal in parallel, which keeps
+ * one shard's fsync from holding up the others.
  */
 #include "storage/sealer.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +19,13 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct seal_job *head, *tail;
-static bool stopping, started;
-static pthread_t thread;
+#define SEALER_THREADS 2
+static bool stopping;
+static int n_started;
+static pthread_t threads[SEALER_THREADS];
+static struct busy {
+    const void *owner;
+} busy[SEALER_THREADS]; /* shards with a seal running, under |lock| */
 static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
 
@@ -61,42 +73,67 @@ static void seal_one(struct seal_job *j)
     j->sealed(j, rc);
 }
 
+static bool owner_busy(const void *owner)
+{
+    for (int i = 0; i < SEALER_THREADS; i++) {
+        if (busy[i].owner == owner) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Under |lock|: unlinks the first job whose shard has no seal running. */
+static struct seal_job *take_job(void)
+{
+    for (struct seal_job **pp = &head, *prev = NULL; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
+        struct seal_job *j = *pp;
+        if (!owner_busy(j->owner)) {
+            *pp = j->next;
+            if (tail == j) {
+                tail = prev;
+            }
+            return j;
+        }
+    }
+    return NULL;
+}
+
 static void *sealer_main(void *arg)
 {
-    (void)arg;
-    pthread_setname_np(pthread_self(), "sealer");
+    int me = (int)(intptr_t)arg;
     uint64_t last_retain = 0;
+    pthread_setname_np(pthread_self(), "sealer");
+    pthread_mutex_lock(&lock);
     for (;;) {
-        pthread_mutex_lock(&lock);
-        while (head == NULL && !stopping) {
+        struct seal_job *j = take_job();
+        if (j == NULL) {
+            if (stopping && head == NULL) {
+                break;
+            }
             struct timespec dl;
             clock_gettime(CLOCK_REALTIME, &dl);
             dl.tv_sec += 1;
-            if (pthread_cond_timedwait(&wake, &lock, &dl) == ETIMEDOUT) {
-                break;
-            }
-        }
-        struct seal_job *list = head;
-        bool stop = stopping && head == NULL;
-        head = tail = NULL;
-        pthread_mutex_unlock(&lock);
-        while (list != NULL) {
-            struct seal_job *next = list->next;
-            seal_one(list);
-            list = next;
+            pthread_cond_timedwait(&wake, &lock, &dl);
+        } else {
+            busy[me].owner = j->owner;
+            pthread_mutex_unlock(&lock);
+            seal_one(j);
+            pthread_mutex_lock(&lock);
+            busy[me].owner = NULL;
+            pthread_cond_broadcast(&wake); /* the shard's next block may go now */
         }
         uint64_t now = mono_ns();
-        if ((ret_age_ns != 0 || ret_bytes != 0) && now - last_retain >= 1000000000u) {
-            catalog_retain(real_ns(), ret_age_ns, ret_bytes);
+        if (me == 0 && (ret_age_ns != 0 || ret_bytes != 0) && now - last_retain >= 1000000000u) {
             last_retain = now;
-            pthread_mutex_lock(&lock);
             stats.retention_runs++;
             pthread_mutex_unlock(&lock);
-        }
-        if (stop) {
-            return NULL;
+            catalog_retain(real_ns(), ret_age_ns, ret_bytes);
+            pthread_mutex_lock(&lock);
         }
     }
+    pthread_mutex_unlock(&lock);
+    return NULL;
 }
 
 int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes)
@@ -104,11 +141,13 @@ int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes)
     ret_age_ns = retention_age_ns;
     ret_bytes = retention_bytes;
     stopping = false;
-    int rc = pthread_create(&thread, NULL, sealer_main, NULL);
-    if (rc != 0) {
-        return -rc;
+    for (int i = 0; i < SEALER_THREADS; i++) {
+        int rc = pthread_create(&threads[i], NULL, sealer_main, (void *)(intptr_t)i);
+        if (rc != 0) {
+            return -rc;
+        }
+        n_started = i + 1;
     }
-    started = true;
     return 0;
 }
 
@@ -123,20 +162,19 @@ void sealer_submit_take(struct seal_job *j)
     }
     tail = j;
     pthread_mutex_unlock(&lock);
-    pthread_cond_signal(&wake);
+    pthread_cond_broadcast(&wake);
 }
 
 void sealer_stop(void)
 {
-    if (!started) {
-        return;
-    }
     pthread_mutex_lock(&lock);
     stopping = true;
     pthread_mutex_unlock(&lock);
-    pthread_cond_signal(&wake);
-    pthread_join(thread, NULL);
-    started = false;
+    pthread_cond_broadcast(&wake);
+    for (int i = 0; i < n_started; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    n_started = 0;
 }
 
 void sealer_get_stats(struct sealer_stats *out)
