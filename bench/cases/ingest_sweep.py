@@ -107,6 +107,19 @@ def main():
         targets.append({"target": "peak RSS at 96 connections <= 256 MiB (default budget), "
                                   "worst point", "measured_bytes": max(rss96),
                         "met": max(rss96) <= 256 << 20})
+    # Ratios of records per server CPU-second between neighbouring points of
+    # the grid (same signal and connections): what fsync costs over wal, and
+    # HTTP/1.1 over gRPC. Not alternated (BENCH.md), so only a guide.
+    ratios = {}
+    for k, p in points.items():
+        sig, pr, ack, c = k.split("_")
+        a = p.get("records_per_cpu_s")
+        if ack == "wal" and pr == "grpc":
+            for other, name in (("%s_grpc_fsync_%s" % (sig, c), "fsync_vs_wal"),
+                                ("%s_http_wal_%s" % (sig, c), "http_vs_grpc")):
+                b = points.get(other, {}).get("records_per_cpu_s")
+                if a and b:
+                    ratios["%s_%s_%s" % (sig, name, c)] = round(b / a, 3)
     errors = [k for k, p in points.items() if "error" in p]
     bad = {}
     for k, p in points.items():
@@ -126,6 +139,7 @@ def main():
                    "block_target": "min(32 MiB, memory budget / (9 x shards))",
                    "payload": shape},
         "points": points,
+        "ratios": ratios,
         "points_with_errors": errors,
         "points_with_failures_or_mismatch": bad,
         "targets": targets,
