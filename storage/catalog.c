@@ -153,6 +153,15 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
         char why[256];
         int rc = blk_open(path, &b, why, sizeof(why));
         if (rc < 0) {
+            /* Its name (block.c: s<shard>-<seal id>.blk) still reserves its
+             * seal id: a new block under the same name would make a second
+             * quarantine of that name overwrite this one. */
+            unsigned sh;
+            unsigned long long sid;
+            if (sscanf(e->d_name, "s%u-%16llx.blk", &sh, &sid) == 2 && sh < (unsigned)n_shards &&
+                sid >= next_seal_ids[sh]) {
+                next_seal_ids[sh] = (uint64_t)sid + 1;
+            }
             mkdir(qdir, 0755);
             snprintf(qpath, sizeof(qpath), "%s/%s-%s", qdir, signal_name(s), e->d_name);
             rename(path, qpath);

@@ -837,5 +837,14 @@ Test(torn, quarantined_newest_block_is_replayed_from_the_wal_exactly_once)
         expect_exactly(sn, SIG_LOGS, &want, what);
         cr_assert_eq(st.quarantined_files, 1, "%s", what);
         free(sn);
+        /* A new seal never takes the seal id (the file name) of a block in
+         * quarantine: a second failure would overwrite the first's evidence. */
+        char logs_now[600];
+        snprintf(logs_now, sizeof(logs_now), "%s/logs", dir);
+        for (int k = 0; k < count_files(logs_now, ".blk"); k++) {
+            char other[300];
+            nth_file(logs_now, ".blk", k, other, sizeof(other));
+            cr_assert_str_neq(other, name, "%s: a new block reused the name %s", what, name);
+        }
     }
 }
