@@ -42,6 +42,7 @@
 #include "storage/sealer.h"
 
 #define RESERVE_UNKNOWN (64u << 10) /* first charge of a body of unknown size */
+#define ADMIT_FACTOR 3              /* body + decoded batch, as a multiple of the body */
 #define RETRY_MS 2                  /* how often waiters retry admission */
 #define BODY_MIN (64u << 10)
 #define CACHE_SLOTS 4
@@ -285,7 +286,10 @@ static void fail(struct ingest_req *r, enum ingest_status st, const char *fmt, .
 static bool try_admit(struct ingest_req *r)
 {
     struct ingest_thr *h = thr_of(r->t);
-    uint64_t want = r->expected >= 0 ? (uint64_t)r->expected : RESERVE_UNKNOWN;
+    /* Reserve what the request will hold at its peak, not just its body: the
+     * decoded batch is about twice the body, so a request admitted here is
+     * rarely refused later for want of memory. */
+    uint64_t want = r->expected >= 0 ? (uint64_t)r->expected * ADMIT_FACTOR : RESERVE_UNKNOWN;
     shard *sh = NULL;
     unsigned start = h->rr[r->sig - 1]++;
 

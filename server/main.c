@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <malloc.h>
 
 #include "server/cli.h"
 #include "server/config.h"
@@ -199,6 +200,12 @@ static int serve(int argc, char **argv)
         return 2;
     }
     log_set_level((enum log_level)c.log_level);
+    /* Fixed thresholds: glibc otherwise raises its mmap threshold after the
+     * first large free, and the megabyte buffers of requests, open blocks and
+     * seals then stay in the heap after they are freed, so RSS would keep the
+     * high-water mark of the memory budget and then some. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
     if (c.max_request_bytes > c.memory_budget / 2) {
         log_warn("main", "event=config_warning msg=\"--max-request-bytes is more than half of "
                          "--memory-budget: large requests may wait and be refused\"");
