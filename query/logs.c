@@ -35,6 +35,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/buffer.h>
+
 #include "query/jsonw.h"
 #include "query/pool.h"
 #include "storage/arena.h"
@@ -2787,6 +2789,10 @@ struct logs_result {
     size_t K;
     uint64_t start, step;
     uint64_t exec_ns;
+    /* logs_render's state */
+    struct jsonw rd_w;
+    int rd_stage; /* 0 not started, 1 items, 2 tail, 3 done */
+    size_t rd_i;
 };
 
 static int entry_cmp_fwd(const void *a, const void *b)
@@ -4263,134 +4269,222 @@ static void w_warnings(struct jsonw *w, const struct logs_result *r)
     jsonw_arr_end(w);
 }
 
-void logs_write_loki(const struct logs_result *r, struct jsonw *w)
+/* One stream (entries [*i, j) sharing a key) into w; *i moves past it. */
+static void w_stream(const struct logs_result *r, struct jsonw *w, size_t *i)
+{
+    bool cat = r->q.rq.categorize;
+    const struct entry *e0 = &r->e[*i];
+    jsonw_obj_begin(w);
+    jsonw_key(w, "stream");
+    if (cat) {
+        /* index labels, sorted */
+        struct lbl tmp[128];
+        uint32_t m = 0;
+        for (uint32_t k = 0; k < e0->nl && m < 128; k++) {
+            if (e0->l[k].cat == LC_INDEX) {
+                tmp[m++] = e0->l[k];
+            }
+        }
+        qsort(tmp, m, sizeof(tmp[0]), lbl_cmp);
+        w_labels_obj(w, tmp, m, -1);
+    } else {
+        struct lbl *tmp = malloc((e0->nl + 1) * sizeof(struct lbl));
+        if (tmp != NULL) {
+            memcpy(tmp, e0->l, e0->nl * sizeof(struct lbl));
+            qsort(tmp, e0->nl, sizeof(tmp[0]), lbl_cmp);
+            w_labels_obj(w, tmp, e0->nl, -1);
+            free(tmp);
+        } else {
+            w_labels_obj(w, e0->l, e0->nl, -1);
+        }
+    }
+    jsonw_key(w, "values");
+    jsonw_arr_begin(w);
+    size_t j = *i;
+    for (; j < r->n_e && r->e[j].keylen == e0->keylen &&
+           memcmp(r->e[j].key, e0->key, e0->keylen) == 0;
+         j++) {
+        const struct entry *e = &r->e[j];
+        jsonw_arr_begin(w);
+        jsonw_uint_str(w, e->ts);
+        jsonw_str(w, e->line, e->line_n);
+        if (cat) {
+            jsonw_obj_begin(w);
+            bool sm = false, parsed = false;
+            for (uint32_t k = 0; k < e->nl; k++) {
+                sm = sm || e->l[k].cat == LC_SM;
+                parsed = parsed || e->l[k].cat == LC_PARSED;
+            }
+            if (sm) {
+                jsonw_key(w, "structuredMetadata");
+                w_labels_obj(w, e->l, e->nl, LC_SM);
+            }
+            if (parsed) {
+                jsonw_key(w, "parsed");
+                w_labels_obj(w, e->l, e->nl, LC_PARSED);
+            }
+            jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+    }
+    jsonw_arr_end(w);
+    jsonw_obj_end(w);
+    *i = j;
+}
+
+static void w_series(const struct logs_result *r, struct jsonw *w, const struct series *s)
+{
+    jsonw_obj_begin(w);
+    jsonw_key(w, "metric");
+    w_labels_obj(w, s->l, s->nl, -1);
+    if (r->kind == RK_VECTOR) {
+        jsonw_key(w, "value");
+        jsonw_arr_begin(w);
+        w_sec(w, r->start);
+        jsonw_double_str(w, s->v[0]);
+        jsonw_arr_end(w);
+    } else {
+        jsonw_key(w, "values");
+        jsonw_arr_begin(w);
+        for (size_t k = 0; k < r->K; k++) {
+            if (s->cnt[k] == 0) {
+                continue;
+            }
+            jsonw_arr_begin(w);
+            w_sec(w, r->start + k * r->step);
+            jsonw_double_str(w, s->v[k]);
+            jsonw_arr_end(w);
+        }
+        jsonw_arr_end(w);
+    }
+    jsonw_obj_end(w);
+}
+
+static void w_record(struct jsonw *w, const struct log_view *v, uint64_t ts);
+static int entry_time_fwd(const void *a, const void *b);
+static int entry_time_bwd(const void *a, const void *b);
+
+/* The head of the answer, up to the opening of the result list. */
+static void render_head(struct logs_result *r, struct jsonw *w)
 {
     static const char *const kinds[] = {"streams", "matrix", "vector", "scalar"};
-    bool cat = r->q.rq.categorize;
     jsonw_obj_begin(w);
     jsonw_key(w, "status");
     jsonw_cstr(w, "success");
     w_warnings(w, r);
     jsonw_key(w, "data");
     jsonw_obj_begin(w);
+    if (r->native) {
+        jsonw_key(w, "records");
+        jsonw_arr_begin(w);
+        /* one list in query direction */
+        qsort(r->e, r->n_e, sizeof(r->e[0]), r->q.rq.forward ? entry_time_fwd : entry_time_bwd);
+        return;
+    }
     jsonw_key(w, "resultType");
     jsonw_cstr(w, kinds[r->kind]);
-    if (cat) {
+    if (r->q.rq.categorize) {
         jsonw_key(w, "encodingFlags");
         jsonw_arr_begin(w);
         jsonw_cstr(w, "categorize-labels");
         jsonw_arr_end(w);
     }
     jsonw_key(w, "result");
-    switch (r->kind) {
-    case RK_STREAMS:
-        jsonw_arr_begin(w);
-        for (size_t i = 0; i < r->n_e;) {
-            const struct entry *e0 = &r->e[i];
-            jsonw_obj_begin(w);
-            jsonw_key(w, "stream");
-            if (cat) {
-                /* index labels, sorted */
-                struct lbl tmp[128];
-                uint32_t m = 0;
-                for (uint32_t k = 0; k < e0->nl && m < 128; k++) {
-                    if (e0->l[k].cat == LC_INDEX) {
-                        tmp[m++] = e0->l[k];
-                    }
-                }
-                qsort(tmp, m, sizeof(tmp[0]), lbl_cmp);
-                w_labels_obj(w, tmp, m, -1);
-            } else {
-                struct lbl *tmp = malloc((e0->nl + 1) * sizeof(struct lbl));
-                if (tmp != NULL) {
-                    memcpy(tmp, e0->l, e0->nl * sizeof(struct lbl));
-                    qsort(tmp, e0->nl, sizeof(tmp[0]), lbl_cmp);
-                    w_labels_obj(w, tmp, e0->nl, -1);
-                    free(tmp);
-                } else {
-                    w_labels_obj(w, e0->l, e0->nl, -1);
-                }
-            }
-            jsonw_key(w, "values");
-            jsonw_arr_begin(w);
-            size_t j = i;
-            for (; j < r->n_e && r->e[j].keylen == e0->keylen &&
-                   memcmp(r->e[j].key, e0->key, e0->keylen) == 0;
-                 j++) {
-                const struct entry *e = &r->e[j];
-                jsonw_arr_begin(w);
-                jsonw_uint_str(w, e->ts);
-                jsonw_str(w, e->line, e->line_n);
-                if (cat) {
-                    jsonw_obj_begin(w);
-                    bool sm = false, parsed = false;
-                    for (uint32_t k = 0; k < e->nl; k++) {
-                        sm = sm || e->l[k].cat == LC_SM;
-                        parsed = parsed || e->l[k].cat == LC_PARSED;
-                    }
-                    if (sm) {
-                        jsonw_key(w, "structuredMetadata");
-                        w_labels_obj(w, e->l, e->nl, LC_SM);
-                    }
-                    if (parsed) {
-                        jsonw_key(w, "parsed");
-                        w_labels_obj(w, e->l, e->nl, LC_PARSED);
-                    }
-                    jsonw_obj_end(w);
-                }
-                jsonw_arr_end(w);
-            }
-            jsonw_arr_end(w);
-            jsonw_obj_end(w);
-            i = j;
-        }
-        jsonw_arr_end(w);
-        break;
-    case RK_MATRIX:
-    case RK_VECTOR:
-        jsonw_arr_begin(w);
-        if (r->n_ser > 1) {
-            qsort(r->ser, r->n_ser, sizeof(r->ser[0]), series_key_cmp);
-        }
-        for (size_t i = 0; i < r->n_ser; i++) {
-            const struct series *s = r->ser[i];
-            jsonw_obj_begin(w);
-            jsonw_key(w, "metric");
-            w_labels_obj(w, s->l, s->nl, -1);
-            if (r->kind == RK_VECTOR) {
-                jsonw_key(w, "value");
-                jsonw_arr_begin(w);
-                w_sec(w, r->start);
-                jsonw_double_str(w, s->v[0]);
-                jsonw_arr_end(w);
-            } else {
-                jsonw_key(w, "values");
-                jsonw_arr_begin(w);
-                for (size_t k = 0; k < r->K; k++) {
-                    if (s->cnt[k] == 0) {
-                        continue;
-                    }
-                    jsonw_arr_begin(w);
-                    w_sec(w, r->start + k * r->step);
-                    jsonw_double_str(w, s->v[k]);
-                    jsonw_arr_end(w);
-                }
-                jsonw_arr_end(w);
-            }
-            jsonw_obj_end(w);
-        }
-        jsonw_arr_end(w);
-        break;
-    case RK_SCALAR:
+    if (r->kind == RK_SCALAR) {
         jsonw_arr_begin(w);
         w_sec(w, r->start);
         jsonw_double_str(w, r->n_ser > 0 ? r->ser[0]->v[0] : 0);
-        jsonw_arr_end(w);
+        return; /* the tail closes it */
+    }
+    jsonw_arr_begin(w);
+    if (r->n_ser > 1) {
+        qsort(r->ser, r->n_ser, sizeof(r->ser[0]), series_key_cmp);
+    }
+}
+
+/* The next item of the result list; false when there is none left. */
+static bool render_item(struct logs_result *r, struct jsonw *w)
+{
+    size_t *i = &r->rd_i;
+    if (r->native) {
+        if (*i >= r->n_e) {
+            return false;
+        }
+        const struct entry *e = &r->e[(*i)++];
+        const struct src *src = &r->scan.srcs[e->src];
+        struct log_view v;
+        int rc = src->b != NULL ? blk_log(src->b, e->row, BLK_ALL, &v)
+                                : oblock_log(src->ob, e->row, &v);
+        if (rc == 0) {
+            w_record(w, &v, e->ts);
+        }
+        return true;
+    }
+    switch (r->kind) {
+    case RK_STREAMS:
+        if (*i >= r->n_e) {
+            return false;
+        }
+        w_stream(r, w, i);
+        return true;
+    case RK_MATRIX:
+    case RK_VECTOR:
+        if (*i >= r->n_ser) {
+            return false;
+        }
+        w_series(r, w, r->ser[(*i)++]);
+        return true;
+    case RK_SCALAR:
         break;
     }
+    return false;
+}
+
+static void render_tail(struct logs_result *r, struct jsonw *w)
+{
+    jsonw_arr_end(w);
     w_stats(w, r);
     jsonw_obj_end(w);
     jsonw_obj_end(w);
+}
+
+bool logs_render(struct logs_result *r, struct evbuffer *out, size_t budget)
+{
+    struct jsonw *w = &r->rd_w;
+    if (r->rd_stage == 0) {
+        jsonw_init(w, out);
+        render_head(r, w);
+        r->rd_stage = 1;
+    }
+    w->out = out;
+    size_t start = evbuffer_get_length(out);
+    while (r->rd_stage == 1) {
+        if (!render_item(r, w)) {
+            r->rd_stage = 2;
+            break;
+        }
+        if (budget > 0 && evbuffer_get_length(out) - start >= budget) {
+            break;
+        }
+    }
+    if (r->rd_stage == 2) {
+        render_tail(r, w);
+        r->rd_stage = 3;
+    }
+    return r->rd_stage == 3;
+}
+
+int logs_render_error(const struct logs_result *r)
+{
+    return r->rd_w.err;
+}
+
+void logs_write_loki(struct logs_result *r, struct jsonw *w)
+{
+    (void)logs_render(r, w->out, 0);
+    if (r->rd_w.err < 0) {
+        w->err = r->rd_w.err;
+    }
 }
 
 /* ---- native records ------------------------------------------------------------------ */
@@ -4588,33 +4682,9 @@ static int entry_time_bwd(const void *a, const void *b)
     return entry_time_fwd(b, a);
 }
 
-void logs_write_native(const struct logs_result *r, struct jsonw *w)
+void logs_write_native(struct logs_result *r, struct jsonw *w)
 {
-    jsonw_obj_begin(w);
-    jsonw_key(w, "status");
-    jsonw_cstr(w, "success");
-    w_warnings(w, r);
-    jsonw_key(w, "data");
-    jsonw_obj_begin(w);
-    jsonw_key(w, "records");
-    jsonw_arr_begin(w);
-    /* one list in query direction */
-    qsort(r->e, r->n_e, sizeof(r->e[0]), r->q.rq.forward ? entry_time_fwd : entry_time_bwd);
-    for (size_t i = 0; i < r->n_e; i++) {
-        const struct entry *e = &r->e[i];
-        const struct src *src = &r->scan.srcs[e->src];
-        struct log_view v;
-        int rc = src->b != NULL ? blk_log(src->b, e->row, BLK_ALL, &v)
-                                : oblock_log(src->ob, e->row, &v);
-        if (rc < 0) {
-            continue;
-        }
-        w_record(w, &v, e->ts);
-    }
-    jsonw_arr_end(w);
-    w_stats(w, r);
-    jsonw_obj_end(w);
-    jsonw_obj_end(w);
+    logs_write_loki(r, w);
 }
 
 /* ---- entry points ------------------------------------------------------------------ */

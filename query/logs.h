@@ -32,6 +32,7 @@
 #include "query/logql.h"
 #include "query/qstats.h"
 
+struct evbuffer;
 struct jsonw;
 
 /* Loki's max_entries_limit_per_query. */
@@ -80,12 +81,23 @@ int logs_exec(const struct logs_req *rq, struct logs_result **out, char *err, si
  * -EINVAL); rows are read whole (every table) when rendered. */
 int logs_exec_native(const struct logs_req *rq, struct logs_result **out, char *err, size_t errlen);
 
-/* Loki JSON: {"status":"success",["warnings":[...],]"data":{...}}. */
-void logs_write_loki(const struct logs_result *r, struct jsonw *w);
+/*
+ * Renders the answer into |out| piece by piece: each call appends about
+ * |budget| bytes (whole items: a stream, a series, a record; 0 = all)
+ * and returns true once the answer is complete. Loki JSON
+ * ({"status":"success",["warnings":[...],]"data":{...}}) for logs_exec
+ * results; for logs_exec_native results every field of each record with
+ * its type, attributes, resource and scope (rows are read from the blocks
+ * here, so call it on a query worker, not on an I/O thread). One thread at
+ * a time; |out| may differ between calls.
+ */
+bool logs_render(struct logs_result *r, struct evbuffer *out, size_t budget);
+/* 0, or -ENOMEM if a piece could not be appended. */
+int logs_render_error(const struct logs_result *r);
 
-/* Native /api/v1/logs: every field of each record with its type,
- * attributes, resource and scope (log queries only). */
-void logs_write_native(const struct logs_result *r, struct jsonw *w);
+/* The whole answer at once (logs_render with no budget). */
+void logs_write_loki(struct logs_result *r, struct jsonw *w);
+void logs_write_native(struct logs_result *r, struct jsonw *w);
 
 /* The planner/scan tally of the query (also added to qstats already). */
 const struct qs_scan *logs_result_scan(const struct logs_result *r);

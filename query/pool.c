@@ -190,6 +190,25 @@ int qpool_submit(struct qpool_job *j)
     return 0;
 }
 
+int qpool_submit_urgent(struct qpool_job *j)
+{
+    pthread_mutex_lock(&P.lock);
+    if (!P.running || P.stop || P.n_threads == 0) {
+        pthread_mutex_unlock(&P.lock);
+        return -ESHUTDOWN;
+    }
+    j->group = NULL;
+    j->next = P.jobs;
+    P.jobs = j;
+    if (P.jobs_tail == NULL) {
+        P.jobs_tail = j;
+    }
+    P.n_jobs++;
+    pthread_cond_signal(&P.work_cv);
+    pthread_mutex_unlock(&P.lock);
+    return 0;
+}
+
 int qpool_workers(void)
 {
     pthread_mutex_lock(&P.lock);

@@ -38,6 +38,11 @@ void qpool_stop(void);
  * (answer 503: too many queries); -ESHUTDOWN when the pool is not running. */
 int qpool_submit(struct qpool_job *j);
 
+/* As qpool_submit, but ahead of every queued job and never refused for
+ * room: the continuation of a query already admitted (the next piece of a
+ * streamed answer). 0, or -ESHUTDOWN. */
+int qpool_submit_urgent(struct qpool_job *j);
+
 /* Workers running (0 when stopped). */
 int qpool_workers(void);
 

@@ -293,7 +293,13 @@ struct job {
     size_t n_sels;
     char label[256]; /* label values: the name */
     bool all_streams;
-    /* the answer */
+    /* the answer, streamed in pieces: the worker renders one into |body|
+     * and posts the job back; the I/O thread sends it and, when |more|,
+     * asks for the next from the connection's more-callback */
+    struct logs_result *res;
+    bool more;
+    bool started;  /* I/O thread: response headers sent */
+    bool inflight; /* I/O thread: the job is queued, running or posted back */
     int status;
     enum qs_outcome outcome;
     const char *ctype;
@@ -302,6 +308,7 @@ struct job {
 
 static void job_free(struct job *j)
 {
+    logs_result_free(j->res);
     logql_free(j->expr);
     for (size_t i = 0; i < j->n_sels; i++) {
         logql_free(j->sels[i]);
@@ -325,27 +332,67 @@ static void bad_request(struct http1_req *r, enum qs_endpoint ep, uint64_t t0, c
     qstats_query_done(ep, QS_BAD_REQUEST, mono_ns() - t0);
 }
 
-/* I/O thread: the worker finished. */
+#define PIECE_BYTES (256u << 10)
+
+static void run_more(struct qpool_job *pj);
+static void free_on_worker(struct qpool_job *pj);
+
+/* I/O thread: the connection took most of the last piece. */
+static void on_more(struct http1_req *r, void *arg)
+{
+    struct job *j = arg;
+    (void)r;
+    j->pj.fn = run_more;
+    j->inflight = true;
+    if (qpool_submit_urgent(&j->pj) < 0) {
+        /* the pool is gone (shutdown): end the answer where it is */
+        j->inflight = false;
+        http1_resp_end(j->r);
+        qstats_query_done(j->ep, QS_ERROR, mono_ns() - j->t0);
+        job_free(j);
+    }
+}
+
+/* I/O thread: a piece (or the whole answer, or an error) is ready. */
 static void on_done(struct iot_msg *m)
 {
     struct job *j = (struct job *)((char *)m - offsetof(struct job, msg));
-    if (!j->aborted) {
-        http1_resp_start(j->r, j->status, j->ctype);
-        evbuffer_add_buffer(http1_resp_body(j->r), j->body);
-        http1_resp_end(j->r);
-        qstats_query_done(j->ep, j->outcome, mono_ns() - j->t0);
-    } else {
+    j->inflight = false;
+    if (j->aborted) {
         qstats_query_done(j->ep, QS_CANCELED, mono_ns() - j->t0);
+        job_free(j);
+        return;
     }
+    if (!j->started) {
+        http1_resp_start(j->r, j->status, j->ctype);
+        j->started = true;
+    }
+    evbuffer_add_buffer(http1_resp_body(j->r), j->body);
+    if (j->more) {
+        http1_resp_flush(j->r, on_more, j);
+        return;
+    }
+    http1_resp_end(j->r);
+    qstats_query_done(j->ep, j->outcome, mono_ns() - j->t0);
     job_free(j);
 }
 
-/* I/O thread: the client left before the answer. */
+/* I/O thread: the client left before the answer ended. */
 static void on_abort(void *arg)
 {
     struct job *j = arg;
     j->aborted = true;
     __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    if (j->inflight) {
+        return; /* on_done frees it */
+    }
+    /* waiting for the connection between two pieces: free it (its result
+     * holds blocks) on a worker */
+    qstats_query_done(j->ep, QS_CANCELED, mono_ns() - j->t0);
+    j->pj.fn = free_on_worker;
+    if (qpool_submit_urgent(&j->pj) < 0) {
+        job_free(j);
+    }
 }
 
 static void fail_job(struct job *j, int rc, const char *msg)
@@ -407,12 +454,15 @@ static void run_job(struct qpool_job *pj)
             rc = j->native ? logs_exec_native(&j->rq, &res, err, sizeof(err))
                            : logs_exec(&j->rq, &res, err, sizeof(err));
             if (rc == 0) {
-                if (j->native) {
-                    logs_write_native(res, &w);
+                j->more = !logs_render(res, j->body, PIECE_BYTES);
+                rc = logs_render_error(res);
+                snprintf(err, sizeof(err), "out of memory rendering the answer");
+                if (j->more && rc == 0) {
+                    j->res = res; /* the rest comes piece by piece */
                 } else {
-                    logs_write_loki(res, &w);
+                    logs_result_free(res);
+                    j->more = false;
                 }
-                logs_result_free(res);
             }
             break;
         }
@@ -444,10 +494,36 @@ static void run_job(struct qpool_job *pj)
     iot_post(j->iot, &j->msg);
 }
 
+/* Worker: the next piece of a streamed answer. */
+static void run_more(struct qpool_job *pj)
+{
+    struct job *j = (struct job *)pj;
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) {
+        j->more = false;
+    } else {
+        j->more = !logs_render(j->res, j->body, PIECE_BYTES);
+    }
+    if (!j->more || logs_render_error(j->res) < 0) {
+        /* done (or out of memory: the answer ends short, the client sees
+         * invalid JSON rather than a hang); drop the blocks here */
+        j->more = false;
+        logs_result_free(j->res);
+        j->res = NULL;
+    }
+    j->msg.fn = on_done;
+    iot_post(j->iot, &j->msg);
+}
+
+static void free_on_worker(struct qpool_job *pj)
+{
+    job_free((struct job *)pj);
+}
+
 static void submit(struct job *j)
 {
     j->pj.fn = run_job;
     j->iot = iot_self();
+    j->inflight = true;
     int rc = qpool_submit(&j->pj);
     if (rc < 0) {
         http1_resp_start(j->r, 503, "text/plain; charset=utf-8");
