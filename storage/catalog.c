@@ -119,6 +119,21 @@ static uint64_t file_bytes(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/*
+ * A block in quarantine (DATA/quarantine/<signal>-<name>) keeps the seal id
+ * of its name (block.c: s<shard>-<seal id>.blk) reserved: a new block under
+ * the same name would make a second quarantine of that name overwrite it.
+ */
+static void reserve_seal_id(const char *name, int n_shards, uint64_t *next_seal_ids)
+{
+    unsigned sh;
+    unsigned long long sid;
+    if (sscanf(name, "s%u-%16llx.blk", &sh, &sid) == 2 && sh < (unsigned)n_shards &&
+        sid >= next_seal_ids[sh]) {
+        next_seal_ids[sh] = (uint64_t)sid + 1;
+    }
+}
+
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen)
 {
@@ -133,12 +148,22 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return -errno;
     }
-    DIR *dp = opendir(dir);
+    struct dirent *e;
+    DIR *dp = opendir(qdir);
+    if (dp != NULL) {
+        size_t pl = strlen(signal_name(s));
+        while ((e = readdir(dp)) != NULL) {
+            if (strncmp(e->d_name, signal_name(s), pl) == 0 && e->d_name[pl] == '-') {
+                reserve_seal_id(e->d_name + pl + 1, n_shards, next_seal_ids);
+            }
+        }
+        closedir(dp);
+    }
+    dp = opendir(dir);
     if (dp == NULL) {
         snprintf(err, errlen, "cannot read %s: %s", dir, strerror(errno));
         return -errno;
     }
-    struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
         size_t nl = strlen(e->d_name);
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
@@ -153,15 +178,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
         char why[256];
         int rc = blk_open(path, &b, why, sizeof(why));
         if (rc < 0) {
-            /* Its name (block.c: s<shard>-<seal id>.blk) still reserves its
-             * seal id: a new block under the same name would make a second
-             * quarantine of that name overwrite this one. */
-            unsigned sh;
-            unsigned long long sid;
-            if (sscanf(e->d_name, "s%u-%16llx.blk", &sh, &sid) == 2 && sh < (unsigned)n_shards &&
-                sid >= next_seal_ids[sh]) {
-                next_seal_ids[sh] = (uint64_t)sid + 1;
-            }
+            reserve_seal_id(e->d_name, n_shards, next_seal_ids);
             mkdir(qdir, 0755);
             snprintf(qpath, sizeof(qpath), "%s/%s-%s", qdir, signal_name(s), e->d_name);
             rename(path, qpath);

@@ -801,15 +801,21 @@ Test(torn, quarantined_newest_block_is_replayed_from_the_wal_exactly_once)
     snprintf(logdir, sizeof(logdir), "%s/logs", pristine);
     cr_assert_eq(count_files(logdir, ".blk"), 3);
 
-    /* Blocks are named by seal id, so name order is seal order. */
-    for (int victim = 2; victim >= 1; victim--) {
-        char dir[256], name[300], path[900], what[64];
+    /* Blocks are named by seal id, so name order is seal order. Cases: the
+     * newest block's root damaged (quarantined at boot), a middle block's
+     * root damaged, the newest block's attribute table damaged (found and
+     * quarantined by a query, then the daemon restarts). */
+    for (int c = 0; c < 3; c++) {
+        int victim = c == 1 ? 1 : 2;
+        bool by_query = c == 2;
+        char dir[256], name[300], path[900], what[96];
         uint64_t off, len;
-        snprintf(what, sizeof(what), "block %d of 3 quarantined", victim + 1);
+        snprintf(what, sizeof(what), "block %d of 3 %s", victim + 1,
+                 by_query ? "fails a query" : "fails at boot");
         fresh_copy(pristine, dir, sizeof(dir));
         nth_file(logdir, ".blk", victim, name, sizeof(name));
         snprintf(path, sizeof(path), "%s/logs/%s", dir, name);
-        part_range(path, P_ROOT, &off, &len);
+        part_range(path, by_query ? P_ATTRS : P_ROOT, &off, &len);
         flip_bit(path, off + len / 2, 3);
 
         /* The newest block's frames are above the remaining watermark and
@@ -822,7 +828,25 @@ Test(torn, quarantined_newest_block_is_replayed_from_the_wal_exactly_once)
             ids_add(&want, 2000, 40);
         }
         struct dump_stats st;
-        struct seen *sn = dump_seen(dir, &st);
+        struct seen *sn;
+        uint8_t lines[MAX_IDS];
+        char warn[1024];
+        if (by_query) {
+            cr_assert_eq(daemon_start(&d, dir, args), 0, "%s: boot failed", what);
+            cr_assert_eq(metric(&d, "miradb_blocks", SIG_LOGS), 3, "%s", what);
+            loki_lines(&d, lines, warn, sizeof(warn));
+            cr_assert(strstr(warn, name) != NULL, "%s: the answer does not name %s: %s", what, name,
+                      warn);
+            for (uint64_t id = 0; id < MAX_IDS; id++) {
+                cr_assert_eq(lines[id], id < 2000 && ids_has(&want, id) ? 1 : 0,
+                             "%s: the query answered record %llu %u times", what,
+                             (unsigned long long)id, lines[id]);
+            }
+            cr_assert_eq(metric(&d, "miradb_blocks_quarantined_total", 0), 1, "%s", what);
+            cr_assert_eq(metric(&d, "miradb_blocks", SIG_LOGS), 2, "%s", what);
+            stop_clean(&d);
+        }
+        sn = dump_seen(dir, &st);
         expect_exactly(sn, SIG_LOGS, &want, what);
         free(sn);
 
@@ -832,6 +856,13 @@ Test(torn, quarantined_newest_block_is_replayed_from_the_wal_exactly_once)
         wait_metric(&d, "miradb_blocks", SIG_LOGS, victim == 2 ? 3 : 2);
         cr_assert_eq(metric(&d, "miradb_block_rows", SIG_LOGS), (double)ids_count(&want), "%s",
                      what);
+        loki_lines(&d, lines, warn, sizeof(warn));
+        cr_assert_eq(warn[0], '\0', "%s: warnings %s", what, warn);
+        for (uint64_t id = 0; id < MAX_IDS; id++) {
+            cr_assert_eq(lines[id], ids_has(&want, id) ? 1 : 0,
+                         "%s: the query answered record %llu %u times", what,
+                         (unsigned long long)id, lines[id]);
+        }
         stop_clean(&d);
         sn = dump_seen(dir, &st);
         expect_exactly(sn, SIG_LOGS, &want, what);
