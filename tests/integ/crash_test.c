@@ -12,8 +12,18 @@
  * each shard's watermark, as the daemon boots), and the daemon's own
  * /metrics row counts after a last boot must agree with it.
  *
+ * Kill points take turns: a random moment; right at /ready (seals the WAL
+ * replay started may be in flight); just after a block's temporary file is
+ * created, closed after writing, or renamed into place (inotify). Every
+ * tenth epoch runs with blocks that never seal, so the next boot replays
+ * more than a block and seals while replaying. Seals are frequent (2 MiB
+ * blocks, 150 ms max age; 50 ms under --ack seal), on 2 shards per signal.
+ *
  * The kill schedule comes from a seed, printed at the start; set
  * MIRADB_CRASH_SEED to replay one (the exporters' timing still varies).
+ * SIGKILL leaves the page cache intact, so this proves the contracts
+ * against process death, not power loss (--ack fsync's extra barrier is
+ * not distinguishable here).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
