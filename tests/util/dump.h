@@ -3,10 +3,11 @@
  * daemon reads it at boot, for tests that must check exactly which records
  * survived (crash and corruption tests) before a query language can say so.
  *
- * For each signal: every DATA/<signal>/ *.blk that opens (blk_open: trailer,
- * footer and root table verified) contributes its rows, and its per-shard
- * WAL watermark; a block that fails to open is skipped and counted (the
- * daemon quarantines it). Then, per shard, the WAL segments of
+ * For each signal: every DATA/<signal>/ *.blk that opens (trailer, footer
+ * and root table verified; BLK_OPEN_NO_CACHE, so every table read is hashed
+ * here, whatever this process verified before) contributes its rows, and
+ * its per-shard WAL watermark; a block that fails to open is skipped and
+ * counted (the daemon quarantines it). Then, per shard, the WAL segments of
  * DATA/wal/<signal>-<i>/ are replayed above that shard's watermark with
  * wal_open, decoded with pbdec/jsondec into a batch and appended to an open
  * block, exactly as a shard replays at boot, and the open block's rows are
