@@ -104,6 +104,12 @@ static int inspect_text(blk *b, const char *path)
            blk_n_resources(b), (unsigned long long)lay.dict_bytes[0], blk_n_scopes(b),
            (unsigned long long)lay.dict_bytes[1], blk_n_metrics(b),
            (unsigned long long)lay.dict_bytes[2]);
+    printf("hot attrs   %u", blk_n_hot_attrs(b));
+    for (uint32_t h = 0; h < blk_n_hot_attrs(b); h++) {
+        struct mstr k = blk_hot_attr_key(b, h);
+        printf("%s%.*s", h ? ", " : ": ", (int)k.len, k.p);
+    }
+    printf("\n");
     printf("\nblooms (%llu bytes)\n  kind             bits         items        k  fill    "
            "seed\n",
            (unsigned long long)lay.bloom_bytes);
@@ -193,6 +199,12 @@ static int inspect_json(blk *b, const char *path)
                               "xxh3_64", "seed", seed, "complete", bi.complete));
     }
     json_object_set_new(o, "blooms", blooms);
+    json_t *hot = json_array();
+    for (uint32_t h = 0; h < blk_n_hot_attrs(b); h++) {
+        struct mstr k = blk_hot_attr_key(b, h);
+        json_array_append_new(hot, json_stringn(k.p, k.len)); /* NULL (dropped) if not UTF-8 */
+    }
+    json_object_set_new(o, "hot_attrs", hot);
     json_object_set_new(o, "ok", json_boolean(bad == 0));
     char *s = json_dumps(o, JSON_INDENT(2));
     json_decref(o);

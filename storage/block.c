@@ -49,7 +49,11 @@
  *                  the encoded value otherwise), I id flags (bit 0
  *                  has_trace_id, bit 1 has_span_id, bit 2 time_ns was 0),
  *                  R trace_id (16), R span_id (8), D event_name
- *           attrs  I attribute count, S attributes (val.h attrs)
+ *           attrs  I attribute count, S attributes (val.h attrs), then one
+ *                  I per hot key (footer section 8): 1 + the offset of
+ *                  the key's (first) value in the row's attributes, 0
+ *                  when the row lacks the key. Every table kind's attrs
+ *                  table ends with these columns.
  *           detail I zz(observed_ns - time), I dropped_attrs, I flags
  *   TRACES  root   I start_ns, I zz(end_ns - start_ns), I scope id,
  *                  R trace_id (16), R span_id (8), R parent_span_id (8),
@@ -66,6 +70,11 @@
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
  *   Rows are sorted by time (the first root column), ties in append order.
+ *   Integers are frame-of-reference rather than delta coded so that row i
+ *   is read in O(1); sorted times then cost 8 bytes a row when a block
+ *   spans more than 4.3 s. Attributes stay one encoded list per row (what
+ *   the views hand out, byte for byte); keys in most rows are indexed by
+ *   the hot key columns rather than split into typed columns.
  *
  *   FOOTER (at the offset the trailer gives)
  *     0  u32 section count, 4 u32 zero, then sections:
@@ -96,6 +105,9 @@
  *                 i32 temporality, u32 metadata count, u32 name bytes,
  *                 u32 description bytes, u32 unit bytes, u32 metadata bytes,
  *                 name, description, unit, metadata }
+ *     8 HOTKEYS   u32 n (at most 12), n x { u32 key bytes, key }: the record
+ *                 attribute keys present in at least half the rows, most
+ *                 frequent first (ties by key bytes); optional
  *     Resources, scopes and metrics are block-level ids (the open block's).
  *
  *   TRAILER (40 bytes, the end of the file)
@@ -156,14 +168,18 @@ enum {
     SEC_RESOURCES = 5,
     SEC_SCOPES = 6,
     SEC_METRICS = 7,
+    SEC_HOTKEYS = 8,
+    SEC_MAX = 8,
 };
 
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 
 #define N_TABLES 3
+#define HOT_MAX 12        /* hot attribute keys per block, at most */
+#define KC_MAX 4096       /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
-#define MAX_PHYS 24
+#define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
  * over ZSTD_RAW_MAX plain. */
@@ -578,9 +594,11 @@ static int emit_raw(struct tbw *t, const void *p, size_t n)
     return 0;
 }
 
-static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w)
+/* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
+static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
+                      unsigned n_extra)
 {
-    int rc = tbw_begin(t, phys_cols(sp));
+    int rc = tbw_begin(t, phys_cols(sp) + n_extra);
     for (unsigned i = 0; rc == 0 && i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
@@ -610,11 +628,80 @@ static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w)
             break;
         }
     }
+    for (unsigned i = 0; rc == 0 && i < n_extra; i++) {
+        rc = emit_int(t, extra[i], w->rows);
+    }
     return rc;
+}
+
+
+
+/* Record attribute keys counted while the rows are walked (once per row). */
+struct kc_ent {
+    uint64_t h;
+    uint32_t off, len;
+    uint64_t count, last_row;
+};
+
+struct keycount {
+    struct kc_ent *t;
+    size_t cap, n;
+    struct vbuf keys;
+};
+
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn)
+{
+    if ((kc->n + 1) * 2 > kc->cap) {
+        if (kc->n >= KC_MAX) {
+            goto find_only;
+        }
+        size_t ncap = kc->cap ? kc->cap * 2 : 64;
+        struct kc_ent *nt = calloc(ncap, sizeof(*nt));
+        if (nt == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < kc->cap; i++) {
+            if (kc->t[i].count != 0) {
+                size_t j = (size_t)kc->t[i].h & (ncap - 1);
+                while (nt[j].count != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                nt[j] = kc->t[i];
+            }
+        }
+        free(kc->t);
+        kc->t = nt;
+        kc->cap = ncap;
+    }
+find_only:;
+    uint64_t h = XXH3_64bits(kn ? k : empty, kn);
+    size_t i = (size_t)h & (kc->cap - 1);
+    while (kc->t[i].count != 0) {
+        struct kc_ent *e = &kc->t[i];
+        if (e->h == h && e->len == kn && memcmp(kc->keys.p + e->off, k, kn) == 0) {
+            if (e->last_row != row) {
+                e->count++;
+                e->last_row = row;
+            }
+            return 0;
+        }
+        i = (i + 1) & (kc->cap - 1);
+    }
+    if (kc->n >= KC_MAX || (kc->n + 1) * 2 > kc->cap) {
+        return 0; /* too many distinct keys: the rest cannot be hot anyway */
+    }
+    size_t off = kc->keys.len;
+    if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
+        return -ENOMEM;
+    }
+    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row};
+    kc->n++;
+    return 0;
 }
 
 /* Blooms and zones gathered while the rows are walked. */
 struct wside {
+    struct keycount kc;
     struct bloom_set set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
     bool present[4];
@@ -647,6 +734,28 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
         s->zmin[id] = v < s->zmin[id] ? v : s->zmin[id];
         s->zmax[id] = v > s->zmax[id] ? v : s->zmax[id];
     }
+}
+
+/* A record's attributes: keys counted, string values into the bloom. */
+static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
+{
+    uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
+    struct val_rd r = {a.p, a.p + a.len};
+    for (uint32_t i = 0; i < a.count; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+            return 0; /* the open block checked its blobs; nothing more to index */
+        }
+        if (kc_add(&s->kc, row, k, kn) < 0 ||
+            (v.type == VAL_STR &&
+             bloom_set_add(&s->set[BLK_BLOOM_ATTRS - 1], bloom_hash_kv(k, kn, v.s, v.n, seed)) <
+                 0)) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
 }
 
 /* String-valued top-level attributes go to the bloom as key=value. */
@@ -743,7 +852,7 @@ static uint64_t *sort_rows(const oblock *ob, enum signal sig, uint64_t rows, boo
 
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
-    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS), seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
     s->present[BLK_BLOOM_TOKENS - 1] = s->present[BLK_BLOOM_TRACE_IDS - 1] = true;
     s->present[BLK_BLOOM_ATTRS - 1] = true;
     for (uint64_t j = 0; j < w->rows; j++) {
@@ -790,8 +899,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
             s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
         }
         if (rc == 0) {
-            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
-                             seed_attr);
+            rc = record_attrs(s, j, v.attrs);
         }
         if (rc < 0) {
             return rc;
@@ -802,7 +910,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
 
 static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
-    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS), seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
     s->present[BLK_BLOOM_TRACE_IDS - 1] = s->present[BLK_BLOOM_ATTRS - 1] = true;
     for (uint64_t j = 0; j < w->rows; j++) {
         struct span_view v;
@@ -853,8 +961,7 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0) {
-            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
-                             seed_attr);
+            rc = record_attrs(s, j, v.attrs);
         }
         if (rc < 0) {
             return rc;
@@ -865,7 +972,6 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
 
 static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
-    uint64_t seed_attr = bloom_seed(BLK_BLOOM_ATTRS);
     s->present[BLK_BLOOM_ATTRS - 1] = true;
     for (uint64_t j = 0; j < w->rows; j++) {
         struct point_view v;
@@ -900,8 +1006,7 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
         }
         if (rc == 0) {
-            rc = bloom_attrs(&s->set[BLK_BLOOM_ATTRS - 1], v.attrs.p, v.attrs.len, v.attrs.count,
-                             seed_attr);
+            rc = record_attrs(s, j, v.attrs);
         }
         if (rc < 0) {
             return rc;
@@ -1077,6 +1182,109 @@ static int sec_zones(struct vbuf *f, struct wside *s)
     return 0;
 }
 
+/* ---- hot attribute keys ---- */
+
+struct hot {
+    unsigned n;
+    const char *key[HOT_MAX];
+    uint32_t len[HOT_MAX];
+    uint64_t *pos[HOT_MAX]; /* per row: 1 + offset of the value in the row's attrs, 0 absent */
+};
+
+static int cmp_hot(const void *a, const void *b, void *arg)
+{
+    const struct kc_ent *x = a, *y = b;
+    const uint8_t *keys = arg;
+    if (x->count != y->count) {
+        return x->count > y->count ? -1 : 1;
+    }
+    int c = memcmp(keys + x->off, keys + y->off, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/*
+ * Keys present in at least half the rows (most frequent first, then by
+ * bytes; at most HOT_MAX) get a position column: where in each row's
+ * attribute list the key's value starts, so a filter on the key decodes
+ * that value alone instead of walking the list.
+ */
+static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum signal sig)
+{
+    memset(hot, 0, sizeof(*hot));
+    if (w->rows == 0 || kc->n == 0) {
+        return 0;
+    }
+    struct kc_ent *cand = malloc(kc->n * sizeof(*cand));
+    if (cand == NULL) {
+        return -ENOMEM;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < kc->cap; i++) {
+        if (kc->t[i].count != 0 && kc->t[i].count * 2 >= w->rows) {
+            cand[nc++] = kc->t[i];
+        }
+    }
+    qsort_r(cand, nc, sizeof(*cand), cmp_hot, kc->keys.p);
+    for (size_t i = 0; i < nc && hot->n < HOT_MAX; i++) {
+        hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
+        hot->len[hot->n] = cand[i].len;
+        hot->pos[hot->n] = calloc(w->rows, sizeof(uint64_t));
+        if (hot->pos[hot->n] == NULL) {
+            free(cand);
+            return -ENOMEM;
+        }
+        hot->n++;
+    }
+    free(cand);
+    const struct spec *sp = &specs[sig - 1][1]; /* attrs: I count, S attributes */
+    const uint64_t *cnt = w->I[sp->e[0].idx];
+    const struct strb *sa = &w->S[sp->e[1].idx];
+    for (uint64_t j = 0; j < w->rows && hot->n > 0; j++) {
+        const uint8_t *p = sa->data.p + sa->offs[j];
+        struct val_rd r = {p, sa->data.p + sa->offs[j + 1]};
+        for (uint64_t a = 0; a < cnt[j]; a++) {
+            const char *k;
+            size_t kn;
+            struct val v;
+            if (val_rd_str(&r, &k, &kn) < 0) {
+                break;
+            }
+            uint64_t at = (uint64_t)(r.p - p) + 1;
+            for (unsigned h = 0; h < hot->n; h++) {
+                if (hot->pos[h][j] == 0 && hot->len[h] == kn && memcmp(hot->key[h], k, kn) == 0) {
+                    hot->pos[h][j] = at;
+                }
+            }
+            if (val_rd_value(&r, &v) < 0) {
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+static void hot_free(struct hot *hot)
+{
+    for (unsigned h = 0; h < hot->n; h++) {
+        free(hot->pos[h]);
+    }
+}
+
+static int sec_hotkeys(struct vbuf *f, const struct hot *hot)
+{
+    size_t at;
+    int rc = sec_begin(f, SEC_HOTKEYS, &at) | vbuf_put_u32(f, hot->n);
+    for (unsigned h = 0; h < hot->n; h++) {
+        rc |= vbuf_put_u32(f, hot->len[h]);
+        rc |= put_bytes(f, hot->key[h], hot->len[h]);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
 /* ---- file output ---- */
 
 static int write_all(int fd, const void *p, size_t n)
@@ -1153,6 +1361,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     struct tbw tb;
     struct vbuf foot;
     struct tdir dir[N_TABLES];
+    struct hot hot = {0};
     uint64_t *perm = NULL;
     bool sorted = false;
     int rc;
@@ -1161,6 +1370,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     for (int k = 0; k < 4; k++) {
         bloom_set_init(&side.set[k]);
     }
+    vbuf_init(&side.kc.keys);
     vbuf_init(&tb.out);
     vbuf_init(&foot);
     rc = wcols_init(&w, sig, rows);
@@ -1175,6 +1385,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, &w, &side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, &w, &side)
                              : fill_points(ob, perm, &w, &side);
+    if (rc == 0) {
+        rc = hot_build(&hot, &side.kc, &w, sig);
+    }
     if (rc < 0) {
         goto out;
     }
@@ -1195,7 +1408,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
-        rc = emit_table(&tb, &specs[sig - 1][t], &w);
+        rc = t == 1 ? emit_table(&tb, &specs[sig - 1][t], &w, hot.pos, hot.n)
+                    : emit_table(&tb, &specs[sig - 1][t], &w, NULL, 0);
         if (rc < 0) {
             goto out;
         }
@@ -1211,7 +1425,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
 
     size_t at;
-    uint32_t nsec = 7;
+    uint32_t nsec = 8;
     rc = vbuf_put_u32(&foot, nsec) | vbuf_put_u32(&foot, 0);
     rc |= sec_begin(&foot, SEC_META, &at);
     rc |= vbuf_put_u8(&foot, (uint8_t)sig);
@@ -1253,6 +1467,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         rc = sec_blooms(&foot, &side);
     }
     if (rc == 0) {
+        rc = sec_hotkeys(&foot, &hot);
+    }
+    if (rc == 0) {
         rc = pad8(&foot);
     }
     if (rc < 0) {
@@ -1278,6 +1495,9 @@ out:
     for (int k = 0; k < 4; k++) {
         bloom_set_fini(&side.set[k]);
     }
+    free(side.kc.t);
+    vbuf_fini(&side.kc.keys);
+    hot_free(&hot);
     vbuf_fini(&tb.out);
     vbuf_fini(&foot);
     return rc;
@@ -1390,6 +1610,10 @@ struct blk {
     bool zhave[ZONE_MAX + 1];
     struct bloom_r blooms[4];
     uint32_t n_blooms;
+
+    uint32_t n_hot;
+    struct mstr hot_key[HOT_MAX];
+    struct icol hot[HOT_MAX]; /* attrs table: 1 + value offset in the row's attrs, 0 absent */
 
     uint32_t n_res, n_scopes, n_metrics;
     struct res_view *res;
@@ -1535,7 +1759,7 @@ static bool all_below(const struct icol *c, uint64_t n, uint64_t lim)
 static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
 {
     const struct spec *sp = &specs[b->sig - 1][t];
-    unsigned nphys = phys_cols(sp);
+    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 ? b->n_hot : 0);
     if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
         return false;
     }
@@ -1592,6 +1816,11 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
     }
+    for (unsigned h = 0; c + h < nphys; h++) {
+        if (!bind_int(cp[c + h], cl[c + h], rows, &b->hot[h])) {
+            return false;
+        }
+    }
     c = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
@@ -1621,6 +1850,22 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         default:
             c += 1;
             break;
+        }
+    }
+    if (t == 1 && b->n_hot > 0) {
+        /* A value position lies inside its row's attribute list. */
+        const struct scol *sa = &b->S[sp->e[1].idx];
+        for (unsigned h = 0; h < b->n_hot; h++) {
+            const struct icol *hc = &b->hot[h];
+            if (hc->width == 0 && hc->base == 0) {
+                continue;
+            }
+            for (uint64_t r = 0; r < rows; r++) {
+                uint64_t at = ic_get(hc, r);
+                if (at != 0 && at > ic_get(&sa->off, r + 1) - ic_get(&sa->off, r)) {
+                    return false;
+                }
+            }
         }
     }
     b->tcols[t] = nphys;
@@ -1911,12 +2156,28 @@ static bool parse_zones(blk *b, struct rd r)
     return true;
 }
 
+static bool parse_hotkeys(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || n > HOT_MAX) {
+        return false;
+    }
+    for (uint32_t h = 0; h < n; h++) {
+        uint32_t len;
+        if (!rd_u32(&r, &len) || !rd_str(&r, len, &b->hot_key[h])) {
+            return false;
+        }
+    }
+    b->n_hot = n;
+    return true;
+}
+
 static int parse_footer(blk *b, char *err, size_t errlen)
 {
     struct rd r = {b->map + b->foot_off, b->map + b->foot_off + b->foot_len};
     uint32_t nsec, z;
-    struct rd secs[8] = {{0}};
-    bool have[8] = {false};
+    struct rd secs[SEC_MAX + 1] = {{0}};
+    bool have[SEC_MAX + 1] = {false};
     if (!rd_u32(&r, &nsec) || !rd_u32(&r, &z)) {
         return fail(err, errlen, "footer too short");
     }
@@ -1928,7 +2189,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
             len > (uint64_t)(r.end - r.p)) {
             return fail(err, errlen, "footer section %u runs past the footer", i);
         }
-        if (id < 8) {
+        if (id <= SEC_MAX) {
             if (have[id]) {
                 return fail(err, errlen, "footer section %u appears twice", id);
             }
@@ -1937,7 +2198,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         }
         r.p += len;
     }
-    for (int id = SEC_META; id <= SEC_METRICS; id++) {
+    for (int id = SEC_META; id <= SEC_METRICS; id++) { /* zones and hot keys are optional */
         if (!have[id] && id != SEC_ZONES) {
             return fail(err, errlen, "footer lacks section %d", id);
         }
@@ -2000,6 +2261,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     if (have[SEC_ZONES] && !parse_zones(b, secs[SEC_ZONES])) {
         return fail(err, errlen, "malformed zone map section");
+    }
+    if (have[SEC_HOTKEYS] && !parse_hotkeys(b, secs[SEC_HOTKEYS])) {
+        return fail(err, errlen, "malformed hot attribute key section");
     }
     return 0;
 }
@@ -2531,6 +2795,47 @@ uint64_t blk_lower_bound(blk *b, uint64_t t)
         }
     }
     return lo;
+}
+
+/* ---- hot attribute keys ---- */
+
+uint32_t blk_n_hot_attrs(const blk *b)
+{
+    return b->n_hot;
+}
+
+struct mstr blk_hot_attr_key(const blk *b, uint32_t h)
+{
+    return h < b->n_hot ? b->hot_key[h] : mempty;
+}
+
+int blk_hot_attr_find(const blk *b, const char *key, size_t kn)
+{
+    for (uint32_t h = 0; h < b->n_hot; h++) {
+        if (b->hot_key[h].len == kn && (kn == 0 || memcmp(b->hot_key[h].p, key, kn) == 0)) {
+            return (int)h;
+        }
+    }
+    return -1;
+}
+
+int blk_hot_attr(blk *b, uint32_t h, uint64_t i, struct val *v)
+{
+    if (h >= b->n_hot || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, BLK_ATTRS);
+    if (rc < 0) {
+        return rc;
+    }
+    uint64_t at = ic_get(&b->hot[h], i);
+    if (at == 0) {
+        return 0;
+    }
+    const struct scol *sa = &b->S[specs[b->sig - 1][1].e[1].idx];
+    const uint8_t *p = sa->data + ic_get(&sa->off, i);
+    struct val_rd r = {p + at - 1, sa->data + ic_get(&sa->off, i + 1)};
+    return val_rd_value(&r, v) == 0 ? 1 : -EBADMSG;
 }
 
 /* ---- quarantine ---- */

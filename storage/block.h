@@ -166,6 +166,25 @@ const uint64_t *blk_col_time(blk *b);
 /* First row whose time >= t (rows are sorted by time): rows() if none. */
 uint64_t blk_lower_bound(blk *b, uint64_t t);
 
+/*
+ * Hot attribute keys: a record attribute key present in at least half the
+ * rows of a block (at most 12 per block, most frequent first) has a
+ * position column in the attribute table, so a filter on it decodes that
+ * one value per row instead of walking the row's attribute list.
+ */
+uint32_t blk_n_hot_attrs(const blk *b);
+/* Key of hot attribute |h| (borrowed; empty when out of range). */
+struct mstr blk_hot_attr_key(const blk *b, uint32_t h);
+/* Index of |key| among the hot attributes, or -1. Reads no table. */
+int blk_hot_attr_find(const blk *b, const char *key, size_t kn);
+/*
+ * Row |i|'s value of hot attribute |h| (its first occurrence): 1 with the
+ * value in |*v| (strings point into the block), 0 when the row lacks the
+ * key, -EBADMSG when the attribute table fails (see blk_log), -EINVAL for
+ * |h| or |i| out of range. Verifies the attribute table on first use.
+ */
+int blk_hot_attr(blk *b, uint32_t h, uint64_t i, struct val *v);
+
 /* Moves the file to DATA/quarantine/ (DATA = the parent of the block's
  * directory), keeping it mapped. 0 or -errno. Counted once per block. */
 int blk_quarantine(blk *b);

@@ -81,6 +81,16 @@ static void read_all(blk *b)
     if (t != NULL && blk_rows(b) > 0) {
         sink += t[blk_rows(b) - 1] + blk_lower_bound(b, t[0]);
     }
+    for (uint32_t h = 0; h < blk_n_hot_attrs(b); h++) {
+        struct mstr k = blk_hot_attr_key(b, h);
+        touch(k.p, k.len);
+        for (uint64_t i = 0; i < blk_rows(b) && i < 4096; i++) {
+            struct val v;
+            if (blk_hot_attr(b, h, i, &v) == 1 && (v.type == VAL_STR || v.type == VAL_BYTES)) {
+                touch(v.s, v.n);
+            }
+        }
+    }
     for (uint64_t i = 0; i < blk_rows(b); i++) {
         struct log_view lv;
         struct span_view sv;
