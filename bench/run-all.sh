@@ -18,6 +18,7 @@
 #                       not compared with the baseline (different settings)
 #   BENCH_CASES="a b"   run only these cases (names of bench/cases/*.sh)
 #   BENCH_COMPARE=0     skip the comparison
+#   BENCH_COMMIT=REV    the commit the binaries were built from (for the record)
 # Time: a full run takes about 13-15 min here (2 cores, shared) once the
 # query corpus exists; the first full run also builds the 10M + 10M record
 # query corpus (bench/data/query-corpus-10000000, about 7 GB, kept).
@@ -41,9 +42,13 @@ done
 bin=$(cd "$bin" && pwd)
 
 out="$data/last-run.jsonl"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The commit the binaries were built from: BENCH_COMMIT when they come from
+# elsewhere (a snapshot of another commit), else this checkout's HEAD, with
+# source_dirty when its sources differ from HEAD.
+commit=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 dirty=false
-if [ -n "$(git status --porcelain --untracked-files=no -- storage proto query server bench/percore bench/otlp-load 2>/dev/null)" ]; then
+if [ -z "${BENCH_COMMIT:-}" ] &&
+    [ -n "$(git status --porcelain -- storage proto query server bench/percore bench/otlp-load 2>/dev/null)" ]; then
     dirty=true
 fi
 quick=false
