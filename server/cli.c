@@ -151,12 +151,12 @@ static int inspect_json(blk *b, const char *path)
         json_object_set_new(zones, "time_ns", json_pack("{s:s,s:s}", "min", s0, "max", s1));
     }
     if (blk_severity_range(b, &a, &z)) {
-        json_object_set_new(zones, "severity", json_pack("{s:I,s:I}", "min", (json_int_t)a, "max",
-                                                         (json_int_t)z));
+        json_object_set_new(zones, "severity",
+                            json_pack("{s:I,s:I}", "min", (json_int_t)a, "max", (json_int_t)z));
     }
     if (blk_duration_range(b, &a, &z)) {
-        json_object_set_new(zones, "duration_ns", json_pack("{s:I,s:I}", "min", (json_int_t)a,
-                                                            "max", (json_int_t)z));
+        json_object_set_new(zones, "duration_ns",
+                            json_pack("{s:I,s:I}", "min", (json_int_t)a, "max", (json_int_t)z));
     }
     json_object_set_new(o, "zones", zones);
     json_t *tables = json_array();
@@ -166,37 +166,36 @@ static int inspect_json(blk *b, const char *path)
         bad += strcmp(st, "ok") != 0;
         char crc[16];
         snprintf(crc, sizeof(crc), "%08x", ti.crc32);
-        json_array_append_new(
-            tables, json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:s}", "kind",
-                              blk_table_kind_name(ti.kind), "offset", (json_int_t)ti.offset,
-                              "length", (json_int_t)ti.length, "raw_length",
-                              (json_int_t)ti.raw_length, "codec",
-                              ti.codec == BLK_CODEC_ZSTD ? "zstd" : "plain", "crc32", crc,
-                              "columns", (int)ti.n_columns, "check", st));
+        json_array_append_new(tables,
+                              json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:s}", "kind",
+                                        blk_table_kind_name(ti.kind), "offset",
+                                        (json_int_t)ti.offset, "length", (json_int_t)ti.length,
+                                        "raw_length", (json_int_t)ti.raw_length, "codec",
+                                        ti.codec == BLK_CODEC_ZSTD ? "zstd" : "plain", "crc32", crc,
+                                        "columns", (int)ti.n_columns, "check", st));
     }
     json_object_set_new(o, "tables", tables);
     json_object_set_new(o, "footer",
                         json_pack("{s:I,s:I}", "offset", (json_int_t)lay.footer_offset, "length",
                                   (json_int_t)lay.footer_bytes));
-    json_object_set_new(
-        o, "dictionaries",
-        json_pack("{s:{s:i,s:I},s:{s:i,s:I},s:{s:i,s:I}}", "resources", "count",
-                  (int)blk_n_resources(b), "bytes", (json_int_t)lay.dict_bytes[0], "scopes",
-                  "count", (int)blk_n_scopes(b), "bytes", (json_int_t)lay.dict_bytes[1],
-                  "metrics", "count", (int)blk_n_metrics(b), "bytes",
-                  (json_int_t)lay.dict_bytes[2]));
+    json_object_set_new(o, "dictionaries",
+                        json_pack("{s:{s:i,s:I},s:{s:i,s:I},s:{s:i,s:I}}", "resources", "count",
+                                  (int)blk_n_resources(b), "bytes", (json_int_t)lay.dict_bytes[0],
+                                  "scopes", "count", (int)blk_n_scopes(b), "bytes",
+                                  (json_int_t)lay.dict_bytes[1], "metrics", "count",
+                                  (int)blk_n_metrics(b), "bytes", (json_int_t)lay.dict_bytes[2]));
     json_t *blooms = json_array();
     for (uint32_t i = 0; i < blk_n_blooms(b); i++) {
         struct blk_bloom_info bi;
         blk_bloom_info(b, i, &bi);
         char seed[24];
         snprintf(seed, sizeof(seed), "%016llx", (unsigned long long)bi.seed);
-        json_array_append_new(
-            blooms, json_pack("{s:s,s:I,s:I,s:i,s:I,s:f,s:s,s:s,s:b}", "kind",
-                              blk_bloom_kind_name(bi.kind), "bits", (json_int_t)bi.nbits, "items",
-                              (json_int_t)bi.n_items, "k", (int)bi.k, "bits_set",
-                              (json_int_t)bi.bits_set, "fill", fill_ratio(&bi), "hash",
-                              "xxh3_64", "seed", seed, "complete", bi.complete));
+        json_array_append_new(blooms,
+                              json_pack("{s:s,s:I,s:I,s:i,s:I,s:f,s:s,s:s,s:b}", "kind",
+                                        blk_bloom_kind_name(bi.kind), "bits", (json_int_t)bi.nbits,
+                                        "items", (json_int_t)bi.n_items, "k", (int)bi.k, "bits_set",
+                                        (json_int_t)bi.bits_set, "fill", fill_ratio(&bi), "hash",
+                                        "xxh3_64", "seed", seed, "complete", bi.complete));
     }
     json_object_set_new(o, "blooms", blooms);
     json_t *hot = json_array();

@@ -175,8 +175,8 @@ enum {
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 
 #define N_TABLES 3
-#define HOT_MAX 12        /* hot attribute keys per block, at most */
-#define KC_MAX 4096       /* distinct attribute keys counted per block, at most */
+#define HOT_MAX 12  /* hot attribute keys per block, at most */
+#define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
 #define MAX_PHYS (24 + HOT_MAX)
@@ -194,8 +194,19 @@ enum { L_SEVTEXT, L_EVNAME };
 enum { L_TRACE, L_SPAN };
 
 enum {
-    T_START, T_DUR, T_SCOPE, T_HASPAR, T_KIND, T_STATUS, T_ACOUNT, T_FLAGS, T_DROP, T_NEV,
-    T_DROPEV, T_NLINK, T_DROPLINK
+    T_START,
+    T_DUR,
+    T_SCOPE,
+    T_HASPAR,
+    T_KIND,
+    T_STATUS,
+    T_ACOUNT,
+    T_FLAGS,
+    T_DROP,
+    T_NEV,
+    T_DROPEV,
+    T_NLINK,
+    T_DROPLINK
 };
 enum { T_STATMSG, T_ATTRS, T_TSTATE, T_EVENTS, T_LINKS };
 enum { T_NAME };
@@ -225,35 +236,39 @@ struct spec {
 };
 
 static const struct ent logs_root[] = {
-    {'I', L_TIME, 0},  {'I', L_SCOPE, LIM_SCOPES}, {'I', L_SEV, 0},  {'D', L_SEVTEXT, 0},
-    {'I', L_BTYPE, LIM_VALTYPE}, {'S', L_BODY, 0}, {'I', L_IDF, LIM_BITS3}, {'R', L_TRACE, 16},
-    {'R', L_SPAN, 8},  {'D', L_EVNAME, 0},
+    {'I', L_TIME, 0},        {'I', L_SCOPE, LIM_SCOPES},  {'I', L_SEV, 0},
+    {'D', L_SEVTEXT, 0},     {'I', L_BTYPE, LIM_VALTYPE}, {'S', L_BODY, 0},
+    {'I', L_IDF, LIM_BITS3}, {'R', L_TRACE, 16},          {'R', L_SPAN, 8},
+    {'D', L_EVNAME, 0},
 };
 static const struct ent logs_attrs[] = {{'I', L_ACOUNT, 0}, {'S', L_ATTRS, 0}};
 static const struct ent logs_detail[] = {{'I', L_OBS, 0}, {'I', L_DROP, 0}, {'I', L_FLAGS, 0}};
 
 static const struct ent spans_root[] = {
-    {'I', T_START, 0},  {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES},  {'R', T_TRACE, 16},
-    {'R', T_SPAN, 8},   {'R', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL}, {'D', T_NAME, 0},
-    {'I', T_KIND, 0},   {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
+    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'R', T_TRACE, 16},
+    {'R', T_SPAN, 8},  {'R', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL},  {'D', T_NAME, 0},
+    {'I', T_KIND, 0},  {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
 };
 static const struct ent spans_attrs[] = {{'I', T_ACOUNT, 0}, {'S', T_ATTRS, 0}};
 static const struct ent spans_detail[] = {
-    {'S', T_TSTATE, 0}, {'I', T_FLAGS, 0}, {'I', T_DROP, 0},    {'S', T_EVENTS, 0},
-    {'I', T_NEV, 0},    {'I', T_DROPEV, 0}, {'S', T_LINKS, 0},  {'I', T_NLINK, 0},
-    {'I', T_DROPLINK, 0},
+    {'S', T_TSTATE, 0}, {'I', T_FLAGS, 0}, {'I', T_DROP, 0},  {'S', T_EVENTS, 0},   {'I', T_NEV, 0},
+    {'I', T_DROPEV, 0}, {'S', T_LINKS, 0}, {'I', T_NLINK, 0}, {'I', T_DROPLINK, 0},
 };
 
 static const struct ent points_root[] = {
-    {'I', M_TIME, 0},  {'I', M_START, 0},  {'I', M_METRIC, LIM_METRICS}, {'I', M_VTYPE, LIM_PV},
-    {'R', M_VALUE, 8}, {'I', M_COUNT, 0},  {'R', M_SUM, 8},              {'R', M_MIN, 8},
-    {'R', M_MAX, 8},   {'I', M_HAS, LIM_BITS3},
+    {'I', M_TIME, 0},        {'I', M_START, 0}, {'I', M_METRIC, LIM_METRICS},
+    {'I', M_VTYPE, LIM_PV},  {'R', M_VALUE, 8}, {'I', M_COUNT, 0},
+    {'R', M_SUM, 8},         {'R', M_MIN, 8},   {'R', M_MAX, 8},
+    {'I', M_HAS, LIM_BITS3},
 };
 static const struct ent points_attrs[] = {{'I', M_ACOUNT, 0}, {'S', M_ATTRS, 0}};
 static const struct ent points_detail[] = {
     {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
 
-#define SPEC(a) {a, sizeof(a) / sizeof(a[0])}
+#define SPEC(a)                                                                                    \
+    {                                                                                              \
+        a, sizeof(a) / sizeof(a[0])                                                                \
+    }
 static const struct spec specs[SIG_COUNT][N_TABLES] = {
     {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
     {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
@@ -634,8 +649,6 @@ static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uin
     return rc;
 }
 
-
-
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
     uint64_t h;
@@ -749,9 +762,8 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         if (kc_add(&s->kc, row, k, kn) < 0 ||
-            (v.type == VAL_STR &&
-             bloom_set_add(&s->set[BLK_BLOOM_ATTRS - 1], bloom_hash_kv(k, kn, v.s, v.n, seed)) <
-                 0)) {
+            (v.type == VAL_STR && bloom_set_add(&s->set[BLK_BLOOM_ATTRS - 1],
+                                                bloom_hash_kv(k, kn, v.s, v.n, seed)) < 0)) {
             return -ENOMEM;
         }
     }
@@ -863,8 +875,8 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
         w->I[L_SCOPE][j] = v.scope_id;
         w->I[L_SEV][j] = zz(v.severity_number);
         w->I[L_BTYPE][j] = (uint64_t)v.body_type;
-        w->I[L_IDF][j] = (v.has_trace_id ? 1u : 0) | (v.has_span_id ? 2u : 0) |
-                         (v.time_ns == 0 ? 4u : 0);
+        w->I[L_IDF][j] =
+            (v.has_trace_id ? 1u : 0) | (v.has_span_id ? 2u : 0) | (v.time_ns == 0 ? 4u : 0);
         w->I[L_ACOUNT][j] = v.attrs.count;
         w->I[L_OBS][j] = zz((int64_t)(v.observed_ns - t));
         w->I[L_DROP][j] = v.dropped_attrs;
@@ -1440,8 +1452,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     sec_end(&foot, at);
-    rc = sec_begin(&foot, SEC_TABLES, &at) | vbuf_put_u32(&foot, N_TABLES) |
-         vbuf_put_u32(&foot, 0);
+    rc = sec_begin(&foot, SEC_TABLES, &at) | vbuf_put_u32(&foot, N_TABLES) | vbuf_put_u32(&foot, 0);
     for (int t = 0; t < N_TABLES; t++) {
         rc |= vbuf_put_u8(&foot, dir[t].kind);
         rc |= vbuf_put_u8(&foot, dir[t].codec);
@@ -1660,7 +1671,8 @@ static inline struct obytes ob_of(struct mstr s)
     return (struct obytes){(const uint8_t *)s.p, s.len};
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
@@ -1966,8 +1978,7 @@ static inline int ready(blk *b, unsigned want)
 {
     static const unsigned bit[N_TABLES] = {BLK_ROOT, BLK_ATTRS, BLK_DETAIL};
     for (int t = 0; t < N_TABLES; t++) {
-        if ((want & bit[t]) &&
-            atomic_load_explicit(&b->tstate[t], memory_order_acquire) != TS_OK) {
+        if ((want & bit[t]) && atomic_load_explicit(&b->tstate[t], memory_order_acquire) != TS_OK) {
             int rc = table_load(b, t);
             if (rc < 0) {
                 return rc;
@@ -2081,9 +2092,9 @@ static bool parse_scopes(blk *b, struct rd r)
     for (uint32_t i = 0; i < n; i++) {
         struct scope_view *v = &b->scopes[i];
         uint32_t cnt, nl, vl, al, sl;
-        if (!rd_u32(&r, &v->resource_id) || !rd_u32(&r, &v->dropped_attrs) ||
-            !rd_u32(&r, &cnt) || !rd_u32(&r, &nl) || !rd_u32(&r, &vl) || !rd_u32(&r, &al) ||
-            !rd_u32(&r, &sl) || !rd_str(&r, nl, &v->name) || !rd_str(&r, vl, &v->version) ||
+        if (!rd_u32(&r, &v->resource_id) || !rd_u32(&r, &v->dropped_attrs) || !rd_u32(&r, &cnt) ||
+            !rd_u32(&r, &nl) || !rd_u32(&r, &vl) || !rd_u32(&r, &al) || !rd_u32(&r, &sl) ||
+            !rd_str(&r, nl, &v->name) || !rd_str(&r, vl, &v->version) ||
             !rd_attrs(&r, al, cnt, &v->attrs) || !rd_str(&r, sl, &v->schema_url) ||
             v->resource_id >= b->n_res) {
             return false;
@@ -2109,12 +2120,12 @@ static bool parse_metrics(blk *b, struct rd r)
         struct metric_view *v = &b->metrics[i];
         uint8_t kind, mono, z;
         uint32_t temp, cnt, nl, dl, ul, ml;
-        if (!rd_u32(&r, &v->scope_id) || !rd_u8(&r, &kind) || !rd_u8(&r, &mono) ||
-            !rd_u8(&r, &z) || !rd_u8(&r, &z) || !rd_u32(&r, &temp) || !rd_u32(&r, &cnt) ||
-            !rd_u32(&r, &nl) || !rd_u32(&r, &dl) || !rd_u32(&r, &ul) || !rd_u32(&r, &ml) ||
-            !rd_str(&r, nl, &v->name) || !rd_str(&r, dl, &v->description) ||
-            !rd_str(&r, ul, &v->unit) || !rd_attrs(&r, ml, cnt, &v->metadata) ||
-            v->scope_id >= b->n_scopes || kind > MK_SUMMARY || mono > 1) {
+        if (!rd_u32(&r, &v->scope_id) || !rd_u8(&r, &kind) || !rd_u8(&r, &mono) || !rd_u8(&r, &z) ||
+            !rd_u8(&r, &z) || !rd_u32(&r, &temp) || !rd_u32(&r, &cnt) || !rd_u32(&r, &nl) ||
+            !rd_u32(&r, &dl) || !rd_u32(&r, &ul) || !rd_u32(&r, &ml) || !rd_str(&r, nl, &v->name) ||
+            !rd_str(&r, dl, &v->description) || !rd_str(&r, ul, &v->unit) ||
+            !rd_attrs(&r, ml, cnt, &v->metadata) || v->scope_id >= b->n_scopes ||
+            kind > MK_SUMMARY || mono > 1) {
             return false;
         }
         v->id = i;
@@ -2143,8 +2154,7 @@ static bool parse_blooms(blk *b, struct rd r)
             return false;
         }
         if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_KM || k == 0 || k > 32 ||
-            bl->nbits == 0 || bl->nbits % 64 != 0 ||
-            bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
+            bl->nbits == 0 || bl->nbits % 64 != 0 || bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
             return false;
         }
         bl->kind = (enum blk_bloom_kind)kind;
@@ -2234,8 +2244,8 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         !rd_u64(&m, &seal_id) || !rd_u64(&m, &flags)) {
         return fail(err, errlen, "footer meta too short");
     }
-    if (sig != b->sig || shard != b->meta.shard || rows != b->rows ||
-        wal_seq != b->meta.wal_seq || seal_id != b->meta.seal_id) {
+    if (sig != b->sig || shard != b->meta.shard || rows != b->rows || wal_seq != b->meta.wal_seq ||
+        seal_id != b->meta.seal_id) {
         return fail(err, errlen, "footer meta disagrees with the header");
     }
 
@@ -2264,9 +2274,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         if (d->off < prev_end || d->off > b->foot_off || d->len > b->foot_off - d->off) {
             return fail(err, errlen, "table %d lies outside the table area", i);
         }
-        if (d->codec == BLK_CODEC_PLAIN ? d->raw != d->len
-                                         : (d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20) ||
-                                            d->raw > ZSTD_RAW_MAX)) {
+        if (d->codec == BLK_CODEC_PLAIN
+                ? d->raw != d->len
+                : (d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20) || d->raw > ZSTD_RAW_MAX)) {
             return fail(err, errlen, "table %d has an implausible raw length", i);
         }
         prev_end = d->off + d->len;
@@ -2324,12 +2334,12 @@ static int open_checked(blk *b, char *err, size_t errlen)
     }
     uint32_t version = rd32(h + 8);
     if (version > BLK_VERSION) {
-        return fail(err, errlen, "block format version %u is newer than this miradb (%d)",
-                    version, BLK_VERSION);
+        return fail(err, errlen, "block format version %u is newer than this miradb (%d)", version,
+                    BLK_VERSION);
     }
     if (version != BLK_VERSION) {
-        return fail(err, errlen, "unknown block format version %u (this miradb reads %d)",
-                    version, BLK_VERSION);
+        return fail(err, errlen, "unknown block format version %u (this miradb reads %d)", version,
+                    BLK_VERSION);
     }
     if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE || rd32(h + 60) != 0) {
         return fail(err, errlen, "header checksum mismatch");
@@ -2422,8 +2432,7 @@ int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t e
     }
     b->size = (uint64_t)st.st_size;
     b->key = (struct vcache_key){(uint64_t)st.st_dev, (uint64_t)st.st_ino, b->size,
-                                 (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec,
-                                 0};
+                                 (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec, 0};
     if (b->size >= HDR_SIZE + TRL_SIZE) {
         void *m = mmap(NULL, b->size, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
@@ -2972,7 +2981,9 @@ int blk_table_info(const blk *b, uint32_t i, struct blk_table_info *out)
         .raw_length = d->raw,
         .crc32 = d->crc,
         .n_columns = st == TS_OK ? b->tcols[i] : 0,
-        .state = st == TS_OK ? 1 : st == TS_BAD ? -1 : 0,
+        .state = st == TS_OK    ? 1
+                 : st == TS_BAD ? -1
+                                : 0,
     };
     return 0;
 }
@@ -3004,8 +3015,8 @@ int blk_bloom_info(const blk *b, uint32_t i, struct blk_bloom_info *out)
     for (uint64_t w = 0; w < bl->nbits / 64; w++) {
         set += (uint64_t)__builtin_popcountll(rd64(bl->bits + 8 * w));
     }
-    *out = (struct blk_bloom_info){bl->kind, bl->nbits, bl->items, bl->k,
-                                   bl->seed, set,      bl->complete};
+    *out =
+        (struct blk_bloom_info){bl->kind, bl->nbits, bl->items, bl->k, bl->seed, set, bl->complete};
     return 0;
 }
 

@@ -73,8 +73,9 @@ int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const 
 typedef struct blk blk;
 
 /* blk_open_ex flags. */
-#define BLK_OPEN_NO_CACHE 1u    /* hash every table verified, ignore and do not feed the cache */
-#define BLK_OPEN_LENIENT_ROOT 2u /* a root table that fails does not fail the open (fsck, inspect) */
+#define BLK_OPEN_NO_CACHE 1u /* hash every table verified, ignore and do not feed the cache */
+#define BLK_OPEN_LENIENT_ROOT                                                                      \
+    2u /* a root table that fails does not fail the open (fsck, inspect) */
 
 /*
  * Opens |path|, verifying the trailer, footer and root table. Returns 0

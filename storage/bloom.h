@@ -31,7 +31,7 @@
 #define BLOOM_ALGO_XXH3_KM 1 /* the only algorithm so far (above) */
 #define BLOOM_TOKEN_MAX 128
 #define BLOOM_K 7
-#define BLOOM_BITS_PER_ITEM 10 /* ~1% false positives at k = 7 */
+#define BLOOM_BITS_PER_ITEM 10       /* ~1% false positives at k = 7 */
 #define BLOOM_MAX_BITS (64ull << 20) /* 8 MiB per filter: more items only raise the FP rate */
 
 static inline bool bloom_is_token_char(unsigned char c)

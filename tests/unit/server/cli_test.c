@@ -118,9 +118,9 @@ Test(cli, inspect_describes_a_block_in_text_and_json)
     o = json_loads(out, 0, &je);
     cr_assert_not_null(o);
     cr_assert(json_is_false(json_object_get(o, "ok")));
-    cr_assert_str_eq(
-        json_string_value(json_object_get(json_array_get(json_object_get(o, "tables"), 1), "check")),
-        "crc mismatch");
+    cr_assert_str_eq(json_string_value(
+                         json_object_get(json_array_get(json_object_get(o, "tables"), 1), "check")),
+                     "crc mismatch");
     json_decref(o);
 
     char *a3[] = {"inspect", "/nonexistent-h9.blk", NULL};

@@ -42,9 +42,9 @@ static inline uint64_t gen_below(uint64_t *s, uint64_t n)
 }
 
 static const char *const gen_words[] = {
-    "error",  "timeout", "GET",   "user_id", "connection", "refused", "OK",      "x42",
-    "db",     "Query",   "slow",  "retry",   "upstream",   "cache",   "miss",    "_private",
-    "ÅÄÖ",    "tab\there", "{json}", "a-b.c", "",         "zz9",     "Payment", "latency"};
+    "error", "timeout",   "GET",    "user_id", "connection", "refused", "OK",      "x42",
+    "db",    "Query",     "slow",   "retry",   "upstream",   "cache",   "miss",    "_private",
+    "ÅÄÖ",   "tab\there", "{json}", "a-b.c",   "",           "zz9",     "Payment", "latency"};
 #define GEN_N_WORDS (sizeof(gen_words) / sizeof(gen_words[0]))
 
 static inline struct mstr gen_copy(arena *a, const char *p, size_t n)
@@ -142,8 +142,9 @@ static inline void gen_value(struct vbuf *h, uint64_t *s, int depth)
     }
 }
 
-static const char *const gen_keys[] = {"http.method", "http.status_code", "user.id", "region",
-                                       "k8s.pod.name", "error", "db.statement", "peer"};
+static const char *const gen_keys[] = {
+    "http.method", "http.status_code", "user.id", "region", "k8s.pod.name",
+    "error",       "db.statement",     "peer"};
 
 static inline struct attrs gen_attrs(struct batch *b, uint64_t *s, uint32_t max)
 {
@@ -331,8 +332,8 @@ static inline void gen_log_rows(struct batch *b, arena *a, uint64_t *s, uint32_t
         r->severity_number = (int32_t)gen_below(s, 30) - 3;
         static const char *const sev[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", ""};
         const char *st = sev[gen_below(s, 6)];
-        r->severity_text = gen_below(s, 8) ? (struct mstr){st, (uint32_t)strlen(st)}
-                                           : (struct mstr){NULL, 0};
+        r->severity_text =
+            gen_below(s, 8) ? (struct mstr){st, (uint32_t)strlen(st)} : (struct mstr){NULL, 0};
         switch (gen_string_bodies_only ? 5 : gen_below(s, 6)) {
         case 0:
             r->body_type = VAL_EMPTY;

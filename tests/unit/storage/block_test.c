@@ -825,8 +825,7 @@ Test(block, a_bit_flip_in_any_table_footer_header_or_trailer_is_caught_where_it_
             put_file(path, file, len);
             int rc = try_open(path, &b, err, sizeof(err));
             if (t == 0) {
-                cr_assert_eq(rc, -EBADMSG, "root flip at %llu opened",
-                             (unsigned long long)offs[k]);
+                cr_assert_eq(rc, -EBADMSG, "root flip at %llu opened", (unsigned long long)offs[k]);
                 cr_assert(strstr(err, "root") != NULL, "%s", err);
             } else {
                 cr_assert_eq(rc, 0, "%s table flip failed the open: %s",
@@ -1045,7 +1044,8 @@ Test(block, zone_maps_hold_the_exact_extremes)
         cr_assert_eq(t[lb], t[i]);
         cr_assert(lb == 0 || t[lb - 1] < t[i]);
     }
-    cr_assert_eq(blk_lower_bound(b, UINT64_MAX), t[699] == UINT64_MAX ? blk_lower_bound(b, UINT64_MAX) : 700);
+    cr_assert_eq(blk_lower_bound(b, UINT64_MAX),
+                 t[699] == UINT64_MAX ? blk_lower_bound(b, UINT64_MAX) : 700);
     blk_unref(b);
     oblock_free(ob);
 
@@ -1107,9 +1107,9 @@ Test(block, small_blocks_of_every_kind_round_trip_and_seed_the_fuzzer)
         bool zstd;
         const char *name;
     } seeds[] = {
-        {SIG_LOGS, 6, false, "logs-6.blk"},       {SIG_LOGS, 0, false, "logs-empty.blk"},
-        {SIG_TRACES, 5, false, "traces-5.blk"},   {SIG_METRICS, 8, false, "metrics-8.blk"},
-        {SIG_LOGS, 4, true, "logs-4-zstd.blk"},   {SIG_TRACES, 3, true, "traces-3-zstd.blk"},
+        {SIG_LOGS, 6, false, "logs-6.blk"},           {SIG_LOGS, 0, false, "logs-empty.blk"},
+        {SIG_TRACES, 5, false, "traces-5.blk"},       {SIG_METRICS, 8, false, "metrics-8.blk"},
+        {SIG_LOGS, 4, true, "logs-4-zstd.blk"},       {SIG_TRACES, 3, true, "traces-3-zstd.blk"},
         {SIG_METRICS, 4, true, "metrics-4-zstd.blk"},
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {

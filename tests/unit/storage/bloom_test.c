@@ -11,8 +11,8 @@
 Test(bloom, tokens_are_maximal_runs_of_letters_digits_and_underscore)
 {
     const char *s = "  GET /api/v2/users?id=42 -> 500_err: timeout...Ünïcode x";
-    const char *want[] = {"GET", "api", "v2", "users", "id", "42", "500_err", "timeout",
-                          "n", "code", "x"};
+    const char *want[] = {"GET",     "api",     "v2", "users", "id", "42",
+                          "500_err", "timeout", "n",  "code",  "x"};
     size_t pos = 0, st, n, k = 0;
     while (bloom_next_token(s, strlen(s), &pos, &st, &n)) {
         cr_assert_lt(k, sizeof(want) / sizeof(want[0]));
