@@ -179,7 +179,10 @@ static void sb_es6_double(struct sbuf *b, double v)
         return;
     }
     char e[40];
-    for (int prec = 0; prec <= 16; prec++) {
+    /* 15 significant digits first: any decimal of <= DBL_DIG digits comes
+     * back unchanged, so when it round-trips, stripping its trailing zeros
+     * gives the shortest form; else 16, then 17 digits. */
+    for (int prec = 14; prec <= 16; prec++) {
         snprintf(e, sizeof(e), "%.*e", prec, v);
         if (strtod(e, NULL) == v) {
             break;
@@ -1891,6 +1894,9 @@ static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
         break;
     }
     const struct lbl *l = lset_get(&c->l, lf->m.name.s, lf->m.name.n);
+    if (l != NULL && l->vn == 0) {
+        l = NULL; /* an empty label is no label */
+    }
     int rc = logql_lf_test(lf, l ? l->v : NULL, l ? l->vn : 0);
     if (rc < 0) {
         set_error(c, "LabelFilterErr", "cannot parse the label value for the filter");
@@ -2113,6 +2119,222 @@ static void stage_unwrap(struct rctx *c, const struct logql_stage *st)
     c->unwrap_val = d;
 }
 
+/* Does attribute key |k| become label name |n| (logs_label_name)? */
+static bool key_is_name(const char *k, size_t kn, const char *n, size_t nn)
+{
+    if (kn == nn) {
+        /* same length: no run was collapsed and no prefix added, unless the
+         * key starts with a digit or is __wrapped__ (then compare fully) */
+        bool plain = !(kn > 0 && k[0] >= '0' && k[0] <= '9') &&
+                     !(kn > 4 && k[0] == '_' && k[1] == '_' && k[kn - 1] == '_' && k[kn - 2] == '_');
+        if (plain) {
+            bool prev_special = false;
+            for (size_t i = 0; i < kn; i++) {
+                bool sp = !is_alnum((unsigned char)k[i]);
+                if (sp ? (n[i] != '_' || prev_special) : n[i] != k[i]) {
+                    return false;
+                }
+                prev_special = sp;
+            }
+            return true;
+        }
+    } else if (nn > kn + 4) {
+        return false;
+    } else {
+        /* a different length needs a run of specials or a digit prefix */
+        bool odd = kn > 0 && k[0] >= '0' && k[0] <= '9';
+        for (size_t i = 1; i < kn && !odd; i++) {
+            odd = !is_alnum((unsigned char)k[i]) && !is_alnum((unsigned char)k[i - 1]);
+        }
+        if (!odd) {
+            return false;
+        }
+    }
+    char buf[600];
+    size_t bn = logs_label_name(k, kn, buf, sizeof(buf));
+    return bn == nn && memcmp(buf, n, nn) == 0;
+}
+
+/* One label of the current row by name without building the set.
+ * 1 found (*v, *vn), 0 absent, -1 cannot tell cheaply (build the set). */
+static int lazy_get(struct rctx *c, const char *n, size_t nn, const char **v, size_t *vn,
+                    double *num, bool *has_num)
+{
+    *has_num = false;
+    const struct rinfo *ri = c->ri;
+    const struct log_view *lv = c->v;
+    for (uint32_t i = 0; i < ri->n_idx; i++) {
+        if (ri->idx[i].nn == nn && memcmp(ri->idx[i].n, n, nn) == 0) {
+            *v = ri->idx[i].v;
+            *vn = ri->idx[i].vn;
+            return 1;
+        }
+    }
+    if (!c->s->need_labels || name_eq(n, nn, "detected_level") || name_eq(n, nn, "__error__") ||
+        name_eq(n, nn, "__error_details__")) {
+        return -1;
+    }
+    if (c->s->attrs) {
+        struct val_rd r = {lv->attrs.p, lv->attrs.p + lv->attrs.len};
+        for (uint32_t i = 0; i < lv->attrs.count; i++) {
+            const char *k;
+            size_t kn;
+            struct val av;
+            if (val_rd_kv(&r, &k, &kn, &av) != 0) {
+                break;
+            }
+            if (av.type == VAL_KVLIST) {
+                return -1; /* flattened names: let the full build decide */
+            }
+            if (!key_is_name(k, kn, n, nn) ||
+                (lv->event_name.len > 0 && name_eq(k, kn, "event_name"))) {
+                continue;
+            }
+            if (av.type == VAL_STR) {
+                *v = av.s;
+                *vn = av.n;
+            } else if (num != NULL && (av.type == VAL_INT || av.type == VAL_DOUBLE)) {
+                /* a numeric filter compares the number itself: its rendering
+                 * (ES6 shortest / decimal) parses back to the same double */
+                *num = av.type == VAL_INT ? (double)av.i : av.d;
+                *has_num = true;
+                *v = "";
+                *vn = 0;
+            } else {
+                c->sb.n = 0;
+                sb_val_str(&c->sb, &av);
+                *v = sb_take(c, vn);
+            }
+            return 1;
+        }
+    }
+    char nb[24];
+    int k = -1;
+    if (name_eq(n, nn, "severity_text")) {
+        if (lv->severity_text.len == 0) {
+            return 0;
+        }
+        *v = lv->severity_text.p;
+        *vn = lv->severity_text.len;
+        return 1;
+    }
+    if (name_eq(n, nn, "severity_number")) {
+        if (lv->severity_number == 0) {
+            return 0;
+        }
+        k = snprintf(nb, sizeof(nb), "%d", lv->severity_number);
+    } else if (name_eq(n, nn, "observed_timestamp")) {
+        if (lv->time_ns == 0 || lv->observed_ns == 0) {
+            return 0;
+        }
+        k = snprintf(nb, sizeof(nb), "%" PRIu64, lv->observed_ns);
+    } else if (name_eq(n, nn, "dropped_attributes_count")) {
+        if (lv->dropped_attrs == 0) {
+            return 0;
+        }
+        k = snprintf(nb, sizeof(nb), "%u", lv->dropped_attrs);
+    } else if (name_eq(n, nn, "flags")) {
+        if (lv->flags == 0) {
+            return 0;
+        }
+        k = snprintf(nb, sizeof(nb), "%u", lv->flags);
+    } else if (name_eq(n, nn, "trace_id") || name_eq(n, nn, "span_id")) {
+        bool trace = nn == 8;
+        if (!(trace ? lv->has_trace_id : lv->has_span_id)) {
+            return 0;
+        }
+        c->sb.n = 0;
+        sb_hex(&c->sb, trace ? lv->trace_id : lv->span_id, trace ? 16 : 8);
+        *v = sb_take(c, vn);
+        return 1;
+    } else if (name_eq(n, nn, "event_name")) {
+        if (lv->event_name.len == 0) {
+            return 0;
+        }
+        *v = lv->event_name.p;
+        *vn = lv->event_name.len;
+        return 1;
+    }
+    if (k >= 0) {
+        *v = scratch_dup(c, nb, (size_t)k);
+        *vn = (size_t)k;
+        return 1;
+    }
+    for (uint32_t i = 0; i < ri->n_sm; i++) {
+        if (ri->sm[i].nn == nn && memcmp(ri->sm[i].n, n, nn) == 0) {
+            *v = ri->sm[i].v;
+            *vn = ri->sm[i].vn;
+            return 1;
+        }
+    }
+    const struct sinfo *si = src_sinfo(c, lv->scope);
+    if (si != NULL) {
+        for (uint32_t i = 0; i < si->n_sm; i++) {
+            if (si->sm[i].nn == nn && memcmp(si->sm[i].n, n, nn) == 0) {
+                *v = si->sm[i].v;
+                *vn = si->sm[i].vn;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A label filter before any label was built: *full = true when it cannot
+ * be decided this way (then the caller builds the labels and uses lf_eval,
+ * which also records __error__). */
+static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
+{
+    switch (lf->kind) {
+    case LOGQL_LF_AND:
+        return lf_eval_lazy(c, lf->left, full) && !*full && lf_eval_lazy(c, lf->right, full);
+    case LOGQL_LF_OR:
+        return (lf_eval_lazy(c, lf->left, full) && !*full) || (!*full && lf_eval_lazy(c, lf->right, full));
+    default:
+        break;
+    }
+    const char *v = NULL;
+    size_t vn = 0;
+    double num = 0;
+    bool has_num = false;
+    int got = lazy_get(c, lf->m.name.s, lf->m.name.n, &v, &vn,
+                       lf->kind == LOGQL_LF_NUMBER ? &num : NULL, &has_num);
+    if (got < 0) {
+        *full = true;
+        return false;
+    }
+    if (has_num) {
+        if (isnan(num)) {
+            *full = true; /* "NaN" parses, but let the general path say so */
+            return false;
+        }
+        switch (lf->cmp) {
+        case LOGQL_CMP_EQ:
+            return num == lf->num;
+        case LOGQL_CMP_NE:
+            return num != lf->num;
+        case LOGQL_CMP_GT:
+            return num > lf->num;
+        case LOGQL_CMP_GE:
+            return num >= lf->num;
+        case LOGQL_CMP_LT:
+            return num < lf->num;
+        case LOGQL_CMP_LE:
+            return num <= lf->num;
+        }
+        return false;
+    }
+    if (got == 1 && vn == 0) {
+        got = 0; /* an empty label is no label (as lf_eval) */
+    }
+    int rc = logql_lf_test(lf, got ? v : NULL, got ? vn : 0);
+    if (rc < 0) {
+        *full = true;
+        return false;
+    }
+    return rc == 1;
+}
+
 /* The line of the current row: the body, a non-string body as JSON/text. */
 static void row_line(struct rctx *c)
 {
@@ -2146,6 +2368,18 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
                 return false;
             }
             continue;
+        }
+        if (!c->built && st->kind == LOGQL_STAGE_LABEL_FILTER) {
+            /* before any parser: look the names up without building every
+             * label of the row */
+            bool full = false;
+            bool keep = lf_eval_lazy(c, st->lf, &full);
+            if (!full) {
+                if (!keep) {
+                    return false;
+                }
+                continue;
+            }
         }
         if (!c->built) {
             build_labels(c);
@@ -3162,6 +3396,25 @@ static bool range_unwrapped(enum logql_range_op op)
     return op >= LOGQL_RANGE_RATE_COUNTER;
 }
 
+/* Range aggregations whose window value is a sum: a row adds to every
+ * step of its window through a difference array (O(1) per row however
+ * many steps the window spans), summed up once in series_finish. */
+static bool range_additive(enum logql_range_op op)
+{
+    switch (op) {
+    case LOGQL_RANGE_COUNT_OVER_TIME:
+    case LOGQL_RANGE_RATE:
+    case LOGQL_RANGE_BYTES_OVER_TIME:
+    case LOGQL_RANGE_BYTES_RATE:
+    case LOGQL_RANGE_ABSENT_OVER_TIME:
+    case LOGQL_RANGE_SUM_OVER_TIME:
+    case LOGQL_RANGE_AVG_OVER_TIME:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Creates a series (arena |a|) with copies of |l| and K-step arrays. */
 static struct series *series_new(struct query *q, arena *a, const struct lbl *l, uint32_t nl,
                                  const char *key, size_t kn, uint64_t h, size_t K, bool aux)
@@ -3175,13 +3428,14 @@ static struct series *series_new(struct query *q, arena *a, const struct lbl *l,
     s->key = adup(a, key, kn);
     s->keylen = (uint32_t)kn;
     s->l = arena_alloc(a, (nl + 1) * sizeof(struct lbl));
-    s->v = arena_alloc(a, K * sizeof(double));
-    s->cnt = arena_alloc(a, K * sizeof(uint32_t));
+    /* K + 1: additive range aggregations keep a difference array */
+    s->v = arena_alloc(a, (K + 1) * sizeof(double));
+    s->cnt = arena_alloc(a, (K + 1) * sizeof(uint32_t));
     if (s->key == NULL || s->l == NULL || s->v == NULL || s->cnt == NULL) {
         return NULL;
     }
-    memset(s->v, 0, K * sizeof(double));
-    memset(s->cnt, 0, K * sizeof(uint32_t));
+    memset(s->v, 0, (K + 1) * sizeof(double));
+    memset(s->cnt, 0, (K + 1) * sizeof(uint32_t));
     if (aux) {
         s->aux = arena_alloc(a, K * sizeof(double));
         s->aux2 = arena_alloc(a, K * sizeof(double));
@@ -3312,6 +3566,13 @@ static bool on_metric_match(struct rctx *c, uint64_t row)
             return false;
         }
     }
+    if (range_additive(r->range_op)) {
+        se->v[klo] += x;
+        se->v[khi + 1] -= x;
+        se->cnt[klo]++;
+        se->cnt[khi + 1]--; /* unsigned: wraps back in the prefix sum */
+        return true;
+    }
     for (int64_t k = klo; k <= khi; k++) {
         uint32_t n = se->cnt[k]++;
         switch (r->range_op) {
@@ -3350,6 +3611,13 @@ static bool on_metric_match(struct rctx *c, uint64_t row)
 static void series_merge(const struct logql_expr *r, size_t K, struct series *into,
                          const struct series *from)
 {
+    if (range_additive(r->range_op)) {
+        for (size_t k = 0; k <= K; k++) {
+            into->v[k] += from->v[k];
+            into->cnt[k] += from->cnt[k];
+        }
+        return;
+    }
     for (size_t k = 0; k < K; k++) {
         if (from->cnt[k] == 0) {
             continue;
@@ -3392,6 +3660,16 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
 static void series_finish(const struct logql_expr *r, size_t K, struct series *s, bool unwrap)
 {
     double secs = (double)r->range_ns / 1e9;
+    if (range_additive(r->range_op)) {
+        double acc = 0;
+        uint32_t cacc = 0;
+        for (size_t k = 0; k < K; k++) {
+            acc += s->v[k];
+            cacc += s->cnt[k];
+            s->v[k] = cacc != 0 ? acc : 0;
+            s->cnt[k] = cacc;
+        }
+    }
     for (size_t k = 0; k < K; k++) {
         double n = s->cnt[k];
         if (n == 0) {
