@@ -2037,7 +2037,51 @@ static void shown_node(struct shown *sh, const struct traceql_node *nd)
     }
 }
 
-enum { MAY = 0, NO_ZONE = 1, NO_BLOOM = 2 };
+enum { MAY = 0, NO_ZONE = 1, NO_BLOOM = 2, NO_DICT = 3 };
+
+/* Whether |f| reads nothing but resource attributes (and literals). */
+static bool resource_only(const struct traceql_field *f, bool *any_attr)
+{
+    switch (f->kind) {
+    case TRACEQL_F_STATIC:
+        return true;
+    case TRACEQL_F_ATTR:
+        *any_attr = true;
+        return f->scope == TRACEQL_SCOPE_RESOURCE;
+    case TRACEQL_F_BINARY:
+        return resource_only(f->l, any_attr) && resource_only(f->r, any_attr);
+    case TRACEQL_F_UNARY:
+        return resource_only(f->l, any_attr);
+    default:
+        return false;
+    }
+}
+
+/* Does some resource of the block's dictionary satisfy |f| (resource_only)?
+ * Exact, arrays included, and no table is read. */
+static bool dict_may(blk *b, const struct traceql_field *f)
+{
+    struct etrace lone = {.n = 1, .root = -1, .whole = false};
+    struct espan sp = {.parent = -1};
+    lone.s = &sp;
+    struct ectx e = {.tr = &lone};
+    uint32_t n = blk_n_resources(b);
+    for (uint32_t i = 0; i < n; i++) {
+        sp.v.resource = blk_resource(b, i);
+        if (sp.v.resource != NULL && eval_bool(&e, f, &sp)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Span attributes: the block's key=value bloom indexes string values only,
+ * not the string elements of arrays, while `span.x = "v"` also matches an
+ * array holding "v" (FACTS.md E.5). Until the bloom indexes array elements
+ * (storage/block.c bloom_attrs) it cannot prove a span attribute absent.
+ */
+#define SPAN_ATTR_BLOOM 0
 
 static bool static_num(const struct traceql_field *f, double *v)
 {
@@ -2073,6 +2117,10 @@ static int field_may(blk *b, const struct traceql_field *f)
         int r2 = field_may(b, f->r);
         return r2 == MAY ? MAY : r1;
     }
+    bool res_attr = false;
+    if (resource_only(f, &res_attr) && res_attr) {
+        return dict_may(b, f) ? MAY : NO_DICT;
+    }
     const struct traceql_field *subj = f->l, *val = f->r;
     enum traceql_op op = f->op;
     if (subj->kind == TRACEQL_F_STATIC) {
@@ -2088,13 +2136,8 @@ static int field_may(blk *b, const struct traceql_field *f)
         return MAY;
     }
     if (op == TRACEQL_OP_EQ && val->st.type == TRACEQL_T_STRING) {
-        if (subj->kind == TRACEQL_F_ATTR && subj->scope == TRACEQL_SCOPE_SPAN) {
+        if (SPAN_ATTR_BLOOM && subj->kind == TRACEQL_F_ATTR && subj->scope == TRACEQL_SCOPE_SPAN) {
             return blk_may_have_attr(b, subj->name, subj->name_len, val->st.s, val->st.n)
-                       ? MAY
-                       : NO_BLOOM;
-        }
-        if (subj->kind == TRACEQL_F_ATTR && subj->scope == TRACEQL_SCOPE_RESOURCE) {
-            return blk_may_have_resource_value(b, subj->name, subj->name_len, val->st.s, val->st.n)
                        ? MAY
                        : NO_BLOOM;
         }
@@ -2271,7 +2314,8 @@ static bool in_range(const struct traces_search_req *rq, const struct span_view 
     return rq->start_ns == 0 || end >= rq->start_ns;
 }
 
-/* Zone maps and blooms for a sealed source: MAY, NO_ZONE or NO_BLOOM. */
+/* Zone maps, blooms and the resource dictionary for a sealed source: MAY,
+ * or the reason to skip it (NO_ZONE, NO_BLOOM, NO_DICT). */
 static int source_may(const struct tq *q, const struct traces_search_req *rq,
                       const struct seeds *sd, size_t si)
 {
@@ -2299,8 +2343,8 @@ static int source_may(const struct tq *q, const struct traces_search_req *rq,
         if (r == MAY) {
             return MAY;
         }
-        if (r == NO_BLOOM) {
-            why = NO_BLOOM;
+        if (r != NO_ZONE) {
+            why = r;
         }
     }
     return sd->n > 0 ? why : MAY;
@@ -2315,7 +2359,10 @@ static void seed_item(void *arg, size_t si)
     }
     int may = source_may(q, s->rq, &s->seeds, si);
     if (may != MAY) {
-        add(may == NO_ZONE ? &q->scan.blocks_skipped_zone : &q->scan.blocks_skipped_bloom, 1);
+        add(may == NO_ZONE   ? &q->scan.blocks_skipped_zone
+            : may == NO_DICT ? &q->scan.blocks_skipped_dict
+                             : &q->scan.blocks_skipped_bloom,
+            1);
         return;
     }
     if (tq_load(q, si, BLK_ROOT | s->seed_want) < 0) {
@@ -3386,6 +3433,7 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         if (may != MAY) {
             q->scan.blocks_skipped_zone += may == NO_ZONE;
             q->scan.blocks_skipped_bloom += may == NO_BLOOM;
+            q->scan.blocks_skipped_dict += may == NO_DICT;
             continue;
         }
         if (dict_only) {

@@ -485,3 +485,203 @@ Test(tempo, trace_spread_over_sealed_and_open_blocks_and_bloom_pruning)
     cr_assert_eq(rows, 3 + 1, "the sealed block's 3 rows and the open block's 1");
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* ---- search, tags and the small endpoints over HTTP ---- */
+
+/* Three traces: 1 = api GET /users (server, ok) -> db SELECT (client, error);
+ * 2 = web GET /home (server) -> api GET /users (client); 3 = api POST (server). */
+static const char CORPUS[] =
+    "{\"resourceSpans\":["
+    "{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":\"api\"}}]"
+    "},"
+    " \"scopeSpans\":[{\"scope\":{\"name\":\"lib\"},\"spans\":["
+    "  {\"traceId\":\"00000000000000000000000000000001\",\"spanId\":\"00000000000000a1\","
+    "   \"name\":\"GET /users\",\"kind\":2,\"startTimeUnixNano\":\"1700000001000000000\","
+    "   \"endTimeUnixNano\":\"1700000001100000000\",\"status\":{\"code\":1},"
+    "   \"attributes\":[{\"key\":\"http.status_code\",\"value\":{\"intValue\":\"200\"}}]},"
+    "  {\"traceId\":\"00000000000000000000000000000002\",\"spanId\":\"00000000000000b2\","
+    "   \"parentSpanId\":\"00000000000000b1\",\"name\":\"GET /users\",\"kind\":3,"
+    "   \"startTimeUnixNano\":\"1700000002010000000\",\"endTimeUnixNano\":\"1700000002210000000\","
+    "   \"attributes\":[{\"key\":\"http.status_code\",\"value\":{\"intValue\":\"200\"}}]},"
+    "  {\"traceId\":\"00000000000000000000000000000003\",\"spanId\":\"00000000000000c1\","
+    "   \"name\":\"POST /orders\",\"kind\":2,\"startTimeUnixNano\":\"1700000003000000000\","
+    "   \"endTimeUnixNano\":\"1700000003005000000\","
+    "   \"attributes\":[{\"key\":\"http.method\",\"value\":{\"stringValue\":\"POST\"}}]}]}]},"
+    "{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":\"db\"}}]}"
+    ","
+    " \"scopeSpans\":[{\"scope\":{\"name\":\"lib\"},\"spans\":["
+    "  {\"traceId\":\"00000000000000000000000000000001\",\"spanId\":\"00000000000000a3\","
+    "   \"parentSpanId\":\"00000000000000a1\",\"name\":\"SELECT users\",\"kind\":3,"
+    "   \"startTimeUnixNano\":\"1700000001020000000\",\"endTimeUnixNano\":\"1700000001070000000\","
+    "   \"status\":{\"code\":2,\"message\":\"boom\"},"
+    "   \"attributes\":[{\"key\":\"db.system\",\"value\":{\"stringValue\":\"postgres\"}}]}]}]},"
+    "{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":\"web\"}}]"
+    "},"
+    " \"scopeSpans\":[{\"scope\":{\"name\":\"lib\"},\"spans\":["
+    "  {\"traceId\":\"00000000000000000000000000000002\",\"spanId\":\"00000000000000b1\","
+    "   \"name\":\"GET /home\",\"kind\":2,\"startTimeUnixNano\":\"1700000002000000000\","
+    "   \"endTimeUnixNano\":\"1700000002300000000\",\"status\":{\"code\":2},"
+    "   \"attributes\":[{\"key\":\"http.status_code\",\"value\":{\"intValue\":\"500\"}}]}]}]}"
+    "]}";
+
+static void url_enc(char *out, size_t cap, const char *s)
+{
+    static const char hx[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (; *s && o + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hx[c >> 4];
+            out[o++] = hx[c & 15];
+        }
+    }
+    out[o] = 0;
+}
+
+/* traceIDs of /api/search?q=<q>&<extra> joined by ','. */
+static void search_ids(const struct daemon *d, const char *q, const char *extra, char *out,
+                       size_t cap)
+{
+    char enc[1024], path[1400];
+    url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path), "/api/search?q=%s%s%s", enc, extra ? "&" : "", extra ? extra : "");
+    json_t *j = get_json(d, path);
+    json_t *traces = json_object_get(j, "traces");
+    cr_assert(json_is_array(traces), "%s: traces must be an array", q);
+    out[0] = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(traces, i, t)
+    {
+        json_t *sets = json_object_get(t, "spanSets");
+        cr_assert(json_is_array(sets));
+        size_t k;
+        json_t *ss;
+        json_array_foreach(sets, k, ss)
+        {
+            cr_assert(json_is_array(json_object_get(ss, "spans")), "spans always present");
+        }
+        strncat(out, json_string_value(json_object_get(t, "traceID")), cap - strlen(out) - 2);
+        if (i + 1 < json_array_size(traces)) {
+            strcat(out, ",");
+        }
+    }
+    json_decref(j);
+}
+
+static void expect_search(const struct daemon *d, const char *q, const char *extra,
+                          const char *want)
+{
+    char got[256];
+    search_ids(d, q, extra, got, sizeof(got));
+    cr_expect_str_eq(got, want, "q=%s %s", q, extra ? extra : "");
+}
+
+static void expect_status(const struct daemon *d, const char *path, int status,
+                          const char *body_has)
+{
+    uint8_t *b;
+    size_t l;
+    int st = get(d, path, NULL, &b, &l);
+    cr_expect_eq(st, status, "%s: %d %s", path, st, b);
+    if (body_has != NULL) {
+        cr_expect(strstr((char *)b, body_has) != NULL, "%s: %s lacks %s", path, b, body_has);
+    }
+    free(b);
+}
+
+Test(tempo, search_tags_and_errors_over_http)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
+    /* read-your-writes: searched right after the export is acknowledged */
+    post_json(&d, CORPUS);
+    expect_search(&d, "{}", NULL, "3,2,1");
+    expect_search(&d, "{ status = error }", NULL, "2,1");
+    expect_search(&d, "{ kind = client && span.http.status_code = 200 }", NULL, "2");
+    expect_search(&d, "{ resource.service.name = \"db\" }", NULL, "1");
+    expect_search(&d, "{ .db.system =~ \"post.*\" }", NULL, "1");
+    expect_search(&d, "{ duration > 250ms }", NULL, "2");
+    expect_search(&d, "{ rootServiceName = \"web\" }", NULL, "2");
+    expect_search(&d, "{ rootName = \"GET /users\" }", NULL, "1");
+    expect_search(&d, "{ traceDuration < 10ms }", NULL, "3");
+    expect_search(&d, "{ kind = server } > { kind = client }", NULL, "2,1");
+    expect_search(&d, "{ } | count() > 1", NULL, "2,1");
+    expect_search(&d, "{}", "limit=1", "3");
+    expect_search(&d, "{}", "start=1700000002&end=1700000003", "3,2");
+    expect_search(&d, "", "start=1700000000&end=1700000002", "2,1"); /* no q: every trace */
+
+    /* shape */
+    json_t *j = get_json(&d, "/api/search?q=%7B%20name%20%3D%20%22GET%20%2Fhome%22%20%7D&spss=2");
+    json_t *t = json_array_get(json_object_get(j, "traces"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(t, "traceID")), "2");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "rootServiceName")), "web");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "rootTraceName")), "GET /home");
+    cr_assert_str_eq(json_string_value(json_object_get(t, "startTimeUnixNano")),
+                     "1700000002000000000");
+    cr_assert_eq(json_integer_value(json_object_get(t, "durationMs")), 300);
+    json_t *sp = json_array_get(json_object_get(json_object_get(t, "spanSet"), "spans"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(sp, "spanID")), "00000000000000b1");
+    cr_assert_str_eq(json_string_value(json_object_get(sp, "durationNanos")), "300000000");
+    cr_assert(json_is_object(json_object_get(j, "metrics")));
+    json_decref(j);
+
+    /* errors: 400 with the position, plain text */
+    expect_status(&d, "/api/search?q=%7B%20name%20%3D%20%7D", 400, "parse error at line 1, col");
+    expect_status(&d, "/api/search?q=%7B%7D&limit=0", 400, "limit");
+    expect_status(&d, "/api/search?q=%7B%7D&spss=101", 400, "spss");
+    expect_status(&d, "/api/search?q=%7B%7D&start=1700000000", 400, "start");
+    expect_status(&d, "/api/search?q=%7B%7D&start=1700000002&end=1700000001", 400, "end");
+    expect_status(&d, "/api/search?q=%7B%7D&tags=a%3Db", 400, "exclusive");
+
+    /* tags */
+    j = get_json(&d, "/api/search/tags");
+    char *s = json_dumps(json_object_get(j, "tagNames"), JSON_COMPACT);
+    cr_assert_str_eq(s, "[\"db.system\",\"http.method\",\"http.status_code\",\"service.name\"]");
+    free(s);
+    json_decref(j);
+    j = get_json(&d, "/api/v2/search/tags?scope=resource");
+    s = json_dumps(json_object_get(j, "scopes"), JSON_COMPACT);
+    cr_assert_str_eq(s, "[{\"name\":\"resource\",\"tags\":[\"service.name\"]}]");
+    free(s);
+    json_decref(j);
+    expect_status(&d, "/api/v2/search/tags?scope=nope", 400, "scope");
+    j = get_json(&d, "/api/search/tag/service.name/values");
+    s = json_dumps(json_object_get(j, "tagValues"), JSON_COMPACT);
+    cr_assert_str_eq(s, "[\"api\",\"db\",\"web\"]");
+    free(s);
+    json_decref(j);
+    /* Grafana double-encodes the name; an unparsable q is ignored */
+    j = get_json(&d, "/api/v2/search/tag/resource%252Eservice%252Ename/values?q=%7B%20name%20%3D");
+    s = json_dumps(json_object_get(j, "tagValues"), JSON_COMPACT);
+    cr_assert_str_eq(s, "[{\"type\":\"string\",\"value\":\"api\"},{\"type\":\"string\",\"value\":"
+                        "\"db\"},{\"type\":\"string\",\"value\":\"web\"}]");
+    free(s);
+    json_decref(j);
+    j = get_json(&d, "/api/v2/search/tag/span.http.status_code/values?q=%7Bkind%3Dclient%7D");
+    s = json_dumps(json_object_get(j, "tagValues"), JSON_COMPACT);
+    cr_assert_str_eq(s, "[{\"type\":\"int\",\"value\":\"200\"}]");
+    free(s);
+    json_decref(j);
+    expect_status(&d, "/api/v2/search/tag/not%20one/values", 400, "identifier");
+
+    /* health check and build info */
+    expect_status(&d, "/api/echo", 200, "echo");
+    j = get_json(&d, "/api/status/buildinfo");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "version")), "2.7.0");
+    json_decref(j);
+
+    /* /metrics: queries by endpoint and outcome */
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"ok\"}"), 15);
+    cr_assert_eq(
+        metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"bad_request\"}"), 6);
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_tags\",outcome=\"ok\"}"), 5);
+    cr_assert_eq(
+        metric(&d, "miradb_queries_total{endpoint=\"tempo_tags\",outcome=\"bad_request\"}"), 2);
+    cr_assert_eq(metric(&d, "miradb_query_duration_seconds_count{endpoint=\"tempo_search\"}"), 21);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
