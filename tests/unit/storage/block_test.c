@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1228,5 +1229,52 @@ Test(block, a_forged_row_count_is_refused_without_walking_the_rows)
     cr_assert_null(blk_col_time(b));
     blk_unref(b);
     free(f);
+    oblock_free(ob);
+}
+
+/* ---- sharing ---- */
+
+struct reader_arg {
+    blk *b;
+    const oblock *ob;
+    const uint64_t *perm;
+    int bad;
+};
+
+static void *reader(void *p)
+{
+    struct reader_arg *a = p;
+    for (uint64_t j = 0; j < blk_rows(a->b); j++) {
+        struct span_view x, y;
+        if (blk_span(a->b, j, BLK_ALL, &x) != 0 || oblock_span(a->ob, a->perm[j], &y) != 0 ||
+            ck_span(&x, &y) != NULL) {
+            a->bad++;
+        }
+    }
+    return NULL;
+}
+
+Test(block, threads_sharing_a_block_verify_each_table_once_and_read_the_same_rows)
+{
+    char path[512];
+    oblock *ob = gen_oblock(SIG_TRACES, 141, 2000, 100);
+    write_block(ob, 2000, 0, 141, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    uint64_t *perm = expected_order(ob, 2000);
+    pthread_t th[4];
+    struct reader_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct reader_arg){b, ob, perm, 0};
+        blk_ref(b);
+        cr_assert_eq(pthread_create(&th[i], NULL, reader, &args[i]), 0);
+    }
+    blk_unref(b); /* the readers' references keep it */
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+        cr_assert_eq(args[i].bad, 0, "reader %d: %d rows differ", i, args[i].bad);
+        blk_unref(b);
+    }
+    cr_assert_eq(stats_now().tables_verified, 3);
+    free(perm);
     oblock_free(ob);
 }
