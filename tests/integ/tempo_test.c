@@ -685,3 +685,84 @@ Test(tempo, search_tags_and_errors_over_http)
     cr_assert_eq(metric(&d, "miradb_query_duration_seconds_count{endpoint=\"tempo_search\"}"), 21);
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* ---- a large trace streams out; limits end queries with clear errors ---- */
+
+Test(tempo, large_trace_streams_in_pieces_and_limits_answer_clearly)
+{
+    struct daemon d;
+    const char *args[] = {"--query-max-rows", "25000", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    /* 4 exports x 5000 spans of one trace, each span ~150 bytes of JSON out */
+    size_t cap = 5000 * 400 + 1024;
+    char *buf = malloc(cap);
+    for (int r = 0; r < 4; r++) {
+        size_t o = (size_t)snprintf(buf, cap,
+                                    "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":"
+                                    "\"service.name\",\"value\":{\"stringValue\":\"big\"}}]},"
+                                    "\"scopeSpans\":[{\"scope\":{\"name\":\"s\"},\"spans\":[");
+        for (int i = 0; i < 5000; i++) {
+            o += (size_t)snprintf(
+                buf + o, cap - o,
+                "%s{\"traceId\":\"0000000000000000000000000000b16b\",\"spanId\":\"%016x\","
+                "\"name\":\"op-%d\",\"startTimeUnixNano\":\"%llu\",\"endTimeUnixNano\":\"%llu\","
+                "\"attributes\":[{\"key\":\"pad\",\"value\":{\"stringValue\":"
+                "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}]}",
+                i ? "," : "", r * 5000 + i + 1, i,
+                1700000000000000000ull + (unsigned)(r * 5000 + i),
+                1700000000000000100ull + (unsigned)(r * 5000 + i));
+        }
+        snprintf(buf + o, cap - o, "]}]}]}");
+        post_json(&d, buf);
+    }
+    free(buf);
+
+    /* JSON: chunked, 20000 spans, in start order */
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d.http_port, "GET", "/api/traces/b16b", NULL, NULL, 0, 0, &r), 0);
+    cr_assert_eq(r.status, 200);
+    char hv[64];
+    cr_assert_not_null(http_resp_header(&r, "Transfer-Encoding", hv, sizeof(hv)),
+                       "a large trace is streamed (chunked), not sent whole");
+    cr_assert_gt(r.body_len, 2u << 20);
+    json_t *j = json_loadb((const char *)r.body, r.body_len, 0, NULL);
+    cr_assert_not_null(j, "the pieces join into one JSON document");
+    json_t *spans = json_object_get(
+        json_array_get(
+            json_object_get(json_array_get(json_object_get(j, "batches"), 0), "scopeSpans"), 0),
+        "spans");
+    cr_assert_eq(json_array_size(json_object_get(j, "batches")), 1);
+    cr_assert_eq(json_array_size(spans), 20000);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(spans, 19999), "name")),
+                     "op-4999");
+    json_decref(j);
+    http_resp_free(&r);
+
+    /* protobuf v2 streams too; the length prefix written first is right */
+    const char *pb[] = {"Accept: application/protobuf", NULL};
+    cr_assert_eq(httpc_request(d.http_port, "GET", "/api/v2/traces/b16b", pb, NULL, 0, 0, &r), 0);
+    cr_assert_eq(r.status, 200);
+    size_t hn = 1, len = 0;
+    for (int sh = 0;; sh += 7) {
+        uint8_t b = r.body[hn++];
+        len |= (size_t)(b & 0x7f) << sh;
+        if (!(b & 0x80)) {
+            break;
+        }
+    }
+    cr_assert_eq(r.body[0], 0x0a);
+    cr_assert_eq(hn + len, r.body_len);
+    TracesData *td = opentelemetry__proto__trace__v1__traces_data__unpack(NULL, len, r.body + hn);
+    cr_assert_not_null(td);
+    cr_assert_eq(td->n_resource_spans, 1);
+    cr_assert_eq(td->resource_spans[0]->scope_spans[0]->n_spans, 20000);
+    opentelemetry__proto__trace__v1__traces_data__free_unpacked(td, NULL);
+    http_resp_free(&r);
+
+    /* --query-max-rows 25000: trace by id read 20000 rows; a search reads
+     * them twice (seed spans, then the whole candidate trace): ended */
+    expect_status(&d, "/api/search?q=%7B%20name%20%3D%20%22op-1%22%20%7D", 422, "--query-max-rows");
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"limit\"}"),
+                 1);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
