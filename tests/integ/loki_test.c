@@ -176,6 +176,16 @@ static void expect_ids(const struct daemon *d, const char *q, const char *want)
     json_decref(r);
 }
 
+static void expect_ids_raw(const struct daemon *d, const char *q, size_t want)
+{
+    json_t *r = logq(d, q, 0, 60, 100, "forward", false);
+    char got[4096];
+    size_t n;
+    entries(r, true, got, sizeof(got), &n);
+    cr_expect_eq(n, want, "query %s: %s", q, got);
+    json_decref(r);
+}
+
 static const char *api_line(char *buf, size_t cap, int i)
 {
     if (i % 2 == 0) {
@@ -254,7 +264,15 @@ static void export_corpus(const struct daemon *d)
         "{\"key\":\"k8s.container.name\",\"value\":{\"stringValue\":\"worker\"}}]},"
         "\"scopeLogs\":[{\"scope\":{},\"logRecords\":[{\"timeUnixNano\":\"%" PRIu64 "\","
         "\"body\":{\"kvlistValue\":{\"values\":[{\"key\":\"b\",\"value\":{\"intValue\":\"1\"}},"
-        "{\"key\":\"a\",\"value\":{\"stringValue\":\"x\"}}]}}}]}]}]}",
+        "{\"key\":\"a\",\"value\":{\"stringValue\":\"x\"}}]}},\"attributes\":["
+        "{\"key\":\"raw\",\"value\":{\"bytesValue\":\"AQID\"}},"
+        "{\"key\":\"list\",\"value\":{\"arrayValue\":{\"values\":[{\"intValue\":\"1\"},"
+        "{\"stringValue\":\"a<b\"},{\"boolValue\":true}]}}},"
+        "{\"key\":\"big\",\"value\":{\"doubleValue\":1e21}},"
+        "{\"key\":\"tiny\",\"value\":{\"doubleValue\":0.0000005}},"
+        "{\"key\":\"nested\",\"value\":{\"kvlistValue\":{\"values\":[{\"key\":\"x.y\","
+        "\"value\":{\"kvlistValue\":{\"values\":[{\"key\":\"z\",\"value\":{\"stringValue\":"
+        "\"deep\"}}]}}}]}}}]}]}]}]}",
         (T0 + 20) * NS);
     export_json(d, buf);
 }
@@ -740,10 +758,16 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     result = json_object_get(json_object_get(r, "data"), "result");
     meta = json_array_get(json_array_get(json_object_get(json_array_get(result, 0), "values"), 0), 2);
     cr_expect_null(json_object_get(meta, "parsed"), "empty sections are omitted");
-    cr_expect_str_eq(
-        json_string_value(json_object_get(json_object_get(meta, "structuredMetadata"), "detected_level")),
-        "unknown");
+    json_t *wsm = json_object_get(meta, "structuredMetadata");
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "detected_level")), "unknown");
+    /* values as pdata AsString renders them (FACTS.md B.4), maps flattened (B.2) */
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "raw")), "AQID");
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "list")), "[1,\"a<b\",true]");
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "big")), "1e+21");
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "tiny")), "5e-7");
+    cr_expect_str_eq(json_string_value(json_object_get(wsm, "nested_x_y_z")), "deep");
     json_decref(r);
+    expect_ids_raw(&d, "{service_name=\"worker\"} | nested_x_y_z=\"deep\" | big > 1e20", 1);
     /* plain shape: 2-element entries, all labels in the stream */
     cr_assert_eq(get(&d, path, NULL, &body), 200);
     r = json_loads(body, 0, NULL);
