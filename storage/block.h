@@ -61,8 +61,11 @@ struct blk_wopts {
  * oblock_rows(ob)) as DIR/s<shard>-<seal_id, 16 hex>.blk: written to
  * <name>.blk.tmp, fsynced, renamed, DIR fsynced. Returns 0 and the final
  * path in |path| (NUL-terminated), or -errno (-ENAMETOOLONG when |cap| is
- * too small, -EINVAL for rows > oblock_rows, -ENOMEM); on failure nothing
- * is left behind (the temporary file is removed).
+ * too small, -EINVAL for rows > oblock_rows, -ENOMEM, -EIO when zstd
+ * fails); on failure nothing is left behind (the temporary file is
+ * removed). Rows are written sorted by time (see above), with blooms, zone
+ * maps and the dictionaries in the footer. Costs about one pass over the
+ * rows plus a sort when they are out of time order.
  */
 int blk_write(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
               char *path, size_t cap);
