@@ -92,7 +92,8 @@
  *                 u32 zero, u64 min, u64 max }; absent for an empty block
  *     4 BLOOMS    u32 n, u32 zero, n x { u8 kind (1 body tokens, 2 trace
  *                 ids, 3 record attribute key=value, 4 resource attribute
- *                 key=value), u8 algorithm (1: bloom.h), u8 k, u8 flags
+ *                 key=value; values are strings and the string elements
+ *                 of arrays), u8 algorithm (1: bloom.h), u8 k, u8 flags
  *                 (bit 0: incomplete, answer "maybe" to everything),
  *                 u32 zero, u64 seed, u64 nbits (multiple of 64), u64 items,
  *                 nbits / 8 bytes of bits }
@@ -749,6 +750,29 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
     }
 }
 
+/* key=value into the bloom for a string value, and for each string element
+ * of an array value (a filter on an array attribute matches an element). */
+static int bloom_kv(struct bloom_set *set, const char *k, size_t kn, const struct val *v,
+                    uint64_t seed)
+{
+    if (v->type == VAL_STR) {
+        return bloom_set_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
+    }
+    if (v->type == VAL_ARRAY) {
+        struct val_rd r = v->inner;
+        for (uint32_t i = 0; i < v->count; i++) {
+            struct val e;
+            if (val_rd_value(&r, &e) < 0) {
+                break;
+            }
+            if (e.type == VAL_STR && bloom_set_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
+                return -ENOMEM;
+            }
+        }
+    }
+    return 0;
+}
+
 /* A record's attributes: keys counted, string values into the bloom. */
 static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
 {
@@ -762,8 +786,7 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         if (kc_add(&s->kc, row, k, kn) < 0 ||
-            (v.type == VAL_STR && bloom_set_add(&s->set[BLK_BLOOM_ATTRS - 1],
-                                                bloom_hash_kv(k, kn, v.s, v.n, seed)) < 0)) {
+            bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
             return -ENOMEM;
         }
     }
@@ -782,7 +805,7 @@ static int bloom_attrs(struct bloom_set *set, const uint8_t *p, uint32_t len, ui
         if (val_rd_kv(&r, &k, &kn, &v) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
-        if (v.type == VAL_STR && bloom_set_add(set, bloom_hash_kv(k, kn, v.s, v.n, seed)) < 0) {
+        if (bloom_kv(set, k, kn, &v, seed) < 0) {
             return -ENOMEM;
         }
     }

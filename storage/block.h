@@ -117,9 +117,10 @@ bool blk_may_have_trace(const blk *b, const uint8_t id[16]);
  * check folds its case. Anything else, or a block with non-string log
  * bodies, answers true. */
 bool blk_may_have_token(const blk *b, const char *tok, size_t n);
-/* Record attributes with a string value, key = value exactly. */
+/* Record attributes, key = value exactly, for string values and for each
+ * string element of an array value (not inside kvlists or nested arrays). */
 bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn);
-/* Resource attributes with a string value. */
+/* Resource attributes, likewise. */
 bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
                                  size_t vn);
 

@@ -921,6 +921,8 @@ Test(block, an_unknown_format_version_is_refused_with_a_clear_message)
 
 /* ---- blooms and zone maps ---- */
 
+static uint64_t array_elems; /* string array elements checked */
+
 static void check_attr_bloom(blk *b, struct oattrs a, bool resource)
 {
     struct val_rd r = {a.p, a.p + a.len};
@@ -933,6 +935,18 @@ static void check_attr_bloom(blk *b, struct oattrs a, bool resource)
             cr_assert(resource ? blk_may_have_resource_value(b, k, kn, v.s, v.n)
                                : blk_may_have_attr(b, k, kn, v.s, v.n),
                       "%.*s=%.*s missed", (int)kn, k, (int)v.n, v.s);
+        } else if (v.type == VAL_ARRAY) {
+            struct val_rd in = v.inner;
+            for (uint32_t e = 0; e < v.count; e++) {
+                struct val x;
+                cr_assert_eq(val_rd_value(&in, &x), 0);
+                if (x.type == VAL_STR) {
+                    cr_assert(resource ? blk_may_have_resource_value(b, k, kn, x.s, x.n)
+                                       : blk_may_have_attr(b, k, kn, x.s, x.n),
+                              "%.*s=[%.*s] missed", (int)kn, k, (int)x.n, x.s);
+                    array_elems++;
+                }
+            }
         }
     }
 }
@@ -969,6 +983,7 @@ Test(block, blooms_find_every_inserted_item_and_reject_most_others)
         check_attr_bloom(b, v.resource->attrs, true);
     }
     cr_assert_gt(tokens, 2000);
+    cr_assert_gt(array_elems, 50);
     /* Not a token: no answer but "maybe". */
     cr_assert(blk_may_have_token(b, "two words", 9));
     cr_assert(blk_may_have_token(b, "", 0));
