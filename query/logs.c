@@ -618,6 +618,8 @@ struct src {
     size_t n_c, cap_c;
     /* metric scans */
     struct smap m;
+    /* index scans: bytes and entries per resource id */
+    uint64_t *vb, *ve;
     /* a block that failed verification */
     int failed;
     uint64_t skipped_rows;
@@ -2518,6 +2520,9 @@ static int add_src(struct scan *s, size_t *cap, struct src **out)
 static void src_fini(struct src *src)
 {
     arena_free(src->a);
+    free(src->vb);
+    free(src->ve);
+    src->vb = src->ve = NULL;
     free(src->c);
     src->a = NULL;
     src->c = NULL;
@@ -5317,5 +5322,347 @@ int logs_series(const struct logql_log *const *sels, size_t n, uint64_t start_ns
     free(sa.sets);
     free(sa.ns);
     strset_free(&sa.keys);
+    return rc;
+}
+
+/* ---- index: stats, volume, detected labels ------------------------------------------- */
+
+static bool on_index_match(struct rctx *c, uint64_t row)
+{
+    (void)row;
+    struct src *src = c->src;
+    if (src->vb == NULL) {
+        src->vb = calloc(src->n_ri + 1, sizeof(uint64_t));
+        src->ve = calloc(src->n_ri + 1, sizeof(uint64_t));
+        if (src->vb == NULL || src->ve == NULL) {
+            c->err = -ENOMEM;
+            return false;
+        }
+    }
+    src->vb[c->v->resource->id] += c->line_n;
+    src->ve[c->v->resource->id]++;
+    return true;
+}
+
+static void scan_item_index(void *arg, size_t i)
+{
+    struct scan *s = arg;
+    if (q_stopped(s->q)) {
+        return;
+    }
+    scan_src_run(s, &s->srcs[i], on_index_match);
+}
+
+struct vgroup {
+    char *key;
+    struct lbl *l;
+    uint32_t nl;
+    uint64_t bytes, entries;
+    char *buf; /* label strings */
+};
+
+static int vgroup_cmp(const void *a, const void *b)
+{
+    const struct vgroup *x = a, *y = b;
+    if (x->bytes != y->bytes) {
+        return x->bytes > y->bytes ? -1 : 1;
+    }
+    return strcmp(x->key, y->key);
+}
+
+int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
+               const struct logql_str *targets, size_t n_targets, bool agg_labels,
+               uint32_t limit, struct jsonw *w, char *err, size_t errlen)
+{
+    struct logs_result *r = NULL;
+    int rc = 0;
+    if (rq->expr == NULL || rq->expr->kind != LOGQL_EXPR_LOG) {
+        snprintf(err, errlen, "a stream selector is expected");
+        return -EINVAL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&r->q.lock, NULL);
+    r->q.rq = *rq;
+    r->q.a = arena_new(16 << 10);
+    if (r->q.a == NULL || catalog_snapshot(SIG_LOGS, &r->q.snap) < 0) {
+        result_free(r);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    r->q.have_snap = true;
+    struct scan *s = &r->scan;
+    s->q = &r->q;
+    s->log = &rq->expr->log;
+    s->lo = rq->start_ns;
+    s->hi = rq->end_ns + 1;
+    s->range = rq->expr; /* scan every row of the window (no limit) */
+    plan_needs(s, false);
+    rc = scan_plan(s);
+    if (rc == 0) {
+        qpool_parallel(s->n_srcs, scan_item_index, s);
+        scan_tally(s);
+        rc = q_stopped(&r->q);
+    }
+    qstats_scan_add(&r->q.st);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", r->q.err[0] ? r->q.err : "out of memory");
+        result_free(r);
+        return rc;
+    }
+    /* group streams: by the target labels, else by the names the matchers use */
+    struct vgroup *g = NULL;
+    size_t ng = 0, capg = 0;
+    uint64_t chunks = 0;
+    struct strset streams = {0};
+    struct sbuf sb = {0};
+    for (size_t i = 0; i < s->n_srcs && rc == 0; i++) {
+        struct src *src = &s->srcs[i];
+        if (src->ve == NULL) {
+            continue;
+        }
+        bool any = false;
+        for (uint32_t k = 0; k < src->n_ri && rc == 0; k++) {
+            if (src->ve[k] == 0) {
+                continue;
+            }
+            any = true;
+            const struct rinfo *ri = &src->ri[k];
+            rc = strset_add(&streams, ri->key, ri->keylen);
+            if (rc < 0) {
+                break;
+            }
+            if (mode == LOGS_INDEX_STATS) {
+                if (ng == 0) {
+                    ng = 1; /* one total */
+                    g = calloc(1, sizeof(*g));
+                    capg = 1;
+                    if (g == NULL) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                }
+                g[0].bytes += src->vb[k];
+                g[0].entries += src->ve[k];
+                continue;
+            }
+            /* the labels of this stream that make its group */
+            struct lbl l[64];
+            uint32_t nl = 0;
+            for (uint32_t j = 0; j < ri->n_idx && nl < 64; j++) {
+                const struct lbl *x = &ri->idx[j];
+                bool keep = false;
+                if (n_targets > 0) {
+                    keep = listed(targets, n_targets, x->n, x->nn);
+                } else {
+                    for (size_t m = 0; m < s->log->n_matchers && !keep; m++) {
+                        keep = s->log->matchers[m].name.n == x->nn &&
+                               memcmp(s->log->matchers[m].name.s, x->n, x->nn) == 0;
+                    }
+                }
+                if (keep) {
+                    l[nl++] = *x;
+                }
+            }
+            /* aggregateBy=labels: one group per label name, value "" */
+            size_t rounds = agg_labels ? nl : 1;
+            for (size_t rr = 0; rr < rounds && rc == 0; rr++) {
+                struct lbl one;
+                const struct lbl *gl = l;
+                uint32_t gn = nl;
+                if (agg_labels) {
+                    one = l[rr];
+                    one.v = "";
+                    one.vn = 0;
+                    gl = &one;
+                    gn = 1;
+                }
+                sb.n = 0;
+                sb_labels_key(&sb, gl, gn);
+                sb_addc(&sb, '\0');
+                if (sb.oom) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                size_t at = ng;
+                for (size_t m = 0; m < ng; m++) {
+                    if (strcmp(g[m].key, sb.p) == 0) {
+                        at = m;
+                        break;
+                    }
+                }
+                if (at == ng) {
+                    if (ng == capg) {
+                        size_t nc = capg ? capg * 2 : 16;
+                        struct vgroup *ngp = realloc(g, nc * sizeof(*g));
+                        if (ngp == NULL) {
+                            rc = -ENOMEM;
+                            break;
+                        }
+                        g = ngp;
+                        capg = nc;
+                    }
+                    memset(&g[ng], 0, sizeof(g[ng]));
+                    g[ng].key = strdup(sb.p);
+                    size_t bytes = 0;
+                    for (uint32_t j = 0; j < gn; j++) {
+                        bytes += gl[j].nn + gl[j].vn + 2;
+                    }
+                    g[ng].buf = malloc(bytes + 1);
+                    g[ng].l = malloc((gn + 1) * sizeof(struct lbl));
+                    if (g[ng].key == NULL || g[ng].buf == NULL || g[ng].l == NULL) {
+                        free(g[ng].key);
+                        free(g[ng].buf);
+                        free(g[ng].l);
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    char *p = g[ng].buf;
+                    for (uint32_t j = 0; j < gn; j++) {
+                        g[ng].l[j] = gl[j];
+                        memcpy(p, gl[j].n, gl[j].nn);
+                        p[gl[j].nn] = '\0';
+                        g[ng].l[j].n = p;
+                        p += gl[j].nn + 1;
+                        memcpy(p, gl[j].v, gl[j].vn);
+                        p[gl[j].vn] = '\0';
+                        g[ng].l[j].v = p;
+                        p += gl[j].vn + 1;
+                    }
+                    g[ng].nl = gn;
+                    ng++;
+                }
+                g[at].bytes += src->vb[k];
+                g[at].entries += src->ve[k];
+            }
+        }
+        chunks += any;
+    }
+    sb_fini(&sb);
+    if (rc == 0 && mode == LOGS_INDEX_STATS) {
+        jsonw_obj_begin(w);
+        jsonw_key(w, "streams");
+        jsonw_uint(w, streams.n);
+        jsonw_key(w, "chunks");
+        jsonw_uint(w, chunks);
+        jsonw_key(w, "entries");
+        jsonw_uint(w, ng ? g[0].entries : 0);
+        jsonw_key(w, "bytes");
+        jsonw_uint(w, ng ? g[0].bytes : 0);
+        jsonw_obj_end(w);
+    } else if (rc == 0) {
+        if (ng > 1) {
+            qsort(g, ng, sizeof(*g), vgroup_cmp);
+        }
+        jsonw_obj_begin(w);
+        jsonw_key(w, "status");
+        jsonw_cstr(w, "success");
+        jsonw_key(w, "data");
+        jsonw_obj_begin(w);
+        jsonw_key(w, "resultType");
+        jsonw_cstr(w, "vector");
+        jsonw_key(w, "result");
+        jsonw_arr_begin(w);
+        for (size_t m = 0; m < ng && (limit == 0 || m < limit); m++) {
+            jsonw_obj_begin(w);
+            jsonw_key(w, "metric");
+            w_labels_obj(w, g[m].l, g[m].nl, -1);
+            jsonw_key(w, "value");
+            jsonw_arr_begin(w);
+            w_sec(w, rq->end_ns);
+            jsonw_double_str(w, (double)g[m].bytes);
+            jsonw_arr_end(w);
+            jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+        jsonw_obj_end(w);
+        jsonw_obj_end(w);
+    }
+    for (size_t m = 0; m < ng; m++) {
+        if (mode != LOGS_INDEX_STATS) {
+            free(g[m].key);
+            free(g[m].buf);
+            free(g[m].l);
+        }
+    }
+    free(g);
+    strset_free(&streams);
+    result_free(r);
+    if (rc < 0) {
+        snprintf(err, errlen, "out of memory");
+    }
+    return rc;
+}
+
+struct dl_arg {
+    struct strset names;
+    struct strset *values; /* per name */
+    size_t cap;
+    int rc;
+};
+
+static int dl_fn(void *arg, const struct rinfo *ri)
+{
+    struct dl_arg *da = arg;
+    for (uint32_t i = 0; i < ri->n_idx; i++) {
+        const struct lbl *l = &ri->idx[i];
+        size_t at = da->names.n;
+        for (size_t k = 0; k < da->names.n; k++) {
+            if (strlen(da->names.s[k]) == l->nn && memcmp(da->names.s[k], l->n, l->nn) == 0) {
+                at = k;
+                break;
+            }
+        }
+        if (at == da->names.n) {
+            if (da->names.n == da->cap) {
+                size_t nc = da->cap ? da->cap * 2 : 16;
+                struct strset *v = realloc(da->values, nc * sizeof(*v));
+                if (v == NULL) {
+                    return -ENOMEM;
+                }
+                memset(v + da->cap, 0, (nc - da->cap) * sizeof(*v));
+                da->values = v;
+                da->cap = nc;
+            }
+            if (strset_add(&da->names, l->n, l->nn) < 0) {
+                return -ENOMEM;
+            }
+        }
+        if (strset_add(&da->values[at], l->v, l->vn) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int logs_detected_labels(const struct logql_log *sel, uint64_t start_ns, uint64_t end_ns,
+                         struct jsonw *w)
+{
+    struct dl_arg da = {0};
+    const struct logql_log *sels[1] = {sel};
+    int rc = each_stream(sels, sel ? 1 : 0, start_ns, end_ns, dl_fn, &da);
+    if (rc == 0) {
+        jsonw_obj_begin(w);
+        jsonw_key(w, "detectedLabels");
+        jsonw_arr_begin(w);
+        for (size_t i = 0; i < da.names.n; i++) {
+            jsonw_obj_begin(w);
+            jsonw_key(w, "label");
+            jsonw_cstr(w, da.names.s[i]);
+            jsonw_key(w, "cardinality");
+            jsonw_uint(w, da.values[i].n);
+            jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+        jsonw_obj_end(w);
+    }
+    for (size_t i = 0; i < da.names.n; i++) {
+        strset_free(&da.values[i]);
+    }
+    free(da.values);
+    strset_free(&da.names);
     return rc;
 }

@@ -117,6 +117,28 @@ int logs_labels(const struct logql_log *sel, const char *name, uint64_t start_ns
 int logs_series(const struct logql_log *const *sels, size_t n, uint64_t start_ns, uint64_t end_ns,
                 struct jsonw *w);
 
+enum logs_index_mode {
+    LOGS_INDEX_STATS,  /* /index/stats: {"streams","chunks","entries","bytes"} */
+    LOGS_INDEX_VOLUME, /* /index/volume: a vector of line bytes per group */
+};
+
+/*
+ * Index endpoints over the rows of streams matching rq->expr (a log
+ * selector) with start <= ts <= end. Volume groups by the |targets| label
+ * names (none: the names the selector's matchers use), or, with
+ * |agg_labels|, one group per label name (value ""), sorted by bytes
+ * descending, at most |limit| (0: all). Writes the whole answer. 0, or the
+ * errors of logs_exec with a message in err.
+ */
+int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
+               const struct logql_str *targets, size_t n_targets, bool agg_labels,
+               uint32_t limit, struct jsonw *w, char *err, size_t errlen);
+
+/* Logs Drilldown's /detected_labels: each stream label with the number of
+ * its distinct values among streams of blocks overlapping the window. */
+int logs_detected_labels(const struct logql_log *sel, uint64_t start_ns, uint64_t end_ns,
+                         struct jsonw *w);
+
 /* Label name sanitizing as Loki's OTLP ingest does (FACTS.md B.2): writes
  * at most cap - 1 bytes plus a NUL, returns the length. */
 size_t logs_label_name(const char *key, size_t n, char *out, size_t cap);

@@ -7,7 +7,7 @@
 
 static const char *const ep_names[QS_EP_COUNT] = {
     "loki_query_range", "loki_query", "loki_labels", "loki_series",
-    "logs_native",      "tempo_trace", "tempo_search", "tempo_tags",
+    "logs_native",      "tempo_trace", "tempo_search", "tempo_tags", "loki_index",
 };
 static const char *const oc_names[QS_OUTCOME_COUNT] = {
     "ok", "bad_request", "limit", "timeout", "canceled", "overloaded", "error",

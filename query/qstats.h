@@ -25,8 +25,9 @@ enum qs_endpoint {
     QS_EP_TRACE_BY_ID, /* Tempo side */
     QS_EP_TRACE_SEARCH,
     QS_EP_TRACE_TAGS,
+    QS_EP_INDEX, /* Loki index/stats, index/volume, detected_labels */
 };
-#define QS_EP_COUNT 8
+#define QS_EP_COUNT 9
 
 enum qs_outcome {
     QS_OK = 0,

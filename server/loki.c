@@ -274,6 +274,9 @@ enum job_kind {
     JK_QUERY,  /* query_range, query, native */
     JK_LABELS, /* labels, label values */
     JK_SERIES,
+    JK_INDEX_STATS,
+    JK_VOLUME,
+    JK_DETECTED,
 };
 
 struct job {
@@ -293,6 +296,12 @@ struct job {
     size_t n_sels;
     char label[256]; /* label values: the name */
     bool all_streams;
+    /* index/volume */
+    char targets_buf[512];
+    struct logql_str targets[32];
+    size_t n_targets;
+    bool agg_labels;
+    uint32_t vol_limit;
     /* the answer, streamed in pieces: the worker renders one into |body|
      * and posts the job back; the I/O thread sends it and, when |more|,
      * asks for the next from the connection's more-callback */
@@ -469,6 +478,19 @@ static void run_job(struct qpool_job *pj)
         case JK_LABELS:
             rc = logs_labels(j->expr ? &j->expr->log : NULL, j->label[0] ? j->label : NULL,
                              j->rq.start_ns, j->rq.end_ns, &w);
+            snprintf(err, sizeof(err), "out of memory");
+            break;
+        case JK_INDEX_STATS:
+        case JK_VOLUME:
+            j->rq.expr = j->expr;
+            j->rq.cancel = &j->cancel;
+            rc = logs_index(&j->rq, j->kind == JK_VOLUME ? LOGS_INDEX_VOLUME : LOGS_INDEX_STATS,
+                            j->targets, j->n_targets, j->agg_labels, j->vol_limit, &w, err,
+                            sizeof(err));
+            break;
+        case JK_DETECTED:
+            rc = logs_detected_labels(j->expr ? &j->expr->log : NULL, j->rq.start_ns,
+                                      j->rq.end_ns, &w);
             snprintf(err, sizeof(err), "out of memory");
             break;
         case JK_SERIES: {
@@ -842,6 +864,80 @@ bad:
     bad_request(r, QS_EP_SERIES, t0, err);
 }
 
+/* index/stats, index/volume (FACTS.md A.5) and detected_labels. */
+static void h_index(struct http1_req *r)
+{
+    uint64_t t0 = mono_ns();
+    struct params ps;
+    char err[512];
+    if (params_parse(&ps, r) < 0) {
+        answer_text(r, 503, "out of memory");
+        return;
+    }
+    struct job *j = job_new(r, QS_EP_INDEX, t0);
+    if (j == NULL) {
+        free(ps.buf);
+        return;
+    }
+    const char *path = http1_req_path(r);
+    j->kind = strcmp(path, "/loki/api/v1/index/stats") == 0    ? JK_INDEX_STATS
+              : strcmp(path, "/loki/api/v1/index/volume") == 0 ? JK_VOLUME
+                                                               : JK_DETECTED;
+    j->rq.max_rows = cfg.max_rows;
+    j->rq.max_memory = cfg.memory;
+    j->rq.deadline_ns = t0 + cfg.timeout_ms * 1000000ull;
+    const char *v;
+    if (range_params(&ps, &j->rq.start_ns, &j->rq.end_ns, err, sizeof(err)) < 0) {
+        goto bad;
+    }
+    if (j->kind == JK_DETECTED) {
+        if (parse_selector(param(&ps, "query"), &j->expr, err, sizeof(err)) < 0) {
+            goto bad;
+        }
+    } else if (parse_query(param(&ps, "query"), &j->expr, err, sizeof(err)) < 0) {
+        goto bad;
+    } else if (logql_is_metric(j->expr)) {
+        snprintf(err, sizeof(err), "parse error : only a stream selector is accepted here");
+        goto bad;
+    }
+    j->vol_limit = 100;
+    if ((v = param(&ps, "limit")) != NULL && *v != '\0') {
+        char *end;
+        long l = strtol(v, &end, 10);
+        if (*end != '\0' || l <= 0) {
+            snprintf(err, sizeof(err), "limit must be a positive value");
+            goto bad;
+        }
+        j->vol_limit = (uint32_t)l;
+    }
+    if ((v = param(&ps, "aggregateBy")) != NULL && *v != '\0') {
+        if (strcmp(v, "labels") == 0) {
+            j->agg_labels = true;
+        } else if (strcmp(v, "series") != 0) {
+            snprintf(err, sizeof(err), "invalid aggregateBy '%s'", v);
+            goto bad;
+        }
+    }
+    if ((v = param(&ps, "targetLabels")) != NULL && *v != '\0') {
+        snprintf(j->targets_buf, sizeof(j->targets_buf), "%s", v);
+        char *save = NULL;
+        for (char *t = strtok_r(j->targets_buf, ",", &save); t != NULL && j->n_targets < 32;
+             t = strtok_r(NULL, ",", &save)) {
+            while (*t == ' ') {
+                t++;
+            }
+            j->targets[j->n_targets++] = (struct logql_str){t, strlen(t)};
+        }
+    }
+    free(ps.buf);
+    submit(j);
+    return;
+bad:
+    free(ps.buf);
+    job_free(j);
+    bad_request(r, QS_EP_INDEX, t0, err);
+}
+
 static void h_buildinfo(struct http1_req *r)
 {
     static const char body[] =
@@ -872,6 +968,9 @@ int loki_register(const struct config *c)
         {"/loki/api/v1/label/", true, h_labels},
         {"/loki/api/v1/series", false, h_series},
         {"/loki/api/v1/status/buildinfo", false, h_buildinfo},
+        {"/loki/api/v1/index/stats", false, h_index},
+        {"/loki/api/v1/index/volume", false, h_index},
+        {"/loki/api/v1/detected_labels", false, h_index},
         {"/api/v1/logs", false, h_native},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {

@@ -667,6 +667,8 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     cr_assert_eq(daemon_start(&d, NULL, ONE_SHARD), 0);
     export_corpus(&d);
     char path[1024], enc[512];
+    size_t i;
+    json_t *s;
     snprintf(path, sizeof(path), "/loki/api/v1/labels?start=%" PRIu64 "&end=%" PRIu64, T0 * NS,
              (T0 + 60) * NS);
     expect_strings(get_json(&d, path, NULL), "k8s_container_name,k8s_namespace_name,service_name");
@@ -696,6 +698,80 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     r = get_json(&d, path, NULL);
     cr_expect_eq(json_array_size(json_object_get(r, "data")), 3);
     json_decref(r);
+
+    /* index/stats, index/volume, detected_labels */
+    size_t api_bytes = 0, db_bytes = 0;
+    char line[256];
+    for (int k = 0; k < 10; k++) {
+        api_bytes += strlen(api_line(line, sizeof(line), k));
+    }
+    for (int k = 0; k < 5; k++) {
+        db_bytes += (size_t)snprintf(line, sizeof(line),
+                                     "{\"query\":\"select\",\"rows\":%d,\"slow\":%s}", k,
+                                     k >= 3 ? "true" : "false");
+    }
+    url_enc(enc, sizeof(enc), "{service_name=~\"api|db\"}");
+    snprintf(path, sizeof(path), "/loki/api/v1/index/stats?query=%s&start=%" PRIu64 "&end=%" PRIu64,
+             enc, T0 * NS, (T0 + 60) * NS);
+    char *ib;
+    cr_assert_eq(get(&d, path, NULL, &ib), 200, "%s", ib);
+    char want[256];
+    snprintf(want, sizeof(want), "{\"streams\":2,\"chunks\":1,\"entries\":15,\"bytes\":%zu}",
+             api_bytes + db_bytes);
+    cr_expect_str_eq(ib, want);
+    free(ib);
+    url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/index/volume?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=5000", enc,
+             T0 * NS, (T0 + 60) * NS);
+    json_t *vr = get_json(&d, path, NULL);
+    dump = json_dumps(json_object_get(json_object_get(vr, "data"), "result"), JSON_COMPACT);
+    snprintf(want, sizeof(want),
+             "[{\"metric\":{\"service_name\":\"api\"},\"value\":[1700000060,\"%zu\"]},"
+             "{\"metric\":{\"service_name\":\"db\"},\"value\":[1700000060,\"%zu\"]},"
+             "{\"metric\":{\"service_name\":\"worker\"},\"value\":[1700000060,\"15\"]}]",
+             api_bytes, db_bytes);
+    cr_expect_str_eq(dump, want);
+    free(dump);
+    json_decref(vr);
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/index/volume?query=%s&start=%" PRIu64 "&end=%" PRIu64
+             "&targetLabels=k8s_namespace_name&limit=1",
+             enc, T0 * NS, (T0 + 60) * NS);
+    vr = get_json(&d, path, NULL);
+    dump = json_dumps(json_object_get(json_object_get(vr, "data"), "result"), JSON_COMPACT);
+    snprintf(want, sizeof(want),
+             "[{\"metric\":{\"k8s_namespace_name\":\"prod\"},\"value\":[1700000060,\"%zu\"]}]",
+             api_bytes);
+    cr_expect_str_eq(dump, want);
+    free(dump);
+    json_decref(vr);
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/index/volume?query=%s&start=%" PRIu64 "&end=%" PRIu64
+             "&aggregateBy=labels",
+             enc, T0 * NS, (T0 + 60) * NS);
+    vr = get_json(&d, path, NULL);
+    dump = json_dumps(json_object_get(json_object_get(vr, "data"), "result"), JSON_COMPACT);
+    snprintf(want, sizeof(want),
+             "[{\"metric\":{\"service_name\":\"\"},\"value\":[1700000060,\"%zu\"]}]",
+             api_bytes + db_bytes + 15);
+    cr_expect_str_eq(dump, want);
+    free(dump);
+    json_decref(vr);
+    snprintf(path, sizeof(path), "/loki/api/v1/detected_labels?start=%" PRIu64 "&end=%" PRIu64,
+             T0 * NS, (T0 + 60) * NS);
+    cr_assert_eq(get(&d, path, NULL, &ib), 200);
+    vr = json_loads(ib, 0, NULL);
+    free(ib);
+    json_t *dls = json_object_get(vr, "detectedLabels");
+    cr_expect_eq(json_array_size(dls), 3);
+    json_array_foreach(dls, i, s)
+    {
+        const char *name = json_string_value(json_object_get(s, "label"));
+        json_int_t card = json_integer_value(json_object_get(s, "cardinality"));
+        cr_expect_eq(card, strcmp(name, "service_name") == 0 ? 3 : 1, "%s", name);
+    }
+    json_decref(vr);
 
     /* POST form = GET */
     url_enc(enc, sizeof(enc), "{service_name=\"db\"}");
@@ -731,8 +807,6 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     free(body);
     json_t *result = json_object_get(json_object_get(r, "data"), "result");
     cr_assert_eq(json_array_size(result), 2);
-    size_t i;
-    json_t *s;
     json_array_foreach(result, i, s)
     {
         json_t *vals = json_object_get(s, "values");
