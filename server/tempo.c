@@ -25,6 +25,7 @@
 
 #include "query/jsonw.h"
 #include "query/pool.h"
+#include "query/qlex.h"
 #include "query/qstats.h"
 #include "query/traceql.h"
 #include "query/traces.h"
@@ -577,6 +578,113 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
+/* Appends |s| to |b| as the body of a TraceQL string literal holding a
+ * regex that matches |s| literally. */
+static void add_re_literal(struct evbuffer *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c != '\0' && strchr("\\.+*?()|[]{}^$", c) != NULL) {
+            evbuffer_add(b, "\\\\", 2); /* regex escape, itself escaped in the string */
+        }
+        if (c == '"' || c == '\\') {
+            evbuffer_add(b, "\\", 1);
+        }
+        evbuffer_add(b, &c, 1);
+    }
+}
+
+/*
+ * The legacy search parameters (FACTS.md D.3) as one TraceQL spanset:
+ * tags "k=v k2=\"v 2\"" (logfmt) become case-insensitive substring matches
+ * on the attribute (span first, then resource), minDuration/maxDuration
+ * (Go durations) bounds on the span duration. Returns the query text
+ * (owned, free), or NULL with msg set.
+ */
+static char *legacy_query(const char *tags, size_t tn, const char *minq, const char *maxq,
+                          char *msg, size_t cap)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        snprintf(msg, cap, "out of memory");
+        return NULL;
+    }
+    int64_t mn = -1, mx = -1;
+    if ((minq != NULL && qlex_parse_duration(minq, strlen(minq), false, &mn) < 0) ||
+        (maxq != NULL && qlex_parse_duration(maxq, strlen(maxq), false, &mx) < 0)) {
+        snprintf(msg, cap, "invalid minDuration or maxDuration: expected a duration such as 100ms");
+        evbuffer_free(b);
+        return NULL;
+    }
+    if (mn >= 0 && mx >= 0 && mn > mx) {
+        snprintf(msg, cap, "invalid maxDuration: must not be less than minDuration");
+        evbuffer_free(b);
+        return NULL;
+    }
+    evbuffer_add_printf(b, "{ true");
+    size_t i = 0;
+    while (tags != NULL && i < tn) {
+        while (i < tn && tags[i] == ' ') {
+            i++;
+        }
+        if (i == tn) {
+            break;
+        }
+        size_t k0 = i;
+        while (i < tn && tags[i] != '=' && tags[i] != ' ') {
+            i++;
+        }
+        size_t k1 = i;
+        const char *v = "";
+        size_t vn = 0;
+        if (i < tn && tags[i] == '=') {
+            i++;
+            if (i < tn && tags[i] == '"') {
+                v = tags + ++i;
+                while (i < tn && tags[i] != '"') {
+                    i++;
+                }
+                vn = (size_t)(tags + i - v);
+                i += i < tn;
+            } else {
+                v = tags + i;
+                while (i < tn && tags[i] != ' ') {
+                    i++;
+                }
+                vn = (size_t)(tags + i - v);
+            }
+        }
+        if (k1 == k0) {
+            continue;
+        }
+        evbuffer_add_printf(b, " && .\"");
+        for (size_t k = k0; k < k1; k++) {
+            if (tags[k] == '"' || tags[k] == '\\') {
+                evbuffer_add(b, "\\", 1);
+            }
+            evbuffer_add(b, tags + k, 1);
+        }
+        evbuffer_add_printf(b, "\" =~ \"(?i).*");
+        add_re_literal(b, v, vn);
+        evbuffer_add_printf(b, ".*\"");
+    }
+    if (mn >= 0) {
+        evbuffer_add_printf(b, " && duration >= %lldns", (long long)mn);
+    }
+    if (mx >= 0) {
+        evbuffer_add_printf(b, " && duration <= %lldns", (long long)mx);
+    }
+    evbuffer_add_printf(b, " }");
+    size_t len = evbuffer_get_length(b);
+    char *out = malloc(len + 1);
+    if (out != NULL) {
+        evbuffer_remove(b, out, len);
+        out[len] = '\0';
+    }
+    evbuffer_free(b);
+    return out;
+}
+
 static void h_search(struct http1_req *r)
 {
     const char *query = http1_req_query(r);
@@ -600,9 +708,20 @@ static void h_search(struct http1_req *r)
     } else if (sr < 0 || spss > TRACES_MAX_SPSS) {
         snprintf(msg, sizeof(msg), "invalid spss: expected an integer up to %d", TRACES_MAX_SPSS);
     } else if (time_range(query, &t->sreq.start_ns, &t->sreq.end_ns, msg, sizeof(msg)) == 0) {
+        size_t n1, n2;
+        char *minq = qparam(query, "minDuration", &n1);
+        char *maxq = qparam(query, "maxDuration", &n2);
         if (q != NULL && !blank(q, qn)) {
             parse_q(t, q, qn, msg, sizeof(msg));
+        } else if ((tags != NULL && !blank(tags, tn)) || minq != NULL || maxq != NULL) {
+            char *lq = legacy_query(tags, tn, minq, maxq, msg, sizeof(msg));
+            if (lq != NULL) {
+                parse_q(t, lq, strlen(lq), msg, sizeof(msg));
+                free(lq);
+            }
         }
+        free(minq);
+        free(maxq);
     }
     free(q);
     free(tags);

@@ -615,6 +615,14 @@ Test(tempo, search_tags_and_errors_over_http)
     expect_search(&d, "{}", "start=1700000002&end=1700000003", "3,2");
     expect_search(&d, "", "start=1700000000&end=1700000002", "2,1"); /* no q: every trace */
 
+    /* legacy parameters: tags (case-insensitive substring, regex characters
+     * literal), minDuration/maxDuration */
+    expect_search(&d, "", "tags=db.system%3DPOSTGRES", "1");
+    expect_search(&d, "", "tags=service.name%3D%22EB%22", "2");
+    expect_search(&d, "", "tags=service.name%3D.%2A", "");
+    expect_search(&d, "", "minDuration=100ms&maxDuration=250ms", "2,1");
+    expect_status(&d, "/api/search?minDuration=2s&maxDuration=1s", 400, "maxDuration");
+
     /* shape */
     json_t *j = get_json(&d, "/api/search?q=%7B%20name%20%3D%20%22GET%20%2Fhome%22%20%7D&spss=2");
     json_t *t = json_array_get(json_object_get(j, "traces"), 0);
@@ -676,13 +684,13 @@ Test(tempo, search_tags_and_errors_over_http)
     json_decref(j);
 
     /* /metrics: queries by endpoint and outcome */
-    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"ok\"}"), 15);
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"ok\"}"), 19);
     cr_assert_eq(
-        metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"bad_request\"}"), 6);
+        metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"bad_request\"}"), 7);
     cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_tags\",outcome=\"ok\"}"), 5);
     cr_assert_eq(
         metric(&d, "miradb_queries_total{endpoint=\"tempo_tags\",outcome=\"bad_request\"}"), 2);
-    cr_assert_eq(metric(&d, "miradb_query_duration_seconds_count{endpoint=\"tempo_search\"}"), 21);
+    cr_assert_eq(metric(&d, "miradb_query_duration_seconds_count{endpoint=\"tempo_search\"}"), 26);
     cr_assert_eq(daemon_stop(&d), 0);
 }
 
