@@ -774,3 +774,35 @@ Test(tempo, large_trace_streams_in_pieces_and_limits_answer_clearly)
                  1);
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+Test(tempo, query_memory_limit_ends_a_search_clearly)
+{
+    struct daemon d;
+    const char *args[] = {"--query-memory", "1MiB", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    /* 20000 traces of one span: a search for all of them needs a candidate
+     * table far above 1 MiB; a trace by id needs a few bytes */
+    size_t cap = 20000 * 200 + 1024;
+    char *buf = malloc(cap);
+    size_t o = (size_t)snprintf(buf, cap,
+                                "{\"resourceSpans\":[{\"resource\":{},\"scopeSpans\":[{"
+                                "\"spans\":[");
+    for (int i = 0; i < 20000; i++) {
+        o += (size_t)snprintf(buf + o, cap - o,
+                              "%s{\"traceId\":\"%032x\",\"spanId\":\"0000000000000001\","
+                              "\"name\":\"n\",\"startTimeUnixNano\":\"%d\",\"endTimeUnixNano\":"
+                              "\"%d\"}",
+                              i ? "," : "", i + 1, 1000 + i, 2000 + i);
+    }
+    snprintf(buf + o, cap - o, "]}]}]}");
+    post_json(&d, buf);
+    free(buf);
+    expect_status(&d, "/api/search?q=%7B%7D", 422, "--query-memory");
+    cr_assert_eq(metric(&d, "miradb_queries_total{endpoint=\"tempo_search\",outcome=\"limit\"}"),
+                 1);
+    json_t *j = get_json(&d, "/api/traces/4e20"); /* trace 20000 */
+    char names[64];
+    cr_assert_eq(count_json_spans(json_object_get(j, "batches"), names, sizeof(names)), 1);
+    json_decref(j);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
