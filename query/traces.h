@@ -9,9 +9,11 @@
  *   by id:  every block whose trace-id bloom may hold the id (open blocks
  *           have no bloom: always) -> scan the root table -> the rows.
  *   search: time range -> blocks -> skip by zone maps (time, duration) ->
- *           skip by blooms (span and resource attribute values, trace ids)
- *           for the "seed" filter every matching trace must have a span
- *           for -> scan (query workers, one block per item) -> candidate
+ *           skip by the trace-id bloom (trace:id = ...) and by the block's
+ *           resource dictionary (any condition on resource attributes
+ *           alone, evaluated exactly on the footer's resources) for the
+ *           "seed" filter every matching trace must have a span for ->
+ *           scan (query workers, one block per item) -> candidate
  *           traces, newest first -> gather each candidate's whole trace
  *           (trace-id blooms again) -> evaluate the query on the whole
  *           trace -> up to |limit| results.
