@@ -111,8 +111,7 @@ static size_t utf8_len(const unsigned char *s, size_t n)
         return 3;
     }
     if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
-            (s[3] & 0xc0) != 0x80) {
+        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) {
             return 0;
         }
         if (c == 0xf0 && s[1] < 0x90) {

@@ -29,9 +29,9 @@ struct evbuffer;
 struct jsonw {
     struct evbuffer *out; /* borrowed */
     int depth;
-    int err;         /* 0, -ENOMEM, or -E2BIG (too deep) */
-    bool html;       /* escape < > & as \u003c \u003e \u0026 */
-    bool after_key;  /* the next value completes a member */
+    int err;           /* 0, -ENOMEM, or -E2BIG (too deep) */
+    bool html;         /* escape < > & as \u003c \u003e \u0026 */
+    bool after_key;    /* the next value completes a member */
     uint64_t nonempty; /* bit d: container at depth d has a member already */
 };
 

@@ -419,7 +419,8 @@ size_t logs_label_name(const char *key, size_t n, char *out, size_t cap)
         }                                                                                          \
     } while (0)
     /* __x__ keeps its wrapper */
-    bool wrapped = n > 4 && key[0] == '_' && key[1] == '_' && key[n - 1] == '_' && key[n - 2] == '_';
+    bool wrapped =
+        n > 4 && key[0] == '_' && key[1] == '_' && key[n - 1] == '_' && key[n - 2] == '_';
     size_t from = 0, to = n;
     if (wrapped) {
         from = 2;
@@ -454,12 +455,24 @@ size_t logs_label_name(const char *key, size_t n, char *out, size_t cap)
 
 /* Resource attributes Loki indexes by default (FACTS.md B.1). */
 static const char *const index_keys[] = {
-    "service.name",        "service.namespace",       "service.instance.id",
-    "deployment.environment", "deployment.environment.name", "cloud.region",
-    "cloud.availability_zone", "k8s.cluster.name",    "k8s.namespace.name",
-    "k8s.pod.name",        "k8s.container.name",      "container.name",
-    "k8s.replicaset.name", "k8s.deployment.name",     "k8s.statefulset.name",
-    "k8s.daemonset.name",  "k8s.cronjob.name",        "k8s.job.name",
+    "service.name",
+    "service.namespace",
+    "service.instance.id",
+    "deployment.environment",
+    "deployment.environment.name",
+    "cloud.region",
+    "cloud.availability_zone",
+    "k8s.cluster.name",
+    "k8s.namespace.name",
+    "k8s.pod.name",
+    "k8s.container.name",
+    "container.name",
+    "k8s.replicaset.name",
+    "k8s.deployment.name",
+    "k8s.statefulset.name",
+    "k8s.daemonset.name",
+    "k8s.cronjob.name",
+    "k8s.job.name",
 };
 #define N_INDEX_KEYS (sizeof(index_keys) / sizeof(index_keys[0]))
 
@@ -476,9 +489,17 @@ static bool is_index_key(const char *k, size_t n)
 /* Names of record-level structured metadata (FACTS.md B.3) that need no
  * attribute table. */
 static const char *const fixed_sm[] = {
-    "observed_timestamp", "severity_number", "severity_text", "dropped_attributes_count",
-    "flags",              "trace_id",        "span_id",       "event_name",
-    "scope_name",         "scope_version",   "scope_dropped_attributes_count",
+    "observed_timestamp",
+    "severity_number",
+    "severity_text",
+    "dropped_attributes_count",
+    "flags",
+    "trace_id",
+    "span_id",
+    "event_name",
+    "scope_name",
+    "scope_version",
+    "scope_dropped_attributes_count",
     "detected_level",
 };
 
@@ -604,15 +625,15 @@ struct smap {
 };
 
 struct src {
-    blk *b;             /* sealed (referenced by the snapshot), or NULL */
-    const oblock *ob;   /* open */
-    uint64_t rows;      /* open: rows visible in the snapshot */
+    blk *b;           /* sealed (referenced by the snapshot), or NULL */
+    const oblock *ob; /* open */
+    uint64_t rows;    /* open: rows visible in the snapshot */
     uint64_t tmin, tmax;
     struct rinfo *ri;
     uint32_t n_ri;
     struct sinfo *si;
     uint32_t n_si;
-    arena *a;           /* caches above, lives with the query */
+    arena *a; /* caches above, lives with the query */
     /* pass 1 of a log query */
     struct cand *c;
     size_t n_c, cap_c;
@@ -632,8 +653,8 @@ struct query;
 struct scan {
     struct query *q;
     const struct logql_log *log;
-    uint64_t lo, hi; /* ts in [lo, hi) */
-    unsigned want;   /* BLK_ROOT [| BLK_ATTRS] */
+    uint64_t lo, hi;  /* ts in [lo, hi) */
+    unsigned want;    /* BLK_ROOT [| BLK_ATTRS] */
     bool need_labels; /* build SM at all */
     bool attrs;       /* record attributes are read */
     struct src *srcs;
@@ -647,7 +668,7 @@ struct scan {
     const struct logql_str *by; /* sum by pushdown: only these labels make the series */
     size_t n_by;
     bool by_pushdown;
-    size_t K;          /* steps */
+    size_t K; /* steps */
     uint64_t start, step;
 };
 
@@ -663,14 +684,15 @@ struct query {
     int stop; /* atomic: first error */
     pthread_mutex_t lock;
     char err[256];
-    uint64_t rows;   /* atomic */
-    int64_t mem;     /* atomic, bytes held */
+    uint64_t rows; /* atomic */
+    int64_t mem;   /* atomic, bytes held */
     struct warning *warnings;
     struct qs_scan st;
     arena *a; /* result arena */
 };
 
-static void q_fail(struct query *q, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void q_fail(struct query *q, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void q_fail(struct query *q, int rc, const char *fmt, ...)
 {
     pthread_mutex_lock(&q->lock);
@@ -916,7 +938,8 @@ static int build_rinfo(const struct res_view *rv, arena *a, const struct logql_l
     qsort(idx.a, idx.n, sizeof(idx.a[0]), lbl_cmp);
     /* a duplicate name after sanitizing: keep the first */
     for (uint32_t i = 1; i < idx.n;) {
-        if (idx.a[i].nn == idx.a[i - 1].nn && memcmp(idx.a[i].n, idx.a[i - 1].n, idx.a[i].nn) == 0) {
+        if (idx.a[i].nn == idx.a[i - 1].nn &&
+            memcmp(idx.a[i].n, idx.a[i - 1].n, idx.a[i].nn) == 0) {
             lset_del(&idx, i);
         } else {
             i++;
@@ -1054,8 +1077,9 @@ static const struct sinfo *src_sinfo(struct rctx *c, const struct scope_view *sv
 
 /* FACTS.md B.7 */
 static const char *const level_names[] = {
-    "level", "LEVEL", "Level", "log.level", "severity", "SEVERITY", "Severity", "SeverityText",
-    "lvl",   "LVL",   "Lvl",   "severity_text", "Severity_Text", "SEVERITY_TEXT",
+    "level",    "LEVEL",         "Level",         "log.level",     "severity",
+    "SEVERITY", "Severity",      "SeverityText",  "lvl",           "LVL",
+    "Lvl",      "severity_text", "Severity_Text", "SEVERITY_TEXT",
 };
 
 static bool ieq(const char *a, size_t an, const char *b)
@@ -1068,9 +1092,9 @@ static void normalize_level(const char *v, size_t n, const char **out, size_t *o
     static const struct {
         const char *in, *out;
     } map[] = {
-        {"trace", "trace"}, {"trc", "trace"},     {"debug", "debug"},   {"dbg", "debug"},
-        {"info", "info"},   {"inf", "info"},      {"information", "info"}, {"warn", "warn"},
-        {"wrn", "warn"},    {"warning", "warn"},  {"error", "error"},   {"err", "error"},
+        {"trace", "trace"},       {"trc", "trace"},    {"debug", "debug"},      {"dbg", "debug"},
+        {"info", "info"},         {"inf", "info"},     {"information", "info"}, {"warn", "warn"},
+        {"wrn", "warn"},          {"warning", "warn"}, {"error", "error"},      {"err", "error"},
         {"critical", "critical"}, {"fatal", "fatal"},
     };
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
@@ -1493,8 +1517,8 @@ static int jskip(struct rctx *c, struct jp *j, int depth)
     }
     default: {
         const char *s = j->p;
-        while (j->p < j->e && (isalnum((unsigned char)*j->p) || *j->p == '-' || *j->p == '+' ||
-                               *j->p == '.')) {
+        while (j->p < j->e &&
+               (isalnum((unsigned char)*j->p) || *j->p == '-' || *j->p == '+' || *j->p == '.')) {
             j->p++;
         }
         return j->p > s ? 0 : -1;
@@ -1658,7 +1682,8 @@ static void stage_json(struct rctx *c, const struct logql_stage *st)
         size_t before = c->l.n;
         jws(&j);
         if (j.p >= j.e || *j.p != '{') {
-            set_error(c, "JSONParserErr", "Value looks like object, but can't find closing '}' symbol");
+            set_error(c, "JSONParserErr",
+                      "Value looks like object, but can't find closing '}' symbol");
             return;
         }
         if (json_obj(c, &j, NULL, 0, 0) < 0) {
@@ -2127,8 +2152,9 @@ static bool key_is_name(const char *k, size_t kn, const char *n, size_t nn)
     if (kn == nn) {
         /* same length: no run was collapsed and no prefix added, unless the
          * key starts with a digit or is __wrapped__ (then compare fully) */
-        bool plain = !(kn > 0 && k[0] >= '0' && k[0] <= '9') &&
-                     !(kn > 4 && k[0] == '_' && k[1] == '_' && k[kn - 1] == '_' && k[kn - 2] == '_');
+        bool plain =
+            !(kn > 0 && k[0] >= '0' && k[0] <= '9') &&
+            !(kn > 4 && k[0] == '_' && k[1] == '_' && k[kn - 1] == '_' && k[kn - 2] == '_');
         if (plain) {
             bool prev_special = false;
             for (size_t i = 0; i < kn; i++) {
@@ -2291,7 +2317,8 @@ static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
     case LOGQL_LF_AND:
         return lf_eval_lazy(c, lf->left, full) && !*full && lf_eval_lazy(c, lf->right, full);
     case LOGQL_LF_OR:
-        return (lf_eval_lazy(c, lf->left, full) && !*full) || (!*full && lf_eval_lazy(c, lf->right, full));
+        return (lf_eval_lazy(c, lf->left, full) && !*full) ||
+               (!*full && lf_eval_lazy(c, lf->right, full));
     default:
         break;
     }
@@ -2988,7 +3015,7 @@ struct entry {
     const char *line;
     uint32_t line_n;
     uint32_t nl;
-    struct lbl *l; /* sorted by name */
+    struct lbl *l;   /* sorted by name */
     const char *key; /* stream identity */
     uint32_t keylen;
     uint32_t src;
@@ -3002,10 +3029,10 @@ struct series {
     uint32_t keylen;
     struct lbl *l; /* sorted */
     uint32_t nl;
-    double *v;      /* K values */
-    double *aux;    /* avg / stdvar / first-last helpers (K), or NULL */
+    double *v;   /* K values */
+    double *aux; /* avg / stdvar / first-last helpers (K), or NULL */
     double *aux2;
-    uint32_t *cnt;  /* samples per step (0: no point) */
+    uint32_t *cnt; /* samples per step (0: no point) */
 };
 
 enum rkind {
@@ -3107,8 +3134,8 @@ static int materialize(struct logs_result *res, struct rctx *c, const struct can
     struct scan *s = c->s;
     struct src *src = c->src;
     struct log_view v;
-    int rc = src->b != NULL ? blk_log(src->b, cd->row, s->want, &v)
-                            : oblock_log(src->ob, cd->row, &v);
+    int rc =
+        src->b != NULL ? blk_log(src->b, cd->row, s->want, &v) : oblock_log(src->ob, cd->row, &v);
     if (rc < 0) {
         return rc;
     }
@@ -3524,7 +3551,8 @@ static bool on_metric_match(struct rctx *c, uint64_t row)
             return true;
         }
         x = c->unwrap_val;
-    } else if (r->range_op == LOGQL_RANGE_BYTES_OVER_TIME || r->range_op == LOGQL_RANGE_BYTES_RATE) {
+    } else if (r->range_op == LOGQL_RANGE_BYTES_OVER_TIME ||
+               r->range_op == LOGQL_RANGE_BYTES_RATE) {
         x = (double)c->line_n;
     } else {
         x = 1;
@@ -3783,8 +3811,8 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
     }
     /* sum by (labels) right above a plain range aggregation: the series
      * need only those labels (and so, often, no attribute table) */
-    if (parent != NULL && parent->kind == LOGQL_EXPR_VECTOR_AGG && parent->agg_op == LOGQL_AGG_SUM &&
-        !parent->grouping.without && !e->grouping.has &&
+    if (parent != NULL && parent->kind == LOGQL_EXPR_VECTOR_AGG &&
+        parent->agg_op == LOGQL_AGG_SUM && !parent->grouping.without && !e->grouping.has &&
         e->range_op != LOGQL_RANGE_ABSENT_OVER_TIME) {
         s.by_pushdown = true; /* sum (...) without by: no label at all */
         s.by = parent->grouping.has ? parent->grouping.labels : NULL;
@@ -4266,7 +4294,8 @@ static int eval_binary(struct eval *ev, const struct logql_expr *e, struct mat *
         /* right-side points whose key the left side lacks at that step */
         for (size_t i = 0; i < R.n && rc == 0; i++) {
             const struct series *r = R.s[i];
-            const struct series *lk = smap_get(&lm, rkeys[i]->hash, rkeys[i]->key, rkeys[i]->keylen);
+            const struct series *lk =
+                smap_get(&lm, rkeys[i]->hash, rkeys[i]->key, rkeys[i]->keylen);
             const struct series *ls = lk ? (const struct series *)lk->aux : NULL;
             struct series *o = ev_series(ev, r->l, r->nl);
             if (o == NULL || mat_add(out, o) < 0) {
@@ -4375,9 +4404,11 @@ static int check_tree(const struct logql_expr *e, char *err, size_t errlen)
         return check_log(&e->log, err, errlen);
     case LOGQL_EXPR_VECTOR_AGG:
     case LOGQL_EXPR_LABEL_REPLACE:
-        if (e->kind == LOGQL_EXPR_LABEL_REPLACE && memchr(e->replacement.s, '$', e->replacement.n)) {
-            snprintf(err, errlen, "label_replace: $ references in the replacement are not "
-                                  "supported yet");
+        if (e->kind == LOGQL_EXPR_LABEL_REPLACE &&
+            memchr(e->replacement.s, '$', e->replacement.n)) {
+            snprintf(err, errlen,
+                     "label_replace: $ references in the replacement are not "
+                     "supported yet");
             return -EINVAL;
         }
         return check_tree(e->inner, err, errlen);
@@ -4493,7 +4524,8 @@ static void w_sec(struct jsonw *w, uint64_t ns)
 
 static int series_key_cmp(const void *a, const void *b)
 {
-    const struct series *x = *(const struct series *const *)a, *y = *(const struct series *const *)b;
+    const struct series *x = *(const struct series *const *)a,
+                        *y = *(const struct series *const *)b;
     size_t n = x->keylen < y->keylen ? x->keylen : y->keylen;
     int c = memcmp(x->key, y->key, n);
     if (c != 0) {
@@ -4696,8 +4728,8 @@ static bool render_item(struct logs_result *r, struct jsonw *w)
         const struct entry *e = &r->e[(*i)++];
         const struct src *src = &r->scan.srcs[e->src];
         struct log_view v;
-        int rc = src->b != NULL ? blk_log(src->b, e->row, BLK_ALL, &v)
-                                : oblock_log(src->ob, e->row, &v);
+        int rc =
+            src->b != NULL ? blk_log(src->b, e->row, BLK_ALL, &v) : oblock_log(src->ob, e->row, &v);
         if (rc == 0) {
             w_record(w, &v, e->ts);
         }
@@ -5371,8 +5403,8 @@ static int vgroup_cmp(const void *a, const void *b)
 }
 
 int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
-               const struct logql_str *targets, size_t n_targets, bool agg_labels,
-               uint32_t limit, struct jsonw *w, char *err, size_t errlen)
+               const struct logql_str *targets, size_t n_targets, bool agg_labels, uint32_t limit,
+               struct jsonw *w, char *err, size_t errlen)
 {
     struct logs_result *r = NULL;
     int rc = 0;

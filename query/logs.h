@@ -131,8 +131,8 @@ enum logs_index_mode {
  * errors of logs_exec with a message in err.
  */
 int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
-               const struct logql_str *targets, size_t n_targets, bool agg_labels,
-               uint32_t limit, struct jsonw *w, char *err, size_t errlen);
+               const struct logql_str *targets, size_t n_targets, bool agg_labels, uint32_t limit,
+               struct jsonw *w, char *err, size_t errlen);
 
 /* Logs Drilldown's /detected_labels: each stream label with the number of
  * its distinct values among streams of blocks overlapping the window. */

@@ -6,14 +6,15 @@
 #include <event2/buffer.h>
 
 static const char *const ep_names[QS_EP_COUNT] = {
-    "loki_query_range", "loki_query", "loki_labels", "loki_series",
-    "logs_native",      "tempo_trace", "tempo_search", "tempo_tags", "loki_index",
+    "loki_query_range", "loki_query",   "loki_labels", "loki_series", "logs_native",
+    "tempo_trace",      "tempo_search", "tempo_tags",  "loki_index",
 };
 static const char *const oc_names[QS_OUTCOME_COUNT] = {
     "ok", "bad_request", "limit", "timeout", "canceled", "overloaded", "error",
 };
 /* Latency bucket upper bounds, seconds. */
-static const double buckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+static const double buckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                 0.5,   1,     2.5,  5,     10,   30};
 #define NB (sizeof(buckets) / sizeof(buckets[0]))
 
 static uint64_t queries[QS_EP_COUNT][QS_OUTCOME_COUNT];
@@ -105,15 +106,17 @@ void query_metrics_text(struct evbuffer *o)
         for (size_t b = 0; b <= NB; b++) {
             cum += ld(&lat_bucket[e][b]);
             if (b < NB) {
-                evbuffer_add_printf(o,
-                                    "miradb_query_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} "
-                                    "%llu\n",
-                                    ep_names[e], buckets[b], (unsigned long long)cum);
+                evbuffer_add_printf(
+                    o,
+                    "miradb_query_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} "
+                    "%llu\n",
+                    ep_names[e], buckets[b], (unsigned long long)cum);
             } else {
-                evbuffer_add_printf(o,
-                                    "miradb_query_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} "
-                                    "%llu\n",
-                                    ep_names[e], (unsigned long long)cum);
+                evbuffer_add_printf(
+                    o,
+                    "miradb_query_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} "
+                    "%llu\n",
+                    ep_names[e], (unsigned long long)cum);
             }
         }
         evbuffer_add_printf(o, "miradb_query_duration_seconds_sum{endpoint=\"%s\"} %.6f\n",
@@ -123,8 +126,8 @@ void query_metrics_text(struct evbuffer *o)
     }
     counter(o, "miradb_query_blocks_considered_total",
             "Blocks (sealed and open) the planner looked at.", &scan.blocks_considered);
-    counter(o, "miradb_query_blocks_skipped_zone_total",
-            "Blocks skipped by their time zone map.", &scan.blocks_skipped_zone);
+    counter(o, "miradb_query_blocks_skipped_zone_total", "Blocks skipped by their time zone map.",
+            &scan.blocks_skipped_zone);
     counter(o, "miradb_query_blocks_skipped_bloom_total",
             "Blocks skipped by a bloom filter (body tokens, resource attribute values).",
             &scan.blocks_skipped_bloom);

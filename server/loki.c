@@ -489,8 +489,8 @@ static void run_job(struct qpool_job *pj)
                             sizeof(err));
             break;
         case JK_DETECTED:
-            rc = logs_detected_labels(j->expr ? &j->expr->log : NULL, j->rq.start_ns,
-                                      j->rq.end_ns, &w);
+            rc = logs_detected_labels(j->expr ? &j->expr->log : NULL, j->rq.start_ns, j->rq.end_ns,
+                                      &w);
             snprintf(err, sizeof(err), "out of memory");
             break;
         case JK_SERIES: {
@@ -498,8 +498,8 @@ static void run_job(struct qpool_job *pj)
             for (size_t i = 0; i < j->n_sels; i++) {
                 sels[i] = &j->sels[i]->log;
             }
-            rc = logs_series(sels, j->all_streams ? 0 : j->n_sels, j->rq.start_ns, j->rq.end_ns,
-                             &w);
+            rc =
+                logs_series(sels, j->all_streams ? 0 : j->n_sels, j->rq.start_ns, j->rq.end_ns, &w);
             snprintf(err, sizeof(err), "out of memory");
             break;
         }

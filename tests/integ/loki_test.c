@@ -245,11 +245,10 @@ static void export_corpus(const struct daemon *d)
                      "\"b7ad6b7169203331\""
                    : "");
     }
-    o += (size_t)snprintf(
-        buf + o, sizeof(buf) - o,
-        "]}]},{\"resource\":{\"attributes\":["
-        "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"db\"}}]},"
-        "\"scopeLogs\":[{\"scope\":{\"name\":\"dbscope\"},\"logRecords\":[");
+    o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                          "]}]},{\"resource\":{\"attributes\":["
+                          "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"db\"}}]},"
+                          "\"scopeLogs\":[{\"scope\":{\"name\":\"dbscope\"},\"logRecords\":[");
     for (int i = 0; i < 5; i++) {
         o += (size_t)snprintf(buf + o, sizeof(buf) - o,
                               "%s{\"timeUnixNano\":\"%" PRIu64
@@ -375,13 +374,15 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
     json_decref(r);
     r = logq(&d, "{service_name=~\"api|db\"} |= \"1\"", 0, 60, 4, "backward", true);
     entries(r, false, got, sizeof(got), &n);
-    cr_expect_str_eq(got, "{\"query\":\"select\",\"rows\":1,\"slow\":false}|"
-                          "level=error msg=\"request failed\" status=500 path=/orders id=1",
+    cr_expect_str_eq(got,
+                     "{\"query\":\"select\",\"rows\":1,\"slow\":false}|"
+                     "level=error msg=\"request failed\" status=500 path=/orders id=1",
                      "across streams, newest first: %s", got);
     json_decref(r);
 
     /* pipeline stages that reshape labels and lines */
-    r = logq(&d, "{service_name=\"api\"} | logfmt | line_format \"{{.path}} {{ .status }}\" |= \"200\"",
+    r = logq(&d,
+             "{service_name=\"api\"} | logfmt | line_format \"{{.path}} {{ .status }}\" |= \"200\"",
              0, 60, 2, "forward", false);
     entries(r, true, got, sizeof(got), &n);
     cr_expect_str_eq(got, "/users 200|/users 200");
@@ -395,13 +396,13 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
     r = logq(&d, "{service_name=\"api\"} |= \"id=4\" | drop user_id, http_code", 0, 60, 100,
              "forward", true);
     json_t *sm = json_object_get(
-        json_array_get(json_array_get(json_object_get(
-                                          json_array_get(json_object_get(json_object_get(r, "data"),
-                                                                         "result"),
-                                                         0),
-                                          "values"),
-                                      0),
-                       2),
+        json_array_get(
+            json_array_get(
+                json_object_get(
+                    json_array_get(json_object_get(json_object_get(r, "data"), "result"), 0),
+                    "values"),
+                0),
+            2),
         "structuredMetadata");
     cr_expect_null(json_object_get(sm, "user_id"));
     cr_expect_null(json_object_get(sm, "http_code"));
@@ -424,10 +425,12 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
     json_t *recs = json_object_get(json_object_get(r, "data"), "records");
     cr_assert_eq(json_array_size(recs), 1);
     json_t *rec = json_array_get(recs, 0);
-    cr_expect_str_eq(json_string_value(json_object_get(rec, "timeUnixNano")), "1700000004000000000");
+    cr_expect_str_eq(json_string_value(json_object_get(rec, "timeUnixNano")),
+                     "1700000004000000000");
     cr_expect_eq(json_integer_value(json_object_get(rec, "severityNumber")), 9);
-    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(rec, "body"), "stringValue")),
-                     "level=info msg=\"request done\" status=200 path=/users id=4");
+    cr_expect_str_eq(
+        json_string_value(json_object_get(json_object_get(rec, "body"), "stringValue")),
+        "level=info msg=\"request done\" status=200 path=/users id=4");
     json_t *a1 = json_array_get(json_object_get(rec, "attributes"), 1);
     cr_expect_str_eq(json_string_value(json_object_get(a1, "key")), "http.code");
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(a1, "value"), "intValue")),
@@ -599,32 +602,31 @@ Test(loki, metric_queries_match_hand_computed_values)
     /* unwrap */
     expect_instant(&d, "sum(sum_over_time({service_name=\"db\"} | json | unwrap rows [1m]))", 30,
                    "{}=10");
-    expect_instant(&d, "max_over_time({service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)",
-                   30, "{service_name=db}=4");
-    expect_instant(&d, "avg_over_time({service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)",
-                   30, "{service_name=db}=2");
+    expect_instant(
+        &d, "max_over_time({service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)", 30,
+        "{service_name=db}=4");
+    expect_instant(
+        &d, "avg_over_time({service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)", 30,
+        "{service_name=db}=2");
     /* vector(), numbers */
     expect_instant(&d, "vector(1)+vector(1)", 0, "{}=2");
     expect_instant(&d, "2 * 3 + 1", 0, "scalar=7");
 
     /* steps t_k = start + k*step <= end, each a (t - range, t] window, no zero filling */
     expect_range(&d, "sum(count_over_time({service_name=\"api\"}[5s]))", 4, 9, "5", "4:5,9:5");
-    expect_range(&d, "sum(count_over_time({service_name=\"api\"}[3s]))", 2, 9, "3s",
-                 "2:3,5:3,8:3");
+    expect_range(&d, "sum(count_over_time({service_name=\"api\"}[3s]))", 2, 9, "3s", "2:3,5:3,8:3");
     expect_range(&d, "sum(count_over_time({service_name=\"api\"} |= \"status=500\" [2s]))", 1, 4,
                  "1000ms", "1:1,2:1,3:1,4:1");
-    expect_range(&d, "count_over_time({service_name=\"worker\"}[1s])", 0, 30, "5",
-                 "20:1");
+    expect_range(&d, "count_over_time({service_name=\"worker\"}[1s])", 0, 30, "5", "20:1");
     expect_range(&d, "sum by (service_name) (count_over_time({service_name=~\"api|db\"}[1s]))", 0,
-                 2, "1",
-                 "0:1,1:1,2:1;1:1,2:1");
+                 2, "1", "0:1,1:1,2:1;1:1,2:1");
     expect_range(&d, "vector(3)", 0, 2, "1", "0:3,1:3,2:3");
 
     /* an __error__ left in a metric series is a 400 pipeline error */
     char enc[512], path[1024], *body;
-    url_enc(enc, sizeof(enc), "sum by (x) (count_over_time({service_name=\"api\"} | json | x=\"\" [1m]))");
-    snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc,
-             (T0 + 30) * NS);
+    url_enc(enc, sizeof(enc),
+            "sum by (x) (count_over_time({service_name=\"api\"} | json | x=\"\" [1m]))");
+    snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
     cr_expect_eq(get(&d, path, NULL, &body), 400);
     cr_expect_not_null(strstr(body, "pipeline error: 'JSONParserErr'"), "%s", body);
     free(body);
@@ -675,8 +677,8 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     snprintf(path, sizeof(path), "/loki/api/v1/label/service_name/values?start=%" PRIu64, T0 * NS);
     expect_strings(get_json(&d, path, NULL), "api,db,worker");
     url_enc(enc, sizeof(enc), "{k8s_namespace_name=\"prod\"}");
-    snprintf(path, sizeof(path), "/loki/api/v1/label/service_name/values?start=%" PRIu64 "&query=%s",
-             T0 * NS, enc);
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/label/service_name/values?start=%" PRIu64 "&query=%s", T0 * NS, enc);
     expect_strings(get_json(&d, path, NULL), "api");
     /* a window before the corpus: nothing */
     snprintf(path, sizeof(path), "/loki/api/v1/labels?start=%" PRIu64 "&end=%" PRIu64,
@@ -706,9 +708,9 @@ Test(loki, label_endpoints_response_shapes_and_errors)
         api_bytes += strlen(api_line(line, sizeof(line), k));
     }
     for (int k = 0; k < 5; k++) {
-        db_bytes += (size_t)snprintf(line, sizeof(line),
-                                     "{\"query\":\"select\",\"rows\":%d,\"slow\":%s}", k,
-                                     k >= 3 ? "true" : "false");
+        db_bytes +=
+            (size_t)snprintf(line, sizeof(line), "{\"query\":\"select\",\"rows\":%d,\"slow\":%s}",
+                             k, k >= 3 ? "true" : "false");
     }
     url_enc(enc, sizeof(enc), "{service_name=~\"api|db\"}");
     snprintf(path, sizeof(path), "/loki/api/v1/index/stats?query=%s&start=%" PRIu64 "&end=%" PRIu64,
@@ -776,8 +778,8 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     /* POST form = GET */
     url_enc(enc, sizeof(enc), "{service_name=\"db\"}");
     char form[1024];
-    snprintf(form, sizeof(form), "query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=2", enc,
-             T0 * NS, (T0 + 60) * NS);
+    snprintf(form, sizeof(form), "query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=2", enc, T0 * NS,
+             (T0 + 60) * NS);
     const char *hdrs[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
     struct http_resp hr;
     cr_assert_eq(httpc_request(d.http_port, "POST", "/loki/api/v1/query_range", hdrs, form,
@@ -793,10 +795,10 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     http_resp_free(&hr);
 
     /* categorized shape: encodingFlags before result, 3-element entries with an object */
-    url_enc(enc, sizeof(enc), "{service_name=~\"api|worker\"} |= \"id=4\" or \"\\\"x\\\"\" | logfmt");
-    snprintf(path, sizeof(path),
-             "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64, enc, T0 * NS,
-             (T0 + 60) * NS);
+    url_enc(enc, sizeof(enc),
+            "{service_name=~\"api|worker\"} |= \"id=4\" or \"\\\"x\\\"\" | logfmt");
+    snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64,
+             enc, T0 * NS, (T0 + 60) * NS);
     char *body;
     cr_assert_eq(get(&d, path, CAT, &body), 200);
     const char *rt = strstr(body, "\"resultType\""), *ef = strstr(body, "\"encodingFlags\""),
@@ -820,17 +822,19 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     }
     /* streams sort by label string: {k8s_container_name=...} before {k8s_namespace_name=...} */
     json_t *api = json_array_get(result, 1);
-    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(api, "stream"), "service_name")),
-                     "api");
+    cr_expect_str_eq(
+        json_string_value(json_object_get(json_object_get(api, "stream"), "service_name")), "api");
     json_t *meta = json_array_get(json_array_get(json_object_get(api, "values"), 0), 2);
-    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(meta, "parsed"), "id")), "4");
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(meta, "parsed"), "id")),
+                     "4");
     cr_expect_str_eq(
         json_string_value(json_object_get(json_object_get(meta, "structuredMetadata"), "user_id")),
         "u1");
     json_decref(r);
     r = logq(&d, "{service_name=\"worker\"}", 0, 60, 100, "forward", true);
     result = json_object_get(json_object_get(r, "data"), "result");
-    meta = json_array_get(json_array_get(json_object_get(json_array_get(result, 0), "values"), 0), 2);
+    meta =
+        json_array_get(json_array_get(json_object_get(json_array_get(result, 0), "values"), 0), 2);
     cr_expect_null(json_object_get(meta, "parsed"), "empty sections are omitted");
     json_t *wsm = json_object_get(meta, "structuredMetadata");
     cr_expect_str_eq(json_string_value(json_object_get(wsm, "detected_level")), "unknown");
@@ -856,8 +860,10 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     json_decref(r);
 
     /* Grafana's health check */
-    r = get_json(&d, "/loki/api/v1/query?direction=backward&query=vector%281%29%2Bvector%281%29&time=4000000000",
-                 CAT);
+    r = get_json(
+        &d,
+        "/loki/api/v1/query?direction=backward&query=vector%281%29%2Bvector%281%29&time=4000000000",
+        CAT);
     json_t *data = json_object_get(r, "data");
     cr_expect_str_eq(json_string_value(json_object_get(data, "resultType")), "vector");
     cr_assert_eq(json_array_size(json_object_get(data, "result")), 1);
@@ -877,8 +883,8 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     for (size_t k = 0; k < 5; k++) {
         url_enc(enc, sizeof(enc), "{service_name=\"api\"}");
         snprintf(path, sizeof(path),
-                 "/loki/api/v1/query_range?query=%s&start=%s&end=1700000004&direction=forward",
-                 enc, starts[k]);
+                 "/loki/api/v1/query_range?query=%s&start=%s&end=1700000004&direction=forward", enc,
+                 starts[k]);
         r = get_json(&d, path, NULL);
         char idl[64];
         ids(r, true, idl, sizeof(idl));
@@ -910,7 +916,8 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=yesterday", enc);
     expect_400(&d, path, "could not parse 'start' parameter");
     url_enc(enc, sizeof(enc), "count_over_time({service_name=\"api\"}[1m])");
-    snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=0&end=100000&step=1", enc);
+    snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=0&end=100000&step=1",
+             enc);
     expect_400(&d, path, "exceeded maximum resolution of 11,000 points");
     snprintf(path, sizeof(path), "/api/v1/logs?query=%s", enc);
     expect_400(&d, path, "log queries only");
@@ -919,12 +926,14 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     expect_400(&d, path, "not supported");
 
     /* /metrics counts queries by endpoint and outcome */
-    cr_expect_geq(daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"ok\"}"),
-                  7);
-    cr_expect_geq(daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"bad_request\"}"),
-                  9);
-    cr_expect_geq(daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_labels\",outcome=\"ok\"}"),
-                  4);
+    cr_expect_geq(
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"ok\"}"), 7);
+    cr_expect_geq(
+        daemon_metric(
+            &d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"bad_request\"}"),
+        9);
+    cr_expect_geq(
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_labels\",outcome=\"ok\"}"), 4);
     cr_expect_geq(daemon_metric(&d, "miradb_query_duration_seconds_count{endpoint=\"loki_query\"}"),
                   2);
     cr_expect_eq(daemon_stop(&d), 0);
@@ -1125,8 +1134,9 @@ Test(loki, a_corrupt_block_is_quarantined_reported_and_skipped)
 Test(loki, query_limits_end_a_query_with_a_message_naming_the_limit)
 {
     struct daemon d;
-    const char *args[] = {"--shards", "1", "--io-threads", "1", "--query-max-rows", "16",
-                          "--query-memory", "1MiB", NULL};
+    const char *args[] = {
+        "--shards", "1", "--io-threads", "1", "--query-max-rows", "16", "--query-memory",
+        "1MiB",     NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     export_corpus(&d); /* 16 rows */
     char enc[512], path[1024], *body;
@@ -1149,8 +1159,9 @@ Test(loki, query_limits_end_a_query_with_a_message_naming_the_limit)
     cr_expect_eq(get(&d, path, NULL, &body), 400);
     cr_expect_not_null(strstr(body, "more than 16 rows (--query-max-rows)"), "%s", body);
     free(body);
-    cr_expect_eq(daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"limit\"}"),
-                 2);
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"limit\"}"),
+        2);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
@@ -1168,11 +1179,12 @@ Test(loki, big_answers_are_streamed_in_pieces)
             "\"value\":{\"stringValue\":\"big\"}}]},\"scopeLogs\":[{\"logRecords\":[");
         for (int i = 0; i < 1000; i++) {
             int k = part * 1000 + i;
-            o += (size_t)snprintf(buf + o, cap - o,
-                                  "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
-                                  "\"line %05d of a big answer, padded to make it longer\"},"
-                                  "\"attributes\":[{\"key\":\"n\",\"value\":{\"intValue\":\"%d\"}}]}",
-                                  i ? "," : "", T0 * NS + (uint64_t)k * UINT64_C(1000000), k, k);
+            o += (size_t)snprintf(
+                buf + o, cap - o,
+                "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
+                "\"line %05d of a big answer, padded to make it longer\"},"
+                "\"attributes\":[{\"key\":\"n\",\"value\":{\"intValue\":\"%d\"}}]}",
+                i ? "," : "", T0 * NS + (uint64_t)k * UINT64_C(1000000), k, k);
         }
         snprintf(buf + o, cap - o, "]}]}]}");
         export_json(&d, buf);

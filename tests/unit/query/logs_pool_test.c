@@ -88,8 +88,12 @@ Test(logs_pool, parallel_runs_every_item_once_and_jobs_fan_out_without_deadlock)
     unsigned hits[NJ][NI];
     memset(hits, 0, sizeof(hits));
     for (int k = 0; k < NJ; k++) {
-        jobs[k] = (struct qjob){.job.fn = job_fn, .items = NI, .hits = hits[k], .lock = &lock,
-                                .cv = &cv, .done = &done};
+        jobs[k] = (struct qjob){.job.fn = job_fn,
+                                .items = NI,
+                                .hits = hits[k],
+                                .lock = &lock,
+                                .cv = &cv,
+                                .done = &done};
         cr_assert_eq(qpool_submit(&jobs[k].job), 0);
     }
     pthread_mutex_lock(&lock);
@@ -216,9 +220,16 @@ Test(logs_jsonw, nesting_commas_escapes_and_numbers)
     struct {
         double v;
         const char *s;
-    } cases[] = {{2, "2"},          {-3, "-3"},        {0.5, "0.5"},       {1.0 / 3, "0.3333333333333333"},
-                 {1e21, "1e+21"},   {INFINITY, "+Inf"}, {-INFINITY, "-Inf"}, {-0.0, "0"},
-                 {1700000000.123, "1700000000.123"},   {0.1 + 0.2, "0.30000000000000004"}};
+    } cases[] = {{2, "2"},
+                 {-3, "-3"},
+                 {0.5, "0.5"},
+                 {1.0 / 3, "0.3333333333333333"},
+                 {1e21, "1e+21"},
+                 {INFINITY, "+Inf"},
+                 {-INFINITY, "-Inf"},
+                 {-0.0, "0"},
+                 {1700000000.123, "1700000000.123"},
+                 {0.1 + 0.2, "0.30000000000000004"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t n = jsonw_fmt_double(buf, cases[i].v);
         cr_assert_str_eq(buf, cases[i].s);
