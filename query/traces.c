@@ -263,7 +263,9 @@ struct tref {
     uint64_t row;
     uint64_t start;
     const struct scope_view *sc;
-    uint32_t tix; /* search: the candidate trace the row belongs to */
+    uint32_t tix;       /* search: the candidate trace the row belongs to */
+    uint8_t span_id[8]; /* by id: duplicates (an export retried) go out once */
+    int32_t kind;
 };
 
 /* Per-source hits of a scan (each item writes only its own). */
@@ -346,7 +348,9 @@ static void find_item(void *arg, size_t i)
             return;
         }
         if (memcmp(v.trace_id, f->id, 16) == 0) {
-            struct tref t = {.src = (uint32_t)si, .row = r, .start = v.start_ns, .sc = v.scope};
+            struct tref t = {
+                .src = (uint32_t)si, .row = r, .start = v.start_ns, .sc = v.scope, .kind = v.kind};
+            memcpy(t.span_id, v.span_id, 8);
             if (hits_push(q, h, &t) < 0) {
                 return;
             }
@@ -429,10 +433,33 @@ static int tref_cmp(const void *pa, const void *pb)
     if (a->start != b->start) {
         return a->start < b->start ? -1 : 1;
     }
+    c = memcmp(a->span_id, b->span_id, 8);
+    if (c != 0) {
+        return c;
+    }
+    if (a->kind != b->kind) {
+        return a->kind < b->kind ? -1 : 1;
+    }
     if (a->src != b->src) {
         return a->src < b->src ? -1 : 1;
     }
     return a->row < b->row ? -1 : a->row > b->row;
+}
+
+/* Drops repeats of a span (same scope, start, id and kind: the same export
+ * acknowledged twice after a client retry), as Tempo's combiner does. */
+static size_t dedupe_refs(struct tref *v, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o > 0 && v[o - 1].start == v[i].start && v[o - 1].kind == v[i].kind &&
+            memcmp(v[o - 1].span_id, v[i].span_id, 8) == 0 &&
+            scope_cmp(v[o - 1].sc, v[i].sc) == 0) {
+            continue;
+        }
+        v[o++] = v[i];
+    }
+    return o;
 }
 
 /* Resource and scope groups over the sorted refs. */
@@ -520,6 +547,7 @@ int traces_find(const uint8_t id[16], const struct traces_limits *lim, struct tr
         t->n += f.hits[i].n;
     }
     qsort(t->refs, t->n, sizeof(*t->refs), tref_cmp);
+    t->n = dedupe_refs(t->refs, t->n);
     rc = make_groups(t);
 out:
     if (f.hits != NULL) {
