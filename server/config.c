@@ -58,7 +58,7 @@ static const struct opt opts[] = {
     {"ack", OPT_ENUM, "wal", "wal|fsync|seal", 0, 0, NUM(ack),
      "wal: ack after the WAL write(2); fsync: after fdatasync (group commit); seal: no WAL, "
      "ack once the block holding the rows is sealed"},
-    {"block-target", OPT_BYTES, "32MiB", NULL, 64ll << 10, 1ll << 34, NUM(block_target),
+    {"block-target", OPT_BYTES, "32MiB", NULL, 2ll << 20, 1ll << 34, NUM(block_target),
      "seal an open block once it holds this many bytes (capped at a third of the memory "
      "budget shared by all shards)"},
     {"block-max-age", OPT_DUR, "0", NULL, 0, 86400000ll, NUM(block_max_age_ms),

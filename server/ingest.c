@@ -821,6 +821,11 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
     if (share < target) {
         target = share;
     }
+    /* An empty open block already holds about 1.6 MiB of column directories:
+     * below 2 MiB a block would seal on every drain. */
+    if (target < (2u << 20)) {
+        target = 2u << 20;
+    }
     uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
                           : c->ack == ACK_SEAL    ? 1000
                                                   : 60000;
@@ -839,8 +844,8 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
             break;
         }
         if (quarantined > 0) {
-            log_warn("ingest", "event=blocks_quarantined signal=%s count=%llu",
-                     signal_name(s + 1), (unsigned long long)quarantined);
+            log_warn("ingest", "event=blocks_quarantined signal=%s count=%llu dir=%s/quarantine",
+                     signal_name(s + 1), (unsigned long long)quarantined, c->data_dir);
         }
         shards[s] = calloc((size_t)n_shards, sizeof(shard *));
         if (shards[s] == NULL) {

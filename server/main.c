@@ -256,7 +256,7 @@ static int serve(int argc, char **argv)
     log_info("main",
              "event=listening grpc=%s http=%s io_threads=%d shards=%d ack=%s data=%s "
              "memory_budget=%llu",
-             grpc_addr, http_addr, c.io_threads, c.shards, c.ack == ACK_FSYNC ? "fsync" : "wal",
+             grpc_addr, http_addr, c.io_threads, c.shards, c.ack == ACK_FSYNC ? "fsync" : c.ack == ACK_SEAL ? "seal" : "wal",
              c.data_dir, (unsigned long long)c.memory_budget);
 
     bool ready = false;

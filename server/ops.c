@@ -206,14 +206,15 @@ void ops_metrics_text(struct evbuffer *o)
          (double)bs.tables_verified},
         {"miradb_block_bytes_hashed_total", "counter", "Bytes hashed to verify block tables.",
          (double)bs.bytes_hashed},
-        {"miradb_verify_cache_hits_total", "counter", "Table verifications skipped by the cache.",
+        {"miradb_verify_cache_hits_total", "counter", "Block table and footer verifications skipped by the cache.",
          (double)bs.cache_hits},
         {"miradb_verify_cache_misses_total", "counter", "Verification cache misses.",
          (double)bs.cache_misses},
         {"miradb_verify_cache_clears_total", "counter", "Times the full cache was cleared.",
          (double)bs.cache_clears},
         {"miradb_blocks_quarantined_total", "counter", "Blocks moved to DATA/quarantine/.",
-         (double)bs.quarantined},
+         (double)(bs.quarantined + cs[0].quarantined_at_boot + cs[1].quarantined_at_boot +
+                  cs[2].quarantined_at_boot)},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
         header(o, plain[k].name, plain[k].type, plain[k].help);

@@ -183,6 +183,9 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
             snprintf(qpath, sizeof(qpath), "%s/%s-%s", qdir, signal_name(s), e->d_name);
             rename(path, qpath);
             (*quarantined)++;
+            pthread_mutex_lock(&lock);
+            sigs[s - 1].st.quarantined_at_boot++;
+            pthread_mutex_unlock(&lock);
             continue;
         }
         const struct blk_meta *m = blk_meta(b);

@@ -40,6 +40,7 @@ struct cat_stats {
     uint64_t rows;        /* in sealed blocks */
     uint64_t retention_deleted;
     uint64_t retention_bytes_deleted;
+    uint64_t quarantined_at_boot; /* blocks catalog_load could not open */
 };
 
 /* Before anything else: where DATA is. */

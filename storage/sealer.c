@@ -43,16 +43,27 @@ static uint64_t real_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void seal_one(struct seal_job *j)
-{
-    char path[700];
-    uint64_t t0 = mono_ns();
-    int rc;
-    blk *b = NULL;
+/* Shards whose seal failed for good (at shutdown), under |lock|. */
+#define FAILED_MAX 256
+static const void *failed[FAILED_MAX];
+static int n_failed;
 
-    rc = blk_write(j->dir, catalog_open_block(j->h), j->rows, &j->meta, path, sizeof(path));
+static bool owner_failed(const void *owner)
+{
+    for (int i = 0; i < n_failed; i++) {
+        if (failed[i] == owner) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int write_and_publish(struct seal_job *j)
+{
+    char path[700], err[200];
+    blk *b = NULL;
+    int rc = blk_write(j->dir, catalog_open_block(j->h), j->rows, &j->meta, path, sizeof(path));
     if (rc == 0) {
-        char err[200];
         rc = blk_open(path, &b, err, sizeof(err));
     }
     if (rc == 0) {
@@ -61,12 +72,52 @@ static void seal_one(struct seal_job *j)
             blk_unref(b);
         }
     }
+    return rc;
+}
+
+/*
+ * A failed seal (disk full, I/O error) is retried with a growing pause until
+ * it succeeds: later blocks of the same shard wait behind it, because
+ * publishing one would move the shard's watermark past rows that are on no
+ * disk but the WAL. Meanwhile the open blocks hold memory and admission
+ * pushes back. Only at shutdown does the sealer give up; the shard is then
+ * marked failed and none of its later blocks is published either.
+ */
+static void seal_one(struct seal_job *j)
+{
+    uint64_t t0 = mono_ns();
+    int rc;
+    for (unsigned attempt = 0;; attempt++) {
+        pthread_mutex_lock(&lock);
+        bool give_up = owner_failed(j->owner);
+        pthread_mutex_unlock(&lock);
+        if (give_up) {
+            rc = -ECANCELED;
+            break;
+        }
+        rc = write_and_publish(j);
+        if (rc == 0) {
+            break;
+        }
+        pthread_mutex_lock(&lock);
+        stats.seal_failures++;
+        if (stopping) {
+            if (n_failed < FAILED_MAX) {
+                failed[n_failed++] = j->owner;
+            }
+            pthread_mutex_unlock(&lock);
+            break;
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += attempt < 5 ? 1 << attempt : 30;
+        pthread_cond_timedwait(&wake, &lock, &dl);
+        pthread_mutex_unlock(&lock);
+    }
     pthread_mutex_lock(&lock);
     if (rc == 0) {
         stats.seals++;
         stats.rows_sealed += j->rows;
-    } else {
-        stats.seal_failures++;
     }
     stats.seal_ns += mono_ns() - t0;
     pthread_mutex_unlock(&lock);

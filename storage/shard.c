@@ -160,8 +160,9 @@ static void on_sealed(struct seal_job *j, int rc)
         a->result = rc;
         a->done(a);
     }
-    /* A failed seal leaves the block readable in the catalog; under --ack
-     * wal/fsync its rows are still in the WAL, so a restart seals them. */
+    /* A seal fails only once the sealer gave up retrying (at shutdown); it
+     * then publishes no later block of this shard, so no watermark passes
+     * the failed block and its rows stay in the WAL for the next boot. */
     uint64_t seq = j->meta.wal_seq;
     free(j);
     /* Last touch of |s|: shard_stop waits for seals_in_flight to reach 0
@@ -353,7 +354,6 @@ static void *shard_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             return NULL;
         }
-        s->sealed_seq = s->cfg.wal_after;
         release_wal(s);
     }
     charge_block(s);
@@ -421,6 +421,9 @@ int shard_start(const struct shard_cfg *c, shard **out)
     s->cfg.wal_dir = s->wal_dir;
     s->cfg.block_dir = s->block_dir;
     s->next_seal_id = c->next_seal_id;
+    /* Before the thread starts: seals during replay may raise it. */
+    s->sealed_seq = c->wal_after;
+    s->released_seq = 0;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     s->scratch = batch_new(c->signal);
