@@ -2557,9 +2557,12 @@ static void src_fini(struct src *src)
 
 static void smap_free(struct smap *m);
 
+static void smap_free_samples(struct smap *m);
+
 static void scan_fini(struct scan *s)
 {
     for (size_t i = 0; i < s->n_srcs; i++) {
+        smap_free_samples(&s->srcs[i].m);
         src_fini(&s->srcs[i]);
         smap_free(&s->srcs[i].m);
     }
@@ -3033,6 +3036,14 @@ struct series {
     double *aux; /* avg / stdvar / first-last helpers (K), or NULL */
     double *aux2;
     uint32_t *cnt; /* samples per step (0: no point) */
+    /* quantile_over_time: every sample, malloc'd (series_finish frees) */
+    struct qsamp *samp;
+    size_t ns, cap_s;
+};
+
+struct qsamp {
+    uint64_t ts;
+    double v;
 };
 
 enum rkind {
@@ -3423,6 +3434,67 @@ static void smap_free(struct smap *m)
     memset(m, 0, sizeof(*m));
 }
 
+static void smap_free_samples(struct smap *m)
+{
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->slots[i] != NULL) {
+            free(m->slots[i]->samp);
+            m->slots[i]->samp = NULL;
+            m->slots[i]->ns = m->slots[i]->cap_s = 0;
+        }
+    }
+}
+
+/* Appends n samples; false on out of memory. */
+static bool samp_add(struct query *q, struct series *se, const struct qsamp *x, size_t n)
+{
+    if (se->ns + n > se->cap_s) {
+        size_t nc = se->cap_s ? se->cap_s : 64;
+        while (nc < se->ns + n) {
+            nc *= 2;
+        }
+        struct qsamp *a = realloc(se->samp, nc * sizeof(*a));
+        if (a == NULL) {
+            return false;
+        }
+        q_mem(q, (int64_t)((nc - se->cap_s) * sizeof(*a)));
+        se->samp = a;
+        se->cap_s = nc;
+    }
+    memcpy(se->samp + se->ns, x, n * sizeof(*x));
+    se->ns += n;
+    return true;
+}
+
+static int qsamp_ts_cmp(const void *a, const void *b)
+{
+    const struct qsamp *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Prometheus quantile: linear interpolation between the closest ranks. */
+static double quantile_of(double phi, double *v, size_t n)
+{
+    if (phi < 0) {
+        return -INFINITY;
+    }
+    if (phi > 1) {
+        return INFINITY;
+    }
+    qsort(v, n, sizeof(double), dbl_cmp);
+    double rank = phi * (double)(n - 1);
+    size_t lo = (size_t)rank;
+    size_t hi = lo + 1 < n ? lo + 1 : lo;
+    double w = rank - (double)lo;
+    return v[lo] * (1 - w) + v[hi] * w;
+}
+
 static bool range_unwrapped(enum logql_range_op op)
 {
     return op >= LOGQL_RANGE_RATE_COUNTER;
@@ -3599,6 +3671,14 @@ static bool on_metric_match(struct rctx *c, uint64_t row)
             return false;
         }
     }
+    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+        struct qsamp qs = {c->ts, x};
+        if (!samp_add(q, se, &qs, 1)) {
+            c->err = -ENOMEM;
+            return false;
+        }
+        return true;
+    }
     if (range_additive(r->range_op)) {
         se->v[klo] += x;
         se->v[khi + 1] -= x;
@@ -3651,6 +3731,9 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
         }
         return;
     }
+    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+        return; /* samples: see merge_samples */
+    }
     for (size_t k = 0; k < K; k++) {
         if (from->cnt[k] == 0) {
             continue;
@@ -3690,6 +3773,49 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
 }
 
 /* Final values from the accumulators. */
+/* quantile_over_time: per step, the quantile of the samples in its window;
+ * frees the samples. false on out of memory. */
+static bool quantile_finish(const struct logql_expr *r, size_t K, uint64_t start, uint64_t step,
+                            struct series *s)
+{
+    bool ok = true;
+    if (s->ns > 1) {
+        qsort(s->samp, s->ns, sizeof(*s->samp), qsamp_ts_cmp);
+    }
+    double *tmp = malloc((s->ns + 1) * sizeof(double));
+    if (tmp == NULL) {
+        ok = false;
+        s->ns = 0;
+    }
+    size_t lo = 0, hi = 0;
+    for (size_t k = 0; k < K; k++) {
+        /* window (t - off - range, t - off] */
+        int64_t t = (int64_t)(start + k * step) - r->offset_ns;
+        int64_t from = t - r->range_ns;
+        while (lo < s->ns && (int64_t)s->samp[lo].ts <= from) {
+            lo++;
+        }
+        if (hi < lo) {
+            hi = lo;
+        }
+        while (hi < s->ns && (int64_t)s->samp[hi].ts <= t) {
+            hi++;
+        }
+        s->cnt[k] = (uint32_t)(hi - lo);
+        if (hi > lo) {
+            for (size_t i = lo; i < hi; i++) {
+                tmp[i - lo] = s->samp[i].v;
+            }
+            s->v[k] = quantile_of(r->param, tmp, hi - lo);
+        }
+    }
+    free(tmp);
+    free(s->samp);
+    s->samp = NULL;
+    s->ns = s->cap_s = 0;
+    return ok;
+}
+
 static void series_finish(const struct logql_expr *r, size_t K, struct series *s, bool unwrap)
 {
     double secs = (double)r->range_ns / 1e9;
@@ -3792,10 +3918,8 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
                       struct mat *out)
 {
     struct query *q = ev->q;
-    if (e->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME || e->range_op == LOGQL_RANGE_RATE_COUNTER) {
-        q_fail(q, -EINVAL, "%s is not supported yet",
-               e->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME ? "quantile_over_time"
-                                                             : "rate_counter");
+    if (e->range_op == LOGQL_RANGE_RATE_COUNTER) {
+        q_fail(q, -EINVAL, "rate_counter is not supported yet");
         return -EINVAL;
     }
     struct scan s;
@@ -3861,15 +3985,28 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
                 }
             }
             series_merge(e, ev->K, into, se);
+            if (se->ns > 0 && !samp_add(q, into, se->samp, se->ns)) {
+                rc = -ENOMEM;
+            }
         }
     }
     smap_free(&all_m);
     if (rc < 0) {
+        for (size_t i = 0; i < out->n; i++) {
+            free(out->s[i]->samp);
+            out->s[i]->samp = NULL;
+        }
         scan_fini(&s);
         q_fail(q, rc, "out of memory");
         return rc;
     }
     for (size_t i = 0; i < out->n; i++) {
+        if (e->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+            if (!quantile_finish(e, ev->K, ev->start, ev->step, out->s[i]) && rc == 0) {
+                rc = -ENOMEM;
+            }
+            continue;
+        }
         series_finish(e, ev->K, out->s[i], s.has_unwrap);
     }
     if (e->range_op == LOGQL_RANGE_ABSENT_OVER_TIME) {

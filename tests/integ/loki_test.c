@@ -608,6 +608,31 @@ Test(loki, metric_queries_match_hand_computed_values)
     expect_instant(
         &d, "avg_over_time({service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)", 30,
         "{service_name=db}=2");
+    /* rows 0..4: p50 = 2, p90 = 3.6 (linear between ranks), p0 = 0 */
+    expect_instant(&d,
+                   "quantile_over_time(0.5, {service_name=\"db\"} | json | unwrap rows [1m]) by "
+                   "(service_name)",
+                   30, "{service_name=db}=2");
+    expect_instant(&d,
+                   "quantile_over_time(0.9, {service_name=\"db\"} | json | unwrap rows [1m]) by "
+                   "(service_name)",
+                   30, "{service_name=db}=3.6");
+    expect_instant(
+        &d,
+        "quantile_over_time(0, {service_name=\"db\"} | json | unwrap rows [1m]) by (service_name)",
+        30, "{service_name=db}=0");
+    /* 2 s windows ending at T0+1, +3, +5 hold rows {0}, {1, 2}, {3, 4} (at +i.5 s) */
+    expect_range(&d,
+                 "quantile_over_time(0.5, {service_name=\"db\"} | json | unwrap rows [2s]) by "
+                 "(service_name)",
+                 1, 5, "2", "1:0,3:1.5,5:3.5");
+    expect_instant(&d, "sum(stddev_over_time({service_name=\"db\"} | json | unwrap rows [1m]))", 30,
+                   "{}=1.4142135623730951");
+    expect_instant(&d, "sum(first_over_time({service_name=\"db\"} | json | unwrap rows [1m]))", 30,
+                   "{}=0");
+    expect_instant(&d, "sum(last_over_time({service_name=\"db\"} | json | unwrap rows [1m]))", 30,
+                   "{}=4");
+    expect_instant(&d, "sum(rate({service_name=\"db\"} | json | unwrap rows [10s]))", 9, "{}=1");
     /* vector(), numbers */
     expect_instant(&d, "vector(1)+vector(1)", 0, "{}=2");
     expect_instant(&d, "2 * 3 + 1", 0, "scalar=7");
