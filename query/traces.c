@@ -2104,12 +2104,12 @@ static bool dict_may(blk *b, const struct traceql_field *f)
 }
 
 /*
- * Span attributes: the block's key=value bloom indexes string values only,
- * not the string elements of arrays, while `span.x = "v"` also matches an
- * array holding "v" (FACTS.md E.5). Until the bloom indexes array elements
- * (storage/block.c bloom_attrs) it cannot prove a span attribute absent.
+ * Span attributes: `span.x = "v"` also matches an array holding "v"
+ * (FACTS.md E.5); the block's key=value bloom indexes string values and the
+ * string elements of arrays (storage/block.c bloom_attrs), so it can prove a
+ * span attribute absent.
  */
-#define SPAN_ATTR_BLOOM 0
+#define SPAN_ATTR_BLOOM 1
 
 static bool static_num(const struct traceql_field *f, double *v)
 {

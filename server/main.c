@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <malloc.h>
 
+#include "query/pool.h"
 #include "server/cli.h"
 #include "server/config.h"
 #include "server/http1.h"
@@ -309,6 +310,7 @@ static int serve(int argc, char **argv)
     }
 stop:
     iot_stop_and_join(quiesce_all, active_all, GRACE_MS);
+    qpool_stop(); /* a query still running would post to a loop that is gone */
     ingest_shutdown();
     iot_run_pending();
     http1_fini(); /* connections the grace period left behind */
