@@ -30,6 +30,7 @@
 #include "server/iot.h"
 #include "server/listen.h"
 #include "server/log.h"
+#include "storage/block.h"
 #include "server/loki.h"
 #include "server/tempo.h"
 
@@ -186,6 +187,20 @@ static void log_rejection_summary(uint64_t last[RJ_COUNT])
     }
 }
 
+/* Blocks a query found damaged were moved to DATA/quarantine/ (the query's
+ * answer names them); one line says so, at the boundary, once. */
+static void log_quarantines(const char *data_dir, uint64_t *last)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    if (bs.quarantined > *last) {
+        log_error("main", "event=blocks_quarantined count=%llu dir=%s/quarantine "
+                          "reason=\"a table failed its CRC or structure check when read\"",
+                  (unsigned long long)(bs.quarantined - *last), data_dir);
+        *last = bs.quarantined;
+    }
+}
+
 static int serve(int argc, char **argv)
 {
     struct config c;
@@ -263,6 +278,7 @@ static int serve(int argc, char **argv)
     bool ready = false;
     int exit_code = 0;
     uint64_t refused[RJ_COUNT] = {0};
+    uint64_t quarantined = 0;
     struct timespec start, last_summary, tick = {0, 20 * 1000000};
     clock_gettime(CLOCK_MONOTONIC, &start);
     last_summary = start;
@@ -278,6 +294,7 @@ static int serve(int argc, char **argv)
             log_rejection_summary(refused);
             last_summary = now;
         }
+        log_quarantines(c.data_dir, &quarantined);
         if (!ready) {
             struct shard_stats st;
             bool all = true;
