@@ -238,9 +238,10 @@ static void export_corpus(const struct daemon *d)
             "\"body\":{\"stringValue\":\"%s\"},\"attributes\":["
             "{\"key\":\"user.id\",\"value\":{\"stringValue\":\"u%d\"}},"
             "{\"key\":\"http.code\",\"value\":{\"intValue\":\"%d\"}},"
-            "{\"key\":\"latency\",\"value\":{\"doubleValue\":%g}}]%s}",
+            "{\"key\":\"latency\",\"value\":{\"doubleValue\":%g}},"
+            "{\"key\":\"client\",\"value\":{\"stringValue\":\"10.0.0.%d\"}}]%s}",
             i ? "," : "", (T0 + (uint64_t)i) * NS, i % 2 ? 17 : 9, i % 2 ? "ERROR" : "INFO", esc,
-            i % 3, i % 2 ? 500 : 200, i * 0.25,
+            i % 3, i % 2 ? 500 : 200, i * 0.25, i,
             i == 4 ? ",\"traceId\":\"0af7651916cd43dd8448eb211c80319c\",\"spanId\":"
                      "\"b7ad6b7169203331\""
                    : "");
@@ -304,6 +305,10 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
     expect_ids(&d, "{service_name=\"api\"} | user_id=\"u1\"", "1,4,7");
     expect_ids(&d, "{service_name=\"api\"} | http_code > 300 | user_id != \"u0\"", "1,5,7");
     expect_ids(&d, "{service_name=\"api\"} | latency >= 1.5", "6,7,8,9");
+    expect_ids(&d, "{service_name=\"api\"} | client=ip(\"10.0.0.0/30\")", "0,1,2,3");
+    expect_ids(&d, "{service_name=\"api\"} | client=ip(\"10.0.0.5-10.0.0.6\")", "5,6");
+    expect_ids(&d, "{service_name=\"api\"} | client!=ip(\"10.0.0.0/29\")", "8,9");
+    expect_ids(&d, "{service_name=\"api\"} | client=ip(\"::ffff:10.0.0.9\")", "9");
     expect_ids(&d, "{service_name=\"api\"} | latency == 0.75 or latency=\"2.25\"", "3,9");
     expect_ids(&d, "{service_name=\"api\"} | logfmt | latency > 1 and id < 7", "5,6");
     expect_ids(&d, "{service_name=\"api\"} | latency > 1 | logfmt | id < 7", "5,6");
