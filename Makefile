@@ -91,6 +91,7 @@ endef
 $(foreach t,$(BENCH_TOOLS),$(eval $(call BENCH_TOOL,$(t))))
 # percore times decode and append on otlp-load's generated requests.
 $(BUILD)/percore: $(REL)/bench/otlp-load/gen.o
+$(BUILD)/blkbench: $(REL)/bench/otlp-load/gen.o
 
 run: deps all
 	@mkdir -p data
