@@ -240,8 +240,7 @@ static void seal_bench(const char *dir, const oblock *ob, int reps, struct seal_
     f->oblock_bytes = oblock_bytes(ob);
     f->reps = reps;
     for (int r = 0; r < reps; r++) {
-        seal_one(dir, ob, (uint64_t)r + 1, NULL, &f->cpu_ns[r], &f->wall_ns[r], path,
-                 sizeof(path));
+        seal_one(dir, ob, (uint64_t)r + 1, NULL, &f->cpu_ns[r], &f->wall_ns[r], path, sizeof(path));
         if (r < reps - 1) {
             unlink(path);
         } else {
@@ -304,16 +303,15 @@ static void print_bytes(const char *name, const struct bytes_fig *f)
            "\"tables\":{\"root\":%u,\"attrs\":%u,\"detail\":%u}}",
            name, (unsigned long long)f->file, (double)f->file / n, (double)f->table[1] / n,
            (double)f->table[2] / n, (double)f->table[3] / n, (double)f->footer / n,
-           (double)f->dicts / n, (double)f->blooms / n, (double)f->other / n,
-           (double)f->raw[1] / n, (double)f->raw[2] / n, (double)f->raw[3] / n, f->n_tables[1],
-           f->n_tables[2], f->n_tables[3]);
+           (double)f->dicts / n, (double)f->blooms / n, (double)f->other / n, (double)f->raw[1] / n,
+           (double)f->raw[2] / n, (double)f->raw[3] / n, f->n_tables[1], f->n_tables[2],
+           f->n_tables[3]);
 }
 
 /* ---- open ---- */
 
 enum { ARM_SPLIT_COLD, ARM_FULL_COLD, ARM_SPLIT_WARM, ARM_FULL_WARM, N_ARMS };
-static const char *const arm_names[N_ARMS] = {"split_cold", "full_cold", "split_warm",
-                                              "full_warm"};
+static const char *const arm_names[N_ARMS] = {"split_cold", "full_cold", "split_warm", "full_warm"};
 
 struct open_fig {
     int reps;
@@ -321,7 +319,11 @@ struct open_fig {
     double tables[N_ARMS][MAX_REPS], hashed[N_ARMS][MAX_REPS];
 };
 
-static void open_arm(const char *path, int arm, struct open_fig *f, int r)
+/* Each arm must hash exactly the tables it claims to (the footer is hashed
+ * too but not counted as a table), and open the block it was given. */
+static const double arm_tables[N_ARMS] = {1, 3, 0, 0};
+
+static void open_arm(const char *path, uint64_t rows, int arm, struct open_fig *f, int r)
 {
     char err[200];
     blk *b;
@@ -341,22 +343,33 @@ static void open_arm(const char *path, int arm, struct open_fig *f, int r)
         fprintf(stderr, "blkbench: %s %s: %s\n", arm_names[arm], path, err);
         exit(1);
     }
+    uint64_t got = blk_rows(b);
     blk_unref(b);
+    double tables = (double)(s1.tables_verified - s0.tables_verified);
+    if (got != rows || (f != NULL && tables != arm_tables[arm])) {
+        fprintf(stderr,
+                "blkbench: %s %s: %llu rows (wanted %llu), %.0f tables hashed (wanted %.0f)\n",
+                arm_names[arm], path, (unsigned long long)got, (unsigned long long)rows, tables,
+                arm_tables[arm]);
+        exit(1);
+    }
+    if (f == NULL) {
+        return;
+    }
     f->cpu_us[arm][r] = (c1 - c0) * 1e6;
     f->wall_us[arm][r] = (t1 - t0) * 1e6;
-    f->tables[arm][r] = (double)(s1.tables_verified - s0.tables_verified);
+    f->tables[arm][r] = tables;
     f->hashed[arm][r] = (double)(s1.bytes_hashed - s0.bytes_hashed);
 }
 
-static void open_bench(const char *path, int reps, struct open_fig *f)
+static void open_bench(const char *path, uint64_t rows, int reps, struct open_fig *f)
 {
     /* Fill the cache for the warm arms (the file has settled by now). */
-    struct open_fig warmup;
-    open_arm(path, ARM_FULL_WARM, &warmup, 0);
+    open_arm(path, rows, ARM_FULL_WARM, NULL, 0);
     f->reps = reps;
     for (int r = 0; r < reps; r++) {
         for (int k = 0; k < N_ARMS; k++) {
-            open_arm(path, (k + r) % N_ARMS, f, r);
+            open_arm(path, rows, (k + r) % N_ARMS, f, r);
         }
     }
 }
@@ -387,12 +400,11 @@ static void print_open(const char *name, const struct open_fig *f, uint64_t rows
            "first arm cost more\"");
     print_ratio("full_cold_over_split_cold", f->cpu_us[ARM_FULL_COLD], f->cpu_us[ARM_SPLIT_COLD],
                 n);
-    print_ratio("split_cold_over_split_warm", f->cpu_us[ARM_SPLIT_COLD],
-                f->cpu_us[ARM_SPLIT_WARM], n);
+    print_ratio("split_cold_over_split_warm", f->cpu_us[ARM_SPLIT_COLD], f->cpu_us[ARM_SPLIT_WARM],
+                n);
     print_ratio("full_warm_over_split_warm", f->cpu_us[ARM_FULL_WARM], f->cpu_us[ARM_SPLIT_WARM],
                 n);
-    print_ratio("full_cold_over_full_warm", f->cpu_us[ARM_FULL_COLD], f->cpu_us[ARM_FULL_WARM],
-                n);
+    print_ratio("full_cold_over_full_warm", f->cpu_us[ARM_FULL_COLD], f->cpu_us[ARM_FULL_WARM], n);
     printf("}}");
 }
 
@@ -533,7 +545,20 @@ static void print_replay(const char *name, const struct replay_fig *f)
 
 /* ---- main ---- */
 
-static void print_machine(const char *dir, int argc, char **argv)
+static double loadavg(void)
+{
+    double load = -1;
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (fp != NULL) {
+        if (fscanf(fp, "%lf", &load) != 1) {
+            load = -1;
+        }
+        fclose(fp);
+    }
+    return load;
+}
+
+static void print_machine(const char *dir, double load0, int argc, char **argv)
 {
     char model[200] = "unknown", line[512];
     FILE *fp = fopen("/proc/cpuinfo", "r");
@@ -548,19 +573,11 @@ static void print_machine(const char *dir, int argc, char **argv)
     if (fp != NULL) {
         fclose(fp);
     }
-    double load = -1;
-    fp = fopen("/proc/loadavg", "r");
-    if (fp != NULL) {
-        if (fscanf(fp, "%lf", &load) != 1) {
-            load = -1;
-        }
-        fclose(fp);
-    }
     struct statfs fs;
     unsigned long fstype = statfs(dir, &fs) == 0 ? (unsigned long)fs.f_type : 0;
     printf(",\"machine\":{\"cpu_model\":\"%s\",\"nproc\":%ld,\"loadavg_1m_start\":%.2f,"
-           "\"dir_fs_magic\":\"0x%lx\"}",
-           model, sysconf(_SC_NPROCESSORS_ONLN), load, fstype);
+           "\"loadavg_1m_end\":%.2f,\"dir_fs_magic\":\"0x%lx\"}",
+           model, sysconf(_SC_NPROCESSORS_ONLN), load0, loadavg(), fstype);
     printf(",\"command\":\"build/blkbench");
     for (int i = 1; i < argc; i++) {
         printf(" %s", argv[i]);
@@ -620,6 +637,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    double load0 = loadavg();
     static struct seal_fig seal[4];
     static struct bytes_fig plain[4], zstd[4];
     static struct open_fig opn[4], opn_z[4];
@@ -631,7 +649,14 @@ int main(int argc, char **argv)
         gen_init(&g, (enum signal)s, rpr);
         fprintf(stderr, "blkbench: %s: fill and seal\n", signal_names[s]);
         oblock *ob = fill_block(&g, block_bytes);
-        seal_bench(dir, ob, seal_reps, &seal[s]);
+        /* DIR/<signal>/, as the daemon lays blocks out: the file names
+         * (shard, seal id) repeat across signals. */
+        char sdir[700];
+        snprintf(sdir, sizeof(sdir), "%s/%s", dir, signal_names[s]);
+        if (mkdir(sdir, 0755) < 0) {
+            die("mkdir", -errno);
+        }
+        seal_bench(sdir, ob, seal_reps, &seal[s]);
         oblock_free(ob);
         settle_from = now_s();
         bytes_of(seal[s].plain_path, &plain[s]);
@@ -646,8 +671,8 @@ int main(int argc, char **argv)
     }
     for (int s = 1; s <= 3; s++) {
         fprintf(stderr, "blkbench: %s: open\n", signal_names[s]);
-        open_bench(seal[s].plain_path, open_reps, &opn[s]);
-        open_bench(seal[s].zstd_path, open_reps, &opn_z[s]);
+        open_bench(seal[s].plain_path, seal[s].rows, open_reps, &opn[s]);
+        open_bench(seal[s].zstd_path, seal[s].rows, open_reps, &opn_z[s]);
     }
     for (int s = 1; s <= 3; s++) {
         struct gen g;
@@ -661,7 +686,7 @@ int main(int argc, char **argv)
            "\"generator\":\"otlp-load gen.h seed %d, protobuf, requests 0,1,2,...\","
            "\"cpu\":\"thread CPU time (CLOCK_THREAD_CPUTIME_ID)\"",
            block_bytes, rpr, SEED);
-    print_machine(dir, argc, argv);
+    print_machine(dir, load0, argc, argv);
     printf(",\"seal\":{\"fsync\":true");
     for (int s = 1; s <= 3; s++) {
         const struct seal_fig *f = &seal[s];
