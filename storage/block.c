@@ -93,10 +93,12 @@
  *     4 BLOOMS    u32 n, u32 zero, n x { u8 kind (1 body tokens, 2 trace
  *                 ids, 3 record attribute key=value, 4 resource attribute
  *                 key=value; values are strings and the string elements
- *                 of arrays), u8 algorithm (1: bloom.h), u8 k, u8 flags
- *                 (bit 0: incomplete, answer "maybe" to everything),
- *                 u32 zero, u64 seed, u64 nbits (multiple of 64), u64 items,
- *                 nbits / 8 bytes of bits }
+ *                 of arrays), u8 algorithm (2: bloom.h's split block
+ *                 filter), u8 k (8), u8 flags (bit 0: incomplete, answer
+ *                 "maybe" to everything), u32 zero, u64 seed, u64 nbits
+ *                 (multiple of 512), u64 items (the distinct items, as
+ *                 estimated by the writer's HyperLogLog: the filter was
+ *                 sized from it), nbits / 8 bytes of bits }
  *     5 RESOURCES u32 n, n x { u32 dropped_attrs, u32 attr count,
  *                 u32 attr bytes, u32 schema_url bytes, attrs, schema_url }
  *     6 SCOPES    u32 n, n x { u32 resource id, u32 dropped_attrs, u32 attr
@@ -716,7 +718,7 @@ find_only:;
 /* Blooms and zones gathered while the rows are walked. */
 struct wside {
     struct keycount kc;
-    struct bloom_set set[4]; /* by bloom kind - 1 */
+    struct bloom_acc set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
     bool present[4];
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
@@ -752,11 +754,11 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
 
 /* key=value into the bloom for a string value, and for each string element
  * of an array value (a filter on an array attribute matches an element). */
-static int bloom_kv(struct bloom_set *set, const char *k, size_t kn, const struct val *v,
+static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struct val *v,
                     uint64_t seed)
 {
     if (v->type == VAL_STR) {
-        return bloom_set_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
+        return bloom_acc_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
     }
     if (v->type == VAL_ARRAY) {
         struct val_rd r = v->inner;
@@ -765,7 +767,7 @@ static int bloom_kv(struct bloom_set *set, const char *k, size_t kn, const struc
             if (val_rd_value(&r, &e) < 0) {
                 break;
             }
-            if (e.type == VAL_STR && bloom_set_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
+            if (e.type == VAL_STR && bloom_acc_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
                 return -ENOMEM;
             }
         }
@@ -794,7 +796,7 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
 }
 
 /* String-valued top-level attributes go to the bloom as key=value. */
-static int bloom_attrs(struct bloom_set *set, const uint8_t *p, uint32_t len, uint32_t count,
+static int bloom_attrs(struct bloom_acc *set, const uint8_t *p, uint32_t len, uint32_t count,
                        uint64_t seed)
 {
     struct val_rd r = {p, p + len};
@@ -812,17 +814,6 @@ static int bloom_attrs(struct bloom_set *set, const uint8_t *p, uint32_t len, ui
     return 0;
 }
 
-static int bloom_tokens(struct bloom_set *set, const char *p, size_t n)
-{
-    size_t pos = 0, s, l;
-    uint64_t seed = bloom_seed(BLK_BLOOM_TOKENS);
-    while (bloom_next_token(p, n, &pos, &s, &l)) {
-        if (bloom_set_add(set, bloom_hash_token(p + s, l, seed)) < 0) {
-            return -ENOMEM;
-        }
-    }
-    return 0;
-}
 
 struct sortkey {
     uint64_t t;
@@ -924,11 +915,12 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
             rc = vbuf_put(&w->R[L_SPAN], v.span_id, 8);
         }
         if (rc == 0 && v.has_trace_id) {
-            rc = bloom_set_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            rc = bloom_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len);
+            rc = bloom_acc_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len,
+                                  bloom_seed(BLK_BLOOM_TOKENS));
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens are not indexed. */
             s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
@@ -992,7 +984,7 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
             rc = vbuf_put(&w->R[T_PARENT], v.parent_span_id, 8);
         }
         if (rc == 0) {
-            rc = bloom_set_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0) {
@@ -1166,11 +1158,11 @@ static int sec_blooms(struct vbuf *f, struct wside *s)
         if (!s->present[k]) {
             continue;
         }
-        size_t items = bloom_set_count(&s->set[k]);
+        uint64_t items = bloom_acc_count(&s->set[k]);
         uint64_t nbits = bloom_nbits_for(items);
         int rc = 0;
         rc |= vbuf_put_u8(f, (uint8_t)(k + 1));
-        rc |= vbuf_put_u8(f, BLOOM_ALGO_XXH3_KM);
+        rc |= vbuf_put_u8(f, BLOOM_ALGO_XXH3_SPLIT);
         rc |= vbuf_put_u8(f, BLOOM_K);
         rc |= vbuf_put_u8(f, s->incomplete[k] ? 1 : 0);
         rc |= vbuf_put_u32(f, 0);
@@ -1182,7 +1174,7 @@ static int sec_blooms(struct vbuf *f, struct wside *s)
         }
         uint8_t *bits = f->p + f->len;
         memset(bits, 0, nbits / 8);
-        bloom_fill(bits, nbits, BLOOM_K, &s->set[k]);
+        bloom_fill(bits, nbits, &s->set[k]);
         f->len += nbits / 8;
     }
     sec_end(f, at);
@@ -1392,7 +1384,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
 {
     enum signal sig = oblock_signal(ob);
     struct wcols w;
-    struct wside side;
+    struct wside *side = calloc(1, sizeof(*side)); /* ~150 KiB: not on a sealer's stack */
     struct tbw tb;
     struct vbuf foot;
     struct tdir dir[N_TABLES];
@@ -1401,13 +1393,16 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool sorted = false;
     int rc;
 
-    memset(&side, 0, sizeof(side));
-    for (int k = 0; k < 4; k++) {
-        bloom_set_init(&side.set[k]);
-    }
-    vbuf_init(&side.kc.keys);
     vbuf_init(&tb.out);
     vbuf_init(&foot);
+    memset(&w, 0, sizeof(w));
+    if (side == NULL) {
+        return -ENOMEM;
+    }
+    for (int k = 0; k < 4; k++) {
+        bloom_acc_init(&side->set[k]);
+    }
+    vbuf_init(&side->kc.keys);
     rc = wcols_init(&w, sig, rows);
     if (rc < 0) {
         goto out;
@@ -1417,11 +1412,11 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         rc = -ENOMEM;
         goto out;
     }
-    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, &w, &side)
-         : sig == SIG_TRACES ? fill_spans(ob, perm, &w, &side)
-                             : fill_points(ob, perm, &w, &side);
+    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, &w, side)
+         : sig == SIG_TRACES ? fill_spans(ob, perm, &w, side)
+                             : fill_points(ob, perm, &w, side);
     if (rc == 0) {
-        rc = hot_build(&hot, &side.kc, &w, sig);
+        rc = hot_build(&hot, &side->kc, &w, sig);
     }
     if (rc < 0) {
         goto out;
@@ -1490,15 +1485,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     sec_end(&foot, at);
-    if (!side.zhave[ZONE_TIME]) {
+    if (!side->zhave[ZONE_TIME]) {
         nsec--; /* no zone section for an empty block */
     }
-    rc = sec_zones(&foot, &side);
+    rc = sec_zones(&foot, side);
     if (rc == 0) {
-        rc = sec_dicts(&foot, ob, &side); /* before the blooms: feeds the resource bloom */
+        rc = sec_dicts(&foot, ob, side); /* before the blooms: feeds the resource bloom */
     }
     if (rc == 0) {
-        rc = sec_blooms(&foot, &side);
+        rc = sec_blooms(&foot, side);
     }
     if (rc == 0) {
         rc = sec_hotkeys(&foot, &hot);
@@ -1527,10 +1522,11 @@ out:
     free(perm);
     wcols_free(&w);
     for (int k = 0; k < 4; k++) {
-        bloom_set_fini(&side.set[k]);
+        bloom_acc_fini(&side->set[k]);
     }
-    free(side.kc.t);
-    vbuf_fini(&side.kc.keys);
+    free(side->kc.t);
+    vbuf_fini(&side->kc.keys);
+    free(side);
     hot_free(&hot);
     vbuf_fini(&tb.out);
     vbuf_fini(&foot);
@@ -2176,8 +2172,9 @@ static bool parse_blooms(blk *b, struct rd r)
             !rd_u64(&r, &bl->items)) {
             return false;
         }
-        if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_KM || k == 0 || k > 32 ||
-            bl->nbits == 0 || bl->nbits % 64 != 0 || bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
+        if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_SPLIT || k != BLOOM_K ||
+            bl->nbits == 0 || bl->nbits % BLOOM_BLOCK_BITS != 0 ||
+            bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
             return false;
         }
         bl->kind = (enum blk_bloom_kind)kind;
@@ -2567,7 +2564,7 @@ static const struct bloom_r *bloom_of(const blk *b, enum blk_bloom_kind k)
 bool blk_may_have_trace(const blk *b, const uint8_t id[16])
 {
     const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_TRACE_IDS);
-    return bl == NULL || bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_bytes(id, 16, bl->seed));
+    return bl == NULL || bloom_test(bl->bits, bl->nbits, bloom_hash_bytes(id, 16, bl->seed));
 }
 
 bool blk_may_have_token(const blk *b, const char *tok, size_t n)
@@ -2581,14 +2578,14 @@ bool blk_may_have_token(const blk *b, const char *tok, size_t n)
             return true;
         }
     }
-    return bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_token(tok, n, bl->seed));
+    return bloom_test(bl->bits, bl->nbits, bloom_hash_token(tok, n, bl->seed));
 }
 
 bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn)
 {
     const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_ATTRS);
     return bl == NULL ||
-           bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_kv(key, kn, val, vn, bl->seed));
+           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
 }
 
 bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
@@ -2596,7 +2593,7 @@ bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const
 {
     const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_RES_ATTRS);
     return bl == NULL ||
-           bloom_test(bl->bits, bl->nbits, bl->k, bloom_hash_kv(key, kn, val, vn, bl->seed));
+           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
 }
 
 uint32_t blk_n_resources(const blk *b)

@@ -4,15 +4,34 @@
 #include "storage/bloom.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL /* short keys: the hash inlines to a few multiplies */
 #include <xxhash.h>
+
+static const uint32_t salt[BLOOM_K] = {0x9e3779b1u, 0x85ebca77u, 0xc2b2ae3du, 0x27d4eb2fu,
+                                       0x165667b1u, 0xd3a2646du, 0xfd7046c5u, 0xb55a4f09u};
+
+/* Token bytes folded to lower case; 0 for a byte that is not a token byte. */
+static const uint8_t fold[256] = {
+#define R10(c) c, c + 1, c + 2, c + 3, c + 4, c + 5, c + 6, c + 7, c + 8, c + 9
+    ['0'] = R10('0'),
+    ['A'] = R10('a'),
+    ['K'] = R10('k'),
+    ['U'] = 'u', 'v', 'w', 'x', 'y', 'z',
+    ['_'] = '_',
+    ['a'] = R10('a'),
+    ['k'] = R10('k'),
+    ['u'] = 'u', 'v', 'w', 'x', 'y', 'z',
+#undef R10
+};
 
 bool bloom_next_token(const char *p, size_t n, size_t *pos, size_t *start, size_t *len)
 {
     size_t i = *pos;
-    while (i < n && !bloom_is_token_char((unsigned char)p[i])) {
+    while (i < n && fold[(unsigned char)p[i]] == 0) {
         i++;
     }
     if (i >= n) {
@@ -20,7 +39,7 @@ bool bloom_next_token(const char *p, size_t n, size_t *pos, size_t *start, size_
         return false;
     }
     size_t s = i;
-    while (i < n && bloom_is_token_char((unsigned char)p[i])) {
+    while (i < n && fold[(unsigned char)p[i]] != 0) {
         i++;
     }
     *start = s;
@@ -52,70 +71,99 @@ uint64_t bloom_hash_bytes(const void *p, size_t n, uint64_t seed)
     return XXH3_64bits_withSeed(p, n, seed);
 }
 
-void bloom_set_init(struct bloom_set *s)
+/* ---- accumulator ---- */
+
+void bloom_acc_init(struct bloom_acc *a)
 {
-    memset(s, 0, sizeof(*s));
+    a->h = NULL;
+    a->cap = 0;
+    bloom_acc_reset(a);
 }
 
-void bloom_set_fini(struct bloom_set *s)
+void bloom_acc_reset(struct bloom_acc *a)
 {
-    free(s->slots);
-    memset(s, 0, sizeof(*s));
+    a->n = 0;
+    for (size_t i = 0; i < BLOOM_RECENT; i++) {
+        a->recent[i] = i ^ 1; /* matches no hash that maps to slot i */
+    }
+    memset(a->reg, 0, sizeof(a->reg));
 }
 
-static void set_place(uint64_t *slots, size_t cap, uint64_t h)
+void bloom_acc_fini(struct bloom_acc *a)
 {
-    size_t i = (size_t)(h ^ (h >> 29)) & (cap - 1);
-    while (slots[i] != 0 && slots[i] != h) {
-        i = (i + 1) & (cap - 1);
-    }
-    slots[i] = h;
+    free(a->h);
+    a->h = NULL;
+    a->n = a->cap = 0;
 }
 
-int bloom_set_add(struct bloom_set *s, uint64_t h)
+int bloom_acc_grow(struct bloom_acc *a)
 {
-    if (h == 0) {
-        s->has_zero = true;
-        return 0;
+    size_t ncap = a->cap ? a->cap * 2 : 4096;
+    uint64_t *nh = realloc(a->h, ncap * sizeof(*nh));
+    if (nh == NULL) {
+        return -ENOMEM;
     }
-    if ((s->n + 1) * 4 > s->cap * 3) {
-        size_t ncap = s->cap ? s->cap * 2 : 1024;
-        uint64_t *ns = calloc(ncap, sizeof(*ns));
-        if (ns == NULL) {
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < s->cap; i++) {
-            if (s->slots[i] != 0) {
-                set_place(ns, ncap, s->slots[i]);
-            }
-        }
-        free(s->slots);
-        s->slots = ns;
-        s->cap = ncap;
-    }
-    size_t i = (size_t)(h ^ (h >> 29)) & (s->cap - 1);
-    while (s->slots[i] != 0) {
-        if (s->slots[i] == h) {
-            return 0;
-        }
-        i = (i + 1) & (s->cap - 1);
-    }
-    s->slots[i] = h;
-    s->n++;
+    a->h = nh;
+    a->cap = ncap;
     return 0;
 }
 
-size_t bloom_set_count(const struct bloom_set *s)
+int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed)
 {
-    return s->n + (s->has_zero ? 1 : 0);
+    char buf[BLOOM_TOKEN_MAX];
+    size_t i = 0;
+    for (;;) {
+        while (i < n && fold[(unsigned char)p[i]] == 0) {
+            i++;
+        }
+        if (i >= n) {
+            return 0;
+        }
+        size_t l = 0;
+        uint8_t c;
+        while (i < n && (c = fold[(unsigned char)p[i]]) != 0) {
+            if (l < BLOOM_TOKEN_MAX) {
+                buf[l++] = (char)c;
+            }
+            i++;
+        }
+        int rc = bloom_acc_add(a, XXH3_64bits_withSeed(buf, l, seed));
+        if (rc < 0) {
+            return rc;
+        }
+    }
 }
 
-uint64_t bloom_nbits_for(size_t n)
+uint64_t bloom_acc_count(const struct bloom_acc *a)
 {
-    uint64_t bits = (uint64_t)n * BLOOM_BITS_PER_ITEM;
-    bits = (bits + 63) & ~63ull;
-    if (bits < 64) {
-        bits = 64;
+    if (a->n == 0) {
+        return 0;
+    }
+    double m = BLOOM_HLL_M, sum = 0;
+    unsigned zeros = 0;
+    for (unsigned j = 0; j < BLOOM_HLL_M; j++) {
+        sum += ldexp(1.0, -(int)a->reg[j]);
+        zeros += a->reg[j] == 0;
+    }
+    double e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
+    if (e <= 2.5 * m && zeros > 0) {
+        e = m * log(m / zeros); /* linear counting for small sets */
+    }
+    uint64_t est = (uint64_t)(e + 0.5);
+    if (est < 1) {
+        est = 1;
+    }
+    return est < a->n ? est : a->n;
+}
+
+/* ---- filter ---- */
+
+uint64_t bloom_nbits_for(uint64_t n)
+{
+    uint64_t bits = n > BLOOM_MAX_BITS ? BLOOM_MAX_BITS : n * BLOOM_BITS_PER_ITEM;
+    bits = (bits + BLOOM_BLOCK_BITS - 1) / BLOOM_BLOCK_BITS * BLOOM_BLOCK_BITS;
+    if (bits < BLOOM_BLOCK_BITS) {
+        bits = BLOOM_BLOCK_BITS;
     }
     if (bits > BLOOM_MAX_BITS) {
         bits = BLOOM_MAX_BITS;
@@ -123,35 +171,40 @@ uint64_t bloom_nbits_for(size_t n)
     return bits;
 }
 
-void bloom_put(uint8_t *bits, uint64_t nbits, unsigned k, uint64_t h)
+static inline uint8_t *block_of(const uint8_t *bits, uint64_t nbits, uint64_t h)
 {
-    uint64_t h1 = h & 0xffffffffu, h2 = h >> 32;
-    for (unsigned j = 0; j < k; j++) {
-        uint64_t bit = (h1 + j * h2) % nbits;
-        bits[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+    uint64_t nblocks = nbits / BLOOM_BLOCK_BITS;
+    return (uint8_t *)bits + (((h >> 32) * nblocks) >> 32) * (BLOOM_BLOCK_BITS / 8);
+}
+
+void bloom_put(uint8_t *bits, uint64_t nbits, uint64_t h)
+{
+    uint8_t *b = block_of(bits, nbits, h);
+    uint32_t lo = (uint32_t)h;
+    for (unsigned w = 0; w < BLOOM_K; w++) {
+        uint64_t v;
+        memcpy(&v, b + 8 * w, 8);
+        v |= 1ull << ((uint32_t)(lo * salt[w]) >> 26);
+        memcpy(b + 8 * w, &v, 8);
     }
 }
 
-bool bloom_test(const uint8_t *bits, uint64_t nbits, unsigned k, uint64_t h)
+bool bloom_test(const uint8_t *bits, uint64_t nbits, uint64_t h)
 {
-    uint64_t h1 = h & 0xffffffffu, h2 = h >> 32;
-    for (unsigned j = 0; j < k; j++) {
-        uint64_t bit = (h1 + j * h2) % nbits;
-        if ((bits[bit >> 3] & (1u << (bit & 7))) == 0) {
-            return false;
-        }
+    const uint8_t *b = block_of(bits, nbits, h);
+    uint32_t lo = (uint32_t)h;
+    uint64_t miss = 0;
+    for (unsigned w = 0; w < BLOOM_K; w++) {
+        uint64_t v;
+        memcpy(&v, b + 8 * w, 8);
+        miss |= ~v & (1ull << ((uint32_t)(lo * salt[w]) >> 26));
     }
-    return true;
+    return miss == 0;
 }
 
-void bloom_fill(uint8_t *bits, uint64_t nbits, unsigned k, const struct bloom_set *s)
+void bloom_fill(uint8_t *bits, uint64_t nbits, const struct bloom_acc *a)
 {
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i] != 0) {
-            bloom_put(bits, nbits, k, s->slots[i]);
-        }
-    }
-    if (s->has_zero) {
-        bloom_put(bits, nbits, k, 0);
+    for (size_t i = 0; i < a->n; i++) {
+        bloom_put(bits, nbits, a->h[i]);
     }
 }

@@ -2,10 +2,15 @@
  * bloom.h - bloom filters for block footers, and the body tokenizer that
  * both the block writer and the query side use.
  *
- * Hashing: one XXH3_64bits_withSeed hash h per item; probe j (0 <= j < k)
- * sets bit (h1 + j * h2) mod nbits with h1 = low 32 bits of h and h2 = high
- * 32 bits (Kirsch-Mitzenmacher). Bits are numbered LSB first within each
- * byte. The algorithm id and seed are stored with each filter.
+ * Filter (algorithm 2, split block): nbits is a multiple of 512; the bits
+ * form nbits / 512 blocks of 8 little-endian u64 words (bit i of the filter
+ * is bit i % 8 of byte i / 8, so word w of block b holds filter bits
+ * b * 512 + w * 64 + 0..63). One XXH3_64bits_withSeed hash h per item
+ * selects block b = ((h >> 32) * (nbits / 512)) >> 32 and, in each word w
+ * of it, the bit ((uint32_t)h * BLOOM_SALT[w] mod 2^32) >> 26: k = 8 bits,
+ * all in one 64-byte cache line, so an insert or a test touches one line.
+ * At BLOOM_BITS_PER_ITEM bits per distinct item the false positive rate is
+ * about 1%. The algorithm id and seed are stored with each filter.
  *
  * Items:
  *   a body token   the token's bytes, ASCII case-folded, first
@@ -28,10 +33,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BLOOM_ALGO_XXH3_KM 1 /* the only algorithm so far (above) */
+#define BLOOM_ALGO_XXH3_SPLIT 2 /* the only algorithm (above) */
 #define BLOOM_TOKEN_MAX 128
-#define BLOOM_K 7
-#define BLOOM_BITS_PER_ITEM 10       /* ~1% false positives at k = 7 */
+#define BLOOM_K 8                    /* bits per item: one in each word of a block */
+#define BLOOM_BLOCK_BITS 512         /* one cache line */
+#define BLOOM_BITS_PER_ITEM 10       /* ~1% false positives */
 #define BLOOM_MAX_BITS (64ull << 20) /* 8 MiB per filter: more items only raise the FP rate */
 
 static inline bool bloom_is_token_char(unsigned char c)
@@ -47,28 +53,65 @@ uint64_t bloom_hash_token(const char *tok, size_t n, uint64_t seed);
 uint64_t bloom_hash_kv(const char *key, size_t kn, const char *val, size_t vn, uint64_t seed);
 uint64_t bloom_hash_bytes(const void *p, size_t n, uint64_t seed);
 
-/* A set of distinct 64-bit item hashes, gathered before a filter is sized.
- * Owned by its user; not thread-safe. */
-struct bloom_set {
-    uint64_t *slots; /* 0 marks an empty slot; the hash 0 is kept in has_zero */
-    size_t cap;      /* power of two, or 0 */
-    size_t n;
-    bool has_zero;
+/*
+ * An accumulator: item hashes gathered before a filter is sized. It keeps
+ * the hashes (most repeats dropped by a small direct-mapped table of recent
+ * hashes) and a HyperLogLog sketch of how many are distinct, so adding is a
+ * few cache-resident operations and no hash set is built. Owned by its
+ * user, reusable after bloom_acc_reset; not thread-safe.
+ */
+#define BLOOM_RECENT 4096 /* direct-mapped recent hashes */
+#define BLOOM_HLL_BITS 12
+#define BLOOM_HLL_M (1u << BLOOM_HLL_BITS)
+struct bloom_acc {
+    uint64_t *h; /* hashes to insert (repeats possible) */
+    size_t n, cap;
+    uint64_t recent[BLOOM_RECENT]; /* slot i holds a hash whose low bits are i, or i ^ 1 */
+    uint8_t reg[BLOOM_HLL_M];
 };
-void bloom_set_init(struct bloom_set *s);
-void bloom_set_fini(struct bloom_set *s);
-/* 0 or -ENOMEM. */
-int bloom_set_add(struct bloom_set *s, uint64_t h);
-/* Distinct hashes held. */
-size_t bloom_set_count(const struct bloom_set *s);
+/* Both leave |a| empty; init allocates nothing. */
+void bloom_acc_init(struct bloom_acc *a);
+void bloom_acc_reset(struct bloom_acc *a);
+void bloom_acc_fini(struct bloom_acc *a);
+/* Room for more hashes: 0 or -ENOMEM (bloom_acc_add's slow path). */
+int bloom_acc_grow(struct bloom_acc *a);
 
-/* Bits for |n| items: BLOOM_BITS_PER_ITEM each, a multiple of 64, at
- * least 64, at most BLOOM_MAX_BITS. */
-uint64_t bloom_nbits_for(size_t n);
-/* Sets the k probe bits of every hash in |s| in |bits| (nbits/8 bytes,
- * zeroed by the caller). */
-void bloom_fill(uint8_t *bits, uint64_t nbits, unsigned k, const struct bloom_set *s);
-void bloom_put(uint8_t *bits, uint64_t nbits, unsigned k, uint64_t h);
-bool bloom_test(const uint8_t *bits, uint64_t nbits, unsigned k, uint64_t h);
+/* 0 or -ENOMEM. */
+static inline int bloom_acc_add(struct bloom_acc *a, uint64_t h)
+{
+    uint64_t *r = &a->recent[h & (BLOOM_RECENT - 1)];
+    if (*r == h) {
+        return 0;
+    }
+    *r = h;
+    uint64_t w = h << BLOOM_HLL_BITS;
+    uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - BLOOM_HLL_BITS + 1);
+    uint8_t *g = &a->reg[h >> (64 - BLOOM_HLL_BITS)];
+    *g = rank > *g ? rank : *g;
+    if (a->n == a->cap) {
+        int rc = bloom_acc_grow(a);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    a->h[a->n++] = h;
+    return 0;
+}
+
+/* The tokens of p[0, n) (bloom_next_token), each hashed as bloom_hash_token
+ * with |seed|, added. 0 or -ENOMEM. */
+int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed);
+
+/* Estimated number of distinct hashes added (HyperLogLog, ~1.6% error;
+ * exact-ish below a few thousand), never more than were kept. */
+uint64_t bloom_acc_count(const struct bloom_acc *a);
+
+/* Bits for |n| items: BLOOM_BITS_PER_ITEM each, a multiple of
+ * BLOOM_BLOCK_BITS, at least one block, at most BLOOM_MAX_BITS. */
+uint64_t bloom_nbits_for(uint64_t n);
+/* Sets every kept hash of |a| in |bits| (nbits/8 bytes, zeroed by the caller). */
+void bloom_fill(uint8_t *bits, uint64_t nbits, const struct bloom_acc *a);
+void bloom_put(uint8_t *bits, uint64_t nbits, uint64_t h);
+bool bloom_test(const uint8_t *bits, uint64_t nbits, uint64_t h);
 
 #endif
