@@ -371,6 +371,7 @@ static uint32_t hash_counted(const uint8_t *p, size_t n, bool table)
 /* A dictionary column being built: codes per row, distinct strings once. */
 struct dictb {
     uint64_t *codes;
+    size_t cap_codes;
     uint64_t *offs; /* nd + 1 */
     size_t nd, cap_offs;
     struct vbuf data;
@@ -381,12 +382,16 @@ struct dictb {
 /* A string column being built. */
 struct strb {
     uint64_t *offs; /* rows + 1 */
+    size_t cap_offs;
     struct vbuf data;
 };
 
+/* Column buffers; kept across seals (scratch below), so capacities grow to
+ * the largest block a sealer saw and a seal touches no fresh pages. */
 struct wcols {
     uint64_t rows;
     uint64_t *I[MAX_I];
+    size_t cap_I[MAX_I];
     struct strb S[MAX_S];
     struct dictb D[MAX_D];
     struct vbuf R[MAX_R];
@@ -472,9 +477,27 @@ static void wcols_free(struct wcols *w)
     }
 }
 
-static int wcols_init(struct wcols *w, enum signal sig, uint64_t rows)
+/* |*p| holds at least |n| u64 (contents not kept). */
+static int cap_u64(uint64_t **p, size_t *cap, size_t n)
 {
-    memset(w, 0, sizeof(*w));
+    if (n <= *cap) {
+        return 0;
+    }
+    size_t ncap = n + n / 8;
+    free(*p);
+    *p = malloc(ncap * sizeof(uint64_t));
+    if (*p == NULL) {
+        *cap = 0;
+        return -ENOMEM;
+    }
+    *cap = ncap;
+    return 0;
+}
+
+/* Readies |w| (zeroed once, or used by an earlier seal) for |rows| rows of
+ * |sig|: every I and D code is written by the fill before it is read. */
+static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
+{
     w->rows = rows;
     for (int t = 0; t < N_TABLES; t++) {
         const struct spec *sp = &specs[sig - 1][t];
@@ -482,27 +505,31 @@ static int wcols_init(struct wcols *w, enum signal sig, uint64_t rows)
             const struct ent *e = &sp->e[i];
             switch (e->type) {
             case 'I':
-                w->I[e->idx] = calloc(rows ? rows : 1, sizeof(uint64_t));
-                if (w->I[e->idx] == NULL) {
+                if (cap_u64(&w->I[e->idx], &w->cap_I[e->idx], rows ? rows : 1) < 0) {
                     return -ENOMEM;
                 }
                 break;
             case 'S':
-                w->S[e->idx].offs = calloc(rows + 1, sizeof(uint64_t));
-                if (w->S[e->idx].offs == NULL) {
+                if (cap_u64(&w->S[e->idx].offs, &w->S[e->idx].cap_offs, rows + 1) < 0) {
                     return -ENOMEM;
                 }
-                vbuf_init(&w->S[e->idx].data);
+                w->S[e->idx].offs[0] = 0;
+                vbuf_reset(&w->S[e->idx].data);
                 break;
-            case 'D':
-                w->D[e->idx].codes = calloc(rows ? rows : 1, sizeof(uint64_t));
-                if (w->D[e->idx].codes == NULL) {
+            case 'D': {
+                struct dictb *d = &w->D[e->idx];
+                if (cap_u64(&d->codes, &d->cap_codes, rows ? rows : 1) < 0) {
                     return -ENOMEM;
                 }
-                vbuf_init(&w->D[e->idx].data);
+                d->nd = 0;
+                if (d->ht != NULL) {
+                    memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
+                }
+                vbuf_reset(&d->data);
                 break;
+            }
             case 'R':
-                vbuf_init(&w->R[e->idx]);
+                vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
                     return -ENOMEM;
                 }
@@ -847,33 +874,25 @@ static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
     }
 }
 
-/* Rows in time order (stable). Returned owned (free), or NULL on ENOMEM. */
-static uint64_t *sort_rows(const oblock *ob, enum signal sig, uint64_t rows, bool *was_sorted)
+/* Rows in time order (stable) into |perm|, using |k| (both |rows| long). */
+static void sort_rows(const oblock *ob, enum signal sig, uint64_t rows, uint64_t *perm,
+                      struct sortkey *k)
 {
-    uint64_t *perm = malloc((rows ? rows : 1) * sizeof(*perm));
-    struct sortkey *k = malloc((rows ? rows : 1) * sizeof(*k));
-    if (perm == NULL || k == NULL) {
-        free(perm);
-        free(k);
-        return NULL;
-    }
     bool sorted = true;
+    uint64_t prev = 0;
     for (uint64_t i = 0; i < rows; i++) {
-        k[i].t = row_time(ob, sig, i);
+        uint64_t t = row_time(ob, sig, i);
+        k[i].t = t;
         k[i].i = i;
-        if (i > 0 && k[i].t < k[i - 1].t) {
-            sorted = false;
-        }
+        sorted = sorted && t >= prev;
+        prev = t;
     }
     if (!sorted) {
         qsort(k, rows, sizeof(*k), cmp_sortkey);
     }
     for (uint64_t i = 0; i < rows; i++) {
-        perm[i] = k[i].i;
+        perm[i] = sorted ? i : k[i].i;
     }
-    free(k);
-    *was_sorted = sorted;
-    return perm;
 }
 
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
@@ -1216,6 +1235,9 @@ struct hot {
     const char *key[HOT_MAX];
     uint32_t len[HOT_MAX];
     uint64_t *pos[HOT_MAX]; /* per row: 1 + offset of the value in the row's attrs, 0 absent */
+    size_t cap[HOT_MAX];    /* kept across seals */
+    struct kc_ent *cand;
+    size_t cap_cand;
 };
 
 static int cmp_hot(const void *a, const void *b, void *arg)
@@ -1237,14 +1259,19 @@ static int cmp_hot(const void *a, const void *b, void *arg)
  */
 static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum signal sig)
 {
-    memset(hot, 0, sizeof(*hot));
+    hot->n = 0;
     if (w->rows == 0 || kc->n == 0) {
         return 0;
     }
-    struct kc_ent *cand = malloc(kc->n * sizeof(*cand));
-    if (cand == NULL) {
-        return -ENOMEM;
+    if (kc->n > hot->cap_cand) {
+        free(hot->cand);
+        hot->cand = malloc(kc->n * sizeof(*hot->cand));
+        hot->cap_cand = hot->cand ? kc->n : 0;
+        if (hot->cand == NULL) {
+            return -ENOMEM;
+        }
     }
+    struct kc_ent *cand = hot->cand;
     size_t nc = 0;
     for (size_t i = 0; i < kc->cap; i++) {
         if (kc->t[i].count != 0 && kc->t[i].count * 2 >= w->rows) {
@@ -1255,14 +1282,12 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum
     for (size_t i = 0; i < nc && hot->n < HOT_MAX; i++) {
         hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
         hot->len[hot->n] = cand[i].len;
-        hot->pos[hot->n] = calloc(w->rows, sizeof(uint64_t));
-        if (hot->pos[hot->n] == NULL) {
-            free(cand);
+        if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
             return -ENOMEM;
         }
+        memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         hot->n++;
     }
-    free(cand);
     const struct spec *sp = &specs[sig - 1][1]; /* attrs: I count, S attributes */
     const uint64_t *cnt = w->I[sp->e[0].idx];
     const struct strb *sa = &w->S[sp->e[1].idx];
@@ -1292,9 +1317,10 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum
 
 static void hot_free(struct hot *hot)
 {
-    for (unsigned h = 0; h < hot->n; h++) {
+    for (unsigned h = 0; h < HOT_MAX; h++) {
         free(hot->pos[h]);
     }
+    free(hot->cand);
 }
 
 static int sec_hotkeys(struct vbuf *f, const struct hot *hot)
@@ -1379,44 +1405,135 @@ static int write_table(int fd, uint64_t *off, struct vbuf *raw, enum blk_codec c
     return rc;
 }
 
+/*
+ * A seal's working memory, kept for the next seal: a block's columns, table
+ * and footer buffers are tens of MiB, and fresh ones cost a page fault per
+ * 4 KiB (zeroed by the kernel) every seal. Up to SCRATCH_KEEP sets are kept
+ * (one per concurrent sealer); each grows to the largest block it served.
+ */
+struct scratch {
+    struct wcols w;
+    struct wside side;
+    struct tbw tb;
+    struct vbuf foot;
+    struct hot hot;
+    uint64_t *perm;
+    struct sortkey *keys;
+    size_t cap_rows;
+};
+
+#define SCRATCH_KEEP 4
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct scratch *scratch_pool[SCRATCH_KEEP];
+static unsigned scratch_n;
+
+static void scratch_free(struct scratch *sc)
+{
+    wcols_free(&sc->w);
+    for (int k = 0; k < 4; k++) {
+        bloom_acc_fini(&sc->side.set[k]);
+    }
+    free(sc->side.kc.t);
+    vbuf_fini(&sc->side.kc.keys);
+    hot_free(&sc->hot);
+    vbuf_fini(&sc->tb.out);
+    vbuf_fini(&sc->foot);
+    free(sc->perm);
+    free(sc->keys);
+    free(sc);
+}
+
+static struct scratch *scratch_get(void)
+{
+    struct scratch *sc = NULL;
+    pthread_mutex_lock(&scratch_lock);
+    if (scratch_n > 0) {
+        sc = scratch_pool[--scratch_n];
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    if (sc == NULL) {
+        sc = calloc(1, sizeof(*sc)); /* zeroed: every buffer empty */
+        if (sc != NULL) {
+            for (int k = 0; k < 4; k++) {
+                bloom_acc_init(&sc->side.set[k]);
+            }
+        }
+    }
+    return sc;
+}
+
+static void scratch_put(struct scratch *sc)
+{
+    pthread_mutex_lock(&scratch_lock);
+    if (scratch_n < SCRATCH_KEEP) {
+        scratch_pool[scratch_n++] = sc;
+        sc = NULL;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    if (sc != NULL) {
+        scratch_free(sc);
+    }
+}
+
+/* Readies |sc| for a block of |rows| rows of |sig|. */
+static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
+{
+    struct wside *s = &sc->side;
+    if (s->kc.t != NULL) {
+        memset(s->kc.t, 0, s->kc.cap * sizeof(*s->kc.t));
+    }
+    s->kc.n = 0;
+    vbuf_reset(&s->kc.keys);
+    for (int k = 0; k < 4; k++) {
+        bloom_acc_reset(&s->set[k]);
+        s->incomplete[k] = s->present[k] = false;
+    }
+    memset(s->zhave, 0, sizeof(s->zhave));
+    vbuf_reset(&sc->foot);
+    sc->hot.n = 0;
+    if (rows > sc->cap_rows) {
+        size_t n = rows + rows / 8;
+        free(sc->perm);
+        free(sc->keys);
+        sc->perm = malloc(n * sizeof(*sc->perm));
+        sc->keys = malloc(n * sizeof(*sc->keys));
+        sc->cap_rows = n;
+        if (sc->perm == NULL || sc->keys == NULL) {
+            sc->cap_rows = 0;
+            return -ENOMEM;
+        }
+    }
+    return wcols_prepare(&sc->w, sig, rows);
+}
+
 static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct blk_meta *m,
                            const struct blk_wopts *o)
 {
     enum signal sig = oblock_signal(ob);
-    struct wcols w;
-    struct wside *side = calloc(1, sizeof(*side)); /* ~150 KiB: not on a sealer's stack */
-    struct tbw tb;
-    struct vbuf foot;
+    struct scratch *sc = scratch_get();
     struct tdir dir[N_TABLES];
-    struct hot hot = {0};
-    uint64_t *perm = NULL;
-    bool sorted = false;
     int rc;
 
-    vbuf_init(&tb.out);
-    vbuf_init(&foot);
-    memset(&w, 0, sizeof(w));
-    if (side == NULL) {
+    if (sc == NULL) {
         return -ENOMEM;
     }
-    for (int k = 0; k < 4; k++) {
-        bloom_acc_init(&side->set[k]);
-    }
-    vbuf_init(&side->kc.keys);
-    rc = wcols_init(&w, sig, rows);
+    struct wcols *w = &sc->w;
+    struct wside *side = &sc->side;
+    struct tbw *tb = &sc->tb;
+    struct vbuf *foot = &sc->foot;
+    struct hot *hot = &sc->hot;
+    uint64_t *perm = sc->perm;
+    rc = scratch_prepare(sc, sig, rows);
     if (rc < 0) {
         goto out;
     }
-    perm = sort_rows(ob, sig, rows, &sorted);
-    if (perm == NULL) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, &w, side)
-         : sig == SIG_TRACES ? fill_spans(ob, perm, &w, side)
-                             : fill_points(ob, perm, &w, side);
+    perm = sc->perm;
+    sort_rows(ob, sig, rows, perm, sc->keys);
+    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
+         : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
+                             : fill_points(ob, perm, w, side);
     if (rc == 0) {
-        rc = hot_build(&hot, &side->kc, &w, sig);
+        rc = hot_build(hot, &side->kc, w, sig);
     }
     if (rc < 0) {
         goto out;
@@ -1438,8 +1555,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
-        rc = t == 1 ? emit_table(&tb, &specs[sig - 1][t], &w, hot.pos, hot.n)
-                    : emit_table(&tb, &specs[sig - 1][t], &w, NULL, 0);
+        rc = t == 1 ? emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n)
+                    : emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
         if (rc < 0) {
             goto out;
         }
@@ -1447,7 +1564,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
             codec = BLK_CODEC_ZSTD;
         }
-        rc = write_table(fd, &off, &tb.out, codec, o ? o->zstd_level : 0, &dir[t]);
+        rc = write_table(fd, &off, &tb->out, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
             goto out;
         }
@@ -1456,80 +1573,70 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
 
     size_t at;
     uint32_t nsec = 8;
-    rc = vbuf_put_u32(&foot, nsec) | vbuf_put_u32(&foot, 0);
-    rc |= sec_begin(&foot, SEC_META, &at);
-    rc |= vbuf_put_u8(&foot, (uint8_t)sig);
-    rc |= vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0);
-    rc |= vbuf_put_u32(&foot, m->shard);
-    rc |= vbuf_put_u64(&foot, rows);
-    rc |= vbuf_put_u64(&foot, m->wal_seq);
-    rc |= vbuf_put_u64(&foot, m->seal_id);
-    rc |= vbuf_put_u64(&foot, 1); /* sorted by time */
+    rc = vbuf_put_u32(foot, nsec) | vbuf_put_u32(foot, 0);
+    rc |= sec_begin(foot, SEC_META, &at);
+    rc |= vbuf_put_u8(foot, (uint8_t)sig);
+    rc |= vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0);
+    rc |= vbuf_put_u32(foot, m->shard);
+    rc |= vbuf_put_u64(foot, rows);
+    rc |= vbuf_put_u64(foot, m->wal_seq);
+    rc |= vbuf_put_u64(foot, m->seal_id);
+    rc |= vbuf_put_u64(foot, 1); /* sorted by time */
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
     }
-    sec_end(&foot, at);
-    rc = sec_begin(&foot, SEC_TABLES, &at) | vbuf_put_u32(&foot, N_TABLES) | vbuf_put_u32(&foot, 0);
+    sec_end(foot, at);
+    rc = sec_begin(foot, SEC_TABLES, &at) | vbuf_put_u32(foot, N_TABLES) | vbuf_put_u32(foot, 0);
     for (int t = 0; t < N_TABLES; t++) {
-        rc |= vbuf_put_u8(&foot, dir[t].kind);
-        rc |= vbuf_put_u8(&foot, dir[t].codec);
-        rc |= vbuf_put_u8(&foot, 0) | vbuf_put_u8(&foot, 0);
-        rc |= vbuf_put_u32(&foot, dir[t].crc);
-        rc |= vbuf_put_u64(&foot, dir[t].off);
-        rc |= vbuf_put_u64(&foot, dir[t].len);
-        rc |= vbuf_put_u64(&foot, dir[t].raw);
+        rc |= vbuf_put_u8(foot, dir[t].kind);
+        rc |= vbuf_put_u8(foot, dir[t].codec);
+        rc |= vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0);
+        rc |= vbuf_put_u32(foot, dir[t].crc);
+        rc |= vbuf_put_u64(foot, dir[t].off);
+        rc |= vbuf_put_u64(foot, dir[t].len);
+        rc |= vbuf_put_u64(foot, dir[t].raw);
     }
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
     }
-    sec_end(&foot, at);
+    sec_end(foot, at);
     if (!side->zhave[ZONE_TIME]) {
         nsec--; /* no zone section for an empty block */
     }
-    rc = sec_zones(&foot, side);
+    rc = sec_zones(foot, side);
     if (rc == 0) {
-        rc = sec_dicts(&foot, ob, side); /* before the blooms: feeds the resource bloom */
+        rc = sec_dicts(foot, ob, side); /* before the blooms: feeds the resource bloom */
     }
     if (rc == 0) {
-        rc = sec_blooms(&foot, side);
+        rc = sec_blooms(foot, side);
     }
     if (rc == 0) {
-        rc = sec_hotkeys(&foot, &hot);
+        rc = sec_hotkeys(foot, hot);
     }
     if (rc == 0) {
-        rc = pad8(&foot);
+        rc = pad8(foot);
     }
     if (rc < 0) {
         goto out;
     }
-    wr32(foot.p, nsec);
+    wr32(foot->p, nsec);
 
     uint8_t trl[TRL_SIZE] = {0};
     wr64(trl, off);
-    wr64(trl + 8, foot.len);
-    wr32(trl + 16, crc32_of(foot.p, foot.len));
+    wr64(trl + 8, foot->len);
+    wr32(trl + 16, crc32_of(foot->p, foot->len));
     wr32(trl + 20, BLK_VERSION);
     wr32(trl + 24, crc32_of(trl, 24));
     memcpy(trl + 32, trl_magic, 8);
-    rc = write_all(fd, foot.p, foot.len);
+    rc = write_all(fd, foot->p, foot->len);
     if (rc == 0) {
         rc = write_all(fd, trl, TRL_SIZE);
     }
 
 out:
-    free(perm);
-    wcols_free(&w);
-    for (int k = 0; k < 4; k++) {
-        bloom_acc_fini(&side->set[k]);
-    }
-    free(side->kc.t);
-    vbuf_fini(&side->kc.keys);
-    free(side);
-    hot_free(&hot);
-    vbuf_fini(&tb.out);
-    vbuf_fini(&foot);
+    scratch_put(sc);
     return rc;
 }
 
