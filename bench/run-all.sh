@@ -8,7 +8,8 @@
 # commit, the machine, the mode); the same lines go to bench/data/last-run.jsonl.
 # Progress goes to stderr.
 #
-# The binaries (miradb, otlp-load, percore) are copied from BUILD_DIR into
+# The binaries (miradb, otlp-load, percore, and any other bench/<tool> built)
+# are copied from BUILD_DIR into
 # bench/data/bin/ first, so a rebuild by someone else during the run cannot
 # mix two builds. Every case runs under `timeout` (BENCH_CASE_TIMEOUT s,
 # default 1500).
@@ -38,6 +39,13 @@ for t in miradb otlp-load percore; do
         exit 2
     fi
     cp "$build/$t" "$bin/$t" || exit 2
+done
+# Other bench tools (bench/<tool>/main.c), when built.
+for d in bench/*/main.c; do
+    t=$(basename "$(dirname "$d")")
+    if [ -x "$build/$t" ] && [ ! -e "$bin/$t" ]; then
+        cp "$build/$t" "$bin/$t" || exit 2
+    fi
 done
 bin=$(cd "$bin" && pwd)
 
