@@ -8,6 +8,10 @@
 #   make fmt / fmt-check / clean / deps
 
 BUILD   ?= build
+# Build with every core unless told otherwise (make -j1 ...).
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc)
+endif
 PKGS    := libevent libevent_pthreads libnghttp2 libprotobuf-c libzstd libxxhash jansson libdeflate \
            libpcre2-8
 CC      ?= cc
