@@ -17,6 +17,7 @@
  */
 #include "server/ingest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,6 +107,7 @@ struct ingest_thr {
 static const struct config *cfg;
 static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
 static int n_shards;
+static uint64_t wal_bytes_at_boot; /* segment bytes found before replay */
 static struct ingest_thr thr[LISTEN_MAX_IOT];
 
 static uint64_t now_ns(void)
@@ -751,6 +753,26 @@ static int replay_decode(enum signal sig, enum wal_format fmt, const uint8_t *p,
     return pbdec_decode(sig, p, n, scratch, err, sizeof(err));
 }
 
+/* Bytes of the files in |dir| (a shard's WAL segments). */
+static uint64_t dir_bytes(const char *dir)
+{
+    char path[900];
+    uint64_t n = 0;
+    DIR *dp = opendir(dir);
+    if (dp == NULL) {
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(dp)) != NULL;) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            n += (uint64_t)st.st_size;
+        }
+    }
+    closedir(dp);
+    return n;
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[600];
@@ -862,6 +884,7 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
                 snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
                 break;
             }
+            wal_bytes_at_boot += dir_bytes(dir);
             struct shard_cfg sc = {
                 .wal_dir = dir,
                 .block_dir = bdir,
@@ -934,6 +957,11 @@ void ingest_shutdown(void)
         libdeflate_free_decompressor(h->dec);
         memset(h, 0, sizeof(*h));
     }
+}
+
+uint64_t ingest_wal_bytes_at_boot(void)
+{
+    return wal_bytes_at_boot;
 }
 
 int ingest_shard_count(void)

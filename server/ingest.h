@@ -99,6 +99,9 @@ void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg);
 const struct ingest_result *ingest_result(const struct ingest_req *r);
 void ingest_req_free(struct ingest_req *r);
 
+/* WAL segment bytes on disk when the shards started (replay's 100%). */
+uint64_t ingest_wal_bytes_at_boot(void);
+
 /* Shards per signal, and a copy of one shard's counters (for /metrics). */
 int ingest_shard_count(void);
 void ingest_shard_stats(enum signal s, int i, struct shard_stats *out);

@@ -279,9 +279,9 @@ static int serve(int argc, char **argv)
     int exit_code = 0;
     uint64_t refused[RJ_COUNT] = {0};
     uint64_t quarantined = 0;
-    struct timespec start, last_summary, tick = {0, 20 * 1000000};
+    struct timespec start, last_summary, last_progress, tick = {0, 20 * 1000000};
     clock_gettime(CLOCK_MONOTONIC, &start);
-    last_summary = start;
+    last_summary = last_progress = start;
     for (;;) {
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
@@ -309,10 +309,17 @@ static int serve(int argc, char **argv)
                         goto stop;
                     }
                     all = all && st.replayed;
-                    frames += st.wal.frames_replayed;
-                    bytes += st.wal.bytes_replayed;
+                    frames += st.replay_frames;
+                    bytes += st.replay_bytes;
                     torn += st.wal.torn_frames;
                 }
+            }
+            if (!all && now.tv_sec > last_progress.tv_sec) {
+                uint64_t total = ingest_wal_bytes_at_boot();
+                log_info("main", "event=replay_progress frames=%llu bytes=%llu percent=%.1f",
+                         (unsigned long long)frames, (unsigned long long)bytes,
+                         total > 0 ? 100.0 * (double)bytes / (double)total : 100.0);
+                last_progress = now;
             }
             if (all) {
                 log_info("main", "event=ready replayed_frames=%llu replayed_bytes=%llu "

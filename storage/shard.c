@@ -57,6 +57,7 @@ struct shard {
     struct batch *scratch;
     arena *scratch_arena;
     uint64_t replay_bad_frames;
+    uint64_t replay_frames, replay_bytes;
     uint64_t append_failures;
     /* A frame is in the WAL but its rows could not be appended even to a
      * fresh block: every later request is refused, so no sealed block's
@@ -147,6 +148,8 @@ static void publish(shard *s, bool replayed)
     s->pub.block_bytes = oblock_bytes(ob);
     s->pub.seals_started = s->seals_started;
     s->pub.replayed = replayed;
+    s->pub.replay_frames = s->replay_frames;
+    s->pub.replay_bytes = s->replay_bytes;
     s->pub.error = s->start_rc;
     pthread_mutex_unlock(&s->lock);
 }
@@ -233,6 +236,14 @@ static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_forma
                         const uint8_t *p, size_t n)
 {
     shard *s = ctx;
+    s->replay_frames++;
+    s->replay_bytes += n;
+    if ((s->replay_frames & 255) == 0) { /* progress for the boot log */
+        pthread_mutex_lock(&s->lock);
+        s->pub.replay_frames = s->replay_frames;
+        s->pub.replay_bytes = s->replay_bytes;
+        pthread_mutex_unlock(&s->lock);
+    }
     batch_reset(s->scratch, s->cfg.signal);
     arena_reset(s->scratch_arena);
     if (sig != s->cfg.signal || s->cfg.decode(sig, fmt, p, n, s->scratch, s->scratch_arena) < 0) {

@@ -73,6 +73,8 @@ struct shard_stats {
     uint64_t block_rows;
     uint64_t block_bytes;
     bool replayed;
+    uint64_t replay_frames; /* progress while replaying (frames, payload bytes) */
+    uint64_t replay_bytes;
     int error; /* -errno when the WAL could not be opened; the shard then serves nothing */
 };
 
