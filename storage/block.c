@@ -684,16 +684,28 @@ struct kc_ent {
     uint64_t h;
     uint32_t off, len;
     uint64_t count, last_row;
+    uint32_t id; /* order of first sight: stable across rehashes */
+};
+
+/* One attribute of a row as it was walked: its key's id and where its
+ * value starts in the row's list, so hot_build need not walk the lists again. */
+struct kc_pos {
+    uint32_t id, off;
 };
 
 struct keycount {
     struct kc_ent *t;
     size_t cap, n;
     struct vbuf keys;
+    struct kc_pos *ap; /* every counted attribute, rows in order */
+    size_t an, acap;
+    uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
 
-static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn)
+/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted). */
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint32_t *id)
 {
+    *id = UINT32_MAX;
     if ((kc->n + 1) * 2 > kc->cap) {
         if (kc->n >= KC_MAX) {
             goto find_only;
@@ -726,6 +738,7 @@ find_only:;
                 e->count++;
                 e->last_row = row;
             }
+            *id = e->id;
             return 0;
         }
         i = (i + 1) & (kc->cap - 1);
@@ -737,8 +750,8 @@ find_only:;
     if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
         return -ENOMEM;
     }
-    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row};
-    kc->n++;
+    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    *id = (uint32_t)kc->n++;
     return 0;
 }
 
@@ -806,16 +819,37 @@ static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struc
 static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
 {
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
+    struct keycount *kc = &s->kc;
     struct val_rd r = {a.p, a.p + a.len};
+    kc->arow[row] = kc->an;
     for (uint32_t i = 0; i < a.count; i++) {
         const char *k;
         size_t kn;
         struct val v;
-        if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+        uint32_t id;
+        if (val_rd_str(&r, &k, &kn) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
-        if (kc_add(&s->kc, row, k, kn) < 0 ||
-            bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
+        uint32_t off = (uint32_t)(r.p - a.p) + 1;
+        if (val_rd_value(&r, &v) < 0) {
+            return 0;
+        }
+        if (kc_add(kc, row, k, kn, &id) < 0) {
+            return -ENOMEM;
+        }
+        if (id != UINT32_MAX) {
+            if (kc->an == kc->acap) {
+                size_t ncap = kc->acap ? kc->acap * 2 : 4096;
+                struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
+                if (np == NULL) {
+                    return -ENOMEM;
+                }
+                kc->ap = np;
+                kc->acap = ncap;
+            }
+            kc->ap[kc->an++] = (struct kc_pos){id, off};
+        }
+        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
             return -ENOMEM;
         }
     }
@@ -1236,6 +1270,8 @@ struct hot {
     uint32_t len[HOT_MAX];
     uint64_t *pos[HOT_MAX]; /* per row: 1 + offset of the value in the row's attrs, 0 absent */
     size_t cap[HOT_MAX];    /* kept across seals */
+    uint32_t id[HOT_MAX];   /* keycount ids */
+    int8_t slot[KC_MAX];    /* keycount id -> hot slot, -1 none */
     struct kc_ent *cand;
     size_t cap_cand;
 };
@@ -1257,7 +1293,7 @@ static int cmp_hot(const void *a, const void *b, void *arg)
  * attribute list the key's value starts, so a filter on the key decodes
  * that value alone instead of walking the list.
  */
-static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum signal sig)
+static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
 {
     hot->n = 0;
     if (w->rows == 0 || kc->n == 0) {
@@ -1282,33 +1318,25 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, enum
     for (size_t i = 0; i < nc && hot->n < HOT_MAX; i++) {
         hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
         hot->len[hot->n] = cand[i].len;
+        hot->id[hot->n] = cand[i].id;
         if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
             return -ENOMEM;
         }
         memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         hot->n++;
     }
-    const struct spec *sp = &specs[sig - 1][1]; /* attrs: I count, S attributes */
-    const uint64_t *cnt = w->I[sp->e[0].idx];
-    const struct strb *sa = &w->S[sp->e[1].idx];
-    for (uint64_t j = 0; j < w->rows && hot->n > 0; j++) {
-        const uint8_t *p = sa->data.p + sa->offs[j];
-        struct val_rd r = {p, sa->data.p + sa->offs[j + 1]};
-        for (uint64_t a = 0; a < cnt[j]; a++) {
-            const char *k;
-            size_t kn;
-            struct val v;
-            if (val_rd_str(&r, &k, &kn) < 0) {
-                break;
-            }
-            uint64_t at = (uint64_t)(r.p - p) + 1;
-            for (unsigned h = 0; h < hot->n; h++) {
-                if (hot->pos[h][j] == 0 && hot->len[h] == kn && memcmp(hot->key[h], k, kn) == 0) {
-                    hot->pos[h][j] = at;
-                }
-            }
-            if (val_rd_value(&r, &v) < 0) {
-                break;
+    /* Key id -> hot slot; the rows' attributes as record_attrs saw them. */
+    int8_t *slot = hot->slot;
+    memset(slot, -1, sizeof(hot->slot));
+    for (unsigned h = 0; h < hot->n; h++) {
+        slot[hot->id[h]] = (int8_t)h;
+    }
+    const struct kc_pos *ap = kc->ap;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        for (uint64_t e = kc->arow[j]; e < kc->arow[j + 1]; e++) {
+            int h = slot[ap[e].id];
+            if (h >= 0 && hot->pos[h][j] == 0) {
+                hot->pos[h][j] = ap[e].off;
             }
         }
     }
@@ -1434,6 +1462,8 @@ static void scratch_free(struct scratch *sc)
         bloom_acc_fini(&sc->side.set[k]);
     }
     free(sc->side.kc.t);
+    free(sc->side.kc.ap);
+    free(sc->side.kc.arow);
     vbuf_fini(&sc->side.kc.keys);
     hot_free(&sc->hot);
     vbuf_fini(&sc->tb.out);
@@ -1483,6 +1513,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
         memset(s->kc.t, 0, s->kc.cap * sizeof(*s->kc.t));
     }
     s->kc.n = 0;
+    s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
     for (int k = 0; k < 4; k++) {
         bloom_acc_reset(&s->set[k]);
@@ -1491,14 +1522,16 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;
-    if (rows > sc->cap_rows) {
-        size_t n = rows + rows / 8;
+    if (rows > sc->cap_rows || sc->perm == NULL) {
+        size_t n = rows + rows / 8 + 1;
         free(sc->perm);
         free(sc->keys);
+        free(s->kc.arow);
         sc->perm = malloc(n * sizeof(*sc->perm));
         sc->keys = malloc(n * sizeof(*sc->keys));
+        s->kc.arow = malloc((n + 1) * sizeof(*s->kc.arow));
         sc->cap_rows = n;
-        if (sc->perm == NULL || sc->keys == NULL) {
+        if (sc->perm == NULL || sc->keys == NULL || s->kc.arow == NULL) {
             sc->cap_rows = 0;
             return -ENOMEM;
         }
@@ -1533,7 +1566,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
     if (rc == 0) {
-        rc = hot_build(hot, &side->kc, w, sig);
+        side->kc.arow[rows] = side->kc.an;
+        rc = hot_build(hot, &side->kc, w);
     }
     if (rc < 0) {
         goto out;
