@@ -202,6 +202,8 @@ void ops_metrics_text(struct evbuffer *o)
         {"miradb_rows_sealed_total", "counter", "Rows written into block files.",
          (double)ss.rows_sealed},
         {"miradb_seal_seconds_total", "counter", "Time spent sealing.", (double)ss.seal_ns / 1e9},
+        {"miradb_retention_runs_total", "counter", "Retention passes over the sealed blocks.",
+         (double)ss.retention_runs},
         {"miradb_block_tables_verified_total", "counter", "Block tables whose CRC was checked.",
          (double)bs.tables_verified},
         {"miradb_block_bytes_hashed_total", "counter", "Bytes hashed to verify block tables.",

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,8 @@ static void reserve_seal_id(const char *name, int n_shards, uint64_t *next_seal_
     }
 }
 
+static uint64_t read_retained(enum signal s, uint32_t shard);
+
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen)
 {
@@ -141,7 +144,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
     snprintf(dir, sizeof(dir), "%s/%s", data_dir, signal_name(s));
     snprintf(qdir, sizeof(qdir), "%s/quarantine", data_dir);
     for (int i = 0; i < n_shards; i++) {
-        watermarks[i] = 0;
+        watermarks[i] = read_retained(s, (uint32_t)i); /* blocks retention deleted */
         next_seal_ids[i] = 1;
     }
     if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
@@ -338,6 +341,87 @@ static void delete_block(struct cat_blk *cb, enum signal s)
     sigs[s - 1].st.retention_bytes_deleted += cb->bytes;
 }
 
+/*
+ * RETAINED FILES: DATA/<signal>/retained-<shard>.seq holds, as decimal
+ * text, the highest WAL seq of any block retention deleted for that shard.
+ * Without it, deleting a shard's newest block would lower its watermark and
+ * the next boot would replay WAL frames whose rows retention removed. It is
+ * written (temp file, fsync, rename, directory fsync) before any block it
+ * covers is unlinked. Quarantine does not write it: a damaged block's rows
+ * are recovered from the WAL where they still are.
+ */
+static uint64_t read_retained(enum signal s, uint32_t shard)
+{
+    char path[700];
+    unsigned long long v = 0;
+    snprintf(path, sizeof(path), "%s/%s/retained-%u.seq", data_dir, signal_name(s), shard);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu", &v) != 1) {
+            v = 0;
+        }
+        fclose(f);
+    }
+    return v;
+}
+
+static int write_retained(enum signal s, uint32_t shard, uint64_t seq)
+{
+    char dir[600], path[700], tmp[720];
+    snprintf(dir, sizeof(dir), "%s/%s", data_dir, signal_name(s));
+    snprintf(path, sizeof(path), "%s/retained-%u.seq", dir, shard);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -errno;
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)seq);
+    int rc = write(fd, buf, (size_t)n) == n && fsync(fd) == 0 ? 0 : -EIO;
+    close(fd);
+    if (rc == 0 && rename(tmp, path) < 0) {
+        rc = -errno;
+    }
+    if (rc == 0) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return rc;
+}
+
+/* Records the deleted blocks' watermarks before their files go. Returns
+ * false if that could not be made durable (then nothing is unlinked). */
+static bool persist_retained(struct cat_blk *gone)
+{
+    for (struct cat_blk *a = gone; a != NULL; a = a->next) {
+        const struct blk_meta *m = blk_meta(a->b);
+        enum signal s = blk_signal(a->b);
+        uint64_t seq = m->wal_seq;
+        bool first = true;
+        for (struct cat_blk *b = gone; b != a; b = b->next) {
+            if (blk_signal(b->b) == s && blk_meta(b->b)->shard == m->shard) {
+                first = false; /* this shard was written already */
+            }
+        }
+        if (!first) {
+            continue;
+        }
+        for (struct cat_blk *b = a->next; b != NULL; b = b->next) {
+            if (blk_signal(b->b) == s && blk_meta(b->b)->shard == m->shard &&
+                blk_meta(b->b)->wal_seq > seq) {
+                seq = blk_meta(b->b)->wal_seq;
+            }
+        }
+        if (seq > read_retained(s, m->shard) && write_retained(s, m->shard, seq) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes)
 {
     struct cat_blk *gone = NULL;
@@ -370,9 +454,12 @@ int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes)
         n++;
     }
     pthread_mutex_unlock(&lock);
+    bool durable = persist_retained(gone);
     while (gone != NULL) {
         struct cat_blk *next = gone->next;
-        unlink(gone->path); /* readers keep their mapping until they let go */
+        if (durable) {
+            unlink(gone->path); /* readers keep their mapping until they let go */
+        }
         blk_unref(gone->b);
         free(gone);
         gone = next;

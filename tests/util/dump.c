@@ -369,6 +369,21 @@ static int dump_signal(const char *data, enum signal s, dump_fn fn, void *ctx,
         goto out;
     }
     for (size_t i = 0; i < files.n; i++) {
+        unsigned shard;
+        if (sscanf(files.v[i], "retained-%u.seq", &shard) == 1 && !ends_with(files.v[i], ".tmp")) {
+            /* what retention deleted stays deleted (storage/catalog.c) */
+            unsigned long long seq = 0;
+            snprintf(path, sizeof(path), "%s/%s", dir, files.v[i]);
+            FILE *f = fopen(path, "r");
+            if (f != NULL && fscanf(f, "%llu", &seq) == 1 && shard < DUMP_MAX_SHARDS &&
+                seq > marks[shard]) {
+                marks[shard] = seq;
+            }
+            if (f != NULL) {
+                fclose(f);
+            }
+            continue;
+        }
         if (strstr(files.v[i], ".tmp") != NULL) {
             st->tmp_files++;
             continue;
