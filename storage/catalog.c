@@ -493,5 +493,10 @@ void catalog_get_stats(enum signal s, struct cat_stats *out)
 {
     pthread_mutex_lock(&lock);
     *out = sigs[s - 1].st;
+    out->unsealed_rows = out->unsealed_blocks = 0;
+    for (struct cat_open *h = sigs[s - 1].open; h != NULL; h = h->next) {
+        out->unsealed_rows += oblock_rows(h->ob);
+        out->unsealed_blocks++;
+    }
     pthread_mutex_unlock(&lock);
 }

@@ -41,6 +41,8 @@ struct cat_stats {
     uint64_t retention_deleted;
     uint64_t retention_bytes_deleted;
     uint64_t quarantined_at_boot; /* blocks catalog_load could not open */
+    uint64_t unsealed_rows;       /* rows in open blocks, those being sealed included */
+    uint64_t unsealed_blocks;
 };
 
 /* Before anything else: where DATA is. */
