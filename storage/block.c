@@ -1450,7 +1450,7 @@ struct scratch {
     size_t cap_rows;
 };
 
-#define SCRATCH_KEEP 4
+#define SCRATCH_KEEP 2 /* the sealer runs two threads (storage/sealer.c) */
 static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct scratch *scratch_pool[SCRATCH_KEEP];
 static unsigned scratch_n;
