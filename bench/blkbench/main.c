@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -317,7 +318,14 @@ struct open_fig {
     int reps;
     double cpu_us[N_ARMS][MAX_REPS], wall_us[N_ARMS][MAX_REPS];
     double tables[N_ARMS][MAX_REPS], hashed[N_ARMS][MAX_REPS];
+    double minflt[N_ARMS][MAX_REPS]; /* minor page faults of this thread */
 };
+
+static double minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? (double)ru.ru_minflt : 0;
+}
 
 /* Each arm must hash exactly the tables it claims to (the footer is hashed
  * too but not counted as a table), and open the block it was given. */
@@ -331,6 +339,7 @@ static void open_arm(const char *path, uint64_t rows, int arm, struct open_fig *
     unsigned flags = arm == ARM_SPLIT_COLD || arm == ARM_FULL_COLD ? BLK_OPEN_NO_CACHE : 0;
     bool full = arm == ARM_FULL_COLD || arm == ARM_FULL_WARM;
     blk_get_stats(&s0);
+    double f0 = minor_faults();
     double t0 = now_s(), c0 = cpu_s();
     int rc = blk_open_ex(path, flags, &b, err, sizeof(err));
     if (rc == 0 && full) {
@@ -338,6 +347,7 @@ static void open_arm(const char *path, uint64_t rows, int arm, struct open_fig *
         snprintf(err, sizeof(err), "blk_load failed");
     }
     double c1 = cpu_s(), t1 = now_s();
+    double f1 = minor_faults();
     blk_get_stats(&s1);
     if (rc < 0) {
         fprintf(stderr, "blkbench: %s %s: %s\n", arm_names[arm], path, err);
@@ -359,6 +369,7 @@ static void open_arm(const char *path, uint64_t rows, int arm, struct open_fig *
     f->cpu_us[arm][r] = (c1 - c0) * 1e6;
     f->wall_us[arm][r] = (t1 - t0) * 1e6;
     f->tables[arm][r] = tables;
+    f->minflt[arm][r] = f1 - f0;
     f->hashed[arm][r] = (double)(s1.bytes_hashed - s0.bytes_hashed);
 }
 
@@ -390,10 +401,10 @@ static void print_open(const char *name, const struct open_fig *f, uint64_t rows
     printf("\"%s\":{\"passes\":%d", name, n);
     for (int a = 0; a < N_ARMS; a++) {
         printf(",\"%s\":{\"cpu_us\":%.1f,\"wall_us\":%.1f,\"cpu_ns_per_record\":%.2f,"
-               "\"tables_hashed\":%.0f,\"bytes_hashed\":%.0f}",
+               "\"tables_hashed\":%.0f,\"bytes_hashed\":%.0f,\"minor_faults\":%.0f}",
                arm_names[a], median(f->cpu_us[a], n), median(f->wall_us[a], n),
                median(f->cpu_us[a], n) * 1e3 / (double)rows, median(f->tables[a], n),
-               median(f->hashed[a], n));
+               median(f->hashed[a], n), median(f->minflt[a], n));
     }
     printf(",\"cpu_ratios\":{");
     printf("\"note\":\"per-pass CPU ratios, median; passes_above_1 counts passes where the "
