@@ -4,6 +4,7 @@
  *
  *   build/blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N]
  *                  [--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N]
+ *                  [--keep 0|1] [--open-only 0|1]
  *
  * Rows come from otlp-load's generator (bench/otlp-load/gen.h): request i,
  * i = 0, 1, ... (distinct requests, times ascending as on a live shard), is
@@ -48,7 +49,7 @@
  *
  * One JSON object on stdout; progress and errors on stderr. DIR (default
  * bench/data/blkbench) must not be tmpfs (refused); it is emptied first and
- * removed at the end.
+ * removed at the end (unless --keep 1). --open-only 1: see open_only_main.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -596,10 +597,56 @@ static void print_machine(const char *dir, double load0, int argc, char **argv)
     printf("\"");
 }
 
+/*
+ * --open-only 1: only the open arms, on the blocks a run with --keep 1 (and
+ * the same --seal-reps) left in DIR, in a process that has sealed nothing:
+ * tells the cost of the reader's code from the state a seal leaves behind,
+ * and lets two builds open the very same files.
+ */
+static int open_only_main(const char *dir, int seal_reps, int open_reps, int argc, char **argv)
+{
+    static struct open_fig opn[4], opn_z[4];
+    uint64_t rows[4];
+    char plain[4][700], zstd[4][700];
+    double load0 = loadavg();
+    for (int s = 1; s <= 3; s++) {
+        char err[200];
+        blk *b;
+        snprintf(plain[s], sizeof(plain[s]), "%s/%s/s0000-%016llx.blk", dir, signal_names[s],
+                 (unsigned long long)seal_reps);
+        snprintf(zstd[s], sizeof(zstd[s]), "%s/%s/s0000-%016llx.blk", dir, signal_names[s],
+                 1000ull);
+        if (blk_open_ex(plain[s], BLK_OPEN_NO_CACHE, &b, err, sizeof(err)) < 0) {
+            fprintf(stderr, "blkbench: %s: %s (run with --keep 1 first)\n", plain[s], err);
+            return 1;
+        }
+        rows[s] = blk_rows(b);
+        blk_unref(b);
+    }
+    for (int s = 1; s <= 3; s++) {
+        fprintf(stderr, "blkbench: %s: open\n", signal_names[s]);
+        open_bench(plain[s], rows[s], open_reps, &opn[s]);
+        open_bench(zstd[s], rows[s], open_reps, &opn_z[s]);
+    }
+    printf("{\"case\":\"storage_open_only\",\"cpu\":\"thread CPU time (CLOCK_THREAD_CPUTIME_ID)\"");
+    print_machine(dir, load0, argc, argv);
+    printf(",\"open\":{\"page_cache\":\"warm\"");
+    for (int s = 1; s <= 3; s++) {
+        printf(",\"%s\":{", signal_names[s]);
+        print_open("plain", &opn[s], rows[s]);
+        printf(",");
+        print_open("zstd", &opn_z[s], rows[s]);
+        printf("}");
+    }
+    printf("}}\n");
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N] "
-                    "[--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N]\n");
+                    "[--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N] "
+                    "[--keep 0|1] [--open-only 0|1]\n");
 }
 
 int main(int argc, char **argv)
@@ -607,7 +654,7 @@ int main(int argc, char **argv)
     const char *dir = "bench/data/blkbench";
     size_t block_bytes = 32u << 20;
     uint32_t rpr = 1000, wal_frames = 100;
-    int seal_reps = 3, open_reps = 21, replay_reps = 5;
+    int seal_reps = 3, open_reps = 21, replay_reps = 5, keep = 0, open_only = 0;
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -627,6 +674,10 @@ int main(int argc, char **argv)
             wal_frames = (uint32_t)atoi(v);
         } else if (strcmp(argv[i], "--replay-reps") == 0) {
             replay_reps = atoi(v);
+        } else if (strcmp(argv[i], "--keep") == 0) {
+            keep = atoi(v);
+        } else if (strcmp(argv[i], "--open-only") == 0) {
+            open_only = atoi(v);
         } else {
             usage();
             return 2;
@@ -637,6 +688,9 @@ int main(int argc, char **argv)
         replay_reps > MAX_REPS) {
         usage();
         return 2;
+    }
+    if (open_only) {
+        return open_only_main(dir, seal_reps, open_reps, argc, argv);
     }
     if (run_cmd("rm -rf '%s' && mkdir -p '%s'", dir) < 0) {
         fprintf(stderr, "blkbench: cannot create %s\n", dir);
@@ -730,6 +784,8 @@ int main(int argc, char **argv)
         print_replay(signal_names[s], &rep[s]);
     }
     printf("}}\n");
-    run_cmd("rm -rf '%s' # %s", dir);
+    if (!keep) {
+        run_cmd("rm -rf '%s' # %s", dir);
+    }
     return 0;
 }
