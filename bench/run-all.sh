@@ -33,7 +33,7 @@ mkdir -p "$data" || exit 2
 
 bin="$data/bin"
 rm -rf "$bin" && mkdir -p "$bin" || exit 2
-for t in miradb otlp-load percore; do
+for t in miradb otlp-load percore blkbench; do
     if [ ! -x "$build/$t" ]; then
         echo "run-all: $build/$t is not built (make all)" >&2
         exit 2

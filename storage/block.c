@@ -2,13 +2,13 @@
  * block.c - sealed block files: writer, reader with lazy table verification
  * (see block.h for the contract; DESIGN.md "Blocks" for the picture).
  *
- * FILE FORMAT, version 1 (integers little-endian; "zz" = zigzag of a
+ * FILE FORMAT, version 2 (integers little-endian; "zz" = zigzag of a
  * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
  * footer section starts at a multiple of 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (1)
+ *     8  u32 format version (2)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -117,7 +117,7 @@
  *     0  u64 footer offset
  *     8  u64 footer length (the footer ends where the trailer starts)
  *    16  u32 crc32 of the footer
- *    20  u32 format version (1)
+ *    20  u32 format version (2)
  *    24  u32 crc32 of trailer bytes 0..24
  *    28  u32 zero
  *    32  8   magic "MiraEnd\0"

@@ -36,7 +36,7 @@
 #include "storage/oblock.h"
 
 /* The format this miradb writes; a reader refuses any other. */
-#define BLK_VERSION 1
+#define BLK_VERSION 2 /* 2: split-block blooms (algorithm 2) */
 
 struct blk_meta {
     uint32_t shard;
