@@ -40,6 +40,8 @@
  */
 #include "storage/oblock.h"
 
+#include "storage/adm.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -222,6 +224,7 @@ static void *cache_get(int cls, size_t size)
     if (c != NULL) {
         cache.head[cls] = c->next;
         cache.bytes -= size;
+        adm_uncharge(size); /* the block taking it charges it from here on */
     }
     pthread_mutex_unlock(&cache.lock);
     if (c == NULL) {
@@ -242,6 +245,7 @@ static void do_cache_put(int cls, void *p, size_t size)
     c->next = cache.head[cls];
     cache.head[cls] = c;
     cache.bytes += size;
+    adm_charge(size);
     CACHE_POISON((char *)c + sizeof(*c), size - sizeof(*c));
 }
 
@@ -267,6 +271,7 @@ void oblock_cache_limit(size_t bytes)
             struct cached *c = cache.head[cls];
             cache.head[cls] = c->next;
             cache.bytes -= class_size(cls);
+            adm_uncharge(class_size(cls));
             CACHE_UNPOISON((char *)c + sizeof(*c), class_size(cls) - sizeof(*c));
             free(c);
         }
