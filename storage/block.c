@@ -135,8 +135,10 @@
  */
 #include "storage/block.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -145,6 +147,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <libdeflate.h>
@@ -540,49 +543,65 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
     return 0;
 }
 
-/* Table being serialized: directory first, each column 8-aligned. */
+/*
+ * A table being serialized as pieces rather than one buffer: the directory
+ * and each INT header live here, INT values are narrowed in place in their
+ * column array, and string, dictionary and RAW data are the column buffers
+ * themselves, so a plain table goes to the file with writev and no copy.
+ * Each column starts 8-aligned (a zero piece pads). The column arrays are
+ * consumed: an INT column no longer holds its values after emit_int.
+ */
+#define TBW_PIECES (2 + 3 * MAX_PHYS)
 struct tbw {
-    struct vbuf out;
-    unsigned ncols, at;
+    uint8_t dir[8 + 16 * MAX_PHYS];
+    uint8_t ihdr[MAX_PHYS][INT_HDR];
+    struct iovec iov[TBW_PIECES];
+    unsigned niov, ncols, at;
+    size_t len;      /* raw table bytes so far */
+    struct vbuf out; /* the table in one buffer, for a zstd table only */
 };
 
-static int tbw_begin(struct tbw *t, unsigned ncols)
+static const uint8_t zeros8[8];
+
+static void tbw_piece(struct tbw *t, const void *p, size_t n)
 {
-    vbuf_reset(&t->out);
-    t->ncols = ncols;
-    t->at = 0;
-    if (vbuf_reserve(&t->out, 8 + 16 * (size_t)ncols) < 0) {
-        return -ENOMEM;
-    }
-    memset(t->out.p, 0, 8 + 16 * (size_t)ncols);
-    wr32(t->out.p, ncols);
-    t->out.len = 8 + 16 * (size_t)ncols;
-    return 0;
+    assert(t->niov < TBW_PIECES);
+    t->iov[t->niov++] = (struct iovec){(void *)p, n};
+    t->len += n;
 }
 
-static int tbw_col_start(struct tbw *t, size_t *start)
+static void tbw_begin(struct tbw *t, unsigned ncols)
 {
-    if (pad8(&t->out) < 0) {
-        return -ENOMEM;
+    assert(ncols <= MAX_PHYS);
+    t->ncols = ncols;
+    t->at = 0;
+    t->niov = 0;
+    t->len = 0;
+    memset(t->dir, 0, 8 + 16 * (size_t)ncols);
+    wr32(t->dir, ncols);
+    tbw_piece(t, t->dir, 8 + 16 * (size_t)ncols);
+}
+
+static size_t tbw_col_start(struct tbw *t)
+{
+    if (t->len & 7) {
+        tbw_piece(t, zeros8, 8 - (t->len & 7));
     }
-    *start = t->out.len;
-    return 0;
+    return t->len;
 }
 
 static void tbw_col_end(struct tbw *t, size_t start)
 {
-    uint8_t *d = t->out.p + 8 + 16 * (size_t)t->at;
+    uint8_t *d = t->dir + 8 + 16 * (size_t)t->at;
     wr64(d, start);
-    wr64(d + 8, t->out.len - start);
+    wr64(d + 8, t->len - start);
     t->at++;
 }
 
-static int emit_int(struct tbw *t, const uint64_t *v, uint64_t n)
+/* |v| (n values) is narrowed in place to the column's width. */
+static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
 {
-    size_t start;
-    if (tbw_col_start(t, &start) < 0) {
-        return -ENOMEM;
-    }
+    size_t start = tbw_col_start(t);
     uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
     for (uint64_t i = 0; i < n; i++) {
         mn = v[i] < mn ? v[i] : mn;
@@ -590,15 +609,15 @@ static int emit_int(struct tbw *t, const uint64_t *v, uint64_t n)
     }
     uint64_t r = mx - mn;
     unsigned w = r == 0 ? 0 : r <= 0xff ? 1 : r <= 0xffff ? 2 : r <= 0xffffffffu ? 4 : 8;
-    if (vbuf_reserve(&t->out, INT_HDR + n * w) < 0) {
-        return -ENOMEM;
-    }
-    uint8_t *p = t->out.p + t->out.len;
-    memset(p, 0, INT_HDR);
-    wr64(p, n);
-    wr64(p + 8, mn);
-    p[16] = (uint8_t)w;
-    p += INT_HDR;
+    uint8_t *h = t->ihdr[t->at];
+    memset(h, 0, INT_HDR);
+    wr64(h, n);
+    wr64(h + 8, mn);
+    h[16] = (uint8_t)w;
+    tbw_piece(t, h, INT_HDR);
+    /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
+     * bytes lie below value i + 1: narrowing in place is safe. */
+    uint8_t *p = (uint8_t *)v;
     switch (w) {
     case 1:
         for (uint64_t i = 0; i < n; i++) {
@@ -624,59 +643,56 @@ static int emit_int(struct tbw *t, const uint64_t *v, uint64_t n)
     default:
         break;
     }
-    t->out.len += INT_HDR + n * w;
-    tbw_col_end(t, start);
-    return 0;
-}
-
-static int emit_raw(struct tbw *t, const void *p, size_t n)
-{
-    size_t start;
-    if (tbw_col_start(t, &start) < 0 || (n > 0 && vbuf_put(&t->out, p, n) < 0)) {
-        return -ENOMEM;
+    if (n * w > 0) {
+        tbw_piece(t, p, n * w);
     }
     tbw_col_end(t, start);
-    return 0;
+}
+
+static void emit_raw(struct tbw *t, const void *p, size_t n)
+{
+    size_t start = tbw_col_start(t);
+    if (n > 0) {
+        tbw_piece(t, p, n);
+    }
+    tbw_col_end(t, start);
 }
 
 /* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
-static int emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
-                      unsigned n_extra)
+static void emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
+                       unsigned n_extra)
 {
-    int rc = tbw_begin(t, phys_cols(sp) + n_extra);
-    for (unsigned i = 0; rc == 0 && i < sp->n; i++) {
+    tbw_begin(t, phys_cols(sp) + n_extra);
+    for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
         case 'I':
-            rc = emit_int(t, w->I[e->idx], w->rows);
+            emit_int(t, w->I[e->idx], w->rows);
             break;
         case 'S':
-            rc = emit_int(t, w->S[e->idx].offs, w->rows + 1);
-            if (rc == 0) {
-                rc = emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
-            }
+            emit_int(t, w->S[e->idx].offs, w->rows + 1);
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
             break;
         case 'D': {
             struct dictb *d = &w->D[e->idx];
-            uint64_t zero = 0;
-            rc = emit_int(t, d->codes, w->rows);
-            if (rc == 0) {
-                rc = emit_int(t, d->nd ? d->offs : &zero, d->nd + 1);
+            emit_int(t, d->codes, w->rows);
+            if (d->nd) {
+                emit_int(t, d->offs, d->nd + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
             }
-            if (rc == 0) {
-                rc = emit_raw(t, d->data.p, d->data.len);
-            }
+            emit_raw(t, d->data.p, d->data.len);
             break;
         }
         case 'R':
-            rc = emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
+            emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
             break;
         }
     }
-    for (unsigned i = 0; rc == 0 && i < n_extra; i++) {
-        rc = emit_int(t, extra[i], w->rows);
+    for (unsigned i = 0; i < n_extra; i++) {
+        emit_int(t, extra[i], w->rows);
     }
-    return rc;
 }
 
 /* Record attribute keys counted while the rows are walked (once per row). */
@@ -1391,46 +1407,83 @@ struct tdir {
     uint64_t off, len, raw;
 };
 
-/* Writes one table (compressing it if asked) at |*off|; pads to 8. */
-static int write_table(int fd, uint64_t *off, struct vbuf *raw, enum blk_codec codec, int level,
+/* Writes all of iov[0, n) (consumed: the entries are advanced). */
+static int writev_all(int fd, struct iovec *iov, unsigned n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : (int)n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            if (w == 0 && iov->iov_len > 0) {
+                return -EIO;
+            }
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* Writes table |t| (compressing it if asked) at |*off|; pads to 8. A plain
+ * table is written from its pieces, its CRC chained over them. */
+static int write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
                        struct tdir *d)
 {
-    const uint8_t *p = raw->p;
-    size_t n = raw->len;
-    void *z = NULL;
     d->codec = BLK_CODEC_PLAIN;
-    d->raw = raw->len;
-    if (codec == BLK_CODEC_ZSTD && raw->len > 0 && raw->len <= ZSTD_RAW_MAX) {
-        size_t cap = ZSTD_compressBound(raw->len);
-        z = malloc(cap);
+    d->raw = t->len;
+    d->off = *off;
+    if (codec == BLK_CODEC_ZSTD && t->len > 0 && t->len <= ZSTD_RAW_MAX) {
+        vbuf_reset(&t->out);
+        if (vbuf_reserve(&t->out, t->len) < 0) {
+            return -ENOMEM;
+        }
+        for (unsigned i = 0; i < t->niov; i++) {
+            memcpy(t->out.p + t->out.len, t->iov[i].iov_base, t->iov[i].iov_len);
+            t->out.len += t->iov[i].iov_len;
+        }
+        size_t cap = ZSTD_compressBound(t->len);
+        void *z = malloc(cap);
         if (z == NULL) {
             return -ENOMEM;
         }
-        size_t zn = ZSTD_compress(z, cap, raw->p, raw->len, level ? level : 3);
+        size_t zn = ZSTD_compress(z, cap, t->out.p, t->out.len, level ? level : 3);
         if (ZSTD_isError(zn)) {
             free(z);
             return -EIO;
         }
-        p = z;
-        n = zn;
         d->codec = BLK_CODEC_ZSTD;
-    }
-    d->off = *off;
-    d->len = n;
-    d->crc = crc32_of(p, n);
-    int rc = write_all(fd, p, n);
-    free(z);
-    if (rc < 0) {
+        d->len = zn;
+        d->crc = crc32_of(z, zn);
+        size_t padn = (8 - (zn & 7)) & 7;
+        struct iovec v[2] = {{z, zn}, {(void *)zeros8, padn}};
+        int rc = writev_all(fd, v, 2);
+        free(z);
+        *off += zn + padn;
         return rc;
     }
-    *off += n;
-    static const uint8_t zeros[8];
-    if (*off & 7) {
-        size_t padn = 8 - (*off & 7);
-        rc = write_all(fd, zeros, padn);
-        *off += padn;
+    uint32_t crc = 0;
+    for (unsigned i = 0; i < t->niov; i++) {
+        crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);
     }
-    return rc;
+    d->len = t->len;
+    d->crc = crc;
+    if (t->len & 7) {
+        assert(t->niov < TBW_PIECES);
+        t->iov[t->niov++] = (struct iovec){(void *)zeros8, 8 - (t->len & 7)};
+    }
+    *off += (t->len + 7) & ~(uint64_t)7;
+    return writev_all(fd, t->iov, t->niov);
 }
 
 /*
@@ -1589,16 +1642,16 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
-        rc = t == 1 ? emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n)
-                    : emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
-        if (rc < 0) {
-            goto out;
+        if (t == 1) {
+            emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n);
+        } else {
+            emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
         }
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
             codec = BLK_CODEC_ZSTD;
         }
-        rc = write_table(fd, &off, &tb->out, codec, o ? o->zstd_level : 0, &dir[t]);
+        rc = write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
             goto out;
         }
