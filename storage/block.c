@@ -897,15 +897,6 @@ struct sortkey {
     uint64_t i;
 };
 
-static int cmp_sortkey(const void *a, const void *b)
-{
-    const struct sortkey *x = a, *y = b;
-    if (x->t != y->t) {
-        return x->t < y->t ? -1 : 1;
-    }
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
 static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
 {
     struct log_view lv;
@@ -924,24 +915,61 @@ static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
     }
 }
 
-/* Rows in time order (stable) into |perm|, using |k| (both |rows| long). */
+#define SORT_DIGIT 11
+#define SORT_BUCKETS (1u << SORT_DIGIT)
+
+/*
+ * Rows in time order (stable: ties in append order) into |perm|, using |k|
+ * and |tmp| (all |rows| long). Out of order rows are sorted by LSD radix on
+ * the time less the block's earliest, SORT_DIGIT bits a pass, only over the
+ * bits the block's time span uses, and a pass whose digit is the same in
+ * every row is skipped.
+ */
 static void sort_rows(const oblock *ob, enum signal sig, uint64_t rows, uint64_t *perm,
-                      struct sortkey *k)
+                      struct sortkey *k, struct sortkey *tmp)
 {
     bool sorted = true;
-    uint64_t prev = 0;
+    uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
     for (uint64_t i = 0; i < rows; i++) {
         uint64_t t = row_time(ob, sig, i);
         k[i].t = t;
         k[i].i = i;
         sorted = sorted && t >= prev;
         prev = t;
+        mn = t < mn ? t : mn;
+        mx = t > mx ? t : mx;
     }
-    if (!sorted) {
-        qsort(k, rows, sizeof(*k), cmp_sortkey);
+    if (sorted) {
+        for (uint64_t i = 0; i < rows; i++) {
+            perm[i] = i;
+        }
+        return;
+    }
+    uint64_t span = mx - mn;
+    uint32_t cnt[SORT_BUCKETS];
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += SORT_DIGIT) {
+        memset(cnt, 0, sizeof(cnt));
+        for (uint64_t i = 0; i < rows; i++) {
+            cnt[((k[i].t - mn) >> shift) & (SORT_BUCKETS - 1)]++;
+        }
+        if (cnt[((k[0].t - mn) >> shift) & (SORT_BUCKETS - 1)] == rows) {
+            continue; /* one digit for every row: the pass would not move anything */
+        }
+        uint32_t sum = 0;
+        for (unsigned d = 0; d < SORT_BUCKETS; d++) {
+            uint32_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < rows; i++) {
+            tmp[cnt[((k[i].t - mn) >> shift) & (SORT_BUCKETS - 1)]++] = k[i];
+        }
+        struct sortkey *x = k;
+        k = tmp;
+        tmp = x;
     }
     for (uint64_t i = 0; i < rows; i++) {
-        perm[i] = sorted ? i : k[i].i;
+        perm[i] = k[i].i;
     }
 }
 
@@ -1499,7 +1527,7 @@ struct scratch {
     struct vbuf foot;
     struct hot hot;
     uint64_t *perm;
-    struct sortkey *keys;
+    struct sortkey *keys, *keys2;
     size_t cap_rows;
 };
 
@@ -1523,6 +1551,7 @@ static void scratch_free(struct scratch *sc)
     vbuf_fini(&sc->foot);
     free(sc->perm);
     free(sc->keys);
+    free(sc->keys2);
     free(sc);
 }
 
@@ -1579,12 +1608,14 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
         size_t n = rows + rows / 8 + 1;
         free(sc->perm);
         free(sc->keys);
+        free(sc->keys2);
         free(s->kc.arow);
         sc->perm = malloc(n * sizeof(*sc->perm));
         sc->keys = malloc(n * sizeof(*sc->keys));
+        sc->keys2 = malloc(n * sizeof(*sc->keys2));
         s->kc.arow = malloc((n + 1) * sizeof(*s->kc.arow));
         sc->cap_rows = n;
-        if (sc->perm == NULL || sc->keys == NULL || s->kc.arow == NULL) {
+        if (sc->perm == NULL || sc->keys == NULL || sc->keys2 == NULL || s->kc.arow == NULL) {
             sc->cap_rows = 0;
             return -ENOMEM;
         }
@@ -1614,7 +1645,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     perm = sc->perm;
-    sort_rows(ob, sig, rows, perm, sc->keys);
+    sort_rows(ob, sig, rows, perm, sc->keys, sc->keys2);
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
