@@ -151,6 +151,7 @@
 #include <unistd.h>
 
 #include <libdeflate.h>
+#define XXH_INLINE_ALL /* keys and dictionary strings are short: the hash inlines */
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -451,12 +452,17 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
     return 0;
 }
 
-static int str_add(struct strb *s, uint64_t row, const void *p, size_t n)
+static inline int str_add(struct strb *s, uint64_t row, const void *p, size_t n)
 {
-    if (n > 0 && vbuf_put(&s->data, p, n) < 0) {
+    struct vbuf *d = &s->data;
+    if (n > d->cap - d->len && vbuf_reserve(d, n) < 0) {
         return -ENOMEM;
     }
-    s->offs[row + 1] = s->data.len;
+    if (n > 0) {
+        memcpy(d->p + d->len, p, n);
+        d->len += n;
+    }
+    s->offs[row + 1] = d->len;
     return 0;
 }
 
@@ -531,11 +537,12 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 vbuf_reset(&d->data);
                 break;
             }
-            case 'R':
+            case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
                     return -ENOMEM;
                 }
+                w->R[e->idx].len = rows * e->arg;
                 break;
             }
         }
@@ -1005,12 +1012,8 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
         if (rc == 0) {
             rc = str_add(&w->S[L_ATTRS], j, v.attrs.p, v.attrs.len);
         }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[L_TRACE], v.trace_id, 16);
-        }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[L_SPAN], v.span_id, 8);
-        }
+        memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
+        memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
         if (rc == 0 && v.has_trace_id) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
@@ -1071,15 +1074,9 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         if (rc == 0) {
             rc = str_add(&w->S[T_LINKS], j, v.links.p, v.links.len);
         }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[T_TRACE], v.trace_id, 16);
-        }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[T_SPAN], v.span_id, 8);
-        }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[T_PARENT], v.parent_span_id, 8);
-        }
+        memcpy(w->R[T_TRACE].p + 16 * j, v.trace_id, 16);
+        memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
+        memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
         if (rc == 0) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
@@ -1110,19 +1107,11 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         w->I[M_FLAGS][j] = v.flags;
         w->I[M_NEX][j] = v.n_exemplars;
         zone_add(s, ZONE_TIME, v.time_ns, false);
-        int rc = vbuf_put(&w->R[M_VALUE], &v.value, 8);
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[M_SUM], &v.sum, 8);
-        }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[M_MIN], &v.min, 8);
-        }
-        if (rc == 0) {
-            rc = vbuf_put(&w->R[M_MAX], &v.max, 8);
-        }
-        if (rc == 0) {
-            rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
-        }
+        memcpy(w->R[M_VALUE].p + 8 * j, &v.value, 8);
+        memcpy(w->R[M_SUM].p + 8 * j, &v.sum, 8);
+        memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
+        memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
+        int rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
         if (rc == 0) {
             rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
         }
