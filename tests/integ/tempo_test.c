@@ -702,7 +702,9 @@ Test(tempo, search_tags_and_errors_over_http)
 Test(tempo, large_trace_streams_in_pieces_and_limits_answer_clearly)
 {
     struct daemon d;
-    const char *args[] = {"--query-max-rows", "25000", NULL};
+    /* A generous timeout: under ASan on a loaded 2-core machine the 20000
+     * spans can take longer to render than the 30 s default allows. */
+    const char *args[] = {"--query-max-rows", "25000", "--query-timeout", "300s", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     /* 4 exports x 5000 spans of one trace, each span ~150 bytes of JSON out */
     size_t cap = 5000 * 400 + 1024;
