@@ -109,7 +109,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_memory_budget_bytes", "gauge", "The ingest memory budget.");
     evbuffer_add_printf(o, "miradb_memory_budget_bytes %llu\n", (unsigned long long)adm_budget());
     header(o, "miradb_memory_in_use_bytes", "gauge",
-           "Bytes charged to the budget: request bodies, batches, open blocks.");
+           "Bytes charged to the budget: request bodies, batches, open and sealing blocks, cached chunks, seal scratch.");
     evbuffer_add_printf(o, "miradb_memory_in_use_bytes %llu\n", (unsigned long long)adm_in_use());
 
     /* Per shard gauges, then per signal sums of the WAL counters. */
