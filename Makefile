@@ -29,6 +29,9 @@ PROTOS   := $(shell find proto -name '*.proto' 2>/dev/null | sort)
 PB_C     := $(PROTOS:proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 PB_H     := $(PB_C:.c=.h)
 
+# Generated files are build outputs to keep, not intermediates to delete.
+.SECONDARY: $(PB_C) $(PB_H)
+
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c -Iproto --c_out=$(BUILD)/gen $<
