@@ -103,9 +103,15 @@ def one(build, proto, secs):
         "seal_catchup_s": round(settle_s, 2),
         "daemon_exit": status,
     }
+    # Refusal latency is measured from the scheduled send time. When the
+    # client could not keep up (HTTP/1.1: one request in flight per
+    # connection, so due requests queue in the client), it includes that
+    # client-side queueing and says nothing about the server's wait; the
+    # server's own mean wait is then the measure.
     checks = {
         "shed_answers_retryable": not nonretry and rep["requests"]["unanswered"] == 0,
-        "admission_wait_holds": (ref_max is None or ref_max <= ADMIT_WAIT_MS + SLACK_MS)
+        "admission_wait_holds": (ref_max is None or ref_max <= ADMIT_WAIT_MS + SLACK_MS
+                                 or not out["client_kept_up"])
         and (not waits or wait_s / waits * 1e3 <= ADMIT_WAIT_MS),
         "peak_rss_within_budget": (s["peak_rss_bytes"] or 0) <= BUDGET,
         "acked_records_present": rows == rep["records"]["acknowledged"],
