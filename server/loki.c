@@ -337,8 +337,8 @@ static void answer_text(struct http1_req *r, int status, const char *msg)
 
 static void bad_request(struct http1_req *r, enum qs_endpoint ep, uint64_t t0, const char *msg)
 {
+    qstats_query_done(ep, QS_BAD_REQUEST, mono_ns() - t0); /* counted before the answer leaves */
     answer_text(r, 400, msg);
-    qstats_query_done(ep, QS_BAD_REQUEST, mono_ns() - t0);
 }
 
 #define PIECE_BYTES (256u << 10)
@@ -356,8 +356,8 @@ static void on_more(struct http1_req *r, void *arg)
     if (qpool_submit_urgent(&j->pj) < 0) {
         /* the pool is gone (shutdown): end the answer where it is */
         j->inflight = false;
-        http1_resp_end(j->r);
         qstats_query_done(j->ep, QS_ERROR, mono_ns() - j->t0);
+        http1_resp_end(j->r);
         job_free(j);
     }
 }
@@ -381,8 +381,8 @@ static void on_done(struct iot_msg *m)
         http1_resp_flush(j->r, on_more, j);
         return;
     }
-    http1_resp_end(j->r);
     qstats_query_done(j->ep, j->outcome, mono_ns() - j->t0);
+    http1_resp_end(j->r);
     job_free(j);
 }
 
@@ -552,8 +552,8 @@ static void submit(struct job *j)
         http1_resp_header(j->r, "Retry-After", "1");
         const char *msg = "too many queries in flight; retry later";
         evbuffer_add(http1_resp_body(j->r), msg, strlen(msg));
-        http1_resp_end(j->r);
         qstats_query_done(j->ep, QS_OVERLOADED, mono_ns() - j->t0);
+        http1_resp_end(j->r);
         job_free(j);
         return;
     }

@@ -410,8 +410,11 @@ static void on_answer(struct iot_msg *m)
     }
     evbuffer_add_buffer(http1_resp_body(r), t->body);
     if (t->done) {
+        /* Counted before the answer leaves, so a client that reads /metrics
+         * after the answer sees it counted. */
+        qstats_query_done(t->ep, t->outcome, mono_ns() - t->t0);
         http1_resp_end(r);
-        treq_finish(t);
+        treq_free(t);
         return;
     }
     http1_resp_flush(r, on_more, t);

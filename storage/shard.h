@@ -69,7 +69,9 @@ struct shard_stats {
     uint64_t sealed_seq; /* WAL watermark of the newest published block */
     struct wal_stats wal;
     uint64_t replay_bad_frames;
-    uint64_t append_failures; /* rows WAL-logged but not appended (out of memory) */
+    /* Appends the open block refused (full, or no memory): the block was
+     * sealed and the append retried once in a fresh one. */
+    uint64_t append_failures;
     uint64_t block_rows;
     uint64_t block_bytes;
     bool replayed;

@@ -251,7 +251,9 @@ static void scan_frames(struct h2c *c, const uint8_t *p, size_t n)
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        /* send(MSG_NOSIGNAL): a peer that died (the crash battery kills the
+         * daemon mid-export) must fail the write, not SIGPIPE the test. */
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) {
                 continue;
