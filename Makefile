@@ -5,7 +5,13 @@
 #   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
+#   make fresh-check  make test and make run on a brand-new Debian 12 root (scripts/fresh-check.sh)
 #   make fmt / fmt-check / clean / deps
+#
+# run, test, fuzz and bench install missing packages first (scripts/deps.sh) and
+# only then start a second make for the build: the compiler flags below come
+# from pkg-config and are computed when a make reads this file, so the make
+# that builds must start after the packages exist.
 
 BUILD   ?= build
 # Build with every core unless told otherwise (make -j1 ...).
@@ -49,8 +55,10 @@ ASN := $(BUILD)/asan
 REL_LIB_OBJS := $(LIB_SRCS:%.c=$(REL)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(REL)/gen/%.o)
 ASN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASN)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(ASN)/gen/%.o)
 
-.PHONY: all run test unit integ interop fuzz bench deps fmt fmt-check clean
+.PHONY: all run test unit integ interop fuzz bench deps fmt fmt-check clean fresh-check \
+        test-suites fuzz-run
 .DEFAULT_GOAL := all
+SUBMAKE := $(MAKE) --no-print-directory
 
 all: $(BUILD)/miradb
 
@@ -100,13 +108,17 @@ $(foreach t,$(BENCH_TOOLS),$(eval $(call BENCH_TOOL,$(t))))
 $(BUILD)/percore: $(REL)/bench/otlp-load/gen.o
 $(BUILD)/blkbench: $(REL)/bench/otlp-load/gen.o
 
-run: deps all
+run: deps
+	@$(SUBMAKE) all
 	@mkdir -p data
 	$(BUILD)/miradb serve --data ./data --grpc-listen 127.0.0.1:4317 --http-listen 127.0.0.1:4318
 
 # Every suite. Sanitizer reports fail the run even where criterion would not
 # notice them (a leak report after a passing test, LIBS.md 5).
-test: deps all $(ASN)/unit-tests $(ASN)/integ-tests $(ASN)/miradb
+test: deps
+	@$(SUBMAKE) test-suites
+
+test-suites: all $(ASN)/unit-tests $(ASN)/integ-tests $(ASN)/miradb
 	scripts/run-tests.sh $(ASN) $(BUILD)
 
 unit: $(ASN)/unit-tests
@@ -134,11 +146,18 @@ $(FZ)/libmiradb.a: $(FZ_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 $(FZ)/fuzz_%: $(FZ)/tests/fuzz/fuzz_%.o $(FZ)/libmiradb.a
 	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
-fuzz: deps $(FUZZ_TARGETS:%=$(FZ)/%)
+fuzz: deps
+	@$(SUBMAKE) fuzz-run
+fuzz-run: $(FUZZ_TARGETS:%=$(FZ)/%)
 	scripts/run-fuzz.sh $(FZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-bench: deps all
+bench: deps
+	@$(SUBMAKE) all
 	bench/run-all.sh $(BUILD)
+
+# Proves the README's two commands on a brand-new Debian 12 root (debootstrap).
+fresh-check:
+	scripts/fresh-check.sh
 
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
