@@ -164,7 +164,9 @@ fmt:
 fmt-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
+# --one-file-system: never descend into a mount left under build/ (a fresh-check root
+# whose /dev is the host's, if that script was killed before it could undo it).
 clean:
-	rm -rf $(BUILD)
+	rm -rf --one-file-system $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path $(BUILD)/fresh-check -prune -o -name '*.d' -print 2>/dev/null)
