@@ -226,6 +226,9 @@ static void put_str(struct jsonw *w, const char *s, size_t n)
 
 void jsonw_keyn(struct jsonw *w, const char *k, size_t n)
 {
+    if (w->over > 0) {
+        return; /* no member of a dropped container is pending */
+    }
     sep(w);
     put_str(w, k, n);
     add(w, ":", 1);
