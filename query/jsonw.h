@@ -41,10 +41,10 @@ struct evbuffer;
 struct jsonw {
     struct evbuffer *out; /* borrowed */
     int depth;
-    int over;        /* begin calls refused past JSONW_MAX_DEPTH, not yet ended */
-    int err;         /* 0, -ENOMEM, or -E2BIG (too deep) */
-    bool html;       /* escape < > & as \u003c \u003e \u0026 */
-    bool after_key;  /* the next value completes a member */
+    int over;       /* begin calls refused past JSONW_MAX_DEPTH, not yet ended */
+    int err;        /* 0, -ENOMEM, or -E2BIG (too deep) */
+    bool html;      /* escape < > & as \u003c \u003e \u0026 */
+    bool after_key; /* the next value completes a member */
     /* bit d: the container at depth d + 1 has a member already */
     uint64_t nonempty[(JSONW_MAX_DEPTH + 63) / 64];
 };

@@ -30,8 +30,8 @@ typedef Opentelemetry__Proto__Trace__V1__TracesData TracesData;
 #define NS UINT64_C(1000000000)
 #define MAXD VAL_MAX_DEPTH
 
-static const char *const ARGS[] = {"--shards",       "1",  "--io-threads", "1",
-                                   "--block-max-age", "1s", NULL};
+static const char *const ARGS[] = {"--shards", "1", "--io-threads", "1", "--block-max-age",
+                                   "1s",       NULL};
 
 /* ---- OTLP/JSON values ---- */
 
@@ -63,8 +63,8 @@ static void json_nest(struct sb *b, int levels, bool kv, const char *leaf)
     char key[64];
     for (int i = 1; i < levels; i++) {
         if (kv) {
-            snprintf(key, sizeof(key), "{\"kvlistValue\":{\"values\":[{\"key\":\"k%d\",\"value\":",
-                     i);
+            snprintf(key, sizeof(key),
+                     "{\"kvlistValue\":{\"values\":[{\"key\":\"k%d\",\"value\":", i);
             sb_add(b, key);
         } else {
             sb_add(b, "{\"arrayValue\":{\"values\":[");
@@ -413,7 +413,8 @@ static int pb_walk(const AnyValue *v, bool kv, const AnyValue **leaf)
     int n = 1;
     for (;;) {
         cr_assert_not_null(v, "level %d: no value", n);
-        if (kv && v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE &&
+        if (kv &&
+            v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE &&
             v->kvlist_value->n_values > 0) {
             cr_assert_eq(v->kvlist_value->n_values, 1);
             char key[16];
@@ -421,7 +422,8 @@ static int pb_walk(const AnyValue *v, bool kv, const AnyValue **leaf)
             cr_assert_str_eq(v->kvlist_value->values[0]->key, key);
             v = v->kvlist_value->values[0]->value;
         } else if (!kv &&
-                   v->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
+                   v->value_case ==
+                       OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
                    v->array_value->n_values > 0) {
             cr_assert_eq(v->array_value->n_values, 1);
             v = v->array_value->values[0];
@@ -548,8 +550,8 @@ static void check_trace_json(json_t *rss)
 {
     cr_assert_eq(json_array_size(rss), 1);
     json_t *rs = json_array_get(rss, 0);
-    json_expect_attr(json_object_get(json_object_get(rs, "resource"), "attributes"), "res.kv",
-                     true, "stringValue", "res-leaf");
+    json_expect_attr(json_object_get(json_object_get(rs, "resource"), "attributes"), "res.kv", true,
+                     "stringValue", "res-leaf");
     json_t *sps = json_object_get(json_array_get(json_object_get(rs, "scopeSpans"), 0), "spans");
     cr_assert_eq(json_array_size(sps), 1);
     json_t *sp = json_array_get(sps, 0);
