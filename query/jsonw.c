@@ -18,6 +18,9 @@
 
 static void add(struct jsonw *w, const void *p, size_t n)
 {
+    if (w->over > 0) {
+        return; /* inside a container refused as too deep */
+    }
     if (evbuffer_add(w->out, p, n) < 0) {
         w->err = -ENOMEM;
     }
@@ -36,31 +39,44 @@ static void sep(struct jsonw *w)
         w->after_key = false;
         return;
     }
-    if (w->depth == 0) {
+    if (w->depth == 0 || w->over > 0) {
         return;
     }
-    uint64_t bit = 1ull << (w->depth - 1);
-    if (w->nonempty & bit) {
+    unsigned d = (unsigned)w->depth - 1;
+    uint64_t bit = 1ull << (d % 64);
+    if (w->nonempty[d / 64] & bit) {
         add(w, ",", 1);
     } else {
-        w->nonempty |= bit;
+        w->nonempty[d / 64] |= bit;
     }
 }
 
 static void open_c(struct jsonw *w, char c)
 {
-    if (w->depth >= JSONW_MAX_DEPTH) {
+    if (w->over > 0 || w->depth >= JSONW_MAX_DEPTH) {
+        /* Refused: written as null, so the text stays valid JSON; what
+         * comes before the matching close is not written (add() checks
+         * |over|) and that close is dropped. */
+        if (w->over == 0) {
+            sep(w);
+            add(w, "null", 4);
+        }
         w->err = -E2BIG;
+        w->over++;
         return;
     }
     sep(w);
     add(w, &c, 1);
-    w->depth++;
-    w->nonempty &= ~(1ull << (w->depth - 1));
+    unsigned d = (unsigned)w->depth++;
+    w->nonempty[d / 64] &= ~(1ull << (d % 64));
 }
 
 static void close_c(struct jsonw *w, char c)
 {
+    if (w->over > 0) {
+        w->over--;
+        return;
+    }
     if (w->depth == 0) {
         return;
     }
@@ -200,6 +216,9 @@ void jsonw_escape(struct evbuffer *out, const char *str, size_t n, bool html)
 
 static void put_str(struct jsonw *w, const char *s, size_t n)
 {
+    if (w->over > 0) {
+        return;
+    }
     add(w, "\"", 1);
     jsonw_escape(w->out, s, n, w->html);
     add(w, "\"", 1);
@@ -207,6 +226,9 @@ static void put_str(struct jsonw *w, const char *s, size_t n)
 
 void jsonw_keyn(struct jsonw *w, const char *k, size_t n)
 {
+    if (w->over > 0) {
+        return; /* no member of a dropped container is pending */
+    }
     sep(w);
     put_str(w, k, n);
     add(w, ":", 1);

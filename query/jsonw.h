@@ -10,9 +10,13 @@
  * which JSON cannot carry as numbers, are written as the strings "NaN",
  * "+Inf" and "-Inf" (Prometheus / Loki convention).
  *
- * Nesting is limited to JSONW_MAX_DEPTH; deeper begin calls set w->err and
- * write nothing. Memory errors of the evbuffer set w->err = -ENOMEM; the
- * writer keeps going (the caller checks w->err once at the end).
+ * Nesting is limited to JSONW_MAX_DEPTH, which is deep enough for any
+ * AnyValue the decoders accept inside any answer. A begin call past it sets
+ * w->err = -E2BIG and writes null in place of the container; everything up
+ * to the matching end call is dropped, so the text stays valid JSON (the
+ * caller must still refuse it: a part is missing). Memory errors of the evbuffer set
+ * w->err = -ENOMEM; the writer keeps going (the caller checks w->err once
+ * at the end).
  * Not thread-safe: one writer per thread at a time.
  */
 #ifndef MIRADB_JSONW_H
@@ -22,17 +26,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "storage/val.h"
+
 struct evbuffer;
 
-#define JSONW_MAX_DEPTH 64
+/*
+ * An OTLP/JSON AnyValue costs up to 4 JSON levels per value level
+ * ({"kvlistValue":{"values":[{"key":..,"value":{...), and the decoders
+ * accept VAL_MAX_DEPTH value levels; the rest is room for the envelope
+ * around it (an answer's data, streams, records, spans, events...).
+ */
+#define JSONW_MAX_DEPTH (4 * VAL_MAX_DEPTH + 64)
 
 struct jsonw {
     struct evbuffer *out; /* borrowed */
     int depth;
-    int err;           /* 0, -ENOMEM, or -E2BIG (too deep) */
-    bool html;         /* escape < > & as \u003c \u003e \u0026 */
-    bool after_key;    /* the next value completes a member */
-    uint64_t nonempty; /* bit d: container at depth d has a member already */
+    int over;       /* begin calls refused past JSONW_MAX_DEPTH, not yet ended */
+    int err;        /* 0, -ENOMEM, or -E2BIG (too deep) */
+    bool html;      /* escape < > & as \u003c \u003e \u0026 */
+    bool after_key; /* the next value completes a member */
+    /* bit d: the container at depth d + 1 has a member already */
+    uint64_t nonempty[(JSONW_MAX_DEPTH + 63) / 64];
 };
 
 void jsonw_init(struct jsonw *w, struct evbuffer *out);

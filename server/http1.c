@@ -503,6 +503,23 @@ void http1_resp_end(struct http1_req *r)
     conn_run(c);
 }
 
+void http1_resp_abort(struct http1_req *r)
+{
+    struct conn *c = r->c;
+    evbuffer_drain(r->rbody, evbuffer_get_length(r->rbody));
+    if (!r->head_sent) {
+        evbuffer_drain(r->rhdrs, evbuffer_get_length(r->rhdrs));
+        r->status = 500;
+        resp_write_head(r, 0);
+    }
+    r->close = true; /* after what is queued; no "0\r\n\r\n" */
+    r->ended = true;
+    r->more = NULL;
+    r->abort_fn = NULL;
+    c->st = CS_RESP;
+    conn_run(c);
+}
+
 /*
  * Prepares an answer in |r| without sending it: an OTLP error (|code| not
  * GRPC_OK) becomes a google.rpc.Status in the request's format when the

@@ -73,6 +73,15 @@ void http1_resp_flush(struct http1_req *r, http1_more_cb more, void *arg);
 /* Ends the answer; |r| is invalid afterwards. Without a prior flush the
  * answer goes out whole, with a Content-Length. */
 void http1_resp_end(struct http1_req *r);
+/*
+ * Ends a streamed answer that failed after a flush: what the body holds is
+ * dropped and the connection closes without the last chunk, so the client
+ * sees an incomplete answer rather than a short one that looks whole (over
+ * HTTP/1.0, where the close ends the body, that cannot be told apart).
+ * Before any flush it sends a 500 without a body instead. |r| is invalid
+ * afterwards.
+ */
+void http1_resp_abort(struct http1_req *r);
 /* For a handler that answers later: |fn| runs if the connection closes
  * first (then |r| is invalid and no http1_resp_* call may follow). */
 void http1_req_on_abort(struct http1_req *r, void (*fn)(void *arg), void *arg);

@@ -308,6 +308,7 @@ struct job {
     struct logs_result *res;
     bool more;
     bool started;  /* I/O thread: response headers sent */
+    bool failed;   /* a later piece failed to render: the answer is cut */
     bool inflight; /* I/O thread: the job is queued, running or posted back */
     int status;
     enum qs_outcome outcome;
@@ -382,7 +383,11 @@ static void on_done(struct iot_msg *m)
         return;
     }
     qstats_query_done(j->ep, j->outcome, mono_ns() - j->t0);
-    http1_resp_end(j->r);
+    if (j->failed) {
+        http1_resp_abort(j->r);
+    } else {
+        http1_resp_end(j->r);
+    }
     job_free(j);
 }
 
@@ -526,8 +531,12 @@ static void run_more(struct qpool_job *pj)
         j->more = !logs_render(j->res, j->body, PIECE_BYTES);
     }
     if (!j->more || logs_render_error(j->res) < 0) {
-        /* done (or out of memory: the answer ends short, the client sees
-         * invalid JSON rather than a hang); drop the blocks here */
+        /* done (or out of memory: the I/O side cuts the answer so it does
+         * not look complete, rather than hang); drop the blocks here */
+        if (logs_render_error(j->res) < 0) {
+            j->failed = true;
+            j->outcome = QS_ERROR;
+        }
         j->more = false;
         logs_result_free(j->res);
         j->res = NULL;

@@ -65,6 +65,7 @@ struct treq {
     int cancel;    /* atomic: polled by the query */
     bool answered; /* the status line went out */
     bool done;     /* the body is complete */
+    bool failed;   /* done, but the rendering failed after the status line went out */
     /* the answer the pool produced */
     int status;
     const char *ctype;
@@ -314,9 +315,16 @@ static void run_trace(struct treq *t)
     }
     rc = traces_render(t->trace, t->fmt, t->body, TRACE_CHUNK);
     if (rc < 0) {
-        /* Mid-answer: nothing sensible can follow; the I/O side closes. */
+        if (!t->answered) {
+            /* Nothing sent yet: an error, not the part rendered so far. */
+            snprintf(err, sizeof(err), "could not render the trace: %s", strerror(-rc));
+            set_error(t, rc, err);
+            return;
+        }
+        /* Mid-answer: nothing sensible can follow; the I/O side cuts the
+         * connection so the answer does not look complete. */
         t->outcome = QS_ERROR;
-        t->status = t->answered ? t->status : 500;
+        t->failed = true;
         t->done = true;
         return;
     }
@@ -413,7 +421,11 @@ static void on_answer(struct iot_msg *m)
         /* Counted before the answer leaves, so a client that reads /metrics
          * after the answer sees it counted. */
         qstats_query_done(t->ep, t->outcome, mono_ns() - t->t0);
-        http1_resp_end(r);
+        if (t->failed) {
+            http1_resp_abort(r);
+        } else {
+            http1_resp_end(r);
+        }
         treq_free(t);
         return;
     }
