@@ -277,7 +277,7 @@ static void post_cb(struct ingest_req *r)
 static void vset_failed(struct ingest_req *r, enum ingest_status st, const char *fmt, va_list ap)
 {
     r->res.status = st;
-    r->res.retry_after_s = st == IS_STORAGE_FAILED                         ? STORAGE_RETRY_AFTER_S
+    r->res.retry_after_s = st == IS_STORAGE_FAILED                           ? STORAGE_RETRY_AFTER_S
                            : (st == IS_OVERLOADED || st == IS_SHUTTING_DOWN) ? RETRY_AFTER_S
                                                                              : 0;
     vsnprintf(r->res.message, sizeof(r->res.message), fmt, ap);
@@ -531,7 +531,8 @@ static void job_done(struct shard_job *j);
 static void storage_failed(struct ingest_req *r, int rc)
 {
     struct ingest_thr *h = thr_of(r->t);
-    const char *what = cfg->ack == ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
+    const char *what =
+        cfg->ack == ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
     r->res.records = 0;
     r->res.rejected = 0;
     if (rc == -E2BIG) {
@@ -543,8 +544,9 @@ static void storage_failed(struct ingest_req *r, int rc)
         set_failed(r, IS_SHUTTING_DOWN, "server is shutting down; retry later");
         return;
     }
-    set_failed(r, IS_STORAGE_FAILED, "storage unavailable: could not %s the %s export: %s; retry later",
-               what, signal_name(r->sig), strerror(-rc));
+    set_failed(r, IS_STORAGE_FAILED,
+               "storage unavailable: could not %s the %s export: %s; retry later", what,
+               signal_name(r->sig), strerror(-rc));
     uint64_t now = now_ns();
     h->storage_unlogged++;
     if (h->storage_logged_ns == 0 || now - h->storage_logged_ns >= STORAGE_LOG_EVERY_NS) {
@@ -552,7 +554,10 @@ static void storage_failed(struct ingest_req *r, int rc)
                   "event=storage_failed signal=%s ack=%s error=\"%s\" refused=%llu "
                   "msg=\"exports are answered 503 / UNAVAILABLE with a retry delay until "
                   "storage recovers\"",
-                  signal_name(r->sig), cfg->ack == ACK_SEAL ? "seal" : cfg->ack == ACK_FSYNC ? "fsync" : "wal",
+                  signal_name(r->sig),
+                  cfg->ack == ACK_SEAL    ? "seal"
+                  : cfg->ack == ACK_FSYNC ? "fsync"
+                                          : "wal",
                   strerror(-rc), (unsigned long long)h->storage_unlogged);
         h->storage_logged_ns = now;
         h->storage_unlogged = 0;

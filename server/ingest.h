@@ -38,14 +38,14 @@ struct ingest_req;
 
 /* What a listener answers. */
 enum ingest_status {
-    IS_PENDING = 0,  /* no answer yet */
-    IS_ADMITTED,     /* after ingest_admit: go on reading the body */
-    IS_OK,           /* acknowledged; |rejected| > 0 means partial success */
-    IS_MALFORMED,    /* HTTP 400, gRPC INVALID_ARGUMENT */
-    IS_TOO_LARGE,    /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
-    IS_UNSUPPORTED,  /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
-    IS_OVERLOADED,   /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
-    IS_INTERNAL,     /* HTTP 500, gRPC INTERNAL: a bug, never a storage error */
+    IS_PENDING = 0,   /* no answer yet */
+    IS_ADMITTED,      /* after ingest_admit: go on reading the body */
+    IS_OK,            /* acknowledged; |rejected| > 0 means partial success */
+    IS_MALFORMED,     /* HTTP 400, gRPC INVALID_ARGUMENT */
+    IS_TOO_LARGE,     /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
+    IS_UNSUPPORTED,   /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
+    IS_OVERLOADED,    /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
+    IS_INTERNAL,      /* HTTP 500, gRPC INTERNAL; never for a storage error */
     IS_SHUTTING_DOWN, /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
     /* The WAL write or sync (or, under --ack seal, the seal) failed: disk
      * full, I/O error, no file descriptors... Retrying later can succeed:
@@ -63,7 +63,7 @@ struct ingest_result {
     enum ingest_status status;
     uint32_t records;      /* accepted */
     uint32_t rejected;     /* partial success count */
-    int retry_after_s;     /* for IS_OVERLOADED / IS_SHUTTING_DOWN / IS_STORAGE_FAILED */
+    int retry_after_s;     /* for IS_OVERLOADED / IS_SHUTTING_DOWN (and storage) */
     char message[256];     /* English, for error bodies and partial_success */
 };
 

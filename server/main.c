@@ -454,8 +454,8 @@ stop:;
     struct sealer_stats ss;
     sealer_get_stats(&ss);
     if (ss.seals_abandoned > 0) {
-        log_warn("main",
-                 "event=seals_abandoned count=%llu msg=\"%s\"", (unsigned long long)ss.seals_abandoned,
+        log_warn("main", "event=seals_abandoned count=%llu msg=\"%s\"",
+                 (unsigned long long)ss.seals_abandoned,
                  c.ack == ACK_SEAL ? "blocks whose seal kept failing were dropped; their rows were "
                                      "never acknowledged"
                                    : "blocks whose seal kept failing were left unsealed; the WAL "

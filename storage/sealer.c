@@ -32,7 +32,7 @@ static struct busy {
 } busy[SEALER_THREADS]; /* shards with a seal running, under |lock| */
 static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
-static uint64_t give_up_ns;             /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
+static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
 static sealer_failure_fn failure_hook; /* under |lock| */
 
 static uint64_t mono_ns(void)
@@ -137,8 +137,10 @@ static void seal_one(struct seal_job *j, int me)
     uint64_t t0 = mono_ns();
     int rc;
     for (unsigned attempt = 1;; attempt++) {
-        struct seal_failure f = {.shard = j->meta.shard, .seal_id = j->meta.seal_id,
-                                 .rows = j->rows, .attempt = attempt};
+        struct seal_failure f = {.shard = j->meta.shard,
+                                 .seal_id = j->meta.seal_id,
+                                 .rows = j->rows,
+                                 .attempt = attempt};
         pthread_mutex_lock(&lock);
         bool give_up = owner_failed(j->owner);
         pthread_mutex_unlock(&lock);

@@ -47,12 +47,12 @@ struct seal_failure {
     uint32_t shard;
     uint64_t seal_id;
     uint64_t rows;
-    unsigned attempt;   /* 1 for the first failure of this block */
-    const char *step;   /* "write", "open" or "publish": what failed */
-    int error;          /* -errno: -ENOSPC, -EIO, -EMFILE, -EBADMSG (read back damaged) ... */
-    char path[700];     /* the block file (or its directory, if no name was made) */
-    char detail[200];   /* blk_open's reason, or "" */
-    int retry_in_s;     /* seconds until the next attempt; -1: given up (shutdown) */
+    unsigned attempt; /* 1 for the first failure of this block */
+    const char *step; /* "write", "open" or "publish": what failed */
+    int error;        /* -errno: -ENOSPC, -EIO, -EMFILE, -EBADMSG (read back damaged) ... */
+    char path[700];   /* the block file (or its directory, if no name was made) */
+    char detail[200]; /* blk_open's reason, or "" */
+    int retry_in_s;   /* seconds until the next attempt; -1: given up (shutdown) */
 };
 
 /* Called on a sealer thread, without the sealer's lock held, once per

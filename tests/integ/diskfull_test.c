@@ -30,9 +30,9 @@
 #include "tests/util/httpc.h"
 
 #define LOGS_GRPC_PATH "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-#define ACKED_N 100   /* records acknowledged before the disk fills */
+#define ACKED_N 100     /* records acknowledged before the disk fills */
 #define REFUSED_ID 5000 /* first id of the exports sent once it is full */
-#define REFUSED_N 400 /* a frame of several pages: it cannot fit in the WAL's last page */
+#define REFUSED_N 400   /* a frame of several pages: it cannot fit in the WAL's last page */
 
 static char mnt[256];
 static bool mounted;
@@ -184,13 +184,14 @@ static int count_row(void *ctx, const struct dump_row *r)
  */
 static void start_and_fill(struct daemon *d, const char *data, const char *timeout)
 {
-    const char *args[] = {"--shards", "1", "--io-threads", "1", "--block-max-age", "1s",
-                          "--shutdown-timeout", timeout, NULL};
+    const char *args[] = {
+        "--shards", "1", "--io-threads", "1", "--block-max-age", "1s", "--shutdown-timeout",
+        timeout,    NULL};
     cr_assert_eq(daemon_start(d, data, args), 0);
     struct http_resp r;
     http_export(d, 0, ACKED_N, &r);
-    cr_assert_eq(r.status, 200, "export before the disk filled: %d %.*s", r.status,
-                 (int)r.body_len, (const char *)r.body);
+    cr_assert_eq(r.status, 200, "export before the disk filled: %d %.*s", r.status, (int)r.body_len,
+                 (const char *)r.body);
     http_resp_free(&r);
     fill_disk();
 }
@@ -222,7 +223,8 @@ Test(diskfull, refusals_are_503_and_unavailable_and_every_seal_failure_is_logged
     cr_assert_eq(h2c_unary(d.grpc_port, LOGS_GRPC_PATH, NULL, framed, flen, &c), 0);
     cr_expect_eq(c.grpc_status, 14, "gRPC export on a full disk: status %d (%s)", c.grpc_status,
                  c.grpc_message);
-    cr_expect_neq(c.details_bin[0], '\0', "UNAVAILABLE without grpc-status-details-bin (RetryInfo)");
+    cr_expect_neq(c.details_bin[0], '\0',
+                  "UNAVAILABLE without grpc-status-details-bin (RetryInfo)");
     h2c_call_free(&c);
     free(framed);
     free(body);
@@ -271,9 +273,9 @@ Test(diskfull, sigterm_while_a_seal_keeps_failing_exits_within_the_timeout_and_l
     long long took = now_ms() - t0;
     cr_expect_eq(status, 0, "exit status %d after SIGTERM on a full disk", status);
     cr_expect_lt(took, 8000, "SIGTERM to exit took %lld ms with --shutdown-timeout 2s", took);
-    cr_expect_geq(log_count(&d, "next=\"given up at shutdown; the WAL keeps its rows", line,
-                            sizeof(line)),
-                  1, "no seal given up at shutdown");
+    cr_expect_geq(
+        log_count(&d, "next=\"given up at shutdown; the WAL keeps its rows", line, sizeof(line)), 1,
+        "no seal given up at shutdown");
     cr_expect_eq(log_count(&d, "event=seals_abandoned count=1 ", NULL, 0), 1);
 
     /* Space comes back; the next start replays the WAL: every acknowledged
