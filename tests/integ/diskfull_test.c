@@ -77,7 +77,7 @@ static void unmount_small_fs(void)
     }
 }
 
-TestSuite(diskfull, .init = mount_small_fs, .fini = unmount_small_fs, .timeout = 120);
+TestSuite(diskfull, .init = mount_small_fs, .fini = unmount_small_fs);
 
 /* Writes |mnt|/filler until the filesystem has no page left. */
 static void fill_disk(void)

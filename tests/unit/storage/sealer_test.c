@@ -101,7 +101,7 @@ static void setup(void)
     cr_assert_eq(sealer_start(0, 0), 0);
 }
 
-TestSuite(sealer, .init = setup, .timeout = 60);
+TestSuite(sealer, .init = setup);
 
 Test(sealer, every_failed_attempt_is_reported_and_give_up_at_ends_the_retries)
 {
