@@ -75,6 +75,9 @@ static const struct opt opts[] = {
      "most rows a query may scan before it is ended with an error"},
     {"query-memory", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(query_memory),
      "most memory one query may hold (series, partial results) before it is ended"},
+    {"shutdown-timeout", OPT_DUR, "10s", NULL, 0, 3600000ll, NUM(shutdown_timeout_ms),
+     "on SIGTERM, how long requests in flight and failing seals may take; then connections "
+     "close and unsealed rows are left in the WAL for the next start"},
     {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
      "least severe log level written to stderr"},
     {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),

@@ -468,6 +468,7 @@ static void stream_answer(struct gstream *s, const struct ingest_result *res)
         break;
     case IS_OVERLOADED:
     case IS_SHUTTING_DOWN:
+    case IS_STORAGE_FAILED:
         code = GRPC_UNAVAILABLE;
         break;
     default:

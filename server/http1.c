@@ -601,6 +601,10 @@ static void answer_result(struct http1_req *r, const struct ingest_result *res, 
     case IS_SHUTTING_DOWN:
         answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "server shutting down", retry, close);
         break;
+    case IS_STORAGE_FAILED:
+        answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "storage unavailable, retry later", retry,
+               close);
+        break;
     case IS_INTERNAL:
     default:
         answer(r, 500, GRPC_INTERNAL, msg ? msg : "internal error", 0, close);

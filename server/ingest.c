@@ -49,6 +49,12 @@
 #define CACHE_SLOTS 4
 #define CACHE_MAX_BYTES (4u << 20) /* larger buffers go back to malloc */
 #define RETRY_AFTER_S 1
+/* Disk full or failing: a full disk frees up on an operator's time scale,
+ * so exporters are asked to come back less often than after an overload. */
+#define STORAGE_RETRY_AFTER_S 5
+/* Storage failures are answered per request but logged at most this often
+ * per I/O thread, with their cause (the summary line counts them all). */
+#define STORAGE_LOG_EVERY_NS (10ull * 1000000000u)
 #define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
 
 struct buf {
@@ -103,6 +109,8 @@ struct ingest_thr {
     int n_batches;
     arena *arenas[CACHE_SLOTS];
     int n_arenas;
+    uint64_t storage_logged_ns; /* when a storage failure was last logged */
+    uint64_t storage_unlogged;  /* storage failures since then */
 };
 
 static const struct config *cfg;
@@ -131,6 +139,8 @@ static enum reject_reason reason_of(enum ingest_status st)
         return RJ_OVERLOADED;
     case IS_SHUTTING_DOWN:
         return RJ_SHUTTING_DOWN;
+    case IS_STORAGE_FAILED:
+        return RJ_STORAGE;
     default:
         return RJ_INTERNAL;
     }
@@ -267,7 +277,9 @@ static void post_cb(struct ingest_req *r)
 static void vset_failed(struct ingest_req *r, enum ingest_status st, const char *fmt, va_list ap)
 {
     r->res.status = st;
-    r->res.retry_after_s = (st == IS_OVERLOADED || st == IS_SHUTTING_DOWN) ? RETRY_AFTER_S : 0;
+    r->res.retry_after_s = st == IS_STORAGE_FAILED                           ? STORAGE_RETRY_AFTER_S
+                           : (st == IS_OVERLOADED || st == IS_SHUTTING_DOWN) ? RETRY_AFTER_S
+                                                                             : 0;
     vsnprintf(r->res.message, sizeof(r->res.message), fmt, ap);
     r->t->stats.rejections[reason_of(st)]++;
     r->state = RQ_DONE;
@@ -507,6 +519,51 @@ int ingest_body_append(struct ingest_req *r, const void *p, size_t n)
 
 static void job_done(struct shard_job *j);
 
+/*
+ * The shard could not make the export durable. Everything the shard hands
+ * back failed on storage (the WAL's write or fdatasync, or under --ack seal
+ * the seal: ENOSPC, EDQUOT, EIO, EMFILE, EROFS...), which may pass, so the
+ * answer is 503 + Retry-After / UNAVAILABLE: an OTLP exporter drops data on
+ * a 500 but retries a 503. Two exceptions: a frame the WAL can never take
+ * (-E2BIG, above WAL_FRAME_MAX) is 413, and -ECANCELED (the shard stopped
+ * first) is a shutdown refusal.
+ */
+static void storage_failed(struct ingest_req *r, int rc)
+{
+    struct ingest_thr *h = thr_of(r->t);
+    const char *what =
+        cfg->ack == ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
+    r->res.records = 0;
+    r->res.rejected = 0;
+    if (rc == -E2BIG) {
+        set_failed(r, IS_TOO_LARGE, "the %s export is larger than a WAL frame may be (%u bytes)",
+                   signal_name(r->sig), WAL_FRAME_MAX);
+        return;
+    }
+    if (rc == -ECANCELED) {
+        set_failed(r, IS_SHUTTING_DOWN, "server is shutting down; retry later");
+        return;
+    }
+    set_failed(r, IS_STORAGE_FAILED,
+               "storage unavailable: could not %s the %s export: %s; retry later", what,
+               signal_name(r->sig), strerror(-rc));
+    uint64_t now = now_ns();
+    h->storage_unlogged++;
+    if (h->storage_logged_ns == 0 || now - h->storage_logged_ns >= STORAGE_LOG_EVERY_NS) {
+        log_error("ingest",
+                  "event=storage_failed signal=%s ack=%s error=\"%s\" refused=%llu "
+                  "msg=\"exports are answered 503 / UNAVAILABLE with a retry delay until "
+                  "storage recovers\"",
+                  signal_name(r->sig),
+                  cfg->ack == ACK_SEAL    ? "seal"
+                  : cfg->ack == ACK_FSYNC ? "fsync"
+                                          : "wal",
+                  strerror(-rc), (unsigned long long)h->storage_unlogged);
+        h->storage_logged_ns = now;
+        h->storage_unlogged = 0;
+    }
+}
+
 static void completed(struct iot_msg *m)
 {
     struct ingest_req *r = (struct ingest_req *)((char *)m - offsetof(struct ingest_req, msg));
@@ -520,12 +577,7 @@ static void completed(struct iot_msg *m)
         st->bytes[si][r->tr] += r->wire_bytes;
         st->rejected_records[si] += r->res.rejected;
     } else {
-        r->res.status = IS_INTERNAL;
-        r->res.records = 0;
-        snprintf(r->res.message, sizeof(r->res.message),
-                 "could not write the %s write-ahead log: %s", signal_name(r->sig),
-                 strerror(-r->job.result));
-        st->rejections[RJ_INTERNAL]++;
+        storage_failed(r, r->job.result);
     }
     r->state = RQ_DONE;
     release(r);
@@ -945,8 +997,12 @@ bool ingest_ready(void)
     return n_shards > 0;
 }
 
-void ingest_shutdown(void)
+void ingest_shutdown(uint64_t give_up_ns)
 {
+    /* First, so that no shard_stop below can wait on a seal that keeps
+     * failing (disk full): past the deadline a failed seal is abandoned and
+     * its rows stay in the WAL, which the shards sync as they stop. */
+    sealer_give_up_at(give_up_ns);
     for (int s = 0; s < SIG_COUNT; s++) {
         for (int i = 0; i < n_shards && shards[s] != NULL; i++) {
             shard_stop(shards[s][i]);

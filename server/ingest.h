@@ -38,15 +38,20 @@ struct ingest_req;
 
 /* What a listener answers. */
 enum ingest_status {
-    IS_PENDING = 0,  /* no answer yet */
-    IS_ADMITTED,     /* after ingest_admit: go on reading the body */
-    IS_OK,           /* acknowledged; |rejected| > 0 means partial success */
-    IS_MALFORMED,    /* HTTP 400, gRPC INVALID_ARGUMENT */
-    IS_TOO_LARGE,    /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
-    IS_UNSUPPORTED,  /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
-    IS_OVERLOADED,   /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
-    IS_INTERNAL,     /* HTTP 500, gRPC INTERNAL */
-    IS_SHUTTING_DOWN /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
+    IS_PENDING = 0,   /* no answer yet */
+    IS_ADMITTED,      /* after ingest_admit: go on reading the body */
+    IS_OK,            /* acknowledged; |rejected| > 0 means partial success */
+    IS_MALFORMED,     /* HTTP 400, gRPC INVALID_ARGUMENT */
+    IS_TOO_LARGE,     /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
+    IS_UNSUPPORTED,   /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
+    IS_OVERLOADED,    /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
+    IS_INTERNAL,      /* HTTP 500, gRPC INTERNAL; never for a storage error */
+    IS_SHUTTING_DOWN, /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
+    /* The WAL write or sync (or, under --ack seal, the seal) failed: disk
+     * full, I/O error, no file descriptors... Retrying later can succeed:
+     * HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo, never a 500
+     * (OTLP exporters drop data on a 500). */
+    IS_STORAGE_FAILED
 };
 
 enum ingest_format {
@@ -58,7 +63,7 @@ struct ingest_result {
     enum ingest_status status;
     uint32_t records;      /* accepted */
     uint32_t rejected;     /* partial success count */
-    int retry_after_s;     /* for IS_OVERLOADED / IS_SHUTTING_DOWN */
+    int retry_after_s;     /* for IS_OVERLOADED / IS_SHUTTING_DOWN (and storage) */
     char message[256];     /* English, for error bodies and partial_success */
 };
 
@@ -67,8 +72,11 @@ typedef void (*ingest_cb)(struct ingest_req *r, void *ctx);
 /* Sets up the shards, WALs (replaying them) and the budget. Not on an I/O thread.
  * Returns 0 or -errno with a message in |err|. */
 int ingest_init(const struct config *c, char *err, size_t errlen);
-/* Finishes queued work, flushes and closes every shard. */
-void ingest_shutdown(void);
+/* Finishes queued work, syncs and closes every shard's WAL. Seals still
+ * failing at |give_up_ns| (CLOCK_MONOTONIC) are abandoned: their rows stay
+ * in the WAL for the next boot (sealer_give_up_at), so this returns soon
+ * after the deadline even when the disk is full. */
+void ingest_shutdown(uint64_t give_up_ns);
 /* True once every shard has replayed its WAL. */
 bool ingest_ready(void);
 

@@ -3,17 +3,25 @@
  *
  * Start-up order: config, shards (each replays its WAL on its own thread),
  * I/O threads and their listening sockets, then the listening line on
- * stderr; /ready turns 200 once every shard has replayed. SIGTERM/SIGINT:
- * the listeners stop accepting and finish the requests in flight, the
- * shards drain and sync their WALs, exit 0.
+ * stderr; /ready turns 200 once every shard has replayed. A data directory
+ * another miradb holds (DATA/LOCK), or a port another process listens on,
+ * is refused at start with one line and exit 1.
+ *
+ * SIGTERM/SIGINT: the listeners stop accepting and finish the requests in
+ * flight, the shards drain and sync their WALs, exit 0, all within
+ * --shutdown-timeout (plus one seal attempt): connections still open at
+ * the deadline are closed, and a seal still failing then (disk full) is
+ * abandoned, its rows left in the WAL for the next boot to replay.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,10 +39,9 @@
 #include "server/listen.h"
 #include "server/log.h"
 #include "storage/block.h"
+#include "storage/sealer.h"
 #include "server/loki.h"
 #include "server/tempo.h"
-
-#define GRACE_MS 25000
 
 static void usage(FILE *f)
 {
@@ -89,8 +96,19 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len
     return 0;
 }
 
-/* One SO_REUSEPORT socket per I/O thread; the first fixes port 0. */
-static int bind_one(struct sockaddr_storage *ss, socklen_t len)
+/*
+ * One SO_REUSEPORT socket per I/O thread, all on one port. The first is
+ * bound and set listening *without* SO_REUSEPORT, so its bind fails with
+ * EADDRINUSE whenever any other socket holds the port; with the flag, the
+ * kernel lets every process of the same user share the port, and a second
+ * miradb would silently take part of the traffic into its own data
+ * directory. Only then does the first socket set SO_REUSEPORT, which lets
+ * this process's other sockets join it: Linux checks the flag of the
+ * sockets already bound when the next one binds. Another miradb's first
+ * socket, bound without the flag, conflicts with ours, so no window opens
+ * between the check and the join. The first socket also fixes port 0.
+ */
+static int bind_one(struct sockaddr_storage *ss, socklen_t len, bool first)
 {
     int one = 1;
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -98,8 +116,9 @@ static int bind_one(struct sockaddr_storage *ss, socklen_t len)
         return -errno;
     }
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
-        bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 1024) < 0) {
+        (!first && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
+        bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, 1024) < 0 ||
+        (first && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
         int rc = -errno;
         close(fd);
         return rc;
@@ -121,7 +140,14 @@ static int attach_all(const char *what, const char *addr, int (*attach)(struct i
         return -EINVAL;
     }
     for (int i = 0; i < iot_count(); i++) {
-        int fd = bind_one(&ss, len);
+        int fd = bind_one(&ss, len, i == 0);
+        if (fd == -EADDRINUSE) {
+            log_error("main",
+                      "event=address_in_use listener=%s addr=%s msg=\"%s is already in use by "
+                      "another process (another miradb?); refusing to start\"",
+                      what, addr, addr);
+            return fd;
+        }
         if (fd < 0) {
             log_error("main", "event=bind_failed listener=%s addr=%s error=\"%s\"", what, addr,
                       strerror(-fd));
@@ -201,6 +227,82 @@ static void log_quarantines(const char *data_dir, uint64_t *last)
     }
 }
 
+/*
+ * Takes DATA/LOCK (flock, exclusive) for the process's lifetime, so a
+ * second miradb on the same directory refuses to start instead of
+ * replaying, and cutting, the WAL this one appends to. The kernel drops
+ * the lock when the process ends, however it ends (no stale lock after a
+ * crash); the file holds the owner's pid for the message. Returns the fd
+ * (kept open) or -1 after logging why.
+ */
+static int lock_data_dir(const char *dir)
+{
+    char path[600], buf[32];
+    snprintf(path, sizeof(path), "%s/LOCK", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        log_error("main", "event=data_dir_failed dir=%s error=\"cannot open %s: %s\"", dir, path,
+                  strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK) {
+            ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+            buf[n > 0 ? n : 0] = '\0';
+            long pid = strtol(buf, NULL, 10);
+            char who[40] = "pid unknown";
+            if (pid > 0) {
+                snprintf(who, sizeof(who), "pid %ld", pid);
+            }
+            log_error("main",
+                      "event=data_dir_in_use dir=%s msg=\"data directory %s is in use by another "
+                      "miradb (%s); refusing to start\"",
+                      dir, dir, who);
+        } else {
+            log_error("main", "event=data_dir_failed dir=%s error=\"cannot lock %s: %s\"", dir,
+                      path, strerror(e));
+        }
+        close(fd);
+        return -1;
+    }
+    int len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
+        /* The lock holds; only the pid in the message of a second daemon is lost. */
+        log_warn("main", "event=lock_pid_not_written path=%s error=\"%s\"", path, strerror(errno));
+    }
+    return fd;
+}
+
+/* Every seal attempt that failed, with its cause; called on a sealer thread. */
+static enum ack_mode seal_log_ack;
+
+static void log_seal_failure(const struct seal_failure *f)
+{
+    char next[120];
+    if (f->retry_in_s >= 0) {
+        snprintf(next, sizeof(next), "retry in %ds", f->retry_in_s);
+    } else {
+        snprintf(next, sizeof(next), "%s",
+                 seal_log_ack == ACK_SEAL
+                     ? "given up at shutdown; its rows were never acknowledged"
+                     : "given up at shutdown; the WAL keeps its rows for the next start");
+    }
+    log_error("sealer",
+              "event=seal_failed signal=%s shard=%u seal_id=%llu rows=%llu attempt=%u step=%s "
+              "error=\"%s\"%s%s%s path=%s next=\"%s\"",
+              signal_name(f->signal), f->shard, (unsigned long long)f->seal_id,
+              (unsigned long long)f->rows, f->attempt, f->step, strerror(-f->error),
+              f->detail[0] ? " detail=\"" : "", f->detail, f->detail[0] ? "\"" : "", f->path, next);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int serve(int argc, char **argv)
 {
     struct config c;
@@ -240,6 +342,12 @@ static int serve(int argc, char **argv)
                   strerror(errno));
         return 1;
     }
+    int lock_fd = lock_data_dir(c.data_dir);
+    if (lock_fd < 0) {
+        return 1;
+    }
+    seal_log_ack = (enum ack_mode)c.ack;
+    sealer_set_failure_hook(log_seal_failure);
     rc = ingest_init(&c, err, sizeof(err));
     if (rc < 0) {
         log_error("main", "event=init_failed error=\"%s\"", err);
@@ -332,14 +440,31 @@ static int serve(int argc, char **argv)
             }
         }
     }
-stop:
-    iot_stop_and_join(quiesce_all, active_all, GRACE_MS);
+stop:;
+    /* One deadline for the whole stop: the requests in flight get until
+     * then, and so do seals that keep failing (sealer_give_up_at). */
+    uint64_t t_stop = mono_ns();
+    uint64_t deadline = t_stop + c.shutdown_timeout_ms * 1000000u;
+    iot_stop_and_join(quiesce_all, active_all, (int)c.shutdown_timeout_ms);
     qpool_stop(); /* a query still running would post to a loop that is gone */
-    ingest_shutdown();
+    ingest_shutdown(deadline);
     iot_run_pending();
     http1_fini(); /* connections the grace period left behind */
     iot_fini();
-    log_info("main", "event=stopped exit=%d", exit_code);
+    struct sealer_stats ss;
+    sealer_get_stats(&ss);
+    if (ss.seals_abandoned > 0) {
+        log_warn("main", "event=seals_abandoned count=%llu msg=\"%s\"",
+                 (unsigned long long)ss.seals_abandoned,
+                 c.ack == ACK_SEAL ? "blocks whose seal kept failing were dropped; their rows were "
+                                     "never acknowledged"
+                                   : "blocks whose seal kept failing were left unsealed; the WAL "
+                                     "keeps their rows and the next start replays them");
+    }
+    log_info("main", "event=stopped exit=%d stop_ms=%llu", exit_code,
+             (unsigned long long)((mono_ns() - t_stop) / 1000000u));
+    sealer_set_failure_hook(NULL);
+    close(lock_fd);
     return exit_code;
 }
 

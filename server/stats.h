@@ -23,10 +23,11 @@ enum reject_reason {
     RJ_NOT_FOUND = 3,     /* 404 / UNIMPLEMENTED */
     RJ_BAD_METHOD = 4,    /* 405 */
     RJ_OVERLOADED = 5,    /* 503 / UNAVAILABLE after the admission wait */
-    RJ_INTERNAL = 6,      /* 500 / INTERNAL: WAL write failed, out of memory */
+    RJ_INTERNAL = 6,      /* 500 / INTERNAL, out of memory; never a storage error */
     RJ_SHUTTING_DOWN = 7, /* refused while stopping */
+    RJ_STORAGE = 8,       /* 503 / UNAVAILABLE: WAL write or seal failed (disk full, EIO...) */
 };
-#define RJ_COUNT 8
+#define RJ_COUNT 9
 
 struct io_stats {
     /* [signal - 1][transport] */

@@ -12,11 +12,13 @@
 #include <errno.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "storage/adm.h"
+#include "storage/oblock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -30,6 +32,8 @@ static struct busy {
 } busy[SEALER_THREADS]; /* shards with a seal running, under |lock| */
 static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
+static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
+static sealer_failure_fn failure_hook; /* under |lock| */
 
 static uint64_t mono_ns(void)
 {
@@ -82,38 +86,61 @@ static void charge_scratch(int me, const oblock *ob)
     }
 }
 
-static int write_and_publish(struct seal_job *j, int me)
+/* One attempt. On failure |f| says which step failed and why. */
+static int write_and_publish(struct seal_job *j, int me, struct seal_failure *f)
 {
-    char path[700], err[200];
     blk *b = NULL;
     const oblock *ob = catalog_open_block(j->h);
     charge_scratch(me, ob);
-    int rc = blk_write(j->dir, ob, j->rows, &j->meta, path, sizeof(path));
+    f->signal = oblock_signal(ob);
+    f->path[0] = '\0';
+    f->detail[0] = '\0';
+    f->step = "write";
+    int rc = blk_write(j->dir, ob, j->rows, &j->meta, f->path, sizeof(f->path));
     if (rc == 0) {
-        rc = blk_open(path, &b, err, sizeof(err));
+        f->step = "open";
+        rc = blk_open(f->path, &b, f->detail, sizeof(f->detail));
     }
     if (rc == 0) {
-        rc = catalog_publish(j->h, b, path);
+        f->step = "publish";
+        rc = catalog_publish(j->h, b, f->path);
         if (rc < 0) {
             blk_unref(b);
         }
     }
+    if (rc < 0 && f->path[0] == '\0') {
+        snprintf(f->path, sizeof(f->path), "%s", j->dir);
+    }
     return rc;
 }
 
+/* Past the shutdown deadline (sealer_give_up_at), or stopping? Under |lock|. */
+static bool do_giving_up(void)
+{
+    return stopping || (give_up_ns != 0 && mono_ns() >= give_up_ns);
+}
+
 /*
- * A failed seal (disk full, I/O error) is retried with a growing pause until
- * it succeeds: later blocks of the same shard wait behind it, because
- * publishing one would move the shard's watermark past rows that are on no
- * disk but the WAL. Meanwhile the open blocks hold memory and admission
- * pushes back. Only at shutdown does the sealer give up; the shard is then
- * marked failed and none of its later blocks is published either.
+ * A failed seal (disk full, I/O error, no fd) is retried with a growing
+ * pause (1, 2, 4, 8, 16, then every 30 s) until it succeeds: later blocks
+ * of the same shard wait behind it, because publishing one would move the
+ * shard's watermark past rows that are on no disk but the WAL. Meanwhile
+ * the open blocks hold memory and admission pushes back. Every failed
+ * attempt is reported to the failure hook. Only at shutdown does the
+ * sealer give up: once sealer_give_up_at's deadline has passed (or
+ * sealer_stop began) a failed seal is not retried, the shard is marked
+ * failed and none of its later blocks is published either, so no
+ * watermark passes the failed block and the WAL keeps its rows.
  */
 static void seal_one(struct seal_job *j, int me)
 {
     uint64_t t0 = mono_ns();
     int rc;
-    for (unsigned attempt = 0;; attempt++) {
+    for (unsigned attempt = 1;; attempt++) {
+        struct seal_failure f = {.shard = j->meta.shard,
+                                 .seal_id = j->meta.seal_id,
+                                 .rows = j->rows,
+                                 .attempt = attempt};
         pthread_mutex_lock(&lock);
         bool give_up = owner_failed(j->owner);
         pthread_mutex_unlock(&lock);
@@ -121,29 +148,54 @@ static void seal_one(struct seal_job *j, int me)
             rc = -ECANCELED;
             break;
         }
-        rc = write_and_publish(j, me);
+        rc = write_and_publish(j, me, &f);
         if (rc == 0) {
             break;
         }
+        f.error = rc;
         pthread_mutex_lock(&lock);
         stats.seal_failures++;
-        if (stopping) {
-            if (n_failed < FAILED_MAX) {
-                failed[n_failed++] = j->owner;
-            }
-            pthread_mutex_unlock(&lock);
+        bool last = do_giving_up();
+        if (last && n_failed < FAILED_MAX) {
+            failed[n_failed++] = j->owner;
+        }
+        sealer_failure_fn hook = failure_hook;
+        pthread_mutex_unlock(&lock);
+        unsigned pause_s = attempt <= 5 ? 1u << (attempt - 1) : 30;
+        f.retry_in_s = last ? -1 : (int)pause_s;
+        if (hook != NULL) {
+            hook(&f);
+        }
+        if (last) {
             break;
         }
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += attempt < 5 ? 1 << attempt : 30;
-        pthread_cond_timedwait(&wake, &lock, &dl);
+        /* Sleep the pause, but wake for sealer_give_up_at / sealer_stop. */
+        uint64_t until = mono_ns() + (uint64_t)pause_s * 1000000000u;
+        pthread_mutex_lock(&lock);
+        while (!stopping && mono_ns() < until && (give_up_ns == 0 || mono_ns() < give_up_ns)) {
+            uint64_t wake_at = until;
+            if (give_up_ns != 0 && give_up_ns < wake_at) {
+                wake_at = give_up_ns;
+            }
+            struct timespec dl;
+            uint64_t left = wake_at - mono_ns();
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += (time_t)(left / 1000000000u);
+            dl.tv_nsec += (long)(left % 1000000000u);
+            if (dl.tv_nsec >= 1000000000L) {
+                dl.tv_sec++;
+                dl.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&wake, &lock, &dl);
+        }
         pthread_mutex_unlock(&lock);
     }
     pthread_mutex_lock(&lock);
     if (rc == 0) {
         stats.seals++;
         stats.rows_sealed += j->rows;
+    } else {
+        stats.seals_abandoned++;
     }
     stats.seal_ns += mono_ns() - t0;
     pthread_mutex_unlock(&lock);
@@ -218,6 +270,8 @@ int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes)
     ret_age_ns = retention_age_ns;
     ret_bytes = retention_bytes;
     stopping = false;
+    give_up_ns = 0;
+    n_failed = 0;
     for (int i = 0; i < SEALER_THREADS; i++) {
         int rc = pthread_create(&threads[i], NULL, sealer_main, (void *)(intptr_t)i);
         if (rc != 0) {
@@ -238,6 +292,21 @@ void sealer_submit_take(struct seal_job *j)
         head = j;
     }
     tail = j;
+    pthread_mutex_unlock(&lock);
+    pthread_cond_broadcast(&wake);
+}
+
+void sealer_set_failure_hook(sealer_failure_fn fn)
+{
+    pthread_mutex_lock(&lock);
+    failure_hook = fn;
+    pthread_mutex_unlock(&lock);
+}
+
+void sealer_give_up_at(uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&lock);
+    give_up_ns = deadline_ns != 0 ? deadline_ns : 1;
     pthread_mutex_unlock(&lock);
     pthread_cond_broadcast(&wake);
 }

@@ -97,7 +97,9 @@ void shard_submit_take(shard *s, struct shard_job *j);
 void shard_get_stats(shard *s, struct shard_stats *out);
 /* Finishes every queued job, syncs and closes the WAL (under --ack seal:
  * seals what is open, so every pending ack is answered), joins the thread,
- * frees the shard. Call before sealer_stop(). NULL is fine. */
+ * waits for the shard's seals in flight, frees the shard. A seal that keeps
+ * failing is retried until sealer_give_up_at's deadline, so call that first
+ * for a bounded stop. Call before sealer_stop(). NULL is fine. */
 void shard_stop(shard *s);
 
 #endif

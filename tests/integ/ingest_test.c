@@ -220,7 +220,7 @@ Test(ops, help_names_every_flag_and_bad_flags_exit_2)
     const char *flags[] = {"--data",          "--grpc-listen",   "--http-listen",
                            "--io-threads",    "--shards",        "--queue",
                            "--admit-wait",    "--memory-budget", "--max-request-bytes",
-                           "--ack",           NULL};
+                           "--ack",           "--shutdown-timeout", NULL};
     for (int i = 0; flags[i] != NULL; i++) {
         cr_expect(strstr(out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
     }
