@@ -7,6 +7,20 @@
  * group. Helper structs live on the caller's stack: before it returns it
  * unlinks those no worker took yet and waits for those that are running,
  * so none outlives the call.
+ *
+ * FAIRNESS
+ *   A query runs to its end on the worker that took it (nothing preempts
+ *   it), so a few long queries could hold every worker while short ones
+ *   wait. Two things keep the queue moving:
+ *   - a helper leaves a fan-out between two items as soon as a query job
+ *     waits: idle workers lend themselves to a running query only while
+ *     nobody else needs them (the caller finishes the items alone);
+ *   - reserve workers (qpool_start_reserve) sleep on |reserve_cv| and take
+ *     a job only when the pool is stalled: jobs have waited QPOOL_STALL_MS
+ *     with no worker idle and no job started meanwhile (|starts| did not
+ *     move). Each reserve that steps in is itself a start, so the next one
+ *     waits another QPOOL_STALL_MS: under an ordinary busy load (jobs keep
+ *     starting) they stay asleep and the pool keeps one worker per core.
  */
 #include "query/pool.h"
 
@@ -14,9 +28,12 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Helpers per fan-out at most (more workers than this just stay idle). */
 #define QPOOL_MAX_HELPERS 64
+/* Jobs waiting this long with no job started: a reserve worker takes one. */
+#define QPOOL_STALL_MS 200
 
 struct par_group {
     void (*fn)(void *arg, size_t i);
@@ -30,25 +47,72 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t work_cv;
     pthread_cond_t done_cv;
-    pthread_t *threads;
+    pthread_cond_t reserve_cv; /* CLOCK_MONOTONIC */
+    pthread_t *threads;        /* n_workers workers, then the reserves */
     int n_threads;
+    int n_workers;
     int cap;
-    int idle;
+    int idle; /* workers (not reserves) waiting on work_cv */
     bool stop;
     bool running;
     struct qpool_job *jobs, *jobs_tail;
-    int n_jobs;
+    int n_jobs; /* written under the lock; helpers read it without */
     struct qpool_job *helpers; /* LIFO is fine: they are interchangeable */
-    uint64_t submitted, rejected, active;
+    uint64_t starts;           /* jobs taken off the queue, ever */
+    uint64_t submitted, rejected, active, reserve_runs;
 } P = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .work_cv = PTHREAD_COND_INITIALIZER,
     .done_cv = PTHREAD_COND_INITIALIZER,
 };
 
-static void run_items(struct par_group *g)
+static pthread_once_t reserve_cv_once = PTHREAD_ONCE_INIT;
+
+static void reserve_cv_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&P.reserve_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool jobs_waiting(void)
+{
+    return __atomic_load_n(&P.n_jobs, __ATOMIC_RELAXED) > 0;
+}
+
+/* Lock held: unlinks the first job, runs it unlocked, relocks. */
+static void do_run_first_job(void)
+{
+    struct qpool_job *j = P.jobs;
+    P.jobs = j->next;
+    if (P.jobs == NULL) {
+        P.jobs_tail = NULL;
+    }
+    __atomic_store_n(&P.n_jobs, P.n_jobs - 1, __ATOMIC_RELAXED);
+    P.starts++;
+    P.active++;
+    pthread_mutex_unlock(&P.lock);
+    j->fn(j); /* may free j */
+    pthread_mutex_lock(&P.lock);
+    P.active--;
+}
+
+/* |helper|: leave (the caller finishes alone) once a query job waits. */
+static void run_items(struct par_group *g, bool helper)
 {
     for (;;) {
+        if (helper && jobs_waiting()) {
+            return;
+        }
         size_t i = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
         if (i >= g->n) {
             return;
@@ -68,7 +132,7 @@ static void *worker_main(void *arg)
             P.helpers = h->next;
             g->running++;
             pthread_mutex_unlock(&P.lock);
-            run_items(g);
+            run_items(g, true);
             pthread_mutex_lock(&P.lock);
             if (--g->running == 0) {
                 pthread_cond_broadcast(&P.done_cv);
@@ -76,17 +140,7 @@ static void *worker_main(void *arg)
             continue;
         }
         if (P.jobs != NULL) {
-            struct qpool_job *j = P.jobs;
-            P.jobs = j->next;
-            if (P.jobs == NULL) {
-                P.jobs_tail = NULL;
-            }
-            P.n_jobs--;
-            P.active++;
-            pthread_mutex_unlock(&P.lock);
-            j->fn(j); /* may free j */
-            pthread_mutex_lock(&P.lock);
-            P.active--;
+            do_run_first_job();
             continue;
         }
         if (P.stop) {
@@ -100,20 +154,62 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* A reserve worker: runs a job only while the pool is stalled (top of file). */
+static void *reserve_main(void *arg)
+{
+    (void)arg;
+    uint64_t seen = 0, since = 0; /* since == 0: not watching */
+    pthread_mutex_lock(&P.lock);
+    while (!P.stop) {
+        if (P.jobs == NULL) {
+            since = 0;
+            pthread_cond_wait(&P.reserve_cv, &P.lock);
+            continue;
+        }
+        uint64_t now = mono_ms();
+        /* an idle worker (woken, about to take a job) is progress too */
+        if (since == 0 || P.starts != seen || P.idle > 0) {
+            seen = P.starts;
+            since = now;
+        } else if (now - since >= QPOOL_STALL_MS) {
+            P.reserve_runs++;
+            since = 0;
+            /* the other reserves restart their clocks on this start */
+            pthread_cond_broadcast(&P.reserve_cv);
+            do_run_first_job();
+            continue;
+        }
+        uint64_t due = since + QPOOL_STALL_MS;
+        struct timespec dl = {(time_t)(due / 1000u), (long)(due % 1000u) * 1000000L};
+        pthread_cond_timedwait(&P.reserve_cv, &P.lock, &dl);
+    }
+    pthread_mutex_unlock(&P.lock);
+    return NULL;
+}
+
 int qpool_start(int n, int queue_cap)
+{
+    return qpool_start_reserve(n, 0, queue_cap);
+}
+
+int qpool_start_reserve(int n, int reserve, int queue_cap)
 {
     if (n < 1) {
         n = 1;
     }
+    if (reserve < 0) {
+        reserve = 0;
+    }
     if (queue_cap < 1) {
         queue_cap = 1;
     }
+    pthread_once(&reserve_cv_once, reserve_cv_init);
     pthread_mutex_lock(&P.lock);
     if (P.running) {
         pthread_mutex_unlock(&P.lock);
         return -EALREADY;
     }
-    P.threads = calloc((size_t)n, sizeof(*P.threads));
+    P.threads = calloc((size_t)(n + reserve), sizeof(*P.threads));
     if (P.threads == NULL) {
         pthread_mutex_unlock(&P.lock);
         return -ENOMEM;
@@ -121,18 +217,20 @@ int qpool_start(int n, int queue_cap)
     P.cap = queue_cap;
     P.stop = false;
     P.n_threads = 0;
+    P.n_workers = 0;
     P.running = true;
     pthread_mutex_unlock(&P.lock);
 
-    for (int i = 0; i < n; i++) {
-        int rc = pthread_create(&P.threads[i], NULL, worker_main, NULL);
+    for (int i = 0; i < n + reserve; i++) {
+        int rc = pthread_create(&P.threads[i], NULL, i < n ? worker_main : reserve_main, NULL);
         if (rc != 0) {
             qpool_stop();
             return -rc;
         }
-        pthread_setname_np(P.threads[i], "query");
+        pthread_setname_np(P.threads[i], i < n ? "query" : "query-reserve");
         pthread_mutex_lock(&P.lock);
         P.n_threads = i + 1;
+        P.n_workers = i < n ? i + 1 : n;
         pthread_mutex_unlock(&P.lock);
     }
     return 0;
@@ -148,25 +246,39 @@ void qpool_stop(void)
     P.stop = true;
     int n = P.n_threads;
     pthread_cond_broadcast(&P.work_cv);
+    pthread_cond_broadcast(&P.reserve_cv);
     pthread_mutex_unlock(&P.lock);
     for (int i = 0; i < n; i++) {
         pthread_join(P.threads[i], NULL);
     }
     pthread_mutex_lock(&P.lock);
     /* With no worker started (pthread_create failed at once), queued jobs
-     * cannot exist: qpool_submit refuses until n_threads > 0. */
+     * cannot exist: qpool_submit refuses until n_workers > 0. */
     free(P.threads);
     P.threads = NULL;
     P.n_threads = 0;
+    P.n_workers = 0;
     P.running = false;
     P.stop = false;
     pthread_mutex_unlock(&P.lock);
 }
 
+/* Lock held: a job was just linked in; wake whoever takes it. */
+static void do_queued(void)
+{
+    __atomic_store_n(&P.n_jobs, P.n_jobs + 1, __ATOMIC_RELAXED);
+    if (P.idle > 0) {
+        pthread_cond_signal(&P.work_cv);
+    } else if (P.n_threads > P.n_workers) {
+        /* every worker is busy: the reserves start watching for a stall */
+        pthread_cond_broadcast(&P.reserve_cv);
+    }
+}
+
 int qpool_submit(struct qpool_job *j)
 {
     pthread_mutex_lock(&P.lock);
-    if (!P.running || P.stop || P.n_threads == 0) {
+    if (!P.running || P.stop || P.n_workers == 0) {
         pthread_mutex_unlock(&P.lock);
         return -ESHUTDOWN;
     }
@@ -183,9 +295,8 @@ int qpool_submit(struct qpool_job *j)
         P.jobs = j;
     }
     P.jobs_tail = j;
-    P.n_jobs++;
+    do_queued();
     P.submitted++;
-    pthread_cond_signal(&P.work_cv);
     pthread_mutex_unlock(&P.lock);
     return 0;
 }
@@ -193,7 +304,7 @@ int qpool_submit(struct qpool_job *j)
 int qpool_submit_urgent(struct qpool_job *j)
 {
     pthread_mutex_lock(&P.lock);
-    if (!P.running || P.stop || P.n_threads == 0) {
+    if (!P.running || P.stop || P.n_workers == 0) {
         pthread_mutex_unlock(&P.lock);
         return -ESHUTDOWN;
     }
@@ -203,8 +314,7 @@ int qpool_submit_urgent(struct qpool_job *j)
     if (P.jobs_tail == NULL) {
         P.jobs_tail = j;
     }
-    P.n_jobs++;
-    pthread_cond_signal(&P.work_cv);
+    do_queued();
     pthread_mutex_unlock(&P.lock);
     return 0;
 }
@@ -212,7 +322,7 @@ int qpool_submit_urgent(struct qpool_job *j)
 int qpool_workers(void)
 {
     pthread_mutex_lock(&P.lock);
-    int n = P.running ? P.n_threads : 0;
+    int n = P.running ? P.n_workers : 0;
     pthread_mutex_unlock(&P.lock);
     return n;
 }
@@ -251,7 +361,7 @@ void qpool_parallel(size_t n, void (*fn)(void *arg, size_t i), void *arg)
         pthread_mutex_unlock(&P.lock);
     }
 
-    run_items(&g);
+    run_items(&g, false);
 
     if (k == 0) {
         return;
@@ -279,5 +389,6 @@ void qpool_get_stats(struct qpool_stats *out)
     out->rejected = P.rejected;
     out->queued = (uint64_t)P.n_jobs;
     out->running = P.active;
+    out->reserve_runs = P.reserve_runs;
     pthread_mutex_unlock(&P.lock);
 }

@@ -5,8 +5,11 @@
  * A query is one job (qpool_submit). A job may fan out over blocks with
  * qpool_parallel: the calling worker runs items itself and idle workers
  * help, so a job never waits on a queue behind other queries and fan-out
- * cannot deadlock however many queries run at once. Helpers are queued
- * ahead of new queries, so running queries finish before new ones start.
+ * cannot deadlock however many queries run at once. A helper goes back to
+ * the queue between two items as soon as a query waits there, so one
+ * query's fan-out never keeps others from starting; and reserve workers
+ * (qpool_start_reserve) step in when every worker is held by long queries
+ * while others wait (pool.c, FAIRNESS).
  *
  * One process-wide pool. Threads: qpool_start/qpool_stop from one thread
  * (main, or a test); the rest from any thread.
@@ -30,6 +33,16 @@ struct qpool_job {
  * 0; -EALREADY if running; -errno from pthread_create (then nothing runs). */
 int qpool_start(int n, int queue_cap);
 
+/* As qpool_start, plus |reserve| (>= 0) reserve workers: each takes a
+ * queued job only when jobs have waited 200 ms with every worker busy and
+ * no job started meanwhile (long queries hold them all), so short queries
+ * are not starved; they are not counted by qpool_workers() and never help
+ * a fan-out. Same returns. */
+int qpool_start_reserve(int n, int reserve, int queue_cap);
+
+/* The reserve the query endpoints start the pool with. */
+#define QPOOL_RESERVE 4
+
 /* Runs the jobs still queued, then joins the workers. A no-op if not
  * running. No qpool_submit may race with it. */
 void qpool_stop(void);
@@ -43,7 +56,7 @@ int qpool_submit(struct qpool_job *j);
  * streamed answer). 0, or -ESHUTDOWN. */
 int qpool_submit_urgent(struct qpool_job *j);
 
-/* Workers running (0 when stopped). */
+/* Workers running, reserves not counted (0 when stopped). */
 int qpool_workers(void);
 
 /*
@@ -62,6 +75,7 @@ struct qpool_stats {
     uint64_t rejected; /* queue full */
     uint64_t queued;   /* now */
     uint64_t running;  /* jobs being run now (helpers not counted) */
+    uint64_t reserve_runs; /* jobs a reserve worker took (the pool was stalled) */
 };
 void qpool_get_stats(struct qpool_stats *out);
 

@@ -11,6 +11,13 @@
  * it) and marks the request gone; the completion then only frees the job.
  * Abort and completion both run on the request's I/O thread, so they
  * need no lock between them.
+ *
+ * --query-timeout is kept by the I/O thread too: a timer armed when the
+ * job is queued answers 504 at the deadline if no answer has started by
+ * then, whatever the worker is doing (queued behind other queries, or in
+ * a long stretch between two of the executor's checks), and sets the
+ * cancel flag so the worker gives up; the completion then only frees the
+ * job. The executor's own check usually answers first, with the same 504.
  */
 #include "server/loki.h"
 
@@ -24,6 +31,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 
 #include "query/jsonw.h"
 #include "query/logql.h"
@@ -287,8 +295,10 @@ struct job {
     enum job_kind kind;
     enum qs_endpoint ep;
     bool native;
-    bool aborted; /* I/O thread only */
-    int cancel;   /* atomic: the executor polls it */
+    bool aborted;   /* I/O thread only */
+    bool timed_out; /* I/O thread: the deadline timer answered 504 */
+    int cancel;     /* atomic: the executor polls it */
+    struct event *deadline; /* I/O thread: until the first piece, or the 504 */
     uint64_t t0;
     struct logs_req rq;
     struct logql_expr *expr;
@@ -316,6 +326,7 @@ struct job {
     struct evbuffer *body;
 };
 
+/* Any thread: |deadline| is gone by then (disarm on the I/O thread). */
 static void job_free(struct job *j)
 {
     logs_result_free(j->res);
@@ -344,6 +355,20 @@ static void bad_request(struct http1_req *r, enum qs_endpoint ep, uint64_t t0, c
 
 #define PIECE_BYTES (256u << 10)
 
+/* The executor's words (logs.c), so both ways to time out read the same. */
+static const char TIMEOUT_MSG[] =
+    "request timed out (--query-timeout), decrease the duration of the request or add more "
+    "label matchers";
+
+/* I/O thread. */
+static void disarm(struct job *j)
+{
+    if (j->deadline != NULL) {
+        event_free(j->deadline);
+        j->deadline = NULL;
+    }
+}
+
 static void run_more(struct qpool_job *pj);
 static void free_on_worker(struct qpool_job *pj);
 
@@ -368,6 +393,11 @@ static void on_done(struct iot_msg *m)
 {
     struct job *j = (struct job *)((char *)m - offsetof(struct job, msg));
     j->inflight = false;
+    disarm(j);
+    if (j->timed_out) {
+        job_free(j); /* answered and counted at the deadline */
+        return;
+    }
     if (j->aborted) {
         qstats_query_done(j->ep, QS_CANCELED, mono_ns() - j->t0);
         job_free(j);
@@ -391,12 +421,29 @@ static void on_done(struct iot_msg *m)
     job_free(j);
 }
 
+/* I/O thread: the deadline passed with no answer started. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct job *j = arg;
+    (void)fd, (void)what;
+    disarm(j);
+    if (!j->inflight || j->started || j->aborted) {
+        return; /* an answer is under way (only armed before the first piece) */
+    }
+    __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    j->timed_out = true;
+    qstats_query_done(j->ep, QS_TIMEOUT, mono_ns() - j->t0); /* counted before it leaves */
+    answer_text(j->r, 504, TIMEOUT_MSG); /* drops the abort callback: j->r is not ours now */
+    j->r = NULL;
+}
+
 /* I/O thread: the client left before the answer ended. */
 static void on_abort(void *arg)
 {
     struct job *j = arg;
     j->aborted = true;
     __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    disarm(j);
     if (j->inflight) {
         return; /* on_done frees it */
     }
@@ -458,7 +505,10 @@ static void run_job(struct qpool_job *pj)
         j->outcome = QS_ERROR;
         j->body = evbuffer_new();
     }
-    if (j->body != NULL) {
+    if (j->body != NULL && __atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) {
+        /* answered at the deadline (or the client left) while queued */
+        fail_job(j, -ECANCELED, "canceled");
+    } else if (j->body != NULL) {
         jsonw_init(&w, j->body);
         int rc = 0;
         switch (j->kind) {
@@ -555,6 +605,14 @@ static void submit(struct job *j)
     j->pj.fn = run_job;
     j->iot = iot_self();
     j->inflight = true;
+    /* armed before the job is queued: the worker never touches it */
+    uint64_t due = j->t0 + cfg.timeout_ms * 1000000ull, now = mono_ns();
+    uint64_t left = due > now ? due - now : 0;
+    struct timeval tv = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull / 1000u)};
+    j->deadline = evtimer_new(j->iot->base, on_deadline, j);
+    if (j->deadline == NULL || evtimer_add(j->deadline, &tv) < 0) {
+        disarm(j); /* then only the executor's own check keeps the timeout */
+    }
     int rc = qpool_submit(&j->pj);
     if (rc < 0) {
         http1_resp_start(j->r, 503, "text/plain; charset=utf-8");
@@ -563,6 +621,7 @@ static void submit(struct job *j)
         evbuffer_add(http1_resp_body(j->r), msg, strlen(msg));
         qstats_query_done(j->ep, QS_OVERLOADED, mono_ns() - j->t0);
         http1_resp_end(j->r);
+        disarm(j);
         job_free(j);
         return;
     }
@@ -962,7 +1021,7 @@ int loki_register(const struct config *c)
     cfg.timeout_ms = c->query_timeout_ms;
     cfg.max_rows = c->query_max_rows;
     cfg.memory = c->query_memory;
-    int rc = qpool_start(c->query_workers, LOKI_QUEUE);
+    int rc = qpool_start_reserve(c->query_workers, QPOOL_RESERVE, LOKI_QUEUE);
     if (rc < 0 && rc != -EALREADY) {
         return rc;
     }

@@ -8,6 +8,14 @@
  * the I/O thread reads |in_pool|, so an abort can tell whether it may free
  * the request now or must leave that to the answer that is on its way
  * (it sets |cancel|, which the running query polls).
+ *
+ * --query-timeout is kept by the I/O thread too: a timer armed when the
+ * query is handed to the pool answers 504 at the deadline if the pool has
+ * not answered by then (the query queued behind others, or the worker in
+ * a long stretch between two checks) and sets |cancel|; the answer that
+ * comes back later is only freed. Every piece of a streamed answer after
+ * the first is queued ahead of new queries (qpool_submit_urgent), so no
+ * piece is ever rendered on the I/O thread.
  */
 #include "server/tempo.h"
 
@@ -22,6 +30,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 
 #include "query/jsonw.h"
 #include "query/pool.h"
@@ -61,8 +70,10 @@ struct treq {
     enum qs_endpoint ep;
     uint64_t t0;
     bool in_pool;  /* I/O thread only */
-    bool aborted;  /* I/O thread only */
-    int cancel;    /* atomic: polled by the query */
+    bool aborted;   /* I/O thread only */
+    bool timed_out; /* I/O thread: the deadline timer answered 504 */
+    int cancel;     /* atomic: polled by the query */
+    struct event *deadline; /* I/O thread: armed until the first answer */
     bool answered; /* the status line went out */
     bool done;     /* the body is complete */
     bool failed;   /* done, but the rendering failed after the status line went out */
@@ -188,6 +199,7 @@ static int qparam_u64(const char *query, const char *name, uint64_t *v)
 
 /* ---- the request's life ---- */
 
+/* Any thread: |deadline| is gone by then (disarm on the I/O thread). */
 static void treq_free(struct treq *t)
 {
     traces_trace_free(t->trace);
@@ -208,12 +220,38 @@ static void treq_finish(struct treq *t)
 static void on_more(struct http1_req *r, void *arg);
 static void on_answer(struct iot_msg *m);
 
+/* I/O thread. */
+static void disarm(struct treq *t)
+{
+    if (t->deadline != NULL) {
+        event_free(t->deadline);
+        t->deadline = NULL;
+    }
+}
+
+/* I/O thread: the deadline passed and the pool has not answered. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct treq *t = arg;
+    (void)fd, (void)what;
+    disarm(t);
+    if (!t->in_pool || t->answered || t->aborted || t->r == NULL) {
+        return;
+    }
+    __atomic_store_n(&t->cancel, 1, __ATOMIC_RELAXED);
+    t->timed_out = true;
+    qstats_query_done(t->ep, QS_TIMEOUT, mono_ns() - t->t0); /* counted before it leaves */
+    answer_text(t->r, 504, "query timed out (--query-timeout)"); /* drops the abort callback */
+    t->r = NULL;
+}
+
 static void on_abort(void *arg)
 {
     struct treq *t = arg;
     t->r = NULL;
     t->aborted = true;
     __atomic_store_n(&t->cancel, 1, __ATOMIC_RELAXED);
+    disarm(t);
     if (!t->in_pool) {
         treq_finish(t);
     }
@@ -404,6 +442,11 @@ static void on_answer(struct iot_msg *m)
 {
     struct treq *t = (struct treq *)((char *)m - offsetof(struct treq, msg));
     t->in_pool = false;
+    disarm(t);
+    if (t->timed_out) {
+        treq_free(t); /* answered and counted at the deadline */
+        return;
+    }
     if (t->aborted || t->r == NULL) {
         treq_finish(t);
         return;
@@ -435,12 +478,16 @@ static void on_answer(struct iot_msg *m)
 static void on_more(struct http1_req *r, void *arg)
 {
     struct treq *t = arg;
-    (void)r;
-    if (!to_pool(t)) {
-        /* The pool is full: render this piece here rather than stall. */
-        run_trace(t);
-        t->in_pool = true; /* on_answer clears it */
-        on_answer(&t->msg);
+    /* The continuation of an admitted query: ahead of new ones, never
+     * refused for room, and never rendered here on the I/O thread. */
+    t->job.fn = job_run;
+    t->in_pool = true;
+    if (qpool_submit_urgent(&t->job) < 0) {
+        /* the pool is gone (shutdown): end the answer where it is */
+        t->in_pool = false;
+        qstats_query_done(t->ep, QS_ERROR, mono_ns() - t->t0);
+        http1_resp_end(r);
+        treq_free(t);
     }
 }
 
@@ -456,7 +503,18 @@ static void start(struct http1_req *r, struct treq *t)
         answer_text(r, 500, "out of memory");
         return;
     }
+    if (lims.timeout_ms > 0) {
+        /* armed before the query is queued: the worker never touches it */
+        uint64_t due = t->t0 + lims.timeout_ms * 1000000u, now = mono_ns();
+        uint64_t left = due > now ? due - now : 0;
+        struct timeval tv = {(time_t)(left / 1000000000u), (long)(left % 1000000000u / 1000u)};
+        t->deadline = evtimer_new(t->iot->base, on_deadline, t);
+        if (t->deadline == NULL || evtimer_add(t->deadline, &tv) < 0) {
+            disarm(t); /* then only the query's own check keeps the timeout */
+        }
+    }
     if (!to_pool(t)) {
+        disarm(t);
         qstats_query_done(t->ep, QS_OVERLOADED, mono_ns() - t->t0);
         treq_free(t);
         http1_resp_start(r, 503, "text/plain; charset=utf-8");
@@ -884,7 +942,7 @@ int tempo_register(const struct config *c)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         workers = n > 0 ? (int)n : 1;
     }
-    int rc = qpool_start(workers, POOL_QUEUE);
+    int rc = qpool_start_reserve(workers, QPOOL_RESERVE, POOL_QUEUE);
     if (rc < 0 && rc != -EALREADY) {
         return rc;
     }

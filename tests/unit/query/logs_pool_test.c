@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -157,6 +158,48 @@ Test(logs_pool, a_full_queue_refuses_and_stop_runs_what_is_queued)
     pthread_mutex_unlock(&gate_lock);
     qpool_stop();
     cr_assert_eq(ran, 3);
+}
+
+static int quick_ran;
+
+static void quick_fn(struct qpool_job *j)
+{
+    (void)j;
+    pthread_mutex_lock(&gate_lock);
+    quick_ran++;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+Test(logs_pool, a_reserve_worker_runs_a_queued_job_while_long_ones_hold_every_worker)
+{
+    cr_assert_eq(qpool_start_reserve(1, 1, 8), 0);
+    cr_assert_eq(qpool_workers(), 1); /* reserves are not counted */
+    struct qpool_job g = {.fn = gate_fn}, q = {.fn = quick_fn};
+    cr_assert_eq(qpool_submit(&g), 0);
+    pthread_mutex_lock(&gate_lock);
+    while (gate_entered < 1) {
+        pthread_cond_wait(&gate_cv, &gate_lock); /* the only worker holds g */
+    }
+    pthread_mutex_unlock(&gate_lock);
+    cr_assert_eq(qpool_submit(&q), 0);
+    /* the reserve steps in after the stall time (200 ms), with g still held */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&gate_lock);
+    while (quick_ran == 0) {
+        cr_assert_eq(pthread_cond_timedwait(&gate_cv, &gate_lock, &dl), 0, "the quick job waited");
+    }
+    cr_assert_eq(ran, 0);
+    gate_open = 1;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_lock);
+    struct qpool_stats st;
+    qpool_get_stats(&st);
+    cr_assert_eq(st.reserve_runs, 1);
+    qpool_stop();
+    cr_assert_eq(ran, 1);
 }
 
 /* ---- jsonw --------------------------------------------------------------- */
