@@ -38,6 +38,7 @@
 #include "server/log.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/catalog.h"
 #include "storage/oblock.h"
 #include "storage/sealer.h"
@@ -865,6 +866,10 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
     if (target < (2u << 20)) {
         target = 2u << 20;
     }
+    /* A seal's scratch is kept for the next seal only when its block was
+     * about the target (sealed after the batch that passed it); the scratch
+     * of a block one huge export made is freed and its charge returned. */
+    blk_scratch_keep(target + target / 2);
     uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
                           : c->ack == ACK_SEAL    ? 1000
                                                   : 60000;

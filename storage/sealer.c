@@ -16,8 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "storage/adm.h"
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct seal_job *head, *tail;
@@ -60,34 +58,12 @@ static bool owner_failed(const void *owner)
     return false;
 }
 
-/*
- * The seal's scratch (sorted copies of the columns, the encoded tables, the
- * footer) is charged to the memory budget, so admission makes room for it
- * instead of the process growing past the budget. block.c keeps one set
- * per sealer thread between seals and does not report its size, so each
- * thread charges the high-water mark of an upper bound,
- * SEAL_SCRATCH_FACTOR times the bytes of the largest block it sealed (one
- * set measured at 1-2x the block), before the seal that may grow it, and
- * keeps it charged while the set is kept; sealer_stop returns it.
- */
-#define SEAL_SCRATCH_FACTOR 2
-static uint64_t scratch_charged[SEALER_THREADS]; /* each thread's own */
-
-static void charge_scratch(int me, const oblock *ob)
-{
-    uint64_t want = SEAL_SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
-    if (want > scratch_charged[me]) {
-        adm_charge(want - scratch_charged[me]);
-        scratch_charged[me] = want;
-    }
-}
-
-static int write_and_publish(struct seal_job *j, int me)
+static int write_and_publish(struct seal_job *j)
 {
     char path[700], err[200];
     blk *b = NULL;
+    /* blk_write charges its scratch to the budget (block.h). */
     const oblock *ob = catalog_open_block(j->h);
-    charge_scratch(me, ob);
     int rc = blk_write(j->dir, ob, j->rows, &j->meta, path, sizeof(path));
     if (rc == 0) {
         rc = blk_open(path, &b, err, sizeof(err));
@@ -109,7 +85,7 @@ static int write_and_publish(struct seal_job *j, int me)
  * pushes back. Only at shutdown does the sealer give up; the shard is then
  * marked failed and none of its later blocks is published either.
  */
-static void seal_one(struct seal_job *j, int me)
+static void seal_one(struct seal_job *j)
 {
     uint64_t t0 = mono_ns();
     int rc;
@@ -121,7 +97,7 @@ static void seal_one(struct seal_job *j, int me)
             rc = -ECANCELED;
             break;
         }
-        rc = write_and_publish(j, me);
+        rc = write_and_publish(j);
         if (rc == 0) {
             break;
         }
@@ -195,7 +171,7 @@ static void *sealer_main(void *arg)
         } else {
             busy[me].owner = j->owner;
             pthread_mutex_unlock(&lock);
-            seal_one(j, me);
+            seal_one(j);
             pthread_mutex_lock(&lock);
             busy[me].owner = NULL;
             pthread_cond_broadcast(&wake); /* the shard's next block may go now */
@@ -252,10 +228,7 @@ void sealer_stop(void)
         pthread_join(threads[i], NULL);
     }
     n_started = 0;
-    for (int i = 0; i < SEALER_THREADS; i++) {
-        adm_uncharge(scratch_charged[i]);
-        scratch_charged[i] = 0;
-    }
+    blk_scratch_release();
 }
 
 void sealer_get_stats(struct sealer_stats *out)
