@@ -25,8 +25,9 @@ enum reject_reason {
     RJ_OVERLOADED = 5,    /* 503 / UNAVAILABLE after the admission wait */
     RJ_INTERNAL = 6,      /* 500 / INTERNAL: WAL write failed, out of memory */
     RJ_SHUTTING_DOWN = 7, /* refused while stopping */
+    RJ_TIMEOUT = 8,       /* 408 / DEADLINE_EXCEEDED: the body did not arrive in time */
 };
-#define RJ_COUNT 8
+#define RJ_COUNT 9
 
 struct io_stats {
     /* [signal - 1][transport] */
