@@ -21,7 +21,8 @@
  * is ADMIT_WINDOW = 5 bytes: a new stream may send its gRPC length prefix and
  * nothing more. The prefix gives the exact message size, which goes to
  * ingest_admit(), so admission refuses an over-cap message
- * (RESOURCE_EXHAUSTED) before a byte of it is read. Once admitted, the stream's window is raised to STREAM_WINDOW
+ * (RESOURCE_EXHAUSTED) before a byte of it is read. Once admitted, the
+ * stream's window is raised to STREAM_WINDOW
  * (1 MiB, nghttp2_session_set_local_window_size), and with automatic window
  * updates off, bytes are given back to the peer (nghttp2_session_consume)
  * only after ingest_body_append() has taken them. A stream that is waiting

@@ -58,7 +58,7 @@
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
-#define RETRY_MS 2                  /* how often waiters retry admission */
+#define RETRY_MS 2              /* how often waiters retry admission */
 #define BODY_MIN (64u << 10)
 #define CACHE_SLOTS 4
 #define CACHE_MAX_BYTES (4u << 20) /* larger buffers go back to malloc */

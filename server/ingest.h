@@ -41,14 +41,14 @@ struct ingest_req;
 
 /* What a listener answers. */
 enum ingest_status {
-    IS_PENDING = 0,  /* no answer yet */
-    IS_ADMITTED,     /* after ingest_admit: go on reading the body */
-    IS_OK,           /* acknowledged; |rejected| > 0 means partial success */
-    IS_MALFORMED,    /* HTTP 400, gRPC INVALID_ARGUMENT */
-    IS_TOO_LARGE,    /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
-    IS_UNSUPPORTED,  /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
-    IS_OVERLOADED,   /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
-    IS_INTERNAL,     /* HTTP 500, gRPC INTERNAL */
+    IS_PENDING = 0,   /* no answer yet */
+    IS_ADMITTED,      /* after ingest_admit: go on reading the body */
+    IS_OK,            /* acknowledged; |rejected| > 0 means partial success */
+    IS_MALFORMED,     /* HTTP 400, gRPC INVALID_ARGUMENT */
+    IS_TOO_LARGE,     /* HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo */
+    IS_UNSUPPORTED,   /* HTTP 415 / 400 for an unknown Content-Encoding, gRPC UNIMPLEMENTED */
+    IS_OVERLOADED,    /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
+    IS_INTERNAL,      /* HTTP 500, gRPC INTERNAL */
     IS_SHUTTING_DOWN, /* HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo */
     IS_TIMEOUT        /* HTTP 408, gRPC DEADLINE_EXCEEDED: the body did not arrive in time */
 };

@@ -73,7 +73,7 @@ static double in_use(const struct daemon *d)
 Test(budget, a_big_export_gives_its_memory_back_once_sealed_and_later_exports_succeed)
 {
     struct daemon d;
-    const char *args[] = {"--memory-budget", "64MiB", "--shards",     "1", "--io-threads", "1",
+    const char *args[] = {"--memory-budget", "64MiB", "--shards", "1", "--io-threads", "1",
                           "--admit-wait",    "1000",  NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
 
@@ -146,8 +146,9 @@ static void prefix(uint8_t p[5], uint32_t n)
 Test(budget, declared_but_unsent_bodies_pin_nothing_and_get_408_or_deadline_exceeded)
 {
     struct daemon d;
-    const char *args[] = {"--memory-budget", "64MiB", "--shards",       "1", "--io-threads", "1",
-                          "--admit-wait",    "1000",  "--body-timeout", "3s", NULL};
+    const char *args[] = {
+        "--memory-budget", "64MiB", "--shards", "1", "--io-threads", "1", "--admit-wait", "1000",
+        "--body-timeout",  "3s",    NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     double idle = in_use(&d);
 
@@ -249,8 +250,8 @@ Test(budget, declared_but_unsent_bodies_pin_nothing_and_get_408_or_deadline_exce
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\","
                                    "transport=\"http_protobuf\"}"),
                  3 * 1100);
-    cr_expect_eq(
-        daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"), 1100);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
+                 1100);
     /* What the stalled requests held is back: only the open block grew. */
     double open = daemon_metric(&d, "miradb_open_block_bytes{signal=\"logs\"}");
     double mem = in_use(&d);
@@ -262,8 +263,8 @@ Test(budget, declared_but_unsent_bodies_pin_nothing_and_get_408_or_deadline_exce
 Test(budget, a_body_that_stops_arriving_is_answered_408_not_closed_silently)
 {
     struct daemon d;
-    const char *args[] = {"--memory-budget", "64MiB", "--io-threads", "1", "--body-timeout", "1s",
-                          NULL};
+    const char *args[] = {
+        "--memory-budget", "64MiB", "--io-threads", "1", "--body-timeout", "1s", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     double idle = in_use(&d);
     size_t len;
