@@ -1480,8 +1480,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
          * close; an export's memory and queue slot go back at once. */
         if (!c->req.started) {
             if (c->req.ireq != NULL) {
+                /* (counted already if ingest's own deadline just failed it) */
+                if (ingest_result(c->req.ireq)->status != IS_TIMEOUT) {
+                    ingest_count_rejection(c->th->t, RJ_TIMEOUT);
+                }
                 free_ireq(&c->req);
-                ingest_count_rejection(c->th->t, RJ_TIMEOUT);
             }
             parser_pause(c, 1);
             answer(&c->req, 408, GRPC_DEADLINE_EXCEEDED, "request body timeout", 0, true);
