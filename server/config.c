@@ -51,6 +51,9 @@ static const struct opt opts[] = {
      "export requests a shard queue holds before new ones wait"},
     {"admit-wait", OPT_INT, "5000", NULL, 0, 3600000, NUM(admit_wait_ms),
      "ms a request waits for queue room or memory before 503 / UNAVAILABLE"},
+    {"body-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(body_timeout_ms),
+     "an admitted export whose body has not all arrived this long after admission is answered "
+     "408 / DEADLINE_EXCEEDED and its memory returned"},
     {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
      "bytes ingest may hold: request bodies, queued batches, open blocks"},
     {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),

@@ -23,6 +23,7 @@ struct config {
     int shards; /* per signal */
     int queue;  /* batches a shard queue holds (reserved + queued) */
     int admit_wait_ms;
+    uint64_t body_timeout_ms; /* an admitted export's body must arrive within this */
     uint64_t memory_budget;
     uint64_t max_request_bytes;
     int ack; /* enum ack_mode */

@@ -20,9 +20,9 @@
  * ADMISSION AND FLOW CONTROL (DESIGN.md "Memory"). SETTINGS_INITIAL_WINDOW_SIZE
  * is ADMIT_WINDOW = 5 bytes: a new stream may send its gRPC length prefix and
  * nothing more. The prefix gives the exact message size, which goes to
- * ingest_admit(), so admission charges the budget with the real size and
- * refuses an over-cap message (RESOURCE_EXHAUSTED) before a byte of it is
- * read. Once admitted, the stream's window is raised to STREAM_WINDOW
+ * ingest_admit(), so admission refuses an over-cap message
+ * (RESOURCE_EXHAUSTED) before a byte of it is read. Once admitted, the
+ * stream's window is raised to STREAM_WINDOW
  * (1 MiB, nghttp2_session_set_local_window_size), and with automatic window
  * updates off, bytes are given back to the peer (nghttp2_session_consume)
  * only after ingest_body_append() has taken them. A stream that is waiting
@@ -31,6 +31,11 @@
  * flowing. The cost is one round trip per export (HEADERS+prefix, then
  * WINDOW_UPDATE, then the message). The connection window is raised to
  * CONN_WINDOW at once (it does not follow SETTINGS, FACTS.md 8.4).
+ * Admission charges only the first 64 KiB of the declared size; the rest is
+ * charged as DATA arrives (ingest.c). An admitted stream whose message has
+ * not all arrived within --body-timeout gets DEADLINE_EXCEEDED (then
+ * RST_STREAM) from ingest's deadline, and its charge and queue slot are
+ * returned, whatever else (PINGs, other streams) keeps the connection busy.
  * Exception: a client may send DATA before it has seen our SETTINGS (the
  * RFC's default 65,535-byte windows apply until then); such first-flight
  * bytes that arrive before admission are kept in a small per-stream stage
@@ -471,6 +476,9 @@ static void stream_answer(struct gstream *s, const struct ingest_result *res)
     case IS_STORAGE_FAILED:
         code = GRPC_UNAVAILABLE;
         break;
+    case IS_TIMEOUT:
+        code = GRPC_DEADLINE_EXCEEDED;
+        break;
     default:
         code = GRPC_INTERNAL;
         break;
@@ -845,8 +853,9 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
         if (s->state == GS_BODY && s->remote_closed) {
             stream_finish(s);
         }
-    } else if (s->state == GS_ADMIT || s->state == GS_INGEST) {
-        stream_answer(s, res); /* a refusal, or the export's outcome */
+    } else if (s->state == GS_ADMIT || s->state == GS_INGEST || s->state == GS_BODY) {
+        /* a refusal, the export's outcome, or (GS_BODY) the body deadline */
+        stream_answer(s, res);
     }
     if (!conn_flush(c)) {
         conn_kill_later(c); /* not here: ingest is still inside its delivery of |r| */

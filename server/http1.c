@@ -49,7 +49,10 @@
  *   idle keep-alive H1_IDLE_S; request line + headers H1_HEAD_S from the
  *   first byte (slowloris); body and response writing H1_IO_S without
  *   progress; lingering close H1_LINGER_S. No timer while a request waits
- *   for admission or for its result: ingest guarantees the callback.
+ *   for admission or for its result: ingest guarantees the callback. A
+ *   head or body that times out is answered 408 before the close; an
+ *   export's body also has ingest's --body-timeout from its admission,
+ *   whose IS_TIMEOUT callback is answered the same way.
  *
  * Closing after an error answer is a lingering close: shutdown(SHUT_WR)
  * once the answer is written, then input is read and discarded until EOF
@@ -605,6 +608,9 @@ static void answer_result(struct http1_req *r, const struct ingest_result *res, 
         answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "storage unavailable, retry later", retry,
                close);
         break;
+    case IS_TIMEOUT: /* the rest of the body is unread: close */
+        answer(r, 408, GRPC_DEADLINE_EXCEEDED, msg ? msg : "request body timeout", 0, true);
+        break;
     case IS_INTERNAL:
     default:
         answer(r, 500, GRPC_INTERNAL, msg ? msg : "internal error", 0, close);
@@ -1085,6 +1091,14 @@ static void on_ingest(struct ingest_req *ir, void *ctx)
         answer_result(r, &copy, false);
         return;
     }
+    if (c->st == CS_BODY) {
+        /* The body deadline passed (IS_TIMEOUT): answer 408 and close. */
+        struct ingest_result copy = *res;
+        free_ireq(r);
+        parser_pause(c, 1);
+        answer_result(r, &copy, true);
+        return;
+    }
     log_warn("http1", "event=unexpected_ingest_callback state=%d", (int)c->st);
 }
 
@@ -1482,8 +1496,24 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         }
         conn_close(c);
         return;
-    case CS_IDLE:
     case CS_BODY:
+        /* The body stopped arriving: answer (the client learns why), then
+         * close; an export's memory and queue slot go back at once. */
+        if (!c->req.started) {
+            if (c->req.ireq != NULL) {
+                /* (counted already if ingest's own deadline just failed it) */
+                if (ingest_result(c->req.ireq)->status != IS_TIMEOUT) {
+                    ingest_count_rejection(c->th->t, RJ_TIMEOUT);
+                }
+                free_ireq(&c->req);
+            }
+            parser_pause(c, 1);
+            answer(&c->req, 408, GRPC_DEADLINE_EXCEEDED, "request body timeout", 0, true);
+            return;
+        }
+        conn_close(c);
+        return;
+    case CS_IDLE:
     case CS_RESP:
     case CS_LINGER:
     default:

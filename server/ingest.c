@@ -4,13 +4,25 @@
  *
  * Admission takes two things before any body byte is read: a slot in one
  * shard's queue (round-robin over the signal's shards) and a first charge
- * on the memory budget (the declared body size, or RESERVE_UNKNOWN when the
- * size is not known). A request that cannot have both waits in its I/O
- * thread's FIFO; a timer retries the queue every RETRY_MS and refuses
- * whoever waited --admit-wait. Later growth (a longer body, the gunzipped
- * copy, the decoded batch) is charged as it happens; all of it is
+ * on the memory budget: ADMIT_FACTOR times the first ADMIT_AHEAD bytes of
+ * the body (fewer if the declared size is smaller). A request that cannot
+ * have both waits in its I/O thread's FIFO; a timer retries the queue
+ * every RETRY_MS and refuses whoever waited --admit-wait. A declared size
+ * is never charged before its bytes arrive, so a client that declares
+ * 64 MiB and sends nothing holds ADMIT_FACTOR * ADMIT_AHEAD, not 192 MiB.
+ * As the body arrives its buffer and charge grow in doubling steps (never
+ * past the declared size), each step ADMIT_FACTOR times the buffer, so
+ * what a decoded batch will need is charged with the bytes that make it;
+ * a step the budget cannot hold refuses the request (503) while its body
+ * is still being read. After the body, the gunzipped copy and the batch
+ * are charged as committed memory (charge_committed). All of it is
  * uncharged when the request ends, so the budget counts exactly what
  * requests hold.
+ *
+ * An admitted request's body must arrive within --body-timeout of its
+ * admission callback; otherwise it fails with IS_TIMEOUT (408 /
+ * DEADLINE_EXCEEDED) through the callback, and its charge and queue slot
+ * are returned, however the client keeps its connection alive.
  *
  * Everything here runs on the request's I/O thread except job_done(),
  * which the shard thread calls and which only posts the request back.
@@ -28,6 +40,7 @@
 #include <time.h>
 
 #include <event2/event.h>
+#include <event2/event_struct.h>
 #include <libdeflate.h>
 
 #include "proto/jsondec.h"
@@ -38,13 +51,14 @@
 #include "server/log.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/catalog.h"
 #include "storage/oblock.h"
 #include "storage/sealer.h"
 
-#define RESERVE_UNKNOWN (64u << 10) /* first charge of a body of unknown size */
-#define ADMIT_FACTOR 3              /* body + decoded batch, as a multiple of the body */
-#define RETRY_MS 2                  /* how often waiters retry admission */
+#define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
+#define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
+#define RETRY_MS 2              /* how often waiters retry admission */
 #define BODY_MIN (64u << 10)
 #define CACHE_SLOTS 4
 #define CACHE_MAX_BYTES (4u << 20) /* larger buffers go back to malloc */
@@ -84,6 +98,8 @@ struct ingest_req {
     long expected;
     shard *sh; /* reserved slot while admitted, until submitted */
     uint64_t charged;
+    size_t body_reserved; /* body bytes the charge covers (ADMIT_FACTOR times) */
+    struct event body_ev; /* the --body-timeout deadline, while RQ_ADMITTED */
     size_t wire_bytes;
     struct buf body;
     struct buf plain; /* the gunzipped body */
@@ -101,6 +117,7 @@ struct ingest_thr {
     /* Waiting requests, FIFO per signal: a full logs queue does not hold up traces. */
     struct ingest_req *whead[SIG_COUNT], *wtail[SIG_COUNT];
     struct event *retry_ev;
+    const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
     struct libdeflate_decompressor *dec;
     unsigned rr[SIG_COUNT];
     struct buf bufs[CACHE_SLOTS];
@@ -141,6 +158,8 @@ static enum reject_reason reason_of(enum ingest_status st)
         return RJ_SHUTTING_DOWN;
     case IS_STORAGE_FAILED:
         return RJ_STORAGE;
+    case IS_TIMEOUT:
+        return RJ_TIMEOUT;
     default:
         return RJ_INTERNAL;
     }
@@ -157,7 +176,10 @@ static struct ingest_thr *thr_of(struct iot *t)
 {
     struct ingest_thr *h = &thr[t->idx];
     if (!h->init) {
+        struct timeval tv = {(time_t)(cfg->body_timeout_ms / 1000),
+                             (suseconds_t)(cfg->body_timeout_ms % 1000) * 1000};
         h->retry_ev = evtimer_new(t->base, retry_waiters, t);
+        h->body_tv = event_base_init_common_timeout(t->base, &tv);
         h->dec = libdeflate_alloc_decompressor();
         h->init = true;
     }
@@ -225,6 +247,7 @@ static uint64_t held_bytes(const struct ingest_req *r)
 static void release(struct ingest_req *r)
 {
     struct ingest_thr *h = thr_of(r->t);
+    event_del(&r->body_ev);
     if (r->sh != NULL) {
         shard_unreserve(r->sh);
         r->sh = NULL;
@@ -262,6 +285,10 @@ static void deliver(struct iot_msg *m)
         release(r);
         free(r);
         return;
+    }
+    if (r->state == RQ_ADMITTED) {
+        /* The listener reads the body from now on; it has until then. */
+        event_add(&r->body_ev, thr_of(r->t)->body_tv);
     }
     r->cb(r, r->ctx);
 }
@@ -316,10 +343,15 @@ static void fail(struct ingest_req *r, enum ingest_status st, const char *fmt, .
 static bool try_admit(struct ingest_req *r)
 {
     struct ingest_thr *h = thr_of(r->t);
-    /* Reserve what the request will hold at its peak, not just its body: the
-     * decoded batch is about twice the body, so a request admitted here is
-     * rarely refused later for want of memory. */
-    uint64_t want = r->expected >= 0 ? (uint64_t)r->expected * ADMIT_FACTOR : RESERVE_UNKNOWN;
+    /* Reserve what the first ADMIT_AHEAD body bytes will hold at their peak,
+     * not just the bytes: the decoded batch is about twice the body. The
+     * rest is charged as it arrives (ingest_body_append), never on the
+     * strength of a declared size alone. */
+    size_t ahead = ADMIT_AHEAD;
+    if (r->expected >= 0 && (uint64_t)r->expected < ahead) {
+        ahead = (size_t)r->expected;
+    }
+    uint64_t want = (uint64_t)ahead * ADMIT_FACTOR;
     shard *sh = NULL;
     unsigned start = h->rr[r->sig - 1]++;
 
@@ -338,6 +370,7 @@ static bool try_admit(struct ingest_req *r)
         return false;
     }
     r->charged = want;
+    r->body_reserved = ahead;
     r->sh = sh;
     return true;
 }
@@ -413,6 +446,18 @@ static void retry_waiters(evutil_socket_t fd, short what, void *arg)
     arm_retry(h);
 }
 
+/* The body did not all arrive within --body-timeout of admission. */
+static void body_expired(evutil_socket_t fd, short what, void *arg)
+{
+    struct ingest_req *r = arg;
+    (void)fd, (void)what;
+    if (r->state != RQ_ADMITTED || r->cb_pending) {
+        return; /* cannot happen: the deadline is armed only then, and removed after */
+    }
+    fail(r, IS_TIMEOUT, "the request body did not arrive within %llu ms of admission",
+         (unsigned long long)cfg->body_timeout_ms);
+}
+
 struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport tr, ingest_cb cb,
                                   void *ctx)
 {
@@ -426,6 +471,7 @@ struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport t
     r->cb = cb;
     r->ctx = ctx;
     r->expected = -1;
+    evtimer_assign(&r->body_ev, t->base, body_expired, r);
     return r;
 }
 
@@ -484,20 +530,37 @@ int ingest_body_append(struct ingest_req *r, const void *p, size_t n)
                    (unsigned long long)cfg->max_request_bytes);
         return -E2BIG;
     }
+    if (need > r->body_reserved) {
+        /* The next step: double what is covered, at least |need|, never past
+         * the declared size (unless the body runs past it) or the cap. */
+        size_t step = r->body_reserved * 2;
+        if (step < BODY_MIN) {
+            step = BODY_MIN;
+        }
+        if (step < need) {
+            step = need;
+        }
+        if (r->expected >= 0 && step > (size_t)r->expected) {
+            step = (size_t)r->expected > need ? (size_t)r->expected : need;
+        }
+        if (step > cfg->max_request_bytes) {
+            step = cfg->max_request_bytes;
+        }
+        uint64_t total = (uint64_t)step * ADMIT_FACTOR;
+        if (total < held_bytes(r)) {
+            total = held_bytes(r);
+        }
+        if (!charge_to(r, total)) {
+            set_failed(r, IS_OVERLOADED, "server memory budget is full; retry later");
+            return -ENOBUFS;
+        }
+        r->body_reserved = step;
+    }
     if (need > r->body.cap) {
         buf_acquire(h, &r->body);
     }
     if (need > r->body.cap) {
-        size_t cap = r->body.cap ? r->body.cap * 2 : BODY_MIN;
-        if (r->expected > 0 && (size_t)r->expected > cap) {
-            cap = (size_t)r->expected;
-        }
-        while (cap < need) {
-            cap *= 2;
-        }
-        if (cap > cfg->max_request_bytes) {
-            cap = cfg->max_request_bytes;
-        }
+        size_t cap = r->body_reserved;
         if (!charge_to(r, held_bytes(r) - r->body.cap + cap)) {
             set_failed(r, IS_OVERLOADED, "server memory budget is full; retry later");
             return -ENOBUFS;
@@ -703,6 +766,7 @@ void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
     if (r->state != RQ_ADMITTED) {
         return;
     }
+    event_del(&r->body_ev); /* the body is all here */
     if (f == IF_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
@@ -917,6 +981,10 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
     if (target < (2u << 20)) {
         target = 2u << 20;
     }
+    /* A seal's scratch is kept for the next seal only when its block was
+     * about the target (sealed after the batch that passed it); the scratch
+     * of a block one huge export made is freed and its charge returned. */
+    blk_scratch_keep(target + target / 2);
     uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
                           : c->ack == ACK_SEAL    ? 1000
                                                   : 60000;

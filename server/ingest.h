@@ -8,7 +8,10 @@
  *      of the body should wait for the callback (admission decides before
  *      the body is read, so a refused request costs no read and no decode);
  *   3. once admitted, ingest_body_append() for each piece of the (still
- *      compressed, if gzip) body, as it arrives;
+ *      compressed, if gzip) body, as it arrives; the whole body must have
+ *      come (ingest_finish) within --body-timeout of the admission
+ *      callback, or the request fails with IS_TIMEOUT through the
+ *      callback and its memory is returned;
  *   4. ingest_finish() at the end of the body: gunzip, decode, hand to the
  *      shard; the callback fires once the export is acknowledged or failed;
  *   5. ingest_req_free() when done with it (also to abandon it at any point,
@@ -51,7 +54,8 @@ enum ingest_status {
      * full, I/O error, no file descriptors... Retrying later can succeed:
      * HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo, never a 500
      * (OTLP exporters drop data on a 500). */
-    IS_STORAGE_FAILED
+    IS_STORAGE_FAILED,
+    IS_TIMEOUT /* HTTP 408, gRPC DEADLINE_EXCEEDED: the body did not arrive in time */
 };
 
 enum ingest_format {
@@ -88,14 +92,17 @@ struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport t
  * (Content-Length, gRPC length prefix), or -1. The callback reports
  * IS_ADMITTED, or IS_TOO_LARGE (declared size over --max-request-bytes),
  * IS_OVERLOADED (queue or budget stayed full for --admit-wait) or
- * IS_SHUTTING_DOWN.
+ * IS_SHUTTING_DOWN. A declared size is not charged to the budget before
+ * its bytes arrive: admission charges for its first 64 KiB at most,
+ * and ingest_body_append grows the charge as the body comes.
  */
 void ingest_admit(struct ingest_req *r, long expected_bytes);
 /*
  * Copies body bytes into the request's charged buffer. Returns 0; -E2BIG
  * once the body passes --max-request-bytes (answer IS_TOO_LARGE; the
  * result is set); -ENOBUFS when the memory budget cannot hold it
- * (IS_OVERLOADED; result set).
+ * (IS_OVERLOADED; result set); -EINVAL when the request is no longer
+ * reading its body (e.g. IS_TIMEOUT; result set, callback pending).
  */
 int ingest_body_append(struct ingest_req *r, const void *p, size_t n);
 /* Ends the body. |gzip|: the body is gzip (one or more members). */

@@ -11,8 +11,9 @@ const char *transport_name(enum transport t)
 
 const char *reject_reason_name(enum reject_reason r)
 {
-    static const char *const names[RJ_COUNT] = {"malformed", "too_large",   "unsupported",
-                                                "not_found", "bad_method",  "overloaded",
-                                                "internal",  "shutting_down", "storage"};
+    static const char *const names[RJ_COUNT] = {"malformed", "too_large",     "unsupported",
+                                                "not_found", "bad_method",    "overloaded",
+                                                "internal",  "shutting_down", "storage",
+                                                "timeout"};
     return (unsigned)r < RJ_COUNT ? names[r] : "?";
 }

@@ -26,8 +26,9 @@ enum reject_reason {
     RJ_INTERNAL = 6,      /* 500 / INTERNAL, out of memory; never a storage error */
     RJ_SHUTTING_DOWN = 7, /* refused while stopping */
     RJ_STORAGE = 8,       /* 503 / UNAVAILABLE: WAL write or seal failed (disk full, EIO...) */
+    RJ_TIMEOUT = 9,       /* 408 / DEADLINE_EXCEEDED: the body did not arrive in time */
 };
-#define RJ_COUNT 9
+#define RJ_COUNT 10
 
 struct io_stats {
     /* [signal - 1][transport] */

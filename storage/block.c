@@ -155,6 +155,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "storage/adm.h"
 #include "storage/bloom.h"
 #include "storage/vcache.h"
 
@@ -1508,7 +1509,16 @@ static int write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec code
  * and footer buffers are tens of MiB, and fresh ones cost a page fault per
  * 4 KiB (zeroed by the kernel) every seal. Up to SCRATCH_KEEP sets are kept
  * (one per concurrent sealer); each grows to the largest block it served.
+ *
+ * Each set is charged to the memory budget (adm.h) at SCRATCH_FACTOR times
+ * the oblock_bytes of the largest block it served (one set measured at 1-2x
+ * the block), before the seal that may grow it, so admission makes room
+ * for it instead of the process growing past the budget. A set that served
+ * a block above scratch_keep_max is freed after that seal and its charge
+ * returned: one oversized export must not leave its seal's scratch (and its
+ * charge) behind for good.
  */
+#define SCRATCH_FACTOR 2
 struct scratch {
     struct wcols w;
     struct wside side;
@@ -1518,15 +1528,18 @@ struct scratch {
     uint64_t *perm;
     struct sortkey *keys, *keys2;
     size_t cap_rows;
+    uint64_t charged; /* to the budget, for this set */
 };
 
 #define SCRATCH_KEEP 2 /* the sealer runs two threads (storage/sealer.c) */
 static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct scratch *scratch_pool[SCRATCH_KEEP];
 static unsigned scratch_n;
+static size_t scratch_keep_max = SIZE_MAX; /* under scratch_lock */
 
 static void scratch_free(struct scratch *sc)
 {
+    adm_uncharge(sc->charged);
     wcols_free(&sc->w);
     for (int k = 0; k < 4; k++) {
         bloom_acc_fini(&sc->side.set[k]);
@@ -1563,10 +1576,22 @@ static struct scratch *scratch_get(void)
     return sc;
 }
 
-static void scratch_put(struct scratch *sc)
+/* Charges |sc| for a seal of |ob| (see struct scratch). */
+static void scratch_charge(struct scratch *sc, const oblock *ob)
+{
+    uint64_t want = SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
+    if (want > sc->charged) {
+        adm_charge(want - sc->charged);
+        sc->charged = want;
+    }
+}
+
+/* Keeps |sc| for the next seal, or frees it (pool full, or it served a
+ * block of |block_bytes| above scratch_keep_max). */
+static void scratch_put(struct scratch *sc, size_t block_bytes)
 {
     pthread_mutex_lock(&scratch_lock);
-    if (scratch_n < SCRATCH_KEEP) {
+    if (scratch_n < SCRATCH_KEEP && block_bytes <= scratch_keep_max) {
         scratch_pool[scratch_n++] = sc;
         sc = NULL;
     }
@@ -1623,6 +1648,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     if (sc == NULL) {
         return -ENOMEM;
     }
+    scratch_charge(sc, ob);
     struct wcols *w = &sc->w;
     struct wside *side = &sc->side;
     struct tbw *tb = &sc->tb;
@@ -1743,8 +1769,28 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
 
 out:
-    scratch_put(sc);
+    scratch_put(sc, oblock_bytes(ob));
     return rc;
+}
+
+void blk_scratch_keep(size_t max_block_bytes)
+{
+    pthread_mutex_lock(&scratch_lock);
+    scratch_keep_max = max_block_bytes;
+    pthread_mutex_unlock(&scratch_lock);
+}
+
+void blk_scratch_release(void)
+{
+    pthread_mutex_lock(&scratch_lock);
+    unsigned n = scratch_n;
+    struct scratch *kept[SCRATCH_KEEP];
+    memcpy(kept, scratch_pool, sizeof(kept));
+    scratch_n = 0;
+    pthread_mutex_unlock(&scratch_lock);
+    for (unsigned i = 0; i < n; i++) {
+        scratch_free(kept[i]);
+    }
 }
 
 int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,

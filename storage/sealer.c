@@ -17,7 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "storage/adm.h"
 #include "storage/oblock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,34 +63,12 @@ static bool owner_failed(const void *owner)
     return false;
 }
 
-/*
- * The seal's scratch (sorted copies of the columns, the encoded tables, the
- * footer) is charged to the memory budget, so admission makes room for it
- * instead of the process growing past the budget. block.c keeps one set
- * per sealer thread between seals and does not report its size, so each
- * thread charges the high-water mark of an upper bound,
- * SEAL_SCRATCH_FACTOR times the bytes of the largest block it sealed (one
- * set measured at 1-2x the block), before the seal that may grow it, and
- * keeps it charged while the set is kept; sealer_stop returns it.
- */
-#define SEAL_SCRATCH_FACTOR 2
-static uint64_t scratch_charged[SEALER_THREADS]; /* each thread's own */
-
-static void charge_scratch(int me, const oblock *ob)
-{
-    uint64_t want = SEAL_SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
-    if (want > scratch_charged[me]) {
-        adm_charge(want - scratch_charged[me]);
-        scratch_charged[me] = want;
-    }
-}
-
 /* One attempt. On failure |f| says which step failed and why. */
-static int write_and_publish(struct seal_job *j, int me, struct seal_failure *f)
+static int write_and_publish(struct seal_job *j, struct seal_failure *f)
 {
     blk *b = NULL;
+    /* blk_write charges its scratch to the budget (block.h). */
     const oblock *ob = catalog_open_block(j->h);
-    charge_scratch(me, ob);
     f->signal = oblock_signal(ob);
     f->path[0] = '\0';
     f->detail[0] = '\0';
@@ -132,7 +109,7 @@ static bool do_giving_up(void)
  * failed and none of its later blocks is published either, so no
  * watermark passes the failed block and the WAL keeps its rows.
  */
-static void seal_one(struct seal_job *j, int me)
+static void seal_one(struct seal_job *j)
 {
     uint64_t t0 = mono_ns();
     int rc;
@@ -148,7 +125,7 @@ static void seal_one(struct seal_job *j, int me)
             rc = -ECANCELED;
             break;
         }
-        rc = write_and_publish(j, me, &f);
+        rc = write_and_publish(j, &f);
         if (rc == 0) {
             break;
         }
@@ -247,7 +224,7 @@ static void *sealer_main(void *arg)
         } else {
             busy[me].owner = j->owner;
             pthread_mutex_unlock(&lock);
-            seal_one(j, me);
+            seal_one(j);
             pthread_mutex_lock(&lock);
             busy[me].owner = NULL;
             pthread_cond_broadcast(&wake); /* the shard's next block may go now */
@@ -321,10 +298,7 @@ void sealer_stop(void)
         pthread_join(threads[i], NULL);
     }
     n_started = 0;
-    for (int i = 0; i < SEALER_THREADS; i++) {
-        adm_uncharge(scratch_charged[i]);
-        scratch_charged[i] = 0;
-    }
+    blk_scratch_release();
 }
 
 void sealer_get_stats(struct sealer_stats *out)

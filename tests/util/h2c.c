@@ -503,6 +503,20 @@ bool h2c_goaway(const struct h2c *c, int32_t *last_id)
     return c->goaway;
 }
 
+int h2c_ping(struct h2c *c, int ms)
+{
+    if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) != 0) {
+        return -1;
+    }
+    double dl = now_s() + ms / 1000.0;
+    do {
+        if (step(c, 10) < 0) {
+            return -1;
+        }
+    } while (now_s() < dl);
+    return flush_out(c);
+}
+
 int h2c_wait_closed(struct h2c *c)
 {
     double dl = now_s() + DEADLINE_S;

@@ -76,6 +76,10 @@ int h2c_rst(struct h2c *c, struct h2c_call *call, uint32_t code);
  * the latest one (read off the wire, so even a GOAWAY that nghttp2 no
  * longer reports counts). */
 bool h2c_goaway(const struct h2c *c, int32_t *last_id);
+/* Sends a PING (the connection is alive, though no stream sends) and runs
+ * the connection for up to |ms| milliseconds, taking what arrives. 0 or
+ * -1 (the connection is gone). */
+int h2c_ping(struct h2c *c, int ms);
 /* Runs until the server closes the connection. 0; -1 after 30 s. */
 int h2c_wait_closed(struct h2c *c);
 

@@ -25,6 +25,7 @@
 
 #include <libdeflate.h>
 
+#include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/bloom.h"
 #include "storage/vcache.h"
@@ -1292,4 +1293,31 @@ Test(block, threads_sharing_a_block_verify_each_table_once_and_read_the_same_row
     cr_assert_eq(stats_now().tables_verified, 3);
     free(perm);
     oblock_free(ob);
+}
+
+/* ---- seal scratch and the memory budget ---- */
+
+Test(block, seal_scratch_is_charged_while_kept_and_returned_after_an_oversized_block)
+{
+    char path[512];
+    adm_init(1ull << 40);
+    oblock *small = gen_oblock(SIG_LOGS, 51, 300, 50);
+    oblock *big = gen_oblock(SIG_LOGS, 52, 6000, 97);
+    uint64_t sb = oblock_bytes(small), bb = oblock_bytes(big);
+    cr_assert_lt(sb, bb);
+    blk_scratch_keep(sb);
+
+    write_block(small, oblock_rows(small), 0, 1, NULL, path, sizeof(path));
+    cr_expect_eq(adm_in_use(), 2 * sb, "kept scratch charged %llu, block %llu",
+                 (unsigned long long)adm_in_use(), (unsigned long long)sb);
+    /* The kept set serves the big block, grows, and is freed after it. */
+    write_block(big, oblock_rows(big), 0, 2, NULL, path, sizeof(path));
+    cr_expect_eq(adm_in_use(), 0, "%llu bytes left charged after a block of %llu",
+                 (unsigned long long)adm_in_use(), (unsigned long long)bb);
+    write_block(small, oblock_rows(small), 0, 3, NULL, path, sizeof(path));
+    cr_expect_eq(adm_in_use(), 2 * sb);
+    blk_scratch_release();
+    cr_expect_eq(adm_in_use(), 0);
+    oblock_free(small);
+    oblock_free(big);
 }
