@@ -311,6 +311,9 @@ static void drain(shard *s, struct shard_job *list)
         }
     }
     charge_block(s);
+    /* The stats show these rows before anyone is acked: a client that reads
+     * /metrics after its ack sees them counted. */
+    publish(s, true);
 
     uint32_t n = 0;
     while (list != NULL) {
