@@ -1,8 +1,9 @@
 /*
- * block.c - sealed block files: the reader with lazy table verification
- * (see block.h for the contract; DESIGN.md "Blocks" for the picture). The
- * file format, constants and shared structs are in block_int.h; the
- * writer is block_write.c.
+ * block_read.c - opening a sealed block: the header, trailer and footer
+ * checks, footer parsing, table loading with lazy verification (and the
+ * eager check fsck asks for), the pruning sidecars and dictionaries,
+ * quarantine, and the process-wide counters all of it bumps. The format
+ * and struct blk are in block_int.h, the contract in block.h.
  */
 #include "storage/block_int.h"
 
@@ -49,10 +50,6 @@ static uint32_t hash_counted(const uint8_t *p, size_t n, bool table)
     atomic_fetch_add(&st_hashed, n);
     return crc32_of(p, n);
 }
-
-/* =====================================================================
- * Reader
- * ===================================================================== */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -360,6 +357,18 @@ int blk_table_load(blk *b, int t)
 int blk_load(blk *b, unsigned want)
 {
     return ready(b, want);
+}
+
+int blk_verify_table(blk *b, uint32_t i)
+{
+    if (i >= N_TABLES) {
+        return -EINVAL;
+    }
+    if (hash_counted(b->map + b->dir[i].off, b->dir[i].len, true) != b->dir[i].crc) {
+        atomic_fetch_add(&st_failures, 1);
+        return -EBADMSG;
+    }
+    return 0;
 }
 
 /* ---- footer parsing ---- */
@@ -976,270 +985,6 @@ const struct metric_view *blk_metric(const blk *b, uint32_t id)
     return id < b->n_metrics ? &b->metrics[id] : NULL;
 }
 
-/* ---- rows ---- */
-
-static const struct mstr mempty = {empty, 0};
-static const struct obytes bempty = {(const uint8_t *)empty, 0};
-static const struct oattrs aempty = {(const uint8_t *)empty, 0, 0};
-
-static inline struct oattrs attrs_get(const blk *b, unsigned ci, unsigned si, uint64_t i)
-{
-    struct mstr s = sc_get(&b->S[si], i);
-    return (struct oattrs){(const uint8_t *)s.p, s.len, (uint32_t)ic_get(&b->I[ci], i)};
-}
-
-/*
- * The row functions write every field once (no memset of the view first:
- * on a scan the clear-then-write cost as much as the reads).
- */
-int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
-{
-    if (b->sig != SIG_LOGS || i >= b->rows) {
-        return -EINVAL;
-    }
-    /* observed_ns is stored relative to the root's time column. */
-    int rc = ready(b, (want & BLK_DETAIL) ? want | BLK_ROOT : want);
-    if (rc < 0) {
-        return rc;
-    }
-    uint64_t t = (want & (BLK_ROOT | BLK_DETAIL)) ? ic_get(&b->I[L_TIME], i) : 0;
-    if (want & BLK_ROOT) {
-        unsigned idf = (unsigned)ic_get(&b->I[L_IDF], i);
-        uint32_t sc = (uint32_t)ic_get(&b->I[L_SCOPE], i);
-        enum val_type bt = (enum val_type)ic_get(&b->I[L_BTYPE], i);
-        struct mstr body = sc_get(&b->S[L_BODY], i);
-        v->time_ns = (idf & 4) ? 0 : t;
-        v->scope_id = sc;
-        v->scope = &b->scopes[sc];
-        v->resource = b->scopes[sc].resource;
-        v->severity_number = (int32_t)unzz(ic_get(&b->I[L_SEV], i));
-        v->severity_text = dc_get(&b->D[L_SEVTEXT], i);
-        v->body_type = bt;
-        v->body_str = bt == VAL_STR ? body : mempty;
-        v->body_val = bt == VAL_STR ? bempty : ob_of(body);
-        v->has_trace_id = (idf & 1) != 0;
-        v->has_span_id = (idf & 2) != 0;
-        memcpy(v->trace_id, b->R[L_TRACE] + 16 * i, 16);
-        memcpy(v->span_id, b->R[L_SPAN] + 8 * i, 8);
-        v->event_name = dc_get(&b->D[L_EVNAME], i);
-    } else {
-        v->time_ns = 0;
-        v->scope_id = 0;
-        v->scope = NULL;
-        v->resource = NULL;
-        v->severity_number = 0;
-        v->severity_text = v->body_str = v->event_name = mempty;
-        v->body_type = VAL_EMPTY;
-        v->body_val = bempty;
-        v->has_trace_id = v->has_span_id = false;
-        memset(v->trace_id, 0, 16);
-        memset(v->span_id, 0, 8);
-    }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, L_ACOUNT, L_ATTRS, i) : aempty;
-    if (want & BLK_DETAIL) {
-        v->observed_ns = t + (uint64_t)unzz(ic_get(&b->I[L_OBS], i));
-        v->dropped_attrs = (uint32_t)ic_get(&b->I[L_DROP], i);
-        v->flags = (uint32_t)ic_get(&b->I[L_FLAGS], i);
-    } else {
-        v->observed_ns = 0;
-        v->dropped_attrs = 0;
-        v->flags = 0;
-    }
-    return 0;
-}
-
-int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
-{
-    if (b->sig != SIG_TRACES || i >= b->rows) {
-        return -EINVAL;
-    }
-    int rc = ready(b, want);
-    if (rc < 0) {
-        return rc;
-    }
-    if (want & BLK_ROOT) {
-        uint32_t sc = (uint32_t)ic_get(&b->I[T_SCOPE], i);
-        v->start_ns = ic_get(&b->I[T_START], i);
-        v->end_ns = v->start_ns + (uint64_t)unzz(ic_get(&b->I[T_DUR], i));
-        v->scope_id = sc;
-        v->scope = &b->scopes[sc];
-        v->resource = b->scopes[sc].resource;
-        memcpy(v->trace_id, b->R[T_TRACE] + 16 * i, 16);
-        memcpy(v->span_id, b->R[T_SPAN] + 8 * i, 8);
-        memcpy(v->parent_span_id, b->R[T_PARENT] + 8 * i, 8);
-        v->has_parent = ic_get(&b->I[T_HASPAR], i) != 0;
-        v->name = dc_get(&b->D[T_NAME], i);
-        v->kind = (int32_t)unzz(ic_get(&b->I[T_KIND], i));
-        v->status_code = (int32_t)unzz(ic_get(&b->I[T_STATUS], i));
-        v->status_message = sc_get(&b->S[T_STATMSG], i);
-    } else {
-        v->start_ns = v->end_ns = 0;
-        v->scope_id = 0;
-        v->scope = NULL;
-        v->resource = NULL;
-        memset(v->trace_id, 0, 16);
-        memset(v->span_id, 0, 8);
-        memset(v->parent_span_id, 0, 8);
-        v->has_parent = false;
-        v->name = v->status_message = mempty;
-        v->kind = v->status_code = 0;
-    }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, T_ACOUNT, T_ATTRS, i) : aempty;
-    if (want & BLK_DETAIL) {
-        v->trace_state = sc_get(&b->S[T_TSTATE], i);
-        v->flags = (uint32_t)ic_get(&b->I[T_FLAGS], i);
-        v->dropped_attrs = (uint32_t)ic_get(&b->I[T_DROP], i);
-        v->events = ob_of(sc_get(&b->S[T_EVENTS], i));
-        v->n_events = (uint32_t)ic_get(&b->I[T_NEV], i);
-        v->dropped_events = (uint32_t)ic_get(&b->I[T_DROPEV], i);
-        v->links = ob_of(sc_get(&b->S[T_LINKS], i));
-        v->n_links = (uint32_t)ic_get(&b->I[T_NLINK], i);
-        v->dropped_links = (uint32_t)ic_get(&b->I[T_DROPLINK], i);
-    } else {
-        v->trace_state = mempty;
-        v->flags = v->dropped_attrs = 0;
-        v->events = v->links = bempty;
-        v->n_events = v->dropped_events = v->n_links = v->dropped_links = 0;
-    }
-    return 0;
-}
-
-int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v)
-{
-    if (b->sig != SIG_METRICS || i >= b->rows) {
-        return -EINVAL;
-    }
-    int rc = ready(b, want);
-    if (rc < 0) {
-        return rc;
-    }
-    if (want & BLK_ROOT) {
-        uint32_t m = (uint32_t)ic_get(&b->I[M_METRIC], i);
-        unsigned has = (unsigned)ic_get(&b->I[M_HAS], i);
-        v->time_ns = ic_get(&b->I[M_TIME], i);
-        v->start_ns = v->time_ns - (uint64_t)unzz(ic_get(&b->I[M_START], i));
-        v->metric_id = m;
-        v->metric = &b->metrics[m];
-        v->scope = b->metrics[m].scope;
-        v->resource = b->metrics[m].scope->resource;
-        v->value_type = (enum point_value)ic_get(&b->I[M_VTYPE], i);
-        memcpy(&v->value, b->R[M_VALUE] + 8 * i, 8);
-        v->count = ic_get(&b->I[M_COUNT], i);
-        memcpy(&v->sum, b->R[M_SUM] + 8 * i, 8);
-        memcpy(&v->min, b->R[M_MIN] + 8 * i, 8);
-        memcpy(&v->max, b->R[M_MAX] + 8 * i, 8);
-        v->has_sum = (has & 1) != 0;
-        v->has_min = (has & 2) != 0;
-        v->has_max = (has & 4) != 0;
-    } else {
-        v->time_ns = v->start_ns = 0;
-        v->metric_id = 0;
-        v->metric = NULL;
-        v->scope = NULL;
-        v->resource = NULL;
-        v->value_type = PV_NONE;
-        v->value.i = 0;
-        v->count = 0;
-        v->sum = v->min = v->max = 0;
-        v->has_sum = v->has_min = v->has_max = false;
-    }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, M_ACOUNT, M_ATTRS, i) : aempty;
-    if (want & BLK_DETAIL) {
-        v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
-        v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
-        v->exemplars = ob_of(sc_get(&b->S[M_EXEMPLARS], i));
-        v->n_exemplars = (uint32_t)ic_get(&b->I[M_NEX], i);
-    } else {
-        v->flags = 0;
-        v->detail = v->exemplars = bempty;
-        v->n_exemplars = 0;
-    }
-    return 0;
-}
-
-const uint64_t *blk_col_time(blk *b)
-{
-    uint64_t *t = atomic_load_explicit(&b->col_time, memory_order_acquire);
-    if (t != NULL) {
-        return t;
-    }
-    if (ready(b, BLK_ROOT) < 0) {
-        return NULL;
-    }
-    pthread_mutex_lock(&b->lock);
-    t = atomic_load_explicit(&b->col_time, memory_order_relaxed);
-    if (t == NULL) {
-        t = malloc((b->rows ? b->rows : 1) * sizeof(*t));
-        if (t != NULL) {
-            const struct icol *c = &b->I[0]; /* L_TIME, T_START, M_TIME */
-            for (uint64_t i = 0; i < b->rows; i++) {
-                t[i] = ic_get(c, i);
-            }
-            atomic_store_explicit(&b->col_time, t, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&b->lock);
-    return t;
-}
-
-uint64_t blk_lower_bound(blk *b, uint64_t t)
-{
-    if (ready(b, BLK_ROOT) < 0) {
-        return b->rows;
-    }
-    uint64_t lo = 0, hi = b->rows;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (ic_get(&b->I[0], mid) < t) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-/* ---- hot attribute keys ---- */
-
-uint32_t blk_n_hot_attrs(const blk *b)
-{
-    return b->n_hot;
-}
-
-struct mstr blk_hot_attr_key(const blk *b, uint32_t h)
-{
-    return h < b->n_hot ? b->hot_key[h] : mempty;
-}
-
-int blk_hot_attr_find(const blk *b, const char *key, size_t kn)
-{
-    for (uint32_t h = 0; h < b->n_hot; h++) {
-        if (b->hot_key[h].len == kn && (kn == 0 || memcmp(b->hot_key[h].p, key, kn) == 0)) {
-            return (int)h;
-        }
-    }
-    return -1;
-}
-
-int blk_hot_attr(blk *b, uint32_t h, uint64_t i, struct val *v)
-{
-    if (h >= b->n_hot || i >= b->rows) {
-        return -EINVAL;
-    }
-    int rc = ready(b, BLK_ATTRS);
-    if (rc < 0) {
-        return rc;
-    }
-    uint64_t at = ic_get(&b->hot[h], i);
-    if (at == 0) {
-        return 0;
-    }
-    const struct scol *sa = &b->S[specs[b->sig - 1][1].e[1].idx];
-    const uint8_t *p = sa->data + ic_get(&sa->off, i);
-    struct val_rd r = {p + at - 1, sa->data + ic_get(&sa->off, i + 1)};
-    return val_rd_value(&r, v) == 0 ? 1 : -EBADMSG;
-}
-
 /* ---- quarantine ---- */
 
 int blk_quarantine(blk *b)
@@ -1298,106 +1043,4 @@ int blk_quarantine(blk *b)
 out:
     pthread_mutex_unlock(&b->lock);
     return rc;
-}
-
-/* ---- introspection ---- */
-
-const char *blk_table_kind_name(enum blk_table_kind k)
-{
-    switch (k) {
-    case BLK_T_ROOT:
-        return "root";
-    case BLK_T_ATTRS:
-        return "attrs";
-    case BLK_T_DETAIL:
-        return "detail";
-    }
-    return "?";
-}
-
-const char *blk_bloom_kind_name(enum blk_bloom_kind k)
-{
-    switch (k) {
-    case BLK_BLOOM_TOKENS:
-        return "body_tokens";
-    case BLK_BLOOM_TRACE_IDS:
-        return "trace_ids";
-    case BLK_BLOOM_ATTRS:
-        return "attr_values";
-    case BLK_BLOOM_RES_ATTRS:
-        return "resource_values";
-    }
-    return "?";
-}
-
-uint32_t blk_n_tables(const blk *b)
-{
-    (void)b;
-    return N_TABLES;
-}
-
-int blk_table_info(const blk *b, uint32_t i, struct blk_table_info *out)
-{
-    if (i >= N_TABLES) {
-        return -EINVAL;
-    }
-    const struct tdir *d = &b->dir[i];
-    int st = atomic_load_explicit(&((blk *)b)->tstate[i], memory_order_acquire);
-    *out = (struct blk_table_info){
-        .kind = (enum blk_table_kind)d->kind,
-        .codec = (enum blk_codec)d->codec,
-        .offset = d->off,
-        .length = d->len,
-        .raw_length = d->raw,
-        .crc32 = d->crc,
-        .n_columns = st == TS_OK ? b->tcols[i] : 0,
-        .state = st == TS_OK    ? 1
-                 : st == TS_BAD ? -1
-                                : 0,
-    };
-    return 0;
-}
-
-int blk_verify_table(blk *b, uint32_t i)
-{
-    if (i >= N_TABLES) {
-        return -EINVAL;
-    }
-    if (hash_counted(b->map + b->dir[i].off, b->dir[i].len, true) != b->dir[i].crc) {
-        atomic_fetch_add(&st_failures, 1);
-        return -EBADMSG;
-    }
-    return 0;
-}
-
-uint32_t blk_n_blooms(const blk *b)
-{
-    return b->n_blooms;
-}
-
-int blk_bloom_info(const blk *b, uint32_t i, struct blk_bloom_info *out)
-{
-    if (i >= b->n_blooms) {
-        return -EINVAL;
-    }
-    const struct bloom_r *bl = &b->blooms[i];
-    uint64_t set = 0;
-    for (uint64_t w = 0; w < bl->nbits / 64; w++) {
-        set += (uint64_t)__builtin_popcountll(rd64(bl->bits + 8 * w));
-    }
-    *out =
-        (struct blk_bloom_info){bl->kind, bl->nbits, bl->items, bl->k, bl->seed, set, bl->complete};
-    return 0;
-}
-
-void blk_layout(const blk *b, struct blk_layout *out)
-{
-    *out = (struct blk_layout){
-        .version = BLK_VERSION,
-        .header_bytes = HDR_SIZE,
-        .footer_offset = b->foot_off,
-        .footer_bytes = b->foot_len,
-        .dict_bytes = {b->dict_bytes[0], b->dict_bytes[1], b->dict_bytes[2]},
-        .bloom_bytes = b->bloom_bytes,
-    };
 }
