@@ -463,6 +463,8 @@ static inline struct obytes ob_of(struct mstr s)
  */
 int blk_table_load(blk *b, int t);
 
+/* 0 once the tables of |want| are loaded, else blk_table_load's error. The
+ * row functions call it for every row: one acquire load per wanted table. */
 static inline int ready(blk *b, unsigned want)
 {
     static const unsigned bit[N_TABLES] = {BLK_ROOT, BLK_ATTRS, BLK_DETAIL};
