@@ -2106,7 +2106,7 @@ static bool dict_may(blk *b, const struct traceql_field *f)
 /*
  * Span attributes: `span.x = "v"` also matches an array holding "v"
  * (FACTS.md E.5); the block's key=value bloom indexes string values and the
- * string elements of arrays (storage/block.c bloom_attrs), so it can prove a
+ * string elements of arrays (storage/block_write.c bloom_attrs), so it can prove a
  * span attribute absent.
  */
 #define SPAN_ATTR_BLOOM 1

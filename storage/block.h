@@ -2,7 +2,8 @@
  * block.h - sealed block files: the writer that turns an open block into
  * one immutable file, and the reader that queries, the catalog, `miradb
  * inspect` and `miradb fsck` share. The byte layout is specified in the
- * header comment of block.c.
+ * header comment of block_int.h, the module's private header (the code:
+ * block_write.c, block_read.c, block_rows.c, block_inspect.c).
  *
  * A sealed block holds rows in three kinds of tables, each with its own
  * CRC32 and codec: the root table (what nearly every query reads), the

@@ -124,7 +124,7 @@ static uint64_t file_bytes(const char *path)
 
 /*
  * A block in quarantine (DATA/quarantine/<signal>-<name>) keeps the seal id
- * of its name (block.c: s<shard>-<seal id>.blk) reserved: a new block under
+ * of its name (block_write.c: s<shard>-<seal id>.blk) reserved: a new block under
  * the same name would make a second quarantine of that name overwrite it.
  */
 static void reserve_seal_id(const char *name, int n_shards, uint64_t *next_seal_ids)

@@ -1,5 +1,5 @@
 /*
- * fuzz_blkopen.c - libFuzzer target for the block reader (storage/block.c).
+ * fuzz_blkopen.c - libFuzzer target for the block reader (storage/block_read.c).
  *
  * Every input is a block file. It is opened twice: as given (the checksums
  * must refuse nearly all mutations cleanly), and with every checksum
@@ -178,7 +178,7 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, 4);
 }
 
-/* Recomputes every checksum the format has (block.c's layout), as far as
+/* Recomputes every checksum the format has (block_int.h's layout), as far as
  * the (mutated) structure allows finding them. */
 static void fix_crcs(uint8_t *f, size_t n)
 {

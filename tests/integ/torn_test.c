@@ -575,7 +575,7 @@ static void part_range(const char *path, enum blk_part p, uint64_t *off, uint64_
     *off = 0;
     *len = 0;
     /* Header and trailer: the bytes their CRCs cover, and the CRC itself
-     * (block.c: header 0..56 + crc at 56; trailer 0..24 + crc at 24). */
+     * (block_int.h: header 0..56 + crc at 56; trailer 0..24 + crc at 24). */
     if (p == P_HEADER) {
         cr_assert_eq(lay.header_bytes, 64);
         *len = 60;

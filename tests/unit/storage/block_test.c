@@ -1,5 +1,5 @@
 /*
- * block_test.c - sealed block files (storage/block.c): every field of every
+ * block_test.c - sealed block files (storage/block_*.c): every field of every
  * signal read back exactly (plain and zstd), random blocks in = same rows
  * out, lazy verification proven by the counters, the verification cache
  * across reopen and replacement, truncation and single bit flips in every
@@ -1166,7 +1166,7 @@ static void put64(uint8_t *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
-/* Offset of footer section |id|'s body (block.c's layout); 0 if absent. */
+/* Offset of footer section |id|'s body (block_int.h's layout); 0 if absent. */
 static uint64_t section(const uint8_t *f, size_t n, uint32_t id, uint64_t *len)
 {
     uint64_t foff = get64(f + n - 40), p = foff + 8;
@@ -1220,7 +1220,7 @@ Test(block, a_forged_row_count_is_refused_without_walking_the_rows)
     put64(f + meta + 8, rows);
     uint64_t t = section(f, n, 2, &len);
     uint8_t *root = f + get64(f + t + 8 + 8);
-    static const int row_counted[] = {0, 1, 2, 3, 6, 9, 12}; /* by block.c's logs root spec */
+    static const int row_counted[] = {0, 1, 2, 3, 6, 9, 12}; /* by block_int.h's logs root spec */
     for (size_t i = 0; i < sizeof(row_counted) / sizeof(row_counted[0]); i++) {
         uint8_t *col = root + get64(root + 8 + 16 * row_counted[i]);
         cr_assert_eq(get64(col), 0);

@@ -1,0 +1,482 @@
+/*
+ * block_int.h - what the files of the sealed block module share: the file
+ * format, its constants, the logical column specs, the little helpers,
+ * struct blk and the column readers. Only storage/block*.c include this
+ * file; block.h is the module's public surface.
+ *
+ * The files, one job each:
+ *   block_write.c    the writer: an open block sealed into one file
+ *   block_read.c     open, footer parsing, table loading with lazy
+ *                    verification, sidecars, quarantine, counters
+ *   block_rows.c     row views and column access over loaded tables
+ *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
+ *
+ * FILE FORMAT, version 2 (integers little-endian; "zz" = zigzag of a
+ * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
+ * footer section starts at a multiple of 8 bytes, padding is zero)
+ *
+ *   HEADER (64 bytes, at 0)
+ *     0  8   magic "MiraBlk\0"
+ *     8  u32 format version (2)
+ *    12  u32 header size (64)
+ *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
+ *    20  u32 shard
+ *    24  u64 rows
+ *    32  u64 seal id
+ *    40  u64 WAL watermark: the highest WAL seq whose rows the block holds
+ *    48  u64 zero (reserved)
+ *    56  u32 crc32 of bytes 0..56
+ *    60  u32 zero
+ *
+ *   TABLES, from 64 on: root, then attrs, then detail (each located by the
+ *   footer's table directory). A table's stored bytes are its raw bytes
+ *   (codec 0) or one zstd frame of them (codec 1, raw length at most 256 MiB
+ *   and 4096 x stored + 1 MiB); the CRC covers the
+ *   stored bytes. Raw table:
+ *     0  u32 ncols
+ *     4  u32 zero
+ *     8  ncols x { u64 offset from the table start, u64 length }
+ *        then the columns
+ *   A column is either
+ *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8), 7 zero }
+ *          then count values of |width| bytes: value = base + stored
+ *          (frame of reference; width 0: every value is base)
+ *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
+ *   and logical columns are made of physical ones:
+ *     I  one INT of |rows| values
+ *     R  one RAW of rows x size bytes
+ *     S  (strings, encoded values) INT of rows+1 offsets (0 first, non-
+ *        decreasing, last = data length), then RAW data: row i is
+ *        data[off[i], off[i+1])
+ *     D  (low-cardinality strings) INT of |rows| codes, then the dictionary
+ *        as an S of ndict entries: row i is dictionary entry codes[i]
+ *
+ *   Logical columns of each table, in order (names in the enums below):
+ *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
+ *                  I scope id, I zz(severity_number), D severity_text,
+ *                  I body type (val.h), S body (the string for VAL_STR,
+ *                  the encoded value otherwise), I id flags (bit 0
+ *                  has_trace_id, bit 1 has_span_id, bit 2 time_ns was 0),
+ *                  R trace_id (16), R span_id (8), D event_name
+ *           attrs  I attribute count, S attributes (val.h attrs), then one
+ *                  I per hot key (footer section 8): 1 + the offset of
+ *                  the key's (first) value in the row's attributes, 0
+ *                  when the row lacks the key. Every table kind's attrs
+ *                  table ends with these columns.
+ *           detail I zz(observed_ns - time), I dropped_attrs, I flags
+ *   TRACES  root   I start_ns, I zz(end_ns - start_ns), I scope id,
+ *                  R trace_id (16), R span_id (8), R parent_span_id (8),
+ *                  I has_parent, D name, I zz(kind), I zz(status_code),
+ *                  S status_message
+ *           attrs  I attribute count, S attributes
+ *           detail S trace_state, I flags, I dropped_attrs, S events,
+ *                  I n_events, I dropped_events, S links, I n_links,
+ *                  I dropped_links (events and links in batch.h's encoding)
+ *   METRICS root   I time_ns, I zz(time_ns - start_ns), I metric id,
+ *                  I value type, R value (8: f64 or i64 bits), I count,
+ *                  R sum (8), R min (8), R max (8), I has (bit 0 sum,
+ *                  bit 1 min, bit 2 max)
+ *           attrs  I attribute count, S attributes
+ *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
+ *   Rows are sorted by time (the first root column), ties in append order.
+ *   Integers are frame-of-reference rather than delta coded so that row i
+ *   is read in O(1); sorted times then cost 8 bytes a row when a block
+ *   spans more than 4.3 s. Attributes stay one encoded list per row (what
+ *   the views hand out, byte for byte); keys in most rows are indexed by
+ *   the hot key columns rather than split into typed columns.
+ *
+ *   FOOTER (at the offset the trailer gives)
+ *     0  u32 section count, 4 u32 zero, then sections:
+ *        { u32 id, u32 zero, u64 length, length bytes, zero pad to 8 }
+ *     Unknown section ids are skipped. Sections:
+ *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
+ *                 u64 seal id, u64 flags (bit 0: rows sorted by time)
+ *                 (must equal the header)
+ *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
+ *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
+ *                 of the stored bytes, u64 file offset, u64 stored length,
+ *                 u64 raw length }
+ *     3 ZONES     u32 n, u32 zero, n x 24 bytes { u32 id (1 time, 2
+ *                 severity_number as int64, 3 span duration as int64),
+ *                 u32 zero, u64 min, u64 max }; absent for an empty block
+ *     4 BLOOMS    u32 n, u32 zero, n x { u8 kind (1 body tokens, 2 trace
+ *                 ids, 3 record attribute key=value, 4 resource attribute
+ *                 key=value; values are strings and the string elements
+ *                 of arrays), u8 algorithm (2: bloom.h's split block
+ *                 filter), u8 k (8), u8 flags (bit 0: incomplete, answer
+ *                 "maybe" to everything), u32 zero, u64 seed, u64 nbits
+ *                 (multiple of 512), u64 items (the distinct items, as
+ *                 estimated by the writer's HyperLogLog: the filter was
+ *                 sized from it), nbits / 8 bytes of bits }
+ *     5 RESOURCES u32 n, n x { u32 dropped_attrs, u32 attr count,
+ *                 u32 attr bytes, u32 schema_url bytes, attrs, schema_url }
+ *     6 SCOPES    u32 n, n x { u32 resource id, u32 dropped_attrs, u32 attr
+ *                 count, u32 name bytes, u32 version bytes, u32 attr bytes,
+ *                 u32 schema_url bytes, name, version, attrs, schema_url }
+ *     7 METRICS   u32 n, n x { u32 scope id, u8 kind, u8 monotonic, u16 zero,
+ *                 i32 temporality, u32 metadata count, u32 name bytes,
+ *                 u32 description bytes, u32 unit bytes, u32 metadata bytes,
+ *                 name, description, unit, metadata }
+ *     8 HOTKEYS   u32 n (at most 12), n x { u32 key bytes, key }: the record
+ *                 attribute keys present in at least half the rows, most
+ *                 frequent first (ties by key bytes); optional
+ *     Resources, scopes and metrics are block-level ids (the open block's).
+ *
+ *   TRAILER (40 bytes, the end of the file)
+ *     0  u64 footer offset
+ *     8  u64 footer length (the footer ends where the trailer starts)
+ *    16  u32 crc32 of the footer
+ *    20  u32 format version (2)
+ *    24  u32 crc32 of trailer bytes 0..24
+ *    28  u32 zero
+ *    32  8   magic "MiraEnd\0"
+ *
+ * CRC32 is the gzip polynomial (libdeflate_crc32, start value 0).
+ *
+ * Reading: the file is mapped read-only. Open checks header, trailer,
+ * footer and the root table; the other tables are checked on first use.
+ * Checking a table is: CRC (unless the verification cache knows it), zstd
+ * decode if any, then the structure: column count and bounds, INT widths,
+ * offsets non-decreasing and inside their data, codes inside their
+ * dictionary, ids inside the dictionaries. After that a row access reads
+ * without any bounds check of its own, so a file that passes its CRCs but
+ * was crafted cannot make a reader run off its mapping.
+ */
+#ifndef MIRADB_BLOCK_INT_H
+#define MIRADB_BLOCK_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <libdeflate.h>
+
+#include "storage/block.h"
+#include "storage/vcache.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "storage/block*.c read little-endian integers in place"
+#endif
+
+#define HDR_SIZE 64
+#define TRL_SIZE 40
+static const char hdr_magic[8] = "MiraBlk";
+static const char trl_magic[8] = "MiraEnd";
+
+enum {
+    SEC_META = 1,
+    SEC_TABLES = 2,
+    SEC_ZONES = 3,
+    SEC_BLOOMS = 4,
+    SEC_RESOURCES = 5,
+    SEC_SCOPES = 6,
+    SEC_METRICS = 7,
+    SEC_HOTKEYS = 8,
+    SEC_MAX = 8,
+};
+
+enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
+
+#define N_TABLES 3
+#define HOT_MAX 12  /* hot attribute keys per block, at most */
+#define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
+#define TDIR_SIZE 32
+#define INT_HDR 24
+#define MAX_PHYS (24 + HOT_MAX)
+/* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
+ * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
+ * over ZSTD_RAW_MAX plain. */
+#define ZSTD_RATIO_CAP 4096
+#define ZSTD_RAW_MAX (256ull << 20)
+
+/* ---- logical columns per signal (the index spaces of the arrays below) ---- */
+
+enum { L_TIME, L_SCOPE, L_SEV, L_BTYPE, L_IDF, L_ACOUNT, L_OBS, L_DROP, L_FLAGS };
+enum { L_BODY, L_ATTRS };
+enum { L_SEVTEXT, L_EVNAME };
+enum { L_TRACE, L_SPAN };
+
+enum {
+    T_START,
+    T_DUR,
+    T_SCOPE,
+    T_HASPAR,
+    T_KIND,
+    T_STATUS,
+    T_ACOUNT,
+    T_FLAGS,
+    T_DROP,
+    T_NEV,
+    T_DROPEV,
+    T_NLINK,
+    T_DROPLINK
+};
+enum { T_STATMSG, T_ATTRS, T_TSTATE, T_EVENTS, T_LINKS };
+enum { T_NAME };
+enum { T_TRACE, T_SPAN, T_PARENT };
+
+enum { M_TIME, M_START, M_METRIC, M_VTYPE, M_COUNT, M_HAS, M_ACOUNT, M_FLAGS, M_NEX };
+enum { M_ATTRS, M_DETAIL, M_EXEMPLARS };
+enum { M_VALUE, M_SUM, M_MIN, M_MAX };
+
+#define MAX_I 13
+#define MAX_S 5
+#define MAX_D 2
+#define MAX_R 4
+
+/* Range limits a column's values are checked against at load. */
+enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
+
+struct ent {
+    char type; /* 'I', 'S', 'D', 'R' */
+    uint8_t idx;
+    uint8_t arg; /* R: element size; I: enum lim */
+};
+
+struct spec {
+    const struct ent *e;
+    unsigned n;
+};
+
+static const struct ent logs_root[] = {
+    {'I', L_TIME, 0},        {'I', L_SCOPE, LIM_SCOPES},  {'I', L_SEV, 0},
+    {'D', L_SEVTEXT, 0},     {'I', L_BTYPE, LIM_VALTYPE}, {'S', L_BODY, 0},
+    {'I', L_IDF, LIM_BITS3}, {'R', L_TRACE, 16},          {'R', L_SPAN, 8},
+    {'D', L_EVNAME, 0},
+};
+static const struct ent logs_attrs[] = {{'I', L_ACOUNT, 0}, {'S', L_ATTRS, 0}};
+static const struct ent logs_detail[] = {{'I', L_OBS, 0}, {'I', L_DROP, 0}, {'I', L_FLAGS, 0}};
+
+static const struct ent spans_root[] = {
+    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'R', T_TRACE, 16},
+    {'R', T_SPAN, 8},  {'R', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL},  {'D', T_NAME, 0},
+    {'I', T_KIND, 0},  {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
+};
+static const struct ent spans_attrs[] = {{'I', T_ACOUNT, 0}, {'S', T_ATTRS, 0}};
+static const struct ent spans_detail[] = {
+    {'S', T_TSTATE, 0}, {'I', T_FLAGS, 0}, {'I', T_DROP, 0},  {'S', T_EVENTS, 0},   {'I', T_NEV, 0},
+    {'I', T_DROPEV, 0}, {'S', T_LINKS, 0}, {'I', T_NLINK, 0}, {'I', T_DROPLINK, 0},
+};
+
+static const struct ent points_root[] = {
+    {'I', M_TIME, 0},        {'I', M_START, 0}, {'I', M_METRIC, LIM_METRICS},
+    {'I', M_VTYPE, LIM_PV},  {'R', M_VALUE, 8}, {'I', M_COUNT, 0},
+    {'R', M_SUM, 8},         {'R', M_MIN, 8},   {'R', M_MAX, 8},
+    {'I', M_HAS, LIM_BITS3},
+};
+static const struct ent points_attrs[] = {{'I', M_ACOUNT, 0}, {'S', M_ATTRS, 0}};
+static const struct ent points_detail[] = {
+    {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
+
+#define SPEC(a)                                                                                    \
+    {                                                                                              \
+        a, sizeof(a) / sizeof(a[0])                                                                \
+    }
+static const struct spec specs[SIG_COUNT][N_TABLES] = {
+    {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
+    {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
+    {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+};
+
+static inline unsigned phys_cols(const struct spec *sp)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        n += sp->e[i].type == 'S' ? 2 : sp->e[i].type == 'D' ? 3 : 1;
+    }
+    return n;
+}
+
+/* ---- little helpers ---- */
+
+static const char empty[1] = "";
+
+static inline uint64_t zz(int64_t x)
+{
+    return ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+}
+
+static inline int64_t unzz(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+static inline void wr64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+static inline uint32_t crc32_of(const void *p, size_t n)
+{
+    return libdeflate_crc32(0, p, n);
+}
+
+static inline int pad8(struct vbuf *b)
+{
+    static const uint8_t zeros[8];
+    size_t r = b->len & 7;
+    return r ? vbuf_put(b, zeros, 8 - r) : 0;
+}
+
+/* ---- the reader's block (block_read.c opens it) ---- */
+
+/* A table directory entry (footer section 2). */
+struct tdir {
+    uint8_t kind, codec;
+    uint32_t crc;
+    uint64_t off, len, raw;
+};
+
+struct icol {
+    const uint8_t *p;
+    uint64_t base;
+    unsigned width;
+};
+
+struct scol {
+    struct icol off;
+    const uint8_t *data;
+};
+
+struct dcol {
+    struct icol codes;
+    struct scol dict;
+};
+
+struct bloom_r {
+    enum blk_bloom_kind kind;
+    unsigned k;
+    bool complete;
+    uint64_t seed, nbits, items;
+    const uint8_t *bits;
+};
+
+enum { TS_NONE = 0, TS_OK = 1, TS_BAD = 2 };
+
+struct blk {
+    _Atomic int refs;
+    char *path;
+    char *old_path; /* freed at the last unref (a reader may still hold it) */
+    uint8_t *map;
+    uint64_t size;
+    struct vcache_key key;
+    unsigned flags;
+    enum signal sig;
+    uint64_t rows;
+    struct blk_meta meta;
+    uint64_t foot_off, foot_len;
+    uint64_t dict_bytes[3], bloom_bytes;
+
+    struct tdir dir[N_TABLES];
+    _Atomic int tstate[N_TABLES];
+    uint32_t tcols[N_TABLES];
+    uint8_t *zbuf[N_TABLES]; /* decoded zstd tables */
+    pthread_mutex_t lock;    /* table loads, column decodes, quarantine */
+
+    /* Columns, by the per-signal logical indexes; set by a table load
+     * before its state is published (release), read after (acquire). */
+    struct icol I[MAX_I];
+    struct scol S[MAX_S];
+    struct dcol D[MAX_D];
+    const uint8_t *R[MAX_R];
+
+    uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
+    bool zhave[ZONE_MAX + 1];
+    struct bloom_r blooms[4];
+    uint32_t n_blooms;
+
+    uint32_t n_hot;
+    struct mstr hot_key[HOT_MAX];
+    struct icol hot[HOT_MAX]; /* attrs table: 1 + value offset in the row's attrs, 0 absent */
+
+    uint32_t n_res, n_scopes, n_metrics;
+    struct res_view *res;
+    struct scope_view *scopes;
+    struct metric_view *metrics;
+
+    _Atomic(uint64_t *) col_time;
+    bool quarantined;
+};
+
+static inline uint64_t ic_get(const struct icol *c, uint64_t i)
+{
+    const uint8_t *p = c->p;
+    switch (c->width) {
+    case 0:
+        return c->base;
+    case 1:
+        return c->base + p[i];
+    case 2: {
+        uint16_t x;
+        memcpy(&x, p + 2 * i, 2);
+        return c->base + x;
+    }
+    case 4:
+        return c->base + rd32(p + 4 * i);
+    default:
+        return c->base + rd64(p + 8 * i);
+    }
+}
+
+static inline struct mstr sc_get(const struct scol *c, uint64_t i)
+{
+    uint64_t a = ic_get(&c->off, i), b = ic_get(&c->off, i + 1);
+    return (struct mstr){b > a ? (const char *)c->data + a : empty, (uint32_t)(b - a)};
+}
+
+static inline struct mstr dc_get(const struct dcol *c, uint64_t i)
+{
+    return sc_get(&c->dict, ic_get(&c->codes, i));
+}
+
+static inline struct obytes ob_of(struct mstr s)
+{
+    return (struct obytes){(const uint8_t *)s.p, s.len};
+}
+
+/*
+ * Verifies and binds table |t| once, under the block's lock (block_read.c):
+ * 0, or -EBADMSG (remembered: the table stays failed), or -ENOMEM (not
+ * remembered: the next access tries again).
+ */
+int blk_table_load(blk *b, int t);
+
+/* 0 once the tables of |want| are loaded, else blk_table_load's error. The
+ * row functions call it for every row: one acquire load per wanted table. */
+static inline int ready(blk *b, unsigned want)
+{
+    static const unsigned bit[N_TABLES] = {BLK_ROOT, BLK_ATTRS, BLK_DETAIL};
+    for (int t = 0; t < N_TABLES; t++) {
+        if ((want & bit[t]) && atomic_load_explicit(&b->tstate[t], memory_order_acquire) != TS_OK) {
+            int rc = blk_table_load(b, t);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+#endif

@@ -1,0 +1,1046 @@
+/*
+ * block_read.c - opening a sealed block: the header, trailer and footer
+ * checks, footer parsing, table loading with lazy verification (and the
+ * eager check fsck asks for), the pruning sidecars and dictionaries,
+ * quarantine, and the process-wide counters all of it bumps. The format
+ * and struct blk are in block_int.h, the contract in block.h.
+ */
+#include "storage/block_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "storage/bloom.h"
+#include "storage/vcache.h"
+
+/* ---- process-wide counters ---- */
+
+static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
+
+void blk_get_stats(struct blk_stats *out)
+{
+    struct vcache_stats vs;
+    vcache_get_stats(&vs);
+    out->tables_verified = atomic_load(&st_verified);
+    out->bytes_hashed = atomic_load(&st_hashed);
+    out->verify_failures = atomic_load(&st_failures);
+    out->cache_hits = vs.hits;
+    out->cache_misses = vs.misses;
+    out->cache_clears = vs.clears;
+    out->quarantined = atomic_load(&st_quarantined);
+}
+
+/* |table|: a table (counted as verified) rather than the footer. */
+static uint32_t hash_counted(const uint8_t *p, size_t n, bool table)
+{
+    if (table) {
+        atomic_fetch_add(&st_verified, 1);
+    }
+    atomic_fetch_add(&st_hashed, n);
+    return crc32_of(p, n);
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EBADMSG;
+}
+
+/* ---- table loading ---- */
+
+/* Binds an INT column of exactly |count| values at p[0, len). */
+static bool bind_int(const uint8_t *p, uint64_t len, uint64_t count, struct icol *c)
+{
+    if (len < INT_HDR || rd64(p) != count) {
+        return false;
+    }
+    unsigned w = p[16];
+    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8) {
+        return false;
+    }
+    if ((w != 0 && count > (len - INT_HDR) / w) || len != INT_HDR + count * w) {
+        return false;
+    }
+    c->p = p + INT_HDR;
+    c->base = rd64(p + 8);
+    c->width = w;
+    return true;
+}
+
+/* Loops over the stored values of |c| with the width known, so the checks
+ * below (run at every table load, over every row) do not switch per value. */
+#define IC_EACH(c, n, T, body)                                                                     \
+    do {                                                                                           \
+        const uint8_t *ic_p_ = (c)->p;                                                             \
+        for (uint64_t r_ = 0; r_ < (n); r_++) {                                                    \
+            T x_;                                                                                  \
+            memcpy(&x_, ic_p_ + r_ * sizeof(T), sizeof(T));                                        \
+            uint64_t v = (c)->base + x_;                                                           \
+            body                                                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define IC_SWITCH(c, n, body)                                                                      \
+    do {                                                                                           \
+        switch ((c)->width) {                                                                      \
+        case 1:                                                                                    \
+            IC_EACH(c, n, uint8_t, body);                                                          \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            IC_EACH(c, n, uint16_t, body);                                                         \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            IC_EACH(c, n, uint32_t, body);                                                         \
+            break;                                                                                 \
+        default:                                                                                   \
+            IC_EACH(c, n, uint64_t, body);                                                         \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* Offsets start at 0, never decrease and end at the data length. */
+static bool check_offsets(const struct icol *c, uint64_t n, uint64_t data_len)
+{
+    if (ic_get(c, 0) != 0) {
+        return false;
+    }
+    if (c->width == 0) {
+        return data_len == 0; /* every offset is 0: O(1), whatever n claims */
+    }
+    uint64_t prev = 0;
+    bool ok = true;
+    IC_SWITCH(c, n, {
+        ok &= v >= prev;
+        prev = v;
+    });
+    return ok && prev == data_len;
+}
+
+/* Every value of |c| (n of them) is below |lim|. A width-0 column holds
+ * no data whatever count it claims, so it is checked once. */
+static bool all_below(const struct icol *c, uint64_t n, uint64_t lim)
+{
+    if (c->width == 0 || n == 0) {
+        return n == 0 || c->base < lim;
+    }
+    uint64_t mx = 0;
+    IC_SWITCH(c, n, { mx = v > mx ? v : mx; });
+    return mx < lim;
+}
+
+static uint64_t lim_value(const blk *b, enum lim l)
+{
+    switch (l) {
+    case LIM_SCOPES:
+        return b->n_scopes;
+    case LIM_METRICS:
+        return b->n_metrics;
+    case LIM_VALTYPE:
+        return VAL_BYTES + 1;
+    case LIM_PV:
+        return PV_INT + 1;
+    case LIM_BITS2:
+        return 4;
+    case LIM_BITS3:
+        return 8;
+    case LIM_BOOL:
+        return 2;
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/*
+ * Binds the columns of table |t| from its raw bytes. Two passes: first
+ * every column's size against the row count (cheap, and it bounds the row
+ * count by real bytes: a column of width w > 0 holds rows x w bytes), then
+ * the value checks that walk the rows.
+ */
+static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
+{
+    const struct spec *sp = &specs[b->sig - 1][t];
+    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 ? b->n_hot : 0);
+    if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
+        return false;
+    }
+    const uint8_t *cp[MAX_PHYS];
+    uint64_t cl[MAX_PHYS];
+    for (unsigned i = 0; i < nphys; i++) {
+        uint64_t o = rd64(p + 8 + 16 * i), l = rd64(p + 16 + 16 * i);
+        if (o > len || l > len - o || (o & 7) != 0) {
+            return false;
+        }
+        cp[i] = p + o;
+        cl[i] = l;
+    }
+    uint64_t rows = b->rows;
+    unsigned c = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I':
+            if (!bind_int(cp[c], cl[c], rows, &b->I[e->idx])) {
+                return false;
+            }
+            c += 1;
+            break;
+        case 'S': {
+            struct scol *sc = &b->S[e->idx];
+            if (!bind_int(cp[c], cl[c], rows + 1, &sc->off)) {
+                return false;
+            }
+            sc->data = cp[c + 1];
+            c += 2;
+            break;
+        }
+        case 'D': {
+            struct dcol *dc = &b->D[e->idx];
+            if (!bind_int(cp[c], cl[c], rows, &dc->codes) || cl[c + 1] < INT_HDR) {
+                return false;
+            }
+            uint64_t nd1 = rd64(cp[c + 1]);
+            if (nd1 == 0 || !bind_int(cp[c + 1], cl[c + 1], nd1, &dc->dict.off) ||
+                !check_offsets(&dc->dict.off, nd1, cl[c + 2])) {
+                return false;
+            }
+            dc->dict.data = cp[c + 2];
+            c += 3;
+            break;
+        }
+        case 'R':
+            if (cl[c] / e->arg != rows || cl[c] % e->arg != 0) {
+                return false;
+            }
+            b->R[e->idx] = cp[c];
+            c += 1;
+            break;
+        }
+    }
+    for (unsigned h = 0; c + h < nphys; h++) {
+        if (!bind_int(cp[c + h], cl[c + h], rows, &b->hot[h])) {
+            return false;
+        }
+    }
+    c = 0;
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I': {
+            uint64_t lim = lim_value(b, (enum lim)e->arg);
+            if (lim != UINT64_MAX && !all_below(&b->I[e->idx], rows, lim)) {
+                return false;
+            }
+            c += 1;
+            break;
+        }
+        case 'S':
+            if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
+                return false;
+            }
+            c += 2;
+            break;
+        case 'D': {
+            const struct dcol *dc = &b->D[e->idx];
+            if (!all_below(&dc->codes, rows, rd64(cp[c + 1]) - 1)) {
+                return false;
+            }
+            c += 3;
+            break;
+        }
+        default:
+            c += 1;
+            break;
+        }
+    }
+    if (t == 1 && b->n_hot > 0) {
+        /* A value position lies inside its row's attribute list. */
+        const struct scol *sa = &b->S[sp->e[1].idx];
+        for (unsigned h = 0; h < b->n_hot; h++) {
+            const struct icol *hc = &b->hot[h];
+            if (hc->width == 0 && hc->base == 0) {
+                continue;
+            }
+            for (uint64_t r = 0; r < rows; r++) {
+                uint64_t at = ic_get(hc, r);
+                if (at != 0 && at > ic_get(&sa->off, r + 1) - ic_get(&sa->off, r)) {
+                    return false;
+                }
+            }
+        }
+    }
+    b->tcols[t] = nphys;
+    return true;
+}
+
+/*
+ * Verifies table |t|: its CRC (unless the cache holds it), then its
+ * structure (bind_table). The structure is checked even on a cache hit:
+ * the cache spares the hashing, but a bit that rotted since must still not
+ * send a reader outside the mapping. An entry is stored only after both
+ * passed.
+ */
+static int do_table_load(blk *b, int t)
+{
+    const struct tdir *d = &b->dir[t];
+    bool use_cache = (b->flags & BLK_OPEN_NO_CACHE) == 0;
+    struct vcache_key k = b->key;
+    k.table = (uint32_t)t;
+    bool cached = use_cache && vcache_lookup(&k);
+    if (cached) {
+        /* Not read by a CRC: start reading it ahead for the scan to come. */
+        uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), start = d->off / pg * pg;
+        madvise(b->map + start, d->off + d->len - start, MADV_WILLNEED);
+    } else if (hash_counted(b->map + d->off, d->len, true) != d->crc) {
+        atomic_fetch_add(&st_failures, 1);
+        return -EBADMSG;
+    }
+    const uint8_t *raw = b->map + d->off;
+    if (d->codec == BLK_CODEC_ZSTD) {
+        unsigned long long fs = ZSTD_getFrameContentSize(raw, d->len);
+        if (fs != d->raw || d->raw == 0) {
+            return -EBADMSG;
+        }
+        uint8_t *z = malloc(d->raw);
+        if (z == NULL) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_decompress(z, d->raw, raw, d->len);
+        if (ZSTD_isError(zn) || zn != d->raw) {
+            free(z);
+            return -EBADMSG;
+        }
+        b->zbuf[t] = z;
+        raw = z;
+    }
+    if (!bind_table(b, t, raw, d->raw)) {
+        return -EBADMSG;
+    }
+    if (use_cache && !cached) {
+        vcache_insert(&k);
+    }
+    return 0;
+}
+
+int blk_table_load(blk *b, int t)
+{
+    pthread_mutex_lock(&b->lock);
+    int st = atomic_load_explicit(&b->tstate[t], memory_order_relaxed);
+    int rc = st == TS_OK ? 0 : -EBADMSG;
+    if (st == TS_NONE) {
+        rc = do_table_load(b, t);
+        if (rc != -ENOMEM) {
+            atomic_store_explicit(&b->tstate[t], rc == 0 ? TS_OK : TS_BAD, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+int blk_load(blk *b, unsigned want)
+{
+    return ready(b, want);
+}
+
+int blk_verify_table(blk *b, uint32_t i)
+{
+    if (i >= N_TABLES) {
+        return -EINVAL;
+    }
+    if (hash_counted(b->map + b->dir[i].off, b->dir[i].len, true) != b->dir[i].crc) {
+        atomic_fetch_add(&st_failures, 1);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+/* ---- footer parsing ---- */
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+static bool rd_u32(struct rd *r, uint32_t *v)
+{
+    if (r->end - r->p < 4) {
+        return false;
+    }
+    *v = rd32(r->p);
+    r->p += 4;
+    return true;
+}
+
+static bool rd_u64(struct rd *r, uint64_t *v)
+{
+    if (r->end - r->p < 8) {
+        return false;
+    }
+    *v = rd64(r->p);
+    r->p += 8;
+    return true;
+}
+
+static bool rd_u8(struct rd *r, uint8_t *v)
+{
+    if (r->end - r->p < 1) {
+        return false;
+    }
+    *v = *r->p++;
+    return true;
+}
+
+static bool rd_str(struct rd *r, uint32_t n, struct mstr *s)
+{
+    if ((uint64_t)(r->end - r->p) < n) {
+        return false;
+    }
+    s->p = n ? (const char *)r->p : empty;
+    s->len = n;
+    r->p += n;
+    return true;
+}
+
+static bool rd_attrs(struct rd *r, uint32_t n, uint32_t count, struct oattrs *a)
+{
+    struct mstr s;
+    if (!rd_str(r, n, &s) || val_check_attrs((const uint8_t *)s.p, n, count) != 0) {
+        return false;
+    }
+    *a = (struct oattrs){(const uint8_t *)s.p, n, count};
+    return true;
+}
+
+/* A count of records each at least |min| bytes must fit in what is left. */
+static bool count_fits(const struct rd *r, uint32_t n, size_t min)
+{
+    return (uint64_t)n <= (uint64_t)(r->end - r->p) / min;
+}
+
+static bool parse_resources(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 16)) {
+        return false;
+    }
+    b->res = calloc(n ? n : 1, sizeof(*b->res));
+    if (b->res == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct res_view *v = &b->res[i];
+        uint32_t cnt, alen, slen;
+        if (!rd_u32(&r, &v->dropped_attrs) || !rd_u32(&r, &cnt) || !rd_u32(&r, &alen) ||
+            !rd_u32(&r, &slen) || !rd_attrs(&r, alen, cnt, &v->attrs) ||
+            !rd_str(&r, slen, &v->schema_url)) {
+            return false;
+        }
+        v->id = i;
+    }
+    b->n_res = n;
+    return true;
+}
+
+static bool parse_scopes(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 28)) {
+        return false;
+    }
+    b->scopes = calloc(n ? n : 1, sizeof(*b->scopes));
+    if (b->scopes == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct scope_view *v = &b->scopes[i];
+        uint32_t cnt, nl, vl, al, sl;
+        if (!rd_u32(&r, &v->resource_id) || !rd_u32(&r, &v->dropped_attrs) || !rd_u32(&r, &cnt) ||
+            !rd_u32(&r, &nl) || !rd_u32(&r, &vl) || !rd_u32(&r, &al) || !rd_u32(&r, &sl) ||
+            !rd_str(&r, nl, &v->name) || !rd_str(&r, vl, &v->version) ||
+            !rd_attrs(&r, al, cnt, &v->attrs) || !rd_str(&r, sl, &v->schema_url) ||
+            v->resource_id >= b->n_res) {
+            return false;
+        }
+        v->id = i;
+        v->resource = &b->res[v->resource_id];
+    }
+    b->n_scopes = n;
+    return true;
+}
+
+static bool parse_metrics(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || !count_fits(&r, n, 32)) {
+        return false;
+    }
+    b->metrics = calloc(n ? n : 1, sizeof(*b->metrics));
+    if (b->metrics == NULL) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct metric_view *v = &b->metrics[i];
+        uint8_t kind, mono, z;
+        uint32_t temp, cnt, nl, dl, ul, ml;
+        if (!rd_u32(&r, &v->scope_id) || !rd_u8(&r, &kind) || !rd_u8(&r, &mono) || !rd_u8(&r, &z) ||
+            !rd_u8(&r, &z) || !rd_u32(&r, &temp) || !rd_u32(&r, &cnt) || !rd_u32(&r, &nl) ||
+            !rd_u32(&r, &dl) || !rd_u32(&r, &ul) || !rd_u32(&r, &ml) || !rd_str(&r, nl, &v->name) ||
+            !rd_str(&r, dl, &v->description) || !rd_str(&r, ul, &v->unit) ||
+            !rd_attrs(&r, ml, cnt, &v->metadata) || v->scope_id >= b->n_scopes ||
+            kind > MK_SUMMARY || mono > 1) {
+            return false;
+        }
+        v->id = i;
+        v->kind = (enum metric_kind)kind;
+        v->monotonic = mono != 0;
+        v->temporality = (int32_t)temp;
+        v->scope = &b->scopes[v->scope_id];
+    }
+    b->n_metrics = n;
+    return true;
+}
+
+static bool parse_blooms(blk *b, struct rd r)
+{
+    uint32_t n, z;
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || n > 4) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t kind, algo, k, flags;
+        uint32_t zero;
+        struct bloom_r *bl = &b->blooms[i];
+        if (!rd_u8(&r, &kind) || !rd_u8(&r, &algo) || !rd_u8(&r, &k) || !rd_u8(&r, &flags) ||
+            !rd_u32(&r, &zero) || !rd_u64(&r, &bl->seed) || !rd_u64(&r, &bl->nbits) ||
+            !rd_u64(&r, &bl->items)) {
+            return false;
+        }
+        if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_SPLIT || k != BLOOM_K ||
+            bl->nbits == 0 || bl->nbits % BLOOM_BLOCK_BITS != 0 ||
+            bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
+            return false;
+        }
+        bl->kind = (enum blk_bloom_kind)kind;
+        bl->k = k;
+        bl->complete = (flags & 1) == 0;
+        bl->bits = r.p;
+        r.p += bl->nbits / 8;
+        b->bloom_bytes += 32 + bl->nbits / 8;
+    }
+    b->n_blooms = n;
+    return true;
+}
+
+static bool parse_zones(blk *b, struct rd r)
+{
+    uint32_t n, z;
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || !count_fits(&r, n, 24)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id;
+        uint64_t mn, mx;
+        if (!rd_u32(&r, &id) || !rd_u32(&r, &z) || !rd_u64(&r, &mn) || !rd_u64(&r, &mx)) {
+            return false;
+        }
+        if (id >= 1 && id <= ZONE_MAX) {
+            b->zhave[id] = true;
+            b->zmin[id] = mn;
+            b->zmax[id] = mx;
+        }
+    }
+    return true;
+}
+
+static bool parse_hotkeys(blk *b, struct rd r)
+{
+    uint32_t n;
+    if (!rd_u32(&r, &n) || n > HOT_MAX) {
+        return false;
+    }
+    for (uint32_t h = 0; h < n; h++) {
+        uint32_t len;
+        if (!rd_u32(&r, &len) || !rd_str(&r, len, &b->hot_key[h])) {
+            return false;
+        }
+    }
+    b->n_hot = n;
+    return true;
+}
+
+static int parse_footer(blk *b, char *err, size_t errlen)
+{
+    struct rd r = {b->map + b->foot_off, b->map + b->foot_off + b->foot_len};
+    uint32_t nsec, z;
+    struct rd secs[SEC_MAX + 1] = {{0}};
+    bool have[SEC_MAX + 1] = {false};
+    if (!rd_u32(&r, &nsec) || !rd_u32(&r, &z)) {
+        return fail(err, errlen, "footer too short");
+    }
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint32_t id;
+        uint64_t len;
+        r.p = b->map + ((uint64_t)(r.p - b->map) + 7) / 8 * 8;
+        if (r.p > r.end || !rd_u32(&r, &id) || !rd_u32(&r, &z) || !rd_u64(&r, &len) ||
+            len > (uint64_t)(r.end - r.p)) {
+            return fail(err, errlen, "footer section %u runs past the footer", i);
+        }
+        if (id <= SEC_MAX) {
+            if (have[id]) {
+                return fail(err, errlen, "footer section %u appears twice", id);
+            }
+            have[id] = true;
+            secs[id] = (struct rd){r.p, r.p + len};
+        }
+        r.p += len;
+    }
+    for (int id = SEC_META; id <= SEC_METRICS; id++) { /* zones and hot keys are optional */
+        if (!have[id] && id != SEC_ZONES) {
+            return fail(err, errlen, "footer lacks section %d", id);
+        }
+    }
+
+    struct rd m = secs[SEC_META];
+    uint32_t sig, shard;
+    uint64_t rows, wal_seq, seal_id, flags;
+    if (!rd_u32(&m, &sig) || !rd_u32(&m, &shard) || !rd_u64(&m, &rows) || !rd_u64(&m, &wal_seq) ||
+        !rd_u64(&m, &seal_id) || !rd_u64(&m, &flags)) {
+        return fail(err, errlen, "footer meta too short");
+    }
+    if (sig != b->sig || shard != b->meta.shard || rows != b->rows || wal_seq != b->meta.wal_seq ||
+        seal_id != b->meta.seal_id) {
+        return fail(err, errlen, "footer meta disagrees with the header");
+    }
+
+    struct rd t = secs[SEC_TABLES];
+    uint32_t nt = 0;
+    if (!rd_u32(&t, &nt) || !rd_u32(&t, &z) || nt != N_TABLES ||
+        (uint64_t)(t.end - t.p) < (uint64_t)nt * TDIR_SIZE) {
+        return fail(err, errlen, "table directory holds %u tables, expected %d", nt, N_TABLES);
+    }
+    uint64_t prev_end = HDR_SIZE;
+    for (int i = 0; i < N_TABLES; i++) {
+        const uint8_t *e = t.p + TDIR_SIZE * i;
+        struct tdir *d = &b->dir[i];
+        d->kind = e[0];
+        d->codec = e[1];
+        d->crc = rd32(e + 4);
+        d->off = rd64(e + 8);
+        d->len = rd64(e + 16);
+        d->raw = rd64(e + 24);
+        if (d->kind != i + 1) {
+            return fail(err, errlen, "table %d has kind %u, expected %d", i, d->kind, i + 1);
+        }
+        if (d->codec > BLK_CODEC_ZSTD) {
+            return fail(err, errlen, "table %d has unknown codec %u", i, d->codec);
+        }
+        if (d->off < prev_end || d->off > b->foot_off || d->len > b->foot_off - d->off) {
+            return fail(err, errlen, "table %d lies outside the table area", i);
+        }
+        if (d->codec == BLK_CODEC_PLAIN
+                ? d->raw != d->len
+                : (d->raw > d->len * ZSTD_RATIO_CAP + (1u << 20) || d->raw > ZSTD_RAW_MAX)) {
+            return fail(err, errlen, "table %d has an implausible raw length", i);
+        }
+        prev_end = d->off + d->len;
+    }
+
+    if (!parse_resources(b, secs[SEC_RESOURCES]) || !parse_scopes(b, secs[SEC_SCOPES]) ||
+        !parse_metrics(b, secs[SEC_METRICS])) {
+        return fail(err, errlen, "malformed resource, scope or metric dictionary");
+    }
+    b->dict_bytes[0] = (uint64_t)(secs[SEC_RESOURCES].end - secs[SEC_RESOURCES].p);
+    b->dict_bytes[1] = (uint64_t)(secs[SEC_SCOPES].end - secs[SEC_SCOPES].p);
+    b->dict_bytes[2] = (uint64_t)(secs[SEC_METRICS].end - secs[SEC_METRICS].p);
+    if (!parse_blooms(b, secs[SEC_BLOOMS])) {
+        return fail(err, errlen, "malformed bloom section");
+    }
+    if (have[SEC_ZONES] && !parse_zones(b, secs[SEC_ZONES])) {
+        return fail(err, errlen, "malformed zone map section");
+    }
+    if (have[SEC_HOTKEYS] && !parse_hotkeys(b, secs[SEC_HOTKEYS])) {
+        return fail(err, errlen, "malformed hot attribute key section");
+    }
+    return 0;
+}
+
+static void blk_destroy(blk *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    if (b->map != NULL) {
+        munmap(b->map, b->size);
+    }
+    for (int t = 0; t < N_TABLES; t++) {
+        free(b->zbuf[t]);
+    }
+    free(atomic_load(&b->col_time));
+    free(b->res);
+    free(b->scopes);
+    free(b->metrics);
+    free(b->path);
+    free(b->old_path);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static int open_checked(blk *b, char *err, size_t errlen)
+{
+    const uint8_t *h = b->map;
+    if (b->size < HDR_SIZE + TRL_SIZE) {
+        return fail(err, errlen, "truncated: %llu bytes is shorter than a header and trailer",
+                    (unsigned long long)b->size);
+    }
+    if (memcmp(h, hdr_magic, 8) != 0) {
+        return fail(err, errlen, "not a miradb block (bad magic)");
+    }
+    uint32_t version = rd32(h + 8);
+    if (version > BLK_VERSION) {
+        return fail(err, errlen, "block format version %u is newer than this miradb (%d)", version,
+                    BLK_VERSION);
+    }
+    if (version != BLK_VERSION) {
+        return fail(err, errlen, "unknown block format version %u (this miradb reads %d)", version,
+                    BLK_VERSION);
+    }
+    if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE || rd32(h + 60) != 0) {
+        return fail(err, errlen, "header checksum mismatch");
+    }
+    if (h[16] < SIG_LOGS || h[16] > SIG_METRICS) {
+        return fail(err, errlen, "unknown signal %u", h[16]);
+    }
+    b->sig = (enum signal)h[16];
+    b->meta.shard = rd32(h + 20);
+    b->rows = rd64(h + 24);
+    b->meta.seal_id = rd64(h + 32);
+    b->meta.wal_seq = rd64(h + 40);
+    if (b->rows > OBLOCK_MAX_ROWS) {
+        return fail(err, errlen, "row count %llu is over the limit", (unsigned long long)b->rows);
+    }
+
+    const uint8_t *t = b->map + b->size - TRL_SIZE;
+    if (memcmp(t + 32, trl_magic, 8) != 0) {
+        return fail(err, errlen, "truncated or corrupt: no trailer at the end of the file");
+    }
+    if (rd32(t + 24) != crc32_of(t, 24) || rd32(t + 28) != 0) {
+        return fail(err, errlen, "trailer checksum mismatch");
+    }
+    if (rd32(t + 20) != version) {
+        return fail(err, errlen, "trailer version %u differs from the header's %u", rd32(t + 20),
+                    version);
+    }
+    b->foot_off = rd64(t);
+    b->foot_len = rd64(t + 8);
+    if (b->foot_off < HDR_SIZE || b->foot_off > b->size - TRL_SIZE ||
+        b->foot_len != b->size - TRL_SIZE - b->foot_off) {
+        return fail(err, errlen, "truncated or corrupt: the footer does not end at the trailer");
+    }
+    struct vcache_key k = b->key;
+    k.table = UINT32_MAX;
+    bool use_cache = (b->flags & BLK_OPEN_NO_CACHE) == 0;
+    if (!(use_cache && vcache_lookup(&k))) {
+        if (hash_counted(b->map + b->foot_off, b->foot_len, false) != rd32(t + 16)) {
+            atomic_fetch_add(&st_failures, 1);
+            return fail(err, errlen, "footer checksum mismatch");
+        }
+        if (use_cache) {
+            vcache_insert(&k);
+        }
+    }
+    int rc = parse_footer(b, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = blk_table_load(b, 0);
+    if (rc == -ENOMEM) {
+        return rc;
+    }
+    if (rc < 0 && (b->flags & BLK_OPEN_LENIENT_ROOT) == 0) {
+        return fail(err, errlen, "root table fails its checksum or structure check");
+    }
+    return 0;
+}
+
+int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    blk *b = calloc(1, sizeof(*b));
+    if (b == NULL) {
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&b->lock, NULL);
+    atomic_init(&b->refs, 1);
+    b->flags = flags;
+    b->path = strdup(path);
+    if (b->path == NULL) {
+        blk_destroy(b);
+        return -ENOMEM;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "%s", strerror(errno));
+        blk_destroy(b);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = -errno;
+        close(fd);
+        blk_destroy(b);
+        return rc;
+    }
+    b->size = (uint64_t)st.st_size;
+    b->key = (struct vcache_key){(uint64_t)st.st_dev, (uint64_t)st.st_ino, b->size,
+                                 (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec, 0};
+    if (b->size >= HDR_SIZE + TRL_SIZE) {
+        void *m = mmap(NULL, b->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            int rc = -errno;
+            close(fd);
+            blk_destroy(b);
+            return rc;
+        }
+        b->map = m;
+    }
+    close(fd);
+    int rc = open_checked(b, err, errlen);
+    if (rc < 0) {
+        if (rc == -ENOMEM) {
+            snprintf(err, errlen, "out of memory");
+        }
+        blk_destroy(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+int blk_open(const char *path, blk **out, char *err, size_t errlen)
+{
+    return blk_open_ex(path, 0, out, err, errlen);
+}
+
+void blk_ref(blk *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void blk_unref(blk *b)
+{
+    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+        blk_destroy(b);
+    }
+}
+
+enum signal blk_signal(const blk *b)
+{
+    return b->sig;
+}
+
+uint64_t blk_rows(const blk *b)
+{
+    return b->rows;
+}
+
+const struct blk_meta *blk_meta(const blk *b)
+{
+    return &b->meta;
+}
+
+const char *blk_path(const blk *b)
+{
+    return b->path;
+}
+
+uint64_t blk_file_bytes(const blk *b)
+{
+    return b->size;
+}
+
+/* ---- sidecars ---- */
+
+void blk_time_range(const blk *b, uint64_t *min_ns, uint64_t *max_ns)
+{
+    if (b->zhave[ZONE_TIME]) {
+        *min_ns = b->zmin[ZONE_TIME];
+        *max_ns = b->zmax[ZONE_TIME];
+    } else {
+        *min_ns = UINT64_MAX;
+        *max_ns = 0;
+    }
+}
+
+static bool zone_signed(const blk *b, int id, int64_t *mn, int64_t *mx)
+{
+    if (!b->zhave[id]) {
+        return false;
+    }
+    *mn = (int64_t)b->zmin[id];
+    *mx = (int64_t)b->zmax[id];
+    return true;
+}
+
+bool blk_severity_range(const blk *b, int64_t *min, int64_t *max)
+{
+    return zone_signed(b, ZONE_SEVERITY, min, max);
+}
+
+bool blk_duration_range(const blk *b, int64_t *min_ns, int64_t *max_ns)
+{
+    return zone_signed(b, ZONE_DURATION, min_ns, max_ns);
+}
+
+static const struct bloom_r *bloom_of(const blk *b, enum blk_bloom_kind k)
+{
+    for (uint32_t i = 0; i < b->n_blooms; i++) {
+        if (b->blooms[i].kind == k) {
+            return b->blooms[i].complete ? &b->blooms[i] : NULL;
+        }
+    }
+    return NULL;
+}
+
+bool blk_may_have_trace(const blk *b, const uint8_t id[16])
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_TRACE_IDS);
+    return bl == NULL || bloom_test(bl->bits, bl->nbits, bloom_hash_bytes(id, 16, bl->seed));
+}
+
+bool blk_may_have_token(const blk *b, const char *tok, size_t n)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_TOKENS);
+    if (bl == NULL || n == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!bloom_is_token_char((unsigned char)tok[i])) {
+            return true;
+        }
+    }
+    return bloom_test(bl->bits, bl->nbits, bloom_hash_token(tok, n, bl->seed));
+}
+
+bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_ATTRS);
+    return bl == NULL ||
+           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
+}
+
+bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
+                                 size_t vn)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_RES_ATTRS);
+    return bl == NULL ||
+           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
+}
+
+uint32_t blk_n_resources(const blk *b)
+{
+    return b->n_res;
+}
+
+uint32_t blk_n_scopes(const blk *b)
+{
+    return b->n_scopes;
+}
+
+uint32_t blk_n_metrics(const blk *b)
+{
+    return b->n_metrics;
+}
+
+const struct res_view *blk_resource(const blk *b, uint32_t id)
+{
+    return id < b->n_res ? &b->res[id] : NULL;
+}
+
+const struct scope_view *blk_scope(const blk *b, uint32_t id)
+{
+    return id < b->n_scopes ? &b->scopes[id] : NULL;
+}
+
+const struct metric_view *blk_metric(const blk *b, uint32_t id)
+{
+    return id < b->n_metrics ? &b->metrics[id] : NULL;
+}
+
+/* ---- quarantine ---- */
+
+int blk_quarantine(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    if (b->quarantined) {
+        pthread_mutex_unlock(&b->lock);
+        return 0;
+    }
+    const char *path = b->path;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0;
+    char dir[4096], data[4096], qdir[4096], target[4096];
+    int rc = 0;
+    if (dlen >= sizeof(dir)) {
+        rc = -ENAMETOOLONG;
+        goto out;
+    }
+    if (slash) {
+        memcpy(dir, path, dlen);
+        dir[dlen] = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    const char *ds = strrchr(dir, '/');
+    if (ds == NULL) {
+        snprintf(data, sizeof(data), "%s", strcmp(dir, ".") == 0 ? ".." : ".");
+    } else if (ds == dir) {
+        snprintf(data, sizeof(data), "/");
+    } else {
+        snprintf(data, sizeof(data), "%.*s", (int)(ds - dir), dir);
+    }
+    if ((size_t)snprintf(qdir, sizeof(qdir), "%s/quarantine", data) >= sizeof(qdir) ||
+        (size_t)snprintf(target, sizeof(target), "%s/%s-%s", qdir, signal_name(b->sig), base) >=
+            sizeof(target)) {
+        rc = -ENAMETOOLONG;
+        goto out;
+    }
+    if (mkdir(qdir, 0755) < 0 && errno != EEXIST) {
+        rc = -errno;
+        goto out;
+    }
+    if (rename(path, target) < 0) {
+        rc = -errno;
+        goto out;
+    }
+    char *np = strdup(target);
+    if (np != NULL) {
+        free(b->old_path);
+        b->old_path = b->path;
+        b->path = np;
+    }
+    b->quarantined = true;
+    atomic_fetch_add(&st_quarantined, 1);
+out:
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}

@@ -1,0 +1,1492 @@
+/*
+ * block_write.c - the block writer: blk_write seals rows of an open block
+ * into one immutable file. One pass over the rows (sorted by time first
+ * when they are out of order) fills the columns and gathers the blooms,
+ * zone maps and hot attribute keys; then the tables, the footer sections
+ * and the trailer go to the file. The format is in block_int.h, the
+ * contract in block.h.
+ */
+#include "storage/block_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+#define XXH_INLINE_ALL /* keys and dictionary strings are short: the hash inlines */
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "storage/adm.h"
+#include "storage/bloom.h"
+
+/* =====================================================================
+ * Writer
+ * ===================================================================== */
+
+/* A dictionary column being built: codes per row, distinct strings once. */
+struct dictb {
+    uint64_t *codes;
+    size_t cap_codes;
+    uint64_t *offs; /* nd + 1 */
+    size_t nd, cap_offs;
+    struct vbuf data;
+    uint32_t *ht; /* code + 1, 0 = empty */
+    size_t ht_cap;
+};
+
+/* A string column being built. */
+struct strb {
+    uint64_t *offs; /* rows + 1 */
+    size_t cap_offs;
+    struct vbuf data;
+};
+
+/* Column buffers; kept across seals (scratch below), so capacities grow to
+ * the largest block a sealer saw and a seal touches no fresh pages. */
+struct wcols {
+    uint64_t rows;
+    uint64_t *I[MAX_I];
+    size_t cap_I[MAX_I];
+    struct strb S[MAX_S];
+    struct dictb D[MAX_D];
+    struct vbuf R[MAX_R];
+};
+
+static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if ((d->nd + 1) * 2 > d->ht_cap) {
+        size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
+        uint32_t *nh = calloc(ncap, sizeof(*nh));
+        if (nh == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t c = 0; c < d->nd; c++) {
+            const uint8_t *s = d->data.p + d->offs[c];
+            uint64_t h = XXH3_64bits(s, d->offs[c + 1] - d->offs[c]);
+            size_t i = (size_t)h & (ncap - 1);
+            while (nh[i] != 0) {
+                i = (i + 1) & (ncap - 1);
+            }
+            nh[i] = (uint32_t)c + 1;
+        }
+        free(d->ht);
+        d->ht = nh;
+        d->ht_cap = ncap;
+    }
+    uint64_t h = XXH3_64bits(n ? p : empty, n);
+    size_t i = (size_t)h & (d->ht_cap - 1);
+    while (d->ht[i] != 0) {
+        size_t c = d->ht[i] - 1;
+        if (d->offs[c + 1] - d->offs[c] == n &&
+            (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            d->codes[row] = c;
+            return 0;
+        }
+        i = (i + 1) & (d->ht_cap - 1);
+    }
+    if (d->nd + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    if (vbuf_put(&d->data, n ? p : empty, n) < 0) {
+        return -ENOMEM;
+    }
+    d->offs[0] = 0;
+    d->offs[d->nd + 1] = d->data.len;
+    d->ht[i] = (uint32_t)d->nd + 1;
+    d->codes[row] = d->nd++;
+    return 0;
+}
+
+static inline int str_add(struct strb *s, uint64_t row, const void *p, size_t n)
+{
+    struct vbuf *d = &s->data;
+    if (n > d->cap - d->len && vbuf_reserve(d, n) < 0) {
+        return -ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(d->p + d->len, p, n);
+        d->len += n;
+    }
+    s->offs[row + 1] = d->len;
+    return 0;
+}
+
+static void wcols_free(struct wcols *w)
+{
+    for (int i = 0; i < MAX_I; i++) {
+        free(w->I[i]);
+    }
+    for (int i = 0; i < MAX_S; i++) {
+        free(w->S[i].offs);
+        vbuf_fini(&w->S[i].data);
+    }
+    for (int i = 0; i < MAX_D; i++) {
+        free(w->D[i].codes);
+        free(w->D[i].offs);
+        free(w->D[i].ht);
+        vbuf_fini(&w->D[i].data);
+    }
+    for (int i = 0; i < MAX_R; i++) {
+        vbuf_fini(&w->R[i]);
+    }
+}
+
+/* |*p| holds at least |n| u64 (contents not kept). */
+static int cap_u64(uint64_t **p, size_t *cap, size_t n)
+{
+    if (n <= *cap) {
+        return 0;
+    }
+    size_t ncap = n + n / 8;
+    free(*p);
+    *p = malloc(ncap * sizeof(uint64_t));
+    if (*p == NULL) {
+        *cap = 0;
+        return -ENOMEM;
+    }
+    *cap = ncap;
+    return 0;
+}
+
+/* Readies |w| (zeroed once, or used by an earlier seal) for |rows| rows of
+ * |sig|: every I and D code is written by the fill before it is read. */
+static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
+{
+    w->rows = rows;
+    for (int t = 0; t < N_TABLES; t++) {
+        const struct spec *sp = &specs[sig - 1][t];
+        for (unsigned i = 0; i < sp->n; i++) {
+            const struct ent *e = &sp->e[i];
+            switch (e->type) {
+            case 'I':
+                if (cap_u64(&w->I[e->idx], &w->cap_I[e->idx], rows ? rows : 1) < 0) {
+                    return -ENOMEM;
+                }
+                break;
+            case 'S':
+                if (cap_u64(&w->S[e->idx].offs, &w->S[e->idx].cap_offs, rows + 1) < 0) {
+                    return -ENOMEM;
+                }
+                w->S[e->idx].offs[0] = 0;
+                vbuf_reset(&w->S[e->idx].data);
+                break;
+            case 'D': {
+                struct dictb *d = &w->D[e->idx];
+                if (cap_u64(&d->codes, &d->cap_codes, rows ? rows : 1) < 0) {
+                    return -ENOMEM;
+                }
+                d->nd = 0;
+                if (d->ht != NULL) {
+                    memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
+                }
+                vbuf_reset(&d->data);
+                break;
+            }
+            case 'R': /* every row's slot is written by the fill */
+                vbuf_reset(&w->R[e->idx]);
+                if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
+                    return -ENOMEM;
+                }
+                w->R[e->idx].len = rows * e->arg;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/*
+ * A table being serialized as pieces rather than one buffer: the directory
+ * and each INT header live here, INT values are narrowed in place in their
+ * column array, and string, dictionary and RAW data are the column buffers
+ * themselves, so a plain table goes to the file with writev and no copy.
+ * Each column starts 8-aligned (a zero piece pads). The column arrays are
+ * consumed: an INT column no longer holds its values after emit_int.
+ */
+#define TBW_PIECES (2 + 3 * MAX_PHYS)
+struct tbw {
+    uint8_t dir[8 + 16 * MAX_PHYS];
+    uint8_t ihdr[MAX_PHYS][INT_HDR];
+    struct iovec iov[TBW_PIECES];
+    unsigned niov, ncols, at;
+    size_t len;      /* raw table bytes so far */
+    struct vbuf out; /* the table in one buffer, for a zstd table only */
+};
+
+static const uint8_t zeros8[8];
+
+static void tbw_piece(struct tbw *t, const void *p, size_t n)
+{
+    assert(t->niov < TBW_PIECES);
+    t->iov[t->niov++] = (struct iovec){(void *)p, n};
+    t->len += n;
+}
+
+static void tbw_begin(struct tbw *t, unsigned ncols)
+{
+    assert(ncols <= MAX_PHYS);
+    t->ncols = ncols;
+    t->at = 0;
+    t->niov = 0;
+    t->len = 0;
+    memset(t->dir, 0, 8 + 16 * (size_t)ncols);
+    wr32(t->dir, ncols);
+    tbw_piece(t, t->dir, 8 + 16 * (size_t)ncols);
+}
+
+static size_t tbw_col_start(struct tbw *t)
+{
+    if (t->len & 7) {
+        tbw_piece(t, zeros8, 8 - (t->len & 7));
+    }
+    return t->len;
+}
+
+static void tbw_col_end(struct tbw *t, size_t start)
+{
+    uint8_t *d = t->dir + 8 + 16 * (size_t)t->at;
+    wr64(d, start);
+    wr64(d + 8, t->len - start);
+    t->at++;
+}
+
+/* |v| (n values) is narrowed in place to the column's width. */
+static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
+{
+    size_t start = tbw_col_start(t);
+    uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        mn = v[i] < mn ? v[i] : mn;
+        mx = v[i] > mx ? v[i] : mx;
+    }
+    uint64_t r = mx - mn;
+    unsigned w = r == 0 ? 0 : r <= 0xff ? 1 : r <= 0xffff ? 2 : r <= 0xffffffffu ? 4 : 8;
+    uint8_t *h = t->ihdr[t->at];
+    memset(h, 0, INT_HDR);
+    wr64(h, n);
+    wr64(h + 8, mn);
+    h[16] = (uint8_t)w;
+    tbw_piece(t, h, INT_HDR);
+    /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
+     * bytes lie below value i + 1: narrowing in place is safe. */
+    uint8_t *p = (uint8_t *)v;
+    switch (w) {
+    case 1:
+        for (uint64_t i = 0; i < n; i++) {
+            p[i] = (uint8_t)(v[i] - mn);
+        }
+        break;
+    case 2:
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t x = (uint16_t)(v[i] - mn);
+            memcpy(p + 2 * i, &x, 2);
+        }
+        break;
+    case 4:
+        for (uint64_t i = 0; i < n; i++) {
+            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
+        }
+        break;
+    case 8:
+        for (uint64_t i = 0; i < n; i++) {
+            wr64(p + 8 * i, v[i] - mn);
+        }
+        break;
+    default:
+        break;
+    }
+    if (n * w > 0) {
+        tbw_piece(t, p, n * w);
+    }
+    tbw_col_end(t, start);
+}
+
+static void emit_raw(struct tbw *t, const void *p, size_t n)
+{
+    size_t start = tbw_col_start(t);
+    if (n > 0) {
+        tbw_piece(t, p, n);
+    }
+    tbw_col_end(t, start);
+}
+
+/* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
+static void emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
+                       unsigned n_extra)
+{
+    tbw_begin(t, phys_cols(sp) + n_extra);
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I':
+            emit_int(t, w->I[e->idx], w->rows);
+            break;
+        case 'S':
+            emit_int(t, w->S[e->idx].offs, w->rows + 1);
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
+        case 'D': {
+            struct dictb *d = &w->D[e->idx];
+            emit_int(t, d->codes, w->rows);
+            if (d->nd) {
+                emit_int(t, d->offs, d->nd + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
+            }
+            emit_raw(t, d->data.p, d->data.len);
+            break;
+        }
+        case 'R':
+            emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
+            break;
+        }
+    }
+    for (unsigned i = 0; i < n_extra; i++) {
+        emit_int(t, extra[i], w->rows);
+    }
+}
+
+/* Record attribute keys counted while the rows are walked (once per row). */
+struct kc_ent {
+    uint64_t h;
+    uint32_t off, len;
+    uint64_t count, last_row;
+    uint32_t id; /* order of first sight: stable across rehashes */
+};
+
+/* One attribute of a row as it was walked: its key's id and where its
+ * value starts in the row's list, so hot_build need not walk the lists again. */
+struct kc_pos {
+    uint32_t id, off;
+};
+
+struct keycount {
+    struct kc_ent *t;
+    size_t cap, n;
+    struct vbuf keys;
+    struct kc_pos *ap; /* every counted attribute, rows in order */
+    size_t an, acap;
+    uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
+};
+
+/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted). */
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint32_t *id)
+{
+    *id = UINT32_MAX;
+    if ((kc->n + 1) * 2 > kc->cap) {
+        if (kc->n >= KC_MAX) {
+            goto find_only;
+        }
+        size_t ncap = kc->cap ? kc->cap * 2 : 64;
+        struct kc_ent *nt = calloc(ncap, sizeof(*nt));
+        if (nt == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < kc->cap; i++) {
+            if (kc->t[i].count != 0) {
+                size_t j = (size_t)kc->t[i].h & (ncap - 1);
+                while (nt[j].count != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                nt[j] = kc->t[i];
+            }
+        }
+        free(kc->t);
+        kc->t = nt;
+        kc->cap = ncap;
+    }
+find_only:;
+    uint64_t h = XXH3_64bits(kn ? k : empty, kn);
+    size_t i = (size_t)h & (kc->cap - 1);
+    while (kc->t[i].count != 0) {
+        struct kc_ent *e = &kc->t[i];
+        if (e->h == h && e->len == kn && memcmp(kc->keys.p + e->off, k, kn) == 0) {
+            if (e->last_row != row) {
+                e->count++;
+                e->last_row = row;
+            }
+            *id = e->id;
+            return 0;
+        }
+        i = (i + 1) & (kc->cap - 1);
+    }
+    if (kc->n >= KC_MAX || (kc->n + 1) * 2 > kc->cap) {
+        return 0; /* too many distinct keys: the rest cannot be hot anyway */
+    }
+    size_t off = kc->keys.len;
+    if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
+        return -ENOMEM;
+    }
+    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    *id = (uint32_t)kc->n++;
+    return 0;
+}
+
+/* Blooms and zones gathered while the rows are walked. */
+struct wside {
+    struct keycount kc;
+    struct bloom_acc set[4]; /* by bloom kind - 1 */
+    bool incomplete[4];
+    bool present[4];
+    uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
+    bool zsigned[ZONE_MAX + 1];
+    bool zhave[ZONE_MAX + 1];
+};
+
+static uint64_t bloom_seed(enum blk_bloom_kind k)
+{
+    return 0x4d69726144420000ull + (uint64_t)k; /* "MiraDB" + kind */
+}
+
+static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
+{
+    s->zsigned[id] = is_signed;
+    if (!s->zhave[id]) {
+        s->zhave[id] = true;
+        s->zmin[id] = s->zmax[id] = v;
+        return;
+    }
+    if (is_signed) {
+        if ((int64_t)v < (int64_t)s->zmin[id]) {
+            s->zmin[id] = v;
+        }
+        if ((int64_t)v > (int64_t)s->zmax[id]) {
+            s->zmax[id] = v;
+        }
+    } else {
+        s->zmin[id] = v < s->zmin[id] ? v : s->zmin[id];
+        s->zmax[id] = v > s->zmax[id] ? v : s->zmax[id];
+    }
+}
+
+/* key=value into the bloom for a string value, and for each string element
+ * of an array value (a filter on an array attribute matches an element). */
+static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struct val *v,
+                    uint64_t seed)
+{
+    if (v->type == VAL_STR) {
+        return bloom_acc_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
+    }
+    if (v->type == VAL_ARRAY) {
+        struct val_rd r = v->inner;
+        for (uint32_t i = 0; i < v->count; i++) {
+            struct val e;
+            if (val_rd_value(&r, &e) < 0) {
+                break;
+            }
+            if (e.type == VAL_STR && bloom_acc_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
+                return -ENOMEM;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A record's attributes: keys counted, string values into the bloom. */
+static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
+{
+    uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
+    struct keycount *kc = &s->kc;
+    struct val_rd r = {a.p, a.p + a.len};
+    kc->arow[row] = kc->an;
+    for (uint32_t i = 0; i < a.count; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        uint32_t id;
+        if (val_rd_str(&r, &k, &kn) < 0) {
+            return 0; /* the open block checked its blobs; nothing more to index */
+        }
+        uint32_t off = (uint32_t)(r.p - a.p) + 1;
+        if (val_rd_value(&r, &v) < 0) {
+            return 0;
+        }
+        if (kc_add(kc, row, k, kn, &id) < 0) {
+            return -ENOMEM;
+        }
+        if (id != UINT32_MAX) {
+            if (kc->an == kc->acap) {
+                size_t ncap = kc->acap ? kc->acap * 2 : 4096;
+                struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
+                if (np == NULL) {
+                    return -ENOMEM;
+                }
+                kc->ap = np;
+                kc->acap = ncap;
+            }
+            kc->ap[kc->an++] = (struct kc_pos){id, off};
+        }
+        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* String-valued top-level attributes go to the bloom as key=value. */
+static int bloom_attrs(struct bloom_acc *set, const uint8_t *p, uint32_t len, uint32_t count,
+                       uint64_t seed)
+{
+    struct val_rd r = {p, p + len};
+    for (uint32_t i = 0; i < count; i++) {
+        const char *k;
+        size_t kn;
+        struct val v;
+        if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+            return 0; /* the open block checked its blobs; nothing more to index */
+        }
+        if (bloom_kv(set, k, kn, &v, seed) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+
+struct sortkey {
+    uint64_t t;
+    uint64_t i;
+};
+
+static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
+{
+    struct log_view lv;
+    struct span_view sv;
+    struct point_view pv;
+    switch (sig) {
+    case SIG_LOGS:
+        oblock_log(ob, i, &lv);
+        return lv.time_ns ? lv.time_ns : lv.observed_ns;
+    case SIG_TRACES:
+        oblock_span(ob, i, &sv);
+        return sv.start_ns;
+    default:
+        oblock_point(ob, i, &pv);
+        return pv.time_ns;
+    }
+}
+
+#define SORT_DIGIT 11
+#define SORT_BUCKETS (1u << SORT_DIGIT)
+
+/*
+ * Rows in time order (stable: ties in append order) into |perm|, using |k|
+ * and |tmp| (all |rows| long). Out of order rows are sorted by LSD radix on
+ * the time less the block's earliest, SORT_DIGIT bits a pass, only over the
+ * bits the block's time span uses, and a pass whose digit is the same in
+ * every row is skipped.
+ */
+static void sort_rows(const oblock *ob, enum signal sig, uint64_t rows, uint64_t *perm,
+                      struct sortkey *k, struct sortkey *tmp)
+{
+    bool sorted = true;
+    uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
+    for (uint64_t i = 0; i < rows; i++) {
+        uint64_t t = row_time(ob, sig, i);
+        k[i].t = t;
+        k[i].i = i;
+        sorted = sorted && t >= prev;
+        prev = t;
+        mn = t < mn ? t : mn;
+        mx = t > mx ? t : mx;
+    }
+    if (sorted) {
+        for (uint64_t i = 0; i < rows; i++) {
+            perm[i] = i;
+        }
+        return;
+    }
+    uint64_t span = mx - mn;
+    uint32_t cnt[SORT_BUCKETS];
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += SORT_DIGIT) {
+        memset(cnt, 0, sizeof(cnt));
+        for (uint64_t i = 0; i < rows; i++) {
+            cnt[((k[i].t - mn) >> shift) & (SORT_BUCKETS - 1)]++;
+        }
+        if (cnt[((k[0].t - mn) >> shift) & (SORT_BUCKETS - 1)] == rows) {
+            continue; /* one digit for every row: the pass would not move anything */
+        }
+        uint32_t sum = 0;
+        for (unsigned d = 0; d < SORT_BUCKETS; d++) {
+            uint32_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < rows; i++) {
+            tmp[cnt[((k[i].t - mn) >> shift) & (SORT_BUCKETS - 1)]++] = k[i];
+        }
+        struct sortkey *x = k;
+        k = tmp;
+        tmp = x;
+    }
+    for (uint64_t i = 0; i < rows; i++) {
+        perm[i] = k[i].i;
+    }
+}
+
+static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    s->present[BLK_BLOOM_TOKENS - 1] = s->present[BLK_BLOOM_TRACE_IDS - 1] = true;
+    s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct log_view v;
+        oblock_log(ob, perm[j], &v);
+        uint64_t t = v.time_ns ? v.time_ns : v.observed_ns;
+        w->I[L_TIME][j] = t;
+        w->I[L_SCOPE][j] = v.scope_id;
+        w->I[L_SEV][j] = zz(v.severity_number);
+        w->I[L_BTYPE][j] = (uint64_t)v.body_type;
+        w->I[L_IDF][j] =
+            (v.has_trace_id ? 1u : 0) | (v.has_span_id ? 2u : 0) | (v.time_ns == 0 ? 4u : 0);
+        w->I[L_ACOUNT][j] = v.attrs.count;
+        w->I[L_OBS][j] = zz((int64_t)(v.observed_ns - t));
+        w->I[L_DROP][j] = v.dropped_attrs;
+        w->I[L_FLAGS][j] = v.flags;
+        zone_add(s, ZONE_TIME, t, false);
+        zone_add(s, ZONE_SEVERITY, (uint64_t)(int64_t)v.severity_number, true);
+        int rc = dict_add(&w->D[L_SEVTEXT], j, v.severity_text.p, v.severity_text.len);
+        if (rc == 0) {
+            rc = dict_add(&w->D[L_EVNAME], j, v.event_name.p, v.event_name.len);
+        }
+        if (rc == 0) {
+            rc = v.body_type == VAL_STR ? str_add(&w->S[L_BODY], j, v.body_str.p, v.body_str.len)
+                                        : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[L_ATTRS], j, v.attrs.p, v.attrs.len);
+        }
+        memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
+        memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
+        if (rc == 0 && v.has_trace_id) {
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+                               bloom_hash_bytes(v.trace_id, 16, seed_tr));
+        }
+        if (rc == 0 && v.body_type == VAL_STR) {
+            rc = bloom_acc_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len,
+                                  bloom_seed(BLK_BLOOM_TOKENS));
+        } else if (v.body_type != VAL_EMPTY) {
+            /* A structured body renders as JSON: its tokens are not indexed. */
+            s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
+        }
+        if (rc == 0) {
+            rc = record_attrs(s, j, v.attrs);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
+    s->present[BLK_BLOOM_TRACE_IDS - 1] = s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct span_view v;
+        oblock_span(ob, perm[j], &v);
+        int64_t dur = (int64_t)(v.end_ns - v.start_ns);
+        w->I[T_START][j] = v.start_ns;
+        w->I[T_DUR][j] = zz(dur);
+        w->I[T_SCOPE][j] = v.scope_id;
+        w->I[T_HASPAR][j] = v.has_parent;
+        w->I[T_KIND][j] = zz(v.kind);
+        w->I[T_STATUS][j] = zz(v.status_code);
+        w->I[T_ACOUNT][j] = v.attrs.count;
+        w->I[T_FLAGS][j] = v.flags;
+        w->I[T_DROP][j] = v.dropped_attrs;
+        w->I[T_NEV][j] = v.n_events;
+        w->I[T_DROPEV][j] = v.dropped_events;
+        w->I[T_NLINK][j] = v.n_links;
+        w->I[T_DROPLINK][j] = v.dropped_links;
+        zone_add(s, ZONE_TIME, v.start_ns, false);
+        zone_add(s, ZONE_DURATION, (uint64_t)dur, true);
+        int rc = dict_add(&w->D[T_NAME], j, v.name.p, v.name.len);
+        if (rc == 0) {
+            rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_ATTRS], j, v.attrs.p, v.attrs.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_TSTATE], j, v.trace_state.p, v.trace_state.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_EVENTS], j, v.events.p, v.events.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[T_LINKS], j, v.links.p, v.links.len);
+        }
+        memcpy(w->R[T_TRACE].p + 16 * j, v.trace_id, 16);
+        memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
+        memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
+        if (rc == 0) {
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
+                               bloom_hash_bytes(v.trace_id, 16, seed_tr));
+        }
+        if (rc == 0) {
+            rc = record_attrs(s, j, v.attrs);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
+{
+    s->present[BLK_BLOOM_ATTRS - 1] = true;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct point_view v;
+        oblock_point(ob, perm[j], &v);
+        w->I[M_TIME][j] = v.time_ns;
+        w->I[M_START][j] = zz((int64_t)(v.time_ns - v.start_ns));
+        w->I[M_METRIC][j] = v.metric_id;
+        w->I[M_VTYPE][j] = (uint64_t)v.value_type;
+        w->I[M_COUNT][j] = v.count;
+        w->I[M_HAS][j] = (v.has_sum ? 1u : 0) | (v.has_min ? 2u : 0) | (v.has_max ? 4u : 0);
+        w->I[M_ACOUNT][j] = v.attrs.count;
+        w->I[M_FLAGS][j] = v.flags;
+        w->I[M_NEX][j] = v.n_exemplars;
+        zone_add(s, ZONE_TIME, v.time_ns, false);
+        memcpy(w->R[M_VALUE].p + 8 * j, &v.value, 8);
+        memcpy(w->R[M_SUM].p + 8 * j, &v.sum, 8);
+        memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
+        memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
+        int rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
+        if (rc == 0) {
+            rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
+        }
+        if (rc == 0) {
+            rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
+        }
+        if (rc == 0) {
+            rc = record_attrs(s, j, v.attrs);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---- footer sections ---- */
+
+static int sec_begin(struct vbuf *f, uint32_t id, size_t *at)
+{
+    if (pad8(f) < 0 || vbuf_put_u32(f, id) < 0 || vbuf_put_u32(f, 0) < 0) {
+        return -ENOMEM;
+    }
+    *at = f->len;
+    return vbuf_put_u64(f, 0);
+}
+
+static void sec_end(struct vbuf *f, size_t at)
+{
+    wr64(f->p + at, f->len - at - 8);
+}
+
+static int put_mstr_len(struct vbuf *f, struct mstr s)
+{
+    return vbuf_put_u32(f, s.len);
+}
+
+static int put_bytes(struct vbuf *f, const void *p, size_t n)
+{
+    return n ? vbuf_put(f, p, n) : 0;
+}
+
+static int sec_dicts(struct vbuf *f, const oblock *ob, struct wside *s)
+{
+    size_t at;
+    int rc = 0;
+    uint32_t nr = oblock_n_resources(ob), ns = oblock_n_scopes(ob), nm = oblock_n_metrics(ob);
+    uint64_t seed = bloom_seed(BLK_BLOOM_RES_ATTRS);
+    s->present[BLK_BLOOM_RES_ATTRS - 1] = true;
+
+    rc |= sec_begin(f, SEC_RESOURCES, &at);
+    rc |= vbuf_put_u32(f, nr);
+    for (uint32_t i = 0; i < nr && rc == 0; i++) {
+        const struct res_view *r = oblock_resource(ob, i);
+        rc |= vbuf_put_u32(f, r->dropped_attrs);
+        rc |= vbuf_put_u32(f, r->attrs.count);
+        rc |= vbuf_put_u32(f, r->attrs.len);
+        rc |= put_mstr_len(f, r->schema_url);
+        rc |= put_bytes(f, r->attrs.p, r->attrs.len);
+        rc |= put_bytes(f, r->schema_url.p, r->schema_url.len);
+        if (rc == 0) {
+            rc = bloom_attrs(&s->set[BLK_BLOOM_RES_ATTRS - 1], r->attrs.p, r->attrs.len,
+                             r->attrs.count, seed);
+        }
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+
+    rc |= sec_begin(f, SEC_SCOPES, &at);
+    rc |= vbuf_put_u32(f, ns);
+    for (uint32_t i = 0; i < ns && rc == 0; i++) {
+        const struct scope_view *c = oblock_scope(ob, i);
+        rc |= vbuf_put_u32(f, c->resource_id);
+        rc |= vbuf_put_u32(f, c->dropped_attrs);
+        rc |= vbuf_put_u32(f, c->attrs.count);
+        rc |= put_mstr_len(f, c->name);
+        rc |= put_mstr_len(f, c->version);
+        rc |= vbuf_put_u32(f, c->attrs.len);
+        rc |= put_mstr_len(f, c->schema_url);
+        rc |= put_bytes(f, c->name.p, c->name.len);
+        rc |= put_bytes(f, c->version.p, c->version.len);
+        rc |= put_bytes(f, c->attrs.p, c->attrs.len);
+        rc |= put_bytes(f, c->schema_url.p, c->schema_url.len);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+
+    rc |= sec_begin(f, SEC_METRICS, &at);
+    rc |= vbuf_put_u32(f, nm);
+    for (uint32_t i = 0; i < nm && rc == 0; i++) {
+        const struct metric_view *m = oblock_metric(ob, i);
+        rc |= vbuf_put_u32(f, m->scope_id);
+        rc |= vbuf_put_u8(f, (uint8_t)m->kind);
+        rc |= vbuf_put_u8(f, m->monotonic ? 1 : 0);
+        rc |= vbuf_put_u8(f, 0);
+        rc |= vbuf_put_u8(f, 0);
+        rc |= vbuf_put_u32(f, (uint32_t)m->temporality);
+        rc |= vbuf_put_u32(f, m->metadata.count);
+        rc |= put_mstr_len(f, m->name);
+        rc |= put_mstr_len(f, m->description);
+        rc |= put_mstr_len(f, m->unit);
+        rc |= vbuf_put_u32(f, m->metadata.len);
+        rc |= put_bytes(f, m->name.p, m->name.len);
+        rc |= put_bytes(f, m->description.p, m->description.len);
+        rc |= put_bytes(f, m->unit.p, m->unit.len);
+        rc |= put_bytes(f, m->metadata.p, m->metadata.len);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+static int sec_blooms(struct vbuf *f, struct wside *s)
+{
+    size_t at;
+    uint32_t n = 0;
+    for (int k = 0; k < 4; k++) {
+        n += s->present[k];
+    }
+    if (sec_begin(f, SEC_BLOOMS, &at) < 0 || vbuf_put_u32(f, n) < 0 || vbuf_put_u32(f, 0) < 0) {
+        return -ENOMEM;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (!s->present[k]) {
+            continue;
+        }
+        uint64_t items = bloom_acc_count(&s->set[k]);
+        uint64_t nbits = bloom_nbits_for(items);
+        int rc = 0;
+        rc |= vbuf_put_u8(f, (uint8_t)(k + 1));
+        rc |= vbuf_put_u8(f, BLOOM_ALGO_XXH3_SPLIT);
+        rc |= vbuf_put_u8(f, BLOOM_K);
+        rc |= vbuf_put_u8(f, s->incomplete[k] ? 1 : 0);
+        rc |= vbuf_put_u32(f, 0);
+        rc |= vbuf_put_u64(f, bloom_seed((enum blk_bloom_kind)(k + 1)));
+        rc |= vbuf_put_u64(f, nbits);
+        rc |= vbuf_put_u64(f, items);
+        if (rc != 0 || vbuf_reserve(f, nbits / 8) < 0) {
+            return -ENOMEM;
+        }
+        uint8_t *bits = f->p + f->len;
+        memset(bits, 0, nbits / 8);
+        bloom_fill(bits, nbits, &s->set[k]);
+        f->len += nbits / 8;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+static int sec_zones(struct vbuf *f, struct wside *s)
+{
+    size_t at;
+    uint32_t n = 0;
+    for (int z = 1; z <= ZONE_MAX; z++) {
+        n += s->zhave[z];
+    }
+    if (n == 0) {
+        return 0;
+    }
+    int rc = sec_begin(f, SEC_ZONES, &at);
+    rc |= vbuf_put_u32(f, n);
+    rc |= vbuf_put_u32(f, 0);
+    for (int z = 1; z <= ZONE_MAX; z++) {
+        if (s->zhave[z]) {
+            rc |= vbuf_put_u32(f, (uint32_t)z);
+            rc |= vbuf_put_u32(f, 0);
+            rc |= vbuf_put_u64(f, s->zmin[z]);
+            rc |= vbuf_put_u64(f, s->zmax[z]);
+        }
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+/* ---- hot attribute keys ---- */
+
+struct hot {
+    unsigned n;
+    const char *key[HOT_MAX];
+    uint32_t len[HOT_MAX];
+    uint64_t *pos[HOT_MAX]; /* per row: 1 + offset of the value in the row's attrs, 0 absent */
+    size_t cap[HOT_MAX];    /* kept across seals */
+    uint32_t id[HOT_MAX];   /* keycount ids */
+    int8_t slot[KC_MAX];    /* keycount id -> hot slot, -1 none */
+    struct kc_ent *cand;
+    size_t cap_cand;
+};
+
+static int cmp_hot(const void *a, const void *b, void *arg)
+{
+    const struct kc_ent *x = a, *y = b;
+    const uint8_t *keys = arg;
+    if (x->count != y->count) {
+        return x->count > y->count ? -1 : 1;
+    }
+    int c = memcmp(keys + x->off, keys + y->off, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/*
+ * Keys present in at least half the rows (most frequent first, then by
+ * bytes; at most HOT_MAX) get a position column: where in each row's
+ * attribute list the key's value starts, so a filter on the key decodes
+ * that value alone instead of walking the list.
+ */
+static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
+{
+    hot->n = 0;
+    if (w->rows == 0 || kc->n == 0) {
+        return 0;
+    }
+    if (kc->n > hot->cap_cand) {
+        free(hot->cand);
+        hot->cand = malloc(kc->n * sizeof(*hot->cand));
+        hot->cap_cand = hot->cand ? kc->n : 0;
+        if (hot->cand == NULL) {
+            return -ENOMEM;
+        }
+    }
+    struct kc_ent *cand = hot->cand;
+    size_t nc = 0;
+    for (size_t i = 0; i < kc->cap; i++) {
+        if (kc->t[i].count != 0 && kc->t[i].count * 2 >= w->rows) {
+            cand[nc++] = kc->t[i];
+        }
+    }
+    qsort_r(cand, nc, sizeof(*cand), cmp_hot, kc->keys.p);
+    for (size_t i = 0; i < nc && hot->n < HOT_MAX; i++) {
+        hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
+        hot->len[hot->n] = cand[i].len;
+        hot->id[hot->n] = cand[i].id;
+        if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
+            return -ENOMEM;
+        }
+        memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
+        hot->n++;
+    }
+    /* Key id -> hot slot; the rows' attributes as record_attrs saw them. */
+    int8_t *slot = hot->slot;
+    memset(slot, -1, sizeof(hot->slot));
+    for (unsigned h = 0; h < hot->n; h++) {
+        slot[hot->id[h]] = (int8_t)h;
+    }
+    const struct kc_pos *ap = kc->ap;
+    for (uint64_t j = 0; j < w->rows; j++) {
+        for (uint64_t e = kc->arow[j]; e < kc->arow[j + 1]; e++) {
+            int h = slot[ap[e].id];
+            if (h >= 0 && hot->pos[h][j] == 0) {
+                hot->pos[h][j] = ap[e].off;
+            }
+        }
+    }
+    return 0;
+}
+
+static void hot_free(struct hot *hot)
+{
+    for (unsigned h = 0; h < HOT_MAX; h++) {
+        free(hot->pos[h]);
+    }
+    free(hot->cand);
+}
+
+static int sec_hotkeys(struct vbuf *f, const struct hot *hot)
+{
+    size_t at;
+    int rc = sec_begin(f, SEC_HOTKEYS, &at) | vbuf_put_u32(f, hot->n);
+    for (unsigned h = 0; h < hot->n; h++) {
+        rc |= vbuf_put_u32(f, hot->len[h]);
+        rc |= put_bytes(f, hot->key[h], hot->len[h]);
+    }
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    sec_end(f, at);
+    return 0;
+}
+
+/* ---- file output ---- */
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes all of iov[0, n) (consumed: the entries are advanced). */
+static int writev_all(int fd, struct iovec *iov, unsigned n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : (int)n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            if (w == 0 && iov->iov_len > 0) {
+                return -EIO;
+            }
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* Writes table |t| (compressing it if asked) at |*off|; pads to 8. A plain
+ * table is written from its pieces, its CRC chained over them. */
+static int write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
+                       struct tdir *d)
+{
+    d->codec = BLK_CODEC_PLAIN;
+    d->raw = t->len;
+    d->off = *off;
+    if (codec == BLK_CODEC_ZSTD && t->len > 0 && t->len <= ZSTD_RAW_MAX) {
+        vbuf_reset(&t->out);
+        if (vbuf_reserve(&t->out, t->len) < 0) {
+            return -ENOMEM;
+        }
+        for (unsigned i = 0; i < t->niov; i++) {
+            memcpy(t->out.p + t->out.len, t->iov[i].iov_base, t->iov[i].iov_len);
+            t->out.len += t->iov[i].iov_len;
+        }
+        size_t cap = ZSTD_compressBound(t->len);
+        void *z = malloc(cap);
+        if (z == NULL) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_compress(z, cap, t->out.p, t->out.len, level ? level : 3);
+        if (ZSTD_isError(zn)) {
+            free(z);
+            return -EIO;
+        }
+        d->codec = BLK_CODEC_ZSTD;
+        d->len = zn;
+        d->crc = crc32_of(z, zn);
+        size_t padn = (8 - (zn & 7)) & 7;
+        struct iovec v[2] = {{z, zn}, {(void *)zeros8, padn}};
+        int rc = writev_all(fd, v, 2);
+        free(z);
+        *off += zn + padn;
+        return rc;
+    }
+    uint32_t crc = 0;
+    for (unsigned i = 0; i < t->niov; i++) {
+        crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);
+    }
+    d->len = t->len;
+    d->crc = crc;
+    if (t->len & 7) {
+        assert(t->niov < TBW_PIECES);
+        t->iov[t->niov++] = (struct iovec){(void *)zeros8, 8 - (t->len & 7)};
+    }
+    *off += (t->len + 7) & ~(uint64_t)7;
+    return writev_all(fd, t->iov, t->niov);
+}
+
+/*
+ * A seal's working memory, kept for the next seal: a block's columns, table
+ * and footer buffers are tens of MiB, and fresh ones cost a page fault per
+ * 4 KiB (zeroed by the kernel) every seal. Up to SCRATCH_KEEP sets are kept
+ * (one per concurrent sealer); each grows to the largest block it served.
+ *
+ * Each set is charged to the memory budget (adm.h) at SCRATCH_FACTOR times
+ * the oblock_bytes of the largest block it served (one set measured at 1-2x
+ * the block), before the seal that may grow it, so admission makes room
+ * for it instead of the process growing past the budget. A set that served
+ * a block above scratch_keep_max is freed after that seal and its charge
+ * returned: one oversized export must not leave its seal's scratch (and its
+ * charge) behind for good.
+ */
+#define SCRATCH_FACTOR 2
+struct scratch {
+    struct wcols w;
+    struct wside side;
+    struct tbw tb;
+    struct vbuf foot;
+    struct hot hot;
+    uint64_t *perm;
+    struct sortkey *keys, *keys2;
+    size_t cap_rows;
+    uint64_t charged; /* to the budget, for this set */
+};
+
+#define SCRATCH_KEEP 2 /* the sealer runs two threads (storage/sealer.c) */
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct scratch *scratch_pool[SCRATCH_KEEP];
+static unsigned scratch_n;
+static size_t scratch_keep_max = SIZE_MAX; /* under scratch_lock */
+
+static void scratch_free(struct scratch *sc)
+{
+    adm_uncharge(sc->charged);
+    wcols_free(&sc->w);
+    for (int k = 0; k < 4; k++) {
+        bloom_acc_fini(&sc->side.set[k]);
+    }
+    free(sc->side.kc.t);
+    free(sc->side.kc.ap);
+    free(sc->side.kc.arow);
+    vbuf_fini(&sc->side.kc.keys);
+    hot_free(&sc->hot);
+    vbuf_fini(&sc->tb.out);
+    vbuf_fini(&sc->foot);
+    free(sc->perm);
+    free(sc->keys);
+    free(sc->keys2);
+    free(sc);
+}
+
+static struct scratch *scratch_get(void)
+{
+    struct scratch *sc = NULL;
+    pthread_mutex_lock(&scratch_lock);
+    if (scratch_n > 0) {
+        sc = scratch_pool[--scratch_n];
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    if (sc == NULL) {
+        sc = calloc(1, sizeof(*sc)); /* zeroed: every buffer empty */
+        if (sc != NULL) {
+            for (int k = 0; k < 4; k++) {
+                bloom_acc_init(&sc->side.set[k]);
+            }
+        }
+    }
+    return sc;
+}
+
+/* Charges |sc| for a seal of |ob| (see struct scratch). */
+static void scratch_charge(struct scratch *sc, const oblock *ob)
+{
+    uint64_t want = SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
+    if (want > sc->charged) {
+        adm_charge(want - sc->charged);
+        sc->charged = want;
+    }
+}
+
+/* Keeps |sc| for the next seal, or frees it (pool full, or it served a
+ * block of |block_bytes| above scratch_keep_max). */
+static void scratch_put(struct scratch *sc, size_t block_bytes)
+{
+    pthread_mutex_lock(&scratch_lock);
+    if (scratch_n < SCRATCH_KEEP && block_bytes <= scratch_keep_max) {
+        scratch_pool[scratch_n++] = sc;
+        sc = NULL;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    if (sc != NULL) {
+        scratch_free(sc);
+    }
+}
+
+/* Readies |sc| for a block of |rows| rows of |sig|. */
+static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
+{
+    struct wside *s = &sc->side;
+    if (s->kc.t != NULL) {
+        memset(s->kc.t, 0, s->kc.cap * sizeof(*s->kc.t));
+    }
+    s->kc.n = 0;
+    s->kc.an = 0;
+    vbuf_reset(&s->kc.keys);
+    for (int k = 0; k < 4; k++) {
+        bloom_acc_reset(&s->set[k]);
+        s->incomplete[k] = s->present[k] = false;
+    }
+    memset(s->zhave, 0, sizeof(s->zhave));
+    vbuf_reset(&sc->foot);
+    sc->hot.n = 0;
+    if (rows > sc->cap_rows || sc->perm == NULL) {
+        size_t n = rows + rows / 8 + 1;
+        free(sc->perm);
+        free(sc->keys);
+        free(sc->keys2);
+        free(s->kc.arow);
+        sc->perm = malloc(n * sizeof(*sc->perm));
+        sc->keys = malloc(n * sizeof(*sc->keys));
+        sc->keys2 = malloc(n * sizeof(*sc->keys2));
+        s->kc.arow = malloc((n + 1) * sizeof(*s->kc.arow));
+        sc->cap_rows = n;
+        if (sc->perm == NULL || sc->keys == NULL || sc->keys2 == NULL || s->kc.arow == NULL) {
+            sc->cap_rows = 0;
+            return -ENOMEM;
+        }
+    }
+    return wcols_prepare(&sc->w, sig, rows);
+}
+
+static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct blk_meta *m,
+                           const struct blk_wopts *o)
+{
+    enum signal sig = oblock_signal(ob);
+    struct scratch *sc = scratch_get();
+    struct tdir dir[N_TABLES];
+    int rc;
+
+    if (sc == NULL) {
+        return -ENOMEM;
+    }
+    scratch_charge(sc, ob);
+    struct wcols *w = &sc->w;
+    struct wside *side = &sc->side;
+    struct tbw *tb = &sc->tb;
+    struct vbuf *foot = &sc->foot;
+    struct hot *hot = &sc->hot;
+    uint64_t *perm = sc->perm;
+    rc = scratch_prepare(sc, sig, rows);
+    if (rc < 0) {
+        goto out;
+    }
+    perm = sc->perm;
+    sort_rows(ob, sig, rows, perm, sc->keys, sc->keys2);
+    rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
+         : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
+                             : fill_points(ob, perm, w, side);
+    if (rc == 0) {
+        side->kc.arow[rows] = side->kc.an;
+        rc = hot_build(hot, &side->kc, w);
+    }
+    if (rc < 0) {
+        goto out;
+    }
+
+    uint8_t hdr[HDR_SIZE] = {0};
+    memcpy(hdr, hdr_magic, 8);
+    wr32(hdr + 8, BLK_VERSION);
+    wr32(hdr + 12, HDR_SIZE);
+    hdr[16] = (uint8_t)sig;
+    wr32(hdr + 20, m->shard);
+    wr64(hdr + 24, rows);
+    wr64(hdr + 32, m->seal_id);
+    wr64(hdr + 40, m->wal_seq);
+    wr32(hdr + 56, crc32_of(hdr, 56));
+    rc = write_all(fd, hdr, HDR_SIZE);
+    if (rc < 0) {
+        goto out;
+    }
+    uint64_t off = HDR_SIZE;
+    for (int t = 0; t < N_TABLES; t++) {
+        if (t == 1) {
+            emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n);
+        } else {
+            emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
+        }
+        enum blk_codec codec = BLK_CODEC_PLAIN;
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+            codec = BLK_CODEC_ZSTD;
+        }
+        rc = write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
+        if (rc < 0) {
+            goto out;
+        }
+        dir[t].kind = (uint8_t)(t + 1);
+    }
+
+    size_t at;
+    uint32_t nsec = 8;
+    rc = vbuf_put_u32(foot, nsec) | vbuf_put_u32(foot, 0);
+    rc |= sec_begin(foot, SEC_META, &at);
+    rc |= vbuf_put_u8(foot, (uint8_t)sig);
+    rc |= vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0);
+    rc |= vbuf_put_u32(foot, m->shard);
+    rc |= vbuf_put_u64(foot, rows);
+    rc |= vbuf_put_u64(foot, m->wal_seq);
+    rc |= vbuf_put_u64(foot, m->seal_id);
+    rc |= vbuf_put_u64(foot, 1); /* sorted by time */
+    if (rc != 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sec_end(foot, at);
+    rc = sec_begin(foot, SEC_TABLES, &at) | vbuf_put_u32(foot, N_TABLES) | vbuf_put_u32(foot, 0);
+    for (int t = 0; t < N_TABLES; t++) {
+        rc |= vbuf_put_u8(foot, dir[t].kind);
+        rc |= vbuf_put_u8(foot, dir[t].codec);
+        rc |= vbuf_put_u8(foot, 0) | vbuf_put_u8(foot, 0);
+        rc |= vbuf_put_u32(foot, dir[t].crc);
+        rc |= vbuf_put_u64(foot, dir[t].off);
+        rc |= vbuf_put_u64(foot, dir[t].len);
+        rc |= vbuf_put_u64(foot, dir[t].raw);
+    }
+    if (rc != 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    sec_end(foot, at);
+    if (!side->zhave[ZONE_TIME]) {
+        nsec--; /* no zone section for an empty block */
+    }
+    rc = sec_zones(foot, side);
+    if (rc == 0) {
+        rc = sec_dicts(foot, ob, side); /* before the blooms: feeds the resource bloom */
+    }
+    if (rc == 0) {
+        rc = sec_blooms(foot, side);
+    }
+    if (rc == 0) {
+        rc = sec_hotkeys(foot, hot);
+    }
+    if (rc == 0) {
+        rc = pad8(foot);
+    }
+    if (rc < 0) {
+        goto out;
+    }
+    wr32(foot->p, nsec);
+
+    uint8_t trl[TRL_SIZE] = {0};
+    wr64(trl, off);
+    wr64(trl + 8, foot->len);
+    wr32(trl + 16, crc32_of(foot->p, foot->len));
+    wr32(trl + 20, BLK_VERSION);
+    wr32(trl + 24, crc32_of(trl, 24));
+    memcpy(trl + 32, trl_magic, 8);
+    rc = write_all(fd, foot->p, foot->len);
+    if (rc == 0) {
+        rc = write_all(fd, trl, TRL_SIZE);
+    }
+
+out:
+    scratch_put(sc, oblock_bytes(ob));
+    return rc;
+}
+
+void blk_scratch_keep(size_t max_block_bytes)
+{
+    pthread_mutex_lock(&scratch_lock);
+    scratch_keep_max = max_block_bytes;
+    pthread_mutex_unlock(&scratch_lock);
+}
+
+void blk_scratch_release(void)
+{
+    pthread_mutex_lock(&scratch_lock);
+    unsigned n = scratch_n;
+    struct scratch *kept[SCRATCH_KEEP];
+    memcpy(kept, scratch_pool, sizeof(kept));
+    scratch_n = 0;
+    pthread_mutex_unlock(&scratch_lock);
+    for (unsigned i = 0; i < n; i++) {
+        scratch_free(kept[i]);
+    }
+}
+
+int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+                 const struct blk_wopts *o, char *path, size_t cap)
+{
+    char tmp[4096];
+    if (rows > oblock_rows(ob)) {
+        return -EINVAL;
+    }
+    int n = snprintf(path, cap, "%s/s%04u-%016llx.blk", dir, (unsigned)m->shard,
+                     (unsigned long long)m->seal_id);
+    if (n < 0 || (size_t)n >= cap ||
+        (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -errno;
+    }
+    int rc = build_and_write(fd, ob, rows, m, o);
+    if (rc == 0 && fsync(fd) < 0) {
+        rc = -errno;
+    }
+    if (close(fd) < 0 && rc == 0) {
+        rc = -errno;
+    }
+    if (rc == 0 && rename(tmp, path) < 0) {
+        rc = -errno;
+    }
+    if (rc < 0) {
+        unlink(tmp);
+        return rc;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return -errno;
+    }
+    rc = fsync(dfd) < 0 ? -errno : 0;
+    close(dfd);
+    return rc;
+}
+
+int blk_write(const char *dir, const struct oblock *ob, uint64_t rows, const struct blk_meta *m,
+              char *path, size_t cap)
+{
+    return blk_write_ex(dir, ob, rows, m, NULL, path, cap);
+}
