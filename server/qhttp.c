@@ -80,24 +80,17 @@ int qhttp_register(const struct config *c, const struct qhttp_route *routes, siz
 
 /* ---- the error table (qhttp.h has it as a table, and why) ---- */
 
+static const char TIMEOUT_MSG[] = "query timed out (--query-timeout)";
+static const char OVERLOADED_MSG[] = "too many queries in flight; retry later";
+
 static const struct qhttp_error errors[] = {
     {-EINVAL, QS_BAD_REQUEST, {400, 400, 400}, false, "bad_data", "bad request"},
     {-E2BIG, QS_LIMIT, {400, 422, 422}, false, "execution", "the query is over a limit"},
     {-ENOMEM, QS_LIMIT, {422, 422, 422}, false, "execution", "the query is over its memory limit"},
     {-ENOENT, QS_OK, {404, 404, 404}, false, "not_found", "not found"},
-    {-ETIMEDOUT,
-     QS_TIMEOUT,
-     {504, 504, 503},
-     false,
-     "timeout",
-     "query timed out (--query-timeout)"},
+    {-ETIMEDOUT, QS_TIMEOUT, {504, 504, 503}, false, "timeout", TIMEOUT_MSG},
     {-ECANCELED, QS_CANCELED, {499, 499, 503}, false, "canceled", "canceled"},
-    {-EAGAIN,
-     QS_OVERLOADED,
-     {503, 503, 503},
-     true,
-     "unavailable",
-     "too many queries in flight; retry later"},
+    {-EAGAIN, QS_OVERLOADED, {503, 503, 503}, true, "unavailable", OVERLOADED_MSG},
     {-ENOBUFS, QS_ERROR, {503, 503, 503}, false, "unavailable", "out of memory"},
     {0, QS_ERROR, {500, 500, 500}, false, "internal", "internal error"},
 };
@@ -111,13 +104,8 @@ const struct qhttp_error *qhttp_error_of(int rc)
     return &errors[i];
 }
 
-static const char *error_ctype(const struct qhttp_dialect *d)
-{
-    return d->error_ctype != NULL ? d->error_ctype : TEXT_PLAIN;
-}
-
-static void error_body(const struct qhttp_dialect *d, struct evbuffer *b,
-                       const struct qhttp_error *e, const char *msg)
+const char *qhttp_error_write(const struct qhttp_dialect *d, struct evbuffer *b,
+                              const struct qhttp_error *e, const char *msg)
 {
     if (msg == NULL || *msg == '\0') {
         msg = e->msg;
@@ -127,6 +115,7 @@ static void error_body(const struct qhttp_dialect *d, struct evbuffer *b,
     } else {
         evbuffer_add(b, msg, strlen(msg));
     }
+    return d->error_ctype != NULL ? d->error_ctype : TEXT_PLAIN;
 }
 
 /* I/O thread: answers |r| with the error for |rc|, counted first. */
@@ -135,11 +124,12 @@ static void answer_error(struct http1_req *r, const struct qhttp_dialect *d, enu
 {
     const struct qhttp_error *e = qhttp_error_of(rc);
     qstats_query_done(ep, e->outcome, latency_ns);
-    http1_resp_start(r, e->status[d->api], error_ctype(d));
+    const char *ctype = d->error_ctype != NULL ? d->error_ctype : TEXT_PLAIN;
+    http1_resp_start(r, e->status[d->api], ctype);
     if (e->retry_after) {
         http1_resp_header(r, "Retry-After", "1");
     }
-    error_body(d, http1_resp_body(r), e, msg);
+    qhttp_error_write(d, http1_resp_body(r), e, msg);
     http1_resp_end(r);
 }
 
@@ -341,9 +331,8 @@ static void work_first(struct qpool_job *pj)
         const struct qhttp_dialect *d = j->ops->dialect;
         const struct qhttp_error *e = qhttp_error_of(rc);
         evbuffer_drain(a->body, evbuffer_get_length(a->body));
-        error_body(d, a->body, e, a->err);
+        a->ctype = qhttp_error_write(d, a->body, e, a->err);
         a->status = e->status[d->api];
-        a->ctype = error_ctype(d);
         j->outcome = e->outcome;
         j->retry = e->retry_after;
     }

@@ -119,6 +119,11 @@ struct qhttp_dialect {
     void (*error_body)(struct evbuffer *b, const struct qhttp_error *e, const char *msg);
 };
 
+/* Appends |d|'s error body for |e| to |b| (|msg| NULL or "": e->msg);
+ * returns its Content-Type. Any thread. */
+const char *qhttp_error_write(const struct qhttp_dialect *d, struct evbuffer *b,
+                              const struct qhttp_error *e, const char *msg);
+
 /* ---- parameters ---- */
 
 #define QHTTP_MAX_PARAMS 64

@@ -9,7 +9,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
 #include "server/qhttp.h"
+
+/* Prometheus' error body, as a PromQL handler would write it (no escaping
+ * needed for these messages). */
+static void prom_body(struct evbuffer *b, const struct qhttp_error *e, const char *msg)
+{
+    evbuffer_add_printf(b, "{\"status\":\"error\",\"errorType\":\"%s\",\"error\":\"%s\"}", e->type,
+                        msg);
+}
+
+static const struct qhttp_dialect prom = {
+    .api = QHTTP_PROM, .error_ctype = "application/json", .error_body = prom_body};
+static const struct qhttp_dialect plain = {.api = QHTTP_LOKI};
+
+/* The body |d| answers for |rc|, NUL-terminated into |out|; its Content-Type. */
+static const char *body_of(const struct qhttp_dialect *d, int rc, const char *msg, char *out,
+                           size_t cap)
+{
+    struct evbuffer *b = evbuffer_new();
+    cr_assert_not_null(b);
+    const char *ct = qhttp_error_write(d, b, qhttp_error_of(rc), msg);
+    size_t n = evbuffer_remove(b, out, cap - 1);
+    out[n] = '\0';
+    evbuffer_free(b);
+    return ct;
+}
 
 Test(qhttp, each_api_keeps_its_status_for_an_error_code)
 {
@@ -140,4 +167,20 @@ Test(qhttp, a_path_is_decoded_without_form_rules)
     char f[] = "a+b%2fc";
     qhttp_url_decode(f, strlen(f), true);
     cr_expect_str_eq(f, "a b/c");
+}
+
+Test(qhttp, a_dialect_chooses_the_error_body_and_its_content_type)
+{
+    char out[256];
+    cr_expect_str_eq(body_of(&prom, -ETIMEDOUT, NULL, out, sizeof(out)), "application/json");
+    cr_expect_str_eq(out, "{\"status\":\"error\",\"errorType\":\"timeout\",\"error\":\"query "
+                          "timed out (--query-timeout)\"}");
+    body_of(&prom, -E2BIG, "too many samples", out, sizeof(out));
+    cr_expect_str_eq(
+        out, "{\"status\":\"error\",\"errorType\":\"execution\",\"error\":\"too many samples\"}");
+    cr_expect_str_eq(body_of(&plain, -EINVAL, "parse error", out, sizeof(out)),
+                     "text/plain; charset=utf-8");
+    cr_expect_str_eq(out, "parse error");
+    body_of(&plain, -EAGAIN, "", out, sizeof(out));
+    cr_expect_str_eq(out, "too many queries in flight; retry later");
 }
