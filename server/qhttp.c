@@ -365,10 +365,11 @@ static void on_more(struct http1_req *r, void *arg)
     j->pj.fn = work_more;
     j->inflight = true;
     if (qpool_submit_urgent(&j->pj) < 0) {
-        /* the pool is gone (shutdown): end the answer where it is */
+        /* the pool is gone (shutdown): cut the answer, so that it does
+         * not look complete */
         j->inflight = false;
         qstats_query_done(j->ep, QS_ERROR, mono_ns() - j->t0);
-        http1_resp_end(r);
+        http1_resp_abort(r);
         job_free(j);
     }
 }
