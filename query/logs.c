@@ -21,6 +21,9 @@
  * Limits are checked every ROW_CHECK rows per item: --query-max-rows (rows
  * scanned by the whole query), --query-memory (arenas and series held),
  * the deadline and the cancel flag; the first one hit stops every item.
+ * The deadline, the cancel flag and a regex that hit its PCRE2 match limit
+ * are also looked at every CLOCK_CHECK rows (q_tick) and between the
+ * operators of a metric query.
  */
 #include "query/logs.h"
 
@@ -817,7 +820,8 @@ struct rctx {
     arena *scratch; /* reset per row */
     struct sbuf sb;
     struct lset l;
-    struct lidx idx; /* over l, for set_parsed; valid within one stage */
+    struct lidx idx;  /* over l, for set_parsed; valid within one stage */
+    struct lidx eidx; /* materialize: over the labels kept so far */
     bool built;
     const char *line;
     size_t line_n;
@@ -1319,11 +1323,10 @@ static void lidx_insert(struct lidx *x, const struct lset *s, uint32_t i)
     }
 }
 
-/* lset_get(&c->l, ...) in O(1) once the row has LIDX_MIN labels. */
-static struct lbl *lidx_get(struct rctx *c, const char *n, size_t nn)
+/* lset_get(s, ...) in O(1) once |s| has LIDX_MIN labels, through |x|
+ * (which must be off, or on over this |s| with only pushes since). */
+static struct lbl *lidx_lookup(struct lidx *x, const struct lset *s, const char *n, size_t nn)
 {
-    struct lidx *x = &c->idx;
-    const struct lset *s = &c->l;
     if (!x->on && s->n < LIDX_MIN) {
         return lset_get(s, n, nn);
     }
@@ -1360,6 +1363,11 @@ static struct lbl *lidx_get(struct rctx *c, const char *n, size_t nn)
             return o;
         }
     }
+}
+
+static struct lbl *lidx_get(struct rctx *c, const char *n, size_t nn)
+{
+    return lidx_lookup(&c->idx, &c->l, n, nn);
 }
 
 /* A parser's label: a name taken by a stream label or structured metadata
@@ -2844,6 +2852,7 @@ static void rctx_fini(struct rctx *c)
     sb_fini(&c->sb);
     free(c->l.a);
     free(c->idx.slot);
+    free(c->eidx.slot);
 }
 
 static void src_failed(struct scan *s, struct src *src, uint64_t skipped)
@@ -3367,17 +3376,17 @@ static int materialize(struct logs_result *res, struct rctx *c, const struct can
         return -ENOMEM;
     }
     uint32_t n = 0;
+    /* the labels kept so far, indexed: a line of 100,000 keys is linear */
+    struct lset kept = {.a = e->l, .n = 0, .cap = c->l.n + 1};
+    c->eidx.on = false;
     for (uint32_t i = 0; i < c->l.n; i++) {
         const struct lbl *l = &c->l.a[i];
         if (l->vn == 0) {
             continue; /* an empty label is no label */
         }
         /* a name seen already (SM repeating a stream label): keep the first */
-        bool dup = false;
-        for (uint32_t k = 0; k < n && !dup; k++) {
-            dup = e->l[k].nn == l->nn && memcmp(e->l[k].n, l->n, l->nn) == 0;
-        }
-        if (dup) {
+        kept.n = n;
+        if (lidx_lookup(&c->eidx, &kept, l->n, l->nn) != NULL) {
             continue;
         }
         e->l[n] = *l;
@@ -3548,6 +3557,9 @@ static int run_log_query(struct logs_result *res)
             n_out++;
         } else if (rc == -EAGAIN) {
             rc = 0;
+        }
+        if (rc == 0 && q_tick(q) != 0) {
+            rc = q_stopped(q); /* one entry can take long: a line of many keys */
         }
     }
     if (have_ctx) {

@@ -7,7 +7,9 @@
  * taken, so span views (which point into the blocks) stay valid until
  * the query ends. Scans fan out one source (block) per qpool_parallel
  * item; each item writes only its own slot, merged once afterwards, so
- * no lock is taken per row. Limits are checked every SCAN_STRIDE rows.
+ * no lock is taken per row. Limits are checked every SCAN_STRIDE rows;
+ * the clock (deadline, cancel) and a regex that hit its match limit every
+ * CLOCK_STRIDE rows where rows run the query's filters, and per trace.
  */
 #include "query/traces.h"
 
@@ -3516,6 +3518,7 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         struct ectx e = {.tr = &lone};
         uint64_t lo, hi, done = 0;
         row_window(q, &range, si, &lo, &hi);
+        (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
         for (uint64_t r = lo; r < hi && rc == 0; r++) {
             if (tq_span(q, si, r, t->want, &sp.v) < 0) {
                 break;
@@ -3536,8 +3539,13 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
                 if (sets_full(t) || (q->lim.max_rows != 0 && q->rows >= q->lim.max_rows)) {
                     break;
                 }
-                rc = tq_check(q);
+                rc = tq_tick(q);
+            } else if (rc == 0 && done % CLOCK_STRIDE == 0) {
+                rc = tq_tick(q);
             }
+        }
+        if (rc == 0) {
+            rc = tq_tick(q);
         }
         q->scan.rows_scanned += done;
         q->rows += done;
@@ -3655,7 +3663,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
         t.scopes = keep;
     }
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }
@@ -3714,7 +3722,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
     jsonw_obj_end(w);
     tagscan_close(&t);
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
     }
     return rc;
 }
@@ -3793,7 +3801,7 @@ int traces_tag_values(const struct traces_tags_req *rq, const char *tag, size_t 
         rc = tag_walk(&t, !rows, rows_for_values);
     }
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }
