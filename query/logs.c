@@ -2492,13 +2492,10 @@ static int lazy_get(struct rctx *c, const char *n, size_t nn, const char **v, si
     return 0;
 }
 
-/* A label filter before any label was built: *full = true when it cannot
- * be decided this way (then the caller builds the labels and uses lf_eval,
- * which also records __error__). */
 /* One predicate of lf_eval_lazy, out of line: its frame (some hundred
  * bytes) is not repeated per and/or level of the recursion. */
-static bool __attribute__((noinline)) lf_leaf_lazy(struct rctx *c, const struct logql_lf *lf,
-                                                   bool *full)
+static bool __attribute__((noinline))
+lf_leaf_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
 {
     if (lf->kind == LOGQL_LF_IP) {
         *full = true;
@@ -2546,6 +2543,9 @@ static bool __attribute__((noinline)) lf_leaf_lazy(struct rctx *c, const struct 
     return rc == 1;
 }
 
+/* A label filter before any label was built: *full = true when it cannot
+ * be decided this way (then the caller builds the labels and uses lf_eval,
+ * which also records __error__). */
 static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
 {
     switch (lf->kind) {

@@ -118,8 +118,7 @@ static void leave(struct parser *p)
 static int count_op(struct parser *p, size_t pos)
 {
     if (++p->n_ops > TRACEQL_MAX_OPS) {
-        return qlex_fail(&p->lx, pos, "query too complex: more than %d operators",
-                         TRACEQL_MAX_OPS);
+        return qlex_fail(&p->lx, pos, "query too complex: more than %d operators", TRACEQL_MAX_OPS);
     }
     return 0;
 }

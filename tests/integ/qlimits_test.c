@@ -92,8 +92,8 @@ static long long mono_ms(void)
 
 /* One request; the status, the body (owned) and the time it took. A
  * connection that fails (the daemon died) fails the test. */
-static int request(const struct daemon *d, const char *method, const char *path,
-                   const char *form, char **body, long long *ms)
+static int request(const struct daemon *d, const char *method, const char *path, const char *form,
+                   char **body, long long *ms)
 {
     const char *hdrs[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
     struct http_resp r;
@@ -121,8 +121,7 @@ static void export(const struct daemon *d, const char *path, const char *json)
 
 /* One resource |svc| with one log record per line (body strings, already
  * JSON-escaped), at T0 + 1 s, then 1 ms apart. */
-static void export_logs(const struct daemon *d, const char *svc, const char *const *lines,
-                        size_t n)
+static void export_logs(const struct daemon *d, const char *svc, const char *const *lines, size_t n)
 {
     struct str s = {0};
     str_add(&s,
@@ -174,7 +173,8 @@ static void expect_value(const char *q, const char *body, const char *want)
     } else {
         cr_assert_str_eq(rt, "vector", "%.60s", q);
         cr_assert_eq(json_array_size(res), 1, "%.60s: %.300s", q, body);
-        got = json_string_value(json_array_get(json_object_get(json_array_get(res, 0), "value"), 1));
+        got =
+            json_string_value(json_array_get(json_object_get(json_array_get(res, 0), "value"), 1));
     }
     cr_assert_not_null(got, "%.60s: %.200s", q, body);
     cr_assert_str_eq(got, want, "%.60s", q);
@@ -241,8 +241,7 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
     free(q);
     lf = chain("b=\"q\"", " or ", 1000);
     s = (struct str){0};
-    str_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))",
-            lf);
+    str_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))", lf);
     expect_loki_value(&d, s.p, true, "1");
     free(s.p);
     free(lf);
@@ -288,7 +287,8 @@ static void export_trace(const struct daemon *d, const char *child_name)
             "\"spanId\":\"2222222222222222\",\"parentSpanId\":\"1111111111111111\",\"name\":"
             "\"%s\",\"kind\":3,\"startTimeUnixNano\":\"%" PRIu64 "\",\"endTimeUnixNano\":\"%" PRIu64
             "\"}]}]}]}",
-            (T0 + 10) * NS, (T0 + 11) * NS, child_name, (T0 + 10) * NS + 1000, (T0 + 10) * NS + 2000);
+            (T0 + 10) * NS, (T0 + 11) * NS, child_name, (T0 + 10) * NS + 1000,
+            (T0 + 10) * NS + 2000);
     export(d, "/v1/traces", s.p);
     free(s.p);
 }
@@ -350,11 +350,11 @@ Test(qlimits, traceql_operator_chains_past_the_limit_are_400_and_the_daemon_live
 
 /* ---- finding 7: work that grows in one query --------------------------------- */
 
-static const char *const TIMEOUT_5S[] = {"--shards", "1", "--io-threads", "1",
-                                         "--query-timeout", "5s", NULL};
+static const char *const TIMEOUT_5S[] = {"--shards", "1", "--io-threads", "1", "--query-timeout",
+                                         "5s",       NULL};
 
-static const char *const TIMEOUT_10S[] = {"--shards", "1", "--io-threads", "1",
-                                          "--query-timeout", "10s", NULL};
+static const char *const TIMEOUT_10S[] = {"--shards", "1", "--io-threads", "1", "--query-timeout",
+                                          "10s",      NULL};
 
 /* One line of 100,000 keys, each as logfmt and as JSON, answers before a 10 s
  * timeout, as a metric and as a log query (the quadratic label lookups, in

@@ -380,10 +380,10 @@ static int chain_len(void)
 struct gen {
     struct str s;
     bool long_inner; /* operands may hold long chains of their own */
-    int ops;       /* binary operators emitted (LogQL metric / TraceQL all) */
-    int lf_ops;    /* LogQL label filter and/or */
-    int depth;     /* open parentheses now */
-    int max_depth; /* deepest */
+    int ops;         /* binary operators emitted (LogQL metric / TraceQL all) */
+    int lf_ops;      /* LogQL label filter and/or */
+    int depth;       /* open parentheses now */
+    int max_depth;   /* deepest */
 };
 
 static void open_paren(struct gen *g, const char *what)
@@ -432,8 +432,8 @@ static void logql_operand(struct gen *g, bool vec)
  * then an operand is a parenthesized (or, for vectors, sum(...)) chain. */
 static void logql_chain(struct gen *g, int n, bool vec)
 {
-    static const char *const bops[] = {"+", "-", "*", "/", "%", "^", " == bool ", " > bool ",
-                                       " and ", " or ", " unless "};
+    static const char *const bops[] = {"+",         "-",        "*",     "/",    "%",       "^",
+                                       " == bool ", " > bool ", " and ", " or ", " unless "};
     size_t nb = sizeof(bops) / sizeof(bops[0]) - (vec ? 0 : 3);
     for (int i = 0; i < n; i++) {
         if (i > 0) {
@@ -464,7 +464,7 @@ static void traceql_field(struct gen *g, int n)
         const char *text;
         int ops;
     } conds[] = {
-        {"span.a = \"1\"", 1},   {"duration > 0", 1},         {"name != \"x\"", 1},
+        {"span.a = \"1\"", 1},     {"duration > 0", 1},      {"name != \"x\"", 1},
         {"span.n + 1 * 2 > 3", 3}, {"span.a =~ \"1|2\"", 1}, {"true", 0},
     };
     for (int i = 0; i < n; i++) {
@@ -488,8 +488,8 @@ static void traceql_field(struct gen *g, int n)
 
 static void traceql_chain(struct gen *g, int n)
 {
-    static const char *const sops[] = {" && ", " || ", " > ", " >> ", " < ", " ~ ", " &>> ",
-                                       " !> "};
+    static const char *const sops[] = {" && ", " || ", " > ",   " >> ",
+                                       " < ",  " ~ ",  " &>> ", " !> "};
     for (int i = 0; i < n; i++) {
         if (i > 0) {
             str_add(&g->s, "%s", sops[rnd(sizeof(sops) / sizeof(sops[0]))]);
