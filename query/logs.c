@@ -5431,6 +5431,7 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
 {
     uint64_t t0 = mono_ns();
     *out = NULL;
+    (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     int rc = check_tree(rq->expr, err, errlen);
     if (rc < 0) {
         return rc;
