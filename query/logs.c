@@ -3160,7 +3160,6 @@ static void plan_needs(struct scan *s, bool all)
     }
 }
 
-/* Unsupported pieces answer 400 before any block is read. */
 /* ip() arguments must parse. (A fixed stack of 64 here skipped the rest of
  * longer and/or chains.) Recursion depth: the tree's, bounded by the
  * parser (LOGQL_MAX_OPS). */
@@ -3182,6 +3181,7 @@ static int check_lf_ip(const struct logql_lf *lf, char *err, size_t errlen)
     return 0;
 }
 
+/* Unsupported pieces answer 400 before any block is read. */
 static int check_log(const struct logql_log *log, char *err, size_t errlen)
 {
     for (size_t i = 0; i < log->n_stages; i++) {
