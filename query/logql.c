@@ -29,6 +29,12 @@
 
 #define LOGQL_ROOT_MAGIC 0x6c6f6771u /* "logq" */
 #define LOGQL_MAX_DEPTH 64           /* nesting of parentheses / aggregations */
+/* Operators per query, of each kind (binary operators between metric
+ * expressions; and/or between label filter predicates). Left-associative
+ * chains such as 1+1+...+1 do not nest, so LOGQL_MAX_DEPTH does not bound
+ * them; every walk over the tree (executor included) recurses at most
+ * about this deep along such a chain plus LOGQL_MAX_DEPTH levels. */
+#define LOGQL_MAX_OPS 1024
 #define LOGQL_ARENA_CHUNK 8192
 #define LOGQL_ARENA_LIMIT (16u << 20)
 
@@ -45,6 +51,8 @@ struct parser {
     struct qlex_tok peek;
     bool has_peek;
     int depth;
+    unsigned n_binops;         /* binary operators so far (LOGQL_MAX_OPS) */
+    unsigned n_lfops;          /* label filter and/or so far (LOGQL_MAX_OPS) */
     bool allow_empty_selector; /* logql_parse_selector(..., allow_empty) */
 };
 
@@ -145,6 +153,16 @@ static int enter(struct parser *p)
 static void leave(struct parser *p)
 {
     p->depth--;
+}
+
+/* Counts one more operator of a kind; past LOGQL_MAX_OPS, a parse error at
+ * |pos|. */
+static int count_op(struct parser *p, unsigned *n, size_t pos, const char *what)
+{
+    if (++*n > LOGQL_MAX_OPS) {
+        return qlex_fail(&p->lx, pos, "query too complex: more than %d %s", LOGQL_MAX_OPS, what);
+    }
+    return 0;
 }
 
 /* ---- patterns (| pattern, |>) ------------------------------------------- */
@@ -610,12 +628,16 @@ static int parse_lf_and(struct parser *p, struct logql_lf **out)
         return p->lx.rc;
     }
     for (;;) {
+        size_t op_pos = p->tok.pos;
         if (is_ident(&p->tok, "and") || p->tok.kind == QT_COMMA) {
             if (advance(p) != 0) {
                 return p->lx.rc;
             }
         } else if (!lf_juxtaposed(p)) {
             break;
+        }
+        if (count_op(p, &p->n_lfops, op_pos, "label filter operators (and, or)") != 0) {
+            return p->lx.rc;
         }
         struct logql_lf *right, *n = qlex_alloc(&p->lx, sizeof(*n));
         if (n == NULL || parse_lf_prim(p, &right) != 0) {
@@ -637,7 +659,8 @@ static int parse_lf_or(struct parser *p, struct logql_lf **out)
         return p->lx.rc;
     }
     while (is_ident(&p->tok, "or")) {
-        if (advance(p) != 0) {
+        if (count_op(p, &p->n_lfops, p->tok.pos, "label filter operators (and, or)") != 0 ||
+            advance(p) != 0) {
             return p->lx.rc;
         }
         struct logql_lf *right, *n = qlex_alloc(&p->lx, sizeof(*n));
@@ -1309,13 +1332,14 @@ static int parse_grouping(struct parser *p, struct logql_grouping *g)
 
 static bool is_scalar(const struct logql_expr *e)
 {
-    if (e->kind == LOGQL_EXPR_NUMBER) {
-        return true;
+    /* along the left spine in a loop: chains are left-deep (see LOGQL_MAX_OPS) */
+    while (e->kind == LOGQL_EXPR_BINARY) {
+        if (!is_scalar(e->rhs)) {
+            return false;
+        }
+        e = e->lhs;
     }
-    if (e->kind == LOGQL_EXPR_BINARY) {
-        return is_scalar(e->lhs) && is_scalar(e->rhs);
-    }
-    return false;
+    return e->kind == LOGQL_EXPR_NUMBER;
 }
 
 static int check_vector_arg(struct parser *p, const struct logql_expr *e, const char *fn)
@@ -1696,6 +1720,9 @@ static int parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
             return p->lx.rc;
         }
         size_t op_pos = p->tok.pos;
+        if (count_op(p, &p->n_binops, op_pos, "binary operators") != 0) {
+            return p->lx.rc;
+        }
         e->kind = LOGQL_EXPR_BINARY;
         e->bin_op = b.op;
         e->pos = lhs->pos;
@@ -1734,17 +1761,15 @@ static int parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
 /* Collects needles for every log expression of the tree. */
 static int finish_tree(struct parser *p, struct logql_expr *e)
 {
-    if (e == NULL) {
-        return 0;
-    }
-    if (e->kind == LOGQL_EXPR_LOG || e->kind == LOGQL_EXPR_RANGE) {
-        if (collect_needles(p, &e->log) != 0) {
+    for (; e != NULL; e = e->lhs) { /* the left spine in a loop */
+        if (e->kind == LOGQL_EXPR_LOG || e->kind == LOGQL_EXPR_RANGE) {
+            if (collect_needles(p, &e->log) != 0) {
+                return p->lx.rc;
+            }
+        }
+        if (finish_tree(p, e->inner) != 0 || finish_tree(p, e->rhs) != 0) {
             return p->lx.rc;
         }
-    }
-    if (finish_tree(p, e->inner) != 0 || finish_tree(p, e->lhs) != 0 ||
-        finish_tree(p, e->rhs) != 0) {
-        return p->lx.rc;
     }
     return 0;
 }

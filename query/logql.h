@@ -306,7 +306,10 @@ struct logql_expr {
  * semantic error) or -ENOMEM (query too large / out of memory), writes
  * "parse error at line L, col C: <what was expected>" (or the semantic error
  * Loki gives, e.g. the empty-compatible selector message) to err, and sets
- * *out = NULL. */
+ * *out = NULL. A query nested more than 64 levels, or with more than 1024
+ * binary operators or more than 1024 label filter and/or, is -EINVAL ("query
+ * nested too deeply" / "query too complex"): the executor evaluates any tree
+ * this accepts within a small, fixed stack. */
 int logql_parse(const char *src, size_t len, struct logql_expr **out, char *err, size_t errlen);
 
 /* A bare stream selector, as in /loki/api/v1/series match[] and the query

@@ -21,6 +21,9 @@
  * Limits are checked every ROW_CHECK rows per item: --query-max-rows (rows
  * scanned by the whole query), --query-memory (arenas and series held),
  * the deadline and the cancel flag; the first one hit stops every item.
+ * The deadline, the cancel flag and a regex that hit its PCRE2 match limit
+ * are also looked at every CLOCK_CHECK rows (q_tick) and between the
+ * operators of a metric query.
  */
 #include "query/logs.h"
 
@@ -48,6 +51,11 @@
 #include "storage/val.h"
 
 #define ROW_CHECK 1024
+/* Rows between two looks at the clock (and at qlex_re_take_limit_hit): one
+ * row can cost milliseconds (| json on a line of 100,000 keys, a regex
+ * near its match limit), so ROW_CHECK rows could overshoot the deadline by
+ * seconds. */
+#define CLOCK_CHECK 16
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -744,6 +752,30 @@ static int q_check(struct query *q, uint64_t rows)
     return q_stopped(q);
 }
 
+/* Called every CLOCK_CHECK rows and between the operators of a metric
+ * query: the deadline, the cancel flag, and a regex on this thread that
+ * hit its match limit (Go's RE2 has no such case: without this, a
+ * pathological pattern would run the match limit out on every line until
+ * the timeout, holding the worker). */
+static int q_tick(struct query *q)
+{
+    if (qlex_re_take_limit_hit()) {
+        q_fail(q, -E2BIG,
+               "a regular expression of the query needs too much backtracking (PCRE2 match "
+               "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
+               "(a|aa)+ or (a+)+");
+    }
+    if (q->rq.cancel != NULL && __atomic_load_n(q->rq.cancel, __ATOMIC_RELAXED)) {
+        q_fail(q, -ECANCELED, "the client closed the connection");
+    }
+    if (q->rq.deadline_ns > 0 && mono_ns() > q->rq.deadline_ns) {
+        q_fail(q, -ETIMEDOUT,
+               "request timed out (--query-timeout), decrease the duration of the request or "
+               "add more label matchers");
+    }
+    return q_stopped(q);
+}
+
 static void q_warn(struct query *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void q_warn(struct query *q, const char *fmt, ...)
 {
@@ -766,12 +798,30 @@ static void q_warn(struct query *q, const char *fmt, ...)
 
 /* ---- per-item row context --------------------------------------------------- */
 
+/* A hash index of label names over an lset, so that a parser stage adding
+ * k labels costs O(k), not O(k^2) (| json on a line with 100,000 keys).
+ * slot[] holds 1 + the label's position in the lset (0: empty), for the
+ * first label of each name, as lset_get finds it; labels a[0 .. n) are
+ * in it. Only lset_push may happen while it is on: stages that delete or
+ * reorder labels run with it off (run_stages turns it off per stage). */
+struct lidx {
+    uint32_t *slot;
+    uint32_t cap; /* power of two, or 0 */
+    uint32_t n;
+    bool on;
+};
+
+/* Below this many labels a linear lset_get is cheaper than an index. */
+#define LIDX_MIN 32
+
 struct rctx {
     struct scan *s;
     struct src *src;
     arena *scratch; /* reset per row */
     struct sbuf sb;
     struct lset l;
+    struct lidx idx;  /* over l, for set_parsed; valid within one stage */
+    struct lidx eidx; /* materialize: over the labels kept so far */
     bool built;
     const char *line;
     size_t line_n;
@@ -1254,11 +1304,77 @@ static void set_label(struct rctx *c, const char *n, size_t nn, const char *v, s
     lset_push(&c->l, n, nn, v, vn, cat);
 }
 
+static uint64_t hash_bytes(const char *p, size_t n);
+
+static void lidx_insert(struct lidx *x, const struct lset *s, uint32_t i)
+{
+    const struct lbl *l = &s->a[i];
+    uint32_t mask = x->cap - 1;
+    for (uint32_t k = (uint32_t)hash_bytes(l->n, l->nn) & mask;; k = (k + 1) & mask) {
+        uint32_t j = x->slot[k];
+        if (j == 0) {
+            x->slot[k] = i + 1;
+            return;
+        }
+        const struct lbl *o = &s->a[j - 1];
+        if (o->nn == l->nn && memcmp(o->n, l->n, l->nn) == 0) {
+            return; /* the first of a name stays */
+        }
+    }
+}
+
+/* lset_get(s, ...) in O(1) once |s| has LIDX_MIN labels, through |x|
+ * (which must be off, or on over this |s| with only pushes since). */
+static struct lbl *lidx_lookup(struct lidx *x, const struct lset *s, const char *n, size_t nn)
+{
+    if (!x->on && s->n < LIDX_MIN) {
+        return lset_get(s, n, nn);
+    }
+    if (!x->on || x->n > s->n || (size_t)s->n * 2 > x->cap) {
+        /* (re)build; keeps the load factor at most 1/2 */
+        uint32_t cap = x->cap ? x->cap : 2 * LIDX_MIN;
+        while ((size_t)s->n * 2 > cap) {
+            cap *= 2;
+        }
+        if (cap != x->cap) {
+            uint32_t *slot = realloc(x->slot, (size_t)cap * sizeof(*slot));
+            if (slot == NULL) {
+                x->on = false;
+                return lset_get(s, n, nn);
+            }
+            x->slot = slot;
+            x->cap = cap;
+        }
+        memset(x->slot, 0, (size_t)x->cap * sizeof(*x->slot));
+        x->n = 0;
+        x->on = true;
+    }
+    for (; x->n < s->n; x->n++) {
+        lidx_insert(x, s, x->n);
+    }
+    uint32_t mask = x->cap - 1;
+    for (uint32_t k = (uint32_t)hash_bytes(n, nn) & mask;; k = (k + 1) & mask) {
+        uint32_t j = x->slot[k];
+        if (j == 0) {
+            return NULL;
+        }
+        struct lbl *o = &s->a[j - 1];
+        if (o->nn == nn && memcmp(o->n, n, nn) == 0) {
+            return o;
+        }
+    }
+}
+
+static struct lbl *lidx_get(struct rctx *c, const char *n, size_t nn)
+{
+    return lidx_lookup(&c->idx, &c->l, n, nn);
+}
+
 /* A parser's label: a name taken by a stream label or structured metadata
  * becomes <name>_extracted (FACTS.md C.4). */
 static void set_parsed(struct rctx *c, const char *n, size_t nn, const char *v, size_t vn)
 {
-    struct lbl *l = lset_get(&c->l, n, nn);
+    struct lbl *l = lidx_get(c, n, nn);
     if (l != NULL && l->cat != LC_PARSED) {
         char buf[600];
         size_t bn = nn < 580 ? nn : 580;
@@ -1267,7 +1383,7 @@ static void set_parsed(struct rctx *c, const char *n, size_t nn, const char *v, 
         bn += 10;
         n = scratch_dup(c, buf, bn);
         nn = bn;
-        l = lset_get(&c->l, n, nn);
+        l = lidx_get(c, n, nn);
     }
     if (l != NULL) {
         l->v = v;
@@ -2376,20 +2492,11 @@ static int lazy_get(struct rctx *c, const char *n, size_t nn, const char **v, si
     return 0;
 }
 
-/* A label filter before any label was built: *full = true when it cannot
- * be decided this way (then the caller builds the labels and uses lf_eval,
- * which also records __error__). */
-static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
+/* One predicate of lf_eval_lazy, out of line: its frame (some hundred
+ * bytes) is not repeated per and/or level of the recursion. */
+static bool __attribute__((noinline))
+lf_leaf_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
 {
-    switch (lf->kind) {
-    case LOGQL_LF_AND:
-        return lf_eval_lazy(c, lf->left, full) && !*full && lf_eval_lazy(c, lf->right, full);
-    case LOGQL_LF_OR:
-        return (lf_eval_lazy(c, lf->left, full) && !*full) ||
-               (!*full && lf_eval_lazy(c, lf->right, full));
-    default:
-        break;
-    }
     if (lf->kind == LOGQL_LF_IP) {
         *full = true;
         return false;
@@ -2436,6 +2543,22 @@ static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
     return rc == 1;
 }
 
+/* A label filter before any label was built: *full = true when it cannot
+ * be decided this way (then the caller builds the labels and uses lf_eval,
+ * which also records __error__). */
+static bool lf_eval_lazy(struct rctx *c, const struct logql_lf *lf, bool *full)
+{
+    switch (lf->kind) {
+    case LOGQL_LF_AND:
+        return lf_eval_lazy(c, lf->left, full) && !*full && lf_eval_lazy(c, lf->right, full);
+    case LOGQL_LF_OR:
+        return (lf_eval_lazy(c, lf->left, full) && !*full) ||
+               (!*full && lf_eval_lazy(c, lf->right, full));
+    default:
+        return lf_leaf_lazy(c, lf, full);
+    }
+}
+
 /* The line of the current row: the body, a non-string body as JSON/text. */
 static void row_line(struct rctx *c)
 {
@@ -2464,6 +2587,7 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
 {
     for (size_t i = 0; i < log->n_stages; i++) {
         const struct logql_stage *st = &log->stages[i];
+        c->idx.on = false; /* the last stage may have deleted or moved labels */
         if (st->kind == LOGQL_STAGE_LINE_FILTER) {
             if (!logql_line_filter_match(st, c->line, c->line_n)) {
                 return false;
@@ -2727,6 +2851,8 @@ static void rctx_fini(struct rctx *c)
     arena_free(c->scratch);
     sb_fini(&c->sb);
     free(c->l.a);
+    free(c->idx.slot);
+    free(c->eidx.slot);
 }
 
 static void src_failed(struct scan *s, struct src *src, uint64_t skipped)
@@ -2833,6 +2959,7 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
     struct log_view v;
     uint64_t since = 0;
     src->st.blocks_scanned++;
+    (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     if (src->b != NULL) {
         blk *b = src->b;
         int rc = blk_load(b, s->want);
@@ -2856,6 +2983,8 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
                     break;
                 }
                 since = 0;
+            } else if (since % CLOCK_CHECK == 0 && q_tick(q)) {
+                break;
             }
             rc = blk_log(b, i, s->want, &v);
             if (rc == -EBADMSG) {
@@ -2886,6 +3015,8 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
                     break;
                 }
                 since = 0;
+            } else if (since % CLOCK_CHECK == 0 && q_tick(q)) {
+                break;
             }
             if (oblock_log(src->ob, i, &v) < 0) {
                 continue;
@@ -2908,6 +3039,7 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
     }
     c.rows += since;
     q_check(q, since);
+    q_tick(q);
 out:
     src->st.rows_scanned += c.rows;
     src->st.bytes_read += c.bytes;
@@ -3028,6 +3160,27 @@ static void plan_needs(struct scan *s, bool all)
     }
 }
 
+/* ip() arguments must parse. (A fixed stack of 64 here skipped the rest of
+ * longer and/or chains.) Recursion depth: the tree's, bounded by the
+ * parser (LOGQL_MAX_OPS). */
+static int check_lf_ip(const struct logql_lf *lf, char *err, size_t errlen)
+{
+    for (; lf != NULL; lf = lf->left) {
+        if (lf->kind == LOGQL_LF_IP && ip_match(&lf->ip, "::1", 3) < 0) {
+            snprintf(err, errlen, "invalid ip(\"%.*s\"): not an address, prefix or range",
+                     (int)lf->ip.n, lf->ip.s);
+            return -EINVAL;
+        }
+        if (lf->kind != LOGQL_LF_AND && lf->kind != LOGQL_LF_OR) {
+            break;
+        }
+        if (check_lf_ip(lf->right, err, errlen) < 0) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* Unsupported pieces answer 400 before any block is read. */
 static int check_log(const struct logql_log *log, char *err, size_t errlen)
 {
@@ -3055,28 +3208,11 @@ static int check_log(const struct logql_log *log, char *err, size_t errlen)
                 }
             }
             break;
-        case LOGQL_STAGE_LABEL_FILTER: {
-            /* ip() arguments must parse */
-            const struct logql_lf *stack[64];
-            size_t n = 0;
-            stack[n++] = st->lf;
-            while (n > 0) {
-                const struct logql_lf *lf = stack[--n];
-                if (lf == NULL) {
-                    continue;
-                }
-                if (lf->kind == LOGQL_LF_IP && ip_match(&lf->ip, "::1", 3) < 0) {
-                    snprintf(err, errlen, "invalid ip(\"%.*s\"): not an address, prefix or range",
-                             (int)lf->ip.n, lf->ip.s);
-                    return -EINVAL;
-                }
-                if ((lf->kind == LOGQL_LF_AND || lf->kind == LOGQL_LF_OR) && n + 2 <= 64) {
-                    stack[n++] = lf->left;
-                    stack[n++] = lf->right;
-                }
+        case LOGQL_STAGE_LABEL_FILTER:
+            if (check_lf_ip(st->lf, err, errlen) < 0) {
+                return -EINVAL;
             }
             break;
-        }
         default:
             break;
         }
@@ -3240,17 +3376,17 @@ static int materialize(struct logs_result *res, struct rctx *c, const struct can
         return -ENOMEM;
     }
     uint32_t n = 0;
+    /* the labels kept so far, indexed: a line of 100,000 keys is linear */
+    struct lset kept = {.a = e->l, .n = 0, .cap = c->l.n + 1};
+    c->eidx.on = false;
     for (uint32_t i = 0; i < c->l.n; i++) {
         const struct lbl *l = &c->l.a[i];
         if (l->vn == 0) {
             continue; /* an empty label is no label */
         }
         /* a name seen already (SM repeating a stream label): keep the first */
-        bool dup = false;
-        for (uint32_t k = 0; k < n && !dup; k++) {
-            dup = e->l[k].nn == l->nn && memcmp(e->l[k].n, l->n, l->nn) == 0;
-        }
-        if (dup) {
+        kept.n = n;
+        if (lidx_lookup(&c->eidx, &kept, l->n, l->nn) != NULL) {
             continue;
         }
         e->l[n] = *l;
@@ -3421,6 +3557,9 @@ static int run_log_query(struct logs_result *res)
             n_out++;
         } else if (rc == -EAGAIN) {
             rc = 0;
+        }
+        if (rc == 0 && q_tick(q) != 0) {
+            rc = q_stopped(q); /* one entry can take long: a line of many keys */
         }
     }
     if (have_ctx) {
@@ -3986,6 +4125,7 @@ static struct series *ev_series(struct eval *ev, const struct lbl *l, uint32_t n
 }
 
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out);
+static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *out);
 
 static int eval_range(struct eval *ev, const struct logql_expr *e, const struct logql_expr *parent,
                       struct mat *out)
@@ -4373,18 +4513,12 @@ static double bin_apply(enum logql_bin_op op, bool ret_bool, double a, double b,
     return a;
 }
 
-static int eval_binary(struct eval *ev, const struct logql_expr *e, struct mat *out)
+/* One binary operator over its evaluated operands |L| and |R| (freed
+ * here) into the empty |out|. */
+static int eval_binop(struct eval *ev, const struct logql_expr *e, struct mat L, struct mat R,
+                      struct mat *out)
 {
-    struct mat L = {0}, R = {0};
-    int rc = eval_expr(ev, e->lhs, &L);
-    if (rc == 0) {
-        rc = eval_expr(ev, e->rhs, &R);
-    }
-    if (rc < 0) {
-        mat_free(&L);
-        mat_free(&R);
-        return rc;
-    }
+    int rc = 0;
     size_t K = ev->K;
     enum logql_bin_op op = e->bin_op;
     bool setop = op == LOGQL_BIN_AND || op == LOGQL_BIN_OR || op == LOGQL_BIN_UNLESS;
@@ -4528,6 +4662,50 @@ static int eval_binary(struct eval *ev, const struct logql_expr *e, struct mat *
     return rc;
 }
 
+/* A binary operator and the binary operators down its left operand, in a
+ * loop: the parser builds left-deep trees for chains (1+1+...+1, up to
+ * LOGQL_MAX_OPS), which recursion would follow one stack frame (and an
+ * eval_binop frame of some KiB) per operator. Only right operands recurse,
+ * and their depth is bounded by the parser's nesting limit. */
+static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *out)
+{
+    size_t n = 0;
+    const struct logql_expr *x;
+    for (x = e; x->kind == LOGQL_EXPR_BINARY; x = x->lhs) {
+        n++;
+    }
+    const struct logql_expr **spine = malloc(n * sizeof(*spine));
+    if (spine == NULL) {
+        return -ENOMEM;
+    }
+    size_t i = n;
+    for (x = e; x->kind == LOGQL_EXPR_BINARY; x = x->lhs) {
+        spine[--i] = x; /* spine[0]: the innermost operator; x ends at its left operand */
+    }
+    struct mat acc = {0};
+    int rc = eval_expr(ev, x, &acc);
+    for (i = 0; i < n && rc == 0; i++) {
+        struct mat R = {0}, o = {0};
+        rc = q_tick(ev->q); /* one operator can be 500 series x 11,000 points */
+        if (rc == 0) {
+            rc = eval_expr(ev, spine[i]->rhs, &R);
+        }
+        if (rc < 0) {
+            mat_free(&R);
+            break;
+        }
+        rc = eval_binop(ev, spine[i], acc, R, &o); /* frees acc and R */
+        acc = o;
+    }
+    free(spine);
+    if (rc < 0) {
+        mat_free(&acc);
+        return rc;
+    }
+    *out = acc;
+    return 0;
+}
+
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out)
 {
     if (q_stopped(ev->q)) {
@@ -4539,7 +4717,7 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
     case LOGQL_EXPR_VECTOR_AGG:
         return eval_vector_agg(ev, e, out);
     case LOGQL_EXPR_BINARY:
-        return eval_binary(ev, e, out);
+        return eval_chain(ev, e, out);
     case LOGQL_EXPR_NUMBER:
     case LOGQL_EXPR_VECTOR: {
         struct series *s = ev_series(ev, NULL, 0);
@@ -4595,7 +4773,7 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
             rc = mat_add(out, o);
         }
         mat_free(&in);
-        return rc;
+        return rc < 0 ? rc : q_tick(ev->q); /* the regex's match limit */
     }
     case LOGQL_EXPR_LOG:
         break;
@@ -4623,14 +4801,16 @@ static int check_tree(const struct logql_expr *e, char *err, size_t errlen)
         }
         return check_tree(e->inner, err, errlen);
     case LOGQL_EXPR_BINARY:
-        if (e->group_side != 0) {
-            snprintf(err, errlen, "group_left / group_right are not supported yet");
-            return -EINVAL;
+        for (; e->kind == LOGQL_EXPR_BINARY; e = e->lhs) { /* the left spine in a loop */
+            if (e->group_side != 0) {
+                snprintf(err, errlen, "group_left / group_right are not supported yet");
+                return -EINVAL;
+            }
+            if (check_tree(e->rhs, err, errlen) < 0) {
+                return -EINVAL;
+            }
         }
-        if (check_tree(e->lhs, err, errlen) < 0) {
-            return -EINVAL;
-        }
-        return check_tree(e->rhs, err, errlen);
+        return check_tree(e, err, errlen);
     case LOGQL_EXPR_LOG:
         return check_log(&e->log, err, errlen);
     default:
@@ -5251,6 +5431,7 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
 {
     uint64_t t0 = mono_ns();
     *out = NULL;
+    (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     int rc = check_tree(rq->expr, err, errlen);
     if (rc < 0) {
         return rc;

@@ -39,7 +39,7 @@ struct qlex_re {
 #define RE_MATCH_LIMIT 1000000u
 #define RE_DEPTH_LIMIT 100000u
 #define RE_HEAP_LIMIT_KIB (64u << 10)
-#define RE_JIT_STACK_MAX (1u << 20)
+#define RE_JIT_STACK_MAX (8u << 20) /* LIBS.md 9: 200,000-char alternations need it */
 #define RE_REPEAT_MAX 1000
 
 void qlex_init(struct qlex *lx, enum qlex_lang lang, const char *src, size_t len, arena *a,
@@ -1558,6 +1558,7 @@ struct re_tls {
 };
 
 static __thread struct re_tls *re_tls_cur;
+static __thread bool re_limit_hit; /* qlex_re_take_limit_hit */
 static pthread_key_t re_tls_key;
 static pthread_once_t re_tls_once = PTHREAD_ONCE_INIT;
 
@@ -1638,10 +1639,18 @@ int qlex_re_match(const qlex_re *re, const char *s, size_t n)
     case PCRE2_ERROR_HEAPLIMIT:
     case PCRE2_ERROR_JIT_STACKLIMIT:
     case PCRE2_ERROR_NOMEMORY:
+        re_limit_hit = true;
         return -E2BIG;
     default:
         return -EINVAL;
     }
+}
+
+bool qlex_re_take_limit_hit(void)
+{
+    bool hit = re_limit_hit;
+    re_limit_hit = false;
+    return hit;
 }
 
 int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs)
@@ -1668,11 +1677,13 @@ int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsig
         return 0;
     }
     if (rc < 0) {
-        return rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
-                       rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
-                       rc == PCRE2_ERROR_NOMEMORY
-                   ? -E2BIG
-                   : -EINVAL;
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+            rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT ||
+            rc == PCRE2_ERROR_NOMEMORY) {
+            re_limit_hit = true;
+            return -E2BIG;
+        }
+        return -EINVAL;
     }
     /* rc = highest group set + 1 (0: every pair was filled) */
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->cap_md);

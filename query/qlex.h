@@ -192,6 +192,14 @@ int qlex_re_group_name(const qlex_re *re, unsigned i, const char **name, unsigne
  * data, grown on demand. For | regexp and label_replace. */
 int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs);
 
+/* Whether a match on the calling thread hit a limit (-E2BIG above) since
+ * the last call; clears the note. Callers that see matches only as bool
+ * (logql_match_label, logql_line_filter_match, traceql_regex_match) count
+ * a limit hit as "no match"; executors poll this after each row and stop
+ * the query with an error instead, rather than spending the whole timeout
+ * backtracking line after line. */
+bool qlex_re_take_limit_hit(void);
+
 /* Frees a list built by qlex_re_compile (lx->res). NULL-safe. */
 void qlex_re_free_all(qlex_re *list);
 

@@ -28,6 +28,11 @@
 #include <string.h>
 
 #define TRACEQL_MAX_DEPTH 64
+/* Operators per query (field, spanset and scalar operators together).
+ * Left-associative chains ({a} && {b} && ..., x + x + ...) do not nest, so
+ * TRACEQL_MAX_DEPTH does not bound them; every walk over the tree (the
+ * executor's included) recurses about this deep along such a chain at most. */
+#define TRACEQL_MAX_OPS 1024
 #define TRACEQL_ARENA_CHUNK 8192
 #define TRACEQL_ARENA_LIMIT (16u << 20)
 #define TRACEQL_ROOT_MAGIC 0x74726171u /* "traq" */
@@ -45,6 +50,7 @@ struct parser {
     struct qlex_tok peek;
     bool has_peek;
     int depth;
+    unsigned n_ops; /* operators so far (TRACEQL_MAX_OPS) */
 };
 
 /* ---- token plumbing ------------------------------------------------------ */
@@ -106,6 +112,15 @@ static int enter(struct parser *p)
 static void leave(struct parser *p)
 {
     p->depth--;
+}
+
+/* Counts one more operator; past TRACEQL_MAX_OPS, a parse error at |pos|. */
+static int count_op(struct parser *p, size_t pos)
+{
+    if (++p->n_ops > TRACEQL_MAX_OPS) {
+        return qlex_fail(&p->lx, pos, "query too complex: more than %d operators", TRACEQL_MAX_OPS);
+    }
+    return 0;
 }
 
 static void *push(struct parser *p, void **arr, size_t *n, size_t *cap, size_t elem)
@@ -325,6 +340,9 @@ static bool parse_static(struct parser *p, struct traceql_static *st)
 static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct traceql_field *l,
                         struct traceql_field *r, struct traceql_field **out)
 {
+    if (count_op(p, pos) != 0) {
+        return p->lx.rc;
+    }
     struct traceql_field *f = new_field(p, TRACEQL_F_BINARY, pos);
     if (f == NULL) {
         return p->lx.rc;
@@ -779,6 +797,9 @@ static bool struct_op(enum qtok k, enum traceql_sop *op)
 static int combine(struct parser *p, enum traceql_sop op, size_t pos, struct traceql_node *l,
                    struct traceql_node *r, struct traceql_node **out)
 {
+    if (count_op(p, pos) != 0) {
+        return p->lx.rc;
+    }
     struct traceql_node *n = new_node(p, TRACEQL_N_SPANSET_OP, pos);
     if (n == NULL) {
         return p->lx.rc;
@@ -957,6 +978,9 @@ static int parse_scalar(struct parser *p, int min_prec, struct traceql_scalar **
     enum traceql_op op;
     int prec;
     while (scalar_binop(p->tok.kind, &op, &prec) && prec >= min_prec) {
+        if (count_op(p, p->tok.pos) != 0) {
+            return p->lx.rc;
+        }
         struct traceql_scalar *b = qlex_alloc(&p->lx, sizeof(*b));
         if (b == NULL || enter(p) != 0 || advance(p) != 0 ||
             parse_scalar(p, op == TRACEQL_OP_POW ? prec : prec + 1, &b->r) != 0) {

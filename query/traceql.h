@@ -238,7 +238,10 @@ struct traceql_expr {
 /* Parses |len| bytes of |src|. On success *out is the query (free with
  * traceql_free) and 0 is returned; on failure -EINVAL (syntax, type or
  * "not supported" error) or -ENOMEM, with "parse error at line L, col C:
- * <what>" in err and *out = NULL. */
+ * <what>" in err and *out = NULL. More than 64 levels of nesting, or more
+ * than 1024 operators (field, spanset and scalar operators together), is
+ * -EINVAL ("query nested too deeply" / "query too complex"), so the
+ * executor's recursion stays within a small, fixed stack. */
 int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err, size_t errlen);
 
 /* NULL-safe. */

@@ -7,7 +7,9 @@
  * taken, so span views (which point into the blocks) stay valid until
  * the query ends. Scans fan out one source (block) per qpool_parallel
  * item; each item writes only its own slot, merged once afterwards, so
- * no lock is taken per row. Limits are checked every SCAN_STRIDE rows.
+ * no lock is taken per row. Limits are checked every SCAN_STRIDE rows;
+ * the clock (deadline, cancel) and a regex that hit its match limit every
+ * CLOCK_STRIDE rows where rows run the query's filters, and per trace.
  */
 #include "query/traces.h"
 
@@ -29,6 +31,9 @@
 
 /* Rows between two limit checks in a scan. */
 #define SCAN_STRIDE 4096
+/* Rows between two looks at the clock where each row runs the query's
+ * filters (a regex near its match limit can take milliseconds a row). */
+#define CLOCK_STRIDE 16
 
 /* ---- query context ---- */
 
@@ -47,6 +52,7 @@ struct tq {
     uint64_t rows;       /* atomic */
     uint64_t mem;        /* atomic */
     int err;             /* atomic: first error */
+    bool re_limit;       /* atomic: the -E2BIG was a regex's match limit */
     struct qs_scan scan; /* atomics */
     pthread_mutex_t wlock;
     char warn[512];
@@ -88,6 +94,18 @@ static int tq_check(struct tq *q)
         tq_set_err(q, -ETIMEDOUT);
     }
     return tq_err(q);
+}
+
+/* tq_check, and whether a regex hit its match limit on this thread since
+ * the last call: the query ends with -E2BIG rather than running that
+ * limit out span after span until the timeout. */
+static int tq_tick(struct tq *q)
+{
+    if (qlex_re_take_limit_hit()) {
+        __atomic_store_n(&q->re_limit, true, __ATOMIC_RELAXED);
+        tq_set_err(q, -E2BIG);
+    }
+    return tq_check(q);
 }
 
 static int tq_add_rows(struct tq *q, uint64_t n)
@@ -230,6 +248,19 @@ static void set_err(char *err, size_t errlen, int rc)
         snprintf(err, errlen, "query failed: %s", strerror(-rc));
         break;
     }
+}
+
+/* set_err for the query's error, with the regex case told apart. */
+static void tq_err_msg(struct tq *q, char *err, size_t errlen, int rc)
+{
+    if (rc == -E2BIG && __atomic_load_n(&q->re_limit, __ATOMIC_RELAXED)) {
+        snprintf(err, errlen,
+                 "a regular expression of the query needs too much backtracking (PCRE2 match "
+                 "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
+                 "(a|aa)+ or (a+)+");
+        return;
+    }
+    set_err(err, errlen, rc);
 }
 
 int traces_parse_id(const char *s, size_t n, uint8_t id[16])
@@ -2404,6 +2435,7 @@ static void seed_item(void *arg, size_t si)
     lone.s = &sp;
     struct ectx e = {.tr = &lone};
     struct cmap *m = &s->item_maps[si];
+    (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     for (uint64_t r = lo; r < hi; r++) {
         if (tq_span(q, si, r, s->seed_want, &sp.v) < 0) {
             cmap_free(q, m);
@@ -2423,9 +2455,12 @@ static void seed_item(void *arg, size_t si)
                 return;
             }
             done = 0;
+        } else if (done % CLOCK_STRIDE == 0 && tq_tick(q) != 0) {
+            return;
         }
     }
     tq_add_rows(q, done);
+    tq_tick(q);
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -2912,6 +2947,10 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
             rc = -ENOMEM;
             break;
         }
+        rc = tq_tick(q); /* one trace can take long: many spans, a costly regex */
+        if (rc != 0) {
+            break;
+        }
         if (out.n == 0) {
             continue;
         }
@@ -3006,6 +3045,7 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
         goto out;
     }
     qsort(cands, nc, sizeof(*cands), cand_cmp);
+    (void)qlex_re_take_limit_hit(); /* phase 2 evaluates on this thread */
 
     /* Phase 2: whole traces, in growing batches, until |limit| match. */
     size_t batch = rq->limit < 32 ? 64 : (size_t)rq->limit * 2;
@@ -3074,7 +3114,7 @@ out:
     }
     tq_close(q);
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(q, err, errlen, rc);
     }
     return rc;
 }
@@ -3478,6 +3518,7 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         struct ectx e = {.tr = &lone};
         uint64_t lo, hi, done = 0;
         row_window(q, &range, si, &lo, &hi);
+        (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
         for (uint64_t r = lo; r < hi && rc == 0; r++) {
             if (tq_span(q, si, r, t->want, &sp.v) < 0) {
                 break;
@@ -3498,8 +3539,13 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
                 if (sets_full(t) || (q->lim.max_rows != 0 && q->rows >= q->lim.max_rows)) {
                     break;
                 }
-                rc = tq_check(q);
+                rc = tq_tick(q);
+            } else if (rc == 0 && done % CLOCK_STRIDE == 0) {
+                rc = tq_tick(q);
             }
+        }
+        if (rc == 0) {
+            rc = tq_tick(q);
         }
         q->scan.rows_scanned += done;
         q->rows += done;
@@ -3617,7 +3663,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
         t.scopes = keep;
     }
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }
@@ -3676,7 +3722,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
     jsonw_obj_end(w);
     tagscan_close(&t);
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
     }
     return rc;
 }
@@ -3755,7 +3801,7 @@ int traces_tag_values(const struct traces_tags_req *rq, const char *tag, size_t 
         rc = tag_walk(&t, !rows, rows_for_values);
     }
     if (rc != 0) {
-        set_err(err, errlen, rc);
+        tq_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }
