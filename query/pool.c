@@ -221,9 +221,16 @@ int qpool_start_reserve(int n, int reserve, int queue_cap)
     P.running = true;
     pthread_mutex_unlock(&P.lock);
 
+    /* The stack the evaluators' depth limits are measured against (the
+     * parsers' operator and nesting caps fit in 1 MiB under ASan): set
+     * here, not inherited from whatever `ulimit -s` the daemon started with. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, QPOOL_STACK_BYTES);
     for (int i = 0; i < n + reserve; i++) {
-        int rc = pthread_create(&P.threads[i], NULL, i < n ? worker_main : reserve_main, NULL);
+        int rc = pthread_create(&P.threads[i], &attr, i < n ? worker_main : reserve_main, NULL);
         if (rc != 0) {
+            pthread_attr_destroy(&attr);
             qpool_stop();
             return -rc;
         }
@@ -233,6 +240,7 @@ int qpool_start_reserve(int n, int reserve, int queue_cap)
         P.n_workers = i < n ? i + 1 : n;
         pthread_mutex_unlock(&P.lock);
     }
+    pthread_attr_destroy(&attr);
     return 0;
 }
 

@@ -20,6 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Stack of every query thread: 8 MiB, whatever `ulimit -s` says. */
+#define QPOOL_STACK_BYTES ((size_t)8 << 20)
+
 /* A job: embed it in the caller's own struct (container_of style). |fn|
  * runs once on a worker; the job's memory is the submitter's until |fn|
  * starts, then |fn|'s. */
