@@ -46,6 +46,7 @@
 #include "tests/util/dump.h"
 #include "tests/util/h2c.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define KILLS 25
 #define CLIENT_SPAN (1ull << 32) /* ids of client c: c * CLIENT_SPAN + n */
@@ -102,20 +103,6 @@ static uint64_t rnd(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* One export; the state of its records follows the answer. Returns false
@@ -221,9 +208,9 @@ static bool wait_seal_step(const char *data, enum kill_point kp)
         snprintf(dir, sizeof(dir), "%s/%s", data, sigs[i]);
         inotify_add_watch(fd, dir, mask);
     }
-    long long deadline = now_ms() + SEAL_WAIT_MS;
+    long long deadline = tclock_ms() + SEAL_WAIT_MS;
     bool seen = false;
-    while (!seen && now_ms() < deadline) {
+    while (!seen && tclock_ms() < deadline) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 50) <= 0) {
             continue;
@@ -468,7 +455,7 @@ static void battery(const char *ack)
     char dir[256] = "";
     int kills_at[KILL_POINTS] = {0}, seal_steps_seen[KILL_POINTS] = {0};
     int kills_mid_seal = 0, replay_sealed = 0;
-    long long t0 = now_ms();
+    long long t0 = tclock_ms();
     for (int k = 0; k < KILLS; k++) {
         enum kill_point kp = (enum kill_point)(k % KILL_POINTS);
         bool hoarding = k % 10 == 0;
@@ -490,11 +477,11 @@ static void battery(const char *ack)
         /* Kill points take turns; a seal step is waited for after a random
          * head start, so the open blocks hold some rows. */
         if (hoarding) {
-            nap_ms(1000 + (long)(rnd(&rng) % 500));
+            tclock_nap_ms(1000 + (long)(rnd(&rng) % 500));
         } else if (kp == KILL_ANY_TIME) {
-            nap_ms((long)(rnd(&rng) % 700));
+            tclock_nap_ms((long)(rnd(&rng) % 700));
         } else if (kp != KILL_AT_READY) {
-            nap_ms((long)(rnd(&rng) % 200));
+            tclock_nap_ms((long)(rnd(&rng) % 200));
             seal_steps_seen[kp] += wait_seal_step(dir, kp);
         }
         daemon_kill(&d);
@@ -505,7 +492,7 @@ static void battery(const char *ack)
         }
         kills_mid_seal += count_tmp_files(dir) > 0;
     }
-    long long t_kills = now_ms() - t0;
+    long long t_kills = tclock_ms() - t0;
 
     /* What the next boot will find, offline. */
     struct dump_stats st1, st2;
@@ -517,15 +504,15 @@ static void battery(const char *ack)
     cr_assert_eq(daemon_start(&d, dir, args), 0, "last start failed (seed %llu)",
                  (unsigned long long)seed);
     double rows[SIG_COUNT];
-    long long deadline = now_ms() + 30000;
+    long long deadline = tclock_ms() + 30000;
     bool agree = false;
-    while (!agree && now_ms() < deadline) {
+    while (!agree && tclock_ms() < deadline) {
         agree = daemon_rows(&d, rows);
         for (int s = 0; s < SIG_COUNT && agree; s++) {
             agree = rows[s] == (double)dump_rows(&st1, (enum signal)(s + 1));
         }
         if (!agree) {
-            nap_ms(20);
+            tclock_nap_ms(20);
         }
     }
     for (int s = 0; s < SIG_COUNT; s++) {

@@ -21,6 +21,7 @@
 #include "storage/val.h"
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 typedef Opentelemetry__Proto__Common__V1__AnyValue AnyValue;
 typedef Opentelemetry__Proto__Common__V1__KeyValue KeyValue;
@@ -196,38 +197,13 @@ static json_t *get_json(const struct daemon *d, const char *path, const char *hd
     return j;
 }
 
-static void url_enc(char *out, size_t cap, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (; *s && o + 4 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-}
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Polls /metrics (deadline 30 s) until |series| reaches |n|. */
 static void wait_metric(const struct daemon *d, const char *series, double n)
 {
-    long long dl = mono_ms() + 30000;
+    long long dl = tclock_ms() + 30000;
     double v;
     while ((v = daemon_metric(d, series)) < n) {
-        cr_assert_lt(mono_ms(), dl, "%s stuck at %g, want %g", series, v, n);
+        cr_assert_lt(tclock_ms(), dl, "%s stuck at %g, want %g", series, v, n);
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -263,7 +239,7 @@ static char *log_export(int levels)
 static void check_logs(const struct daemon *d)
 {
     char enc[256], path[1024];
-    url_enc(enc, sizeof(enc), "{service_name=\"deep\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"deep\"}");
 
     /* native records: the OTLP/JSON values */
     snprintf(path, sizeof(path), "/api/v1/logs?query=%s&start=%" PRIu64 "&end=%" PRIu64, enc,
@@ -602,7 +578,7 @@ static void check_traces(const struct daemon *d)
 
     /* search: select() returns the stored values themselves */
     char enc[256], path[512];
-    url_enc(enc, sizeof(enc), "{ name = \"deep-span\" } | select(span.arr, span.kv)");
+    httpc_url_enc(enc, sizeof(enc), "{ name = \"deep-span\" } | select(span.arr, span.kv)");
     snprintf(path, sizeof(path), "/api/search?q=%s", enc);
     j = get_json(d, path, NULL);
     json_t *tr = json_object_get(j, "traces");

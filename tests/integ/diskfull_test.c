@@ -28,6 +28,7 @@
 #include "tests/util/dump.h"
 #include "tests/util/h2c.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define LOGS_GRPC_PATH "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 #define ACKED_N 100     /* records acknowledged before the disk fills */
@@ -36,20 +37,6 @@
 
 static char mnt[256];
 static bool mounted;
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
 
 /* A fresh 16 MiB tmpfs at |mnt|, or the test is skipped. */
 static void mount_small_fs(void)
@@ -136,10 +123,10 @@ static int log_count(const struct daemon *d, const char *needle, char *first, si
 /* Waits up to |ms| for at least |want| lines holding |needle|. */
 static int log_wait(const struct daemon *d, const char *needle, int want, int ms)
 {
-    long long deadline = now_ms() + ms;
+    long long deadline = tclock_ms() + ms;
     int n;
-    while ((n = log_count(d, needle, NULL, 0)) < want && now_ms() < deadline) {
-        nap_ms(20);
+    while ((n = log_count(d, needle, NULL, 0)) < want && tclock_ms() < deadline) {
+        tclock_nap_ms(20);
     }
     return n;
 }
@@ -256,9 +243,9 @@ Test(diskfull, sigterm_while_a_seal_keeps_failing_exits_within_the_timeout_and_l
     char data[300], line[1024];
     snprintf(data, sizeof(data), "%s/data", mnt);
     start_and_fill(&d, data, "2s");
-    long long deadline = now_ms() + 10000;
-    while (daemon_metric(&d, "miradb_seal_failures_total") < 1 && now_ms() < deadline) {
-        nap_ms(20);
+    long long deadline = tclock_ms() + 10000;
+    while (daemon_metric(&d, "miradb_seal_failures_total") < 1 && tclock_ms() < deadline) {
+        tclock_nap_ms(20);
     }
     cr_assert_geq(daemon_metric(&d, "miradb_seal_failures_total"), 1, "no seal failed within 10 s");
     struct http_resp r;
@@ -268,9 +255,9 @@ Test(diskfull, sigterm_while_a_seal_keeps_failing_exits_within_the_timeout_and_l
 
     /* The seal keeps failing; the stop gives it --shutdown-timeout 2s, then
      * leaves the rows in the WAL. The old daemon waited for free space. */
-    long long t0 = now_ms();
+    long long t0 = tclock_ms();
     int status = daemon_stop(&d);
-    long long took = now_ms() - t0;
+    long long took = tclock_ms() - t0;
     cr_expect_eq(status, 0, "exit status %d after SIGTERM on a full disk", status);
     cr_expect_lt(took, 8000, "SIGTERM to exit took %lld ms with --shutdown-timeout 2s", took);
     cr_expect_geq(

@@ -24,22 +24,9 @@
 #include "tests/util/dump.h"
 #include "tests/util/h2c.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define LOGS_GRPC_PATH "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
 
 static const char *bin(void)
 {
@@ -76,7 +63,7 @@ static int run_second(const char *data, const char *http, const char *grpc, char
     }
     close(lfd);
     int status = -1, st;
-    long long deadline = now_ms() + 30000;
+    long long deadline = tclock_ms() + 30000;
     for (;;) {
         if (waitpid(pid, &st, WNOHANG) == pid) {
             status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -86,12 +73,12 @@ static int run_second(const char *data, const char *http, const char *grpc, char
         char *text = (char *)httpc_read_file(log, &len);
         bool serving = text != NULL && strstr(text, "event=listening") != NULL;
         free(text);
-        if (serving || now_ms() > deadline) {
+        if (serving || tclock_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             break;
         }
-        nap_ms(10);
+        tclock_nap_ms(10);
     }
     size_t len;
     char *text = (char *)httpc_read_file(log, &len);

@@ -23,6 +23,7 @@
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
 #define NS UINT64_C(1000000000)
@@ -37,24 +38,6 @@ static void export_json(const struct daemon *d, const char *json)
                  0);
     cr_assert_eq(r.status, 200, "export: %d %s", r.status, r.body ? (char *)r.body : "");
     http_resp_free(&r);
-}
-
-static void url_enc(char *out, size_t cap, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (; *s && o + 4 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
 }
 
 /* GET |path| (with |hdr| if not NULL); the status and the body. */
@@ -90,7 +73,7 @@ static json_t *logq(const struct daemon *d, const char *q, int start, int end, i
                     const char *dir, bool cat)
 {
     char enc[2048], path[2600];
-    url_enc(enc, sizeof(enc), q);
+    httpc_url_enc(enc, sizeof(enc), q);
     snprintf(path, sizeof(path),
              "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64
              "&limit=%d&direction=%s",
@@ -423,7 +406,7 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
 
     /* the native API: whole records with types */
     char enc[512], path[1024];
-    url_enc(enc, sizeof(enc), "{service_name=\"api\"} |= \"id=4\"");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"} |= \"id=4\"");
     snprintf(path, sizeof(path), "/api/v1/logs?query=%s&start=%" PRIu64 "&end=%" PRIu64, enc,
              T0 * NS, (T0 + 60) * NS);
     r = get_json(&d, path, NULL);
@@ -457,7 +440,7 @@ Test(loki, log_queries_every_filter_kind_both_directions_and_limits)
 static void instant(const struct daemon *d, const char *q, int at, char *out, size_t cap)
 {
     char enc[2048], path[2600];
-    url_enc(enc, sizeof(enc), q);
+    httpc_url_enc(enc, sizeof(enc), q);
     snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc,
              (T0 + (uint64_t)at) * NS);
     json_t *r = get_json(d, path, CAT);
@@ -507,7 +490,7 @@ static void range(const struct daemon *d, const char *q, int start, int end, con
                   char *out, size_t cap)
 {
     char enc[2048], path[2600];
-    url_enc(enc, sizeof(enc), q);
+    httpc_url_enc(enc, sizeof(enc), q);
     snprintf(path, sizeof(path),
              "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=%s", enc,
              (T0 + (uint64_t)start) * NS, (T0 + (uint64_t)end) * NS, step);
@@ -654,7 +637,7 @@ Test(loki, metric_queries_match_hand_computed_values)
 
     /* an __error__ left in a metric series is a 400 pipeline error */
     char enc[512], path[1024], *body;
-    url_enc(enc, sizeof(enc),
+    httpc_url_enc(enc, sizeof(enc),
             "sum by (x) (count_over_time({service_name=\"api\"} | json | x=\"\" [1m]))");
     snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
     cr_expect_eq(get(&d, path, NULL, &body), 400);
@@ -706,7 +689,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     expect_strings(get_json(&d, path, NULL), "k8s_container_name,k8s_namespace_name,service_name");
     snprintf(path, sizeof(path), "/loki/api/v1/label/service_name/values?start=%" PRIu64, T0 * NS);
     expect_strings(get_json(&d, path, NULL), "api,db,worker");
-    url_enc(enc, sizeof(enc), "{k8s_namespace_name=\"prod\"}");
+    httpc_url_enc(enc, sizeof(enc), "{k8s_namespace_name=\"prod\"}");
     snprintf(path, sizeof(path),
              "/loki/api/v1/label/service_name/values?start=%" PRIu64 "&query=%s", T0 * NS, enc);
     expect_strings(get_json(&d, path, NULL), "api");
@@ -715,7 +698,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
              (T0 - 100) * NS, (T0 - 50) * NS);
     expect_strings(get_json(&d, path, NULL), "");
 
-    url_enc(enc, sizeof(enc), "{service_name=~\"a.*|d.*\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=~\"a.*|d.*\"}");
     snprintf(path, sizeof(path), "/loki/api/v1/series?match[]=%s&start=%" PRIu64, enc, T0 * NS);
     json_t *r = get_json(&d, path, NULL);
     char *dump = json_dumps(json_object_get(r, "data"), JSON_SORT_KEYS | JSON_COMPACT);
@@ -742,7 +725,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
             (size_t)snprintf(line, sizeof(line), "{\"query\":\"select\",\"rows\":%d,\"slow\":%s}",
                              k, k >= 3 ? "true" : "false");
     }
-    url_enc(enc, sizeof(enc), "{service_name=~\"api|db\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=~\"api|db\"}");
     snprintf(path, sizeof(path), "/loki/api/v1/index/stats?query=%s&start=%" PRIu64 "&end=%" PRIu64,
              enc, T0 * NS, (T0 + 60) * NS);
     char *ib;
@@ -752,7 +735,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
              api_bytes + db_bytes);
     cr_expect_str_eq(ib, want);
     free(ib);
-    url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
     snprintf(path, sizeof(path),
              "/loki/api/v1/index/volume?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=5000", enc,
              T0 * NS, (T0 + 60) * NS);
@@ -806,7 +789,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     json_decref(vr);
 
     /* POST form = GET */
-    url_enc(enc, sizeof(enc), "{service_name=\"db\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"db\"}");
     char form[1024];
     snprintf(form, sizeof(form), "query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=2", enc, T0 * NS,
              (T0 + 60) * NS);
@@ -825,7 +808,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     http_resp_free(&hr);
 
     /* categorized shape: encodingFlags before result, 3-element entries with an object */
-    url_enc(enc, sizeof(enc),
+    httpc_url_enc(enc, sizeof(enc),
             "{service_name=~\"api|worker\"} |= \"id=4\" or \"\\\"x\\\"\" | logfmt");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64,
              enc, T0 * NS, (T0 + 60) * NS);
@@ -911,7 +894,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     const char *starts[] = {"1700000002", "1700000002000000000", "1700000002.000",
                             "2023-11-14T22:13:22Z", "2023-11-14T23:13:22.000%2B01:00"};
     for (size_t k = 0; k < 5; k++) {
-        url_enc(enc, sizeof(enc), "{service_name=\"api\"}");
+        httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"}");
         snprintf(path, sizeof(path),
                  "/loki/api/v1/query_range?query=%s&start=%s&end=1700000004&direction=forward", enc,
                  starts[k]);
@@ -923,16 +906,16 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     }
 
     /* errors: 400 with what was wrong */
-    url_enc(enc, sizeof(enc), "{service_name=\"api\"");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s", enc);
     expect_400(&d, path, "parse error at line 1, col ");
-    url_enc(enc, sizeof(enc), "{service_name=\"api\"} |= ");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"} |= ");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s", enc);
     expect_400(&d, path, "parse error at line 1, col 25");
-    url_enc(enc, sizeof(enc), "{}");
+    httpc_url_enc(enc, sizeof(enc), "{}");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s", enc);
     expect_400(&d, path, "parse error");
-    url_enc(enc, sizeof(enc), "{service_name=\"api\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"}");
     snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s", enc);
     expect_400(&d, path, "log queries are not supported as an instant query type");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&limit=6000", enc);
@@ -945,13 +928,13 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     expect_400(&d, path, "end timestamp must not be before");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=yesterday", enc);
     expect_400(&d, path, "could not parse 'start' parameter");
-    url_enc(enc, sizeof(enc), "count_over_time({service_name=\"api\"}[1m])");
+    httpc_url_enc(enc, sizeof(enc), "count_over_time({service_name=\"api\"}[1m])");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=0&end=100000&step=1",
              enc);
     expect_400(&d, path, "exceeded maximum resolution of 11,000 points");
     snprintf(path, sizeof(path), "/api/v1/logs?query=%s", enc);
     expect_400(&d, path, "log queries only");
-    url_enc(enc, sizeof(enc), "{service_name=\"api\"} | regexp \"(?P<x>id)\"");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"} | regexp \"(?P<x>id)\"");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s", enc);
     expect_400(&d, path, "not supported");
 
@@ -971,20 +954,13 @@ Test(loki, label_endpoints_response_shapes_and_errors)
 
 /* ---- sealed and open blocks, pruning, failing blocks ---------------------------------- */
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Polls /metrics (deadline 30 s) until the logs rows in sealed blocks reach |rows|. */
 static void wait_sealed_rows(const struct daemon *d, double rows)
 {
-    long long dl = mono_ms() + 30000;
+    long long dl = tclock_ms() + 30000;
     double v;
     while ((v = daemon_metric(d, "miradb_block_rows{signal=\"logs\"}")) < rows) {
-        cr_assert_lt(mono_ms(), dl, "sealed rows stuck at %g, want %g", v, rows);
+        cr_assert_lt(tclock_ms(), dl, "sealed rows stuck at %g, want %g", v, rows);
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -1174,7 +1150,7 @@ Test(loki, query_limits_end_a_query_with_a_message_naming_the_limit)
     json_t *r = logq(&d, "{service_name=\"api\"}", 0, 60, 100, "forward", false);
     json_decref(r);
     /* 8 series x 11000 steps do not fit in 1 MiB */
-    url_enc(enc, sizeof(enc), "count_over_time({service_name=~\"api|db\"}[1m])");
+    httpc_url_enc(enc, sizeof(enc), "count_over_time({service_name=~\"api|db\"}[1m])");
     snprintf(path, sizeof(path),
              "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=1", enc,
              (T0 - 10000) * NS, (T0 + 999) * NS);
@@ -1183,7 +1159,7 @@ Test(loki, query_limits_end_a_query_with_a_message_naming_the_limit)
     free(body);
     export_corpus(&d);
     /* every row of the open block is read: 32 > 16 */
-    url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=~\".+\"}");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64,
              enc, T0 * NS, (T0 + 60) * NS);
     cr_expect_eq(get(&d, path, NULL, &body), 400);
@@ -1222,7 +1198,7 @@ Test(loki, big_answers_are_streamed_in_pieces)
     free(buf);
 
     char enc[256], path[1024], hv[64];
-    url_enc(enc, sizeof(enc), "{service_name=\"big\"}");
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"big\"}");
     snprintf(path, sizeof(path),
              "/api/v1/logs?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=3000&direction=forward",
              enc, T0 * NS, (T0 + 60) * NS);

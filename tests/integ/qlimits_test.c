@@ -20,6 +20,7 @@
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
 #define NS UINT64_C(1000000000)
@@ -62,32 +63,13 @@ static char *chain(const char *term, const char *op, int n)
 }
 
 /* Percent-encodes |s|; returned owned. */
-static char *url_enc(const char *s)
+static char *url_enc_dup(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(3 * strlen(s) + 1);
-    size_t o = 0;
+    size_t cap = 3 * strlen(s) + 4;
+    char *out = malloc(cap);
     cr_assert_not_null(out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
+    httpc_url_enc(out, cap, s);
     return out;
-}
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* One request; the status, the body (owned) and the time it took. A
@@ -97,12 +79,12 @@ static int request(const struct daemon *d, const char *method, const char *path,
 {
     const char *hdrs[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
     struct http_resp r;
-    long long t0 = mono_ms();
+    long long t0 = tclock_ms();
     cr_assert_eq(httpc_request(d->http_port, method, path, form ? hdrs : NULL, form,
                                form ? strlen(form) : 0, 0, &r),
                  0, "%s %.80s...: no answer (did the daemon die?)", method, path);
     if (ms != NULL) {
-        *ms = mono_ms() - t0;
+        *ms = tclock_ms() - t0;
     }
     *body = strndup(r.body ? (char *)r.body : "", r.body_len);
     int st = r.status;
@@ -142,7 +124,7 @@ static void export_logs(const struct daemon *d, const char *svc, const char *con
 static int loki_instant(const struct daemon *d, const char *q, bool post, char **body,
                         long long *ms)
 {
-    char *enc = url_enc(q);
+    char *enc = url_enc_dup(q);
     struct str s = {0};
     int st;
     if (post) {
@@ -254,7 +236,7 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
 
 static int tempo_search(const struct daemon *d, const char *q, char **body, long long *ms)
 {
-    char *enc = url_enc(q);
+    char *enc = url_enc_dup(q);
     struct str s = {0};
     str_add(&s, "/api/search?q=%s&start=%" PRIu64 "&end=%" PRIu64, enc, T0, T0 + 100);
     int st = request(d, "GET", s.p, NULL, body, ms);
@@ -400,7 +382,7 @@ Test(qlimits, json_and_logfmt_are_linear_in_the_keys_of_a_line)
         "{service_name=\"wide\"} |= \"{\" | json",
     };
     for (size_t i = 0; i < sizeof(logq) / sizeof(logq[0]); i++) {
-        char *enc = url_enc(logq[i]), *body;
+        char *enc = url_enc_dup(logq[i]), *body;
         struct str s = {0};
         long long ms;
         str_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=10",
@@ -459,7 +441,7 @@ Test(qlimits, a_catastrophic_regex_ends_the_query_with_an_error_at_once)
     for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
         char *body;
         long long ms;
-        char *enc = url_enc(queries[i]);
+        char *enc = url_enc_dup(queries[i]);
         struct str s = {0};
         str_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=60",
                 enc, T0 * NS, (T0 + 60) * NS);

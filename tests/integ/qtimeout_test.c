@@ -18,17 +18,11 @@
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
 #define NS UINT64_C(1000000000)
 #define SLOW_LINES 20000
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void export_json(const struct daemon *d, const char *json)
 {
@@ -105,7 +99,7 @@ static void expect_timeout(int fd, long long sent_ms, long long bound_ms, int k)
     struct http_resp r;
     cr_assert_eq(httpc_read_response(fd, 0, carry, sizeof(carry), &carry_len, &r), 0,
                  "slow query %d: no answer", k);
-    long long took = mono_ms() - sent_ms;
+    long long took = tclock_ms() - sent_ms;
     cr_expect_eq(r.status, 504, "slow query %d: %d %s", k, r.status, r.body ? (char *)r.body : "");
     cr_expect_not_null(strstr(r.body ? (char *)r.body : "", "(--query-timeout)"), "%s",
                        r.body ? (char *)r.body : "");
@@ -129,7 +123,7 @@ Test(qtimeout, every_query_past_its_timeout_answers_504_within_a_margin_of_it)
     int fds[N];
     long long sent[N];
     for (int k = 0; k < N; k++) {
-        sent[k] = mono_ms();
+        sent[k] = tclock_ms();
         fds[k] = send_slow(&d);
     }
     for (int k = 0; k < N; k++) {
@@ -152,7 +146,7 @@ Test(qtimeout, long_queries_do_not_keep_a_trivial_one_waiting)
     int fds[N];
     long long sent[N];
     for (int k = 0; k < N; k++) {
-        sent[k] = mono_ms();
+        sent[k] = tclock_ms();
         fds[k] = send_slow(&d);
     }
     /* Let them take the workers (a bounded pause, not a readiness wait:
@@ -160,10 +154,10 @@ Test(qtimeout, long_queries_do_not_keep_a_trivial_one_waiting)
     usleep(300 * 1000);
     char path[512];
     query_path(path, sizeof(path), FAST_Q);
-    long long t = mono_ms();
+    long long t = tclock_ms();
     struct http_resp r;
     cr_assert_eq(httpc_request(d.http_port, "GET", path, NULL, NULL, 0, 0, &r), 0);
-    long long took = mono_ms() - t;
+    long long took = tclock_ms() - t;
     /* Its own deadline is 2 s away: a 200 means it did not wait for a
      * slow query to end (each takes its full 2 s). */
     cr_expect_eq(r.status, 200, "trivial query: %d after %lld ms: %s", r.status, took,

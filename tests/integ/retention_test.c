@@ -11,15 +11,9 @@
 #include "tests/util/daemon.h"
 #include "tests/util/dump.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define BATCH 200
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void export_logs(const struct daemon *d, uint64_t id0)
 {
@@ -37,9 +31,9 @@ static void export_logs(const struct daemon *d, uint64_t id0)
 /* Polls until |series| >= |want| (deadline 30 s); returns the last value. */
 static double wait_at_least(const struct daemon *d, const char *series, double want)
 {
-    long long deadline = now_ms() + 30000;
+    long long deadline = tclock_ms() + 30000;
     double v;
-    while ((v = daemon_metric(d, series)) < want && now_ms() < deadline) {
+    while ((v = daemon_metric(d, series)) < want && tclock_ms() < deadline) {
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
     }

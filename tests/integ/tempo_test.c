@@ -527,30 +527,12 @@ static const char CORPUS[] =
     "   \"attributes\":[{\"key\":\"http.status_code\",\"value\":{\"intValue\":\"500\"}}]}]}]}"
     "]}";
 
-static void url_enc(char *out, size_t cap, const char *s)
-{
-    static const char hx[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (; *s && o + 4 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hx[c >> 4];
-            out[o++] = hx[c & 15];
-        }
-    }
-    out[o] = 0;
-}
-
 /* traceIDs of /api/search?q=<q>&<extra> joined by ','. */
 static void search_ids(const struct daemon *d, const char *q, const char *extra, char *out,
                        size_t cap)
 {
     char enc[1024], path[1400];
-    url_enc(enc, sizeof(enc), q);
+    httpc_url_enc(enc, sizeof(enc), q);
     snprintf(path, sizeof(path), "/api/search?q=%s%s%s", enc, extra ? "&" : "", extra ? extra : "");
     json_t *j = get_json(d, path);
     json_t *traces = json_object_get(j, "traces");

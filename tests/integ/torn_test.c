@@ -32,6 +32,7 @@
 #include "tests/util/dump.h"
 #include "tests/util/httpc.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/tclock.h"
 
 #define MAX_IDS 8192
 
@@ -57,20 +58,6 @@ static uint64_t torn_seed(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
     return rnd(&s);
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
 }
 
 /* Exports records id0 .. id0 + n - 1 of |s| over OTLP/HTTP protobuf; asserts 200. */
@@ -101,9 +88,9 @@ static double metric(const struct daemon *d, const char *name, enum signal s)
 /* Polls /metrics until |name|{signal} reaches |want| (deadline 30 s). */
 static void wait_metric(const struct daemon *d, const char *name, enum signal s, double want)
 {
-    long long deadline = now_ms() + 30000;
-    while (metric(d, name, s) < want && now_ms() < deadline) {
-        nap_ms(10);
+    long long deadline = tclock_ms() + 30000;
+    while (metric(d, name, s) < want && tclock_ms() < deadline) {
+        tclock_nap_ms(10);
     }
     cr_assert_eq(metric(d, name, s), want, "%s{%s} never reached %.0f", name, signal_name(s), want);
 }
@@ -121,12 +108,12 @@ static bool log_has(const struct daemon *d, const char *needle)
  * moment after /ready turned 200: poll (deadline 10 s). */
 static bool wait_log(const struct daemon *d, const char *needle)
 {
-    long long deadline = now_ms() + 10000;
+    long long deadline = tclock_ms() + 10000;
     while (!log_has(d, needle)) {
-        if (now_ms() > deadline) {
+        if (tclock_ms() > deadline) {
             return false;
         }
-        nap_ms(10);
+        tclock_nap_ms(10);
     }
     return true;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 #define DAEMON_DEADLINE_MS 30000
 #define DAEMON_MAX_ARGS 64
@@ -28,20 +29,6 @@ static pid_t live[DAEMON_MAX_TRACKED];
 static char made[2 * DAEMON_MAX_TRACKED][320]; /* temp dirs and logs we created */
 static int n_made;
 static bool atexit_set;
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -230,7 +217,7 @@ int daemon_start(struct daemon *d, const char *data_dir, const char *const *extr
     }
     track(d->pid, true);
 
-    long long deadline = now_ms() + DAEMON_DEADLINE_MS;
+    long long deadline = tclock_ms() + DAEMON_DEADLINE_MS;
     int status = 0;
     while (!find_ports(d)) {
         if (!still_running(d, &status)) {
@@ -239,11 +226,11 @@ int daemon_start(struct daemon *d, const char *data_dir, const char *const *extr
             daemon_dump_log(d);
             return -1;
         }
-        if (now_ms() > deadline) {
+        if (tclock_ms() > deadline) {
             fprintf(stderr, "daemon_start: no listening line within 30 s\n");
             goto fail;
         }
-        nap_ms(10);
+        tclock_nap_ms(10);
     }
     for (;;) {
         struct http_resp r;
@@ -258,11 +245,11 @@ int daemon_start(struct daemon *d, const char *data_dir, const char *const *extr
             daemon_dump_log(d);
             return -1;
         }
-        if (now_ms() > deadline) {
+        if (tclock_ms() > deadline) {
             fprintf(stderr, "daemon_start: /ready not 200 within 30 s\n");
             goto fail;
         }
-        nap_ms(10);
+        tclock_nap_ms(10);
     }
 fail:
     daemon_dump_log(d);
@@ -277,15 +264,15 @@ int daemon_stop(struct daemon *d)
         return -1;
     }
     kill(d->pid, SIGTERM);
-    long long deadline = now_ms() + DAEMON_DEADLINE_MS;
+    long long deadline = tclock_ms() + DAEMON_DEADLINE_MS;
     while (still_running(d, &status)) {
-        if (now_ms() > deadline) {
+        if (tclock_ms() > deadline) {
             fprintf(stderr, "daemon_stop: no exit within 30 s of SIGTERM\n");
             daemon_dump_log(d);
             daemon_kill(d);
             return -1;
         }
-        nap_ms(10);
+        tclock_nap_ms(10);
     }
     if (d->pid != 0) { /* waitpid failed outright */
         return -1;

@@ -22,14 +22,9 @@
 
 #include <http_parser.h>
 
-#define HTTPC_TIMEOUT_MS 30000
+#include "tests/util/tclock.h"
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define HTTPC_TIMEOUT_MS 30000
 
 int httpc_connect(int port)
 {
@@ -71,7 +66,7 @@ int httpc_send_all(int fd, const void *p, size_t len)
 static int wait_readable(int fd, long long deadline)
 {
     for (;;) {
-        long long left = deadline - now_ms();
+        long long left = deadline - tclock_ms();
         if (left <= 0) {
             return -1;
         }
@@ -213,7 +208,7 @@ int httpc_read_response(int fd, int keep_1xx, char *carry, size_t carry_cap, siz
     http_parser p;
     struct rparse rp;
     char buf[65536];
-    long long deadline = now_ms() + HTTPC_TIMEOUT_MS;
+    long long deadline = tclock_ms() + HTTPC_TIMEOUT_MS;
     bool got_any = false;
 
     memset(out, 0, sizeof(*out));
@@ -278,7 +273,7 @@ fail:
 int httpc_wait_closed(int fd)
 {
     char buf[65536];
-    long long deadline = now_ms() + HTTPC_TIMEOUT_MS;
+    long long deadline = tclock_ms() + HTTPC_TIMEOUT_MS;
     for (;;) {
         if (wait_readable(fd, deadline) < 0) {
             return 0;
@@ -484,4 +479,22 @@ const char *httpc_vectors_dir(void)
 {
     const char *d = getenv("MIRADB_VECTORS");
     return d != NULL && *d != '\0' ? d : "tests/vectors";
+}
+
+void httpc_url_enc(char *out, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (; *s && o + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
 }

@@ -31,6 +31,9 @@ int httpc_request(int port, const char *method, const char *path, const char *co
 void http_resp_free(struct http_resp *r);
 /* Case-insensitive header lookup; copies the value into buf; NULL when absent. */
 const char *http_resp_header(const struct http_resp *r, const char *name, char *buf, size_t cap);
+/* Percent-encodes |s| for a query string (unreserved characters kept) into
+ * |out| of |cap| bytes, NUL-terminated; a |s| too long is cut. */
+void httpc_url_enc(char *out, size_t cap, const char *s);
 /* Reads a whole file (test vectors); returns malloc'd bytes or NULL. */
 uint8_t *httpc_read_file(const char *path, size_t *len);
 
