@@ -21,15 +21,6 @@
 #define LOGS_PATH "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 #define VEC_RECORDS 10 /* records in each http-protobuf-*.pb vector */
 
-static uint8_t *vector(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", httpc_vectors_dir(), name);
-    uint8_t *p = httpc_read_file(path, len);
-    cr_assert_not_null(p, "cannot read %s", path);
-    return p;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -42,7 +33,7 @@ static double now_s(void)
 static uint8_t *logs_body(int n, size_t *len)
 {
     size_t vl;
-    uint8_t *v = vector("http-protobuf-logs.pb", &vl);
+    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
     uint8_t *p = malloc(vl * (size_t)n);
     cr_assert_not_null(p);
     for (int i = 0; i < n; i++) {
@@ -120,7 +111,7 @@ Test(budget, a_big_export_gives_its_memory_back_once_sealed_and_later_exports_su
     };
     for (int i = 0; i < 3; i++) {
         size_t len;
-        uint8_t *body = vector(names[i][0], &len);
+        uint8_t *body = httpc_vector(names[i][0], &len);
         cr_expect_eq(post(d.http_port, names[i][1], body, len, false), 200, "%s", names[i][1]);
         free(body);
     }
@@ -268,7 +259,7 @@ Test(budget, a_body_that_stops_arriving_is_answered_408_not_closed_silently)
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     double idle = in_use(&d);
     size_t len;
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
     char head[256];
     snprintf(head, sizeof(head),
              "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"

@@ -36,15 +36,6 @@ static const char *const signals[] = {"logs", "traces", "metrics"};
 
 /* ---- helpers ---- */
 
-static uint8_t *vector(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", httpc_vectors_dir(), name);
-    uint8_t *p = httpc_read_file(path, len);
-    cr_assert_not_null(p, "cannot read %s", path);
-    return p;
-}
-
 static double metric(const struct daemon *d, const char *name, const char *labels)
 {
     char series[256];
@@ -126,7 +117,7 @@ static void expect_trailers_only(const struct h2c_call *c, int code, const char 
 static void good_export(struct h2c *h, const char *what)
 {
     size_t len;
-    uint8_t *body = vector("grpc-logs.grpc-frame", &len);
+    uint8_t *body = httpc_vector("grpc-logs.grpc-frame", &len);
     struct h2c_call c = {.body = body, .body_len = len};
     cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &c), 0);
     cr_assert_eq(h2c_wait(h), 0, "%s: no answer", what);
@@ -281,7 +272,7 @@ Test(grpc, every_vector_is_acknowledged_and_counted_exactly)
     cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
     for (int i = 0; i < n; i++) {
         size_t len;
-        uint8_t *body = vector(v[i].file, &len);
+        uint8_t *body = httpc_vector(v[i].file, &len);
         cr_assert_eq(len, v[i].bytes);
         /* the headers the JS exporter sent (index.json grpcWireHeaders) */
         const char *hdr_id[] = {"grpc-accept-encoding: identity,deflate,gzip",
@@ -373,7 +364,7 @@ Test(grpc, fifty_concurrent_streams_on_one_connection_all_succeed)
     struct h2c *h;
 
     for (int s = 0; s < 3; s++) {
-        bodies[s] = vector(files[s], &lens[s]);
+        bodies[s] = httpc_vector(files[s], &lens[s]);
     }
     start(&d, NULL);
     /* no wait for the server's SETTINGS: the first streams go out under the
@@ -440,8 +431,8 @@ Test(grpc, every_error_is_a_trailers_only_answer_with_the_right_code)
 {
     struct daemon d;
     size_t vlen, gzlen;
-    uint8_t *v = vector("grpc-logs.grpc-frame", &vlen);
-    uint8_t *gz = vector("grpc-logs.gzip.grpc-frame", &gzlen);
+    uint8_t *v = httpc_vector("grpc-logs.grpc-frame", &vlen);
+    uint8_t *gz = httpc_vector("grpc-logs.gzip.grpc-frame", &gzlen);
     struct h2c *h;
 
     start(&d, NULL);
@@ -723,7 +714,7 @@ Test(grpc, overload_is_unavailable_with_retry_info)
     const char *args[] = {"--shards",           "1",    "--queue", "1", "--admit-wait", "0",
                           "--test-shard-delay", "2000", NULL};
     size_t len;
-    uint8_t *body = vector("grpc-logs.grpc-frame", &len);
+    uint8_t *body = httpc_vector("grpc-logs.grpc-frame", &len);
     struct h2c *h;
 
     start(&d, args);
@@ -764,7 +755,7 @@ Test(grpc, an_admitted_stream_flows_while_another_on_its_connection_waits_for_ad
     struct pb msg = logs_request(1000); /* about 190 KB: many DATA frames */
     size_t bl, vl;
     uint8_t *big = h2c_frame(msg.p, msg.len, false, &bl);
-    uint8_t *v = vector("grpc-logs.grpc-frame", &vl);
+    uint8_t *v = httpc_vector("grpc-logs.grpc-frame", &vl);
     struct h2c *h;
 
     start(&d, args);
@@ -843,7 +834,7 @@ Test(grpc, client_resets_and_abrupt_closes_leave_the_daemon_serving)
     /* the connection drops after the whole request went out: the export
      * still reaches the WAL (the answer has nowhere to go) */
     size_t vlen;
-    uint8_t *v = vector("grpc-logs.grpc-frame", &vlen);
+    uint8_t *v = httpc_vector("grpc-logs.grpc-frame", &vlen);
     cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
     struct h2c_call whole = {.body = v, .body_len = vlen};
     cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &whole), 0);
@@ -905,7 +896,7 @@ Test(grpc, clients_that_do_not_speak_http2_are_refused_and_the_daemon_serves_on)
 {
     struct daemon d;
     size_t len;
-    uint8_t *pb = vector("http-protobuf-logs.pb", &len);
+    uint8_t *pb = httpc_vector("http-protobuf-logs.pb", &len);
     uint8_t buf[65536];
     size_t n;
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -968,7 +959,7 @@ Test(grpc, shutdown_answers_the_request_in_flight_then_sends_goaway_and_exits_ze
     /* a slow shard keeps the second export in flight when SIGTERM comes */
     const char *args[] = {"--test-shard-delay", "500", NULL};
     size_t len;
-    uint8_t *body = vector("grpc-traces.grpc-frame", &len);
+    uint8_t *body = httpc_vector("grpc-traces.grpc-frame", &len);
     struct h2c *h, *idle;
     int32_t last = -1;
 

@@ -26,15 +26,6 @@
 #define CT_PB "Content-Type: application/x-protobuf"
 #define CT_JSON "Content-Type: application/json"
 
-static uint8_t *vector(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", httpc_vectors_dir(), name);
-    uint8_t *p = httpc_read_file(path, len);
-    cr_assert_not_null(p, "cannot read %s", path);
-    return p;
-}
-
 static const char *hdr(const struct http_resp *r, const char *name)
 {
     static char buf[4][512];
@@ -136,7 +127,7 @@ static int post(const struct daemon *d, const char *path, const char *const *hea
 static void good_export(const struct daemon *d, const char *after)
 {
     size_t len;
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
     struct http_resp r;
     const char *h[] = {CT_PB, NULL};
     cr_assert_eq(post(d, "/v1/logs", h, body, len, 0, &r), 0, "no answer after %s", after);
@@ -221,7 +212,7 @@ Test(http, every_captured_export_is_acknowledged_with_length_or_chunked_and_coun
         const struct vec *v = &vecs[i];
         bool gz = strstr(v->file, ".gz") != NULL;
         size_t len;
-        uint8_t *body = vector(v->file, &len);
+        uint8_t *body = httpc_vector(v->file, &len);
         char path[32];
         snprintf(path, sizeof(path), "/v1/%s", v->signal);
         for (int chunked = 0; chunked < 2; chunked++) {
@@ -459,7 +450,7 @@ Test(http, over_the_cap_is_413_before_the_body_while_reading_and_while_inflating
 
     /* A body within the cap with 100-continue: 100 first, then the answer. */
     size_t len;
-    uint8_t *body = vector("http-protobuf-traces.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-traces.pb", &len);
     char head[256];
     snprintf(head, sizeof(head),
              "POST /v1/traces HTTP/1.1\r\nHost: x\r\n" CT_PB "\r\nContent-Length: %zu\r\n"
@@ -513,8 +504,8 @@ Test(http, keep_alive_and_pipelined_requests_are_answered_in_order)
     size_t carry_len = 0;
     size_t llen, tlen, n1, n2, n3;
     cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
-    uint8_t *logs = vector("http-protobuf-logs.pb", &llen);
-    uint8_t *traces = vector("http-json-traces.json", &tlen);
+    uint8_t *logs = httpc_vector("http-protobuf-logs.pb", &llen);
+    uint8_t *traces = httpc_vector("http-json-traces.json", &tlen);
     char *q1 = request_text("/v1/logs", "application/x-protobuf", logs, llen, &n1);
     char *q2 = request_text("/v1/traces", "application/json", traces, tlen, &n2);
     const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -591,7 +582,7 @@ Test(http, clients_that_vanish_mid_request_leave_the_daemon_serving)
     size_t len;
     char head[256];
     cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
 
     /* Mid-body, with a length. */
     snprintf(head, sizeof(head),
@@ -659,7 +650,7 @@ Test(http, sigterm_closes_idle_keep_alive_connections_and_exits_zero)
     char carry[4096];
     size_t carry_len = 0, len, n;
     cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
     char *q = request_text("/v1/logs", "application/x-protobuf", body, len, &n);
 
     /* One idle keep-alive connection after an export, one stuck in its headers. */

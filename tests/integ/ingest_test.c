@@ -14,15 +14,6 @@
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
 
-static uint8_t *vector(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", httpc_vectors_dir(), name);
-    uint8_t *p = httpc_read_file(path, len);
-    cr_assert_not_null(p, "cannot read %s", path);
-    return p;
-}
-
 struct export_call {
     int port;
     const uint8_t *body;
@@ -58,7 +49,7 @@ Test(admission, requests_wait_for_queue_room_instead_of_failing)
 {
     struct daemon d;
     size_t len;
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
     const char *args[] = {"--shards", "1", "--io-threads", "1", "--queue", "1",
                           "--admit-wait", "20000", "--test-shard-delay", "300", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
@@ -84,7 +75,7 @@ Test(admission, past_the_wait_requests_get_503_with_retry_after_and_nothing_acce
     struct daemon d;
     size_t len;
     char buf[64];
-    uint8_t *body = vector("http-protobuf-logs.pb", &len);
+    uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
     const char *args[] = {"--shards", "1", "--io-threads", "1", "--queue", "1",
                           "--admit-wait", "200", "--test-shard-delay", "1500", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
@@ -151,10 +142,10 @@ Test(replay, every_acknowledged_export_is_back_after_sigkill_and_a_torn_tail_is_
 {
     struct daemon d;
     size_t lpb, ljs, ltr, lm;
-    uint8_t *logs_pb = vector("http-protobuf-logs.pb", &lpb);
-    uint8_t *logs_js = vector("http-json-logs.json", &ljs);
-    uint8_t *traces = vector("http-protobuf-traces.pb", &ltr);
-    uint8_t *metrics = vector("http-protobuf-metrics.pb", &lm);
+    uint8_t *logs_pb = httpc_vector("http-protobuf-logs.pb", &lpb);
+    uint8_t *logs_js = httpc_vector("http-json-logs.json", &ljs);
+    uint8_t *traces = httpc_vector("http-protobuf-traces.pb", &ltr);
+    uint8_t *metrics = httpc_vector("http-protobuf-metrics.pb", &lm);
     const char *pb[] = {"Content-Type: application/x-protobuf", NULL};
     const char *js[] = {"Content-Type: application/json", NULL};
     const char *args[] = {"--shards", "1", NULL};

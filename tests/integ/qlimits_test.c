@@ -21,43 +21,19 @@
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
 #include "tests/util/tclock.h"
+#include "tests/util/tstr.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
 #define NS UINT64_C(1000000000)
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-/* A growable string. */
-struct str {
-    char *p;
-    size_t n, cap;
-};
-
-static void str_add(struct str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void str_add(struct str *s, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(s->p ? s->p + s->n : NULL, s->p ? s->cap - s->n : 0, fmt, ap);
-        va_end(ap);
-        cr_assert_geq(k, 0);
-        if (s->p != NULL && s->n + (size_t)k < s->cap) {
-            s->n += (size_t)k;
-            return;
-        }
-        s->cap = (s->cap + (size_t)k + 1) * 2;
-        s->p = realloc(s->p, s->cap);
-        cr_assert_not_null(s->p);
-    }
-}
-
 /* |term| |n| times joined by |op|; returned owned. */
 static char *chain(const char *term, const char *op, int n)
 {
-    struct str s = {0};
+    struct tstr s = {0};
     for (int i = 0; i < n; i++) {
-        str_add(&s, "%s%s", i ? op : "", term);
+        tstr_add(&s, "%s%s", i ? op : "", term);
     }
     return s.p;
 }
@@ -105,17 +81,17 @@ static void export(const struct daemon *d, const char *path, const char *json)
  * JSON-escaped), at T0 + 1 s, then 1 ms apart. */
 static void export_logs(const struct daemon *d, const char *svc, const char *const *lines, size_t n)
 {
-    struct str s = {0};
-    str_add(&s,
+    struct tstr s = {0};
+    tstr_add(&s,
             "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
             "\"value\":{\"stringValue\":\"%s\"}}]},\"scopeLogs\":[{\"scope\":{},"
             "\"logRecords\":[",
             svc);
     for (size_t i = 0; i < n; i++) {
-        str_add(&s, "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":\"%s\"}}",
+        tstr_add(&s, "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":\"%s\"}}",
                 i ? "," : "", (T0 + 1) * NS + (uint64_t)i * 1000000, lines[i]);
     }
-    str_add(&s, "]}]}]}");
+    tstr_add(&s, "]}]}]}");
     export(d, "/v1/logs", s.p);
     free(s.p);
 }
@@ -125,13 +101,13 @@ static int loki_instant(const struct daemon *d, const char *q, bool post, char *
                         long long *ms)
 {
     char *enc = url_enc_dup(q);
-    struct str s = {0};
+    struct tstr s = {0};
     int st;
     if (post) {
-        str_add(&s, "query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
+        tstr_add(&s, "query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
         st = request(d, "POST", "/loki/api/v1/query", s.p, body, ms);
     } else {
-        str_add(&s, "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
+        tstr_add(&s, "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
         st = request(d, "GET", s.p, NULL, body, ms);
     }
     free(s.p);
@@ -208,8 +184,8 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
     free(q);
     /* label filter chains: and/or are operators too */
     char *lf = chain("b=\"q\"", " or ", 2000);
-    struct str s = {0};
-    str_add(&s, "count_over_time({service_name=\"chain\"} | logfmt | %s [1m])", lf);
+    struct tstr s = {0};
+    tstr_add(&s, "count_over_time({service_name=\"chain\"} | logfmt | %s [1m])", lf);
     expect_loki(&d, s.p, true, 400, "query too complex: more than 1024 label filter operators");
     free(s.p);
     free(lf);
@@ -222,8 +198,8 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
     expect_loki_value(&d, q, true, "900");
     free(q);
     lf = chain("b=\"q\"", " or ", 1000);
-    s = (struct str){0};
-    str_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))", lf);
+    s = (struct tstr){0};
+    tstr_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))", lf);
     expect_loki_value(&d, s.p, true, "1");
     free(s.p);
     free(lf);
@@ -237,8 +213,8 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
 static int tempo_search(const struct daemon *d, const char *q, char **body, long long *ms)
 {
     char *enc = url_enc_dup(q);
-    struct str s = {0};
-    str_add(&s, "/api/search?q=%s&start=%" PRIu64 "&end=%" PRIu64, enc, T0, T0 + 100);
+    struct tstr s = {0};
+    tstr_add(&s, "/api/search?q=%s&start=%" PRIu64 "&end=%" PRIu64, enc, T0, T0 + 100);
     int st = request(d, "GET", s.p, NULL, body, ms);
     free(s.p);
     free(enc);
@@ -258,8 +234,8 @@ static void expect_tempo(const struct daemon *d, const char *q, int status, cons
  * |child_name|; start T0 + 10 s. */
 static void export_trace(const struct daemon *d, const char *child_name)
 {
-    struct str s = {0};
-    str_add(&s,
+    struct tstr s = {0};
+    tstr_add(&s,
             "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
             "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"t\"},"
             "\"spans\":[{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":"
@@ -300,28 +276,28 @@ Test(qlimits, traceql_operator_chains_past_the_limit_are_400_and_the_daemon_live
     expect_tempo(&d, q, 400, msg);
     free(q);
     char *f = chain("span.a = 1", " || ", 2000);
-    struct str s = {0};
-    str_add(&s, "{ %s }", f);
+    struct tstr s = {0};
+    tstr_add(&s, "{ %s }", f);
     expect_tempo(&d, s.p, 400, msg);
     free(s.p);
     free(f);
     f = chain("1", " + ", 2000);
-    s = (struct str){0};
-    str_add(&s, "{ } | count() + %s > 0", f);
+    s = (struct tstr){0};
+    tstr_add(&s, "{ } | count() + %s > 0", f);
     expect_tempo(&d, s.p, 400, msg);
     free(s.p);
     free(f);
 
     /* up to the limit they evaluate */
     q = chain("{ }", " && ", 1000); /* 999 && and the = */
-    s = (struct str){0};
-    str_add(&s, "{ span.a = 1 } && %s", q);
+    s = (struct tstr){0};
+    tstr_add(&s, "{ span.a = 1 } && %s", q);
     expect_tempo_found(&d, s.p);
     free(s.p);
     free(q);
     f = chain("span.a + 0", " + ", 500);
-    s = (struct str){0};
-    str_add(&s, "{ %s > 0 }", f);
+    s = (struct tstr){0};
+    tstr_add(&s, "{ %s > 0 }", f);
     expect_tempo_found(&d, s.p);
     free(s.p);
     free(f);
@@ -348,14 +324,14 @@ Test(qlimits, json_and_logfmt_are_linear_in_the_keys_of_a_line)
     struct daemon d;
     cr_assert_eq(daemon_start(&d, NULL, TIMEOUT_10S), 0);
     enum { KEYS = 100000 };
-    struct str lf = {0}, js = {0};
-    str_add(&js, "{");
+    struct tstr lf = {0}, js = {0};
+    tstr_add(&js, "{");
     for (int i = 0; i < KEYS; i++) {
-        str_add(&lf, "%sk%d=v%d", i ? " " : "", i, i);
-        str_add(&js, "%s\\\"k%d\\\":\\\"v%d\\\"", i ? "," : "", i, i);
+        tstr_add(&lf, "%sk%d=v%d", i ? " " : "", i, i);
+        tstr_add(&js, "%s\\\"k%d\\\":\\\"v%d\\\"", i ? "," : "", i, i);
     }
-    str_add(&lf, " k7=last service_name=mine");
-    str_add(&js, ",\\\"k7\\\":\\\"last\\\",\\\"service_name\\\":\\\"mine\\\"}");
+    tstr_add(&lf, " k7=last service_name=mine");
+    tstr_add(&js, ",\\\"k7\\\":\\\"last\\\",\\\"service_name\\\":\\\"mine\\\"}");
     const char *lines[] = {lf.p, js.p};
     export_logs(&d, "wide", lines, 2);
     free(lf.p);
@@ -383,9 +359,9 @@ Test(qlimits, json_and_logfmt_are_linear_in_the_keys_of_a_line)
     };
     for (size_t i = 0; i < sizeof(logq) / sizeof(logq[0]); i++) {
         char *enc = url_enc_dup(logq[i]), *body;
-        struct str s = {0};
+        struct tstr s = {0};
         long long ms;
-        str_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=10",
+        tstr_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=10",
                 enc, T0 * NS, (T0 + 60) * NS);
         int st = request(&d, "GET", s.p, NULL, &body, &ms);
         cr_assert_eq(st, 200, "%s: %d after %lld ms: %.300s", logq[i], st, ms, body);
@@ -442,8 +418,8 @@ Test(qlimits, a_catastrophic_regex_ends_the_query_with_an_error_at_once)
         char *body;
         long long ms;
         char *enc = url_enc_dup(queries[i]);
-        struct str s = {0};
-        str_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=60",
+        struct tstr s = {0};
+        tstr_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=60",
                 enc, T0 * NS, (T0 + 60) * NS);
         int st = request(&d, "GET", s.p, NULL, &body, &ms);
         free(s.p);

@@ -481,6 +481,18 @@ const char *httpc_vectors_dir(void)
     return d != NULL && *d != '\0' ? d : "tests/vectors";
 }
 
+uint8_t *httpc_vector(const char *name, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", httpc_vectors_dir(), name);
+    uint8_t *p = httpc_read_file(path, len);
+    if (p == NULL) {
+        fprintf(stderr, "cannot read test vector %s\n", path);
+        abort();
+    }
+    return p;
+}
+
 void httpc_url_enc(char *out, size_t cap, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";

@@ -57,5 +57,8 @@ int httpc_read_response(int fd, int keep_1xx, char *carry, size_t carry_cap, siz
 int httpc_wait_closed(int fd);
 /* The vectors folder: $MIRADB_VECTORS, or "tests/vectors". */
 const char *httpc_vectors_dir(void);
+/* The bytes of vector |name| in that folder (malloc'd; the caller frees
+ * them) and their length; a vector that cannot be read aborts the test. */
+uint8_t *httpc_vector(const char *name, size_t *len);
 
 #endif

@@ -34,6 +34,7 @@
 #include "storage/oblock.h"
 #include "storage/val.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/tstr.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
 #define NS UINT64_C(1000000000)
@@ -128,28 +129,6 @@ static void on_small_stack(void *(*fn)(void *), void *arg)
     pthread_attr_destroy(&a);
 }
 
-struct str {
-    char *p;
-    size_t n, cap;
-};
-
-static void str_add(struct str *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void str_add(struct str *s, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(s->p ? s->p + s->n : NULL, s->p ? s->cap - s->n : 0, fmt, ap);
-        va_end(ap);
-        if (s->p != NULL && s->n + (size_t)k < s->cap) {
-            s->n += (size_t)k;
-            return;
-        }
-        s->cap = (s->cap + (size_t)k + 1) * 2;
-        s->p = realloc(s->p, s->cap);
-    }
-}
-
 /* Outcome of one query, filled on the small-stack thread (criterion's
  * asserts are for the test thread). */
 struct run {
@@ -241,9 +220,9 @@ static struct run traceql(const char *q)
 
 static char *chain(const char *term, const char *op, int n)
 {
-    struct str s = {0};
+    struct tstr s = {0};
     for (int i = 0; i < n; i++) {
-        str_add(&s, "%s%s", i ? op : "", term);
+        tstr_add(&s, "%s%s", i ? op : "", term);
     }
     return s.p;
 }
@@ -280,16 +259,16 @@ Test(chains, logql_accepts_and_evaluates_1024_operators_and_refuses_1025)
 
     /* label filter chains: 1024 and/or accepted, 1025 refused */
     char *lf = chain("b=\"q\"", " or ", MAX_OPS);
-    struct str s = {0};
-    str_add(&s, "sum(count_over_time({service_name=\"svc\"} | logfmt | %s or b=\"y\" [1m]))", lf);
+    struct tstr s = {0};
+    tstr_add(&s, "sum(count_over_time({service_name=\"svc\"} | logfmt | %s or b=\"y\" [1m]))", lf);
     r = logql(s.p);
     cr_assert_eq(r.parse_rc, 0, "%s", r.err);
     cr_assert_eq(r.exec_rc, 0, "%s", r.err);
     cr_assert(strstr(r.answer, "\"1\"]") != NULL, "%.300s", r.answer);
     free(r.answer);
     free(s.p);
-    s = (struct str){0};
-    str_add(&s, "{service_name=\"svc\"} | logfmt | %s and b=\"y\" or a=\"2\"", lf);
+    s = (struct tstr){0};
+    tstr_add(&s, "{service_name=\"svc\"} | logfmt | %s and b=\"y\" or a=\"2\"", lf);
     r = logql(s.p);
     cr_assert_eq(r.parse_rc, -EINVAL);
     cr_assert(strstr(r.err, "query too complex: more than 1024 label filter operators") != NULL,
@@ -317,32 +296,32 @@ Test(chains, traceql_accepts_and_evaluates_1024_operators_and_refuses_1025)
     }
     /* field chains inside one filter, scalar chains in a pipeline */
     char *f = chain("span.a = \"1\"", " && ", 512); /* 512 = and 511 && */
-    struct str s = {0};
-    str_add(&s, "{ %s }", f);
+    struct tstr s = {0};
+    tstr_add(&s, "{ %s }", f);
     struct run r = traceql(s.p);
     cr_assert_eq(r.parse_rc, 0, "%s", r.err);
     cr_assert_eq(r.exec_rc, 0, "%s", r.err);
     cr_assert(strstr(r.answer, "\"traceID\"") != NULL, "%.300s", r.answer);
     free(r.answer);
     free(s.p);
-    s = (struct str){0};
-    str_add(&s, "{ %s && span.a = \"1\" }", f); /* 1025 */
+    s = (struct tstr){0};
+    tstr_add(&s, "{ %s && span.a = \"1\" }", f); /* 1025 */
     r = traceql(s.p);
     cr_assert_eq(r.parse_rc, -EINVAL);
     cr_assert(strstr(r.err, "query too complex") != NULL, "%s", r.err);
     free(s.p);
     free(f);
     f = chain("1", " + ", MAX_OPS);
-    s = (struct str){0};
-    str_add(&s, "{ } | count() + %s > 1000", f);
+    s = (struct tstr){0};
+    tstr_add(&s, "{ } | count() + %s > 1000", f);
     r = traceql(s.p);
     cr_assert_eq(r.parse_rc, 0, "%s", r.err);
     cr_assert_eq(r.exec_rc, 0, "%s", r.err);
     cr_assert(strstr(r.answer, "\"traceID\"") != NULL, "%.300s", r.answer);
     free(r.answer);
     free(s.p);
-    s = (struct str){0};
-    str_add(&s, "{ } | count() + 1 + %s > 1000", f);
+    s = (struct tstr){0};
+    tstr_add(&s, "{ } | count() + 1 + %s > 1000", f);
     r = traceql(s.p);
     cr_assert_eq(r.parse_rc, -EINVAL);
     cr_assert(strstr(r.err, "query too complex") != NULL, "%s", r.err);
@@ -378,7 +357,7 @@ static int chain_len(void)
 }
 
 struct gen {
-    struct str s;
+    struct tstr s;
     bool long_inner; /* operands may hold long chains of their own */
     int ops;         /* binary operators emitted (LogQL metric / TraceQL all) */
     int lf_ops;      /* LogQL label filter and/or */
@@ -388,7 +367,7 @@ struct gen {
 
 static void open_paren(struct gen *g, const char *what)
 {
-    str_add(&g->s, "%s", what);
+    tstr_add(&g->s, "%s", what);
     if (++g->depth > g->max_depth) {
         g->max_depth = g->depth;
     }
@@ -399,30 +378,30 @@ static void logql_operand(struct gen *g, bool vec)
 {
     if (!vec) {
         static const char *const nums[] = {"1", "2.5", "-3", "0.5"};
-        str_add(&g->s, "%s", nums[rnd(4)]);
+        tstr_add(&g->s, "%s", nums[rnd(4)]);
         return;
     }
     switch (rnd(4)) {
     case 0:
-        str_add(&g->s, "vector(1)");
+        tstr_add(&g->s, "vector(1)");
         break;
     case 1:
-        str_add(&g->s, "count_over_time({service_name=\"svc\"}[1m])");
+        tstr_add(&g->s, "count_over_time({service_name=\"svc\"}[1m])");
         break;
     case 2: {
         /* a label filter chain: long now and then */
         int n = g->long_inner && rnd(3) == 0 ? chain_len() : 1 + (int)rnd(4);
         static const char *const lops[] = {" and ", " or ", ", ", " "};
-        str_add(&g->s, "sum(count_over_time({service_name=\"svc\"} | logfmt | ");
+        tstr_add(&g->s, "sum(count_over_time({service_name=\"svc\"} | logfmt | ");
         for (int i = 0; i < n; i++) {
-            str_add(&g->s, "%s%s", i ? lops[rnd(4)] : "", rnd(2) ? "a=\"1\"" : "b!=\"q\"");
+            tstr_add(&g->s, "%s%s", i ? lops[rnd(4)] : "", rnd(2) ? "a=\"1\"" : "b!=\"q\"");
             g->lf_ops += i ? 1 : 0;
         }
-        str_add(&g->s, " [1m]))");
+        tstr_add(&g->s, " [1m]))");
         break;
     }
     default:
-        str_add(&g->s, "sum(rate({service_name=\"svc\"}[5m]))");
+        tstr_add(&g->s, "sum(rate({service_name=\"svc\"}[5m]))");
         break;
     }
 }
@@ -437,19 +416,19 @@ static void logql_chain(struct gen *g, int n, bool vec)
     size_t nb = sizeof(bops) / sizeof(bops[0]) - (vec ? 0 : 3);
     for (int i = 0; i < n; i++) {
         if (i > 0) {
-            str_add(&g->s, "%s", bops[rnd((uint32_t)nb)]);
+            tstr_add(&g->s, "%s", bops[rnd((uint32_t)nb)]);
             g->ops++;
         }
         uint32_t c = rnd(40);
         if (c == 0 && g->depth < 80) {
             open_paren(g, "(");
             logql_chain(g, 1 + (int)rnd(4), vec);
-            str_add(&g->s, ")");
+            tstr_add(&g->s, ")");
             g->depth--;
         } else if (c == 1 && vec && g->depth < 80) {
             open_paren(g, "sum(");
             logql_chain(g, 1 + (int)rnd(3), true);
-            str_add(&g->s, ")");
+            tstr_add(&g->s, ")");
             g->depth--;
         } else {
             logql_operand(g, vec);
@@ -469,18 +448,18 @@ static void traceql_field(struct gen *g, int n)
     };
     for (int i = 0; i < n; i++) {
         if (i > 0) {
-            str_add(&g->s, "%s", rnd(2) ? " && " : " || ");
+            tstr_add(&g->s, "%s", rnd(2) ? " && " : " || ");
             g->ops++;
         }
         uint32_t c = rnd(30);
         if (c == 0 && g->depth < 80) {
             open_paren(g, rnd(2) ? "(" : "!(");
             traceql_field(g, 1 + (int)rnd(3));
-            str_add(&g->s, ")");
+            tstr_add(&g->s, ")");
             g->depth--;
         } else {
             size_t k = rnd(sizeof(conds) / sizeof(conds[0]));
-            str_add(&g->s, "%s", conds[k].text);
+            tstr_add(&g->s, "%s", conds[k].text);
             g->ops += conds[k].ops;
         }
     }
@@ -492,7 +471,7 @@ static void traceql_chain(struct gen *g, int n)
                                        " < ",  " ~ ",  " &>> ", " !> "};
     for (int i = 0; i < n; i++) {
         if (i > 0) {
-            str_add(&g->s, "%s", sops[rnd(sizeof(sops) / sizeof(sops[0]))]);
+            tstr_add(&g->s, "%s", sops[rnd(sizeof(sops) / sizeof(sops[0]))]);
             g->ops++;
         }
         uint32_t c = rnd(30);
@@ -500,17 +479,17 @@ static void traceql_chain(struct gen *g, int n)
             open_paren(g, "(");
             traceql_chain(g, 1 + (int)rnd(3));
             if (rnd(2)) {
-                str_add(&g->s, " | count() > 0"); /* a stage, not an operator */
+                tstr_add(&g->s, " | count() > 0"); /* a stage, not an operator */
             }
-            str_add(&g->s, ")");
+            tstr_add(&g->s, ")");
             g->depth--;
         } else if (c < 8) {
-            str_add(&g->s, "{ ");
+            tstr_add(&g->s, "{ ");
             traceql_field(g, g->long_inner && rnd(4) == 0 ? chain_len() : 1 + (int)rnd(3));
-            str_add(&g->s, " }");
+            tstr_add(&g->s, " }");
         } else {
             bool cond = rnd(2);
-            str_add(&g->s, cond ? "{ span.a = \"1\" }" : "{ }");
+            tstr_add(&g->s, cond ? "{ span.a = \"1\" }" : "{ }");
             g->ops += cond;
         }
     }
@@ -569,14 +548,14 @@ Test(chains, random_traceql_chains_parse_or_fail_cleanly_and_evaluate_within_a_s
         if (seed % 3 == 0) {
             /* a scalar filter stage with an arithmetic chain */
             int k = chain_len();
-            str_add(&g.s, " | count()");
+            tstr_add(&g.s, " | count()");
             for (int i = 0; i < k; i++) {
                 static const char *const aops[] = {" + ", " - ", " * ", " / ", " ^ "};
                 bool paren = rnd(2);
-                str_add(&g.s, "%s%s", aops[rnd(5)], paren ? "(2 * 1)" : "1");
+                tstr_add(&g.s, "%s%s", aops[rnd(5)], paren ? "(2 * 1)" : "1");
                 g.ops += paren ? 2 : 1;
             }
-            str_add(&g.s, " > 0");
+            tstr_add(&g.s, " > 0");
         }
         struct run r = traceql(g.s.p);
         check(&r, &g, MAX_OPS);
