@@ -380,7 +380,7 @@ static void stream_fail_grpc(struct gstream *s, enum grpc_code code, const char 
     if (code == GRPC_UNAVAILABLE) {
         /* google.rpc.Status with RetryInfo: how Go and Java clients learn the delay */
         uint8_t st[512];
-        long k = resp_status(RESP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
+        long k = resp_status(OTLP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
                              sizeof(st));
         if (k > 0) {
             b64_unpadded(st, (size_t)k, details, sizeof(details));
@@ -435,7 +435,7 @@ static void stream_answer_ok(struct gstream *s, const struct ingest_result *res)
         NV_STATIC("grpc-accept-encoding", "identity,gzip"),
     };
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = resp_read};
-    long k = resp_export(RESP_PROTOBUF, (enum signal)s->sig, res->rejected,
+    long k = resp_export(OTLP_PROTOBUF, (enum signal)s->sig, res->rejected,
                          res->rejected > 0 ? res->message : NULL, s->resp + PREFIX_LEN, RESP_MAX);
     if (k < 0) {
         /* cannot happen within RESP_MAX; the empty message is still a valid success */
@@ -610,7 +610,7 @@ static void stream_finish(struct gstream *s)
         return;
     }
     s->state = GS_INGEST;
-    ingest_finish(s->req, IF_PROTOBUF, s->compressed);
+    ingest_finish(s->req, OTLP_PROTOBUF, s->compressed);
 }
 
 static void stream_end(struct gstream *s)

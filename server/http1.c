@@ -159,7 +159,7 @@ struct http1_req {
     uint8_t hmode; /* 0 url, 1 header name, 2 header value */
     uint32_t head_bytes;
     /* what the headers said */
-    int fmt; /* enum ingest_format, or -1 */
+    int fmt; /* enum otlp_fmt, or -1 */
     bool gzip;
     bool expect_100;
     bool has_body;   /* the request announced a body (chunked or CL > 0) */
@@ -535,12 +535,11 @@ static void prepare_answer(struct http1_req *r, int status, enum grpc_code code,
     long n = -1;
 
     if (r->fmt >= 0 && code != GRPC_OK) {
-        n = resp_status(r->fmt == IF_JSON ? RESP_JSON : RESP_PROTOBUF, code, text, retry_after_s,
-                        body, sizeof(body));
+        n = resp_status((enum otlp_fmt)r->fmt, code, text, retry_after_s, body, sizeof(body));
     }
     if (n >= 0) {
         http1_resp_start(r, status,
-                         r->fmt == IF_JSON ? "application/json" : "application/x-protobuf");
+                         r->fmt == OTLP_JSON ? "application/json" : "application/x-protobuf");
         evbuffer_add(r->rbody, body, (size_t)n);
     } else if (text != NULL) {
         http1_resp_start(r, status, "text/plain; charset=utf-8");
@@ -574,14 +573,14 @@ static void answer_result(struct http1_req *r, const struct ingest_result *res, 
     switch (res->status) {
     case IS_OK: {
         uint8_t body[1024];
-        enum resp_fmt f = r->fmt == IF_JSON ? RESP_JSON : RESP_PROTOBUF;
+        enum otlp_fmt f = (enum otlp_fmt)r->fmt;
         long n = resp_export(f, r->route->signal, res->rejected, res->rejected > 0 ? msg : NULL,
                              body, sizeof(body));
         if (n < 0) {
             answer(r, 500, GRPC_INTERNAL, "cannot encode the response", 0, close);
             break;
         }
-        http1_resp_start(r, 200, f == RESP_JSON ? "application/json" : "application/x-protobuf");
+        http1_resp_start(r, 200, f == OTLP_JSON ? "application/json" : "application/x-protobuf");
         http1_resp_header(r, "Access-Control-Allow-Origin", "*");
         evbuffer_add(r->rbody, body, (size_t)n);
         r->close |= close;
@@ -845,10 +844,10 @@ static int parse_format(const char *ct)
         ct++, n--;
     }
     if (span_is(ct, n, "application/x-protobuf")) {
-        return IF_PROTOBUF;
+        return OTLP_PROTOBUF;
     }
     if (span_is(ct, n, "application/json")) {
-        return IF_JSON;
+        return OTLP_JSON;
     }
     return -1;
 }
@@ -963,7 +962,7 @@ static int on_headers_complete(http_parser *p)
                                 "unsupported content encoding: use gzip or identity");
         }
     }
-    enum transport tr = r->fmt == IF_JSON ? TR_HTTP_JSON : TR_HTTP;
+    enum transport tr = r->fmt == OTLP_JSON ? TR_HTTP_JSON : TR_HTTP;
     r->ireq = ingest_req_new(c->th->t, r->route->signal, tr, on_ingest, c);
     if (r->ireq == NULL) {
         ingest_count_rejection(c->th->t, RJ_OVERLOADED);
@@ -1043,7 +1042,7 @@ static int on_message_complete(http_parser *p)
     }
     c->st = CS_WAIT;
     if (r->ireq != NULL) {
-        ingest_finish(r->ireq, r->fmt == IF_JSON ? IF_JSON : IF_PROTOBUF, r->gzip);
+        ingest_finish(r->ireq, (enum otlp_fmt)r->fmt, r->gzip);
         return 0;
     }
     r->route->fn(r);

@@ -595,7 +595,7 @@ static void storage_failed(struct ingest_req *r, int rc)
 {
     struct ingest_thr *h = thr_of(r->t);
     const char *what =
-        cfg->ack == ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
+        cfg->ack == SHARD_ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
     r->res.records = 0;
     r->res.rejected = 0;
     if (rc == -E2BIG) {
@@ -618,9 +618,9 @@ static void storage_failed(struct ingest_req *r, int rc)
                   "msg=\"exports are answered 503 / UNAVAILABLE with a retry delay until "
                   "storage recovers\"",
                   signal_name(r->sig),
-                  cfg->ack == ACK_SEAL    ? "seal"
-                  : cfg->ack == ACK_FSYNC ? "fsync"
-                                          : "wal",
+                  cfg->ack == SHARD_ACK_SEAL    ? "seal"
+                  : cfg->ack == SHARD_ACK_FSYNC ? "fsync"
+                                                : "wal",
                   strerror(-rc), (unsigned long long)h->storage_unlogged);
         h->storage_logged_ns = now;
         h->storage_unlogged = 0;
@@ -731,8 +731,8 @@ static int gunzip(struct ingest_req *r, struct ingest_thr *h)
     return 0;
 }
 
-static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format f,
-                  const uint8_t *p, size_t n, char *err, size_t errlen)
+static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, const uint8_t *p,
+                  size_t n, char *err, size_t errlen)
 {
     if (r->batch == NULL) {
         r->batch = h->n_batches > 0 ? h->batches[--h->n_batches] : batch_new(r->sig);
@@ -741,7 +741,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format
         }
     }
     batch_reset(r->batch, r->sig);
-    if (f == IF_PROTOBUF) {
+    if (f == OTLP_PROTOBUF) {
         return pbdec_decode(r->sig, p, n, r->batch, err, errlen);
     }
     if (r->arena == NULL) {
@@ -755,7 +755,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format
     return jsondec_decode(r->sig, (const char *)p, n, r->arena, r->batch, err, errlen);
 }
 
-void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
 {
     struct ingest_thr *h = thr_of(r->t);
     char err[200];
@@ -767,7 +767,7 @@ void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
         return;
     }
     event_del(&r->body_ev); /* the body is all here */
-    if (f == IF_JSON && r->tr == TR_HTTP) {
+    if (f == OTLP_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
     if (gzip) {
@@ -823,7 +823,7 @@ void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
     r->job.batch = r->batch;
     r->job.payload = payload;
     r->job.payload_len = payload_len;
-    r->job.format = f == IF_JSON ? WAL_FMT_JSON : WAL_FMT_PROTOBUF;
+    r->job.format = f;
     r->job.done = job_done;
     r->state = RQ_SHARD;
     shard *sh = r->sh;
@@ -870,11 +870,11 @@ void ingest_count_rejection(struct iot *t, enum reject_reason why)
 
 /* ---- shards ---- */
 
-static int replay_decode(enum signal sig, enum wal_format fmt, const uint8_t *p, size_t n,
+static int replay_decode(enum signal sig, enum otlp_fmt fmt, const uint8_t *p, size_t n,
                          struct batch *scratch, arena *a)
 {
     char err[8];
-    if (fmt == WAL_FMT_JSON) {
+    if (fmt == OTLP_JSON) {
         return jsondec_decode(sig, (const char *)p, n, a, scratch, err, sizeof(err));
     }
     return pbdec_decode(sig, p, n, scratch, err, sizeof(err));
@@ -985,9 +985,9 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
      * about the target (sealed after the batch that passed it); the scratch
      * of a block one huge export made is freed and its charge returned. */
     blk_scratch_keep(target + target / 2);
-    uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
-                          : c->ack == ACK_SEAL    ? 1000
-                                                  : 60000;
+    uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
+                          : c->ack == SHARD_ACK_SEAL ? 1000
+                                                     : 60000;
     uint64_t *watermarks = calloc((size_t)n_shards, sizeof(uint64_t));
     uint64_t *seal_ids = calloc((size_t)n_shards, sizeof(uint64_t));
     if (watermarks == NULL || seal_ids == NULL) {
@@ -1016,7 +1016,7 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
         snprintf(bdir, sizeof(bdir), "%s/%s", c->data_dir, signal_name(s + 1));
         for (int i = 0; i < n_shards; i++) {
             snprintf(dir, sizeof(dir), "%s/wal/%s-%d", c->data_dir, signal_name(s + 1), i);
-            rc = c->ack == ACK_SEAL ? 0 : mkdir_p(dir);
+            rc = c->ack == SHARD_ACK_SEAL ? 0 : mkdir_p(dir);
             if (rc < 0) {
                 snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
                 break;
@@ -1028,9 +1028,7 @@ int ingest_init(const struct config *c, char *err, size_t errlen)
                 .signal = (enum signal)(s + 1),
                 .index = i,
                 .queue_cap = c->queue,
-                .ack = c->ack == ACK_FSYNC  ? SHARD_ACK_FSYNC
-                       : c->ack == ACK_SEAL ? SHARD_ACK_SEAL
-                                            : SHARD_ACK_WAL,
+                .ack = (enum shard_ack)c->ack,
                 .block_target = target,
                 .block_max_age_ms = (int)max_age_ms,
                 .wal_after = watermarks[i],

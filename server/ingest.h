@@ -58,11 +58,6 @@ enum ingest_status {
     IS_TIMEOUT /* HTTP 408, gRPC DEADLINE_EXCEEDED: the body did not arrive in time */
 };
 
-enum ingest_format {
-    IF_PROTOBUF = 0,
-    IF_JSON = 1,
-};
-
 struct ingest_result {
     enum ingest_status status;
     uint32_t records;      /* accepted */
@@ -106,7 +101,7 @@ void ingest_admit(struct ingest_req *r, long expected_bytes);
  */
 int ingest_body_append(struct ingest_req *r, const void *p, size_t n);
 /* Ends the body. |gzip|: the body is gzip (one or more members). */
-void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip);
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip);
 /* Fails the request without a shard (e.g. bad gRPC framing): the callback
  * fires with |st| and |msg|. */
 void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg);

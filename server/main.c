@@ -275,7 +275,7 @@ static int lock_data_dir(const char *dir)
 }
 
 /* Every seal attempt that failed, with its cause; called on a sealer thread. */
-static enum ack_mode seal_log_ack;
+static enum shard_ack seal_log_ack;
 
 static void log_seal_failure(const struct seal_failure *f)
 {
@@ -284,7 +284,7 @@ static void log_seal_failure(const struct seal_failure *f)
         snprintf(next, sizeof(next), "retry in %ds", f->retry_in_s);
     } else {
         snprintf(next, sizeof(next), "%s",
-                 seal_log_ack == ACK_SEAL
+                 seal_log_ack == SHARD_ACK_SEAL
                      ? "given up at shutdown; its rows were never acknowledged"
                      : "given up at shutdown; the WAL keeps its rows for the next start");
     }
@@ -346,7 +346,7 @@ static int serve(int argc, char **argv)
     if (lock_fd < 0) {
         return 1;
     }
-    seal_log_ack = (enum ack_mode)c.ack;
+    seal_log_ack = (enum shard_ack)c.ack;
     sealer_set_failure_hook(log_seal_failure);
     rc = ingest_init(&c, err, sizeof(err));
     if (rc < 0) {
@@ -380,7 +380,10 @@ static int serve(int argc, char **argv)
     log_info("main",
              "event=listening grpc=%s http=%s io_threads=%d shards=%d ack=%s data=%s "
              "memory_budget=%llu",
-             grpc_addr, http_addr, c.io_threads, c.shards, c.ack == ACK_FSYNC ? "fsync" : c.ack == ACK_SEAL ? "seal" : "wal",
+             grpc_addr, http_addr, c.io_threads, c.shards,
+             c.ack == SHARD_ACK_FSYNC  ? "fsync"
+             : c.ack == SHARD_ACK_SEAL ? "seal"
+                                       : "wal",
              c.data_dir, (unsigned long long)c.memory_budget);
 
     bool ready = false;
@@ -456,10 +459,11 @@ stop:;
     if (ss.seals_abandoned > 0) {
         log_warn("main", "event=seals_abandoned count=%llu msg=\"%s\"",
                  (unsigned long long)ss.seals_abandoned,
-                 c.ack == ACK_SEAL ? "blocks whose seal kept failing were dropped; their rows were "
-                                     "never acknowledged"
-                                   : "blocks whose seal kept failing were left unsealed; the WAL "
-                                     "keeps their rows and the next start replays them");
+                 c.ack == SHARD_ACK_SEAL
+                     ? "blocks whose seal kept failing were dropped; their rows were "
+                       "never acknowledged"
+                     : "blocks whose seal kept failing were left unsealed; the WAL "
+                       "keeps their rows and the next start replays them");
     }
     log_info("main", "event=stopped exit=%d stop_ms=%llu", exit_code,
              (unsigned long long)((mono_ns() - t_stop) / 1000000u));

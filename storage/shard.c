@@ -232,7 +232,7 @@ static bool block_due(shard *s, uint64_t now)
            now - s->cur_born_ns >= (uint64_t)s->cfg.block_max_age_ms * 1000000u;
 }
 
-static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
+static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt,
                         const uint8_t *p, size_t n)
 {
     shard *s = ctx;
