@@ -45,7 +45,6 @@
 #include "proto/pbdec.h"
 #include "server/config.h"
 #include "server/iot.h"
-#include "server/listen.h"
 #include "server/log.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
@@ -125,7 +124,7 @@ struct ingest_thr {
 };
 
 static const struct config *cfg; /* ingest_init's, borrowed until ingest_fini */
-static struct ingest_thr thr[LISTEN_MAX_IOT];
+static struct ingest_thr thr[IOT_MAX];
 
 static uint64_t now_ns(void)
 {
@@ -869,7 +868,7 @@ void ingest_init(const struct config *c)
 
 void ingest_fini(void)
 {
-    for (int t = 0; t < LISTEN_MAX_IOT; t++) {
+    for (int t = 0; t < IOT_MAX; t++) {
         struct ingest_thr *h = &thr[t];
         if (!h->init) {
             continue;
