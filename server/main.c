@@ -202,7 +202,8 @@ static void log_rejection_summary(uint64_t last[RJ_COUNT])
     line[0] = '\0';
     for (int r = 0; r < RJ_COUNT; r++) {
         if (now[r] > last[r] && n < sizeof(line)) {
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", reject_reason_name(r),
+            n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu",
+                                  stats_reject_reason_name(r),
                                   (unsigned long long)(now[r] - last[r]));
             total += now[r] - last[r];
         }

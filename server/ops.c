@@ -62,7 +62,7 @@ static void per_signal_transport(struct evbuffer *o, const char *name, const cha
     for (int g = 0; g < 3; g++) {
         for (int t = 0; t < TR_COUNT; t++) {
             evbuffer_add_printf(o, "%s{signal=\"%s\",transport=\"%s\"} %llu\n", name,
-                                signal_name(g + 1), transport_name(t),
+                                signal_name(g + 1), stats_transport_name(t),
                                 (unsigned long long)v[g][t]);
         }
     }
@@ -92,7 +92,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_otlp_request_errors_total", "counter", "Export requests refused, by reason.");
     for (int r = 0; r < RJ_COUNT; r++) {
         evbuffer_add_printf(o, "miradb_otlp_request_errors_total{reason=\"%s\"} %llu\n",
-                            reject_reason_name(r), (unsigned long long)s.rejections[r]);
+                            stats_reject_reason_name(r), (unsigned long long)s.rejections[r]);
     }
     header(o, "miradb_admission_waits_total", "counter",
            "Requests that waited for queue room or memory before admission.");
