@@ -23,6 +23,7 @@
 #include "storage/wal.h"
 #include "tests/unit/storage/blkgen.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/wait.h"
 
 #define PAYLOAD_LEN 12
 
@@ -33,13 +34,6 @@ static int n_done;
 static int done_order[16];
 static int done_rc[16];
 static int n_decoded;
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void encode(uint8_t *p, uint64_t seed, uint32_t rows)
 {
@@ -112,30 +106,16 @@ static void free_job(struct tjob *t)
 /* Waits up to 10 s for *counter >= want; returns the count seen. */
 static int wait_for(const int *counter, int want)
 {
-    uint64_t deadline = mono_ns() + 10000000000ull;
-    pthread_mutex_lock(&mu);
-    while (*counter < want && mono_ns() < deadline) {
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_nsec += 20000000;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&cv, &mu, &dl);
-    }
-    int n = *counter;
-    pthread_mutex_unlock(&mu);
-    return n;
+    return wait_counter(&mu, &cv, counter, want, 10000000000ull);
 }
 
 /* Polls the shard's counters until |pred| holds (10 s at most). */
 static bool wait_stats(shard *s, bool (*pred)(const struct shard_stats *), struct shard_stats *st)
 {
-    uint64_t deadline = mono_ns() + 10000000000ull;
+    uint64_t deadline = wait_mono_ns() + 10000000000ull;
     for (;;) {
         shard_get_stats(s, st);
-        if (pred(st) || mono_ns() >= deadline) {
+        if (pred(st) || wait_mono_ns() >= deadline) {
             return pred(st);
         }
         struct timespec ts = {0, 5000000};
