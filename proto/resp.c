@@ -208,7 +208,7 @@ static const char *rejected_key(enum signal s)
     return "rejected";
 }
 
-long resp_export(enum resp_fmt f, enum signal s, int64_t rejected, const char *msg, uint8_t *out,
+long resp_export(enum otlp_fmt f, enum signal s, int64_t rejected, const char *msg, uint8_t *out,
                  size_t cap)
 {
     struct w w = {out, cap, 0};
@@ -217,7 +217,7 @@ long resp_export(enum resp_fmt f, enum signal s, int64_t rejected, const char *m
     }
     bool partial = rejected != 0 || msg[0] != '\0';
 
-    if (f == RESP_JSON) {
+    if (f == OTLP_JSON) {
         if (!partial) {
             put_s(&w, "{}");
             return finish(&w);
@@ -269,7 +269,7 @@ long resp_export(enum resp_fmt f, enum signal s, int64_t rejected, const char *m
     return finish(&w);
 }
 
-long resp_status(enum resp_fmt f, enum grpc_code code, const char *msg, int retry_after_s,
+long resp_status(enum otlp_fmt f, enum grpc_code code, const char *msg, int retry_after_s,
                  uint8_t *out, size_t cap)
 {
     struct w w = {out, cap, 0};
@@ -277,7 +277,7 @@ long resp_status(enum resp_fmt f, enum grpc_code code, const char *msg, int retr
         msg = "";
     }
 
-    if (f == RESP_JSON) {
+    if (f == OTLP_JSON) {
         bool comma = false;
         put_c(&w, '{');
         if (code != GRPC_OK) {

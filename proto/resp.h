@@ -11,11 +11,6 @@
 
 #include "storage/batch.h"
 
-enum resp_fmt {
-    RESP_PROTOBUF = 0,
-    RESP_JSON = 1,
-};
-
 /* gRPC status codes used by the server (google.rpc.Code). */
 enum grpc_code {
     GRPC_OK = 0,
@@ -35,14 +30,14 @@ enum grpc_code {
  * otherwise partial_success carries both.
  * Writes into |out| and returns the length; -E2BIG if |cap| is too small.
  */
-long resp_export(enum resp_fmt f, enum signal s, int64_t rejected, const char *msg, uint8_t *out,
+long resp_export(enum otlp_fmt f, enum signal s, int64_t rejected, const char *msg, uint8_t *out,
                  size_t cap);
 
 /*
  * google.rpc.Status{code, message, details}. retry_after_s > 0 adds a
  * google.rpc.RetryInfo detail with that delay. Returns length or -E2BIG.
  */
-long resp_status(enum resp_fmt f, enum grpc_code code, const char *msg, int retry_after_s,
+long resp_status(enum otlp_fmt f, enum grpc_code code, const char *msg, int retry_after_s,
                  uint8_t *out, size_t cap);
 
 #endif

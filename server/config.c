@@ -37,6 +37,10 @@ struct opt {
 #define STR(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 #define NUM(f) offsetof(struct config, f), 0
 
+/* --ack's choices ("wal|fsync|seal") are enum shard_ack's values, in order. */
+_Static_assert(SHARD_ACK_WAL == 0 && SHARD_ACK_FSYNC == 1 && SHARD_ACK_SEAL == 2,
+               "--ack choices follow enum shard_ack");
+
 static const struct opt opts[] = {
     {"data", OPT_STR, "./data", NULL, 0, 0, STR(data_dir), "data directory (WAL and blocks)"},
     {"grpc-listen", OPT_STR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),

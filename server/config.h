@@ -9,11 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum ack_mode {
-    ACK_WAL = 0,
-    ACK_FSYNC = 1,
-    ACK_SEAL = 2,
-};
+#include "storage/shard.h"
 
 struct config {
     char data_dir[512];
@@ -26,7 +22,7 @@ struct config {
     uint64_t body_timeout_ms; /* an admitted export's body must arrive within this */
     uint64_t memory_budget;
     uint64_t max_request_bytes;
-    int ack; /* enum ack_mode */
+    int ack; /* enum shard_ack: the option's choices in that order */
     uint64_t block_target;
     uint64_t block_max_age_ms; /* 0: automatic (60 s, or 1 s under --ack seal) */
     uint64_t retention_age_ms; /* 0: keep */

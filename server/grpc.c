@@ -1,7 +1,7 @@
 /*
  * grpc.c - the OTLP/gRPC listener: HTTP/2 cleartext with prior knowledge,
  * one nghttp2 server session per connection, on the I/O threads' event
- * bases (implements grpc_* from listen.h).
+ * bases (grpc.h).
  *
  * READING. Each connection is a plain EV_READ event on its socket, not a
  * bufferevent: a bufferevent reads at most 4 KiB per readv (LIBS.md 1), and
@@ -67,7 +67,7 @@
  * Threads: everything here runs on the connection's I/O thread; per-thread
  * state is thr[iot->idx].
  */
-#include "server/listen.h"
+#include "server/grpc.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -92,6 +92,7 @@
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
+#include "server/otlp_answer.h"
 #include "server/stats.h"
 
 #define MAX_STREAMS 128         /* SETTINGS_MAX_CONCURRENT_STREAMS */
@@ -201,7 +202,7 @@ struct gthr {
     int n_spare;
 };
 
-static struct gthr thr[LISTEN_MAX_IOT];
+static struct gthr thr[IOT_MAX];
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *session_opt;
 
@@ -380,7 +381,7 @@ static void stream_fail_grpc(struct gstream *s, enum grpc_code code, const char 
     if (code == GRPC_UNAVAILABLE) {
         /* google.rpc.Status with RetryInfo: how Go and Java clients learn the delay */
         uint8_t st[512];
-        long k = resp_status(RESP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
+        long k = resp_status(OTLP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
                              sizeof(st));
         if (k > 0) {
             b64_unpadded(st, (size_t)k, details, sizeof(details));
@@ -435,8 +436,8 @@ static void stream_answer_ok(struct gstream *s, const struct ingest_result *res)
         NV_STATIC("grpc-accept-encoding", "identity,gzip"),
     };
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = resp_read};
-    long k = resp_export(RESP_PROTOBUF, (enum signal)s->sig, res->rejected,
-                         res->rejected > 0 ? res->message : NULL, s->resp + PREFIX_LEN, RESP_MAX);
+    long k =
+        otlp_answer_export(OTLP_PROTOBUF, (enum signal)s->sig, res, s->resp + PREFIX_LEN, RESP_MAX);
     if (k < 0) {
         /* cannot happen within RESP_MAX; the empty message is still a valid success */
         log_warn("grpc", "event=response_encode_failed rc=%ld", k);
@@ -452,41 +453,17 @@ static void stream_answer_ok(struct gstream *s, const struct ingest_result *res)
     stream_submit_final(s, nv, sizeof(nv) / sizeof(nv[0]), &prd);
 }
 
-/* Answers from the request's result (a refusal or the export's outcome). */
+/* Answers from the request's result (a refusal or the export's outcome;
+ * otlp_answer.h has the table). */
 static void stream_answer(struct gstream *s, const struct ingest_result *res)
 {
-    enum grpc_code code;
-    const char *msg = res->message;
-
-    switch (res->status) {
-    case IS_OK:
+    struct otlp_answer a;
+    if (res->status == IS_OK) {
         stream_answer_ok(s, res);
         return;
-    case IS_MALFORMED:
-        code = GRPC_INVALID_ARGUMENT;
-        break;
-    case IS_TOO_LARGE:
-        code = GRPC_RESOURCE_EXHAUSTED;
-        break;
-    case IS_UNSUPPORTED:
-        code = GRPC_UNIMPLEMENTED;
-        break;
-    case IS_OVERLOADED:
-    case IS_SHUTTING_DOWN:
-    case IS_STORAGE_FAILED:
-        code = GRPC_UNAVAILABLE;
-        break;
-    case IS_TIMEOUT:
-        code = GRPC_DEADLINE_EXCEEDED;
-        break;
-    default:
-        code = GRPC_INTERNAL;
-        break;
     }
-    if (msg[0] == '\0') {
-        msg = "request failed";
-    }
-    stream_fail_grpc(s, code, msg, res->retry_after_s, false);
+    otlp_answer_of(res, &a);
+    stream_fail_grpc(s, a.grpc_code, a.message, a.retry_after_s, false);
 }
 
 /* Fails the request through ingest (counted there; the callback answers).
@@ -610,7 +587,7 @@ static void stream_finish(struct gstream *s)
         return;
     }
     s->state = GS_INGEST;
-    ingest_finish(s->req, IF_PROTOBUF, s->compressed);
+    ingest_finish(s->req, OTLP_PROTOBUF, s->compressed);
 }
 
 static void stream_end(struct gstream *s)
@@ -1268,7 +1245,7 @@ int grpc_attach(struct iot *t, int fd)
     struct gthr *th;
     int rc;
 
-    if (t->idx < 0 || t->idx >= LISTEN_MAX_IOT) {
+    if (t->idx < 0 || t->idx >= IOT_MAX) {
         close(fd);
         return -EINVAL;
     }

@@ -1,7 +1,6 @@
 /*
  * http1.c - the OTLP/HTTP listener: HTTP/1.1 on each I/O thread, parsed
- * with http-parser, plus /health, /ready and /metrics (see listen.h,
- * http1.h).
+ * with http-parser, plus /health, /ready and /metrics (see http1.h).
  *
  * WHY NOT EVHTTP, WHY NOT BUFFEREVENTS
  * evhttp hands a request over only with its whole body, so admission
@@ -83,9 +82,9 @@
 #include "proto/resp.h"
 #include "server/ingest.h"
 #include "server/iot.h"
-#include "server/listen.h"
 #include "server/log.h"
 #include "server/ops.h"
+#include "server/otlp_answer.h"
 #include "server/stats.h"
 
 #define H1_READ_MAX (128u << 10) /* bytes per read callback */
@@ -159,7 +158,7 @@ struct http1_req {
     uint8_t hmode; /* 0 url, 1 header name, 2 header value */
     uint32_t head_bytes;
     /* what the headers said */
-    int fmt; /* enum ingest_format, or -1 */
+    int fmt; /* enum otlp_fmt, or -1 */
     bool gzip;
     bool expect_100;
     bool has_body;   /* the request announced a body (chunked or CL > 0) */
@@ -221,7 +220,7 @@ struct h1_thread {
     char rbuf[H1_READ_MAX];
 };
 
-static struct h1_thread threads[LISTEN_MAX_IOT];
+static struct h1_thread threads[IOT_MAX];
 
 static void conn_run(struct conn *c);
 static void conn_close(struct conn *c);
@@ -535,12 +534,11 @@ static void prepare_answer(struct http1_req *r, int status, enum grpc_code code,
     long n = -1;
 
     if (r->fmt >= 0 && code != GRPC_OK) {
-        n = resp_status(r->fmt == IF_JSON ? RESP_JSON : RESP_PROTOBUF, code, text, retry_after_s,
-                        body, sizeof(body));
+        n = resp_status((enum otlp_fmt)r->fmt, code, text, retry_after_s, body, sizeof(body));
     }
     if (n >= 0) {
         http1_resp_start(r, status,
-                         r->fmt == IF_JSON ? "application/json" : "application/x-protobuf");
+                         r->fmt == OTLP_JSON ? "application/json" : "application/x-protobuf");
         evbuffer_add(r->rbody, body, (size_t)n);
     } else if (text != NULL) {
         http1_resp_start(r, status, "text/plain; charset=utf-8");
@@ -565,57 +563,29 @@ static void answer(struct http1_req *r, int status, enum grpc_code code, const c
     http1_resp_end(r);
 }
 
-/* Answers from an ingest result, then frees the ingest request. */
+/* Answers from an ingest result (otlp_answer.h has the table). */
 static void answer_result(struct http1_req *r, const struct ingest_result *res, bool close)
 {
-    int retry = res->retry_after_s > 0 ? res->retry_after_s : 1;
-    const char *msg = res->message[0] != '\0' ? res->message : NULL;
-
-    switch (res->status) {
-    case IS_OK: {
-        uint8_t body[1024];
-        enum resp_fmt f = r->fmt == IF_JSON ? RESP_JSON : RESP_PROTOBUF;
-        long n = resp_export(f, r->route->signal, res->rejected, res->rejected > 0 ? msg : NULL,
-                             body, sizeof(body));
-        if (n < 0) {
-            answer(r, 500, GRPC_INTERNAL, "cannot encode the response", 0, close);
-            break;
-        }
-        http1_resp_start(r, 200, f == RESP_JSON ? "application/json" : "application/x-protobuf");
-        http1_resp_header(r, "Access-Control-Allow-Origin", "*");
-        evbuffer_add(r->rbody, body, (size_t)n);
-        r->close |= close;
-        http1_resp_end(r);
-        break;
+    struct otlp_answer a;
+    otlp_answer_of(res, &a);
+    if (res->status != IS_OK) {
+        /* IS_TIMEOUT: the rest of the body is unread, so close */
+        answer(r, a.http_status, a.grpc_code, a.message, a.retry_after_s,
+               close || res->status == IS_TIMEOUT);
+        return;
     }
-    case IS_MALFORMED:
-        answer(r, 400, GRPC_INVALID_ARGUMENT, msg ? msg : "malformed request", 0, close);
-        break;
-    case IS_TOO_LARGE:
-        answer(r, 413, GRPC_RESOURCE_EXHAUSTED, msg ? msg : "request too large", 0, close);
-        break;
-    case IS_UNSUPPORTED:
-        answer(r, 415, GRPC_UNIMPLEMENTED, msg ? msg : "unsupported", 0, close);
-        break;
-    case IS_OVERLOADED:
-        answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "server overloaded, retry later", retry,
-               close);
-        break;
-    case IS_SHUTTING_DOWN:
-        answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "server shutting down", retry, close);
-        break;
-    case IS_STORAGE_FAILED:
-        answer(r, 503, GRPC_UNAVAILABLE, msg ? msg : "storage unavailable, retry later", retry,
-               close);
-        break;
-    case IS_TIMEOUT: /* the rest of the body is unread: close */
-        answer(r, 408, GRPC_DEADLINE_EXCEEDED, msg ? msg : "request body timeout", 0, true);
-        break;
-    case IS_INTERNAL:
-    default:
-        answer(r, 500, GRPC_INTERNAL, msg ? msg : "internal error", 0, close);
-        break;
+    uint8_t body[1024];
+    enum otlp_fmt f = (enum otlp_fmt)r->fmt;
+    long n = otlp_answer_export(f, r->route->signal, res, body, sizeof(body));
+    if (n < 0) {
+        answer(r, 500, GRPC_INTERNAL, "cannot encode the response", 0, close);
+        return;
     }
+    http1_resp_start(r, 200, f == OTLP_JSON ? "application/json" : "application/x-protobuf");
+    http1_resp_header(r, "Access-Control-Allow-Origin", "*");
+    evbuffer_add(r->rbody, body, (size_t)n);
+    r->close |= close;
+    http1_resp_end(r);
 }
 
 static void free_ireq(struct http1_req *r)
@@ -845,10 +815,10 @@ static int parse_format(const char *ct)
         ct++, n--;
     }
     if (span_is(ct, n, "application/x-protobuf")) {
-        return IF_PROTOBUF;
+        return OTLP_PROTOBUF;
     }
     if (span_is(ct, n, "application/json")) {
-        return IF_JSON;
+        return OTLP_JSON;
     }
     return -1;
 }
@@ -963,7 +933,7 @@ static int on_headers_complete(http_parser *p)
                                 "unsupported content encoding: use gzip or identity");
         }
     }
-    enum transport tr = r->fmt == IF_JSON ? TR_HTTP_JSON : TR_HTTP;
+    enum transport tr = r->fmt == OTLP_JSON ? TR_HTTP_JSON : TR_HTTP;
     r->ireq = ingest_req_new(c->th->t, r->route->signal, tr, on_ingest, c);
     if (r->ireq == NULL) {
         ingest_count_rejection(c->th->t, RJ_OVERLOADED);
@@ -1043,7 +1013,7 @@ static int on_message_complete(http_parser *p)
     }
     c->st = CS_WAIT;
     if (r->ireq != NULL) {
-        ingest_finish(r->ireq, r->fmt == IF_JSON ? IF_JSON : IF_PROTOBUF, r->gzip);
+        ingest_finish(r->ireq, (enum otlp_fmt)r->fmt, r->gzip);
         return 0;
     }
     r->route->fn(r);
@@ -1607,14 +1577,14 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
     evtimer_add(th->accept_retry, &tv);
 }
 
-/* ---- listen.h ---- */
+/* ---- the listener (http1.h) ---- */
 
 int http1_attach(struct iot *t, int fd)
 {
     struct timeval idle = {H1_IDLE_S, 0}, head = {H1_HEAD_S, 0}, io = {H1_IO_S, 0},
                    linger = {H1_LINGER_S, 0};
 
-    if (t->idx < 0 || t->idx >= LISTEN_MAX_IOT) {
+    if (t->idx < 0 || t->idx >= IOT_MAX) {
         close(fd);
         return -EINVAL;
     }
@@ -1674,7 +1644,7 @@ int http1_active(struct iot *t)
 
 void http1_fini(void)
 {
-    for (int i = 0; i < LISTEN_MAX_IOT; i++) {
+    for (int i = 0; i < IOT_MAX; i++) {
         struct h1_thread *th = &threads[i];
         if (th->t == NULL) {
             continue;

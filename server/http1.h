@@ -1,6 +1,12 @@
 /*
- * http1.h - the HTTP/1.1 listener's routing API (the listener itself is
- * reached through listen.h: http1_attach / http1_quiesce / http1_active).
+ * http1.h - the OTLP/HTTP listener (HTTP/1.1, plus /health, /ready and
+ * /metrics) and its routing API.
+ *
+ * Each I/O thread gets its own SO_REUSEPORT listening socket (main binds
+ * them); the listener accepts on it with an evconnlistener on that
+ * thread's base and keeps its per-thread state in an array indexed by
+ * iot->idx. http1_attach and http1_route_add run before the loops start;
+ * http1_quiesce and http1_active on |t|'s thread.
  *
  * Routes live in one table in http1.c. OTLP export routes are handled
  * inside http1.c (admission before the body, see ingest.h); every other
@@ -31,6 +37,15 @@
 
 struct evbuffer;
 struct http1_req;
+struct iot;
+
+/* Listens on |fd| (taken) on |t|'s loop. 0 or -errno. */
+int http1_attach(struct iot *t, int fd);
+/* Stops accepting; idle keep-alive connections are closed, busy ones after
+ * their current response. */
+void http1_quiesce(struct iot *t);
+/* Connections still open on |t|. */
+int http1_active(struct iot *t);
 
 /* Largest body a handler route accepts (larger: 413 and close). */
 #define HTTP1_SMALL_BODY_MAX (1u << 20)

@@ -29,14 +29,12 @@
  */
 #include "server/ingest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -47,14 +45,10 @@
 #include "proto/pbdec.h"
 #include "server/config.h"
 #include "server/iot.h"
-#include "server/listen.h"
 #include "server/log.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
-#include "storage/block.h"
-#include "storage/catalog.h"
-#include "storage/oblock.h"
-#include "storage/sealer.h"
+#include "storage/store.h"
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
@@ -69,7 +63,6 @@
 /* Storage failures are answered per request but logged at most this often
  * per I/O thread, with their cause (the summary line counts them all). */
 #define STORAGE_LOG_EVERY_NS (10ull * 1000000000u)
-#define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
 
 struct buf {
     uint8_t *p;
@@ -130,11 +123,8 @@ struct ingest_thr {
     uint64_t storage_unlogged;  /* storage failures since then */
 };
 
-static const struct config *cfg;
-static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
-static int n_shards;
-static uint64_t wal_bytes_at_boot; /* segment bytes found before replay */
-static struct ingest_thr thr[LISTEN_MAX_IOT];
+static const struct config *cfg; /* ingest_init's, borrowed until ingest_fini */
+static struct ingest_thr thr[IOT_MAX];
 
 static uint64_t now_ns(void)
 {
@@ -352,16 +342,7 @@ static bool try_admit(struct ingest_req *r)
         ahead = (size_t)r->expected;
     }
     uint64_t want = (uint64_t)ahead * ADMIT_FACTOR;
-    shard *sh = NULL;
-    unsigned start = h->rr[r->sig - 1]++;
-
-    for (int i = 0; i < n_shards; i++) {
-        shard *cand = shards[r->sig - 1][(start + (unsigned)i) % (unsigned)n_shards];
-        if (shard_reserve(cand)) {
-            sh = cand;
-            break;
-        }
-    }
+    shard *sh = store_reserve(r->sig, h->rr[r->sig - 1]++);
     if (sh == NULL) {
         return false;
     }
@@ -595,7 +576,7 @@ static void storage_failed(struct ingest_req *r, int rc)
 {
     struct ingest_thr *h = thr_of(r->t);
     const char *what =
-        cfg->ack == ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
+        cfg->ack == SHARD_ACK_SEAL ? "seal the block holding" : "write the write-ahead log of";
     r->res.records = 0;
     r->res.rejected = 0;
     if (rc == -E2BIG) {
@@ -618,9 +599,9 @@ static void storage_failed(struct ingest_req *r, int rc)
                   "msg=\"exports are answered 503 / UNAVAILABLE with a retry delay until "
                   "storage recovers\"",
                   signal_name(r->sig),
-                  cfg->ack == ACK_SEAL    ? "seal"
-                  : cfg->ack == ACK_FSYNC ? "fsync"
-                                          : "wal",
+                  cfg->ack == SHARD_ACK_SEAL    ? "seal"
+                  : cfg->ack == SHARD_ACK_FSYNC ? "fsync"
+                                                : "wal",
                   strerror(-rc), (unsigned long long)h->storage_unlogged);
         h->storage_logged_ns = now;
         h->storage_unlogged = 0;
@@ -731,8 +712,8 @@ static int gunzip(struct ingest_req *r, struct ingest_thr *h)
     return 0;
 }
 
-static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format f,
-                  const uint8_t *p, size_t n, char *err, size_t errlen)
+static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, const uint8_t *p,
+                  size_t n, char *err, size_t errlen)
 {
     if (r->batch == NULL) {
         r->batch = h->n_batches > 0 ? h->batches[--h->n_batches] : batch_new(r->sig);
@@ -741,7 +722,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format
         }
     }
     batch_reset(r->batch, r->sig);
-    if (f == IF_PROTOBUF) {
+    if (f == OTLP_PROTOBUF) {
         return pbdec_decode(r->sig, p, n, r->batch, err, errlen);
     }
     if (r->arena == NULL) {
@@ -755,7 +736,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum ingest_format
     return jsondec_decode(r->sig, (const char *)p, n, r->arena, r->batch, err, errlen);
 }
 
-void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
 {
     struct ingest_thr *h = thr_of(r->t);
     char err[200];
@@ -767,7 +748,7 @@ void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
         return;
     }
     event_del(&r->body_ev); /* the body is all here */
-    if (f == IF_JSON && r->tr == TR_HTTP) {
+    if (f == OTLP_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
     if (gzip) {
@@ -823,7 +804,7 @@ void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip)
     r->job.batch = r->batch;
     r->job.payload = payload;
     r->job.payload_len = payload_len;
-    r->job.format = f == IF_JSON ? WAL_FMT_JSON : WAL_FMT_PROTOBUF;
+    r->job.format = f;
     r->job.done = job_done;
     r->state = RQ_SHARD;
     shard *sh = r->sh;
@@ -868,219 +849,26 @@ void ingest_count_rejection(struct iot *t, enum reject_reason why)
     t->stats.rejections[why]++;
 }
 
-/* ---- shards ---- */
+/* ---- replay and lifecycle ---- */
 
-static int replay_decode(enum signal sig, enum wal_format fmt, const uint8_t *p, size_t n,
+int ingest_replay_decode(enum signal sig, enum otlp_fmt fmt, const uint8_t *p, size_t n,
                          struct batch *scratch, arena *a)
 {
     char err[8];
-    if (fmt == WAL_FMT_JSON) {
+    if (fmt == OTLP_JSON) {
         return jsondec_decode(sig, (const char *)p, n, a, scratch, err, sizeof(err));
     }
     return pbdec_decode(sig, p, n, scratch, err, sizeof(err));
 }
 
-/* Bytes of the files in |dir| (a shard's WAL segments). */
-static uint64_t dir_bytes(const char *dir)
+void ingest_init(const struct config *c)
 {
-    char path[900];
-    uint64_t n = 0;
-    DIR *dp = opendir(dir);
-    if (dp == NULL) {
-        return 0;
-    }
-    for (struct dirent *e; (e = readdir(dp)) != NULL;) {
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            n += (uint64_t)st.st_size;
-        }
-    }
-    closedir(dp);
-    return n;
-}
-
-static int mkdir_p(const char *path)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *q = tmp + 1; *q != '\0'; q++) {
-        if (*q == '/') {
-            *q = '\0';
-            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-                return -errno;
-            }
-            *q = '/';
-        }
-    }
-    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-        return -errno;
-    }
-    return 0;
-}
-
-/*
- * Shards that left a WAL behind must replay it even if --shards is now
- * lower, or acknowledged records would be stranded: the shard count is the
- * larger of the flag and the WAL directories found.
- */
-static int shards_on_disk(const char *data_dir)
-{
-    char dir[600];
-    int n = 0;
-    for (int s = 1; s <= SIG_COUNT; s++) {
-        for (int i = n; i < 64; i++) {
-            struct stat st;
-            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", data_dir, signal_name(s), i);
-            if (stat(dir, &st) == 0) {
-                n = i + 1;
-            }
-        }
-    }
-    return n;
-}
-
-int ingest_init(const struct config *c, char *err, size_t errlen)
-{
-    char dir[600];
-    int rc;
-
     cfg = c;
-    adm_init(c->memory_budget);
-    /* What the process holds uncharged (thread stacks, the listeners' and
-     * ingest's per-thread buffers, allocator slack: 25-30 MiB measured at
-     * 96 gRPC connections) and the committed charges that may land after
-     * admission filled the budget come out of this reserve, not past the
-     * budget. */
-    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV);
-    n_shards = c->shards;
-    if (shards_on_disk(c->data_dir) > n_shards) {
-        n_shards = shards_on_disk(c->data_dir);
-        log_warn("ingest", "event=shards_raised shards=%d reason=\"WAL directories of %d shards "
-                           "exist; all are replayed and kept\"",
-                 n_shards, n_shards);
-    }
-    catalog_init(c->data_dir);
-    /* Freed open-block chunks are cached for the next block; that memory is
-     * charged to the budget while cached, so keep it about one block's worth. */
-    oblock_cache_limit(c->memory_budget / 16);
-    rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));
-        return rc;
-    }
-    /* Open blocks may hold a third of the budget between them (a third more
-     * while their successors fill during a seal), whatever --block-target says. */
-    size_t target = c->block_target;
-    size_t share = c->memory_budget / (3u * SIG_COUNT * (size_t)n_shards);
-    if (share < target) {
-        target = share;
-    }
-    /* An empty open block already holds about 1.6 MiB of column directories:
-     * below 2 MiB a block would seal on every drain. */
-    if (target < (2u << 20)) {
-        target = 2u << 20;
-    }
-    /* A seal's scratch is kept for the next seal only when its block was
-     * about the target (sealed after the batch that passed it); the scratch
-     * of a block one huge export made is freed and its charge returned. */
-    blk_scratch_keep(target + target / 2);
-    uint64_t max_age_ms = c->block_max_age_ms != 0 ? c->block_max_age_ms
-                          : c->ack == ACK_SEAL    ? 1000
-                                                  : 60000;
-    uint64_t *watermarks = calloc((size_t)n_shards, sizeof(uint64_t));
-    uint64_t *seal_ids = calloc((size_t)n_shards, sizeof(uint64_t));
-    if (watermarks == NULL || seal_ids == NULL) {
-        free(watermarks);
-        free(seal_ids);
-        snprintf(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    for (int s = 0; s < SIG_COUNT && rc == 0; s++) {
-        uint64_t quarantined = 0;
-        rc = catalog_load(s + 1, n_shards, watermarks, seal_ids, &quarantined, err, errlen);
-        if (rc < 0) {
-            break;
-        }
-        if (quarantined > 0) {
-            log_warn("ingest", "event=blocks_quarantined signal=%s count=%llu dir=%s/quarantine",
-                     signal_name(s + 1), (unsigned long long)quarantined, c->data_dir);
-        }
-        shards[s] = calloc((size_t)n_shards, sizeof(shard *));
-        if (shards[s] == NULL) {
-            snprintf(err, errlen, "out of memory");
-            rc = -ENOMEM;
-            break;
-        }
-        char bdir[600];
-        snprintf(bdir, sizeof(bdir), "%s/%s", c->data_dir, signal_name(s + 1));
-        for (int i = 0; i < n_shards; i++) {
-            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", c->data_dir, signal_name(s + 1), i);
-            rc = c->ack == ACK_SEAL ? 0 : mkdir_p(dir);
-            if (rc < 0) {
-                snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
-                break;
-            }
-            wal_bytes_at_boot += dir_bytes(dir);
-            struct shard_cfg sc = {
-                .wal_dir = dir,
-                .block_dir = bdir,
-                .signal = (enum signal)(s + 1),
-                .index = i,
-                .queue_cap = c->queue,
-                .ack = c->ack == ACK_FSYNC  ? SHARD_ACK_FSYNC
-                       : c->ack == ACK_SEAL ? SHARD_ACK_SEAL
-                                            : SHARD_ACK_WAL,
-                .block_target = target,
-                .block_max_age_ms = (int)max_age_ms,
-                .wal_after = watermarks[i],
-                .next_seal_id = seal_ids[i],
-                .decode = replay_decode,
-                .delay_ms = c->test_shard_delay_ms,
-            };
-            rc = shard_start(&sc, &shards[s][i]);
-            if (rc < 0) {
-                snprintf(err, errlen, "cannot start the %s shard %d: %s", signal_name(s + 1), i,
-                         strerror(-rc));
-                break;
-            }
-        }
-    }
-    free(watermarks);
-    free(seal_ids);
-    return rc;
 }
 
-bool ingest_ready(void)
+void ingest_fini(void)
 {
-    struct shard_stats st;
-    for (int s = 0; s < SIG_COUNT; s++) {
-        for (int i = 0; i < n_shards; i++) {
-            shard_get_stats(shards[s][i], &st);
-            if (!st.replayed) {
-                return false;
-            }
-        }
-    }
-    return n_shards > 0;
-}
-
-void ingest_shutdown(uint64_t give_up_ns)
-{
-    /* First, so that no shard_stop below can wait on a seal that keeps
-     * failing (disk full): past the deadline a failed seal is abandoned and
-     * its rows stay in the WAL, which the shards sync as they stop. */
-    sealer_give_up_at(give_up_ns);
-    for (int s = 0; s < SIG_COUNT; s++) {
-        for (int i = 0; i < n_shards && shards[s] != NULL; i++) {
-            shard_stop(shards[s][i]);
-        }
-        free(shards[s]);
-        shards[s] = NULL;
-    }
-    sealer_stop(); /* after the shards: they may hand over a last seal */
-    catalog_fini();
-    for (int t = 0; t < LISTEN_MAX_IOT; t++) {
+    for (int t = 0; t < IOT_MAX; t++) {
         struct ingest_thr *h = &thr[t];
         if (!h->init) {
             continue;
@@ -1098,24 +886,4 @@ void ingest_shutdown(uint64_t give_up_ns)
         libdeflate_free_decompressor(h->dec);
         memset(h, 0, sizeof(*h));
     }
-}
-
-uint64_t ingest_wal_bytes_at_boot(void)
-{
-    return wal_bytes_at_boot;
-}
-
-int ingest_shard_count(void)
-{
-    return n_shards;
-}
-
-void ingest_shard_stats(enum signal s, int i, struct shard_stats *out)
-{
-    shard_get_stats(shards[s - 1][i], out);
-}
-
-shard *ingest_shard(enum signal s, int i)
-{
-    return shards[s - 1][i];
 }

@@ -30,10 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/resp.h"
 #include "server/stats.h"
+#include "storage/arena.h"
 #include "storage/batch.h"
-#include "storage/shard.h"
 
 struct config;
 struct iot;
@@ -58,11 +57,6 @@ enum ingest_status {
     IS_TIMEOUT /* HTTP 408, gRPC DEADLINE_EXCEEDED: the body did not arrive in time */
 };
 
-enum ingest_format {
-    IF_PROTOBUF = 0,
-    IF_JSON = 1,
-};
-
 struct ingest_result {
     enum ingest_status status;
     uint32_t records;      /* accepted */
@@ -73,16 +67,19 @@ struct ingest_result {
 
 typedef void (*ingest_cb)(struct ingest_req *r, void *ctx);
 
-/* Sets up the shards, WALs (replaying them) and the budget. Not on an I/O thread.
- * Returns 0 or -errno with a message in |err|. */
-int ingest_init(const struct config *c, char *err, size_t errlen);
-/* Finishes queued work, syncs and closes every shard's WAL. Seals still
- * failing at |give_up_ns| (CLOCK_MONOTONIC) are abandoned: their rows stay
- * in the WAL for the next boot (sealer_give_up_at), so this returns soon
- * after the deadline even when the disk is full. */
-void ingest_shutdown(uint64_t give_up_ns);
-/* True once every shard has replayed its WAL. */
-bool ingest_ready(void);
+/*
+ * Before the I/O threads start, after store_open(): |c| is borrowed until
+ * ingest_fini() (ingest reads its limits on every request), so it must
+ * outlive the I/O threads.
+ */
+void ingest_init(const struct config *c);
+/* After store_close(), once the I/O loops have ended: frees every I/O
+ * thread's cached buffers, batches and arenas. */
+void ingest_fini(void);
+/* The replay hook (store_cfg.replay): decodes one WAL payload with the
+ * decoder a live export of that format uses. Any thread. */
+int ingest_replay_decode(enum signal sig, enum otlp_fmt fmt, const uint8_t *payload, size_t n,
+                         struct batch *scratch, arena *a);
 
 /* Returns NULL when out of memory (answer 503). */
 struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport tr, ingest_cb cb,
@@ -106,22 +103,13 @@ void ingest_admit(struct ingest_req *r, long expected_bytes);
  */
 int ingest_body_append(struct ingest_req *r, const void *p, size_t n);
 /* Ends the body. |gzip|: the body is gzip (one or more members). */
-void ingest_finish(struct ingest_req *r, enum ingest_format f, bool gzip);
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip);
 /* Fails the request without a shard (e.g. bad gRPC framing): the callback
  * fires with |st| and |msg|. */
 void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg);
 
 const struct ingest_result *ingest_result(const struct ingest_req *r);
 void ingest_req_free(struct ingest_req *r);
-
-/* WAL segment bytes on disk when the shards started (replay's 100%). */
-uint64_t ingest_wal_bytes_at_boot(void);
-
-/* Shards per signal, and a copy of one shard's counters (for /metrics). */
-int ingest_shard_count(void);
-void ingest_shard_stats(enum signal s, int i, struct shard_stats *out);
-/* The shard itself (the query side reads its open block). */
-shard *ingest_shard(enum signal s, int i);
 
 /* Counts a request refused before an ingest_req existed (404, 405, 415). */
 void ingest_count_rejection(struct iot *t, enum reject_reason why);

@@ -13,6 +13,10 @@
 
 struct event_base;
 
+/* The most I/O threads (--io-threads); modules size their per-thread state
+ * arrays by it and index them with iot->idx. */
+#define IOT_MAX 64
+
 struct iot_msg {
     struct iot_msg *next;
     void (*fn)(struct iot_msg *m); /* runs on the I/O thread */

@@ -33,13 +33,14 @@
 #include "query/pool.h"
 #include "server/cli.h"
 #include "server/config.h"
+#include "server/grpc.h"
 #include "server/http1.h"
 #include "server/ingest.h"
 #include "server/iot.h"
-#include "server/listen.h"
 #include "server/log.h"
 #include "storage/block.h"
 #include "storage/sealer.h"
+#include "storage/store.h"
 #include "server/loki.h"
 #include "server/tempo.h"
 
@@ -201,7 +202,8 @@ static void log_rejection_summary(uint64_t last[RJ_COUNT])
     line[0] = '\0';
     for (int r = 0; r < RJ_COUNT; r++) {
         if (now[r] > last[r] && n < sizeof(line)) {
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", reject_reason_name(r),
+            n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu",
+                                  stats_reject_reason_name(r),
                                   (unsigned long long)(now[r] - last[r]));
             total += now[r] - last[r];
         }
@@ -275,7 +277,7 @@ static int lock_data_dir(const char *dir)
 }
 
 /* Every seal attempt that failed, with its cause; called on a sealer thread. */
-static enum ack_mode seal_log_ack;
+static enum shard_ack seal_log_ack;
 
 static void log_seal_failure(const struct seal_failure *f)
 {
@@ -284,7 +286,7 @@ static void log_seal_failure(const struct seal_failure *f)
         snprintf(next, sizeof(next), "retry in %ds", f->retry_in_s);
     } else {
         snprintf(next, sizeof(next), "%s",
-                 seal_log_ack == ACK_SEAL
+                 seal_log_ack == SHARD_ACK_SEAL
                      ? "given up at shutdown; its rows were never acknowledged"
                      : "given up at shutdown; the WAL keeps its rows for the next start");
     }
@@ -294,6 +296,42 @@ static void log_seal_failure(const struct seal_failure *f)
               signal_name(f->signal), f->shard, (unsigned long long)f->seal_id,
               (unsigned long long)f->rows, f->attempt, f->step, strerror(-f->error),
               f->detail[0] ? " detail=\"" : "", f->detail, f->detail[0] ? "\"" : "", f->path, next);
+}
+
+/* Starts storage (store.h) with the settings and hooks of |c|, and logs
+ * what the boot found: the shards raised to the WAL directories on disk,
+ * blocks that failed to open. 0 or -errno with a message in |err|. */
+static int open_store(const struct config *c, char *err, size_t errlen)
+{
+    struct store_cfg sc = {
+        .data_dir = c->data_dir,
+        .shards = c->shards,
+        .queue = c->queue,
+        .ack = (enum shard_ack)c->ack,
+        .memory_budget = c->memory_budget,
+        .block_target = c->block_target,
+        .block_max_age_ms = c->block_max_age_ms,
+        .retention_age_ms = c->retention_age_ms,
+        .retention_bytes = c->retention_bytes,
+        .replay = ingest_replay_decode,
+        .seal_failed = log_seal_failure,
+        .test_shard_delay_ms = c->test_shard_delay_ms,
+    };
+    struct store_boot boot;
+    int rc = store_open(&sc, &boot, err, errlen);
+    if (boot.shards_raised) {
+        log_warn("ingest",
+                 "event=shards_raised shards=%d reason=\"WAL directories of %d shards "
+                 "exist; all are replayed and kept\"",
+                 boot.shards, boot.shards);
+    }
+    for (int s = 0; s < SIG_COUNT; s++) {
+        if (boot.quarantined[s] > 0) {
+            log_warn("ingest", "event=blocks_quarantined signal=%s count=%llu dir=%s/quarantine",
+                     signal_name(s + 1), (unsigned long long)boot.quarantined[s], c->data_dir);
+        }
+    }
+    return rc;
 }
 
 static uint64_t mono_ns(void)
@@ -346,13 +384,13 @@ static int serve(int argc, char **argv)
     if (lock_fd < 0) {
         return 1;
     }
-    seal_log_ack = (enum ack_mode)c.ack;
-    sealer_set_failure_hook(log_seal_failure);
-    rc = ingest_init(&c, err, sizeof(err));
+    seal_log_ack = (enum shard_ack)c.ack;
+    rc = open_store(&c, err, sizeof(err));
     if (rc < 0) {
         log_error("main", "event=init_failed error=\"%s\"", err);
         return 1;
     }
+    ingest_init(&c);
     rc = iot_init(c.io_threads);
     if (rc < 0) {
         log_error("main", "event=init_failed error=\"%s\"", strerror(-rc));
@@ -380,7 +418,10 @@ static int serve(int argc, char **argv)
     log_info("main",
              "event=listening grpc=%s http=%s io_threads=%d shards=%d ack=%s data=%s "
              "memory_budget=%llu",
-             grpc_addr, http_addr, c.io_threads, c.shards, c.ack == ACK_FSYNC ? "fsync" : c.ack == ACK_SEAL ? "seal" : "wal",
+             grpc_addr, http_addr, c.io_threads, c.shards,
+             c.ack == SHARD_ACK_FSYNC  ? "fsync"
+             : c.ack == SHARD_ACK_SEAL ? "seal"
+                                       : "wal",
              c.data_dir, (unsigned long long)c.memory_budget);
 
     bool ready = false;
@@ -408,8 +449,8 @@ static int serve(int argc, char **argv)
             bool all = true;
             uint64_t frames = 0, bytes = 0, torn = 0;
             for (int g = 1; g <= SIG_COUNT; g++) {
-                for (int i = 0; i < ingest_shard_count(); i++) {
-                    ingest_shard_stats(g, i, &st);
+                for (int i = 0; i < store_shard_count(); i++) {
+                    store_shard_stats(g, i, &st);
                     if (st.error < 0) {
                         log_error("main", "event=wal_open_failed signal=%s shard=%d error=\"%s\"",
                                   signal_name(g), i, strerror(-st.error));
@@ -423,7 +464,7 @@ static int serve(int argc, char **argv)
                 }
             }
             if (!all && now.tv_sec > last_progress.tv_sec) {
-                uint64_t total = ingest_wal_bytes_at_boot();
+                uint64_t total = store_wal_bytes_at_boot();
                 log_info("main", "event=replay_progress frames=%llu bytes=%llu percent=%.1f",
                          (unsigned long long)frames, (unsigned long long)bytes,
                          total > 0 ? 100.0 * (double)bytes / (double)total : 100.0);
@@ -447,7 +488,8 @@ stop:;
     uint64_t deadline = t_stop + c.shutdown_timeout_ms * 1000000u;
     iot_stop_and_join(quiesce_all, active_all, (int)c.shutdown_timeout_ms);
     qpool_stop(); /* a query still running would post to a loop that is gone */
-    ingest_shutdown(deadline);
+    store_close(deadline);
+    ingest_fini();
     iot_run_pending();
     http1_fini(); /* connections the grace period left behind */
     iot_fini();
@@ -456,14 +498,14 @@ stop:;
     if (ss.seals_abandoned > 0) {
         log_warn("main", "event=seals_abandoned count=%llu msg=\"%s\"",
                  (unsigned long long)ss.seals_abandoned,
-                 c.ack == ACK_SEAL ? "blocks whose seal kept failing were dropped; their rows were "
-                                     "never acknowledged"
-                                   : "blocks whose seal kept failing were left unsealed; the WAL "
-                                     "keeps their rows and the next start replays them");
+                 c.ack == SHARD_ACK_SEAL
+                     ? "blocks whose seal kept failing were dropped; their rows were "
+                       "never acknowledged"
+                     : "blocks whose seal kept failing were left unsealed; the WAL "
+                       "keeps their rows and the next start replays them");
     }
     log_info("main", "event=stopped exit=%d stop_ms=%llu", exit_code,
              (unsigned long long)((mono_ns() - t_stop) / 1000000u));
-    sealer_set_failure_hook(NULL);
     close(lock_fd);
     return exit_code;
 }

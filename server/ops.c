@@ -15,10 +15,11 @@
 #include "storage/block.h"
 #include "storage/catalog.h"
 #include "storage/sealer.h"
+#include "storage/store.h"
 
 bool ops_ready(void)
 {
-    return ingest_ready() && !iot_stopping();
+    return store_ready() && !iot_stopping();
 }
 
 static uint64_t ld(const uint64_t *p)
@@ -61,7 +62,7 @@ static void per_signal_transport(struct evbuffer *o, const char *name, const cha
     for (int g = 0; g < 3; g++) {
         for (int t = 0; t < TR_COUNT; t++) {
             evbuffer_add_printf(o, "%s{signal=\"%s\",transport=\"%s\"} %llu\n", name,
-                                signal_name(g + 1), transport_name(t),
+                                signal_name(g + 1), stats_transport_name(t),
                                 (unsigned long long)v[g][t]);
         }
     }
@@ -71,7 +72,7 @@ void ops_metrics_text(struct evbuffer *o)
 {
     struct io_stats s;
     struct shard_stats sh;
-    int n = ingest_shard_count();
+    int n = store_shard_count();
 
     sum_stats(&s);
     per_signal_transport(o, "miradb_otlp_requests_total", "Export requests acknowledged.",
@@ -91,7 +92,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_otlp_request_errors_total", "counter", "Export requests refused, by reason.");
     for (int r = 0; r < RJ_COUNT; r++) {
         evbuffer_add_printf(o, "miradb_otlp_request_errors_total{reason=\"%s\"} %llu\n",
-                            reject_reason_name(r), (unsigned long long)s.rejections[r]);
+                            stats_reject_reason_name(r), (unsigned long long)s.rejections[r]);
     }
     header(o, "miradb_admission_waits_total", "counter",
            "Requests that waited for queue room or memory before admission.");
@@ -116,7 +117,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_shard_queue_depth", "gauge", "Requests reserved or queued on a shard.");
     for (int g = 1; g <= 3; g++) {
         for (int i = 0; i < n; i++) {
-            ingest_shard_stats(g, i, &sh);
+            store_shard_stats(g, i, &sh);
             evbuffer_add_printf(o, "miradb_shard_queue_depth{signal=\"%s\",shard=\"%d\"} %u\n",
                                 signal_name(g), i, sh.queue_depth);
         }
@@ -149,7 +150,7 @@ void ops_metrics_text(struct evbuffer *o)
     uint64_t sums[sizeof(per_sig) / sizeof(per_sig[0])][3] = {{0}};
     for (int g = 1; g <= 3; g++) {
         for (int i = 0; i < n; i++) {
-            ingest_shard_stats(g, i, &sh);
+            store_shard_stats(g, i, &sh);
             for (size_t k = 0; k < sizeof(per_sig) / sizeof(per_sig[0]); k++) {
                 sums[k][g - 1] += *(const uint64_t *)((const char *)&sh + per_sig[k].off);
             }

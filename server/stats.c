@@ -3,13 +3,13 @@
  */
 #include "server/stats.h"
 
-const char *transport_name(enum transport t)
+const char *stats_transport_name(enum transport t)
 {
     static const char *const names[TR_COUNT] = {"http_protobuf", "http_json", "grpc"};
     return (unsigned)t < TR_COUNT ? names[t] : "?";
 }
 
-const char *reject_reason_name(enum reject_reason r)
+const char *stats_reject_reason_name(enum reject_reason r)
 {
     static const char *const names[RJ_COUNT] = {"malformed", "too_large",     "unsupported",
                                                 "not_found", "bad_method",    "overloaded",

@@ -43,7 +43,7 @@ struct io_stats {
     uint64_t connections_accepted;
 };
 
-const char *transport_name(enum transport t);
-const char *reject_reason_name(enum reject_reason r);
+const char *stats_transport_name(enum transport t);
+const char *stats_reject_reason_name(enum reject_reason r);
 
 #endif

@@ -33,6 +33,15 @@ enum signal {
 /* "logs", "traces", "metrics"; "?" otherwise. */
 const char *signal_name(enum signal s);
 
+/* How an OTLP message is encoded. One enum for every place that says it:
+ * an export request's body, a WAL frame's payload (wal.c, frame byte 17:
+ * the body as received, after gunzip, so replay knows which decoder to
+ * use) and the answer's body (proto/resp.h). The values are on disk. */
+enum otlp_fmt {
+    OTLP_PROTOBUF = 0,
+    OTLP_JSON = 1,
+};
+
 /* Borrowed bytes (not NUL-terminated). */
 struct mstr {
     const char *p;

@@ -60,13 +60,16 @@ void catalog_fini(void);
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen);
 
-/* Registers an open block (the catalog takes |ob|); |charged| bytes of the
- * memory budget go back when it is freed. Returns NULL on out of memory. */
+/* Registers an open block: the catalog takes |ob| and lists it for
+ * snapshots. The handle stays valid until catalog_publish,
+ * catalog_open_drop or catalog_fini. No budget charge goes with it until
+ * catalog_open_set_charged. Returns NULL on out of memory (|ob| is then
+ * still the caller's). */
 struct cat_open *catalog_open_add(enum signal s, oblock *ob);
-/* The open block behind a handle. */
+/* The open block behind a handle (borrowed, as long as the handle). */
 oblock *catalog_open_block(struct cat_open *h);
-/* Bytes of budget the handle returns when freed (the shard keeps it equal
- * to what it charged for the block). */
+/* Bytes of budget (adm.h) the block returns when the last reference to it
+ * goes (the shard keeps it equal to what it charged for the block). */
 void catalog_open_set_charged(struct cat_open *h, size_t charged);
 /* Replaces the open block of |h| by sealed block |b|, the file at |path|
  * (the catalog takes the caller's reference to |b|). 0, or -ENOMEM (then
@@ -75,7 +78,17 @@ int catalog_publish(struct cat_open *h, blk *b, const char *path);
 /* Removes an open block without a sealed replacement (empty block). */
 void catalog_open_drop(struct cat_open *h);
 
+/*
+ * Fills |out| with a consistent view of |s|: a reference to every sealed
+ * block and every open block listed now, and each open block's row count
+ * now (rows appended later are not part of the snapshot). A block the
+ * catalog drops later (retention, publish) stays readable through the
+ * snapshot until it is released. Any thread; holds the catalog lock for
+ * the copy only. 0, or -ENOMEM (then |out| holds nothing).
+ */
 int catalog_snapshot(enum signal s, struct cat_snap *out);
+/* Drops the snapshot's references (the last one to an open block frees it
+ * and returns its budget charge) and zeroes |sn|. */
 void catalog_snap_release(struct cat_snap *sn);
 
 /* Deletes the oldest sealed blocks of every signal while a block's newest

@@ -1,13 +1,14 @@
 /*
- * sealer.h - the thread that turns full open blocks into block files, off
- * the shard threads: a shard swaps in a fresh open block and hands the full
- * one here, then keeps appending.
+ * sealer.h - the seal threads (SEALER_THREADS of them, sealer.c) that turn
+ * full open blocks into block files, off the shard threads: a shard swaps
+ * in a fresh open block and hands the full one here, then keeps appending.
  *
- * Seals run one at a time in hand-over order, so each shard's sealed WAL
- * watermark only grows. After a block is published in the catalog the
- * sealer reports it to the shard through |sealed| (the shard then deletes
- * WAL segments the block covers) and runs the acks that waited for it
- * (--ack seal).
+ * A shard's seals run one at a time in hand-over order, so its sealed WAL
+ * watermark only grows; different shards' seals run in parallel. After a
+ * block is published in the catalog the sealer reports it to its owner
+ * through |sealed| (the shard then deletes the WAL segments the block
+ * covers and, under --ack seal, answers the exports that waited for it).
+ * The sealer knows nothing of shards: |owner| only orders the seals.
  */
 #ifndef MIRADB_SEALER_H
 #define MIRADB_SEALER_H
@@ -16,7 +17,6 @@
 
 #include "storage/block.h"
 #include "storage/catalog.h"
-#include "storage/shard.h"
 
 struct seal_job {
     struct seal_job *next;
@@ -24,11 +24,10 @@ struct seal_job {
     uint64_t rows;
     struct blk_meta meta;
     char dir[600];
-    /* Acks waiting for this seal (--ack seal); done() runs after publish. */
-    struct shard_job *acks;
-    /* Called on the sealer thread once published (rc 0) or failed (-errno). */
+    /* Called on a seal thread once published (rc 0) or failed (-errno);
+     * it takes |j| back. */
     void (*sealed)(struct seal_job *j, int rc);
-    void *owner;
+    void *owner; /* seals of one owner run one at a time, in order */
 };
 
 struct sealer_stats {
@@ -55,14 +54,15 @@ struct seal_failure {
     int retry_in_s;   /* seconds until the next attempt; -1: given up (shutdown) */
 };
 
-/* Called on a sealer thread, without the sealer's lock held, once per
- * failed attempt; |f| is borrowed for the call. Must not block long
- * (a log line). */
+/* Called on one of the seal threads, without the sealer's lock held, once
+ * per failed attempt; both threads may call it at once. |f| is borrowed
+ * for the call. Must not block long (a log line). */
 typedef void (*sealer_failure_fn)(const struct seal_failure *f);
 /* Sets the hook (NULL: none). Any thread. */
 void sealer_set_failure_hook(sealer_failure_fn fn);
 
-/* Starts the thread. |retention_*| as catalog_retain, checked every second. */
+/* Starts the seal threads. |retention_*| as catalog_retain, checked every
+ * second (by one of them). 0 or -errno. */
 int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes);
 /* Queues |j| (taken). Any thread. */
 void sealer_submit_take(struct seal_job *j);
@@ -74,7 +74,7 @@ void sealer_submit_take(struct seal_job *j);
  * thread; call before shard_stop() so that it cannot wait forever. */
 void sealer_give_up_at(uint64_t deadline_ns);
 /* Runs every queued seal (a failing one is tried once more, then given
- * up), then joins. */
+ * up), then joins the seal threads. */
 void sealer_stop(void);
 void sealer_get_stats(struct sealer_stats *out);
 

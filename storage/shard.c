@@ -65,6 +65,13 @@ struct shard {
     bool broken;
 };
 
+/* A seal this shard handed to the sealer, with the exports waiting for it
+ * (--ack seal): the sealer sees only |job|, so it needs nothing of shards. */
+struct shard_seal {
+    struct seal_job job; /* first: on_sealed gets &job back */
+    struct shard_job *acks;
+};
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -158,7 +165,8 @@ static void publish(shard *s, bool replayed)
 static void on_sealed(struct seal_job *j, int rc)
 {
     shard *s = j->owner;
-    for (struct shard_job *a = j->acks, *next; a != NULL; a = next) {
+    struct shard_seal *ss = (struct shard_seal *)j;
+    for (struct shard_job *a = ss->acks, *next; a != NULL; a = next) {
         next = a->next;
         a->result = rc;
         a->done(a);
@@ -167,7 +175,7 @@ static void on_sealed(struct seal_job *j, int rc)
      * then publishes no later block of this shard, so no watermark passes
      * the failed block and its rows stay in the WAL for the next boot. */
     uint64_t seq = j->meta.wal_seq;
-    free(j);
+    free(ss);
     /* Last touch of |s|: shard_stop waits for seals_in_flight to reach 0
      * under this lock, and the signal is sent before the unlock. */
     pthread_mutex_lock(&s->lock);
@@ -188,16 +196,17 @@ static int seal_now(shard *s)
         return rc;
     }
     struct cat_open *h = catalog_open_add(s->cfg.signal, fresh);
-    struct seal_job *j = calloc(1, sizeof(*j));
-    if (h == NULL || j == NULL) {
+    struct shard_seal *ss = calloc(1, sizeof(*ss));
+    if (h == NULL || ss == NULL) {
         if (h != NULL) {
             catalog_open_drop(h);
         } else {
             oblock_free(fresh);
         }
-        free(j);
+        free(ss);
         return -ENOMEM;
     }
+    struct seal_job *j = &ss->job;
     oblock *full = cur_block(s);
     j->h = s->cur;
     j->rows = oblock_rows(full);
@@ -205,7 +214,7 @@ static int seal_now(shard *s)
     j->meta.wal_seq = oblock_max_seq(full);
     j->meta.seal_id = s->next_seal_id++;
     snprintf(j->dir, sizeof(j->dir), "%s", s->block_dir);
-    j->acks = s->seal_acks;
+    ss->acks = s->seal_acks;
     j->sealed = on_sealed;
     j->owner = s;
     catalog_open_set_charged(s->cur, s->ob_charged);
@@ -232,7 +241,7 @@ static bool block_due(shard *s, uint64_t now)
            now - s->cur_born_ns >= (uint64_t)s->cfg.block_max_age_ms * 1000000u;
 }
 
-static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
+static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt,
                         const uint8_t *p, size_t n)
 {
     shard *s = ctx;

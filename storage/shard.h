@@ -29,7 +29,7 @@ struct shard_job {
     const struct batch *batch; /* borrowed until done() */
     const void *payload;       /* the WAL frame's payload: the request body after gunzip */
     size_t payload_len;
-    enum wal_format format;
+    enum otlp_fmt format;
     int result; /* set before done(): 0, or -errno from the WAL (rows not appended) */
     /* Runs on the shard thread once the job is durable per the ack mode;
      * must only hand the job back (e.g. iot_post) — no blocking. */
@@ -39,8 +39,8 @@ struct shard_job {
 /* Decodes one replayed WAL payload into |scratch| (reset by the caller),
  * allocating from |a| if needed (reset by the caller too).
  * 0, or negative to skip the frame (counted in replay_bad_frames). */
-typedef int (*shard_decode_fn)(enum signal sig, enum wal_format fmt, const uint8_t *payload,
-                               size_t n, struct batch *scratch, arena *a);
+typedef int (*shard_decode_fn)(enum signal sig, enum otlp_fmt fmt, const uint8_t *payload, size_t n,
+                               struct batch *scratch, arena *a);
 
 enum shard_ack {
     SHARD_ACK_WAL = 0,   /* after the frame's write(2) */

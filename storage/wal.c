@@ -327,7 +327,7 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
         if (seq <= r->last || (off == 0 && seq != name)) {
             break;
         }
-        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > WAL_FMT_JSON || h[18] != 0 || h[19] != 0) {
+        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > OTLP_JSON || h[18] != 0 || h[19] != 0) {
             break;
         }
         r->last = seq;
@@ -337,7 +337,7 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
             w->st.frames_replayed++;
             w->st.bytes_replayed += n;
             if (r->fn != NULL) {
-                rc = r->fn(r->ctx, seq, (enum signal)sig, (enum wal_format)fmt, h + WAL_HDR, n);
+                rc = r->fn(r->ctx, seq, (enum signal)sig, (enum otlp_fmt)fmt, h + WAL_HDR, n);
                 if (rc < 0) {
                     return rc;
                 }
@@ -527,13 +527,13 @@ static int rotate(wal *w, uint64_t first)
     return 0;
 }
 
-int64_t wal_append(wal *w, enum signal sig, enum wal_format fmt, const void *payload, size_t n)
+int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n)
 {
     if (n > WAL_FRAME_MAX) {
         return -E2BIG;
     }
-    if (n == 0 || sig < SIG_LOGS || sig > SIG_METRICS || (int)fmt < (int)WAL_FMT_PROTOBUF ||
-        fmt > WAL_FMT_JSON) {
+    if (n == 0 || sig < SIG_LOGS || sig > SIG_METRICS || (int)fmt < (int)OTLP_PROTOBUF ||
+        fmt > OTLP_JSON) {
         return -EINVAL;
     }
     uint64_t seq = w->last_seq + 1;

@@ -29,18 +29,13 @@ struct wal_stats {
     uint64_t segments;       /* segment files now open or on disk */
 };
 
-/* A frame's payload format (frame byte 17): the request body as received,
- * after gunzip, so replay knows which decoder to use. Byte 16 is the
- * signal; bytes 18-19 are zero. A frame with an unknown signal or format
- * is corrupt. */
-enum wal_format {
-    WAL_FMT_PROTOBUF = 0,
-    WAL_FMT_JSON = 1,
-};
+/* A frame's payload format is byte 17 (enum otlp_fmt, batch.h); byte 16
+ * is the signal; bytes 18-19 are zero. A frame with an unknown signal or
+ * format is corrupt. */
 
 /* Called for each intact frame above |after|, in seq order. A negative
  * return stops the replay and wal_open returns it. */
-typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
+typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt,
                              const uint8_t *payload, size_t n);
 
 /*
@@ -71,7 +66,7 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  * first when the current one holds wal_segment_bytes or more (the
  * directory is fsynced when a segment is created).
  */
-int64_t wal_append(wal *w, enum signal sig, enum wal_format fmt, const void *payload, size_t n);
+int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n);
 #define WAL_FRAME_MAX (256u << 20)
 
 /* Segment size: a segment is closed once it holds at least this much. */

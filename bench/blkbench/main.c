@@ -429,11 +429,11 @@ struct replay_ctx {
     int failed;
 };
 
-static int replay_fn(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt,
-                     const uint8_t *p, size_t n)
+static int replay_fn(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt, const uint8_t *p,
+                     size_t n)
 {
     struct replay_ctx *c = ctx;
-    if (sig != c->sig || fmt != WAL_FMT_PROTOBUF || decode(sig, p, n, c->b) < 0) {
+    if (sig != c->sig || fmt != OTLP_PROTOBUF || decode(sig, p, n, c->b) < 0) {
         c->failed++;
         return 0;
     }
@@ -487,7 +487,7 @@ static void replay_bench(const char *root, struct gen *g, uint32_t frames, int r
     double t0 = now_s();
     for (uint32_t i = 0; i < frames; i++) {
         gen_encode(g, i);
-        int64_t seq = wal_append(w, g->sig, WAL_FMT_PROTOBUF, g->req.p, g->req.len);
+        int64_t seq = wal_append(w, g->sig, OTLP_PROTOBUF, g->req.p, g->req.len);
         if (seq < 0) {
             die("wal_append", (int)seq);
         }

@@ -421,7 +421,7 @@ int main(int argc, char **argv)
     double c0 = cpu_s();
     for (int i = 0; i < N; i++) {
         double t0 = now_s();
-        if (wal_append(w, SIG_LOGS, WAL_FMT_PROTOBUF, body, sizeof(body)) < 0) {
+        if (wal_append(w, SIG_LOGS, OTLP_PROTOBUF, body, sizeof(body)) < 0) {
             return 1;
         }
         lat[i] = (now_s() - t0) * 1e6;

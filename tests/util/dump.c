@@ -204,8 +204,8 @@ struct replay {
 };
 
 /* As server/ingest.c replay_decode plus storage/shard.c replay_frame. */
-static int on_frame(void *vctx, uint64_t seq, enum signal sig, enum wal_format fmt,
-                    const uint8_t *p, size_t n)
+static int on_frame(void *vctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt, const uint8_t *p,
+                    size_t n)
 {
     struct replay *rp = vctx;
     char why[8];
@@ -216,7 +216,7 @@ static int on_frame(void *vctx, uint64_t seq, enum signal sig, enum wal_format f
         rp->st->wal_bad_frames++;
         return 0;
     }
-    if (fmt == WAL_FMT_JSON) {
+    if (fmt == OTLP_JSON) {
         rc = jsondec_decode(sig, (const char *)p, n, rp->arena, rp->batch, why, sizeof(why));
     } else {
         rc = pbdec_decode(sig, p, n, rp->batch, why, sizeof(why));

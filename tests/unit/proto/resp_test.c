@@ -37,18 +37,18 @@ Test(resp, full_success_is_empty_protobuf_and_empty_json_object)
 {
     uint8_t out[64];
     for (int s = SIG_LOGS; s <= SIG_METRICS; s++) {
-        cr_assert_eq(resp_export(RESP_PROTOBUF, s, 0, NULL, out, sizeof(out)), 0);
-        cr_assert_eq(resp_export(RESP_PROTOBUF, s, 0, "", out, sizeof(out)), 0);
-        cr_assert_eq(resp_export(RESP_PROTOBUF, s, 0, NULL, NULL, 0), 0);
-        expect_json(resp_export(RESP_JSON, s, 0, NULL, out, sizeof(out)), out, "{}");
-        expect_json(resp_export(RESP_JSON, s, 0, "", out, sizeof(out)), out, "{}");
+        cr_assert_eq(resp_export(OTLP_PROTOBUF, s, 0, NULL, out, sizeof(out)), 0);
+        cr_assert_eq(resp_export(OTLP_PROTOBUF, s, 0, "", out, sizeof(out)), 0);
+        cr_assert_eq(resp_export(OTLP_PROTOBUF, s, 0, NULL, NULL, 0), 0);
+        expect_json(resp_export(OTLP_JSON, s, 0, NULL, out, sizeof(out)), out, "{}");
+        expect_json(resp_export(OTLP_JSON, s, 0, "", out, sizeof(out)), out, "{}");
     }
 }
 
 Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
 {
     uint8_t out[256];
-    long n = resp_export(RESP_PROTOBUF, SIG_LOGS, 3, "bad", out, sizeof(out));
+    long n = resp_export(OTLP_PROTOBUF, SIG_LOGS, 3, "bad", out, sizeof(out));
     expect_bytes(n, out,
                  "\x0a\x07\x08\x03\x12\x03"
                  "bad",
@@ -62,7 +62,7 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
     cr_assert_str_eq(l->partial_success->error_message, "bad");
     opentelemetry__proto__collector__logs__v1__export_logs_service_response__free_unpacked(l, NULL);
 
-    n = resp_export(RESP_PROTOBUF, SIG_TRACES, 300, "x", out, sizeof(out));
+    n = resp_export(OTLP_PROTOBUF, SIG_TRACES, 300, "x", out, sizeof(out));
     expect_bytes(n, out, "\x0a\x06\x08\xac\x02\x12\x01x", 8);
     Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *t =
         opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
@@ -74,10 +74,10 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
                                                                                              NULL);
 
     /* a warning: nothing rejected, a message */
-    n = resp_export(RESP_PROTOBUF, SIG_METRICS, 0, "warn", out, sizeof(out));
+    n = resp_export(OTLP_PROTOBUF, SIG_METRICS, 0, "warn", out, sizeof(out));
     expect_bytes(n, out, "\x0a\x06\x12\x04warn", 8);
     /* rejected without a message */
-    n = resp_export(RESP_PROTOBUF, SIG_METRICS, 21, NULL, out, sizeof(out));
+    n = resp_export(OTLP_PROTOBUF, SIG_METRICS, 21, NULL, out, sizeof(out));
     expect_bytes(n, out, "\x0a\x02\x08\x15", 4);
     Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceResponse *m =
         opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__unpack(
@@ -89,7 +89,7 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
         m, NULL);
 
     /* invalid UTF-8 is replaced, so strict proto3 parsers accept the message */
-    n = resp_export(RESP_PROTOBUF, SIG_LOGS, 1,
+    n = resp_export(OTLP_PROTOBUF, SIG_LOGS, 1,
                     "a\xff"
                     "b",
                     out, sizeof(out));
@@ -103,20 +103,20 @@ Test(resp, partial_success_protobuf_bytes_decode_with_protobuf_c)
 Test(resp, partial_success_json_names_the_signal_items)
 {
     uint8_t out[256];
-    expect_json(resp_export(RESP_JSON, SIG_LOGS, 3, "bad", out, sizeof(out)), out,
+    expect_json(resp_export(OTLP_JSON, SIG_LOGS, 3, "bad", out, sizeof(out)), out,
                 "{\"partialSuccess\":{\"rejectedLogRecords\":\"3\",\"errorMessage\":\"bad\"}}");
-    expect_json(resp_export(RESP_JSON, SIG_TRACES, 57, "x", out, sizeof(out)), out,
+    expect_json(resp_export(OTLP_JSON, SIG_TRACES, 57, "x", out, sizeof(out)), out,
                 "{\"partialSuccess\":{\"rejectedSpans\":\"57\",\"errorMessage\":\"x\"}}");
-    expect_json(resp_export(RESP_JSON, SIG_METRICS, 9223372036854775807LL, NULL, out, sizeof(out)),
+    expect_json(resp_export(OTLP_JSON, SIG_METRICS, 9223372036854775807LL, NULL, out, sizeof(out)),
                 out, "{\"partialSuccess\":{\"rejectedDataPoints\":\"9223372036854775807\"}}");
-    expect_json(resp_export(RESP_JSON, SIG_LOGS, 0, "only a warning", out, sizeof(out)), out,
+    expect_json(resp_export(OTLP_JSON, SIG_LOGS, 0, "only a warning", out, sizeof(out)), out,
                 "{\"partialSuccess\":{\"errorMessage\":\"only a warning\"}}");
 }
 
 Test(resp, status_with_retry_info_protobuf_bytes_decode_with_protobuf_c)
 {
     uint8_t out[256];
-    long n = resp_status(RESP_PROTOBUF, GRPC_UNAVAILABLE, "busy", 5, out, sizeof(out));
+    long n = resp_status(OTLP_PROTOBUF, GRPC_UNAVAILABLE, "busy", 5, out, sizeof(out));
     static const uint8_t want[] = "\x08\x0e" /* code 14 */
                                   "\x12\x04"
                                   "busy"                      /* message */
@@ -141,7 +141,7 @@ Test(resp, status_with_retry_info_protobuf_bytes_decode_with_protobuf_c)
     google__rpc__status__free_unpacked(st, NULL);
 
     /* a delay needing a 2-byte varint */
-    n = resp_status(RESP_PROTOBUF, GRPC_RESOURCE_EXHAUSTED, "", 300, out, sizeof(out));
+    n = resp_status(OTLP_PROTOBUF, GRPC_RESOURCE_EXHAUSTED, "", 300, out, sizeof(out));
     st = google__rpc__status__unpack(NULL, (size_t)n, out);
     cr_assert_not_null(st);
     cr_assert_eq(st->code, 8);
@@ -156,7 +156,7 @@ Test(resp, status_with_retry_info_protobuf_bytes_decode_with_protobuf_c)
 Test(resp, status_without_retry_info)
 {
     uint8_t out[256];
-    long n = resp_status(RESP_PROTOBUF, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out));
+    long n = resp_status(OTLP_PROTOBUF, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out));
     expect_bytes(n, out,
                  "\x08\x03\x12\x08"
                  "bad data",
@@ -167,20 +167,20 @@ Test(resp, status_without_retry_info)
     cr_assert_eq(st->n_details, 0);
     google__rpc__status__free_unpacked(st, NULL);
 
-    expect_json(resp_status(RESP_JSON, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out)), out,
+    expect_json(resp_status(OTLP_JSON, GRPC_INVALID_ARGUMENT, "bad data", 0, out, sizeof(out)), out,
                 "{\"code\":3,\"message\":\"bad data\"}");
-    expect_json(resp_status(RESP_JSON, GRPC_INTERNAL, NULL, 0, out, sizeof(out)), out,
+    expect_json(resp_status(OTLP_JSON, GRPC_INTERNAL, NULL, 0, out, sizeof(out)), out,
                 "{\"code\":13}");
 }
 
 Test(resp, status_json_with_retry_info)
 {
     uint8_t out[256];
-    expect_json(resp_status(RESP_JSON, GRPC_UNAVAILABLE, "server overloaded", 5, out, sizeof(out)),
+    expect_json(resp_status(OTLP_JSON, GRPC_UNAVAILABLE, "server overloaded", 5, out, sizeof(out)),
                 out,
                 "{\"code\":14,\"message\":\"server overloaded\",\"details\":[{\"@type\":"
                 "\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"5s\"}]}");
-    expect_json(resp_status(RESP_JSON, GRPC_UNAVAILABLE, NULL, 30, out, sizeof(out)), out,
+    expect_json(resp_status(OTLP_JSON, GRPC_UNAVAILABLE, NULL, 30, out, sizeof(out)), out,
                 "{\"code\":14,\"details\":[{\"@type\":"
                 "\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"30s\"}]}");
 }
@@ -192,7 +192,7 @@ Test(resp, json_strings_are_escaped_and_made_valid_utf8)
                       "f\xff"
                       "g \xc3\xa9 \xe2\x82"
                       "\x7f/\r\b\f";
-    long n = resp_status(RESP_JSON, GRPC_INVALID_ARGUMENT, msg, 0, out, sizeof(out));
+    long n = resp_status(OTLP_JSON, GRPC_INVALID_ARGUMENT, msg, 0, out, sizeof(out));
     expect_json(n, out,
                 "{\"code\":3,\"message\":\"a\\\"b\\\\c\\nd\\te\\u0001f\xef\xbf\xbdg \xc3\xa9 "
                 "\xef\xbf\xbd\xef\xbf\xbd\x7f/\\r\\b\\f\"}");
@@ -202,7 +202,7 @@ Test(resp, json_strings_are_escaped_and_made_valid_utf8)
                      "f\xef\xbf\xbdg \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\x7f/\r\b\f");
     json_decref(doc);
 
-    n = resp_export(RESP_JSON, SIG_TRACES, 1, "\xed\xa0\x80 surrogate", out, sizeof(out));
+    n = resp_export(OTLP_JSON, SIG_TRACES, 1, "\xed\xa0\x80 surrogate", out, sizeof(out));
     expect_json(n, out,
                 "{\"partialSuccess\":{\"rejectedSpans\":\"1\",\"errorMessage\":"
                 "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd surrogate\"}}");
@@ -212,9 +212,9 @@ Test(resp, small_buffers_get_e2big_and_exact_ones_suffice)
 {
     uint8_t out[256];
     struct {
-        enum resp_fmt f;
+        enum otlp_fmt f;
         int which;
-    } cases[] = {{RESP_PROTOBUF, 0}, {RESP_JSON, 0}, {RESP_PROTOBUF, 1}, {RESP_JSON, 1}};
+    } cases[] = {{OTLP_PROTOBUF, 0}, {OTLP_JSON, 0}, {OTLP_PROTOBUF, 1}, {OTLP_JSON, 1}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         long full = cases[i].which == 0
                         ? resp_export(cases[i].f, SIG_LOGS, 7, "partial", out, sizeof(out))

@@ -11,7 +11,7 @@ Test(config, defaults_then_flags)
                     "--queue", "3", "--grpc-listen", "127.0.0.1:0", NULL};
     cr_assert_eq(config_parse(&c, 11, argv, err, sizeof(err)), 0, "%s", err);
     cr_assert_str_eq(c.data_dir, "/tmp/x");
-    cr_assert_eq(c.ack, ACK_FSYNC);
+    cr_assert_eq(c.ack, SHARD_ACK_FSYNC);
     cr_assert_eq(c.memory_budget, 64ull << 20);
     cr_assert_eq(c.queue, 3);
     cr_assert_str_eq(c.grpc_listen, "127.0.0.1:0");

@@ -18,6 +18,7 @@
 #include "storage/oblock.h"
 #include "storage/sealer.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/wait.h"
 
 static char dir[256];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -26,13 +27,6 @@ static struct seal_failure seen[32];
 static int n_seen;
 static int n_sealed;
 static int sealed_rc[4];
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void on_failure(const struct seal_failure *f)
 {
@@ -59,21 +53,7 @@ static void on_sealed(struct seal_job *j, int rc)
 /* Waits up to 10 s for *counter >= want; returns the count seen. */
 static int wait_for(const int *counter, int want)
 {
-    uint64_t deadline = mono_ns() + 10000000000ull;
-    pthread_mutex_lock(&mu);
-    while (*counter < want && mono_ns() < deadline) {
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_nsec += 20000000;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&cv, &mu, &dl);
-    }
-    int n = *counter;
-    pthread_mutex_unlock(&mu);
-    return n;
+    return wait_counter(&mu, &cv, counter, want, 10000000000ull);
 }
 
 static struct seal_job *job_for(void *owner, uint64_t seal_id)
@@ -127,7 +107,7 @@ Test(sealer, every_failed_attempt_is_reported_and_give_up_at_ends_the_retries)
 
     /* The shutdown deadline: the pause ends, one more attempt fails and is
      * the last; the block behind it is cancelled without an attempt. */
-    sealer_give_up_at(mono_ns());
+    sealer_give_up_at(wait_mono_ns());
     cr_assert_eq(wait_for(&n_sealed, 2), 2, "the failing seal was not given up");
     pthread_mutex_lock(&mu);
     cr_expect_eq(sealed_rc[0], -ENOENT, "given-up seal rc %d", sealed_rc[0]);

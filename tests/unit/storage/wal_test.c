@@ -37,9 +37,9 @@ static enum signal sig_of(uint64_t s)
     return (enum signal)(1 + s % 3);
 }
 
-static enum wal_format fmt_of(uint64_t s)
+static enum otlp_fmt fmt_of(uint64_t s)
 {
-    return (enum wal_format)(s % 2);
+    return (enum otlp_fmt)(s % 2);
 }
 
 static uint8_t byte_of(uint64_t s, size_t i)
@@ -82,7 +82,7 @@ struct col {
     uint64_t fail_at; /* return -ECANCELED at this seq */
 };
 
-static int collect(void *ctx, uint64_t seq, enum signal sig, enum wal_format fmt, const uint8_t *p,
+static int collect(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt, const uint8_t *p,
                    size_t n)
 {
     struct col *c = ctx;
@@ -618,19 +618,19 @@ Test(wal, append_refuses_bad_arguments_without_writing)
     wal *w;
     cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
     uint8_t b[8] = {0};
-    cr_expect_eq(wal_append(w, SIG_LOGS, WAL_FMT_PROTOBUF, b, 0), -EINVAL);
-    cr_expect_eq(wal_append(w, (enum signal)0, WAL_FMT_PROTOBUF, b, 8), -EINVAL);
-    cr_expect_eq(wal_append(w, (enum signal)4, WAL_FMT_PROTOBUF, b, 8), -EINVAL);
-    cr_expect_eq(wal_append(w, SIG_LOGS, (enum wal_format)2, b, 8), -EINVAL);
+    cr_expect_eq(wal_append(w, SIG_LOGS, OTLP_PROTOBUF, b, 0), -EINVAL);
+    cr_expect_eq(wal_append(w, (enum signal)0, OTLP_PROTOBUF, b, 8), -EINVAL);
+    cr_expect_eq(wal_append(w, (enum signal)4, OTLP_PROTOBUF, b, 8), -EINVAL);
+    cr_expect_eq(wal_append(w, SIG_LOGS, (enum otlp_fmt)2, b, 8), -EINVAL);
     /* The size is checked before the payload is touched. */
-    cr_expect_eq(wal_append(w, SIG_LOGS, WAL_FMT_PROTOBUF, b, (size_t)WAL_FRAME_MAX + 1), -E2BIG);
+    cr_expect_eq(wal_append(w, SIG_LOGS, OTLP_PROTOBUF, b, (size_t)WAL_FRAME_MAX + 1), -E2BIG);
     cr_expect_eq(wal_stats(w)->frames_appended, 0);
     cr_expect_eq(wal_stats(w)->segments, 0);
     cr_expect_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
     cr_expect_eq(wal_sync(w), 0);
     cr_expect_eq(wal_stats(w)->fsyncs, 0);
 
-    cr_assert_eq(wal_append(w, SIG_METRICS, WAL_FMT_JSON, b, 8), 1);
+    cr_assert_eq(wal_append(w, SIG_METRICS, OTLP_JSON, b, 8), 1);
     cr_expect_eq(wal_sync(w), 0);
     cr_expect_eq(wal_stats(w)->fsyncs, 1);
     wal_close(w);

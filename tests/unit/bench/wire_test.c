@@ -1,5 +1,5 @@
 /*
- * loadgen_wire_test.c - otlp-load's socket writes (bench/otlp-load/wire.c):
+ * wire_test.c - otlp-load's socket writes (bench/otlp-load/wire.c):
  * bytes arrive whole and in order whether the socket takes them at once or
  * only in part, and a request body is held exactly as long as queued output
  * points into it.

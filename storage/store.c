@@ -1,0 +1,258 @@
+/*
+ * store.c - storage's lifecycle (see store.h): budget, catalog, seal
+ * threads and shards, started in that order and stopped in reverse.
+ *
+ * DATA LAYOUT (under cfg->data_dir)
+ *   wal/<signal>-<i>/   shard i's WAL segments (wal.c); none under --ack seal
+ *   <signal>/           sealed blocks (block.c) and retained-<i>.seq (catalog.c)
+ *   quarantine/         blocks that failed to open or verify
+ *
+ * SHUTDOWN ORDER
+ *   1. sealer_give_up_at(deadline): no shard_stop below can then wait for
+ *      ever on a seal that keeps failing (disk full);
+ *   2. every shard_stop(): drains its queue, syncs its WAL, hands its last
+ *      seal over and waits for its seals in flight;
+ *   3. sealer_stop(): after the shards, which may hand over a last seal;
+ *   4. catalog_fini(): after everything that reads or publishes blocks.
+ */
+#include "storage/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "storage/adm.h"
+#include "storage/block.h"
+#include "storage/catalog.h"
+#include "storage/oblock.h"
+
+#define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
+#define MAX_SHARDS_ON_DISK 64
+
+static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
+static int n_shards;
+static uint64_t wal_bytes_at_boot; /* segment bytes found before replay */
+
+/* Bytes of the files in |dir| (a shard's WAL segments). */
+static uint64_t dir_bytes(const char *dir)
+{
+    char path[900];
+    uint64_t n = 0;
+    DIR *dp = opendir(dir);
+    if (dp == NULL) {
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(dp)) != NULL;) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            n += (uint64_t)st.st_size;
+        }
+    }
+    closedir(dp);
+    return n;
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *q = tmp + 1; *q != '\0'; q++) {
+        if (*q == '/') {
+            *q = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+                return -errno;
+            }
+            *q = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+        return -errno;
+    }
+    return 0;
+}
+
+/*
+ * Shards that left a WAL behind must replay it even if --shards is now
+ * lower, or acknowledged records would be stranded: the shard count is the
+ * larger of the flag and the WAL directories found.
+ */
+static int shards_on_disk(const char *data_dir)
+{
+    char dir[600];
+    int n = 0;
+    for (int s = 1; s <= SIG_COUNT; s++) {
+        for (int i = n; i < MAX_SHARDS_ON_DISK; i++) {
+            struct stat st;
+            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", data_dir, signal_name(s), i);
+            if (stat(dir, &st) == 0) {
+                n = i + 1;
+            }
+        }
+    }
+    return n;
+}
+
+int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, size_t errlen)
+{
+    char dir[600];
+    int rc;
+
+    memset(boot, 0, sizeof(*boot));
+    sealer_set_failure_hook(c->seal_failed);
+    adm_init(c->memory_budget);
+    /* What the process holds uncharged (thread stacks, the listeners' and
+     * ingest's per-thread buffers, allocator slack: 25-30 MiB measured at
+     * 96 gRPC connections) and the committed charges that may land after
+     * admission filled the budget come out of this reserve, not past the
+     * budget. */
+    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV);
+    n_shards = c->shards;
+    if (shards_on_disk(c->data_dir) > n_shards) {
+        n_shards = shards_on_disk(c->data_dir);
+        boot->shards_raised = true;
+    }
+    boot->shards = n_shards;
+    catalog_init(c->data_dir);
+    /* Freed open-block chunks are cached for the next block; that memory is
+     * charged to the budget while cached, so keep it about one block's worth. */
+    oblock_cache_limit(c->memory_budget / 16);
+    rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));
+        return rc;
+    }
+    /* Open blocks may hold a third of the budget between them (a third more
+     * while their successors fill during a seal), whatever --block-target says. */
+    size_t target = c->block_target;
+    size_t share = c->memory_budget / (3u * SIG_COUNT * (size_t)n_shards);
+    if (share < target) {
+        target = share;
+    }
+    /* An empty open block already holds about 1.6 MiB of column directories:
+     * below 2 MiB a block would seal on every drain. */
+    if (target < (2u << 20)) {
+        target = 2u << 20;
+    }
+    /* A seal's scratch is kept for the next seal only when its block was
+     * about the target (sealed after the batch that passed it); the scratch
+     * of a block one huge export made is freed and its charge returned. */
+    blk_scratch_keep(target + target / 2);
+    uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
+                          : c->ack == SHARD_ACK_SEAL ? 1000
+                                                     : 60000;
+    uint64_t *watermarks = calloc((size_t)n_shards, sizeof(uint64_t));
+    uint64_t *seal_ids = calloc((size_t)n_shards, sizeof(uint64_t));
+    if (watermarks == NULL || seal_ids == NULL) {
+        free(watermarks);
+        free(seal_ids);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int s = 0; s < SIG_COUNT && rc == 0; s++) {
+        rc =
+            catalog_load(s + 1, n_shards, watermarks, seal_ids, &boot->quarantined[s], err, errlen);
+        if (rc < 0) {
+            break;
+        }
+        shards[s] = calloc((size_t)n_shards, sizeof(shard *));
+        if (shards[s] == NULL) {
+            snprintf(err, errlen, "out of memory");
+            rc = -ENOMEM;
+            break;
+        }
+        char bdir[600];
+        snprintf(bdir, sizeof(bdir), "%s/%s", c->data_dir, signal_name(s + 1));
+        for (int i = 0; i < n_shards; i++) {
+            snprintf(dir, sizeof(dir), "%s/wal/%s-%d", c->data_dir, signal_name(s + 1), i);
+            rc = c->ack == SHARD_ACK_SEAL ? 0 : mkdir_p(dir);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-rc));
+                break;
+            }
+            wal_bytes_at_boot += dir_bytes(dir);
+            struct shard_cfg sc = {
+                .wal_dir = dir,
+                .block_dir = bdir,
+                .signal = (enum signal)(s + 1),
+                .index = i,
+                .queue_cap = c->queue,
+                .ack = c->ack,
+                .block_target = target,
+                .block_max_age_ms = (int)max_age_ms,
+                .wal_after = watermarks[i],
+                .next_seal_id = seal_ids[i],
+                .decode = c->replay,
+                .delay_ms = c->test_shard_delay_ms,
+            };
+            rc = shard_start(&sc, &shards[s][i]);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot start the %s shard %d: %s", signal_name(s + 1), i,
+                         strerror(-rc));
+                break;
+            }
+        }
+    }
+    free(watermarks);
+    free(seal_ids);
+    return rc;
+}
+
+bool store_ready(void)
+{
+    struct shard_stats st;
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (int i = 0; i < n_shards; i++) {
+            shard_get_stats(shards[s][i], &st);
+            if (!st.replayed) {
+                return false;
+            }
+        }
+    }
+    return n_shards > 0;
+}
+
+void store_close(uint64_t give_up_ns)
+{
+    sealer_give_up_at(give_up_ns);
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (int i = 0; i < n_shards && shards[s] != NULL; i++) {
+            shard_stop(shards[s][i]);
+        }
+        free(shards[s]);
+        shards[s] = NULL;
+    }
+    sealer_stop();
+    catalog_fini();
+    sealer_set_failure_hook(NULL);
+}
+
+uint64_t store_wal_bytes_at_boot(void)
+{
+    return wal_bytes_at_boot;
+}
+
+int store_shard_count(void)
+{
+    return n_shards;
+}
+
+void store_shard_stats(enum signal s, int i, struct shard_stats *out)
+{
+    shard_get_stats(shards[s - 1][i], out);
+}
+
+shard *store_reserve(enum signal s, unsigned start)
+{
+    shard **row = shards[s - 1];
+    for (int i = 0; i < n_shards; i++) {
+        shard *cand = row[(start + (unsigned)i) % (unsigned)n_shards];
+        if (shard_reserve(cand)) {
+            return cand;
+        }
+    }
+    return NULL;
+}
