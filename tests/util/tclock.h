@@ -5,8 +5,11 @@
 #ifndef MIRADB_TEST_TCLOCK_H
 #define MIRADB_TEST_TCLOCK_H
 
-/* CLOCK_MONOTONIC in milliseconds. */
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds, and in nanoseconds. */
 long long tclock_ms(void);
+uint64_t tclock_ns(void);
 /* Sleeps |ms| milliseconds, through EINTR. */
 void tclock_nap_ms(long ms);
 

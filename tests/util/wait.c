@@ -5,19 +5,14 @@
 
 #include <time.h>
 
-uint64_t wait_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "tests/util/tclock.h"
 
 int wait_counter(pthread_mutex_t *mu, pthread_cond_t *cv, const int *counter, int want,
                  uint64_t timeout_ns)
 {
-    uint64_t deadline = wait_mono_ns() + timeout_ns;
+    uint64_t deadline = tclock_ns() + timeout_ns;
     pthread_mutex_lock(mu);
-    while (*counter < want && wait_mono_ns() < deadline) {
+    while (*counter < want && tclock_ns() < deadline) {
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
         dl.tv_nsec += 20000000; /* look again every 20 ms at most */

@@ -1,16 +1,12 @@
 /*
- * wait.h - bounded waits for tests that watch another thread: a monotonic
- * clock and a wait for a counter another thread raises under a mutex.
- * Never a fixed sleep: the wait ends as soon as the counter gets there.
+ * wait.h - bounded waits for tests that watch another thread: a wait for
+ * a counter another thread raises under a mutex. Never a fixed sleep: the wait ends as soon as the counter gets there.
  */
 #ifndef MIRADB_WAIT_H
 #define MIRADB_WAIT_H
 
 #include <pthread.h>
 #include <stdint.h>
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t wait_mono_ns(void);
 
 /*
  * Waits until *counter >= want or |timeout_ns| passed, whichever comes

@@ -18,6 +18,7 @@
 #include "storage/oblock.h"
 #include "storage/sealer.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/tclock.h"
 #include "tests/util/wait.h"
 
 static char dir[256];
@@ -107,7 +108,7 @@ Test(sealer, every_failed_attempt_is_reported_and_give_up_at_ends_the_retries)
 
     /* The shutdown deadline: the pause ends, one more attempt fails and is
      * the last; the block behind it is cancelled without an attempt. */
-    sealer_give_up_at(wait_mono_ns());
+    sealer_give_up_at(tclock_ns());
     cr_assert_eq(wait_for(&n_sealed, 2), 2, "the failing seal was not given up");
     pthread_mutex_lock(&mu);
     cr_expect_eq(sealed_rc[0], -ENOENT, "given-up seal rc %d", sealed_rc[0]);

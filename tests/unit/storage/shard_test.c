@@ -23,6 +23,7 @@
 #include "storage/wal.h"
 #include "tests/unit/storage/blkgen.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/tclock.h"
 #include "tests/util/wait.h"
 
 #define PAYLOAD_LEN 12
@@ -112,10 +113,10 @@ static int wait_for(const int *counter, int want)
 /* Polls the shard's counters until |pred| holds (10 s at most). */
 static bool wait_stats(shard *s, bool (*pred)(const struct shard_stats *), struct shard_stats *st)
 {
-    uint64_t deadline = wait_mono_ns() + 10000000000ull;
+    uint64_t deadline = tclock_ns() + 10000000000ull;
     for (;;) {
         shard_get_stats(s, st);
-        if (pred(st) || wait_mono_ns() >= deadline) {
+        if (pred(st) || tclock_ns() >= deadline) {
             return pred(st);
         }
         struct timespec ts = {0, 5000000};

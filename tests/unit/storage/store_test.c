@@ -15,6 +15,7 @@
 #include "storage/store.h"
 #include "storage/wal.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/tclock.h"
 #include "tests/util/wait.h"
 
 static char dir[256];
@@ -51,8 +52,8 @@ static struct store_cfg cfg_of(int shards, enum shard_ack ack)
 
 static bool wait_ready(void)
 {
-    uint64_t deadline = wait_mono_ns() + 10000000000ull;
-    while (!store_ready() && wait_mono_ns() < deadline) {
+    uint64_t deadline = tclock_ns() + 10000000000ull;
+    while (!store_ready() && tclock_ns() < deadline) {
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
@@ -105,7 +106,7 @@ Test(store, open_starts_a_shard_per_signal_and_index_and_reserves_round_robin)
     cr_expect_eq(store_reserve(SIG_TRACES, 1), a);
     shard_unreserve(a);
     shard_unreserve(b);
-    store_close(wait_mono_ns() + 5000000000ull);
+    store_close(tclock_ns() + 5000000000ull);
 }
 
 Test(store, shards_are_raised_to_the_wal_directories_on_disk_and_replayed)
@@ -145,7 +146,7 @@ Test(store, shards_are_raised_to_the_wal_directories_on_disk_and_replayed)
     store_shard_stats(SIG_METRICS, 2, &st);
     cr_expect_eq(st.replay_bad_frames, 2);
     cr_expect(exists("wal/logs-2"), "every signal gets the raised count");
-    store_close(wait_mono_ns() + 5000000000ull);
+    store_close(tclock_ns() + 5000000000ull);
 }
 
 Test(store, ack_seal_keeps_no_wal)
@@ -156,5 +157,5 @@ Test(store, ack_seal_keeps_no_wal)
     cr_assert_eq(store_open(&c, &boot, err, sizeof(err)), 0, "%s", err);
     cr_assert(wait_ready());
     cr_expect_not(exists("wal"));
-    store_close(wait_mono_ns() + 5000000000ull);
+    store_close(tclock_ns() + 5000000000ull);
 }
