@@ -140,7 +140,7 @@ static int parse_dur(const char *s, long long *ms)
 static int set_opt(struct config *c, const struct opt *o, const char *val, char *err, size_t errlen)
 {
     char *field = (char *)c + o->off;
-    long long n;
+    long long n = 0;
     char *end;
 
     switch (o->type) {
