@@ -43,6 +43,7 @@
 
 #include "query/jsonw.h"
 #include "query/pool.h"
+#include "query/qctx.h"
 #include "storage/arena.h"
 #include "storage/block.h"
 #include "storage/bloom.h"
@@ -633,11 +634,9 @@ struct smap {
     size_t cap, n;
 };
 
+/* A candidate source of one scan. */
 struct src {
-    blk *b;           /* sealed (referenced by the snapshot), or NULL */
-    const oblock *ob; /* open */
-    uint64_t rows;    /* open: rows visible in the snapshot */
-    uint64_t tmin, tmax;
+    struct qctx_src *qs; /* the block, in the query's snapshot */
     struct rinfo *ri;
     uint32_t n_ri;
     struct sinfo *si;
@@ -650,10 +649,6 @@ struct src {
     struct smap m;
     /* index scans: bytes and entries per resource id */
     uint64_t *vb, *ve;
-    /* a block that failed verification */
-    int failed;
-    uint64_t skipped_rows;
-    struct qs_scan st;
 };
 
 struct query;
@@ -681,119 +676,20 @@ struct scan {
     uint64_t start, step;
 };
 
-struct warning {
-    struct warning *next;
-    char msg[256];
-};
-
 struct query {
+    struct qctx c; /* snapshot, sources, limits, first error, warnings, tally */
     struct logs_req rq;
-    struct cat_snap snap;
-    bool have_snap;
-    int stop; /* atomic: first error */
-    pthread_mutex_t lock;
-    char err[256];
-    uint64_t rows; /* atomic */
-    int64_t mem;   /* atomic, bytes held */
-    struct warning *warnings;
-    struct qs_scan st;
     arena *a; /* result arena */
 };
 
-static void q_fail(struct query *q, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void q_fail(struct query *q, int rc, const char *fmt, ...)
+/* The query's snapshot of the logs signal, with q->rq's limits. */
+static int query_open(struct query *q)
 {
-    pthread_mutex_lock(&q->lock);
-    if (q->stop == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(q->err, sizeof(q->err), fmt, ap);
-        va_end(ap);
-        __atomic_store_n(&q->stop, rc, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&q->lock);
-}
-
-static int q_stopped(struct query *q)
-{
-    return __atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
-}
-
-static void q_mem(struct query *q, int64_t delta)
-{
-    int64_t now = __atomic_add_fetch(&q->mem, delta, __ATOMIC_RELAXED);
-    if (delta > 0 && q->rq.max_memory > 0 && now > (int64_t)q->rq.max_memory) {
-        q_fail(q, -ENOMEM,
-               "the query needs more than %" PRIu64 " bytes of memory (--query-memory); "
-               "narrow the time range or the selector",
-               q->rq.max_memory);
-    }
-}
-
-/* Called every ROW_CHECK rows (and at the end of a source). */
-static int q_check(struct query *q, uint64_t rows)
-{
-    uint64_t total = __atomic_add_fetch(&q->rows, rows, __ATOMIC_RELAXED);
-    if (q->rq.max_rows > 0 && total > q->rq.max_rows) {
-        q_fail(q, -E2BIG,
-               "the query scanned more than %" PRIu64 " rows (--query-max-rows); narrow the "
-               "time range or the selector",
-               q->rq.max_rows);
-    }
-    if (q->rq.cancel != NULL && __atomic_load_n(q->rq.cancel, __ATOMIC_RELAXED)) {
-        q_fail(q, -ECANCELED, "the client closed the connection");
-    }
-    if (q->rq.deadline_ns > 0 && mono_ns() > q->rq.deadline_ns) {
-        q_fail(q, -ETIMEDOUT,
-               "request timed out (--query-timeout), decrease the duration of the request or "
-               "add more label matchers");
-    }
-    return q_stopped(q);
-}
-
-/* Called every CLOCK_CHECK rows and between the operators of a metric
- * query: the deadline, the cancel flag, and a regex on this thread that
- * hit its match limit (Go's RE2 has no such case: without this, a
- * pathological pattern would run the match limit out on every line until
- * the timeout, holding the worker). */
-static int q_tick(struct query *q)
-{
-    if (qlex_re_take_limit_hit()) {
-        q_fail(q, -E2BIG,
-               "a regular expression of the query needs too much backtracking (PCRE2 match "
-               "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
-               "(a|aa)+ or (a+)+");
-    }
-    if (q->rq.cancel != NULL && __atomic_load_n(q->rq.cancel, __ATOMIC_RELAXED)) {
-        q_fail(q, -ECANCELED, "the client closed the connection");
-    }
-    if (q->rq.deadline_ns > 0 && mono_ns() > q->rq.deadline_ns) {
-        q_fail(q, -ETIMEDOUT,
-               "request timed out (--query-timeout), decrease the duration of the request or "
-               "add more label matchers");
-    }
-    return q_stopped(q);
-}
-
-static void q_warn(struct query *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void q_warn(struct query *q, const char *fmt, ...)
-{
-    struct warning *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&q->lock);
-    struct warning **pp = &q->warnings;
-    while (*pp != NULL) {
-        pp = &(*pp)->next;
-    }
-    *pp = w;
-    pthread_mutex_unlock(&q->lock);
+    struct qctx_limits lim = {.max_rows = q->rq.max_rows,
+                              .max_memory = q->rq.max_memory,
+                              .deadline_ns = q->rq.deadline_ns,
+                              .cancel = q->rq.cancel};
+    return qctx_open(&q->c, SIG_LOGS, &lim, "rows");
 }
 
 /* ---- per-item row context --------------------------------------------------- */
@@ -830,7 +726,7 @@ struct rctx {
     const struct rinfo *ri;
     bool has_unwrap_val;
     double unwrap_val;
-    uint64_t rows, bytes;
+    uint64_t bytes;
     int err; /* -ENOMEM inside the row */
 };
 
@@ -1027,20 +923,6 @@ out:
     return rc;
 }
 
-static const struct res_view *src_resource(const struct src *s, uint32_t id)
-{
-    return s->b != NULL ? blk_resource(s->b, id) : oblock_resource(s->ob, id);
-}
-
-static uint32_t src_n_resources(const struct src *s)
-{
-    return s->b != NULL ? blk_n_resources(s->b) : oblock_n_resources(s->ob);
-}
-
-static uint32_t src_n_scopes(const struct src *s)
-{
-    return s->b != NULL ? blk_n_scopes(s->b) : oblock_n_scopes(s->ob);
-}
 
 /* Makes the per-resource cache of |s| and fills every entry (resources
  * are few: a dictionary per block). */
@@ -1049,7 +931,7 @@ static int src_rinfo_all(struct src *s, const struct logql_log *sel)
     if (s->ri != NULL) {
         return 0;
     }
-    uint32_t n = src_n_resources(s);
+    uint32_t n = qctx_n_resources(s->qs);
     s->ri = arena_alloc(s->a, (n + 1) * sizeof(*s->ri));
     if (s->ri == NULL) {
         return -ENOMEM;
@@ -1057,7 +939,7 @@ static int src_rinfo_all(struct src *s, const struct logql_log *sel)
     memset(s->ri, 0, (n + 1) * sizeof(*s->ri));
     s->n_ri = n;
     for (uint32_t i = 0; i < n; i++) {
-        const struct res_view *rv = src_resource(s, i);
+        const struct res_view *rv = qctx_resource(s->qs, i);
         if (rv == NULL) {
             continue;
         }
@@ -1073,7 +955,7 @@ static const struct sinfo *src_sinfo(struct rctx *c, const struct scope_view *sv
 {
     struct src *s = c->src;
     if (s->si == NULL) {
-        uint32_t n = src_n_scopes(s);
+        uint32_t n = qctx_n_scopes(s->qs);
         s->si = arena_alloc(s->a, (n + 1) * sizeof(*s->si));
         if (s->si == NULL) {
             return NULL;
@@ -2771,37 +2653,39 @@ static void scan_fini(struct scan *s)
 static int scan_plan(struct scan *s)
 {
     struct query *q = s->q;
-    struct cat_snap *sn = &q->snap;
     size_t cap = 0;
     size_t n_needles = 0;
     const struct logql_str *needles = logql_log_needles(s->log, &n_needles);
-    for (size_t i = 0; i < sn->n_blocks; i++) {
-        blk *b = sn->blocks[i];
-        q->st.blocks_considered++;
-        uint64_t mn, mx;
-        blk_time_range(b, &mn, &mx);
-        if (blk_rows(b) == 0 || mx < s->lo || mn >= s->hi) {
-            q->st.blocks_skipped_zone++;
+    for (size_t i = 0; i < q->c.n_src; i++) {
+        struct qctx_src *qs = &q->c.src[i];
+        q->c.st.blocks_considered++;
+        if (qs->rows == 0 || (qs->b != NULL && (qs->tmax < s->lo || qs->tmin >= s->hi))) {
+            q->c.st.blocks_skipped_zone++;
+            continue;
+        }
+        struct src *src;
+        if (qs->b == NULL) {
+            if (add_src(s, &cap, &src) < 0) {
+                return -ENOMEM;
+            }
+            src->qs = qs;
             continue;
         }
         bool skip = false;
         for (size_t k = 0; k < n_needles && !skip; k++) {
-            skip = !blk_may_have_token(b, needles[k].s, needles[k].n);
+            skip = !blk_may_have_token(qs->b, needles[k].s, needles[k].n);
         }
         for (size_t k = 0; k < s->log->n_matchers && !skip; k++) {
-            skip = !bloom_may_match(b, &s->log->matchers[k]);
+            skip = !bloom_may_match(qs->b, &s->log->matchers[k]);
         }
         if (skip) {
-            q->st.blocks_skipped_bloom++;
+            q->c.st.blocks_skipped_bloom++;
             continue;
         }
-        struct src *src;
         if (add_src(s, &cap, &src) < 0) {
             return -ENOMEM;
         }
-        src->b = b;
-        src->tmin = mn;
-        src->tmax = mx;
+        src->qs = qs;
         if (src_rinfo_all(src, s->log) < 0) {
             return -ENOMEM;
         }
@@ -2810,27 +2694,12 @@ static int scan_plan(struct scan *s)
             any = src->ri[r].done && src->ri[r].match;
         }
         if (!any) {
-            q->st.blocks_skipped_dict++;
+            q->c.st.blocks_skipped_dict++;
             src_fini(src);
             s->n_srcs--;
             continue;
         }
-        q_mem(q, (int64_t)arena_footprint(src->a));
-    }
-    for (size_t i = 0; i < sn->n_open; i++) {
-        q->st.blocks_considered++;
-        if (sn->open_rows[i] == 0) {
-            q->st.blocks_skipped_zone++;
-            continue;
-        }
-        struct src *src;
-        if (add_src(s, &cap, &src) < 0) {
-            return -ENOMEM;
-        }
-        src->ob = sn->open[i];
-        src->rows = sn->open_rows[i];
-        src->tmin = 0;
-        src->tmax = UINT64_MAX;
+        qctx_charge(&q->c, (uint64_t)arena_footprint(src->a));
     }
     return 0;
 }
@@ -2853,20 +2722,6 @@ static void rctx_fini(struct rctx *c)
     free(c->l.a);
     free(c->idx.slot);
     free(c->eidx.slot);
-}
-
-static void src_failed(struct scan *s, struct src *src, uint64_t skipped)
-{
-    struct query *q = s->q;
-    src->failed = -EBADMSG;
-    src->skipped_rows = skipped;
-    char path[300];
-    snprintf(path, sizeof(path), "%s", blk_path(src->b));
-    blk_quarantine(src->b);
-    catalog_forget(src->b);
-    src->st.blocks_failed++;
-    q_warn(q, "block %s failed verification and was quarantined: %" PRIu64 " rows skipped", path,
-           skipped);
 }
 
 /* Loads the row view and evaluates the row. true: it matched. */
@@ -2932,12 +2787,12 @@ static bool on_log_match(struct rctx *c, uint64_t row)
             c->err = -ENOMEM;
             return false;
         }
-        q_mem(s->q, (int64_t)((nc - src->cap_c) * sizeof(*a)));
+        qctx_charge(&s->q->c, (uint64_t)((nc - src->cap_c) * sizeof(*a)));
         src->c = a;
         src->cap_c = nc;
     }
     src->c[src->n_c++] = (struct cand){.ts = c->ts, .src = (uint32_t)(src - s->srcs), .row = row};
-    if (src->b != NULL) {
+    if (src->qs->b != NULL) {
         return src->n_c < s->limit; /* sorted block read in query direction */
     }
     if (src->n_c >= 2 * (size_t)s->limit) {
@@ -2948,47 +2803,39 @@ static bool on_log_match(struct rctx *c, uint64_t row)
 
 static bool on_metric_match(struct rctx *c, uint64_t row);
 
+/* Evaluates the rows of |src| in [s->lo, s->hi): every match goes to
+ * |on_match|. */
 static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
 {
     struct query *q = s->q;
+    struct qctx_src *qs = src->qs;
     struct rctx c;
     if (rctx_init(&c, s, src) < 0) {
-        q_fail(q, -ENOMEM, "out of memory");
+        qctx_fail(&q->c, -ENOMEM, "out of memory");
         return;
     }
     struct log_view v;
-    uint64_t since = 0;
-    src->st.blocks_scanned++;
+    struct qctx_scan it;
+    uint64_t i;
+    qctx_add(&q->c.st.blocks_scanned, 1);
     (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
-    if (src->b != NULL) {
-        blk *b = src->b;
-        int rc = blk_load(b, s->want);
+    if (qs->b != NULL) {
+        blk *b = qs->b;
+        int rc = qctx_load(&q->c, qs, s->want);
         const uint64_t *times = rc == 0 ? blk_col_time(b) : NULL;
         if (rc == -EBADMSG) {
-            src_failed(s, src, blk_rows(b));
             goto out;
         }
         if (rc < 0 || times == NULL) {
-            q_fail(q, -ENOMEM, "out of memory reading a block");
+            qctx_fail(&q->c, -ENOMEM, "out of memory reading a block");
             goto out;
         }
         uint64_t lo = blk_lower_bound(b, s->lo), hi = blk_lower_bound(b, s->hi);
-        bool bwd = s->range == NULL && !s->forward;
-        for (uint64_t k = 0; k < hi - lo; k++) {
-            uint64_t i = bwd ? hi - 1 - k : lo + k;
-            if (++since == ROW_CHECK) {
-                c.rows += since;
-                if (q_check(q, since)) {
-                    since = 0;
-                    break;
-                }
-                since = 0;
-            } else if (since % CLOCK_CHECK == 0 && q_tick(q)) {
-                break;
-            }
-            rc = blk_log(b, i, s->want, &v);
+        qctx_scan_begin(&it, &q->c, lo, hi, s->range == NULL && !s->forward, ROW_CHECK, true);
+        while (qctx_scan_next(&it, &i)) {
+            rc = qctx_read_log(qs, i, s->want, &v);
             if (rc == -EBADMSG) {
-                src_failed(s, src, hi - lo - k);
+                qctx_src_fail(&q->c, qs, qctx_scan_left(&it));
                 break;
             }
             if (rc < 0) {
@@ -2998,27 +2845,18 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
                 break;
             }
             if (c.err < 0 || c.l.oom || c.sb.oom) {
-                q_fail(q, -ENOMEM, "out of memory");
+                qctx_fail(&q->c, -ENOMEM, "out of memory");
                 break;
             }
         }
     } else {
         if (src_rinfo_all(src, s->log) < 0) {
-            q_fail(q, -ENOMEM, "out of memory");
+            qctx_fail(&q->c, -ENOMEM, "out of memory");
             goto out;
         }
-        for (uint64_t i = 0; i < src->rows; i++) {
-            if (++since == ROW_CHECK) {
-                c.rows += since;
-                if (q_check(q, since)) {
-                    since = 0;
-                    break;
-                }
-                since = 0;
-            } else if (since % CLOCK_CHECK == 0 && q_tick(q)) {
-                break;
-            }
-            if (oblock_log(src->ob, i, &v) < 0) {
+        qctx_scan_begin(&it, &q->c, 0, qs->rows, false, ROW_CHECK, true);
+        while (qctx_scan_next(&it, &i)) {
+            if (qctx_read_log(qs, i, 0, &v) < 0) {
                 continue;
             }
             uint64_t ts = v.time_ns != 0 ? v.time_ns : v.observed_ns;
@@ -3029,7 +2867,7 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
                 break;
             }
             if (c.err < 0 || c.l.oom || c.sb.oom) {
-                q_fail(q, -ENOMEM, "out of memory");
+                qctx_fail(&q->c, -ENOMEM, "out of memory");
                 break;
             }
         }
@@ -3037,19 +2875,16 @@ static void scan_src_run(struct scan *s, struct src *src, row_fn on_match)
             src_trim(s, src);
         }
     }
-    c.rows += since;
-    q_check(q, since);
-    q_tick(q);
+    qctx_scan_end(&it);
 out:
-    src->st.rows_scanned += c.rows;
-    src->st.bytes_read += c.bytes;
+    qctx_add(&q->c.st.bytes_read, c.bytes);
     rctx_fini(&c);
 }
 
 static void scan_item_log(void *arg, size_t i)
 {
     struct scan *s = arg;
-    if (q_stopped(s->q)) {
+    if (qctx_err(&s->q->c)) {
         return;
     }
     scan_src_run(s, &s->srcs[i], on_log_match);
@@ -3058,22 +2893,10 @@ static void scan_item_log(void *arg, size_t i)
 static void scan_item_metric(void *arg, size_t i)
 {
     struct scan *s = arg;
-    if (q_stopped(s->q)) {
+    if (qctx_err(&s->q->c)) {
         return;
     }
     scan_src_run(s, &s->srcs[i], on_metric_match);
-}
-
-static void scan_tally(struct scan *s)
-{
-    for (size_t i = 0; i < s->n_srcs; i++) {
-        struct qs_scan *t = &s->srcs[i].st;
-        s->q->st.blocks_scanned += t->blocks_scanned;
-        s->q->st.rows_scanned += t->rows_scanned;
-        s->q->st.bytes_read += t->bytes_read;
-        s->q->st.blocks_failed += t->blocks_failed;
-        memset(t, 0, sizeof(*t));
-    }
 }
 
 /* ---- what a scan must read ---------------------------------------------------------- */
@@ -3337,14 +3160,14 @@ static int src_order_cmp(const void *a, const void *b, void *arg)
 {
     struct scan *s = arg;
     const struct src *x = &s->srcs[*(const size_t *)a], *y = &s->srcs[*(const size_t *)b];
-    bool xo = x->b == NULL, yo = y->b == NULL;
+    bool xo = x->qs->b == NULL, yo = y->qs->b == NULL;
     if (xo != yo) {
         return xo ? -1 : 1; /* open blocks first: they hold the newest rows */
     }
     if (s->forward) {
-        return x->tmin < y->tmin ? -1 : x->tmin > y->tmin;
+        return x->qs->tmin < y->qs->tmin ? -1 : x->qs->tmin > y->qs->tmin;
     }
-    return x->tmax > y->tmax ? -1 : x->tmax < y->tmax;
+    return x->qs->tmax > y->qs->tmax ? -1 : x->qs->tmax < y->qs->tmax;
 }
 
 /* Materializes candidate |cd| into entry |e| (pass 2). */
@@ -3354,8 +3177,7 @@ static int materialize(struct logs_result *res, struct rctx *c, const struct can
     struct scan *s = c->s;
     struct src *src = c->src;
     struct log_view v;
-    int rc =
-        src->b != NULL ? blk_log(src->b, cd->row, s->want, &v) : oblock_log(src->ob, cd->row, &v);
+    int rc = qctx_read_log(src->qs, cd->row, s->want, &v);
     if (rc < 0) {
         return rc;
     }
@@ -3449,7 +3271,7 @@ static int run_log_query(struct logs_result *res)
     }
     int rc = scan_plan(s);
     if (rc < 0) {
-        q_fail(q, rc, "out of memory");
+        qctx_fail(&q->c, rc, "out of memory");
         return rc;
     }
     size_t *order = malloc((s->n_srcs + 1) * sizeof(size_t));
@@ -3457,7 +3279,7 @@ static int run_log_query(struct logs_result *res)
     if (order == NULL || best == NULL) {
         free(order);
         free(best);
-        q_fail(q, -ENOMEM, "out of memory");
+        qctx_fail(&q->c, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
     for (size_t i = 0; i < s->n_srcs; i++) {
@@ -3468,12 +3290,12 @@ static int run_log_query(struct logs_result *res)
     size_t batch = (size_t)(qpool_workers() > 0 ? qpool_workers() : 1) * 2;
     size_t done = 0;
     int (*cmp)(const void *, const void *) = s->forward ? cand_cmp_fwd : cand_cmp_bwd;
-    while (done < s->n_srcs && !q_stopped(q)) {
+    while (done < s->n_srcs && !qctx_err(&q->c)) {
         if (n_best >= s->limit) {
             const struct src *nx = &s->srcs[order[done]];
             uint64_t worst = best[s->limit - 1].ts;
-            if (nx->b != NULL &&
-                ((s->forward && nx->tmin > worst) || (!s->forward && nx->tmax < worst))) {
+            if (nx->qs->b != NULL && ((s->forward && nx->qs->tmin > worst) ||
+                                      (!s->forward && nx->qs->tmax < worst))) {
                 break; /* no later block can beat what we have */
             }
         }
@@ -3497,10 +3319,9 @@ static int run_log_query(struct logs_result *res)
         done += nb;
     }
     free(order);
-    scan_tally(s);
-    if (q_stopped(q)) {
+    if (qctx_err(&q->c)) {
         free(best);
-        return q_stopped(q);
+        return qctx_err(&q->c);
     }
     /* interval: drop entries closer than interval to the last one kept */
     if (q->rq.interval_ns > 0 && n_best > 0) {
@@ -3519,13 +3340,13 @@ static int run_log_query(struct logs_result *res)
     res->e = calloc(n_best + 1, sizeof(struct entry));
     if (res->e == NULL) {
         free(best);
-        q_fail(q, -ENOMEM, "out of memory");
+        qctx_fail(&q->c, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
     size_t *idx = malloc((n_best + 1) * sizeof(size_t));
     if (idx == NULL) {
         free(best);
-        q_fail(q, -ENOMEM, "out of memory");
+        qctx_fail(&q->c, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
     for (size_t i = 0; i < n_best; i++) {
@@ -3558,8 +3379,8 @@ static int run_log_query(struct logs_result *res)
         } else if (rc == -EAGAIN) {
             rc = 0;
         }
-        if (rc == 0 && q_tick(q) != 0) {
-            rc = q_stopped(q); /* one entry can take long: a line of many keys */
+        if (rc == 0 && qctx_tick(&q->c) != 0) {
+            rc = qctx_err(&q->c); /* one entry can take long: a line of many keys */
         }
     }
     if (have_ctx) {
@@ -3570,16 +3391,16 @@ static int run_log_query(struct logs_result *res)
     free(best);
     if (rc == -EBADMSG) {
         /* a table went bad between the passes: report and serve the rest */
-        q_warn(q, "a block failed verification while rendering; some entries are missing");
+        qctx_warn(&q->c, "a block failed verification while rendering; some entries are missing");
         rc = 0;
     }
     if (rc < 0) {
-        q_fail(q, rc, "out of memory");
+        qctx_fail(&q->c, rc, "out of memory");
         return rc;
     }
-    q_mem(q, (int64_t)arena_footprint(q->a));
+    qctx_charge(&q->c, (uint64_t)arena_footprint(q->a));
     qsort(res->e, res->n_e, sizeof(struct entry), s->forward ? entry_cmp_fwd : entry_cmp_bwd);
-    return q_stopped(q);
+    return qctx_err(&q->c);
 }
 
 /* ---- metric queries: series ------------------------------------------------------------ */
@@ -3669,7 +3490,7 @@ static bool samp_add(struct query *q, struct series *se, const struct qsamp *x, 
         if (a == NULL) {
             return false;
         }
-        q_mem(q, (int64_t)((nc - se->cap_s) * sizeof(*a)));
+        qctx_charge(&q->c, (uint64_t)((nc - se->cap_s) * sizeof(*a)));
         se->samp = a;
         se->cap_s = nc;
     }
@@ -3770,7 +3591,7 @@ static struct series *series_new(struct query *q, arena *a, const struct lbl *l,
         }
     }
     s->nl = nl;
-    q_mem(q, (int64_t)(sizeof(*s) + kn + K * (sizeof(double) + sizeof(uint32_t)) +
+    qctx_charge(&q->c, (uint64_t)(sizeof(*s) + kn + K * (sizeof(double) + sizeof(uint32_t)) +
                        (aux ? 2 * K * sizeof(double) : 0)));
     return s;
 }
@@ -3821,7 +3642,7 @@ static bool on_metric_match(struct rctx *c, uint64_t row)
     if (err != NULL) {
         c->sb.n = 0;
         sb_labels_key(&c->sb, c->l.a, c->l.n);
-        q_fail(q, -EINVAL,
+        qctx_fail(&q->c, -EINVAL,
                "pipeline error: '%.*s' for series: '%.*s'. Use a label filter to intentionally "
                "skip this error. (e.g | __error__!=\"%.*s\"). To skip all potential errors you "
                "can match empty errors.(e.g __error__=\"\")",
@@ -4132,7 +3953,7 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
 {
     struct query *q = ev->q;
     if (e->range_op == LOGQL_RANGE_RATE_COUNTER) {
-        q_fail(q, -EINVAL, "rate_counter is not supported yet");
+        qctx_fail(&q->c, -EINVAL, "rate_counter is not supported yet");
         return -EINVAL;
     }
     struct scan s;
@@ -4169,15 +3990,14 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
     s.hi = hi < 0 ? 0 : (uint64_t)hi;
     int rc = s.hi > s.lo ? scan_plan(&s) : 0;
     if (rc < 0) {
-        q_fail(q, rc, "out of memory");
+        qctx_fail(&q->c, rc, "out of memory");
         scan_fini(&s);
         return rc;
     }
     qpool_parallel(s.n_srcs, scan_item_metric, &s);
-    scan_tally(&s);
-    if (q_stopped(q)) {
+    if (qctx_err(&q->c)) {
         scan_fini(&s);
-        return q_stopped(q);
+        return qctx_err(&q->c);
     }
     /* merge the per-source maps into series owned by the query arena */
     struct smap all_m = {0};
@@ -4210,7 +4030,7 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
             out->s[i]->samp = NULL;
         }
         scan_fini(&s);
-        q_fail(q, rc, "out of memory");
+        qctx_fail(&q->c, rc, "out of memory");
         return rc;
     }
     for (size_t i = 0; i < out->n; i++) {
@@ -4686,7 +4506,7 @@ static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *o
     int rc = eval_expr(ev, x, &acc);
     for (i = 0; i < n && rc == 0; i++) {
         struct mat R = {0}, o = {0};
-        rc = q_tick(ev->q); /* one operator can be 500 series x 11,000 points */
+        rc = qctx_tick(&ev->q->c); /* one operator can be 500 series x 11,000 points */
         if (rc == 0) {
             rc = eval_expr(ev, spine[i]->rhs, &R);
         }
@@ -4708,8 +4528,8 @@ static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *o
 
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out)
 {
-    if (q_stopped(ev->q)) {
-        return q_stopped(ev->q);
+    if (qctx_err(&ev->q->c)) {
+        return qctx_err(&ev->q->c);
     }
     switch (e->kind) {
     case LOGQL_EXPR_RANGE:
@@ -4773,7 +4593,7 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
             rc = mat_add(out, o);
         }
         mat_free(&in);
-        return rc < 0 ? rc : q_tick(ev->q); /* the regex's match limit */
+        return rc < 0 ? rc : qctx_tick(&ev->q->c); /* the regex's match limit */
     }
     case LOGQL_EXPR_LOG:
         break;
@@ -4831,7 +4651,7 @@ static int run_metric_query(struct logs_result *res)
         ev.start = q->rq.start_ns;
         ev.K = (size_t)((q->rq.end_ns - q->rq.start_ns) / ev.step) + 1;
         if (ev.K > LOGS_MAX_POINTS) {
-            q_fail(q, -E2BIG,
+            qctx_fail(&q->c, -E2BIG,
                    "exceeded maximum resolution of 11,000 points per time series. Try increasing "
                    "the value of the step parameter");
             return -E2BIG;
@@ -4843,12 +4663,12 @@ static int run_metric_query(struct logs_result *res)
     struct mat m = {0};
     int rc = eval_expr(&ev, q->rq.expr, &m);
     sb_fini(&ev.sb);
-    if (rc < 0 || q_stopped(q)) {
+    if (rc < 0 || qctx_err(&q->c)) {
         mat_free(&m);
-        if (q_stopped(q) == 0) {
-            q_fail(q, rc, rc == -ENOMEM ? "out of memory" : "query failed");
+        if (qctx_err(&q->c) == 0) {
+            qctx_fail(&q->c, rc, rc == -ENOMEM ? "out of memory" : "query failed");
         }
-        return q_stopped(q);
+        return qctx_err(&q->c);
     }
     /* drop series without any point; sort by label string */
     size_t w = 0;
@@ -4864,7 +4684,7 @@ static int run_metric_query(struct logs_result *res)
     m.n = w;
     if (m.n > LOGS_MAX_SERIES) {
         mat_free(&m);
-        q_fail(q, -E2BIG,
+        qctx_fail(&q->c, -E2BIG,
                "maximum number of series (%d) reached for a single query; consider reducing "
                "query cardinality by adding more filters",
                LOGS_MAX_SERIES);
@@ -4927,7 +4747,7 @@ static int series_key_cmp(const void *a, const void *b)
 static void w_stats(struct jsonw *w, const struct logs_result *r)
 {
     double secs = (double)r->exec_ns / 1e9;
-    uint64_t bytes = r->q.st.bytes_read, lines = r->q.st.rows_scanned;
+    uint64_t bytes = r->q.c.st.bytes_read, lines = r->q.c.st.rows_scanned;
     jsonw_key(w, "stats");
     jsonw_obj_begin(w);
     jsonw_key(w, "summary");
@@ -4948,27 +4768,27 @@ static void w_stats(struct jsonw *w, const struct logs_result *r)
     jsonw_key(w, "miradb");
     jsonw_obj_begin(w);
     jsonw_key(w, "blocksConsidered");
-    jsonw_uint(w, r->q.st.blocks_considered);
+    jsonw_uint(w, r->q.c.st.blocks_considered);
     jsonw_key(w, "blocksSkippedZone");
-    jsonw_uint(w, r->q.st.blocks_skipped_zone);
+    jsonw_uint(w, r->q.c.st.blocks_skipped_zone);
     jsonw_key(w, "blocksSkippedBloom");
-    jsonw_uint(w, r->q.st.blocks_skipped_bloom);
+    jsonw_uint(w, r->q.c.st.blocks_skipped_bloom);
     jsonw_key(w, "blocksSkippedDict");
-    jsonw_uint(w, r->q.st.blocks_skipped_dict);
+    jsonw_uint(w, r->q.c.st.blocks_skipped_dict);
     jsonw_key(w, "blocksScanned");
-    jsonw_uint(w, r->q.st.blocks_scanned);
+    jsonw_uint(w, r->q.c.st.blocks_scanned);
     jsonw_obj_end(w);
     jsonw_obj_end(w);
 }
 
 static void w_warnings(struct jsonw *w, const struct logs_result *r)
 {
-    if (r->q.warnings == NULL) {
+    if (r->q.c.warnings == NULL) {
         return;
     }
     jsonw_key(w, "warnings");
     jsonw_arr_begin(w);
-    for (const struct warning *x = r->q.warnings; x != NULL; x = x->next) {
+    for (const struct qctx_warning *x = r->q.c.warnings; x != NULL; x = x->next) {
         jsonw_cstr(w, x->msg);
     }
     jsonw_arr_end(w);
@@ -5118,8 +4938,7 @@ static bool render_item(struct logs_result *r, struct jsonw *w)
         const struct entry *e = &r->e[(*i)++];
         const struct src *src = &r->scan.srcs[e->src];
         struct log_view v;
-        int rc =
-            src->b != NULL ? blk_log(src->b, e->row, BLK_ALL, &v) : oblock_log(src->ob, e->row, &v);
+        int rc = qctx_read_log(src->qs, e->row, BLK_ALL, &v);
         if (rc == 0) {
             w_record(w, &v, e->ts);
         }
@@ -5402,17 +5221,8 @@ static void result_free(struct logs_result *r)
     scan_fini(&r->scan);
     free(r->e);
     free(r->ser);
-    struct warning *w = r->q.warnings;
-    while (w != NULL) {
-        struct warning *n = w->next;
-        free(w);
-        w = n;
-    }
-    if (r->q.have_snap) {
-        catalog_snap_release(&r->q.snap);
-    }
+    qctx_close(&r->q.c);
     arena_free(r->q.a);
-    pthread_mutex_destroy(&r->q.lock);
     free(r);
 }
 
@@ -5423,7 +5233,7 @@ void logs_result_free(struct logs_result *r)
 
 const struct qs_scan *logs_result_scan(const struct logs_result *r)
 {
-    return &r->q.st;
+    return &r->q.c.st;
 }
 
 static int exec_common(const struct logs_req *rq, bool native, struct logs_result **out, char *err,
@@ -5441,16 +5251,14 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    pthread_mutex_init(&r->q.lock, NULL);
     r->q.rq = *rq;
     r->native = native;
     r->q.a = arena_new(64 << 10);
-    if (r->q.a == NULL || catalog_snapshot(SIG_LOGS, &r->q.snap) < 0) {
+    if (r->q.a == NULL || query_open(&r->q) < 0) {
         result_free(r);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    r->q.have_snap = true;
     if (rq->expr->kind == LOGQL_EXPR_LOG) {
         r->kind = RK_STREAMS;
         if (r->q.rq.limit == 0) {
@@ -5461,12 +5269,13 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
         rc = run_metric_query(r);
     }
     r->exec_ns = mono_ns() - t0;
-    qstats_scan_add(&r->q.st);
+    qstats_scan_add(&r->q.c.st);
     if (rc == 0) {
-        rc = q_stopped(&r->q);
+        rc = qctx_err(&r->q.c);
     }
     if (rc < 0) {
-        snprintf(err, errlen, "%s", r->q.err[0] ? r->q.err : strerror(-rc));
+        const char *m = qctx_message(&r->q.c);
+        snprintf(err, errlen, "%s", m[0] ? m : strerror(-rc));
         result_free(r);
         return rc;
     }
@@ -5537,28 +5346,18 @@ static void strset_free(struct strset *ss)
 static int each_stream(const struct logql_log *const *sels, size_t n_sels, uint64_t start,
                        uint64_t end, int (*fn)(void *arg, const struct rinfo *ri), void *arg)
 {
-    struct cat_snap sn;
-    if (catalog_snapshot(SIG_LOGS, &sn) < 0) {
+    struct qctx qc;
+    if (qctx_open(&qc, SIG_LOGS, NULL, "rows") < 0) {
         return -ENOMEM;
     }
     struct strset seen = {0};
     int rc = 0;
-    size_t total = sn.n_blocks + sn.n_open;
-    for (size_t i = 0; i < total && rc == 0; i++) {
-        struct src src = {0};
-        if (i < sn.n_blocks) {
-            uint64_t mn, mx;
-            blk_time_range(sn.blocks[i], &mn, &mx);
-            if (blk_rows(sn.blocks[i]) == 0 || mx < start || mn > end) {
-                continue;
-            }
-            src.b = sn.blocks[i];
-        } else {
-            if (sn.open_rows[i - sn.n_blocks] == 0) {
-                continue;
-            }
-            src.ob = sn.open[i - sn.n_blocks];
+    for (size_t i = 0; i < qc.n_src && rc == 0; i++) {
+        struct qctx_src *qs = &qc.src[i];
+        if (qs->rows == 0 || (qs->b != NULL && (qs->tmax < start || qs->tmin > end))) {
+            continue;
         }
+        struct src src = {.qs = qs};
         src.a = arena_new(16 << 10);
         if (src.a == NULL) {
             rc = -ENOMEM;
@@ -5568,15 +5367,14 @@ static int each_stream(const struct logql_log *const *sels, size_t n_sels, uint6
         /* an open block has no zone map: find the resources with a row in
          * the window (the sealed ones are judged by their time range) */
         bool *live = NULL;
-        if (rc == 0 && src.ob != NULL) {
+        if (rc == 0 && qs->b == NULL) {
             live = calloc(src.n_ri + 1, sizeof(bool));
             if (live == NULL) {
                 rc = -ENOMEM;
             }
-            uint64_t rows = sn.open_rows[i - sn.n_blocks];
-            for (uint64_t k = 0; k < rows && rc == 0; k++) {
+            for (uint64_t k = 0; k < qs->rows && rc == 0; k++) {
                 struct log_view v;
-                if (oblock_log(src.ob, k, &v) < 0 || v.resource == NULL ||
+                if (qctx_read_log(qs, k, 0, &v) < 0 || v.resource == NULL ||
                     v.resource->id >= src.n_ri) {
                     continue;
                 }
@@ -5608,7 +5406,7 @@ static int each_stream(const struct logql_log *const *sels, size_t n_sels, uint6
         arena_free(src.a);
     }
     strset_free(&seen);
-    catalog_snap_release(&sn);
+    qctx_close(&qc);
     return rc;
 }
 
@@ -5770,7 +5568,7 @@ static bool on_index_match(struct rctx *c, uint64_t row)
 static void scan_item_index(void *arg, size_t i)
 {
     struct scan *s = arg;
-    if (q_stopped(s->q)) {
+    if (qctx_err(&s->q->c)) {
         return;
     }
     scan_src_run(s, &s->srcs[i], on_index_match);
@@ -5808,15 +5606,13 @@ int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    pthread_mutex_init(&r->q.lock, NULL);
     r->q.rq = *rq;
     r->q.a = arena_new(16 << 10);
-    if (r->q.a == NULL || catalog_snapshot(SIG_LOGS, &r->q.snap) < 0) {
+    if (r->q.a == NULL || query_open(&r->q) < 0) {
         result_free(r);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    r->q.have_snap = true;
     struct scan *s = &r->scan;
     s->q = &r->q;
     s->log = &rq->expr->log;
@@ -5827,12 +5623,12 @@ int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
     rc = scan_plan(s);
     if (rc == 0) {
         qpool_parallel(s->n_srcs, scan_item_index, s);
-        scan_tally(s);
-        rc = q_stopped(&r->q);
+            rc = qctx_err(&r->q.c);
     }
-    qstats_scan_add(&r->q.st);
+    qstats_scan_add(&r->q.c.st);
     if (rc < 0) {
-        snprintf(err, errlen, "%s", r->q.err[0] ? r->q.err : "out of memory");
+        const char *m = qctx_message(&r->q.c);
+        snprintf(err, errlen, "%s", m[0] ? m : "out of memory");
         result_free(r);
         return rc;
     }
