@@ -222,6 +222,8 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
     int rc = blk_load(s->b, want);
     if (rc == -EBADMSG) {
         qctx_src_fail(q, s, s->rows);
+    } else if (rc < 0) {
+        qctx_fail(q, -ENOMEM, "out of memory reading a block");
     }
     return rc;
 }

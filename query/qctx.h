@@ -166,7 +166,8 @@ void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped);
 
 /* Loads the tables |want| of a sealed source (open: nothing to do): 0;
  * -EBADMSG when they fail verification or |s| failed already (then it is
- * quarantined); or blk_load's other errors. */
+ * quarantined and the query goes on); or blk_load's other errors (-ENOMEM,
+ * which is the query's error then). */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
 
 /* Counter bump from a scan item. */

@@ -2,14 +2,15 @@
  * traces.c - TraceQL execution and trace lookup (see traces.h for the
  * plan); the OTLP encoders are in traces_otlp.c.
  *
- * A query holds one catalog snapshot for its whole life: sealed blocks
- * (referenced) and open blocks with the row count visible when it was
- * taken, so span views (which point into the blocks) stay valid until
- * the query ends. Scans fan out one source (block) per qpool_parallel
- * item; each item writes only its own slot, merged once afterwards, so
- * no lock is taken per row. Limits are checked every SCAN_STRIDE rows;
- * the clock (deadline, cancel) and a regex that hit its match limit every
- * CLOCK_STRIDE rows where rows run the query's filters, and per trace.
+ * A query runs on a query context (query/qctx.h): one catalog snapshot
+ * for its whole life, sealed blocks (referenced) and open blocks with the
+ * row count visible when it was taken, so span views (which point into
+ * the blocks) stay valid until the query ends. Scans fan out one source
+ * (block) per qpool_parallel item; each item writes only its own slot,
+ * merged once afterwards, so no lock is taken per row. Limits are checked
+ * every SCAN_STRIDE rows; the clock (deadline, cancel) and a regex that
+ * hit its match limit every CLOCK_STRIDE rows where rows run the query's
+ * filters, and per trace.
  */
 #include "query/traces.h"
 
@@ -25,6 +26,7 @@
 
 #include "query/jsonw.h"
 #include "query/pool.h"
+#include "query/qctx.h"
 #include "query/traces_int.h"
 #include "storage/arena.h"
 #include "storage/catalog.h"
@@ -37,196 +39,22 @@
 
 /* ---- query context ---- */
 
-struct tsrc {
-    blk *b;           /* sealed, or NULL */
-    const oblock *ob; /* open */
-    uint64_t rows;
-    int failed; /* atomic: quarantined during this query */
-};
-
-struct tq {
-    struct cat_snap snap;
-    struct tsrc *src;
-    size_t n_src;
-    struct traces_limits lim;
-    uint64_t rows;       /* atomic */
-    uint64_t mem;        /* atomic */
-    int err;             /* atomic: first error */
-    bool re_limit;       /* atomic: the -E2BIG was a regex's match limit */
-    struct qs_scan scan; /* atomics */
-    pthread_mutex_t wlock;
-    char warn[512];
-};
-
-static uint64_t now_ns(void)
+/* The query's snapshot of the traces signal (query/qctx.h). */
+static int tq_open(struct qctx *q, const struct traces_limits *lim)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void add(uint64_t *p, uint64_t v)
-{
-    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-
-static void tq_set_err(struct tq *q, int rc)
-{
-    int zero = 0;
-    __atomic_compare_exchange_n(&q->err, &zero, rc, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-
-static int tq_err(struct tq *q)
-{
-    return __atomic_load_n(&q->err, __ATOMIC_RELAXED);
-}
-
-/* Deadline and cancel; returns the query's error (0 while it may go on). */
-static int tq_check(struct tq *q)
-{
-    int rc = tq_err(q);
-    if (rc != 0) {
-        return rc;
-    }
-    if (q->lim.cancel != NULL && __atomic_load_n(q->lim.cancel, __ATOMIC_RELAXED) != 0) {
-        tq_set_err(q, -ECANCELED);
-    } else if (q->lim.deadline_ns != 0 && now_ns() > q->lim.deadline_ns) {
-        tq_set_err(q, -ETIMEDOUT);
-    }
-    return tq_err(q);
-}
-
-/* tq_check, and whether a regex hit its match limit on this thread since
- * the last call: the query ends with -E2BIG rather than running that
- * limit out span after span until the timeout. */
-static int tq_tick(struct tq *q)
-{
-    if (qlex_re_take_limit_hit()) {
-        __atomic_store_n(&q->re_limit, true, __ATOMIC_RELAXED);
-        tq_set_err(q, -E2BIG);
-    }
-    return tq_check(q);
-}
-
-static int tq_add_rows(struct tq *q, uint64_t n)
-{
-    add(&q->scan.rows_scanned, n);
-    uint64_t t = __atomic_add_fetch(&q->rows, n, __ATOMIC_RELAXED);
-    if (q->lim.max_rows != 0 && t > q->lim.max_rows) {
-        tq_set_err(q, -E2BIG);
-    }
-    return tq_check(q);
-}
-
-/* Charges |n| bytes of query state; -ENOMEM over the limit. */
-static int tq_charge(struct tq *q, uint64_t n)
-{
-    uint64_t t = __atomic_add_fetch(&q->mem, n, __ATOMIC_RELAXED);
-    if (q->lim.max_memory != 0 && t > q->lim.max_memory) {
-        tq_set_err(q, -ENOMEM);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static void tq_uncharge(struct tq *q, uint64_t n)
-{
-    __atomic_fetch_sub(&q->mem, n, __ATOMIC_RELAXED);
-}
-
-static int tq_open(struct tq *q, const struct traces_limits *lim)
-{
-    memset(q, 0, sizeof(*q));
+    struct qctx_limits l = {0};
     if (lim != NULL) {
-        q->lim = *lim;
+        l = (struct qctx_limits){.max_rows = lim->max_rows,
+                                 .max_memory = lim->max_memory,
+                                 .deadline_ns = lim->deadline_ns,
+                                 .cancel = lim->cancel};
     }
-    pthread_mutex_init(&q->wlock, NULL);
-    int rc = catalog_snapshot(SIG_TRACES, &q->snap);
+    int rc = qctx_open(q, SIG_TRACES, &l, "spans");
     if (rc < 0) {
-        pthread_mutex_destroy(&q->wlock);
         return rc;
     }
-    q->n_src = q->snap.n_blocks + q->snap.n_open;
-    q->src = calloc(q->n_src + 1, sizeof(*q->src));
-    if (q->src == NULL) {
-        catalog_snap_release(&q->snap);
-        pthread_mutex_destroy(&q->wlock);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < q->snap.n_blocks; i++) {
-        q->src[i].b = q->snap.blocks[i];
-        q->src[i].rows = blk_rows(q->snap.blocks[i]);
-    }
-    for (size_t i = 0; i < q->snap.n_open; i++) {
-        q->src[q->snap.n_blocks + i].ob = q->snap.open[i];
-        q->src[q->snap.n_blocks + i].rows = q->snap.open_rows[i];
-    }
-    q->scan.blocks_considered = q->n_src;
+    q->st.blocks_considered = q->n_src;
     return 0;
-}
-
-static void tq_close(struct tq *q)
-{
-    free(q->src);
-    q->src = NULL;
-    catalog_snap_release(&q->snap);
-    pthread_mutex_destroy(&q->wlock);
-}
-
-/* A sealed block failed verification: quarantine it once, keep going. */
-static void tq_fail(struct tq *q, size_t si)
-{
-    struct tsrc *s = &q->src[si];
-    if (__atomic_exchange_n(&s->failed, 1, __ATOMIC_RELAXED) != 0) {
-        return;
-    }
-    blk_quarantine(s->b);
-    catalog_forget(s->b);
-    add(&q->scan.blocks_failed, 1);
-    pthread_mutex_lock(&q->wlock);
-    size_t n = strlen(q->warn);
-    if (n + 1 < sizeof(q->warn)) {
-        snprintf(q->warn + n, sizeof(q->warn) - n,
-                 "%sblock %s failed verification and was quarantined: %" PRIu64 " spans skipped",
-                 n > 0 ? "; " : "", blk_path(s->b), s->rows);
-    }
-    pthread_mutex_unlock(&q->wlock);
-}
-
-/* Loads |want| of a sealed source: 0, or -EBADMSG (then it is failed). */
-static int tq_load(struct tq *q, size_t si, unsigned want)
-{
-    struct tsrc *s = &q->src[si];
-    if (s->b == NULL) {
-        return 0;
-    }
-    if (__atomic_load_n(&s->failed, __ATOMIC_RELAXED)) {
-        return -EBADMSG;
-    }
-    if (blk_load(s->b, want) < 0) {
-        tq_fail(q, si);
-        return -EBADMSG;
-    }
-    return 0;
-}
-
-/* Reads one span; the tables of |want| must have been loaded. */
-static int tq_span(struct tq *q, size_t si, uint64_t row, unsigned want, struct span_view *v)
-{
-    struct tsrc *s = &q->src[si];
-    if (s->b != NULL) {
-        int rc = blk_span(s->b, row, want | BLK_ROOT, v);
-        if (rc == -EBADMSG) {
-            tq_fail(q, si);
-        }
-        return rc;
-    }
-    return oblock_span(s->ob, row, v);
-}
-
-static void tq_publish_scan(struct tq *q)
-{
-    qstats_scan_add(&q->scan);
 }
 
 static void set_err(char *err, size_t errlen, int rc)
@@ -251,9 +79,9 @@ static void set_err(char *err, size_t errlen, int rc)
 }
 
 /* set_err for the query's error, with the regex case told apart. */
-static void tq_err_msg(struct tq *q, char *err, size_t errlen, int rc)
+static void tq_err_msg(struct qctx *q, char *err, size_t errlen, int rc)
 {
-    if (rc == -E2BIG && __atomic_load_n(&q->re_limit, __ATOMIC_RELAXED)) {
+    if (rc == -E2BIG && qctx_cause(q) == QCTX_REGEX) {
         snprintf(err, errlen,
                  "a regular expression of the query needs too much backtracking (PCRE2 match "
                  "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
@@ -318,7 +146,8 @@ struct sgroup {
 };
 
 struct traces_trace {
-    struct tq q;
+    struct qctx q;
+    char warn[512]; /* q's warnings, joined (traces_trace_warning) */
     uint8_t id[16];
     struct tref *refs;
     size_t n;
@@ -334,16 +163,16 @@ struct traces_trace {
     struct jsonw w;
 };
 
-static int hits_push(struct tq *q, struct hits *h, const struct tref *r)
+static int hits_push(struct qctx *q, struct hits *h, const struct tref *r)
 {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        if (tq_charge(q, (cap - h->cap) * sizeof(*h->v)) < 0) {
+        if (qctx_charge(q, (cap - h->cap) * sizeof(*h->v)) < 0) {
             return -ENOMEM;
         }
         struct tref *v = realloc(h->v, cap * sizeof(*v));
         if (v == NULL) {
-            tq_set_err(q, -ENOMEM);
+            qctx_fail(q, -ENOMEM, "out of memory");
             return -ENOMEM;
         }
         h->v = v;
@@ -354,7 +183,7 @@ static int hits_push(struct tq *q, struct hits *h, const struct tref *r)
 }
 
 struct find_ctx {
-    struct tq *q;
+    struct qctx *q;
     const uint8_t *id;
     size_t *cand;      /* source indexes to scan */
     struct hits *hits; /* per candidate */
@@ -363,18 +192,20 @@ struct find_ctx {
 static void find_item(void *arg, size_t i)
 {
     struct find_ctx *f = arg;
-    struct tq *q = f->q;
+    struct qctx *q = f->q;
     size_t si = f->cand[i];
-    struct tsrc *s = &q->src[si];
+    struct qctx_src *s = &q->src[si];
     struct hits *h = &f->hits[i];
-    if (tq_check(q) != 0 || tq_load(q, si, BLK_ROOT) < 0) {
+    if (qctx_check(q) != 0 || qctx_load(q, s, BLK_ROOT) < 0) {
         return;
     }
-    add(&q->scan.blocks_scanned, 1);
-    uint64_t done = 0;
-    for (uint64_t r = 0; r < s->rows; r++) {
+    qctx_add(&q->st.blocks_scanned, 1);
+    struct qctx_scan it;
+    uint64_t r;
+    qctx_scan_begin(&it, q, 0, s->rows, false, SCAN_STRIDE, false);
+    while (qctx_scan_next(&it, &r)) {
         struct span_view v;
-        if (tq_span(q, si, r, BLK_ROOT, &v) < 0) {
+        if (qctx_span(q, s, r, BLK_ROOT, &v) < 0) {
             h->n = 0;
             return;
         }
@@ -386,17 +217,13 @@ static void find_item(void *arg, size_t i)
                 return;
             }
         }
-        if (++done == SCAN_STRIDE) {
-            if (tq_add_rows(q, done) != 0) {
-                return;
-            }
-            done = 0;
-        }
     }
-    tq_add_rows(q, done);
+    if (qctx_scan_end(&it) != 0) {
+        return;
+    }
     /* Rendering reads every table: verify them now, so a damaged block
      * is left out before the first byte goes out rather than midway. */
-    if (h->n > 0 && tq_load(q, si, BLK_ALL) < 0) {
+    if (h->n > 0 && qctx_load(q, s, BLK_ALL) < 0) {
         h->n = 0;
     }
 }
@@ -540,7 +367,7 @@ int traces_find(const uint8_t id[16], const struct traces_limits *lim, struct tr
         return rc;
     }
     memcpy(t->id, id, 16);
-    struct tq *q = &t->q;
+    struct qctx *q = &t->q;
     struct find_ctx f = {.q = q, .id = id};
     f.cand = calloc(q->n_src + 1, sizeof(*f.cand));
     f.hits = calloc(q->n_src + 1, sizeof(*f.hits));
@@ -551,13 +378,13 @@ int traces_find(const uint8_t id[16], const struct traces_limits *lim, struct tr
     }
     for (size_t i = 0; i < q->n_src; i++) {
         if (q->src[i].b != NULL && !blk_may_have_trace(q->src[i].b, id)) {
-            q->scan.blocks_skipped_bloom++;
+            q->st.blocks_skipped_bloom++;
             continue;
         }
         f.cand[nc++] = i;
     }
     qpool_parallel(nc, find_item, &f);
-    rc = tq_check(q);
+    rc = qctx_check(q);
     if (rc != 0) {
         goto out;
     }
@@ -571,7 +398,7 @@ int traces_find(const uint8_t id[16], const struct traces_limits *lim, struct tr
         goto out;
     }
     for (size_t i = 0; i < nc; i++) {
-        if (q->src[f.cand[i]].failed || f.hits[i].n == 0) {
+        if (qctx_src_failed(&q->src[f.cand[i]]) || f.hits[i].n == 0) {
             continue;
         }
         memcpy(t->refs + t->n, f.hits[i].v, f.hits[i].n * sizeof(*t->refs));
@@ -580,6 +407,7 @@ int traces_find(const uint8_t id[16], const struct traces_limits *lim, struct tr
     qsort(t->refs, t->n, sizeof(*t->refs), tref_cmp);
     t->n = dedupe_refs(t->refs, t->n);
     rc = make_groups(t);
+    qctx_warnings_join(q, t->warn, sizeof(t->warn));
 out:
     if (f.hits != NULL) {
         for (size_t i = 0; i < nc; i++) {
@@ -588,7 +416,7 @@ out:
     }
     free(f.hits);
     free(f.cand);
-    tq_publish_scan(q);
+    qstats_scan_add(&q->st);
     if (rc < 0) {
         set_err(err, errlen, rc);
         traces_trace_free(t);
@@ -605,12 +433,12 @@ size_t traces_trace_spans(const struct traces_trace *t)
 
 const struct qs_scan *traces_trace_scan(const struct traces_trace *t)
 {
-    return &t->q.scan;
+    return &t->q.st;
 }
 
 const char *traces_trace_warning(const struct traces_trace *t)
 {
-    return t->q.warn;
+    return t->warn;
 }
 
 void traces_trace_free(struct traces_trace *t)
@@ -621,14 +449,14 @@ void traces_trace_free(struct traces_trace *t)
     free(t->refs);
     free(t->rg);
     free(t->sg);
-    tq_close(&t->q);
+    qctx_close(&t->q);
     free(t);
 }
 
 /* The span of a ref, every table. */
 static int ref_span(struct traces_trace *t, const struct tref *r, struct span_view *v)
 {
-    return tq_span(&t->q, r->src, r->row, BLK_ALL, v);
+    return qctx_span(&t->q, &t->q.src[r->src], r->row, BLK_ALL, v);
 }
 
 /* Protobuf sizes of every span, scope group, resource group. */
@@ -704,7 +532,8 @@ static void json_close_rg(struct traces_trace *t)
 
 static const char *partial_message(struct traces_trace *t)
 {
-    return t->q.warn[0] != '\0' ? t->q.warn : NULL;
+    qctx_warnings_join(&t->q, t->warn, sizeof(t->warn)); /* a block may have failed since */
+    return t->warn[0] != '\0' ? t->warn : NULL;
 }
 
 static int render_json(struct traces_trace *t, struct evbuffer *out, size_t chunk)
@@ -2260,10 +2089,10 @@ static size_t id_hash(const uint8_t *id)
     return (size_t)(h ^ (h >> 32));
 }
 
-static void cmap_free(struct tq *q, struct cmap *m)
+static void cmap_free(struct qctx *q, struct cmap *m)
 {
     if (m->v != NULL) {
-        tq_uncharge(q, m->cap * sizeof(*m->v));
+        qctx_uncharge(q, m->cap * sizeof(*m->v));
     }
     free(m->v);
     m->v = NULL;
@@ -2286,16 +2115,16 @@ static struct cand *cmap_find(const struct cmap *m, const uint8_t *id)
 }
 
 /* Inserts |id| (or keeps the larger start). 0, or -ENOMEM. */
-static int cmap_put(struct tq *q, struct cmap *m, const uint8_t *id, uint64_t start)
+static int cmap_put(struct qctx *q, struct cmap *m, const uint8_t *id, uint64_t start)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 64;
-        if (tq_charge(q, cap * sizeof(struct cand)) < 0) {
+        if (qctx_charge(q, cap * sizeof(struct cand)) < 0) {
             return -ENOMEM;
         }
         struct cand *v = calloc(cap, sizeof(*v));
         if (v == NULL) {
-            tq_set_err(q, -ENOMEM);
+            qctx_fail(q, -ENOMEM, "out of memory");
             return -ENOMEM;
         }
         for (size_t i = 0; i < m->cap; i++) {
@@ -2308,7 +2137,7 @@ static int cmap_put(struct tq *q, struct cmap *m, const uint8_t *id, uint64_t st
             }
         }
         if (m->v != NULL) {
-            tq_uncharge(q, m->cap * sizeof(*m->v));
+            qctx_uncharge(q, m->cap * sizeof(*m->v));
         }
         free(m->v);
         m->v = v;
@@ -2332,7 +2161,7 @@ static int cmap_put(struct tq *q, struct cmap *m, const uint8_t *id, uint64_t st
 }
 
 struct search {
-    struct tq q;
+    struct qctx q;
     const struct traces_search_req *rq;
     struct seeds seeds;
     unsigned seed_want;     /* tables phase 1 reads */
@@ -2345,10 +2174,10 @@ struct search {
 };
 
 /* Rows [lo, hi) of a sealed source that can overlap [start, end]. */
-static void row_window(const struct tq *q, const struct traces_search_req *rq, size_t si,
+static void row_window(const struct qctx *q, const struct traces_search_req *rq, size_t si,
                        uint64_t *lo, uint64_t *hi)
 {
-    const struct tsrc *src = &q->src[si];
+    const struct qctx_src *src = &q->src[si];
     *lo = 0;
     *hi = src->rows;
     if (src->b == NULL) {
@@ -2375,7 +2204,7 @@ static bool in_range(const struct traces_search_req *rq, const struct span_view 
 
 /* Zone maps, blooms and the resource dictionary for a sealed source: MAY,
  * or the reason to skip it (NO_ZONE, NO_BLOOM, NO_DICT). */
-static int source_may(const struct tq *q, const struct traces_search_req *rq,
+static int source_may(const struct qctx *q, const struct traces_search_req *rq,
                       const struct seeds *sd, size_t si)
 {
     blk *b = q->src[si].b;
@@ -2412,23 +2241,24 @@ static int source_may(const struct tq *q, const struct traces_search_req *rq,
 static void seed_item(void *arg, size_t si)
 {
     struct search *s = arg;
-    struct tq *q = &s->q;
-    if (tq_check(q) != 0) {
+    struct qctx *q = &s->q;
+    if (qctx_check(q) != 0) {
         return;
     }
     int may = source_may(q, s->rq, &s->seeds, si);
     if (may != MAY) {
-        add(may == NO_ZONE   ? &q->scan.blocks_skipped_zone
-            : may == NO_DICT ? &q->scan.blocks_skipped_dict
-                             : &q->scan.blocks_skipped_bloom,
-            1);
+        qctx_add(may == NO_ZONE   ? &q->st.blocks_skipped_zone
+                 : may == NO_DICT ? &q->st.blocks_skipped_dict
+                                  : &q->st.blocks_skipped_bloom,
+                 1);
         return;
     }
-    if (tq_load(q, si, BLK_ROOT | s->seed_want) < 0) {
+    struct qctx_src *src = &q->src[si];
+    if (qctx_load(q, src, BLK_ROOT | s->seed_want) < 0) {
         return;
     }
-    add(&q->scan.blocks_scanned, 1);
-    uint64_t lo, hi, done = 0;
+    qctx_add(&q->st.blocks_scanned, 1);
+    uint64_t lo, hi, r;
     row_window(q, s->rq, si, &lo, &hi);
     struct etrace lone = {.n = 1, .root = -1, .whole = false};
     struct espan sp = {.parent = -1};
@@ -2436,8 +2266,10 @@ static void seed_item(void *arg, size_t si)
     struct ectx e = {.tr = &lone};
     struct cmap *m = &s->item_maps[si];
     (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
-    for (uint64_t r = lo; r < hi; r++) {
-        if (tq_span(q, si, r, s->seed_want, &sp.v) < 0) {
+    struct qctx_scan it;
+    qctx_scan_begin(&it, q, lo, hi, false, SCAN_STRIDE, true);
+    while (qctx_scan_next(&it, &r)) {
+        if (qctx_span(q, src, r, s->seed_want, &sp.v) < 0) {
             cmap_free(q, m);
             return;
         }
@@ -2450,17 +2282,8 @@ static void seed_item(void *arg, size_t si)
                 return;
             }
         }
-        if (++done == SCAN_STRIDE) {
-            if (tq_add_rows(q, done) != 0) {
-                return;
-            }
-            done = 0;
-        } else if (done % CLOCK_STRIDE == 0 && tq_tick(q) != 0) {
-            return;
-        }
     }
-    tq_add_rows(q, done);
-    tq_tick(q);
+    qctx_scan_end(&it);
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -2477,11 +2300,11 @@ static int cand_cmp(const void *pa, const void *pb)
 static void gather_item(void *arg, size_t si)
 {
     struct search *s = arg;
-    struct tq *q = &s->q;
-    struct tsrc *src = &q->src[si];
+    struct qctx *q = &s->q;
+    struct qctx_src *src = &q->src[si];
     struct hits *h = &s->item_hits[si];
     h->n = 0;
-    if (tq_check(q) != 0 || __atomic_load_n(&src->failed, __ATOMIC_RELAXED)) {
+    if (qctx_check(q) != 0 || qctx_src_failed(src)) {
         return;
     }
     if (src->b != NULL) {
@@ -2490,18 +2313,20 @@ static void gather_item(void *arg, size_t si)
             any = s->batch.v[i].used && blk_may_have_trace(src->b, s->batch.v[i].id);
         }
         if (!any) {
-            add(&q->scan.blocks_skipped_bloom, 1);
+            qctx_add(&q->st.blocks_skipped_bloom, 1);
             return;
         }
     }
-    if (tq_load(q, si, BLK_ROOT | s->trace_want) < 0) {
+    if (qctx_load(q, src, BLK_ROOT | s->trace_want) < 0) {
         return;
     }
-    add(&q->scan.blocks_scanned, 1);
-    uint64_t done = 0;
-    for (uint64_t r = 0; r < src->rows; r++) {
+    qctx_add(&q->st.blocks_scanned, 1);
+    struct qctx_scan it;
+    uint64_t r;
+    qctx_scan_begin(&it, q, 0, src->rows, false, SCAN_STRIDE, false);
+    while (qctx_scan_next(&it, &r)) {
         struct span_view v;
-        if (tq_span(q, si, r, BLK_ROOT, &v) < 0) {
+        if (qctx_span(q, src, r, BLK_ROOT, &v) < 0) {
             h->n = 0;
             return;
         }
@@ -2516,14 +2341,8 @@ static void gather_item(void *arg, size_t si)
                 return;
             }
         }
-        if (++done == SCAN_STRIDE) {
-            if (tq_add_rows(q, done) != 0) {
-                return;
-            }
-            done = 0;
-        }
     }
-    tq_add_rows(q, done);
+    qctx_scan_end(&it);
 }
 
 static int espan_cmp(const void *pa, const void *pb)
@@ -2862,7 +2681,7 @@ static int result_cmp(const void *pa, const void *pb)
 static int run_batch(struct search *s, const struct cand *cands, size_t from, size_t to,
                      struct result *res, size_t *n_res, const struct shown *sh, arena *a)
 {
-    struct tq *q = &s->q;
+    struct qctx *q = &s->q;
     size_t nb = to - from;
     int rc = 0;
     cmap_free(q, &s->batch);
@@ -2872,9 +2691,9 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
         }
         cmap_find(&s->batch, cands[i].id)->start = i - from;
     }
-    add(&q->scan.blocks_considered, q->n_src);
+    qctx_add(&q->st.blocks_considered, q->n_src);
     qpool_parallel(q->n_src, gather_item, s);
-    rc = tq_check(q);
+    rc = qctx_check(q);
     if (rc != 0) {
         return rc;
     }
@@ -2885,7 +2704,7 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
         return -ENOMEM;
     }
     for (size_t si = 0; si < q->n_src; si++) {
-        if (q->src[si].failed) {
+        if (qctx_src_failed(&q->src[si])) {
             s->item_hits[si].n = 0;
         }
         for (size_t k = 0; k < s->item_hits[si].n; k++) {
@@ -2898,7 +2717,7 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
     }
     struct tref *all = malloc((total + 1) * sizeof(*all));
     size_t *pos = malloc((nb + 1) * sizeof(size_t));
-    if (all == NULL || pos == NULL || tq_charge(q, total * sizeof(struct espan)) < 0) {
+    if (all == NULL || pos == NULL || qctx_charge(q, total * sizeof(struct espan)) < 0) {
         free(all);
         free(pos);
         free(cnt);
@@ -2927,8 +2746,8 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
             const struct tref *r = &all[cnt[t] + k];
             tr.s[k].src = r->src;
             tr.s[k].row = r->row;
-            if (tq_span(q, r->src, r->row, s->trace_want, &tr.s[k].v) < 0) {
-                rc = tq_err(q) != 0 ? tq_err(q) : -EBADMSG;
+            if (qctx_span(q, &q->src[r->src], r->row, s->trace_want, &tr.s[k].v) < 0) {
+                rc = qctx_err(q) != 0 ? qctx_err(q) : -EBADMSG;
                 break;
             }
         }
@@ -2947,7 +2766,7 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
             rc = -ENOMEM;
             break;
         }
-        rc = tq_tick(q); /* one trace can take long: many spans, a costly regex */
+        rc = qctx_tick(q); /* one trace can take long: many spans, a costly regex */
         if (rc != 0) {
             break;
         }
@@ -2967,14 +2786,14 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
             rc = -ENOMEM;
         }
     }
-    tq_uncharge(q, total * sizeof(struct espan));
+    qctx_uncharge(q, total * sizeof(struct espan));
     free(all);
     free(pos);
     free(cnt);
     for (size_t si = 0; si < q->n_src; si++) {
         s->item_hits[si].n = 0;
     }
-    return rc != 0 ? rc : tq_check(q);
+    return rc != 0 ? rc : qctx_check(q);
 }
 
 int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs_scan *scan,
@@ -2986,7 +2805,7 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
         set_err(err, errlen, rc);
         return rc;
     }
-    struct tq *q = &s.q;
+    struct qctx *q = &s.q;
     struct cand *cands = NULL;
     struct result *res = NULL;
     size_t n_res = 0, nc = 0;
@@ -3015,7 +2834,7 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
 
     /* Phase 1: candidate traces from seed spans, newest first. */
     qpool_parallel(q->n_src, seed_item, &s);
-    rc = tq_check(q);
+    rc = qctx_check(q);
     if (rc != 0) {
         goto out;
     }
@@ -3081,10 +2900,12 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
     jsonw_key(w, "totalJobs");
     jsonw_uint(w, 1);
     jsonw_obj_end(w);
-    if (q->warn[0] != '\0') {
+    char warn[512];
+    qctx_warnings_join(q, warn, sizeof(warn));
+    if (warn[0] != '\0') {
         jsonw_key(w, "warnings");
         jsonw_arr_begin(w);
-        jsonw_cstr(w, q->warn);
+        jsonw_cstr(w, warn);
         jsonw_arr_end(w);
     }
     jsonw_obj_end(w);
@@ -3108,11 +2929,11 @@ out:
     free(s.item_hits);
     cmap_free(q, &s.batch);
     arena_free(a);
-    tq_publish_scan(q);
+    qstats_scan_add(&q->st);
     if (scan != NULL) {
-        *scan = q->scan;
+        *scan = q->st;
     }
-    tq_close(q);
+    qctx_close(q);
     if (rc != 0) {
         tq_err_msg(q, err, errlen, rc);
     }
@@ -3284,7 +3105,7 @@ static const char *const intrinsic_tags[] = {
 enum { TS_RES, TS_SPAN, TS_EVENT, TS_LINK, TS_INSTR, TS_N };
 
 struct tagscan {
-    struct tq q;
+    struct qctx q;
     const struct traces_tags_req *rq;
     struct seeds seeds;
     unsigned want;
@@ -3357,7 +3178,7 @@ static bool values_cb(void *ctx, const struct tv *v)
 {
     struct tagscan *t = ctx;
     if (strset_add_tv(&t->sets[0], v, t->v2) < 0) {
-        tq_set_err(&t->q, -ENOMEM);
+        qctx_fail(&t->q, -ENOMEM, "out of memory");
         return false;
     }
     return true;
@@ -3372,7 +3193,7 @@ static int span_values(struct tagscan *t, struct ectx *e, const struct espan *sp
     struct tv x = tv_nil;
     if (f->kind == TRACEQL_F_ATTR || is_multi(f)) {
         leaf_each(e, f, sp, values_cb, t);
-        return tq_err(&t->q) == -ENOMEM ? -ENOMEM : 0;
+        return qctx_err(&t->q) == -ENOMEM ? -ENOMEM : 0;
     }
     switch (f->intrinsic) {
     case TRACEQL_I_NAME:
@@ -3405,12 +3226,12 @@ static int span_values(struct tagscan *t, struct ectx *e, const struct espan *sp
 /* Resource or scope dictionary entries of one source, without reading rows. */
 static int dict_pass(struct tagscan *t, size_t si)
 {
-    struct tsrc *src = &t->q.src[si];
-    uint32_t nr = src->b ? blk_n_resources(src->b) : oblock_n_resources(src->ob);
-    uint32_t ns = src->b ? blk_n_scopes(src->b) : oblock_n_scopes(src->ob);
+    struct qctx_src *src = &t->q.src[si];
+    uint32_t nr = qctx_n_resources(src);
+    uint32_t ns = qctx_n_scopes(src);
     const struct traceql_field *f = t->field;
     for (uint32_t i = 0; i < nr; i++) {
-        const struct res_view *r = src->b ? blk_resource(src->b, i) : oblock_resource(src->ob, i);
+        const struct res_view *r = qctx_resource(src, i);
         if (r == NULL) {
             continue;
         }
@@ -3424,7 +3245,7 @@ static int dict_pass(struct tagscan *t, size_t si)
         }
     }
     for (uint32_t i = 0; i < ns; i++) {
-        const struct scope_view *sc = src->b ? blk_scope(src->b, i) : oblock_scope(src->ob, i);
+        const struct scope_view *sc = qctx_scope(src, i);
         if (sc == NULL) {
             continue;
         }
@@ -3444,7 +3265,7 @@ static int dict_pass(struct tagscan *t, size_t si)
             }
         }
     }
-    return tq_err(&t->q) == -ENOMEM ? -ENOMEM : 0;
+    return qctx_err(&t->q) == -ENOMEM ? -ENOMEM : 0;
 }
 
 static bool sets_full(const struct tagscan *t)
@@ -3479,7 +3300,7 @@ static int order_cmp(const void *pa, const void *pb)
  */
 static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct tagscan *t))
 {
-    struct tq *q = &t->q;
+    struct qctx *q = &t->q;
     struct src_order *order = calloc(q->n_src + 1, sizeof(*order));
     if (order == NULL) {
         return -ENOMEM;
@@ -3499,19 +3320,19 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         size_t si = order[oi].si;
         int may = source_may(q, &range, &t->seeds, si);
         if (may != MAY) {
-            q->scan.blocks_skipped_zone += may == NO_ZONE;
-            q->scan.blocks_skipped_bloom += may == NO_BLOOM;
-            q->scan.blocks_skipped_dict += may == NO_DICT;
+            q->st.blocks_skipped_zone += may == NO_ZONE;
+            q->st.blocks_skipped_bloom += may == NO_BLOOM;
+            q->st.blocks_skipped_dict += may == NO_DICT;
             continue;
         }
         if (dict_only) {
             rc = dict_pass(t, si);
             continue;
         }
-        if (!want_rows(t) || tq_load(q, si, BLK_ROOT | t->want) < 0) {
+        if (!want_rows(t) || qctx_load(q, &q->src[si], BLK_ROOT | t->want) < 0) {
             continue;
         }
-        q->scan.blocks_scanned++;
+        q->st.blocks_scanned++;
         struct etrace lone = {.n = 1, .root = -1, .whole = false};
         struct espan sp = {.parent = -1};
         lone.s = &sp;
@@ -3520,7 +3341,7 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         row_window(q, &range, si, &lo, &hi);
         (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
         for (uint64_t r = lo; r < hi && rc == 0; r++) {
-            if (tq_span(q, si, r, t->want, &sp.v) < 0) {
+            if (qctx_span(q, &q->src[si], r, t->want, &sp.v) < 0) {
                 break;
             }
             if (in_range(&range, &sp.v)) {
@@ -3533,28 +3354,28 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
                 }
             }
             if (++done == SCAN_STRIDE) {
-                q->scan.rows_scanned += done;
+                q->st.rows_scanned += done;
                 q->rows += done;
                 done = 0;
                 if (sets_full(t) || (q->lim.max_rows != 0 && q->rows >= q->lim.max_rows)) {
                     break;
                 }
-                rc = tq_tick(q);
+                rc = qctx_tick(q);
             } else if (rc == 0 && done % CLOCK_STRIDE == 0) {
-                rc = tq_tick(q);
+                rc = qctx_tick(q);
             }
         }
         if (rc == 0) {
-            rc = tq_tick(q);
+            rc = qctx_tick(q);
         }
-        q->scan.rows_scanned += done;
+        q->st.rows_scanned += done;
         q->rows += done;
         if (q->lim.max_rows != 0 && q->rows >= q->lim.max_rows) {
             break;
         }
     }
     free(order);
-    return rc != 0 ? rc : tq_check(q);
+    return rc != 0 ? rc : qctx_check(q);
 }
 
 static int tagscan_open(struct tagscan *t, const struct traces_tags_req *rq)
@@ -3568,7 +3389,7 @@ static int tagscan_open(struct tagscan *t, const struct traces_tags_req *rq)
     }
     arena *a = arena_new(0);
     if (a == NULL) {
-        tq_close(&t->q);
+        qctx_close(&t->q);
         return -ENOMEM;
     }
     for (int i = 0; i < TS_N; i++) {
@@ -3593,8 +3414,8 @@ static void tagscan_close(struct tagscan *t)
         strset_fini(&t->sets[i]);
     }
     arena_free(a);
-    tq_publish_scan(&t->q);
-    tq_close(&t->q);
+    qstats_scan_add(&t->q.st);
+    qctx_close(&t->q);
 }
 
 static bool filtered(const struct tagscan *t)
@@ -3618,7 +3439,7 @@ static void write_names(struct jsonw *w, struct strset *ss)
     jsonw_arr_end(w);
 }
 
-static void write_metrics(struct jsonw *w, const struct tq *q)
+static void write_metrics(struct jsonw *w, const struct qctx *q)
 {
     jsonw_key(w, "metrics");
     jsonw_obj_begin(w);
