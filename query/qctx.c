@@ -1,0 +1,263 @@
+/*
+ * qctx.c - the query context (see qctx.h).
+ */
+#include "query/qctx.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "query/qlex.h"
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
+{
+    memset(q, 0, sizeof(*q));
+    if (lim != NULL) {
+        q->lim = *lim;
+    }
+    q->noun = noun;
+    int rc = catalog_snapshot(sig, &q->snap);
+    if (rc < 0) {
+        return rc;
+    }
+    q->n_src = q->snap.n_blocks + q->snap.n_open;
+    q->src = calloc(q->n_src + 1, sizeof(*q->src));
+    if (q->src == NULL) {
+        catalog_snap_release(&q->snap);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < q->snap.n_blocks; i++) {
+        struct qctx_src *s = &q->src[i];
+        s->b = q->snap.blocks[i];
+        s->rows = blk_rows(s->b);
+        blk_time_range(s->b, &s->tmin, &s->tmax);
+    }
+    for (size_t i = 0; i < q->snap.n_open; i++) {
+        struct qctx_src *s = &q->src[q->snap.n_blocks + i];
+        s->ob = q->snap.open[i];
+        s->rows = q->snap.open_rows[i];
+        s->tmin = 0;
+        s->tmax = UINT64_MAX;
+    }
+    q->have_snap = true;
+    pthread_mutex_init(&q->lock, NULL);
+    return 0;
+}
+
+void qctx_close(struct qctx *q)
+{
+    if (q == NULL || !q->have_snap) {
+        return;
+    }
+    struct qctx_warning *w = q->warnings;
+    while (w != NULL) {
+        struct qctx_warning *n = w->next;
+        free(w);
+        w = n;
+    }
+    q->warnings = NULL;
+    free(q->src);
+    q->src = NULL;
+    q->n_src = 0;
+    catalog_snap_release(&q->snap);
+    q->have_snap = false;
+    pthread_mutex_destroy(&q->lock);
+}
+
+const char *qctx_message(const struct qctx *q)
+{
+    return q->msg;
+}
+
+static void fail_va(struct qctx *q, int rc, enum qctx_cause cause, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&q->lock);
+    if (__atomic_load_n(&q->err, __ATOMIC_RELAXED) == 0) {
+        vsnprintf(q->msg, sizeof(q->msg), fmt, ap);
+        __atomic_store_n(&q->cause, (int)cause, __ATOMIC_RELAXED);
+        __atomic_store_n(&q->err, rc, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+static void fail_cause(struct qctx *q, int rc, enum qctx_cause cause, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail_cause(struct qctx *q, int rc, enum qctx_cause cause, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_va(q, rc, cause, fmt, ap);
+    va_end(ap);
+}
+
+void qctx_fail(struct qctx *q, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_va(q, rc, QCTX_OTHER, fmt, ap);
+    va_end(ap);
+}
+
+int qctx_check(struct qctx *q)
+{
+    if (q->lim.cancel != NULL && __atomic_load_n(q->lim.cancel, __ATOMIC_RELAXED)) {
+        fail_cause(q, -ECANCELED, QCTX_CANCEL, "the client closed the connection");
+    }
+    if (q->lim.deadline_ns > 0 && mono_ns() > q->lim.deadline_ns) {
+        fail_cause(q, -ETIMEDOUT, QCTX_DEADLINE,
+                   "request timed out (--query-timeout), decrease the duration of the request "
+                   "or add more label matchers");
+    }
+    return qctx_err(q);
+}
+
+int qctx_rows(struct qctx *q, uint64_t n)
+{
+    qctx_add(&q->st.rows_scanned, n);
+    uint64_t total = __atomic_add_fetch(&q->rows, n, __ATOMIC_RELAXED);
+    if (q->lim.max_rows > 0 && total > q->lim.max_rows) {
+        fail_cause(q, -E2BIG, QCTX_ROWS,
+                   "the query scanned more than %" PRIu64 " rows (--query-max-rows); narrow the "
+                   "time range or the selector",
+                   q->lim.max_rows);
+    }
+    return qctx_check(q);
+}
+
+int qctx_tick(struct qctx *q)
+{
+    if (qlex_re_take_limit_hit()) {
+        fail_cause(q, -E2BIG, QCTX_REGEX,
+                   "a regular expression of the query needs too much backtracking (PCRE2 match "
+                   "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
+                   "(a|aa)+ or (a+)+");
+    }
+    return qctx_check(q);
+}
+
+int qctx_charge(struct qctx *q, uint64_t n)
+{
+    int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
+    if (n > 0 && q->lim.max_memory > 0 && now > (int64_t)q->lim.max_memory) {
+        fail_cause(q, -ENOMEM, QCTX_MEMORY,
+                   "the query needs more than %" PRIu64 " bytes of memory (--query-memory); "
+                   "narrow the time range or the selector",
+                   q->lim.max_memory);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void qctx_uncharge(struct qctx *q, uint64_t n)
+{
+    __atomic_fetch_sub(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
+}
+
+void qctx_warn(struct qctx *q, const char *fmt, ...)
+{
+    struct qctx_warning *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&q->lock);
+    struct qctx_warning **pp = &q->warnings;
+    while (*pp != NULL) {
+        pp = &(*pp)->next;
+    }
+    *pp = w;
+    pthread_mutex_unlock(&q->lock);
+}
+
+void qctx_warnings_join(struct qctx *q, char *out, size_t cap)
+{
+    out[0] = '\0';
+    pthread_mutex_lock(&q->lock);
+    for (const struct qctx_warning *w = q->warnings; w != NULL; w = w->next) {
+        size_t n = strlen(out);
+        if (n + 1 >= cap) {
+            break;
+        }
+        snprintf(out + n, cap - n, "%s%s", n > 0 ? "; " : "", w->msg);
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped)
+{
+    if (__atomic_exchange_n(&s->failed, 1, __ATOMIC_RELAXED) != 0) {
+        return;
+    }
+    char path[300];
+    snprintf(path, sizeof(path), "%s", blk_path(s->b));
+    blk_quarantine(s->b);
+    catalog_forget(s->b);
+    qctx_add(&q->st.blocks_failed, 1);
+    qctx_warn(q, "block %s failed verification and was quarantined: %" PRIu64 " %s skipped", path,
+              skipped, q->noun);
+}
+
+int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
+{
+    if (s->b == NULL) {
+        return 0;
+    }
+    if (qctx_src_failed(s)) {
+        return -EBADMSG;
+    }
+    int rc = blk_load(s->b, want);
+    if (rc == -EBADMSG) {
+        qctx_src_fail(q, s, s->rows);
+    } else if (rc < 0) {
+        qctx_fail(q, -ENOMEM, "out of memory reading a block");
+    }
+    return rc;
+}
+
+void qctx_scan_begin(struct qctx_scan *it, struct qctx *q, uint64_t lo, uint64_t hi, bool bwd,
+                     uint32_t row_check, bool clock)
+{
+    it->q = q;
+    it->lo = lo;
+    it->n = hi > lo ? hi - lo : 0;
+    it->k = 0;
+    it->bwd = bwd;
+    it->since = 0;
+    it->row_check = row_check;
+    it->clock_mask = clock ? QCTX_CLOCK_ROWS - 1 : UINT32_MAX;
+}
+
+bool qctx_scan_limits(struct qctx_scan *it)
+{
+    if (it->since == it->row_check) {
+        uint32_t n = it->since;
+        it->since = 0;
+        return qctx_rows(it->q, n) == 0;
+    }
+    return qctx_tick(it->q) == 0;
+}
+
+int qctx_scan_end(struct qctx_scan *it)
+{
+    uint32_t n = it->since;
+    it->since = 0;
+    int rc = qctx_rows(it->q, n);
+    if (it->clock_mask != UINT32_MAX) {
+        rc = qctx_tick(it->q);
+    }
+    return rc;
+}
