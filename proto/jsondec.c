@@ -58,6 +58,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base64.h"
+#include "lib/hex.h"
+#include "lib/utf8.h"
 #include "storage/val.h"
 
 /* Nesting accepted inside the value of a member we skip. */
@@ -138,23 +141,11 @@ static inline int peekc(struct jd *j)
     return j->pos < j->n ? (unsigned char)j->s[j->pos] : -1;
 }
 
-static int hexdig(int c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
-
 static int hex4(const char *p)
 {
     int v = 0;
     for (int i = 0; i < 4; i++) {
-        int d = hexdig((unsigned char)p[i]);
+        int d = hex_digit((unsigned char)p[i]);
         if (d < 0) {
             return -1;
         }
@@ -254,30 +245,6 @@ static int lex_str(struct jd *j, struct jstr *out)
     return 0;
 }
 
-static size_t put_utf8(char *d, uint32_t cp)
-{
-    if (cp < 0x80) {
-        d[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        d[0] = (char)(0xc0 | cp >> 6);
-        d[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        d[0] = (char)(0xe0 | cp >> 12);
-        d[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        d[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    d[0] = (char)(0xf0 | cp >> 18);
-    d[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    d[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    d[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* Writes the js->len unescaped bytes to |d| (the string was validated by lex_str). */
 static void unescape(const struct jd *j, const struct jstr *js, char *d)
 {
@@ -321,7 +288,7 @@ static void unescape(const struct jd *j, const struct jstr *js, char *d)
                 s += 6;
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             }
-            d += put_utf8(d, cp);
+            d += utf8_put(d, cp);
             break;
         }
         default: /* '"', '\\', '/' */
@@ -1090,13 +1057,11 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
     if (js.len != 2 * nb || !str_bytes(j, &js, buf, sizeof(buf), &p)) {
         return fail(j, at, "%s: %zu hex digits, want %zu", field, js.len, 2 * nb);
     }
+    if (hex_decode(dst, p, nb) < 0) {
+        return fail(j, at, "%s: not a hex string", field);
+    }
     uint8_t any = 0;
     for (size_t i = 0; i < nb; i++) {
-        int hi = hexdig((unsigned char)p[2 * i]), lo = hexdig((unsigned char)p[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return fail(j, at, "%s: not a hex string", field);
-        }
-        dst[i] = (uint8_t)(hi << 4 | lo);
         any |= dst[i];
     }
     *present = any != 0;
@@ -1104,19 +1069,6 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
 }
 
 /* ---- values (val.h encoding into the heap) ---- */
-
-/* base64 digit value + 1 (0: not a digit); both alphabets. */
-static const uint8_t b64[256] = {
-    ['A'] = 1,  ['B'] = 2,  ['C'] = 3,  ['D'] = 4,  ['E'] = 5,  ['F'] = 6,  ['G'] = 7,  ['H'] = 8,
-    ['I'] = 9,  ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15, ['P'] = 16,
-    ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22, ['W'] = 23, ['X'] = 24,
-    ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29, ['d'] = 30, ['e'] = 31, ['f'] = 32,
-    ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36, ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40,
-    ['o'] = 41, ['p'] = 42, ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48,
-    ['w'] = 49, ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56,
-    ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['-'] = 63,
-    ['/'] = 64, ['_'] = 64,
-};
 
 /* bytesValue: base64 (standard or URL-safe, padded or not) -> VAL_BYTES. */
 static int bytes_value(struct jd *j)
@@ -1138,34 +1090,19 @@ static int bytes_value(struct jd *j)
     } else {
         p = j->s + js.at;
     }
-    size_t n = js.len;
-    for (int k = 0; k < 2 && n > 0 && p[n - 1] == '='; k++) {
-        n--;
-    }
-    if (n % 4 == 1) {
+    size_t n = base64_unpad(p, js.len);
+    long out = base64_decoded_len(n);
+    if (out < 0) {
         return fail(j, at, "bytesValue: bad base64 length");
     }
-    size_t out = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
-    if (vbuf_put_u8(j->h, VAL_BYTES) < 0 || vbuf_put_uv(j->h, out) < 0 ||
-        vbuf_reserve(j->h, out) < 0) {
+    if (vbuf_put_u8(j->h, VAL_BYTES) < 0 || vbuf_put_uv(j->h, (uint64_t)out) < 0 ||
+        vbuf_reserve(j->h, (size_t)out) < 0) {
         return nomem(j);
     }
-    uint8_t *d = j->h->p + j->h->len;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64[(unsigned char)p[i]] - 1;
-        if (v < 0) {
-            return fail(j, at, "bytesValue: not base64");
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            *d++ = (uint8_t)(acc >> bits);
-        }
+    if (base64_decode(j->h->p + j->h->len, p, n) < 0) {
+        return fail(j, at, "bytesValue: not base64");
     }
-    j->h->len += out;
+    j->h->len += (size_t)out;
     return 0;
 }
 
@@ -2680,52 +2617,6 @@ static int request(struct jd *j)
 
 /* ---- entry ---- */
 
-/* Offset of the first byte that is not valid UTF-8, or |n|. */
-static size_t utf8_check(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlongs */
-            hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf; /* <= U+10FFFF */
-        } else {
-            return i;
-        }
-        if (n - i <= need || s[i + 1] < lo || s[i + 1] > hi) {
-            return i;
-        }
-        for (size_t k = 2; k <= need; k++) {
-            if (s[i + k] < 0x80 || s[i + k] > 0xbf) {
-                return i;
-            }
-        }
-        i += need + 1;
-    }
-    return n;
-}
-
 int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct batch *out,
                    char *err, size_t errlen)
 {
@@ -2748,7 +2639,7 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
              n_rows = out->n_rows;
     size_t heap_len = out->heap.len;
     int rc;
-    size_t bad = utf8_check((const unsigned char *)body, len);
+    size_t bad = utf8_check((const uint8_t *)body, len);
     if (bad < len) {
         rc = fail(&j, bad, "invalid UTF-8");
     } else if (peekc(&j) != '{') {
