@@ -566,7 +566,7 @@ void otlpenc_json_span(struct jsonw *w, const struct span_view *v)
 
 /* Events and links for the TraceQL evaluator (query/traces.c). */
 int otlpenc_event_next(struct val_rd *r, uint64_t *time_ns, const char **name, size_t *name_len,
-                     struct oattrs *attrs)
+                       struct oattrs *attrs)
 {
     struct tev e;
     if (ev_next(r, &e) < 0) {
@@ -580,7 +580,7 @@ int otlpenc_event_next(struct val_rd *r, uint64_t *time_ns, const char **name, s
 }
 
 int otlpenc_link_next(struct val_rd *r, const uint8_t **trace_id, const uint8_t **span_id,
-                    struct oattrs *attrs)
+                      struct oattrs *attrs)
 {
     struct tln l;
     if (ln_next(r, &l) < 0) {

@@ -136,7 +136,8 @@ static void seal_one(struct seal_job *j)
         /* Sleep the pause, but wake for sealer_give_up_at / sealer_stop. */
         uint64_t until = clock_mono_ns() + (uint64_t)pause_s * 1000000000u;
         pthread_mutex_lock(&lock);
-        while (!stopping && clock_mono_ns() < until && (give_up_ns == 0 || clock_mono_ns() < give_up_ns)) {
+        while (!stopping && clock_mono_ns() < until &&
+               (give_up_ns == 0 || clock_mono_ns() < give_up_ns)) {
             uint64_t wake_at = until;
             if (give_up_ns != 0 && give_up_ns < wake_at) {
                 wake_at = give_up_ns;

@@ -12,7 +12,11 @@ Test(pbw, a_fixed_buffer_counts_past_its_end_and_keeps_what_fitted)
     pbw_init_buf(&w, out, sizeof(out));
     pbw_bytes(&w, 1, "ab", 2); /* 0a 02 'a' 'b' */
     cr_assert_eq(w.n, 4);
-    cr_assert_eq(memcmp(out, "\x0a\x02" "ab", 4), 0);
+    cr_assert_eq(memcmp(out,
+                        "\x0a\x02"
+                        "ab",
+                        4),
+                 0);
     pbw_varint(&w, 300); /* ac 02: does not fit */
     pbw_raw(&w, "", 0);
     cr_assert_eq(w.n, 6);
@@ -21,10 +25,10 @@ Test(pbw, a_fixed_buffer_counts_past_its_end_and_keeps_what_fitted)
 static void msg(struct pbw *w, const void *arg)
 {
     (void)arg;
-    pbw_uint_field(w, 1, 150); /* 08 96 01 */
-    pbw_uint_field(w, 2, 0);   /* omitted */
+    pbw_uint_field(w, 1, 150);  /* 08 96 01 */
+    pbw_uint_field(w, 2, 0);    /* omitted */
     pbw_str_field(w, 3, "", 0); /* omitted */
-    pbw_fixed32(w, 4, 1);      /* 25 01 00 00 00 */
+    pbw_fixed32(w, 4, 1);       /* 25 01 00 00 00 */
 }
 
 Test(pbw, an_evbuffer_sink_stages_and_a_nested_message_is_length_prefixed)

@@ -16,11 +16,11 @@ Test(utf8, accepts_every_sequence_length_past_the_ascii_fast_path)
 
 Test(utf8, gives_the_offset_of_the_first_bad_byte)
 {
-    cr_assert_eq(check("abcdefghij\xc0\xafz"), 10);      /* overlong '/' */
-    cr_assert_eq(check("abc\xed\xa0\x80"), 3);           /* surrogate U+D800 */
-    cr_assert_eq(check("ab\xf4\x90\x80\x80"), 2);        /* above U+10FFFF */
-    cr_assert_eq(check("abcdefgh\xe2\x82"), 8);          /* cut short */
-    cr_assert_eq(check("\x80"), 0);                      /* lone continuation */
+    cr_assert_eq(check("abcdefghij\xc0\xafz"), 10);                /* overlong '/' */
+    cr_assert_eq(check("abc\xed\xa0\x80"), 3);                     /* surrogate U+D800 */
+    cr_assert_eq(check("ab\xf4\x90\x80\x80"), 2);                  /* above U+10FFFF */
+    cr_assert_eq(check("abcdefgh\xe2\x82"), 8);                    /* cut short */
+    cr_assert_eq(check("\x80"), 0);                                /* lone continuation */
     cr_assert_eq(utf8_seq((const uint8_t *)"\xe0\x9f\x80", 3), 0); /* overlong 3-byte */
 }
 
