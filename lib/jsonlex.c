@@ -14,8 +14,7 @@
 #include "lib/hex.h"
 #include "lib/utf8.h"
 
-__attribute__((format(printf, 3, 4))) static int lxfail(struct jsonlex *x, size_t at,
-                                                        const char *fmt, ...)
+int jsonlex_fail(struct jsonlex *x, size_t at, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -73,17 +72,17 @@ int jsonlex_str(struct jsonlex *x, struct jsonlex_str *out)
             i++;
         }
         if (i >= x->n) {
-            return lxfail(x, x->pos, "unterminated string");
+            return jsonlex_fail(x, x->pos, "unterminated string");
         }
         if (s[i] == '"') {
             break;
         }
         if (s[i] != '\\') {
-            return lxfail(x, i, "control character 0x%02x in a string", s[i]);
+            return jsonlex_fail(x, i, "control character 0x%02x in a string", s[i]);
         }
         esc = true;
         if (i + 1 >= x->n) {
-            return lxfail(x, x->pos, "unterminated string");
+            return jsonlex_fail(x, x->pos, "unterminated string");
         }
         switch (s[i + 1]) {
         case '"':
@@ -100,20 +99,20 @@ int jsonlex_str(struct jsonlex *x, struct jsonlex_str *out)
         case 'u':
             break;
         default:
-            return lxfail(x, i, "bad escape '\\%c'", s[i + 1]);
+            return jsonlex_fail(x, i, "bad escape '\\%c'", s[i + 1]);
         }
         int cp = x->n - i >= 6 ? hex4(x->s + i + 2) : -1;
         if (cp < 0) {
-            return lxfail(x, i, "bad \\u escape");
+            return jsonlex_fail(x, i, "bad \\u escape");
         }
         if (cp >= 0xdc00 && cp <= 0xdfff) {
-            return lxfail(x, i, "lone low surrogate in a \\u escape");
+            return jsonlex_fail(x, i, "lone low surrogate in a \\u escape");
         }
         if (cp >= 0xd800 && cp <= 0xdbff) {
             int lo =
                 x->n - i >= 12 && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(x->s + i + 8) : -1;
             if (lo < 0xdc00 || lo > 0xdfff) {
-                return lxfail(x, i, "lone high surrogate in a \\u escape");
+                return jsonlex_fail(x, i, "lone high surrogate in a \\u escape");
             }
             shrink += 12 - 4;
             i += 12;
@@ -182,25 +181,6 @@ void jsonlex_unescape(const struct jsonlex *x, const struct jsonlex_str *js, cha
     }
 }
 
-/*
- * The string's bytes: in the body when it has no escapes, else unescaped
- * into |buf| (false when it does not fit in |cap|).
- */
-bool jsonlex_str_bytes(const struct jsonlex *x, const struct jsonlex_str *js, char *buf, size_t cap,
-                       const char **p)
-{
-    if (!js->esc) {
-        *p = x->s + js->at;
-        return true;
-    }
-    if (js->len > cap) {
-        return false;
-    }
-    jsonlex_unescape(x, js, buf);
-    *p = buf;
-    return true;
-}
-
 /* Length of the JSON number at p[0..n) (0 if none starts there). */
 size_t jsonlex_num_span(const char *p, size_t n)
 {
@@ -250,32 +230,12 @@ int jsonlex_num(struct jsonlex *x, size_t *at, size_t *len)
 {
     size_t k = jsonlex_num_span(x->s + x->pos, x->n - x->pos);
     if (k == 0) {
-        return lxfail(x, x->pos, "malformed number");
+        return jsonlex_fail(x, x->pos, "malformed number");
     }
     *at = x->pos;
     *len = k;
     x->pos += k;
     return 0;
-}
-
-int jsonlex_lit(struct jsonlex *x, const char *lit, size_t n)
-{
-    if (x->n - x->pos < n || memcmp(x->s + x->pos, lit, n) != 0) {
-        return lxfail(x, x->pos, "unexpected characters (expected a JSON value)");
-    }
-    x->pos += n;
-    return 0;
-}
-
-/* Consumes a null literal if one is next. */
-bool jsonlex_null(struct jsonlex *x)
-{
-    jsonlex_ws(x);
-    if (x->n - x->pos >= 4 && memcmp(x->s + x->pos, "null", 4) == 0) {
-        x->pos += 4;
-        return true;
-    }
-    return false;
 }
 
 /* Skips one value of any kind, validating it, without recursion. */
@@ -291,7 +251,7 @@ int jsonlex_skip(struct jsonlex *x)
         case '{':
         case '[':
             if (depth == JSONLEX_SKIP_DEPTH) {
-                return lxfail(x, x->pos, "nesting deeper than %d", JSONLEX_SKIP_DEPTH);
+                return jsonlex_fail(x, x->pos, "nesting deeper than %d", JSONLEX_SKIP_DEPTH);
             }
             if (c == '{') {
                 is_obj[depth / 64] |= 1ull << (depth % 64);
@@ -308,13 +268,13 @@ int jsonlex_skip(struct jsonlex *x)
                     break;
                 }
                 if (c2 != '"') {
-                    return lxfail(x, x->pos, "expected a member name or '}'");
+                    return jsonlex_fail(x, x->pos, "expected a member name or '}'");
                 }
                 if ((rc = jsonlex_str(x, &js)) < 0) {
                     return rc;
                 }
                 if (jsonlex_peek(x) != ':') {
-                    return lxfail(x, x->pos, "expected ':'");
+                    return jsonlex_fail(x, x->pos, "expected ':'");
                 }
                 x->pos++;
             } else if (jsonlex_peek(x) == ']') {
@@ -344,10 +304,10 @@ int jsonlex_skip(struct jsonlex *x)
             }
             break;
         case -1:
-            return lxfail(x, x->pos, "unexpected end of input");
+            return jsonlex_fail(x, x->pos, "unexpected end of input");
         default:
             if (c != '-' && (c < '0' || c > '9')) {
-                return lxfail(x, x->pos, "unexpected character '%c'", c);
+                return jsonlex_fail(x, x->pos, "unexpected character '%c'", c);
             }
             if ((rc = jsonlex_num(x, &at, &len)) < 0) {
                 return rc;
@@ -365,13 +325,13 @@ int jsonlex_skip(struct jsonlex *x)
                 x->pos++;
                 if (obj) {
                     if (jsonlex_peek(x) != '"') {
-                        return lxfail(x, x->pos, "expected a member name");
+                        return jsonlex_fail(x, x->pos, "expected a member name");
                     }
                     if ((rc = jsonlex_str(x, &js)) < 0) {
                         return rc;
                     }
                     if (jsonlex_peek(x) != ':') {
-                        return lxfail(x, x->pos, "expected ':'");
+                        return jsonlex_fail(x, x->pos, "expected ':'");
                     }
                     x->pos++;
                 }
@@ -383,9 +343,9 @@ int jsonlex_skip(struct jsonlex *x)
                 continue;
             }
             if (c < 0) {
-                return lxfail(x, x->pos, "unexpected end of input");
+                return jsonlex_fail(x, x->pos, "unexpected end of input");
             }
-            return lxfail(x, x->pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+            return jsonlex_fail(x, x->pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
         }
     }
 }
@@ -400,22 +360,22 @@ int jsonlex_obj_next(struct jsonlex *x, struct jsonlex_str *key, bool *first)
     }
     if (!*first) {
         if (c != ',') {
-            return c < 0 ? lxfail(x, x->pos, "unexpected end of input")
-                         : lxfail(x, x->pos, "expected ',' or '}'");
+            return c < 0 ? jsonlex_fail(x, x->pos, "unexpected end of input")
+                         : jsonlex_fail(x, x->pos, "expected ',' or '}'");
         }
         x->pos++;
         c = jsonlex_peek(x);
     }
     *first = false;
     if (c != '"') {
-        return c < 0 ? lxfail(x, x->pos, "unexpected end of input")
-                     : lxfail(x, x->pos, "expected a member name");
+        return c < 0 ? jsonlex_fail(x, x->pos, "unexpected end of input")
+                     : jsonlex_fail(x, x->pos, "expected a member name");
     }
     if ((rc = jsonlex_str(x, key)) < 0) {
         return rc;
     }
     if (jsonlex_peek(x) != ':') {
-        return lxfail(x, x->pos, "expected ':'");
+        return jsonlex_fail(x, x->pos, "expected ':'");
     }
     x->pos++;
     jsonlex_ws(x);
@@ -432,15 +392,15 @@ int jsonlex_arr_next(struct jsonlex *x, bool *first)
     }
     if (!*first) {
         if (c != ',') {
-            return c < 0 ? lxfail(x, x->pos, "unexpected end of input")
-                         : lxfail(x, x->pos, "expected ',' or ']'");
+            return c < 0 ? jsonlex_fail(x, x->pos, "unexpected end of input")
+                         : jsonlex_fail(x, x->pos, "expected ',' or ']'");
         }
         x->pos++;
         c = jsonlex_peek(x);
     }
     *first = false;
     if (c < 0) {
-        return lxfail(x, x->pos, "unexpected end of input");
+        return jsonlex_fail(x, x->pos, "unexpected end of input");
     }
     return 1;
 }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Nesting jsonlex_skip accepts inside the value it skips. */
 #define JSONLEX_SKIP_DEPTH 1024
@@ -41,6 +42,12 @@ struct jsonlex_str {
     size_t len;
     bool esc; /* it has escapes: raw != len, or a \/ style one */
 };
+
+/* Records an error (printf-style message, offset |at|) and returns -EPROTO:
+ * for callers that find the text wrong by their own rules, so they report
+ * it as the lexer does. */
+__attribute__((format(printf, 3, 4))) int jsonlex_fail(struct jsonlex *x, size_t at,
+                                                       const char *fmt, ...);
 
 static inline void jsonlex_init(struct jsonlex *x, const char *s, size_t n)
 {
@@ -78,8 +85,20 @@ void jsonlex_unescape(const struct jsonlex *x, const struct jsonlex_str *js, cha
 
 /* The string's bytes: in the text when it has no escapes, else unescaped
  * into |buf| (false when it does not fit in |cap|). */
-bool jsonlex_str_bytes(const struct jsonlex *x, const struct jsonlex_str *js, char *buf, size_t cap,
-                       const char **p);
+static inline bool jsonlex_str_bytes(const struct jsonlex *x, const struct jsonlex_str *js,
+                                     char *buf, size_t cap, const char **p)
+{
+    if (!js->esc) {
+        *p = x->s + js->at;
+        return true;
+    }
+    if (js->len > cap) {
+        return false;
+    }
+    jsonlex_unescape(x, js, buf);
+    *p = buf;
+    return true;
+}
 
 /* Length of the JSON number at p[0..n) (0 if none starts there). */
 size_t jsonlex_num_span(const char *p, size_t n);
@@ -87,11 +106,27 @@ size_t jsonlex_num_span(const char *p, size_t n);
 /* At a number: moves past it; |at|/|len| give its text. */
 int jsonlex_num(struct jsonlex *x, size_t *at, size_t *len);
 
-/* At the literal |lit| (true, false, null; |n| bytes): moves past it. */
-int jsonlex_lit(struct jsonlex *x, const char *lit, size_t n);
+/* At the literal |lit| (true, false, null; |n| bytes): moves past it.
+ * Inline, so the compare of a constant literal is a few instructions. */
+static inline int jsonlex_lit(struct jsonlex *x, const char *lit, size_t n)
+{
+    if (x->n - x->pos < n || memcmp(x->s + x->pos, lit, n) != 0) {
+        return jsonlex_fail(x, x->pos, "unexpected characters (expected a JSON value)");
+    }
+    x->pos += n;
+    return 0;
+}
 
 /* Consumes a null literal if one is next. */
-bool jsonlex_null(struct jsonlex *x);
+static inline bool jsonlex_null(struct jsonlex *x)
+{
+    jsonlex_ws(x);
+    if (x->n - x->pos >= 4 && memcmp(x->s + x->pos, "null", 4) == 0) {
+        x->pos += 4;
+        return true;
+    }
+    return false;
+}
 
 /* Skips one value of any kind, validating it, without recursion; nesting
  * deeper than JSONLEX_SKIP_DEPTH is an error. */
