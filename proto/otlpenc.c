@@ -278,7 +278,7 @@ size_t otlpenc_pb_span_size(const struct span_view *v)
 
 static void json_b64(struct jsonw *w, const uint8_t *p, size_t n)
 {
-    char small[64];
+    char small[BASE64_ENCODED_LEN(48) + 1]; /* a piece and its NUL */
     if (n <= 45) {
         size_t k = base64_encode(small, p, n, true);
         jsonw_str(w, small, k);
