@@ -43,7 +43,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	protoc-c -Iproto --c_out=$(BUILD)/gen $<
 
 # ---- sources ----
-LIB_SRCS  := $(wildcard storage/*.c proto/*.c query/*.c) $(filter-out server/main.c,$(wildcard server/*.c))
+LIB_SRCS  := $(wildcard lib/*.c storage/*.c proto/*.c query/*.c) $(filter-out server/main.c,$(wildcard server/*.c))
 MAIN_SRC  := server/main.c
 UNIT_SRCS := $(wildcard tests/unit/*/*_test.c) $(wildcard tests/util/*.c)
 INTEG_SRCS := $(wildcard tests/integ/*_test.c) $(wildcard tests/util/*.c)

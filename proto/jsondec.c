@@ -32,7 +32,7 @@
  *   VAL_MAX_DEPTH (an attribute or body value is level 1, as in
  *   val_check_attrs), deeper is -EPROTO. Values of unknown members are skipped
  *   by an iterative scanner that validates them and refuses nesting deeper
- *   than JD_SKIP_DEPTH. So the C stack stays small whatever the input.
+ *   than JSONLEX_SKIP_DEPTH. So the C stack stays small whatever the input.
  *
  * ACCEPTED (FACTS.md section 7): lowerCamelCase or snake_case keys; unknown
  * keys ignored; null = absent (a null element of a list of messages is an
@@ -58,17 +58,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base64.h"
+#include "lib/hex.h"
+#include "lib/jsonlex.h"
+#include "lib/utf8.h"
 #include "storage/val.h"
 
-/* Nesting accepted inside the value of a member we skip. */
-#define JD_SKIP_DEPTH 1024
 /* Strings up to this size are carved from a shared arena block. */
 #define JD_STR_BLOCK 4096
 
 struct jd {
-    const char *s;
-    size_t n;
-    size_t pos;
+    struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
     arena *a;
     struct batch *b;
     struct vbuf *h; /* &b->heap */
@@ -77,14 +77,6 @@ struct jd {
     size_t errlen;
     char *sp; /* string carving block in the arena */
     size_t sleft;
-};
-
-/* A lexed string: its raw bytes s[at, at+raw) and its unescaped length. */
-struct jstr {
-    size_t at;
-    size_t raw;
-    size_t len;
-    bool esc;
 };
 
 #define NONE ((size_t)-1)
@@ -113,430 +105,63 @@ static int nomem(struct jd *j)
 {
     if (j->err != NULL && j->errlen != 0) {
         snprintf(j->err, j->errlen, "%s json: out of memory at offset %zu", signal_name(j->sig),
-                 j->pos);
+                 j->lx.pos);
     }
     return -ENOMEM;
 }
 
-/* ---- lexing ---- */
+/* ---- lexing (lib/jsonlex.h; its errors reported as this decoder's) ---- */
+
+static int lexfail(struct jd *j)
+{
+    return fail(j, j->lx.err_at, "%s", j->lx.err);
+}
 
 static inline void ws(struct jd *j)
 {
-    while (j->pos < j->n) {
-        char c = j->s[j->pos];
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
-            break;
-        }
-        j->pos++;
-    }
+    jsonlex_ws(&j->lx);
 }
 
 /* The next non-blank byte, or -1 at the end. */
 static inline int peekc(struct jd *j)
 {
-    ws(j);
-    return j->pos < j->n ? (unsigned char)j->s[j->pos] : -1;
+    return jsonlex_peek(&j->lx);
 }
 
-static int hexdig(int c)
+static inline int lex_str(struct jd *j, struct jsonlex_str *out)
 {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
+    return jsonlex_str(&j->lx, out) < 0 ? lexfail(j) : 0;
 }
 
-static int hex4(const char *p)
+static inline void unescape(const struct jd *j, const struct jsonlex_str *js, char *d)
 {
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        int d = hexdig((unsigned char)p[i]);
-        if (d < 0) {
-            return -1;
-        }
-        v = v << 4 | d;
-    }
-    return v;
+    jsonlex_unescape(&j->lx, js, d);
 }
 
-/* 1 for '"', '\\' and control characters: where the string scan stops. */
-static const uint8_t str_stop[256] = {
-    [0 ... 0x1f] = 1,
-    ['"'] = 1,
-    ['\\'] = 1,
-};
-
-/* Whether any of the 8 bytes in |x| is '"', '\\' or below 0x20 (SWAR). */
-static inline bool has_stop(uint64_t x)
+static inline bool str_bytes(const struct jd *j, const struct jsonlex_str *js, char *buf,
+                             size_t cap, const char **p)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)) & high;
+    return jsonlex_str_bytes(&j->lx, js, buf, cap, p);
 }
 
-/* At '"': validates the string (escapes, surrogate pairs) and moves past it. */
-static int lex_str(struct jd *j, struct jstr *out)
+static inline int lex_num(struct jd *j, size_t *at, size_t *len)
 {
-    const unsigned char *s = (const unsigned char *)j->s;
-    size_t i = j->pos + 1, shrink = 0;
-    bool esc = false;
-    out->at = i;
-    for (;;) {
-        while (j->n - i >= 8) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (has_stop(w)) {
-                break;
-            }
-            i += 8;
-        }
-        while (i < j->n && !str_stop[s[i]]) {
-            i++;
-        }
-        if (i >= j->n) {
-            return fail(j, j->pos, "unterminated string");
-        }
-        if (s[i] == '"') {
-            break;
-        }
-        if (s[i] != '\\') {
-            return fail(j, i, "control character 0x%02x in a string", s[i]);
-        }
-        esc = true;
-        if (i + 1 >= j->n) {
-            return fail(j, j->pos, "unterminated string");
-        }
-        switch (s[i + 1]) {
-        case '"':
-        case '\\':
-        case '/':
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-            shrink += 1;
-            i += 2;
-            continue;
-        case 'u':
-            break;
-        default:
-            return fail(j, i, "bad escape '\\%c'", s[i + 1]);
-        }
-        int cp = j->n - i >= 6 ? hex4(j->s + i + 2) : -1;
-        if (cp < 0) {
-            return fail(j, i, "bad \\u escape");
-        }
-        if (cp >= 0xdc00 && cp <= 0xdfff) {
-            return fail(j, i, "lone low surrogate in a \\u escape");
-        }
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-            int lo =
-                j->n - i >= 12 && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(j->s + i + 8) : -1;
-            if (lo < 0xdc00 || lo > 0xdfff) {
-                return fail(j, i, "lone high surrogate in a \\u escape");
-            }
-            shrink += 12 - 4;
-            i += 12;
-            continue;
-        }
-        shrink += 6 - (cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3);
-        i += 6;
-    }
-    out->raw = i - out->at;
-    out->len = out->raw - shrink;
-    out->esc = esc;
-    j->pos = i + 1;
-    return 0;
+    return jsonlex_num(&j->lx, at, len) < 0 ? lexfail(j) : 0;
 }
 
-static size_t put_utf8(char *d, uint32_t cp)
+static inline int lex_lit(struct jd *j, const char *lit, size_t n)
 {
-    if (cp < 0x80) {
-        d[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        d[0] = (char)(0xc0 | cp >> 6);
-        d[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        d[0] = (char)(0xe0 | cp >> 12);
-        d[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        d[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    d[0] = (char)(0xf0 | cp >> 18);
-    d[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    d[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    d[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
+    return jsonlex_lit(&j->lx, lit, n) < 0 ? lexfail(j) : 0;
 }
 
-/* Writes the js->len unescaped bytes to |d| (the string was validated by lex_str). */
-static void unescape(const struct jd *j, const struct jstr *js, char *d)
+static inline bool take_null(struct jd *j)
 {
-    const char *s = j->s + js->at, *e = s + js->raw;
-    if (!js->esc) {
-        memcpy(d, s, js->raw);
-        return;
-    }
-    while (s < e) {
-        const char *bs = memchr(s, '\\', (size_t)(e - s));
-        size_t run = (size_t)((bs ? bs : e) - s);
-        memcpy(d, s, run);
-        d += run;
-        s += run;
-        if (bs == NULL) {
-            break;
-        }
-        char c = s[1];
-        s += 2;
-        switch (c) {
-        case 'b':
-            *d++ = '\b';
-            break;
-        case 'f':
-            *d++ = '\f';
-            break;
-        case 'n':
-            *d++ = '\n';
-            break;
-        case 'r':
-            *d++ = '\r';
-            break;
-        case 't':
-            *d++ = '\t';
-            break;
-        case 'u': {
-            uint32_t cp = (uint32_t)hex4(s);
-            s += 4;
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                uint32_t lo = (uint32_t)hex4(s + 2);
-                s += 6;
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            d += put_utf8(d, cp);
-            break;
-        }
-        default: /* '"', '\\', '/' */
-            *d++ = c;
-            break;
-        }
-    }
+    return jsonlex_null(&j->lx);
 }
 
-/*
- * The string's bytes: in the body when it has no escapes, else unescaped
- * into |buf| (false when it does not fit in |cap|).
- */
-static bool str_bytes(const struct jd *j, const struct jstr *js, char *buf, size_t cap,
-                      const char **p)
+static inline int skip_value(struct jd *j)
 {
-    if (!js->esc) {
-        *p = j->s + js->at;
-        return true;
-    }
-    if (js->len > cap) {
-        return false;
-    }
-    unescape(j, js, buf);
-    *p = buf;
-    return true;
-}
-
-/* Length of the JSON number at p[0..n) (0 if none starts there). */
-static size_t num_span(const char *p, size_t n)
-{
-    size_t i = 0;
-    if (i < n && p[i] == '-') {
-        i++;
-    }
-    if (i >= n) {
-        return 0;
-    }
-    if (p[i] == '0') {
-        i++;
-    } else if (p[i] >= '1' && p[i] <= '9') {
-        while (i < n && p[i] >= '0' && p[i] <= '9') {
-            i++;
-        }
-    } else {
-        return 0;
-    }
-    if (i < n && p[i] == '.') {
-        size_t k = ++i;
-        while (i < n && p[i] >= '0' && p[i] <= '9') {
-            i++;
-        }
-        if (i == k) {
-            return 0;
-        }
-    }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
-        i++;
-        if (i < n && (p[i] == '+' || p[i] == '-')) {
-            i++;
-        }
-        size_t k = i;
-        while (i < n && p[i] >= '0' && p[i] <= '9') {
-            i++;
-        }
-        if (i == k) {
-            return 0;
-        }
-    }
-    return i;
-}
-
-/* At a number: moves past it; |at|/|len| give its text. */
-static int lex_num(struct jd *j, size_t *at, size_t *len)
-{
-    size_t k = num_span(j->s + j->pos, j->n - j->pos);
-    if (k == 0) {
-        return fail(j, j->pos, "malformed number");
-    }
-    *at = j->pos;
-    *len = k;
-    j->pos += k;
-    return 0;
-}
-
-static int lex_lit(struct jd *j, const char *lit, size_t n)
-{
-    if (j->n - j->pos < n || memcmp(j->s + j->pos, lit, n) != 0) {
-        return fail(j, j->pos, "unexpected characters (expected a JSON value)");
-    }
-    j->pos += n;
-    return 0;
-}
-
-/* Consumes a null literal if one is next. */
-static bool take_null(struct jd *j)
-{
-    ws(j);
-    if (j->n - j->pos >= 4 && memcmp(j->s + j->pos, "null", 4) == 0) {
-        j->pos += 4;
-        return true;
-    }
-    return false;
-}
-
-/* Skips one value of any kind, validating it, without recursion. */
-static int skip_value(struct jd *j)
-{
-    uint64_t is_obj[JD_SKIP_DEPTH / 64];
-    int depth = 0, rc;
-    struct jstr js;
-    size_t at, len;
-    for (;;) {
-        int c = peekc(j);
-        switch (c) {
-        case '{':
-        case '[':
-            if (depth == JD_SKIP_DEPTH) {
-                return fail(j, j->pos, "nesting deeper than %d", JD_SKIP_DEPTH);
-            }
-            if (c == '{') {
-                is_obj[depth / 64] |= 1ull << (depth % 64);
-            } else {
-                is_obj[depth / 64] &= ~(1ull << (depth % 64));
-            }
-            depth++;
-            j->pos++;
-            if (c == '{') {
-                int c2 = peekc(j);
-                if (c2 == '}') {
-                    j->pos++;
-                    depth--;
-                    break;
-                }
-                if (c2 != '"') {
-                    return fail(j, j->pos, "expected a member name or '}'");
-                }
-                if ((rc = lex_str(j, &js)) < 0) {
-                    return rc;
-                }
-                if (peekc(j) != ':') {
-                    return fail(j, j->pos, "expected ':'");
-                }
-                j->pos++;
-            } else if (peekc(j) == ']') {
-                j->pos++;
-                depth--;
-                break;
-            }
-            continue; /* a value follows */
-        case '"':
-            if ((rc = lex_str(j, &js)) < 0) {
-                return rc;
-            }
-            break;
-        case 't':
-            if ((rc = lex_lit(j, "true", 4)) < 0) {
-                return rc;
-            }
-            break;
-        case 'f':
-            if ((rc = lex_lit(j, "false", 5)) < 0) {
-                return rc;
-            }
-            break;
-        case 'n':
-            if ((rc = lex_lit(j, "null", 4)) < 0) {
-                return rc;
-            }
-            break;
-        case -1:
-            return fail(j, j->pos, "unexpected end of input");
-        default:
-            if (c != '-' && (c < '0' || c > '9')) {
-                return fail(j, j->pos, "unexpected character '%c'", c);
-            }
-            if ((rc = lex_num(j, &at, &len)) < 0) {
-                return rc;
-            }
-            break;
-        }
-        /* after a value: close containers until one continues */
-        for (;;) {
-            if (depth == 0) {
-                return 0;
-            }
-            bool obj = is_obj[(depth - 1) / 64] >> ((depth - 1) % 64) & 1;
-            c = peekc(j);
-            if (c == ',') {
-                j->pos++;
-                if (obj) {
-                    if (peekc(j) != '"') {
-                        return fail(j, j->pos, "expected a member name");
-                    }
-                    if ((rc = lex_str(j, &js)) < 0) {
-                        return rc;
-                    }
-                    if (peekc(j) != ':') {
-                        return fail(j, j->pos, "expected ':'");
-                    }
-                    j->pos++;
-                }
-                break;
-            }
-            if (c == (obj ? '}' : ']')) {
-                j->pos++;
-                depth--;
-                continue;
-            }
-            if (c < 0) {
-                return fail(j, j->pos, "unexpected end of input");
-            }
-            return fail(j, j->pos, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
-    }
+    return jsonlex_skip(&j->lx) < 0 ? lexfail(j) : 0;
 }
 
 /* ---- objects and arrays ---- */
@@ -544,74 +169,33 @@ static int skip_value(struct jd *j)
 static int obj_open(struct jd *j, const char *what)
 {
     if (peekc(j) != '{') {
-        return fail(j, j->pos, "%s: expected an object", what);
+        return fail(j, j->lx.pos, "%s: expected an object", what);
     }
-    j->pos++;
+    j->lx.pos++;
     return 0;
 }
 
 /* 1: a member follows (key set, cursor at its value); 0: the object ended. */
-static int obj_next(struct jd *j, struct jstr *key, bool *first)
+static inline int obj_next(struct jd *j, struct jsonlex_str *key, bool *first)
 {
-    int c = peekc(j), rc;
-    if (c == '}') {
-        j->pos++;
-        return 0;
-    }
-    if (!*first) {
-        if (c != ',') {
-            return c < 0 ? fail(j, j->pos, "unexpected end of input")
-                         : fail(j, j->pos, "expected ',' or '}'");
-        }
-        j->pos++;
-        c = peekc(j);
-    }
-    *first = false;
-    if (c != '"') {
-        return c < 0 ? fail(j, j->pos, "unexpected end of input")
-                     : fail(j, j->pos, "expected a member name");
-    }
-    if ((rc = lex_str(j, key)) < 0) {
-        return rc;
-    }
-    if (peekc(j) != ':') {
-        return fail(j, j->pos, "expected ':'");
-    }
-    j->pos++;
-    ws(j);
-    return 1;
+    int rc = jsonlex_obj_next(&j->lx, key, first);
+    return rc < 0 ? lexfail(j) : rc;
 }
 
 static int arr_open(struct jd *j, const char *what)
 {
     if (peekc(j) != '[') {
-        return fail(j, j->pos, "%s: expected an array", what);
+        return fail(j, j->lx.pos, "%s: expected an array", what);
     }
-    j->pos++;
+    j->lx.pos++;
     return 0;
 }
 
 /* 1: an element follows (cursor at it); 0: the array ended. */
-static int arr_next(struct jd *j, bool *first)
+static inline int arr_next(struct jd *j, bool *first)
 {
-    int c = peekc(j);
-    if (c == ']') {
-        j->pos++;
-        return 0;
-    }
-    if (!*first) {
-        if (c != ',') {
-            return c < 0 ? fail(j, j->pos, "unexpected end of input")
-                         : fail(j, j->pos, "expected ',' or ']'");
-        }
-        j->pos++;
-        c = peekc(j);
-    }
-    *first = false;
-    if (c < 0) {
-        return fail(j, j->pos, "unexpected end of input");
-    }
-    return 1;
+    int rc = jsonlex_arr_next(&j->lx, first);
+    return rc < 0 ? lexfail(j) : rc;
 }
 
 /* ---- member names ---- */
@@ -632,7 +216,7 @@ struct fdef {
 #define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
 /* Index of the member |k| in |t|, or -1 (unknown: skip it). */
-static int field_of(const struct jd *j, const struct jstr *k, const struct fdef *t, int nt)
+static int field_of(const struct jd *j, const struct jsonlex_str *k, const struct fdef *t, int nt)
 {
     char buf[48];
     const char *p;
@@ -652,7 +236,7 @@ static int field_of(const struct jd *j, const struct jstr *k, const struct fdef 
 /* ---- scalar members ---- */
 
 /* Carves the unescaped string from the arena. */
-static int arena_str(struct jd *j, const struct jstr *js, struct mstr *out)
+static int arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out)
 {
     char *p;
     if (js->len == 0) {
@@ -685,23 +269,23 @@ static int arena_str(struct jd *j, const struct jstr *js, struct mstr *out)
     return 0;
 }
 
-static int rd_jstr(struct jd *j, const char *field, struct jstr *js)
+static int rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js)
 {
     if (peekc(j) != '"') {
-        return fail(j, j->pos, "%s: expected a string", field);
+        return fail(j, j->lx.pos, "%s: expected a string", field);
     }
     return lex_str(j, js);
 }
 
 static int rd_mstr(struct jd *j, const char *field, struct mstr *out)
 {
-    struct jstr js;
+    struct jsonlex_str js;
     int rc = rd_jstr(j, field, &js);
     return rc < 0 ? rc : arena_str(j, &js, out);
 }
 
 /* Writes uv length + unescaped bytes to the heap. */
-static int heap_jstr(struct jd *j, const struct jstr *js)
+static int heap_jstr(struct jd *j, const struct jsonlex_str *js)
 {
     if (vbuf_reserve(j->h, 10 + js->len) < 0) {
         return nomem(j);
@@ -720,9 +304,9 @@ static int num_text(struct jd *j, const char *field, char *buf, size_t cap, cons
                     size_t *n, bool *quoted)
 {
     int c = peekc(j), rc;
-    size_t at = j->pos;
+    size_t at = j->lx.pos;
     if (c == '"') {
-        struct jstr js;
+        struct jsonlex_str js;
         if ((rc = lex_str(j, &js)) < 0) {
             return rc;
         }
@@ -738,7 +322,7 @@ static int num_text(struct jd *j, const char *field, char *buf, size_t cap, cons
         if ((rc = lex_num(j, &nat, n)) < 0) {
             return rc;
         }
-        *p = j->s + nat;
+        *p = j->lx.s + nat;
         *quoted = false;
         return 0;
     }
@@ -765,7 +349,7 @@ static bool num_to_int(const char *p, size_t n, bool *neg, uint64_t *mag)
             return true;
         }
     }
-    if (n == 0 || num_span(p, n) != n) {
+    if (n == 0 || jsonlex_num_span(p, n) != n) {
         return false;
     }
     size_t i = 0;
@@ -838,7 +422,7 @@ static int rd_u64(struct jd *j, const char *field, uint64_t *out)
 {
     char buf[128];
     const char *p;
-    size_t n, at = (ws(j), j->pos);
+    size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
@@ -859,7 +443,7 @@ static int rd_i64(struct jd *j, const char *field, int64_t *out)
 {
     char buf[128];
     const char *p;
-    size_t n, at = (ws(j), j->pos);
+    size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
@@ -875,7 +459,7 @@ static int rd_i64(struct jd *j, const char *field, int64_t *out)
 
 static int rd_u32(struct jd *j, const char *field, uint32_t *out)
 {
-    size_t at = (ws(j), j->pos);
+    size_t at = (ws(j), j->lx.pos);
     uint64_t v;
     int rc = rd_u64(j, field, &v);
     if (rc < 0) {
@@ -890,7 +474,7 @@ static int rd_u32(struct jd *j, const char *field, uint32_t *out)
 
 static int rd_i32(struct jd *j, const char *field, int32_t *out)
 {
-    size_t at = (ws(j), j->pos);
+    size_t at = (ws(j), j->lx.pos);
     int64_t v;
     int rc = rd_i64(j, field, &v);
     if (rc < 0) {
@@ -968,11 +552,11 @@ static int rd_f64(struct jd *j, const char *field, double *out)
 {
     char buf[512];
     const char *p;
-    size_t n, at = (ws(j), j->pos);
+    size_t n, at = (ws(j), j->lx.pos);
     bool quoted;
     int c = peekc(j);
     if (c == '"') {
-        struct jstr js;
+        struct jsonlex_str js;
         int rc = lex_str(j, &js);
         if (rc < 0) {
             return rc;
@@ -1000,7 +584,7 @@ static int rd_f64(struct jd *j, const char *field, double *out)
             return rc;
         }
     }
-    if (n == 0 || num_span(p, n) != n) {
+    if (n == 0 || jsonlex_num_span(p, n) != n) {
         return fail(j, at, "%s: not a number", field);
     }
     if (f64_fast(p, n, out)) {
@@ -1032,15 +616,15 @@ static int rd_bool(struct jd *j, const char *field, bool *out)
         *out = false;
         return 0;
     }
-    return fail(j, j->pos, "%s: expected true or false", field);
+    return fail(j, j->lx.pos, "%s: expected true or false", field);
 }
 
 /* An enum: an integer (bare or quoted) or one of |names| (index = value). */
 static int rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)
 {
-    size_t at = (ws(j), j->pos);
+    size_t at = (ws(j), j->lx.pos);
     if (peekc(j) == '"') {
-        struct jstr js;
+        struct jsonlex_str js;
         char buf[64];
         const char *p;
         int rc = lex_str(j, &js);
@@ -1063,7 +647,7 @@ static int rd_enum(struct jd *j, const char *field, const char *const *names, in
             }
         }
         return fail(j, at, "%s: unknown enum value \"%.*s\"", field,
-                    (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->s + js.at);
+                    (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->lx.s + js.at);
     }
     return rd_i32(j, field, out);
 }
@@ -1074,10 +658,10 @@ static int rd_enum(struct jd *j, const char *field, const char *const *names, in
  */
 static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)
 {
-    struct jstr js;
+    struct jsonlex_str js;
     char buf[64];
     const char *p;
-    size_t at = (ws(j), j->pos);
+    size_t at = (ws(j), j->lx.pos);
     *present = false;
     int rc = rd_jstr(j, field, &js);
     if (rc < 0) {
@@ -1090,13 +674,11 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
     if (js.len != 2 * nb || !str_bytes(j, &js, buf, sizeof(buf), &p)) {
         return fail(j, at, "%s: %zu hex digits, want %zu", field, js.len, 2 * nb);
     }
+    if (hex_decode(dst, p, nb) < 0) {
+        return fail(j, at, "%s: not a hex string", field);
+    }
     uint8_t any = 0;
     for (size_t i = 0; i < nb; i++) {
-        int hi = hexdig((unsigned char)p[2 * i]), lo = hexdig((unsigned char)p[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return fail(j, at, "%s: not a hex string", field);
-        }
-        dst[i] = (uint8_t)(hi << 4 | lo);
         any |= dst[i];
     }
     *present = any != 0;
@@ -1105,25 +687,12 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
 
 /* ---- values (val.h encoding into the heap) ---- */
 
-/* base64 digit value + 1 (0: not a digit); both alphabets. */
-static const uint8_t b64[256] = {
-    ['A'] = 1,  ['B'] = 2,  ['C'] = 3,  ['D'] = 4,  ['E'] = 5,  ['F'] = 6,  ['G'] = 7,  ['H'] = 8,
-    ['I'] = 9,  ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15, ['P'] = 16,
-    ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22, ['W'] = 23, ['X'] = 24,
-    ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29, ['d'] = 30, ['e'] = 31, ['f'] = 32,
-    ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36, ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40,
-    ['o'] = 41, ['p'] = 42, ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48,
-    ['w'] = 49, ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56,
-    ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['-'] = 63,
-    ['/'] = 64, ['_'] = 64,
-};
-
 /* bytesValue: base64 (standard or URL-safe, padded or not) -> VAL_BYTES. */
 static int bytes_value(struct jd *j)
 {
-    struct jstr js;
+    struct jsonlex_str js;
     const char *p;
-    size_t at = (ws(j), j->pos);
+    size_t at = (ws(j), j->lx.pos);
     int rc = rd_jstr(j, "bytesValue", &js);
     if (rc < 0) {
         return rc;
@@ -1136,36 +705,21 @@ static int bytes_value(struct jd *j)
         unescape(j, &js, t);
         p = t;
     } else {
-        p = j->s + js.at;
+        p = j->lx.s + js.at;
     }
-    size_t n = js.len;
-    for (int k = 0; k < 2 && n > 0 && p[n - 1] == '='; k++) {
-        n--;
-    }
-    if (n % 4 == 1) {
+    size_t n = base64_unpad(p, js.len);
+    long out = base64_decoded_len(n);
+    if (out < 0) {
         return fail(j, at, "bytesValue: bad base64 length");
     }
-    size_t out = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
-    if (vbuf_put_u8(j->h, VAL_BYTES) < 0 || vbuf_put_uv(j->h, out) < 0 ||
-        vbuf_reserve(j->h, out) < 0) {
+    if (vbuf_put_u8(j->h, VAL_BYTES) < 0 || vbuf_put_uv(j->h, (uint64_t)out) < 0 ||
+        vbuf_reserve(j->h, (size_t)out) < 0) {
         return nomem(j);
     }
-    uint8_t *d = j->h->p + j->h->len;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64[(unsigned char)p[i]] - 1;
-        if (v < 0) {
-            return fail(j, at, "bytesValue: not base64");
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            *d++ = (uint8_t)(acc >> bits);
-        }
+    if (base64_decode(j->h->p + j->h->len, p, n) < 0) {
+        return fail(j, at, "bytesValue: not base64");
     }
-    j->h->len += out;
+    j->h->len += (size_t)out;
     return 0;
 }
 
@@ -1196,7 +750,7 @@ static int list_value(struct jd *j, int depth, enum val_type t)
 {
     long at = val_open(j->h, t);
     uint32_t count = 0;
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc;
     if (at < 0) {
@@ -1243,9 +797,9 @@ static int list_value(struct jd *j, int depth, enum val_type t)
  */
 static int any_value(struct jd *j, int depth, struct body_sink *sink)
 {
-    size_t mark = j->h->len, at = (ws(j), j->pos);
+    size_t mark = j->h->len, at = (ws(j), j->lx.pos);
     bool set = false, first = true;
-    struct jstr k;
+    struct jsonlex_str k;
     int rc;
     if (depth > VAL_MAX_DEPTH) {
         return fail(j, at, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
@@ -1275,7 +829,7 @@ static int any_value(struct jd *j, int depth, struct body_sink *sink)
         }
         switch (f) {
         case AV_STR: {
-            struct jstr js;
+            struct jsonlex_str js;
             if ((rc = rd_jstr(j, "stringValue", &js)) < 0) {
                 return rc;
             }
@@ -1355,9 +909,9 @@ static const struct fdef kv_fields[] = {
 static int key_value(struct jd *j, int depth)
 {
     size_t start = j->h->len, val_pos = NONE;
-    struct jstr key = {0};
+    struct jsonlex_str key = {0};
     bool first = true, key_written = false, val_written = false, redo = false;
-    struct jstr k;
+    struct jsonlex_str k;
     int rc;
     if (take_null(j)) { /* an empty KeyValue */
         return val_put_key(j->h, "", 0) < 0 || val_put_empty(j->h) < 0 ? nomem(j) : 0;
@@ -1369,7 +923,7 @@ static int key_value(struct jd *j, int depth)
         int f = field_of(j, &k, kv_fields, NF(kv_fields));
         if (f == KV_KEY) {
             if (take_null(j)) {
-                key = (struct jstr){0};
+                key = (struct jsonlex_str){0};
                 redo = true;
                 continue;
             }
@@ -1388,7 +942,7 @@ static int key_value(struct jd *j, int depth)
             if (val_pos != NONE) {
                 redo = true;
             }
-            val_pos = (ws(j), j->pos);
+            val_pos = (ws(j), j->lx.pos);
             if (key_written && !redo) {
                 rc = any_value(j, depth, NULL);
                 val_written = true;
@@ -1412,12 +966,12 @@ static int key_value(struct jd *j, int depth)
         }
         val_written = false;
         if (val_pos != NONE) {
-            size_t end = j->pos;
-            j->pos = val_pos;
+            size_t end = j->lx.pos;
+            j->lx.pos = val_pos;
             if ((rc = any_value(j, depth, NULL)) < 0) {
                 return rc;
             }
-            j->pos = end;
+            j->lx.pos = end;
             val_written = true;
         }
     }
@@ -1459,17 +1013,17 @@ static int attr_list_at(struct jd *j, size_t pos, const char *what, struct attrs
     if (pos == NONE) {
         return 0;
     }
-    size_t end = j->pos;
-    j->pos = pos;
+    size_t end = j->lx.pos;
+    j->lx.pos = pos;
     int rc = attr_list(j, what, out);
-    j->pos = end;
+    j->lx.pos = end;
     return rc;
 }
 
 /* Remembers where a member's value is, and skips it. */
 static int defer(struct jd *j, size_t *pos)
 {
-    *pos = (ws(j), j->pos);
+    *pos = (ws(j), j->lx.pos);
     return skip_value(j);
 }
 
@@ -1513,7 +1067,7 @@ static const struct fdef scope_fields[] = {
 
 static int scope_msg(struct jd *j, uint32_t si)
 {
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = obj_open(j, "scope");
     if (rc < 0) {
@@ -1548,7 +1102,7 @@ static const struct fdef resource_fields[] = {
 
 static int resource_msg(struct jd *j, uint32_t ri)
 {
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = obj_open(j, "resource");
     if (rc < 0) {
@@ -1626,7 +1180,7 @@ static int log_body(struct jd *j, struct log_row *l)
 static int log_record(struct jd *j, uint32_t si)
 {
     struct log_row *l = batch_add_log(j->b);
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true, has;
     int rc;
     if (l == NULL) {
@@ -1724,7 +1278,7 @@ static int event(struct jd *j)
 {
     uint64_t t = 0;
     uint32_t dropped = 0;
-    struct jstr name = {0}, k;
+    struct jsonlex_str name = {0}, k;
     size_t attrs = NONE;
     bool first = true;
     int rc = 0;
@@ -1774,7 +1328,7 @@ static int link(struct jd *j)
 {
     uint8_t tid[16] = {0}, sid[8] = {0};
     uint32_t flags = 0, dropped = 0;
-    struct jstr state = {0}, k;
+    struct jsonlex_str state = {0}, k;
     size_t attrs = NONE;
     bool first = true, has;
     int rc = 0;
@@ -1846,7 +1400,7 @@ static const struct fdef status_fields[] = {
 
 static int status_msg(struct jd *j, struct span_row *sp)
 {
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = obj_open(j, "status");
     if (rc < 0) {
@@ -1908,7 +1462,7 @@ static const struct fdef span_fields[] = {
 static int span(struct jd *j, uint32_t si)
 {
     struct span_row *sp = batch_add_span(j->b);
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true, has;
     int rc;
     if (sp == NULL) {
@@ -2035,10 +1589,10 @@ static int num_list_at(struct jd *j, size_t pos, const char *what, bool dbl)
     if (pos == NONE) {
         return vbuf_put_u32(j->h, 0) < 0 ? nomem(j) : 0;
     }
-    size_t end = j->pos;
-    j->pos = pos;
+    size_t end = j->lx.pos;
+    j->lx.pos = pos;
     int rc = num_list(j, what, dbl);
-    j->pos = end;
+    j->lx.pos = end;
     return rc;
 }
 
@@ -2051,16 +1605,16 @@ static const struct fdef bucket_fields[] = {
 /* ExponentialHistogram Buckets found at |pos|: u32 offset, u32 n, n u64. */
 static int buckets_at(struct jd *j, size_t pos, const char *what)
 {
-    size_t hdr = j->h->len, end = j->pos;
+    size_t hdr = j->h->len, end = j->lx.pos;
     int32_t offset = 0;
     bool first = true, have_counts = false;
-    struct jstr k;
+    struct jsonlex_str k;
     int rc = 0;
     if (vbuf_put_u32(j->h, 0) < 0) {
         return nomem(j);
     }
     if (pos != NONE) {
-        j->pos = pos;
+        j->lx.pos = pos;
         if ((rc = obj_open(j, what)) < 0) {
             return rc;
         }
@@ -2082,7 +1636,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what)
         if (rc < 0) {
             return rc;
         }
-        j->pos = end;
+        j->lx.pos = end;
     }
     if (!have_counts && vbuf_put_u32(j->h, 0) < 0) {
         return nomem(j);
@@ -2100,7 +1654,7 @@ static const struct fdef vaq_fields[] = {
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
 static int quantiles_at(struct jd *j, size_t pos)
 {
-    size_t hdr = j->h->len, end = j->pos;
+    size_t hdr = j->h->len, end = j->lx.pos;
     uint32_t n = 0;
     bool first = true;
     int rc;
@@ -2110,14 +1664,14 @@ static int quantiles_at(struct jd *j, size_t pos)
     if (pos == NONE) {
         return 0;
     }
-    j->pos = pos;
+    j->lx.pos = pos;
     if ((rc = arr_open(j, "quantileValues")) < 0) {
         return rc;
     }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
         bool ofirst = true;
-        struct jstr k;
+        struct jsonlex_str k;
         if (!take_null(j)) {
             if ((rc = obj_open(j, "quantileValues")) < 0) {
                 return rc;
@@ -2147,7 +1701,7 @@ static int quantiles_at(struct jd *j, size_t pos)
         return rc;
     }
     vbuf_patch_u32(j->h, hdr, n);
-    j->pos = end;
+    j->lx.pos = end;
     return 0;
 }
 
@@ -2171,7 +1725,7 @@ static int exemplar(struct jd *j)
     uint8_t vt = PV_NONE, tid[16] = {0}, sid[8] = {0};
     bool has_t = false, has_s = false, first = true;
     size_t attrs = NONE;
-    struct jstr k;
+    struct jsonlex_str k;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = obj_open(j, "exemplars")) < 0) {
@@ -2283,7 +1837,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
     int32_t scale = 0;
     uint64_t zero_count = 0;
     double zero_threshold = 0;
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = 0;
     if (p == NULL) {
@@ -2409,7 +1963,7 @@ static const struct fdef data_fields[] = {
 /* Gauge, Sum, Histogram, ExponentialHistogram or Summary of metric |mi|. */
 static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const char *what)
 {
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = obj_open(j, what);
     if (rc < 0) {
@@ -2466,7 +2020,7 @@ static const struct fdef metric_fields[] = {
 static int metric(struct jd *j, uint32_t si)
 {
     uint32_t mi = j->b->n_metrics, rows_mark = j->b->n_rows;
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc;
     if (batch_add_metric(j->b) == NULL) {
@@ -2537,7 +2091,7 @@ static int scope_env(struct jd *j, uint32_t ri)
 {
     uint32_t si = j->b->n_scopes;
     int items = j->sig == SIG_LOGS ? SE_LOGS : j->sig == SIG_TRACES ? SE_SPANS : SE_METRICS;
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc;
     if (batch_add_scope(j->b) == NULL) {
@@ -2597,7 +2151,7 @@ static int resource_env(struct jd *j)
 {
     uint32_t ri = j->b->n_resources;
     int items = j->sig == SIG_LOGS ? RE_LOGS : j->sig == SIG_TRACES ? RE_SPANS : RE_METRICS;
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc;
     if (batch_add_resource(j->b) == NULL) {
@@ -2648,7 +2202,7 @@ static const struct fdef request_fields[] = {
 
 static int request(struct jd *j)
 {
-    struct jstr k;
+    struct jsonlex_str k;
     bool first = true;
     int rc = obj_open(j, "request");
     if (rc < 0) {
@@ -2680,58 +2234,11 @@ static int request(struct jd *j)
 
 /* ---- entry ---- */
 
-/* Offset of the first byte that is not valid UTF-8, or |n|. */
-static size_t utf8_check(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        if (n - i >= 8) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlongs */
-            hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf; /* <= U+10FFFF */
-        } else {
-            return i;
-        }
-        if (n - i <= need || s[i + 1] < lo || s[i + 1] > hi) {
-            return i;
-        }
-        for (size_t k = 2; k <= need; k++) {
-            if (s[i + k] < 0x80 || s[i + k] > 0xbf) {
-                return i;
-            }
-        }
-        i += need + 1;
-    }
-    return n;
-}
-
 int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct batch *out,
                    char *err, size_t errlen)
 {
     struct jd j = {
-        .s = body,
-        .n = len,
+        .lx = {.s = body, .n = len},
         .a = a,
         .b = out,
         .h = &out->heap,
@@ -2748,15 +2255,15 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
              n_rows = out->n_rows;
     size_t heap_len = out->heap.len;
     int rc;
-    size_t bad = utf8_check((const unsigned char *)body, len);
+    size_t bad = utf8_check((const uint8_t *)body, len);
     if (bad < len) {
         rc = fail(&j, bad, "invalid UTF-8");
     } else if (peekc(&j) != '{') {
-        rc = fail(&j, j.pos,
-                  j.pos < len ? "expected '{' (an export request object)"
-                              : "empty body (expected an export request object)");
+        rc = fail(&j, j.lx.pos,
+                  j.lx.pos < len ? "expected '{' (an export request object)"
+                                 : "empty body (expected an export request object)");
     } else if ((rc = request(&j)) == 0 && peekc(&j) >= 0) {
-        rc = fail(&j, j.pos, "trailing characters after the request object");
+        rc = fail(&j, j.lx.pos, "trailing characters after the request object");
     }
     if (rc == 0 && out->heap.len > UINT32_MAX) {
         if (err != NULL && errlen != 0) {

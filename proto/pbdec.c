@@ -62,6 +62,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/utf8.h"
+
 #define WT_VARINT 0
 #define WT_I64 1
 #define WT_LEN 2
@@ -369,64 +371,10 @@ static inline void range_add(struct range *r, const struct fld *f, const struct 
     r->end = after->p;
 }
 
-/* ---- UTF-8 ---- */
-
-static bool utf8_ok(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        /* ASCII fast path: eight bytes at a time. */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (w & 0x8080808080808080ull) {
-                break;
-            }
-            i += 8;
-        }
-        while (i < n && s[i] < 0x80) {
-            i++;
-        }
-        if (i == n) {
-            return true;
-        }
-        uint8_t c = s[i];
-        if (c < 0xc2) {
-            return false; /* continuation byte or overlong 2-byte lead */
-        }
-        if (c < 0xe0) {
-            if (n - i < 2 || (s[i + 1] & 0xc0) != 0x80) {
-                return false;
-            }
-            i += 2;
-        } else if (c < 0xf0) {
-            if (n - i < 3 || (s[i + 1] & 0xc0) != 0x80 || (s[i + 2] & 0xc0) != 0x80) {
-                return false;
-            }
-            if ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] > 0x9f)) {
-                return false; /* overlong, or a UTF-16 surrogate */
-            }
-            i += 3;
-        } else if (c < 0xf5) {
-            if (n - i < 4 || (s[i + 1] & 0xc0) != 0x80 || (s[i + 2] & 0xc0) != 0x80 ||
-                (s[i + 3] & 0xc0) != 0x80) {
-                return false;
-            }
-            if ((c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] > 0x8f)) {
-                return false; /* overlong, or above U+10FFFF */
-            }
-            i += 4;
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
 static inline int get_str(struct dec *d, const struct fld *f, const char *name, struct mstr *out)
 {
     WANT(*f, WT_LEN, name);
-    if (UNLIKELY(!utf8_ok(f->p, f->len))) {
+    if (UNLIKELY(!utf8_valid(f->p, f->len))) {
         return fail(d, f->at, "invalid UTF-8 in string field %s", name);
     }
     out->p = (const char *)f->p;
@@ -690,7 +638,7 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
         const uint8_t *q = k + p[1];
         if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
                          (size_t)q[1] == (size_t)(end - q - 2))) {
-            if (UNLIKELY(!utf8_ok(k, p[1]))) {
+            if (UNLIKELY(!utf8_valid(k, p[1]))) {
                 return fail(d, p, "invalid UTF-8 in string field key");
             }
             TRY(put_key(h, k, p[1]));

@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "lib/clock.h"
+
 /* Helpers per fan-out at most (more workers than this just stay idle). */
 #define QPOOL_MAX_HELPERS 64
 /* Jobs waiting this long with no job started: a reserve worker takes one. */
@@ -79,9 +81,7 @@ static void reserve_cv_init(void)
 
 static uint64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return clock_mono_ns() / 1000000u;
 }
 
 static bool jobs_waiting(void)

@@ -337,35 +337,35 @@ static int pb_sizes(struct traces_trace *t, uint64_t *trace_bytes)
     size_t si = 0;
     for (size_t g = 0; g < t->n_rg; g++) {
         struct rgroup *rg = &t->rg[g];
-        struct pbs c;
-        pbs_init(&c, NULL);
-        totlp_pb_resource(&c, rg->res);
-        uint64_t rsz = 1 + pbs_varint_size(c.n) + c.n;
+        struct pbw c;
+        pbw_init(&c, NULL);
+        otlpenc_pb_resource(&c, rg->res);
+        uint64_t rsz = 1 + pbw_varint_size(c.n) + c.n;
         for (; si < t->n_sg && t->sg[si].first < rg->end; si++) {
             struct sgroup *sg = &t->sg[si];
-            pbs_init(&c, NULL);
-            totlp_pb_scope(&c, sg->sc);
-            uint64_t ssz = 1 + pbs_varint_size(c.n) + c.n;
+            pbw_init(&c, NULL);
+            otlpenc_pb_scope(&c, sg->sc);
+            uint64_t ssz = 1 + pbw_varint_size(c.n) + c.n;
             for (size_t i = sg->first; i < sg->end; i++) {
                 struct span_view v;
                 if (ref_span(t, &t->refs[i], &v) < 0) {
                     return -EBADMSG;
                 }
-                size_t n = totlp_pb_span_size(&v);
+                size_t n = otlpenc_pb_span_size(&v);
                 t->refs[i].pb_size = (uint32_t)n;
-                ssz += 1 + pbs_varint_size(n) + n;
+                ssz += 1 + pbw_varint_size(n) + n;
             }
             if (sg->sc->schema_url.len > 0) {
-                ssz += 1 + pbs_varint_size(sg->sc->schema_url.len) + sg->sc->schema_url.len;
+                ssz += 1 + pbw_varint_size(sg->sc->schema_url.len) + sg->sc->schema_url.len;
             }
             sg->pb_size = ssz;
-            rsz += 1 + pbs_varint_size(ssz) + ssz;
+            rsz += 1 + pbw_varint_size(ssz) + ssz;
         }
         if (rg->res->schema_url.len > 0) {
-            rsz += 1 + pbs_varint_size(rg->res->schema_url.len) + rg->res->schema_url.len;
+            rsz += 1 + pbw_varint_size(rg->res->schema_url.len) + rg->res->schema_url.len;
         }
         rg->pb_size = rsz;
-        total += 1 + pbs_varint_size(rsz) + rsz;
+        total += 1 + pbw_varint_size(rsz) + rsz;
     }
     *trace_bytes = total;
     return 0;
@@ -439,7 +439,7 @@ static int render_json(struct traces_trace *t, struct evbuffer *out, size_t chun
             json_close_rg(t);
             jsonw_obj_begin(w);
             jsonw_key(w, "resource");
-            totlp_json_resource(w, t->rg[rgi].res);
+            otlpenc_json_resource(w, t->rg[rgi].res);
             jsonw_key(w, "scopeSpans");
             jsonw_arr_begin(w);
             t->cur_rg = rgi;
@@ -448,7 +448,7 @@ static int render_json(struct traces_trace *t, struct evbuffer *out, size_t chun
             json_close_sg(t);
             jsonw_obj_begin(w);
             jsonw_key(w, "scope");
-            totlp_json_scope(w, t->sg[sgi].sc);
+            otlpenc_json_scope(w, t->sg[sgi].sc);
             jsonw_key(w, "spans");
             jsonw_arr_begin(w);
             t->cur_sg = sgi;
@@ -457,7 +457,7 @@ static int render_json(struct traces_trace *t, struct evbuffer *out, size_t chun
         if (ref_span(t, &t->refs[t->pos], &v) < 0) {
             return -EBADMSG;
         }
-        totlp_json_span(w, &v);
+        otlpenc_json_span(w, &v);
         t->pos++;
         if (w->err != 0) {
             return w->err;
@@ -484,15 +484,15 @@ static int render_json(struct traces_trace *t, struct evbuffer *out, size_t chun
 
 static int render_pb(struct traces_trace *t, struct evbuffer *out, size_t chunk)
 {
-    struct pbs s;
-    pbs_init(&s, out);
+    struct pbw s;
+    pbw_init(&s, out);
     if (!t->started) {
         uint64_t trace_bytes;
         if (pb_sizes(t, &trace_bytes) < 0) {
             return -EBADMSG;
         }
         if (t->fmt == TRACES_PB_V2) {
-            pbs_len(&s, 1, trace_bytes); /* TraceByIDResponse.trace */
+            pbw_len(&s, 1, trace_bytes); /* TraceByIDResponse.trace */
         }
         t->started = true;
     }
@@ -507,52 +507,52 @@ static int render_pb(struct traces_trace *t, struct evbuffer *out, size_t chunk)
         }
         if (rgi != t->cur_rg) {
             t->cur_rg = rgi;
-            pbs_len(&s, 1, t->rg[rgi].pb_size); /* Trace.resourceSpans */
-            struct pbs c;
-            pbs_init(&c, NULL);
-            totlp_pb_resource(&c, t->rg[rgi].res);
-            pbs_len(&s, 1, c.n); /* ResourceSpans.resource */
-            totlp_pb_resource(&s, t->rg[rgi].res);
+            pbw_len(&s, 1, t->rg[rgi].pb_size); /* Trace.resourceSpans */
+            struct pbw c;
+            pbw_init(&c, NULL);
+            otlpenc_pb_resource(&c, t->rg[rgi].res);
+            pbw_len(&s, 1, c.n); /* ResourceSpans.resource */
+            otlpenc_pb_resource(&s, t->rg[rgi].res);
         }
         if (sgi != t->cur_sg) {
             t->cur_sg = sgi;
-            pbs_len(&s, 2, t->sg[sgi].pb_size); /* ResourceSpans.scope_spans */
-            struct pbs c;
-            pbs_init(&c, NULL);
-            totlp_pb_scope(&c, t->sg[sgi].sc);
-            pbs_len(&s, 1, c.n); /* ScopeSpans.scope */
-            totlp_pb_scope(&s, t->sg[sgi].sc);
+            pbw_len(&s, 2, t->sg[sgi].pb_size); /* ResourceSpans.scope_spans */
+            struct pbw c;
+            pbw_init(&c, NULL);
+            otlpenc_pb_scope(&c, t->sg[sgi].sc);
+            pbw_len(&s, 1, c.n); /* ScopeSpans.scope */
+            otlpenc_pb_scope(&s, t->sg[sgi].sc);
         }
         struct span_view v;
         if (ref_span(t, &t->refs[t->pos], &v) < 0) {
             return -EBADMSG;
         }
-        pbs_len(&s, 2, t->refs[t->pos].pb_size); /* ScopeSpans.spans */
-        totlp_pb_span(&s, &v);
+        pbw_len(&s, 2, t->refs[t->pos].pb_size); /* ScopeSpans.spans */
+        otlpenc_pb_span(&s, &v);
         t->pos++;
         /* Schema URLs close their group (written after its members). */
         const struct sgroup *sg = &t->sg[sgi];
         if (t->pos == sg->end && sg->sc->schema_url.len > 0) {
-            pbs_bytes(&s, 3, sg->sc->schema_url.p, sg->sc->schema_url.len);
+            pbw_bytes(&s, 3, sg->sc->schema_url.p, sg->sc->schema_url.len);
         }
         const struct rgroup *rg = &t->rg[rgi];
         if (t->pos == rg->end && rg->res->schema_url.len > 0) {
-            pbs_bytes(&s, 3, rg->res->schema_url.p, rg->res->schema_url.len);
+            pbw_bytes(&s, 3, rg->res->schema_url.p, rg->res->schema_url.len);
         }
         if (s.n >= chunk) {
-            pbs_flush(&s);
+            pbw_flush(&s);
             return 1;
         }
     }
     if (t->fmt == TRACES_PB_V2) {
         const char *msg = partial_message(t);
         if (msg != NULL) {
-            pbs_tag(&s, 3, 0);
-            pbs_varint(&s, 1); /* PARTIAL */
-            pbs_bytes(&s, 4, msg, strlen(msg));
+            pbw_tag(&s, 3, 0);
+            pbw_varint(&s, 1); /* PARTIAL */
+            pbw_bytes(&s, 4, msg, strlen(msg));
         }
     }
-    pbs_flush(&s);
+    pbw_flush(&s);
     return 0;
 }
 

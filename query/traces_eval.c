@@ -15,7 +15,7 @@ static struct tv tv_int(enum traceql_type t, int64_t i)
 static struct tv tv_hex(struct ectx *e, const uint8_t *p, size_t n)
 {
     char *b = e->hex[e->hexi++ & 3];
-    totlp_hex(p, n, b);
+    hex_encode(b, p, n);
     return tv_str(b, 2 * n);
 }
 
@@ -112,7 +112,7 @@ static bool visit_events(struct visit *vi, const struct span_view *sv,
         const char *name;
         size_t nn;
         struct oattrs at;
-        if (totlp_event_next(&r, &t, &name, &nn, &at) < 0) {
+        if (otlpenc_event_next(&r, &t, &name, &nn, &at) < 0) {
             break;
         }
         any |= traces_visit_attrs(vi, &at, f);
@@ -127,7 +127,7 @@ static bool visit_links(struct visit *vi, const struct span_view *sv, const stru
     for (uint32_t i = 0; i < sv->n_links && !vi->stop; i++) {
         const uint8_t *tid, *sid;
         struct oattrs at;
-        if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+        if (otlpenc_link_next(&r, &tid, &sid, &at) < 0) {
             break;
         }
         any |= traces_visit_attrs(vi, &at, f);
@@ -175,7 +175,7 @@ size_t traces_leaf_each(struct ectx *e, const struct traceql_field *f, const str
             const char *name;
             size_t nn;
             struct oattrs at;
-            if (totlp_event_next(&r, &t, &name, &nn, &at) < 0) {
+            if (otlpenc_event_next(&r, &t, &name, &nn, &at) < 0) {
                 break;
             }
             struct tv x = f->intrinsic == TRACEQL_I_EVENT_NAME
@@ -188,7 +188,7 @@ size_t traces_leaf_each(struct ectx *e, const struct traceql_field *f, const str
         for (uint32_t i = 0; i < sv->n_links && !vi.stop; i++) {
             const uint8_t *tid, *sid;
             struct oattrs at;
-            if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+            if (otlpenc_link_next(&r, &tid, &sid, &at) < 0) {
                 break;
             }
             struct tv x =

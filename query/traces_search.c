@@ -711,7 +711,7 @@ static bool attr_raw(const struct traceql_field *f, const struct span_view *sv, 
             const char *nm;
             size_t nn;
             struct oattrs at;
-            if (totlp_event_next(&r, &t, &nm, &nn, &at) < 0) {
+            if (otlpenc_event_next(&r, &t, &nm, &nn, &at) < 0) {
                 break;
             }
             if (traces_attrs_find(&at, f->name, f->name_len, out)) {
@@ -724,7 +724,7 @@ static bool attr_raw(const struct traceql_field *f, const struct span_view *sv, 
         for (uint32_t i = 0; i < sv->n_links; i++) {
             const uint8_t *tid, *sid;
             struct oattrs at;
-            if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+            if (otlpenc_link_next(&r, &tid, &sid, &at) < 0) {
                 break;
             }
             if (traces_attrs_find(&at, f->name, f->name_len, out)) {
@@ -780,7 +780,7 @@ static void json_spanset(struct ectx *e, struct jsonw *w, const struct sset *ss,
     for (uint32_t k = 0; k < ss->n && k < spss; k++) {
         const struct espan *sp = &e->tr->s[ss->idx[k]];
         char id[17];
-        totlp_hex(sp->v.span_id, 8, id);
+        hex_encode(id, sp->v.span_id, 8);
         jsonw_obj_begin(w);
         jsonw_key(w, "spanID");
         jsonw_str(w, id, 16);
@@ -821,7 +821,7 @@ static void json_spanset(struct ectx *e, struct jsonw *w, const struct sset *ss,
             }
             jsonw_key(w, "value");
             if (have_raw) {
-                totlp_json_value(w, &raw);
+                otlpenc_json_value(w, &raw);
             } else {
                 json_tv(w, &v);
             }
@@ -842,7 +842,7 @@ static void json_spanset(struct ectx *e, struct jsonw *w, const struct sset *ss,
 static void json_trace_id(struct jsonw *w, const uint8_t *id)
 {
     char h[33];
-    totlp_hex(id, 16, h);
+    hex_encode(h, id, 16);
     size_t z = 0;
     while (z < 31 && h[z] == '0') {
         z++;

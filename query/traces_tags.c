@@ -219,7 +219,7 @@ static int span_tags(struct tagscan *t, const struct span_view *v)
             const char *nm;
             size_t nn;
             struct oattrs at;
-            if (totlp_event_next(&r, &tm, &nm, &nn, &at) < 0) {
+            if (otlpenc_event_next(&r, &tm, &nm, &nn, &at) < 0) {
                 break;
             }
             rc |= add_keys(&t->sets[TS_EVENT], &at);
@@ -230,7 +230,7 @@ static int span_tags(struct tagscan *t, const struct span_view *v)
         for (uint32_t i = 0; i < v->n_links; i++) {
             const uint8_t *tid, *sid;
             struct oattrs at;
-            if (totlp_link_next(&r, &tid, &sid, &at) < 0) {
+            if (otlpenc_link_next(&r, &tid, &sid, &at) < 0) {
                 break;
             }
             rc |= add_keys(&t->sets[TS_LINK], &at);

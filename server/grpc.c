@@ -88,6 +88,8 @@
 #include <event2/util.h>
 #include <nghttp2/nghttp2.h>
 
+#include "lib/base64.h"
+#include "lib/hex.h"
 #include "proto/resp.h"
 #include "server/ingest.h"
 #include "server/iot.h"
@@ -232,7 +234,6 @@ static bool name_is(const uint8_t *name, size_t len, const char *lit)
 /* grpc-message: bytes outside 0x20..0x7e and '%' become %XX (FACTS.md 8.2). */
 static void pct_encode(const char *in, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
         if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
@@ -245,31 +246,8 @@ static void pct_encode(const char *in, char *out, size_t cap)
                 break;
             }
             out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = '\0';
-}
-
-/* Base64 without padding (grpc-status-details-bin). |cap| >= 4 * n / 3 + 2. */
-static void b64_unpadded(const uint8_t *in, size_t n, char *out, size_t cap)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0, i = 0;
-    for (; i + 3 <= n && o + 4 < cap; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < n && o + 3 < cap) {
-        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        if (i + 1 < n) {
-            out[o++] = tab[(v >> 6) & 63];
+            out[o++] = hex_upper[*p >> 4];
+            out[o++] = hex_upper[*p & 15];
         }
     }
     out[o] = '\0';
@@ -384,7 +362,8 @@ static void stream_fail_grpc(struct gstream *s, enum grpc_code code, const char 
         long k = resp_status(OTLP_PROTOBUF, code, msg, retry_after_s > 0 ? retry_after_s : 1, st,
                              sizeof(st));
         if (k > 0) {
-            b64_unpadded(st, (size_t)k, details, sizeof(details));
+            _Static_assert(sizeof(details) > BASE64_ENCODED_LEN(sizeof(st)), "details too small");
+            base64_encode(details, st, (size_t)k, false);
             nv[n++] = nv_copy_value("grpc-status-details-bin", details);
         }
     }

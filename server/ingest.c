@@ -41,6 +41,7 @@
 #include <event2/event_struct.h>
 #include <libdeflate.h>
 
+#include "lib/clock.h"
 #include "proto/jsondec.h"
 #include "proto/pbdec.h"
 #include "server/config.h"
@@ -125,13 +126,6 @@ struct ingest_thr {
 
 static const struct config *cfg; /* ingest_init's, borrowed until ingest_fini */
 static struct ingest_thr thr[IOT_MAX];
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static enum reject_reason reason_of(enum ingest_status st)
 {
@@ -413,7 +407,7 @@ static void retry_waiters(evutil_socket_t fd, short what, void *arg)
 {
     struct iot *t = arg;
     struct ingest_thr *h = thr_of(t);
-    uint64_t now = now_ns();
+    uint64_t now = clock_mono_ns();
     uint64_t wait_ns = (uint64_t)cfg->admit_wait_ms * 1000000u;
     (void)fd, (void)what;
 
@@ -483,7 +477,7 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
         return;
     }
     r->state = RQ_WAITING;
-    r->wait_start_ns = now_ns();
+    r->wait_start_ns = clock_mono_ns();
     r->t->stats.admit_waits++;
     r->wprev = h->wtail[g];
     if (h->wtail[g] != NULL) {
@@ -591,7 +585,7 @@ static void storage_failed(struct ingest_req *r, int rc)
     set_failed(r, IS_STORAGE_FAILED,
                "storage unavailable: could not %s the %s export: %s; retry later", what,
                signal_name(r->sig), strerror(-rc));
-    uint64_t now = now_ns();
+    uint64_t now = clock_mono_ns();
     h->storage_unlogged++;
     if (h->storage_logged_ns == 0 || now - h->storage_logged_ns >= STORAGE_LOG_EVERY_NS) {
         log_error("ingest",

@@ -18,6 +18,7 @@
 
 #include <event2/event.h>
 
+#include "lib/clock.h"
 #include "server/log.h"
 
 struct iot_internal {
@@ -182,14 +183,7 @@ static void on_stop_msg(struct iot_msg *m)
 
 void iot_stop_and_join(void (*quiesce)(struct iot *t), int (*active)(struct iot *t), int grace_ms)
 {
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += grace_ms / 1000;
-    dl.tv_nsec += (long)(grace_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = clock_after(CLOCK_MONOTONIC, (uint64_t)grace_ms * 1000000u); /* >= 0 */
     stop_quiesce = quiesce;
     stop_active = active;
     __atomic_store_n(&stopping, true, __ATOMIC_RELEASE);

@@ -23,7 +23,8 @@
 
 #include <event2/buffer.h>
 
-#include "query/jsonw.h"
+#include "lib/clock.h"
+#include "lib/jsonw.h"
 #include "query/logql.h"
 #include "query/logs.h"
 #include "query/qstats.h"
@@ -35,13 +36,6 @@
 #define DEFAULT_LIMIT 100
 #define DEFAULT_SINCE_NS (3600ull * 1000000000ull)
 #define MAX_SELECTORS QHTTP_MAX_PARAMS
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *param(const struct qhttp_params *ps, const char *name)
 {
@@ -306,7 +300,7 @@ static const struct qhttp_ops loki_ops = {
 static int range_params(const struct qhttp_params *ps, uint64_t *start, uint64_t *end, char *err,
                         size_t errlen)
 {
-    uint64_t now = real_ns();
+    uint64_t now = clock_wall_ns();
     const char *s = param(ps, "start"), *e = param(ps, "end"), *since = param(ps, "since");
     *end = now;
     if (e != NULL && *e != '\0' && parse_time(e, end) < 0) {
@@ -430,7 +424,7 @@ static int query_args(struct job *j, const struct qhttp_params *ps, struct http1
                      "your query to a range query type");
             return -EINVAL;
         }
-        uint64_t t = real_ns();
+        uint64_t t = clock_wall_ns();
         if ((v = param(ps, "time")) != NULL && *v != '\0' && parse_time(v, &t) < 0) {
             snprintf(err, errlen, "could not parse 'time' parameter: invalid timestamp '%s'", v);
             return -EINVAL;

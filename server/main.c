@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <malloc.h>
 
+#include "lib/clock.h"
 #include "query/pool.h"
 #include "server/cli.h"
 #include "server/config.h"
@@ -334,13 +335,6 @@ static int open_store(const struct config *c, char *err, size_t errlen)
     return rc;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int serve(int argc, char **argv)
 {
     struct config c;
@@ -484,7 +478,7 @@ static int serve(int argc, char **argv)
 stop:;
     /* One deadline for the whole stop: the requests in flight get until
      * then, and so do seals that keep failing (sealer_give_up_at). */
-    uint64_t t_stop = mono_ns();
+    uint64_t t_stop = clock_mono_ns();
     uint64_t deadline = t_stop + c.shutdown_timeout_ms * 1000000u;
     iot_stop_and_join(quiesce_all, active_all, (int)c.shutdown_timeout_ms);
     qpool_stop(); /* a query still running would post to a loop that is gone */
@@ -505,7 +499,7 @@ stop:;
                        "keeps their rows and the next start replays them");
     }
     log_info("main", "event=stopped exit=%d stop_ms=%llu", exit_code,
-             (unsigned long long)((mono_ns() - t_stop) / 1000000u));
+             (unsigned long long)((clock_mono_ns() - t_stop) / 1000000u));
     close(lock_fd);
     return exit_code;
 }

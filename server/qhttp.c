@@ -33,6 +33,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "lib/clock.h"
+#include "lib/hex.h"
 #include "server/config.h"
 #include "server/http1.h"
 
@@ -42,13 +44,6 @@
 static const char TEXT_PLAIN[] = "text/plain; charset=utf-8";
 
 static struct qhttp_limits lims = {30000, 1000000, 256u << 20};
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int qhttp_start(const struct config *c)
 {
@@ -135,26 +130,12 @@ static void answer_error(struct http1_req *r, const struct qhttp_dialect *d, enu
 
 /* ---- parameters ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 size_t qhttp_url_decode(char *s, size_t n, bool form)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            s[o++] = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        if (s[i] == '%' && i + 2 < n && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+            s[o++] = (char)(hex_digit(s[i + 1]) << 4 | hex_digit(s[i + 2]));
             i += 2;
         } else if (s[i] == '+' && form) {
             s[o++] = ' ';
@@ -262,7 +243,7 @@ void qhttp_job_init(struct qhttp_job *j, const struct qhttp_ops *ops, enum qs_en
 {
     j->ops = ops;
     j->ep = ep;
-    j->t0 = mono_ns();
+    j->t0 = clock_mono_ns();
 }
 
 uint64_t qhttp_deadline_ns(const struct qhttp_job *j)
@@ -368,7 +349,7 @@ static void on_more(struct http1_req *r, void *arg)
         /* the pool is gone (shutdown): cut the answer, so that it does
          * not look complete */
         j->inflight = false;
-        qstats_query_done(j->ep, QS_ERROR, mono_ns() - j->t0);
+        qstats_query_done(j->ep, QS_ERROR, clock_mono_ns() - j->t0);
         http1_resp_abort(r);
         job_free(j);
     }
@@ -385,7 +366,7 @@ static void on_done(struct iot_msg *m)
         return;
     }
     if (j->aborted) {
-        qstats_query_done(j->ep, QS_CANCELED, mono_ns() - j->t0);
+        qstats_query_done(j->ep, QS_CANCELED, clock_mono_ns() - j->t0);
         drop(j);
         return;
     }
@@ -406,7 +387,7 @@ static void on_done(struct iot_msg *m)
     }
     /* Counted before the answer leaves, so a client that reads /metrics
      * after the answer sees it counted. */
-    qstats_query_done(j->ep, j->outcome, mono_ns() - j->t0);
+    qstats_query_done(j->ep, j->outcome, clock_mono_ns() - j->t0);
     if (j->failed) {
         http1_resp_abort(j->r);
     } else {
@@ -428,7 +409,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     j->timed_out = true;
     const struct qhttp_dialect *d = j->ops->dialect;
     /* ends the answer, which drops the abort callback: j->r is not ours now */
-    answer_error(j->r, d, j->ep, mono_ns() - j->t0, -ETIMEDOUT, d->timeout_msg);
+    answer_error(j->r, d, j->ep, clock_mono_ns() - j->t0, -ETIMEDOUT, d->timeout_msg);
     j->r = NULL;
 }
 
@@ -444,7 +425,7 @@ static void on_abort(void *arg)
         return; /* on_done frees it */
     }
     /* waiting for the connection between two pieces */
-    qstats_query_done(j->ep, QS_CANCELED, mono_ns() - j->t0);
+    qstats_query_done(j->ep, QS_CANCELED, clock_mono_ns() - j->t0);
     drop(j);
 }
 
@@ -464,7 +445,7 @@ void qhttp_submit(struct http1_req *r, struct qhttp_job *j)
     j->inflight = true;
     if (lims.timeout_ms > 0) {
         /* armed before the job is queued: the worker never touches it */
-        uint64_t due = qhttp_deadline_ns(j), now = mono_ns();
+        uint64_t due = qhttp_deadline_ns(j), now = clock_mono_ns();
         uint64_t left = due > now ? due - now : 0;
         struct timeval tv = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull / 1000u)};
         j->deadline = evtimer_new(j->iot->base, on_deadline, j);
@@ -483,7 +464,7 @@ void qhttp_submit(struct http1_req *r, struct qhttp_job *j)
 
 void qhttp_refuse(struct http1_req *r, struct qhttp_job *j, int rc, const char *msg)
 {
-    answer_error(r, j->ops->dialect, j->ep, mono_ns() - j->t0, rc, msg);
+    answer_error(r, j->ops->dialect, j->ep, clock_mono_ns() - j->t0, rc, msg);
     job_free(j);
 }
 

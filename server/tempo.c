@@ -19,7 +19,7 @@
 
 #include <event2/buffer.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "query/qlex.h"
 #include "query/qstats.h"
 #include "query/traceql.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "storage/oblock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,20 +34,6 @@ static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
 static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
 static sealer_failure_fn failure_hook; /* under |lock| */
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Shards whose seal failed for good (at shutdown), under |lock|. */
 #define FAILED_MAX 256
@@ -94,7 +81,7 @@ static int write_and_publish(struct seal_job *j, struct seal_failure *f)
 /* Past the shutdown deadline (sealer_give_up_at), or stopping? Under |lock|. */
 static bool do_giving_up(void)
 {
-    return stopping || (give_up_ns != 0 && mono_ns() >= give_up_ns);
+    return stopping || (give_up_ns != 0 && clock_mono_ns() >= give_up_ns);
 }
 
 /*
@@ -111,7 +98,7 @@ static bool do_giving_up(void)
  */
 static void seal_one(struct seal_job *j)
 {
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = clock_mono_ns();
     int rc;
     for (unsigned attempt = 1;; attempt++) {
         struct seal_failure f = {.shard = j->meta.shard,
@@ -147,22 +134,15 @@ static void seal_one(struct seal_job *j)
             break;
         }
         /* Sleep the pause, but wake for sealer_give_up_at / sealer_stop. */
-        uint64_t until = mono_ns() + (uint64_t)pause_s * 1000000000u;
+        uint64_t until = clock_mono_ns() + (uint64_t)pause_s * 1000000000u;
         pthread_mutex_lock(&lock);
-        while (!stopping && mono_ns() < until && (give_up_ns == 0 || mono_ns() < give_up_ns)) {
+        while (!stopping && clock_mono_ns() < until &&
+               (give_up_ns == 0 || clock_mono_ns() < give_up_ns)) {
             uint64_t wake_at = until;
             if (give_up_ns != 0 && give_up_ns < wake_at) {
                 wake_at = give_up_ns;
             }
-            struct timespec dl;
-            uint64_t left = wake_at - mono_ns();
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_sec += (time_t)(left / 1000000000u);
-            dl.tv_nsec += (long)(left % 1000000000u);
-            if (dl.tv_nsec >= 1000000000L) {
-                dl.tv_sec++;
-                dl.tv_nsec -= 1000000000L;
-            }
+            struct timespec dl = clock_after(CLOCK_REALTIME, wake_at - clock_mono_ns());
             pthread_cond_timedwait(&wake, &lock, &dl);
         }
         pthread_mutex_unlock(&lock);
@@ -174,7 +154,7 @@ static void seal_one(struct seal_job *j)
     } else {
         stats.seals_abandoned++;
     }
-    stats.seal_ns += mono_ns() - t0;
+    stats.seal_ns += clock_mono_ns() - t0;
     pthread_mutex_unlock(&lock);
     j->sealed(j, rc);
 }
@@ -217,9 +197,7 @@ static void *sealer_main(void *arg)
             if (stopping && head == NULL) {
                 break;
             }
-            struct timespec dl;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_sec += 1;
+            struct timespec dl = clock_after(CLOCK_REALTIME, 1000000000u);
             pthread_cond_timedwait(&wake, &lock, &dl);
         } else {
             busy[me].owner = j->owner;
@@ -229,12 +207,12 @@ static void *sealer_main(void *arg)
             busy[me].owner = NULL;
             pthread_cond_broadcast(&wake); /* the shard's next block may go now */
         }
-        uint64_t now = mono_ns();
+        uint64_t now = clock_mono_ns();
         if (me == 0 && (ret_age_ns != 0 || ret_bytes != 0) && now - last_retain >= 1000000000u) {
             last_retain = now;
             stats.retention_runs++;
             pthread_mutex_unlock(&lock);
-            catalog_retain(real_ns(), ret_age_ns, ret_bytes);
+            catalog_retain(clock_wall_ns(), ret_age_ns, ret_bytes);
             pthread_mutex_lock(&lock);
         }
     }

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "storage/adm.h"
 #include "storage/catalog.h"
 #include "storage/oblock.h"
@@ -71,13 +72,6 @@ struct shard_seal {
     struct seal_job job; /* first: on_sealed gets &job back */
     struct shard_job *acks;
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static oblock *cur_block(shard *s)
 {
@@ -263,7 +257,7 @@ static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt 
         return -ENOMEM;
     }
     if (s->cur_born_ns == 0) {
-        s->cur_born_ns = mono_ns();
+        s->cur_born_ns = clock_mono_ns();
     }
     charge_block(s);
     /* A long WAL replays into several blocks, as the live path would. */
@@ -308,7 +302,7 @@ static void drain(shard *s, struct shard_job *list)
             }
         }
         if (s->cur_born_ns == 0) {
-            s->cur_born_ns = mono_ns();
+            s->cur_born_ns = clock_mono_ns();
         }
     }
     if (s->cfg.ack == SHARD_ACK_FSYNC && any_ok) {
@@ -390,16 +384,9 @@ static void *shard_main(void *arg)
             } else {
                 /* Sleep until the open block is due by age, or until woken. */
                 uint64_t due = s->cur_born_ns + (uint64_t)s->cfg.block_max_age_ms * 1000000u;
-                uint64_t now = mono_ns();
+                uint64_t now = clock_mono_ns();
                 if (due > now) {
-                    struct timespec dl;
-                    clock_gettime(CLOCK_REALTIME, &dl);
-                    dl.tv_sec += (time_t)((due - now) / 1000000000u);
-                    dl.tv_nsec += (long)((due - now) % 1000000000u);
-                    if (dl.tv_nsec >= 1000000000L) {
-                        dl.tv_sec++;
-                        dl.tv_nsec -= 1000000000L;
-                    }
+                    struct timespec dl = clock_after(CLOCK_REALTIME, due - now);
                     pthread_cond_timedwait(&s->wake, &s->lock, &dl);
                 }
             }
@@ -414,7 +401,7 @@ static void *shard_main(void *arg)
         if (list != NULL) {
             drain(s, list);
         }
-        if (block_due(s, mono_ns())) {
+        if (block_due(s, clock_mono_ns())) {
             seal_now(s);
         }
         release_wal(s);

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
+
 #define SLOTS (2 * VCACHE_CAP) /* power of two */
 
 struct slot {
@@ -50,9 +52,7 @@ static bool same(const struct slot *s, const struct vcache_key *k)
 
 static bool settled(const struct vcache_key *k)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+    int64_t now = (int64_t)clock_wall_ns();
     return now - k->mtime_ns >= atomic_load(&settle_ns);
 }
 

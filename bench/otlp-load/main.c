@@ -37,6 +37,7 @@
 
 #include "bench/otlp-load/gen.h"
 #include "bench/otlp-load/hist.h"
+#include "lib/clock.h"
 
 #define MAX_FAIL_KEYS 64
 #define TICK_MS 50
@@ -113,9 +114,7 @@ struct load {
 
 uint64_t load_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    return clock_mono_ns();
 }
 
 static bool read_uv(const uint8_t **p, const uint8_t *end, uint64_t *v)

@@ -38,6 +38,8 @@
 #include <jansson.h>
 #include <libdeflate.h>
 
+#include "lib/hex.h"
+
 /* ---- differences ---- */
 
 struct diff {
@@ -110,30 +112,6 @@ static const char *dump(const json_t *j, char *buf, size_t cap)
     return buf;
 }
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Canonical hex text against bytes; case-insensitive. */
 static bool hex_eq(const char *h, size_t hn, const uint8_t *p, size_t n)
 {
@@ -141,7 +119,7 @@ static bool hex_eq(const char *h, size_t hn, const uint8_t *p, size_t n)
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        int hi = hexval((unsigned char)h[2 * i]), lo = hexval((unsigned char)h[2 * i + 1]);
+        int hi = hex_digit((unsigned char)h[2 * i]), lo = hex_digit((unsigned char)h[2 * i + 1]);
         if (hi < 0 || lo < 0 || (uint8_t)(hi << 4 | lo) != p[i]) {
             return false;
         }
@@ -286,7 +264,7 @@ static json_t *val_to_json(const struct val *v, int depth)
         json_t *s = json_stringn(v->s, v->n);
         if (s == NULL) { /* invalid UTF-8: show the bytes */
             char *h = malloc(2 * v->n + 1);
-            hex((const uint8_t *)v->s, v->n, h);
+            hex_encode(h, (const uint8_t *)v->s, v->n);
             json_t *o = json_pack("{s:s}", "string(hex, invalid UTF-8)", h);
             free(h);
             return o;
@@ -308,7 +286,7 @@ static json_t *val_to_json(const struct val *v, int depth)
         return json_pack("{s:b}", "bool", v->b);
     case VAL_BYTES: {
         char *h = malloc(2 * v->n + 1);
-        hex((const uint8_t *)v->s, v->n, h);
+        hex_encode(h, (const uint8_t *)v->s, v->n);
         json_t *o = json_pack("{s:s}", "bytes", h);
         free(h);
         return o;
@@ -657,7 +635,7 @@ static void cmp_id(struct diff *d, const char *label, const json_t *j, const uin
     if (j == NULL) {
         return;
     }
-    hex(got, n, g);
+    hex_encode(g, got, n);
     const char *w = json_is_string(j) ? json_string_value(j) : "";
     size_t wn = strlen(w);
     if (wn == 0) {

@@ -8,7 +8,7 @@
 
 #include <event2/buffer.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "query/pool.h"
 
 /* ---- pool ---------------------------------------------------------------- */

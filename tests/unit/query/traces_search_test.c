@@ -20,7 +20,7 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "query/traceql.h"
 #include "query/traces.h"
 #include "storage/batch.h"

@@ -1,6 +1,6 @@
 /*
- * traces_otlp.c - OTLP encoders of stored spans for the Tempo endpoints
- * (traces_int.h): protobuf (opentelemetry/proto/trace/v1/trace.proto
+ * otlpenc.c - OTLP encoders of stored spans for the Tempo endpoints
+ * (otlpenc.h): protobuf (opentelemetry/proto/trace/v1/trace.proto
  * field numbers, hand-encoded so a trace streams out without building
  * protobuf-c messages) and gogo jsonpb JSON (FACTS.md D.2: trace/span ids
  * in base64, enums by name, 64-bit integers as strings, zero and empty
@@ -10,7 +10,7 @@
  * CRCs vouch for them); a malformed nested value ends its list early
  * rather than failing the answer.
  */
-#include "query/traces_int.h"
+#include "proto/otlpenc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,142 +18,21 @@
 
 #include <event2/buffer.h>
 
-#include "query/jsonw.h"
+#include "lib/base64.h"
+#include "lib/jsonw.h"
+#include "lib/pbw.h"
 
-/* ---- protobuf sink ---- */
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-void pbs_init(struct pbs *s, struct evbuffer *out)
-{
-    s->out = out;
-    s->n = 0;
-    s->blen = 0;
-}
-
-void pbs_flush(struct pbs *s)
-{
-    if (s->out != NULL && s->blen > 0) {
-        evbuffer_add(s->out, s->buf, s->blen);
-    }
-    s->blen = 0;
-}
-
-void pbs_raw(struct pbs *s, const void *p, size_t n)
-{
-    s->n += n;
-    if (s->out == NULL) {
-        return;
-    }
-    if (n > sizeof(s->buf) / 2) {
-        pbs_flush(s);
-        evbuffer_add(s->out, p, n);
-        return;
-    }
-    if (s->blen + n > sizeof(s->buf)) {
-        pbs_flush(s);
-    }
-    memcpy(s->buf + s->blen, p, n);
-    s->blen += n;
-}
-
-size_t pbs_varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-void pbs_varint(struct pbs *s, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    pbs_raw(s, b, n);
-}
-
-void pbs_tag(struct pbs *s, uint32_t field, uint32_t wire)
-{
-    pbs_varint(s, ((uint64_t)field << 3) | wire);
-}
-
-void pbs_len(struct pbs *s, uint32_t field, size_t len)
-{
-    pbs_tag(s, field, WT_LEN);
-    pbs_varint(s, len);
-}
-
-void pbs_bytes(struct pbs *s, uint32_t field, const void *p, size_t n)
-{
-    pbs_len(s, field, n);
-    pbs_raw(s, p, n);
-}
-
-static void pbs_fixed64(struct pbs *s, uint32_t field, uint64_t v)
-{
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) {
-        b[i] = (uint8_t)(v >> (8 * i));
-    }
-    pbs_tag(s, field, WT_I64);
-    pbs_raw(s, b, 8);
-}
-
-static void pbs_fixed32(struct pbs *s, uint32_t field, uint32_t v)
-{
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++) {
-        b[i] = (uint8_t)(v >> (8 * i));
-    }
-    pbs_tag(s, field, WT_I32);
-    pbs_raw(s, b, 4);
-}
-
-/* A non-zero varint field (proto3 omits zeros). Negative int32 enums are
- * sign-extended to 64 bits, as protobuf does. */
-static void pbs_uint_field(struct pbs *s, uint32_t field, uint64_t v)
-{
-    if (v != 0) {
-        pbs_tag(s, field, WT_VARINT);
-        pbs_varint(s, v);
-    }
-}
-
-static void pbs_str_field(struct pbs *s, uint32_t field, const char *p, size_t n)
-{
-    if (n > 0) {
-        pbs_bytes(s, field, p, n);
-    }
-}
-
-/* A nested message: counts it first (its length prefixes it), then writes. */
-typedef void (*pb_fn)(struct pbs *s, const void *arg);
-
-static void pbs_sub(struct pbs *s, uint32_t field, pb_fn fn, const void *arg)
-{
-    struct pbs c;
-    pbs_init(&c, NULL);
-    fn(&c, arg);
-    pbs_len(s, field, c.n);
-    if (s->out == NULL) {
-        s->n += c.n;
-        return;
-    }
-    fn(s, arg);
-}
+/* lib/jsonw.h cannot see storage/val.h: its depth must hold the deepest
+ * AnyValue the decoders accept, at 4 JSON levels per value level, plus an
+ * answer's envelope (lib/jsonw.h). */
+_Static_assert(JSONW_MAX_DEPTH == 4 * VAL_MAX_DEPTH + 64,
+               "JSONW_MAX_DEPTH out of step with VAL_MAX_DEPTH");
 
 /* ---- values ---- */
 
-static void pb_anyvalue(struct pbs *s, const void *arg);
+static void pb_anyvalue(struct pbw *s, const void *arg);
 
-static void pb_array(struct pbs *s, const void *arg)
+static void pb_array(struct pbw *s, const void *arg)
 {
     const struct val *v = arg;
     struct val_rd r = v->inner;
@@ -162,7 +41,7 @@ static void pb_array(struct pbs *s, const void *arg)
         if (val_rd_value(&r, &m) < 0) {
             return;
         }
-        pbs_sub(s, 1, pb_anyvalue, &m);
+        pbw_sub(s, 1, pb_anyvalue, &m);
     }
 }
 
@@ -172,14 +51,14 @@ struct pb_kv {
     struct val v;
 };
 
-static void pb_keyvalue(struct pbs *s, const void *arg)
+static void pb_keyvalue(struct pbw *s, const void *arg)
 {
     const struct pb_kv *kv = arg;
-    pbs_str_field(s, 1, kv->k, kv->kn);
-    pbs_sub(s, 2, pb_anyvalue, &kv->v);
+    pbw_str_field(s, 1, kv->k, kv->kn);
+    pbw_sub(s, 2, pb_anyvalue, &kv->v);
 }
 
-static void pb_kvlist(struct pbs *s, const void *arg)
+static void pb_kvlist(struct pbw *s, const void *arg)
 {
     const struct val *v = arg;
     struct val_rd r = v->inner;
@@ -188,39 +67,39 @@ static void pb_kvlist(struct pbs *s, const void *arg)
         if (val_rd_kv(&r, &kv.k, &kv.kn, &kv.v) < 0) {
             return;
         }
-        pbs_sub(s, 1, pb_keyvalue, &kv);
+        pbw_sub(s, 1, pb_keyvalue, &kv);
     }
 }
 
-static void pb_anyvalue(struct pbs *s, const void *arg)
+static void pb_anyvalue(struct pbw *s, const void *arg)
 {
     const struct val *v = arg;
     switch (v->type) {
     case VAL_STR:
-        pbs_bytes(s, 1, v->s, v->n);
+        pbw_bytes(s, 1, v->s, v->n);
         break;
     case VAL_BOOL:
-        pbs_tag(s, 2, WT_VARINT);
-        pbs_varint(s, v->b ? 1 : 0);
+        pbw_tag(s, 2, PBW_VARINT);
+        pbw_varint(s, v->b ? 1 : 0);
         break;
     case VAL_INT:
-        pbs_tag(s, 3, WT_VARINT);
-        pbs_varint(s, (uint64_t)v->i);
+        pbw_tag(s, 3, PBW_VARINT);
+        pbw_varint(s, (uint64_t)v->i);
         break;
     case VAL_DOUBLE: {
         uint64_t u;
         memcpy(&u, &v->d, 8);
-        pbs_fixed64(s, 4, u);
+        pbw_fixed64(s, 4, u);
         break;
     }
     case VAL_ARRAY:
-        pbs_sub(s, 5, pb_array, v);
+        pbw_sub(s, 5, pb_array, v);
         break;
     case VAL_KVLIST:
-        pbs_sub(s, 6, pb_kvlist, v);
+        pbw_sub(s, 6, pb_kvlist, v);
         break;
     case VAL_BYTES:
-        pbs_bytes(s, 7, v->s, v->n);
+        pbw_bytes(s, 7, v->s, v->n);
         break;
     default:
         break;
@@ -228,7 +107,7 @@ static void pb_anyvalue(struct pbs *s, const void *arg)
 }
 
 /* Repeated KeyValue |field| from an attribute blob. */
-static void pb_attrs(struct pbs *s, uint32_t field, const uint8_t *p, uint32_t len, uint32_t count)
+static void pb_attrs(struct pbw *s, uint32_t field, const uint8_t *p, uint32_t len, uint32_t count)
 {
     struct val_rd r = {p, p + len};
     for (uint32_t i = 0; i < count; i++) {
@@ -236,22 +115,22 @@ static void pb_attrs(struct pbs *s, uint32_t field, const uint8_t *p, uint32_t l
         if (val_rd_kv(&r, &kv.k, &kv.kn, &kv.v) < 0) {
             return;
         }
-        pbs_sub(s, field, pb_keyvalue, &kv);
+        pbw_sub(s, field, pb_keyvalue, &kv);
     }
 }
 
-void totlp_pb_resource(struct pbs *s, const struct res_view *r)
+void otlpenc_pb_resource(struct pbw *s, const struct res_view *r)
 {
     pb_attrs(s, 1, r->attrs.p, r->attrs.len, r->attrs.count);
-    pbs_uint_field(s, 2, r->dropped_attrs);
+    pbw_uint_field(s, 2, r->dropped_attrs);
 }
 
-void totlp_pb_scope(struct pbs *s, const struct scope_view *sc)
+void otlpenc_pb_scope(struct pbw *s, const struct scope_view *sc)
 {
-    pbs_str_field(s, 1, sc->name.p, sc->name.len);
-    pbs_str_field(s, 2, sc->version.p, sc->version.len);
+    pbw_str_field(s, 1, sc->name.p, sc->name.len);
+    pbw_str_field(s, 2, sc->version.p, sc->version.len);
     pb_attrs(s, 3, sc->attrs.p, sc->attrs.len, sc->attrs.count);
-    pbs_uint_field(s, 4, sc->dropped_attrs);
+    pbw_uint_field(s, 4, sc->dropped_attrs);
 }
 
 /* ---- events and links (batch.h encodings) ---- */
@@ -312,135 +191,96 @@ static int ln_next(struct val_rd *r, struct tln *l)
     return 0;
 }
 
-static void pb_event(struct pbs *s, const void *arg)
+static void pb_event(struct pbw *s, const void *arg)
 {
     const struct tev *e = arg;
     if (e->time_ns != 0) {
-        pbs_fixed64(s, 1, e->time_ns);
+        pbw_fixed64(s, 1, e->time_ns);
     }
-    pbs_str_field(s, 2, e->name, e->name_len);
+    pbw_str_field(s, 2, e->name, e->name_len);
     pb_attrs(s, 3, e->attrs, e->attrs_len, e->count);
-    pbs_uint_field(s, 4, e->dropped);
+    pbw_uint_field(s, 4, e->dropped);
 }
 
-static void pb_link(struct pbs *s, const void *arg)
+static void pb_link(struct pbw *s, const void *arg)
 {
     const struct tln *l = arg;
-    pbs_bytes(s, 1, l->trace_id, 16);
-    pbs_bytes(s, 2, l->span_id, 8);
-    pbs_str_field(s, 3, l->state, l->state_len);
+    pbw_bytes(s, 1, l->trace_id, 16);
+    pbw_bytes(s, 2, l->span_id, 8);
+    pbw_str_field(s, 3, l->state, l->state_len);
     pb_attrs(s, 4, l->attrs, l->attrs_len, l->count);
-    pbs_uint_field(s, 5, l->dropped);
+    pbw_uint_field(s, 5, l->dropped);
     if (l->flags != 0) {
-        pbs_fixed32(s, 6, l->flags);
+        pbw_fixed32(s, 6, l->flags);
     }
 }
 
-static void pb_status(struct pbs *s, const void *arg)
+static void pb_status(struct pbw *s, const void *arg)
 {
     const struct span_view *v = arg;
-    pbs_str_field(s, 2, v->status_message.p, v->status_message.len);
-    pbs_uint_field(s, 3, (uint64_t)(int64_t)v->status_code);
+    pbw_str_field(s, 2, v->status_message.p, v->status_message.len);
+    pbw_uint_field(s, 3, (uint64_t)(int64_t)v->status_code);
 }
 
-void totlp_pb_span(struct pbs *s, const struct span_view *v)
+void otlpenc_pb_span(struct pbw *s, const struct span_view *v)
 {
-    pbs_bytes(s, 1, v->trace_id, 16);
-    pbs_bytes(s, 2, v->span_id, 8);
-    pbs_str_field(s, 3, v->trace_state.p, v->trace_state.len);
+    pbw_bytes(s, 1, v->trace_id, 16);
+    pbw_bytes(s, 2, v->span_id, 8);
+    pbw_str_field(s, 3, v->trace_state.p, v->trace_state.len);
     if (v->has_parent) {
-        pbs_bytes(s, 4, v->parent_span_id, 8);
+        pbw_bytes(s, 4, v->parent_span_id, 8);
     }
-    pbs_str_field(s, 5, v->name.p, v->name.len);
-    pbs_uint_field(s, 6, (uint64_t)(int64_t)v->kind);
+    pbw_str_field(s, 5, v->name.p, v->name.len);
+    pbw_uint_field(s, 6, (uint64_t)(int64_t)v->kind);
     if (v->start_ns != 0) {
-        pbs_fixed64(s, 7, v->start_ns);
+        pbw_fixed64(s, 7, v->start_ns);
     }
     if (v->end_ns != 0) {
-        pbs_fixed64(s, 8, v->end_ns);
+        pbw_fixed64(s, 8, v->end_ns);
     }
     pb_attrs(s, 9, v->attrs.p, v->attrs.len, v->attrs.count);
-    pbs_uint_field(s, 10, v->dropped_attrs);
+    pbw_uint_field(s, 10, v->dropped_attrs);
     struct val_rd r = {v->events.p, v->events.p + v->events.len};
     for (uint32_t i = 0; i < v->n_events; i++) {
         struct tev e;
         if (ev_next(&r, &e) < 0) {
             break;
         }
-        pbs_sub(s, 11, pb_event, &e);
+        pbw_sub(s, 11, pb_event, &e);
     }
-    pbs_uint_field(s, 12, v->dropped_events);
+    pbw_uint_field(s, 12, v->dropped_events);
     r = (struct val_rd){v->links.p, v->links.p + v->links.len};
     for (uint32_t i = 0; i < v->n_links; i++) {
         struct tln l;
         if (ln_next(&r, &l) < 0) {
             break;
         }
-        pbs_sub(s, 13, pb_link, &l);
+        pbw_sub(s, 13, pb_link, &l);
     }
-    pbs_uint_field(s, 14, v->dropped_links);
+    pbw_uint_field(s, 14, v->dropped_links);
     if (v->status_code != 0 || v->status_message.len > 0) {
-        pbs_sub(s, 15, pb_status, v);
+        pbw_sub(s, 15, pb_status, v);
     }
     if (v->flags != 0) {
-        pbs_fixed32(s, 16, v->flags);
+        pbw_fixed32(s, 16, v->flags);
     }
 }
 
-size_t totlp_pb_span_size(const struct span_view *v)
+size_t otlpenc_pb_span_size(const struct span_view *v)
 {
-    struct pbs c;
-    pbs_init(&c, NULL);
-    totlp_pb_span(&c, v);
+    struct pbw c;
+    pbw_init(&c, NULL);
+    otlpenc_pb_span(&c, v);
     return c.n;
 }
 
 /* ---- JSON ---- */
 
-size_t totlp_base64(const uint8_t *p, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t x = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        out[o++] = tab[x >> 18];
-        out[o++] = tab[(x >> 12) & 63];
-        out[o++] = tab[(x >> 6) & 63];
-        out[o++] = tab[x & 63];
-    }
-    if (n - i == 1) {
-        uint32_t x = (uint32_t)p[i] << 16;
-        out[o++] = tab[x >> 18];
-        out[o++] = tab[(x >> 12) & 63];
-        out[o++] = '=';
-        out[o++] = '=';
-    } else if (n - i == 2) {
-        uint32_t x = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-        out[o++] = tab[x >> 18];
-        out[o++] = tab[(x >> 12) & 63];
-        out[o++] = tab[(x >> 6) & 63];
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-    return o;
-}
-
-void totlp_hex(const uint8_t *p, size_t n, char *out)
-{
-    static const char hx[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = hx[p[i] >> 4];
-        out[2 * i + 1] = hx[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
 static void json_b64(struct jsonw *w, const uint8_t *p, size_t n)
 {
-    char small[64];
+    char small[BASE64_ENCODED_LEN(48) + 1]; /* a piece and its NUL */
     if (n <= 45) {
-        size_t k = totlp_base64(p, n, small);
+        size_t k = base64_encode(small, p, n, true);
         jsonw_str(w, small, k);
         return;
     }
@@ -451,7 +291,7 @@ static void json_b64(struct jsonw *w, const uint8_t *p, size_t n)
         return;
     }
     for (size_t i = 0; i < n; i += 48) {
-        size_t k = totlp_base64(p + i, n - i < 48 ? n - i : 48, small);
+        size_t k = base64_encode(small, p + i, n - i < 48 ? n - i : 48, true);
         evbuffer_add(tmp, small, k);
     }
     size_t len = evbuffer_get_length(tmp);
@@ -476,7 +316,7 @@ static void json_double(struct jsonw *w, double d)
 
 static void json_kvs(struct jsonw *w, struct val_rd r, uint32_t count);
 
-void totlp_json_value(struct jsonw *w, const struct val *v)
+void otlpenc_json_value(struct jsonw *w, const struct val *v)
 {
     jsonw_obj_begin(w);
     switch (v->type) {
@@ -510,7 +350,7 @@ void totlp_json_value(struct jsonw *w, const struct val *v)
             if (val_rd_value(&r, &m) < 0) {
                 break;
             }
-            totlp_json_value(w, &m);
+            otlpenc_json_value(w, &m);
         }
         jsonw_arr_end(w);
         jsonw_obj_end(w);
@@ -548,7 +388,7 @@ static void json_kvs(struct jsonw *w, struct val_rd r, uint32_t count)
         jsonw_key(w, "key");
         jsonw_str(w, k, kn);
         jsonw_key(w, "value");
-        totlp_json_value(w, &v);
+        otlpenc_json_value(w, &v);
         jsonw_obj_end(w);
     }
     jsonw_arr_end(w);
@@ -567,19 +407,19 @@ static void json_attrs_members(struct jsonw *w, const uint8_t *p, uint32_t len, 
     }
 }
 
-void totlp_json_attrs(struct jsonw *w, const struct oattrs *a)
+void otlpenc_json_attrs(struct jsonw *w, const struct oattrs *a)
 {
     json_kvs(w, (struct val_rd){a->p, a->p + a->len}, a->count);
 }
 
-void totlp_json_resource(struct jsonw *w, const struct res_view *r)
+void otlpenc_json_resource(struct jsonw *w, const struct res_view *r)
 {
     jsonw_obj_begin(w);
     json_attrs_members(w, r->attrs.p, r->attrs.len, r->attrs.count, r->dropped_attrs);
     jsonw_obj_end(w);
 }
 
-void totlp_json_scope(struct jsonw *w, const struct scope_view *sc)
+void otlpenc_json_scope(struct jsonw *w, const struct scope_view *sc)
 {
     jsonw_obj_begin(w);
     if (sc->name.len > 0) {
@@ -615,12 +455,12 @@ static void json_u64s(struct jsonw *w, const char *key, uint64_t v)
 static void json_id(struct jsonw *w, const char *key, const uint8_t *p, size_t n)
 {
     char b[32];
-    size_t k = totlp_base64(p, n, b);
+    size_t k = base64_encode(b, p, n, true);
     jsonw_key(w, key);
     jsonw_str(w, b, k);
 }
 
-void totlp_json_span(struct jsonw *w, const struct span_view *v)
+void otlpenc_json_span(struct jsonw *w, const struct span_view *v)
 {
     jsonw_obj_begin(w);
     json_id(w, "traceId", v->trace_id, 16);
@@ -724,9 +564,9 @@ void totlp_json_span(struct jsonw *w, const struct span_view *v)
     jsonw_obj_end(w);
 }
 
-/* Events and links for the evaluator (traces.c). */
-int totlp_event_next(struct val_rd *r, uint64_t *time_ns, const char **name, size_t *name_len,
-                     struct oattrs *attrs)
+/* Events and links for the TraceQL evaluator (query/traces.c). */
+int otlpenc_event_next(struct val_rd *r, uint64_t *time_ns, const char **name, size_t *name_len,
+                       struct oattrs *attrs)
 {
     struct tev e;
     if (ev_next(r, &e) < 0) {
@@ -739,8 +579,8 @@ int totlp_event_next(struct val_rd *r, uint64_t *time_ns, const char **name, siz
     return 0;
 }
 
-int totlp_link_next(struct val_rd *r, const uint8_t **trace_id, const uint8_t **span_id,
-                    struct oattrs *attrs)
+int otlpenc_link_next(struct val_rd *r, const uint8_t **trace_id, const uint8_t **span_id,
+                      struct oattrs *attrs)
 {
     struct tln l;
     if (ln_next(r, &l) < 0) {

@@ -6,7 +6,7 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "storage/val.h"
 
 /* The writer's text, NUL-terminated (owned). */
@@ -133,5 +133,25 @@ Test(jsonw, a_key_inside_a_dropped_container_leaves_no_member_pending)
     cr_assert_eq(strncmp(s + JSONW_MAX_DEPTH, "null,7]", 7), 0, "%s", s + JSONW_MAX_DEPTH);
     cr_assert_eq(n, 2 * JSONW_MAX_DEPTH + 6);
     free(s);
+    evbuffer_free(b);
+}
+
+static void put_buf(void *ctx, const void *p, size_t n)
+{
+    char *b = ctx;
+    strncat(b, p, n);
+}
+
+Test(jsonw, escapes_into_any_sink_as_into_an_evbuffer)
+{
+    const char s[] = "a\"\\\n\x01<\xff\xc3\xa9";
+    char got[64] = "";
+    jsonw_escape_to(put_buf, got, s, sizeof(s) - 1, true);
+    struct evbuffer *b = evbuffer_new();
+    jsonw_escape(b, s, sizeof(s) - 1, true);
+    char *want = text(b);
+    cr_assert_str_eq(got, "a\\\"\\\\\\n\\u0001\\u003c\xef\xbf\xbd\xc3\xa9");
+    cr_assert_str_eq(got, want);
+    free(want);
     evbuffer_free(b);
 }

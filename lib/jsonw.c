@@ -4,7 +4,7 @@
  * Escaping works on runs: bytes that need nothing are appended in one
  * evbuffer_add per run, so a long clean log line costs one copy.
  */
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+
+#include "lib/hex.h"
+#include "lib/utf8.h"
 
 static void add(struct jsonw *w, const void *p, size_t n)
 {
@@ -104,46 +107,10 @@ void jsonw_arr_end(struct jsonw *w)
     close_c(w, ']');
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+/* Inlined into each caller below, so the evbuffer one makes direct calls. */
+static inline __attribute__((always_inline)) void escape(jsonw_put_fn put, void *ctx,
+                                                         const char *str, size_t n, bool html)
 {
-    unsigned char c = s[0];
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    }
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if (c == 0xe0 && s[1] < 0xa0) {
-            return 0; /* overlong */
-        }
-        if (c == 0xed && s[1] >= 0xa0) {
-            return 0; /* surrogate */
-        }
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) {
-            return 0;
-        }
-        if (c == 0xf0 && s[1] < 0x90) {
-            return 0;
-        }
-        if (c == 0xf4 && s[1] >= 0x90) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
-void jsonw_escape(struct evbuffer *out, const char *str, size_t n, bool html)
-{
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str;
     size_t run = 0; /* start of the pending clean run */
     size_t i = 0;
@@ -155,14 +122,14 @@ void jsonw_escape(struct evbuffer *out, const char *str, size_t n, bool html)
             continue;
         }
         if (c >= 0x80) {
-            size_t l = utf8_len(s + i, n - i);
+            size_t l = utf8_seq(s + i, n - i);
             if (l > 0) {
                 i += l;
                 continue;
             }
         }
         if (i > run) {
-            evbuffer_add(out, s + run, i - run);
+            put(ctx, s + run, i - run);
         }
         char esc[8];
         size_t el = 2;
@@ -191,27 +158,42 @@ void jsonw_escape(struct evbuffer *out, const char *str, size_t n, bool html)
             break;
         default:
             if (c >= 0x80) {
-                evbuffer_add(out, "\xef\xbf\xbd", 3); /* U+FFFD for one bad byte */
+                put(ctx, UTF8_REPLACEMENT, 3); /* for one bad byte */
                 el = 0;
             } else {
                 esc[1] = 'u';
                 esc[2] = '0';
                 esc[3] = '0';
-                esc[4] = hex[c >> 4];
-                esc[5] = hex[c & 15];
+                esc[4] = hex_lower[c >> 4];
+                esc[5] = hex_lower[c & 15];
                 el = 6;
             }
             break;
         }
         if (el > 0) {
-            evbuffer_add(out, esc, el);
+            put(ctx, esc, el);
         }
         i++;
         run = i;
     }
     if (n > run) {
-        evbuffer_add(out, s + run, n - run);
+        put(ctx, s + run, n - run);
     }
+}
+
+static void put_evbuffer(void *ctx, const void *p, size_t n)
+{
+    evbuffer_add(ctx, p, n);
+}
+
+void jsonw_escape(struct evbuffer *out, const char *s, size_t n, bool html)
+{
+    escape(put_evbuffer, out, s, n, html);
+}
+
+void jsonw_escape_to(jsonw_put_fn put, void *ctx, const char *s, size_t n, bool html)
+{
+    escape(put, ctx, s, n, html);
 }
 
 static void put_str(struct jsonw *w, const char *s, size_t n)
