@@ -56,7 +56,7 @@ struct sbuf {
 
 static void sb_putn(struct sbuf *b, const char *s, size_t n)
 {
-    if (b->len < b->cap) {
+    if (n > 0 && b->len < b->cap) {
         size_t room = b->cap - b->len;
         memcpy(b->buf + b->len, s, n < room ? n : room);
     }
@@ -1451,10 +1451,10 @@ static const struct promql_func funcs[PROMQL_FN_COUNT_] = {
     {"cos", PROMQL_FN_COS, {V}, 1, 0, V},
     {"cosh", PROMQL_FN_COSH, {V}, 1, 0, V},
     {"count_over_time", PROMQL_FN_COUNT_OVER_TIME, {M}, 1, 0, V},
-    {"days_in_month", PROMQL_FN_DAYS_IN_MONTH, {V}, 1, 1, V},
     {"day_of_month", PROMQL_FN_DAY_OF_MONTH, {V}, 1, 1, V},
     {"day_of_week", PROMQL_FN_DAY_OF_WEEK, {V}, 1, 1, V},
     {"day_of_year", PROMQL_FN_DAY_OF_YEAR, {V}, 1, 1, V},
+    {"days_in_month", PROMQL_FN_DAYS_IN_MONTH, {V}, 1, 1, V},
     {"deg", PROMQL_FN_DEG, {V}, 1, 0, V},
     {"delta", PROMQL_FN_DELTA, {M}, 1, 0, V},
     {"deriv", PROMQL_FN_DERIV, {M}, 1, 0, V},
@@ -3244,7 +3244,8 @@ static void put_selector(struct sbuf *b, const struct promql_sel *s, bool with_m
     for (size_t i = 0; ok && i < s->n_matchers; i++) {
         const struct promql_matcher *m = &s->matchers[i];
         if (m->name.n == 8 && memcmp(m->name.s, "__name__", 8) == 0 && m->op == PROMQL_MATCH_EQ &&
-            m->value.n == s->name.n && memcmp(m->value.s, s->name.s, s->name.n) == 0) {
+            m->value.n == s->name.n &&
+            (s->name.n == 0 || memcmp(m->value.s, s->name.s, s->name.n) == 0)) {
             continue;
         }
         struct sbuf t = {NULL, 0, 0};
