@@ -346,7 +346,9 @@ void promql_free(struct promql_expr *root);
  * spacing, durations as model.Duration prints them (`1h30m`, `90s` ->
  * `1m30s`), numbers as Go's %v, strings as Go's %q (except that U+FFFD is
  * written `\ufffd`, so the output parses again), matchers sorted, the
- * name matcher folded back into the name. Writes at most cap bytes
+ * name matcher folded back into the name. As with Prometheus, the literal
+ * Inf prints as "+Inf", so `Inf ^ 2` prints as `+Inf ^ 2`, which reads
+ * back as +(Inf ^ 2): the same value, another tree. Writes at most cap bytes
  * (NUL-terminated when cap > 0) and returns the full length, like snprintf. */
 size_t promql_format(const struct promql_expr *e, char *buf, size_t cap);
 

@@ -1342,3 +1342,20 @@ Test(promql, huge_flat_queries_hit_the_arena_limit_not_the_heap)
     cr_assert_null(e);
     free(q);
 }
+
+Test(promql, inf_literal_prints_with_plus_sign_like_go)
+{
+    /* found by fuzz_promql: Go's %v writes +Inf, and "+Inf ^ 2" reads back
+     * as unary plus over the power; Prometheus's String() does the same */
+    struct promql_expr *e = ok("Inf ^ 2");
+    cr_assert_eq(e->lhs->kind, PROMQL_NUMBER);
+    char *s = fmt(e);
+    cr_assert_str_eq(s, "+Inf ^ 2");
+    promql_free(e);
+    e = ok(s);
+    cr_assert_eq(e->kind, PROMQL_UNARY);
+    cr_assert_not(e->neg);
+    cr_assert_eq(e->inner->op, PROMQL_OP_POW);
+    promql_free(e);
+    free(s);
+}
