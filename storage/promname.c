@@ -552,19 +552,23 @@ int promname_metric(const char *name, size_t len, const char *unit, size_t ulen,
     if (drop != NULL && mem_is(park, ml, drop)) {
         ml = 0;
     }
+    /* Move each part before writing its separator: the separator's byte
+     * may be the part's first byte (per can move up by one). */
     if (ml > 0) {
-        if (f > 0) {
-            out[f++] = '_';
+        size_t sep = f > 0;
+        memmove(out + f + sep, park, ml);
+        if (sep) {
+            out[f] = '_';
         }
-        memmove(out + f, park, ml); /* moves down: f <= len < park */
-        f += ml;
+        f += sep + ml;
     }
     if (pl > 0) {
-        if (f > 0) {
-            out[f++] = '_';
+        size_t sep = f > 0;
+        memmove(out + f + sep, per, pl);
+        if (sep) {
+            out[f] = '_';
         }
-        memmove(out + f, per, pl);
-        f += pl;
+        f += sep + pl;
     }
     if (drop != NULL) {
         if (f > 0) {
@@ -1122,7 +1126,8 @@ static bool is_identifying(const char *k, size_t kn)
 static int lset_collect(struct promname_lset *ls, const uint8_t *p, size_t n, uint32_t count,
                         unsigned skip, const char *name_prefix)
 {
-    struct val_rd r = {p, p + n};
+    static const uint8_t none[1];
+    struct val_rd r = {p != NULL ? p : none, (p != NULL ? p : none) + (p != NULL ? n : 0)};
     for (uint32_t i = 0; i < count; i++) {
         const char *k;
         size_t kn;
@@ -1252,7 +1257,8 @@ int promname_resource_init(struct promname_resource *r, const uint8_t *p, size_t
     bool have[3] = {false, false, false};
     static const char *const names[3] = {"service.namespace", "service.name",
                                          "service.instance.id"};
-    struct val_rd rd = {p, p + n};
+    static const uint8_t none[1];
+    struct val_rd rd = {p != NULL ? p : none, (p != NULL ? p : none) + (p != NULL ? n : 0)};
     memset(r, 0, sizeof(*r));
     for (uint32_t i = 0; i < count; i++) {
         const char *k;
@@ -1455,6 +1461,11 @@ enum {
 int promname_expand_init(struct promname_expand *x, enum metric_kind kind,
                          const struct point_row *pt, const uint8_t *detail, size_t len)
 {
+    static const uint8_t none[1];
+    if (detail == NULL) {
+        detail = none; /* NULL + 0 is undefined */
+        len = 0;
+    }
     memset(x, 0, sizeof(*x));
     x->kind = kind;
     x->stale = (pt->flags & PROMNAME_FLAG_NO_RECORDED_VALUE) != 0;
