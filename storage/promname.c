@@ -385,13 +385,32 @@ static bool has_brace(const char *p, size_t n)
 }
 
 static const char *const unit_map[][2] = {
-    {"d", "days"},       {"h", "hours"},      {"min", "minutes"},   {"s", "seconds"},
-    {"ms", "milliseconds"}, {"us", "microseconds"}, {"ns", "nanoseconds"}, {"By", "bytes"},
-    {"KiBy", "kibibytes"}, {"MiBy", "mebibytes"}, {"GiBy", "gibibytes"}, {"TiBy", "tibibytes"},
-    {"KBy", "kilobytes"}, {"MBy", "megabytes"}, {"GBy", "gigabytes"}, {"TBy", "terabytes"},
-    {"m", "meters"},     {"V", "volts"},      {"A", "amperes"},     {"J", "joules"},
-    {"W", "watts"},      {"g", "grams"},      {"Cel", "celsius"},   {"Hz", "hertz"},
-    {"1", ""},           {"%", "percent"},
+    {"d", "days"},
+    {"h", "hours"},
+    {"min", "minutes"},
+    {"s", "seconds"},
+    {"ms", "milliseconds"},
+    {"us", "microseconds"},
+    {"ns", "nanoseconds"},
+    {"By", "bytes"},
+    {"KiBy", "kibibytes"},
+    {"MiBy", "mebibytes"},
+    {"GiBy", "gibibytes"},
+    {"TiBy", "tibibytes"},
+    {"KBy", "kilobytes"},
+    {"MBy", "megabytes"},
+    {"GBy", "gigabytes"},
+    {"TBy", "terabytes"},
+    {"m", "meters"},
+    {"V", "volts"},
+    {"A", "amperes"},
+    {"J", "joules"},
+    {"W", "watts"},
+    {"g", "grams"},
+    {"Cel", "celsius"},
+    {"Hz", "hertz"},
+    {"1", ""},
+    {"%", "percent"},
 };
 
 static const char *const per_unit_map[][2] = {
@@ -1071,8 +1090,7 @@ static int lset_name(struct promname_lset *ls, const char *key, size_t kn, const
 }
 
 /* The AsString of |v|: a string is borrowed, anything else rendered. */
-static int lset_value(struct promname_lset *ls, const struct val *v, const char **value,
-                      size_t *vl)
+static int lset_value(struct promname_lset *ls, const struct val *v, const char **value, size_t *vl)
 {
     if (v->type == VAL_STR) {
         *value = v->s;
@@ -1168,8 +1186,8 @@ static int lset_collect(struct promname_lset *ls, const uint8_t *p, size_t n, ui
         if (rc < 0) {
             return rc;
         }
-        ls->lab[ls->n++] = (struct promname_label){name,        value, (uint32_t)nl,
-                                                   (uint32_t)vl, k,    (uint32_t)kn};
+        ls->lab[ls->n++] =
+            (struct promname_label){name, value, (uint32_t)nl, (uint32_t)vl, k, (uint32_t)kn};
     }
     return 0;
 }
@@ -1250,8 +1268,8 @@ static int res_str(const struct val *v, char **buf, size_t *cap, const char **s,
     return 0;
 }
 
-int promname_resource_init(struct promname_resource *r, const uint8_t *p, size_t n,
-                           uint32_t count, char *buf, size_t cap)
+int promname_resource_init(struct promname_resource *r, const uint8_t *p, size_t n, uint32_t count,
+                           char *buf, size_t cap)
 {
     struct val ids[3];
     bool have[3] = {false, false, false};
@@ -1353,8 +1371,8 @@ int promname_target_info(struct promname_lset *ls, const uint8_t *p, size_t n, u
     return rc < 0 ? rc : 1;
 }
 
-int promname_scope_labels(struct promname_lset *ls, const struct scope_row *s,
-                          const uint8_t *attrs, size_t attrs_len)
+int promname_scope_labels(struct promname_lset *ls, const struct scope_row *s, const uint8_t *attrs,
+                          size_t attrs_len)
 {
     if (ls->n != 0) {
         return -EINVAL;
@@ -1415,7 +1433,7 @@ enum promname_temporality promname_temporality(enum metric_kind kind, int32_t te
         return PROMNAME_T_NONE;
     }
     /* AggregationTemporality: 1 DELTA, 2 CUMULATIVE */
-    return temporality == 2 ? PROMNAME_T_CUMULATIVE
+    return temporality == 2   ? PROMNAME_T_CUMULATIVE
            : temporality == 1 ? PROMNAME_T_DELTA
                               : PROMNAME_T_INVALID;
 }

@@ -78,7 +78,7 @@ size_t promname_fmt_e(double v, char out[PROMNAME_FMT_MAX]);
 
 enum promname_type {
     PROMNAME_GAUGE = 1,
-    PROMNAME_COUNTER = 2,         /* monotonic sum */
+    PROMNAME_COUNTER = 2,          /* monotonic sum */
     PROMNAME_NONMONOTONIC_SUM = 3, /* a gauge to PromQL, named as one */
     PROMNAME_HISTOGRAM = 4,
     PROMNAME_EXP_HISTOGRAM = 5,
@@ -92,8 +92,8 @@ int promname_type_of(enum metric_kind kind, bool monotonic);
 enum promname_temporality {
     PROMNAME_T_NONE = 0,       /* gauge, summary: no temporality */
     PROMNAME_T_CUMULATIVE = 1, /* written as is */
-    PROMNAME_T_DELTA = 2,      /* Prometheus refuses these by default; the caller converts or counts */
-    PROMNAME_T_INVALID = 3,    /* UNSPECIFIED or unknown on a sum/histogram: Prometheus refuses it */
+    PROMNAME_T_DELTA = 2,   /* Prometheus refuses these by default; the caller converts or counts */
+    PROMNAME_T_INVALID = 3, /* UNSPECIFIED or unknown on a sum/histogram: Prometheus refuses it */
 };
 enum promname_temporality promname_temporality(enum metric_kind kind, int32_t temporality);
 
@@ -174,8 +174,8 @@ const struct promname_label *promname_lset_get(const struct promname_lset *ls, c
                                                size_t nlen);
 /* Sets (replaces) a label; an empty value removes it (labels.Builder.Set).
  * |name| and |value| are borrowed, not copied. 0 or -ENOBUFS. */
-int promname_lset_set(struct promname_lset *ls, const char *name, size_t nlen,
-                      const char *value, size_t vlen);
+int promname_lset_set(struct promname_lset *ls, const char *name, size_t nlen, const char *value,
+                      size_t vlen);
 
 /* Which attributes promname_lset_add_attrs() leaves out. */
 #define PROMNAME_SKIP_NAME 1u        /* "__name__" (data points) */
@@ -206,8 +206,8 @@ struct promname_resource {
  * each key; non-string values rendered). Strings point into the blob or
  * into |buf|. A value rendering as "" gives no label (an empty name with a
  * namespace still gives "ns/"). 0, -ENOBUFS, -EBADMSG. */
-int promname_resource_init(struct promname_resource *r, const uint8_t *p, size_t n,
-                           uint32_t count, char *buf, size_t cap);
+int promname_resource_init(struct promname_resource *r, const uint8_t *p, size_t n, uint32_t count,
+                           char *buf, size_t cap);
 
 /* Sets job and instance on a set built by promname_lset_add_attrs(); they
  * replace attributes of those names. 0 or -ENOBUFS. */

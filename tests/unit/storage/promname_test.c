@@ -177,10 +177,16 @@ Test(promname, fmt_e_matches_go_exponent_layout)
         double v;
         const char *s;
     } cases[] = {
-        {0.0, "0e+00"},          {-0.0, "-0e+00"},           {1.0, "1e+00"},
-        {100.0, "1e+02"},        {123456789.125, "1.23456789125e+08"},
-        {1e21, "1e+21"},         {1e-7, "1e-07"},            {1e100, "1e+100"},
-        {5e-324, "5e-324"},      {0.30000000000000004, "3.0000000000000004e-01"},
+        {0.0, "0e+00"},
+        {-0.0, "-0e+00"},
+        {1.0, "1e+00"},
+        {100.0, "1e+02"},
+        {123456789.125, "1.23456789125e+08"},
+        {1e21, "1e+21"},
+        {1e-7, "1e-07"},
+        {1e100, "1e+100"},
+        {5e-324, "5e-324"},
+        {0.30000000000000004, "3.0000000000000004e-01"},
         {0x1p89, "6.189700196426902e+26"},
         {0x1p-1017, "7.120236347223045e-307"},
     };
@@ -268,8 +274,14 @@ Test(promname, stale_nan_has_prometheus_bits)
 
 /* ---- metric names ---- */
 
-enum { G = PROMNAME_GAUGE, C = PROMNAME_COUNTER, U = PROMNAME_NONMONOTONIC_SUM,
-       H = PROMNAME_HISTOGRAM, E = PROMNAME_EXP_HISTOGRAM, S = PROMNAME_SUMMARY };
+enum {
+    G = PROMNAME_GAUGE,
+    C = PROMNAME_COUNTER,
+    U = PROMNAME_NONMONOTONIC_SUM,
+    H = PROMNAME_HISTOGRAM,
+    E = PROMNAME_EXP_HISTOGRAM,
+    S = PROMNAME_SUMMARY
+};
 
 struct ncase {
     const char *name;
@@ -295,7 +307,7 @@ static const struct ncase name_cases[] = {
     {"otelcol_process_cpu_seconds", "s", C, "otelcol_process_cpu_seconds_total"},
     {"foo.seconds", "s", H, "foo_seconds"},
     {"foo.seconds", "s", C, "foo_seconds_total"},
-    {"seconds.foo", "s", C, "seconds_foo_total"},  /* a token anywhere counts */
+    {"seconds.foo", "s", C, "seconds_foo_total"}, /* a token anywhere counts */
     {"bytes.foo", "By", G, "bytes_foo"},
     {"foo.bytes", "By", G, "foo_bytes"},
     {"bytes_total", "By", C, "bytes_total"},
@@ -349,9 +361,9 @@ static const struct ncase name_cases[] = {
     {"foo", "Cel", G, "foo_celsius"},
     {"foo", "Hz", G, "foo_hertz"},
     {"foo", "%", G, "foo_percent"},
-    {"foo", "mo", G, "foo_mo"},   /* "mo" is only a per unit */
-    {"foo", "kb", G, "foo_kb"},   /* unknown units are kept */
-    {"foo", "S", G, "foo_S"},     /* case matters */
+    {"foo", "mo", G, "foo_mo"}, /* "mo" is only a per unit */
+    {"foo", "kb", G, "foo_kb"}, /* unknown units are kept */
+    {"foo", "S", G, "foo_S"},   /* case matters */
     /* per units */
     {"foo", "1/s", G, "foo_per_second"},
     {"foo", "/s", G, "foo_per_second"},
@@ -382,7 +394,7 @@ static const struct ncase name_cases[] = {
     {"foo", " ", G, "foo"},
     {"foo", " s ", G, "foo_seconds"},
     {"foo", "\ts\n", G, "foo_seconds"},
-    {"foo", "s\xc2\xa0", G, "foo_seconds"},   /* U+00A0 is space to TrimSpace */
+    {"foo", "s\xc2\xa0", G, "foo_seconds"},     /* U+00A0 is space to TrimSpace */
     {"foo", "\xe3\x80\x80s", G, "foo_seconds"}, /* U+3000 too */
     {"foo", "\x01s", G, "foo_s"},
     {"foo", "a b", G, "foo_a_b"},
@@ -393,7 +405,10 @@ static const struct ncase name_cases[] = {
     {"foo", "By/_", G, "foo_bytes"},
     {"foo", "By/s_", G, "foo_bytes_per_s"},
     {"foo", "\xc3\xa9", G, "foo"},
-    {"foo", "\xc2\xb0" "C", G, "foo_C"},
+    {"foo",
+     "\xc2\xb0"
+     "C",
+     G, "foo_C"},
     {"foo", "s:x", G, "foo_s:x"},
     {"custom_metric", "unit@with#special/chars", G, "custom_metric_unit_with_special_per_chars"},
     {"metric__with__multiple__underscores", "unit__multiple__underscores", G,
@@ -414,7 +429,9 @@ static const struct ncase name_cases[] = {
     {"foo bar", "", G, "foo_bar"},
     {"metric@@##$$name", "", G, "metric_name"},
     {"h\xc3\xa9llo.w\xc3\xb6rld", "", G, "h_llo_w_rld"},
-    {"foo\xff" "bar", "", G, "foo_bar"},
+    {"foo\xff"
+     "bar",
+     "", G, "foo_bar"},
     {"foo", "", E, "foo"},
     {"foo.duration", "ms", E, "foo_duration_milliseconds"},
     {"rpc.server.duration", "ms", S, "rpc_server_duration_milliseconds"},
@@ -446,8 +463,7 @@ Test(promname, metric_names_follow_the_receiver_table)
             cr_expect_eq(rc, -EINVAL, "case %zu (%s, %s): %d", i, c->name, c->unit, rc);
             continue;
         }
-        cr_expect_eq(rc, (int)strlen(c->want), "case %zu (%s, %s): rc %d", i, c->name, c->unit,
-                     rc);
+        cr_expect_eq(rc, (int)strlen(c->want), "case %zu (%s, %s): rc %d", i, c->name, c->unit, rc);
         if (rc >= 0) {
             cr_expect_str_eq(out, c->want, "case %zu (%s, %s)", i, c->name, c->unit);
         }
@@ -469,10 +485,18 @@ Test(promname, metadata_units_are_the_suffix_words)
     static const struct {
         const char *u, *want;
     } cases[] = {
-        {"s", "seconds"},    {"By/s", "bytes_per_second"}, {"1", ""},
-        {"{req}", ""},       {"{req}/s", "per_second"},     {"1/s", "per_second"},
-        {"ms", "milliseconds"}, {"foo_", "foo"},            {"_x", "x"},
-        {"By/_", "bytes_per"}, {"", ""},                    {"km/h", "km_per_hour"},
+        {"s", "seconds"},
+        {"By/s", "bytes_per_second"},
+        {"1", ""},
+        {"{req}", ""},
+        {"{req}/s", "per_second"},
+        {"1/s", "per_second"},
+        {"ms", "milliseconds"},
+        {"foo_", "foo"},
+        {"_x", "x"},
+        {"By/_", "bytes_per"},
+        {"", ""},
+        {"km/h", "km_per_hour"},
     };
     char out[64];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -499,8 +523,7 @@ Test(promname, kinds_temporality_and_metadata_types)
     cr_expect_eq(promname_temporality(MK_EXP_HISTOGRAM, 7), PROMNAME_T_INVALID);
     cr_expect_str_eq(promname_meta_type(PROMNAME_COUNTER, PROMNAME_T_CUMULATIVE), "counter");
     cr_expect_str_eq(promname_meta_type(PROMNAME_COUNTER, PROMNAME_T_DELTA), "unknown");
-    cr_expect_str_eq(promname_meta_type(PROMNAME_NONMONOTONIC_SUM, PROMNAME_T_CUMULATIVE),
-                     "gauge");
+    cr_expect_str_eq(promname_meta_type(PROMNAME_NONMONOTONIC_SUM, PROMNAME_T_CUMULATIVE), "gauge");
     cr_expect_str_eq(promname_meta_type(PROMNAME_GAUGE, PROMNAME_T_NONE), "gauge");
     cr_expect_str_eq(promname_meta_type(PROMNAME_EXP_HISTOGRAM, PROMNAME_T_CUMULATIVE),
                      "histogram");
@@ -533,13 +556,15 @@ Test(promname, label_names_follow_the_receiver_defaults)
         {"__x", "__x"},
         {"..x..", "__x__"},
         {"__name__", "__name__"},
-        {"h\xc3\xa9llo", "h_llo"},           /* one '_' per rune */
-        {"h\xffllo", "h_llo"},               /* and per invalid byte */
-        {"h\xe2\x82x", "h__x"},              /* truncated sequence: two bad bytes */
-        {"\xe2\x82\xac", "key_"},            /* U+20AC */
+        {"h\xc3\xa9llo", "h_llo"}, /* one '_' per rune */
+        {"h\xffllo", "h_llo"},     /* and per invalid byte */
+        {"h\xe2\x82x", "h__x"},    /* truncated sequence: two bad bytes */
+        {"\xe2\x82\xac", "key_"},  /* U+20AC */
         {"\xe2\x82\xacx", "key_x"},
-        {"\xf0\x9f\x98\x80" "a", "key_a"},   /* U+1F600 */
-        {"\xed\xa0\x80", NULL},              /* a surrogate: three bad bytes, "___" */
+        {"\xf0\x9f\x98\x80"
+         "a",
+         "key_a"},              /* U+1F600 */
+        {"\xed\xa0\x80", NULL}, /* a surrogate: three bad bytes, "___" */
         {"", NULL},
         {"__", NULL},
         {"..", NULL},
@@ -669,7 +694,8 @@ Test(promname, arrays_and_maps_render_as_compact_json)
     val_put_str(&b, "\xe2\x80\xa8\xc3\xa9", 5);
     val_put_str(&b, "\b\f\r", 3);
     val_close(&b, a, 4);
-    expect_value(&b, "[\"a\\\"b\\\\c\\n\\t\\u0001\x7f\",\"\\ufffd\",\"\\u2028\xc3\xa9\",\"\\b\\f\\r\"]");
+    expect_value(
+        &b, "[\"a\\\"b\\\\c\\n\\t\\u0001\x7f\",\"\\ufffd\",\"\\u2028\xc3\xa9\",\"\\b\\f\\r\"]");
 
     /* a NaN inside makes json.Marshal fail: the value is "" */
     a = val_open(&b, VAL_ARRAY);
@@ -696,7 +722,8 @@ Test(promname, map_values_report_a_short_buffer)
     cr_expect_eq(value_of(&b, out, 49), -ENOBUFS);
     int rc = value_of(&b, out, sizeof(out));
     cr_assert_eq(rc, 49);
-    cr_expect(memcmp(out, "{\"a\":7,\"b\":6,\"c\":5,\"d\":4,\"e\":3,\"f\":2,\"g\":1,\"h\":0}", 49) == 0);
+    cr_expect(
+        memcmp(out, "{\"a\":7,\"b\":6,\"c\":5,\"d\":4,\"e\":3,\"f\":2,\"g\":1,\"h\":0}", 49) == 0);
     vbuf_fini(&b);
 }
 
@@ -1255,17 +1282,18 @@ Test(promname, worked_example_c10_end_to_end)
     render(&tls, NULL, NULL, NULL, line, sizeof(line));
     n += (size_t)snprintf(out + n, sizeof(out) - n, "%s 1 %lld\n", line, (long long)ms);
 
-#define J "http_request_method=\"GET\",http_response_status_code=\"200\",instance=\"pod-1\"," \
-          "job=\"shop/cart\""
-    cr_expect_str_eq(out,
-                     "http_server_request_duration_seconds_sum{" J "} 4.2 1700000000123\n"
-                     "http_server_request_duration_seconds_count{" J "} 10 1700000000123\n"
-                     "http_server_request_duration_seconds_bucket{" J ",le=\"0.1\"} 3 1700000000123\n"
-                     "http_server_request_duration_seconds_bucket{" J ",le=\"0.5\"} 8 1700000000123\n"
-                     "http_server_request_duration_seconds_bucket{" J ",le=\"1\"} 9 1700000000123\n"
-                     "http_server_request_duration_seconds_bucket{" J ",le=\"+Inf\"} 10 1700000000123\n"
-                     "target_info{instance=\"pod-1\",job=\"shop/cart\",k8s_cluster_name=\"eu1\","
-                     "telemetry_sdk_language=\"go\"} 1 1700000000123\n");
+#define J                                                                                          \
+    "http_request_method=\"GET\",http_response_status_code=\"200\",instance=\"pod-1\","            \
+    "job=\"shop/cart\""
+    cr_expect_str_eq(
+        out, "http_server_request_duration_seconds_sum{" J "} 4.2 1700000000123\n"
+             "http_server_request_duration_seconds_count{" J "} 10 1700000000123\n"
+             "http_server_request_duration_seconds_bucket{" J ",le=\"0.1\"} 3 1700000000123\n"
+             "http_server_request_duration_seconds_bucket{" J ",le=\"0.5\"} 8 1700000000123\n"
+             "http_server_request_duration_seconds_bucket{" J ",le=\"1\"} 9 1700000000123\n"
+             "http_server_request_duration_seconds_bucket{" J ",le=\"+Inf\"} 10 1700000000123\n"
+             "target_info{instance=\"pod-1\",job=\"shop/cart\",k8s_cluster_name=\"eu1\","
+             "telemetry_sdk_language=\"go\"} 1 1700000000123\n");
 #undef J
     cr_expect_str_eq(promname_meta_type((enum promname_type)t, PROMNAME_T_CUMULATIVE), "histogram");
     vbuf_fini(&h.b);
