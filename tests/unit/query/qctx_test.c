@@ -10,14 +10,12 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "query/qctx.h"
 #include "storage/batch.h"
@@ -26,6 +24,7 @@
 #include "storage/oblock.h"
 #include "storage/val.h"
 #include "tests/util/tclock.h"
+#include "tests/util/blkflip.h"
 #include "tests/util/tmpdir.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
@@ -94,22 +93,8 @@ static void seal(struct cat_open *h, uint64_t seal_id, bool damage, char *path, 
     blk *b;
     cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
     if (damage) {
-        struct blk_table_info ti;
-        bool found = false;
-        for (uint32_t i = 0; i < blk_n_tables(b) && !found; i++) {
-            cr_assert_eq(blk_table_info(b, i, &ti), 0);
-            found = ti.kind == BLK_T_ATTRS;
-        }
-        cr_assert(found);
         blk_unref(b);
-        int fd = open(path, O_RDWR);
-        cr_assert_geq(fd, 0);
-        uint8_t byte;
-        off_t at = (off_t)(ti.offset + ti.length / 2);
-        cr_assert_eq(pread(fd, &byte, 1, at), 1);
-        byte ^= 0x5a;
-        cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
-        close(fd);
+        cr_assert_eq(blkflip_table(path, BLK_T_ATTRS), 0);
         cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), 0, "%s", err);
     }
     cr_assert_eq(catalog_publish(h, b, path), 0);
@@ -405,6 +390,18 @@ static int count_warnings(const char *joined)
     return n;
 }
 
+/* The warnings of |q| are the one quarantine warning of the sealed block,
+ * all of its rows skipped, counted as |noun|. */
+static void expect_one_quarantine(struct qctx *q, const char *noun)
+{
+    char joined[1024], want[1024];
+    qctx_warnings_join(q, joined, sizeof(joined));
+    snprintf(want, sizeof(want), "block %s failed verification and was quarantined: %d %s skipped",
+             sealed_path, SEALED, noun);
+    cr_assert_str_eq(joined, want);
+    cr_assert_eq(count_warnings(joined), 1);
+}
+
 TestSuite(qctx_damaged, .init = damaged_corpus, .fini = teardown);
 
 Test(qctx_damaged, a_block_failing_verification_is_quarantined_once_and_the_query_goes_on)
@@ -429,13 +426,7 @@ Test(qctx_damaged, a_block_failing_verification_is_quarantined_once_and_the_quer
     scan_all(&q, BLK_ROOT | BLK_ATTRS, 1, &s);
     cr_assert_eq(s.read, OPEN);
     cr_assert_eq(q.st.blocks_failed, 1);
-    char joined[1024], want[1024];
-    qctx_warnings_join(&q, joined, sizeof(joined));
-    snprintf(want, sizeof(want),
-             "block %s failed verification and was quarantined: %d rows skipped", sealed_path,
-             SEALED);
-    cr_assert_str_eq(joined, want);
-    cr_assert_eq(count_warnings(joined), 1);
+    expect_one_quarantine(&q, "rows");
     qctx_close(&q);
 
     /* moved to DATA/quarantine/ and out of the catalog: the next query has
@@ -479,12 +470,7 @@ Test(qctx_damaged, a_row_failing_verification_mid_scan_quarantines_the_block)
     cr_assert_eq(read, 0);
     cr_assert(qctx_src_failed(b));
     cr_assert_eq(q.st.blocks_failed, 1);
-    char joined[1024], want[1024];
-    qctx_warnings_join(&q, joined, sizeof(joined));
-    snprintf(want, sizeof(want),
-             "block %s failed verification and was quarantined: %d noun skipped", sealed_path,
-             SEALED);
-    cr_assert_str_eq(joined, want);
+    expect_one_quarantine(&q, "noun");
     cr_assert_eq(qctx_err(&q), 0);
     qctx_close(&q);
 }
