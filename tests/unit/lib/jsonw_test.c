@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,4 +155,71 @@ Test(jsonw, escapes_into_any_sink_as_into_an_evbuffer)
     cr_assert_str_eq(got, want);
     free(want);
     evbuffer_free(b);
+}
+
+Test(jsonw, nesting_commas_escapes_and_numbers)
+{
+    struct evbuffer *b = evbuffer_new();
+    struct jsonw w;
+    jsonw_init(&w, b);
+    jsonw_obj_begin(&w);
+    jsonw_key(&w, "a");
+    jsonw_arr_begin(&w);
+    jsonw_int(&w, -5);
+    jsonw_uint(&w, 18446744073709551615ull);
+    jsonw_double(&w, 0.1);
+    jsonw_double(&w, NAN);
+    jsonw_bool(&w, true);
+    jsonw_null(&w);
+    jsonw_arr_begin(&w);
+    jsonw_arr_end(&w);
+    jsonw_obj_begin(&w);
+    jsonw_obj_end(&w);
+    jsonw_arr_end(&w);
+    jsonw_key(&w, "s\"q");
+    jsonw_str(&w, "a\"b\\c\n\t\x01<\xc3\xa9\xff\xe2\x82", 14);
+    jsonw_key(&w, "v");
+    jsonw_double_str(&w, 2);
+    jsonw_key(&w, "ts");
+    jsonw_uint_str(&w, 1700000000123456789ull);
+    jsonw_key(&w, "raw");
+    jsonw_raw(&w, "{\"x\":1}", 7);
+    jsonw_key(&w, "f");
+    jsonw_strf(&w, "%d-%s", 7, "x");
+    jsonw_obj_end(&w);
+    cr_assert_eq(w.err, 0);
+    char *s = text(b);
+    cr_assert_str_eq(s, "{\"a\":[-5,18446744073709551615,0.1,\"NaN\",true,null,[],{}],"
+                        "\"s\\\"q\":\"a\\\"b\\\\c\\n\\t\\u0001<\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"
+                        "\xef\xbf\xbd\",\"v\":\"2\",\"ts\":\"1700000000123456789\","
+                        "\"raw\":{\"x\":1},\"f\":\"7-x\"}");
+    free(s);
+
+    jsonw_init(&w, b);
+    w.html = true;
+    jsonw_cstr(&w, "<a&b>");
+    s = text(b);
+    cr_assert_str_eq(s, "\"\\u003ca\\u0026b\\u003e\"");
+    free(s);
+    evbuffer_free(b);
+
+    char buf[32];
+    struct {
+        double v;
+        const char *s;
+    } cases[] = {{2, "2"},
+                 {-3, "-3"},
+                 {0.5, "0.5"},
+                 {1.0 / 3, "0.3333333333333333"},
+                 {1e21, "1e+21"},
+                 {INFINITY, "+Inf"},
+                 {-INFINITY, "-Inf"},
+                 {-0.0, "0"},
+                 {1700000000.123, "1700000000.123"},
+                 {0.1 + 0.2, "0.30000000000000004"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = jsonw_fmt_double(buf, cases[i].v);
+        cr_assert_str_eq(buf, cases[i].s);
+        cr_assert_eq(n, strlen(cases[i].s));
+    }
 }

@@ -1,14 +1,10 @@
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <event2/buffer.h>
-
-#include "lib/jsonw.h"
 #include "query/pool.h"
 
 /* ---- pool ---------------------------------------------------------------- */
@@ -62,7 +58,7 @@ static void job_fn(struct qpool_job *j)
     pthread_mutex_unlock(q->lock);
 }
 
-Test(logs_pool, parallel_runs_every_item_once_and_jobs_fan_out_without_deadlock)
+Test(pool, parallel_runs_every_item_once_and_jobs_fan_out_without_deadlock)
 {
     cr_assert_eq(qpool_start(3, 16), 0);
     cr_assert_eq(qpool_start(3, 16), -EALREADY);
@@ -134,7 +130,7 @@ static void gate_fn(struct qpool_job *j)
     pthread_mutex_unlock(&gate_lock);
 }
 
-Test(logs_pool, a_full_queue_refuses_and_stop_runs_what_is_queued)
+Test(pool, a_full_queue_refuses_and_stop_runs_what_is_queued)
 {
     cr_assert_eq(qpool_start(1, 2), 0);
     struct qpool_job j[4] = {{.fn = gate_fn}, {.fn = gate_fn}, {.fn = gate_fn}, {.fn = gate_fn}};
@@ -171,7 +167,7 @@ static void quick_fn(struct qpool_job *j)
     pthread_mutex_unlock(&gate_lock);
 }
 
-Test(logs_pool, a_reserve_worker_runs_a_queued_job_while_long_ones_hold_every_worker)
+Test(pool, a_reserve_worker_runs_a_queued_job_while_long_ones_hold_every_worker)
 {
     cr_assert_eq(qpool_start_reserve(1, 1, 8), 0);
     cr_assert_eq(qpool_workers(), 1); /* reserves are not counted */
@@ -200,82 +196,4 @@ Test(logs_pool, a_reserve_worker_runs_a_queued_job_while_long_ones_hold_every_wo
     cr_assert_eq(st.reserve_runs, 1);
     qpool_stop();
     cr_assert_eq(ran, 1);
-}
-
-/* ---- jsonw --------------------------------------------------------------- */
-
-static char *drain(struct evbuffer *b)
-{
-    size_t n = evbuffer_get_length(b);
-    char *s = malloc(n + 1);
-    evbuffer_remove(b, s, n);
-    s[n] = '\0';
-    return s;
-}
-
-Test(logs_jsonw, nesting_commas_escapes_and_numbers)
-{
-    struct evbuffer *b = evbuffer_new();
-    struct jsonw w;
-    jsonw_init(&w, b);
-    jsonw_obj_begin(&w);
-    jsonw_key(&w, "a");
-    jsonw_arr_begin(&w);
-    jsonw_int(&w, -5);
-    jsonw_uint(&w, 18446744073709551615ull);
-    jsonw_double(&w, 0.1);
-    jsonw_double(&w, NAN);
-    jsonw_bool(&w, true);
-    jsonw_null(&w);
-    jsonw_arr_begin(&w);
-    jsonw_arr_end(&w);
-    jsonw_obj_begin(&w);
-    jsonw_obj_end(&w);
-    jsonw_arr_end(&w);
-    jsonw_key(&w, "s\"q");
-    jsonw_str(&w, "a\"b\\c\n\t\x01<\xc3\xa9\xff\xe2\x82", 14);
-    jsonw_key(&w, "v");
-    jsonw_double_str(&w, 2);
-    jsonw_key(&w, "ts");
-    jsonw_uint_str(&w, 1700000000123456789ull);
-    jsonw_key(&w, "raw");
-    jsonw_raw(&w, "{\"x\":1}", 7);
-    jsonw_key(&w, "f");
-    jsonw_strf(&w, "%d-%s", 7, "x");
-    jsonw_obj_end(&w);
-    cr_assert_eq(w.err, 0);
-    char *s = drain(b);
-    cr_assert_str_eq(s, "{\"a\":[-5,18446744073709551615,0.1,\"NaN\",true,null,[],{}],"
-                        "\"s\\\"q\":\"a\\\"b\\\\c\\n\\t\\u0001<\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"
-                        "\xef\xbf\xbd\",\"v\":\"2\",\"ts\":\"1700000000123456789\","
-                        "\"raw\":{\"x\":1},\"f\":\"7-x\"}");
-    free(s);
-
-    jsonw_init(&w, b);
-    w.html = true;
-    jsonw_cstr(&w, "<a&b>");
-    s = drain(b);
-    cr_assert_str_eq(s, "\"\\u003ca\\u0026b\\u003e\"");
-    free(s);
-    evbuffer_free(b);
-
-    char buf[32];
-    struct {
-        double v;
-        const char *s;
-    } cases[] = {{2, "2"},
-                 {-3, "-3"},
-                 {0.5, "0.5"},
-                 {1.0 / 3, "0.3333333333333333"},
-                 {1e21, "1e+21"},
-                 {INFINITY, "+Inf"},
-                 {-INFINITY, "-Inf"},
-                 {-0.0, "0"},
-                 {1700000000.123, "1700000000.123"},
-                 {0.1 + 0.2, "0.30000000000000004"}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        size_t n = jsonw_fmt_double(buf, cases[i].v);
-        cr_assert_str_eq(buf, cases[i].s);
-        cr_assert_eq(n, strlen(cases[i].s));
-    }
 }

@@ -1,21 +1,20 @@
 /*
- * traces_search_test.c - the TraceQL executor (query/traces.h) over a small
+ * traces_test.c - the traces module (query/traces.h) over a small
  * hand-made corpus in the catalog: one sealed block and one open block, a
  * trace split across both. Every intrinsic, attribute scope and operator,
  * spanset operators, structural operators and pipelines are checked against
  * the exact set of traces a reader computes by hand from the table below;
  * then result shapes (FACTS.md D.3), limits, time ranges, pruning counters,
- * tags and tag values.
+ * tags and tag values, traces by id, and a damaged block quarantined while
+ * the query goes on.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <jansson.h>
@@ -28,6 +27,7 @@
 #include "storage/catalog.h"
 #include "storage/oblock.h"
 #include "storage/val.h"
+#include "tests/util/blkflip.h"
 #include "tests/util/tmpdir.h"
 
 #define T0 UINT64_C(1700000000) /* seconds */
@@ -188,21 +188,8 @@ static void seal_ex(oblock *ob, uint64_t seal_id, bool damage)
     blk *b;
     cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
     if (damage) {
-        struct blk_table_info ti;
-        bool found = false;
-        for (uint32_t i = 0; i < blk_n_tables(b) && !found; i++) {
-            cr_assert_eq(blk_table_info(b, i, &ti), 0);
-            found = ti.kind == BLK_T_ATTRS;
-        }
-        cr_assert(found);
         blk_unref(b);
-        int fd = open(path, O_RDWR);
-        uint8_t byte;
-        off_t at = (off_t)(ti.offset + ti.length / 2);
-        cr_assert_eq(pread(fd, &byte, 1, at), 1);
-        byte ^= 0x5a;
-        cr_assert_eq(pwrite(fd, &byte, 1, at), 1);
-        close(fd);
+        cr_assert_eq(blkflip_table(path, BLK_T_ATTRS), 0);
         cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), 0, "%s", err);
     }
     cr_assert_eq(catalog_publish(h, b, path), 0);

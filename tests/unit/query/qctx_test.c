@@ -1,0 +1,476 @@
+/*
+ * qctx_test.c - query/qctx.c, the query context every executor runs on,
+ * over a real catalog of log rows: a sealed block (SEALED rows, times
+ * T0+0 .. T0+SEALED-1 seconds) and an open one (OPEN rows after them).
+ * The snapshot sees each row once (and keeps doing so while the open block
+ * grows and is sealed), the row limit, the deadline and the cancel flag
+ * stop the query with their errors, the first error wins, and a block
+ * whose attribute table fails verification is quarantined once, with its
+ * warning, while the query goes on with the open block's rows.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "query/qctx.h"
+#include "storage/batch.h"
+#include "storage/block.h"
+#include "storage/catalog.h"
+#include "storage/oblock.h"
+#include "storage/val.h"
+#include "tests/util/tclock.h"
+#include "tests/util/blkflip.h"
+#include "tests/util/tmpdir.h"
+
+#define T0 UINT64_C(1700000000) /* seconds */
+#define NS UINT64_C(1000000000)
+#define SEALED 40
+#define OPEN 8
+#define ALL (SEALED + OPEN)
+
+static char dir[256];
+static char sealed_path[512];   /* the sealed block's file */
+static struct cat_open *open_h; /* the open block's catalog handle */
+
+/* Rows first .. first + n - 1: time T0 + i seconds, body "row <i>", one
+ * attribute k="v<i>" (so the block has an attribute table). */
+static struct batch *rows(int first, int n)
+{
+    struct batch *b = batch_new(SIG_LOGS);
+    cr_assert_not_null(b);
+    struct res_row *rr = batch_add_resource(b);
+    size_t off = b->heap.len;
+    cr_assert_eq(val_put_key(&b->heap, "service.name", 12), 0);
+    cr_assert_eq(val_put_str(&b->heap, "svc", 3), 0);
+    rr->attrs = (struct attrs){.blob = {(uint32_t)off, (uint32_t)(b->heap.len - off)}, .count = 1};
+    struct scope_row *sc = batch_add_scope(b);
+    sc->resource = 0;
+    static char bodies[ALL + 16][16];
+    for (int i = first; i < first + n; i++) {
+        struct log_row *l = batch_add_log(b);
+        l->time_ns = (T0 + (uint64_t)i) * NS;
+        l->scope = 0;
+        l->body_type = VAL_STR;
+        snprintf(bodies[i], sizeof(bodies[i]), "row %d", i);
+        l->body_str = (struct mstr){bodies[i], (uint32_t)strlen(bodies[i])};
+        char v[16];
+        snprintf(v, sizeof(v), "v%d", i);
+        off = b->heap.len;
+        cr_assert_eq(val_put_key(&b->heap, "k", 1), 0);
+        cr_assert_eq(val_put_str(&b->heap, v, strlen(v)), 0);
+        l->attrs =
+            (struct attrs){.blob = {(uint32_t)off, (uint32_t)(b->heap.len - off)}, .count = 1};
+    }
+    return b;
+}
+
+static oblock *make_block(int first, int n)
+{
+    struct batch *b = rows(first, n);
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, b, 1), 0);
+    batch_free(b);
+    return ob;
+}
+
+/* Seals the open block behind |h| as DATA/logs/<name>.blk and publishes
+ * it; with |damage|, one byte in the middle of its attribute table is
+ * flipped after writing and before anything reads the table. */
+static void seal(struct cat_open *h, uint64_t seal_id, bool damage, char *path, size_t cap)
+{
+    oblock *ob = catalog_open_block(h);
+    struct blk_meta m = {.shard = 0, .wal_seq = seal_id, .seal_id = seal_id};
+    char sub[300], err[256];
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "logs"), 0);
+    mkdir(sub, 0755);
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, cap), 0);
+    blk *b;
+    cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
+    if (damage) {
+        blk_unref(b);
+        cr_assert_eq(blkflip_table(path, BLK_T_ATTRS), 0);
+        cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), 0, "%s", err);
+    }
+    cr_assert_eq(catalog_publish(h, b, path), 0);
+}
+
+static void corpus_ex(bool damage)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    struct cat_open *h = catalog_open_add(SIG_LOGS, make_block(0, SEALED));
+    cr_assert_not_null(h);
+    seal(h, 1, damage, sealed_path, sizeof(sealed_path));
+    open_h = catalog_open_add(SIG_LOGS, make_block(SEALED, OPEN));
+    cr_assert_not_null(open_h);
+}
+
+static void corpus(void)
+{
+    corpus_ex(false);
+}
+
+static void damaged_corpus(void)
+{
+    corpus_ex(true);
+}
+
+static void teardown(void)
+{
+    catalog_fini();
+}
+
+TestSuite(qctx, .init = corpus, .fini = teardown);
+
+/* What one scan of every source saw. */
+struct seen {
+    unsigned hits[ALL + 16]; /* by row number (time - T0) */
+    uint64_t read;           /* rows read */
+    int end_rc;              /* the last qctx_scan_end */
+};
+
+/* Scans every source of |q| as an executor item does (qctx.h SHAPE):
+ * load |want|, rows forward with a check every |row_check| rows and the
+ * clock, each row read, a row failing verification quarantining its
+ * source. Stops at the first source once the query has an error. */
+static void scan_all(struct qctx *q, unsigned want, uint32_t row_check, struct seen *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < q->n_src && qctx_err(q) == 0; i++) {
+        struct qctx_src *s = &q->src[i];
+        if (qctx_load(q, s, want) < 0) {
+            continue;
+        }
+        struct qctx_scan it;
+        qctx_scan_begin(&it, q, 0, s->rows, false, row_check, true);
+        uint64_t row;
+        while (qctx_scan_next(&it, &row)) {
+            struct log_view v;
+            int rc = qctx_read_log(s, row, want, &v);
+            if (rc == -EBADMSG) {
+                qctx_src_fail(q, s, qctx_scan_left(&it));
+                break;
+            }
+            cr_assert_eq(rc, 0);
+            uint64_t k = v.time_ns / NS - T0;
+            cr_assert_lt(k, ALL + 16);
+            out->hits[k]++;
+            out->read++;
+        }
+        out->end_rc = qctx_scan_end(&it);
+    }
+}
+
+/* ---- the snapshot ---- */
+
+Test(qctx, the_snapshot_sees_each_row_once_across_the_sealed_and_the_open_block)
+{
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(q.n_src, 2);
+    cr_assert_not_null(q.src[0].b, "sealed blocks first");
+    cr_assert_null(q.src[0].ob);
+    cr_assert_eq(q.src[0].rows, SEALED);
+    cr_assert_eq(q.src[0].tmin, T0 * NS);
+    cr_assert_eq(q.src[0].tmax, (T0 + SEALED - 1) * NS);
+    cr_assert_null(q.src[1].b, "then the open ones");
+    cr_assert_eq(q.src[1].ob, catalog_open_block(open_h));
+    cr_assert_eq(q.src[1].rows, OPEN);
+    cr_assert_eq(q.src[1].tmin, 0);
+    cr_assert_eq(q.src[1].tmax, UINT64_MAX);
+
+    /* rows appended after the snapshot are not part of it */
+    struct batch *more = rows(ALL, 4);
+    cr_assert_eq(oblock_append(catalog_open_block(open_h), more, 2), 0);
+    batch_free(more);
+
+    struct seen s;
+    scan_all(&q, BLK_ROOT | BLK_ATTRS, 1, &s);
+    cr_assert_eq(qctx_err(&q), 0, "%s", qctx_message(&q));
+    cr_assert_eq(s.read, ALL);
+    for (int i = 0; i < ALL + 4; i++) {
+        cr_assert_eq(s.hits[i], i < ALL ? 1u : 0u, "row %d seen %u times", i, s.hits[i]);
+    }
+    cr_assert_eq(q.st.rows_scanned, ALL);
+    cr_assert_eq(q.rows, ALL);
+
+    /* the open block is sealed while the first query still holds it: a new
+     * query sees its rows once, in the sealed block only; the first one
+     * still reads the open block it took */
+    char path[512];
+    seal(open_h, 2, false, path, sizeof(path));
+    struct qctx q2;
+    cr_assert_eq(qctx_open(&q2, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(q2.n_src, 2);
+    cr_assert_not_null(q2.src[0].b);
+    cr_assert_not_null(q2.src[1].b, "no open block any more");
+    struct seen s2;
+    scan_all(&q2, BLK_ROOT, 1, &s2);
+    cr_assert_eq(qctx_err(&q2), 0, "%s", qctx_message(&q2));
+    cr_assert_eq(s2.read, ALL + 4);
+    for (int i = 0; i < ALL + 4; i++) {
+        cr_assert_eq(s2.hits[i], 1u, "row %d seen %u times after the seal", i, s2.hits[i]);
+    }
+    scan_all(&q, BLK_ROOT, 1, &s);
+    cr_assert_eq(s.read, ALL, "the first snapshot is unchanged");
+    qctx_close(&q2);
+    qctx_close(&q);
+    qctx_close(&q); /* once; a second close is harmless */
+}
+
+/* ---- limits ---- */
+
+Test(qctx, the_row_limit_stops_the_scan_with_e2big_at_exactly_the_limit)
+{
+    /* exactly as many rows as the query has: it completes */
+    struct qctx q;
+    struct qctx_limits lim = {.max_rows = ALL};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    struct seen s;
+    scan_all(&q, BLK_ROOT, 1, &s);
+    cr_assert_eq(qctx_err(&q), 0, "%s", qctx_message(&q));
+    cr_assert_eq(s.read, ALL);
+    qctx_close(&q);
+
+    /* one fewer: the row past the limit is not handed out */
+    lim.max_rows = 25;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    scan_all(&q, BLK_ROOT, 1, &s);
+    cr_assert_eq(s.read, 25);
+    cr_assert_eq(s.end_rc, -E2BIG);
+    cr_assert_eq(qctx_err(&q), -E2BIG);
+    cr_assert_eq(qctx_cause(&q), QCTX_ROWS);
+    cr_assert_str_eq(qctx_message(&q), "the query scanned more than 25 rows (--query-max-rows); "
+                                       "narrow the time range or the selector");
+    qctx_close(&q);
+
+    /* counted directly, as planning does */
+    lim.max_rows = 10;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_eq(qctx_rows(&q, 10), 0);
+    cr_assert_eq(qctx_rows(&q, 1), -E2BIG);
+    cr_assert_eq(q.st.rows_scanned, 11);
+    qctx_close(&q);
+}
+
+Test(qctx, memory_over_the_limit_is_enomem)
+{
+    struct qctx q;
+    struct qctx_limits lim = {.max_memory = 1000};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_eq(qctx_charge(&q, 1000), 0);
+    qctx_uncharge(&q, 400);
+    cr_assert_eq(qctx_charge(&q, 400), 0);
+    cr_assert_eq(qctx_err(&q), 0);
+    cr_assert_eq(qctx_charge(&q, 1), -ENOMEM);
+    cr_assert_eq(qctx_err(&q), -ENOMEM);
+    cr_assert_eq(qctx_cause(&q), QCTX_MEMORY);
+    qctx_close(&q);
+}
+
+Test(qctx, an_expired_deadline_stops_qctx_check_with_etimedout)
+{
+    struct qctx q;
+    struct qctx_limits lim = {.deadline_ns = tclock_ns() + 60 * NS};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_eq(qctx_check(&q), 0, "a deadline a minute away");
+    qctx_close(&q);
+
+    lim.deadline_ns = tclock_ns() - 1;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_eq(qctx_check(&q), -ETIMEDOUT);
+    cr_assert_eq(qctx_err(&q), -ETIMEDOUT);
+    cr_assert_eq(qctx_cause(&q), QCTX_DEADLINE);
+    cr_assert(strstr(qctx_message(&q), "request timed out") != NULL, "%s", qctx_message(&q));
+    qctx_close(&q);
+
+    /* a cursor with the clock looks every QCTX_CLOCK_ROWS rows: the row it
+     * looks at is not handed out */
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    struct seen s;
+    scan_all(&q, BLK_ROOT, 1000, &s);
+    cr_assert_eq(s.read, QCTX_CLOCK_ROWS - 1);
+    cr_assert_eq(qctx_err(&q), -ETIMEDOUT);
+    qctx_close(&q);
+}
+
+Test(qctx, the_cancel_flag_stops_qctx_check_with_ecanceled)
+{
+    int cancel = 0;
+    struct qctx q;
+    struct qctx_limits lim = {.cancel = &cancel};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_eq(qctx_check(&q), 0);
+    cr_assert_eq(qctx_tick(&q), 0);
+    cancel = 1;
+    cr_assert_eq(qctx_check(&q), -ECANCELED);
+    cr_assert_eq(qctx_err(&q), -ECANCELED);
+    cr_assert_eq(qctx_cause(&q), QCTX_CANCEL);
+    cr_assert_str_eq(qctx_message(&q), "the client closed the connection");
+    qctx_close(&q);
+}
+
+/* ---- the first error ---- */
+
+Test(qctx, the_first_error_wins)
+{
+    int cancel = 0;
+    struct qctx q;
+    struct qctx_limits lim = {.max_rows = 5, .cancel = &cancel};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    cr_assert_str_eq(qctx_message(&q), "");
+    qctx_fail(&q, -EIO, "first %d", 1);
+    cr_assert_eq(qctx_err(&q), -EIO);
+    qctx_fail(&q, -EINVAL, "second");
+    cancel = 1;
+    cr_assert_eq(qctx_check(&q), -EIO, "the cancel flag does not replace it");
+    cr_assert_eq(qctx_rows(&q, 100), -EIO, "nor the row limit");
+    cr_assert_eq(qctx_charge(&q, 0), 0);
+    cr_assert_eq(qctx_err(&q), -EIO);
+    cr_assert_eq(qctx_cause(&q), QCTX_OTHER);
+    cr_assert_str_eq(qctx_message(&q), "first 1");
+    qctx_close(&q);
+}
+
+struct racer {
+    struct qctx *q;
+    int rc;
+    pthread_barrier_t *go;
+};
+
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    pthread_barrier_wait(r->go);
+    qctx_fail(r->q, r->rc, "error %d", -r->rc);
+    return NULL;
+}
+
+Test(qctx, racing_errors_leave_one_error_with_its_own_message)
+{
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 8);
+    pthread_t t[8];
+    struct racer r[8];
+    for (int i = 0; i < 8; i++) {
+        r[i] = (struct racer){&q, -(100 + i), &go};
+        cr_assert_eq(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+    }
+    pthread_barrier_destroy(&go);
+    int err = qctx_err(&q);
+    cr_assert(err <= -100 && err >= -107, "%d", err);
+    char want[32];
+    snprintf(want, sizeof(want), "error %d", -err);
+    cr_assert_str_eq(qctx_message(&q), want);
+    qctx_close(&q);
+}
+
+/* ---- quarantine ---- */
+
+static int count_warnings(const char *joined)
+{
+    if (joined[0] == '\0') {
+        return 0;
+    }
+    int n = 1;
+    for (const char *p = joined; (p = strstr(p, "; ")) != NULL; p += 2) {
+        n++;
+    }
+    return n;
+}
+
+/* The warnings of |q| are the one quarantine warning of the sealed block,
+ * all of its rows skipped, counted as |noun|. */
+static void expect_one_quarantine(struct qctx *q, const char *noun)
+{
+    char joined[1024], want[1024];
+    qctx_warnings_join(q, joined, sizeof(joined));
+    snprintf(want, sizeof(want), "block %s failed verification and was quarantined: %d %s skipped",
+             sealed_path, SEALED, noun);
+    cr_assert_str_eq(joined, want);
+    cr_assert_eq(count_warnings(joined), 1);
+}
+
+TestSuite(qctx_damaged, .init = damaged_corpus, .fini = teardown);
+
+Test(qctx_damaged, a_block_failing_verification_is_quarantined_once_and_the_query_goes_on)
+{
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(q.n_src, 2);
+    struct seen s;
+    scan_all(&q, BLK_ROOT | BLK_ATTRS, 1, &s);
+    cr_assert_eq(qctx_err(&q), 0, "a quarantine is not the query's error: %s", qctx_message(&q));
+    cr_assert_eq(s.read, OPEN, "the open block's rows, none of the damaged block's");
+    for (int i = 0; i < ALL; i++) {
+        cr_assert_eq(s.hits[i], i < SEALED ? 0u : 1u, "row %d seen %u times", i, s.hits[i]);
+    }
+    cr_assert(qctx_src_failed(&q.src[0]));
+    cr_assert(!qctx_src_failed(&q.src[1]));
+    cr_assert_eq(q.st.blocks_failed, 1);
+
+    /* again, both ways: still one quarantine and one warning */
+    cr_assert_eq(qctx_load(&q, &q.src[0], BLK_ROOT), -EBADMSG, "failed already");
+    qctx_src_fail(&q, &q.src[0], 7);
+    scan_all(&q, BLK_ROOT | BLK_ATTRS, 1, &s);
+    cr_assert_eq(s.read, OPEN);
+    cr_assert_eq(q.st.blocks_failed, 1);
+    expect_one_quarantine(&q, "rows");
+    qctx_close(&q);
+
+    /* moved to DATA/quarantine/ and out of the catalog: the next query has
+     * only the open block */
+    char qdir[300];
+    struct stat st;
+    cr_assert_eq(tmpdir_join(qdir, sizeof(qdir), dir, "quarantine"), 0);
+    cr_assert_eq(stat(qdir, &st), 0, "quarantine directory");
+    cr_assert_neq(stat(sealed_path, &st), 0, "the block left DATA/logs/");
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(q.n_src, 1);
+    cr_assert_null(q.src[0].b);
+    scan_all(&q, BLK_ROOT | BLK_ATTRS, 1, &s);
+    cr_assert_eq(s.read, OPEN);
+    cr_assert_eq(q.st.blocks_failed, 0);
+    qctx_close(&q);
+}
+
+Test(qctx_damaged, a_row_failing_verification_mid_scan_quarantines_the_block)
+{
+    /* the root table is intact: the load of it passes, the first row read
+     * with the attributes fails, and every row left is skipped */
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "noun"), 0);
+    struct qctx_src *b = &q.src[0];
+    cr_assert_not_null(b->b);
+    cr_assert_eq(qctx_load(&q, b, BLK_ROOT), 0);
+    struct qctx_scan it;
+    qctx_scan_begin(&it, &q, 0, b->rows, false, 1, true);
+    uint64_t row, read = 0;
+    while (qctx_scan_next(&it, &row)) {
+        struct log_view v;
+        int rc = qctx_read_log(b, row, BLK_ROOT | BLK_ATTRS, &v);
+        if (rc == -EBADMSG) {
+            qctx_src_fail(&q, b, qctx_scan_left(&it));
+            break;
+        }
+        read++;
+    }
+    cr_assert_eq(qctx_scan_end(&it), 0);
+    cr_assert_eq(read, 0);
+    cr_assert(qctx_src_failed(b));
+    cr_assert_eq(q.st.blocks_failed, 1);
+    expect_one_quarantine(&q, "noun");
+    cr_assert_eq(qctx_err(&q), 0);
+    qctx_close(&q);
+}
