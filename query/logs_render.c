@@ -413,10 +413,7 @@ static void w_anyvalue(struct jsonw *w, const struct val *v, int depth)
 static void w_hex(struct jsonw *w, const uint8_t *p, size_t n)
 {
     char buf[33];
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = hexd[p[i] >> 4];
-        buf[2 * i + 1] = hexd[p[i] & 15];
-    }
+    hex_encode(buf, p, n);
     jsonw_str(w, buf, 2 * n);
 }
 
