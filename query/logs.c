@@ -66,7 +66,7 @@ const struct qs_scan *logs_result_scan(const struct logs_result *r)
 static int exec_common(const struct logs_req *rq, bool native, struct logs_result **out, char *err,
                        size_t errlen)
 {
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = clock_mono_ns();
     *out = NULL;
     (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     int rc = logs_check_tree(rq->expr, err, errlen);
@@ -95,7 +95,7 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
     } else {
         rc = logs_run_metric_query(r);
     }
-    r->exec_ns = mono_ns() - t0;
+    r->exec_ns = clock_mono_ns() - t0;
     qstats_scan_add(&r->q.c.st);
     if (rc == 0) {
         rc = qctx_err(&r->q.c);

@@ -39,7 +39,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "query/jsonw.h"
+#include "lib/base64.h"
+#include "lib/clock.h"
+#include "lib/hex.h"
+#include "lib/jsonw.h"
 #include "query/logs.h"
 #include "query/qctx.h"
 #include "storage/arena.h"
@@ -55,8 +58,6 @@ struct sbuf {
     size_t n, cap;
     bool oom;
 };
-
-static const char hexd[] = "0123456789abcdef";
 
 struct kvref {
     const char *k;
@@ -362,13 +363,6 @@ void logs_result_free(struct logs_result *r);
 
 /* ---- small helpers, inline (they run per row or per byte) ---- */
 
-static inline uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline bool sb_reserve(struct sbuf *b, size_t more)
 {
     if (b->n + more <= b->cap) {
@@ -428,42 +422,19 @@ static inline void sb_fini(struct sbuf *b)
 
 static inline void sb_hex(struct sbuf *b, const uint8_t *p, size_t n)
 {
-    if (!sb_reserve(b, 2 * n)) {
+    if (!sb_reserve(b, 2 * n + 1)) { /* hex_encode writes a NUL after the digits */
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        b->p[b->n++] = hexd[p[i] >> 4];
-        b->p[b->n++] = hexd[p[i] & 15];
-    }
+    hex_encode(b->p + b->n, p, n);
+    b->n += 2 * n;
 }
 
 static inline void sb_base64(struct sbuf *b, const uint8_t *p, size_t n)
 {
-    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (!sb_reserve(b, (n + 2) / 3 * 4)) {
+    if (!sb_reserve(b, BASE64_ENCODED_LEN(n) + 1)) { /* and base64_encode one after the text */
         return;
     }
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        b->p[b->n++] = t[v >> 18];
-        b->p[b->n++] = t[(v >> 12) & 63];
-        b->p[b->n++] = t[(v >> 6) & 63];
-        b->p[b->n++] = t[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        b->p[b->n++] = t[v >> 18];
-        b->p[b->n++] = t[(v >> 12) & 63];
-        b->p[b->n++] = '=';
-        b->p[b->n++] = '=';
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-        b->p[b->n++] = t[v >> 18];
-        b->p[b->n++] = t[(v >> 12) & 63];
-        b->p[b->n++] = t[(v >> 6) & 63];
-        b->p[b->n++] = '=';
-    }
+    b->n += base64_encode(b->p + b->n, p, n, true);
 }
 
 /* ES6 Number.prototype.toString (pdata AsString for doubles). */

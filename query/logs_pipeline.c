@@ -9,6 +9,8 @@
 
 #include <arpa/inet.h>
 
+#include "lib/utf8.h"
+
 /* ---- per-item row context ------------------------------------------------- */
 
 /* Below this many labels a linear lset_get is cheaper than an index. */
@@ -166,36 +168,10 @@ static void jws(struct jp *j)
     }
 }
 
-static int hexv(char ch)
-{
-    if (ch >= '0' && ch <= '9') {
-        return ch - '0';
-    }
-    if (ch >= 'a' && ch <= 'f') {
-        return ch - 'a' + 10;
-    }
-    if (ch >= 'A' && ch <= 'F') {
-        return ch - 'A' + 10;
-    }
-    return -1;
-}
-
 static void sb_utf8(struct sbuf *b, uint32_t cp)
 {
-    if (cp < 0x80) {
-        sb_addc(b, (char)cp);
-    } else if (cp < 0x800) {
-        sb_addc(b, (char)(0xc0 | (cp >> 6)));
-        sb_addc(b, (char)(0x80 | (cp & 63)));
-    } else if (cp < 0x10000) {
-        sb_addc(b, (char)(0xe0 | (cp >> 12)));
-        sb_addc(b, (char)(0x80 | ((cp >> 6) & 63)));
-        sb_addc(b, (char)(0x80 | (cp & 63)));
-    } else {
-        sb_addc(b, (char)(0xf0 | (cp >> 18)));
-        sb_addc(b, (char)(0x80 | ((cp >> 12) & 63)));
-        sb_addc(b, (char)(0x80 | ((cp >> 6) & 63)));
-        sb_addc(b, (char)(0x80 | (cp & 63)));
+    if (sb_reserve(b, 4)) {
+        b->n += utf8_put(b->p + b->n, cp);
     }
 }
 
@@ -206,7 +182,7 @@ static int u4(const char *p, const char *e, uint32_t *out)
     }
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexv(p[i]);
+        int h = hex_digit((unsigned char)p[i]);
         if (h < 0) {
             return -1;
         }

@@ -7,6 +7,8 @@
 
 #include <event2/buffer.h>
 
+#include "proto/otlpenc.h"
+
 /* ---- rendering ------------------------------------------------------------ */
 
 void logs_w_labels_obj(struct jsonw *w, const struct lbl *l, uint32_t n, int cat)
@@ -320,103 +322,10 @@ void logs_write_loki(struct logs_result *r, struct jsonw *w)
 
 /* ---- native records ------------------------------------------------------- */
 
-static void w_anyvalue(struct jsonw *w, const struct val *v, int depth);
-
-static void w_attrs_list(struct jsonw *w, const uint8_t *p, size_t len, uint32_t count, int depth)
-{
-    struct val_rd r = {p, p + len};
-    jsonw_arr_begin(w);
-    for (uint32_t i = 0; i < count; i++) {
-        const char *k;
-        size_t kn;
-        struct val v;
-        if (val_rd_kv(&r, &k, &kn, &v) != 0) {
-            break;
-        }
-        jsonw_obj_begin(w);
-        jsonw_key(w, "key");
-        jsonw_str(w, k, kn);
-        jsonw_key(w, "value");
-        w_anyvalue(w, &v, depth + 1);
-        jsonw_obj_end(w);
-    }
-    jsonw_arr_end(w);
-}
-
-/* OTLP/JSON AnyValue: {"stringValue":...}, {"intValue":"5"}, ... */
-static void w_anyvalue(struct jsonw *w, const struct val *v, int depth)
-{
-    jsonw_obj_begin(w);
-    if (depth > VAL_MAX_DEPTH) {
-        jsonw_obj_end(w);
-        return;
-    }
-    switch (v->type) {
-    case VAL_EMPTY:
-        break;
-    case VAL_STR:
-        jsonw_key(w, "stringValue");
-        jsonw_str(w, v->s, v->n);
-        break;
-    case VAL_BOOL:
-        jsonw_key(w, "boolValue");
-        jsonw_bool(w, v->b);
-        break;
-    case VAL_INT:
-        jsonw_key(w, "intValue");
-        jsonw_strf(w, "%" PRId64, v->i);
-        break;
-    case VAL_DOUBLE:
-        jsonw_key(w, "doubleValue");
-        if (isnan(v->d) || isinf(v->d)) {
-            jsonw_cstr(w, isnan(v->d) ? "NaN" : v->d > 0 ? "Infinity" : "-Infinity");
-        } else {
-            jsonw_double(w, v->d);
-        }
-        break;
-    case VAL_BYTES: {
-        struct sbuf sb = {0};
-        sb_base64(&sb, (const uint8_t *)v->s, v->n);
-        jsonw_key(w, "bytesValue");
-        jsonw_str(w, sb.p ? sb.p : "", sb.n);
-        sb_fini(&sb);
-        break;
-    }
-    case VAL_ARRAY: {
-        jsonw_key(w, "arrayValue");
-        jsonw_obj_begin(w);
-        jsonw_key(w, "values");
-        jsonw_arr_begin(w);
-        struct val_rd r = v->inner;
-        for (uint32_t i = 0; i < v->count; i++) {
-            struct val e;
-            if (val_rd_value(&r, &e) != 0) {
-                break;
-            }
-            w_anyvalue(w, &e, depth + 1);
-        }
-        jsonw_arr_end(w);
-        jsonw_obj_end(w);
-        break;
-    }
-    case VAL_KVLIST:
-        jsonw_key(w, "kvlistValue");
-        jsonw_obj_begin(w);
-        jsonw_key(w, "values");
-        w_attrs_list(w, v->inner.p, (size_t)(v->inner.end - v->inner.p), v->count, depth);
-        jsonw_obj_end(w);
-        break;
-    }
-    jsonw_obj_end(w);
-}
-
 static void w_hex(struct jsonw *w, const uint8_t *p, size_t n)
 {
     char buf[33];
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = hexd[p[i] >> 4];
-        buf[2 * i + 1] = hexd[p[i] & 15];
-    }
+    hex_encode(buf, p, n);
     jsonw_str(w, buf, 2 * n);
 }
 
@@ -445,10 +354,10 @@ static void w_record(struct jsonw *w, const struct log_view *v, uint64_t ts)
         if (v->body_type != VAL_EMPTY && val_rd_value(&r, &bv) != 0) {
             bv.type = VAL_EMPTY;
         }
-        w_anyvalue(w, &bv, 0);
+        otlpenc_json_value(w, &bv);
     }
     jsonw_key(w, "attributes");
-    w_attrs_list(w, v->attrs.p, v->attrs.len, v->attrs.count, 0);
+    otlpenc_json_attrs(w, &v->attrs);
     jsonw_key(w, "droppedAttributesCount");
     jsonw_uint(w, v->dropped_attrs);
     jsonw_key(w, "flags");
@@ -471,7 +380,7 @@ static void w_record(struct jsonw *w, const struct log_view *v, uint64_t ts)
         jsonw_key(w, "resource");
         jsonw_obj_begin(w);
         jsonw_key(w, "attributes");
-        w_attrs_list(w, v->resource->attrs.p, v->resource->attrs.len, v->resource->attrs.count, 0);
+        otlpenc_json_attrs(w, &v->resource->attrs);
         jsonw_key(w, "droppedAttributesCount");
         jsonw_uint(w, v->resource->dropped_attrs);
         jsonw_key(w, "schemaUrl");
@@ -486,7 +395,7 @@ static void w_record(struct jsonw *w, const struct log_view *v, uint64_t ts)
         jsonw_key(w, "version");
         jsonw_str(w, v->scope->version.p, v->scope->version.len);
         jsonw_key(w, "attributes");
-        w_attrs_list(w, v->scope->attrs.p, v->scope->attrs.len, v->scope->attrs.count, 0);
+        otlpenc_json_attrs(w, &v->scope->attrs);
         jsonw_key(w, "droppedAttributesCount");
         jsonw_uint(w, v->scope->dropped_attrs);
         jsonw_key(w, "schemaUrl");

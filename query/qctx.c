@@ -9,16 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "lib/clock.h"
 #include "query/qlex.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
 {
@@ -114,7 +107,7 @@ int qctx_check(struct qctx *q)
     if (q->lim.cancel != NULL && __atomic_load_n(q->lim.cancel, __ATOMIC_RELAXED)) {
         fail_cause(q, -ECANCELED, QCTX_CANCEL, "the client closed the connection");
     }
-    if (q->lim.deadline_ns > 0 && mono_ns() > q->lim.deadline_ns) {
+    if (q->lim.deadline_ns > 0 && clock_mono_ns() > q->lim.deadline_ns) {
         fail_cause(q, -ETIMEDOUT, QCTX_DEADLINE,
                    "request timed out (--query-timeout), decrease the duration of the request "
                    "or add more label matchers");

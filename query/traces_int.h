@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "query/qctx.h"
 #include "query/traceql.h"
 #include "query/traces.h"

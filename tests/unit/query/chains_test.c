@@ -24,7 +24,7 @@
 
 #include <event2/buffer.h>
 
-#include "query/jsonw.h"
+#include "lib/jsonw.h"
 #include "query/logql.h"
 #include "query/logs.h"
 #include "query/traceql.h"
