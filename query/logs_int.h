@@ -401,7 +401,8 @@ static inline void sb_adds(struct sbuf *b, const char *s)
     sb_add(b, s, strlen(s));
 }
 
-static inline void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void sb_printf(struct sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static inline void sb_printf(struct sbuf *b, const char *fmt, ...)
 {
     char tmp[128];
@@ -675,8 +676,8 @@ static inline bool name_eq(const char *a, size_t an, const char *b)
     return strlen(b) == an && memcmp(a, b, an) == 0;
 }
 
-static inline struct lbl *lset_push(struct lset *s, const char *n, size_t nn, const char *v, size_t vn,
-                             uint8_t cat)
+static inline struct lbl *lset_push(struct lset *s, const char *n, size_t nn, const char *v,
+                                    size_t vn, uint8_t cat)
 {
     if (s->n == s->cap) {
         uint32_t cap = s->cap ? s->cap * 2 : 32;

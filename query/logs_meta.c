@@ -333,7 +333,7 @@ int logs_index(const struct logs_req *rq, enum logs_index_mode mode,
     rc = logs_scan_plan(s);
     if (rc == 0) {
         qpool_parallel(s->n_srcs, scan_item_index, s);
-            rc = qctx_err(&r->q.c);
+        rc = qctx_err(&r->q.c);
     }
     qstats_scan_add(&r->q.c.st);
     if (rc < 0) {

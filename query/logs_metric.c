@@ -197,7 +197,7 @@ static struct series *series_new(struct query *q, arena *a, const struct lbl *l,
     }
     s->nl = nl;
     qctx_charge(&q->c, (uint64_t)(sizeof(*s) + kn + K * (sizeof(double) + sizeof(uint32_t)) +
-                       (aux ? 2 * K * sizeof(double) : 0)));
+                                  (aux ? 2 * K * sizeof(double) : 0)));
     return s;
 }
 
@@ -248,11 +248,11 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
         c->sb.n = 0;
         sb_labels_key(&c->sb, c->l.a, c->l.n);
         qctx_fail(&q->c, -EINVAL,
-               "pipeline error: '%.*s' for series: '%.*s'. Use a label filter to intentionally "
-               "skip this error. (e.g | __error__!=\"%.*s\"). To skip all potential errors you "
-               "can match empty errors.(e.g __error__=\"\")",
-               (int)err->vn, err->v, (int)(c->sb.n < 120 ? c->sb.n : 120), c->sb.p ? c->sb.p : "",
-               (int)err->vn, err->v);
+                  "pipeline error: '%.*s' for series: '%.*s'. Use a label filter to intentionally "
+                  "skip this error. (e.g | __error__!=\"%.*s\"). To skip all potential errors you "
+                  "can match empty errors.(e.g __error__=\"\")",
+                  (int)err->vn, err->v, (int)(c->sb.n < 120 ? c->sb.n : 120),
+                  c->sb.p ? c->sb.p : "", (int)err->vn, err->v);
         return false;
     }
     double x = 0;
@@ -546,8 +546,8 @@ static struct series *ev_series(struct eval *ev, const struct lbl *l, uint32_t n
     if (ev->sb.oom) {
         return NULL;
     }
-    return series_new(ev->q, ev->q->a, l, nl, ev->sb.p, ev->sb.n, logs_hash_bytes(ev->sb.p, ev->sb.n),
-                      ev->K, false);
+    return series_new(ev->q, ev->q->a, l, nl, ev->sb.p, ev->sb.n,
+                      logs_hash_bytes(ev->sb.p, ev->sb.n), ev->K, false);
 }
 
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out);
@@ -1246,9 +1246,10 @@ int logs_run_metric_query(struct logs_result *res)
         ev.start = q->rq.start_ns;
         ev.K = (size_t)((q->rq.end_ns - q->rq.start_ns) / ev.step) + 1;
         if (ev.K > LOGS_MAX_POINTS) {
-            qctx_fail(&q->c, -E2BIG,
-                   "exceeded maximum resolution of 11,000 points per time series. Try increasing "
-                   "the value of the step parameter");
+            qctx_fail(
+                &q->c, -E2BIG,
+                "exceeded maximum resolution of 11,000 points per time series. Try increasing "
+                "the value of the step parameter");
             return -E2BIG;
         }
     }
@@ -1280,9 +1281,9 @@ int logs_run_metric_query(struct logs_result *res)
     if (m.n > LOGS_MAX_SERIES) {
         mat_free(&m);
         qctx_fail(&q->c, -E2BIG,
-               "maximum number of series (%d) reached for a single query; consider reducing "
-               "query cardinality by adding more filters",
-               LOGS_MAX_SERIES);
+                  "maximum number of series (%d) reached for a single query; consider reducing "
+                  "query cardinality by adding more filters",
+                  LOGS_MAX_SERIES);
         return -E2BIG;
     }
     res->ser = m.s;

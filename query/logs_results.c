@@ -199,8 +199,8 @@ int logs_run_log_query(struct logs_result *res)
         if (n_best >= s->limit) {
             const struct src *nx = &s->srcs[order[done]];
             uint64_t worst = best[s->limit - 1].ts;
-            if (nx->qs->b != NULL && ((s->forward && nx->qs->tmin > worst) ||
-                                      (!s->forward && nx->qs->tmax < worst))) {
+            if (nx->qs->b != NULL &&
+                ((s->forward && nx->qs->tmin > worst) || (!s->forward && nx->qs->tmax < worst))) {
                 break; /* no later block can beat what we have */
             }
         }

@@ -58,7 +58,7 @@ static struct {
     bool stop;
     bool running;
     struct qpool_job *jobs, *jobs_tail;
-    int n_jobs; /* written under the lock; helpers read it without */
+    int n_jobs;                /* written under the lock; helpers read it without */
     struct qpool_job *helpers; /* LIFO is fine: they are interchangeable */
     uint64_t starts;           /* jobs taken off the queue, ever */
     uint64_t submitted, rejected, active, reserve_runs;

@@ -75,9 +75,9 @@ void qpool_parallel(size_t n, void (*fn)(void *arg, size_t i), void *arg);
 
 struct qpool_stats {
     uint64_t submitted;
-    uint64_t rejected; /* queue full */
-    uint64_t queued;   /* now */
-    uint64_t running;  /* jobs being run now (helpers not counted) */
+    uint64_t rejected;     /* queue full */
+    uint64_t queued;       /* now */
+    uint64_t running;      /* jobs being run now (helpers not counted) */
     uint64_t reserve_runs; /* jobs a reserve worker took (the pool was stalled) */
 };
 void qpool_get_stats(struct qpool_stats *out);

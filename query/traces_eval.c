@@ -160,8 +160,9 @@ size_t traces_leaf_each(struct ectx *e, const struct traceql_field *f, const str
             break;
         case TRACEQL_SCOPE_ANY:
             /* span, then resource, event, link, instrumentation: first hit wins */
-            if (!traces_visit_attrs(&vi, &sv->attrs, f) && !traces_visit_attrs(&vi, &sv->resource->attrs, f) &&
-                !visit_events(&vi, sv, f) && !visit_links(&vi, sv, f)) {
+            if (!traces_visit_attrs(&vi, &sv->attrs, f) &&
+                !traces_visit_attrs(&vi, &sv->resource->attrs, f) && !visit_events(&vi, sv, f) &&
+                !visit_links(&vi, sv, f)) {
                 traces_visit_attrs(&vi, &sv->scope->attrs, f);
             }
             break;

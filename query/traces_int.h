@@ -29,7 +29,6 @@
 #include "lib/pbw.h"
 #include "proto/otlpenc.h"
 
-
 /* ---- what the executor's files share ---- */
 
 #include <errno.h>

@@ -103,10 +103,20 @@ static int parse_bytes(const char *s, long long *out)
     static const struct {
         const char *suf;
         double mul;
-    } sufs[] = {{"", 1},          {"b", 1},           {"k", 1e3},         {"kb", 1e3},
-                {"m", 1e6},       {"mb", 1e6},        {"g", 1e9},         {"gb", 1e9},
-                {"kib", 1024.0},  {"mib", 1048576.0}, {"gib", 1073741824.0}, {"ki", 1024.0},
-                {"mi", 1048576.0}, {"gi", 1073741824.0}};
+    } sufs[] = {{"", 1},
+                {"b", 1},
+                {"k", 1e3},
+                {"kb", 1e3},
+                {"m", 1e6},
+                {"mb", 1e6},
+                {"g", 1e9},
+                {"gb", 1e9},
+                {"kib", 1024.0},
+                {"mib", 1048576.0},
+                {"gib", 1073741824.0},
+                {"ki", 1024.0},
+                {"mi", 1048576.0},
+                {"gi", 1073741824.0}};
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcasecmp(end, sufs[i].suf) == 0) {
             *out = (long long)(v * sufs[i].mul);
@@ -212,11 +222,11 @@ void config_usage(FILE *f)
         const struct opt *o = &opts[i];
         char lhs[64];
         snprintf(lhs, sizeof(lhs), "--%s %s", o->name,
-                 o->type == OPT_ENUM    ? o->choices
-                 : o->type == OPT_BYTES ? "BYTES"
+                 o->type == OPT_ENUM                          ? o->choices
+                 : o->type == OPT_BYTES                       ? "BYTES"
                  : o->type == OPT_INT || o->type == OPT_COUNT ? "N"
-                 : o->type == OPT_DUR   ? "DURATION"
-                                        : "VALUE");
+                 : o->type == OPT_DUR                         ? "DURATION"
+                                                              : "VALUE");
         fprintf(f, "  %-30s %s", lhs, o->help);
         if (o->def != NULL) {
             fprintf(f, " [%s]", o->def);

@@ -765,9 +765,11 @@ int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_ha
     if (n_extra_routes == H1_EXTRA_ROUTES) {
         return -ENOSPC;
     }
-    extra_routes[n_extra_routes++] = (struct route){
-        .path = path, .prefix = prefix, .methods = (get ? RM_GET : 0) | (post ? RM_POST : 0),
-        .fn = fn};
+    extra_routes[n_extra_routes++] =
+        (struct route){.path = path,
+                       .prefix = prefix,
+                       .methods = (get ? RM_GET : 0) | (post ? RM_POST : 0),
+                       .fn = fn};
     return 0;
 }
 

@@ -59,10 +59,10 @@ enum ingest_status {
 
 struct ingest_result {
     enum ingest_status status;
-    uint32_t records;      /* accepted */
-    uint32_t rejected;     /* partial success count */
-    int retry_after_s;     /* for IS_OVERLOADED / IS_SHUTTING_DOWN (and storage) */
-    char message[256];     /* English, for error bodies and partial_success */
+    uint32_t records;  /* accepted */
+    uint32_t rejected; /* partial success count */
+    int retry_after_s; /* for IS_OVERLOADED / IS_SHUTTING_DOWN (and storage) */
+    char message[256]; /* English, for error bodies and partial_success */
 };
 
 typedef void (*ingest_cb)(struct ingest_req *r, void *ctx);

@@ -155,9 +155,9 @@ static void on_stop_tick(evutil_socket_t fd, short what, void *arg)
     struct timespec now;
     (void)fd, (void)what;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    bool late = now.tv_sec > t->in->stop_deadline.tv_sec ||
-                (now.tv_sec == t->in->stop_deadline.tv_sec &&
-                 now.tv_nsec >= t->in->stop_deadline.tv_nsec);
+    bool late =
+        now.tv_sec > t->in->stop_deadline.tv_sec ||
+        (now.tv_sec == t->in->stop_deadline.tv_sec && now.tv_nsec >= t->in->stop_deadline.tv_nsec);
     int active = stop_active != NULL ? stop_active(t) : 0;
     if (active == 0 || late) {
         if (active != 0) {

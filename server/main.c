@@ -223,8 +223,9 @@ static void log_quarantines(const char *data_dir, uint64_t *last)
     struct blk_stats bs;
     blk_get_stats(&bs);
     if (bs.quarantined > *last) {
-        log_error("main", "event=blocks_quarantined count=%llu dir=%s/quarantine "
-                          "reason=\"a table failed its CRC or structure check when read\"",
+        log_error("main",
+                  "event=blocks_quarantined count=%llu dir=%s/quarantine "
+                  "reason=\"a table failed its CRC or structure check when read\"",
                   (unsigned long long)(bs.quarantined - *last), data_dir);
         *last = bs.quarantined;
     }
@@ -370,8 +371,7 @@ static int serve(int argc, char **argv)
     json_object_seed(0);
 
     if (mkdir(c.data_dir, 0755) < 0 && errno != EEXIST) {
-        log_error("main", "event=data_dir_failed dir=%s error=\"%s\"", c.data_dir,
-                  strerror(errno));
+        log_error("main", "event=data_dir_failed dir=%s error=\"%s\"", c.data_dir, strerror(errno));
         return 1;
     }
     int lock_fd = lock_data_dir(c.data_dir);
@@ -465,12 +465,12 @@ static int serve(int argc, char **argv)
                 last_progress = now;
             }
             if (all) {
-                log_info("main", "event=ready replayed_frames=%llu replayed_bytes=%llu "
-                                 "torn_frames=%llu boot_ms=%ld",
-                         (unsigned long long)frames, (unsigned long long)bytes,
-                         (unsigned long long)torn,
-                         (now.tv_sec - start.tv_sec) * 1000 +
-                             (now.tv_nsec - start.tv_nsec) / 1000000);
+                log_info(
+                    "main",
+                    "event=ready replayed_frames=%llu replayed_bytes=%llu "
+                    "torn_frames=%llu boot_ms=%ld",
+                    (unsigned long long)frames, (unsigned long long)bytes, (unsigned long long)torn,
+                    (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
                 ready = true;
             }
         }

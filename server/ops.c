@@ -110,7 +110,8 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_memory_budget_bytes", "gauge", "The ingest memory budget.");
     evbuffer_add_printf(o, "miradb_memory_budget_bytes %llu\n", (unsigned long long)adm_budget());
     header(o, "miradb_memory_in_use_bytes", "gauge",
-           "Bytes charged to the budget: request bodies, batches, open and sealing blocks, cached chunks, seal scratch.");
+           "Bytes charged to the budget: request bodies, batches, open and sealing blocks, cached "
+           "chunks, seal scratch.");
     evbuffer_add_printf(o, "miradb_memory_in_use_bytes %llu\n", (unsigned long long)adm_in_use());
 
     /* Per shard gauges, then per signal sums of the WAL counters. */
@@ -136,8 +137,7 @@ void ops_metrics_text(struct evbuffer *o)
          offsetof(struct shard_stats, wal.frames_replayed)},
         {"miradb_wal_replayed_bytes_total", "counter", "WAL payload bytes replayed at boot.",
          offsetof(struct shard_stats, wal.bytes_replayed)},
-        {"miradb_wal_torn_frames_total", "counter",
-         "Torn or corrupt WAL tails truncated at boot.",
+        {"miradb_wal_torn_frames_total", "counter", "Torn or corrupt WAL tails truncated at boot.",
          offsetof(struct shard_stats, wal.torn_frames)},
         {"miradb_wal_replay_bad_frames_total", "counter",
          "Intact WAL frames that did not decode at replay (skipped).",
@@ -159,8 +159,8 @@ void ops_metrics_text(struct evbuffer *o)
     for (size_t k = 0; k < sizeof(per_sig) / sizeof(per_sig[0]); k++) {
         header(o, per_sig[k].name, per_sig[k].type, per_sig[k].help);
         for (int g = 0; g < 3; g++) {
-            evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_sig[k].name,
-                                signal_name(g + 1), (unsigned long long)sums[k][g]);
+            evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_sig[k].name, signal_name(g + 1),
+                                (unsigned long long)sums[k][g]);
         }
     }
     struct cat_stats cs[3];
@@ -188,10 +188,9 @@ void ops_metrics_text(struct evbuffer *o)
     for (size_t k = 0; k < sizeof(per_cat) / sizeof(per_cat[0]); k++) {
         header(o, per_cat[k].name, per_cat[k].type, per_cat[k].help);
         for (int g = 0; g < 3; g++) {
-            evbuffer_add_printf(o, "%s{signal=\"%s\"} %llu\n", per_cat[k].name,
-                                signal_name(g + 1),
-                                (unsigned long long)*(const uint64_t *)((const char *)&cs[g] +
-                                                                        per_cat[k].off));
+            evbuffer_add_printf(
+                o, "%s{signal=\"%s\"} %llu\n", per_cat[k].name, signal_name(g + 1),
+                (unsigned long long)*(const uint64_t *)((const char *)&cs[g] + per_cat[k].off));
         }
     }
     struct sealer_stats ss;
@@ -214,8 +213,8 @@ void ops_metrics_text(struct evbuffer *o)
          (double)bs.tables_verified},
         {"miradb_block_bytes_hashed_total", "counter", "Bytes hashed to verify block tables.",
          (double)bs.bytes_hashed},
-        {"miradb_verify_cache_hits_total", "counter", "Block table and footer verifications skipped by the cache.",
-         (double)bs.cache_hits},
+        {"miradb_verify_cache_hits_total", "counter",
+         "Block table and footer verifications skipped by the cache.", (double)bs.cache_hits},
         {"miradb_verify_cache_misses_total", "counter", "Verification cache misses.",
          (double)bs.cache_misses},
         {"miradb_verify_cache_clears_total", "counter", "Times the full cache was cleared.",

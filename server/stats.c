@@ -11,9 +11,8 @@ const char *stats_transport_name(enum transport t)
 
 const char *stats_reject_reason_name(enum reject_reason r)
 {
-    static const char *const names[RJ_COUNT] = {"malformed", "too_large",     "unsupported",
-                                                "not_found", "bad_method",    "overloaded",
-                                                "internal",  "shutting_down", "storage",
-                                                "timeout"};
+    static const char *const names[RJ_COUNT] = {
+        "malformed",  "too_large", "unsupported",   "not_found", "bad_method",
+        "overloaded", "internal",  "shutting_down", "storage",   "timeout"};
     return (unsigned)r < RJ_COUNT ? names[r] : "?";
 }

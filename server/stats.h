@@ -32,14 +32,14 @@ enum reject_reason {
 
 struct io_stats {
     /* [signal - 1][transport] */
-    uint64_t requests[3][TR_COUNT];  /* exports acknowledged */
-    uint64_t records[3][TR_COUNT];   /* records acknowledged */
-    uint64_t bytes[3][TR_COUNT];     /* request bytes as received (before gunzip) */
-    uint64_t rejected_records[3];    /* partial-success rejections */
-    uint64_t rejections[RJ_COUNT];   /* failed requests by reason */
-    uint64_t admit_waits;            /* requests that had to wait */
-    uint64_t admit_wait_ns;          /* total time waited */
-    uint64_t shed;                   /* requests refused when the wait ran out */
+    uint64_t requests[3][TR_COUNT]; /* exports acknowledged */
+    uint64_t records[3][TR_COUNT];  /* records acknowledged */
+    uint64_t bytes[3][TR_COUNT];    /* request bytes as received (before gunzip) */
+    uint64_t rejected_records[3];   /* partial-success rejections */
+    uint64_t rejections[RJ_COUNT];  /* failed requests by reason */
+    uint64_t admit_waits;           /* requests that had to wait */
+    uint64_t admit_wait_ns;         /* total time waited */
+    uint64_t shed;                  /* requests refused when the wait ran out */
     uint64_t connections_accepted;
 };
 

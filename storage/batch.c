@@ -87,8 +87,7 @@ static void *grow(void **arr, uint32_t *n, uint32_t *cap, size_t elem)
 
 struct res_row *batch_add_resource(struct batch *b)
 {
-    return grow((void **)&b->resources, &b->n_resources, &b->cap_resources,
-                sizeof(struct res_row));
+    return grow((void **)&b->resources, &b->n_resources, &b->cap_resources, sizeof(struct res_row));
 }
 
 struct scope_row *batch_add_scope(struct batch *b)

@@ -943,16 +943,14 @@ bool blk_may_have_token(const blk *b, const char *tok, size_t n)
 bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn)
 {
     const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_ATTRS);
-    return bl == NULL ||
-           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
+    return bl == NULL || bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
 }
 
 bool blk_may_have_resource_value(const blk *b, const char *key, size_t kn, const char *val,
                                  size_t vn)
 {
     const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_RES_ATTRS);
-    return bl == NULL ||
-           bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
+    return bl == NULL || bloom_test(bl->bits, bl->nbits, bloom_hash_kv(key, kn, val, vn, bl->seed));
 }
 
 uint32_t blk_n_resources(const blk *b)

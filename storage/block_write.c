@@ -557,7 +557,6 @@ static int bloom_attrs(struct bloom_acc *set, const uint8_t *p, uint32_t len, ui
     return 0;
 }
 
-
 struct sortkey {
     uint64_t t;
     uint64_t i;

@@ -17,14 +17,8 @@ static const uint32_t salt[BLOOM_K] = {0x9e3779b1u, 0x85ebca77u, 0xc2b2ae3du, 0x
 /* Token bytes folded to lower case; 0 for a byte that is not a token byte. */
 static const uint8_t fold[256] = {
 #define R10(c) c, c + 1, c + 2, c + 3, c + 4, c + 5, c + 6, c + 7, c + 8, c + 9
-    ['0'] = R10('0'),
-    ['A'] = R10('a'),
-    ['K'] = R10('k'),
-    ['U'] = 'u', 'v', 'w', 'x', 'y', 'z',
-    ['_'] = '_',
-    ['a'] = R10('a'),
-    ['k'] = R10('k'),
-    ['u'] = 'u', 'v', 'w', 'x', 'y', 'z',
+    ['0'] = R10('0'), ['A'] = R10('a'), ['K'] = R10('k'), ['U'] = 'u', 'v', 'w', 'x', 'y', 'z',
+    ['_'] = '_',      ['a'] = R10('a'), ['k'] = R10('k'), ['u'] = 'u', 'v', 'w', 'x', 'y', 'z',
 #undef R10
 };
 

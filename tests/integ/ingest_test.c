@@ -50,7 +50,7 @@ Test(admission, requests_wait_for_queue_room_instead_of_failing)
     struct daemon d;
     size_t len;
     uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
-    const char *args[] = {"--shards", "1", "--io-threads", "1", "--queue", "1",
+    const char *args[] = {"--shards",     "1",     "--io-threads",       "1",   "--queue", "1",
                           "--admit-wait", "20000", "--test-shard-delay", "300", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
 
@@ -63,8 +63,9 @@ Test(admission, requests_wait_for_queue_room_instead_of_failing)
     /* One slot, a slow shard: at least the later arrivals had to wait. */
     cr_expect_geq(daemon_metric(&d, "miradb_admission_waits_total"), 1);
     cr_expect_eq(daemon_metric(&d, "miradb_admission_shed_total"), 0);
-    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}"),
-                 40);
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}"),
+        40);
     cr_expect_eq(daemon_metric(&d, "miradb_open_block_rows{signal=\"logs\"}"), 40);
     cr_expect_eq(daemon_stop(&d), 0);
     free(body);
@@ -76,7 +77,7 @@ Test(admission, past_the_wait_requests_get_503_with_retry_after_and_nothing_acce
     size_t len;
     char buf[64];
     uint8_t *body = httpc_vector("http-protobuf-logs.pb", &len);
-    const char *args[] = {"--shards", "1", "--io-threads", "1", "--queue", "1",
+    const char *args[] = {"--shards",     "1",   "--io-threads",       "1",    "--queue", "1",
                           "--admit-wait", "200", "--test-shard-delay", "1500", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
 
@@ -100,8 +101,9 @@ Test(admission, past_the_wait_requests_get_503_with_retry_after_and_nothing_acce
     cr_expect_eq(shed, 2);
     cr_expect_eq(daemon_metric(&d, "miradb_admission_shed_total"), 2);
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_request_errors_total{reason=\"overloaded\"}"), 2);
-    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}"),
-                 10);
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}"),
+        10);
 
     /* What was acknowledged survives a hard kill; what was refused never appears. */
     daemon_kill(&d);
@@ -208,10 +210,10 @@ Test(ops, help_names_every_flag_and_bad_flags_exit_2)
     size_t n = fread(out, 1, sizeof(out) - 1, p);
     out[n] = '\0';
     cr_expect_eq(pclose(p), 0);
-    const char *flags[] = {"--data",          "--grpc-listen",   "--http-listen",
-                           "--io-threads",    "--shards",        "--queue",
-                           "--admit-wait",    "--memory-budget", "--max-request-bytes",
-                           "--ack",           "--shutdown-timeout", NULL};
+    const char *flags[] = {"--data",       "--grpc-listen",      "--http-listen",
+                           "--io-threads", "--shards",           "--queue",
+                           "--admit-wait", "--memory-budget",    "--max-request-bytes",
+                           "--ack",        "--shutdown-timeout", NULL};
     for (int i = 0; flags[i] != NULL; i++) {
         cr_expect(strstr(out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
     }

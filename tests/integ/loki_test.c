@@ -638,7 +638,7 @@ Test(loki, metric_queries_match_hand_computed_values)
     /* an __error__ left in a metric series is a 400 pipeline error */
     char enc[512], path[1024], *body;
     httpc_url_enc(enc, sizeof(enc),
-            "sum by (x) (count_over_time({service_name=\"api\"} | json | x=\"\" [1m]))");
+                  "sum by (x) (count_over_time({service_name=\"api\"} | json | x=\"\" [1m]))");
     snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 30) * NS);
     cr_expect_eq(get(&d, path, NULL, &body), 400);
     cr_expect_not_null(strstr(body, "pipeline error: 'JSONParserErr'"), "%s", body);
@@ -809,7 +809,7 @@ Test(loki, label_endpoints_response_shapes_and_errors)
 
     /* categorized shape: encodingFlags before result, 3-element entries with an object */
     httpc_url_enc(enc, sizeof(enc),
-            "{service_name=~\"api|worker\"} |= \"id=4\" or \"\\\"x\\\"\" | logfmt");
+                  "{service_name=~\"api|worker\"} |= \"id=4\" or \"\\\"x\\\"\" | logfmt");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64,
              enc, T0 * NS, (T0 + 60) * NS);
     char *body;

@@ -83,13 +83,13 @@ static void export_logs(const struct daemon *d, const char *svc, const char *con
 {
     struct tstr s = {0};
     tstr_add(&s,
-            "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
-            "\"value\":{\"stringValue\":\"%s\"}}]},\"scopeLogs\":[{\"scope\":{},"
-            "\"logRecords\":[",
-            svc);
+             "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+             "\"value\":{\"stringValue\":\"%s\"}}]},\"scopeLogs\":[{\"scope\":{},"
+             "\"logRecords\":[",
+             svc);
     for (size_t i = 0; i < n; i++) {
         tstr_add(&s, "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":\"%s\"}}",
-                i ? "," : "", (T0 + 1) * NS + (uint64_t)i * 1000000, lines[i]);
+                 i ? "," : "", (T0 + 1) * NS + (uint64_t)i * 1000000, lines[i]);
     }
     tstr_add(&s, "]}]}]}");
     export(d, "/v1/logs", s.p);
@@ -199,7 +199,8 @@ Test(qlimits, logql_operator_chains_past_the_limit_are_400_and_the_daemon_lives)
     free(q);
     lf = chain("b=\"q\"", " or ", 1000);
     s = (struct tstr){0};
-    tstr_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))", lf);
+    tstr_add(&s, "sum(count_over_time({service_name=\"chain\"} | logfmt | %s or b=\"y\" [1m]))",
+             lf);
     expect_loki_value(&d, s.p, true, "1");
     free(s.p);
     free(lf);
@@ -236,17 +237,17 @@ static void export_trace(const struct daemon *d, const char *child_name)
 {
     struct tstr s = {0};
     tstr_add(&s,
-            "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
-            "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"t\"},"
-            "\"spans\":[{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":"
-            "\"1111111111111111\",\"name\":\"GET /a\",\"kind\":2,\"startTimeUnixNano\":\"%" PRIu64
-            "\",\"endTimeUnixNano\":\"%" PRIu64 "\",\"attributes\":[{\"key\":\"a\",\"value\":"
-            "{\"intValue\":\"1\"}}]},{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\","
-            "\"spanId\":\"2222222222222222\",\"parentSpanId\":\"1111111111111111\",\"name\":"
-            "\"%s\",\"kind\":3,\"startTimeUnixNano\":\"%" PRIu64 "\",\"endTimeUnixNano\":\"%" PRIu64
-            "\"}]}]}]}",
-            (T0 + 10) * NS, (T0 + 11) * NS, child_name, (T0 + 10) * NS + 1000,
-            (T0 + 10) * NS + 2000);
+             "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+             "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"t\"},"
+             "\"spans\":[{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":"
+             "\"1111111111111111\",\"name\":\"GET /a\",\"kind\":2,\"startTimeUnixNano\":\"%" PRIu64
+             "\",\"endTimeUnixNano\":\"%" PRIu64 "\",\"attributes\":[{\"key\":\"a\",\"value\":"
+             "{\"intValue\":\"1\"}}]},{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\","
+             "\"spanId\":\"2222222222222222\",\"parentSpanId\":\"1111111111111111\",\"name\":"
+             "\"%s\",\"kind\":3,\"startTimeUnixNano\":\"%" PRIu64
+             "\",\"endTimeUnixNano\":\"%" PRIu64 "\"}]}]}]}",
+             (T0 + 10) * NS, (T0 + 11) * NS, child_name, (T0 + 10) * NS + 1000,
+             (T0 + 10) * NS + 2000);
     export(d, "/v1/traces", s.p);
     free(s.p);
 }
@@ -362,7 +363,7 @@ Test(qlimits, json_and_logfmt_are_linear_in_the_keys_of_a_line)
         struct tstr s = {0};
         long long ms;
         tstr_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&limit=10",
-                enc, T0 * NS, (T0 + 60) * NS);
+                 enc, T0 * NS, (T0 + 60) * NS);
         int st = request(&d, "GET", s.p, NULL, &body, &ms);
         cr_assert_eq(st, 200, "%s: %d after %lld ms: %.300s", logq[i], st, ms, body);
         json_error_t je;
@@ -420,7 +421,7 @@ Test(qlimits, a_catastrophic_regex_ends_the_query_with_an_error_at_once)
         char *enc = url_enc_dup(queries[i]);
         struct tstr s = {0};
         tstr_add(&s, "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=60",
-                enc, T0 * NS, (T0 + 60) * NS);
+                 enc, T0 * NS, (T0 + 60) * NS);
         int st = request(&d, "GET", s.p, NULL, &body, &ms);
         free(s.p);
         free(enc);

@@ -108,8 +108,8 @@ static void expect_timeout(int fd, long long sent_ms, long long bound_ms, int k)
     close(fd);
 }
 
-static const char *const ARGS[] = {"--query-timeout", "2s", "--query-workers", "2", "--shards",
-                                   "1",               "--io-threads", "1", NULL};
+static const char *const ARGS[] = {
+    "--query-timeout", "2s", "--query-workers", "2", "--shards", "1", "--io-threads", "1", NULL};
 
 Test(qtimeout, every_query_past_its_timeout_answers_504_within_a_margin_of_it)
 {
@@ -129,10 +129,9 @@ Test(qtimeout, every_query_past_its_timeout_answers_504_within_a_margin_of_it)
     for (int k = 0; k < N; k++) {
         expect_timeout(fds[k], sent[k], 4000, k);
     }
-    cr_expect_eq(
-        daemon_metric(&d,
-                      "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"timeout\"}"),
-        N);
+    cr_expect_eq(daemon_metric(
+                     &d, "miradb_queries_total{endpoint=\"loki_query_range\",outcome=\"timeout\"}"),
+                 N);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 

@@ -61,8 +61,7 @@ Test(retention, age_deletes_old_sealed_blocks_but_never_the_open_block)
 {
     struct daemon d;
     /* The test records are dated 2026-01-01: older than 30 days. */
-    const char *args[] = {"--shards", "1", "--block-max-age", "1h", "--retention-age", "30d",
-                          NULL};
+    const char *args[] = {"--shards", "1", "--block-max-age", "1h", "--retention-age", "30d", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     export_logs(&d, 1);
     double runs = daemon_metric(&d, "miradb_retention_runs_total");
@@ -75,8 +74,8 @@ Test(retention, age_deletes_old_sealed_blocks_but_never_the_open_block)
     /* Seal it (short max age) and it goes at the next pass. */
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", d.data_dir);
-    const char *args2[] = {"--shards", "1", "--block-max-age", "200ms", "--retention-age", "30d",
-                           NULL};
+    const char *args2[] = {"--shards", "1", "--block-max-age", "200ms", "--retention-age",
+                           "30d",      NULL};
     cr_assert_eq(daemon_start(&d, dir, args2), 0);
     wait_at_least(&d, "miradb_retention_deleted_blocks_total{signal=\"logs\"}", 1);
     cr_expect_eq(daemon_metric(&d, "miradb_blocks{signal=\"logs\"}"), 0);
@@ -112,8 +111,8 @@ Test(retention, bytes_keep_the_newest_blocks_and_delete_the_oldest_first)
     char dir[256], cap[32];
     snprintf(dir, sizeof(dir), "%s", d.data_dir);
     snprintf(cap, sizeof(cap), "%.0f", one * 2.5);
-    const char *args2[] = {"--shards", "1",  "--block-max-age", "200ms", "--retention-bytes", cap,
-                           NULL};
+    const char *args2[] = {"--shards", "1", "--block-max-age", "200ms", "--retention-bytes",
+                           cap,        NULL};
     cr_assert_eq(daemon_start(&d, dir, args2), 0);
     for (int b = 1; b <= 4; b++) {
         export_logs(&d, 1 + (uint64_t)b * BATCH);

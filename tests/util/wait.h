@@ -1,6 +1,7 @@
 /*
  * wait.h - bounded waits for tests that watch another thread: a wait for
- * a counter another thread raises under a mutex. Never a fixed sleep: the wait ends as soon as the counter gets there.
+ * a counter another thread raises under a mutex. Never a fixed sleep: the wait ends as soon as the
+ * counter gets there.
  */
 #ifndef MIRADB_WAIT_H
 #define MIRADB_WAIT_H

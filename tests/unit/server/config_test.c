@@ -7,8 +7,8 @@ Test(config, defaults_then_flags)
 {
     struct config c;
     char err[200];
-    char *argv[] = {"serve", "--data", "/tmp/x", "--ack", "fsync", "--memory-budget", "64MiB",
-                    "--queue", "3", "--grpc-listen", "127.0.0.1:0", NULL};
+    char *argv[] = {"serve", "--data",  "/tmp/x", "--ack",         "fsync",       "--memory-budget",
+                    "64MiB", "--queue", "3",      "--grpc-listen", "127.0.0.1:0", NULL};
     cr_assert_eq(config_parse(&c, 11, argv, err, sizeof(err)), 0, "%s", err);
     cr_assert_str_eq(c.data_dir, "/tmp/x");
     cr_assert_eq(c.ack, SHARD_ACK_FSYNC);
