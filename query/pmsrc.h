@@ -1,0 +1,106 @@
+/*
+ * pmsrc.h - the metric points of a qctx snapshot as Prometheus series: what
+ * a PromQL selector, /api/v1/series, /labels, /label/<n>/values,
+ * /metadata and /query_exemplars read.
+ *
+ * Every point of the snapshot's sources (sealed blocks, then open blocks)
+ * becomes the samples promname.h says: gauges and sums one sample, classic
+ * histograms _bucket{le}/_sum/_count, summaries {quantile}/_sum/_count,
+ * exponential histograms one native-histogram sample (pm_hist), and each
+ * resource with attributes besides the identifying ones a target_info
+ * series of value 1 (PROMQL.md C.3). A point flagged NO_RECORDED_VALUE is
+ * the staleness marker (promname_stale_nan) in every series it makes.
+ *
+ * DELTA TEMPORALITY: delta sums and delta histograms are turned into
+ * cumulative ones per stream at read time (the OTel specification's advice):
+ * the samples of a stream (one series) are accumulated in time order from
+ * the oldest point the store holds; a point whose start time is not the
+ * previous point's time starts a new run from zero (a counter reset, which
+ * PromQL's rate() handles). So a selector on a delta metric reads the
+ * stream from its oldest retained point, whatever its time range.
+ * (Documented in README.md "Metrics and PromQL".)
+ *
+ * Duplicates: when one series has two samples at the same millisecond (an
+ * exporter's retry, two points folded by the ms truncation), the one
+ * ingested last wins.
+ *
+ * Cost: a block whose metric dictionary has no metric whose series names a
+ * selector's __name__ matchers admit is not read; nor is one whose zone
+ * map misses the time range. Rows are counted on the qctx (limits, deadline
+ * checks every QCTX_CLOCK_ROWS rows).
+ *
+ * Threads: one pmsrc per query; its calls on the query's thread (they fan
+ * out over qpool themselves when they want to).
+ */
+#ifndef MIRADB_PMSRC_H
+#define MIRADB_PMSRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query/pmodel.h"
+#include "query/promql.h"
+#include "query/qctx.h"
+
+struct pmsrc;
+
+/* A source over the qctx |q| (opened on SIG_METRICS), allocating its
+ * results in |a|. 0 or -ENOMEM. */
+int pmsrc_open(struct pmsrc **out, struct qctx *q, arena *a);
+void pmsrc_close(struct pmsrc *s);
+
+/*
+ * The series matching every matcher (n == 0: every series) with samples
+ * in [mint_ms, maxt_ms], only those samples, sorted per series by time;
+ * the set sorted by labels. Selecting the same matchers twice reads twice.
+ * Returns 0 and *out (arena memory), or a negative errno that is also the
+ * qctx's error (-E2BIG, -ENOMEM, -ETIMEDOUT, -ECANCELED, -EIO).
+ */
+int pmsrc_select(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                 int64_t maxt_ms, struct pm_set *out);
+
+/* As pmsrc_select, without samples: the label sets of the series with at
+ * least one sample in the range (for /series, /labels, /label values). */
+int pmsrc_series(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                 int64_t maxt_ms, struct pm_set *out);
+
+/* One metric's metadata (Prometheus /api/v1/metadata). */
+struct pm_meta {
+    const char *name; /* the Prometheus metric family name (no _bucket...) */
+    const char *type; /* "counter", "gauge", "histogram", "summary", "unknown" */
+    const char *help; /* the OTLP description ("" when none) */
+    const char *unit; /* promname_unit of the OTLP unit */
+};
+
+/*
+ * Every distinct (name, type, help, unit) of the snapshot's metrics, sorted
+ * by name then type, help, unit; |metric| (len > 0) keeps only that family.
+ * 0 and out/n (arena memory), or -errno.
+ */
+int pmsrc_metadata(struct pmsrc *s, const char *metric, size_t len, struct pm_meta **out,
+                   size_t *n);
+
+/* One exemplar. */
+struct pm_exemplar {
+    struct pm_labels labels; /* trace_id / span_id (lower-case hex) + filtered attributes */
+    double value;
+    int64_t t;
+};
+
+/* The exemplars of one series. */
+struct pm_exemplar_series {
+    struct pm_labels series; /* the series' labels */
+    struct pm_exemplar *e;   /* sorted by t */
+    size_t n;
+};
+
+/*
+ * Exemplars in [mint_ms, maxt_ms] of the series matching every matcher,
+ * grouped by series (sorted by labels). An exemplar of a histogram point
+ * belongs to the _bucket series whose le holds its value; of a sum or gauge
+ * to its one series. 0 or -errno as pmsrc_select.
+ */
+int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                    int64_t maxt_ms, struct pm_exemplar_series **out, size_t *n_out);
+
+#endif
