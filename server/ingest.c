@@ -47,6 +47,7 @@
 #include "server/config.h"
 #include "server/iot.h"
 #include "server/log.h"
+#include "server/promcheck.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
 #include "storage/store.h"
@@ -781,6 +782,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
         return;
     }
     charge_committed(r, held_bytes(r));
+    promcheck_batch(r->batch);
     r->res.records = r->batch->n_rows;
     r->res.rejected = r->batch->rejected;
     if (r->batch->rejected > 0) {

@@ -11,6 +11,7 @@
 #include "query/qstats.h"
 #include "server/ingest.h"
 #include "server/iot.h"
+#include "server/promcheck.h"
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -93,6 +94,13 @@ void ops_metrics_text(struct evbuffer *o)
     for (int r = 0; r < RJ_COUNT; r++) {
         evbuffer_add_printf(o, "miradb_otlp_request_errors_total{reason=\"%s\"} %llu\n",
                             stats_reject_reason_name(r), (unsigned long long)s.rejections[r]);
+    }
+    header(o, "miradb_promql_unmapped_points_total", "counter",
+           "Metric points stored but left out of PromQL, by reason (logged once per metric).");
+    for (int k = 0; k < PROMCHECK_COUNT_; k++) {
+        evbuffer_add_printf(o, "miradb_promql_unmapped_points_total{reason=\"%s\"} %llu\n",
+                            promcheck_reason_name((enum promcheck_reason)k),
+                            (unsigned long long)promcheck_count((enum promcheck_reason)k));
     }
     header(o, "miradb_admission_waits_total", "counter",
            "Requests that waited for queue room or memory before admission.");

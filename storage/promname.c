@@ -438,6 +438,9 @@ struct unit_parts {
 
 static void unit_split(const char *unit, size_t ulen, struct unit_parts *u)
 {
+    if (ulen == 0) {
+        unit = ""; /* a batch's empty unit may be a NULL pointer */
+    }
     const char *slash = memchr(unit, '/', ulen);
     const char *m = unit;
     size_t ml = slash != NULL ? (size_t)(slash - unit) : ulen;
@@ -518,6 +521,12 @@ int promname_metric(const char *name, size_t len, const char *unit, size_t ulen,
     /* Layout while building: name tokens at out[0..f), the cleaned units
      * parked at out[len + 1 ...]; tokens never exceed len bytes, so the two
      * cannot meet, and cap >= len + ulen + 32 bounds everything written. */
+    if (name == NULL) {
+        name = ""; /* empty strings of a batch may be NULL pointers */
+    }
+    if (unit == NULL) {
+        unit = "";
+    }
     if (cap < len + ulen + 32) {
         return -ENOBUFS;
     }

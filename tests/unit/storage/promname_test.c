@@ -1300,3 +1300,15 @@ Test(promname, worked_example_c10_end_to_end)
     vbuf_fini(&res.b);
     vbuf_fini(&pa.b);
 }
+
+/* A decoded batch's empty strings may be NULL pointers (a metric without a
+ * unit over OTLP/JSON): the mapping treats them as "" (UBSan caught a
+ * memchr on NULL at ingest). */
+Test(promname, null_empty_unit_and_name_are_empty_strings)
+{
+    char out[64];
+    cr_assert_eq(promname_metric("ok.gauge", 8, NULL, 0, PROMNAME_GAUGE, out, sizeof out), 8);
+    cr_assert_str_eq(out, "ok_gauge");
+    cr_assert_eq(promname_metric(NULL, 0, NULL, 0, PROMNAME_GAUGE, out, sizeof out), -EINVAL);
+    cr_assert_eq(promname_unit(NULL, 0, out, sizeof out), 0);
+}
