@@ -110,6 +110,10 @@ static int inspect_text(blk *b, const char *path)
         printf("%s%.*s", h ? ", " : ": ", (int)k.len, k.p);
     }
     printf("\n");
+    if (blk_signal(b) == SIG_METRICS) {
+        printf("streams     %u%s\n", blk_n_streams(b),
+               blk_n_streams(b) == 0 && blk_rows(b) > 0 ? " (sealed before the stream index)" : "");
+    }
     printf("\nblooms (%llu bytes)\n  kind             bits         items        k  fill    "
            "seed\n",
            (unsigned long long)lay.bloom_bytes);

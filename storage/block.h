@@ -148,6 +148,26 @@ const struct res_view *blk_resource(const blk *b, uint32_t id);
 const struct scope_view *blk_scope(const blk *b, uint32_t id);
 const struct metric_view *blk_metric(const blk *b, uint32_t id);
 
+/* ---- metric streams (footer; no table is read) ----
+ *
+ * A metric block sealed by this release indexes its points by stream: the
+ * points of one metric with one attribute list (an OTLP stream; the metric
+ * names its scope and resource). Blocks sealed before the index existed
+ * have no streams (blk_n_streams 0): a reader scans their rows instead. */
+
+struct blk_stream {
+    uint32_t metric_id;
+    uint32_t n_rows;
+    const uint32_t *rows; /* block rows, ascending (so in time order) */
+};
+
+uint32_t blk_n_streams(const blk *b);
+/* Stream |i| (streams are sorted by metric id, then first row): 0, or
+ * -EINVAL for i out of range. */
+int blk_stream(const blk *b, uint32_t i, struct blk_stream *out);
+/* The streams of |metric_id|: [*first, *first + *count). */
+void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, uint32_t *count);
+
 /* ---- rows ---- */
 
 #define BLK_ROOT 1u

@@ -120,6 +120,15 @@
  *     8 HOTKEYS   u32 n (at most 12), n x { u32 key bytes, key }: the record
  *                 attribute keys present in at least half the rows, most
  *                 frequent first (ties by key bytes); optional
+ *     9 STREAMS   metric blocks (optional: blocks sealed before it have
+ *                 none; older readers skip it): u32 n, u32 zero, n x
+ *                 { u32 metric id, u32 row count (> 0), u32 offset into
+ *                 rows[], u32 zero } sorted by metric id, then by first
+ *                 row; then rows[]: u32 x block rows, each stream's block
+ *                 row numbers ascending, streams in order (offsets
+ *                 consecutive, counts adding up to the block's rows). A
+ *                 stream = one metric's points with one attribute list,
+ *                 byte for byte (block_streams.c)
  *     Resources, scopes and metrics are block-level ids (the open block's).
  *
  *   TRAILER (40 bytes, the end of the file)
@@ -175,7 +184,8 @@ enum {
     SEC_SCOPES = 6,
     SEC_METRICS = 7,
     SEC_HOTKEYS = 8,
-    SEC_MAX = 8,
+    SEC_STREAMS = 9,
+    SEC_MAX = 9,
 };
 
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
@@ -418,7 +428,48 @@ struct blk {
 
     _Atomic(uint64_t *) col_time;
     bool quarantined;
+
+    const uint8_t *streams; /* SEC_STREAMS entries (16 bytes each), or NULL */
+    uint32_t n_streams;
+    const uint32_t *stream_rows;
 };
+
+/* ---- the metric stream index (block_streams.c) ---- */
+
+struct sidx_stream {
+    uint32_t metric;
+    uint32_t count;
+};
+
+struct sidx_slot {
+    uint64_t h1;   /* hash bits 0..63 */
+    uint32_t h2;   /* hash bits 64..95 */
+    uint32_t sid1; /* stream index + 1; 0: empty */
+};
+
+/* Writer scratch, kept between seals. */
+struct sidx {
+    struct sidx_slot *slot; /* open addressing, at most half full */
+    size_t cap_slot, mask;
+    uint32_t *row_sid; /* block row -> stream index */
+    size_t cap_rows;
+    uint64_t rows; /* rows added (0 .. rows-1, in order) */
+    struct sidx_stream *st;
+    uint32_t n, cap_st;
+    uint32_t *order; /* 2 x cap_order: sort order, then per-stream cursors */
+    uint32_t cap_order;
+};
+
+/* For a block of |rows| rows: 0 or -ENOMEM. */
+int sidx_prepare(struct sidx *x, uint64_t rows);
+/* Block row |row| (rows come in order from 0): 0 or -ENOMEM. */
+int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len);
+/* Appends the STREAMS section body to |f|: 0 or -ENOMEM. */
+int sidx_put(struct sidx *x, struct vbuf *f);
+void sidx_free(struct sidx *x);
+/* Checks a STREAMS section body [p, end) against the block (rows, metric
+ * dictionary) and keeps it in |b|: false when malformed. */
+bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end);
 
 static inline uint64_t ic_get(const struct icol *c, uint64_t i)
 {

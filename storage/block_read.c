@@ -677,6 +677,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     if (have[SEC_HOTKEYS] && !parse_hotkeys(b, secs[SEC_HOTKEYS])) {
         return fail(err, errlen, "malformed hot attribute key section");
     }
+    if (have[SEC_STREAMS] && !streams_parse(b, secs[SEC_STREAMS].p, secs[SEC_STREAMS].end)) {
+        return fail(err, errlen, "malformed metric stream section");
+    }
     return 0;
 }
 

@@ -446,6 +446,7 @@ struct wside {
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
     bool zhave[ZONE_MAX + 1];
+    struct sidx streams; /* metric blocks */
 };
 
 static uint64_t bloom_seed(enum blk_bloom_kind k)
@@ -778,6 +779,9 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         }
         if (rc == 0) {
             rc = record_attrs(s, j, v.attrs);
+        }
+        if (rc == 0) {
+            rc = sidx_add(&s->streams, j, v.metric_id, v.attrs.p, v.attrs.len);
         }
         if (rc < 0) {
             return rc;
@@ -1199,6 +1203,7 @@ static void scratch_free(struct scratch *sc)
     free(sc->side.kc.ap);
     free(sc->side.kc.arow);
     vbuf_fini(&sc->side.kc.keys);
+    sidx_free(&sc->side.streams);
     hot_free(&sc->hot);
     vbuf_fini(&sc->tb.out);
     vbuf_fini(&sc->foot);
@@ -1312,6 +1317,12 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     perm = sc->perm;
     sort_rows(ob, sig, rows, perm, sc->keys, sc->keys2);
+    if (sig == SIG_METRICS) {
+        rc = sidx_prepare(&side->streams, rows);
+        if (rc < 0) {
+            goto out;
+        }
+    }
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
@@ -1398,6 +1409,16 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         rc = sec_hotkeys(foot, hot);
+    }
+    if (rc == 0 && sig == SIG_METRICS) {
+        nsec++;
+        rc = sec_begin(foot, SEC_STREAMS, &at);
+        if (rc == 0) {
+            rc = sidx_put(&side->streams, foot);
+        }
+        if (rc == 0) {
+            sec_end(foot, at);
+        }
     }
     if (rc == 0) {
         rc = pad8(foot);

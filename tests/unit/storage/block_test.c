@@ -354,6 +354,64 @@ static void check_hot(blk *b)
 }
 
 /* Every row of |b| against |ob|, all tables; also the dictionaries. */
+/* The stream index of a metric block (block_streams.c): every row in
+ * exactly one stream, rows ascending within a stream, every row of a
+ * stream with its metric id and attribute bytes, no two streams with the
+ * same (metric, attributes), streams sorted by metric id then first row,
+ * and blk_streams_of_metric agreeing. */
+static void check_streams(blk *b, uint64_t rows)
+{
+    uint32_t n = blk_n_streams(b);
+    cr_assert(rows == 0 || n > 0);
+    uint8_t *seen = calloc(rows + 1, 1);
+    cr_assert_not_null(seen);
+    uint64_t total = 0;
+    struct blk_stream prev = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        struct blk_stream st;
+        cr_assert_eq(blk_stream(b, i, &st), 0);
+        cr_assert_gt(st.n_rows, 0);
+        total += st.n_rows;
+        if (i > 0) {
+            cr_assert(prev.metric_id < st.metric_id ||
+                      (prev.metric_id == st.metric_id && prev.rows[0] < st.rows[0]));
+        }
+        struct point_view first;
+        cr_assert_eq(blk_point(b, st.rows[0], BLK_ALL, &first), 0);
+        for (uint32_t k = 0; k < st.n_rows; k++) {
+            uint32_t r = st.rows[k];
+            cr_assert_lt(r, rows);
+            cr_assert(k == 0 || st.rows[k - 1] < r);
+            cr_assert_eq(seen[r], 0, "row %u in two streams", r);
+            seen[r] = 1;
+            struct point_view pv;
+            cr_assert_eq(blk_point(b, r, BLK_ALL, &pv), 0);
+            cr_assert_eq(pv.metric_id, st.metric_id);
+            cr_assert_eq(pv.attrs.len, first.attrs.len);
+            cr_assert(pv.attrs.len == 0 || memcmp(pv.attrs.p, first.attrs.p, pv.attrs.len) == 0);
+        }
+        for (uint32_t j = 0; j < i; j++) { /* distinct streams differ */
+            struct blk_stream o;
+            struct point_view ov;
+            cr_assert_eq(blk_stream(b, j, &o), 0);
+            if (o.metric_id != st.metric_id) {
+                continue;
+            }
+            cr_assert_eq(blk_point(b, o.rows[0], BLK_ALL, &ov), 0);
+            cr_assert(ov.attrs.len != first.attrs.len ||
+                      (ov.attrs.len != 0 && memcmp(ov.attrs.p, first.attrs.p, ov.attrs.len) != 0));
+        }
+        uint32_t f, c;
+        blk_streams_of_metric(b, st.metric_id, &f, &c);
+        cr_assert(f <= i && i < f + c);
+        prev = st;
+    }
+    cr_assert_eq(total, rows);
+    struct blk_stream none;
+    cr_assert_eq(blk_stream(b, n, &none), -EINVAL);
+    free(seen);
+}
+
 static void check_block(blk *b, const oblock *ob, uint64_t rows)
 {
     cr_assert_eq(blk_rows(b), rows);
@@ -422,6 +480,9 @@ static void check_block(blk *b, const oblock *ob, uint64_t rows)
                                            : blk_log(b, 0, BLK_ALL, &lv),
                  -EINVAL);
     check_hot(b);
+    if (blk_signal(b) == SIG_METRICS) {
+        check_streams(b, rows);
+    }
     free(perm);
 }
 
@@ -1320,4 +1381,142 @@ Test(block, seal_scratch_is_charged_while_kept_and_returned_after_an_oversized_b
     cr_expect_eq(adm_in_use(), 0);
     oblock_free(small);
     oblock_free(big);
+}
+
+/* ---- the metric stream index ---- */
+
+/* A point of gauge |metric| at |t| s with attribute k=|v| (none when NULL). */
+static void add_point(struct batch *b, uint32_t metric, uint64_t t, const char *v)
+{
+    struct point_row *p = batch_add_point(b);
+    cr_assert_not_null(p);
+    p->metric = metric;
+    p->time_ns = t * 1000000000ull;
+    p->value_type = PV_DOUBLE;
+    p->value.d = (double)t;
+    if (v != NULL) {
+        size_t off = b->heap.len;
+        cr_assert_eq(val_put_key(&b->heap, "k", 1), 0);
+        cr_assert_eq(val_put_str(&b->heap, v, strlen(v)), 0);
+        p->attrs =
+            (struct attrs){.blob = {(uint32_t)off, (uint32_t)(b->heap.len - off)}, .count = 1};
+    }
+}
+
+/* Two gauges, a (id 0) and b (id 1), points out of time order:
+ *   a{k=1}@5 b@1 a{k=2}@3 a{k=1}@2 b@4 a{k=1}@6
+ * sorted by time into block rows 0..5 = b@1 a1@2 a2@3 b@4 a1@5 a1@6, so
+ * the streams are a{k=1} rows 1,4,5; a{k=2} row 2; b rows 0,3. */
+Test(block, metric_blocks_index_their_points_by_stream)
+{
+    struct batch *bt = batch_new(SIG_METRICS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    struct scope_row *sc = batch_add_scope(bt);
+    sc->resource = 0;
+    const char *names[] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        struct metric_row *m = batch_add_metric(bt);
+        m->scope = 0;
+        m->name = (struct mstr){names[i], 1};
+        m->kind = MK_GAUGE;
+    }
+    add_point(bt, 0, 5, "1");
+    add_point(bt, 1, 1, NULL);
+    add_point(bt, 0, 3, "2");
+    add_point(bt, 0, 2, "1");
+    add_point(bt, 1, 4, NULL);
+    add_point(bt, 0, 6, "1");
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 6, 0, 77, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_n_streams(b), 3);
+    struct {
+        uint32_t metric, n, rows[3];
+    } want[] = {{0, 3, {1, 4, 5}}, {0, 1, {2}}, {1, 2, {0, 3}}};
+    for (uint32_t i = 0; i < 3; i++) {
+        struct blk_stream st;
+        cr_assert_eq(blk_stream(b, i, &st), 0);
+        cr_assert_eq(st.metric_id, want[i].metric, "stream %u", i);
+        cr_assert_eq(st.n_rows, want[i].n, "stream %u", i);
+        for (uint32_t k = 0; k < st.n_rows; k++) {
+            cr_assert_eq(st.rows[k], want[i].rows[k], "stream %u row %u", i, k);
+        }
+    }
+    uint32_t f, c;
+    blk_streams_of_metric(b, 0, &f, &c);
+    cr_assert(f == 0 && c == 2);
+    blk_streams_of_metric(b, 1, &f, &c);
+    cr_assert(f == 2 && c == 1);
+    blk_streams_of_metric(b, 2, &f, &c);
+    cr_assert_eq(c, 0);
+    check_block(b, ob, 6);
+    blk_unref(b);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* A metric block sealed by the release before the stream index (the fuzz
+ * seed metrics-8.blk, kept as tests/vectors/blocks/v2-metrics-8.blk) opens,
+ * has no streams and reads all its rows: readers fall back to a scan. */
+Test(block, metric_blocks_from_before_the_stream_index_open_without_one)
+{
+    char path[1024];
+    const char *v = getenv("MIRADB_VECTORS");
+    snprintf(path, sizeof(path), "%s/blocks/v2-metrics-8.blk", v != NULL ? v : "tests/vectors");
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_signal(b), SIG_METRICS);
+    cr_assert_eq(blk_rows(b), 8);
+    cr_assert_eq(blk_n_streams(b), 0);
+    for (uint64_t i = 0; i < 8; i++) {
+        struct point_view pv;
+        cr_assert_eq(blk_point(b, i, BLK_ALL, &pv), 0);
+    }
+    uint32_t f, c;
+    blk_streams_of_metric(b, 0, &f, &c);
+    cr_assert_eq(c, 0);
+    blk_unref(b);
+}
+
+/* A stream section whose rows leave the block, or whose counts do not add
+ * up, fails the open with its reason (CRCs recomputed: a forged file). */
+Test(block, a_malformed_stream_section_fails_the_open)
+{
+    char path[512];
+    oblock *ob = gen_oblock(SIG_METRICS, 91, 200, 40);
+    write_block(ob, 200, 0, 91, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *orig = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(orig);
+    uint64_t len, at = section(orig, n, 9, &len);
+    cr_assert_neq(at, 0);
+    uint32_t ns;
+    memcpy(&ns, orig + at, 4);
+    cr_assert_gt(ns, 0);
+    for (int forge = 0; forge < 3; forge++) {
+        uint8_t *f = malloc(n);
+        memcpy(f, orig, n);
+        if (forge == 0) {
+            put32(f + at + 8 + 16 * (ns - 1) + 12 - 8, 0); /* last stream's count -> 0 */
+        } else if (forge == 1) {
+            put32(f + at + 8 + 16 * (size_t)ns, 200); /* a row past the block */
+        } else {
+            put32(f + at + 8 + 4, 100000); /* first stream's count too large */
+        }
+        fix_crcs(f, n);
+        cr_assert_eq(tmpdir_write_file(dir, "forged-streams.blk", f, n), 0);
+        char fp[600], err[256];
+        snprintf(fp, sizeof(fp), "%s/forged-streams.blk", dir);
+        blk *b = NULL;
+        cr_assert_eq(blk_open_ex(fp, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG, "forge %d",
+                     forge);
+        cr_assert(strstr(err, "malformed metric stream section") != NULL, "forge %d: %s", forge,
+                  err);
+        free(f);
+    }
+    free(orig);
+    oblock_free(ob);
 }

@@ -1,0 +1,259 @@
+/*
+ * block_streams.c - the metric stream index of a sealed block (footer
+ * section 9, STREAMS; block_int.h has the layout): built by the writer
+ * while it fills the metric columns, checked and handed out by the reader.
+ *
+ * A stream is what OTLP calls one: the points of one metric (block metric
+ * id; the metric names its scope and so its resource) with one attribute
+ * set, byte for byte. A PromQL selector maps each stream to the Prometheus
+ * series it makes once, and then reads only the rows of the streams whose
+ * series it selects (query/pmsrc.c).
+ *
+ * Building costs one hash of the attribute bytes and one probe per row,
+ * in scratch memory kept between seals (no allocation per row).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "storage/block_int.h"
+
+void sidx_free(struct sidx *x)
+{
+    free(x->slot);
+    free(x->row_sid);
+    free(x->st);
+    free(x->order);
+    memset(x, 0, sizeof(*x));
+}
+
+#define SLOTS_MIN 4096u
+
+int sidx_prepare(struct sidx *x, uint64_t rows)
+{
+    x->n = 0;
+    x->rows = 0;
+    /* The table starts small and doubles with the streams (a block of a
+     * few thousand series keeps it in cache), and is kept between seals. */
+    if (x->slot == NULL) {
+        x->slot = malloc(SLOTS_MIN * sizeof(*x->slot));
+        x->cap_slot = x->slot != NULL ? SLOTS_MIN : 0;
+        if (x->slot == NULL) {
+            return -ENOMEM;
+        }
+    }
+    x->mask = x->cap_slot - 1;
+    memset(x->slot, 0, x->cap_slot * sizeof(*x->slot));
+    if (rows > x->cap_rows) {
+        free(x->row_sid);
+        x->row_sid = malloc(rows * sizeof(*x->row_sid));
+        x->cap_rows = x->row_sid != NULL ? rows : 0;
+        if (x->row_sid == NULL) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Doubles the slot table (it is kept at most half full). */
+static int grow(struct sidx *x)
+{
+    size_t cap = 2 * x->cap_slot;
+    struct sidx_slot *t = calloc(cap, sizeof(*t));
+    if (t == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < x->cap_slot; i++) {
+        if (x->slot[i].sid1 != 0) {
+            size_t j = x->slot[i].h1 & (cap - 1);
+            while (t[j].sid1 != 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            t[j] = x->slot[i];
+        }
+    }
+    free(x->slot);
+    x->slot = t;
+    x->cap_slot = cap;
+    x->mask = cap - 1;
+    return 0;
+}
+
+/*
+ * Streams are told apart by a 96-bit hash of the attribute bytes seeded
+ * with the metric id (XXH3-128, its length folded in), compared in the
+ * slot itself: a probe touches one 16-byte slot and no row memory. Two
+ * streams would merge only if their hashes agreed in all 96 bits: with
+ * 10^6 streams in a block, odds of about 10^-17.
+ */
+int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len)
+{
+    XXH128_hash_t h = XXH3_128bits_withSeed(attrs, len, metric_id);
+    uint32_t h2 = (uint32_t)h.high64;
+    for (size_t i = h.low64 & x->mask;; i = (i + 1) & x->mask) {
+        struct sidx_slot *sl = &x->slot[i];
+        if (sl->sid1 == 0) {
+            if (2 * ((size_t)x->n + 1) > x->cap_slot) {
+                if (grow(x) < 0) {
+                    return -ENOMEM;
+                }
+                return sidx_add(x, row, metric_id, attrs, len);
+            }
+            if (x->n == x->cap_st) {
+                uint32_t cap = x->cap_st != 0 ? 2 * x->cap_st : 64;
+                struct sidx_stream *st = realloc(x->st, cap * sizeof(*st));
+                if (st == NULL) {
+                    return -ENOMEM;
+                }
+                x->st = st;
+                x->cap_st = cap;
+            }
+            x->st[x->n] = (struct sidx_stream){.metric = metric_id, .count = 0};
+            *sl = (struct sidx_slot){.h1 = h.low64, .h2 = h2, .sid1 = ++x->n};
+        } else if (sl->h1 != h.low64 || sl->h2 != h2) {
+            continue;
+        }
+        x->row_sid[row] = sl->sid1 - 1;
+        x->rows = row + 1;
+        return 0;
+    }
+}
+
+int sidx_put(struct sidx *x, struct vbuf *f)
+{
+    /* Streams by (metric id, first row); each one's rows ascending. */
+    if (x->n > x->cap_order) {
+        free(x->order);
+        x->order = malloc(2 * (size_t)x->n * sizeof(*x->order));
+        x->cap_order = x->order != NULL ? x->n : 0;
+        if (x->order == NULL) {
+            return -ENOMEM;
+        }
+    }
+    uint32_t *order = x->order, *rank = x->order + x->n;
+    uint32_t n_metrics = 0;
+    for (uint32_t i = 0; i < x->n; i++) {
+        n_metrics = x->st[i].metric >= n_metrics ? x->st[i].metric + 1 : n_metrics;
+    }
+    for (uint64_t r = 0; r < x->rows; r++) {
+        x->st[x->row_sid[r]].count++;
+    }
+    /* Stable counting sort by metric id: streams were numbered in order of
+     * their first row. */
+    uint32_t *start = calloc((size_t)n_metrics + 1, sizeof(*start));
+    if (start == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < x->n; i++) {
+        start[x->st[i].metric + 1]++;
+    }
+    for (uint32_t m = 0; m < n_metrics; m++) {
+        start[m + 1] += start[m];
+    }
+    for (uint32_t i = 0; i < x->n; i++) {
+        order[start[x->st[i].metric]++] = i;
+    }
+    free(start);
+    uint32_t off = 0;
+    int rc = vbuf_put_u32(f, x->n) | vbuf_put_u32(f, 0);
+    for (uint32_t k = 0; k < x->n; k++) {
+        const struct sidx_stream *s = &x->st[order[k]];
+        rank[order[k]] = off; /* reused below as the next slot of that stream */
+        rc |= vbuf_put_u32(f, s->metric) | vbuf_put_u32(f, s->count);
+        rc |= vbuf_put_u32(f, off) | vbuf_put_u32(f, 0);
+        off += s->count;
+    }
+    if (rc != 0 || vbuf_reserve(f, (size_t)x->rows * 4) < 0) {
+        return -ENOMEM;
+    }
+    uint8_t *rows = f->p + f->len;
+    for (uint64_t r = 0; r < x->rows; r++) {
+        wr32(rows + 4 * (size_t)rank[x->row_sid[r]]++, (uint32_t)r);
+    }
+    f->len += (size_t)x->rows * 4;
+    return 0;
+}
+
+bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)
+{
+    if (end - p < 8 || b->sig != SIG_METRICS) {
+        return false;
+    }
+    uint32_t n = rd32(p);
+    if ((uint64_t)(end - p - 8) / 16 < n) {
+        return false;
+    }
+    const uint8_t *e = p + 8;
+    const uint8_t *rows = e + 16 * (size_t)n;
+    if ((uint64_t)(end - rows) / 4 < b->rows) {
+        return false;
+    }
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n; i++, e += 16) {
+        uint32_t metric = rd32(e), count = rd32(e + 4);
+        if (metric >= b->n_metrics || count == 0 || rd32(e + 8) != off ||
+            (i > 0 && metric < rd32(e - 16))) {
+            return false;
+        }
+        off += count;
+    }
+    if (off != b->rows) {
+        return false;
+    }
+    /* Rows: inside the block and ascending within each stream (what the
+     * readers' binary searches by time rely on). */
+    e = p + 8;
+    for (uint32_t i = 0; i < n; i++, e += 16) {
+        const uint8_t *r = rows + 4 * (size_t)rd32(e + 8);
+        uint32_t count = rd32(e + 4);
+        for (uint32_t k = 0; k < count; k++) {
+            uint32_t v = rd32(r + 4 * (size_t)k);
+            if (v >= b->rows || (k > 0 && v <= rd32(r + 4 * (size_t)(k - 1)))) {
+                return false;
+            }
+        }
+    }
+    b->streams = p + 8;
+    b->n_streams = n;
+    b->stream_rows = (const uint32_t *)(const void *)rows;
+    return true;
+}
+
+uint32_t blk_n_streams(const blk *b)
+{
+    return b->n_streams;
+}
+
+int blk_stream(const blk *b, uint32_t i, struct blk_stream *out)
+{
+    if (i >= b->n_streams) {
+        return -EINVAL;
+    }
+    const uint8_t *e = b->streams + 16 * (size_t)i;
+    out->metric_id = rd32(e);
+    out->n_rows = rd32(e + 4);
+    out->rows = b->stream_rows + rd32(e + 8);
+    return 0;
+}
+
+void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, uint32_t *count)
+{
+    uint32_t lo = 0, hi = b->n_streams;
+    while (lo < hi) { /* first stream with metric >= metric_id */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (rd32(b->streams + 16 * (size_t)mid) < metric_id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    uint32_t end = lo;
+    while (end < b->n_streams && rd32(b->streams + 16 * (size_t)end) == metric_id) {
+        end++;
+    }
+    *first = lo;
+    *count = end - lo;
+}
