@@ -103,4 +103,16 @@ struct pm_exemplar_series {
 int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
                     int64_t maxt_ms, struct pm_exemplar_series **out, size_t *n_out);
 
+/*
+ * What the source could not map, process-wide (for /metrics): metrics of
+ * invalid temporality (UNSPECIFIED), names Prometheus refuses, series whose
+ * attribute keys it refuses, exponential histograms of a scale below -4.
+ * Counted each time a query meets one (once per block and metric, or per
+ * block and series), so the counter grows with the queries that read them.
+ */
+uint64_t pmsrc_unmapped(void);
+/* The OTLP name of the last metric counted there, NUL-terminated into |out|
+ * (cap > 0; "" when none); its length. For the caller's "logged once" note. */
+size_t pmsrc_unmapped_last(char *out, size_t cap);
+
 #endif
