@@ -204,8 +204,7 @@ static const char *const sfx_str[4] = {"", "_bucket", "_sum", "_count"};
 
 static int charge(struct pms_run *r)
 {
-    size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call),
-           fb = arena_footprint(r->blk);
+    size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call), fb = arena_footprint(r->blk);
     int rc = 0;
     if (fa > r->s->charged_a) {
         rc = qctx_charge(r->q, fa - r->s->charged_a);
@@ -386,8 +385,8 @@ static struct pms_res *res_of(struct pms_run *r, uint32_t id)
     if (r->want_ti) {
         struct res_ctx c = {.rv = rv, .pr = &x->r};
         struct promname_lset ls;
-        int rc = with_lset(r, rv->attrs.count + 4, (size_t)rv->attrs.len * 8 + 256, build_ti, &c,
-                           &ls);
+        int rc =
+            with_lset(r, rv->attrs.count + 4, (size_t)rv->attrs.len * 8 + 256, build_ti, &c, &ls);
         if (rc == 1) {
             struct pm_labels l;
             int64_t si;
@@ -681,7 +680,8 @@ static int hex_add(void *ctx, int64_t t, double val, const struct pm_labels *lab
         memcpy(le, "+Inf", 5);
         ll = 4;
     }
-    int64_t si = slot_of(c->r, c->e, c->mi, UINT32_MAX, PROMNAME_SFX_BUCKET, "le", le, (uint32_t)ll);
+    int64_t si =
+        slot_of(c->r, c->e, c->mi, UINT32_MAX, PROMNAME_SFX_BUCKET, "le", le, (uint32_t)ll);
     if (si < 0) {
         return (int)si;
     }
@@ -704,15 +704,14 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
             return 0;
         }
         struct hex_ctx c = {r, e, mi, v};
-        rc = pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, hex_add,
-                                &c);
+        rc =
+            pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, hex_add, &c);
     } else {
         if (si < 0 || !r->ser[si].match) {
             return 0;
         }
         struct ex_ctx c = {r, &r->ser[si]};
-        rc = pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, ex_add,
-                                &c);
+        rc = pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, ex_add, &c);
     }
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
@@ -840,7 +839,8 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
     q->st.blocks_considered++;
-    if (qs->rows == 0 || qctx_src_failed(qs) || (qs->b != NULL && qs->tmin >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
+    if (qs->rows == 0 || qctx_src_failed(qs) ||
+        (qs->b != NULL && qs->tmin >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
         q->st.blocks_skipped_zone++;
         return 0;
     }
@@ -894,9 +894,16 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
     struct qctx_scan it;
     uint64_t row;
     qctx_scan_begin(&it, q, lo, hi, false, ROW_CHECK, true);
+    uint32_t since_charge = 0;
     while (qctx_scan_next(&it, &row)) {
         struct point_view v;
         int rc;
+        if (++since_charge == ROW_CHECK) {
+            since_charge = 0;
+            if (charge(r) < 0) {
+                break; /* the memory limit: the query's error now */
+            }
+        }
         if (qs->b != NULL) {
             rc = blk_point(qs->b, row, BLK_ROOT, &v);
         } else {

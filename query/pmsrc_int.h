@@ -87,8 +87,7 @@ int pms_hist_bucket_of(const uint8_t *detail, size_t len, double v, char le[352]
  * -ENOMEM, or |fn|'s negative return.
  */
 typedef int (*pms_ex_fn)(void *ctx, int64_t t, double v, const struct pm_labels *labels);
-int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_ex_fn fn,
-                       void *ctx);
+int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_ex_fn fn, void *ctx);
 
 /* Counts a metric or series Prometheus would refuse (pmsrc_unmapped). */
 void pms_unmapped_note(const char *name, size_t len);

@@ -373,8 +373,7 @@ static int ex_labels(arena *a, const uint8_t *trace, bool has_trace, const uint8
     return pm_lb_done(&lb, out);
 }
 
-int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_ex_fn fn,
-                       void *ctx)
+int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_ex_fn fn, void *ctx)
 {
     struct val_rd r = {p, p + len};
     for (uint32_t i = 0; i < n; i++) {
@@ -463,8 +462,7 @@ static bool src_has_target_info(const struct qctx_src *s)
     return false;
 }
 
-int pmsrc_metadata(struct pmsrc *s, const char *metric, size_t len, struct pm_meta **out,
-                   size_t *n)
+int pmsrc_metadata(struct pmsrc *s, const char *metric, size_t len, struct pm_meta **out, size_t *n)
 {
     struct qctx *q = s->q;
     *out = NULL;
@@ -506,8 +504,8 @@ int pmsrc_metadata(struct pmsrc *s, const char *metric, size_t len, struct pm_me
             if (pms_grow(s->a, (void **)&v, &cv, nv, sizeof(*v)) < 0) {
                 goto oom;
             }
-            v[nv++] = (struct pm_meta){nb, promname_meta_type((enum promname_type)pt, tp), help,
-                                       ub};
+            v[nv++] =
+                (struct pm_meta){nb, promname_meta_type((enum promname_type)pt, tp), help, ub};
         }
         ti = ti || src_has_target_info(qs);
     }

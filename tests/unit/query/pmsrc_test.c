@@ -34,7 +34,7 @@
 #define T0 UINT64_C(1700000000)
 #define NS UINT64_C(1000000000)
 #define S(x) ((T0 + (uint64_t)(x)) * NS)
-#define MS(x) ((int64_t)(T0 * 1000 + (x) * 1000))
+#define MS(x) ((int64_t)(T0 * 1000 + (x)*1000))
 #define HIST_NS UINT64_C(1700000000123456789)
 
 static char dir[256];
@@ -62,7 +62,8 @@ static struct attrs put_attrs(struct batch *b, const struct kv *kv, size_t n)
                           .count = (uint32_t)n};
 }
 
-#define KV(...) (const struct kv[]){__VA_ARGS__}, sizeof((const struct kv[]){__VA_ARGS__}) / sizeof(struct kv)
+#define KV(...)                                                                                    \
+    (const struct kv[]){__VA_ARGS__}, sizeof((const struct kv[]){__VA_ARGS__}) / sizeof(struct kv)
 #define NOKV NULL, 0
 
 static struct mstr ms_(const char *s)
@@ -74,8 +75,7 @@ static struct mstr ms_(const char *s)
 static void resources(struct batch *b)
 {
     struct attrs a1 = put_attrs(b, KV({"service.namespace", "shop"}, {"service.name", "cart"},
-                                      {"service.instance.id", "pod-1"},
-                                      {"k8s.cluster.name", "eu1"},
+                                      {"service.instance.id", "pod-1"}, {"k8s.cluster.name", "eu1"},
                                       {"telemetry.sdk.language", "go"}));
     batch_add_resource(b)->attrs = a1;
     struct attrs a2 = put_attrs(b, KV({"service.name", "api"}, {"service.instance.id", "i2"}));
@@ -422,10 +422,10 @@ static size_t render_hist(const struct pm_hist *h, char *o, size_t cap)
     promname_fmt_value(h->count, c);
     promname_fmt_value(h->sum, s);
     promname_fmt_value(h->zero_threshold, z);
-    size_t n = (size_t)snprintf(o, cap, "H(schema=%d zt=%s zc=%g count=%s%s sum=%s%s hint=%u",
-                                h->schema, z, h->zero_count, c,
-                                promname_is_stale_nan(h->count) ? "(stale)" : "", s,
-                                promname_is_stale_nan(h->sum) ? "(stale)" : "", h->reset_hint);
+    size_t n =
+        (size_t)snprintf(o, cap, "H(schema=%d zt=%s zc=%g count=%s%s sum=%s%s hint=%u", h->schema,
+                         z, h->zero_count, c, promname_is_stale_nan(h->count) ? "(stale)" : "", s,
+                         promname_is_stale_nan(h->sum) ? "(stale)" : "", h->reset_hint);
     n += (size_t)snprintf(o + n, cap - n, " pos@%d=[", h->pos_offset);
     for (uint32_t i = 0; i < h->n_pos; i++) {
         n += (size_t)snprintf(o + n, cap - n, "%s%g", i ? "," : "", h->pos[i]);
@@ -509,11 +509,12 @@ Test(pmsrc, gauges_take_int_and_double_values_and_no_recorded_value_is_the_stale
     memcpy(&bits, &set.s[0].f[2].v, 8);
     cr_expect_eq(bits, PROMNAME_STALE_NAN_BITS);
     char *got = render_set(&set);
-    cr_expect_str_eq(got, "temp_celsius{" API ",room=\"a\"} 21.5 1700000001000\n"
-                          "temp_celsius{" API ",room=\"a\"} 22 1700000011000\n"
-                          "temp_celsius{" API ",room=\"a\"} stale 1700000021000\n"
-                          "temp_celsius{" API ",room=\"a\"} 23 1700000031000\n"
-                          "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n",
+    cr_expect_str_eq(got,
+                     "temp_celsius{" API ",room=\"a\"} 21.5 1700000001000\n"
+                     "temp_celsius{" API ",room=\"a\"} 22 1700000011000\n"
+                     "temp_celsius{" API ",room=\"a\"} stale 1700000021000\n"
+                     "temp_celsius{" API ",room=\"a\"} 23 1700000031000\n"
+                     "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n",
                      "%s", got);
     free(got);
     fx_close(&f);
@@ -569,8 +570,7 @@ Test(pmsrc, worked_example_c10_through_a_sealed_block)
     "{http_request_method=\"GET\",http_response_status_code=\"200\",instance=\"pod-1\","           \
     "job=\"shop/cart\""
     expect_select("{job=\"shop/cart\"}", ALL_T,
-                  "http_server_request_duration_seconds_bucket" J
-                  ",le=\"+Inf\"} 10 1700000000123\n"
+                  "http_server_request_duration_seconds_bucket" J ",le=\"+Inf\"} 10 1700000000123\n"
                   "http_server_request_duration_seconds_bucket" J ",le=\"0.1\"} 3 1700000000123\n"
                   "http_server_request_duration_seconds_bucket" J ",le=\"0.5\"} 8 1700000000123\n"
                   "http_server_request_duration_seconds_bucket" J ",le=\"1\"} 9 1700000000123\n"
