@@ -839,8 +839,10 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
     q->st.blocks_considered++;
-    if (qs->rows == 0 || qctx_src_failed(qs) ||
-        (qs->b != NULL && qs->tmin >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
+    if (qctx_src_failed(qs)) {
+        return 0; /* quarantined earlier in this query */
+    }
+    if (qs->rows == 0 || (qs->b != NULL && qs->tmin >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
         q->st.blocks_skipped_zone++;
         return 0;
     }

@@ -183,6 +183,36 @@ static struct blob exp_detail(struct batch *b, int32_t scale, uint64_t zc, int32
     return (struct blob){(uint32_t)off, (uint32_t)(h->len - off)};
 }
 
+/* A classic histogram's detail blob. */
+static struct blob hist_detail(struct batch *b, const uint64_t *counts, uint32_t n,
+                               const double *bounds, uint32_t m)
+{
+    size_t off = b->heap.len;
+    cr_assert_eq(vbuf_put_u32(&b->heap, n), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        cr_assert_eq(vbuf_put_u64(&b->heap, counts[i]), 0);
+    }
+    cr_assert_eq(vbuf_put_u32(&b->heap, m), 0);
+    for (uint32_t i = 0; i < m; i++) {
+        cr_assert_eq(vbuf_put_f64(&b->heap, bounds[i]), 0);
+    }
+    return (struct blob){(uint32_t)off, (uint32_t)(b->heap.len - off)};
+}
+
+/* A delta histogram "queue.wait" (s) point. */
+static void delta_hist(struct batch *b, uint32_t m, uint64_t start, uint64_t t, uint64_t c0,
+                       uint64_t c1, double sum)
+{
+    static const double bounds[] = {1};
+    const uint64_t counts[] = {c0, c1};
+    struct blob det = hist_detail(b, counts, 2, bounds, 1);
+    struct point_row *p = point(b, m, start, t, (struct attrs){0});
+    p->count = c0 + c1;
+    p->sum = sum;
+    p->has_sum = true;
+    p->detail = det;
+}
+
 /* The sealed block's batch. */
 static struct batch *batch_sealed(void)
 {
@@ -284,6 +314,9 @@ static struct batch *batch_sealed(void)
     pt_i(b, md, S(5), S(15), qx, 3);
 
     pt_d(b, mb, 0, S(6), (struct attrs){0}, 1);
+
+    uint32_t mq = metric(b, 1, "queue.wait", "s", MK_HISTOGRAM, 1, false, "");
+    delta_hist(b, mq, S(0), S(5), 1, 2, 4);
     return b;
 }
 
@@ -305,6 +338,8 @@ static struct batch *batch_open(void)
     pt_i(b, md, S(15), S(25), qx, 4);
     pt_i(b, md, S(30), S(35), qx, 1);
     pt_d(b, mg, 0, S(31), ra, 23);
+    uint32_t mq = metric(b, 1, "queue.wait", "s", MK_HISTOGRAM, 1, false, "");
+    delta_hist(b, mq, S(5), S(25), 2, 0, 1);
     return b;
 }
 
@@ -620,6 +655,20 @@ Test(pmsrc, delta_sums_accumulate_per_stream_across_blocks_with_a_restart)
     fx_close(&f);
 }
 
+Test(pmsrc, delta_histograms_accumulate_every_series_of_the_stream)
+{
+    /* (0, +5]: buckets [1, 2], count 3, sum 4; (+5, +25]: [2, 0], 2, 1 */
+    expect_select("{__name__=~\"queue_wait_seconds_.*\"}", ALL_T,
+                  "queue_wait_seconds_bucket{" API ",le=\"+Inf\"} 3 1700000005000\n"
+                  "queue_wait_seconds_bucket{" API ",le=\"+Inf\"} 5 1700000025000\n"
+                  "queue_wait_seconds_bucket{" API ",le=\"1\"} 1 1700000005000\n"
+                  "queue_wait_seconds_bucket{" API ",le=\"1\"} 3 1700000025000\n"
+                  "queue_wait_seconds_count{" API "} 3 1700000005000\n"
+                  "queue_wait_seconds_count{" API "} 5 1700000025000\n"
+                  "queue_wait_seconds_sum{" API "} 4 1700000005000\n"
+                  "queue_wait_seconds_sum{" API "} 5 1700000025000\n");
+}
+
 /* ---- matchers and pruning ---- */
 
 Test(pmsrc, label_matchers_equal_not_equal_regex_and_negated_regex)
@@ -669,7 +718,7 @@ Test(pmsrc, blocks_are_pruned_by_zone_map_and_by_the_metric_dictionary)
     cr_expect_eq(f.q.st.blocks_skipped_zone, 1);
     cr_expect_eq(f.q.st.blocks_skipped_dict, 0);
     cr_expect_eq(f.q.st.blocks_scanned, 1);
-    cr_expect_eq(f.q.st.rows_scanned, 5, "the open block's five rows");
+    cr_expect_eq(f.q.st.rows_scanned, 6, "the open block's six rows");
     fx_close(&f);
 
     fx_open(&f);
@@ -696,6 +745,10 @@ Test(pmsrc, series_lists_label_sets_with_a_sample_in_the_range)
     cr_expect_str_eq(out,
                      "http_server_requests_total{code=\"200\"," API "}\n"
                      "jobs_done_total{" API ",q=\"x\"}\n"
+                     "queue_wait_seconds_bucket{" API ",le=\"+Inf\"}\n"
+                     "queue_wait_seconds_bucket{" API ",le=\"1\"}\n"
+                     "queue_wait_seconds_count{" API "}\n"
+                     "queue_wait_seconds_sum{" API "}\n"
                      "temp_celsius{" API ",room=\"a\"}\n",
                      "%s", out);
     fx_close(&f);
@@ -730,6 +783,7 @@ Test(pmsrc, metadata_from_the_dictionaries_one_row_per_family)
                      "http_server_request_duration_seconds|histogram||seconds\n"
                      "http_server_requests_total|counter|requests|\n"
                      "jobs_done_total|unknown||\n"
+                     "queue_wait_seconds|unknown||seconds\n"
                      "req_size_bytes|histogram||bytes\n"
                      "rpc_latency_milliseconds|summary||milliseconds\n"
                      "target_info|gauge|Target metadata|\n"
