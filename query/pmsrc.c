@@ -158,6 +158,7 @@ struct pms_metric {
     bool cand;
     bool delta; /* accumulated per stream */
     bool gauge_hist;
+    bool exemplars; /* histograms and monotonic sums carry them (PROMQL.md C.8) */
     bool sfx_ok[4];
     enum metric_kind kind;
     const char *name[4]; /* family, _bucket, _sum, _count (result arena) */
@@ -436,6 +437,8 @@ static int plan_metrics(struct pms_run *r, bool *any_delta)
             continue;
         }
         mi->kind = mv->kind;
+        mi->exemplars = mv->kind == MK_HISTOGRAM || mv->kind == MK_EXP_HISTOGRAM ||
+                        (mv->kind == MK_SUM && mv->monotonic);
         enum promname_temporality tp = promname_temporality(mv->kind, mv->temporality);
         int pt = promname_type_of(mv->kind, mv->monotonic);
         if (tp == PROMNAME_T_INVALID || pt < 0) {
@@ -695,8 +698,8 @@ static int hex_add(void *ctx, int64_t t, double val, const struct pm_labels *lab
 static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_metric *mi,
                         const struct point_view *v, int64_t si)
 {
-    if (v->n_exemplars == 0) {
-        return 0;
+    if (v->n_exemplars == 0 || !mi->exemplars) {
+        return 0; /* gauges, non-monotonic sums, summaries: the receiver drops them */
     }
     int rc;
     if (mi->kind == MK_HISTOGRAM) {
@@ -796,7 +799,7 @@ static int do_point(struct pms_run *r, const struct point_view *v)
             return -ENOMEM;
         }
     }
-    if (r->mode == PMS_EXEMPLARS && mi->kind != MK_SUMMARY) {
+    if (r->mode == PMS_EXEMPLARS) {
         return do_exemplars(r, e, mi, v, first);
     }
     return 0;

@@ -314,8 +314,10 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-/* Prometheus drops an exemplar's filtered attributes whose names and
- * values pass this many runes (PROMQL.md C.8). */
+/* The receiver keeps an exemplar's filtered attributes only while its
+ * labels' names and values (trace_id and span_id included) total at most
+ * this many runes; attribute keys are label names as they are, not
+ * sanitised (PROMQL.md C.8, prometheusremotewrite's exemplar conversion). */
 #define PMS_EX_MAX_RUNES 128
 
 static int ex_labels(arena *a, const uint8_t *trace, bool has_trace, const uint8_t *span,
@@ -324,51 +326,67 @@ static int ex_labels(arena *a, const uint8_t *trace, bool has_trace, const uint8
 {
     struct pm_lb lb;
     pm_lb_init(&lb, a, NULL);
-    if (acount > 0) {
-        uint32_t nlab = acount + 2;
-        size_t bytes = alen * 8 + 256;
-        for (int tries = 0; tries < 8; tries++) {
-            struct promname_label *lab = arena_alloc(a, nlab * sizeof(*lab));
-            char *buf = arena_alloc(a, bytes);
-            if (lab == NULL || buf == NULL) {
-                return -ENOMEM;
-            }
-            struct promname_lset ls;
-            promname_lset_init(&ls, lab, nlab, buf, bytes);
-            int rc = promname_lset_add_attrs(&ls, ap, alen, acount, 0);
-            if (rc == -ENOBUFS) {
-                nlab *= 2;
-                bytes *= 2;
-                continue;
-            }
-            if (rc == 0) {
-                size_t total = 0;
-                for (uint32_t i = 0; i < ls.n; i++) {
-                    total += runes(ls.lab[i].name, ls.lab[i].name_len) +
-                             runes(ls.lab[i].value, ls.lab[i].value_len);
-                }
-                for (uint32_t i = 0; total <= PMS_EX_MAX_RUNES && i < ls.n; i++) {
-                    pm_lb_set_copy(&lb, ls.lab[i].name, ls.lab[i].name_len, ls.lab[i].value,
-                                   ls.lab[i].value_len);
-                }
-            }
-            break;
-        }
-    }
+    size_t total = 0;
     char hex[33];
-    if (has_trace && !all_zero(trace, 16)) {
+    bool tr = has_trace && !all_zero(trace, 16), sp = has_span && !all_zero(span, 8);
+    if (tr) {
         for (int i = 0; i < 16; i++) {
             hex[2 * i] = hex_lower[trace[i] >> 4];
             hex[2 * i + 1] = hex_lower[trace[i] & 15];
         }
         pm_lb_set_copy(&lb, "trace_id", 8, hex, 32);
+        total += 8 + 32;
     }
-    if (has_span && !all_zero(span, 8)) {
+    if (sp) {
         for (int i = 0; i < 8; i++) {
             hex[2 * i] = hex_lower[span[i] >> 4];
             hex[2 * i + 1] = hex_lower[span[i] & 15];
         }
         pm_lb_set_copy(&lb, "span_id", 7, hex, 16);
+        total += 7 + 16;
+    }
+    if (acount > 0) {
+        /* rendered values back to back, then added if the total fits */
+        size_t cap = alen * 8 + 256;
+        char *buf = arena_alloc(a, cap);
+        struct {
+            const char *k, *v;
+            size_t kn, vn;
+        } *kv = arena_alloc(a, acount * sizeof(*kv));
+        if (buf == NULL || kv == NULL) {
+            return -ENOMEM;
+        }
+        struct val_rd r = {ap, ap + alen};
+        size_t used = 0;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < acount; i++) {
+            struct val v;
+            const char *k;
+            size_t kn;
+            if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+                n = 0; /* malformed: no attributes */
+                break;
+            }
+            int vl = promname_label_value(&v, buf + used, cap - used);
+            if (vl < 0) {
+                n = 0;
+                break;
+            }
+            if ((kn == 8 && memcmp(k, "trace_id", 8) == 0 && tr) ||
+                (kn == 7 && memcmp(k, "span_id", 7) == 0 && sp)) {
+                continue; /* the ids win */
+            }
+            total += runes(k, kn) + runes(buf + used, (size_t)vl);
+            kv[n].k = k;
+            kv[n].kn = kn;
+            kv[n].v = buf + used;
+            kv[n].vn = (size_t)vl;
+            n++;
+            used += (size_t)vl;
+        }
+        for (uint32_t i = 0; total <= PMS_EX_MAX_RUNES && i < n; i++) {
+            pm_lb_set_copy(&lb, kv[i].k, kv[i].kn, kv[i].v, kv[i].vn);
+        }
     }
     return pm_lb_done(&lb, out);
 }

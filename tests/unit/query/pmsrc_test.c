@@ -261,6 +261,11 @@ static struct batch *batch_sealed(void)
     struct attrs rb = put_attrs(b, KV({"room", "b"}));
     pt_d(b, mg, 0, S(1), ra, 21.5);
     pt_i(b, mg, 0, S(11), ra, 22);
+    off = b->heap.len;
+    put_exemplar(b, S(10), 3, false, TRACE_A, SPAN_A, NOKV); /* a gauge's: dropped */
+    b->points[b->n_rows - 1].exemplars =
+        (struct blob){(uint32_t)off, (uint32_t)(b->heap.len - off)};
+    b->points[b->n_rows - 1].n_exemplars = 1;
     pt_d(b, mg, 0, S(21), ra, 99);
     b->points[b->n_rows - 1].flags = PROMNAME_FLAG_NO_RECORDED_VALUE;
     pt_d(b, mg, 0, S(1), rb, 19);
@@ -332,7 +337,21 @@ static struct batch *batch_open(void)
     struct attrs c200 = put_attrs(b, KV({"code", "200"}));
     struct attrs qx = put_attrs(b, KV({"q", "x"}));
     struct attrs ra = put_attrs(b, KV({"room", "a"}));
+    /* two exemplars at the receiver's rune limit: trace_id + span_id make
+     * 8+32 + 7+16 = 63 runes, "note" 4 more: a 61-rune value totals 128
+     * (kept), a 62-rune one 129 (the attributes dropped, the ids kept) */
+    char v61[62], v62[63];
+    memset(v61, 'x', 61);
+    v61[61] = '\0';
+    memset(v62, 'y', 62);
+    v62[62] = '\0';
+    size_t off = b->heap.len;
+    put_exemplar(b, S(31), 0.5, false, TRACE_A, SPAN_A, KV({"note", v61}));
+    put_exemplar(b, S(31) + 1000000, 0.25, false, TRACE_A, SPAN_A, KV({"note", v62}));
     pt_d(b, mc, S(0), S(32), c200, 10);
+    b->points[b->n_rows - 1].exemplars =
+        (struct blob){(uint32_t)off, (uint32_t)(b->heap.len - off)};
+    b->points[b->n_rows - 1].n_exemplars = 2;
     pt_d(b, mc, S(0), S(12) + 500000, c200, 9); /* the same ms again, a later block */
     /* delta: 4 over (+15, +25] continues the run; (+30, +35] starts anew */
     pt_i(b, md, S(15), S(25), qx, 4);
@@ -821,7 +840,10 @@ Test(pmsrc, exemplars_with_trace_ids_on_their_bucket_or_series)
         }
         k += (size_t)snprintf(out + k, sizeof(out) - k, "\n");
     }
-    /* 0.3 -> the first bound >= it (0.5); 2 -> above every bound, +Inf */
+    /* 0.3 -> the first bound >= it (0.5); 2 -> above every bound, +Inf; the
+     * gauge's exemplar is dropped (only histograms and monotonic sums);
+     * attribute keys stay as they are (user.id), as the receiver keeps them */
+#define X61 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
     cr_expect_str_eq(
         out,
         "http_server_request_duration_seconds_bucket{http_request_method=\"GET\","
@@ -833,10 +855,16 @@ Test(pmsrc, exemplars_with_trace_ids_on_their_bucket_or_series)
         "1700000000100\n"
         "http_server_requests_total{code=\"200\"," API "}"
         " {span_id=\"0000000000000099\",trace_id=\"abcdef00000000000000000000000042\","
-        "user_id=\"u1\"} 1 1700000011500\n",
+        "user.id=\"u1\"} 1 1700000011500"
+        " {note=\"" X61
+        "\",span_id=\"a1b2c3d4e5f60718\",trace_id=\"0102030405060708090a0b0c0d0e0f10\"}"
+        " 0.5 1700000031000"
+        " {span_id=\"a1b2c3d4e5f60718\",trace_id=\"0102030405060708090a0b0c0d0e0f10\"} 0.25 "
+        "1700000031001\n",
         "%s", out);
+#undef X61
     /* a range without them */
-    cr_assert_eq(pmsrc_exemplars(f.s, m, n, MS(20), MS(40), &e, &ne), 0);
+    cr_assert_eq(pmsrc_exemplars(f.s, m, n, MS(20), MS(30), &e, &ne), 0);
     cr_expect_eq(ne, 0);
     fx_close(&f);
 }
