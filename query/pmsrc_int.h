@@ -76,8 +76,8 @@ int pms_ex_finish(arena *tmp, struct pms_ex *e, uint32_t n, int64_t mint, int64_
 
 /* The bucket an exemplar of value |v| goes to in a classic histogram
  * point: the index of the first explicit bound >= v among the bounds that
- * make a _bucket series (min(bounds, counts)), writing its le text to |le|;
- * -1 for +Inf. -EBADMSG... as a negative below -1. */
+ * make a _bucket series (min(bounds, counts)), its le text written to |le|;
+ * -1 for +Inf; -2 for a malformed detail blob. */
 int pms_hist_bucket_of(const uint8_t *detail, size_t len, double v, char le[352], size_t *le_len);
 
 /*

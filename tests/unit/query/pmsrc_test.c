@@ -914,3 +914,75 @@ Test(pmsrc_damaged, a_block_failing_verification_is_quarantined_and_the_open_blo
     cr_expect(strstr(w, "failed verification and was quarantined") != NULL, "%s", w);
     fx_close(&f);
 }
+
+/* ---- many series ---- */
+
+#define MANY 3000
+
+/* Series id=<i> of gauge "load": value 10 i + k at +k s, k 0..3 in the
+ * sealed block and 4..7 in the open one, each written newest first. */
+static struct batch *batch_many(int k0)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    cr_assert_not_null(b);
+    resources(b);
+    uint32_t m = metric(b, 1, "load", "", MK_GAUGE, 0, false, "");
+    for (int k = k0 + 3; k >= k0; k--) {
+        for (int i = 0; i < MANY; i++) {
+            char id[16];
+            snprintf(id, sizeof(id), "%d", i);
+            pt_d(b, m, 0, S(k), put_attrs(b, KV({"id", id})), 10.0 * i + k);
+        }
+    }
+    return b;
+}
+
+static void many_corpus(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    struct cat_open *h = catalog_open_add(SIG_METRICS, make_block(batch_many(0)));
+    oblock *ob = catalog_open_block(h);
+    struct blk_meta m = {.shard = 0, .wal_seq = 1, .seal_id = 1};
+    char sub[300], err[256], path[512];
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "metrics"), 0);
+    mkdir(sub, 0755);
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+    blk *b;
+    cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(catalog_publish(h, b, path), 0);
+    cr_assert_not_null(catalog_open_add(SIG_METRICS, make_block(batch_many(4))));
+}
+
+TestSuite(pmsrc_many, .init = many_corpus, .fini = teardown);
+
+Test(pmsrc_many, thousands_of_series_each_with_its_samples_in_time_order)
+{
+    struct fx f;
+    fx_open(&f);
+    size_t n;
+    const struct promql_matcher *m = matchers(&f, "load", &n);
+    struct pm_set set;
+    cr_assert_eq(pmsrc_select(f.s, m, n, ALL_T, &set), 0);
+    cr_assert_eq(set.n, MANY);
+    bool seen[MANY] = {false};
+    for (size_t i = 0; i < set.n; i++) {
+        if (i > 0) {
+            cr_assert_lt(pm_labels_cmp(&set.s[i - 1].labels, &set.s[i].labels), 0);
+        }
+        uint32_t vl;
+        const char *id = pm_labels_get(&set.s[i].labels, "id", 2, &vl);
+        cr_assert_not_null(id);
+        int k = atoi(id);
+        cr_assert(k >= 0 && k < MANY && !seen[k]);
+        seen[k] = true;
+        cr_assert_eq(set.s[i].labels.n, 4, "__name__, id, instance, job");
+        cr_assert_eq(set.s[i].nf, 8);
+        for (int j = 0; j < 8; j++) {
+            cr_assert_eq(set.s[i].f[j].t, MS(j));
+            cr_assert_eq(set.s[i].f[j].v, 10.0 * k + j);
+        }
+    }
+    cr_expect_eq(f.q.st.rows_scanned, 8 * MANY);
+    fx_close(&f);
+}
