@@ -11,6 +11,9 @@
  * series of value 1 (PROMQL.md C.3). A point flagged NO_RECORDED_VALUE is
  * the staleness marker (promname_stale_nan) in every series it makes.
  *
+ * TARGET_INFO: one sample (value 1) at every distinct millisecond at which
+ * the resource has a point, any metric (pmsrc.c says why).
+ *
  * DELTA TEMPORALITY: delta sums and delta histograms are turned into
  * cumulative ones per stream at read time (the OTel specification's advice):
  * the samples of a stream (one series) are accumulated in time order from
@@ -18,7 +21,15 @@
  * previous point's time starts a new run from zero (a counter reset, which
  * PromQL's rate() handles). So a selector on a delta metric reads the
  * stream from its oldest retained point, whatever its time range.
- * (Documented in README.md "Metrics and PromQL".)
+ * A retry of a delta point (same time to the nanosecond) counts once, the
+ * last ingested; a staleness marker stays one and ends the run. Delta
+ * exponential histograms are not accumulated: each point is a gauge
+ * histogram (reset_hint 3), as Prometheus's native delta ingestion stores
+ * them. (Documented in README.md "Metrics and PromQL".)
+ *
+ * EXEMPLARS are read from the points at or after the range's start (an
+ * exemplar is recorded before the point that reports it), any time after
+ * its end, and kept when their own time is in the range.
  *
  * Duplicates: when one series has two samples at the same millisecond (an
  * exporter's retry, two points folded by the ms truncation), the one
@@ -102,5 +113,17 @@ struct pm_exemplar_series {
  */
 int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
                     int64_t maxt_ms, struct pm_exemplar_series **out, size_t *n_out);
+
+/*
+ * What the source could not map, process-wide (for /metrics): metrics of
+ * invalid temporality (UNSPECIFIED), names Prometheus refuses, series whose
+ * attribute keys it refuses, exponential histograms of a scale below -4.
+ * Counted each time a query meets one (once per block and metric, or per
+ * block and series), so the counter grows with the queries that read them.
+ */
+uint64_t pmsrc_unmapped(void);
+/* The OTLP name of the last metric counted there, NUL-terminated into |out|
+ * (cap > 0; "" when none); its length. For the caller's "logged once" note. */
+size_t pmsrc_unmapped_last(char *out, size_t cap);
 
 #endif

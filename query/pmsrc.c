@@ -1,0 +1,1151 @@
+/*
+ * pmsrc.c - the series source: plans over the snapshot's blocks (zone map,
+ * then the metric dictionary against the selector's __name__ matchers),
+ * reads the surviving blocks' points and turns them into Prometheus series
+ * (pmsrc.h). Exponential histograms, the folding of samples, metadata and
+ * exemplar decoding are in pmsrc_out.c.
+ *
+ * PER BLOCK
+ *   A metric table (one entry per dictionary metric: candidate or not, its
+ *   Prometheus names, which of them the __name__ matchers admit, delta or
+ *   not), a resource table (job/instance, the target_info series) and a
+ *   series cache keyed by (resource id, metric id, hash of the point's raw
+ *   attribute bytes; the bytes compared on a hit) whose entries hold the
+ *   labels without __name__ and the slots: one per sample kind the point
+ *   makes (suffix + le/quantile) -> the call's series index. A row costs a
+ *   root read, a metric-id test, the attribute hash and a cache probe; the
+ *   labels of a series are built once per block it appears in and the
+ *   matchers run once per distinct series of the call.
+ *
+ * TARGET_INFO (PROMQL.md C.3)
+ *   One series per resource with attributes besides the identifying ones,
+ *   value 1, one sample at every distinct millisecond at which that resource
+ *   has a point in the block (any metric). Prometheus's receiver on main
+ *   writes samples from the batch's earliest to latest point every
+ *   lookback/2 plus one at the latest; we store no batches, so we write
+ *   what a batch-per-point receiver would write: a sample with every point.
+ *   It is deterministic, invents no timestamps, and target_info is present
+ *   exactly where the resource's series are (so `* on(job, instance)
+ *   group_left(...) target_info` finds it at every step they have a value).
+ *
+ * MEMORY
+ *   Results (labels, samples, histograms) in the pmsrc's arena; the call's
+ *   sample vectors in a call arena, per-block tables in a block arena reset
+ *   after each block. All three are charged to the qctx as they grow.
+ */
+#include "query/pmsrc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "query/pmsrc_int.h"
+#include "storage/promname.h"
+
+#define ROW_CHECK 1024
+#define NS_PER_MS 1000000ull
+
+/* ---- unmapped counter ---- */
+
+static uint64_t unmapped;
+static pthread_mutex_t unmapped_lock = PTHREAD_MUTEX_INITIALIZER;
+static char unmapped_name[128];
+
+void pms_unmapped_note(const char *name, size_t len)
+{
+    __atomic_fetch_add(&unmapped, 1, __ATOMIC_RELAXED);
+    if (len >= sizeof(unmapped_name)) {
+        len = sizeof(unmapped_name) - 1;
+    }
+    pthread_mutex_lock(&unmapped_lock);
+    memcpy(unmapped_name, name, len);
+    unmapped_name[len] = '\0';
+    pthread_mutex_unlock(&unmapped_lock);
+}
+
+uint64_t pmsrc_unmapped(void)
+{
+    return __atomic_load_n(&unmapped, __ATOMIC_RELAXED);
+}
+
+size_t pmsrc_unmapped_last(char *out, size_t cap)
+{
+    pthread_mutex_lock(&unmapped_lock);
+    size_t n = strlen(unmapped_name);
+    if (n >= cap) {
+        n = cap - 1;
+    }
+    memcpy(out, unmapped_name, n);
+    out[n] = '\0';
+    pthread_mutex_unlock(&unmapped_lock);
+    return n;
+}
+
+/* ---- helpers ---- */
+
+int pms_grow(arena *a, void **p, uint32_t *cap, uint32_t n, size_t sz)
+{
+    if (n < *cap) {
+        return 0;
+    }
+    uint32_t nc = *cap ? *cap * 2 : 8;
+    if (nc <= *cap) {
+        return -ENOMEM;
+    }
+    void *np = arena_alloc(a, (size_t)nc * sz);
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    if (*cap) {
+        memcpy(np, *p, (size_t)*cap * sz);
+    }
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The hash of a point's raw attribute bytes: 8 bytes at a time. */
+static uint64_t bytes_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = mix64(h ^ w);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    return mix64(h ^ w ^ 0x5555);
+}
+
+/* ---- the call's state ---- */
+
+enum pms_mode {
+    PMS_SAMPLES,
+    PMS_SERIES,
+    PMS_EXEMPLARS,
+};
+
+struct pms_slot {
+    const char *extra; /* le / quantile value (result arena); NULL for none */
+    uint32_t elen;
+    uint8_t sfx;
+    uint32_t ser;
+};
+
+struct pms_ent {
+    uint64_t h;
+    uint32_t res, metric;
+    const uint8_t *ap;
+    uint32_t alen;
+    bool bad;
+    struct pm_labels base; /* without __name__ */
+    struct pms_slot *slot;
+    uint32_t ns, cs;
+};
+
+struct pms_metric {
+    bool cand;
+    bool delta; /* accumulated per stream */
+    bool gauge_hist;
+    bool exemplars; /* histograms and monotonic sums carry them (PROMQL.md C.8) */
+    bool sfx_ok[4];
+    enum metric_kind kind;
+    const char *name[4]; /* family, _bucket, _sum, _count (result arena) */
+    uint32_t nlen[4];
+};
+
+struct pms_res {
+    int state; /* 0 not built, 1 built, -1 refused */
+    struct promname_resource r;
+    int64_t ti; /* target_info series, or -1 */
+    int64_t ti_last;
+};
+
+struct pms_run {
+    struct pmsrc *s;
+    struct qctx *q;
+    arena *a, *call, *blk;
+    size_t charged_call, charged_blk;
+    const struct promql_matcher *m;
+    size_t n_m;
+    int64_t mint, maxt;
+    uint64_t lo_ns, hi_ns; /* [lo_ns, hi_ns): the range's points */
+    enum pms_mode mode;
+    bool want_ti;
+    /* series */
+    struct pms_series *ser;
+    uint32_t nser, cser;
+    uint32_t *tab; /* index + 1; 0 empty */
+    uint32_t tcap;
+    /* block */
+    struct qctx_src *src;
+    struct pms_metric *mi;
+    uint32_t nmi;
+    struct pms_res *ri;
+    uint32_t nri;
+    struct pms_ent *ent;
+    uint32_t nent, cent;
+    uint32_t *etab;
+    uint32_t etcap;
+    int err;
+};
+
+static const char *const sfx_str[4] = {"", "_bucket", "_sum", "_count"};
+
+static int charge(struct pms_run *r)
+{
+    size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call), fb = arena_footprint(r->blk);
+    int rc = 0;
+    if (fa > r->s->charged_a) {
+        rc = qctx_charge(r->q, fa - r->s->charged_a);
+        r->s->charged_a = fa;
+    }
+    if (rc == 0 && fc > r->charged_call) {
+        rc = qctx_charge(r->q, fc - r->charged_call);
+        r->charged_call = fc;
+    }
+    if (rc == 0 && fb > r->charged_blk) {
+        rc = qctx_charge(r->q, fb - r->charged_blk);
+        r->charged_blk = fb;
+    }
+    return rc;
+}
+
+static bool name_admitted(const struct pms_run *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->n_m; i++) {
+        const struct promql_matcher *m = &r->m[i];
+        if (m->name.n == 8 && memcmp(m->name.s, "__name__", 8) == 0 &&
+            !promql_matcher_matches(m, name, len)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool labels_admitted(const struct pms_run *r, const struct pm_labels *ls)
+{
+    for (size_t i = 0; i < r->n_m; i++) {
+        const struct promql_matcher *m = &r->m[i];
+        uint32_t vl;
+        const char *v = pm_labels_get(ls, m->name.s, m->name.n, &vl);
+        if (!promql_matcher_matches(m, v != NULL ? v : "", v != NULL ? vl : 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The call's series of |ls| (its strings in the result arena): its index,
+ * created (and matched) when new; -ENOMEM. */
+static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
+{
+    uint64_t h = pm_labels_hash(ls);
+    if ((uint64_t)(r->nser + 1) * 2 > r->tcap) {
+        uint32_t nc = r->tcap ? r->tcap * 2 : 256;
+        uint32_t *t = arena_alloc(r->call, (size_t)nc * sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        memset(t, 0, (size_t)nc * sizeof(*t));
+        for (uint32_t i = 0; i < r->nser; i++) {
+            uint32_t k = (uint32_t)r->ser[i].hash & (nc - 1);
+            while (t[k] != 0) {
+                k = (k + 1) & (nc - 1);
+            }
+            t[k] = i + 1;
+        }
+        r->tab = t;
+        r->tcap = nc;
+    }
+    uint32_t k = (uint32_t)h & (r->tcap - 1);
+    while (r->tab[k] != 0) {
+        struct pms_series *s = &r->ser[r->tab[k] - 1];
+        if (s->hash == h && pm_labels_equal(&s->labels, ls)) {
+            return r->tab[k] - 1;
+        }
+        k = (k + 1) & (r->tcap - 1);
+    }
+    if (pms_grow(r->call, (void **)&r->ser, &r->cser, r->nser, sizeof(*r->ser)) < 0) {
+        return -ENOMEM;
+    }
+    struct pms_series *s = &r->ser[r->nser];
+    memset(s, 0, sizeof(*s));
+    s->labels = *ls;
+    s->hash = h;
+    s->match = labels_admitted(r, ls);
+    r->tab[k] = ++r->nser;
+    return r->nser - 1;
+}
+
+/* A promname label set copied into the result arena as a pm_labels. */
+static int lset_copy(struct pms_run *r, const struct promname_lset *ls, struct pm_labels *out)
+{
+    struct pm_label *v = arena_alloc(r->a, (ls->n ? ls->n : 1) * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < ls->n; i++) {
+        const struct promname_label *l = &ls->lab[i];
+        char *n = arena_strndup(r->a, l->name, l->name_len);
+        char *val = arena_strndup(r->a, l->value, l->value_len);
+        if (n == NULL || val == NULL) {
+            return -ENOMEM;
+        }
+        v[i] = (struct pm_label){n, val, l->name_len, l->value_len};
+    }
+    out->v = v;
+    out->n = ls->n;
+    return 0;
+}
+
+/* Runs |build| over a promname set with room for |nlab| labels and about
+ * |bytes| bytes, doubling the room on -ENOBUFS (bounded). */
+typedef int (*lset_fn)(struct promname_lset *ls, void *ctx);
+static int with_lset(struct pms_run *r, uint32_t nlab, size_t bytes, lset_fn build, void *ctx,
+                     struct promname_lset *ls)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        struct promname_label *lab = arena_alloc(r->blk, nlab * sizeof(*lab));
+        char *buf = arena_alloc(r->blk, bytes);
+        if (lab == NULL || buf == NULL) {
+            return -ENOMEM;
+        }
+        promname_lset_init(ls, lab, nlab, buf, bytes);
+        int rc = build(ls, ctx);
+        if (rc != -ENOBUFS) {
+            return rc;
+        }
+        nlab *= 2;
+        bytes *= 2;
+    }
+    return -ENOBUFS;
+}
+
+struct res_ctx {
+    const struct res_view *rv;
+    const struct promname_resource *pr;
+    const struct oattrs *pa;
+};
+
+static int build_ti(struct promname_lset *ls, void *ctx)
+{
+    struct res_ctx *c = ctx;
+    return promname_target_info(ls, c->rv->attrs.p, c->rv->attrs.len, c->rv->attrs.count, c->pr);
+}
+
+static int build_point(struct promname_lset *ls, void *ctx)
+{
+    struct res_ctx *c = ctx;
+    int rc = promname_lset_add_attrs(ls, c->pa->p, c->pa->len, c->pa->count, PROMNAME_SKIP_NAME);
+    if (rc == 0) {
+        rc = promname_lset_add_resource(ls, c->pr);
+    }
+    return rc;
+}
+
+/* Resource |id| of the current block: job/instance and target_info. */
+static struct pms_res *res_of(struct pms_run *r, uint32_t id)
+{
+    if (id >= r->nri) {
+        return NULL;
+    }
+    struct pms_res *x = &r->ri[id];
+    if (x->state != 0) {
+        return x->state > 0 ? x : NULL;
+    }
+    x->state = -1;
+    x->ti = -1;
+    x->ti_last = INT64_MIN;
+    const struct res_view *rv = qctx_resource(r->src, id);
+    if (rv == NULL) {
+        return NULL;
+    }
+    size_t cap = (size_t)rv->attrs.len * 8 + 256;
+    char *buf = arena_alloc(r->blk, cap);
+    if (buf == NULL) {
+        r->err = -ENOMEM;
+        return NULL;
+    }
+    if (promname_resource_init(&x->r, rv->attrs.p, rv->attrs.len, rv->attrs.count, buf, cap) < 0) {
+        pms_unmapped_note("target_info", 11);
+        return NULL;
+    }
+    x->state = 1;
+    if (r->want_ti) {
+        struct res_ctx c = {.rv = rv, .pr = &x->r};
+        struct promname_lset ls;
+        int rc =
+            with_lset(r, rv->attrs.count + 4, (size_t)rv->attrs.len * 8 + 256, build_ti, &c, &ls);
+        if (rc == 1) {
+            struct pm_labels l;
+            int64_t si;
+            if (lset_copy(r, &ls, &l) < 0 || (si = intern(r, &l)) < 0) {
+                r->err = -ENOMEM;
+                return x;
+            }
+            x->ti = si;
+        } else if (rc == -ENOMEM) {
+            r->err = -ENOMEM;
+        } else if (rc < 0) {
+            pms_unmapped_note("target_info", 11);
+        }
+    }
+    return x;
+}
+
+/* ---- planning one block ---- */
+
+static const struct metric_view *metric_at(const struct qctx_src *s, uint32_t id)
+{
+    return s->b != NULL ? blk_metric(s->b, id) : oblock_metric(s->ob, id);
+}
+
+static uint32_t n_metrics(const struct qctx_src *s)
+{
+    return s->b != NULL ? blk_n_metrics(s->b) : oblock_n_metrics(s->ob);
+}
+
+/* Fills r->mi for the block; returns the number of candidates, -ENOMEM.
+ * *any_delta tells whether a candidate is read from its oldest point. */
+static int plan_metrics(struct pms_run *r, bool *any_delta)
+{
+    uint32_t nm = n_metrics(r->src);
+    r->nmi = nm;
+    r->mi = arena_alloc(r->blk, (nm ? nm : 1) * sizeof(*r->mi));
+    if (r->mi == NULL) {
+        return -ENOMEM;
+    }
+    memset(r->mi, 0, (nm ? nm : 1) * sizeof(*r->mi));
+    int cands = 0;
+    *any_delta = false;
+    for (uint32_t i = 0; i < nm; i++) {
+        const struct metric_view *mv = metric_at(r->src, i);
+        struct pms_metric *mi = &r->mi[i];
+        if (mv == NULL || mv->kind == MK_NONE) {
+            continue;
+        }
+        mi->kind = mv->kind;
+        mi->exemplars = mv->kind == MK_HISTOGRAM || mv->kind == MK_EXP_HISTOGRAM ||
+                        (mv->kind == MK_SUM && mv->monotonic);
+        enum promname_temporality tp = promname_temporality(mv->kind, mv->temporality);
+        int pt = promname_type_of(mv->kind, mv->monotonic);
+        if (tp == PROMNAME_T_INVALID || pt < 0) {
+            pms_unmapped_note(mv->name.p, mv->name.len);
+            continue;
+        }
+        size_t cap = (size_t)mv->name.len + mv->unit.len + 48;
+        char *nb = arena_alloc(r->blk, cap);
+        if (nb == NULL) {
+            return -ENOMEM;
+        }
+        int nl = promname_metric(mv->name.p, mv->name.len, mv->unit.p, mv->unit.len,
+                                 (enum promname_type)pt, nb, cap);
+        if (nl < 0) {
+            pms_unmapped_note(mv->name.p, mv->name.len);
+            continue;
+        }
+        bool sfx_possible[4] = {false, false, false, false};
+        switch (mv->kind) {
+        case MK_HISTOGRAM:
+            sfx_possible[1] = sfx_possible[2] = sfx_possible[3] = true;
+            break;
+        case MK_SUMMARY:
+            sfx_possible[0] = sfx_possible[2] = sfx_possible[3] = true;
+            break;
+        default:
+            sfx_possible[0] = true;
+            break;
+        }
+        for (int k = 0; k < 4; k++) {
+            if (!sfx_possible[k]) {
+                continue;
+            }
+            size_t sl = strlen(sfx_str[k]);
+            memcpy(nb + nl, sfx_str[k], sl + 1);
+            if (!name_admitted(r, nb, (size_t)nl + sl)) {
+                continue;
+            }
+            char *nm_ = arena_strndup(r->a, nb, (size_t)nl + sl);
+            if (nm_ == NULL) {
+                return -ENOMEM;
+            }
+            mi->name[k] = nm_;
+            mi->nlen[k] = (uint32_t)(nl + sl);
+            mi->sfx_ok[k] = true;
+            mi->cand = true;
+        }
+        if (!mi->cand) {
+            continue;
+        }
+        cands++;
+        if (tp == PROMNAME_T_DELTA) {
+            if (mv->kind == MK_EXP_HISTOGRAM) {
+                mi->gauge_hist = true;
+            } else {
+                mi->delta = r->mode == PMS_SAMPLES;
+                *any_delta = *any_delta || mi->delta;
+            }
+        }
+    }
+    return cands;
+}
+
+/* Whether some resource of the block makes a target_info series (building
+ * the resource table). */
+static bool plan_resources(struct pms_run *r)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < r->nri && r->err == 0; i++) {
+        struct pms_res *x = res_of(r, i);
+        any = any || (x != NULL && x->ti >= 0);
+    }
+    return any;
+}
+
+/* ---- rows ---- */
+
+static struct pms_ent *ent_find(struct pms_run *r, const struct point_view *v)
+{
+    uint32_t res = v->resource != NULL ? v->resource->id : UINT32_MAX;
+    uint64_t h = mix64(bytes_hash(v->attrs.p, v->attrs.len) ^ ((uint64_t)res << 32 | v->metric_id));
+    if ((uint64_t)(r->nent + 1) * 2 > r->etcap) {
+        uint32_t nc = r->etcap ? r->etcap * 2 : 256;
+        uint32_t *t = arena_alloc(r->blk, (size_t)nc * sizeof(*t));
+        if (t == NULL) {
+            return NULL;
+        }
+        memset(t, 0, (size_t)nc * sizeof(*t));
+        for (uint32_t i = 0; i < r->nent; i++) {
+            uint32_t k = (uint32_t)r->ent[i].h & (nc - 1);
+            while (t[k] != 0) {
+                k = (k + 1) & (nc - 1);
+            }
+            t[k] = i + 1;
+        }
+        r->etab = t;
+        r->etcap = nc;
+    }
+    uint32_t k = (uint32_t)h & (r->etcap - 1);
+    while (r->etab[k] != 0) {
+        struct pms_ent *e = &r->ent[r->etab[k] - 1];
+        if (e->h == h && e->res == res && e->metric == v->metric_id && e->alen == v->attrs.len &&
+            memcmp(e->ap, v->attrs.p, e->alen) == 0) {
+            return e;
+        }
+        k = (k + 1) & (r->etcap - 1);
+    }
+    if (pms_grow(r->blk, (void **)&r->ent, &r->cent, r->nent, sizeof(*r->ent)) < 0) {
+        return NULL;
+    }
+    struct pms_ent *e = &r->ent[r->nent];
+    memset(e, 0, sizeof(*e));
+    e->h = h;
+    e->res = res;
+    e->metric = v->metric_id;
+    e->ap = v->attrs.p;
+    e->alen = v->attrs.len;
+    r->etab[k] = ++r->nent;
+
+    struct pms_res *x = res_of(r, res);
+    if (r->err != 0) {
+        return NULL;
+    }
+    if (x == NULL) {
+        e->bad = true;
+        return e;
+    }
+    struct res_ctx c = {.pr = &x->r, .pa = &v->attrs};
+    struct promname_lset ls;
+    int rc = with_lset(r, v->attrs.count + 4, (size_t)v->attrs.len * 8 + 256, build_point, &c, &ls);
+    if (rc == -ENOMEM || (rc == 0 && lset_copy(r, &ls, &e->base) < 0)) {
+        return NULL;
+    }
+    if (rc < 0) {
+        e->bad = true;
+        pms_unmapped_note(v->metric->name.p, v->metric->name.len);
+    }
+    return e;
+}
+
+/* The series of sample |k| of entry |e| (suffix, extra label). */
+static int64_t slot_of(struct pms_run *r, struct pms_ent *e, const struct pms_metric *mi,
+                       uint32_t k, uint8_t sfx, const char *xname, const char *x, uint32_t xl)
+{
+    if (k < e->ns) {
+        const struct pms_slot *s = &e->slot[k];
+        if (s->sfx == sfx && s->elen == xl && (xl == 0 || memcmp(s->extra, x, xl) == 0)) {
+            return s->ser;
+        }
+    }
+    for (uint32_t i = 0; i < e->ns; i++) {
+        const struct pms_slot *s = &e->slot[i];
+        if (s->sfx == sfx && s->elen == xl && (xl == 0 || memcmp(s->extra, x, xl) == 0)) {
+            return s->ser;
+        }
+    }
+    struct pm_lb lb;
+    struct pm_labels ls;
+    pm_lb_init(&lb, r->a, &e->base);
+    pm_lb_set(&lb, "__name__", 8, mi->name[sfx], mi->nlen[sfx]);
+    const char *xc = NULL;
+    if (xname != NULL) {
+        xc = arena_strndup(r->a, x, xl);
+        if (xc == NULL) {
+            return -ENOMEM;
+        }
+        pm_lb_set(&lb, xname, strlen(xname), xc, xl);
+    }
+    if (pm_lb_done(&lb, &ls) < 0) {
+        return -ENOMEM;
+    }
+    int64_t si = intern(r, &ls);
+    if (si < 0) {
+        return si;
+    }
+    if (pms_grow(r->blk, (void **)&e->slot, &e->cs, e->ns, sizeof(*e->slot)) < 0) {
+        return -ENOMEM;
+    }
+    e->slot[e->ns++] = (struct pms_slot){xc, xl, sfx, (uint32_t)si};
+    return si;
+}
+
+static int add_float(struct pms_run *r, struct pms_series *s, const struct point_view *v,
+                     const struct pms_metric *mi, double val)
+{
+    int64_t t = promname_ts_ms(v->time_ns);
+    if (r->mode == PMS_SERIES) {
+        s->seen = s->seen || (t >= r->mint && t <= r->maxt);
+        return 0;
+    }
+    if (mi->delta) {
+        if (pms_grow(r->call, (void **)&s->d, &s->cd, s->nd, sizeof(*s->d)) < 0) {
+            return -ENOMEM;
+        }
+        s->d[s->nd++] = (struct pms_dsample){v->start_ns, v->time_ns, val};
+        return 0;
+    }
+    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+        return -ENOMEM;
+    }
+    s->f[s->nf++] = (struct pm_fsample){t, val};
+    return 0;
+}
+
+struct ex_ctx {
+    struct pms_run *r;
+    struct pms_series *s;
+};
+
+static int ex_add(void *ctx, int64_t t, double v, const struct pm_labels *labels)
+{
+    struct ex_ctx *c = ctx;
+    struct pms_series *s = c->s;
+    if (t < c->r->mint || t > c->r->maxt) {
+        return 0;
+    }
+    if (pms_grow(c->r->call, (void **)&s->e, &s->ce, s->ne, sizeof(*s->e)) < 0) {
+        return -ENOMEM;
+    }
+    s->e[s->ne++] = (struct pms_ex){t, v, *labels};
+    return 0;
+}
+
+/* A classic histogram's exemplars go to their bucket's series. */
+struct hex_ctx {
+    struct pms_run *r;
+    struct pms_ent *e;
+    const struct pms_metric *mi;
+    const struct point_view *v;
+};
+
+static int hex_add(void *ctx, int64_t t, double val, const struct pm_labels *labels)
+{
+    struct hex_ctx *c = ctx;
+    char le[PROMNAME_FMT_MAX];
+    size_t ll = 0;
+    int b = pms_hist_bucket_of(c->v->detail.p, c->v->detail.len, val, le, &ll);
+    if (b < -1) {
+        return 0;
+    }
+    if (b == -1) {
+        memcpy(le, "+Inf", 5);
+        ll = 4;
+    }
+    int64_t si =
+        slot_of(c->r, c->e, c->mi, UINT32_MAX, PROMNAME_SFX_BUCKET, "le", le, (uint32_t)ll);
+    if (si < 0) {
+        return (int)si;
+    }
+    struct ex_ctx ec = {c->r, &c->r->ser[si]};
+    if (!ec.s->match) {
+        return 0;
+    }
+    return ex_add(&ec, t, val, labels);
+}
+
+static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_metric *mi,
+                        const struct point_view *v, int64_t si)
+{
+    if (v->n_exemplars == 0 || !mi->exemplars) {
+        return 0; /* gauges, non-monotonic sums, summaries: the receiver drops them */
+    }
+    int rc;
+    if (mi->kind == MK_HISTOGRAM) {
+        if (!mi->sfx_ok[PROMNAME_SFX_BUCKET]) {
+            return 0;
+        }
+        struct hex_ctx c = {r, e, mi, v};
+        rc =
+            pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, hex_add, &c);
+    } else {
+        if (si < 0 || !r->ser[si].match) {
+            return 0;
+        }
+        struct ex_ctx c = {r, &r->ser[si]};
+        rc = pms_exemplars_walk(r->a, v->exemplars.p, v->exemplars.len, v->n_exemplars, ex_add, &c);
+    }
+    return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
+}
+
+static int do_point(struct pms_run *r, const struct point_view *v)
+{
+    const struct pms_metric *mi = &r->mi[v->metric_id];
+    struct pms_ent *e = ent_find(r, v);
+    if (e == NULL) {
+        return -ENOMEM;
+    }
+    if (e->bad) {
+        return 0;
+    }
+    bool stale = (v->flags & PROMNAME_FLAG_NO_RECORDED_VALUE) != 0;
+    if (mi->kind == MK_EXP_HISTOGRAM) {
+        int64_t si = slot_of(r, e, mi, 0, PROMNAME_SFX_NONE, NULL, NULL, 0);
+        if (si < 0) {
+            return (int)si;
+        }
+        struct pms_series *s = &r->ser[si];
+        if (!s->match) {
+            return 0;
+        }
+        if (r->mode == PMS_EXEMPLARS) {
+            return do_exemplars(r, e, mi, v, si);
+        }
+        int64_t t = promname_ts_ms(v->time_ns);
+        if (r->mode == PMS_SERIES) {
+            s->seen = s->seen || (t >= r->mint && t <= r->maxt);
+            return 0;
+        }
+        struct pm_hist *h;
+        int rc = pms_exp_hist(r->a, v->detail.p, v->detail.len, v->count, v->sum, v->has_sum, stale,
+                              mi->gauge_hist, &h);
+        if (rc == -ENOMEM) {
+            return rc;
+        }
+        if (rc < 0) {
+            pms_unmapped_note(v->metric->name.p, v->metric->name.len);
+            return 0;
+        }
+        if (pms_grow(r->call, (void **)&s->h, &s->ch, s->nh, sizeof(*s->h)) < 0) {
+            return -ENOMEM;
+        }
+        s->h[s->nh++] = (struct pm_hsample){t, h};
+        return 0;
+    }
+    struct point_row pt = {
+        .start_ns = v->start_ns,
+        .time_ns = v->time_ns,
+        .flags = v->flags,
+        .value_type = v->value_type,
+        .count = v->count,
+        .sum = v->sum,
+        .has_sum = v->has_sum,
+    };
+    memcpy(&pt.value, &v->value, sizeof(pt.value));
+    struct promname_expand x;
+    if (promname_expand_init(&x, mi->kind, &pt, v->detail.p, v->detail.len) < 0) {
+        return 0; /* a malformed detail blob: the point makes nothing */
+    }
+    struct promname_sample smp;
+    int64_t first = -1;
+    for (uint32_t k = 0; promname_expand_next(&x, &smp) == 1; k++) {
+        if (!mi->sfx_ok[smp.suffix]) {
+            continue;
+        }
+        int64_t si = slot_of(r, e, mi, k, (uint8_t)smp.suffix, smp.extra_name, smp.extra,
+                             smp.extra_name != NULL ? smp.extra_len : 0);
+        if (si < 0) {
+            return (int)si;
+        }
+        if (first < 0) {
+            first = si;
+        }
+        struct pms_series *s = &r->ser[si];
+        if (r->mode == PMS_EXEMPLARS || !s->match) {
+            continue;
+        }
+        if (add_float(r, s, v, mi, smp.value) < 0) {
+            return -ENOMEM;
+        }
+    }
+    if (r->mode == PMS_EXEMPLARS) {
+        return do_exemplars(r, e, mi, v, first);
+    }
+    return 0;
+}
+
+static int do_target_info(struct pms_run *r, const struct point_view *v)
+{
+    if (v->resource == NULL) {
+        return 0;
+    }
+    struct pms_res *x = res_of(r, v->resource->id);
+    if (x == NULL || x->ti < 0 || v->time_ns < r->lo_ns || v->time_ns >= r->hi_ns) {
+        return r->err;
+    }
+    int64_t t = promname_ts_ms(v->time_ns);
+    if (t == x->ti_last) {
+        return 0;
+    }
+    x->ti_last = t;
+    struct pms_series *s = &r->ser[x->ti];
+    if (!s->match) {
+        return 0;
+    }
+    if (r->mode == PMS_SERIES) {
+        s->seen = true;
+        return 0;
+    }
+    if (r->mode == PMS_EXEMPLARS) {
+        return 0;
+    }
+    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+        return -ENOMEM;
+    }
+    s->f[s->nf++] = (struct pm_fsample){t, 1.0};
+    return 0;
+}
+
+/* One block: plan, then its rows. 0, or the query's error. */
+static int do_block(struct pms_run *r, struct qctx_src *qs)
+{
+    struct qctx *q = r->q;
+    q->st.blocks_considered++;
+    if (qctx_src_failed(qs)) {
+        return 0; /* quarantined earlier in this query */
+    }
+    if (qs->rows == 0 || (qs->b != NULL && qs->tmin >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
+        q->st.blocks_skipped_zone++;
+        return 0;
+    }
+    arena_reset(r->blk);
+    r->src = qs;
+    r->ent = NULL;
+    r->nent = r->cent = 0;
+    r->etab = NULL;
+    r->etcap = 0;
+    r->nri = qctx_n_resources(qs);
+    r->ri = arena_alloc(r->blk, (r->nri ? r->nri : 1) * sizeof(*r->ri));
+    if (r->ri == NULL) {
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    memset(r->ri, 0, (r->nri ? r->nri : 1) * sizeof(*r->ri));
+    bool any_delta;
+    int cands = plan_metrics(r, &any_delta);
+    if (cands < 0) {
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    bool ti = r->want_ti && plan_resources(r);
+    if (r->err != 0) {
+        qctx_fail(q, r->err, "out of memory");
+        return r->err;
+    }
+    if (cands == 0 && !ti) {
+        q->st.blocks_skipped_dict++;
+        return 0;
+    }
+    if (qs->b != NULL && qs->tmax < r->lo_ns && !any_delta) {
+        q->st.blocks_skipped_zone++;
+        return 0;
+    }
+    q->st.blocks_scanned++;
+    uint64_t lo = 0, hi = qs->rows;
+    if (qs->b != NULL) {
+        int rc = qctx_load(q, qs, BLK_ALL);
+        if (rc == -EBADMSG) {
+            return 0;
+        }
+        if (rc < 0) {
+            return qctx_err(q) != 0 ? qctx_err(q) : rc;
+        }
+        lo = any_delta ? 0 : blk_lower_bound(qs->b, r->lo_ns);
+        if (r->mode != PMS_EXEMPLARS) {
+            hi = blk_lower_bound(qs->b, r->hi_ns);
+        }
+    }
+    struct qctx_scan it;
+    uint64_t row;
+    qctx_scan_begin(&it, q, lo, hi, false, ROW_CHECK, true);
+    uint32_t since_charge = 0;
+    while (qctx_scan_next(&it, &row)) {
+        struct point_view v;
+        int rc;
+        if (++since_charge == ROW_CHECK) {
+            since_charge = 0;
+            if (charge(r) < 0) {
+                break; /* the memory limit: the query's error now */
+            }
+        }
+        if (qs->b != NULL) {
+            rc = blk_point(qs->b, row, BLK_ROOT, &v);
+        } else {
+            rc = oblock_point(qs->ob, row, &v);
+        }
+        if (rc == -EBADMSG) {
+            qctx_src_fail(q, qs, qctx_scan_left(&it));
+            break;
+        }
+        if (rc < 0 || v.metric_id >= r->nmi) {
+            continue;
+        }
+        if (ti && (rc = do_target_info(r, &v)) < 0) {
+            qctx_fail(q, rc, "out of memory");
+            break;
+        }
+        const struct pms_metric *mi = &r->mi[v.metric_id];
+        if (!mi->cand || (v.time_ns < r->lo_ns && !mi->delta) ||
+            (v.time_ns >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
+            continue;
+        }
+        if (qs->b != NULL) {
+            struct point_view d;
+            rc = blk_point(qs->b, row, BLK_ATTRS | BLK_DETAIL, &d);
+            if (rc == -EBADMSG) {
+                qctx_src_fail(q, qs, qctx_scan_left(&it));
+                break;
+            }
+            if (rc < 0) {
+                continue;
+            }
+            v.attrs = d.attrs;
+            v.flags = d.flags;
+            v.detail = d.detail;
+            v.exemplars = d.exemplars;
+            v.n_exemplars = d.n_exemplars;
+        }
+        rc = do_point(r, &v);
+        if (rc < 0) {
+            qctx_fail(q, rc, "out of memory");
+            break;
+        }
+    }
+    qctx_scan_end(&it);
+    if (qctx_err(q) == 0 && charge(r) < 0) {
+        return qctx_err(q);
+    }
+    return qctx_err(q);
+}
+
+static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                    int64_t mint, int64_t maxt, enum pms_mode mode)
+{
+    memset(r, 0, sizeof(*r));
+    r->s = s;
+    r->q = s->q;
+    r->a = s->a;
+    r->m = m;
+    r->n_m = n;
+    r->mint = mint;
+    r->maxt = maxt;
+    r->mode = mode;
+    r->lo_ns = mint <= 0 ? 0 : (uint64_t)mint * NS_PER_MS;
+    if (maxt < 0) {
+        r->hi_ns = 0;
+    } else if ((uint64_t)maxt >= UINT64_MAX / NS_PER_MS - 1) {
+        r->hi_ns = UINT64_MAX;
+    } else {
+        r->hi_ns = ((uint64_t)maxt + 1) * NS_PER_MS;
+    }
+    r->want_ti = name_admitted(r, "target_info", 11);
+    r->call = arena_new(256 << 10);
+    r->blk = arena_new(64 << 10);
+    if (r->call == NULL || r->blk == NULL) {
+        arena_free(r->call);
+        arena_free(r->blk);
+        qctx_fail(s->q, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void run_fini(struct pms_run *r)
+{
+    qctx_uncharge(r->q, r->charged_call + r->charged_blk);
+    arena_free(r->call);
+    arena_free(r->blk);
+}
+
+static int run_blocks(struct pms_run *r)
+{
+    if (qctx_err(r->q) != 0) {
+        return qctx_err(r->q);
+    }
+    for (size_t i = 0; i < r->q->n_src; i++) {
+        int rc = do_block(r, &r->q->src[i]);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return qctx_err(r->q);
+}
+
+/* ---- the API ---- */
+
+int pmsrc_open(struct pmsrc **out, struct qctx *q, arena *a)
+{
+    struct pmsrc *s = arena_alloc(a, sizeof(*s));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    s->q = q;
+    s->a = a;
+    s->charged_a = 0;
+    *out = s;
+    return 0;
+}
+
+void pmsrc_close(struct pmsrc *s)
+{
+    (void)s; /* arena memory; the qctx keeps the charge until it closes */
+}
+
+static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint,
+                   int64_t maxt, enum pms_mode mode, struct pm_set *out)
+{
+    struct pms_run r;
+    out->s = NULL;
+    out->n = 0;
+    int rc = run_init(&r, s, m, n, mint, maxt, mode);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = run_blocks(&r);
+    size_t k = 0;
+    struct pm_series *v = NULL;
+    if (rc == 0) {
+        v = arena_alloc(s->a, (r.nser ? r.nser : 1) * sizeof(*v));
+        if (v == NULL) {
+            rc = -ENOMEM;
+        }
+    }
+    for (uint32_t i = 0; rc == 0 && i < r.nser; i++) {
+        struct pms_series *x = &r.ser[i];
+        if (!x->match) {
+            continue;
+        }
+        if (mode == PMS_SERIES) {
+            if (x->seen) {
+                v[k++] = (struct pm_series){.labels = x->labels};
+            }
+            continue;
+        }
+        rc = pms_series_finish(s->a, r.call, x, mint, maxt, &v[k]);
+        if (rc == 0 && (v[k].nf > 0 || v[k].nh > 0)) {
+            k++;
+        }
+    }
+    if (rc == 0) {
+        rc = charge(&r);
+    }
+    if (rc < 0 && qctx_err(s->q) == 0) {
+        qctx_fail(s->q, rc, "out of memory");
+    }
+    if (rc == 0) {
+        out->s = v;
+        out->n = k;
+        pm_set_sort(out);
+    }
+    run_fini(&r);
+    return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
+}
+
+int pmsrc_select(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                 int64_t maxt_ms, struct pm_set *out)
+{
+    return collect(s, m, n, mint_ms, maxt_ms, PMS_SAMPLES, out);
+}
+
+int pmsrc_series(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                 int64_t maxt_ms, struct pm_set *out)
+{
+    return collect(s, m, n, mint_ms, maxt_ms, PMS_SERIES, out);
+}
+
+static int exs_cmp(const void *a, const void *b)
+{
+    const struct pm_exemplar_series *x = a, *y = b;
+    return pm_labels_cmp(&x->series, &y->series);
+}
+
+int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
+                    int64_t maxt_ms, struct pm_exemplar_series **out, size_t *n_out)
+{
+    struct pms_run r;
+    *out = NULL;
+    *n_out = 0;
+    int rc = run_init(&r, s, m, n, mint_ms, maxt_ms, PMS_EXEMPLARS);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = run_blocks(&r);
+    size_t k = 0;
+    struct pm_exemplar_series *v = NULL;
+    if (rc == 0) {
+        v = arena_alloc(s->a, (r.nser ? r.nser : 1) * sizeof(*v));
+        rc = v == NULL ? -ENOMEM : 0;
+    }
+    for (uint32_t i = 0; rc == 0 && i < r.nser; i++) {
+        struct pms_series *x = &r.ser[i];
+        if (!x->match || x->ne == 0) {
+            continue;
+        }
+        uint32_t ne;
+        rc = pms_ex_finish(r.call, x->e, x->ne, mint_ms, maxt_ms, &ne);
+        struct pm_exemplar *e = rc == 0 ? arena_alloc(s->a, ne * sizeof(*e)) : NULL;
+        if (rc == 0 && e == NULL) {
+            rc = -ENOMEM;
+        }
+        for (uint32_t j = 0; rc == 0 && j < ne; j++) {
+            e[j] = (struct pm_exemplar){x->e[j].labels, x->e[j].v, x->e[j].t};
+        }
+        if (rc == 0) {
+            v[k++] = (struct pm_exemplar_series){x->labels, e, ne};
+        }
+    }
+    if (rc == 0) {
+        rc = charge(&r);
+    }
+    if (rc < 0 && qctx_err(s->q) == 0) {
+        qctx_fail(s->q, rc, "out of memory");
+    }
+    if (rc == 0) {
+        qsort(v, k, sizeof(*v), exs_cmp);
+        *out = v;
+        *n_out = k;
+    }
+    run_fini(&r);
+    return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
+}
