@@ -838,6 +838,170 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
 }
 
 /* One block: plan, then its rows. 0, or the query's error. */
+/*
+ * One row of a block: its root table first (metric id, time), then, for a
+ * candidate in range, its attributes and detail. Returns 0, or -1 when the
+ * scan must stop (the query failed, or the block was quarantined).
+ */
+static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
+                  struct qctx_scan *it, uint32_t *since_charge)
+{
+    struct qctx *q = r->q;
+    struct point_view v;
+    int rc;
+    if (++*since_charge == ROW_CHECK) {
+        *since_charge = 0;
+        if (charge(r) < 0) {
+            return -1; /* the memory limit: the query's error now */
+        }
+    }
+    if (qs->b != NULL) {
+        rc = blk_point(qs->b, row, BLK_ROOT, &v);
+    } else {
+        rc = oblock_point(qs->ob, row, &v);
+    }
+    if (rc == -EBADMSG) {
+        qctx_src_fail(q, qs, qctx_scan_left(it));
+        return -1;
+    }
+    if (rc < 0 || v.metric_id >= r->nmi) {
+        return 0;
+    }
+    if (ti && (rc = do_target_info(r, &v)) < 0) {
+        qctx_fail(q, rc, "out of memory");
+        return -1;
+    }
+    const struct pms_metric *mi = &r->mi[v.metric_id];
+    if (!mi->cand || (v.time_ns < r->lo_ns && !mi->delta) ||
+        (v.time_ns >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
+        return 0;
+    }
+    if (qs->b != NULL) {
+        struct point_view d;
+        rc = blk_point(qs->b, row, BLK_ATTRS | BLK_DETAIL, &d);
+        if (rc == -EBADMSG) {
+            qctx_src_fail(q, qs, qctx_scan_left(it));
+            return -1;
+        }
+        if (rc < 0) {
+            return 0;
+        }
+        v.attrs = d.attrs;
+        v.flags = d.flags;
+        v.detail = d.detail;
+        v.exemplars = d.exemplars;
+        v.n_exemplars = d.n_exemplars;
+    }
+    rc = do_point(r, &v);
+    if (rc < 0) {
+        qctx_fail(q, rc, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the matchers on the labels a stream's attributes and resource
+ * make (everything but __name__, which the metric dictionary settled, and
+ * le / quantile, which a histogram or summary sample sets) admit |e|. */
+static bool stream_admitted(const struct pms_run *r, const struct pms_ent *e)
+{
+    for (size_t i = 0; i < r->n_m; i++) {
+        const struct promql_matcher *m = &r->m[i];
+        const struct promql_str *n = &m->name;
+        if ((n->n == 8 && memcmp(n->s, "__name__", 8) == 0) ||
+            (n->n == 2 && memcmp(n->s, "le", 2) == 0) ||
+            (n->n == 8 && memcmp(n->s, "quantile", 8) == 0)) {
+            continue;
+        }
+        uint32_t vl;
+        const char *v = pm_labels_get(&e->base, n->s, n->n, &vl);
+        if (!promql_matcher_matches(m, v != NULL ? v : "", v != NULL ? vl : 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* First k of |st| whose row time is >= t_ns (rows ascend in time). */
+static uint32_t stream_lower_bound(const uint64_t *time, const struct blk_stream *st, uint64_t t_ns)
+{
+    uint32_t lo = 0, hi = st->n_rows;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (time[st->rows[mid]] < t_ns) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/*
+ * A sealed block with a stream index (block.h): per candidate metric, per
+ * stream, the labels are built from its first row once, the matchers
+ * decide whether any of its series can match, and only then are its rows
+ * in the time range read. Rows of other streams are never touched.
+ */
+static int do_streams(struct pms_run *r, struct qctx_src *qs)
+{
+    struct qctx *q = r->q;
+    const uint64_t *time = blk_col_time(qs->b);
+    if (time == NULL) {
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    uint32_t since_charge = 0;
+    for (uint32_t m = 0; m < r->nmi && qctx_err(q) == 0; m++) {
+        const struct pms_metric *mi = &r->mi[m];
+        if (!mi->cand) {
+            continue;
+        }
+        uint32_t first, count;
+        blk_streams_of_metric(qs->b, m, &first, &count);
+        for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
+            struct blk_stream st;
+            struct point_view v;
+            if (blk_stream(qs->b, i, &st) < 0) {
+                continue;
+            }
+            int rc = blk_point(qs->b, st.rows[0], BLK_ROOT | BLK_ATTRS, &v);
+            if (rc == -EBADMSG) {
+                qctx_src_fail(q, qs, qs->rows);
+                return qctx_err(q);
+            }
+            if (rc < 0) {
+                continue;
+            }
+            struct pms_ent *e = ent_find(r, &v);
+            if (e == NULL) {
+                qctx_fail(q, -ENOMEM, "out of memory");
+                return -ENOMEM;
+            }
+            if (e->bad || !stream_admitted(r, e)) {
+                q->st.rows_skipped_index += st.n_rows; /* never read: the stream index */
+                continue;
+            }
+            uint32_t k0 = mi->delta ? 0 : stream_lower_bound(time, &st, r->lo_ns);
+            uint32_t k1 =
+                r->mode == PMS_EXEMPLARS ? st.n_rows : stream_lower_bound(time, &st, r->hi_ns);
+            struct qctx_scan it;
+            uint64_t k;
+            qctx_scan_begin(&it, q, k0, k1 > k0 ? k1 : k0, false, ROW_CHECK, true);
+            while (qctx_scan_next(&it, &k)) {
+                if (do_row(r, qs, st.rows[k], false, &it, &since_charge) < 0) {
+                    break;
+                }
+            }
+            qctx_scan_end(&it);
+        }
+    }
+    if (qctx_err(q) == 0 && charge(r) < 0) {
+        return qctx_err(q);
+    }
+    return qctx_err(q);
+}
+
 static int do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
@@ -896,59 +1060,15 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
             hi = blk_lower_bound(qs->b, r->hi_ns);
         }
     }
+    if (qs->b != NULL && !ti && blk_n_streams(qs->b) > 0) {
+        return do_streams(r, qs);
+    }
     struct qctx_scan it;
     uint64_t row;
     qctx_scan_begin(&it, q, lo, hi, false, ROW_CHECK, true);
     uint32_t since_charge = 0;
     while (qctx_scan_next(&it, &row)) {
-        struct point_view v;
-        int rc;
-        if (++since_charge == ROW_CHECK) {
-            since_charge = 0;
-            if (charge(r) < 0) {
-                break; /* the memory limit: the query's error now */
-            }
-        }
-        if (qs->b != NULL) {
-            rc = blk_point(qs->b, row, BLK_ROOT, &v);
-        } else {
-            rc = oblock_point(qs->ob, row, &v);
-        }
-        if (rc == -EBADMSG) {
-            qctx_src_fail(q, qs, qctx_scan_left(&it));
-            break;
-        }
-        if (rc < 0 || v.metric_id >= r->nmi) {
-            continue;
-        }
-        if (ti && (rc = do_target_info(r, &v)) < 0) {
-            qctx_fail(q, rc, "out of memory");
-            break;
-        }
-        const struct pms_metric *mi = &r->mi[v.metric_id];
-        if (!mi->cand || (v.time_ns < r->lo_ns && !mi->delta) ||
-            (v.time_ns >= r->hi_ns && r->mode != PMS_EXEMPLARS)) {
-            continue;
-        }
-        if (qs->b != NULL) {
-            struct point_view d;
-            rc = blk_point(qs->b, row, BLK_ATTRS | BLK_DETAIL, &d);
-            if (rc == -EBADMSG) {
-                qctx_src_fail(q, qs, qctx_scan_left(&it));
-                break;
-            }
-            if (rc < 0) {
-                continue;
-            }
-            v.attrs = d.attrs;
-            v.flags = d.flags;
-            v.detail = d.detail;
-            v.exemplars = d.exemplars;
-            v.n_exemplars = d.n_exemplars;
-        }
-        rc = do_point(r, &v);
-        if (rc < 0) {
-            qctx_fail(q, rc, "out of memory");
+        if (do_row(r, qs, row, ti, &it, &since_charge) < 0) {
             break;
         }
     }

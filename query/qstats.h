@@ -48,8 +48,9 @@ struct qs_scan {
     uint64_t blocks_skipped_dict; /* no resource of the block matches the selector */
     uint64_t blocks_scanned;
     uint64_t rows_scanned;
-    uint64_t bytes_read;    /* line (body) bytes examined */
-    uint64_t blocks_failed; /* quarantined during the query */
+    uint64_t rows_skipped_index; /* rows a block index let the query leave unread */
+    uint64_t bytes_read;         /* line (body) bytes examined */
+    uint64_t blocks_failed;      /* quarantined during the query */
 };
 
 void qstats_query_done(enum qs_endpoint ep, enum qs_outcome oc, uint64_t latency_ns);

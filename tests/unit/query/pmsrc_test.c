@@ -747,6 +747,21 @@ Test(pmsrc, blocks_are_pruned_by_zone_map_and_by_the_metric_dictionary)
     fx_close(&f);
 }
 
+/* The sealed block's stream index (block.h): temp_celsius{room="b"} reads
+ * the two rows of that stream and never the three of room="a"; the open
+ * block, which has no index, is scanned (its six rows). */
+Test(pmsrc, the_stream_index_leaves_other_streams_rows_unread)
+{
+    struct fx f;
+    fx_open(&f);
+    char *got = select_str(&f, "temp_celsius{room=\"b\"}", ALL_T);
+    cr_expect_str_eq(got, "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n", "%s", got);
+    free(got);
+    cr_expect_eq(f.q.st.rows_skipped_index, 3, "room=a's three rows");
+    cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "room=b's two rows, the open block's six");
+    fx_close(&f);
+}
+
 Test(pmsrc, series_lists_label_sets_with_a_sample_in_the_range)
 {
     struct fx f;
