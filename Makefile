@@ -49,6 +49,8 @@ MAIN_SRC  := server/main.c
 UNIT_SRCS := $(wildcard tests/unit/*/*_test.c) $(wildcard tests/util/*.c)
 INTEG_SRCS := $(wildcard tests/integ/*_test.c) $(wildcard tests/util/*.c)
 BENCH_TOOLS := $(patsubst bench/%/main.c,%,$(wildcard bench/*/main.c))
+# The differential suite's dataset generator and comparer (tests/promdiff/).
+PROMDIFF_TOOLS := $(BUILD)/promdiff-gen $(BUILD)/promdiff-compare
 
 REL := $(BUILD)/rel
 ASN := $(BUILD)/asan
@@ -133,7 +135,6 @@ interop: all
 
 # The differential suite (tests/promdiff/README.md): its dataset generator and
 # comparer, release flags; PROMDIFF_QUERIES=REGEX runs a subset of the queries.
-PROMDIFF_TOOLS := $(BUILD)/promdiff-gen $(BUILD)/promdiff-compare
 $(BUILD)/promdiff-gen: $(REL)/tests/promdiff/gen.o $(REL)/libmiradb.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 $(BUILD)/promdiff-compare: $(REL)/tests/promdiff/compare.o $(REL)/tests/util/httpc.o \

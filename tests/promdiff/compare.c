@@ -15,7 +15,8 @@
  * run: every line of FILE that is not blank or a '#' comment is a query;
  * "{T+N}" in it becomes the number base+N (for '@'). Each query is asked at
  * the range and instant times below (relative to --base, the dataset's
- * first slot); --filter keeps the queries matching an extended regex. Two
+ * first slot; two of them are form POSTs, as Grafana sends by default, the
+ * others GETs); --filter keeps the queries matching an extended regex. Two
  * answers match when both have the same HTTP status and status; errors the
  * same errorType and error text (a bracketed series list in the text is
  * not compared: its order is storage order); results the same resultType;
@@ -59,6 +60,7 @@
 struct eval {
     bool range;
     double start, end, step; /* relative to base; instant: start only */
+    bool post;               /* asked as a form POST (Grafana's default), else GET */
 };
 
 /* Range windows: whole set at 1 m; an odd step from an odd start with ms;
@@ -96,23 +98,32 @@ static void fmt_time(double rel, char *out, size_t cap)
     snprintf(out, cap, "%lld.%03lld", ms / 1000, ms % 1000);
 }
 
-static int ask(int port, const char *q, const struct eval *e, struct answer *out)
+/* GET, or a form POST as Grafana sends by default (|post|). */
+static int ask(int port, const char *q, const struct eval *e, bool post, struct answer *out)
 {
-    static char enc[65536], path[70000];
+    static char enc[65536], args[70000], path[70100];
     char t1[40], t2[40], st[40];
     httpc_url_enc(enc, sizeof(enc), q);
     fmt_time(e->start, t1, sizeof(t1));
     if (e->range) {
         fmt_time(e->end, t2, sizeof(t2));
         snprintf(st, sizeof(st), "%g", e->step);
-        snprintf(path, sizeof(path), "/api/v1/query_range?query=%s&start=%s&end=%s&step=%s", enc,
-                 t1, t2, st);
+        snprintf(args, sizeof(args), "query=%s&start=%s&end=%s&step=%s", enc, t1, t2, st);
     } else {
-        snprintf(path, sizeof(path), "/api/v1/query?query=%s&time=%s", enc, t1);
+        snprintf(args, sizeof(args), "query=%s&time=%s", enc, t1);
     }
+    const char *ep = e->range ? "/api/v1/query_range" : "/api/v1/query";
+    static const char *const form[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
     struct http_resp r;
+    int rc;
     memset(out, 0, sizeof(*out));
-    if (httpc_request(port, "GET", path, NULL, NULL, 0, 0, &r) != 0) {
+    if (post) {
+        rc = httpc_request(port, "POST", ep, form, args, strlen(args), 0, &r);
+    } else {
+        snprintf(path, sizeof(path), "%s?%s", ep, args);
+        rc = httpc_request(port, "GET", path, NULL, NULL, 0, 0, &r);
+    }
+    if (rc != 0) {
         return -1;
     }
     out->http = r.status;
@@ -441,10 +452,10 @@ static void eval_str(const struct eval *e, char *out, size_t cap)
     fmt_time(e->start, t1, sizeof(t1));
     if (e->range) {
         fmt_time(e->end, t2, sizeof(t2));
-        snprintf(out, cap, "range start=%s (T+%g) end=%s (T+%g) step=%g", t1, e->start, t2, e->end,
-                 e->step);
+        snprintf(out, cap, "range start=%s (T+%g) end=%s (T+%g) step=%g%s", t1, e->start, t2,
+                 e->end, e->step, e->post ? " (POST)" : "");
     } else {
-        snprintf(out, cap, "instant time=%s (T+%g)", t1, e->start);
+        snprintf(out, cap, "instant time=%s (T+%g)%s", t1, e->start, e->post ? " (POST)" : "");
     }
 }
 
@@ -511,9 +522,9 @@ static int run(const char *file, const char *filter)
             char ev[200];
             eval_str(&evals[e], ev, sizeof(ev));
             bool ok;
-            if (ask(port_a, q, &evals[e], &a) != 0) {
+            if (ask(port_a, q, &evals[e], evals[e].post, &a) != 0) {
                 ok = DIFF("%s: request failed (connection or 30 s timeout)", name_a);
-            } else if (ask(port_b, q, &evals[e], &b) != 0) {
+            } else if (ask(port_b, q, &evals[e], evals[e].post, &b) != 0) {
                 ok = DIFF("%s: request failed (connection or 30 s timeout)", name_b);
                 answer_free(&a);
             } else {
@@ -559,8 +570,8 @@ static int sync_mode(const char *q, double at, double deadline_s)
     for (;;) {
         struct answer a, b;
         bool ok = false;
-        if (ask(port_a, q, &e, &a) == 0) {
-            if (ask(port_b, q, &e, &b) == 0) {
+        if (ask(port_a, q, &e, false, &a) == 0) {
+            if (ask(port_b, q, &e, false, &b) == 0) {
                 ok = cmp_answers(&a, &b, q) && strcmp(jstr(a.root, "status"), "success") == 0;
                 answer_free(&b);
             } else {
@@ -587,7 +598,7 @@ static int count_mode(const char *q, double at)
 {
     struct eval e = {false, at, 0, 0};
     struct answer a;
-    if (ask(port_a, q, &e, &a) != 0 || a.root == NULL) {
+    if (ask(port_a, q, &e, false, &a) != 0 || a.root == NULL) {
         fprintf(stderr, "promdiff: count: no JSON answer\n");
         return 2;
     }

@@ -16,7 +16,8 @@
  * Every timestamp is chosen so that the OpenMetrics seconds text parses back
  * (Go: int64(ParseFloat(s) * 1000)) to the same millisecond the OTLP point
  * truncates to; the OTLP times carry sub-millisecond nanoseconds on purpose.
- * Prints "series N samples M" (Prometheus series and samples) on stdout.
+ * Prints "series N samples M points P" (Prometheus series and samples, OTLP
+ * data points) on stdout.
  */
 #include <errno.h>
 #include <math.h>
@@ -794,13 +795,16 @@ int main(int argc, char **argv)
         }
     }
     free(pool);
-    /* Prometheus series: one per stream, histograms 14, summaries 5. */
-    int series = 0;
+    /* Prometheus series: one per stream, histograms 14, summaries 5; OTLP data points. */
+    int series = 0, points = 0;
     for (int si = 0; si < n_streams; si++) {
         enum kind k = mdefs[streams[si].metric].kind;
         series += k == K_HIST ? N_BOUNDS + 3 : k == K_SUMMARY ? N_QUANT + 2 : 1;
+        for (int i = 0; i < STEPS; i++) {
+            points += streams[si].pts[i].present;
+        }
     }
-    printf("series %d samples %llu\n", series, (unsigned long long)om_samples);
+    printf("series %d samples %llu points %d\n", series, (unsigned long long)om_samples, points);
     free(streams);
     return 0;
 }

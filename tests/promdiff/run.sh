@@ -84,9 +84,8 @@ started=$SECONDS
 
 # ---- the dataset ----
 counts=$("$gen" --out "$tmp/data" --base-ms "${base}000") || abort "dataset: promdiff-gen failed"
-series=$(echo "$counts" | sed -n 's/^series \([0-9]*\) samples \([0-9]*\)$/\1/p')
-samples=$(echo "$counts" | sed -n 's/^series \([0-9]*\) samples \([0-9]*\)$/\2/p')
-[ -n "$series" ] && [ -n "$samples" ] || abort "dataset: promdiff-gen printed '$counts'"
+read -r w1 series w2 samples w3 points <<<"$counts"
+[ "$w1 $w2 $w3" = "series samples points" ] || abort "dataset: promdiff-gen printed '$counts'"
 log "dataset: $series series, $samples samples from $(date -u -d "@$base" +%FT%TZ), $(ls "$tmp/data" | grep -c '\.pb$') OTLP requests"
 
 # ---- Prometheus over the backfilled blocks ----
@@ -168,7 +167,14 @@ for f in "$tmp"/data/otlp-*.pb; do
         abort "miradb: POST /v1/metrics $(basename "$f") answered $code: $(head -c 300 "$tmp/post.out")"
     fi
 done
-log "miradb: every OTLP request answered 200"
+# Every data point counted as received, none refused.
+curl -s --max-time 10 -o "$tmp/metrics.txt" "http://127.0.0.1:$http_port/metrics" ||
+    abort "miradb: GET /metrics failed"
+got=$(sed -n 's/^miradb_otlp_records_total{signal="metrics",transport="http_protobuf"} \([0-9]*\)$/\1/p' "$tmp/metrics.txt")
+rej=$(sed -n 's/^miradb_otlp_rejected_records_total{signal="metrics"} \([0-9]*\)$/\1/p' "$tmp/metrics.txt")
+[ "$got" = "$points" ] && [ "$rej" = 0 ] ||
+    abort "miradb: /metrics counts ${got:-no} metric records received and ${rej:-no} rejected, the requests held $points"
+log "miradb: every OTLP request answered 200, $points data points received, none rejected"
 
 # ---- compare ----
 b_port=$http_port
