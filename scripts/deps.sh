@@ -33,10 +33,19 @@ fi
 # ---- prometheus, without its service ----
 policy=/usr/sbin/policy-rc.d
 made_policy=""
-# The ids of running prometheus processes, one per line (listed, never signalled).
-prom_pids() { ps -e -o pid= -o comm= | awk '$2 == "prometheus" { print $1 }' | sort; }
+# The ids of running prometheus processes, one per line (listed, never signalled); from /proc,
+# since a minbase root has no ps.
+prom_pids() {
+    for c in /proc/[0-9]*/comm; do
+        [ "$(cat "$c" 2>/dev/null)" = prometheus ] && echo "${c#/proc/}" | cut -d/ -f1
+    done | sort
+}
 before=$(prom_pids)
+# An existing policy-rc.d is somebody else's: left as it is (the check below still runs).
 if [ ! -e "$policy" ]; then
+    trap '$SUDO rm -f "$policy"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     # 101 = "action forbidden by policy": invoke-rc.d then starts nothing.
     printf '#!/bin/sh\n# Written by MiraDB scripts/deps.sh for one apt-get install; removed after it.\nexit 101\n' |
         $SUDO tee "$policy" >/dev/null
@@ -46,7 +55,10 @@ fi
 rc=0
 echo "deps: installing prometheus (its service is not started)" >&2
 $SUDO apt-get install -y -qq --no-install-recommends prometheus || rc=$?
-[ -n "$made_policy" ] && $SUDO rm -f "$policy"
+if [ -n "$made_policy" ]; then
+    $SUDO rm -f "$policy"
+    trap - EXIT
+fi
 [ $rc -eq 0 ] || exit $rc
 after=$(prom_pids)
 started=$(printf '%s\n' "$after" | grep -v -x -F "$before" | grep . || true)

@@ -6,7 +6,7 @@
  * answers.
  *
  *   promdiff-compare run --a PORT --b PORT --queries FILE --base SEC
- *                        [--filter REGEX] [--verbose]
+ *                        [--filter REGEX] [--budget SEC] [--verbose]
  *   promdiff-compare sync --a PORT --b PORT --base SEC --query Q
  *                         --at REL_SEC --deadline SEC
  *   promdiff-compare count --a PORT --base SEC --query Q --at REL_SEC
@@ -27,7 +27,9 @@
  * samples. Values are equal when the same text, both NaN, the same
  * infinity, or within relative 1e-9. Prints the first difference of every
  * failing (query, time) and "N passed, M failed" (queries); exit 1 on any
- * failure, 2 on a usage or setup error.
+ * failure, 2 on a usage or setup error. Queries not started within --budget
+ * seconds (default 240; each request has httpc's 30 s deadline) count as
+ * failed, so a stuck server cannot stretch the stage past its bound.
  *
  * sync: polls the instant query Q at base+REL_SEC on both until the
  * answers match (success on both) or DEADLINE seconds pass: how the runner
@@ -75,6 +77,7 @@ static int port_a, port_b;
 static double base_s;
 static bool verbose;
 static const char *name_a = "prometheus", *name_b = "miradb";
+static long long budget_ms = 240000; /* run: queries not started by then count as failed */
 
 /* ---- fetching ---- */
 
@@ -496,7 +499,7 @@ static int run(const char *file, const char *filter)
         return 2;
     }
     static char line[16384], q[20000];
-    int passed = 0, failed = 0, lineno = 0;
+    int passed = 0, failed = 0, lineno = 0, skipped = 0;
     long long t0 = tclock_ms();
     while (fgets(line, sizeof(line), f) != NULL) {
         lineno++;
@@ -509,6 +512,14 @@ static int run(const char *file, const char *filter)
             continue;
         }
         if (filter != NULL && regexec(&re, s, 0, NULL, 0) != 0) {
+            continue;
+        }
+        if (tclock_ms() - t0 > budget_ms) {
+            if (skipped++ == 0) {
+                printf("FAIL promdiff: %.0f s budget spent: the remaining queries are not run\n",
+                       budget_ms / 1000.0);
+            }
+            failed++;
             continue;
         }
         if (expand(s, q, sizeof(q)) != 0) {
@@ -630,7 +641,7 @@ static int free_port(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: promdiff-compare run --a PORT --b PORT --queries FILE --base SEC "
-                    "[--filter REGEX] [--verbose] [--names A,B]\n"
+                    "[--filter REGEX] [--budget SEC] [--verbose] [--names A,B]\n"
                     "       promdiff-compare sync --a PORT --b PORT --base SEC --query Q --at SEC "
                     "--deadline SEC\n"
                     "       promdiff-compare count --a PORT --base SEC --query Q --at SEC\n"
@@ -677,6 +688,8 @@ int main(int argc, char **argv)
             at = strtod(v, NULL);
         } else if (strcmp(o, "--deadline") == 0) {
             deadline = strtod(v, NULL);
+        } else if (strcmp(o, "--budget") == 0) {
+            budget_ms = (long long)(strtod(v, NULL) * 1000);
         } else if (strcmp(o, "--names") == 0) {
             snprintf(names, sizeof(names), "%s", v);
             char *comma = strchr(names, ',');

@@ -16,6 +16,7 @@
 #   PROMDIFF_MIRADB=BIN      the miradb binary (default BUILD/miradb)
 #   PROMDIFF_BASE=SEC        the dataset's first slot, a multiple of 3600 (default: three hours
 #                            before now, rounded down to the hour)
+#   PROMDIFF_BUDGET=SEC      queries not started within SEC seconds count as failed (default 200)
 #   PROMDIFF_VERBOSE=1       print every query and evaluation, not only failures
 #   PROMDIFF_KEEP=1          keep the temp dir (data, TSDB, daemon logs) for a look afterwards
 # Needs prometheus and promtool (Debian's prometheus 2.42 package; scripts/deps.sh installs it)
@@ -199,7 +200,8 @@ fi
 verbose=""
 [ -n "${PROMDIFF_VERBOSE:-}" ] && verbose=--verbose
 "$cmp" run --a "$prom_port" --b "$b_port" --base "$base" --names "$names" \
-    --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" $verbose
+    --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" \
+    --budget "${PROMDIFF_BUDGET:-200}" $verbose
 rc=$?
 if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err"; then
     grep -E -A 15 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err" | head -n 40
