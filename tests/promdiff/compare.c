@@ -175,6 +175,10 @@ static char *labels_str(json_t *metric)
         cap += strlen(keys[i]) + (s ? strlen(s) : 0) + 6;
     }
     char *out = malloc(cap);
+    if (out == NULL) {
+        fprintf(stderr, "promdiff: out of memory\n");
+        exit(2);
+    }
     size_t o = 0;
     out[o++] = '{';
     for (size_t i = 0; i < n; i++) {
@@ -267,6 +271,10 @@ static struct vel *vels(json_t *arr, size_t *n)
 {
     *n = json_array_size(arr);
     struct vel *v = calloc(*n + 1, sizeof(*v));
+    if (v == NULL) {
+        fprintf(stderr, "promdiff: out of memory\n");
+        exit(2);
+    }
     for (size_t i = 0; i < *n; i++) {
         v[i].el = json_array_get(arr, i);
         v[i].key = labels_str(json_object_get(v[i].el, "metric"));
