@@ -6,7 +6,8 @@
  * answers.
  *
  *   promdiff-compare run --a PORT --b PORT --queries FILE --base SEC
- *                        [--filter REGEX] [--budget SEC] [--verbose]
+ *                        [--golden FILE] [--filter REGEX] [--budget SEC]
+ *                        [--verbose]
  *   promdiff-compare sync --a PORT --b PORT --base SEC --query Q
  *                         --at REL_SEC --deadline SEC
  *   promdiff-compare count --a PORT --base SEC --query Q --at REL_SEC
@@ -30,6 +31,13 @@
  * failure, 2 on a usage or setup error. Queries not started within --budget
  * seconds (default 240; each request has httpc's 30 s deadline) count as
  * failed, so a stuck server cannot stretch the stage past its bound.
+ *
+ * --golden FILE: before the list, checks answers known in advance: each
+ * line "REL_SEC<TAB>EXPECTED<TAB>QUERY" is an instant query at base+REL_SEC
+ * whose answer from A and from B must be EXPECTED exactly: "none" (an empty
+ * vector), "scalar V", or "LABELS V; LABELS V..." with labels written as
+ * {a="1", b="2"} (names sorted) and values as Prometheus prints them. Each
+ * line counts as one query in the summary.
  *
  * sync: polls the instant query Q at base+REL_SEC on both until the
  * answers match (success on both) or DEADLINE seconds pass: how the runner
@@ -491,9 +499,130 @@ static int expand(const char *q, char *out, size_t cap)
     return *q ? -1 : 0;
 }
 
+/* ---- golden answers ---- */
+
+/* An instant answer against "none", "scalar V" or "LABELS V; LABELS V...":
+ * values compared as text, exactly (Prometheus's float formatting is part of
+ * the answer), vectors as sets. */
+static bool cmp_golden(const struct answer *a, const char *name, const char *want)
+{
+    if (a->root == NULL || strcmp(jstr(a->root, "status"), "success") != 0) {
+        return DIFF("%s: HTTP %d %s %s", name, a->http, a->root ? jstr(a->root, "errorType") : "",
+                    a->root ? jstr(a->root, "error") : "(not JSON)");
+    }
+    json_t *d = json_object_get(a->root, "data");
+    json_t *r = json_object_get(d, "result");
+    const char *type = jstr(d, "resultType");
+    if (strncmp(want, "scalar ", 7) == 0) {
+        const char *v = json_string_value(json_array_get(r, 1));
+        if (strcmp(type, "scalar") != 0 || v == NULL || strcmp(v, want + 7) != 0) {
+            return DIFF("%s: %s %s, want scalar %s", name, type, v ? v : "", want + 7);
+        }
+        return true;
+    }
+    if (strcmp(type, "vector") != 0) {
+        return DIFF("%s: resultType %s, want vector", name, type);
+    }
+    size_t n;
+    struct vel *v = vels(r, &n);
+    static char got[16384];
+    size_t o = 0;
+    got[0] = '\0';
+    qsort(v, n, sizeof(*v), vel_cmp);
+    for (size_t i = 0; i < n && o < sizeof(got); i++) {
+        const char *val = json_string_value(json_array_get(json_object_get(v[i].el, "value"), 1));
+        o += (size_t)snprintf(got + o, sizeof(got) - o, "%s%s %s", i ? "; " : "", v[i].key,
+                              val ? val : "?");
+    }
+    vels_free(v, n);
+    /* the expected elements, sorted the same way */
+    static char buf[16384], exp[16384];
+    char *parts[256];
+    size_t np = 0;
+    snprintf(buf, sizeof(buf), "%s", strcmp(want, "none") == 0 ? "" : want);
+    for (char *tok = strtok(buf, ";"); tok != NULL && np < 256; tok = strtok(NULL, ";")) {
+        while (*tok == ' ') {
+            tok++;
+        }
+        parts[np++] = tok;
+    }
+    qsort(parts, np, sizeof(parts[0]), key_cmp);
+    o = 0;
+    exp[0] = '\0';
+    for (size_t i = 0; i < np && o < sizeof(exp); i++) {
+        o += (size_t)snprintf(exp + o, sizeof(exp) - o, "%s%s", i ? "; " : "", parts[i]);
+    }
+    if (strcmp(got, exp) != 0) {
+        return DIFF("%s: got \"%s\", want \"%s\"", name, n ? got : "none", np ? exp : "none");
+    }
+    return true;
+}
+
+/*
+ * The golden file: "REL_SEC<TAB>EXPECTED<TAB>QUERY" per line ('#' comments),
+ * each asked as an instant query at base+REL_SEC of A and of B, both of
+ * which must give EXPECTED (cmp_golden). Counts into |passed|/|failed|.
+ */
+static int golden(const char *file, const regex_t *re, int *passed, int *failed)
+{
+    FILE *f = fopen(file, "r");
+    if (f == NULL) {
+        fprintf(stderr, "promdiff: %s: %s\n", file, strerror(errno));
+        return -1;
+    }
+    static char line[16384], q[20000];
+    int lineno = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0' || line[0] == '#') {
+            continue;
+        }
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (t2 == NULL) {
+            printf("FAIL %s:%d: not REL_SEC<TAB>EXPECTED<TAB>QUERY\n", file, lineno);
+            (*failed)++;
+            continue;
+        }
+        *t1 = *t2 = '\0';
+        const char *want = t1 + 1, *query = t2 + 1;
+        if (re != NULL && regexec(re, query, 0, NULL, 0) != 0) {
+            continue;
+        }
+        if (expand(query, q, sizeof(q)) != 0) {
+            printf("FAIL %s:%d: bad {T+N} placeholder\n", file, lineno);
+            (*failed)++;
+            continue;
+        }
+        struct eval e = {false, strtod(line, NULL), 0, 0, false};
+        bool ok = true;
+        for (int side = 0; side < 2 && ok; side++) {
+            struct answer a;
+            const char *name = side ? name_b : name_a;
+            if (ask(side ? port_b : port_a, q, &e, false, &a) != 0) {
+                ok = DIFF("%s: request failed (connection or 30 s timeout)", name);
+                continue;
+            }
+            ok = cmp_golden(&a, name, want);
+            answer_free(&a);
+        }
+        if (ok) {
+            (*passed)++;
+            if (verbose) {
+                printf("ok   %s:%d: %s @ T+%s\n", file, lineno, q, line);
+            }
+        } else {
+            (*failed)++;
+            printf("FAIL %s:%d: %s @ T+%s\n    %s\n", file, lineno, q, line, diff);
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
 /* ---- modes ---- */
 
-static int run(const char *file, const char *filter)
+static int run(const char *file, const char *filter, const char *gold)
 {
     FILE *f = fopen(file, "r");
     if (f == NULL) {
@@ -509,6 +638,9 @@ static int run(const char *file, const char *filter)
     static char line[16384], q[20000];
     int passed = 0, failed = 0, lineno = 0, skipped = 0;
     long long t0 = tclock_ms();
+    if (gold != NULL && golden(gold, filter != NULL ? &re : NULL, &passed, &failed) != 0) {
+        failed++;
+    }
     while (fgets(line, sizeof(line), f) != NULL) {
         lineno++;
         line[strcspn(line, "\r\n")] = '\0';
@@ -649,7 +781,7 @@ static int free_port(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: promdiff-compare run --a PORT --b PORT --queries FILE --base SEC "
-                    "[--filter REGEX] [--budget SEC] [--verbose] [--names A,B]\n"
+                    "[--golden FILE] [--filter REGEX] [--budget SEC] [--verbose] [--names A,B]\n"
                     "       promdiff-compare sync --a PORT --b PORT --base SEC --query Q --at SEC "
                     "--deadline SEC\n"
                     "       promdiff-compare count --a PORT --base SEC --query Q --at SEC\n"
@@ -662,7 +794,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage();
     }
-    const char *mode = argv[1], *file = NULL, *filter = NULL, *query = NULL;
+    const char *mode = argv[1], *file = NULL, *filter = NULL, *query = NULL, *gold = NULL;
     double at = 0, deadline = 60;
     static char names[256];
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -686,6 +818,8 @@ int main(int argc, char **argv)
             port_b = atoi(v);
         } else if (strcmp(o, "--queries") == 0) {
             file = v;
+        } else if (strcmp(o, "--golden") == 0) {
+            gold = v;
         } else if (strcmp(o, "--base") == 0) {
             base_s = strtod(v, NULL);
         } else if (strcmp(o, "--filter") == 0) {
@@ -718,7 +852,7 @@ int main(int argc, char **argv)
         usage();
     }
     if (strcmp(mode, "run") == 0 && file != NULL) {
-        return run(file, filter);
+        return run(file, filter, gold);
     }
     if (strcmp(mode, "sync") == 0 && query != NULL) {
         return sync_mode(query, at, deadline);

@@ -82,21 +82,74 @@ static struct mdef mdefs[] = {
     {"http.server.duration", "s", K_HIST, PROMNAME_HISTOGRAM, "http_server_duration_seconds",
      "histogram", ""},
     {"rpc.latency", "ms", K_SUMMARY, PROMNAME_SUMMARY, "rpc_latency_milliseconds", "summary", ""},
+    /* PROMQL.md D's worked-example series (d_fill) */
+    {"http.requests", "", K_COUNTER_INT, PROMNAME_COUNTER, "http_requests_total", "counter", ""},
+    {"temperature", "Cel", K_GAUGE, PROMNAME_GAUGE, "temperature_celsius", "gauge", ""},
+    {"node.load", "", K_GAUGE, PROMNAME_GAUGE, "node_load", "gauge", ""},
+    {"node.info", "", K_GAUGE, PROMNAME_GAUGE, "node_info", "gauge", ""},
+    {"http.request.duration", "s", K_HIST, PROMNAME_HISTOGRAM, "http_request_duration_seconds",
+     "histogram", ""},
+    {"weird", "", K_GAUGE, PROMNAME_GAUGE, "weird", "gauge", ""},
+    {"up", "", K_GAUGE, PROMNAME_GAUGE, "up", "gauge", ""},
 };
 #define N_MDEFS (sizeof(mdefs) / sizeof(mdefs[0]))
-enum { M_REQ, M_CPU, M_MEM, M_TEMP, M_QUEUE, M_UTIL, M_PROBE, M_HIST, M_SUMM };
+enum {
+    M_REQ,
+    M_CPU,
+    M_MEM,
+    M_TEMP,
+    M_QUEUE,
+    M_UTIL,
+    M_PROBE,
+    M_HIST,
+    M_SUMM,
+    M_DREQ,
+    M_DTEMP,
+    M_DLOAD,
+    M_DINFO,
+    M_DHIST,
+    M_DWEIRD,
+    M_DUP,
+};
 
 static const double bounds[N_BOUNDS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+static const double d_bounds[] = {0.1, 0.25, 0.5, 1};
+
+/* The explicit bounds of histogram metric |m|; returns how many. */
+static int hist_bounds(int m, const double **b)
+{
+    if (m == M_DHIST) {
+        *b = d_bounds;
+        return (int)(sizeof(d_bounds) / sizeof(d_bounds[0]));
+    }
+    *b = bounds;
+    return N_BOUNDS;
+}
 static const double quants[N_QUANT] = {0.5, 0.9, 0.99};
 
+/* service.name and service.instance.id; NULL: the resource lacks it. */
 struct resource {
     const char *service, *instance;
 };
 static const struct resource resources[] = {
-    {"api", "api-0"}, {"api", "api-1"}, {"api", "api-2"}, {"db", "db-0"},
-    {"db", "db-1"},   {"web", "web-0"}, {"web", "web-1"},
+    {"api", "api-0"},
+    {"api", "api-1"},
+    {"api", "api-2"},
+    {"db", "db-0"},
+    {"db", "db-1"},
+    {"web", "web-0"},
+    {"web", "web-1"},
+    /* PROMQL.md D's: R_DA.. */
+    {"api", "a"},
+    {"api", "b"},
+    {"api", "c"},
+    {NULL, NULL},
+    {"api", NULL},
+    {"node", "10.0.0.1:9100"},
 };
 #define N_RES (sizeof(resources) / sizeof(resources[0]))
+#define N_MAIN_RES 7 /* the generated set's; the others carry section D's series */
+enum { R_DA = 7, R_DB, R_DC, R_DNONE, R_DJOB, R_DUP };
 
 /* One data-point attribute: a string, or an int when str is NULL. */
 struct attr {
@@ -204,7 +257,7 @@ static void make_streams(void)
     if (streams == NULL) {
         exit(2);
     }
-    for (int r = 0; r < (int)N_RES; r++) {
+    for (int r = 0; r < N_MAIN_RES; r++) {
         for (int m = 0; m < 2; m++) {
             for (int c = 0; c < 2; c++) {
                 struct attr a[2] = {{"method", methods[m], 0}, {"code", NULL, c ? 500 : 200}};
@@ -245,6 +298,8 @@ static void fill(struct stream *s, int si, int64_t base_ms)
     uint64_t start_ns = 0;
     bool started = false;
     bool is500 = s->n_attrs == 2 && s->attrs[1].num == 500;
+    const double *hb;
+    int nb = hist_bounds(s->metric, &hb);
 
     if (k == K_GAUGE && s->metric == M_MEM) {
         level = (double)rng_range(200000000, 300000000);
@@ -322,7 +377,7 @@ static void fill(struct stream *s, int si, int64_t base_ms)
             for (int64_t j = 0; j < n; j++) {
                 double v = exp(rng_unit() * log(20000.0)) / 1000.0; /* 1 ms .. 20 s */
                 int b = 0;
-                while (b < N_BOUNDS && v > bounds[b]) {
+                while (b < nb && v > hb[b]) {
                     b++;
                 }
                 hcounts[b]++;
@@ -349,6 +404,96 @@ static void fill(struct stream *s, int si, int64_t base_ms)
     }
 }
 
+/* ---- PROMQL.md section D's series ---- */
+
+/* One exact sample of a section D series at base + t s (no jitter). */
+static void d_put(struct stream *s, int64_t base_ms, int t, double v)
+{
+    struct point *p = &s->pts[t / 15];
+    p->present = true;
+    p->t_ms = base_ms + (int64_t)t * 1000;
+    p->t_ns = (uint64_t)p->t_ms * 1000000u;
+    p->v = v;
+    p->iv = (int64_t)v;
+}
+
+static struct stream *d_stream(int res, int metric, int n_attrs, const struct attr *attrs)
+{
+    add_stream(res, metric, n_attrs, attrs);
+    return &streams[n_streams - 1];
+}
+
+/*
+ * The series of PROMQL.md section D, at the first slot (t = 0 there is the
+ * base here), so the suite can also check its worked examples: the bad_bucket
+ * and noinf_bucket series are left out (an OTLP histogram cannot make them),
+ * and http_request_duration_seconds also has _sum (20) and _count, which D's
+ * table does not list.
+ */
+static void d_streams(int64_t base_ms)
+{
+    static const double b_vals[] = {100, 110, 120, 130, 140, 2, 12, 22, 32};
+    static const double t_vals[] = {20, 22, 21, 25, 24};
+    static const struct {
+        const char *host, *env;
+        double v;
+    } loads[] = {
+        {"a", "prod", 1}, {"b", "prod", 4}, {"c", "dev", 2}, {"d", "dev", 8}, {"e", "dev", 2}};
+    static const char *infos[][2] = {{"a", "linux"}, {"b", "linux"}, {"c", "bsd"}};
+    struct stream *s = d_stream(R_DA, M_DREQ, 0, NULL);
+    for (int t = 0; t <= 300; t += 15) {
+        d_put(s, base_ms, t, t);
+    }
+    s = d_stream(R_DB, M_DREQ, 0, NULL);
+    for (int i = 0; i < 9; i++) {
+        d_put(s, base_ms, 15 * i, b_vals[i]);
+    }
+    s = d_stream(R_DC, M_DREQ, 0, NULL);
+    for (int i = 0; i < 3; i++) {
+        d_put(s, base_ms, 90 + 15 * i, 3 * (i + 1));
+    }
+    struct attr room[1] = {{"room", "x", 0}};
+    s = d_stream(R_DNONE, M_DTEMP, 1, room);
+    for (int i = 0; i < 5; i++) {
+        d_put(s, base_ms, 60 * i, t_vals[i]);
+    }
+    for (size_t i = 0; i < sizeof(loads) / sizeof(loads[0]); i++) {
+        struct attr a[2] = {{"host", loads[i].host, 0}, {"env", loads[i].env, 0}};
+        s = d_stream(R_DNONE, M_DLOAD, 2, a);
+        for (int t = 0; t <= 300; t += 15) {
+            d_put(s, base_ms, t, loads[i].v);
+        }
+    }
+    for (size_t i = 0; i < sizeof(infos) / sizeof(infos[0]); i++) {
+        struct attr a[2] = {{"host", infos[i][0], 0}, {"os", infos[i][1], 0}};
+        s = d_stream(R_DNONE, M_DINFO, 2, a);
+        for (int t = 0; t <= 300; t += 15) {
+            d_put(s, base_ms, t, 1);
+        }
+    }
+    s = d_stream(R_DJOB, M_DHIST, 0, NULL);
+    for (int t = 0; t <= 300; t += 15) {
+        static const uint64_t counts[] = {10, 20, 15, 5, 2}; /* le 0.1 .. +Inf: 10 30 45 50 52 */
+        d_put(s, base_ms, t, 0);
+        memcpy(s->pts[t / 15].counts, counts, sizeof(counts));
+        s->pts[t / 15].count = 52;
+        s->pts[t / 15].sum = 20;
+    }
+    static const struct {
+        const char *k;
+        double v;
+    } weird[] = {{"nan", NAN}, {"inf", INFINITY}, {"one", 1}};
+    for (size_t i = 0; i < sizeof(weird) / sizeof(weird[0]); i++) {
+        struct attr a[1] = {{"k", weird[i].k, 0}};
+        s = d_stream(R_DNONE, M_DWEIRD, 1, a);
+        d_put(s, base_ms, 0, weird[i].v);
+    }
+    s = d_stream(R_DUP, M_DUP, 0, NULL);
+    for (int t = 0; t <= 300; t += 15) {
+        d_put(s, base_ms, t, 1);
+    }
+}
+
 /* ---- OpenMetrics ---- */
 
 static void fmt_val(double v, char out[40])
@@ -366,17 +511,28 @@ static void fmt_val(double v, char out[40])
 static void om_labels(const struct stream *s, const char *extra, char *out, size_t cap)
 {
     const struct resource *r = &resources[s->res];
-    int n = snprintf(out, cap, "{job=\"%s\",instance=\"%s\"", r->service, r->instance);
+    int n = snprintf(out, cap, "{");
+    const char *sep = "";
+    if (r->service != NULL) {
+        n += snprintf(out + n, cap - (size_t)n, "job=\"%s\"", r->service);
+        sep = ",";
+    }
+    if (r->instance != NULL) {
+        n += snprintf(out + n, cap - (size_t)n, "%sinstance=\"%s\"", sep, r->instance);
+        sep = ",";
+    }
     for (int i = 0; i < s->n_attrs; i++) {
         const struct attr *a = &s->attrs[i];
         if (a->str != NULL) {
-            n += snprintf(out + n, cap - (size_t)n, ",%s=\"%s\"", a->key, a->str);
+            n += snprintf(out + n, cap - (size_t)n, "%s%s=\"%s\"", sep, a->key, a->str);
         } else {
-            n += snprintf(out + n, cap - (size_t)n, ",%s=\"%lld\"", a->key, (long long)a->num);
+            n +=
+                snprintf(out + n, cap - (size_t)n, "%s%s=\"%lld\"", sep, a->key, (long long)a->num);
         }
+        sep = ",";
     }
     if (*extra != '\0') {
-        n += snprintf(out + n, cap - (size_t)n, ",%s", extra);
+        n += snprintf(out + n, cap - (size_t)n, "%s%s", sep, extra);
     }
     snprintf(out + n, cap - (size_t)n, "}");
 }
@@ -415,9 +571,11 @@ static int write_om(const char *path)
                 continue;
             }
             if (d->kind == K_HIST) {
-                for (int b = 0; b <= N_BOUNDS; b++) {
+                const double *hb;
+                int nb = hist_bounds(m, &hb);
+                for (int b = 0; b <= nb; b++) {
                     char le[PROMNAME_FMT_MAX + 8], lev[PROMNAME_FMT_MAX];
-                    promname_fmt_le(b < N_BOUNDS ? bounds[b] : INFINITY, lev);
+                    promname_fmt_le(b < nb ? hb[b] : INFINITY, lev);
                     snprintf(le, sizeof(le), "le=\"%s\"", lev);
                     for (int i = 0; i < STEPS; i++) {
                         const struct point *p = &s->pts[i];
@@ -428,8 +586,8 @@ static int write_om(const char *path)
                         for (int j = 0; j <= b; j++) {
                             cum += p->counts[j];
                         }
-                        om_line(f, family, "_bucket", s, le,
-                                (double)(b < N_BOUNDS ? cum : p->count), p->t_ms);
+                        om_line(f, family, "_bucket", s, le, (double)(b < nb ? cum : p->count),
+                                p->t_ms);
                     }
                 }
             } else if (d->kind == K_SUMMARY) {
@@ -570,10 +728,12 @@ static Metric *otlp_metric(int r, int m, int from, int to)
                 h->sum_opt_case =
                     OPENTELEMETRY__PROTO__METRICS__V1__HISTOGRAM_DATA_POINT__SUM_OPT_SUM;
                 h->sum = p->sum;
-                h->n_bucket_counts = N_BOUNDS + 1;
+                const double *hb;
+                int nb = hist_bounds(m, &hb);
+                h->n_bucket_counts = (size_t)nb + 1;
                 h->bucket_counts = (uint64_t *)p->counts;
-                h->n_explicit_bounds = N_BOUNDS;
-                h->explicit_bounds = (double *)bounds;
+                h->n_explicit_bounds = (size_t)nb;
+                h->explicit_bounds = (double *)hb;
                 pts[k++] = h;
             } else if (d->kind == K_SUMMARY) {
                 SummPt *sp =
@@ -670,9 +830,13 @@ static int write_otlp(const char *dir, int chunk, int from, int to)
         ResM *rm = NEW(ResM, OPENTELEMETRY__PROTO__METRICS__V1__RESOURCE_METRICS__INIT);
         Res *res = NEW(Res, OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT);
         res->attributes = bump(sizeof(KV *) * 2);
-        res->attributes[0] = kv_str("service.name", resources[r].service);
-        res->attributes[1] = kv_str("service.instance.id", resources[r].instance);
-        res->n_attributes = 2;
+        if (resources[r].service != NULL) {
+            res->attributes[res->n_attributes++] = kv_str("service.name", resources[r].service);
+        }
+        if (resources[r].instance != NULL) {
+            res->attributes[res->n_attributes++] =
+                kv_str("service.instance.id", resources[r].instance);
+        }
         rm->resource = res;
         ScopeM *sm = NEW(ScopeM, OPENTELEMETRY__PROTO__METRICS__V1__SCOPE_METRICS__INIT);
         Scope *sc = NEW(Scope, OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT);
@@ -728,7 +892,7 @@ static int check_names(void)
             return -1;
         }
     }
-    static const char *keys[] = {"method", "code", "room", "cpu"};
+    static const char *keys[] = {"method", "code", "room", "cpu", "host", "env", "os", "k"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         char out[64];
         int n = promname_label_name(keys[i], strlen(keys[i]), out, sizeof(out));
@@ -776,6 +940,7 @@ int main(int argc, char **argv)
     for (int si = 0; si < n_streams; si++) {
         fill(&streams[si], si, base_ms);
     }
+    d_streams(base_ms); /* after the draws: the generated set does not depend on them */
     char path[4096];
     snprintf(path, sizeof(path), "%s/data.om", out);
     int rc = write_om(path);
@@ -799,7 +964,10 @@ int main(int argc, char **argv)
     int series = 0, points = 0;
     for (int si = 0; si < n_streams; si++) {
         enum kind k = mdefs[streams[si].metric].kind;
-        series += k == K_HIST ? N_BOUNDS + 3 : k == K_SUMMARY ? N_QUANT + 2 : 1;
+        const double *hb;
+        series += k == K_HIST      ? hist_bounds(streams[si].metric, &hb) + 3
+                  : k == K_SUMMARY ? N_QUANT + 2
+                                   : 1;
         for (int i = 0; i < STEPS; i++) {
             points += streams[si].pts[i].present;
         }

@@ -200,7 +200,7 @@ fi
 verbose=""
 [ -n "${PROMDIFF_VERBOSE:-}" ] && verbose=--verbose
 "$cmp" run --a "$prom_port" --b "$b_port" --base "$base" --names "$names" \
-    --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" \
+    --golden "$here/golden.txt" --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" \
     --budget "${PROMDIFF_BUDGET:-200}" $verbose
 rc=$?
 if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err"; then
