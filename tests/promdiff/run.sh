@@ -16,7 +16,7 @@
 #   PROMDIFF_MIRADB=BIN      the miradb binary (default BUILD/miradb)
 #   PROMDIFF_BASE=SEC        the dataset's first slot, a multiple of 3600 (default: three hours
 #                            before now, rounded down to the hour)
-#   PROMDIFF_BUDGET=SEC      queries not started within SEC seconds count as failed (default 200)
+#   PROMDIFF_BUDGET=SEC      queries not started within SEC seconds count as failed (default 150)
 #   PROMDIFF_VERBOSE=1       print every query and evaluation, not only failures
 #   PROMDIFF_KEEP=1          keep the temp dir (data, TSDB, daemon logs) for a look afterwards
 # Needs prometheus and promtool (Debian's prometheus 2.42 package; scripts/deps.sh installs it)
@@ -192,16 +192,16 @@ else
     # The answers only compare once MiraDB serves every sample it acknowledged: the whole dataset
     # as one range-vector answer, the same series and samples from both.
     if ! "$cmp" sync --a "$prom_port" --b "$http_port" --base "$base" --names "$names" \
-        --query "$all" --at 7200 --deadline 60; then
+        --query "$all" --at 7200 --deadline 90; then
         show_log "$tmp/miradb.err"
-        abort "miradb: does not answer with all $samples samples within 60 s"
+        abort "miradb: does not answer with all $samples samples within 90 s"
     fi
 fi
 verbose=""
 [ -n "${PROMDIFF_VERBOSE:-}" ] && verbose=--verbose
 "$cmp" run --a "$prom_port" --b "$b_port" --base "$base" --names "$names" \
     --golden "$here/golden.txt" --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" \
-    --budget "${PROMDIFF_BUDGET:-200}" $verbose
+    --budget "${PROMDIFF_BUDGET:-150}" $verbose
 rc=$?
 if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err"; then
     grep -E -A 15 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err" | head -n 40
