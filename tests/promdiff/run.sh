@@ -45,7 +45,7 @@ stop_pid() { # pid name
         log "$2 (pid $pid) still running 10 s after SIGTERM: SIGKILL"
         kill -KILL "$pid" 2>/dev/null
     fi
-    wait "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null # its status is the function's
 }
 cleanup() {
     [ -n "$prom" ] && stop_pid "$prom" prometheus
@@ -203,12 +203,23 @@ verbose=""
     --golden "$here/golden.txt" --queries "$here/queries.txt" --filter "${PROMDIFF_QUERIES:-}" \
     --budget "${PROMDIFF_BUDGET:-150}" $verbose
 rc=$?
+kill -0 "$prom" 2>/dev/null || { log "FAIL prometheus died during the run"; rc=1; }
+# MiraDB must still run, stop on SIGTERM with status 0, and have written no sanitizer report
+# (LeakSanitizer writes its report at exit, so it is read after the stop).
+if kill -0 "$mira" 2>/dev/null; then
+    stop_pid "$mira" miradb
+    st=$?
+    mira=""
+    [ $st -eq 0 ] || { show_log "$tmp/miradb.err"; log "FAIL miradb: SIGTERM -> exit status $st, want 0"; rc=1; }
+else
+    show_log "$tmp/miradb.err"
+    log "FAIL miradb died during the run"
+    rc=1
+fi
 if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err"; then
     grep -E -A 15 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$tmp/miradb.err" | head -n 40
     log "FAIL miradb: sanitizer report on stderr"
     rc=1
 fi
-kill -0 "$prom" 2>/dev/null || { log "FAIL prometheus died during the run"; rc=1; }
-kill -0 "$mira" 2>/dev/null || { show_log "$tmp/miradb.err"; log "FAIL miradb died during the run"; rc=1; }
 log "done in $((SECONDS - started)) s"
 exit $rc
