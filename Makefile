@@ -2,7 +2,8 @@
 #
 #   make            build/miradb (release: -O2, no sanitizers)
 #   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
-#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop)
+#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop,
+#                   promdiff: PromQL answers against a real Prometheus 2.42)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
 #   make fresh-check  make test and make run on a brand-new Debian 12 root (scripts/fresh-check.sh)
@@ -48,6 +49,8 @@ MAIN_SRC  := server/main.c
 UNIT_SRCS := $(wildcard tests/unit/*/*_test.c) $(wildcard tests/util/*.c)
 INTEG_SRCS := $(wildcard tests/integ/*_test.c) $(wildcard tests/util/*.c)
 BENCH_TOOLS := $(patsubst bench/%/main.c,%,$(wildcard bench/*/main.c))
+# The differential suite's dataset generator and comparer (tests/promdiff/).
+PROMDIFF_TOOLS := $(BUILD)/promdiff-gen $(BUILD)/promdiff-compare
 
 REL := $(BUILD)/rel
 ASN := $(BUILD)/asan
@@ -55,7 +58,7 @@ ASN := $(BUILD)/asan
 REL_LIB_OBJS := $(LIB_SRCS:%.c=$(REL)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(REL)/gen/%.o)
 ASN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASN)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(ASN)/gen/%.o)
 
-.PHONY: all run test unit integ interop fuzz bench deps fmt fmt-check clean fresh-check \
+.PHONY: all run test unit integ interop promdiff fuzz bench deps fmt fmt-check clean fresh-check \
         test-suites fuzz-run
 .DEFAULT_GOAL := all
 SUBMAKE := $(MAKE) --no-print-directory
@@ -118,7 +121,7 @@ run: deps
 test: deps
 	@$(SUBMAKE) test-suites
 
-test-suites: all $(ASN)/unit-tests $(ASN)/integ-tests $(ASN)/miradb
+test-suites: all $(ASN)/unit-tests $(ASN)/integ-tests $(ASN)/miradb $(PROMDIFF_TOOLS)
 	scripts/run-tests.sh $(ASN) $(BUILD)
 
 unit: $(ASN)/unit-tests
@@ -129,6 +132,17 @@ integ: $(ASN)/integ-tests $(ASN)/miradb all
 
 interop: all
 	tests/interop/run.sh $(BUILD)/miradb
+
+# The differential suite (tests/promdiff/README.md): its dataset generator and
+# comparer, release flags; PROMDIFF_QUERIES=REGEX runs a subset of the queries.
+$(BUILD)/promdiff-gen: $(REL)/tests/promdiff/gen.o $(REL)/libmiradb.a
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+$(BUILD)/promdiff-compare: $(REL)/tests/promdiff/compare.o $(REL)/tests/util/httpc.o \
+                           $(REL)/tests/util/tclock.o
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+promdiff: deps
+	@$(SUBMAKE) all $(PROMDIFF_TOOLS)
+	tests/promdiff/run.sh $(BUILD)
 
 # ---- fuzzing (clang + libFuzzer), bounded by FUZZ_SECONDS per target ----
 FUZZ_SECONDS ?= 60

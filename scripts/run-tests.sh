@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs MiraDB's test suites and fails on any failing test or sanitizer report.
-#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop ...]
+#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop|promdiff ...]
 # Criterion writes its summary on stderr; it is kept in build/test-logs/ and
 # scanned for AddressSanitizer / LeakSanitizer / UBSan reports, which do not
 # always fail a criterion test by themselves (LIBS.md 5).
@@ -8,7 +8,7 @@ set -u
 asan=$1
 rel=$2
 shift 2
-suites=${*:-unit integ interop}
+suites=${*:-unit integ interop promdiff}
 logs=$asan/../test-logs
 mkdir -p "$logs"
 passed=0
@@ -53,6 +53,17 @@ for s in $suites; do
         else
             failed=$((failed + 1))
             tail -n 40 "$logs/interop.log"
+        fi
+        ;;
+    promdiff)
+        # PromQL answers against a real Prometheus 2.42 (tests/promdiff/README.md).
+        echo "== promdiff"
+        if tests/promdiff/run.sh "$rel" >"$logs/promdiff.log" 2>&1; then
+            passed=$((passed + 1))
+            tail -n 3 "$logs/promdiff.log"
+        else
+            failed=$((failed + 1))
+            tail -n 60 "$logs/promdiff.log"
         fi
         ;;
     esac
