@@ -103,4 +103,13 @@ struct pm_exemplar_series {
 int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
                     int64_t maxt_ms, struct pm_exemplar_series **out, size_t *n_out);
 
+/*
+ * OTLP metric points read so far (process-wide) that map to no Prometheus
+ * series (PROMQL.md C: an empty or all-underscore name, an exponential
+ * histogram of a scale below -4, ...), for /metrics. Declared weak so the
+ * API links before pmsrc.c defines it: callers test &pmsrc_unmapped (or
+ * the pointer) for NULL first. Any thread.
+ */
+uint64_t pmsrc_unmapped(void) __attribute__((weak));
+
 #endif
