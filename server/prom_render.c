@@ -13,7 +13,6 @@
  */
 #include "server/prom_render.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,43 +115,11 @@ static void hist_point(struct jsonw *w, int64_t t, const struct pm_hist *h)
     jsonw_arr_end(w);
 }
 
-/* 2^(k / 2^schema) / 2, the fraction histogram.getBound scales: the
- * correctly rounded double of an extended-precision power (checked against
- * Prometheus's table in prom_render_test). */
-static double bound_frac(int32_t schema, int32_t k)
-{
-    long double x = exp2l((long double)k / (long double)(1 << schema)) / 2.0L;
-    return (double)x;
-}
-
 double prom_hist_bound(int32_t idx, int32_t schema)
 {
-    if (schema < 0) {
-        int64_t e = (int64_t)idx * ((int64_t)1 << -schema);
-        if (e == 1024) {
-            return DBL_MAX; /* the last finite bucket */
-        }
-        if (e > 1100) {
-            return INFINITY;
-        }
-        if (e < -1100) {
-            return 0;
-        }
-        return ldexp(1, (int)e);
-    }
-    int32_t k = idx & ((1 << schema) - 1);
-    double frac = bound_frac(schema, k);
-    int64_t e = (int64_t)(idx >> schema) + 1;
-    if (frac == 0.5 && e == 1025) {
-        return DBL_MAX;
-    }
-    if (e > 1100) {
-        return INFINITY;
-    }
-    if (e < -1100) {
-        return 0;
-    }
-    return ldexp(frac, (int)e);
+    double lo, hi;
+    pm_hist_bounds(schema, idx, false, &lo, &hi);
+    return hi;
 }
 
 static void bucket(struct jsonw *w, double lo, double hi, bool lo_inc, bool hi_inc, double count)
@@ -180,8 +147,9 @@ void prom_render_hist(struct jsonw *w, const struct pm_hist *h)
             continue;
         }
         int32_t i = h->neg_offset + (int32_t)k;
-        double lo = -prom_hist_bound(i, h->schema), hi = -prom_hist_bound(i - 1, h->schema);
-        bool lo_inc = lo<0, hi_inc = hi> 0;
+        double lo, hi;
+        pm_hist_bounds(h->schema, i, true, &lo, &hi);
+        bool lo_inc = (lo < 0), hi_inc = (hi > 0);
         if (hi > -zt) {
             hi = -zt;
         }
@@ -205,8 +173,9 @@ void prom_render_hist(struct jsonw *w, const struct pm_hist *h)
             continue;
         }
         int32_t i = h->pos_offset + (int32_t)k;
-        double lo = prom_hist_bound(i - 1, h->schema), hi = prom_hist_bound(i, h->schema);
-        bool lo_inc = lo<0, hi_inc = hi> 0;
+        double lo, hi;
+        pm_hist_bounds(h->schema, i, false, &lo, &hi);
+        bool lo_inc = (lo < 0), hi_inc = (hi > 0);
         if (lo < zt) {
             lo = zt;
         }

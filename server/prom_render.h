@@ -54,8 +54,8 @@ void prom_render_hist(struct jsonw *w, const struct pm_hist *h);
 /* [{"seriesLabels":{..},"exemplars":[{"labels":{..},"value":"..","timestamp":..}]}] */
 void prom_render_exemplars(struct jsonw *w, const struct pm_exemplar_series *es, size_t n);
 
-/* Bucket bound of Prometheus index |idx| in |schema| (histogram.getBound):
- * the upper bound of the positive bucket idx. */
+/* The upper bound of positive bucket |idx| in |schema| (Prometheus's
+ * histogram.getBound, through pm_hist_bounds). */
 double prom_hist_bound(int32_t idx, int32_t schema);
 
 #endif
