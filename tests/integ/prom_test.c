@@ -29,9 +29,14 @@ static void start(void)
     cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
 }
 
+/* A clean exit: no sanitizer report in the daemon either. */
 static void stop(void)
 {
-    daemon_stop(&d);
+    int st = daemon_stop(&d);
+    if (st != 0) {
+        daemon_dump_log(&d);
+    }
+    cr_expect_eq(st, 0, "daemon exit status %d", st);
 }
 
 /* One request; the status, the body (malloc'd) and the Content-Type. */
