@@ -209,6 +209,13 @@ Test(prom_api, form_post_answers_as_get)
     expect_post("/api/v1/query", "query=1%3E1", 400,
                 BAD("invalid parameter \\\"query\\\": 1:2: parse error: comparisons between "
                     "scalars must use BOOL modifier"));
+    /* label values take POST too (2.42 answers 405; Grafana retries as GET) */
+    expect_post("/api/v1/label/bad-name/values", "start=0", 400,
+                BAD("invalid label name: \\\"bad-name\\\""));
+    expect_post("/api/v1/label/nope/values", "start=0", 200,
+                "{\"status\":\"success\",\"data\":[]}");
+    expect_get("/api/v1/query_exemplars?query=nope_total", 200,
+               "{\"status\":\"success\",\"data\":[]}");
     /* Go's ParseForm: a body value wins over the URL's, "+" is a space */
     expect_post("/api/v1/query?query=1&time=4", "query=2+%2B+5&time=5", 200,
                 "{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\",\"result\":[5,"
