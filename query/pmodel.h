@@ -134,6 +134,13 @@ struct pm_set {
 /* Sorts a set by labels (pm_labels_cmp), as Prometheus sorts a matrix. */
 void pm_set_sort(struct pm_set *set);
 
+/* Bucket |i|'s bounds (Prometheus index, schema s): (lower, upper] on the
+ * positive side, [lower, upper) on the negative one, bit-identical to
+ * Prometheus's getBound (its precalculated table). Implemented in
+ * pmhist.c; declared here too (as in pmeval_int.h) because the HTTP API
+ * writes these bounds into native-histogram answers. */
+void pm_hist_bounds(int32_t schema, int32_t i, bool negative, double *lower, double *upper);
+
 /* Deep copy of a histogram into the arena (NULL on -ENOMEM). */
 struct pm_hist *pm_hist_dup(arena *a, const struct pm_hist *h);
 

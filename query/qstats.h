@@ -25,9 +25,15 @@ enum qs_endpoint {
     QS_EP_TRACE_BY_ID, /* Tempo side */
     QS_EP_TRACE_SEARCH,
     QS_EP_TRACE_TAGS,
-    QS_EP_INDEX, /* Loki index/stats, index/volume, detected_labels */
+    QS_EP_INDEX,            /* Loki index/stats, index/volume, detected_labels */
+    QS_EP_PROM_QUERY,       /* /api/v1/query */
+    QS_EP_PROM_QUERY_RANGE, /* /api/v1/query_range */
+    QS_EP_PROM_SERIES,      /* /api/v1/series */
+    QS_EP_PROM_LABELS,      /* /api/v1/labels and /api/v1/label/<name>/values */
+    QS_EP_PROM_METADATA,    /* /api/v1/metadata */
+    QS_EP_PROM_EXEMPLARS,   /* /api/v1/query_exemplars */
 };
-#define QS_EP_COUNT 9
+#define QS_EP_COUNT 15
 
 enum qs_outcome {
     QS_OK = 0,

@@ -250,6 +250,8 @@ static const char *reason_phrase(int status)
         return "Content Too Large";
     case 415:
         return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Entity";
     case 431:
         return "Request Header Fields Too Large";
     case 500:
@@ -258,6 +260,8 @@ static const char *reason_phrase(int status)
         return "Not Implemented";
     case 503:
         return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
     default:
         return "Unknown";
     }

@@ -43,6 +43,7 @@
 #include "storage/sealer.h"
 #include "storage/store.h"
 #include "server/loki.h"
+#include "server/prom.h"
 #include "server/tempo.h"
 
 static void usage(FILE *f)
@@ -397,6 +398,10 @@ static int serve(int argc, char **argv)
     }
     if (tempo_register(&c) < 0) {
         log_error("main", "event=init_failed error=\"tempo routes\"");
+        return 1;
+    }
+    if (prom_register(&c) < 0) {
+        log_error("main", "event=init_failed error=\"prometheus routes\"");
         return 1;
     }
 

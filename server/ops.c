@@ -10,6 +10,7 @@
 
 #include "query/qstats.h"
 #include "server/ingest.h"
+#include "server/prom.h"
 #include "server/iot.h"
 #include "server/promcheck.h"
 #include "storage/adm.h"
@@ -238,4 +239,5 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_ready", "gauge", "1 once WAL replay is done.");
     evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);
     query_metrics_text(o);
+    prom_metrics_text(o);
 }

@@ -12,6 +12,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "query/pmsrc.h"
 #include "server/log.h"
 #include "storage/promname.h"
 
@@ -71,8 +72,8 @@ static int reason_of(const struct metric_row *m)
     if (m->name.len + m->unit.len + 32 > sizeof name) {
         return -1; /* too long to check here; the read side counts it */
     }
-    if (promname_metric(m->name.p, m->name.len, m->unit.p, m->unit.len, (enum promname_type)t,
-                        name, sizeof name) == -EINVAL) {
+    if (promname_metric(m->name.p, m->name.len, m->unit.p, m->unit.len, (enum promname_type)t, name,
+                        sizeof name) == -EINVAL) {
         return PROMCHECK_NAME;
     }
     return -1;
@@ -123,4 +124,25 @@ void promcheck_batch(const struct batch *b)
                  bad[i] == PROMCHECK_TEMPORALITY ? "aggregation temporality is unspecified"
                                                  : "its name has no character Prometheus allows");
     }
+}
+
+void promcheck_reads(void)
+{
+    static uint64_t seen; /* pmsrc_unmapped() at the last look */
+    uint64_t now = pmsrc_unmapped();
+    uint64_t was = __atomic_load_n(&seen, __ATOMIC_RELAXED);
+    if (now == was ||
+        !__atomic_compare_exchange_n(&seen, &was, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        return;
+    }
+    char name[128];
+    size_t n = pmsrc_unmapped_last(name, sizeof name);
+    if (n == 0 || !first_time(name, n)) {
+        return;
+    }
+    log_warn("query",
+             "metric \"%s\": some of its points or series are not visible to PromQL (an "
+             "attribute key Prometheus refuses, an unspecified temporality or an exponential "
+             "histogram scale below -4); counted in miradb_promql_unmapped_reads_total",
+             name);
 }

@@ -29,6 +29,12 @@ const char *promcheck_reason_name(enum promcheck_reason r);
 /* Checks a decoded SIG_METRICS batch (anything else is ignored). */
 void promcheck_batch(const struct batch *b);
 
+/* After a PromQL read (query/pmsrc.h): when the source met metrics or
+ * series it could not map since the last call (attribute keys Prometheus
+ * refuses, an exponential histogram scale below -4, what ingest counts),
+ * logs the last one's name, once per name. Any thread. */
+void promcheck_reads(void);
+
 /* Points counted for |r| since start. */
 uint64_t promcheck_count(enum promcheck_reason r);
 

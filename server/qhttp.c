@@ -82,6 +82,7 @@ static const struct qhttp_error errors[] = {
     {-EINVAL, QS_BAD_REQUEST, {400, 400, 400}, false, "bad_data", "bad request"},
     {-E2BIG, QS_LIMIT, {400, 422, 422}, false, "execution", "the query is over a limit"},
     {-ENOMEM, QS_LIMIT, {422, 422, 422}, false, "execution", "the query is over its memory limit"},
+    {-EDOM, QS_BAD_REQUEST, {422, 422, 422}, false, "execution", "the query failed to evaluate"},
     {-ENOENT, QS_OK, {404, 404, 404}, false, "not_found", "not found"},
     {-ETIMEDOUT, QS_TIMEOUT, {504, 504, 503}, false, "timeout", TIMEOUT_MSG},
     {-ECANCELED, QS_CANCELED, {499, 499, 503}, false, "canceled", "canceled"},

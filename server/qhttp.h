@@ -23,6 +23,8 @@
  *   -EINVAL     bad_request   400  400  400 bad_data     bad parameter, parse/pipeline error
  *   -E2BIG      limit         400  422  422 execution    over --query-max-rows, a count limit
  *   -ENOMEM     limit         422  422  422 execution    over --query-memory
+ *   -EDOM       bad_request   422  422  422 execution    a query that fails to evaluate (PromQL's
+ *                                                     many-to-many matching, duplicate label sets)
  *   -ENOENT     ok            404  404  404 not_found    nothing by that id (a trace)
  *   -ETIMEDOUT  timeout       504  504  503 timeout      past --query-timeout
  *   -ECANCELED  canceled      499  499  503 canceled     the client left (sees no answer)
