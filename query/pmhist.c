@@ -802,7 +802,7 @@ static void trim_in_zero(struct pm_hist *h)
         h->pos[i] = 0;
     }
     for (uint32_t i = 0; i < h->n_neg; i++) {
-        if (-get_bound(h->neg_offset + (int32_t)i, h->schema) <= -h->zero_threshold) {
+        if (-get_bound(h->neg_offset + (int32_t)i - 1, h->schema) <= -h->zero_threshold) {
             break;
         }
         h->neg[i] = 0;

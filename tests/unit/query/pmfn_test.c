@@ -652,7 +652,20 @@ Test(pmfn, scalar_vector_time_pi_timestamp_sort)
     SAME(out.e[0].v, 240.0);
     cr_assert(labels_are(&out.e[0].labels, "room=x"));
 
+    /* sort / sort_desc: input order (the engine sorts), labels kept,
+     * histogram samples passed through whole */
+    static double pos[] = {1};
+    struct pm_hist h = {.count = 1, .pos_offset = 1, .n_pos = 1, .pos = pos};
+    struct pm_velem he = {.labels = L("__name__=n,host=c"), .h = &h, .t = 1};
+    cr_assert_eq(pm_vec_push(A, v, &he), 0);
     a = vecarg(v);
+    out = call("sort(n)", 250, 0, &a, 1);
+    cr_assert_eq(out.n, 3);
+    SAME(out.e[0].v, 1.0);
+    cr_assert_eq(out.e[2].h, &h);
+    cr_assert_eq(out.e[2].t, 250000);
+    cr_assert(labels_are(&out.e[2].labels, "__name__=n,host=c"));
+    v->n = 2;
     out = call("sort_desc(n)", 250, 0, &a, 1);
     cr_assert_eq(out.n, 2);
     cr_assert(labels_are(&out.e[0].labels, "__name__=n,host=a"));

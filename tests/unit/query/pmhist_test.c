@@ -29,15 +29,14 @@ static void teardown(void)
 
 TestSuite(pmhist, .init = setup, .fini = teardown);
 
-#define SAME(got, want)                                                                       \
-    cr_assert((isnan(got) && isnan(want)) ||                                                  \
-                  ((got) == (want) && signbit(got) == signbit(want)),                         \
+#define SAME(got, want)                                                                            \
+    cr_assert((isnan(got) && isnan(want)) || ((got) == (want) && signbit(got) == signbit(want)),   \
               "got %.17g want %.17g", (double)(got), (double)(want))
 
 /* A histogram with positive buckets pos[0..np) from index po. */
 static struct pm_hist H(int32_t schema, double count, double sum, double zt, double zc, int32_t po,
-                        const double *pos, uint32_t np, int32_t no, const double *neg, uint32_t nn)
-{
+                        const double *pos, uint32_t np, int32_t no, const double *neg,
+                        uint32_t nn) {
     struct pm_hist h = {.schema = schema,
                         .count = count,
                         .sum = sum,
@@ -250,6 +249,19 @@ Test(pmhist, add_reconciles_zero_thresholds)
     /* a unchanged */
     SAME(a.zero_threshold, 0.5);
     SAME(a.pos[0], 2.0);
+
+    /* the mirror image on the negative side: [-1,-0.5): 2 joins the zero
+     * bucket and is cleared, [-2,-1): 3 + 1 */
+    struct pm_hist na = H(0, 6, -5, 0.5, 1, 0, NULL, 0, 0, pa, 2);
+    struct pm_hist nb = H(0, 5, -2, 1, 4, 0, NULL, 0, 1, pb, 1);
+    s = pm_hist_add(A, &na, &nb);
+    cr_assert_not_null(s);
+    SAME(s->zero_threshold, 1.0);
+    SAME(s->zero_count, 7.0);
+    cr_assert_eq(s->neg_offset, 1);
+    cr_assert_eq(s->n_neg, 1);
+    SAME(s->neg[0], 4.0);
+    cr_assert_eq(s->n_pos, 0);
 }
 
 Test(pmhist, sub_and_scale)
