@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -493,6 +494,72 @@ static void expand(struct buf *b, const qlex_re *re, const char *tmpl, size_t tn
 
 #define MAX_GROUPS 64
 
+/* label_replace runs at every step of a range query: each thread keeps
+ * its last compiled regex (keyed by the pattern text, in its own arena)
+ * instead of compiling and JIT-compiling it again. Freed when the pattern
+ * changes and at thread exit. */
+struct re_cache {
+    arena *a;
+    struct qlex lx;
+    char *pat;
+    size_t n;
+    qlex_re *re;
+    char err[256];
+};
+
+static pthread_key_t re_key;
+static pthread_once_t re_once = PTHREAD_ONCE_INIT;
+
+static void re_cache_free(void *p)
+{
+    struct re_cache *c = p;
+    if (c != NULL) {
+        qlex_re_free_all(c->lx.res);
+        arena_free(c->a);
+        free(c);
+    }
+}
+
+static void re_key_init(void)
+{
+    (void)pthread_key_create(&re_key, re_cache_free);
+}
+
+/* The compiled ^(?:pat)$ (pat of n bytes): 0 and *out, -EINVAL for a bad
+ * regex, -ENOMEM. */
+static int re_get(const char *pat, size_t n, const qlex_re **out)
+{
+    pthread_once(&re_once, re_key_init);
+    struct re_cache *c = pthread_getspecific(re_key);
+    if (c != NULL && c->n == n && memcmp(c->pat, pat, n) == 0) {
+        *out = c->re;
+        return 0;
+    }
+    re_cache_free(c);
+    (void)pthread_setspecific(re_key, NULL);
+    c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    c->a = arena_new(0);
+    c->pat = c->a != NULL ? arena_alloc(c->a, n + 1) : NULL;
+    if (c->pat == NULL) {
+        re_cache_free(c);
+        return -ENOMEM;
+    }
+    memcpy(c->pat, pat, n);
+    c->n = n;
+    qlex_init(&c->lx, QLEX_LOGQL, pat, n, c->a, c->err, sizeof c->err);
+    int rc = qlex_re_compile(&c->lx, 0, pat, n, false, &c->re);
+    if (rc < 0) {
+        re_cache_free(c);
+        return rc == -ENOMEM ? rc : -EINVAL;
+    }
+    (void)pthread_setspecific(re_key, c);
+    *out = c->re;
+    return 0;
+}
+
 static int fn_label_replace(struct pm_fnenv *env, const struct pm_fnarg *args, struct pm_vec *out)
 {
     const struct pm_vec *vec = args[0].vec;
@@ -504,22 +571,16 @@ static int fn_label_replace(struct pm_fnenv *env, const struct pm_fnarg *args, s
     memcpy(pat, "^(?:", 4);
     memcpy(pat + 4, rs.s, rs.n);
     memcpy(pat + 4 + rs.n, ")$", 3);
-    char rxerr[256];
-    struct qlex lx;
-    qlex_init(&lx, QLEX_LOGQL, pat, rs.n + 6, env->a, rxerr, sizeof rxerr);
-    qlex_re *re = NULL;
-    int rc = qlex_re_compile(&lx, 0, pat, rs.n + 6, false, &re);
+    const qlex_re *re = NULL;
+    int rc = re_get(pat, rs.n + 6, &re);
     if (rc == -ENOMEM) {
-        qlex_re_free_all(lx.res);
         return rc;
     }
     if (rc < 0) {
-        qlex_re_free_all(lx.res);
         return pmfn_fail(env, "invalid regular expression in label_replace(): %.*s", (int)rs.n,
                          rs.s);
     }
     if (!valid_label_name(dst.s, dst.n)) {
-        qlex_re_free_all(lx.res);
         return pmfn_fail(env, "invalid destination label name in label_replace(): %.*s", (int)dst.n,
                          dst.s);
     }
@@ -563,7 +624,6 @@ static int fn_label_replace(struct pm_fnenv *env, const struct pm_fnarg *args, s
             rc = pmfn_emit(env, out, &ls, pmfn_val(e), NULL);
         }
     }
-    qlex_re_free_all(lx.res);
     return rc;
 }
 

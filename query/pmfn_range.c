@@ -418,7 +418,8 @@ static int one_window(struct pm_fnenv *env, enum promql_func_id id, const struct
         *v = 1;
         return 0;
     case PROMQL_FN_QUANTILE_OVER_TIME: {
-        double *vals = (double *)arena_alloc(env->a, n * sizeof *vals);
+        double small[128];
+        double *vals = n <= 128 ? small : (double *)arena_alloc(env->a, n * sizeof *vals);
         if (vals == NULL) {
             return -ENOMEM;
         }
