@@ -1639,9 +1639,14 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
 
     switch (v.type) {
     case PROMQL_TYPE_STRING:
+        /* a copy: the result must outlive the AST */
         out->type = PM_RES_STRING;
         out->t = o->start_ms;
-        out->str = v.str;
+        out->str.n = v.str.n;
+        out->str.s = arena_strndup(a, v.str.s, v.str.n);
+        if (out->str.s == NULL) {
+            return nomem(&sh);
+        }
         break;
     case PROMQL_TYPE_SCALAR:
         if (!range) {

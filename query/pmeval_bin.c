@@ -352,6 +352,21 @@ int pe_bin_init(struct pe_ev *ev, struct pe_bin *b, const struct promql_expr *e)
         }
     }
     b->n_names = n;
+    /* group_x(include) names are copied: result labels outlive the AST */
+    size_t ni = vm != NULL ? vm->n_include : 0;
+    if (ni != 0) {
+        b->inc = (struct promql_str *)arena_alloc(a, ni * sizeof *b->inc);
+        if (b->inc == NULL) {
+            return oom(ev->sh);
+        }
+        for (size_t i = 0; i < ni; i++) {
+            b->inc[i].n = vm->include[i].n;
+            b->inc[i].s = arena_strndup(a, vm->include[i].s, vm->include[i].n);
+            if (b->inc[i].s == NULL) {
+                return oom(ev->sh);
+            }
+        }
+    }
     if (pe_hmap_init(a, &b->sigs, 16) != 0 || pe_hmap_init(a, &b->matched, 16) != 0 ||
         pe_hmap_init(a, &b->pairs, 16) != 0) {
         return oom(ev->sh);
@@ -498,11 +513,12 @@ static int result_metric(struct pe_shared *sh, const struct pe_bin *b, const str
     }
     for (size_t i = 0; i < vm->n_include; i++) {
         uint32_t n;
-        const char *v = pm_labels_get(rs, vm->include[i].s, vm->include[i].n, &n);
+        const struct promql_str *in = &b->inc[i];
+        const char *v = pm_labels_get(rs, in->s, in->n, &n);
         if (v != NULL && n != 0) {
-            pm_lb_set(&lb, vm->include[i].s, vm->include[i].n, v, n);
+            pm_lb_set(&lb, in->s, in->n, v, n);
         } else {
-            pm_lb_del(&lb, vm->include[i].s, vm->include[i].n);
+            pm_lb_del(&lb, in->s, in->n);
         }
     }
     if (b->e->return_bool) {

@@ -161,7 +161,7 @@ struct pe_bin {
     uint32_t *lens;
     size_t n_names;
     struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
-    struct pm_vec lsig;                  /* scratch */
+    struct promql_str *inc;              /* group_x(include) names, arena copies */
     uint64_t *lh, *rh;                   /* per-step signatures */
     size_t lh_cap, rh_cap;
 };
