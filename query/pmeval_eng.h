@@ -1,0 +1,178 @@
+/*
+ * pmeval_eng.h - private header of the PromQL evaluator (pmeval.c, the
+ * per-step aggregation in pmeval_agg.c, the binary operators in
+ * pmeval_bin.c). Nothing outside those three files includes it.
+ *
+ * The shape follows Prometheus 2.42's engine: every node evaluates to a
+ * value over the evaluator's steps [start, end] by interval (a scalar: one
+ * number per step; an instant vector: a matrix whose points sit on the
+ * steps; a range vector: raw samples, instant evaluation only), and nodes
+ * that combine inputs do it step by step (pe_range_eval, Prometheus's
+ * rangeEval), gathering each input's elements at the step into a pm_vec.
+ */
+#ifndef MIRADB_PMEVAL_ENG_H
+#define MIRADB_PMEVAL_ENG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query/pmeval.h"
+#include "query/pmeval_int.h"
+
+/* One series of a matrix value; arrays grow in the arena. */
+struct pe_series {
+    struct pm_labels labels;
+    struct pm_fsample *f;
+    size_t nf, fcap;
+    struct pm_hsample *h;
+    size_t nh, hcap;
+};
+
+struct pe_mat {
+    struct pe_series *s;
+    size_t n, cap;
+};
+
+/* A node's value. SCALAR: sc[step] for every step; VECTOR / MATRIX: m;
+ * STRING: str. */
+struct pe_val {
+    enum promql_type type;
+    double *sc;
+    struct pe_mat m;
+    struct promql_str str;
+};
+
+/* uint64 -> int32 open-addressing map (Prometheus keys its maps by label
+ * hashes too). Arena memory; pe_hmap_clear empties it for the next step. */
+struct pe_hmap {
+    uint64_t *k;
+    int32_t *v; /* -1: empty slot */
+    uint32_t cap, n;
+};
+
+struct pe_sel; /* a selector node and the series loaded for it */
+
+/* What every evaluator of one query shares. */
+struct pe_shared {
+    arena *a;
+    const struct pm_source *src;
+    struct qctx *q;
+    uint64_t max_samples;
+    uint64_t cur; /* Prometheus's currentSamples */
+    uint32_t tick;
+    int64_t lookback;
+    int64_t qstart, qend; /* the query's start / end: @ start() / end() */
+    char *err;
+    size_t errlen;
+    struct pe_sel *sels;
+    size_t n_sels;
+    const struct promql_expr **inv; /* nodes Prometheus wraps in StepInvariantExpr */
+    size_t n_inv, inv_cap;
+};
+
+/* One evaluator: a time range and a step (subqueries and step-invariant
+ * nodes make their own). */
+struct pe_ev {
+    struct pe_shared *sh;
+    int64_t start, end, interval;
+};
+
+static inline size_t pe_nsteps(const struct pe_ev *ev)
+{
+    return ev->end < ev->start ? 0 : (size_t)((ev->end - ev->start) / ev->interval) + 1;
+}
+
+/* Writes the message (printf) and returns rc. */
+int pe_fail(struct pe_shared *sh, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "query processing would load too many samples into memory in query execution" */
+int pe_too_many(struct pe_shared *sh);
+/* The qctx deadline / cancel flag (0 without a qctx). */
+int pe_check(struct pe_shared *sh);
+
+int pe_hmap_init(arena *a, struct pe_hmap *m, size_t hint);
+void pe_hmap_clear(struct pe_hmap *m);
+int32_t pe_hmap_get(const struct pe_hmap *m, uint64_t k);
+/* Sets k -> v (overwrites). 0 or -ENOMEM. */
+int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v);
+
+/* Whether the vector holds two elements with the same label set. */
+bool pe_vec_has_dup(arena *a, const struct pm_vec *v);
+/* "vector cannot contain metrics with the same labelset" (-EDOM). */
+int pe_dup_error(struct pe_shared *sh);
+
+/* Go's strconv.Quote, as far as error texts need it (", \\, control bytes
+ * escaped). Writes at most cap bytes, NUL-terminated. */
+void pe_go_quote(const char *s, size_t n, char *out, size_t cap);
+/* Prometheus labels.String(): {a="1", b="2"}. Arena string, NULL on -ENOMEM. */
+char *pe_fmt_labels(arena *a, const struct pm_labels *ls);
+
+/* Evaluates |e| over ev's steps. */
+int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+
+/*
+ * Prometheus's rangeEval: evaluates |args| (a NULL entry or a string is
+ * skipped), then at every step gathers each vector argument's elements at
+ * the step (vecs[i]) and each scalar's value (scs[i]) and calls |fn|,
+ * which appends its result to |out|. The results become the matrix |res|
+ * (an instant evaluation keeps the step's order). Checks the result of
+ * every step for duplicate label sets.
+ */
+typedef int (*pe_step_fn)(struct pe_ev *ev, void *ctx, int64_t ts, const struct pm_vec *vecs,
+                          const double *scs, struct pm_vec *out);
+int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_t n_args,
+                  pe_step_fn fn, void *ctx, struct pe_val *res);
+
+/* Appends one point to a series. 0 or -ENOMEM. */
+int pe_series_push(arena *a, struct pe_series *s, int64_t t, double v, const struct pm_hist *h);
+/* Appends an empty series with |labels|; its index in *idx. */
+int pe_mat_add(arena *a, struct pe_mat *m, const struct pm_labels *labels, size_t *idx);
+
+/* ---- pmeval_agg.c ---- */
+
+/* State of one aggregation node across steps (maps reused per step). */
+struct pe_agg {
+    const struct promql_expr *e;
+    const char **names; /* the grouping labels, sorted (count_values: + its label) */
+    uint32_t *lens;
+    size_t n_names;
+    struct promql_str label; /* count_values */
+    struct pe_hmap groups;
+    void *scratch; /* struct agg_group array */
+    size_t scratch_cap;
+    void *heap; /* element scratch for topk / bottomk / quantile */
+    size_t heap_cap;
+    int32_t *gidx; /* per element: its group */
+    size_t gidx_cap;
+    struct pm_labels *metric; /* per element: its labels (count_values: + the label) */
+    size_t metric_cap;
+};
+int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e);
+/* One step: |in| aggregated into |out|; |param| is the step's parameter. */
+int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct pm_vec *in,
+                struct pm_vec *out);
+
+/* ---- pmeval_bin.c ---- */
+
+struct pe_bin {
+    const struct promql_expr *e;
+    const char **names; /* on / ignoring labels */
+    uint32_t *lens;
+    size_t n_names;
+    struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
+    struct promql_str *inc;              /* group_x(include) names, arena copies */
+    uint64_t *lh, *rh;                   /* per-step signatures */
+    size_t lh_cap, rh_cap;
+};
+int pe_bin_init(struct pe_ev *ev, struct pe_bin *b, const struct promql_expr *e);
+/* One step of vector op vector. */
+int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const struct pm_vec *r,
+              struct pm_vec *out);
+/* vector op scalar (|swap|: the scalar is the left operand). */
+int pe_bin_vs(struct pe_ev *ev, const struct promql_expr *e, const struct pm_vec *v, double s,
+              bool swap, struct pm_vec *out);
+/* scalar op scalar (comparisons 0/1). */
+double pe_bin_ss(enum promql_binop op, double l, double r);
+
+#endif
