@@ -135,7 +135,6 @@ bool pm_hist_is_reset(const struct pm_hist *x, const struct pm_hist *y);
  * interpolates linearly inside a bucket). */
 double pm_hist_quantile(double q, const struct pm_hist *h);
 double pm_hist_fraction(double lower, double upper, const struct pm_hist *h);
-/* Bucket |i|'s bounds (Prometheus index, schema s). */
-void pm_hist_bounds(int32_t schema, int32_t i, bool negative, double *lower, double *upper);
+/* Bucket bounds: pm_hist_bounds in pmodel.h. */
 
 #endif
