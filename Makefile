@@ -81,6 +81,12 @@ $(ASN)/%.o: %.c | $(PB_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SAN) -c $< -o $@
 
+# The PromQL evaluator does Prometheus's int64 millisecond arithmetic, which
+# wraps in Go (`x @ 6e18`, huge offsets): two's-complement wrapping here too,
+# rather than undefined behaviour.
+PM_WRAP_OBJS := $(patsubst %.c,%.o,$(wildcard query/pmeval*.c query/pmfn*.c))
+$(PM_WRAP_OBJS:%=$(REL)/%) $(PM_WRAP_OBJS:%=$(ASN)/%) $(PM_WRAP_OBJS:%=$(BUILD)/fuzz/%): CFLAGS_BASE += -fwrapv
+
 # The project library is an archive, so a test binary pulls in only the
 # modules it uses (and links while other modules are still being written).
 $(REL)/libmiradb.a: $(REL_LIB_OBJS)

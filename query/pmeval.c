@@ -713,10 +713,10 @@ static int window(arena *a, const struct pm_series *s, int64_t mint, int64_t max
     w->labels = s->labels;
     size_t f0 = f_upto(s->f, s->nf, mint - 1), f1 = f_upto(s->f, s->nf, maxt);
     size_t h0 = h_upto(s->h, s->nh, mint - 1), h1 = h_upto(s->h, s->nh, maxt);
-    w->f = s->f + f0;
     w->nf = f1 > f0 ? f1 - f0 : 0;
-    w->h = s->h + h0;
     w->nh = h1 > h0 ? h1 - h0 : 0;
+    w->f = w->nf != 0 ? s->f + f0 : NULL; /* NULL + 0 is undefined */
+    w->h = w->nh != 0 ? s->h + h0 : NULL;
     size_t stale = 0;
     for (size_t i = 0; i < w->nf; i++) {
         stale += promname_is_stale_nan(w->f[i].v);

@@ -23,6 +23,9 @@
 
 static bool is_odd_int(double x)
 {
+    if (fabs(x) >= 9007199254740992.0) {
+        return false; /* past 2^53 every float64 is an even integer (and int64 may not hold it) */
+    }
     double xi;
     double xf = modf(x, &xi);
     return xf == 0 && ((int64_t)xi & 1) == 1;
@@ -106,7 +109,7 @@ static double go_pow(double x, double y)
             ae += xe;
         }
         x1 *= x1;
-        xe <<= 1;
+        xe *= 2; /* Go shifts; a negative left shift is undefined in C */
         if (x1 < .5) {
             x1 += x1;
             xe--;
