@@ -269,7 +269,7 @@ int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v)
 }
 
 /* Vector.ContainsSameLabelset: label hashes compared. */
-bool pe_vec_has_dup(arena *a, const struct pm_vec *v)
+bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v)
 {
     if (v->n < 2) {
         return false;
@@ -286,32 +286,30 @@ bool pe_vec_has_dup(arena *a, const struct pm_vec *v)
         }
         return false;
     }
-    struct pe_hmap m;
-    if (pe_hmap_init(a, &m, v->n) != 0) {
-        return false; /* the next allocation fails the query */
-    }
+    struct pe_hmap *m = &sh->dup;
+    pe_hmap_clear(m);
     for (size_t i = 0; i < v->n; i++) {
         uint64_t h = pm_labels_hash(&v->e[i].labels);
-        if (pe_hmap_get(&m, h) >= 0) {
+        if (pe_hmap_get(m, h) >= 0) {
             return true;
         }
-        if (pe_hmap_put(a, &m, h, 0) != 0) {
-            return false;
+        if (pe_hmap_put(sh->a, m, h, 0) != 0) {
+            return false; /* the next allocation fails the query */
         }
     }
     return false;
 }
 
-static bool mat_has_dup(arena *a, const struct pe_mat *m)
+static bool mat_has_dup(struct pe_shared *sh, const struct pe_mat *m)
 {
     struct pm_vec v = {0};
     for (size_t i = 0; i < m->n; i++) {
         struct pm_velem e = {.labels = m->s[i].labels};
-        if (pm_vec_push(a, &v, &e) != 0) {
+        if (pm_vec_push(sh->a, &v, &e) != 0) {
             return false;
         }
     }
-    return pe_vec_has_dup(a, &v);
+    return pe_vec_has_dup(sh, &v);
 }
 
 /* ---- matrices ----------------------------------------------------------- */
@@ -926,6 +924,9 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
                     return pe_too_many(sh);
                 }
                 sh->cur++;
+                if ((rc = pe_tick(sh)) != 0) {
+                    return rc;
+                }
                 if (pm_vec_push(a, &vecs[i], &el) != 0) {
                     return nomem(sh);
                 }
@@ -935,7 +936,7 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
         if ((rc = fn(ev, ctx, ts, vecs, scs, &out)) != 0) {
             return rc;
         }
-        if (pe_vec_has_dup(a, &out)) {
+        if (pe_vec_has_dup(sh, &out)) {
             return pe_dup_error(sh);
         }
         sh->cur += out.n;
@@ -1292,6 +1293,9 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
         size_t nw = 0;
         pe_hmap_clear(&by_derived);
         for (size_t i = 0; i < n_series; i++) {
+            if ((rc = pe_tick(sh)) != 0) {
+                return rc;
+            }
             if (window(a, &series[i], mint, maxt, &wins[nw]) != 0) {
                 return nomem(sh);
             }
@@ -1330,7 +1334,7 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
         if ((rc = pmfn_call(&env, args, e->n_args, &res)) != 0) {
             return call_result(sh, rc);
         }
-        if (pe_vec_has_dup(a, &res)) {
+        if (pe_vec_has_dup(sh, &res)) {
             return pe_dup_error(sh);
         }
         for (size_t i = 0; i < res.n; i++) {
@@ -1502,7 +1506,7 @@ static int eval_unary(struct pe_ev *ev, const struct promql_expr *e, struct pe_v
             s->f[j].v = -s->f[j].v;
         }
     }
-    if (mat_has_dup(sh->a, &out->m)) {
+    if (mat_has_dup(sh, &out->m)) {
         return pe_dup_error(sh);
     }
     return 0;
@@ -1602,7 +1606,7 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
     sh.a = a;
     sh.src = src;
     sh.q = o->q;
-    sh.max_samples = o->max_samples;
+    sh.max_samples = o->max_samples != 0 ? o->max_samples : PM_DEFAULT_MAX_SAMPLES;
     sh.lookback = o->lookback_ms > 0 ? o->lookback_ms : PM_DEFAULT_LOOKBACK_MS;
     sh.qstart = o->start_ms;
     sh.qend = o->end_ms;

@@ -301,10 +301,27 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
         if (gi < 0) {
             gi = (int32_t)ng++;
             memset(&gr[gi], 0, sizeof gr[gi]);
-            if (pe_hmap_put(a, &g->groups, key, gi) != 0 ||
-                group_labels(ev, g, &metric[i], &gr[gi].labels) != 0) {
+            if (pe_hmap_put(a, &g->groups, key, gi) != 0) {
                 return pe_fail(sh, -ENOMEM, "out of memory");
             }
+            int32_t li = pe_hmap_get(&g->lcache, key);
+            if (li < 0) {
+                struct pm_labels *lv = grow(a, g->lv, &g->lcap, g->ln + 1, sizeof *lv);
+                if (lv == NULL) {
+                    return pe_fail(sh, -ENOMEM, "out of memory");
+                }
+                if (lv != g->lv && g->ln != 0) {
+                    memcpy(lv, g->lv, g->ln * sizeof *lv);
+                }
+                g->lv = lv;
+                li = (int32_t)g->ln;
+                if (group_labels(ev, g, &metric[i], &g->lv[li]) != 0 ||
+                    pe_hmap_put(a, &g->lcache, key, li) != 0) {
+                    return pe_fail(sh, -ENOMEM, "out of memory");
+                }
+                g->ln++;
+            }
+            gr[gi].labels = g->lv[li];
         }
         gidx[i] = gi;
         gr[gi].n++;

@@ -527,6 +527,39 @@ static int result_metric(struct pe_shared *sh, const struct pe_bin *b, const str
     return pm_lb_done(&lb, out);
 }
 
+/* resultMetric through its cache (Prometheus keys it by both label sets). */
+static int cached_result_metric(struct pe_shared *sh, struct pe_bin *b, const struct pm_labels *ls,
+                                const struct pm_labels *rs, struct pm_labels *out)
+{
+    uint64_t k = pm_labels_hash(ls) * 0x9e3779b97f4a7c15ULL ^ pm_labels_hash(rs);
+    int32_t i = pe_hmap_get(&b->rmcache, k);
+    if (i >= 0) {
+        *out = b->rm[i];
+        return 0;
+    }
+    if (result_metric(sh, b, ls, rs, out) != 0) {
+        return -ENOMEM;
+    }
+    if (b->rm_n == b->rm_cap) {
+        size_t cap = b->rm_cap != 0 ? 2 * b->rm_cap : 16;
+        struct pm_labels *n = (struct pm_labels *)arena_alloc(sh->a, cap * sizeof *n);
+        if (n == NULL) {
+            return -ENOMEM;
+        }
+        if (b->rm_n != 0) {
+            memcpy(n, b->rm, b->rm_n * sizeof *n);
+        }
+        b->rm = n;
+        b->rm_cap = cap;
+    }
+    b->rm[b->rm_n] = *out;
+    if (pe_hmap_put(sh->a, &b->rmcache, k, (int32_t)b->rm_n) != 0) {
+        return -ENOMEM;
+    }
+    b->rm_n++;
+    return 0;
+}
+
 int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const struct pm_vec *r,
               struct pm_vec *out)
 {
@@ -590,7 +623,7 @@ int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const 
             continue;
         }
         struct pm_velem el = {.v = value, .h = ho, .t = ls->t};
-        if (result_metric(sh, b, &ls->labels, &rs->labels, &el.labels) != 0) {
+        if (cached_result_metric(sh, b, &ls->labels, &rs->labels, &el.labels) != 0) {
             return oom(sh);
         }
         if (vm->card == PROMQL_CARD_ONE_TO_ONE) {

@@ -67,6 +67,7 @@ struct pe_shared {
     size_t errlen;
     struct pe_sel *sels;
     size_t n_sels;
+    struct pe_hmap dup; /* pe_vec_has_dup's scratch */
     const struct promql_expr **inv; /* nodes Prometheus wraps in StepInvariantExpr */
     size_t n_inv, inv_cap;
 };
@@ -98,7 +99,7 @@ int32_t pe_hmap_get(const struct pe_hmap *m, uint64_t k);
 int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v);
 
 /* Whether the vector holds two elements with the same label set. */
-bool pe_vec_has_dup(arena *a, const struct pm_vec *v);
+bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v);
 /* "vector cannot contain metrics with the same labelset" (-EDOM). */
 int pe_dup_error(struct pe_shared *sh);
 
@@ -139,6 +140,9 @@ struct pe_agg {
     size_t n_names;
     struct promql_str label; /* count_values */
     struct pe_hmap groups;
+    struct pe_hmap lcache; /* grouping key -> index in lv: group labels across steps */
+    struct pm_labels *lv;
+    size_t ln, lcap;
     void *scratch; /* struct agg_group array */
     size_t scratch_cap;
     void *heap; /* element scratch for topk / bottomk / quantile */
@@ -161,7 +165,10 @@ struct pe_bin {
     uint32_t *lens;
     size_t n_names;
     struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
-    struct promql_str *inc;              /* group_x(include) names, arena copies */
+    struct promql_str *inc; /* group_x(include) names, arena copies */
+    struct pe_hmap rmcache; /* (lhs, rhs) label hashes -> index in rm (resultMetric's cache) */
+    struct pm_labels *rm;
+    size_t rm_n, rm_cap;
     uint64_t *lh, *rh;                   /* per-step signatures */
     size_t lh_cap, rh_cap;
 };
