@@ -75,15 +75,16 @@ int pe_check(struct pe_shared *sh)
     if (rc == 0) {
         return 0;
     }
-    const char *m = qctx_message(sh->q);
-    if (m != NULL && m[0] != '\0') {
-        return pe_fail(sh, rc, "%s", m);
-    }
+    /* Prometheus's words for its own two (contextDone); the qctx's for the rest */
     if (rc == -ETIMEDOUT) {
         return pe_fail(sh, rc, "query timed out in expression evaluation");
     }
     if (rc == -ECANCELED) {
         return pe_fail(sh, rc, "query was canceled in expression evaluation");
+    }
+    const char *m = qctx_message(sh->q);
+    if (m != NULL && m[0] != '\0') {
+        return pe_fail(sh, rc, "%s", m);
     }
     return pe_fail(sh, rc, "%s", strerror(-rc));
 }
@@ -448,7 +449,7 @@ static int src_error(struct pe_shared *sh, int rc)
 }
 
 static int load_selector(struct pe_shared *sh, const struct promql_expr *e, const struct pe_sq *sq,
-                         int64_t eval_range)
+                         int64_t eval_range, bool ts_quirk)
 {
     const struct promql_sel *s = &e->sel;
     int64_t start = sh->qstart, end = sh->qend;
@@ -464,6 +465,17 @@ static int load_selector(struct pe_shared *sh, const struct promql_expr *e, cons
     start -= eval_range == 0 ? sh->lookback : eval_range;
     start -= s->mod.offset_ms;
     end -= s->mod.offset_ms;
+    if (ts_quirk) {
+        /* timestamp(x @ T offset d) reads at T (step_timestamp); Prometheus
+         * gets that sample from the chunks it loaded anyway. */
+        int64_t t = at_time(sh, &s->mod);
+        if (t - sh->lookback < start) {
+            start = t - sh->lookback;
+        }
+        if (t > end) {
+            end = t;
+        }
+    }
 
     if (sh->n_sels % 16 == 0) {
         struct pe_sel *n = (struct pe_sel *)arena_alloc(sh->a, (sh->n_sels + 16) * sizeof *n);
@@ -521,7 +533,7 @@ static int prep(struct pe_shared *sh, const struct promql_expr *e, struct pe_sq 
         return 0;
     case PROMQL_VECTOR:
         *inv = e->sel.mod.at != PROMQL_AT_NONE;
-        return load_selector(sh, e, &sq, eval_range);
+        return load_selector(sh, e, &sq, eval_range, false);
     case PROMQL_MATRIX:
         return prep(sh, e->inner, sq, e->range_ms, inv);
     case PROMQL_SUBQUERY: {
@@ -554,7 +566,15 @@ static int prep(struct pe_shared *sh, const struct promql_expr *e, struct pe_sq 
             }
         }
         for (size_t i = 0; i < e->n_args; i++) {
-            if ((rc = prep(sh, e->args[i], sq, 0, &f[i])) != 0) {
+            const struct promql_expr *u = unparen(e->args[i]);
+            if (e->func->id == PROMQL_FN_TIMESTAMP && u->kind == PROMQL_VECTOR &&
+                u->sel.mod.at != PROMQL_AT_NONE) {
+                f[i] = true;
+                rc = load_selector(sh, u, &sq, 0, true);
+            } else {
+                rc = prep(sh, e->args[i], sq, 0, &f[i]);
+            }
+            if (rc != 0) {
                 return rc;
             }
             all = all && f[i];

@@ -67,7 +67,7 @@ struct pe_shared {
     size_t errlen;
     struct pe_sel *sels;
     size_t n_sels;
-    struct pe_hmap dup; /* pe_vec_has_dup's scratch */
+    struct pe_hmap dup;             /* pe_vec_has_dup's scratch */
     const struct promql_expr **inv; /* nodes Prometheus wraps in StepInvariantExpr */
     size_t n_inv, inv_cap;
 };
@@ -165,11 +165,11 @@ struct pe_bin {
     uint32_t *lens;
     size_t n_names;
     struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
-    struct promql_str *inc; /* group_x(include) names, arena copies */
+    struct promql_str *inc;              /* group_x(include) names, arena copies */
     struct pe_hmap rmcache; /* (lhs, rhs) label hashes -> index in rm (resultMetric's cache) */
     struct pm_labels *rm;
     size_t rm_n, rm_cap;
-    uint64_t *lh, *rh;                   /* per-step signatures */
+    uint64_t *lh, *rh; /* per-step signatures */
     size_t lh_cap, rh_cap;
 };
 int pe_bin_init(struct pe_ev *ev, struct pe_bin *b, const struct promql_expr *e);

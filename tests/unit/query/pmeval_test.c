@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,6 +806,77 @@ Test(pmeval, max_samples)
     cr_assert_eq(run_range("http_requests_total{instance=\"a\"}[5m]", S(300), S(300), 0, &r),
                  -E2BIG);
     max_samples = PM_DEFAULT_MAX_SAMPLES;
+}
+
+Test(pmeval, cancel_and_deadline_from_the_qctx)
+{
+    struct qctx q;
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    int cancel = 1;
+    q.lim.cancel = &cancel;
+    struct promql_expr *e;
+    char perr[128];
+    cr_assert_eq(promql_parse("sum(node_load)", 14, &e, perr, sizeof perr), 0);
+    struct pm_eval_opts o = {.start_ms = 0, .end_ms = S(300), .step_ms = S(15), .q = &q};
+    struct pm_result r;
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), -ECANCELED);
+    cr_assert_str_eq(err, "query was canceled in expression evaluation");
+    /* a deadline long past */
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    q.lim.deadline_ns = 1;
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), -ETIMEDOUT);
+    cr_assert_str_eq(err, "query timed out in expression evaluation");
+    /* and with neither, the same query runs */
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].nf, 21);
+    promql_free(e);
+}
+
+Test(pmeval, range_query_over_a_subquery)
+{
+    /* at 120: inner steps 0, 60, 120 -> max 22; at 180: 60..180 -> 25; at 240: 25 */
+    struct pm_result r;
+    ok_range("max_over_time(temperature_celsius[2m:1m])", S(120), S(240), S(60), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_str_eq(lstr(&r.set.s[0].labels), "{room=\"x\"}");
+    cr_assert_eq(r.set.s[0].nf, 3);
+    cr_assert_eq(r.set.s[0].f[0].v, 22);
+    cr_assert_eq(r.set.s[0].f[1].v, 25);
+    cr_assert_eq(r.set.s[0].f[2].v, 25);
+    /* a subquery of an aggregation with @ on a selector inside */
+    ok_range("sum_over_time(sum(temperature_celsius @ 60)[2m:1m])", S(120), S(240), S(120), &r);
+    cr_assert_eq(r.set.s[0].nf, 2);
+    cr_assert_eq(r.set.s[0].f[0].v, 66); /* 22 at inner steps 0, 60, 120 */
+    cr_assert_eq(r.set.s[0].f[1].v, 66);
+}
+
+Test(pmeval, timestamp_with_at_loses_the_offset_as_in_2_42)
+{
+    /* engine.go 2.42 sets the selector's offset to ts - @ for timestamp():
+     * the sample at 100 (t = 60), not at 100 - 60s (t = 0). */
+    VEC("timestamp(temperature_celsius @ 100 offset 1m)", 250, {"{room=\"x\"}", 60});
+    VEC("timestamp(temperature_celsius offset 1m)", 250, {"{room=\"x\"}", 180});
+}
+
+Test(pmeval, stale_native_histogram_hides_the_series)
+{
+    static struct pm_hist h = {.schema = 0, .count = 1, .sum = 1};
+    static struct pm_hist hs = {.schema = 0};
+    hs.sum = promname_stale_nan();
+    static struct pm_hsample smp[2] = {{0, &h}, {S(30), &hs}};
+    struct pm_series *a = add("hs", KV("k", "1"));
+    a->h = smp;
+    a->nh = 2;
+    struct pm_result r;
+    ok_at("hs", S(20), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].h[0].h, &h);
+    empty_at("hs", 40);
 }
 
 /* ---- native histograms -------------------------------------------------------------------------
