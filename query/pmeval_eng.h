@@ -1,7 +1,8 @@
 /*
  * pmeval_eng.h - private header of the PromQL evaluator (pmeval.c, the
- * per-step aggregation in pmeval_agg.c, the binary operators in
- * pmeval_bin.c). Nothing outside those three files includes it.
+ * function calls in pmeval_call.c, the per-step aggregation in
+ * pmeval_agg.c, the binary operators in pmeval_bin.c). Nothing outside
+ * those four files includes it.
  *
  * The shape follows Prometheus 2.42's engine: every node evaluates to a
  * value over the evaluator's steps [start, end] by interval (a scalar: one
@@ -108,6 +109,36 @@ int pe_dup_error(struct pe_shared *sh);
 void pe_go_quote(const char *s, size_t n, char *out, size_t cap);
 /* Prometheus labels.String(): {a="1", b="2"}. Arena string, NULL on -ENOMEM. */
 char *pe_fmt_labels(arena *a, const struct pm_labels *ls);
+
+#define PE_TICK_MASK 4095u /* a qctx look every 4,096 samples */
+
+/* pe_check every PE_TICK_MASK + 1 calls. */
+static inline int pe_tick(struct pe_shared *sh)
+{
+    if (sh->q != NULL && (++sh->tick & PE_TICK_MASK) == 0) {
+        return pe_check(sh);
+    }
+    return 0;
+}
+
+int pe_nomem(struct pe_shared *sh); /* "out of memory", -ENOMEM */
+const struct promql_expr *pe_unparen(const struct promql_expr *e);
+/* The time an @ modifier names (start() / end() resolved). */
+int64_t pe_at_time(const struct pe_shared *sh, const struct promql_mod *m);
+/* The series loaded for a selector node (NULL: none). */
+const struct pm_set *pe_sel_set(const struct pe_shared *sh, const struct promql_expr *node);
+/* vectorSelectorSingle: the newest sample at or before |ref| within the
+ * lookback, unless it is the staleness marker. */
+bool pe_sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int64_t *t, double *v,
+                  const struct pm_hist **h);
+/* The samples of |s| in [mint, maxt], staleness markers left out. 0 or -ENOMEM. */
+int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w);
+/* A subquery's inner expression over the steps the outer evaluator needs. */
+int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+/* A one-series result of a scalar-typed node as the per-step array. */
+int pe_mat_to_scalar(struct pe_ev *ev, struct pe_val *v);
+/* A function call (pmeval_call.c). */
+int pe_eval_call(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 
 /* Evaluates |e| over ev's steps. */
 int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
