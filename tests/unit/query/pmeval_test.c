@@ -909,3 +909,110 @@ Test(pmeval, sum_of_native_histograms)
     cr_assert_eq(r.set.s[0].nh, 1);
     cr_assert_eq(r.set.s[0].h[0].h, &h2);
 }
+
+/* ---- @ modifier: Prometheus's own cases ------------------------------------------------------ */
+
+/*
+ * promql/testdata/at_modifier.test at v2.42.0 (the cases that need no
+ * function besides sum_over_time, timestamp, time and vector), on its
+ * data: metric{job="1"} 0+1x1000 and metric{job="2"} 0+2x1000 every 10 s,
+ * metric_ms 0+1x10000 every millisecond.
+ */
+static void setup_at(void)
+{
+    memset(&db, 0, sizeof db);
+    db.a = arena_new(1 << 20);
+    cr_assert_not_null(db.a);
+    for (int j = 1; j <= 2; j++) {
+        struct pm_series *s = add("metric", KV("job", j == 1 ? "1" : "2"));
+        struct pm_fsample *f = arena_alloc(db.a, 1001 * sizeof *f);
+        for (int i = 0; i <= 1000; i++) {
+            f[i] = (struct pm_fsample){S(10 * i), (double)(j * i)};
+        }
+        s->f = f;
+        s->nf = 1001;
+    }
+    struct pm_series *s = add("metric_ms", NULL);
+    struct pm_fsample *f = arena_alloc(db.a, 10001 * sizeof *f);
+    for (int i = 0; i <= 10000; i++) {
+        f[i] = (struct pm_fsample){i, (double)i};
+    }
+    s->f = f;
+    s->nf = 10001;
+}
+
+TestSuite(pmeval_at, .init = setup_at, .fini = teardown);
+
+Test(pmeval_at, instant_selectors)
+{
+    VEC("metric @ 100", 10, {"{__name__=\"metric\", job=\"1\"}", 10},
+        {"{__name__=\"metric\", job=\"2\"}", 20});
+    VEC("metric @ 100 offset 50s", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("metric offset 50s @ 100", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("metric @ 0 offset -50s", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("-metric @ 100", 10, {"{job=\"1\"}", -10}, {"{job=\"2\"}", -20});
+    VEC("---metric @ 100", 10, {"{job=\"1\"}", -10}, {"{job=\"2\"}", -20});
+    VEC("metric_ms @ 1.234", 100, {"{__name__=\"metric_ms\"}", 1234});
+}
+
+Test(pmeval_at, range_selectors_and_subqueries)
+{
+    VEC("sum_over_time(metric{job=\"1\"}[100s] @ 100)", 25, {"{job=\"1\"}", 55});
+    VEC("sum_over_time(metric{job=\"1\"}[100s] @ 100 offset 50s)", 25, {"{job=\"1\"}", 15});
+    VEC("sum_over_time(metric{job=\"1\"}[100s] offset 50s @ 100)", 25, {"{job=\"1\"}", 15});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] @ 100)", 25, {"{job=\"1\"}", 460});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] @ 100 offset 20s)", 25, {"{job=\"1\"}", 288});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] offset 20s @ 100)", 25, {"{job=\"1\"}", 288});
+    VEC("sum_over_time(sum_over_time(metric{job=\"1\"}[100s] @ 100)[100s:25s] @ 50)", 100,
+        {"{job=\"1\"}", 275});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[100s] @ 100)[100s:25s] @ "
+        "50)[3s:1s] @ 3000)",
+        0, {"{job=\"1\"}", 1100});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[10s])[100s:25s] @ 50)[3s:1s] "
+        "@ 200)",
+        0, {"{job=\"1\"}", 44});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[10s])[100s:25s] @ "
+        "200)[3s:1s] @ 50)",
+        0, {"{job=\"1\"}", 464});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[20s])[20s:10s] offset "
+        "10s)[100s:25s] @ 1000)",
+        0, {"{job=\"1\"}", 3588});
+}
+
+Test(pmeval_at, time_and_timestamp)
+{
+    VEC("timestamp(metric{job=\"1\"} @ 10)", 600, {"{job=\"1\"}", 10});
+    VEC("timestamp(timestamp(metric{job=\"1\"} @ 10))", 600, {"{job=\"1\"}", 600});
+    VEC("timestamp(timestamp(metric{job=\"1\"} @ 10))", 900, {"{job=\"1\"}", 900});
+    VEC("sum_over_time(vector(time())[100s:1s] @ 3000)", 0, {"{}", 297950});
+    VEC("sum_over_time(vector(time())[100s:1s] @ 3000 offset 600s)", 0, {"{}", 237350});
+    VEC("sum_over_time(timestamp(metric{job=\"1\"} @ 10)[100s:10s] @ 3000)", 0,
+        {"{job=\"1\"}", 110});
+    VEC("sum_over_time(timestamp(timestamp(metric{job=\"1\"} @ 999))[10s:1s] @ 10)", 0,
+        {"{job=\"1\"}", 55});
+}
+
+Test(pmeval_at, range_query_with_at_is_step_invariant)
+{
+    /* every step sees metric @ 100 = 10; selected once, at 100 */
+    struct pm_result r;
+    ok_range("metric{job=\"1\"} @ 100", S(0), S(1000), S(100), &r);
+    cr_assert_eq(db.calls, 1);
+    cr_assert_eq(db.mint[0], S(100 - 300));
+    cr_assert_eq(db.maxt[0], S(100));
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].nf, 11);
+    for (int i = 0; i < 11; i++) {
+        cr_assert_eq(r.set.s[0].f[i].t, S(100 * i));
+        cr_assert_eq(r.set.s[0].f[i].v, 10);
+    }
+    /* a window pinned at end(): the same at every step */
+    ok_range("sum_over_time(metric{job=\"1\"}[100s] @ end())", S(0), S(1000), S(500), &r);
+    cr_assert_eq(r.set.s[0].nf, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(r.set.s[0].f[i].v, 1045); /* [900, 1000]: 90 + ... + 100 */
+    }
+}
