@@ -1016,3 +1016,69 @@ Test(pmeval_at, range_query_with_at_is_step_invariant)
         cr_assert_eq(r.set.s[0].f[i].v, 1045); /* [900, 1000]: 90 + ... + 100 */
     }
 }
+
+/* ---- subqueries: Prometheus's own cases ---------------------------------------------------- */
+
+/* promql/testdata/subquery.test at v2.42.0: metric 1 2 (at 0 s and 10 s);
+ * metric1/2/3 0+1x1000 / 0+2x1000 / 0+3x1000 every 10 s. */
+static void setup_subq(void)
+{
+    memset(&db, 0, sizeof db);
+    db.a = arena_new(1 << 20);
+    cr_assert_not_null(db.a);
+    floats(add("metric", NULL), (double[]){0, 1, 10, 2}, 2);
+    static const char *const names[3] = {"metric1", "metric2", "metric3"};
+    for (int j = 1; j <= 3; j++) {
+        struct pm_series *s = add(names[j - 1], NULL);
+        struct pm_fsample *f = arena_alloc(db.a, 1001 * sizeof *f);
+        for (int i = 0; i <= 1000; i++) {
+            f[i] = (struct pm_fsample){S(10 * i), (double)(j * i)};
+        }
+        s->f = f;
+        s->nf = 1001;
+    }
+}
+
+TestSuite(pmeval_subq, .init = setup_subq, .fini = teardown);
+
+Test(pmeval_subq, alignment_lookback_and_offsets)
+{
+    VEC("sum_over_time(metric[50s:10s])", 10, {"{}", 3});
+    VEC("sum_over_time(metric[50s:5s])", 10, {"{}", 4});
+    VEC("sum_over_time(metric[50s:10s])", 300, {"{}", 12});
+    VEC("sum_over_time(metric[50s:10s])", 360, {"{}", 2}); /* stale after 310 */
+    VEC("sum_over_time(metric1[30s:10s])", 1000, {"{}", 394});
+    VEC("sum_over_time(metric1[30s:5s])", 1000, {"{}", 688});
+    VEC("sum_over_time(metric1[30s:10s] offset 10s)", 1010, {"{}", 394});
+    VEC("sum_over_time(metric1[30s:10s] offset 9s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 7s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 5s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 3s)", 1010, {"{}", 297});
+    VEC("sum_over_time((metric1)[30s:10s] offset 3s)", 1010, {"{}", 297});
+}
+
+Test(pmeval_subq, rates_over_subqueries)
+{
+    struct pm_result r;
+    ok_at("rate(metric[20s:10s])", S(10), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_float_eq(r.set.s[0].f[0].v, 0.1, 1e-12);
+    ok_at("rate(metric[20s:5s])", S(20), &r);
+    cr_assert_float_eq(r.set.s[0].f[0].v, 0.05, 1e-12);
+    static const struct {
+        const char *q;
+        double v;
+    } cases[] = {
+        {"rate(sum_over_time(metric1[30s:10s])[50s:10s])", 0.4},
+        {"rate(sum_over_time(metric2[30s:10s])[50s:10s])", 0.8},
+        {"rate(sum_over_time(metric3[30s:10s])[50s:10s])", 1.2},
+        {"rate(sum_over_time((metric1+metric2+metric3)[30s:10s])[30s:10s])", 2.4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ok_at(cases[i].q, S(1000), &r);
+        cr_assert_eq(r.set.n, 1, "%s", cases[i].q);
+        cr_assert_eq(r.set.s[0].labels.n, 0);
+        cr_assert_float_eq(r.set.s[0].f[0].v, cases[i].v, 1e-12, "%s: %.17g", cases[i].q,
+                           r.set.s[0].f[0].v);
+    }
+}
