@@ -260,6 +260,34 @@ int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v)
     }
 }
 
+bool pe_hashes_have_dup(struct pe_shared *sh, const uint64_t *h, size_t n)
+{
+    if (n < 2) {
+        return false;
+    }
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++) {
+            for (size_t j = 0; j < i; j++) {
+                if (h[j] == h[i]) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+    struct pe_hmap *m = &sh->dup;
+    pe_hmap_clear(m);
+    for (size_t i = 0; i < n; i++) {
+        if (pe_hmap_get(m, h[i]) >= 0) {
+            return true;
+        }
+        if (pe_hmap_put(sh->a, m, h[i], 0) != 0) {
+            return false; /* the next allocation fails the query */
+        }
+    }
+    return false;
+}
+
 /* Vector.ContainsSameLabelset: label hashes compared. */
 bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v)
 {
@@ -302,6 +330,34 @@ static bool mat_has_dup(struct pe_shared *sh, const struct pe_mat *m)
         }
     }
     return pe_vec_has_dup(sh, &v);
+}
+
+int pe_cache_room(arena *a, struct pe_cache *c, size_t i)
+{
+    if (i < c->cap) {
+        return 0;
+    }
+    size_t cap = c->cap != 0 ? c->cap : 16;
+    while (cap <= i) {
+        cap *= 2;
+    }
+    uint64_t *v = (uint64_t *)arena_alloc(a, cap * sizeof *v);
+    struct pm_labels *l = (struct pm_labels *)arena_alloc(a, cap * sizeof *l);
+    uint8_t *set = (uint8_t *)arena_alloc(a, cap);
+    if (v == NULL || l == NULL || set == NULL) {
+        return -ENOMEM;
+    }
+    memset(set, 0, cap);
+    if (c->cap != 0) {
+        memcpy(v, c->v, c->cap * sizeof *v);
+        memcpy(l, c->l, c->cap * sizeof *l);
+        memcpy(set, c->set, c->cap);
+    }
+    c->v = v;
+    c->l = l;
+    c->set = set;
+    c->cap = cap;
+    return 0;
 }
 
 /* ---- matrices ----------------------------------------------------------- */
@@ -608,6 +664,38 @@ static bool hist_stale(const struct pm_hist *h)
 }
 
 /* Number of float samples with t <= ref. */
+int pe_series_reserve(arena *a, struct pe_series *s, bool hist, size_t n)
+{
+    if (hist) {
+        if (s->hcap >= n) {
+            return 0;
+        }
+        struct pm_hsample *p = (struct pm_hsample *)arena_alloc(a, n * sizeof *p);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        if (s->nh != 0) {
+            memcpy(p, s->h, s->nh * sizeof *p);
+        }
+        s->h = p;
+        s->hcap = n;
+        return 0;
+    }
+    if (s->fcap >= n) {
+        return 0;
+    }
+    struct pm_fsample *p = (struct pm_fsample *)arena_alloc(a, n * sizeof *p);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    if (s->nf != 0) {
+        memcpy(p, s->f, s->nf * sizeof *p);
+    }
+    s->f = p;
+    s->fcap = n;
+    return 0;
+}
+
 static size_t f_upto(const struct pm_fsample *f, size_t n, int64_t ref)
 {
     size_t lo = 0, hi = n;
@@ -662,6 +750,35 @@ bool pe_sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int6
     return *t >= ref - lookback && !promname_is_stale_nan(*v);
 }
 
+/* pe_sample_at with cursors for a rising |ref|: *fi / *hi count the samples
+ * at or before the previous ref (start both at 0). */
+static bool sample_at_cursor(const struct pm_series *s, int64_t ref, int64_t lookback, size_t *fi,
+                             size_t *hi, int64_t *t, double *v, const struct pm_hist **h)
+{
+    while (*fi < s->nf && s->f[*fi].t <= ref) {
+        (*fi)++;
+    }
+    while (*hi < s->nh && s->h[*hi].t <= ref) {
+        (*hi)++;
+    }
+    bool hf = *fi > 0, hh = *hi > 0;
+    if (!hf && !hh) {
+        return false;
+    }
+    if (hh && (!hf || s->h[*hi - 1].t > s->f[*fi - 1].t)) {
+        *t = s->h[*hi - 1].t;
+        *h = s->h[*hi - 1].h;
+        *v = 0;
+        return *t >= ref - lookback && !hist_stale(*h);
+    }
+    *t = s->f[*fi - 1].t;
+    *v = s->f[*fi - 1].v;
+    *h = NULL;
+    return *t >= ref - lookback && !promname_is_stale_nan(*v);
+}
+
+/* An instant selector over the steps: two passes per series (count, then
+ * fill exactly sized arrays), cursors moving with the steps. */
 static int eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
 {
     struct pe_shared *sh = ev->sh;
@@ -672,36 +789,55 @@ static int eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct
     }
     bool at = e->sel.mod.at != PROMQL_AT_NONE;
     int64_t at_ms = at ? pe_at_time(sh, &e->sel.mod) : 0;
+    int64_t off = e->sel.mod.offset_ms;
     for (size_t i = 0; i < set->n; i++) {
         const struct pm_series *s = &set->s[i];
-        struct pe_series ss = {.labels = s->labels};
+        size_t nf = 0, nh = 0, fi = 0, hi = 0;
+        int64_t t;
+        double v;
+        const struct pm_hist *h;
         for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval) {
-            int64_t t;
-            double v;
-            const struct pm_hist *h;
-            int64_t ref = (at ? at_ms : ts) - e->sel.mod.offset_ms;
+            if (sample_at_cursor(s, (at ? at_ms : ts) - off, sh->lookback, &fi, &hi, &t, &v, &h)) {
+                nf += h == NULL;
+                nh += h != NULL;
+            }
+        }
+        if (nf + nh == 0) {
+            continue;
+        }
+        if (sh->cur + nf + nh > sh->max_samples) {
+            return pe_too_many(sh);
+        }
+        sh->cur += nf + nh;
+        struct pe_series ss = {.labels = s->labels, .fcap = nf, .hcap = nh};
+        if (nf != 0 &&
+            (ss.f = (struct pm_fsample *)arena_alloc(sh->a, nf * sizeof *ss.f)) == NULL) {
+            return pe_nomem(sh);
+        }
+        if (nh != 0 &&
+            (ss.h = (struct pm_hsample *)arena_alloc(sh->a, nh * sizeof *ss.h)) == NULL) {
+            return pe_nomem(sh);
+        }
+        fi = hi = 0;
+        for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval) {
             int rc = pe_tick(sh);
             if (rc != 0) {
                 return rc;
             }
-            if (!pe_sample_at(s, ref, sh->lookback, &t, &v, &h)) {
+            if (!sample_at_cursor(s, (at ? at_ms : ts) - off, sh->lookback, &fi, &hi, &t, &v, &h)) {
                 continue;
             }
-            if (sh->cur >= sh->max_samples) {
-                return pe_too_many(sh);
-            }
-            sh->cur++;
-            if (pe_series_push(sh->a, &ss, ts, v, h) != 0) {
-                return pe_nomem(sh);
+            if (h == NULL) {
+                ss.f[ss.nf++] = (struct pm_fsample){ts, v};
+            } else {
+                ss.h[ss.nh++] = (struct pm_hsample){ts, h};
             }
         }
-        if (ss.nf + ss.nh != 0) {
-            size_t idx;
-            if (pe_mat_add(sh->a, &out->m, &ss.labels, &idx) != 0) {
-                return pe_nomem(sh);
-            }
-            out->m.s[idx] = ss;
+        size_t idx;
+        if (pe_mat_add(sh->a, &out->m, &ss.labels, &idx) != 0) {
+            return pe_nomem(sh);
         }
+        out->m.s[idx] = ss;
     }
     return 0;
 }
@@ -838,6 +974,11 @@ int pe_mat_to_scalar(struct pe_ev *ev, struct pe_val *v)
     return 0;
 }
 
+static bool n_out_series_cap(size_t inputs, size_t outputs)
+{
+    return outputs < inputs + 64;
+}
+
 int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_t n_args,
                   pe_step_fn fn, void *ctx, struct pe_val *res)
 {
@@ -849,17 +990,20 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
     struct pm_vec *vecs = NULL;
     double *scs = NULL;
     size_t *cf = NULL, *ch = NULL, *base = NULL;
+    uint32_t **sidx = NULL;
     size_t total = 0;
     if (n_args != 0) {
         vals = (struct pe_val *)arena_alloc(a, n_args * sizeof *vals);
         vecs = (struct pm_vec *)arena_alloc(a, n_args * sizeof *vecs);
         scs = (double *)arena_alloc(a, n_args * sizeof *scs);
         base = (size_t *)arena_alloc(a, (n_args + 1) * sizeof *base);
-        if (vals == NULL || vecs == NULL || scs == NULL || base == NULL) {
+        sidx = (uint32_t **)arena_alloc(a, n_args * sizeof *sidx);
+        if (vals == NULL || vecs == NULL || scs == NULL || base == NULL || sidx == NULL) {
             return pe_nomem(sh);
         }
         memset(vals, 0, n_args * sizeof *vals);
         memset(vecs, 0, n_args * sizeof *vecs);
+        memset(sidx, 0, n_args * sizeof *sidx);
     }
     for (size_t i = 0; i < n_args; i++) {
         scs[i] = NAN;
@@ -872,6 +1016,12 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
         }
         if (vals[i].type == PROMQL_TYPE_VECTOR) {
             total += vals[i].m.n;
+            if (vals[i].m.n != 0) {
+                sidx[i] = (uint32_t *)arena_alloc(a, vals[i].m.n * sizeof *sidx[i]);
+                if (sidx[i] == NULL) {
+                    return pe_nomem(sh);
+                }
+            }
         }
     }
     if (n_args != 0) {
@@ -889,10 +1039,13 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
     uint64_t temp = sh->cur;
     struct pm_vec out = {0};
     struct pe_hmap outmap = {0};
+    uint64_t *oh = NULL, *phash = NULL;
+    size_t oh_cap = 0, ph_cap = 0, nph = 0;
+    struct pe_hmap ptrmap = {0}; /* label array -> index of its hash in phash */
     bool instant = ev->start == ev->end;
     memset(res, 0, sizeof *res);
     res->type = PROMQL_TYPE_VECTOR;
-    size_t step = 0, npoints = 0;
+    size_t step = 0, npoints = 0, nsteps = pe_nsteps(ev);
     for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
         if ((rc = pe_check(sh)) != 0) {
             return rc;
@@ -929,16 +1082,60 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
                 if ((rc = pe_tick(sh)) != 0) {
                     return rc;
                 }
+                sidx[i][vecs[i].n] = (uint32_t)si;
                 if (pm_vec_push(a, &vecs[i], &el) != 0) {
                     return pe_nomem(sh);
                 }
             }
         }
         out.n = 0;
-        if ((rc = fn(ev, ctx, ts, vecs, scs, &out)) != 0) {
+        if ((rc = fn(ev, ctx, ts, vecs, scs, sidx, &out)) != 0) {
             return rc;
         }
-        if (pe_vec_has_dup(sh, &out)) {
+        /* each result's label hash once: the duplicate check and the output map */
+        if (out.n > oh_cap) {
+            oh_cap = out.n * 2;
+            oh = (uint64_t *)arena_alloc(a, oh_cap * sizeof *oh);
+            if (oh == NULL) {
+                return pe_nomem(sh);
+            }
+        }
+        if (ptrmap.n > 2 * (res->m.n + out.n) + 1024) {
+            /* the step's function makes new arrays every step: no use */
+            pe_hmap_clear(&ptrmap);
+            nph = 0;
+        }
+        for (size_t i = 0; i < out.n; i++) {
+            /* label arrays are immutable in the arena: one hash per array */
+            const struct pm_labels *ls = &out.e[i].labels;
+            uint64_t key = (uint64_t)(uintptr_t)ls->v ^ ((uint64_t)ls->n << 56);
+            int32_t hi = ls->v != NULL ? pe_hmap_get(&ptrmap, key) : -1;
+            if (hi >= 0) {
+                oh[i] = phash[hi];
+                continue;
+            }
+            oh[i] = pm_labels_hash(ls);
+            if (ls->v != NULL) {
+                if (nph == ph_cap) {
+                    size_t cap = ph_cap != 0 ? 2 * ph_cap : 64;
+                    uint64_t *n = (uint64_t *)arena_alloc(a, cap * sizeof *n);
+                    if (n == NULL) {
+                        return pe_nomem(sh);
+                    }
+                    if (nph != 0) {
+                        memcpy(n, phash, nph * sizeof *n);
+                    }
+                    phash = n;
+                    ph_cap = cap;
+                }
+                phash[nph] = oh[i];
+                if (pe_hmap_put(a, &ptrmap, key, (int32_t)nph) != 0) {
+                    return pe_nomem(sh);
+                }
+                nph++;
+            }
+        }
+        if (pe_hashes_have_dup(sh, oh, out.n)) {
             return pe_dup_error(sh);
         }
         sh->cur += out.n;
@@ -958,12 +1155,16 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
             return 0;
         }
         for (size_t i = 0; i < out.n; i++) {
-            uint64_t h = pm_labels_hash(&out.e[i].labels);
+            uint64_t h = oh[i];
             int32_t idx = pe_hmap_get(&outmap, h);
             if (idx < 0) {
                 size_t n;
+                /* sized for the steps left while the outputs are no more
+                 * than the inputs (count_values can make far more) */
+                size_t want = n_out_series_cap(total, res->m.n) ? nsteps - step : 0;
                 if (pe_mat_add(a, &res->m, &out.e[i].labels, &n) != 0 ||
-                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0) {
+                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0 ||
+                    pe_series_reserve(a, &res->m.s[n], out.e[i].h != NULL, want) != 0) {
                     return pe_nomem(sh);
                 }
                 idx = (int32_t)n;
@@ -1058,11 +1259,11 @@ struct agg_ctx {
 };
 
 static int step_agg(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                    const double *scs, struct pm_vec *out)
+                    const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
     (void)ts;
     struct agg_ctx *c = vctx;
-    return pe_agg_step(ev, &c->g, c->scalar_param ? scs[0] : 0, &vecs[1], out);
+    return pe_agg_step(ev, &c->g, c->scalar_param ? scs[0] : 0, &vecs[1], sidx[1], out);
 }
 
 static int eval_agg(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
@@ -1086,7 +1287,7 @@ struct bin_ctx {
 };
 
 static int step_bin(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                    const double *scs, struct pm_vec *out)
+                    const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
     (void)ts;
     struct bin_ctx *c = vctx;
@@ -1097,19 +1298,19 @@ static int step_bin(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_ve
         return pm_vec_push(ev->sh->a, out, &el) != 0 ? pe_nomem(ev->sh) : 0;
     }
     if (lt == PROMQL_TYPE_VECTOR && rt == PROMQL_TYPE_VECTOR) {
-        return pe_bin_vv(ev, &c->b, &vecs[0], &vecs[1], out);
+        return pe_bin_vv(ev, &c->b, &vecs[0], &vecs[1], sidx[0], sidx[1], out);
     }
     if (lt == PROMQL_TYPE_VECTOR) {
-        return pe_bin_vs(ev, e, &vecs[0], scs[1], false, out);
+        return pe_bin_vs(ev, &c->b, &vecs[0], sidx[0], scs[1], false, out);
     }
-    return pe_bin_vs(ev, e, &vecs[1], scs[0], true, out);
+    return pe_bin_vs(ev, &c->b, &vecs[1], sidx[1], scs[0], true, out);
 }
 
 static int eval_binary(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
 {
     struct bin_ctx c = {.e = e};
     int rc;
-    if (e->lhs->type == PROMQL_TYPE_VECTOR && e->rhs->type == PROMQL_TYPE_VECTOR &&
+    if ((e->lhs->type == PROMQL_TYPE_VECTOR || e->rhs->type == PROMQL_TYPE_VECTOR) &&
         (rc = pe_bin_init(ev, &c.b, e)) != 0) {
         return rc;
     }

@@ -90,8 +90,9 @@ static int call_result(struct pe_shared *sh, int rc)
 }
 
 static int step_call(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                     const double *scs, struct pm_vec *out)
+                     const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
+    (void)sidx;
     struct call_ctx *c = vctx;
     const struct promql_expr *e = c->e;
     for (size_t i = 0; i < e->n_args; i++) {
@@ -126,9 +127,9 @@ static int step_call(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_v
 
 /* timestamp(<selector>): the selector's samples with their own times. */
 static int step_timestamp(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                          const double *scs, struct pm_vec *out)
+                          const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
-    (void)vecs, (void)scs;
+    (void)vecs, (void)scs, (void)sidx;
     struct call_ctx *c = vctx;
     struct pe_shared *sh = ev->sh;
     const struct promql_expr *vs = c->sel;
@@ -250,7 +251,7 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
     memset(out, 0, sizeof *out);
     out->type = PROMQL_TYPE_VECTOR;
     uint64_t held = sh->cur, npoints = 0;
-    size_t step = 0;
+    size_t step = 0, nsteps = pe_nsteps(ev);
     for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
         if ((rc = pe_check(sh)) != 0) {
             return rc;
@@ -310,7 +311,9 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
             if (idx < 0) {
                 size_t n;
                 if (pe_mat_add(a, &out->m, &res.e[i].labels, &n) != 0 ||
-                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0) {
+                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0 ||
+                    pe_series_reserve(a, &out->m.s[n], res.e[i].h != NULL,
+                                      n <= n_series ? nsteps - step : 0) != 0) {
                     return pe_nomem(sh);
                 }
                 idx = (int32_t)n;

@@ -54,6 +54,17 @@ struct pe_hmap {
 
 struct pe_sel; /* a selector node and the series loaded for it */
 
+/* Per input series values computed once (Prometheus's EvalSeriesHelper):
+ * v[i] valid when set[i]. Grows on demand. */
+struct pe_cache {
+    uint64_t *v;
+    struct pm_labels *l;
+    uint8_t *set;
+    size_t cap;
+};
+/* Makes room for index i (zeroing what is new). 0 or -ENOMEM. */
+int pe_cache_room(arena *a, struct pe_cache *c, size_t i);
+
 /* What every evaluator of one query shares. */
 struct pe_shared {
     arena *a;
@@ -101,6 +112,8 @@ int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v);
 
 /* Whether the vector holds two elements with the same label set. */
 bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v);
+/* The same over precomputed label hashes. */
+bool pe_hashes_have_dup(struct pe_shared *sh, const uint64_t *h, size_t n);
 /* "vector cannot contain metrics with the same labelset" (-EDOM). */
 int pe_dup_error(struct pe_shared *sh);
 
@@ -147,17 +160,22 @@ int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
  * Prometheus's rangeEval: evaluates |args| (a NULL entry or a string is
  * skipped), then at every step gathers each vector argument's elements at
  * the step (vecs[i]) and each scalar's value (scs[i]) and calls |fn|,
- * which appends its result to |out|. The results become the matrix |res|
+ * which appends its result to |out|; sidx[i][j] is the index, in argument
+ * i's matrix, of the series element j came from (for per-series caches:
+ * Prometheus's EvalSeriesHelper). The results become the matrix |res|
  * (an instant evaluation keeps the step's order). Checks the result of
  * every step for duplicate label sets.
  */
 typedef int (*pe_step_fn)(struct pe_ev *ev, void *ctx, int64_t ts, const struct pm_vec *vecs,
-                          const double *scs, struct pm_vec *out);
+                          const double *scs, uint32_t *const *sidx, struct pm_vec *out);
 int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_t n_args,
                   pe_step_fn fn, void *ctx, struct pe_val *res);
 
 /* Appends one point to a series. 0 or -ENOMEM. */
 int pe_series_push(arena *a, struct pe_series *s, int64_t t, double v, const struct pm_hist *h);
+/* Room for |n| float (or histogram) points without regrowing (Prometheus
+ * sizes an output series for the steps left). 0 or -ENOMEM. */
+int pe_series_reserve(arena *a, struct pe_series *s, bool hist, size_t n);
 /* Appends an empty series with |labels|; its index in *idx. */
 int pe_mat_add(arena *a, struct pe_mat *m, const struct pm_labels *labels, size_t *idx);
 
@@ -182,11 +200,12 @@ struct pe_agg {
     size_t gidx_cap;
     struct pm_labels *metric; /* per element: its labels (count_values: + the label) */
     size_t metric_cap;
+    struct pe_cache keys; /* grouping key per input series */
 };
 int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e);
 /* One step: |in| aggregated into |out|; |param| is the step's parameter. */
 int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct pm_vec *in,
-                struct pm_vec *out);
+                const uint32_t *sidx, struct pm_vec *out);
 
 /* ---- pmeval_bin.c ---- */
 
@@ -197,7 +216,9 @@ struct pe_bin {
     size_t n_names;
     struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
     struct promql_str *inc;              /* group_x(include) names, arena copies */
-    struct pe_hmap rmcache; /* (lhs, rhs) label hashes -> index in rm (resultMetric's cache) */
+    struct pe_cache sig[2];              /* signature per series of each side */
+    struct pe_cache drop[2];             /* labels without __name__ per series of each side */
+    struct pe_hmap rmcache; /* (lhs, rhs) series -> index in rm (resultMetric's cache) */
     struct pm_labels *rm;
     size_t rm_n, rm_cap;
     uint64_t *lh, *rh; /* per-step signatures */
@@ -206,10 +227,10 @@ struct pe_bin {
 int pe_bin_init(struct pe_ev *ev, struct pe_bin *b, const struct promql_expr *e);
 /* One step of vector op vector. */
 int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const struct pm_vec *r,
-              struct pm_vec *out);
+              const uint32_t *li, const uint32_t *ri, struct pm_vec *out);
 /* vector op scalar (|swap|: the scalar is the left operand). */
-int pe_bin_vs(struct pe_ev *ev, const struct promql_expr *e, const struct pm_vec *v, double s,
-              bool swap, struct pm_vec *out);
+int pe_bin_vs(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *v, const uint32_t *vi,
+              double s, bool swap, struct pm_vec *out);
 /* scalar op scalar (comparisons 0/1). */
 double pe_bin_ss(enum promql_binop op, double l, double r);
 
