@@ -1,8 +1,8 @@
 /*
  * pmeval_eng.h - private header of the PromQL evaluator (pmeval.c, the
- * function calls in pmeval_call.c, the per-step aggregation in
- * pmeval_agg.c, the binary operators in pmeval_bin.c). Nothing outside
- * those four files includes it.
+ * selectors in pmeval_sel.c, the function calls in pmeval_call.c, the
+ * per-step aggregation in pmeval_agg.c, the binary operators in
+ * pmeval_bin.c). Nothing outside those five files includes it.
  *
  * The shape follows Prometheus 2.42's engine: every node evaluates to a
  * value over the evaluator's steps [start, end] by interval (a scalar: one
@@ -150,6 +150,13 @@ int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, s
 int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 /* A one-series result of a scalar-typed node as the per-step array. */
 int pe_mat_to_scalar(struct pe_ev *ev, struct pe_val *v);
+/* pmeval_sel.c: loads every selector's series and notes the step-invariant
+ * nodes (before evaluation); whether a node is one; instant and range
+ * selectors evaluated. */
+int pe_prep(struct pe_shared *sh, const struct promql_expr *root);
+bool pe_is_inv(const struct pe_shared *sh, const struct promql_expr *e);
+int pe_eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+int pe_eval_matrix_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 /* A function call (pmeval_call.c). */
 int pe_eval_call(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 

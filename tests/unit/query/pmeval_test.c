@@ -670,6 +670,14 @@ Test(pmeval, duplicate_labelset_after_a_function)
              "vector cannot contain metrics with the same labelset");
     fails_at("abs({__name__=~\"node_load|other_load\", host=\"a\"})", 100, -EDOM,
              "vector cannot contain metrics with the same labelset");
+    fails_at("{__name__=~\"node_load|other_load\", host=\"a\"} * 2", 100, -EDOM,
+             "vector cannot contain metrics with the same labelset");
+    fails_at("{__name__=~\"node_load|other_load\", host=\"a\"} > bool 0", 100, -EDOM,
+             "vector cannot contain metrics with the same labelset");
+    /* a filtering comparison keeps the names: no clash */
+    VEC("{__name__=~\"node_load|other_load\", host=\"a\"} > 0", 100,
+        {"{__name__=\"node_load\", env=\"prod\", host=\"a\"}", 1},
+        {"{__name__=\"other_load\", env=\"prod\", host=\"a\"}", 3});
     /* last_over_time keeps the name: no clash */
     VEC("last_over_time({__name__=~\"node_load|other_load\", host=\"a\"}[1m])", 100,
         {"{__name__=\"node_load\", env=\"prod\", host=\"a\"}", 1},
