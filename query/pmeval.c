@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "query/pmeval_eng.h"
-#include "storage/promname.h"
 
 #define PE_DEFAULT_SUBQUERY_STEP_MS 60000 /* Prometheus's default evaluation interval */
 
