@@ -1,8 +1,9 @@
 /*
- * pmeval.c - the PromQL evaluator (pmeval.h): selectors, steps, subqueries,
- * step-invariant subtrees, function calls, unary minus and the result
- * shapes, as Prometheus 2.42's promql/engine.go evaluates them.
- * Aggregations are in pmeval_agg.c, binary operators in pmeval_bin.c.
+ * pmeval.c - the PromQL evaluator (pmeval.h): the entry, steps (rangeEval),
+ * subqueries, step-invariant subtrees, unary minus and the result shapes,
+ * as Prometheus 2.42's promql/engine.go evaluates them. Selectors are in
+ * pmeval_sel.c, function calls in pmeval_call.c, aggregations in
+ * pmeval_agg.c, binary operators in pmeval_bin.c.
  *
  * FLOW. pm_eval first walks the AST once (prep): every selector node reads
  * its series from the source, once, over the time range the whole query
@@ -32,15 +33,8 @@
 #include <string.h>
 
 #include "query/pmeval_eng.h"
-#include "storage/promname.h"
 
 #define PE_DEFAULT_SUBQUERY_STEP_MS 60000 /* Prometheus's default evaluation interval */
-#define PE_TICK_MASK 4095u                /* qctx look every 4,096 samples */
-
-struct pe_sel {
-    const struct promql_expr *node; /* PROMQL_VECTOR */
-    struct pm_set set;              /* staleness markers kept */
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -75,34 +69,26 @@ int pe_check(struct pe_shared *sh)
     if (rc == 0) {
         return 0;
     }
-    const char *m = qctx_message(sh->q);
-    if (m != NULL && m[0] != '\0') {
-        return pe_fail(sh, rc, "%s", m);
-    }
+    /* Prometheus's words for its own two (contextDone); the qctx's for the rest */
     if (rc == -ETIMEDOUT) {
         return pe_fail(sh, rc, "query timed out in expression evaluation");
     }
     if (rc == -ECANCELED) {
         return pe_fail(sh, rc, "query was canceled in expression evaluation");
     }
+    const char *m = qctx_message(sh->q);
+    if (m != NULL && m[0] != '\0') {
+        return pe_fail(sh, rc, "%s", m);
+    }
     return pe_fail(sh, rc, "%s", strerror(-rc));
 }
 
-/* pe_check every PE_TICK_MASK + 1 calls. */
-static inline int pe_tick(struct pe_shared *sh)
-{
-    if (sh->q != NULL && (++sh->tick & PE_TICK_MASK) == 0) {
-        return pe_check(sh);
-    }
-    return 0;
-}
-
-static int nomem(struct pe_shared *sh)
+int pe_nomem(struct pe_shared *sh)
 {
     return pe_fail(sh, -ENOMEM, "out of memory");
 }
 
-static const struct promql_expr *unparen(const struct promql_expr *e)
+const struct promql_expr *pe_unparen(const struct promql_expr *e)
 {
     while (e != NULL && e->kind == PROMQL_PAREN) {
         e = e->inner;
@@ -110,7 +96,7 @@ static const struct promql_expr *unparen(const struct promql_expr *e)
     return e;
 }
 
-static int64_t at_time(const struct pe_shared *sh, const struct promql_mod *m)
+int64_t pe_at_time(const struct pe_shared *sh, const struct promql_mod *m)
 {
     switch (m->at) {
     case PROMQL_AT_START:
@@ -268,8 +254,36 @@ int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v)
     }
 }
 
+bool pe_hashes_have_dup(struct pe_shared *sh, const uint64_t *h, size_t n)
+{
+    if (n < 2) {
+        return false;
+    }
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++) {
+            for (size_t j = 0; j < i; j++) {
+                if (h[j] == h[i]) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+    struct pe_hmap *m = &sh->dup;
+    pe_hmap_clear(m);
+    for (size_t i = 0; i < n; i++) {
+        if (pe_hmap_get(m, h[i]) >= 0) {
+            return true;
+        }
+        if (pe_hmap_put(sh->a, m, h[i], 0) != 0) {
+            return false; /* the next allocation fails the query */
+        }
+    }
+    return false;
+}
+
 /* Vector.ContainsSameLabelset: label hashes compared. */
-bool pe_vec_has_dup(arena *a, const struct pm_vec *v)
+bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v)
 {
     if (v->n < 2) {
         return false;
@@ -286,32 +300,58 @@ bool pe_vec_has_dup(arena *a, const struct pm_vec *v)
         }
         return false;
     }
-    struct pe_hmap m;
-    if (pe_hmap_init(a, &m, v->n) != 0) {
-        return false; /* the next allocation fails the query */
-    }
+    struct pe_hmap *m = &sh->dup;
+    pe_hmap_clear(m);
     for (size_t i = 0; i < v->n; i++) {
         uint64_t h = pm_labels_hash(&v->e[i].labels);
-        if (pe_hmap_get(&m, h) >= 0) {
+        if (pe_hmap_get(m, h) >= 0) {
             return true;
         }
-        if (pe_hmap_put(a, &m, h, 0) != 0) {
-            return false;
+        if (pe_hmap_put(sh->a, m, h, 0) != 0) {
+            return false; /* the next allocation fails the query */
         }
     }
     return false;
 }
 
-static bool mat_has_dup(arena *a, const struct pe_mat *m)
+static bool mat_has_dup(struct pe_shared *sh, const struct pe_mat *m)
 {
     struct pm_vec v = {0};
     for (size_t i = 0; i < m->n; i++) {
         struct pm_velem e = {.labels = m->s[i].labels};
-        if (pm_vec_push(a, &v, &e) != 0) {
+        if (pm_vec_push(sh->a, &v, &e) != 0) {
             return false;
         }
     }
-    return pe_vec_has_dup(a, &v);
+    return pe_vec_has_dup(sh, &v);
+}
+
+int pe_cache_room(arena *a, struct pe_cache *c, size_t i)
+{
+    if (i < c->cap) {
+        return 0;
+    }
+    size_t cap = c->cap != 0 ? c->cap : 16;
+    while (cap <= i) {
+        cap *= 2;
+    }
+    uint64_t *v = (uint64_t *)arena_alloc(a, cap * sizeof *v);
+    struct pm_labels *l = (struct pm_labels *)arena_alloc(a, cap * sizeof *l);
+    uint8_t *set = (uint8_t *)arena_alloc(a, cap);
+    if (v == NULL || l == NULL || set == NULL) {
+        return -ENOMEM;
+    }
+    memset(set, 0, cap);
+    if (c->cap != 0) {
+        memcpy(v, c->v, c->cap * sizeof *v);
+        memcpy(l, c->l, c->cap * sizeof *l);
+        memcpy(set, c->set, c->cap);
+    }
+    c->v = v;
+    c->l = l;
+    c->set = set;
+    c->cap = cap;
+    return 0;
 }
 
 /* ---- matrices ----------------------------------------------------------- */
@@ -374,433 +414,6 @@ int pe_mat_add(arena *a, struct pe_mat *m, const struct pm_labels *labels, size_
     return 0;
 }
 
-static size_t mat_points(const struct pe_mat *m)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        n += m->s[i].nf + m->s[i].nh;
-    }
-    return n;
-}
-
-/* ---- prep: selectors and step invariance ------------------------------- */
-
-/* The enclosing subqueries' offset and range (Prometheus's subqueryTimes). */
-struct pe_sq {
-    int64_t off, range;
-    bool has_ts;
-    int64_t ts;
-};
-
-static int add_inv(struct pe_shared *sh, const struct promql_expr *e)
-{
-    e = unparen(e);
-    if (e->kind == PROMQL_NUMBER || e->kind == PROMQL_STRING) {
-        return 0; /* evaluating a literal once or per step is the same */
-    }
-    if (sh->n_inv == sh->inv_cap) {
-        size_t cap = sh->inv_cap != 0 ? 2 * sh->inv_cap : 16;
-        const struct promql_expr **n =
-            (const struct promql_expr **)arena_alloc(sh->a, cap * sizeof *n);
-        if (n == NULL) {
-            return nomem(sh);
-        }
-        if (sh->n_inv != 0) {
-            memcpy(n, sh->inv, sh->n_inv * sizeof *n);
-        }
-        sh->inv = n;
-        sh->inv_cap = cap;
-    }
-    sh->inv[sh->n_inv++] = e;
-    return 0;
-}
-
-static bool is_inv(const struct pe_shared *sh, const struct promql_expr *e)
-{
-    for (size_t i = 0; i < sh->n_inv; i++) {
-        if (sh->inv[i] == e) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static const struct pm_set *sel_set(const struct pe_shared *sh, const struct promql_expr *node)
-{
-    for (size_t i = 0; i < sh->n_sels; i++) {
-        if (sh->sels[i].node == node) {
-            return &sh->sels[i].set;
-        }
-    }
-    return NULL;
-}
-
-static int src_error(struct pe_shared *sh, int rc)
-{
-    if (sh->q != NULL) {
-        const char *m = qctx_message(sh->q);
-        if (m != NULL && m[0] != '\0') {
-            return pe_fail(sh, rc, "%s", m);
-        }
-    }
-    if (rc == -E2BIG) {
-        return pe_too_many(sh);
-    }
-    return pe_fail(sh, rc, "%s", strerror(-rc));
-}
-
-static int load_selector(struct pe_shared *sh, const struct promql_expr *e, const struct pe_sq *sq,
-                         int64_t eval_range)
-{
-    const struct promql_sel *s = &e->sel;
-    int64_t start = sh->qstart, end = sh->qend;
-    if (sq->has_ts) {
-        start = end = sq->ts;
-    }
-    if (s->mod.at != PROMQL_AT_NONE) {
-        start = end = at_time(sh, &s->mod);
-    } else {
-        start -= sq->off + sq->range;
-        end -= sq->off;
-    }
-    start -= eval_range == 0 ? sh->lookback : eval_range;
-    start -= s->mod.offset_ms;
-    end -= s->mod.offset_ms;
-
-    if (sh->n_sels % 16 == 0) {
-        struct pe_sel *n = (struct pe_sel *)arena_alloc(sh->a, (sh->n_sels + 16) * sizeof *n);
-        if (n == NULL) {
-            return nomem(sh);
-        }
-        if (sh->n_sels != 0) {
-            memcpy(n, sh->sels, sh->n_sels * sizeof *n);
-        }
-        sh->sels = n;
-    }
-    struct pe_sel *sel = &sh->sels[sh->n_sels];
-    memset(sel, 0, sizeof *sel);
-    sel->node = e;
-    int rc = sh->src->select(sh->src->ctx, s->matchers, s->n_matchers, start, end, &sel->set);
-    if (rc < 0) {
-        return src_error(sh, rc);
-    }
-    sh->n_sels++;
-    return pe_check(sh);
-}
-
-static bool call_at_unsafe(enum promql_func_id id)
-{
-    switch (id) {
-    case PROMQL_FN_DAYS_IN_MONTH:
-    case PROMQL_FN_DAY_OF_MONTH:
-    case PROMQL_FN_DAY_OF_WEEK:
-    case PROMQL_FN_DAY_OF_YEAR:
-    case PROMQL_FN_HOUR:
-    case PROMQL_FN_MINUTE:
-    case PROMQL_FN_MONTH:
-    case PROMQL_FN_YEAR:
-    case PROMQL_FN_PREDICT_LINEAR:
-    case PROMQL_FN_TIME:
-    case PROMQL_FN_TIMESTAMP:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Loads the selectors under |e| and tells whether |e| is step-invariant
- * (preprocessExprHelper), noting the subtrees Prometheus wraps. */
-static int prep(struct pe_shared *sh, const struct promql_expr *e, struct pe_sq sq,
-                int64_t eval_range, bool *inv)
-{
-    int rc;
-    bool a, b;
-    *inv = false;
-    switch (e->kind) {
-    case PROMQL_NUMBER:
-    case PROMQL_STRING:
-        *inv = true;
-        return 0;
-    case PROMQL_VECTOR:
-        *inv = e->sel.mod.at != PROMQL_AT_NONE;
-        return load_selector(sh, e, &sq, eval_range);
-    case PROMQL_MATRIX:
-        return prep(sh, e->inner, sq, e->range_ms, inv);
-    case PROMQL_SUBQUERY: {
-        struct pe_sq in = sq;
-        in.off += e->mod.offset_ms;
-        in.range += e->range_ms;
-        if (e->mod.at != PROMQL_AT_NONE) {
-            in.off = e->mod.offset_ms;
-            in.range = e->range_ms;
-            in.has_ts = true;
-            in.ts = at_time(sh, &e->mod);
-        }
-        if ((rc = prep(sh, e->inner, in, 0, &a)) != 0) {
-            return rc;
-        }
-        if (a && (rc = add_inv(sh, e->inner)) != 0) {
-            return rc;
-        }
-        *inv = e->mod.at != PROMQL_AT_NONE;
-        return 0;
-    }
-    case PROMQL_CALL: {
-        bool all = !call_at_unsafe(e->func->id);
-        bool flags[8];
-        bool *f = flags;
-        if (e->n_args > 8) {
-            f = (bool *)arena_alloc(sh->a, e->n_args * sizeof *f);
-            if (f == NULL) {
-                return nomem(sh);
-            }
-        }
-        for (size_t i = 0; i < e->n_args; i++) {
-            if ((rc = prep(sh, e->args[i], sq, 0, &f[i])) != 0) {
-                return rc;
-            }
-            all = all && f[i];
-        }
-        if (all) {
-            *inv = true;
-            return 0;
-        }
-        for (size_t i = 0; i < e->n_args; i++) {
-            if (f[i] && (rc = add_inv(sh, e->args[i])) != 0) {
-                return rc;
-            }
-        }
-        return 0;
-    }
-    case PROMQL_AGG:
-        /* 2.42 looks at the body only, not at the parameter. */
-        if (e->param != NULL && (rc = prep(sh, e->param, sq, 0, &a)) != 0) {
-            return rc;
-        }
-        return prep(sh, e->inner, sq, 0, inv);
-    case PROMQL_BINARY:
-        if ((rc = prep(sh, e->lhs, sq, 0, &a)) != 0 || (rc = prep(sh, e->rhs, sq, 0, &b)) != 0) {
-            return rc;
-        }
-        if (a && b) {
-            *inv = true;
-            return 0;
-        }
-        if (a && (rc = add_inv(sh, e->lhs)) != 0) {
-            return rc;
-        }
-        if (b && (rc = add_inv(sh, e->rhs)) != 0) {
-            return rc;
-        }
-        return 0;
-    case PROMQL_UNARY:
-    case PROMQL_PAREN:
-        return prep(sh, e->inner, sq, 0, inv);
-    }
-    return 0;
-}
-
-/* ---- reading series ------------------------------------------------------ */
-
-static bool hist_stale(const struct pm_hist *h)
-{
-    return promname_is_stale_nan(h->sum);
-}
-
-/* Number of float samples with t <= ref. */
-static size_t f_upto(const struct pm_fsample *f, size_t n, int64_t ref)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f[mid].t <= ref) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-static size_t h_upto(const struct pm_hsample *h, size_t n, int64_t ref)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h[mid].t <= ref) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-/* vectorSelectorSingle: the newest sample at or before |ref|, if it is at
- * most |lookback| old and not the staleness marker. */
-static bool sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int64_t *t,
-                      double *v, const struct pm_hist **h)
-{
-    size_t i = f_upto(s->f, s->nf, ref);
-    size_t j = h_upto(s->h, s->nh, ref);
-    bool hf = i > 0, hh = j > 0;
-    if (!hf && !hh) {
-        return false;
-    }
-    if (hh && (!hf || s->h[j - 1].t > s->f[i - 1].t)) {
-        *t = s->h[j - 1].t;
-        *h = s->h[j - 1].h;
-        *v = 0;
-        if (*t < ref - lookback || hist_stale(*h)) {
-            return false;
-        }
-        return true;
-    }
-    *t = s->f[i - 1].t;
-    *v = s->f[i - 1].v;
-    *h = NULL;
-    return *t >= ref - lookback && !promname_is_stale_nan(*v);
-}
-
-static int eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
-{
-    struct pe_shared *sh = ev->sh;
-    const struct pm_set *set = sel_set(sh, e);
-    out->type = PROMQL_TYPE_VECTOR;
-    if (set == NULL) {
-        return 0;
-    }
-    bool at = e->sel.mod.at != PROMQL_AT_NONE;
-    int64_t at_ms = at ? at_time(sh, &e->sel.mod) : 0;
-    for (size_t i = 0; i < set->n; i++) {
-        const struct pm_series *s = &set->s[i];
-        struct pe_series ss = {.labels = s->labels};
-        for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval) {
-            int64_t t;
-            double v;
-            const struct pm_hist *h;
-            int64_t ref = (at ? at_ms : ts) - e->sel.mod.offset_ms;
-            int rc = pe_tick(sh);
-            if (rc != 0) {
-                return rc;
-            }
-            if (!sample_at(s, ref, sh->lookback, &t, &v, &h)) {
-                continue;
-            }
-            if (sh->cur >= sh->max_samples) {
-                return pe_too_many(sh);
-            }
-            sh->cur++;
-            if (pe_series_push(sh->a, &ss, ts, v, h) != 0) {
-                return nomem(sh);
-            }
-        }
-        if (ss.nf + ss.nh != 0) {
-            size_t idx;
-            if (pe_mat_add(sh->a, &out->m, &ss.labels, &idx) != 0) {
-                return nomem(sh);
-            }
-            out->m.s[idx] = ss;
-        }
-    }
-    return 0;
-}
-
-/* The samples of |s| in [mint, maxt] without staleness markers, copied when
- * a marker is inside (else pointing into |s|). */
-static int window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w)
-{
-    w->labels = s->labels;
-    size_t f0 = f_upto(s->f, s->nf, mint - 1), f1 = f_upto(s->f, s->nf, maxt);
-    size_t h0 = h_upto(s->h, s->nh, mint - 1), h1 = h_upto(s->h, s->nh, maxt);
-    w->nf = f1 > f0 ? f1 - f0 : 0;
-    w->nh = h1 > h0 ? h1 - h0 : 0;
-    w->f = w->nf != 0 ? s->f + f0 : NULL; /* NULL + 0 is undefined */
-    w->h = w->nh != 0 ? s->h + h0 : NULL;
-    size_t stale = 0;
-    for (size_t i = 0; i < w->nf; i++) {
-        stale += promname_is_stale_nan(w->f[i].v);
-    }
-    if (stale != 0) {
-        struct pm_fsample *c = NULL;
-        size_t n = 0;
-        if (w->nf > stale) {
-            c = (struct pm_fsample *)arena_alloc(a, (w->nf - stale) * sizeof *c);
-            if (c == NULL) {
-                return -ENOMEM;
-            }
-        }
-        for (size_t i = 0; i < w->nf; i++) {
-            if (!promname_is_stale_nan(w->f[i].v)) {
-                c[n++] = w->f[i];
-            }
-        }
-        w->f = c;
-        w->nf = n;
-    }
-    stale = 0;
-    for (size_t i = 0; i < w->nh; i++) {
-        stale += hist_stale(w->h[i].h);
-    }
-    if (stale != 0) {
-        struct pm_hsample *c = NULL;
-        size_t n = 0;
-        if (w->nh > stale) {
-            c = (struct pm_hsample *)arena_alloc(a, (w->nh - stale) * sizeof *c);
-            if (c == NULL) {
-                return -ENOMEM;
-            }
-        }
-        for (size_t i = 0; i < w->nh; i++) {
-            if (!hist_stale(w->h[i].h)) {
-                c[n++] = w->h[i];
-            }
-        }
-        w->h = c;
-        w->nh = n;
-    }
-    return 0;
-}
-
-/* Instant evaluation of a range selector: raw samples, names kept. */
-static int eval_matrix_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
-{
-    struct pe_shared *sh = ev->sh;
-    const struct promql_expr *vs = e->inner;
-    const struct pm_set *set = sel_set(sh, vs);
-    out->type = PROMQL_TYPE_MATRIX;
-    if (set == NULL) {
-        return 0;
-    }
-    int64_t base = vs->sel.mod.at != PROMQL_AT_NONE ? at_time(sh, &vs->sel.mod) : ev->start;
-    int64_t maxt = base - vs->sel.mod.offset_ms, mint = maxt - e->range_ms;
-    for (size_t i = 0; i < set->n; i++) {
-        struct pm_win w;
-        if (window(sh->a, &set->s[i], mint, maxt, &w) != 0) {
-            return nomem(sh);
-        }
-        size_t n = w.nf + w.nh;
-        if (n == 0) {
-            continue;
-        }
-        if (sh->cur + n > sh->max_samples) {
-            return pe_too_many(sh);
-        }
-        sh->cur += n;
-        size_t idx;
-        if (pe_mat_add(sh->a, &out->m, &w.labels, &idx) != 0) {
-            return nomem(sh);
-        }
-        /* Borrowed arrays: cap == n, so a push would copy first. */
-        struct pe_series *ss = &out->m.s[idx];
-        ss->f = (struct pm_fsample *)w.f;
-        ss->nf = ss->fcap = w.nf;
-        ss->h = (struct pm_hsample *)w.h;
-        ss->nh = ss->hcap = w.nh;
-    }
-    return 0;
-}
-
 /* ---- rangeEval ----------------------------------------------------------- */
 
 static int alloc_scalar(struct pe_ev *ev, struct pe_val *out)
@@ -809,7 +422,7 @@ static int alloc_scalar(struct pe_ev *ev, struct pe_val *out)
     out->type = PROMQL_TYPE_SCALAR;
     out->sc = (double *)arena_alloc(ev->sh->a, (n != 0 ? n : 1) * sizeof(double));
     if (out->sc == NULL) {
-        return nomem(ev->sh);
+        return pe_nomem(ev->sh);
     }
     for (size_t i = 0; i < n; i++) {
         out->sc[i] = NAN;
@@ -818,7 +431,7 @@ static int alloc_scalar(struct pe_ev *ev, struct pe_val *out)
 }
 
 /* A one-series matrix result of a scalar-typed node as a per-step array. */
-static int mat_to_scalar(struct pe_ev *ev, struct pe_val *v)
+int pe_mat_to_scalar(struct pe_ev *ev, struct pe_val *v)
 {
     struct pe_mat m = v->m;
     int rc = alloc_scalar(ev, v);
@@ -838,6 +451,11 @@ static int mat_to_scalar(struct pe_ev *ev, struct pe_val *v)
     return 0;
 }
 
+static bool n_out_series_cap(size_t inputs, size_t outputs)
+{
+    return outputs < inputs + 64;
+}
+
 int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_t n_args,
                   pe_step_fn fn, void *ctx, struct pe_val *res)
 {
@@ -849,17 +467,20 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
     struct pm_vec *vecs = NULL;
     double *scs = NULL;
     size_t *cf = NULL, *ch = NULL, *base = NULL;
+    uint32_t **sidx = NULL;
     size_t total = 0;
     if (n_args != 0) {
         vals = (struct pe_val *)arena_alloc(a, n_args * sizeof *vals);
         vecs = (struct pm_vec *)arena_alloc(a, n_args * sizeof *vecs);
         scs = (double *)arena_alloc(a, n_args * sizeof *scs);
         base = (size_t *)arena_alloc(a, (n_args + 1) * sizeof *base);
-        if (vals == NULL || vecs == NULL || scs == NULL || base == NULL) {
-            return nomem(sh);
+        sidx = (uint32_t **)arena_alloc(a, n_args * sizeof *sidx);
+        if (vals == NULL || vecs == NULL || scs == NULL || base == NULL || sidx == NULL) {
+            return pe_nomem(sh);
         }
         memset(vals, 0, n_args * sizeof *vals);
         memset(vecs, 0, n_args * sizeof *vecs);
+        memset(sidx, 0, n_args * sizeof *sidx);
     }
     for (size_t i = 0; i < n_args; i++) {
         scs[i] = NAN;
@@ -872,6 +493,12 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
         }
         if (vals[i].type == PROMQL_TYPE_VECTOR) {
             total += vals[i].m.n;
+            if (vals[i].m.n != 0) {
+                sidx[i] = (uint32_t *)arena_alloc(a, vals[i].m.n * sizeof *sidx[i]);
+                if (sidx[i] == NULL) {
+                    return pe_nomem(sh);
+                }
+            }
         }
     }
     if (n_args != 0) {
@@ -881,7 +508,7 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
         cf = (size_t *)arena_alloc(a, total * sizeof *cf);
         ch = (size_t *)arena_alloc(a, total * sizeof *ch);
         if (cf == NULL || ch == NULL) {
-            return nomem(sh);
+            return pe_nomem(sh);
         }
         memset(cf, 0, total * sizeof *cf);
         memset(ch, 0, total * sizeof *ch);
@@ -889,10 +516,13 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
     uint64_t temp = sh->cur;
     struct pm_vec out = {0};
     struct pe_hmap outmap = {0};
+    uint64_t *oh = NULL, *phash = NULL;
+    size_t oh_cap = 0, ph_cap = 0, nph = 0;
+    struct pe_hmap ptrmap = {0}; /* label array -> index of its hash in phash */
     bool instant = ev->start == ev->end;
     memset(res, 0, sizeof *res);
     res->type = PROMQL_TYPE_VECTOR;
-    size_t step = 0, npoints = 0;
+    size_t step = 0, npoints = 0, nsteps = pe_nsteps(ev);
     for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
         if ((rc = pe_check(sh)) != 0) {
             return rc;
@@ -926,16 +556,63 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
                     return pe_too_many(sh);
                 }
                 sh->cur++;
+                if ((rc = pe_tick(sh)) != 0) {
+                    return rc;
+                }
+                sidx[i][vecs[i].n] = (uint32_t)si;
                 if (pm_vec_push(a, &vecs[i], &el) != 0) {
-                    return nomem(sh);
+                    return pe_nomem(sh);
                 }
             }
         }
         out.n = 0;
-        if ((rc = fn(ev, ctx, ts, vecs, scs, &out)) != 0) {
+        if ((rc = fn(ev, ctx, ts, vecs, scs, sidx, &out)) != 0) {
             return rc;
         }
-        if (pe_vec_has_dup(a, &out)) {
+        /* each result's label hash once: the duplicate check and the output map */
+        if (out.n > oh_cap) {
+            oh_cap = out.n * 2;
+            oh = (uint64_t *)arena_alloc(a, oh_cap * sizeof *oh);
+            if (oh == NULL) {
+                return pe_nomem(sh);
+            }
+        }
+        if (ptrmap.n > 2 * (res->m.n + out.n) + 1024) {
+            /* the step's function makes new arrays every step: no use */
+            pe_hmap_clear(&ptrmap);
+            nph = 0;
+        }
+        for (size_t i = 0; i < out.n; i++) {
+            /* label arrays are immutable in the arena: one hash per array */
+            const struct pm_labels *ls = &out.e[i].labels;
+            uint64_t key = (uint64_t)(uintptr_t)ls->v ^ ((uint64_t)ls->n << 56);
+            int32_t hi = ls->v != NULL ? pe_hmap_get(&ptrmap, key) : -1;
+            if (hi >= 0) {
+                oh[i] = phash[hi];
+                continue;
+            }
+            oh[i] = pm_labels_hash(ls);
+            if (ls->v != NULL) {
+                if (nph == ph_cap) {
+                    size_t cap = ph_cap != 0 ? 2 * ph_cap : 64;
+                    uint64_t *n = (uint64_t *)arena_alloc(a, cap * sizeof *n);
+                    if (n == NULL) {
+                        return pe_nomem(sh);
+                    }
+                    if (nph != 0) {
+                        memcpy(n, phash, nph * sizeof *n);
+                    }
+                    phash = n;
+                    ph_cap = cap;
+                }
+                phash[nph] = oh[i];
+                if (pe_hmap_put(a, &ptrmap, key, (int32_t)nph) != 0) {
+                    return pe_nomem(sh);
+                }
+                nph++;
+            }
+        }
+        if (pe_hashes_have_dup(sh, oh, out.n)) {
             return pe_dup_error(sh);
         }
         sh->cur += out.n;
@@ -948,25 +625,29 @@ int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_
                 size_t idx;
                 if (pe_mat_add(a, &res->m, &out.e[i].labels, &idx) != 0 ||
                     pe_series_push(a, &res->m.s[idx], ts, out.e[i].v, out.e[i].h) != 0) {
-                    return nomem(sh);
+                    return pe_nomem(sh);
                 }
             }
             sh->cur = orig + out.n;
             return 0;
         }
         for (size_t i = 0; i < out.n; i++) {
-            uint64_t h = pm_labels_hash(&out.e[i].labels);
+            uint64_t h = oh[i];
             int32_t idx = pe_hmap_get(&outmap, h);
             if (idx < 0) {
                 size_t n;
+                /* sized for the steps left while the outputs are no more
+                 * than the inputs (count_values can make far more) */
+                size_t want = n_out_series_cap(total, res->m.n) ? nsteps - step : 0;
                 if (pe_mat_add(a, &res->m, &out.e[i].labels, &n) != 0 ||
-                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0) {
-                    return nomem(sh);
+                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0 ||
+                    pe_series_reserve(a, &res->m.s[n], out.e[i].h != NULL, want) != 0) {
+                    return pe_nomem(sh);
                 }
                 idx = (int32_t)n;
             }
             if (pe_series_push(a, &res->m.s[idx], ts, out.e[i].v, out.e[i].h) != 0) {
-                return nomem(sh);
+                return pe_nomem(sh);
             }
         }
         npoints += out.n;
@@ -988,7 +669,7 @@ static int eval_invariant(struct pe_ev *ev, const struct promql_expr *e, struct 
     if (rc != 0) {
         return rc;
     }
-    const struct promql_expr *u = unparen(e);
+    const struct promql_expr *u = pe_unparen(e);
     if (u->kind == PROMQL_MATRIX || u->kind == PROMQL_SUBQUERY || out->type == PROMQL_TYPE_STRING) {
         return 0;
     }
@@ -1009,7 +690,7 @@ static int eval_invariant(struct pe_ev *ev, const struct promql_expr *e, struct 
         const struct pm_hist *h = s->nf != 0 ? NULL : s->h[0].h;
         for (int64_t ts = ev->start + ev->interval; ts <= ev->end; ts += ev->interval) {
             if (pe_series_push(sh->a, s, ts, v, h) != 0) {
-                return nomem(sh);
+                return pe_nomem(sh);
             }
             sh->cur++;
             if (sh->cur > sh->max_samples) {
@@ -1024,14 +705,14 @@ static int eval_invariant(struct pe_ev *ev, const struct promql_expr *e, struct 
 
 /* Evaluates the subquery's inner expression over the steps the outer
  * evaluator needs (aligned to the epoch as Prometheus does). */
-static int eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
+int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
 {
     struct pe_shared *sh = ev->sh;
     struct pe_ev in = {.sh = sh};
     in.interval = e->step_ms != 0 ? e->step_ms : PE_DEFAULT_SUBQUERY_STEP_MS;
     int64_t bs = ev->start, be = ev->end;
     if (e->mod.at != PROMQL_AT_NONE) {
-        bs = be = at_time(sh, &e->mod);
+        bs = be = pe_at_time(sh, &e->mod);
     }
     in.end = be - e->mod.offset_ms;
     int64_t first = bs - e->mod.offset_ms - e->range_ms;
@@ -1047,367 +728,6 @@ static int eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct p
     return 0;
 }
 
-/* ---- function calls -------------------------------------------------------- */
-
-struct call_ctx {
-    const struct promql_expr *e;
-    const struct promql_expr *sel; /* timestamp(<selector>) */
-    struct pm_fnarg *args;
-};
-
-static int cmp_sort_asc(const void *x, const void *y)
-{
-    const struct pm_velem *a = x, *b = y;
-    bool an = isnan(a->v), bn = isnan(b->v);
-    if (an != bn) {
-        return an ? 1 : -1;
-    }
-    if (!an && a->v != b->v) {
-        return a->v < b->v ? -1 : 1;
-    }
-    return a->t < b->t ? -1 : a->t > b->t; /* t holds the input position here */
-}
-
-static int cmp_sort_desc(const void *x, const void *y)
-{
-    const struct pm_velem *a = x, *b = y;
-    bool an = isnan(a->v), bn = isnan(b->v);
-    if (an != bn) {
-        return an ? 1 : -1;
-    }
-    if (!an && a->v != b->v) {
-        return a->v > b->v ? -1 : 1;
-    }
-    return a->t < b->t ? -1 : a->t > b->t;
-}
-
-/* sort / sort_desc: by value, NaN last, ties in input order. */
-static void sort_vec(struct pm_vec *v, bool desc)
-{
-    if (v->n < 2) {
-        return;
-    }
-    int64_t t0 = v->e[0].t;
-    for (size_t i = 0; i < v->n; i++) {
-        v->e[i].t = (int64_t)i;
-    }
-    qsort(v->e, v->n, sizeof *v->e, desc ? cmp_sort_desc : cmp_sort_asc);
-    for (size_t i = 0; i < v->n; i++) {
-        v->e[i].t = t0;
-    }
-}
-
-static int fn_env(struct pe_ev *ev, const struct promql_expr *e, int64_t ts, struct pm_fnenv *env)
-{
-    memset(env, 0, sizeof *env);
-    env->a = ev->sh->a;
-    env->call = e;
-    env->ts = ts;
-    env->range_start = env->range_end = ts;
-    env->err = ev->sh->err;
-    env->errlen = ev->sh->errlen;
-    return 0;
-}
-
-static int call_result(struct pe_shared *sh, int rc)
-{
-    if (rc == -ENOMEM) {
-        return nomem(sh);
-    }
-    if (rc != 0 && sh->errlen != 0 && sh->err[0] == '\0') {
-        return pe_fail(sh, rc, "%s", strerror(-rc));
-    }
-    return rc;
-}
-
-static int step_call(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                     const double *scs, struct pm_vec *out)
-{
-    struct call_ctx *c = vctx;
-    const struct promql_expr *e = c->e;
-    for (size_t i = 0; i < e->n_args; i++) {
-        struct pm_fnarg *a = &c->args[i];
-        memset(a, 0, sizeof *a);
-        a->type = e->args[i]->type;
-        switch (a->type) {
-        case PROMQL_TYPE_SCALAR:
-            a->scalar = scs[i];
-            break;
-        case PROMQL_TYPE_VECTOR:
-            a->vec = &vecs[i];
-            break;
-        case PROMQL_TYPE_STRING:
-            a->str = unparen(e->args[i])->str;
-            break;
-        default:
-            break;
-        }
-    }
-    struct pm_fnenv env;
-    fn_env(ev, e, ts, &env);
-    int rc = pmfn_call(&env, c->args, e->n_args, out);
-    if (rc != 0) {
-        return call_result(ev->sh, rc);
-    }
-    if (e->func->id == PROMQL_FN_SORT || e->func->id == PROMQL_FN_SORT_DESC) {
-        sort_vec(out, e->func->id == PROMQL_FN_SORT_DESC);
-    }
-    return 0;
-}
-
-/* timestamp(<selector>): the selector's samples with their own times. */
-static int step_timestamp(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                          const double *scs, struct pm_vec *out)
-{
-    (void)vecs, (void)scs;
-    struct call_ctx *c = vctx;
-    struct pe_shared *sh = ev->sh;
-    const struct promql_expr *vs = c->sel;
-    const struct pm_set *set = sel_set(sh, vs);
-    struct pm_vec in = {0};
-    /* 2.42 sets the offset to ts - @ for every step: the @ time, offset lost. */
-    int64_t ref =
-        vs->sel.mod.at != PROMQL_AT_NONE ? at_time(sh, &vs->sel.mod) : ts - vs->sel.mod.offset_ms;
-    for (size_t i = 0; set != NULL && i < set->n; i++) {
-        struct pm_velem el = {.labels = set->s[i].labels};
-        if (!sample_at(&set->s[i], ref, sh->lookback, &el.t, &el.v, &el.h)) {
-            continue;
-        }
-        if (pm_vec_push(sh->a, &in, &el) != 0) {
-            return nomem(sh);
-        }
-        sh->cur++;
-        if (sh->cur > sh->max_samples) {
-            return pe_too_many(sh);
-        }
-    }
-    c->args[0] = (struct pm_fnarg){.type = PROMQL_TYPE_VECTOR, .vec = &in};
-    struct pm_fnenv env;
-    fn_env(ev, c->e, ts, &env);
-    int rc = pmfn_call(&env, c->args, 1, out);
-    return rc != 0 ? call_result(sh, rc) : 0;
-}
-
-/* A call with a range-vector argument (selector or subquery): one call per
- * step with every series' window (Prometheus loops series first, then
- * steps; the answers are the same, and absent_over_time comes out of the
- * function itself when no window has samples). */
-static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_t mi,
-                            struct pe_val *out)
-{
-    struct pe_shared *sh = ev->sh;
-    arena *a = sh->a;
-    int rc;
-    uint64_t orig = sh->cur;
-    const struct promql_expr *m = unparen(e->args[mi]);
-    struct pe_val *other = (struct pe_val *)arena_alloc(a, e->n_args * sizeof *other);
-    struct pm_fnarg *args = (struct pm_fnarg *)arena_alloc(a, e->n_args * sizeof *args);
-    if (other == NULL || args == NULL) {
-        return nomem(sh);
-    }
-    memset(other, 0, e->n_args * sizeof *other);
-
-    /* The series the windows come from. */
-    const struct pm_series *series = NULL;
-    size_t n_series = 0;
-    int64_t range, offset;
-    const struct promql_mod *mod;
-    uint64_t subq_samples = 0;
-    if (m->kind == PROMQL_MATRIX) {
-        const struct pm_set *set = sel_set(sh, m->inner);
-        if (set != NULL) {
-            series = set->s;
-            n_series = set->n;
-        }
-        range = m->range_ms;
-        mod = &m->inner->sel.mod;
-    } else {
-        struct pe_val sv;
-        if ((rc = eval_subquery(ev, m, &sv)) != 0) {
-            return rc;
-        }
-        struct pm_series *ps = NULL;
-        if (sv.m.n != 0) {
-            ps = (struct pm_series *)arena_alloc(a, sv.m.n * sizeof *ps);
-            if (ps == NULL) {
-                return nomem(sh);
-            }
-        }
-        for (size_t i = 0; i < sv.m.n; i++) {
-            ps[i] = (struct pm_series){.labels = sv.m.s[i].labels,
-                                       .f = sv.m.s[i].f,
-                                       .nf = sv.m.s[i].nf,
-                                       .h = sv.m.s[i].h,
-                                       .nh = sv.m.s[i].nh};
-        }
-        series = ps;
-        n_series = sv.m.n;
-        subq_samples = mat_points(&sv.m);
-        range = m->range_ms;
-        mod = &m->mod;
-    }
-    offset = mod->offset_ms;
-    bool at = mod->at != PROMQL_AT_NONE;
-    int64_t at_ms = at ? at_time(sh, mod) : 0;
-
-    for (size_t i = 0; i < e->n_args; i++) {
-        if (i != mi && e->args[i]->type != PROMQL_TYPE_STRING &&
-            (rc = pe_eval(ev, e->args[i], &other[i])) != 0) {
-            return rc;
-        }
-    }
-
-    /* Which input series each output series came from, for the check over
-     * the whole range (Prometheus keeps one output series per input). */
-    bool keep_name = e->func->id == PROMQL_FN_LAST_OVER_TIME;
-    uint64_t *derived = NULL;
-    struct pm_win *wins = NULL;
-    int32_t *win_src = NULL;
-    if (n_series != 0) {
-        derived = (uint64_t *)arena_alloc(a, n_series * sizeof *derived);
-        wins = (struct pm_win *)arena_alloc(a, n_series * sizeof *wins);
-        win_src = (int32_t *)arena_alloc(a, n_series * sizeof *win_src);
-        if (derived == NULL || wins == NULL || win_src == NULL) {
-            return nomem(sh);
-        }
-        for (size_t i = 0; i < n_series; i++) {
-            derived[i] = keep_name
-                             ? pm_labels_hash(&series[i].labels)
-                             : pm_labels_hash_on(&series[i].labels, false, NULL, NULL, 0, true);
-        }
-    }
-    struct pe_hmap by_derived = {0}, outmap = {0};
-    int32_t *out_src = NULL;
-    size_t out_src_cap = 0;
-    struct pm_vec res = {0};
-    memset(out, 0, sizeof *out);
-    out->type = PROMQL_TYPE_VECTOR;
-    uint64_t held = sh->cur, npoints = 0;
-    size_t step = 0;
-    for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
-        if ((rc = pe_check(sh)) != 0) {
-            return rc;
-        }
-        int64_t maxt = (at ? at_ms : ts) - offset, mint = maxt - range;
-        size_t nw = 0;
-        pe_hmap_clear(&by_derived);
-        for (size_t i = 0; i < n_series; i++) {
-            if (window(a, &series[i], mint, maxt, &wins[nw]) != 0) {
-                return nomem(sh);
-            }
-            size_t n = wins[nw].nf + wins[nw].nh;
-            if (n == 0) {
-                continue;
-            }
-            if (held + npoints + n > sh->max_samples) {
-                return pe_too_many(sh);
-            }
-            if (pe_hmap_get(&by_derived, derived[i]) < 0 &&
-                pe_hmap_put(a, &by_derived, derived[i], (int32_t)i) != 0) {
-                return nomem(sh);
-            }
-            win_src[nw] = (int32_t)i;
-            nw++;
-        }
-        for (size_t i = 0; i < e->n_args; i++) {
-            memset(&args[i], 0, sizeof args[i]);
-            args[i].type = e->args[i]->type;
-            if (i == mi) {
-                args[i].type = PROMQL_TYPE_MATRIX;
-                args[i].win = wins;
-                args[i].nwin = nw;
-            } else if (other[i].type == PROMQL_TYPE_SCALAR) {
-                args[i].scalar = other[i].sc[step];
-            } else if (args[i].type == PROMQL_TYPE_STRING) {
-                args[i].str = unparen(e->args[i])->str;
-            }
-        }
-        struct pm_fnenv env;
-        fn_env(ev, e, ts, &env);
-        env.range_start = mint;
-        env.range_end = maxt;
-        res.n = 0;
-        if ((rc = pmfn_call(&env, args, e->n_args, &res)) != 0) {
-            return call_result(sh, rc);
-        }
-        if (pe_vec_has_dup(a, &res)) {
-            return pe_dup_error(sh);
-        }
-        for (size_t i = 0; i < res.n; i++) {
-            uint64_t h = pm_labels_hash(&res.e[i].labels);
-            int32_t src = pe_hmap_get(&by_derived, h);
-            int32_t idx = pe_hmap_get(&outmap, h);
-            if (idx < 0) {
-                size_t n;
-                if (pe_mat_add(a, &out->m, &res.e[i].labels, &n) != 0 ||
-                    pe_hmap_put(a, &outmap, h, (int32_t)n) != 0) {
-                    return nomem(sh);
-                }
-                idx = (int32_t)n;
-                if (n >= out_src_cap) {
-                    size_t cap = out_src_cap != 0 ? 2 * out_src_cap : 16;
-                    int32_t *ns = (int32_t *)arena_alloc(a, cap * sizeof *ns);
-                    if (ns == NULL) {
-                        return nomem(sh);
-                    }
-                    if (out_src_cap != 0) {
-                        memcpy(ns, out_src, out_src_cap * sizeof *ns);
-                    }
-                    out_src = ns;
-                    out_src_cap = cap;
-                }
-                out_src[n] = src;
-            } else if (src >= 0 && out_src[idx] >= 0 && out_src[idx] != src) {
-                return pe_dup_error(sh);
-            }
-            if (pe_series_push(a, &out->m.s[idx], ts, res.e[i].v, res.e[i].h) != 0) {
-                return nomem(sh);
-            }
-        }
-        npoints += res.n;
-        if (held + npoints > sh->max_samples) {
-            return pe_too_many(sh);
-        }
-    }
-    (void)subq_samples;
-    sh->cur = orig + npoints;
-    if (e->type == PROMQL_TYPE_SCALAR) {
-        return mat_to_scalar(ev, out);
-    }
-    return 0;
-}
-
-static int eval_call(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
-{
-    struct pe_shared *sh = ev->sh;
-    struct call_ctx c = {.e = e};
-    int rc;
-    c.args =
-        (struct pm_fnarg *)arena_alloc(sh->a, (e->n_args != 0 ? e->n_args : 1) * sizeof *c.args);
-    if (c.args == NULL) {
-        return nomem(sh);
-    }
-    if (e->func->id == PROMQL_FN_TIMESTAMP && e->n_args == 1) {
-        const struct promql_expr *arg = unparen(e->args[0]);
-        if (arg->kind == PROMQL_VECTOR) {
-            c.sel = arg;
-            return pe_range_eval(ev, NULL, 0, step_timestamp, &c, out);
-        }
-    }
-    for (size_t i = 0; i < e->n_args; i++) {
-        const struct promql_expr *arg = unparen(e->args[i]);
-        if (arg->kind == PROMQL_MATRIX || arg->kind == PROMQL_SUBQUERY) {
-            return eval_call_matrix(ev, e, i, out);
-        }
-    }
-    rc = pe_range_eval(ev, (const struct promql_expr *const *)e->args, e->n_args, step_call, &c,
-                       out);
-    if (rc == 0 && e->type == PROMQL_TYPE_SCALAR) {
-        rc = mat_to_scalar(ev, out);
-    }
-    return rc;
-}
-
 /* ---- aggregations and binary operators (glue) ------------------------------ */
 
 struct agg_ctx {
@@ -1416,11 +736,11 @@ struct agg_ctx {
 };
 
 static int step_agg(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                    const double *scs, struct pm_vec *out)
+                    const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
     (void)ts;
     struct agg_ctx *c = vctx;
-    return pe_agg_step(ev, &c->g, c->scalar_param ? scs[0] : 0, &vecs[1], out);
+    return pe_agg_step(ev, &c->g, c->scalar_param ? scs[0] : 0, &vecs[1], sidx[1], out);
 }
 
 static int eval_agg(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
@@ -1444,7 +764,7 @@ struct bin_ctx {
 };
 
 static int step_bin(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_vec *vecs,
-                    const double *scs, struct pm_vec *out)
+                    const double *scs, uint32_t *const *sidx, struct pm_vec *out)
 {
     (void)ts;
     struct bin_ctx *c = vctx;
@@ -1452,29 +772,29 @@ static int step_bin(struct pe_ev *ev, void *vctx, int64_t ts, const struct pm_ve
     enum promql_type lt = e->lhs->type, rt = e->rhs->type;
     if (lt == PROMQL_TYPE_SCALAR && rt == PROMQL_TYPE_SCALAR) {
         struct pm_velem el = {.v = pe_bin_ss(e->op, scs[0], scs[1])};
-        return pm_vec_push(ev->sh->a, out, &el) != 0 ? nomem(ev->sh) : 0;
+        return pm_vec_push(ev->sh->a, out, &el) != 0 ? pe_nomem(ev->sh) : 0;
     }
     if (lt == PROMQL_TYPE_VECTOR && rt == PROMQL_TYPE_VECTOR) {
-        return pe_bin_vv(ev, &c->b, &vecs[0], &vecs[1], out);
+        return pe_bin_vv(ev, &c->b, &vecs[0], &vecs[1], sidx[0], sidx[1], out);
     }
     if (lt == PROMQL_TYPE_VECTOR) {
-        return pe_bin_vs(ev, e, &vecs[0], scs[1], false, out);
+        return pe_bin_vs(ev, &c->b, &vecs[0], sidx[0], scs[1], false, out);
     }
-    return pe_bin_vs(ev, e, &vecs[1], scs[0], true, out);
+    return pe_bin_vs(ev, &c->b, &vecs[1], sidx[1], scs[0], true, out);
 }
 
 static int eval_binary(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
 {
     struct bin_ctx c = {.e = e};
     int rc;
-    if (e->lhs->type == PROMQL_TYPE_VECTOR && e->rhs->type == PROMQL_TYPE_VECTOR &&
+    if ((e->lhs->type == PROMQL_TYPE_VECTOR || e->rhs->type == PROMQL_TYPE_VECTOR) &&
         (rc = pe_bin_init(ev, &c.b, e)) != 0) {
         return rc;
     }
     const struct promql_expr *args[2] = {e->lhs, e->rhs};
     rc = pe_range_eval(ev, args, 2, step_bin, &c, out);
     if (rc == 0 && e->type == PROMQL_TYPE_SCALAR) {
-        rc = mat_to_scalar(ev, out);
+        rc = pe_mat_to_scalar(ev, out);
     }
     return rc;
 }
@@ -1496,13 +816,13 @@ static int eval_unary(struct pe_ev *ev, const struct promql_expr *e, struct pe_v
     for (size_t i = 0; i < out->m.n; i++) {
         struct pe_series *s = &out->m.s[i];
         if (pm_labels_drop_name(sh->a, &s->labels, &s->labels) != 0) {
-            return nomem(sh);
+            return pe_nomem(sh);
         }
         for (size_t j = 0; j < s->nf; j++) {
             s->f[j].v = -s->f[j].v;
         }
     }
-    if (mat_has_dup(sh->a, &out->m)) {
+    if (mat_has_dup(sh, &out->m)) {
         return pe_dup_error(sh);
     }
     return 0;
@@ -1536,13 +856,13 @@ static int eval_node(struct pe_ev *ev, const struct promql_expr *e, struct pe_va
         out->str = e->str;
         return 0;
     case PROMQL_VECTOR:
-        return eval_vector_sel(ev, e, out);
+        return pe_eval_vector_sel(ev, e, out);
     case PROMQL_MATRIX:
-        return eval_matrix_sel(ev, e, out);
+        return pe_eval_matrix_sel(ev, e, out);
     case PROMQL_SUBQUERY:
-        return eval_subquery(ev, e, out);
+        return pe_eval_subquery(ev, e, out);
     case PROMQL_CALL:
-        return eval_call(ev, e, out);
+        return pe_eval_call(ev, e, out);
     case PROMQL_AGG:
         return eval_agg(ev, e, out);
     case PROMQL_BINARY:
@@ -1561,7 +881,7 @@ int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
     if (rc != 0) {
         return rc;
     }
-    if (ev->start != ev->end && is_inv(ev->sh, e)) {
+    if (ev->start != ev->end && pe_is_inv(ev->sh, e)) {
         return eval_invariant(ev, e, out);
     }
     return eval_node(ev, e, out);
@@ -1602,7 +922,7 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
     sh.a = a;
     sh.src = src;
     sh.q = o->q;
-    sh.max_samples = o->max_samples;
+    sh.max_samples = o->max_samples != 0 ? o->max_samples : PM_DEFAULT_MAX_SAMPLES;
     sh.lookback = o->lookback_ms > 0 ? o->lookback_ms : PM_DEFAULT_LOOKBACK_MS;
     sh.qstart = o->start_ms;
     sh.qend = o->end_ms;
@@ -1622,12 +942,7 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
                        "Vector",
                        promql_type_name(root->type));
     }
-    bool inv;
-    struct pe_sq sq = {0};
-    if ((rc = prep(&sh, root, sq, 0, &inv)) != 0) {
-        return rc;
-    }
-    if (inv && (rc = add_inv(&sh, root)) != 0) {
+    if ((rc = pe_prep(&sh, root)) != 0) {
         return rc;
     }
     struct pe_ev ev = {.sh = &sh, .start = o->start_ms, .end = o->end_ms};
@@ -1645,7 +960,7 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
         out->str.n = v.str.n;
         out->str.s = arena_strndup(a, v.str.s, v.str.n);
         if (out->str.s == NULL) {
-            return nomem(&sh);
+            return pe_nomem(&sh);
         }
         break;
     case PROMQL_TYPE_SCALAR:
@@ -1661,22 +976,22 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
             struct pm_labels none = {0};
             size_t idx, step = 0;
             if (pe_mat_add(a, &m, &none, &idx) != 0) {
-                return nomem(&sh);
+                return pe_nomem(&sh);
             }
             for (int64_t ts = ev.start; ts <= ev.end; ts += ev.interval, step++) {
                 if (pe_series_push(a, &m.s[0], ts, v.sc[step], NULL) != 0) {
-                    return nomem(&sh);
+                    return pe_nomem(&sh);
                 }
             }
             out->type = PM_RES_MATRIX;
             if (to_set(a, &m, &out->set) != 0) {
-                return nomem(&sh);
+                return pe_nomem(&sh);
             }
         }
         break;
     case PROMQL_TYPE_VECTOR:
         if (to_set(a, &v.m, &out->set) != 0) {
-            return nomem(&sh);
+            return pe_nomem(&sh);
         }
         if (!range) {
             out->type = PM_RES_VECTOR;
@@ -1700,7 +1015,7 @@ int pm_eval(const struct promql_expr *root, const struct pm_eval_opts *o,
         break;
     case PROMQL_TYPE_MATRIX:
         if (to_set(a, &v.m, &out->set) != 0) {
-            return nomem(&sh);
+            return pe_nomem(&sh);
         }
         out->type = PM_RES_MATRIX;
         pm_set_sort(&out->set);

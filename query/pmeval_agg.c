@@ -235,7 +235,7 @@ static int group_labels(struct pe_ev *ev, struct pe_agg *g, const struct pm_labe
 }
 
 int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct pm_vec *in,
-                struct pm_vec *out)
+                const uint32_t *sidx, struct pm_vec *out)
 {
     struct pe_shared *sh = ev->sh;
     arena *a = sh->a;
@@ -294,17 +294,47 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
                 return pe_fail(sh, -ENOMEM, "out of memory");
             }
         }
-        uint64_t key =
-            e->without ? pm_labels_hash_on(&metric[i], false, g->names, g->lens, g->n_names, true)
-                       : pm_labels_hash_on(&metric[i], true, g->names, g->lens, g->n_names, false);
+        uint64_t key;
+        bool cached = op != PROMQL_AGG_COUNT_VALUES && sidx != NULL;
+        if (cached && pe_cache_room(a, &g->keys, sidx[i]) != 0) {
+            return pe_fail(sh, -ENOMEM, "out of memory");
+        }
+        if (cached && g->keys.set[sidx[i]]) {
+            key = g->keys.v[sidx[i]];
+        } else {
+            key = e->without
+                      ? pm_labels_hash_on(&metric[i], false, g->names, g->lens, g->n_names, true)
+                      : pm_labels_hash_on(&metric[i], true, g->names, g->lens, g->n_names, false);
+            if (cached) {
+                g->keys.v[sidx[i]] = key;
+                g->keys.set[sidx[i]] = 1;
+            }
+        }
         int32_t gi = pe_hmap_get(&g->groups, key);
         if (gi < 0) {
             gi = (int32_t)ng++;
             memset(&gr[gi], 0, sizeof gr[gi]);
-            if (pe_hmap_put(a, &g->groups, key, gi) != 0 ||
-                group_labels(ev, g, &metric[i], &gr[gi].labels) != 0) {
+            if (pe_hmap_put(a, &g->groups, key, gi) != 0) {
                 return pe_fail(sh, -ENOMEM, "out of memory");
             }
+            int32_t li = pe_hmap_get(&g->lcache, key);
+            if (li < 0) {
+                struct pm_labels *lv = grow(a, g->lv, &g->lcap, g->ln + 1, sizeof *lv);
+                if (lv == NULL) {
+                    return pe_fail(sh, -ENOMEM, "out of memory");
+                }
+                if (lv != g->lv && g->ln != 0) {
+                    memcpy(lv, g->lv, g->ln * sizeof *lv);
+                }
+                g->lv = lv;
+                li = (int32_t)g->ln;
+                if (group_labels(ev, g, &metric[i], &g->lv[li]) != 0 ||
+                    pe_hmap_put(a, &g->lcache, key, li) != 0) {
+                    return pe_fail(sh, -ENOMEM, "out of memory");
+                }
+                g->ln++;
+            }
+            gr[gi].labels = g->lv[li];
         }
         gidx[i] = gi;
         gr[gi].n++;

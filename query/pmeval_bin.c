@@ -298,10 +298,12 @@ static int oom(struct pe_shared *sh)
     return pe_fail(sh, -ENOMEM, "out of memory");
 }
 
-int pe_bin_vs(struct pe_ev *ev, const struct promql_expr *e, const struct pm_vec *v, double s,
-              bool swap, struct pm_vec *out)
+int pe_bin_vs(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *v, const uint32_t *vi,
+              double s, bool swap, struct pm_vec *out)
 {
     arena *a = ev->sh->a;
+    const struct promql_expr *e = b->e;
+    struct pe_cache *dc = &b->drop[swap ? 1 : 0];
     bool cmp = promql_op_is_comparison(e->op);
     for (size_t i = 0; i < v->n; i++) {
         struct pm_velem el = v->e[i];
@@ -325,9 +327,18 @@ int pe_bin_vs(struct pe_ev *ev, const struct promql_expr *e, const struct pm_vec
             continue;
         }
         el.v = value;
-        if ((drops_name(e->op) || e->return_bool) &&
-            pm_labels_drop_name(a, &el.labels, &el.labels) != 0) {
-            return oom(ev->sh);
+        if (drops_name(e->op) || e->return_bool) {
+            /* once per series, not per step */
+            if (pe_cache_room(a, dc, vi[i]) != 0) {
+                return oom(ev->sh);
+            }
+            if (!dc->set[vi[i]]) {
+                if (pm_labels_drop_name(a, &el.labels, &dc->l[vi[i]]) != 0) {
+                    return oom(ev->sh);
+                }
+                dc->set[vi[i]] = 1;
+            }
+            el.labels = dc->l[vi[i]];
         }
         if (pm_vec_push(a, out, &el) != 0) {
             return oom(ev->sh);
@@ -383,8 +394,8 @@ static uint64_t signature(const struct pe_bin *b, const struct pm_labels *ls)
     return pm_labels_hash_on(ls, on, b->names, b->lens, b->n_names, !on);
 }
 
-static int sigs_of(arena *a, const struct pe_bin *b, const struct pm_vec *v, uint64_t **buf,
-                   size_t *cap)
+static int sigs_of(arena *a, struct pe_bin *b, int side, const struct pm_vec *v,
+                   const uint32_t *idx, uint64_t **buf, size_t *cap)
 {
     if (v->n > *cap) {
         size_t n = *cap != 0 ? *cap : 16;
@@ -398,8 +409,16 @@ static int sigs_of(arena *a, const struct pe_bin *b, const struct pm_vec *v, uin
         *buf = p;
         *cap = n;
     }
+    struct pe_cache *c = &b->sig[side];
     for (size_t i = 0; i < v->n; i++) {
-        (*buf)[i] = signature(b, &v->e[i].labels);
+        if (pe_cache_room(a, c, idx[i]) != 0) {
+            return -ENOMEM;
+        }
+        if (!c->set[idx[i]]) {
+            c->v[idx[i]] = signature(b, &v->e[i].labels);
+            c->set[idx[i]] = 1;
+        }
+        (*buf)[i] = c->v[idx[i]];
     }
     return 0;
 }
@@ -410,7 +429,8 @@ static int push(struct pe_shared *sh, struct pm_vec *out, const struct pm_velem 
 }
 
 static int set_op(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l,
-                  const struct pm_vec *r, struct pm_vec *out)
+                  const struct pm_vec *r, const uint32_t *li, const uint32_t *ri,
+                  struct pm_vec *out)
 {
     struct pe_shared *sh = ev->sh;
     arena *a = sh->a;
@@ -436,7 +456,8 @@ static int set_op(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l,
         }
         return 0;
     }
-    if (sigs_of(a, b, l, &b->lh, &b->lh_cap) != 0 || sigs_of(a, b, r, &b->rh, &b->rh_cap) != 0) {
+    if (sigs_of(a, b, 0, l, li, &b->lh, &b->lh_cap) != 0 ||
+        sigs_of(a, b, 1, r, ri, &b->rh, &b->rh_cap) != 0) {
         return oom(sh);
     }
     pe_hmap_clear(&b->sigs);
@@ -530,26 +551,66 @@ static int result_metric(struct pe_shared *sh, const struct pe_bin *b, const str
     return pm_lb_done(&lb, out);
 }
 
+/* resultMetric through its cache (Prometheus keys it by both label sets). */
+static int cached_result_metric(struct pe_shared *sh, struct pe_bin *b, uint64_t k,
+                                const struct pm_labels *ls, const struct pm_labels *rs,
+                                struct pm_labels *out)
+{
+    int32_t i = pe_hmap_get(&b->rmcache, k);
+    if (i >= 0) {
+        *out = b->rm[i];
+        return 0;
+    }
+    if (result_metric(sh, b, ls, rs, out) != 0) {
+        return -ENOMEM;
+    }
+    if (b->rm_n == b->rm_cap) {
+        size_t cap = b->rm_cap != 0 ? 2 * b->rm_cap : 16;
+        struct pm_labels *n = (struct pm_labels *)arena_alloc(sh->a, cap * sizeof *n);
+        if (n == NULL) {
+            return -ENOMEM;
+        }
+        if (b->rm_n != 0) {
+            memcpy(n, b->rm, b->rm_n * sizeof *n);
+        }
+        b->rm = n;
+        b->rm_cap = cap;
+    }
+    b->rm[b->rm_n] = *out;
+    if (pe_hmap_put(sh->a, &b->rmcache, k, (int32_t)b->rm_n) != 0) {
+        return -ENOMEM;
+    }
+    b->rm_n++;
+    return 0;
+}
+
 int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const struct pm_vec *r,
-              struct pm_vec *out)
+              const uint32_t *li, const uint32_t *ri, struct pm_vec *out)
 {
     struct pe_shared *sh = ev->sh;
     arena *a = sh->a;
     const struct promql_expr *e = b->e;
     const struct promql_vm *vm = e->vm;
     if (promql_op_is_set(e->op)) {
-        return set_op(ev, b, l, r, out);
+        return set_op(ev, b, l, r, li, ri, out);
     }
     if (l->n == 0 || r->n == 0) {
         return 0;
     }
     bool swapped = vm->card == PROMQL_CARD_ONE_TO_MANY;
+    int lside = 0, rside = 1;
     if (swapped) {
         const struct pm_vec *t = l;
         l = r;
         r = t;
+        const uint32_t *ti = li;
+        li = ri;
+        ri = ti;
+        lside = 1;
+        rside = 0;
     }
-    if (sigs_of(a, b, l, &b->lh, &b->lh_cap) != 0 || sigs_of(a, b, r, &b->rh, &b->rh_cap) != 0) {
+    if (sigs_of(a, b, lside, l, li, &b->lh, &b->lh_cap) != 0 ||
+        sigs_of(a, b, rside, r, ri, &b->rh, &b->rh_cap) != 0) {
         return oom(sh);
     }
     pe_hmap_clear(&b->sigs);
@@ -593,7 +654,9 @@ int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const 
             continue;
         }
         struct pm_velem el = {.v = value, .h = ho, .t = ls->t};
-        if (result_metric(sh, b, &ls->labels, &rs->labels, &el.labels) != 0) {
+        /* the pair of series, by their indices in the left and the right argument */
+        uint64_t pair = swapped ? (uint64_t)ri[j] << 32 | li[i] : (uint64_t)li[i] << 32 | ri[j];
+        if (cached_result_metric(sh, b, pair, &ls->labels, &rs->labels, &el.labels) != 0) {
             return oom(sh);
         }
         if (vm->card == PROMQL_CARD_ONE_TO_ONE) {

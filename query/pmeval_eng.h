@@ -1,7 +1,8 @@
 /*
  * pmeval_eng.h - private header of the PromQL evaluator (pmeval.c, the
+ * selectors in pmeval_sel.c, the function calls in pmeval_call.c, the
  * per-step aggregation in pmeval_agg.c, the binary operators in
- * pmeval_bin.c). Nothing outside those three files includes it.
+ * pmeval_bin.c). Nothing outside those five files includes it.
  *
  * The shape follows Prometheus 2.42's engine: every node evaluates to a
  * value over the evaluator's steps [start, end] by interval (a scalar: one
@@ -53,6 +54,17 @@ struct pe_hmap {
 
 struct pe_sel; /* a selector node and the series loaded for it */
 
+/* Per input series values computed once (Prometheus's EvalSeriesHelper):
+ * v[i] valid when set[i]. Grows on demand. */
+struct pe_cache {
+    uint64_t *v;
+    struct pm_labels *l;
+    uint8_t *set;
+    size_t cap;
+};
+/* Makes room for index i (zeroing what is new). 0 or -ENOMEM. */
+int pe_cache_room(arena *a, struct pe_cache *c, size_t i);
+
 /* What every evaluator of one query shares. */
 struct pe_shared {
     arena *a;
@@ -67,6 +79,7 @@ struct pe_shared {
     size_t errlen;
     struct pe_sel *sels;
     size_t n_sels;
+    struct pe_hmap dup;             /* pe_vec_has_dup's scratch */
     const struct promql_expr **inv; /* nodes Prometheus wraps in StepInvariantExpr */
     size_t n_inv, inv_cap;
 };
@@ -98,7 +111,9 @@ int32_t pe_hmap_get(const struct pe_hmap *m, uint64_t k);
 int pe_hmap_put(arena *a, struct pe_hmap *m, uint64_t k, int32_t v);
 
 /* Whether the vector holds two elements with the same label set. */
-bool pe_vec_has_dup(arena *a, const struct pm_vec *v);
+bool pe_vec_has_dup(struct pe_shared *sh, const struct pm_vec *v);
+/* The same over precomputed label hashes. */
+bool pe_hashes_have_dup(struct pe_shared *sh, const uint64_t *h, size_t n);
 /* "vector cannot contain metrics with the same labelset" (-EDOM). */
 int pe_dup_error(struct pe_shared *sh);
 
@@ -108,6 +123,43 @@ void pe_go_quote(const char *s, size_t n, char *out, size_t cap);
 /* Prometheus labels.String(): {a="1", b="2"}. Arena string, NULL on -ENOMEM. */
 char *pe_fmt_labels(arena *a, const struct pm_labels *ls);
 
+#define PE_TICK_MASK 4095u /* a qctx look every 4,096 samples */
+
+/* pe_check every PE_TICK_MASK + 1 calls. */
+static inline int pe_tick(struct pe_shared *sh)
+{
+    if (sh->q != NULL && (++sh->tick & PE_TICK_MASK) == 0) {
+        return pe_check(sh);
+    }
+    return 0;
+}
+
+int pe_nomem(struct pe_shared *sh); /* "out of memory", -ENOMEM */
+const struct promql_expr *pe_unparen(const struct promql_expr *e);
+/* The time an @ modifier names (start() / end() resolved). */
+int64_t pe_at_time(const struct pe_shared *sh, const struct promql_mod *m);
+/* The series loaded for a selector node (NULL: none). */
+const struct pm_set *pe_sel_set(const struct pe_shared *sh, const struct promql_expr *node);
+/* vectorSelectorSingle: the newest sample at or before |ref| within the
+ * lookback, unless it is the staleness marker. */
+bool pe_sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int64_t *t, double *v,
+                  const struct pm_hist **h);
+/* The samples of |s| in [mint, maxt], staleness markers left out. 0 or -ENOMEM. */
+int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w);
+/* A subquery's inner expression over the steps the outer evaluator needs. */
+int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+/* A one-series result of a scalar-typed node as the per-step array. */
+int pe_mat_to_scalar(struct pe_ev *ev, struct pe_val *v);
+/* pmeval_sel.c: loads every selector's series and notes the step-invariant
+ * nodes (before evaluation); whether a node is one; instant and range
+ * selectors evaluated. */
+int pe_prep(struct pe_shared *sh, const struct promql_expr *root);
+bool pe_is_inv(const struct pe_shared *sh, const struct promql_expr *e);
+int pe_eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+int pe_eval_matrix_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+/* A function call (pmeval_call.c). */
+int pe_eval_call(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
+
 /* Evaluates |e| over ev's steps. */
 int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 
@@ -115,17 +167,22 @@ int pe_eval(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
  * Prometheus's rangeEval: evaluates |args| (a NULL entry or a string is
  * skipped), then at every step gathers each vector argument's elements at
  * the step (vecs[i]) and each scalar's value (scs[i]) and calls |fn|,
- * which appends its result to |out|. The results become the matrix |res|
+ * which appends its result to |out|; sidx[i][j] is the index, in argument
+ * i's matrix, of the series element j came from (for per-series caches:
+ * Prometheus's EvalSeriesHelper). The results become the matrix |res|
  * (an instant evaluation keeps the step's order). Checks the result of
  * every step for duplicate label sets.
  */
 typedef int (*pe_step_fn)(struct pe_ev *ev, void *ctx, int64_t ts, const struct pm_vec *vecs,
-                          const double *scs, struct pm_vec *out);
+                          const double *scs, uint32_t *const *sidx, struct pm_vec *out);
 int pe_range_eval(struct pe_ev *ev, const struct promql_expr *const *args, size_t n_args,
                   pe_step_fn fn, void *ctx, struct pe_val *res);
 
 /* Appends one point to a series. 0 or -ENOMEM. */
 int pe_series_push(arena *a, struct pe_series *s, int64_t t, double v, const struct pm_hist *h);
+/* Room for |n| float (or histogram) points without regrowing (Prometheus
+ * sizes an output series for the steps left). 0 or -ENOMEM. */
+int pe_series_reserve(arena *a, struct pe_series *s, bool hist, size_t n);
 /* Appends an empty series with |labels|; its index in *idx. */
 int pe_mat_add(arena *a, struct pe_mat *m, const struct pm_labels *labels, size_t *idx);
 
@@ -139,6 +196,9 @@ struct pe_agg {
     size_t n_names;
     struct promql_str label; /* count_values */
     struct pe_hmap groups;
+    struct pe_hmap lcache; /* grouping key -> index in lv: group labels across steps */
+    struct pm_labels *lv;
+    size_t ln, lcap;
     void *scratch; /* struct agg_group array */
     size_t scratch_cap;
     void *heap; /* element scratch for topk / bottomk / quantile */
@@ -147,11 +207,12 @@ struct pe_agg {
     size_t gidx_cap;
     struct pm_labels *metric; /* per element: its labels (count_values: + the label) */
     size_t metric_cap;
+    struct pe_cache keys; /* grouping key per input series */
 };
 int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e);
 /* One step: |in| aggregated into |out|; |param| is the step's parameter. */
 int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct pm_vec *in,
-                struct pm_vec *out);
+                const uint32_t *sidx, struct pm_vec *out);
 
 /* ---- pmeval_bin.c ---- */
 
@@ -162,16 +223,21 @@ struct pe_bin {
     size_t n_names;
     struct pe_hmap sigs, matched, pairs; /* pairs: (match group, result) seen */
     struct promql_str *inc;              /* group_x(include) names, arena copies */
-    uint64_t *lh, *rh;                   /* per-step signatures */
+    struct pe_cache sig[2];              /* signature per series of each side */
+    struct pe_cache drop[2];             /* labels without __name__ per series of each side */
+    struct pe_hmap rmcache; /* (lhs, rhs) series -> index in rm (resultMetric's cache) */
+    struct pm_labels *rm;
+    size_t rm_n, rm_cap;
+    uint64_t *lh, *rh; /* per-step signatures */
     size_t lh_cap, rh_cap;
 };
 int pe_bin_init(struct pe_ev *ev, struct pe_bin *b, const struct promql_expr *e);
 /* One step of vector op vector. */
 int pe_bin_vv(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *l, const struct pm_vec *r,
-              struct pm_vec *out);
+              const uint32_t *li, const uint32_t *ri, struct pm_vec *out);
 /* vector op scalar (|swap|: the scalar is the left operand). */
-int pe_bin_vs(struct pe_ev *ev, const struct promql_expr *e, const struct pm_vec *v, double s,
-              bool swap, struct pm_vec *out);
+int pe_bin_vs(struct pe_ev *ev, struct pe_bin *b, const struct pm_vec *v, const uint32_t *vi,
+              double s, bool swap, struct pm_vec *out);
 /* scalar op scalar (comparisons 0/1). */
 double pe_bin_ss(enum promql_binop op, double l, double r);
 

@@ -17,6 +17,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -669,6 +670,14 @@ Test(pmeval, duplicate_labelset_after_a_function)
              "vector cannot contain metrics with the same labelset");
     fails_at("abs({__name__=~\"node_load|other_load\", host=\"a\"})", 100, -EDOM,
              "vector cannot contain metrics with the same labelset");
+    fails_at("{__name__=~\"node_load|other_load\", host=\"a\"} * 2", 100, -EDOM,
+             "vector cannot contain metrics with the same labelset");
+    fails_at("{__name__=~\"node_load|other_load\", host=\"a\"} > bool 0", 100, -EDOM,
+             "vector cannot contain metrics with the same labelset");
+    /* a filtering comparison keeps the names: no clash */
+    VEC("{__name__=~\"node_load|other_load\", host=\"a\"} > 0", 100,
+        {"{__name__=\"node_load\", env=\"prod\", host=\"a\"}", 1},
+        {"{__name__=\"other_load\", env=\"prod\", host=\"a\"}", 3});
     /* last_over_time keeps the name: no clash */
     VEC("last_over_time({__name__=~\"node_load|other_load\", host=\"a\"}[1m])", 100,
         {"{__name__=\"node_load\", env=\"prod\", host=\"a\"}", 1},
@@ -807,6 +816,77 @@ Test(pmeval, max_samples)
     max_samples = PM_DEFAULT_MAX_SAMPLES;
 }
 
+Test(pmeval, cancel_and_deadline_from_the_qctx)
+{
+    struct qctx q;
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    int cancel = 1;
+    q.lim.cancel = &cancel;
+    struct promql_expr *e;
+    char perr[128];
+    cr_assert_eq(promql_parse("sum(node_load)", 14, &e, perr, sizeof perr), 0);
+    struct pm_eval_opts o = {.start_ms = 0, .end_ms = S(300), .step_ms = S(15), .q = &q};
+    struct pm_result r;
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), -ECANCELED);
+    cr_assert_str_eq(err, "query was canceled in expression evaluation");
+    /* a deadline long past */
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    q.lim.deadline_ns = 1;
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), -ETIMEDOUT);
+    cr_assert_str_eq(err, "query timed out in expression evaluation");
+    /* and with neither, the same query runs */
+    memset(&q, 0, sizeof q);
+    pthread_mutex_init(&q.lock, NULL);
+    cr_assert_eq(pm_eval(e, &o, &src, db.a, &r, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].nf, 21);
+    promql_free(e);
+}
+
+Test(pmeval, range_query_over_a_subquery)
+{
+    /* at 120: inner steps 0, 60, 120 -> max 22; at 180: 60..180 -> 25; at 240: 25 */
+    struct pm_result r;
+    ok_range("max_over_time(temperature_celsius[2m:1m])", S(120), S(240), S(60), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_str_eq(lstr(&r.set.s[0].labels), "{room=\"x\"}");
+    cr_assert_eq(r.set.s[0].nf, 3);
+    cr_assert_eq(r.set.s[0].f[0].v, 22);
+    cr_assert_eq(r.set.s[0].f[1].v, 25);
+    cr_assert_eq(r.set.s[0].f[2].v, 25);
+    /* a subquery of an aggregation with @ on a selector inside */
+    ok_range("sum_over_time(sum(temperature_celsius @ 60)[2m:1m])", S(120), S(240), S(120), &r);
+    cr_assert_eq(r.set.s[0].nf, 2);
+    cr_assert_eq(r.set.s[0].f[0].v, 66); /* 22 at inner steps 0, 60, 120 */
+    cr_assert_eq(r.set.s[0].f[1].v, 66);
+}
+
+Test(pmeval, timestamp_with_at_loses_the_offset_as_in_2_42)
+{
+    /* engine.go 2.42 sets the selector's offset to ts - @ for timestamp():
+     * the sample at 100 (t = 60), not at 100 - 60s (t = 0). */
+    VEC("timestamp(temperature_celsius @ 100 offset 1m)", 250, {"{room=\"x\"}", 60});
+    VEC("timestamp(temperature_celsius offset 1m)", 250, {"{room=\"x\"}", 180});
+}
+
+Test(pmeval, stale_native_histogram_hides_the_series)
+{
+    static struct pm_hist h = {.schema = 0, .count = 1, .sum = 1};
+    static struct pm_hist hs = {.schema = 0};
+    hs.sum = promname_stale_nan();
+    static struct pm_hsample smp[2] = {{0, &h}, {S(30), &hs}};
+    struct pm_series *a = add("hs", KV("k", "1"));
+    a->h = smp;
+    a->nh = 2;
+    struct pm_result r;
+    ok_at("hs", S(20), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].h[0].h, &h);
+    empty_at("hs", 40);
+}
+
 /* ---- native histograms -------------------------------------------------------------------------
  */
 
@@ -836,4 +916,177 @@ Test(pmeval, sum_of_native_histograms)
     ok_at("hist{k=\"2\"}", S(10), &r);
     cr_assert_eq(r.set.s[0].nh, 1);
     cr_assert_eq(r.set.s[0].h[0].h, &h2);
+}
+
+/* ---- @ modifier: Prometheus's own cases ------------------------------------------------------ */
+
+/*
+ * promql/testdata/at_modifier.test at v2.42.0 (the cases that need no
+ * function besides sum_over_time, timestamp, time and vector), on its
+ * data: metric{job="1"} 0+1x1000 and metric{job="2"} 0+2x1000 every 10 s,
+ * metric_ms 0+1x10000 every millisecond.
+ */
+static void setup_at(void)
+{
+    memset(&db, 0, sizeof db);
+    db.a = arena_new(1 << 20);
+    cr_assert_not_null(db.a);
+    for (int j = 1; j <= 2; j++) {
+        struct pm_series *s = add("metric", KV("job", j == 1 ? "1" : "2"));
+        struct pm_fsample *f = arena_alloc(db.a, 1001 * sizeof *f);
+        for (int i = 0; i <= 1000; i++) {
+            f[i] = (struct pm_fsample){S(10 * i), (double)(j * i)};
+        }
+        s->f = f;
+        s->nf = 1001;
+    }
+    struct pm_series *s = add("metric_ms", NULL);
+    struct pm_fsample *f = arena_alloc(db.a, 10001 * sizeof *f);
+    for (int i = 0; i <= 10000; i++) {
+        f[i] = (struct pm_fsample){i, (double)i};
+    }
+    s->f = f;
+    s->nf = 10001;
+}
+
+TestSuite(pmeval_at, .init = setup_at, .fini = teardown);
+
+Test(pmeval_at, instant_selectors)
+{
+    VEC("metric @ 100", 10, {"{__name__=\"metric\", job=\"1\"}", 10},
+        {"{__name__=\"metric\", job=\"2\"}", 20});
+    VEC("metric @ 100 offset 50s", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("metric offset 50s @ 100", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("metric @ 0 offset -50s", 10, {"{__name__=\"metric\", job=\"1\"}", 5},
+        {"{__name__=\"metric\", job=\"2\"}", 10});
+    VEC("-metric @ 100", 10, {"{job=\"1\"}", -10}, {"{job=\"2\"}", -20});
+    VEC("---metric @ 100", 10, {"{job=\"1\"}", -10}, {"{job=\"2\"}", -20});
+    VEC("metric_ms @ 1.234", 100, {"{__name__=\"metric_ms\"}", 1234});
+}
+
+Test(pmeval_at, range_selectors_and_subqueries)
+{
+    VEC("sum_over_time(metric{job=\"1\"}[100s] @ 100)", 25, {"{job=\"1\"}", 55});
+    VEC("sum_over_time(metric{job=\"1\"}[100s] @ 100 offset 50s)", 25, {"{job=\"1\"}", 15});
+    VEC("sum_over_time(metric{job=\"1\"}[100s] offset 50s @ 100)", 25, {"{job=\"1\"}", 15});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] @ 100)", 25, {"{job=\"1\"}", 460});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] @ 100 offset 20s)", 25, {"{job=\"1\"}", 288});
+    VEC("sum_over_time(metric{job=\"1\"}[100s:1s] offset 20s @ 100)", 25, {"{job=\"1\"}", 288});
+    VEC("sum_over_time(sum_over_time(metric{job=\"1\"}[100s] @ 100)[100s:25s] @ 50)", 100,
+        {"{job=\"1\"}", 275});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[100s] @ 100)[100s:25s] @ "
+        "50)[3s:1s] @ 3000)",
+        0, {"{job=\"1\"}", 1100});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[10s])[100s:25s] @ 50)[3s:1s] "
+        "@ 200)",
+        0, {"{job=\"1\"}", 44});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[10s])[100s:25s] @ "
+        "200)[3s:1s] @ 50)",
+        0, {"{job=\"1\"}", 464});
+    VEC("sum_over_time(sum_over_time(sum_over_time(metric{job=\"1\"}[20s])[20s:10s] offset "
+        "10s)[100s:25s] @ 1000)",
+        0, {"{job=\"1\"}", 3588});
+}
+
+Test(pmeval_at, time_and_timestamp)
+{
+    VEC("timestamp(metric{job=\"1\"} @ 10)", 600, {"{job=\"1\"}", 10});
+    VEC("timestamp(timestamp(metric{job=\"1\"} @ 10))", 600, {"{job=\"1\"}", 600});
+    VEC("timestamp(timestamp(metric{job=\"1\"} @ 10))", 900, {"{job=\"1\"}", 900});
+    VEC("sum_over_time(vector(time())[100s:1s] @ 3000)", 0, {"{}", 297950});
+    VEC("sum_over_time(vector(time())[100s:1s] @ 3000 offset 600s)", 0, {"{}", 237350});
+    VEC("sum_over_time(timestamp(metric{job=\"1\"} @ 10)[100s:10s] @ 3000)", 0,
+        {"{job=\"1\"}", 110});
+    VEC("sum_over_time(timestamp(timestamp(metric{job=\"1\"} @ 999))[10s:1s] @ 10)", 0,
+        {"{job=\"1\"}", 55});
+}
+
+Test(pmeval_at, range_query_with_at_is_step_invariant)
+{
+    /* every step sees metric @ 100 = 10; selected once, at 100 */
+    struct pm_result r;
+    ok_range("metric{job=\"1\"} @ 100", S(0), S(1000), S(100), &r);
+    cr_assert_eq(db.calls, 1);
+    cr_assert_eq(db.mint[0], S(100 - 300));
+    cr_assert_eq(db.maxt[0], S(100));
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_eq(r.set.s[0].nf, 11);
+    for (int i = 0; i < 11; i++) {
+        cr_assert_eq(r.set.s[0].f[i].t, S(100 * i));
+        cr_assert_eq(r.set.s[0].f[i].v, 10);
+    }
+    /* a window pinned at end(): the same at every step */
+    ok_range("sum_over_time(metric{job=\"1\"}[100s] @ end())", S(0), S(1000), S(500), &r);
+    cr_assert_eq(r.set.s[0].nf, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(r.set.s[0].f[i].v, 1045); /* [900, 1000]: 90 + ... + 100 */
+    }
+}
+
+/* ---- subqueries: Prometheus's own cases ---------------------------------------------------- */
+
+/* promql/testdata/subquery.test at v2.42.0: metric 1 2 (at 0 s and 10 s);
+ * metric1/2/3 0+1x1000 / 0+2x1000 / 0+3x1000 every 10 s. */
+static void setup_subq(void)
+{
+    memset(&db, 0, sizeof db);
+    db.a = arena_new(1 << 20);
+    cr_assert_not_null(db.a);
+    floats(add("metric", NULL), (double[]){0, 1, 10, 2}, 2);
+    static const char *const names[3] = {"metric1", "metric2", "metric3"};
+    for (int j = 1; j <= 3; j++) {
+        struct pm_series *s = add(names[j - 1], NULL);
+        struct pm_fsample *f = arena_alloc(db.a, 1001 * sizeof *f);
+        for (int i = 0; i <= 1000; i++) {
+            f[i] = (struct pm_fsample){S(10 * i), (double)(j * i)};
+        }
+        s->f = f;
+        s->nf = 1001;
+    }
+}
+
+TestSuite(pmeval_subq, .init = setup_subq, .fini = teardown);
+
+Test(pmeval_subq, alignment_lookback_and_offsets)
+{
+    VEC("sum_over_time(metric[50s:10s])", 10, {"{}", 3});
+    VEC("sum_over_time(metric[50s:5s])", 10, {"{}", 4});
+    VEC("sum_over_time(metric[50s:10s])", 300, {"{}", 12});
+    VEC("sum_over_time(metric[50s:10s])", 360, {"{}", 2}); /* stale after 310 */
+    VEC("sum_over_time(metric1[30s:10s])", 1000, {"{}", 394});
+    VEC("sum_over_time(metric1[30s:5s])", 1000, {"{}", 688});
+    VEC("sum_over_time(metric1[30s:10s] offset 10s)", 1010, {"{}", 394});
+    VEC("sum_over_time(metric1[30s:10s] offset 9s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 7s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 5s)", 1010, {"{}", 297});
+    VEC("sum_over_time(metric1[30s:10s] offset 3s)", 1010, {"{}", 297});
+    VEC("sum_over_time((metric1)[30s:10s] offset 3s)", 1010, {"{}", 297});
+}
+
+Test(pmeval_subq, rates_over_subqueries)
+{
+    struct pm_result r;
+    ok_at("rate(metric[20s:10s])", S(10), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_float_eq(r.set.s[0].f[0].v, 0.1, 1e-12);
+    ok_at("rate(metric[20s:5s])", S(20), &r);
+    cr_assert_float_eq(r.set.s[0].f[0].v, 0.05, 1e-12);
+    static const struct {
+        const char *q;
+        double v;
+    } cases[] = {
+        {"rate(sum_over_time(metric1[30s:10s])[50s:10s])", 0.4},
+        {"rate(sum_over_time(metric2[30s:10s])[50s:10s])", 0.8},
+        {"rate(sum_over_time(metric3[30s:10s])[50s:10s])", 1.2},
+        {"rate(sum_over_time((metric1+metric2+metric3)[30s:10s])[30s:10s])", 2.4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ok_at(cases[i].q, S(1000), &r);
+        cr_assert_eq(r.set.n, 1, "%s", cases[i].q);
+        cr_assert_eq(r.set.s[0].labels.n, 0);
+        cr_assert_float_eq(r.set.s[0].f[0].v, cases[i].v, 1e-12, "%s: %.17g", cases[i].q,
+                           r.set.s[0].f[0].v);
+    }
 }
