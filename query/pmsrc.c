@@ -837,7 +837,6 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
     return 0;
 }
 
-/* One block: plan, then its rows. 0, or the query's error. */
 /*
  * One row of a block: its root table first (metric id, time), then, for a
  * candidate in range, its attributes and detail. Returns 0, or -1 when the
@@ -938,12 +937,15 @@ static uint32_t stream_lower_bound(const uint64_t *time, const struct blk_stream
 }
 
 /*
- * A sealed block with a stream index (block.h): per candidate metric, per
- * stream, the labels are built from its first row once, the matchers
- * decide whether any of its series can match, and only then are its rows
- * in the time range read. Rows of other streams are never touched.
+ * A sealed block with a stream index (block.h): per metric, per stream, the
+ * rows in the time range are found by binary search; the labels are built
+ * from the stream's first row once and the matchers decide before any more
+ * of its rows is read. Rows of other streams are never touched. For the
+ * label calls (series mode) a stream that makes one series (a gauge, a sum,
+ * an exponential histogram) needs one row in the range, not all of them, and
+ * a resource's target_info exists when one of its streams has a row there.
  */
-static int do_streams(struct pms_run *r, struct qctx_src *qs)
+static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
 {
     struct qctx *q = r->q;
     const uint64_t *time = blk_col_time(qs->b);
@@ -954,23 +956,41 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs)
     uint32_t since_charge = 0;
     for (uint32_t m = 0; m < r->nmi && qctx_err(q) == 0; m++) {
         const struct pms_metric *mi = &r->mi[m];
-        if (!mi->cand) {
+        if (!mi->cand && !ti) {
             continue;
         }
+        bool one_row = r->mode == PMS_SERIES &&
+                       (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
             struct blk_stream st;
-            struct point_view v;
             if (blk_stream(qs->b, i, &st) < 0) {
                 continue;
             }
-            int rc = blk_point(qs->b, st.rows[0], BLK_ROOT | BLK_ATTRS, &v);
+            uint32_t k0 =
+                mi->delta && r->mode == PMS_SAMPLES ? 0 : stream_lower_bound(time, &st, r->lo_ns);
+            uint32_t k1 =
+                r->mode == PMS_EXEMPLARS ? st.n_rows : stream_lower_bound(time, &st, r->hi_ns);
+            if (k1 <= k0) {
+                q->st.rows_skipped_index += st.n_rows;
+                continue;
+            }
+            struct point_view v;
+            int rc = blk_point(qs->b, st.rows[k0], BLK_ROOT | BLK_ATTRS, &v);
             if (rc == -EBADMSG) {
                 qctx_src_fail(q, qs, qs->rows);
                 return qctx_err(q);
             }
             if (rc < 0) {
+                continue;
+            }
+            if (ti && (rc = do_target_info(r, &v)) < 0) {
+                qctx_fail(q, rc, "out of memory");
+                return rc;
+            }
+            if (!mi->cand) {
+                q->st.rows_skipped_index += st.n_rows - 1;
                 continue;
             }
             struct pms_ent *e = ent_find(r, &v);
@@ -979,15 +999,16 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs)
                 return -ENOMEM;
             }
             if (e->bad || !stream_admitted(r, e)) {
-                q->st.rows_skipped_index += st.n_rows; /* never read: the stream index */
+                q->st.rows_skipped_index += st.n_rows - 1; /* never read: the stream index */
                 continue;
             }
-            uint32_t k0 = mi->delta ? 0 : stream_lower_bound(time, &st, r->lo_ns);
-            uint32_t k1 =
-                r->mode == PMS_EXEMPLARS ? st.n_rows : stream_lower_bound(time, &st, r->hi_ns);
+            if (one_row) {
+                k1 = k0 + 1;
+            }
+            q->st.rows_skipped_index += st.n_rows - (k1 - k0);
             struct qctx_scan it;
             uint64_t k;
-            qctx_scan_begin(&it, q, k0, k1 > k0 ? k1 : k0, false, ROW_CHECK, true);
+            qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
             while (qctx_scan_next(&it, &k)) {
                 if (do_row(r, qs, st.rows[k], false, &it, &since_charge) < 0) {
                     break;
@@ -1002,6 +1023,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs)
     return qctx_err(q);
 }
 
+/* One block: plan, then its rows. 0, or the query's error. */
 static int do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
@@ -1060,8 +1082,8 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
             hi = blk_lower_bound(qs->b, r->hi_ns);
         }
     }
-    if (qs->b != NULL && !ti && blk_n_streams(qs->b) > 0) {
-        return do_streams(r, qs);
+    if (qs->b != NULL && blk_n_streams(qs->b) > 0 && (!ti || r->mode == PMS_SERIES)) {
+        return do_streams(r, qs, ti);
     }
     struct qctx_scan it;
     uint64_t row;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,24 +103,39 @@ static void dec_down(struct dec *c)
 static void dec_shortest(double v, struct dec *o)
 {
     char s[48];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(s, sizeof(s), "%.*e", p - 1, v);
+    /* 15 digits first: a decimal of at most 15 significant digits that reads
+     * back as v lies within half an ulp of it (2^-53 relative), nearer than
+     * half a step of the 15-digit grid (at least 5 x 10^-16 relative), so it
+     * is v correctly rounded to 15 digits with its trailing zeros cut; and
+     * no other decimal that short reads back as v. So one printf answers
+     * every value whose shortest form has up to 15 digits, and the search
+     * below starts at 16. Subnormals have fewer than 53 bits, their ulp is
+     * wider than that grid: they search from one digit up. */
+    bool subnormal = v < DBL_MIN;
+    if (!subnormal) {
+        snprintf(s, sizeof(s), "%.14e", v);
         dec_from_e(s, o);
-        if (dec_roundtrips(o, v)) {
-            break;
+    }
+    if (subnormal || !dec_roundtrips(o, v)) {
+        for (int p = subnormal ? 1 : 16; p <= 17; p++) {
+            snprintf(s, sizeof(s), "%.*e", p - 1, v);
+            dec_from_e(s, o);
+            if (dec_roundtrips(o, v)) {
+                break;
+            }
+            struct dec up = *o, down = *o;
+            dec_up(&up);
+            if (dec_roundtrips(&up, v)) {
+                *o = up;
+                break;
+            }
+            dec_down(&down);
+            if (dec_roundtrips(&down, v)) {
+                *o = down;
+                break;
+            }
+            /* 17 significant digits always round-trip, so p = 17 breaks. */
         }
-        struct dec up = *o, down = *o;
-        dec_up(&up);
-        if (dec_roundtrips(&up, v)) {
-            *o = up;
-            break;
-        }
-        dec_down(&down);
-        if (dec_roundtrips(&down, v)) {
-            *o = down;
-            break;
-        }
-        /* 17 significant digits always round-trip, so p = 17 breaks. */
     }
     while (o->nd > 1 && o->d[o->nd - 1] == '0') {
         o->nd--;

@@ -748,8 +748,9 @@ Test(pmsrc, blocks_are_pruned_by_zone_map_and_by_the_metric_dictionary)
 }
 
 /* The sealed block's stream index (block.h): temp_celsius{room="b"} reads
- * the two rows of that stream and never the three of room="a"; the open
- * block, which has no index, is scanned (its six rows). */
+ * the two rows of that stream and, of room="a"'s three, only the first (for
+ * its labels); the open block, which has no index, is scanned (its six
+ * rows). */
 Test(pmsrc, the_stream_index_leaves_other_streams_rows_unread)
 {
     struct fx f;
@@ -757,7 +758,7 @@ Test(pmsrc, the_stream_index_leaves_other_streams_rows_unread)
     char *got = select_str(&f, "temp_celsius{room=\"b\"}", ALL_T);
     cr_expect_str_eq(got, "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n", "%s", got);
     free(got);
-    cr_expect_eq(f.q.st.rows_skipped_index, 3, "room=a's three rows");
+    cr_expect_eq(f.q.st.rows_skipped_index, 2, "room=a's rows after its first");
     cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "room=b's two rows, the open block's six");
     fx_close(&f);
 }
@@ -785,6 +786,36 @@ Test(pmsrc, series_lists_label_sets_with_a_sample_in_the_range)
                      "queue_wait_seconds_sum{" API "}\n"
                      "temp_celsius{" API ",room=\"a\"}\n",
                      "%s", out);
+    fx_close(&f);
+}
+
+/* Series mode over the stream index: a gauge stream makes one series, so one
+ * row of it in the range is enough (room="a" has three in the sealed block,
+ * room="b" two; one of each is read), and the open block is scanned. Every
+ * series is listed, target_info included. */
+Test(pmsrc, series_read_one_row_per_single_series_stream)
+{
+    struct fx f;
+    fx_open(&f);
+    size_t n;
+    const struct promql_matcher *m = matchers(&f, "temp_celsius", &n);
+    struct pm_set set;
+    cr_assert_eq(pmsrc_series(f.s, m, n, MS(-100), MS(100), &set), 0);
+    cr_expect_eq(set.n, 2);
+    cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "one row per sealed stream, the open block's six");
+    cr_expect_eq(f.q.st.rows_skipped_index, 3, "room=a's last two, room=b's last one");
+    fx_close(&f);
+
+    fx_open(&f);
+    struct pm_set everything;
+    cr_assert_eq(pmsrc_series(f.s, NULL, 0, MS(-100), MS(100), &everything), 0);
+    bool ti = false;
+    for (size_t i = 0; i < everything.n; i++) {
+        uint32_t vl;
+        const char *v = pm_labels_get(&everything.s[i].labels, "__name__", 8, &vl);
+        ti |= v != NULL && vl == 11 && memcmp(v, "target_info", 11) == 0;
+    }
+    cr_expect(ti, "target_info is listed with no matcher");
     fx_close(&f);
 }
 
