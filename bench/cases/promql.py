@@ -26,7 +26,9 @@ each as range and as instant, and the label-browser calls Grafana makes over the
   name_values       /api/v1/label/__name__/values
   series_all        /api/v1/series?match[]=bench_requests_total          10,000 series
   series_job        /api/v1/series?match[]=bench_requests_total{job="svc-07"}
-Timing: per query a warm-up pair (discarded), then N passes (9; 3 with BENCH_QUICK=1), each
+Timing: per query a warm-up pair (discarded), then N passes (9; 3 with BENCH_QUICK=1;
+BENCH_PROMQL_PASSES), fewer once 60 s of passes went by (20 s quick; BENCH_PROMQL_BUDGET),
+never fewer than one, so a query that takes minutes ends the case in time; each
 pass one request to each server, the order alternating (M P, P M, M P, ...) so neither always
 goes first; latency is the client's wall time from connect to the last body byte (a new
 connection per request, no gzip, for both). Per pass the ratio MiraDB/Prometheus; reported:
@@ -38,9 +40,10 @@ MiraDB's /metrics counters around the measured passes give per request: PromQL s
 samples selected, OTLP points scanned, rows and blocks scanned.
 
 Profile: with BENCH_PROMQL_PERF=1 (the default in a full run when perf exists), every query
-whose median ratio is above 1 is run 3 more times on MiraDB under `perf record -g -p PID`
-(after the timed passes, so it costs no timed figure) and the top 10 symbols (self time) go into
-the output.
+whose median ratio is above 1 is run again on MiraDB under `perf record -F 499 -g -p PID` for
+15 s (repeated while it fits, at least once; a request still running then is abandoned and the
+daemon given time to end it), after the timed passes, so it costs no timed figure; the top 10
+symbols by self time go into the output ("perf").
 
     python3 bench/cases/promql.py BUILD_DIR
 """
@@ -60,8 +63,9 @@ import benchlib as bl
 
 STEP = 15
 SERVE_ARGS = ["--block-max-age", "2s", "--query-max-rows", "2000000000", "--query-timeout",
-              "120s", "--query-memory", "4GiB"]
-HTTP_TIMEOUT = 180
+              "600s", "--query-memory", "4GiB"]
+HTTP_TIMEOUT = 660
+PERF_WINDOW_S = 15
 CTR = "bench_requests_total"
 HIST = "bench_latency_seconds_bucket"
 ALL = '{__name__=~"bench_.+"}'
@@ -72,6 +76,15 @@ QUERIES = [
     ("hq_1k", "histogram_quantile(0.9, sum by (le) (rate(%s[5m])))" % HIST),
     ("topk_10", "topk(10, rate(%s[5m]))" % CTR),
 ]
+
+
+def pass_budget():
+    """Seconds of measured passes per query: passes stop early once they went by (after at
+    least one), so a query taking minutes cannot hold the case past run-all's timeout."""
+    env = os.environ.get("BENCH_PROMQL_BUDGET")
+    if env:
+        return float(env)
+    return 20.0 if bl.QUICK else 60.0
 
 
 def passes():
@@ -329,7 +342,10 @@ def time_case(mira, prom, name, path, kind, n):
     cpu = {"miradb": [], "prometheus": []}
     bad = 0
     m0 = mira.metrics()
+    t0 = time.monotonic()
     for i in range(n):
+        if i > 0 and time.monotonic() - t0 > pass_budget():
+            break
         order = ("miradb", "prometheus") if i % 2 == 0 else ("prometheus", "miradb")
         for side in order:
             st, body, wall, c = one(*sides[side], path)
@@ -339,9 +355,11 @@ def time_case(mira, prom, name, path, kind, n):
             cpu[side].append(c)
     m1 = mira.metrics()
     ratios = [m / p for m, p in zip(lat["miradb"], lat["prometheus"])]
+    n = len(ratios)
     res.update({
         "timed": True,
         "passes": n,
+        "passes_planned": passes(),
         "failed_requests": bad,
         "miradb_ms_median": round(bl.median(lat["miradb"]) * 1000, 2),
         "prometheus_ms_median": round(bl.median(lat["prometheus"]) * 1000, 2),
@@ -359,22 +377,40 @@ def time_case(mira, prom, name, path, kind, n):
 # ---------------------------------------------------------------- perf
 
 
-def profile(mira, path, out_dir, name):
-    """Top 10 symbols (self time) of MiraDB over 3 runs of |path|."""
+def queries_done(mira):
+    return bl.metric_sum(mira.metrics(), "miradb_queries_total")
+
+
+def profile(mira, path, out_dir, name, window=PERF_WINDOW_S):
+    """Top 10 symbols (self time) of MiraDB while it answers |path|: the request is repeated
+    for |window| seconds (at least once); a request still running then is abandoned (its
+    connection closed) and the daemon is given time to finish or cancel it before the next."""
     data = os.path.join(out_dir, "perf-%s.data" % name)
+    done0 = queries_done(mira)
     p = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(mira.pid), "-o", data],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          preexec_fn=bl._pdeathsig)
     bl._children.append(p)
     time.sleep(0.5)
-    for _ in range(3):
-        get(mira.http_port, path)
+    t0 = time.monotonic()
+    sent = complete = 0
+    while sent == 0 or time.monotonic() - t0 < window:
+        left = max(1.0, window - (time.monotonic() - t0))
+        st, _, _ = get(mira.http_port, path, timeout=left)
+        sent += 1
+        complete += st == 200
+        if st != 200:
+            break
+    sampled = time.monotonic() - t0
     p.send_signal(signal.SIGINT)
     try:
         p.wait(timeout=60)
     except subprocess.TimeoutExpired:
         p.kill()
         return {"error": "perf record did not stop"}
+    deadline = time.monotonic() + 300
+    while queries_done(mira) < done0 + sent and time.monotonic() < deadline:
+        time.sleep(1)
     try:
         rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio", "-g",
                               "none", "--sort", "symbol", "--percent-limit", "0.5"],
@@ -393,7 +429,8 @@ def profile(mira, path, out_dir, name):
             continue
         if len(top) == 10:
             break
-    return {"runs": 3, "perf_data": os.path.relpath(data, bl.ROOT), "top10_self": top}
+    return {"sampled_s": round(sampled, 1), "requests": sent, "completed": complete,
+            "perf_data": os.path.relpath(data, bl.ROOT), "top10_self": top}
 
 
 # ---------------------------------------------------------------- main
