@@ -424,7 +424,8 @@ def profile(mira, path, out_dir, name, window=PERF_WINDOW_S):
             continue
         pct, _, sym = t.partition("%")
         try:
-            top.append({"self_pct": float(pct), "symbol": sym.strip().lstrip("[.k] ").strip()})
+            words = [w for w in sym.split() if w not in ("[.]", "[k]", "-")]
+            top.append({"self_pct": float(pct), "symbol": words[0] if words else "?"})
         except ValueError:
             continue
         if len(top) == 10:
