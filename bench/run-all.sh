@@ -22,7 +22,10 @@
 #   BENCH_COMMIT=REV    the commit the binaries were built from (for the record)
 # Time: a full run takes about 13-15 min here (2 cores, shared) once the
 # query corpus exists; the first full run also builds the 10M + 10M record
-# query corpus (bench/data/query-corpus-10000000, about 7 GB, kept).
+# query corpus (bench/data/query-corpus-10000000, about 7 GB, kept). The promql
+# case adds about 13 min (it builds its 11,200-series dataset for MiraDB and a
+# backfilled Prometheus 2.42 every run; MiraDB's range rate over 10,000 series
+# alone took ~2 x 112 s on 2026-12-01).
 set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
