@@ -78,11 +78,13 @@ int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const 
  * Seal scratch: blk_write's working memory (sorted columns, tables, footer)
  * is kept for the next seal, up to one set per concurrent writer, and is
  * charged to the memory budget (adm.h) while it exists: 2x the
- * oblock_bytes of the largest block the set served, charged before the
- * write that may grow it. A set that served a block of more than
+ * oblock_bytes of the largest block the set served, plus BLK_GRAM_SCRATCH
+ * once it sealed a log block (the body gram set, bloom.h), charged before
+ * the write that may grow it. A set that served a block of more than
  * |max_block_bytes| (oblock_bytes) is freed after that write and its
  * charge returned. The default keeps every set. Any thread.
  */
+#define BLK_GRAM_SCRATCH ((1u << 24) / 8 + (1u << 24) / 512) /* 2.03 MiB */
 void blk_scratch_keep(size_t max_block_bytes);
 /* Frees the kept sets and returns their charge (after the last blk_write). */
 void blk_scratch_release(void);

@@ -454,8 +454,9 @@ struct wside {
 /* Distinct body grams a block's gram bloom holds at most (1.25 MiB of
  * bits); past it the bloom is written incomplete. */
 #define GRAM_MAX_ITEMS (1u << 20)
-/* The gram set's bitmaps, charged with the scratch of a log seal. */
-#define GRAM_SCRATCH_BYTES (BLOOM_GRAM_SPACE / 8 + BLOOM_GRAM_SPACE / 512)
+/* The gram set's bitmaps (block.h's BLK_GRAM_SCRATCH). */
+_Static_assert(BLK_GRAM_SCRATCH == BLOOM_GRAM_SPACE / 8 + BLOOM_GRAM_SPACE / 512,
+               "the gram set's charge is its two bitmaps");
 
 static uint64_t bloom_seed(enum blk_bloom_kind k)
 {
@@ -1282,7 +1283,7 @@ static void scratch_charge(struct scratch *sc, const oblock *ob)
 {
     uint64_t want = SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
     if (oblock_signal(ob) == SIG_LOGS || sc->side.grams.bits != NULL) {
-        want += GRAM_SCRATCH_BYTES;
+        want += BLK_GRAM_SCRATCH;
     }
     if (want > sc->charged) {
         adm_charge(want - sc->charged);
