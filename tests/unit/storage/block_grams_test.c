@@ -162,8 +162,8 @@ Test(block_grams, every_substring_of_every_body_may_be_there_and_few_others)
     struct blk_bloom_info bi;
     cr_assert_not_null(gram_info(b, &bi));
     cr_assert(bi.complete);
-    cr_assert_eq(bi.n_items, distinct, "items %llu, distinct %llu",
-                 (unsigned long long)bi.n_items, (unsigned long long)distinct);
+    cr_assert_eq(bi.n_items, distinct, "items %llu, distinct %llu", (unsigned long long)bi.n_items,
+                 (unsigned long long)distinct);
     cr_assert_eq(bi.nbits, bloom_nbits_for(distinct));
     cr_assert_eq(blk_n_blooms(b), 5);
 
@@ -277,8 +277,8 @@ Test(block_grams, blocks_sealed_before_the_gram_bloom_answer_maybe)
     struct log_view lv;
     cr_assert_eq(blk_log(b, 2, BLK_ALL, &lv), 0);
     cr_assert_eq(lv.body_str.len, strlen("legacy record 2: Connection Timeout ÅÄÖ end"));
-    cr_assert(memcmp(lv.body_str.p, "legacy record 2: Connection Timeout ÅÄÖ end",
-                     lv.body_str.len) == 0);
+    cr_assert(
+        memcmp(lv.body_str.p, "legacy record 2: Connection Timeout ÅÄÖ end", lv.body_str.len) == 0);
     cr_assert_not(blk_may_have_token(b, "zzqx", 4), "its token bloom still works");
     cr_assert(blk_may_have_substr(b, "zzqx", 4));
     cr_assert(blk_may_have_substr(b, "#~#", 3));
