@@ -84,7 +84,7 @@ int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const 
  * |max_block_bytes| (oblock_bytes) is freed after that write and its
  * charge returned. The default keeps every set. Any thread.
  */
-#define BLK_GRAM_SCRATCH ((1u << 24) / 8 + (1u << 24) / 512) /* 2.03 MiB */
+#define BLK_GRAM_SCRATCH ((1u << 21) / 8) /* 256 KiB */
 void blk_scratch_keep(size_t max_block_bytes);
 /* Frees the kept sets and returns their charge (after the last blk_write). */
 void blk_scratch_release(void);

@@ -134,7 +134,8 @@
  *                 it is not in section 4, whose readers refuse a kind they
  *                 do not know): one bloom entry laid out as in section 4,
  *                 kind 5, over the distinct 3-byte grams of the string
- *                 bodies (bloom.h: ASCII letters folded, bloom_hash_gram),
+ *                 bodies (bloom.h: bytes mapped to 7-bit codes by
+ *                 bloom_gram_byte, ASCII letters folded; bloom_hash_gram),
  *                 items exact; flags bit 0 (incomplete) when a body is
  *                 not a string (the executor matches its JSON rendering)
  *                 or the block has more than GRAM_MAX_ITEMS grams, and

@@ -451,12 +451,12 @@ struct wside {
     struct sidx streams; /* metric blocks */
 };
 
-/* Distinct body grams a block's gram bloom holds at most (1.25 MiB of
- * bits); past it the bloom is written incomplete. */
-#define GRAM_MAX_ITEMS (1u << 20)
+/* Distinct body grams a block's gram bloom holds at most (320 KiB of bits;
+ * an eighth of all grams: past it most needles would pass anyway); past it
+ * the bloom is written incomplete. */
+#define GRAM_MAX_ITEMS (1u << 18)
 /* The gram set's bitmaps (block.h's BLK_GRAM_SCRATCH). */
-_Static_assert(BLK_GRAM_SCRATCH == BLOOM_GRAM_SPACE / 8 + BLOOM_GRAM_SPACE / 512,
-               "the gram set's charge is its two bitmaps");
+_Static_assert(BLK_GRAM_SCRATCH == BLOOM_GRAM_SPACE / 8, "the gram set's charge is its bitmap");
 
 static uint64_t bloom_seed(enum blk_bloom_kind k)
 {

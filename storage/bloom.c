@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,25 +154,28 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
 /* ---- gram set ---- */
 
 #define GRAM_WORDS (BLOOM_GRAM_SPACE / 64)
-#define GRAM_SUM_WORDS (GRAM_WORDS / 64)
+
+/* bloom_gram_byte as a table: the add loop does one load per byte. */
+static uint8_t gram_code[256];
+static pthread_once_t gram_once = PTHREAD_ONCE_INIT;
+
+static void gram_code_init(void)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        gram_code[c] = (uint8_t)bloom_gram_byte((unsigned char)c);
+    }
+}
 
 void bloom_grams_init(struct bloom_grams *g)
 {
     g->bits = NULL;
-    g->sum = NULL;
+    g->dirty = false;
 }
 
 void bloom_grams_fini(struct bloom_grams *g)
 {
     free(g->bits);
-    free(g->sum);
     bloom_grams_init(g);
-}
-
-/* ASCII letters to lower case, every other byte as it is (branch-free). */
-static inline uint32_t gram_lc(unsigned char c)
-{
-    return c + ((uint32_t)((unsigned)(c - 'A') < 26u) << 5);
 }
 
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
@@ -180,33 +184,29 @@ int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
         return 0;
     }
     if (g->bits == NULL) {
+        pthread_once(&gram_once, gram_code_init);
         g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
-        g->sum = calloc(GRAM_SUM_WORDS, sizeof(uint64_t));
-        if (g->bits == NULL || g->sum == NULL) {
-            bloom_grams_fini(g);
+        if (g->bits == NULL) {
             return -ENOMEM;
         }
     }
-    uint64_t *bits = g->bits, *sum = g->sum;
+    g->dirty = true;
+    uint64_t *bits = g->bits;
     const unsigned char *u = (const unsigned char *)p;
-    uint32_t x = (uint32_t)gram_lc(u[0]) << 8 | gram_lc(u[1]);
+    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
     for (size_t i = 2; i < n; i++) {
-        x = ((x << 8) | gram_lc(u[i])) & (BLOOM_GRAM_SPACE - 1);
+        x = ((x << 7) | gram_code[u[i]]) & (BLOOM_GRAM_SPACE - 1);
         bits[x >> 6] |= 1ull << (x & 63);
-        sum[x >> 12] |= 1ull << ((x >> 6) & 63);
     }
     return 0;
 }
 
 uint64_t bloom_grams_count(const struct bloom_grams *g)
 {
-    if (g->bits == NULL) {
-        return 0;
-    }
     uint64_t n = 0;
-    for (size_t s = 0; s < GRAM_SUM_WORDS; s++) {
-        for (uint64_t m = g->sum[s]; m != 0; m &= m - 1) {
-            n += (uint64_t)__builtin_popcountll(g->bits[s * 64 + (size_t)__builtin_ctzll(m)]);
+    if (g->bits != NULL && g->dirty) {
+        for (size_t w = 0; w < GRAM_WORDS; w++) {
+            n += (uint64_t)__builtin_popcountll(g->bits[w]);
         }
     }
     return n;
@@ -214,28 +214,25 @@ uint64_t bloom_grams_count(const struct bloom_grams *g)
 
 uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed)
 {
-    uint8_t b[4] = {(uint8_t)(gram >> 16), (uint8_t)(gram >> 8), (uint8_t)gram, 0};
+    uint8_t b[3] = {(uint8_t)(gram >> 14), (uint8_t)(gram >> 7 & 0x7f), (uint8_t)(gram & 0x7f)};
     return XXH3_64bits_withSeed(b, 3, seed);
 }
 
 void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uint64_t seed)
 {
-    if (g->bits == NULL) {
+    if (g->bits == NULL || !g->dirty) {
         return;
     }
-    for (size_t s = 0; s < GRAM_SUM_WORDS; s++) {
-        for (uint64_t m = g->sum[s]; m != 0; m &= m - 1) {
-            size_t w = s * 64 + (size_t)__builtin_ctzll(m);
-            if (bits != NULL) {
-                for (uint64_t v = g->bits[w]; v != 0; v &= v - 1) {
-                    uint32_t gram = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(v));
-                    bloom_put(bits, nbits, bloom_hash_gram(gram, seed));
-                }
+    if (bits != NULL) {
+        for (size_t w = 0; w < GRAM_WORDS; w++) {
+            for (uint64_t v = g->bits[w]; v != 0; v &= v - 1) {
+                uint32_t gram = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(v));
+                bloom_put(bits, nbits, bloom_hash_gram(gram, seed));
             }
-            g->bits[w] = 0;
         }
-        g->sum[s] = 0;
     }
+    memset(g->bits, 0, GRAM_WORDS * sizeof(uint64_t));
+    g->dirty = false;
 }
 
 /* ---- filter ---- */

@@ -20,15 +20,19 @@
  *                  (the key's hash seeds the value's: no separator needed)
  *   a trace id     its 16 bytes
  *
- *   a body gram   3 consecutive bytes of a string body, ASCII letters
- *                  folded to lower case, packed as b0 << 16 | b1 << 8 | b2
- *                  and hashed by bloom_hash_gram: every substring of 3 or
- *                  more bytes of a body has all its (folded) grams in the
- *                  block's gram bloom, so a needle with one gram missing is
- *                  in no body of the block. Folding lets one filter serve
- *                  the case-sensitive |= (fold the needle too) and the
- *                  case-insensitive (?i) regex (see the caller for the
- *                  letters whose Unicode case variants are not ASCII).
+ *   a body gram   3 consecutive bytes of a string body, each mapped to 7
+ *                  bits by bloom_gram_byte (ASCII letters folded to lower
+ *                  case, other ASCII bytes as they are, bytes 0x80..0xff
+ *                  onto the 26 codes upper case letters left free), packed
+ *                  as m0 << 14 | m1 << 7 | m2 and hashed by bloom_hash_gram.
+ *                  Every substring of 3 or more bytes of a body has all its
+ *                  grams in the block's gram bloom, so a needle with one
+ *                  gram missing is in no body of the block. The map only
+ *                  merges bytes, never splits them: one filter serves the
+ *                  case-sensitive |= and the case-insensitive (?i) regex
+ *                  (see the caller for the letters whose Unicode case
+ *                  variants are not ASCII), and the set of all grams is a
+ *                  2^21-bit (256 KiB) bitmap.
  *
  * A token is a maximal run of [A-Za-z0-9_]. A query's line filter may use
  * the bloom only for the tokens that are whole inside it: in the filter
@@ -117,18 +121,17 @@ int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed
 uint64_t bloom_acc_count(const struct bloom_acc *a);
 
 /*
- * A gram set: the exact set of the distinct folded grams of the bodies
- * added, as a bitmap over all 2^24 grams (2 MiB) with a summary bitmap of
- * its non-zero words, so adding a gram is two OR's, counting and draining
- * visit only the touched words, and the first seal allocates once. Owned
- * by its user (the block writer's scratch), reusable after bloom_grams_
- * drain; not thread-safe.
+ * A gram set: the exact set of the distinct grams of the bodies added, as
+ * a bitmap over all 2^21 grams (256 KiB, allocated at the first add), so
+ * adding a gram is one OR into a bitmap that stays in L2. Owned by its user
+ * (the block writer's scratch), reusable after bloom_grams_drain; not
+ * thread-safe.
  */
 #define BLOOM_GRAM_N 3
-#define BLOOM_GRAM_SPACE (1u << 24)
+#define BLOOM_GRAM_SPACE (1u << 21)
 struct bloom_grams {
     uint64_t *bits; /* BLOOM_GRAM_SPACE bits, or NULL before the first use */
-    uint64_t *sum;  /* bit w set: bits[w] may be non-zero */
+    bool dirty;     /* bits may be non-zero */
 };
 void bloom_grams_init(struct bloom_grams *g);
 void bloom_grams_fini(struct bloom_grams *g);
@@ -140,15 +143,20 @@ uint64_t bloom_grams_count(const struct bloom_grams *g);
  * only empty the set) as bloom_hash_gram(gram, seed), and empties |g|. */
 void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uint64_t seed);
 
-/* The folded gram of p[0, 3). */
+/* A byte's 7-bit gram code (see "a body gram" above). */
+static inline uint32_t bloom_gram_byte(unsigned char c)
+{
+    if (c >= 0x80) {
+        return 'A' + (uint32_t)(c - 0x80) % 26;
+    }
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* The gram of p[0, 3). */
 static inline uint32_t bloom_gram_of(const char *p)
 {
-    uint32_t g = 0;
-    for (int i = 0; i < BLOOM_GRAM_N; i++) {
-        unsigned char c = (unsigned char)p[i];
-        g = (g << 8) | (c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
-    }
-    return g;
+    return bloom_gram_byte((unsigned char)p[0]) << 14 | bloom_gram_byte((unsigned char)p[1]) << 7 |
+           bloom_gram_byte((unsigned char)p[2]);
 }
 uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed);
 
