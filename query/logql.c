@@ -250,7 +250,7 @@ static int finish_tree(struct parser *p, struct logql_expr *e)
 {
     for (; e != NULL; e = e->lhs) { /* the left spine in a loop */
         if (e->kind == LOGQL_EXPR_LOG || e->kind == LOGQL_EXPR_RANGE) {
-            if (logql_collect_needles(p, &e->log) != 0) {
+            if (logql_collect_needles(p, &e->log) != 0 || logql_collect_substrs(p, &e->log) != 0) {
                 return p->lx.rc;
             }
         }

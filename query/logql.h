@@ -179,6 +179,21 @@ struct logql_stage {
     enum logql_unwrap_conv unwrap_conv;
 };
 
+/* The substrings one positive line filter stage requires of the original
+ * line (logql_log_substrs): the stage can keep a line only when, for some
+ * alternative, every literal of that alternative is a substring of it.
+ * Each literal is at least 3 bytes; a literal from a (?i) part of a regex
+ * holds no character whose case variants are not ASCII (so a search that
+ * folds ASCII case is sound for it). */
+struct logql_subalt {
+    struct logql_str *lits;
+    size_t n_lits;
+};
+struct logql_substage {
+    struct logql_subalt *alts;
+    size_t n_alts;
+};
+
 /* A log expression: selector + pipeline (also the argument of a range
  * aggregation). */
 struct logql_log {
@@ -190,6 +205,9 @@ struct logql_log {
      * logql_log_needles). */
     struct logql_str *needles;
     size_t n_needles;
+    /* Required substrings per line filter stage (logql_log_substrs). */
+    struct logql_substage *substages;
+    size_t n_substages;
 };
 
 /* --- metric expressions ---------------------------------------------------- */
@@ -352,5 +370,19 @@ int logql_lf_test(const struct logql_lf *lf, const char *v, size_t n);
  * `|= "level=error "` yield "error", and `|> "<_> level=error <_>"` yields
  * "level" and "error". Returns the array (valid until logql_free), *n set. */
 const struct logql_str *logql_log_needles(const struct logql_log *log, size_t *n);
+
+/* The substrings every line of the result must contain, per stage (struct
+ * logql_substage): from the positive |=, |~ and |> filters that act on the
+ * original line (before any line_format, decolorize or unpack), when every
+ * alternative of the stage yields one of 3 or more bytes. Returns the array
+ * (valid until logql_free), *n set. */
+const struct logql_substage *logql_log_substrs(const struct logql_log *log, size_t *n);
+
+/* The literals of 3 or more bytes a regex |p| (Go RE2 syntax, unanchored
+ * search) provably requires in any text it matches: runs of literal
+ * characters of its top-level concatenation (see logql_lits.c for what ends
+ * a run; a top-level alternation yields none). Writes at most |max| into
+ * |out|, pointing into |buf| (capacity n bytes), and returns how many. */
+size_t logql_re_literals(const char *p, size_t n, char *buf, struct logql_str *out, size_t max);
 
 #endif

@@ -72,6 +72,11 @@ int logql_parse_stage(struct parser *p, struct logql_stage *st);
 /* The needles (logql_log_needles) of one log expression. */
 int logql_collect_needles(struct parser *p, struct logql_log *log);
 
+/* ---- logql_lits.c: required substrings ---- */
+
+/* The substages (logql_log_substrs) of one log expression. */
+int logql_collect_substrs(struct parser *p, struct logql_log *log);
+
 /* ---- logql_metric.c: metric expressions ---- */
 
 /* Binary operators of precedence >= min_prec and their operands into *out. */

@@ -809,8 +809,9 @@ int logql_collect_needles(struct parser *p, struct logql_log *log)
     size_t cap = 0;
     for (size_t k = 0; k < log->n_stages; k++) {
         const struct logql_stage *st = &log->stages[k];
-        if (st->kind == LOGQL_STAGE_LINE_FORMAT || st->kind == LOGQL_STAGE_DECOLORIZE) {
-            break; /* later filters see a rewritten line */
+        if (st->kind == LOGQL_STAGE_LINE_FORMAT || st->kind == LOGQL_STAGE_DECOLORIZE ||
+            st->kind == LOGQL_STAGE_UNPACK) {
+            break; /* later filters see a rewritten line (unpack: its _entry) */
         }
         if (st->kind != LOGQL_STAGE_LINE_FILTER || st->n_alts != 1) {
             continue;

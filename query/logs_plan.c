@@ -69,6 +69,22 @@ static bool bloom_may_match(blk *b, const struct logql_matcher *m)
     return false;
 }
 
+/* false: the body gram bloom says no line of |b| passes stage |ss|. */
+static bool substage_may_match(const blk *b, const struct logql_substage *ss)
+{
+    for (size_t a = 0; a < ss->n_alts; a++) {
+        const struct logql_subalt *alt = &ss->alts[a];
+        bool may = true;
+        for (size_t k = 0; k < alt->n_lits && may; k++) {
+            may = blk_may_have_substr(b, alt->lits[k].s, alt->lits[k].n);
+        }
+        if (may) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int add_src(struct scan *s, size_t *cap, struct src **out)
 {
     if (s->n_srcs == *cap) {
@@ -121,6 +137,8 @@ int logs_scan_plan(struct scan *s)
     size_t cap = 0;
     size_t n_needles = 0;
     const struct logql_str *needles = logql_log_needles(s->log, &n_needles);
+    size_t n_subs = 0;
+    const struct logql_substage *subs = logql_log_substrs(s->log, &n_subs);
     for (size_t i = 0; i < q->c.n_src; i++) {
         struct qctx_src *qs = &q->c.src[i];
         q->c.st.blocks_considered++;
@@ -139,6 +157,9 @@ int logs_scan_plan(struct scan *s)
         bool skip = false;
         for (size_t k = 0; k < n_needles && !skip; k++) {
             skip = !blk_may_have_token(qs->b, needles[k].s, needles[k].n);
+        }
+        for (size_t k = 0; k < n_subs && !skip; k++) {
+            skip = !substage_may_match(qs->b, &subs[k]);
         }
         for (size_t k = 0; k < s->log->n_matchers && !skip; k++) {
             skip = !bloom_may_match(qs->b, &s->log->matchers[k]);

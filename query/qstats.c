@@ -130,7 +130,7 @@ void query_metrics_text(struct evbuffer *o)
     counter(o, "miradb_query_blocks_skipped_zone_total", "Blocks skipped by their time zone map.",
             &scan.blocks_skipped_zone);
     counter(o, "miradb_query_blocks_skipped_bloom_total",
-            "Blocks skipped by a bloom filter (body tokens, resource attribute values).",
+            "Blocks skipped by a bloom filter (body tokens and grams, resource attribute values).",
             &scan.blocks_skipped_bloom);
     counter(o, "miradb_query_blocks_skipped_dict_total",
             "Blocks skipped because no resource in their dictionary matches the selector.",

@@ -78,11 +78,13 @@ int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const 
  * Seal scratch: blk_write's working memory (sorted columns, tables, footer)
  * is kept for the next seal, up to one set per concurrent writer, and is
  * charged to the memory budget (adm.h) while it exists: 2x the
- * oblock_bytes of the largest block the set served, charged before the
- * write that may grow it. A set that served a block of more than
+ * oblock_bytes of the largest block the set served, plus BLK_GRAM_SCRATCH
+ * once it sealed a log block (the body gram set, bloom.h), charged before
+ * the write that may grow it. A set that served a block of more than
  * |max_block_bytes| (oblock_bytes) is freed after that write and its
  * charge returned. The default keeps every set. Any thread.
  */
+#define BLK_GRAM_SCRATCH ((1u << 21) / 8) /* 256 KiB */
 void blk_scratch_keep(size_t max_block_bytes);
 /* Frees the kept sets and returns their charge (after the last blk_write). */
 void blk_scratch_release(void);
@@ -131,6 +133,14 @@ bool blk_may_have_trace(const blk *b, const uint8_t id[16]);
  * check folds its case. Anything else, or a block with non-string log
  * bodies, answers true. */
 bool blk_may_have_token(const blk *b, const char *tok, size_t n);
+/* Could a log body of |b| hold p[0, n) as a substring (bytes, compared as
+ * memmem does)? The body gram bloom (footer section 10) answers for a
+ * string of 3 or more bytes; it folds ASCII case, so a case-insensitive
+ * search may ask with the string in any case (a letter whose other case
+ * is outside ASCII, like k and the Kelvin sign, must not be asked about).
+ * Shorter strings, blocks without the bloom (sealed before it existed),
+ * and blocks with non-string bodies or too many grams answer true. */
+bool blk_may_have_substr(const blk *b, const char *p, size_t n);
 /* Record attributes, key = value exactly, for string values and for each
  * string element of an array value (not inside kvlists or nested arrays). */
 bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn);
@@ -260,6 +270,7 @@ enum blk_bloom_kind {
     BLK_BLOOM_TRACE_IDS = 2,
     BLK_BLOOM_ATTRS = 3,
     BLK_BLOOM_RES_ATTRS = 4,
+    BLK_BLOOM_GRAMS = 5, /* body trigrams (footer section 10, not 4) */
 };
 const char *blk_bloom_kind_name(enum blk_bloom_kind k);
 struct blk_bloom_info {

@@ -35,6 +35,8 @@ const char *blk_bloom_kind_name(enum blk_bloom_kind k)
         return "attr_values";
     case BLK_BLOOM_RES_ATTRS:
         return "resource_values";
+    case BLK_BLOOM_GRAMS:
+        return "body_grams";
     }
     return "?";
 }

@@ -129,6 +129,17 @@
  *                 consecutive, counts adding up to the block's rows). A
  *                 stream = one metric's points with one attribute list,
  *                 byte for byte (block_streams.c)
+ *    10 GRAMS     log blocks (optional: blocks sealed before it have none
+ *                 and answer "maybe"; older readers skip the section, and
+ *                 it is not in section 4, whose readers refuse a kind they
+ *                 do not know): one bloom entry laid out as in section 4,
+ *                 kind 5, over the distinct 3-byte grams of the string
+ *                 bodies (bloom.h: bytes mapped to 7-bit codes by
+ *                 bloom_gram_byte, ASCII letters folded; bloom_hash_gram),
+ *                 items exact; flags bit 0 (incomplete) when a body is
+ *                 not a string (the executor matches its JSON rendering)
+ *                 or the block has more than GRAM_MAX_ITEMS grams, and
+ *                 then nbits is 512 and the bits are zero
  *     Resources, scopes and metrics are block-level ids (the open block's).
  *
  *   TRAILER (40 bytes, the end of the file)
@@ -185,7 +196,8 @@ enum {
     SEC_METRICS = 7,
     SEC_HOTKEYS = 8,
     SEC_STREAMS = 9,
-    SEC_MAX = 9,
+    SEC_GRAMS = 10,
+    SEC_MAX = 10,
 };
 
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
@@ -414,7 +426,7 @@ struct blk {
 
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zhave[ZONE_MAX + 1];
-    struct bloom_r blooms[4];
+    struct bloom_r blooms[5]; /* section 4's, then section 10's gram bloom */
     uint32_t n_blooms;
 
     uint32_t n_hot;

@@ -516,34 +516,66 @@ static bool parse_metrics(blk *b, struct rd r)
     return true;
 }
 
+/* One bloom entry (section 4's layout) at |r|: false when malformed; kind
+ * and bits checked, not the kind's range (the caller's). */
+static bool parse_bloom_entry(struct rd *r, struct bloom_r *bl, uint8_t *kind)
+{
+    uint8_t algo, k, flags;
+    uint32_t zero;
+    if (!rd_u8(r, kind) || !rd_u8(r, &algo) || !rd_u8(r, &k) || !rd_u8(r, &flags) ||
+        !rd_u32(r, &zero) || !rd_u64(r, &bl->seed) || !rd_u64(r, &bl->nbits) ||
+        !rd_u64(r, &bl->items)) {
+        return false;
+    }
+    if (algo != BLOOM_ALGO_XXH3_SPLIT || k != BLOOM_K || bl->nbits == 0 ||
+        bl->nbits % BLOOM_BLOCK_BITS != 0 || bl->nbits / 8 > (uint64_t)(r->end - r->p)) {
+        return false;
+    }
+    bl->kind = (enum blk_bloom_kind) * kind;
+    bl->k = k;
+    bl->complete = (flags & 1) == 0;
+    bl->bits = r->p;
+    r->p += bl->nbits / 8;
+    return true;
+}
+
 static bool parse_blooms(blk *b, struct rd r)
 {
     uint32_t n, z;
-    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || n > 4) {
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || n > 64) {
         return false;
     }
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t kind, algo, k, flags;
-        uint32_t zero;
-        struct bloom_r *bl = &b->blooms[i];
-        if (!rd_u8(&r, &kind) || !rd_u8(&r, &algo) || !rd_u8(&r, &k) || !rd_u8(&r, &flags) ||
-            !rd_u32(&r, &zero) || !rd_u64(&r, &bl->seed) || !rd_u64(&r, &bl->nbits) ||
-            !rd_u64(&r, &bl->items)) {
+        uint8_t kind;
+        struct bloom_r bl;
+        if (!parse_bloom_entry(&r, &bl, &kind)) {
             return false;
         }
-        if (kind < 1 || kind > 4 || algo != BLOOM_ALGO_XXH3_SPLIT || k != BLOOM_K ||
-            bl->nbits == 0 || bl->nbits % BLOOM_BLOCK_BITS != 0 ||
-            bl->nbits / 8 > (uint64_t)(r.end - r.p)) {
-            return false;
+        /* a kind this reader does not know is skipped; of a repeated kind the
+         * first counts (bloom_of) */
+        bool dup = kind < 1 || kind > BLK_BLOOM_RES_ATTRS;
+        for (uint32_t j = 0; j < b->n_blooms && !dup; j++) {
+            dup = b->blooms[j].kind == bl.kind;
         }
-        bl->kind = (enum blk_bloom_kind)kind;
-        bl->k = k;
-        bl->complete = (flags & 1) == 0;
-        bl->bits = r.p;
-        r.p += bl->nbits / 8;
-        b->bloom_bytes += 32 + bl->nbits / 8;
+        if (dup) {
+            continue;
+        }
+        b->blooms[b->n_blooms++] = bl;
+        b->bloom_bytes += 32 + bl.nbits / 8;
     }
-    b->n_blooms = n;
+    return true;
+}
+
+/* Section 10: the body gram bloom, one entry of kind 5. */
+static bool parse_grams(blk *b, struct rd r)
+{
+    uint8_t kind;
+    struct bloom_r bl;
+    if (!parse_bloom_entry(&r, &bl, &kind) || kind != BLK_BLOOM_GRAMS || b->sig != SIG_LOGS) {
+        return false;
+    }
+    b->blooms[b->n_blooms++] = bl;
+    b->bloom_bytes += 32 + bl.nbits / 8;
     return true;
 }
 
@@ -679,6 +711,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     if (have[SEC_STREAMS] && !streams_parse(b, secs[SEC_STREAMS].p, secs[SEC_STREAMS].end)) {
         return fail(err, errlen, "malformed metric stream section");
+    }
+    if (have[SEC_GRAMS] && !parse_grams(b, secs[SEC_GRAMS])) {
+        return fail(err, errlen, "malformed body gram bloom section");
     }
     return 0;
 }
@@ -941,6 +976,20 @@ bool blk_may_have_token(const blk *b, const char *tok, size_t n)
         }
     }
     return bloom_test(bl->bits, bl->nbits, bloom_hash_token(tok, n, bl->seed));
+}
+
+bool blk_may_have_substr(const blk *b, const char *p, size_t n)
+{
+    const struct bloom_r *bl = bloom_of(b, BLK_BLOOM_GRAMS);
+    if (bl == NULL || n < BLOOM_GRAM_N) {
+        return true;
+    }
+    for (size_t i = 0; i + BLOOM_GRAM_N <= n; i++) {
+        if (!bloom_test(bl->bits, bl->nbits, bloom_hash_gram(bloom_gram_of(p + i), bl->seed))) {
+            return false;
+        }
+    }
+    return true;
 }
 
 bool blk_may_have_attr(const blk *b, const char *key, size_t kn, const char *val, size_t vn)

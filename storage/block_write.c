@@ -443,11 +443,20 @@ struct wside {
     struct bloom_acc set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
     bool present[4];
+    struct bloom_grams grams; /* logs: the string bodies' grams (section 10) */
+    bool grams_incomplete;
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
     bool zhave[ZONE_MAX + 1];
     struct sidx streams; /* metric blocks */
 };
+
+/* Distinct body grams a block's gram bloom holds at most (320 KiB of bits;
+ * an eighth of all grams: past it most needles would pass anyway); past it
+ * the bloom is written incomplete. */
+#define GRAM_MAX_ITEMS (1u << 18)
+/* The gram set's bitmaps (block.h's BLK_GRAM_SCRATCH). */
+_Static_assert(BLK_GRAM_SCRATCH == BLOOM_GRAM_SPACE / 8, "the gram set's charge is its bitmap");
 
 static uint64_t bloom_seed(enum blk_bloom_kind k)
 {
@@ -680,9 +689,15 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
         if (rc == 0 && v.body_type == VAL_STR) {
             rc = bloom_acc_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len,
                                   bloom_seed(BLK_BLOOM_TOKENS));
+            if (rc == 0 && !s->grams_incomplete &&
+                bloom_grams_add(&s->grams, v.body_str.p, v.body_str.len) < 0) {
+                s->grams_incomplete = true; /* no room for the set: no gram bloom */
+            }
         } else if (v.body_type != VAL_EMPTY) {
-            /* A structured body renders as JSON: its tokens are not indexed. */
+            /* A structured body renders as JSON: its tokens and grams are
+             * not indexed. */
             s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
+            s->grams_incomplete = true;
         }
         if (rc == 0) {
             rc = record_attrs(s, j, v.attrs);
@@ -925,6 +940,35 @@ static int sec_blooms(struct vbuf *f, struct wside *s)
         bloom_fill(bits, nbits, &s->set[k]);
         f->len += nbits / 8;
     }
+    sec_end(f, at);
+    return 0;
+}
+
+/* Section 10 (logs): the body gram bloom, sized from the exact count of
+ * distinct grams; the gram set is left empty. */
+static int sec_grams(struct vbuf *f, struct wside *s)
+{
+    uint64_t items = s->grams_incomplete ? 0 : bloom_grams_count(&s->grams);
+    bool incomplete = s->grams_incomplete || items > GRAM_MAX_ITEMS;
+    uint64_t nbits = incomplete ? BLOOM_BLOCK_BITS : bloom_nbits_for(items);
+    size_t at;
+    int rc = sec_begin(f, SEC_GRAMS, &at);
+    rc |= vbuf_put_u8(f, BLK_BLOOM_GRAMS);
+    rc |= vbuf_put_u8(f, BLOOM_ALGO_XXH3_SPLIT);
+    rc |= vbuf_put_u8(f, BLOOM_K);
+    rc |= vbuf_put_u8(f, incomplete ? 1 : 0);
+    rc |= vbuf_put_u32(f, 0);
+    rc |= vbuf_put_u64(f, bloom_seed(BLK_BLOOM_GRAMS));
+    rc |= vbuf_put_u64(f, nbits);
+    rc |= vbuf_put_u64(f, incomplete ? 0 : items);
+    if (rc != 0 || vbuf_reserve(f, nbits / 8) < 0) {
+        bloom_grams_drain(&s->grams, NULL, 0, 0);
+        return -ENOMEM;
+    }
+    uint8_t *bits = f->p + f->len;
+    memset(bits, 0, nbits / 8);
+    bloom_grams_drain(&s->grams, incomplete ? NULL : bits, nbits, bloom_seed(BLK_BLOOM_GRAMS));
+    f->len += nbits / 8;
     sec_end(f, at);
     return 0;
 }
@@ -1199,6 +1243,7 @@ static void scratch_free(struct scratch *sc)
     for (int k = 0; k < 4; k++) {
         bloom_acc_fini(&sc->side.set[k]);
     }
+    bloom_grams_fini(&sc->side.grams);
     free(sc->side.kc.t);
     free(sc->side.kc.ap);
     free(sc->side.kc.arow);
@@ -1227,6 +1272,7 @@ static struct scratch *scratch_get(void)
             for (int k = 0; k < 4; k++) {
                 bloom_acc_init(&sc->side.set[k]);
             }
+            bloom_grams_init(&sc->side.grams);
         }
     }
     return sc;
@@ -1236,6 +1282,9 @@ static struct scratch *scratch_get(void)
 static void scratch_charge(struct scratch *sc, const oblock *ob)
 {
     uint64_t want = SCRATCH_FACTOR * (uint64_t)oblock_bytes(ob);
+    if (oblock_signal(ob) == SIG_LOGS || sc->side.grams.bits != NULL) {
+        want += BLK_GRAM_SCRATCH;
+    }
     if (want > sc->charged) {
         adm_charge(want - sc->charged);
         sc->charged = want;
@@ -1271,6 +1320,8 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
         bloom_acc_reset(&s->set[k]);
         s->incomplete[k] = s->present[k] = false;
     }
+    bloom_grams_drain(&s->grams, NULL, 0, 0); /* a failed seal may have left grams */
+    s->grams_incomplete = false;
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;
@@ -1406,6 +1457,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         rc = sec_blooms(foot, side);
+    }
+    if (rc == 0 && sig == SIG_LOGS) {
+        nsec++;
+        rc = sec_grams(foot, side);
     }
     if (rc == 0) {
         rc = sec_hotkeys(foot, hot);

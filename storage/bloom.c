@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,90 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
         est = 1;
     }
     return est < a->n ? est : a->n;
+}
+
+/* ---- gram set ---- */
+
+#define GRAM_WORDS (BLOOM_GRAM_SPACE / 64)
+
+/* bloom_gram_byte as a table: the add loop does one load per byte. */
+static uint8_t gram_code[256];
+static pthread_once_t gram_once = PTHREAD_ONCE_INIT;
+
+static void gram_code_init(void)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        gram_code[c] = (uint8_t)bloom_gram_byte((unsigned char)c);
+    }
+}
+
+void bloom_grams_init(struct bloom_grams *g)
+{
+    g->bits = NULL;
+    g->dirty = false;
+}
+
+void bloom_grams_fini(struct bloom_grams *g)
+{
+    free(g->bits);
+    bloom_grams_init(g);
+}
+
+int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
+{
+    if (n < BLOOM_GRAM_N) {
+        return 0;
+    }
+    if (g->bits == NULL) {
+        pthread_once(&gram_once, gram_code_init);
+        g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
+        if (g->bits == NULL) {
+            return -ENOMEM;
+        }
+    }
+    g->dirty = true;
+    uint64_t *bits = g->bits;
+    const unsigned char *u = (const unsigned char *)p;
+    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+    for (size_t i = 2; i < n; i++) {
+        x = ((x << 7) | gram_code[u[i]]) & (BLOOM_GRAM_SPACE - 1);
+        bits[x >> 6] |= 1ull << (x & 63);
+    }
+    return 0;
+}
+
+uint64_t bloom_grams_count(const struct bloom_grams *g)
+{
+    uint64_t n = 0;
+    if (g->bits != NULL && g->dirty) {
+        for (size_t w = 0; w < GRAM_WORDS; w++) {
+            n += (uint64_t)__builtin_popcountll(g->bits[w]);
+        }
+    }
+    return n;
+}
+
+uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed)
+{
+    uint8_t b[3] = {(uint8_t)(gram >> 14), (uint8_t)(gram >> 7 & 0x7f), (uint8_t)(gram & 0x7f)};
+    return XXH3_64bits_withSeed(b, 3, seed);
+}
+
+void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uint64_t seed)
+{
+    if (g->bits == NULL || !g->dirty) {
+        return;
+    }
+    if (bits != NULL) {
+        for (size_t w = 0; w < GRAM_WORDS; w++) {
+            for (uint64_t v = g->bits[w]; v != 0; v &= v - 1) {
+                uint32_t gram = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(v));
+                bloom_put(bits, nbits, bloom_hash_gram(gram, seed));
+            }
+        }
+    }
+    memset(g->bits, 0, GRAM_WORDS * sizeof(uint64_t));
+    g->dirty = false;
 }
 
 /* ---- filter ---- */

@@ -20,6 +20,20 @@
  *                  (the key's hash seeds the value's: no separator needed)
  *   a trace id     its 16 bytes
  *
+ *   a body gram   3 consecutive bytes of a string body, each mapped to 7
+ *                  bits by bloom_gram_byte (ASCII letters folded to lower
+ *                  case, other ASCII bytes as they are, bytes 0x80..0xff
+ *                  onto the 26 codes upper case letters left free), packed
+ *                  as m0 << 14 | m1 << 7 | m2 and hashed by bloom_hash_gram.
+ *                  Every substring of 3 or more bytes of a body has all its
+ *                  grams in the block's gram bloom, so a needle with one
+ *                  gram missing is in no body of the block. The map only
+ *                  merges bytes, never splits them: one filter serves the
+ *                  case-sensitive |= and the case-insensitive (?i) regex
+ *                  (see the caller for the letters whose Unicode case
+ *                  variants are not ASCII), and the set of all grams is a
+ *                  2^21-bit (256 KiB) bitmap.
+ *
  * A token is a maximal run of [A-Za-z0-9_]. A query's line filter may use
  * the bloom only for the tokens that are whole inside it: in the filter
  * "rror: time out" the token "time" is whole, but "rror" and "out" touch
@@ -105,6 +119,46 @@ int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed
 /* Estimated number of distinct hashes added (HyperLogLog, ~1.6% error;
  * exact-ish below a few thousand), never more than were kept. */
 uint64_t bloom_acc_count(const struct bloom_acc *a);
+
+/*
+ * A gram set: the exact set of the distinct grams of the bodies added, as
+ * a bitmap over all 2^21 grams (256 KiB, allocated at the first add), so
+ * adding a gram is one OR into a bitmap that stays in L2. Owned by its user
+ * (the block writer's scratch), reusable after bloom_grams_drain; not
+ * thread-safe.
+ */
+#define BLOOM_GRAM_N 3
+#define BLOOM_GRAM_SPACE (1u << 21)
+struct bloom_grams {
+    uint64_t *bits; /* BLOOM_GRAM_SPACE bits, or NULL before the first use */
+    bool dirty;     /* bits may be non-zero */
+};
+void bloom_grams_init(struct bloom_grams *g);
+void bloom_grams_fini(struct bloom_grams *g);
+/* Adds the grams of p[0, n) (none when n < 3). 0 or -ENOMEM. */
+int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n);
+/* The number of distinct grams added. */
+uint64_t bloom_grams_count(const struct bloom_grams *g);
+/* Sets each gram in |bits| (nbits/8 bytes, zeroed by the caller; NULL:
+ * only empty the set) as bloom_hash_gram(gram, seed), and empties |g|. */
+void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uint64_t seed);
+
+/* A byte's 7-bit gram code (see "a body gram" above). */
+static inline uint32_t bloom_gram_byte(unsigned char c)
+{
+    if (c >= 0x80) {
+        return 'A' + (uint32_t)(c - 0x80) % 26;
+    }
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* The gram of p[0, 3). */
+static inline uint32_t bloom_gram_of(const char *p)
+{
+    return bloom_gram_byte((unsigned char)p[0]) << 14 | bloom_gram_byte((unsigned char)p[1]) << 7 |
+           bloom_gram_byte((unsigned char)p[2]);
+}
+uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed);
 
 /* Bits for |n| items: BLOOM_BITS_PER_ITEM each, a multiple of
  * BLOOM_BLOCK_BITS, at least one block, at most BLOOM_MAX_BITS. */

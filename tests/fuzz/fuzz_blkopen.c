@@ -60,7 +60,8 @@ static void read_all(blk *b)
     blk_duration_range(b, &a, &z);
     uint8_t id[16] = {1, 2, 3};
     sink += blk_may_have_trace(b, id) + blk_may_have_token(b, "error", 5) +
-            blk_may_have_attr(b, "k", 1, "v", 1) + blk_may_have_resource_value(b, "k", 1, "v", 1);
+            blk_may_have_attr(b, "k", 1, "v", 1) + blk_may_have_resource_value(b, "k", 1, "v", 1) +
+            blk_may_have_substr(b, "timeout", 7);
     for (uint32_t i = 0; i < blk_n_scopes(b); i++) {
         touch_scope(blk_scope(b, i));
     }

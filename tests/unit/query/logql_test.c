@@ -1074,3 +1074,168 @@ Test(logql, regex_captures_for_regexp_stage_and_label_replace)
     logql_free(e);
     qlex_thread_cleanup();
 }
+
+/* ---- required substrings (the body gram bloom) ------------------------------------ */
+
+/* The literals of regex |re| joined by "&" (none: ""). */
+static void re_lits_are(const char *re, const char *want)
+{
+    char buf[256], got[512] = "";
+    struct logql_str out[8];
+    size_t n = logql_re_literals(re, strlen(re), buf, out, 8);
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_geq(out[i].n, 3, "%s: literal %zu is short", re, i);
+        at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%.*s", i ? "&" : "", (int)out[i].n,
+                               out[i].s);
+    }
+    cr_assert_str_eq(got, want, "regex %s: got \"%s\", want \"%s\"", re, got, want);
+}
+
+Test(logql, regex_literals_are_only_the_provably_required_runs)
+{
+    re_lits_are("timeout", "timeout");
+    re_lits_are("conn.*refused", "conn&refused");
+    re_lits_are("^start", "start");
+    re_lits_are("end$", "end");
+    /* an optional or starred atom leaves the run; a + keeps it once */
+    re_lits_are("abc?d", "");
+    re_lits_are("abcd?efg", "abc&efg");
+    re_lits_are("x*abcd", "abcd");
+    re_lits_are("xabc+def", "xabc&def");
+    re_lits_are("xabc+?def", "xabc&def");
+    re_lits_are("abcd{2}efg", "abc&efg");
+    re_lits_are("abcd{1,3}?efg", "abc&efg");
+    re_lits_are("abc{,2}def", "abc&,2}def"); /* "{,2}" is literal in RE2 */
+    /* a quantifier after a multi-byte character drops the whole character */
+    re_lits_are("h\xc3\xa9llo?", "h\xc3\xa9ll");
+    re_lits_are("h\xc3\xa9?llo", "llo");
+    /* alternation at the top: nothing is required; inside a group: the group is skipped */
+    re_lits_are("error|warn", "");
+    re_lits_are("error|", "");
+    re_lits_are("(error|warn) timeout", " timeout");
+    re_lits_are("a(b|c)*xyz", "xyz");
+    re_lits_are("(?:abc)?def", "def");
+    re_lits_are("(?P<x>abc)def", "def");
+    /* classes, dots, escapes */
+    re_lits_are("[abc]def\\.ghi", "def.ghi");
+    re_lits_are("[]|)]xyz", "xyz");
+    re_lits_are("[^]a]xyz", "xyz");
+    re_lits_are("[[:alpha:]|]xyz", "xyz");
+    re_lits_are("a.b.c", "");
+    re_lits_are("\\d+ms elapsed", "ms elapsed");
+    re_lits_are("\\x41BCD", "BCD");
+    re_lits_are("\\x{263a}BCD", "BCD");
+    re_lits_are("\\pLBCD", "BCD");
+    re_lits_are("\\p{Greek}BCD", "BCD");
+    re_lits_are("\\QBCD\\E", "");
+    re_lits_are("foo\\tbar\\|baz", "foo\tbar|baz");
+    re_lits_are("ab\\bcde", "cde");
+    re_lits_are("\\0123xy", "");
+    /* (?i): letters whose case variants leave ASCII (k: Kelvin sign, s: long s) end a run */
+    re_lits_are("(?i)Timeout", "Timeout");
+    re_lits_are("(?i)kafka", "");
+    re_lits_are("(?i)broker down", "bro&er down");
+    re_lits_are("(?i)ssl\\.handshake", "l.hand");
+    re_lits_are("(?i)h\xc3\xa9llo", "llo");
+    re_lits_are("abc(?i)defk", "abc&def");
+    re_lits_are("(?i)abc(?-i)kkk", "abc&kkk");
+    re_lits_are("(?i:kkk)sss", "sss");
+    re_lits_are("(?s).*foo", "foo");
+    re_lits_are("(?U)abc+", "abc");
+    /* what this code does not understand yields nothing */
+    re_lits_are("abc)", "");
+    re_lits_are("(abc", "");
+    re_lits_are("[abc", "");
+    re_lits_are("", "");
+}
+
+/* The substages of |q|: stages split by " ; ", alternatives by " or ",
+ * literals by "&". */
+static void substrs_are(const char *q, const char *want)
+{
+    struct logql_expr *e = ok(q);
+    const struct logql_log *log = e->kind == LOGQL_EXPR_LOG ? &e->log : &e->inner->log;
+    size_t n;
+    const struct logql_substage *ss = logql_log_substrs(log, &n);
+    char got[512] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        at += (size_t)snprintf(got + at, sizeof(got) - at, "%s", i ? " ; " : "");
+        for (size_t a = 0; a < ss[i].n_alts; a++) {
+            at += (size_t)snprintf(got + at, sizeof(got) - at, "%s", a ? " or " : "");
+            for (size_t k = 0; k < ss[i].alts[a].n_lits; k++) {
+                const struct logql_str *l = &ss[i].alts[a].lits[k];
+                at += (size_t)snprintf(got + at, sizeof(got) - at, "%s%.*s", k ? "&" : "",
+                                       (int)l->n, l->s);
+            }
+        }
+    }
+    cr_assert_str_eq(got, want, "%s: got \"%s\", want \"%s\"", q, got, want);
+    logql_free(e);
+}
+
+Test(logql, substring_requirements_come_from_positive_filters_on_the_original_line)
+{
+    substrs_are("{a=\"b\"} |= \"needle\"", "needle");
+    substrs_are("{a=\"b\"} |= \"ab\"", "");            /* shorter than a gram */
+    substrs_are("{a=\"b\"} |= \"\"", "");              /* matches every line */
+    substrs_are("{a=\"b\"} |= \"abc\" or \"xy\"", ""); /* one alternative rules nothing out */
+    substrs_are("{a=\"b\"} |= \"abc\" or \"def\"", "abc or def");
+    substrs_are("{a=\"b\"} != \"abc\" !~ \"abc\" !> \"<_>abc\"", "");
+    substrs_are("{a=\"b\"} |~ \"err.*timeout\" |= \"Needle\"", "err&timeout ; Needle");
+    substrs_are("{a=\"b\"} |~ \"a|bcd\"", "");
+    substrs_are("{a=\"b\"} |~ \"(?i)abc\" or \"xyz\"", "abc or xyz");
+    substrs_are("{a=\"b\"} |> \"<_> level=error <_> took <_>\"", " level=error & took ");
+    substrs_are("{a=\"b\"} |> \"<_> <_>\"", "");
+    /* parsers and label filters keep the line; line_format, decolorize and unpack do not */
+    substrs_are("{a=\"b\"} | json | x=\"1\" |= \"abc\"", "abc");
+    substrs_are("{a=\"b\"} |= \"abc\" | line_format \"{{.x}}\" |= \"def\"", "abc");
+    substrs_are("{a=\"b\"} | decolorize |= \"def\"", "");
+    substrs_are("{a=\"b\"} | unpack |= \"def\"", "");
+    substrs_are("sum(count_over_time({a=\"b\"} |= \"abc\" [5m]))", "abc");
+}
+
+/* Sound on lines the filter keeps: every literal of the stage is in the
+ * line, ASCII case folded (the gram bloom folds too). */
+static void lits_in_line(const char *q, const char *line)
+{
+    struct logql_expr *e = ok(q);
+    cr_assert(logql_line_filter_match(&e->log.stages[0], line, strlen(line)),
+              "%s should keep \"%s\"", q, line);
+    char fl[256];
+    size_t n = strlen(line);
+    for (size_t i = 0; i < n; i++) {
+        fl[i] = line[i] >= 'A' && line[i] <= 'Z' ? (char)(line[i] + 32) : line[i];
+    }
+    size_t ns;
+    const struct logql_substage *ss = logql_log_substrs(&e->log, &ns);
+    cr_assert_eq(ns, 1, "%s", q);
+    cr_assert_eq(ss[0].n_alts, 1);
+    for (size_t k = 0; k < ss[0].alts[0].n_lits; k++) {
+        const struct logql_str *l = &ss[0].alts[0].lits[k];
+        char fk[64];
+        for (size_t i = 0; i < l->n; i++) {
+            fk[i] = l->s[i] >= 'A' && l->s[i] <= 'Z' ? (char)(l->s[i] + 32) : l->s[i];
+        }
+        cr_assert_not_null(memmem(fl, n, fk, l->n), "%s: \"%.*s\" not in \"%s\"", q, (int)l->n,
+                           l->s, line);
+    }
+    logql_free(e);
+}
+
+Test(logql, regex_literals_are_in_every_line_the_regex_keeps)
+{
+    lits_in_line("{a=\"b\"} |~ \"(?i)kafka broker\"", "KAFKA BROKER");
+    /* the Kelvin sign matches (?i)k: no literal may hold a k */
+    lits_in_line("{a=\"b\"} |~ \"(?i)kafka broker\"", "\xe2\x84\xaa"
+                                                      "afka bro\xe2\x84\xaa"
+                                                      "er");
+    lits_in_line("{a=\"b\"} |~ \"(?i)ssl handshake\"", "\xc5\xbfSL HAND\xc5\xbfHAKE");
+    lits_in_line("{a=\"b\"} |~ \"conn(ection)? refused\"", "conn refused");
+    lits_in_line("{a=\"b\"} |~ \"abcd?efg\"", "abcefg");
+    lits_in_line("{a=\"b\"} |~ \"xabc+def\"", "xabcccdef");
+    lits_in_line("{a=\"b\"} |~ \"h\xc3\xa9?llo\"", "hllo");
+    lits_in_line("{a=\"b\"} |~ \"a(b|c)*xyz\"", "axyz");
+    lits_in_line("{a=\"b\"} |~ \"abc{,2}def\"", "abc{,2}def");
+}

@@ -135,3 +135,51 @@ Test(bloom, tokens_added_in_one_pass_hash_as_the_query_side_hashes_them)
     bloom_acc_fini(a);
     free(a);
 }
+
+Test(bloom, a_gram_set_counts_distinct_folded_grams_and_drains_empty)
+{
+    struct bloom_grams g;
+    bloom_grams_init(&g);
+    cr_assert_eq(bloom_grams_count(&g), 0);
+    cr_assert_eq(bloom_grams_add(&g, "ab", 2), 0); /* no gram */
+    cr_assert_eq(bloom_grams_count(&g), 0);
+    /* "ABCabc": abc bca cab abc (folded) */
+    cr_assert_eq(bloom_grams_add(&g, "ABCabc", 6), 0);
+    cr_assert_eq(bloom_grams_count(&g), 3);
+    /* bytes past ASCII are not folded: \xc3\x85 (Å) and \xc3\xa5 (å) differ */
+    cr_assert_eq(bloom_grams_add(&g, "\xc3\x85x", 3), 0);
+    cr_assert_eq(bloom_grams_add(&g, "\xc3\xa5x", 3), 0);
+    cr_assert_eq(bloom_grams_add(&g, "\xc3\xa5X", 3), 0); /* same as the last */
+    cr_assert_eq(bloom_grams_count(&g), 5);
+    /* NUL and 0xff are bytes like any other; the gram space has no hole */
+    cr_assert_eq(bloom_grams_add(&g, "\0\0\0\xff\xff\xff", 6), 0);
+    cr_assert_eq(bloom_grams_count(&g), 9); /* 000 00X 0XX XXX */
+
+    uint64_t nbits = bloom_nbits_for(9);
+    uint8_t *bits = calloc(nbits / 8, 1);
+    cr_assert_not_null(bits);
+    bloom_grams_drain(&g, bits, nbits, 11);
+    cr_assert_eq(bloom_grams_count(&g), 0, "drained");
+    const char *in[] = {"abc", "BCA", "cAb", "\xc3\x85x", "\xc3\xa5x", "\xff\xff\xff", "\0\0\xff"};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        cr_assert(bloom_test(bits, nbits, bloom_hash_gram(bloom_gram_of(in[i]), 11)), "gram %zu",
+                  i);
+    }
+    cr_assert_eq(bloom_gram_of("AbC"), bloom_gram_of("aBc"));
+    cr_assert_eq(bloom_gram_of("aBc"), ('a' << 14) | ('b' << 7) | 'c');
+    /* bytes past ASCII take the codes upper case letters left free */
+    cr_assert_eq(bloom_gram_byte(0x80), 'A');
+    cr_assert_eq(bloom_gram_byte(0xff), 'A' + 127 % 26);
+    cr_assert_eq(bloom_gram_byte('Z'), 'z');
+    cr_assert_eq(bloom_gram_byte('~'), '~');
+    cr_assert_neq(bloom_hash_gram(bloom_gram_of("abc"), 11),
+                  bloom_hash_gram(bloom_gram_of("abc"), 12));
+    /* refilled after the drain: only the new grams */
+    cr_assert_eq(bloom_grams_add(&g, "xyzxyz", 6), 0);
+    cr_assert_eq(bloom_grams_count(&g), 3);
+    bloom_grams_drain(&g, NULL, 0, 0);
+    cr_assert_eq(bloom_grams_count(&g), 0);
+    free(bits);
+    bloom_grams_fini(&g);
+    bloom_grams_fini(&g); /* twice is fine */
+}
