@@ -245,6 +245,28 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
         }
     }
     struct pe_hmap by_derived = {0}, outmap = {0};
+    /* When the input series' result labels (derived) are all distinct, an
+     * element that says which window it came from (src1) can neither
+     * collide with another in its step nor with another series' across
+     * steps: it goes to its series' output without hashing. */
+    bool derived_unique = true;
+    int32_t *out_of = NULL; /* input series -> output series, -1 none yet */
+    if (n_series != 0) {
+        out_of = (int32_t *)arena_alloc(a, n_series * sizeof *out_of);
+        if (out_of == NULL) {
+            return pe_nomem(sh);
+        }
+        for (size_t i = 0; i < n_series && derived_unique; i++) {
+            if (pe_hmap_get(&by_derived, derived[i]) >= 0) {
+                derived_unique = false;
+            } else if (pe_hmap_put(a, &by_derived, derived[i], (int32_t)i) != 0) {
+                return pe_nomem(sh);
+            }
+        }
+        for (size_t i = 0; i < n_series; i++) {
+            out_of[i] = -1;
+        }
+    }
     int32_t *out_src = NULL;
     size_t out_src_cap = 0;
     struct pm_vec res = {0};
@@ -258,7 +280,9 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
         }
         int64_t maxt = (at ? at_ms : ts) - offset, mint = maxt - range;
         size_t nw = 0;
-        pe_hmap_clear(&by_derived);
+        if (!derived_unique) {
+            pe_hmap_clear(&by_derived);
+        }
         for (size_t i = 0; i < n_series; i++) {
             if ((rc = pe_tick(sh)) != 0) {
                 return rc;
@@ -273,7 +297,7 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
             if (held + npoints + n > sh->max_samples) {
                 return pe_too_many(sh);
             }
-            if (pe_hmap_get(&by_derived, derived[i]) < 0 &&
+            if (!derived_unique && pe_hmap_get(&by_derived, derived[i]) < 0 &&
                 pe_hmap_put(a, &by_derived, derived[i], (int32_t)i) != 0) {
                 return pe_nomem(sh);
             }
@@ -300,6 +324,32 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
         res.n = 0;
         if ((rc = pmfn_call(&env, args, e->n_args, &res)) != 0) {
             return call_result(sh, rc);
+        }
+        bool placed = derived_unique;
+        for (size_t i = 0; i < res.n && placed; i++) {
+            placed = res.e[i].src1 != 0 && res.e[i].src1 <= nw;
+        }
+        if (placed) {
+            for (size_t i = 0; i < res.n; i++) {
+                int32_t src = win_src[res.e[i].src1 - 1];
+                if (out_of[src] < 0) {
+                    size_t n;
+                    if (pe_mat_add(a, &out->m, &res.e[i].labels, &n) != 0 ||
+                        pe_series_reserve(a, &out->m.s[n], res.e[i].h != NULL, nsteps - step) !=
+                            0) {
+                        return pe_nomem(sh);
+                    }
+                    out_of[src] = (int32_t)n;
+                }
+                if (pe_series_push(a, &out->m.s[out_of[src]], ts, res.e[i].v, res.e[i].h) != 0) {
+                    return pe_nomem(sh);
+                }
+            }
+            npoints += res.n;
+            if (held + npoints > sh->max_samples) {
+                return pe_too_many(sh);
+            }
+            continue;
         }
         if (pe_vec_has_dup(sh, &res)) {
             return pe_dup_error(sh);

@@ -39,6 +39,11 @@ struct pm_velem {
     double v;                /* float sample (when h == NULL) */
     const struct pm_hist *h; /* histogram sample, or NULL */
     int64_t t;               /* the step time (timestamp(): the sample's) */
+    /* A range function's output: 1 + the index of the window it was
+     * computed from (its labels are that window's, __name__ dropped or
+     * kept as the function says); 0 otherwise. Lets the engine place the
+     * element without hashing its labels. */
+    uint32_t src1;
 };
 
 /* An instant vector at one step (arena memory; grows by pm_vec_push). */

@@ -455,6 +455,9 @@ int pmfn_range(struct pm_fnenv *env, const struct pm_fnarg *args, size_t n_args,
         if (rc == 0 && ok) {
             rc = id == PROMQL_FN_LAST_OVER_TIME ? pmfn_emit(env, out, &w->labels, v, NULL)
                                                 : pmfn_emit_noname(env, out, &w->labels, v, h);
+            if (rc == 0) {
+                out->e[out->n - 1].src1 = (uint32_t)i + 1;
+            }
         }
         if (rc < 0) {
             return rc;
