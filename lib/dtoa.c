@@ -427,13 +427,37 @@ static uint64_t mul_shift(uint64_t m, const uint64_t mul[2], int j)
 /* Number of decimal digits of x (x < 10^17). */
 static int dec_len(uint64_t x)
 {
+    static const uint64_t p10[17] = {
+        UINT64_C(10),
+        UINT64_C(100),
+        UINT64_C(1000),
+        UINT64_C(10000),
+        UINT64_C(100000),
+        UINT64_C(1000000),
+        UINT64_C(10000000),
+        UINT64_C(100000000),
+        UINT64_C(1000000000),
+        UINT64_C(10000000000),
+        UINT64_C(100000000000),
+        UINT64_C(1000000000000),
+        UINT64_C(10000000000000),
+        UINT64_C(100000000000000),
+        UINT64_C(1000000000000000),
+        UINT64_C(10000000000000000),
+        UINT64_C(100000000000000000),
+    };
     int n = 1;
-    while (x >= 10) {
-        x /= 10;
+    while (n < 17 && x >= p10[n - 1]) {
         n++;
     }
     return n;
 }
+
+/* "00" .. "99". */
+static const char dtoa_pairs[200] = "00010203040506070809101112131415161718192021222324"
+                                    "25262728293031323334353637383940414243444546474849"
+                                    "50515253545556575859606162636465666768697071727374"
+                                    "75767778798081828384858687888990919293949596979899";
 
 int dtoa_shortest(double v, char digits[17], int *dp)
 {
@@ -553,9 +577,16 @@ int dtoa_shortest(double v, char digits[17], int *dp)
         removed++;
     }
     int n = dec_len(out);
-    for (int i = n - 1; i >= 0; i--) {
-        digits[i] = (char)('0' + out % 10);
-        out /= 10;
+    int i = n;
+    while (i >= 2) {
+        unsigned r = (unsigned)(out % 100);
+        out /= 100;
+        i -= 2;
+        digits[i] = dtoa_pairs[2 * r];
+        digits[i + 1] = dtoa_pairs[2 * r + 1];
+    }
+    if (i == 1) {
+        digits[0] = (char)('0' + out);
     }
     *dp = e10 + removed + n;
     return n;
