@@ -424,10 +424,11 @@ static uint64_t mul_shift(uint64_t m, const uint64_t mul[2], int j)
     return (uint64_t)(sum >> (j - 64));
 }
 
-/* Number of decimal digits of x (x < 10^17). */
+/* Number of decimal digits of x (0 < x < 10^17). */
 static int dec_len(uint64_t x)
 {
-    static const uint64_t p10[17] = {
+    static const uint64_t p10[18] = {
+        UINT64_C(1),
         UINT64_C(10),
         UINT64_C(100),
         UINT64_C(1000),
@@ -446,11 +447,10 @@ static int dec_len(uint64_t x)
         UINT64_C(10000000000000000),
         UINT64_C(100000000000000000),
     };
-    int n = 1;
-    while (n < 17 && x >= p10[n - 1]) {
-        n++;
-    }
-    return n;
+    /* t = floor(bit length x log10(2)) (1233 / 4096 ~ log10(2)) is
+     * floor(log10(x)) or one more. */
+    int t = ((64 - __builtin_clzll(x)) * 1233) >> 12;
+    return t - (x < p10[t] ? 1 : 0) + 1;
 }
 
 /* "00" .. "99". */
@@ -459,12 +459,60 @@ static const char dtoa_pairs[200] = "0001020304050607080910111213141516171819202
                                     "50515253545556575859606162636465666768697071727374"
                                     "75767778798081828384858687888990919293949596979899";
 
+/* Writes out x 10^e10 (out > 0, < 10^17) as digits without trailing zeros
+ * and the decimal point position; returns the digit count. */
+static int dtoa_emit(uint64_t out, int e10, char digits[17], int *dp)
+{
+    while (out % 10 == 0) {
+        out /= 10;
+        e10++;
+    }
+    int n = dec_len(out);
+    int i = n;
+    if (n > 8) {
+        /* The low eight digits in 32-bit arithmetic, apart from the high. */
+        uint32_t lo = (uint32_t)(out % 100000000);
+        out /= 100000000;
+        for (int k = 0; k < 4; k++) {
+            uint32_t r = lo % 100;
+            lo /= 100;
+            i -= 2;
+            digits[i] = dtoa_pairs[2 * r];
+            digits[i + 1] = dtoa_pairs[2 * r + 1];
+        }
+    }
+    uint32_t hi = (uint32_t)out; /* at most nine digits left */
+    while (i >= 2) {
+        uint32_t r = hi % 100;
+        hi /= 100;
+        i -= 2;
+        digits[i] = dtoa_pairs[2 * r];
+        digits[i + 1] = dtoa_pairs[2 * r + 1];
+    }
+    if (i == 1) {
+        digits[0] = (char)('0' + hi);
+    }
+    *dp = e10 + n;
+    return n;
+}
+
 int dtoa_shortest(double v, char digits[17], int *dp)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof(bits));
     uint64_t frac = bits & ((UINT64_C(1) << DTOA_MANT_BITS) - 1);
     int bexp = (int)((bits >> DTOA_MANT_BITS) & 0x7ff);
+
+    /* An integer below 2^53 is its own shortest form: its interval reaches
+     * at most 1/2 either side, and a decimal with fewer significant digits
+     * is at least 1 away. */
+    if (bexp != 0) {
+        int sh = DTOA_BIAS + DTOA_MANT_BITS - bexp; /* v = m x 2^-sh */
+        uint64_t m = frac | (UINT64_C(1) << DTOA_MANT_BITS);
+        if (sh >= 0 && sh <= DTOA_MANT_BITS && (m & ((UINT64_C(1) << sh) - 1)) == 0) {
+            return dtoa_emit(m >> sh, 0, digits, dp);
+        }
+    }
 
     /* v = m2 x 2^e2, and the interval ends are (4 m2 + 2) and (4 m2 - 1 or
      * - 2) x 2^(e2 - 2): the gap below is half as wide at a power of two. */
@@ -572,22 +620,5 @@ int dtoa_shortest(double v, char digits[17], int *dp)
         out = vr + ((vr == vm || up) ? 1 : 0);
     }
 
-    while (out % 10 == 0) {
-        out /= 10;
-        removed++;
-    }
-    int n = dec_len(out);
-    int i = n;
-    while (i >= 2) {
-        unsigned r = (unsigned)(out % 100);
-        out /= 100;
-        i -= 2;
-        digits[i] = dtoa_pairs[2 * r];
-        digits[i + 1] = dtoa_pairs[2 * r + 1];
-    }
-    if (i == 1) {
-        digits[0] = (char)('0' + out);
-    }
-    *dp = e10 + removed + n;
-    return n;
+    return dtoa_emit(out, e10 + removed, digits, dp);
 }
