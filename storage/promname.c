@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/dtoa.h"
+
 /* ------------------------------------------------------------------ */
 /* floats                                                              */
 
@@ -40,106 +42,12 @@ struct dec {
     int dp;
 };
 
-/* Reads the "%.*e" output: digits (whatever the locale's decimal point) and
- * exponent. */
-static void dec_from_e(const char *s, struct dec *o)
-{
-    o->nd = 0;
-    for (; *s != '\0' && *s != 'e'; s++) {
-        if (*s >= '0' && *s <= '9' && o->nd < (int)sizeof(o->d)) {
-            o->d[o->nd++] = *s;
-        }
-    }
-    o->dp = (*s == 'e' ? atoi(s + 1) : 0) + 1;
-}
-
-/* Whether the digits read back exactly as v. The string is an integer
- * mantissa and an exponent, so strtod's locale never matters. */
-static bool dec_roundtrips(const struct dec *c, double v)
-{
-    char s[48];
-    memcpy(s, c->d, (size_t)c->nd);
-    snprintf(s + c->nd, sizeof(s) - (size_t)c->nd, "e%d", c->dp - c->nd);
-    return strtod(s, NULL) == v;
-}
-
-/* The next p-digit decimal above. */
-static void dec_up(struct dec *c)
-{
-    int i = c->nd - 1;
-    while (i >= 0 && c->d[i] == '9') {
-        c->d[i--] = '0';
-    }
-    if (i < 0) {
-        c->d[0] = '1';
-        c->dp++;
-    } else {
-        c->d[i]++;
-    }
-}
-
-/* The next p-digit decimal below (below 10^k that is p nines, one exponent
- * lower). */
-static void dec_down(struct dec *c)
-{
-    int i = c->nd - 1;
-    while (i >= 0 && c->d[i] == '0') {
-        c->d[i--] = '9';
-    }
-    c->d[i]--;
-    if (c->d[0] == '0') {
-        memset(c->d, '9', (size_t)c->nd);
-        c->dp--;
-    }
-}
-
-/*
- * Go's shortest representation: the fewest digits that read back as v, and
- * of those the closest to v. For each length p, the correctly rounded p-digit
- * decimal (printf) is the closest; when it misses the round-trip interval
- * (possible where the interval is lopsided, at powers of two), only its
- * neighbour on the other side of v can lie inside, so it is tried too.
- */
+/* Go's shortest representation: the fewest digits that read back as v, and
+ * of those the closest to v (lib/dtoa.c, Ryu; its test keeps the former
+ * printf + strtod search as the reference). */
 static void dec_shortest(double v, struct dec *o)
 {
-    char s[48];
-    /* 15 digits first: a decimal of at most 15 significant digits that reads
-     * back as v lies within half an ulp of it (2^-53 relative), nearer than
-     * half a step of the 15-digit grid (at least 5 x 10^-16 relative), so it
-     * is v correctly rounded to 15 digits with its trailing zeros cut; and
-     * no other decimal that short reads back as v. So one printf answers
-     * every value whose shortest form has up to 15 digits, and the search
-     * below starts at 16. Subnormals have fewer than 53 bits, their ulp is
-     * wider than that grid: they search from one digit up. */
-    bool subnormal = v < DBL_MIN;
-    if (!subnormal) {
-        snprintf(s, sizeof(s), "%.14e", v);
-        dec_from_e(s, o);
-    }
-    if (subnormal || !dec_roundtrips(o, v)) {
-        for (int p = subnormal ? 1 : 16; p <= 17; p++) {
-            snprintf(s, sizeof(s), "%.*e", p - 1, v);
-            dec_from_e(s, o);
-            if (dec_roundtrips(o, v)) {
-                break;
-            }
-            struct dec up = *o, down = *o;
-            dec_up(&up);
-            if (dec_roundtrips(&up, v)) {
-                *o = up;
-                break;
-            }
-            dec_down(&down);
-            if (dec_roundtrips(&down, v)) {
-                *o = down;
-                break;
-            }
-            /* 17 significant digits always round-trip, so p = 17 breaks. */
-        }
-    }
-    while (o->nd > 1 && o->d[o->nd - 1] == '0') {
-        o->nd--;
-    }
+    o->nd = dtoa_shortest(v, o->d, &o->dp);
 }
 
 /* Writes NaN/Inf as Go does for every format; returns 0 for finite v. */
