@@ -73,9 +73,14 @@ static void build(void)
         hb[k][0] = k;
         hb[k][1] = 2.0 * k;
         hb[k][2] = 0.5 * k;
-        hist[k] = (struct pm_hist){.schema = k % 3, .zero_threshold = 1e-128, .zero_count = 1,
-                                   .count = 1 + 3.5 * k, .sum = 10.0 * k, .pos_offset = -1,
-                                   .n_pos = 3, .pos = hb[k]};
+        hist[k] = (struct pm_hist){.schema = k % 3,
+                                   .zero_threshold = 1e-128,
+                                   .zero_count = 1,
+                                   .count = 1 + 3.5 * k,
+                                   .sum = 10.0 * k,
+                                   .pos_offset = -1,
+                                   .n_pos = 3,
+                                   .pos = hb[k]};
         hs[k] = (struct pm_hsample){t, &hist[k]};
     }
     for (int i = 0; i < 7; i++) {
@@ -144,11 +149,8 @@ static void eval(const struct promql_expr *e, int64_t start, int64_t end, int64_
         return;
     }
     struct pm_source src = {.ctx = a, .select = sel};
-    struct pm_eval_opts o = {.start_ms = start,
-                             .end_ms = end,
-                             .step_ms = step,
-                             .max_samples = 200000,
-                             .q = &q};
+    struct pm_eval_opts o = {
+        .start_ms = start, .end_ms = end, .step_ms = step, .max_samples = 200000, .q = &q};
     struct pm_result r;
     char err[256];
     err[0] = '\0';
