@@ -183,35 +183,19 @@ static void reverse_sort(struct agg_elem *h, size_t n, bool rev)
     qsort(h, n, sizeof *h, cmp_rev_sort);
 }
 
-static int cmp_quantile(const void *x, const void *y)
+/* quantile over a group: its values through the function library's
+ * quantile (the one quantile_over_time uses: promql/quantile.go). */
+static int group_quantile(arena *a, double q, const struct agg_elem *v, size_t n, double *out)
 {
-    double a = ((const struct agg_elem *)x)->v, b = ((const struct agg_elem *)y)->v;
-    bool an = isnan(a), bn = isnan(b);
-    if (an || bn) {
-        return an && bn ? 0 : an ? -1 : 1;
+    double *x = n != 0 ? (double *)arena_alloc(a, n * sizeof *x) : NULL;
+    if (n != 0 && x == NULL) {
+        return -ENOMEM;
     }
-    return a < b ? -1 : a > b;
-}
-
-/* promql/quantile.go quantile() */
-static double quantile(double q, struct agg_elem *v, size_t n)
-{
-    if (n == 0 || isnan(q)) {
-        return NAN;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = v[i].v;
     }
-    if (q < 0) {
-        return -INFINITY;
-    }
-    if (q > 1) {
-        return INFINITY;
-    }
-    qsort(v, n, sizeof *v, cmp_quantile);
-    double fn = (double)n;
-    double rank = q * (fn - 1);
-    double lower = fmax(0, floor(rank));
-    double upper = fmin(fn - 1, lower + 1);
-    double weight = rank - floor(rank);
-    return v[(size_t)lower].v * (1 - weight) + v[(size_t)upper].v * weight;
+    *out = pmfn_quantile(q, x, n);
+    return 0;
 }
 
 /* The group labels of |ls| (cached per grouping key across steps). */
@@ -517,7 +501,9 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
             continue;
         }
         case PROMQL_AGG_QUANTILE:
-            grp->value = quantile(q, &heap[grp->off], grp->n);
+            if (group_quantile(a, q, &heap[grp->off], grp->n, &grp->value) != 0) {
+                return pe_fail(sh, -ENOMEM, "out of memory");
+            }
             break;
         case PROMQL_AGG_SUM:
             if (grp->has_float && grp->has_hist) {

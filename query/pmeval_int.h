@@ -123,6 +123,12 @@ struct pm_fnenv {
  */
 int pmfn_call(struct pm_fnenv *env, const struct pm_fnarg *args, size_t n_args, struct pm_vec *out);
 
+/* Prometheus quantile() over |v| (sorted in place, NaN first): rank
+ * q * (n - 1), linear interpolation; NaN for n == 0 or a NaN q, -Inf / +Inf
+ * for q < 0 / q > 1. Shared by quantile_over_time and the quantile
+ * aggregation (pmfn.c). */
+double pmfn_quantile(double q, double *v, size_t n);
+
 /* ---- native histograms (pmhist.c) ---- */
 
 /* a += b (as FloatHistogram.Add; the result takes the smaller schema,

@@ -76,10 +76,6 @@ static inline void pmfn_kahan_inc(double inc, double *sum, double *c)
     *sum = t;
 }
 
-/* Prometheus quantile() over |v| (sorted in place, NaN first): rank
- * q * (n - 1), linear interpolation. */
-double pmfn_quantile(double q, double *v, size_t n);
-
 /* The range-vector functions (pmfn_range.c): every *_over_time, rate,
  * increase, delta, irate, idelta, resets, changes, deriv, predict_linear,
  * holt_winters, absent_over_time. */
