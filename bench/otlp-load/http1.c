@@ -97,6 +97,8 @@ static void h1_finish(struct h1_conn *c)
                            ? load_rejected_json(c->resp, c->resp_len)
                            : load_rejected_pb((uint8_t *)c->resp, c->resp_len);
         load_done(c->base.run, &c->base, &q, LO_ACK, 0, rej);
+    } else if (c->t->any_2xx && status >= 200 && status < 300) {
+        load_done(c->base.run, &c->base, &q, LO_ACK, 0, 0);
     } else {
         load_done(c->base.run, &c->base, &q, LO_HTTP, status, 0);
     }

@@ -57,6 +57,7 @@ struct load_target {
     enum load_proto proto;
     int signal; /* enum signal */
     bool gzip;
+    bool any_2xx;   /* HTTP: a 2xx other than 200 acknowledges too (no body read) */
     uint32_t slots; /* requests in flight per connection */
     char host[256]; /* Host / :authority */
     struct sockaddr_storage addr;

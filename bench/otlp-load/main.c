@@ -60,6 +60,7 @@ struct opts {
     double timeout_s;
     uint64_t time_base_ns; /* 0: the span the run's records cover, back from now */
     bool unique;           /* generate each request fresh instead of cycling the pool */
+    bool any_2xx;          /* HTTP: every 2xx acknowledges (peers that answer 201) */
 };
 
 struct fail_count {
@@ -690,6 +691,8 @@ static void usage(FILE *f)
             "                                record repeats, but the client spends CPU encoding\n"
             "                                (for building query corpora, not for throughput)\n"
             "  --server-pid PID              report that process's CPU and memory\n"
+            "  --any-2xx                     HTTP: count every 2xx answer as an acknowledgement\n"
+            "                                (OTLP says 200; Fluent Bit answers 201)\n"
             "  --help\n"
             "Prints one JSON object on stdout. Retryable refusals (429, 503, UNAVAILABLE) are\n"
             "counted as failures, never retried.\n");
@@ -738,6 +741,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         O_TIMEOUT,
         O_TIMEBASE,
         O_UNIQUE,
+        O_ANY2XX,
         O_HELP,
     };
     static const struct option lo[] = {
@@ -757,6 +761,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"time-base", required_argument, NULL, O_TIMEBASE},
         {"unique", no_argument, NULL, O_UNIQUE},
+        {"any-2xx", no_argument, NULL, O_ANY2XX},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -847,6 +852,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case O_UNIQUE:
             o->unique = true;
+            break;
+        case O_ANY2XX:
+            o->any_2xx = true;
             break;
         case O_HELP:
             usage(stdout);
@@ -996,6 +1004,7 @@ static json_t *report(struct load *l, json_t *payload)
     json_object_set_new(cfg, "timeout_s", json_real(l->o.timeout_s));
     json_object_set_new(cfg, "time_base_ns", json_integer((json_int_t)l->o.time_base_ns));
     json_object_set_new(cfg, "unique", json_boolean(l->o.unique));
+    json_object_set_new(cfg, "any_2xx", json_boolean(l->o.any_2xx));
     json_object_set_new(cfg, "server_pid",
                         l->o.server_pid ? json_integer(l->o.server_pid) : json_null());
     json_object_set_new(j, "tool", json_string("otlp-load"));
@@ -1116,6 +1125,7 @@ int main(int argc, char **argv)
     l->target.proto = l->o.proto;
     l->target.signal = l->o.signal;
     l->target.gzip = l->o.gzip;
+    l->target.any_2xx = l->o.any_2xx;
     l->target.slots = l->o.streams;
     if (resolve(&l->o, &l->target) < 0) {
         free(l);

@@ -1,0 +1,322 @@
+"""peer case: MiraDB's ingest against Fluent Bit 5.1.1's in the same sitting (issue 13).
+
+Fluent Bit (`opentelemetry` input -> `null` output) keeps nothing, so it is the floor a store
+must beat per CPU-second, not the goal. Both servers take the same client, payload and
+connection count, one after the other, the order alternating pass by pass (M F, F M, ...),
+each point on a freshly started server (a fresh data directory for MiraDB; Fluent Bit's memory
+grows under load, so a fresh process bounds it).
+
+Arms (client, protocol, signal):
+  wrk      HTTP/1.1 keep-alive POST of one fixed 1,000-record ExportLogsServiceRequest
+           (PEER_PAYLOAD, default ../shared/peers/fluent-bit/logs-1000.pb, 359 KB) to
+           /v1/logs: a client that is not MiraDB's own code. Latency = wrk's own percentiles.
+  load     build/otlp-load, 1,000-record requests from its generator pool, over gRPC and over
+           HTTP/1.1 protobuf (--any-2xx: Fluent Bit answers 201), logs; traces and metrics over
+           gRPC.
+MiraDB runs with its defaults (--ack wal), and for some points --ack fsync (data on a real
+disk: bench/data, tmpfs refused).
+
+Per point: records/s (acknowledged records over the client's run), the server's CPU seconds
+over the run from /proc (user + system, all threads) as cores busy and records per CPU-second,
+ack latency p50/p99 with the sample count, the server's peak RSS (VmHWM of a process that lived
+for this point only), and for MiraDB whether the records it counts as acknowledged equal the
+client's (up to one request per connection more: the client stops with requests in
+flight). Reported per point: every pass's figures, the medians, and the ratio of the medians
+MiraDB / Fluent Bit of records per CPU-second (the issue's target: >= 3 with --ack wal, >= 2
+with --ack fsync).
+
+Environment: FLUENT_BIT (path of the binary; default ../shared/peers/fluent-bit/fluent-bit),
+PEER_PASSES (default 3; 1 with BENCH_QUICK=1), PEER_SECONDS (per point; default 10, 3 quick),
+PEER_PAYLOAD. Without a Fluent Bit binary, or without wrk, the case says so and skips that part.
+
+    python3 bench/cases/peer.py BUILD_DIR
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import benchlib as bl
+
+SHARED = os.path.join(bl.ROOT, "..", "shared", "peers", "fluent-bit")
+FB_CONF = """[SERVICE]
+    Flush 1
+    Grace 1
+    Log_Level warn
+[INPUT]
+    Name opentelemetry
+    Listen 127.0.0.1
+    Port %d
+[OUTPUT]
+    Name null
+    Match *
+"""
+
+# wrk's script: POST the payload file; at the end one JSON line with the counts and the
+# latency percentiles (microseconds).
+WRK_LUA = r"""
+local f = assert(io.open(os.getenv("PEER_PAYLOAD"), "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*all")
+f:close()
+wrk.headers["Content-Type"] = "application/x-protobuf"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests":%d,"duration_us":%d,"errors":{"connect":%d,"read":%d,"write":%d,' ..
+    '"status":%d,"timeout":%d},"p50_us":%d,"p99_us":%d,"max_us":%d}\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
+
+
+def fluent_bit_bin():
+    p = os.environ.get("FLUENT_BIT") or os.path.join(SHARED, "fluent-bit")
+    return p if os.path.isfile(p) and os.access(p, os.X_OK) else None
+
+
+def payload_path():
+    p = os.environ.get("PEER_PAYLOAD") or os.path.join(SHARED, "logs-1000.pb")
+    return p if os.path.isfile(p) else None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def peak_rss(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            m = re.search(r"VmHWM:\s+(\d+) kB", f.read())
+        return int(m.group(1)) * 1024 if m else None
+    except OSError:
+        return None
+
+
+class FluentBit:
+    """Fluent Bit as an OTLP sink (HTTP/1.1 and gRPC on one port), output discarded."""
+
+    def __init__(self, binary, workdir):
+        self.binary = binary
+        self.workdir = workdir
+        self.proc = None
+        self.port = None
+
+    def start(self, deadline=30):
+        self.port = free_port()
+        conf = os.path.join(self.workdir, "fb.conf")
+        with open(conf, "w") as f:
+            f.write(FB_CONF % self.port)
+        logf = open(os.path.join(self.workdir, "fb.log"), "w")
+        self.proc = subprocess.Popen([self.binary, "-c", conf], stdout=logf, stderr=logf,
+                                     preexec_fn=bl._pdeathsig)
+        logf.close()
+        bl._children.append(self.proc)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("fluent-bit exited (%s)" % self.proc.returncode)
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("fluent-bit: not listening within %ss" % deadline)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+
+
+def grid():
+    """(arm, protocol, signal, connections, miradb --ack or None for Fluent Bit's point)."""
+    if bl.QUICK:
+        pts = [("wrk", "http/protobuf", "logs", 4), ("load", "grpc", "logs", 4)]
+        return pts, [("wrk", "http/protobuf", "logs", 4)]
+    pts = [("wrk", "http/protobuf", "logs", c) for c in (1, 4, 16)]
+    pts += [("load", p, "logs", c) for p in ("grpc", "http/protobuf") for c in (4, 16)]
+    pts += [("load", "grpc", s, 4) for s in ("traces", "metrics")]
+    fsync = [("wrk", "http/protobuf", "logs", c) for c in (4, 16)] + [("load", "grpc", "logs", 4)]
+    return pts, fsync
+
+
+def run_wrk(port, signal_, conns, secs, payload, lua):
+    argv = ["wrk", "-t", str(min(conns, 2)), "-c", str(conns), "-d", "%ds" % secs,
+            "--timeout", "30s", "-s", lua, "http://127.0.0.1:%d/v1/%s" % (port, signal_)]
+    env = dict(os.environ, PEER_PAYLOAD=payload)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=secs + 90, env=env,
+                       preexec_fn=bl._pdeathsig)
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not line:
+        raise RuntimeError("wrk failed (%s): %s" % (p.returncode, (p.stdout + p.stderr)[-500:]))
+    j = json.loads(line[-1])
+    e = j["errors"]
+    bad = e["status"] + e["read"] + e["write"] + e["timeout"]
+    ok = j["requests"] - e["status"]
+    return {
+        "elapsed_s": j["duration_us"] / 1e6,
+        "requests_acked": ok,
+        "records_acked": ok * 1000,
+        "errors": e,
+        "errors_total": bad + e["connect"],
+        "ack_samples": j["requests"],
+        "ack_p50_ms": j["p50_us"] / 1000.0,
+        "ack_p99_ms": j["p99_us"] / 1000.0,
+        "ack_max_ms": j["max_us"] / 1000.0,
+    }
+
+
+def run_load(build, port, proto, signal_, conns, secs, fb):
+    extra = ["--any-2xx"] if fb and proto != "grpc" else []
+    rep = bl.load(build, port, signal_, protocol=proto, connections=conns, duration=secs,
+                  records=1000, extra=extra)
+    s = bl.summary(rep)
+    return {
+        "elapsed_s": s["elapsed_s"],
+        "requests_acked": s["requests_acked"],
+        "records_acked": s["records_acked"],
+        "errors_total": s["requests_failed"] + s["unanswered"],
+        "failed_by_status": s["failed_by_status"],
+        "ack_samples": s["ack_samples"],
+        "ack_p50_ms": s["ack_p50_ms"],
+        "ack_p99_ms": s["ack_p99_ms"],
+        "ack_max_ms": s["ack_max_ms"],
+    }
+
+
+def one(build, pt, ack, server, secs, payload, lua, fbbin, workdir):
+    arm, proto, sig, conns = pt
+    fb = server == "fluent-bit"
+    if fb:
+        srv = FluentBit(fbbin, workdir).start()
+        port = srv.port
+    else:
+        data = bl.fresh_data("peer")
+        srv = bl.Daemon(bl.miradb_bin(build), data, ["--ack", ack], name="peer").start()
+        port = srv.port(proto)
+    try:
+        cpu0 = bl.proc_cpu_s(srv.pid)
+        if arm == "wrk":
+            r = run_wrk(port, sig, conns, secs, payload, lua)
+        else:
+            r = run_load(build, port, proto, sig, conns, secs, fb)
+        cpu = bl.proc_cpu_s(srv.pid) - cpu0
+        r["peak_rss_bytes"] = peak_rss(srv.pid)
+        if not fb:
+            m = srv.metrics()
+            r["server_acked_records"] = bl.acked_records(m, sig)
+            # wrk stops with requests in flight that the server may already have taken.
+            n = r["server_acked_records"] - r["records_acked"]
+            r["acked_match"] = 0 <= n <= conns * 1000
+    finally:
+        srv.stop()
+        if not fb:
+            bl.remove_data(data)
+    r["server_cpu_s"] = round(cpu, 3)
+    r["records_per_s"] = round(r["records_acked"] / r["elapsed_s"]) if r["elapsed_s"] else None
+    r["cores_busy"] = round(cpu / r["elapsed_s"], 3) if r["elapsed_s"] else None
+    r["records_per_cpu_s"] = round(r["records_acked"] / cpu) if cpu > 0 else None
+    return r
+
+
+def key(pt, ack, server):
+    arm, proto, sig, conns = pt
+    return "%s %s %s c%d %s" % (arm, proto, sig, conns, server if ack is None else
+                                "%s --ack %s" % (server, ack))
+
+
+def med(runs, k):
+    xs = [r[k] for r in runs if r.get(k) is not None]
+    return bl.median(xs) if xs else None
+
+
+def main():
+    build = bl.build_dir(sys.argv)
+    passes = int(os.environ.get("PEER_PASSES", "1" if bl.QUICK else "3"))
+    secs = int(os.environ.get("PEER_SECONDS", "3" if bl.QUICK else "10"))
+    fbbin = fluent_bit_bin()
+    if fbbin is None:
+        bl.log("peer: no Fluent Bit binary (set FLUENT_BIT=path, or put it at %s): skipped"
+               % os.path.join(SHARED, "fluent-bit"))
+        bl.emit({"case": "peer", "skipped": "no Fluent Bit binary"})
+        return 0
+    payload = payload_path()
+    have_wrk = shutil.which("wrk") is not None
+    pts, fsync_pts = grid()
+    skipped = []
+    if payload is None or not have_wrk:
+        why = "no wrk (apt-get install wrk)" if not have_wrk else "no payload file"
+        bl.log("peer: wrk arm skipped: %s" % why)
+        skipped.append("wrk: " + why)
+        pts = [p for p in pts if p[0] != "wrk"]
+        fsync_pts = [p for p in fsync_pts if p[0] != "wrk"]
+    workdir = tempfile.mkdtemp(prefix="miradb-peer-")
+    lua = os.path.join(workdir, "post.lua")
+    with open(lua, "w") as f:
+        f.write(WRK_LUA)
+    # Every (point, server, ack) measured in each pass; the servers' order alternates.
+    runs = {}
+    plan = [(pt, "wal") for pt in pts] + [(pt, "fsync") for pt in fsync_pts]
+    try:
+        for p in range(passes):
+            for i, (pt, ack) in enumerate(plan):
+                order = ["miradb", "fluent-bit"] if (p + i) % 2 == 0 else ["fluent-bit", "miradb"]
+                if ack == "fsync":
+                    order = ["miradb"]  # Fluent Bit's figure is the --ack wal point's
+                for server in order:
+                    a = None if server == "fluent-bit" else ack
+                    k = key(pt, a, server)
+                    bl.log("peer: pass %d/%d %s" % (p + 1, passes, k))
+                    try:
+                        r = one(build, pt, ack, server, secs, payload, lua, fbbin, workdir)
+                    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+                        r = {"error": str(e)[-300:]}
+                    runs.setdefault(k, []).append(r)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    points = []
+    for pt, ack in plan:
+        m = runs.get(key(pt, ack, "miradb"), [])
+        f = runs.get(key(pt, None, "fluent-bit"), [])
+        row = {"arm": pt[0], "protocol": pt[1], "signal": pt[2], "connections": pt[3],
+               "ack": ack}
+        for name, rs in (("miradb", m), ("fluent_bit", f)):
+            row[name] = {k: med(rs, k) for k in ("records_per_s", "cores_busy",
+                                                  "records_per_cpu_s", "ack_p50_ms",
+                                                  "ack_p99_ms", "peak_rss_bytes")}
+            row[name]["ack_samples"] = sum(r.get("ack_samples", 0) for r in rs)
+            row[name]["errors"] = sum(r.get("errors_total", 0) for r in rs)
+            row[name]["passes"] = rs
+        row["miradb"]["acked_match_all"] = all(r.get("acked_match") for r in m) if m else None
+        a, b = row["miradb"]["records_per_cpu_s"], row["fluent_bit"]["records_per_cpu_s"]
+        row["ratio_records_per_cpu_s"] = round(a / b, 3) if a and b else None
+        points.append(row)
+        bl.log("peer: %-40s MiraDB %s rec/CPU-s, Fluent Bit %s: ratio %s"
+               % (key(pt, ack, "miradb"), a, b, row["ratio_records_per_cpu_s"]))
+    bl.emit({"case": "peer", "machine": bl.machine(), "passes": passes, "seconds": secs,
+             "fluent_bit": fbbin, "payload": payload, "skipped": skipped, "points": points})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
