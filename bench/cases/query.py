@@ -18,6 +18,13 @@ Queries (the daemon runs with --query-max-rows 2e9 and --query-timeout 60s
 so the limits do not cut a scan short):
   logs_scan_miss      {service_name=~".+"} |= "zzqxnotthere"  (whole-token
                       needle in no record: every block pruned or scanned)
+  logs_substr_miss    {service_name=~".+"} |= "qxnotth" (a substring, not a token,
+                      in no record: only the body gram bloom can skip blocks)
+  logs_substr_hit     sum(count_over_time({service_name=~".+"} |= "eadlock detec"
+                      [whole corpus])): a substring in every block; correct when it
+                      equals logs_substr_hit_control, the same count through
+                      |~ "eadlock detec|qxnotthere" (no literal required: no block
+                      skipped by grams)
   logs_scan_attr      {service_name=~".+"} | http_route="zzqx-no-route"
                       (same shape, attribute filter: a control)
   logs_page_100       {service_name=~".+"}, limit 100 (render 100 rows: a
@@ -78,7 +85,8 @@ def probe(build):
             {"query": SEL, "limit": 1}))
         loki = None if st == 200 else "no LogQL endpoint (/loki/api/v1/query_range answered " \
             "%s: %s)" % (st, body[:80].decode("utf-8", "replace").strip())
-        for q in ("logs_scan_miss", "logs_scan_attr", "logs_page_100", "logs_count_1h"):
+        for q in ("logs_scan_miss", "logs_substr_miss", "logs_substr_hit", "logs_substr_hit_control",
+                  "logs_scan_attr", "logs_page_100", "logs_count_1h"):
             out[q] = loki
         st, _ = bl.http_get(d.http_port, "/api/echo")
         if st != 200:
@@ -290,6 +298,37 @@ def run_queries(build, data, man, skipped):
         q("logs_scan_miss", loki_path("query_range", query=SEL + ' |= "zzqxnotthere"',
                                       limit=100, **rng),
           lambda b: {"entries": entries(b), "correct": entries(b) == 0})
+        # Substrings that are not whole tokens: only the body gram bloom (footer section 10)
+        # can skip blocks for them. "qxnotth" is in no record; "eadlock detec" (in the
+        # generator's "deadlock detected") is in every block, counted over the whole corpus
+        # twice: once as |= (blocks pruned by grams) and once through a regex alternation that
+        # requires no literal (no gram pruning, every block scanned) - the counts must agree.
+        q("logs_substr_miss", loki_path("query_range", query=SEL + ' |= "qxnotth"',
+                                        limit=100, **rng),
+          lambda b: {"entries": entries(b), "correct": entries(b) == 0})
+        whole = "%dh" % (n * MS // HOUR_NS + 1)
+        counts = {}
+
+        def substr_count(key):
+            def check(b):
+                try:
+                    got = int(float(json.loads(b)["data"]["result"][0]["value"][1]))
+                except (ValueError, KeyError, IndexError, TypeError):
+                    got = None
+                counts[key] = got
+                return {"count": got}
+            return check
+        q("logs_substr_hit", loki_path("query", query='sum(count_over_time(%s |= "eadlock detec"'
+                                       ' [%s]))' % (SEL, whole), time=t_end),
+          substr_count("hit"))
+        q("logs_substr_hit_control", loki_path(
+            "query", query='sum(count_over_time(%s |~ "eadlock detec|qxnotthere" [%s]))'
+            % (SEL, whole), time=t_end), substr_count("control"))
+        if "logs_substr_hit" in res and "count" in res["logs_substr_hit"]:
+            ok = counts.get("hit") is not None and counts.get("hit") == counts.get("control") \
+                and counts["hit"] > 0
+            res["logs_substr_hit"]["control_count"] = counts.get("control")
+            res["logs_substr_hit"]["correct"] = ok
         q("logs_scan_attr", loki_path("query_range", query=SEL + ' | http_route="zzqx-no-route"',
                                       limit=100, **rng),
           lambda b: {"entries": entries(b), "correct": entries(b) == 0})
@@ -350,6 +389,17 @@ def main():
         targets.append({"target": "scan-miss on a whole-token needle over %d records <= 50 ms"
                                   % n, "measured_ms": r["latency_ms_median"],
                         "met": r["latency_ms_median"] <= 50})
+    r = res.get("logs_substr_miss", {})
+    if "latency_ms_median" in r:
+        b = r.get("blocks", {})
+        considered = b.get("blocks_considered", 0)
+        skipped_n = considered - b.get("blocks_scanned", 0)
+        targets.append({"target": "substring needle in no record over %d records <= 50 ms with"
+                                  " >= 95%% of blocks skipped" % n,
+                        "measured_ms": r["latency_ms_median"],
+                        "blocks_skipped": skipped_n, "blocks_considered": considered,
+                        "met": r["latency_ms_median"] <= 50 and considered > 0
+                        and skipped_n >= 0.95 * considered})
     wrong = [k for k, v in res.items() if v.get("correct") is False or
              ("status" in v and v["status"] != 200)]
     bl.emit({"case": "query", "quick": bl.QUICK, "daemon_args": " ".join(SERVE_ARGS),
