@@ -74,9 +74,10 @@ static int read_value(const char *p, const char *end, char *out, size_t cap, cha
         out[n] = '\0';
         return 0;
     }
-    /* Unquoted: up to a '#' that follows a blank, trailing blanks removed. */
+    /* Unquoted: up to a '#' that follows a blank, trailing blanks removed
+     * (p[-1] exists: the '=' or a blank after it). */
     const char *stop = p;
-    while (stop < end && !(*stop == '#' && stop > p && is_blank(stop[-1]))) {
+    while (stop < end && !(*stop == '#' && is_blank(stop[-1]))) {
         if (*stop == '"') {
             snprintf(err, errlen, "a '\"' in an unquoted value (quote the whole value)");
             return -EINVAL;

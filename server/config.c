@@ -340,6 +340,10 @@ static int file_setting(void *arg, const char *key, const char *value, int line,
 {
     struct file_ctx *fc = arg;
     const struct opt *o = find_opt(key);
+    if (o == NULL && key[0] == '-') {
+        snprintf(err, errlen, "write the key without the dashes of its flag");
+        return -EINVAL;
+    }
     if (o == NULL) {
         bool flag_only = strcmp(key, "config") == 0 || strcmp(key, "print-config") == 0 ||
                          strcmp(key, "help") == 0;
