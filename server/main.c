@@ -71,7 +71,7 @@ static int cmd_version(int argc, char **argv)
     if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("usage: miradb version\n"
                "Prints the release, the git commit the binary was built from and its\n"
-               "build flags and compiler.\nexit status: 0, or 2 on a usage error.\n");
+               "build flags and compiler.\nexit status: 0 printed, 2 usage error.\n");
         return 0;
     }
     if (argc > 1) {
