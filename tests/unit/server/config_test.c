@@ -218,3 +218,72 @@ Test(config, print_config_of_the_defaults_lists_every_key_once)
     cr_assert(strstr(text, "\nshutdown-timeout = 10s\nlog-level = info\n") != NULL, "%s", text);
     free(text);
 }
+
+/* deploy/miradb.conf, from the checkout ($MIRADB_VECTORS/../../ when set). */
+static char *example_conf(void)
+{
+    char path[600];
+    const char *v = getenv("MIRADB_VECTORS");
+    snprintf(path, sizeof(path), "%s%sdeploy/miradb.conf", v != NULL ? v : "",
+             v != NULL ? "/../../" : "");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+Test(config, the_example_file_lists_every_key_with_its_default)
+{
+    struct config def, ex;
+    char err[512];
+    char *text = example_conf();
+    /* Uncomment every "# key = value" line: the result must parse ... */
+    char *on = calloc(1, strlen(text) + 1);
+    size_t o = 0;
+    for (char *line = text; *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line + 1) : strlen(line);
+        size_t k = 2;
+        while (k < len && ((line[k] >= 'a' && line[k] <= 'z') || line[k] == '-')) {
+            k++;
+        }
+        bool setting = len > 2 && line[0] == '#' && line[1] == ' ' && k > 2 &&
+                       strncmp(line + k, " = ", 3) == 0;
+        memcpy(on + o, line + (setting ? 2 : 0), len - (setting ? 2 : 0));
+        o += len - (setting ? 2 : 0);
+        line += len;
+    }
+    const char *p = conf(on);
+    char *a1[] = {"serve", "--config", (char *)p, NULL};
+    cr_assert_eq(config_parse(&ex, 3, a1, err, sizeof(err)), 0, "%s", err);
+    /* ... to the defaults, but for the data directory and the per-core counts. */
+    char *a0[] = {"serve", NULL};
+    cr_assert_eq(config_parse(&def, 1, a0, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(ex.data_dir, "/var/lib/miradb");
+    strcpy(ex.data_dir, def.data_dir);
+    ex.io_threads = def.io_threads;
+    ex.shards = def.shards;
+    ex.query_workers = def.query_workers;
+    memset(ex.config_file, 0, sizeof(ex.config_file));
+    char *pd = print_of(&def), *pe = print_of(&ex);
+    cr_expect_str_eq(pe, pd);
+
+    /* Every key of the option table is there, once. */
+    for (char *line = strchr(pd, '\n'); line != NULL; line = strchr(line + 1, '\n')) {
+        char key[80], pat[100];
+        if (sscanf(line + 1, "%79[a-z-] = ", key) != 1) {
+            continue;
+        }
+        snprintf(pat, sizeof(pat), "\n%s = ", key);
+        char *at = strstr(on, pat);
+        cr_expect_not_null(at, "deploy/miradb.conf lacks the key %s", key);
+        cr_expect(at == NULL || strstr(at + 1, pat) == NULL, "%s twice", key);
+    }
+    free(pd);
+    free(pe);
+    free(on);
+    free(text);
+}
