@@ -2,7 +2,7 @@
 #
 #   make            build/miradb (release: -O2, no sanitizers)
 #   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
-#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop,
+#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop, deploy,
 #                   promdiff: PromQL answers against a real Prometheus 2.42)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
