@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "server/addr.h"
 #include "server/conffile.h"
 #include "server/log.h"
 
@@ -21,6 +22,7 @@ enum opt_type {
     OPT_ENUM,
     OPT_DUR,   /* "500ms", "30s", "5m", "24h", "7d"; stored as uint64 ms */
     OPT_COUNT, /* a uint64 count (suffixes as OPT_BYTES: 1M = 1000000) */
+    OPT_ADDR,  /* a listener's ADDR:PORT or [V6]:PORT (addr.h), kept as text */
 };
 
 struct opt {
@@ -44,9 +46,9 @@ _Static_assert(SHARD_ACK_WAL == 0 && SHARD_ACK_FSYNC == 1 && SHARD_ACK_SEAL == 2
 
 static const struct opt opts[] = {
     {"data", OPT_STR, "./data", NULL, 0, 0, STR(data_dir), "data directory (WAL and blocks)"},
-    {"grpc-listen", OPT_STR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),
+    {"grpc-listen", OPT_ADDR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),
      "OTLP/gRPC address ADDR:PORT (port 0 picks a free port)"},
-    {"http-listen", OPT_STR, "127.0.0.1:4318", NULL, 0, 0, STR(http_listen),
+    {"http-listen", OPT_ADDR, "127.0.0.1:4318", NULL, 0, 0, STR(http_listen),
      "OTLP/HTTP, operator and query address ADDR:PORT"},
     {"io-threads", OPT_INT, NULL, NULL, 1, 64, NUM(io_threads),
      "I/O threads, each with its own event loop (default: cores)"},
@@ -148,6 +150,39 @@ static int parse_dur(const char *s, long long *ms)
     return -EINVAL;
 }
 
+/* Writes |v| with the largest binary suffix that divides it exactly, so
+ * parse_bytes reads back the same number. */
+static void fmt_bytes(char *buf, size_t cap, uint64_t v)
+{
+    static const struct {
+        const char *suf;
+        uint64_t mul;
+    } sufs[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
+    for (size_t i = 0; v != 0 && i < sizeof(sufs) / sizeof(sufs[0]); i++) {
+        if (v % sufs[i].mul == 0) {
+            snprintf(buf, cap, "%llu%s", (unsigned long long)(v / sufs[i].mul), sufs[i].suf);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* Milliseconds with the largest unit that divides them exactly. */
+static void fmt_dur(char *buf, size_t cap, uint64_t ms)
+{
+    static const struct {
+        const char *suf;
+        uint64_t mul;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    for (size_t i = 0; ms != 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].mul == 0) {
+            snprintf(buf, cap, "%llu%s", (unsigned long long)(ms / units[i].mul), units[i].suf);
+            return;
+        }
+    }
+    snprintf(buf, cap, ms == 0 ? "0" : "%llums", (unsigned long long)ms);
+}
+
 /* Sets |o| from |val|; -EINVAL with the reason alone in |err| (the caller
  * says where the value came from: "--NAME" or "FILE:LINE: NAME"). */
 static int set_opt(struct config *c, const struct opt *o, const char *val, char *err, size_t errlen)
@@ -156,8 +191,16 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
     long long n = 0;
     char *end;
 
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (o->type == OPT_ADDR && addr_parse(val, &ss, &sl) < 0) {
+        snprintf(err, errlen,
+                 "'%s' is not ADDR:PORT (e.g. 127.0.0.1:4318, 0.0.0.0:4317, [::]:4318)", val);
+        return -EINVAL;
+    }
     switch (o->type) {
     case OPT_STR:
+    case OPT_ADDR:
         if (strlen(val) >= o->size) {
             snprintf(err, errlen, "value longer than %zu bytes", o->size - 1);
             return -EINVAL;
@@ -204,7 +247,18 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
     }
     }
     if (n < o->min || n > o->max) {
-        snprintf(err, errlen, "%lld is outside %lld..%lld", n, o->min, o->max);
+        char lo[32], hi[32];
+        if (o->type == OPT_BYTES) {
+            fmt_bytes(lo, sizeof(lo), (uint64_t)o->min);
+            fmt_bytes(hi, sizeof(hi), (uint64_t)o->max);
+        } else if (o->type == OPT_DUR) {
+            fmt_dur(lo, sizeof(lo), (uint64_t)o->min);
+            fmt_dur(hi, sizeof(hi), (uint64_t)o->max);
+        } else {
+            snprintf(lo, sizeof(lo), "%lld", o->min);
+            snprintf(hi, sizeof(hi), "%lld", o->max);
+        }
+        snprintf(err, errlen, "'%s' is outside %s..%s", val, lo, hi);
         return -EINVAL;
     }
     if (o->type == OPT_BYTES || o->type == OPT_DUR || o->type == OPT_COUNT) {
@@ -225,39 +279,6 @@ static const struct opt *find_opt(const char *name)
     return NULL;
 }
 
-/* Writes |v| with the largest binary suffix that divides it exactly, so
- * parse_bytes reads back the same number. */
-static void fmt_bytes(char *buf, size_t cap, uint64_t v)
-{
-    static const struct {
-        const char *suf;
-        uint64_t mul;
-    } sufs[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
-    for (size_t i = 0; v != 0 && i < sizeof(sufs) / sizeof(sufs[0]); i++) {
-        if (v % sufs[i].mul == 0) {
-            snprintf(buf, cap, "%llu%s", (unsigned long long)(v / sufs[i].mul), sufs[i].suf);
-            return;
-        }
-    }
-    snprintf(buf, cap, "%llu", (unsigned long long)v);
-}
-
-/* Milliseconds with the largest unit that divides them exactly. */
-static void fmt_dur(char *buf, size_t cap, uint64_t ms)
-{
-    static const struct {
-        const char *suf;
-        uint64_t mul;
-    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-    for (size_t i = 0; ms != 0 && i < sizeof(units) / sizeof(units[0]); i++) {
-        if (ms % units[i].mul == 0) {
-            snprintf(buf, cap, "%llu%s", (unsigned long long)(ms / units[i].mul), units[i].suf);
-            return;
-        }
-    }
-    snprintf(buf, cap, ms == 0 ? "0" : "%llums", (unsigned long long)ms);
-}
-
 void config_print(FILE *f, const struct config *c)
 {
     fprintf(f, "# miradb serve --print-config: the effective configuration (defaults, then\n"
@@ -268,6 +289,7 @@ void config_print(FILE *f, const struct config *c)
         char v[64];
         switch (o->type) {
         case OPT_STR:
+        case OPT_ADDR:
             conffile_write_quoted(f, o->name, field);
             continue;
         case OPT_INT:
@@ -316,6 +338,7 @@ void config_usage(FILE *f)
                  : o->type == OPT_BYTES                       ? "BYTES"
                  : o->type == OPT_INT || o->type == OPT_COUNT ? "N"
                  : o->type == OPT_DUR                         ? "DURATION"
+                 : o->type == OPT_ADDR                        ? "ADDR:PORT"
                                                               : "VALUE");
         fprintf(f, "  %-30s %s", lhs, o->help);
         if (o->def != NULL) {

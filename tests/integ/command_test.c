@@ -364,3 +364,28 @@ Test(command, health_exits_1_on_a_not_ready_answer_and_2_on_usage)
     cr_expect_str_eq(r.err, "miradb health: --http and --config exclude each other\n");
     run_free(&r);
 }
+
+Test(command, sighup_is_a_reload_not_an_exit)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
+    cr_assert_eq(kill(d.pid, SIGHUP), 0);
+    const char *want = "event=reload msg=\"nothing to reload: configuration changes take a "
+                       "restart\"";
+    bool seen = false;
+    for (long long deadline = tclock_ms() + 30000; !seen && tclock_ms() < deadline;) {
+        size_t len;
+        char *log = (char *)httpc_read_file(d.log_path, &len);
+        seen = log != NULL && strstr(log, want) != NULL;
+        free(log);
+        if (!seen) {
+            tclock_nap_ms(10);
+        }
+    }
+    cr_expect(seen, "no reload line");
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d.http_port, "GET", "/ready", NULL, NULL, 0, 0, &r), 0);
+    cr_expect_eq(r.status, 200);
+    http_resp_free(&r);
+    cr_expect_eq(daemon_stop(&d), 0, "a SIGHUP ended the daemon");
+}

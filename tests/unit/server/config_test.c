@@ -120,8 +120,14 @@ Test(config, file_refusals_name_the_file_line_and_key)
     file_refused("queue = 12x\n", ":1: queue: '12x' is not an integer");
     file_refused("memory-budget = lots\n",
                  ":1: memory-budget: 'lots' is not a size (e.g. 256MiB, 1048576)");
-    file_refused("memory-budget = 1k\n",
-                 ":1: memory-budget: 1000 is outside 16777216..1125899906842624");
+    file_refused("memory-budget = 1k\n", ":1: memory-budget: '1k' is outside 16MiB..1048576GiB");
+    file_refused("body-timeout = 0\n", ":1: body-timeout: '0' is outside 1ms..1h");
+    file_refused("http-listen = localhost\n",
+                 ":1: http-listen: 'localhost' is not ADDR:PORT (e.g. 127.0.0.1:4318, "
+                 "0.0.0.0:4317, [::]:4318)");
+    file_refused("grpc-listen = \"127.0.0.1:70000\"\n",
+                 ":1: grpc-listen: '127.0.0.1:70000' is not ADDR:PORT (e.g. 127.0.0.1:4318, "
+                 "0.0.0.0:4317, [::]:4318)");
     file_refused("body-timeout = 30 s\n",
                  ":1: body-timeout: '30 s' is not a duration (e.g. 500ms, 30s, 5m, 24h, 7d)");
     file_refused("config = /etc/other.conf\n", ":1: config: a flag only, not a key of the file");
@@ -150,7 +156,7 @@ Test(config, an_unreadable_file_and_a_second_config_are_refused)
     cr_assert_str_eq(err, "missing value for: --config");
     char *a4[] = {"serve", "--queue", "0", NULL};
     cr_assert_eq(config_parse(&c, 3, a4, err, sizeof(err)), -EINVAL);
-    cr_assert_str_eq(err, "--queue: 0 is outside 1..1048576");
+    cr_assert_str_eq(err, "--queue: '0' is outside 1..1048576");
 }
 
 static char *print_of(const struct config *c)
