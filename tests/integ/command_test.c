@@ -119,6 +119,14 @@ static const char *write_file(const char *name, const char *text)
     return p;
 }
 
+/* Every one of |want| occurs in |text|. */
+static void expect_all(const char *text, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_expect(strstr(text, want[i]) != NULL, "no '%s' in:\n%s", want[i], text);
+    }
+}
+
 Test(command, version_prints_release_commit_and_build)
 {
     struct run r = run_cmd((const char *[]){"version", NULL});
@@ -186,9 +194,7 @@ Test(command, top_level_usage_and_unknown_commands_exit_2_on_stderr)
                                        "\n  version ",
                                        "\n  help ",
                                        "\nexit status: 0 success; 1 failure"};
-    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-        cr_expect(strstr(top.out, cmds[i]) != NULL, "no '%s' in:\n%s", cmds[i], top.out);
-    }
+    expect_all(top.out, cmds, sizeof(cmds) / sizeof(cmds[0]));
     struct run none = run_cmd((const char *[]){NULL});
     cr_expect_eq(none.status, 2);
     cr_expect_str_eq(none.out, "");
@@ -216,38 +222,31 @@ Test(command, top_level_usage_and_unknown_commands_exit_2_on_stderr)
     run_free(&top);
 }
 
-Test(command, serve_refuses_a_bad_config_file_naming_file_line_and_key_exit_2)
+/* `miradb serve --config PATH` exits 2, nothing on stdout, and stderr is
+ * "miradb serve: PATH" + |after| + the pointer to --help. */
+static void serve_refuses(const char *path, const char *after)
 {
-    const char *p = write_file("bad.conf", "# production\nqueue = 8\nmemory-budgt = 1GiB\n");
-    struct run r = run_cmd((const char *[]){"serve", "--config", p, NULL});
-    char want[1024];
-    cr_expect_eq(r.status, 2);
-    snprintf(want, sizeof(want),
-             "miradb serve: %s:3: memory-budgt: unknown key (miradb serve --help lists the "
-             "keys)\n(see miradb serve --help)\n",
-             p);
+    struct run r = run_cmd((const char *[]){"serve", "--config", path, NULL});
+    char want[1200];
+    snprintf(want, sizeof(want), "miradb serve: %s%s\n(see miradb serve --help)\n", path, after);
+    cr_expect_eq(r.status, 2, "%s", path);
     cr_expect_str_eq(r.err, want);
     cr_expect_str_eq(r.out, "");
     run_free(&r);
+}
 
-    p = write_file("bad2.conf", "ack = later\n");
-    r = run_cmd((const char *[]){"serve", "--config", p, NULL});
-    cr_expect_eq(r.status, 2);
-    snprintf(want, sizeof(want),
-             "miradb serve: %s:1: ack: 'later' is not one of wal|fsync|seal\n(see miradb serve "
-             "--help)\n",
-             p);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
-
-    snprintf(want, sizeof(want), "%s/none.conf", dir);
-    r = run_cmd((const char *[]){"serve", "--config", want, NULL});
-    cr_expect_eq(r.status, 2);
-    char want2[1200];
-    snprintf(want2, sizeof(want2),
-             "miradb serve: %s: No such file or directory\n(see miradb serve --help)\n", want);
-    cr_expect_str_eq(r.err, want2);
-    run_free(&r);
+Test(command, serve_refuses_a_bad_config_file_naming_file_line_and_key_exit_2)
+{
+    serve_refuses(write_file("bad.conf", "# production\nqueue = 8\nmemory-budgt = 1GiB\n"),
+                  ":3: memory-budgt: unknown key (miradb serve --help lists the keys)");
+    serve_refuses(write_file("bad2.conf", "ack = later\n"),
+                  ":1: ack: 'later' is not one of wal|fsync|seal");
+    serve_refuses(write_file("bad3.conf", "http-listen = 0.0.0.0\n"),
+                  ":1: http-listen: '0.0.0.0' is not ADDR:PORT (e.g. 127.0.0.1:4318, "
+                  "0.0.0.0:4317, [::]:4318)");
+    char missing[320];
+    snprintf(missing, sizeof(missing), "%s/none.conf", dir);
+    serve_refuses(missing, ": No such file or directory");
 }
 
 Test(command, print_config_output_fed_back_gives_the_same_configuration)
@@ -265,9 +264,7 @@ Test(command, print_config_output_fed_back_gives_the_same_configuration)
                                         "\nblock-max-age = 90s\n",
                                         "\nretention-age = 14d\n",
                                         "\nhttp-listen = \"127.0.0.1:4318\"\n"};
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
-        cr_expect(strstr(a.out, lines[i]) != NULL, "no %s in:\n%s", lines[i], a.out);
-    }
+    expect_all(a.out, lines, sizeof(lines) / sizeof(lines[0]));
     const char *p2 = write_file("b.conf", a.out);
     struct run b = run_cmd((const char *[]){"serve", "--config", p2, "--print-config", NULL});
     cr_assert_eq(b.status, 0, "%s", b.err);
