@@ -358,6 +358,32 @@ struct file_ctx {
     int line[N_OPTS]; /* where each key was set, 0: not yet */
 };
 
+/* Edit distance of two short keys, capped: 3 means "3 or more". */
+static int key_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[64];
+    if (la >= 63 || lb >= 63) {
+        return 3;
+    }
+    for (size_t j = 0; j <= lb; j++) {
+        row[j] = (int)j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] < 3 ? row[lb] : 3;
+}
+
 static int file_setting(void *arg, const char *key, const char *value, int line, char *err,
                         size_t errlen)
 {
@@ -370,9 +396,22 @@ static int file_setting(void *arg, const char *key, const char *value, int line,
     if (o == NULL) {
         bool flag_only = strcmp(key, "config") == 0 || strcmp(key, "print-config") == 0 ||
                          strcmp(key, "help") == 0;
-        snprintf(err, errlen, "%s",
-                 flag_only ? "a flag only, not a key of the file"
-                           : "unknown key (miradb serve --help lists the keys)");
+        const struct opt *near = NULL;
+        int best = 3;
+        for (size_t i = 0; i < N_OPTS; i++) {
+            int dist = key_distance(key, opts[i].name);
+            if (dist < best) {
+                best = dist;
+                near = &opts[i];
+            }
+        }
+        if (flag_only) {
+            snprintf(err, errlen, "a flag only, not a key of the file");
+        } else if (near != NULL) {
+            snprintf(err, errlen, "unknown key (did you mean %s?)", near->name);
+        } else {
+            snprintf(err, errlen, "unknown key (miradb serve --help lists the keys)");
+        }
         return -EINVAL;
     }
     size_t i = (size_t)(o - opts);

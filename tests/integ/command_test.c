@@ -238,8 +238,8 @@ static void serve_refuses(const char *path, const char *after)
 Test(command, serve_refuses_a_bad_config_file_naming_file_line_and_key_exit_2)
 {
     serve_refuses(write_file("bad.conf", "# production\nqueue = 8\nmemory-budgt = 1GiB\n"),
-                  ":3: memory-budgt: unknown key (miradb serve --help lists the keys)");
-    serve_refuses(write_file("bad2.conf", "ack = later\n"),
+                  ":3: memory-budgt: unknown key (did you mean memory-budget?)");
+    serve_refuses(write_file("bad2.conf", "ack = later\nmystery = 1\n"),
                   ":1: ack: 'later' is not one of wal|fsync|seal");
     serve_refuses(write_file("bad3.conf", "http-listen = 0.0.0.0\n"),
                   ":1: http-listen: '0.0.0.0' is not ADDR:PORT (e.g. 127.0.0.1:4318, "

@@ -115,7 +115,9 @@ static void file_refused(const char *text, const char *want_after_path)
 Test(config, file_refusals_name_the_file_line_and_key)
 {
     file_refused("queue = 3\n\nmemory-budgett = 1GiB\n",
-                 ":3: memory-budgett: unknown key (miradb serve --help lists the keys)");
+                 ":3: memory-budgett: unknown key (did you mean memory-budget?)");
+    file_refused("tls = on\n", ":1: tls: unknown key (miradb serve --help lists the keys)");
+    file_refused("Data = /x\n", ":1: Data: unknown key (did you mean data?)");
     file_refused("# x\nack = sometimes\n", ":2: ack: 'sometimes' is not one of wal|fsync|seal");
     file_refused("queue = 12x\n", ":1: queue: '12x' is not an integer");
     file_refused("memory-budget = lots\n",
