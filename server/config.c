@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -95,6 +97,18 @@ static const struct opt opts[] = {
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* |v| * |mul| as a whole number; a product past any option's range is
+ * LLONG_MAX (then refused by the range check), never an undefined cast. */
+static int scaled(double v, double mul, long long *out)
+{
+    double r = v * mul;
+    if (isnan(r)) {
+        return -EINVAL;
+    }
+    *out = r >= 9.0e18 ? LLONG_MAX : (long long)r;
+    return 0;
+}
+
 static int parse_bytes(const char *s, long long *out)
 {
     char *end;
@@ -122,8 +136,7 @@ static int parse_bytes(const char *s, long long *out)
                 {"gi", 1073741824.0}};
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcasecmp(end, sufs[i].suf) == 0) {
-            *out = (long long)(v * sufs[i].mul);
-            return 0;
+            return scaled(v, sufs[i].mul, out);
         }
     }
     return -EINVAL;
@@ -143,8 +156,7 @@ static int parse_dur(const char *s, long long *ms)
     } sufs[] = {{"ms", 1}, {"s", 1000}, {"", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcmp(end, sufs[i].suf) == 0) {
-            *ms = (long long)(v * sufs[i].mul);
-            return 0;
+            return scaled(v, sufs[i].mul, ms);
         }
     }
     return -EINVAL;
@@ -201,6 +213,15 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
     switch (o->type) {
     case OPT_STR:
     case OPT_ADDR:
+        /* A line break could not be written back by --print-config, and
+         * no path or address needs a control character. */
+        for (const char *q = val; *q != '\0'; q++) {
+            if (((unsigned char)*q < 0x20 && *q != '\t') || *q == 0x7f) {
+                snprintf(err, errlen, "contains a control character (byte 0x%02x)",
+                         (unsigned char)*q);
+                return -EINVAL;
+            }
+        }
         if (strlen(val) >= o->size) {
             snprintf(err, errlen, "value longer than %zu bytes", o->size - 1);
             return -EINVAL;

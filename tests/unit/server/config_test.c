@@ -124,6 +124,11 @@ Test(config, file_refusals_name_the_file_line_and_key)
                  ":1: memory-budget: 'lots' is not a size (e.g. 256MiB, 1048576)");
     file_refused("memory-budget = 1k\n", ":1: memory-budget: '1k' is outside 16MiB..1048576GiB");
     file_refused("body-timeout = 0\n", ":1: body-timeout: '0' is outside 1ms..1h");
+    file_refused("retention-bytes = 1e30\n",
+                 ":1: retention-bytes: '1e30' is outside 0..1048576GiB");
+    file_refused("query-timeout = inf\n", ":1: query-timeout: 'inf' is outside 1ms..1h");
+    file_refused("memory-budget = nan\n",
+                 ":1: memory-budget: 'nan' is not a size (e.g. 256MiB, 1048576)");
     file_refused("http-listen = localhost\n",
                  ":1: http-listen: 'localhost' is not ADDR:PORT (e.g. 127.0.0.1:4318, "
                  "0.0.0.0:4317, [::]:4318)");
@@ -156,6 +161,9 @@ Test(config, an_unreadable_file_and_a_second_config_are_refused)
     char *a3[] = {"serve", "--config", NULL};
     cr_assert_eq(config_parse(&c, 2, a3, err, sizeof(err)), -EINVAL);
     cr_assert_str_eq(err, "missing value for: --config");
+    char *a5[] = {"serve", "--data", "/srv/a\nb", NULL};
+    cr_assert_eq(config_parse(&c, 3, a5, err, sizeof(err)), -EINVAL);
+    cr_assert_str_eq(err, "--data: contains a control character (byte 0x0a)");
     char *a4[] = {"serve", "--queue", "0", NULL};
     cr_assert_eq(config_parse(&c, 3, a4, err, sizeof(err)), -EINVAL);
     cr_assert_str_eq(err, "--queue: '0' is outside 1..1048576");
