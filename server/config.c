@@ -1,6 +1,8 @@
 /*
- * config.c - one option table drives parsing, defaults and --help, so an
- * option cannot exist in one place and be missing from another.
+ * config.c - one option table drives the flags, the keys of the --config
+ * file (syntax: conffile.c), defaults, --help and --print-config, so an
+ * option cannot exist in one place and be missing from another. A row
+ * added to the table is a flag, a key and a printed line at once.
  */
 #include "server/config.h"
 

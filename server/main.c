@@ -318,8 +318,8 @@ static int open_store(const struct config *c, char *err, size_t errlen)
     return rc;
 }
 
-/* sd_notify (notify.h); a failure is logged once and then only counted
- * out: systemd's own start timeout says the rest. */
+/* sd_notify (notify.h). A failure is logged once, not per message: if
+ * READY=1 is lost, systemd's start timeout says so on its side. */
 static void tell_manager(const char *msg)
 {
     static bool logged;
