@@ -6,7 +6,8 @@
 # 2. the build stage installs every -dev package scripts/deps.sh builds with (the test
 #    framework aside) and the tools make needs;
 # 3. deploy/miradb.conf is accepted by the binary, and deploy/miradb.service waits
-#    longer (TimeoutStopSec) than the daemon's shutdown-timeout from that file;
+#    longer (TimeoutStopSec) than the daemon's shutdown-timeout from that file, keeps
+#    its sandbox lines, and allows writes where the file's data directory is;
 # 4. systemd-analyze verify accepts deploy/miradb.service (skipped where absent).
 # Prints one line per failure and exits 1 if there was any.
 set -u
@@ -75,6 +76,18 @@ if [ -z "$ms" ] || [ -z "$stop" ]; then
 elif [ $((stop * 1000)) -le $((ms + 5000)) ]; then
     bad "TimeoutStopSec=$stop is not above shutdown-timeout ${ms}ms plus a seal attempt (5 s)"
 fi
+
+# The unit's sandbox and readiness lines, each as written (dropping one fails here).
+for line in Type=notify User=miradb NoNewPrivileges=yes ProtectSystem=strict \
+    ReadWritePaths=/var/lib/miradb ProtectHome=yes PrivateTmp=yes CapabilityBoundingSet= \
+    "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX" SystemCallFilter=@system-service \
+    LimitNOFILE=65536 'ExecReload=/bin/kill -HUP $MAINPID'; do
+    grep -qxF "$line" deploy/miradb.service || bad "deploy/miradb.service lacks the line $line"
+done
+grep -q '^ExecStart=/usr/local/bin/miradb serve --config /etc/miradb/miradb.conf$' deploy/miradb.service ||
+    bad "deploy/miradb.service does not start miradb serve --config /etc/miradb/miradb.conf"
+[ "$(echo "$cfg" | sed -n 's/^data = "\(.*\)"$/\1/p')" = /var/lib/miradb ] ||
+    bad "the data key of deploy/miradb.conf is not the unit's ReadWritePaths=/var/lib/miradb"
 
 # 4. the unit, with ExecStart pointed at this build so verify finds the binary.
 if command -v systemd-analyze >/dev/null 2>&1; then
