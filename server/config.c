@@ -473,7 +473,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     /* Two passes over the flags: the first finds --config (and any error),
      * the file is read, then the second applies the flags over it. */
     for (int pass = 0; pass < 2; pass++) {
-        optind = 1;
+        optind = 0; /* glibc: a full restart of the scan, permutation state included */
         opterr = 0;
         for (;;) {
             int ch = getopt_long(argc, argv, ":h", lopts, NULL);
