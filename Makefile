@@ -2,7 +2,7 @@
 #
 #   make            build/miradb (release: -O2, no sanitizers)
 #   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
-#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop,
+#   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop, deploy,
 #                   promdiff: PromQL answers against a real Prometheus 2.42)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
@@ -86,6 +86,17 @@ $(ASN)/%.o: %.c | $(PB_H)
 # rather than undefined behaviour.
 PM_WRAP_OBJS := $(patsubst %.c,%.o,$(wildcard query/pmeval*.c query/pmfn*.c))
 $(PM_WRAP_OBJS:%=$(REL)/%) $(PM_WRAP_OBJS:%=$(ASN)/%) $(PM_WRAP_OBJS:%=$(BUILD)/fuzz/%): CFLAGS_BASE += -fwrapv
+
+# `miradb version`: the commit and the flags of this build, passed to server/version.c only;
+# the stamp changes (and version.o is rebuilt) only when the commit does. MIRADB_GIT=... overrides
+# it where there is no .git (a Docker build context).
+MIRADB_GIT ?= $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
+$(BUILD)/gen/git-rev: FORCE
+	@mkdir -p $(@D); echo '$(MIRADB_GIT)' | cmp -s - $@ || echo '$(MIRADB_GIT)' >$@
+$(REL)/server/version.o $(ASN)/server/version.o: $(BUILD)/gen/git-rev
+$(REL)/server/version.o: CFLAGS_BASE += -DMIRADB_GIT='"$(MIRADB_GIT)"' -DMIRADB_FLAGS='"$(OPT)"'
+$(ASN)/server/version.o: CFLAGS_BASE += -DMIRADB_GIT='"$(MIRADB_GIT)"' -DMIRADB_FLAGS='"$(SAN)"'
+.PHONY: FORCE
 
 # The project library is an archive, so a test binary pulls in only the
 # modules it uses (and links while other modules are still being written).

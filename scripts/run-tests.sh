@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs MiraDB's test suites and fails on any failing test or sanitizer report.
-#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop|promdiff ...]
+#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop|promdiff|deploy ...]
 # Criterion writes its summary on stderr; it is kept in build/test-logs/ and
 # scanned for AddressSanitizer / LeakSanitizer / UBSan reports, which do not
 # always fail a criterion test by themselves (LIBS.md 5).
@@ -8,7 +8,7 @@ set -u
 asan=$1
 rel=$2
 shift 2
-suites=${*:-unit integ interop promdiff}
+suites=${*:-unit integ interop promdiff deploy}
 logs=$asan/../test-logs
 mkdir -p "$logs"
 passed=0
@@ -65,6 +65,16 @@ for s in $suites; do
             failed=$((failed + 1))
             tail -n 60 "$logs/promdiff.log"
         fi
+        ;;
+    deploy)
+        # deploy/: the Dockerfile's packages against ldd, the unit, the example config.
+        echo "== deploy"
+        if scripts/check-deploy.sh "$rel" >"$logs/deploy.log" 2>&1; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+        fi
+        tail -n 20 "$logs/deploy.log"
         ;;
     esac
 done

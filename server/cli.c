@@ -230,8 +230,9 @@ int cli_inspect(int argc, char **argv)
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: miradb inspect FILE [--json]\n"
                    "Prints a block file's header, tables (verified), zone maps, blooms and\n"
-                   "dictionaries. Exit 0 when every table verifies, 1 when one does not,\n"
-                   "2 when the file cannot be opened.\n");
+                   "dictionaries; --json as one JSON document.\n"
+                   "exit status: 0 every table verifies, 1 one does not, 2 usage error or the\n"
+                   "file cannot be opened.\n");
             return 0;
         } else if (path == NULL && argv[i][0] != '-') {
             path = argv[i];
@@ -357,8 +358,10 @@ int cli_fsck(int argc, char **argv)
         bool help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
         fprintf(help ? stdout : stderr,
                 "usage: miradb fsck DATA\n"
-                "Verifies every table of every block under DATA/<signal>/*.blk. Exit 0 when\n"
-                "all verify, 1 listing every failure, 2 when DATA cannot be read.\n");
+                "Verifies every table of every block under DATA/<signal>/*.blk and lists\n"
+                "every failure.\n"
+                "exit status: 0 all verify, 1 damage found, 2 usage error or DATA cannot be\n"
+                "read.\n");
         return help ? 0 : 2;
     }
     const char *data = argv[1];

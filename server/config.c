@@ -1,16 +1,22 @@
 /*
- * config.c - one option table drives parsing, defaults and --help, so an
- * option cannot exist in one place and be missing from another.
+ * config.c - one option table drives the flags, the keys of the --config
+ * file (syntax: conffile.c), defaults, --help and --print-config, so an
+ * option cannot exist in one place and be missing from another. A row
+ * added to the table is a flag, a key and a printed line at once.
  */
 #include "server/config.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "server/addr.h"
+#include "server/conffile.h"
 #include "server/log.h"
 
 enum opt_type {
@@ -20,6 +26,7 @@ enum opt_type {
     OPT_ENUM,
     OPT_DUR,   /* "500ms", "30s", "5m", "24h", "7d"; stored as uint64 ms */
     OPT_COUNT, /* a uint64 count (suffixes as OPT_BYTES: 1M = 1000000) */
+    OPT_ADDR,  /* a listener's ADDR:PORT or [V6]:PORT (addr.h), kept as text */
 };
 
 struct opt {
@@ -43,9 +50,9 @@ _Static_assert(SHARD_ACK_WAL == 0 && SHARD_ACK_FSYNC == 1 && SHARD_ACK_SEAL == 2
 
 static const struct opt opts[] = {
     {"data", OPT_STR, "./data", NULL, 0, 0, STR(data_dir), "data directory (WAL and blocks)"},
-    {"grpc-listen", OPT_STR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),
+    {"grpc-listen", OPT_ADDR, "127.0.0.1:4317", NULL, 0, 0, STR(grpc_listen),
      "OTLP/gRPC address ADDR:PORT (port 0 picks a free port)"},
-    {"http-listen", OPT_STR, "127.0.0.1:4318", NULL, 0, 0, STR(http_listen),
+    {"http-listen", OPT_ADDR, "127.0.0.1:4318", NULL, 0, 0, STR(http_listen),
      "OTLP/HTTP, operator and query address ADDR:PORT"},
     {"io-threads", OPT_INT, NULL, NULL, 1, 64, NUM(io_threads),
      "I/O threads, each with its own event loop (default: cores)"},
@@ -92,6 +99,18 @@ static const struct opt opts[] = {
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* |v| * |mul| as a whole number; a product past any option's range is
+ * LLONG_MAX (then refused by the range check), never an undefined cast. */
+static int scaled(double v, double mul, long long *out)
+{
+    double r = v * mul;
+    if (isnan(r)) {
+        return -EINVAL;
+    }
+    *out = r >= 9.0e18 ? LLONG_MAX : (long long)r;
+    return 0;
+}
+
 static int parse_bytes(const char *s, long long *out)
 {
     char *end;
@@ -119,8 +138,7 @@ static int parse_bytes(const char *s, long long *out)
                 {"gi", 1073741824.0}};
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcasecmp(end, sufs[i].suf) == 0) {
-            *out = (long long)(v * sufs[i].mul);
-            return 0;
+            return scaled(v, sufs[i].mul, out);
         }
     }
     return -EINVAL;
@@ -140,23 +158,74 @@ static int parse_dur(const char *s, long long *ms)
     } sufs[] = {{"ms", 1}, {"s", 1000}, {"", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
     for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
         if (strcmp(end, sufs[i].suf) == 0) {
-            *ms = (long long)(v * sufs[i].mul);
-            return 0;
+            return scaled(v, sufs[i].mul, ms);
         }
     }
     return -EINVAL;
 }
 
+/* Writes |v| with the largest binary suffix that divides it exactly, so
+ * parse_bytes reads back the same number. */
+static void fmt_bytes(char *buf, size_t cap, uint64_t v)
+{
+    static const struct {
+        const char *suf;
+        uint64_t mul;
+    } sufs[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
+    for (size_t i = 0; v != 0 && i < sizeof(sufs) / sizeof(sufs[0]); i++) {
+        if (v % sufs[i].mul == 0) {
+            snprintf(buf, cap, "%llu%s", (unsigned long long)(v / sufs[i].mul), sufs[i].suf);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* Milliseconds with the largest unit that divides them exactly. */
+static void fmt_dur(char *buf, size_t cap, uint64_t ms)
+{
+    static const struct {
+        const char *suf;
+        uint64_t mul;
+    } units[] = {{"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    for (size_t i = 0; ms != 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (ms % units[i].mul == 0) {
+            snprintf(buf, cap, "%llu%s", (unsigned long long)(ms / units[i].mul), units[i].suf);
+            return;
+        }
+    }
+    snprintf(buf, cap, ms == 0 ? "0" : "%llums", (unsigned long long)ms);
+}
+
+/* Sets |o| from |val|; -EINVAL with the reason alone in |err| (the caller
+ * says where the value came from: "--NAME" or "FILE:LINE: NAME"). */
 static int set_opt(struct config *c, const struct opt *o, const char *val, char *err, size_t errlen)
 {
     char *field = (char *)c + o->off;
     long long n = 0;
     char *end;
 
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (o->type == OPT_ADDR && addr_parse(val, &ss, &sl) < 0) {
+        snprintf(err, errlen,
+                 "'%s' is not ADDR:PORT (e.g. 127.0.0.1:4318, 0.0.0.0:4317, [::]:4318)", val);
+        return -EINVAL;
+    }
     switch (o->type) {
     case OPT_STR:
+    case OPT_ADDR:
+        /* A line break could not be written back by --print-config, and
+         * no path or address needs a control character. */
+        for (const char *q = val; *q != '\0'; q++) {
+            if (((unsigned char)*q < 0x20 && *q != '\t') || *q == 0x7f) {
+                snprintf(err, errlen, "contains a control character (byte 0x%02x)",
+                         (unsigned char)*q);
+                return -EINVAL;
+            }
+        }
         if (strlen(val) >= o->size) {
-            snprintf(err, errlen, "--%s: value too long", o->name);
+            snprintf(err, errlen, "value longer than %zu bytes", o->size - 1);
             return -EINVAL;
         }
         strcpy(field, val);
@@ -165,21 +234,20 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
         errno = 0;
         n = strtoll(val, &end, 10);
         if (errno != 0 || end == val || *end != '\0') {
-            snprintf(err, errlen, "--%s: '%s' is not an integer", o->name, val);
+            snprintf(err, errlen, "'%s' is not an integer", val);
             return -EINVAL;
         }
         break;
     case OPT_BYTES:
     case OPT_COUNT:
         if (parse_bytes(val, &n) < 0) {
-            snprintf(err, errlen, "--%s: '%s' is not a size (e.g. 256MiB, 1048576)", o->name, val);
+            snprintf(err, errlen, "'%s' is not a size (e.g. 256MiB, 1048576)", val);
             return -EINVAL;
         }
         break;
     case OPT_DUR:
         if (parse_dur(val, &n) < 0) {
-            snprintf(err, errlen, "--%s: '%s' is not a duration (e.g. 500ms, 30s, 5m, 24h, 7d)",
-                     o->name, val);
+            snprintf(err, errlen, "'%s' is not a duration (e.g. 500ms, 30s, 5m, 24h, 7d)", val);
             return -EINVAL;
         }
         break;
@@ -197,12 +265,23 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
             idx++;
             p = bar ? bar + 1 : NULL;
         }
-        snprintf(err, errlen, "--%s: '%s' is not one of %s", o->name, val, o->choices);
+        snprintf(err, errlen, "'%s' is not one of %s", val, o->choices);
         return -EINVAL;
     }
     }
     if (n < o->min || n > o->max) {
-        snprintf(err, errlen, "--%s: %lld is outside %lld..%lld", o->name, n, o->min, o->max);
+        char lo[32], hi[32];
+        if (o->type == OPT_BYTES) {
+            fmt_bytes(lo, sizeof(lo), (uint64_t)o->min);
+            fmt_bytes(hi, sizeof(hi), (uint64_t)o->max);
+        } else if (o->type == OPT_DUR) {
+            fmt_dur(lo, sizeof(lo), (uint64_t)o->min);
+            fmt_dur(hi, sizeof(hi), (uint64_t)o->max);
+        } else {
+            snprintf(lo, sizeof(lo), "%lld", o->min);
+            snprintf(hi, sizeof(hi), "%lld", o->max);
+        }
+        snprintf(err, errlen, "'%s' is outside %s..%s", val, lo, hi);
         return -EINVAL;
     }
     if (o->type == OPT_BYTES || o->type == OPT_DUR || o->type == OPT_COUNT) {
@@ -213,11 +292,67 @@ static int set_opt(struct config *c, const struct opt *o, const char *val, char 
     return 0;
 }
 
+static const struct opt *find_opt(const char *name)
+{
+    for (size_t i = 0; i < N_OPTS; i++) {
+        if (strcmp(opts[i].name, name) == 0) {
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+void config_print(FILE *f, const struct config *c)
+{
+    fprintf(f, "# miradb serve --print-config: the effective configuration (defaults, then\n"
+               "# --config FILE, then flags); readable back with --config.\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const struct opt *o = &opts[i];
+        const char *field = (const char *)c + o->off;
+        char v[64];
+        switch (o->type) {
+        case OPT_STR:
+        case OPT_ADDR:
+            conffile_write_quoted(f, o->name, field);
+            continue;
+        case OPT_INT:
+            snprintf(v, sizeof(v), "%d", *(const int *)field);
+            break;
+        case OPT_COUNT:
+            snprintf(v, sizeof(v), "%llu", (unsigned long long)*(const uint64_t *)field);
+            break;
+        case OPT_BYTES:
+            fmt_bytes(v, sizeof(v), *(const uint64_t *)field);
+            break;
+        case OPT_DUR:
+            fmt_dur(v, sizeof(v), *(const uint64_t *)field);
+            break;
+        case OPT_ENUM: {
+            const char *p = o->choices;
+            for (int k = *(const int *)field; k > 0 && p != NULL; k--) {
+                p = strchr(p, '|');
+                p = p != NULL ? p + 1 : NULL;
+            }
+            size_t l = p != NULL ? strcspn(p, "|") : 0;
+            snprintf(v, sizeof(v), "%.*s", (int)l, p != NULL ? p : "");
+            break;
+        }
+        }
+        fprintf(f, "%s = %s\n", o->name, v);
+    }
+}
+
 void config_usage(FILE *f)
 {
-    fprintf(f, "usage: miradb serve [options]\n\n"
+    fprintf(f, "usage: miradb serve [--config FILE] [options]\n\n"
                "Runs the MiraDB daemon: OTLP/gRPC and OTLP/HTTP ingest into a write-ahead log\n"
-               "and open blocks, /health, /ready and /metrics on the HTTP listener.\n\noptions:\n");
+               "and open blocks, /health, /ready and /metrics on the HTTP listener.\n\n"
+               "Every option is also a key of the --config file (`memory-budget = 1GiB`);\n"
+               "flags override the file.\n\noptions:\n");
+    fprintf(f, "  %-30s %s\n", "--config FILE",
+            "read settings from FILE first: lines of `key = value`, # comments");
+    fprintf(f, "  %-30s %s\n", "--print-config",
+            "print the effective settings in the --config format and exit");
     for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];
         char lhs[64];
@@ -226,6 +361,7 @@ void config_usage(FILE *f)
                  : o->type == OPT_BYTES                       ? "BYTES"
                  : o->type == OPT_INT || o->type == OPT_COUNT ? "N"
                  : o->type == OPT_DUR                         ? "DURATION"
+                 : o->type == OPT_ADDR                        ? "ADDR:PORT"
                                                               : "VALUE");
         fprintf(f, "  %-30s %s", lhs, o->help);
         if (o->def != NULL) {
@@ -234,47 +370,162 @@ void config_usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f, "  %-30s %s\n", "-h, --help", "this text");
+    fprintf(f, "\nexit status: 0 stopped cleanly (SIGTERM/SIGINT), 1 failed to start or to run\n"
+               "(data directory or port in use, storage failure), 2 usage or configuration\n"
+               "error (unknown option or key, bad value).\n");
 }
+
+/* The --config file's settings, each key at most once. */
+struct file_ctx {
+    struct config *c;
+    int line[N_OPTS]; /* where each key was set, 0: not yet */
+};
+
+/* Edit distance of two short keys, capped: 3 means "3 or more". */
+static int key_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[64];
+    if (la >= 63 || lb >= 63) {
+        return 3;
+    }
+    for (size_t j = 0; j <= lb; j++) {
+        row[j] = (int)j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] < 3 ? row[lb] : 3;
+}
+
+static int file_setting(void *arg, const char *key, const char *value, int line, char *err,
+                        size_t errlen)
+{
+    struct file_ctx *fc = arg;
+    const struct opt *o = find_opt(key);
+    if (o == NULL && key[0] == '-') {
+        snprintf(err, errlen, "write the key without the dashes of its flag");
+        return -EINVAL;
+    }
+    if (o == NULL) {
+        bool flag_only = strcmp(key, "config") == 0 || strcmp(key, "print-config") == 0 ||
+                         strcmp(key, "help") == 0;
+        const struct opt *near = NULL;
+        int best = 3;
+        for (size_t i = 0; i < N_OPTS; i++) {
+            int dist = key_distance(key, opts[i].name);
+            if (dist < best) {
+                best = dist;
+                near = &opts[i];
+            }
+        }
+        if (flag_only) {
+            snprintf(err, errlen, "a flag only, not a key of the file");
+        } else if (near != NULL) {
+            snprintf(err, errlen, "unknown key (did you mean %s?)", near->name);
+        } else {
+            snprintf(err, errlen, "unknown key (miradb serve --help lists the keys)");
+        }
+        return -EINVAL;
+    }
+    size_t i = (size_t)(o - opts);
+    if (fc->line[i] != 0) {
+        snprintf(err, errlen, "set twice (first on line %d)", fc->line[i]);
+        return -EINVAL;
+    }
+    fc->line[i] = line;
+    return set_opt(fc->c, o, value, err, errlen);
+}
+
+enum { OPT_ID_CONFIG = 900, OPT_ID_PRINT = 901 };
 
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen)
 {
-    struct option lopts[N_OPTS + 2];
+    struct option lopts[N_OPTS + 4];
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char why[200];
+    bool print = false;
+    const char *file = NULL;
 
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < N_OPTS; i++) {
-        if (opts[i].def != NULL && set_opt(c, &opts[i], opts[i].def, err, errlen) < 0) {
+        if (opts[i].def != NULL && set_opt(c, &opts[i], opts[i].def, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "default of --%s: %s", opts[i].name, why);
             return -EINVAL;
         }
         lopts[i] = (struct option){opts[i].name, required_argument, NULL, (int)i + 1000};
     }
     c->io_threads = c->shards = c->query_workers = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
-    lopts[N_OPTS + 1] = (struct option){NULL, 0, NULL, 0};
+    lopts[N_OPTS + 1] = (struct option){"config", required_argument, NULL, OPT_ID_CONFIG};
+    lopts[N_OPTS + 2] = (struct option){"print-config", no_argument, NULL, OPT_ID_PRINT};
+    lopts[N_OPTS + 3] = (struct option){NULL, 0, NULL, 0};
 
-    optind = 1;
-    opterr = 0;
-    for (;;) {
-        int ch = getopt_long(argc, argv, ":h", lopts, NULL);
-        if (ch == -1) {
-            break;
+    /* Two passes over the flags: the first finds --config (and any error),
+     * the file is read, then the second applies the flags over it. */
+    for (int pass = 0; pass < 2; pass++) {
+        optind = 0; /* glibc: a full restart of the scan, permutation state included */
+        opterr = 0;
+        for (;;) {
+            int ch = getopt_long(argc, argv, ":h", lopts, NULL);
+            if (ch == -1) {
+                break;
+            }
+            if (ch == 'h') {
+                config_usage(stdout);
+                return 1;
+            }
+            if (ch == '?' || ch == ':') {
+                snprintf(err, errlen, "%s: %s", ch == ':' ? "missing value for" : "unknown option",
+                         argv[optind - 1]);
+                return -EINVAL;
+            }
+            if (ch == OPT_ID_CONFIG) {
+                if (pass == 0 && file != NULL) {
+                    snprintf(err, errlen, "--config given twice");
+                    return -EINVAL;
+                }
+                file = optarg;
+                continue;
+            }
+            if (ch == OPT_ID_PRINT) {
+                print = true;
+                continue;
+            }
+            if (pass == 1 && set_opt(c, &opts[ch - 1000], optarg, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "--%s: %s", opts[ch - 1000].name, why);
+                return -EINVAL;
+            }
         }
-        if (ch == 'h') {
-            config_usage(stdout);
-            return 1;
-        }
-        if (ch == '?' || ch == ':') {
-            snprintf(err, errlen, "%s: %s", ch == ':' ? "missing value for" : "unknown option",
-                     argv[optind - 1]);
+        if (optind < argc) {
+            snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
             return -EINVAL;
         }
-        if (set_opt(c, &opts[ch - 1000], optarg, err, errlen) < 0) {
-            return -EINVAL;
+        if (pass == 0 && file != NULL) {
+            struct file_ctx fc = {.c = c};
+            if (strlen(file) >= sizeof(c->config_file)) {
+                snprintf(err, errlen, "--config: path longer than %zu bytes",
+                         sizeof(c->config_file) - 1);
+                return -EINVAL;
+            }
+            strcpy(c->config_file, file);
+            if (conffile_read(file, file_setting, &fc, err, errlen) < 0) {
+                return -EINVAL;
+            }
         }
     }
-    if (optind < argc) {
-        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
-        return -EINVAL;
+    if (print) {
+        config_print(stdout, c);
+        return 1;
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "storage/shard.h"
 
 struct config {
+    char config_file[512]; /* --config FILE, "" without one */
     char data_dir[512];
     char grpc_listen[128]; /* ADDR:PORT; port 0 picks a free one */
     char http_listen[128];
@@ -37,9 +38,19 @@ struct config {
     int test_shard_delay_ms; /* tests only: a slow shard */
 };
 
-/* Defaults, then argv (after the "serve" word). Returns 0; 1 when --help
- * was printed; -EINVAL with a message in |err|. */
+/*
+ * Defaults, then the file of `--config FILE` (format: conffile.h; every
+ * option is a key), then the other flags of argv (after the "serve" word),
+ * so flags override the file. Returns 0; 1 when --help or --print-config
+ * was printed to stdout (the caller exits 0); -EINVAL with a message in
+ * |err|: "--NAME: reason" for a flag, "FILE:LINE: KEY: reason" for the
+ * file (an unknown key, a bad value, a key set twice), "FILE: reason"
+ * when it cannot be read.
+ */
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
 void config_usage(FILE *f);
+/* Writes every option as `key = value` (header comments first): the
+ * --config format, which config_parse reads back to the same settings. */
+void config_print(FILE *f, const struct config *c);
 
 #endif

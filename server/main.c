@@ -12,6 +12,12 @@
  * --shutdown-timeout (plus one seal attempt): connections still open at
  * the deadline are closed, and a seal still failing then (disk full) is
  * abandoned, its rows left in the WAL for the next boot to replay.
+ * SIGHUP is a reload (see reload()), never an exit.
+ *
+ * Under systemd (Type=notify, NOTIFY_SOCKET set) the service manager hears
+ * READY=1 when /ready turns 200 and STOPPING=1 on SIGTERM (notify.h).
+ * Subcommands: serve, health (health.h), inspect and fsck (cli.h),
+ * version (version.h), help; exit status 0, 1 failure, 2 usage/config.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,13 +38,17 @@
 
 #include "lib/clock.h"
 #include "query/pool.h"
+#include "server/addr.h"
 #include "server/cli.h"
 #include "server/config.h"
 #include "server/grpc.h"
+#include "server/health.h"
 #include "server/http1.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
+#include "server/notify.h"
+#include "server/version.h"
 #include "storage/block.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
@@ -48,54 +58,34 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: miradb <command> [options]\n\n"
+    fprintf(f, "usage: miradb <command> [options]   (miradb <command> --help for each)\n\n"
                "commands:\n"
-               "  serve      run the daemon (miradb serve --help lists its options)\n"
+               "  serve      run the daemon (miradb serve [--config FILE] [options])\n"
+               "  health     ask a running daemon's /ready (miradb health [--http ADDR:PORT])\n"
                "  inspect    print a block file's tables, codecs, CRCs, zone maps and blooms\n"
                "             (miradb inspect FILE [--json])\n"
                "  fsck       verify every table of every block under a data directory\n"
                "             (miradb fsck DATA); exits 1 listing every failure\n"
-               "  help       this text\n");
+               "  version    the release, the commit and the build flags (also --version)\n"
+               "  help       this text (miradb help COMMAND: that command's --help)\n"
+               "\nexit status: 0 success; 1 failure (the daemon failed to start or to run,\n"
+               "damage found, not ready); 2 usage or configuration error.\n");
 }
 
-/* "ADDR:PORT", "[v6]:PORT" → sockaddr. */
-static int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+static int cmd_version(int argc, char **argv)
 {
-    char host[128];
-    const char *colon = strrchr(s, ':');
-    if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof(host)) {
-        return -EINVAL;
-    }
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535) {
-        return -EINVAL;
-    }
-    memset(ss, 0, sizeof(*ss));
-    if (host[0] == '[') {
-        size_t hl = strlen(host);
-        if (hl < 3 || host[hl - 1] != ']') {
-            return -EINVAL;
-        }
-        host[hl - 1] = '\0';
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) {
-            return -EINVAL;
-        }
-        *len = sizeof(*a6);
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: miradb version\n"
+               "Prints the release, the git commit the binary was built from and its\n"
+               "build flags and compiler.\nexit status: 0 printed, 2 usage error.\n");
         return 0;
     }
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &a4->sin_addr) != 1) {
-        return -EINVAL;
+    if (argc > 1) {
+        fprintf(stderr, "miradb version: unexpected argument '%s'\nusage: miradb version\n",
+                argv[1]);
+        return 2;
     }
-    *len = sizeof(*a4);
+    version_print(stdout);
     return 0;
 }
 
@@ -138,7 +128,7 @@ static int attach_all(const char *what, const char *addr, int (*attach)(struct i
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    if (parse_addr(addr, &ss, &len) < 0) {
+    if (addr_parse(addr, &ss, &len) < 0) {
         log_error("main", "event=bad_address listener=%s addr=%s", what, addr);
         return -EINVAL;
     }
@@ -162,16 +152,7 @@ static int attach_all(const char *what, const char *addr, int (*attach)(struct i
             return rc;
         }
     }
-    char host[INET6_ADDRSTRLEN];
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof(host));
-        snprintf(bound, boundlen, "[%s]:%u", host, ntohs(a6->sin6_port));
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a4->sin_addr, host, sizeof(host));
-        snprintf(bound, boundlen, "%s:%u", host, ntohs(a4->sin_port));
-    }
+    addr_format(&ss, bound, boundlen);
     return 0;
 }
 
@@ -337,10 +318,35 @@ static int open_store(const struct config *c, char *err, size_t errlen)
     return rc;
 }
 
+/* sd_notify (notify.h). A failure is logged once, not per message: if
+ * READY=1 is lost, systemd's start timeout says so on its side. */
+static void tell_manager(const char *msg)
+{
+    static bool logged;
+    int rc = notify_send(msg);
+    if (rc < 0 && !logged) {
+        log_warn("main", "event=notify_failed socket=%s error=\"%s\"", getenv("NOTIFY_SOCKET"),
+                 strerror(-rc));
+        logged = true;
+    }
+}
+
+/*
+ * SIGHUP (ExecReload of deploy/miradb.service). The --config file is not
+ * read again: its settings size threads, shards and budgets at start, so a
+ * change takes a restart. TODO(#15): certificates and token files are
+ * re-read here once the listeners have TLS and tokens.
+ */
+static void reload(void)
+{
+    log_info("main", "event=reload msg=\"nothing to reload: configuration changes take a "
+                     "restart\"");
+}
+
 static int serve(int argc, char **argv)
 {
-    struct config c;
-    char err[256];
+    static struct config c; /* static: a few kilobytes of paths */
+    char err[1024];
     char grpc_addr[80], http_addr[80];
     sigset_t sigs;
     int rc = config_parse(&c, argc, argv, err, sizeof(err));
@@ -350,6 +356,9 @@ static int serve(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "miradb serve: %s\n(see miradb serve --help)\n", err);
         return 2;
+    }
+    if (c.config_file[0] != '\0') {
+        log_info("main", "event=config_loaded file=%s", c.config_file);
     }
     log_set_level((enum log_level)c.log_level);
     /* Fixed thresholds: glibc otherwise raises its mmap threshold after the
@@ -367,6 +376,7 @@ static int serve(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* systemctl reload: must not end the daemon */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     json_object_seed(0);
@@ -424,6 +434,7 @@ static int serve(int argc, char **argv)
              c.data_dir, (unsigned long long)c.memory_budget);
 
     bool ready = false;
+    uint64_t replay_bytes_told = 0;
     int exit_code = 0;
     uint64_t refused[RJ_COUNT] = {0};
     uint64_t quarantined = 0;
@@ -434,7 +445,11 @@ static int serve(int argc, char **argv)
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("main", "event=stopping signal=%s", sig == SIGTERM ? "TERM" : "INT");
+            tell_manager("STOPPING=1\nSTATUS=stopping: finishing requests in flight");
             break;
+        }
+        if (sig == SIGHUP) {
+            reload();
         }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -464,9 +479,16 @@ static int serve(int argc, char **argv)
             }
             if (!all && now.tv_sec > last_progress.tv_sec) {
                 uint64_t total = store_wal_bytes_at_boot();
+                double pct = total > 0 ? 100.0 * (double)bytes / (double)total : 100.0;
                 log_info("main", "event=replay_progress frames=%llu bytes=%llu percent=%.1f",
-                         (unsigned long long)frames, (unsigned long long)bytes,
-                         total > 0 ? 100.0 * (double)bytes / (double)total : 100.0);
+                         (unsigned long long)frames, (unsigned long long)bytes, pct);
+                /* A long replay that still moves asks systemd for more start
+                 * time (TimeoutStartSec); one that stalls does not. */
+                char note[160];
+                snprintf(note, sizeof(note), "%sSTATUS=replaying the WAL: %.1f%%",
+                         bytes > replay_bytes_told ? "EXTEND_TIMEOUT_USEC=30000000\n" : "", pct);
+                tell_manager(note);
+                replay_bytes_told = bytes;
                 last_progress = now;
             }
             if (all) {
@@ -477,6 +499,10 @@ static int serve(int argc, char **argv)
                     (unsigned long long)frames, (unsigned long long)bytes, (unsigned long long)torn,
                     (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
                 ready = true;
+                char note[256];
+                snprintf(note, sizeof(note), "READY=1\nSTATUS=serving: grpc %s, http %s", grpc_addr,
+                         http_addr);
+                tell_manager(note);
             }
         }
     }
@@ -509,23 +535,49 @@ stop:;
     return exit_code;
 }
 
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"serve", serve},   {"health", cli_health},   {"inspect", cli_inspect},
+    {"fsck", cli_fsck}, {"version", cmd_version},
+};
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    if (strcmp(argv[1], "serve") == 0) {
-        return serve(argc - 1, argv + 1);
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0) {
+        return cmd_version(argc - 1, argv + 1);
     }
-    if (strcmp(argv[1], "inspect") == 0) {
-        return cli_inspect(argc - 1, argv + 1);
+    bool help = strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0;
+    if (help && argc == 2) {
+        usage(stdout);
+        return 0;
     }
-    if (strcmp(argv[1], "fsck") == 0) {
-        return cli_fsck(argc - 1, argv + 1);
+    if (help && argc == 3) {
+        /* miradb help COMMAND: that command's own --help */
+        cmd = argv[2];
+        char *hargv[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+            if (strcmp(cmd, commands[i].name) == 0) {
+                return commands[i].run(2, hargv);
+            }
+        }
     }
-    fprintf(stderr, "miradb: unknown command '%s'\n", argv[1]);
+    for (size_t i = 0; !help && i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(cmd, commands[i].name) == 0) {
+            return commands[i].run(argc - 1, argv + 1);
+        }
+    }
+    if (help && argc > 3) {
+        fprintf(stderr, "miradb help: unexpected argument '%s'\n", argv[3]);
+    } else {
+        fprintf(stderr, "miradb: unknown command '%s'\n", cmd);
+    }
     usage(stderr);
     return 2;
 }

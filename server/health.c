@@ -1,0 +1,203 @@
+/*
+ * health.c - `miradb health` (see health.h): one plain HTTP/1.1 GET /ready
+ * on a blocking-with-deadline socket; only the status line is read.
+ */
+#include "server/health.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/addr.h"
+#include "server/config.h"
+
+#define HEALTH_USAGE                                                                               \
+    "usage: miradb health [--http ADDR:PORT | --config FILE] [--timeout SECONDS]\n"                \
+    "Asks a running daemon's GET /ready on its HTTP listener: --http, else the\n"                  \
+    "http-listen of the --config file, else 127.0.0.1:4318 (a wildcard address is\n"               \
+    "asked on loopback). --timeout bounds the whole check [5].\n"                                  \
+    "exit status: 0 ready (200), 1 not ready or unreachable, 2 usage or config error.\n"
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for |events| on |fd| until |deadline|; 0 or -ETIMEDOUT / -errno. */
+static int wait_fd(int fd, short events, long long deadline)
+{
+    for (;;) {
+        long long left = deadline - now_ms();
+        if (left <= 0) {
+            return -ETIMEDOUT;
+        }
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, (int)left);
+        if (n > 0) {
+            return 0;
+        }
+        if (n < 0 && errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+/* GET /ready; the HTTP status (>= 100) or -errno with |what| naming the step. */
+static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *host,
+                     long long deadline, const char **what)
+{
+    char buf[512];
+    size_t got = 0;
+    int rc;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    *what = "socket";
+    if (fd < 0) {
+        return -errno;
+    }
+    *what = "connect";
+    if (connect(fd, (struct sockaddr *)ss, len) < 0) {
+        if (errno != EINPROGRESS) {
+            rc = -errno;
+            goto out;
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        rc = wait_fd(fd, POLLOUT, deadline);
+        if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr != 0) {
+            rc = -soerr;
+        }
+        if (rc < 0) {
+            goto out;
+        }
+    }
+    *what = "send";
+    int n = snprintf(buf, sizeof(buf),
+                     "GET /ready HTTP/1.1\r\nHost: %s\r\nUser-Agent: miradb-health\r\n"
+                     "Connection: close\r\n\r\n",
+                     host);
+    for (int off = 0; off < n;) {
+        ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w < 0 && errno == EAGAIN) {
+            rc = wait_fd(fd, POLLOUT, deadline);
+            if (rc < 0) {
+                goto out;
+            }
+            continue;
+        }
+        if (w < 0) {
+            rc = -errno;
+            goto out;
+        }
+        off += (int)w;
+    }
+    *what = "read the answer";
+    while (memchr(buf, '\n', got) == NULL && got < sizeof(buf) - 1) {
+        rc = wait_fd(fd, POLLIN, deadline);
+        if (rc < 0) {
+            goto out;
+        }
+        ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            continue;
+        }
+        if (r <= 0) {
+            rc = r == 0 ? -ECONNRESET : -errno;
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    int status = 0;
+    *what = "parse the status line";
+    if (sscanf(buf, "HTTP/1.%*1[01] %3d", &status) != 1 || status < 100 || status > 599) {
+        rc = -EPROTO;
+        goto out;
+    }
+    rc = status;
+out:
+    close(fd);
+    return rc;
+}
+
+int cli_health(int argc, char **argv)
+{
+    const char *http = NULL, *file = NULL;
+    long timeout_s = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(HEALTH_USAGE, stdout);
+            return 0;
+        }
+        if (i + 1 >= argc || (strcmp(a, "--http") != 0 && strcmp(a, "--config") != 0 &&
+                              strcmp(a, "--timeout") != 0)) {
+            fprintf(stderr, "miradb health: %s '%s'\n%s",
+                    i + 1 >= argc && a[0] == '-' ? "missing value for" : "unexpected argument", a,
+                    HEALTH_USAGE);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (strcmp(a, "--http") == 0) {
+            http = v;
+        } else if (strcmp(a, "--config") == 0) {
+            file = v;
+        } else {
+            char *end;
+            timeout_s = strtol(v, &end, 10);
+            if (*end != '\0' || end == v || timeout_s < 1 || timeout_s > 3600) {
+                fprintf(stderr, "miradb health: --timeout: '%s' is not 1..3600 seconds\n", v);
+                return 2;
+            }
+        }
+    }
+    if (http != NULL && file != NULL) {
+        fprintf(stderr, "miradb health: --http and --config exclude each other\n");
+        return 2;
+    }
+    static struct config c; /* static: a struct config is a few kilobytes */
+    if (http == NULL) {
+        char err[1024];
+        char *cargv[] = {"serve", "--config", (char *)file, NULL};
+        if (config_parse(&c, file != NULL ? 3 : 1, cargv, err, sizeof(err)) != 0) {
+            fprintf(stderr, "miradb health: %s\n", err);
+            return 2;
+        }
+        http = c.http_listen;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (addr_parse(http, &ss, &len) < 0) {
+        fprintf(stderr, "miradb health: '%s' is not ADDR:PORT\n", http);
+        return 2;
+    }
+    if (addr_is_any(&ss)) {
+        if (ss.ss_family == AF_INET6) {
+            ((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+        } else {
+            ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        }
+    }
+    char host[INET6_ADDRSTRLEN + 8];
+    addr_format(&ss, host, sizeof(host));
+    const char *what;
+    int rc = get_ready(&ss, len, host, now_ms() + timeout_s * 1000, &what);
+    if (rc == 200) {
+        printf("ready (%s)\n", host);
+        return 0;
+    }
+    if (rc > 0) {
+        fprintf(stderr, "miradb health: %s/ready answered %d: not ready\n", host, rc);
+    } else {
+        fprintf(stderr, "miradb health: %s: cannot %s: %s\n", host, what, strerror(-rc));
+    }
+    return 1;
+}
