@@ -52,9 +52,18 @@ static uint64_t unmapped;
 static pthread_mutex_t unmapped_lock = PTHREAD_MUTEX_INITIALIZER;
 static char unmapped_name[128];
 
+/* An index build on this thread records the notes it makes, for the
+ * queries that use the index to replay (pmsrc.h: counted per query). */
+static __thread struct pmx *note_rec;
+
 void pms_unmapped_note(const char *name, size_t len)
 {
     __atomic_fetch_add(&unmapped, 1, __ATOMIC_RELAXED);
+    if (note_rec != NULL) {
+        note_rec->n_notes++;
+        note_rec->note = name;
+        note_rec->note_len = (uint32_t)len;
+    }
     if (len >= sizeof(unmapped_name)) {
         len = sizeof(unmapped_name) - 1;
     }
@@ -134,6 +143,7 @@ enum pms_mode {
     PMS_SAMPLES,
     PMS_SERIES,
     PMS_EXEMPLARS,
+    PMS_INDEX, /* building a block's label index: where each series is */
 };
 
 struct pms_slot {
@@ -198,6 +208,10 @@ struct pms_run {
     uint32_t nent, cent;
     uint32_t *etab;
     uint32_t etcap;
+    uint32_t cur_stream; /* index mode: the stream read, or PMS_NOSTREAM */
+    uint32_t cur_row;    /* index mode: the block row read */
+    bool idx_whole;      /* index mode: the stream's first row stands for all */
+    bool no_index;       /* the label index is not to be tried (it could not be had) */
     int err;
 };
 
@@ -247,11 +261,13 @@ static bool labels_admitted(const struct pms_run *r, const struct pm_labels *ls)
     return true;
 }
 
-/* The call's series of |ls| (its strings in the result arena): its index,
- * created (and matched) when new; -ENOMEM. */
-static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
+static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out);
+
+/* The call's series of |ls| (its strings in the result arena, or copied
+ * there when new with |copy|): its index, created (and matched) when new;
+ * -ENOMEM. */
+static int64_t intern_ex(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy)
 {
-    uint64_t h = pm_labels_hash(ls);
     if ((uint64_t)(r->nser + 1) * 2 > r->tcap) {
         uint32_t nc = r->tcap ? r->tcap * 2 : 256;
         uint32_t *t = arena_alloc(r->call, (size_t)nc * sizeof(*t));
@@ -283,10 +299,59 @@ static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
     struct pms_series *s = &r->ser[r->nser];
     memset(s, 0, sizeof(*s));
     s->labels = *ls;
+    if (copy && labels_copy(r->a, ls, &s->labels) < 0) {
+        return -ENOMEM;
+    }
     s->hash = h;
     s->match = labels_admitted(r, ls);
     r->tab[k] = ++r->nser;
     return r->nser - 1;
+}
+
+static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
+{
+    return intern_ex(r, ls, pm_labels_hash(ls), false);
+}
+
+static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out)
+{
+    struct pm_label *v = arena_alloc(a, (in->n ? in->n : 1) * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < in->n; i++) {
+        const struct pm_label *l = &in->v[i];
+        char *n = arena_strndup(a, l->name, l->name_len);
+        char *val = arena_strndup(a, l->value, l->value_len);
+        if (n == NULL || val == NULL) {
+            return -ENOMEM;
+        }
+        v[i] = (struct pm_label){n, val, l->name_len, l->value_len};
+    }
+    out->v = v;
+    out->n = in->n;
+    return 0;
+}
+
+/* Index mode: series |s| was seen at |row| of the current stream (or the
+ * stream as a whole). */
+static int idx_note(struct pms_run *r, struct pms_series *s, uint32_t row, bool whole)
+{
+    uint32_t st = r->cur_stream;
+    if (st != PMS_NOSTREAM && whole) {
+        row = PMS_WHOLE;
+    }
+    if (s->npx > 0) {
+        const struct pms_pair *l = &s->px[s->npx - 1];
+        if (l->stream == st && l->row == row) {
+            return 0;
+        }
+    }
+    if (pms_grow(r->call, (void **)&s->px, &s->cpx, s->npx, sizeof(*s->px)) < 0) {
+        return -ENOMEM;
+    }
+    s->px[s->npx++] = (struct pms_pair){st, row};
+    return 0;
 }
 
 /* A promname label set copied into the result arena as a pm_labels. */
@@ -625,6 +690,9 @@ static int add_float(struct pms_run *r, struct pms_series *s, const struct point
                      const struct pms_metric *mi, double val)
 {
     int64_t t = promname_ts_ms(v->time_ns);
+    if (r->mode == PMS_INDEX) {
+        return idx_note(r, s, r->cur_row, r->idx_whole);
+    }
     if (r->mode == PMS_SERIES) {
         s->seen = s->seen || (t >= r->mint && t <= r->maxt);
         return 0;
@@ -719,11 +787,11 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
 
-static int do_point(struct pms_run *r, const struct point_view *v)
+/* One point of entry |e| (NULL: looked up from the point's attributes). */
+static int do_point(struct pms_run *r, const struct point_view *v, struct pms_ent *e)
 {
     const struct pms_metric *mi = &r->mi[v->metric_id];
-    struct pms_ent *e = ent_find(r, v);
-    if (e == NULL) {
+    if (e == NULL && (e = ent_find(r, v)) == NULL) {
         return -ENOMEM;
     }
     if (e->bad) {
@@ -741,6 +809,9 @@ static int do_point(struct pms_run *r, const struct point_view *v)
         }
         if (r->mode == PMS_EXEMPLARS) {
             return do_exemplars(r, e, mi, v, si);
+        }
+        if (r->mode == PMS_INDEX) {
+            return idx_note(r, s, r->cur_row, r->idx_whole);
         }
         int64_t t = promname_ts_ms(v->time_ns);
         if (r->mode == PMS_SERIES) {
@@ -815,6 +886,9 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
         return r->err;
     }
     int64_t t = promname_ts_ms(v->time_ns);
+    if (r->mode == PMS_INDEX) {
+        return idx_note(r, &r->ser[x->ti], r->cur_row, true);
+    }
     if (t == x->ti_last) {
         return 0;
     }
@@ -843,7 +917,7 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
  * scan must stop (the query failed, or the block was quarantined).
  */
 static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
-                  struct qctx_scan *it, uint32_t *since_charge)
+                  struct pms_ent *e, struct qctx_scan *it, uint32_t *since_charge)
 {
     struct qctx *q = r->q;
     struct point_view v;
@@ -854,6 +928,7 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
             return -1; /* the memory limit: the query's error now */
         }
     }
+    r->cur_row = (uint32_t)row;
     if (qs->b != NULL) {
         rc = blk_point(qs->b, row, BLK_ROOT, &v);
     } else {
@@ -876,8 +951,9 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
         return 0;
     }
     if (qs->b != NULL) {
+        /* The stream's entry known: its attributes are not read again. */
         struct point_view d;
-        rc = blk_point(qs->b, row, BLK_ATTRS | BLK_DETAIL, &d);
+        rc = blk_point(qs->b, row, e != NULL ? BLK_DETAIL : BLK_ATTRS | BLK_DETAIL, &d);
         if (rc == -EBADMSG) {
             qctx_src_fail(q, qs, qctx_scan_left(it));
             return -1;
@@ -885,13 +961,15 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
         if (rc < 0) {
             return 0;
         }
-        v.attrs = d.attrs;
+        if (e == NULL) {
+            v.attrs = d.attrs;
+        }
         v.flags = d.flags;
         v.detail = d.detail;
         v.exemplars = d.exemplars;
         v.n_exemplars = d.n_exemplars;
     }
-    rc = do_point(r, &v);
+    rc = do_point(r, &v, e);
     if (rc < 0) {
         qctx_fail(q, rc, "out of memory");
         return -1;
@@ -945,7 +1023,7 @@ static uint32_t stream_lower_bound(const uint64_t *time, const struct blk_stream
  * an exponential histogram) needs one row in the range, not all of them, and
  * a resource's target_info exists when one of its streams has a row there.
  */
-static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
+static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uint8_t *want)
 {
     struct qctx *q = r->q;
     const uint64_t *time = blk_col_time(qs->b);
@@ -959,8 +1037,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
         if (!mi->cand && !ti) {
             continue;
         }
-        bool one_row = r->mode == PMS_SERIES &&
+        bool one_row = (r->mode == PMS_SERIES || r->mode == PMS_INDEX) &&
                        (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
+        r->idx_whole = one_row;
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
@@ -968,6 +1047,11 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
             if (blk_stream(qs->b, i, &st) < 0) {
                 continue;
             }
+            if (want != NULL && want[i] == 0) {
+                q->st.rows_skipped_index += st.n_rows; /* no series of it matches: the index */
+                continue;
+            }
+            r->cur_stream = i;
             uint32_t k0 =
                 mi->delta && r->mode == PMS_SAMPLES ? 0 : stream_lower_bound(time, &st, r->lo_ns);
             uint32_t k1 =
@@ -977,6 +1061,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
                 continue;
             }
             struct point_view v;
+            r->cur_row = st.rows[k0];
             int rc = blk_point(qs->b, st.rows[k0], BLK_ROOT | BLK_ATTRS, &v);
             if (rc == -EBADMSG) {
                 qctx_src_fail(q, qs, qs->rows);
@@ -1010,7 +1095,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
             uint64_t k;
             qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
             while (qctx_scan_next(&it, &k)) {
-                if (do_row(r, qs, st.rows[k], false, &it, &since_charge) < 0) {
+                if (do_row(r, qs, st.rows[k], false, e, &it, &since_charge) < 0) {
                     break;
                 }
             }
@@ -1021,6 +1106,158 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
         return qctx_err(q);
     }
     return qctx_err(q);
+}
+
+/* ---- the label index (pmsrc_int.h) ---- */
+
+static int do_block(struct pms_run *r, struct qctx_src *qs);
+static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                    int64_t mint, int64_t maxt, enum pms_mode mode);
+static void run_fini(struct pms_run *r);
+
+/*
+ * Builds the index of sealed source |qs| with a run in index mode over the
+ * whole block (every stream's first row; every row of the histogram and
+ * summary streams, and of a block without a stream section), on the
+ * query's qctx: its rows count and its deadline holds. NULL with the
+ * query's error set, or NULL (no error) when the block failed verification.
+ */
+static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
+{
+    struct qctx *q = r->q;
+    struct pmx *x = calloc(1, sizeof(*x));
+    if (x == NULL || (x->a = arena_new(64 << 10)) == NULL) {
+        free(x);
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct qs_scan saved = q->st;
+    struct pmsrc ps = {.q = q, .a = x->a};
+    struct pms_run ir;
+    int rc = run_init(&ir, &ps, NULL, 0, 0, INT64_MAX, PMS_INDEX);
+    bool have_run = rc == 0;
+    if (rc == 0) {
+        note_rec = x;
+        rc = do_block(&ir, qs);
+        note_rec = NULL;
+    }
+    /* The planner's block tally is the query's own; the rows are real. */
+    q->st.blocks_considered = saved.blocks_considered;
+    q->st.blocks_skipped_zone = saved.blocks_skipped_zone;
+    q->st.blocks_skipped_dict = saved.blocks_skipped_dict;
+    q->st.blocks_scanned = saved.blocks_scanned;
+    if (rc == 0 && !qctx_src_failed(qs)) {
+        blk_time_range(qs->b, &x->tmin, &x->tmax);
+        x->time = blk_col_time(qs->b);
+        rc = x->time == NULL ? -ENOMEM : pmx_assemble(x, qs->b, ir.ser, ir.nser, ir.call);
+        if (rc < 0) {
+            qctx_fail(q, rc, "out of memory");
+        }
+    }
+    if (rc == 0) {
+        rc = qctx_err(q);
+    }
+    if (have_run) {
+        qctx_uncharge(q, ps.charged_a);
+        run_fini(&ir);
+    }
+    if (rc < 0 || qctx_src_failed(qs)) {
+        pmx_free(x);
+        return NULL;
+    }
+    x->bytes = sizeof(*x) + arena_footprint(x->a);
+    return x;
+}
+
+/* The index of sealed source |qs|: cached on the block, built on first use
+ * when the cache has room. NULL when there is none (then the query's error
+ * is set, or the source failed, or the block is read without the index). */
+static struct pmx *index_of(struct pms_run *r, struct qctx_src *qs)
+{
+    struct pmx *x = blk_aux(qs->b);
+    if (x != NULL || r->no_index) {
+        return x;
+    }
+    if (!pmx_cache_room(0)) {
+        r->no_index = true;
+        return NULL;
+    }
+    x = index_build(r, qs);
+    if (x == NULL) {
+        return NULL;
+    }
+    if (!pmx_cache_room(x->bytes) || !pmx_charge(x)) {
+        pmx_free(x); /* the cache is full: this block is read row by row */
+        r->no_index = true;
+        return NULL;
+    }
+    if (!blk_aux_set(qs->b, x, pmx_free)) {
+        pmx_free(x); /* another query attached one first */
+        x = blk_aux(qs->b);
+    }
+    return x;
+}
+
+static void notes_replay(const struct pmx *x)
+{
+    for (uint32_t i = 0; i < x->n_notes; i++) {
+        pms_unmapped_note(x->note, x->note_len);
+    }
+}
+
+/* Series mode over a block's index: the series the matchers admit with a
+ * sample in the range, no row read. */
+static int series_from_index(struct pms_run *r, const struct pmx *x)
+{
+    struct qctx *q = r->q;
+    q->st.blocks_scanned++;
+    notes_replay(x);
+    uint32_t *c;
+    int64_t nc = pmx_match(x, r->m, r->n_m, r->blk, &c);
+    for (int64_t i = 0; i < nc; i++) {
+        if (!pmx_present(x, c[i], r->lo_ns, r->hi_ns)) {
+            continue;
+        }
+        const struct pmx_series *xs = &x->ser[c[i]];
+        int64_t si = intern_ex(r, &xs->labels, xs->hash, true);
+        if (si < 0) {
+            nc = si;
+            break;
+        }
+        r->ser[si].seen = true;
+    }
+    if (nc < 0) {
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return -ENOMEM;
+    }
+    if (charge(r) < 0) {
+        return qctx_err(q);
+    }
+    return qctx_err(q);
+}
+
+/* Samples and exemplars: the streams that make a series the matchers admit
+ * (one byte per block stream), or NULL with the query's error set. */
+static uint8_t *streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams)
+{
+    uint32_t *c;
+    int64_t nc = pmx_match(x, r->m, r->n_m, r->blk, &c);
+    uint8_t *want = nc >= 0 ? arena_alloc(r->blk, n_streams ? n_streams : 1) : NULL;
+    if (want == NULL) {
+        qctx_fail(r->q, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    memset(want, 0, n_streams ? n_streams : 1);
+    for (int64_t i = 0; i < nc; i++) {
+        const struct pmx_series *xs = &x->ser[c[i]];
+        for (uint32_t k = 0; k < xs->nref; k++) {
+            uint32_t st = x->ref[xs->ref0 + k].stream;
+            if (st < n_streams) {
+                want[st] = 1;
+            }
+        }
+    }
+    return want;
 }
 
 /* One block: plan, then its rows. 0, or the query's error. */
@@ -1036,6 +1273,19 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
         return 0;
     }
     arena_reset(r->blk);
+    if (qs->b != NULL && r->mode == PMS_SERIES) {
+        if (qs->tmax < r->lo_ns) {
+            q->st.blocks_skipped_zone++;
+            return 0;
+        }
+        const struct pmx *x = index_of(r, qs);
+        if (x != NULL) {
+            return series_from_index(r, x);
+        }
+        if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
+            return qctx_err(q);
+        }
+    }
     r->src = qs;
     r->ent = NULL;
     r->nent = r->cent = 0;
@@ -1082,15 +1332,26 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
             hi = blk_lower_bound(qs->b, r->hi_ns);
         }
     }
-    if (qs->b != NULL && blk_n_streams(qs->b) > 0 && (!ti || r->mode == PMS_SERIES)) {
-        return do_streams(r, qs, ti);
+    if (qs->b != NULL && blk_n_streams(qs->b) > 0 &&
+        (!ti || r->mode == PMS_SERIES || r->mode == PMS_INDEX)) {
+        const uint8_t *want = NULL;
+        if (r->mode == PMS_SAMPLES || r->mode == PMS_EXEMPLARS) {
+            const struct pmx *x = index_of(r, qs);
+            if (x != NULL && (want = streams_wanted(r, x, blk_n_streams(qs->b))) == NULL) {
+                return qctx_err(q);
+            }
+            if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
+                return qctx_err(q);
+            }
+        }
+        return do_streams(r, qs, ti, want);
     }
     struct qctx_scan it;
     uint64_t row;
     qctx_scan_begin(&it, q, lo, hi, false, ROW_CHECK, true);
     uint32_t since_charge = 0;
     while (qctx_scan_next(&it, &row)) {
-        if (do_row(r, qs, row, ti, &it, &since_charge) < 0) {
+        if (do_row(r, qs, row, ti, NULL, &it, &since_charge) < 0) {
             break;
         }
     }
@@ -1113,6 +1374,7 @@ static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matc
     r->mint = mint;
     r->maxt = maxt;
     r->mode = mode;
+    r->cur_stream = PMS_NOSTREAM;
     r->lo_ns = mint <= 0 ? 0 : (uint64_t)mint * NS_PER_MS;
     if (maxt < 0) {
         r->hi_ns = 0;

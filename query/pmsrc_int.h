@@ -13,6 +13,8 @@
 
 #include "query/pmodel.h"
 #include "query/pmsrc.h"
+#include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/oblock.h"
 
 struct pmsrc {
@@ -34,6 +36,15 @@ struct pms_ex {
     struct pm_labels labels;
 };
 
+/* Where an index build saw a series: a stream of the block's stream
+ * section (the whole stream when row is PMS_WHOLE) or, stream
+ * PMS_NOSTREAM, one row of a block without one. */
+#define PMS_WHOLE UINT32_MAX
+#define PMS_NOSTREAM UINT32_MAX
+struct pms_pair {
+    uint32_t stream, row;
+};
+
 /* One distinct series of a call. */
 struct pms_series {
     struct pm_labels labels;
@@ -48,6 +59,8 @@ struct pms_series {
     uint32_t nd, cd;
     struct pms_ex *e;
     uint32_t ne, ce;
+    struct pms_pair *px; /* index builds: where the series was seen, in row order */
+    uint32_t npx, cpx;
 };
 
 /* 0, or -ENOMEM: makes room for one more element of |sz| bytes in *p. */
@@ -91,5 +104,88 @@ int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_e
 
 /* Counts a metric or series Prometheus would refuse (pmsrc_unmapped). */
 void pms_unmapped_note(const char *name, size_t len);
+
+/* ---- the label index of a sealed block (pmsrc_idx.c) ----
+ *
+ * Every series the block's points make (target_info included), its label
+ * set, and where it has samples: refs, each a list of block rows ascending
+ * (a stream's rows, or the rows of a stream that made this series when not
+ * all of them did). Postings: label names sorted, each name's values
+ * sorted, each value's series ids ascending. Built once per block by
+ * pmsrc.c (a run in index mode), cached on the block (blk_aux) and
+ * charged to the memory budget; freed with the block. Read-only once
+ * attached, so any number of queries read it at once. */
+struct pmx_ref {
+    uint32_t stream; /* block stream, or PMS_NOSTREAM */
+    uint32_t n;
+    const uint32_t *rows;
+};
+
+struct pmx_series {
+    struct pm_labels labels; /* with __name__ */
+    uint64_t hash;           /* pm_labels_hash */
+    uint32_t ref0, nref;
+};
+
+struct pmx_val {
+    const char *s;
+    uint32_t n;
+    uint32_t post0, npost;
+};
+
+struct pmx_name {
+    const char *s;
+    uint32_t n;
+    uint32_t val0, nval;
+};
+
+struct pmx {
+    arena *a;
+    size_t bytes;         /* its memory */
+    bool charged;         /* bytes taken from the memory budget and the cache */
+    const uint64_t *time; /* the block's time column */
+    uint64_t tmin, tmax;  /* the block's first and last row times */
+    struct pmx_series *ser;
+    uint32_t nser;
+    struct pmx_ref *ref;
+    uint32_t nref;
+    struct pmx_name *name;
+    uint32_t nname;
+    struct pmx_val *val;
+    uint32_t *post;
+    uint32_t n_notes; /* pms_unmapped_note calls the build made, replayed per use */
+    const char *note;
+    uint32_t note_len;
+};
+
+/* Builds the index of the |n| series of an index run (labels in x->a,
+ * pairs in row order) over a block whose stream rows |b| gives; scratch in
+ * |tmp|. 0 or -ENOMEM. */
+int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, arena *tmp);
+/* Frees an index (and returns its charge, once pmx_charge took it). */
+void pmx_free(void *x);
+/* Whether the cache (bounded: an eighth of the memory budget, 1 GiB
+ * without one) has room for |bytes| more; pmx_charge takes x->bytes from
+ * the memory budget and the cache (false: no room, nothing taken). */
+bool pmx_cache_room(size_t bytes);
+bool pmx_charge(struct pmx *x);
+/* Bytes held by cached indexes (process-wide). */
+uint64_t pmx_cache_bytes(void);
+
+/* Whether series |i| has a row with time in [lo_ns, hi_ns). */
+bool pmx_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+
+/* The ids of the series every matcher admits, ascending (n == 0: all),
+ * into *out (|tmp| memory): postings intersected, each matcher tested once
+ * per distinct value of its label. The count, or -ENOMEM. */
+int64_t pmx_match(const struct pmx *x, const struct promql_matcher *m, size_t n, arena *tmp,
+                  uint32_t **out);
+
+/* The name |i| or value |i| (of names[] / vals[]) has a series with a row
+ * in [lo_ns, hi_ns). */
+bool pmx_name_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+bool pmx_val_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+/* Index of label name p[0, n) in names[], or -1. */
+int64_t pmx_find_name(const struct pmx *x, const char *p, size_t n);
 
 #endif
