@@ -916,8 +916,8 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
  * candidate in range, its attributes and detail. Returns 0, or -1 when the
  * scan must stop (the query failed, or the block was quarantined).
  */
-static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
-                  struct pms_ent *e, struct qctx_scan *it, uint32_t *since_charge)
+static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti, struct pms_ent *e,
+                  struct qctx_scan *it, uint32_t *since_charge)
 {
     struct qctx *q = r->q;
     struct point_view v;
@@ -1496,6 +1496,154 @@ int pmsrc_series(struct pmsrc *s, const struct promql_matcher *m, size_t n, int6
                  int64_t maxt_ms, struct pm_set *out)
 {
     return collect(s, m, n, mint_ms, maxt_ms, PMS_SERIES, out);
+}
+
+/* ---- label names and values ---- */
+
+/* A set of distinct strings (copied into the result arena when new). */
+struct strset {
+    struct pmsrc_str *v;
+    uint32_t n, cap;
+    uint32_t *tab; /* index + 1 */
+    uint32_t tcap;
+};
+
+static uint64_t str_hash(const char *p, uint32_t n)
+{
+    return bytes_hash((const uint8_t *)p, n);
+}
+
+static int strset_add(struct pms_run *r, struct strset *ss, const char *p, uint32_t n)
+{
+    if ((uint64_t)(ss->n + 1) * 2 > ss->tcap) {
+        uint32_t nc = ss->tcap ? ss->tcap * 2 : 64;
+        uint32_t *t = arena_alloc(r->call, (size_t)nc * sizeof(*t));
+        if (t == NULL) {
+            return -ENOMEM;
+        }
+        memset(t, 0, (size_t)nc * sizeof(*t));
+        for (uint32_t i = 0; i < ss->n; i++) {
+            uint32_t k = (uint32_t)str_hash(ss->v[i].s, ss->v[i].n) & (nc - 1);
+            while (t[k] != 0) {
+                k = (k + 1) & (nc - 1);
+            }
+            t[k] = i + 1;
+        }
+        ss->tab = t;
+        ss->tcap = nc;
+    }
+    uint32_t k = (uint32_t)str_hash(p, n) & (ss->tcap - 1);
+    while (ss->tab[k] != 0) {
+        const struct pmsrc_str *e = &ss->v[ss->tab[k] - 1];
+        if (e->n == n && memcmp(e->s, p, n) == 0) {
+            return 0;
+        }
+        k = (k + 1) & (ss->tcap - 1);
+    }
+    if (pms_grow(r->call, (void **)&ss->v, &ss->cap, ss->n, sizeof(*ss->v)) < 0) {
+        return -ENOMEM;
+    }
+    char *c = arena_strndup(r->a, p, n);
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    ss->v[ss->n] = (struct pmsrc_str){c, n};
+    ss->tab[k] = ++ss->n;
+    return 0;
+}
+
+/* The names, or the values of |name|, a block's index has in the range. */
+static int strset_from_index(struct pms_run *r, struct strset *ss, const struct pmx *x,
+                             const char *name, size_t len)
+{
+    bool all = x->tmin >= r->lo_ns && x->tmax < r->hi_ns;
+    notes_replay(x);
+    if (name == NULL) {
+        for (uint32_t i = 0; i < x->nname; i++) {
+            if ((all || pmx_name_present(x, i, r->lo_ns, r->hi_ns)) &&
+                strset_add(r, ss, x->name[i].s, x->name[i].n) < 0) {
+                return -ENOMEM;
+            }
+        }
+        return 0;
+    }
+    int64_t ni = pmx_find_name(x, name, len);
+    for (uint32_t i = 0; ni >= 0 && i < x->name[ni].nval; i++) {
+        uint32_t vi = x->name[ni].val0 + i;
+        if ((all || pmx_val_present(x, vi, r->lo_ns, r->hi_ns)) &&
+            strset_add(r, ss, x->val[vi].s, x->val[vi].n) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int pstr_cmp(const void *pa, const void *pb)
+{
+    const struct pmsrc_str *a = pa, *b = pb;
+    int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
+    return c != 0 ? c : (a->n > b->n) - (a->n < b->n);
+}
+
+int pmsrc_label_values(struct pmsrc *s, const char *name, size_t len, int64_t mint_ms,
+                       int64_t maxt_ms, struct pmsrc_str **out, size_t *n)
+{
+    struct pms_run r;
+    *out = NULL;
+    *n = 0;
+    int rc = run_init(&r, s, NULL, 0, mint_ms, maxt_ms, PMS_SERIES);
+    if (rc < 0) {
+        return rc;
+    }
+    struct strset ss = {0};
+    struct qctx *q = s->q;
+    rc = qctx_err(q);
+    for (size_t i = 0; rc == 0 && i < q->n_src; i++) {
+        struct qctx_src *qs = &q->src[i];
+        const struct pmx *x = NULL;
+        if (qs->b != NULL && !qctx_src_failed(qs) && qs->rows > 0 && qs->tmin < r.hi_ns &&
+            qs->tmax >= r.lo_ns) {
+            x = index_of(&r, qs);
+            rc = qctx_err(q);
+        }
+        if (rc == 0 && x != NULL) {
+            q->st.blocks_considered++;
+            q->st.blocks_scanned++;
+            rc = strset_from_index(&r, &ss, x, name, len);
+        } else if (rc == 0) {
+            rc = do_block(&r, qs); /* open, failed, out of range, or no index */
+        }
+    }
+    for (uint32_t i = 0; rc == 0 && i < r.nser; i++) {
+        const struct pm_labels *ls = &r.ser[i].labels;
+        if (!r.ser[i].match || !r.ser[i].seen) {
+            continue;
+        }
+        for (uint32_t k = 0; rc == 0 && k < ls->n; k++) {
+            const struct pm_label *l = &ls->v[k];
+            if (name == NULL) {
+                rc = strset_add(&r, &ss, l->name, l->name_len);
+            } else if (l->name_len == len && memcmp(l->name, name, len) == 0) {
+                rc = strset_add(&r, &ss, l->value, l->value_len);
+            }
+        }
+    }
+    struct pmsrc_str *v = NULL;
+    if (rc == 0) {
+        v = arena_alloc(s->a, (ss.n ? ss.n : 1) * sizeof(*v));
+        rc = v == NULL ? -ENOMEM : charge(&r);
+    }
+    if (rc < 0 && qctx_err(q) == 0) {
+        qctx_fail(q, rc, "out of memory");
+    }
+    if (rc == 0) {
+        memcpy(v, ss.v, ss.n * sizeof(*v));
+        qsort(v, ss.n, sizeof(*v), pstr_cmp);
+        *out = v;
+        *n = ss.n;
+    }
+    run_fini(&r);
+    return rc < 0 ? (qctx_err(q) != 0 ? qctx_err(q) : rc) : 0;
 }
 
 static int exs_cmp(const void *a, const void *b)

@@ -169,8 +169,6 @@ void pmx_free(void *x);
  * the memory budget and the cache (false: no room, nothing taken). */
 bool pmx_cache_room(size_t bytes);
 bool pmx_charge(struct pmx *x);
-/* Bytes held by cached indexes (process-wide). */
-uint64_t pmx_cache_bytes(void);
 
 /* Whether series |i| has a row with time in [lo_ns, hi_ns). */
 bool pmx_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
