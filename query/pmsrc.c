@@ -1132,7 +1132,13 @@ static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
         return NULL;
     }
     struct qs_scan saved = q->st;
-    struct pmsrc ps = {.q = q, .a = x->a};
+    arena *labels = arena_new(256 << 10); /* the run's labels: copied compactly, then freed */
+    if (labels == NULL) {
+        pmx_free(x);
+        qctx_fail(q, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct pmsrc ps = {.q = q, .a = labels};
     struct pms_run ir;
     int rc = run_init(&ir, &ps, NULL, 0, 0, INT64_MAX, PMS_INDEX);
     bool have_run = rc == 0;
@@ -1161,6 +1167,7 @@ static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
         qctx_uncharge(q, ps.charged_a);
         run_fini(&ir);
     }
+    arena_free(labels);
     if (rc < 0 || qctx_src_failed(qs)) {
         pmx_free(x);
         return NULL;
@@ -1218,8 +1225,11 @@ static int series_from_index(struct pms_run *r, const struct pmx *x)
         if (!pmx_present(x, c[i], r->lo_ns, r->hi_ns)) {
             continue;
         }
-        const struct pmx_series *xs = &x->ser[c[i]];
-        int64_t si = intern_ex(r, &xs->labels, xs->hash, true);
+        struct pm_labels ls;
+        int64_t si = pmx_labels(x, c[i], r->blk, &ls);
+        if (si == 0) {
+            si = intern_ex(r, &ls, x->ser[c[i]].hash, true);
+        }
         if (si < 0) {
             nc = si;
             break;

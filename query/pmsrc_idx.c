@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "query/pmsrc_int.h"
 #include "storage/adm.h"
 
@@ -69,42 +72,49 @@ void pmx_free(void *p)
     free(x);
 }
 
-struct triple {
-    const struct pm_label *l;
-    uint32_t ser;
-};
-
 static int str_cmp(const char *a, uint32_t an, const char *b, uint32_t bn)
 {
     int c = memcmp(a, b, an < bn ? an : bn);
     return c != 0 ? c : (an > bn) - (an < bn);
 }
 
-static int triple_cmp(const void *pa, const void *pb)
+/* A distinct (name, value) of the block while assembling. */
+struct pair {
+    const struct pm_label *l;
+    uint64_t h;
+    uint32_t count;
+};
+
+static int pair_cmp(const void *pa, const void *pb, void *ctx)
 {
-    const struct triple *a = pa, *b = pb;
-    int c = str_cmp(a->l->name, a->l->name_len, b->l->name, b->l->name_len);
-    if (c == 0) {
-        c = str_cmp(a->l->value, a->l->value_len, b->l->value, b->l->value_len);
-    }
-    return c != 0 ? c : (a->ser > b->ser) - (a->ser < b->ser);
+    const struct pair *v = ctx;
+    const struct pm_label *a = v[*(const uint32_t *)pa].l, *b = v[*(const uint32_t *)pb].l;
+    int c = str_cmp(a->name, a->name_len, b->name, b->name_len);
+    return c != 0 ? c : str_cmp(a->value, a->value_len, b->value, b->value_len);
 }
 
-/* The refs of one series from its pairs. */
+static uint64_t pair_hash(const struct pm_label *l)
+{
+    return XXH3_64bits_withSeed(l->value, l->value_len, XXH3_64bits(l->name, l->name_len));
+}
+
+static bool pair_eq(const struct pm_label *a, const struct pm_label *b)
+{
+    return a->name_len == b->name_len && a->value_len == b->value_len &&
+           memcmp(a->name, b->name, a->name_len) == 0 &&
+           memcmp(a->value, b->value, a->value_len) == 0;
+}
+
+/* The refs of one series from its pairs (copied rows in x->a). */
 static int refs_of(struct pmx *x, blk *b, const struct pms_series *s, uint32_t *nref)
 {
     uint32_t k = 0;
     while (k < s->npx) {
         uint32_t st = s->px[k].stream, j = k;
         bool whole = false;
-        while (j < s->npx && s->px[j].stream == st && st != PMS_NOSTREAM) {
+        while (j < s->npx && s->px[j].stream == st) {
             whole = whole || s->px[j].row == PMS_WHOLE;
             j++;
-        }
-        if (st == PMS_NOSTREAM) {
-            while (j < s->npx && s->px[j].stream == PMS_NOSTREAM) {
-                j++;
-            }
         }
         struct pmx_ref *r = &x->ref[(*nref)++];
         r->stream = st;
@@ -131,6 +141,50 @@ static int refs_of(struct pmx *x, blk *b, const struct pms_series *s, uint32_t *
     return 0;
 }
 
+/* The distinct (name, value) pairs of the series' labels: their ids in
+ * first-seen order into |tp| (one per label, in series order); -ENOMEM. */
+static int64_t pairs_of(const struct pms_series *s, uint32_t n, size_t nlab, arena *tmp,
+                        uint32_t *tp, struct pair **out)
+{
+    size_t cap = 64;
+    while (cap < 2 * nlab) {
+        cap *= 2;
+    }
+    uint32_t *tab = arena_alloc(tmp, cap * sizeof(*tab));
+    struct pair *v = arena_alloc(tmp, (nlab ? nlab : 1) * sizeof(*v));
+    if (tab == NULL || v == NULL) {
+        return -ENOMEM;
+    }
+    memset(tab, 0, cap * sizeof(*tab));
+    uint32_t np = 0;
+    size_t t = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < s[i].labels.n; k++, t++) {
+            const struct pm_label *l = &s[i].labels.v[k];
+            uint64_t h = pair_hash(l);
+            size_t j = h & (cap - 1);
+            while (tab[j] != 0 && (v[tab[j] - 1].h != h || !pair_eq(v[tab[j] - 1].l, l))) {
+                j = (j + 1) & (cap - 1);
+            }
+            if (tab[j] == 0) {
+                v[np] = (struct pair){l, h, 0};
+                tab[j] = ++np;
+            }
+            tp[t] = tab[j] - 1;
+            v[tp[t]].count++;
+        }
+    }
+    *out = v;
+    return np;
+}
+
+/*
+ * The index keeps each distinct name and value once (in its own arena, the
+ * run's labels are left behind): a series' labels are the ids of its
+ * values, ascending, which is the order of their names (values are
+ * numbered in (name, value) order). Postings fill in series order, so each
+ * value's series ascend.
+ */
 int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, arena *tmp)
 {
     size_t npairs = 0, nlab = 0;
@@ -138,56 +192,88 @@ int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, 
         npairs += s[i].npx;
         nlab += s[i].labels.n;
     }
+    if (nlab >= UINT32_MAX || npairs >= UINT32_MAX) {
+        return -ENOMEM;
+    }
     x->ser = arena_alloc(x->a, (n ? n : 1) * sizeof(*x->ser));
     x->ref = arena_alloc(x->a, (npairs ? npairs : 1) * sizeof(*x->ref));
-    struct triple *t = arena_alloc(tmp, (nlab ? nlab : 1) * sizeof(*t));
-    if (x->ser == NULL || x->ref == NULL || t == NULL) {
+    x->lab = arena_alloc(x->a, (nlab ? nlab : 1) * sizeof(*x->lab));
+    x->post = arena_alloc(x->a, (nlab ? nlab : 1) * sizeof(*x->post));
+    uint32_t *tp = arena_alloc(tmp, (nlab ? nlab : 1) * sizeof(*tp));
+    if (x->ser == NULL || x->ref == NULL || x->lab == NULL || x->post == NULL || tp == NULL) {
         return -ENOMEM;
     }
     x->nser = n;
     x->nref = 0;
-    size_t nt = 0;
+    uint32_t nt = 0;
     for (uint32_t i = 0; i < n; i++) {
-        x->ser[i].labels = s[i].labels;
-        x->ser[i].hash = s[i].hash;
-        x->ser[i].ref0 = x->nref;
+        x->ser[i] = (struct pmx_series){
+            .hash = s[i].hash, .ref0 = x->nref, .lab0 = nt, .nlab = s[i].labels.n};
         if (refs_of(x, b, &s[i], &x->nref) < 0) {
             return -ENOMEM;
         }
         x->ser[i].nref = x->nref - x->ser[i].ref0;
-        for (uint32_t k = 0; k < s[i].labels.n; k++) {
-            t[nt++] = (struct triple){&s[i].labels.v[k], i};
-        }
+        nt += s[i].labels.n;
     }
-    qsort(t, nt, sizeof(*t), triple_cmp);
-    uint32_t nn = 0, nv = 0;
-    for (size_t i = 0; i < nt; i++) {
-        const struct pm_label *l = t[i].l, *p = i > 0 ? t[i - 1].l : NULL;
-        bool new_name = p == NULL || str_cmp(p->name, p->name_len, l->name, l->name_len) != 0;
-        nn += new_name;
-        nv += new_name || str_cmp(p->value, p->value_len, l->value, l->value_len) != 0;
-    }
-    x->name = arena_alloc(x->a, (nn ? nn : 1) * sizeof(*x->name));
-    x->val = arena_alloc(x->a, (nv ? nv : 1) * sizeof(*x->val));
-    x->post = arena_alloc(x->a, (nt ? nt : 1) * sizeof(*x->post));
-    if (x->name == NULL || x->val == NULL || x->post == NULL) {
+    struct pair *pv;
+    int64_t np = pairs_of(s, n, nlab, tmp, tp, &pv);
+    uint32_t *order = np >= 0 ? arena_alloc(tmp, (np ? np : 1) * sizeof(*order)) : NULL;
+    uint32_t *rank = np >= 0 ? arena_alloc(tmp, (np ? np : 1) * sizeof(*rank)) : NULL;
+    x->val = np >= 0 ? arena_alloc(x->a, (np ? np : 1) * sizeof(*x->val)) : NULL;
+    x->name = np >= 0 ? arena_alloc(x->a, (np ? np : 1) * sizeof(*x->name)) : NULL;
+    if (order == NULL || rank == NULL || x->val == NULL || x->name == NULL) {
         return -ENOMEM;
     }
-    x->nname = 0;
-    uint32_t v = 0;
-    for (size_t i = 0; i < nt; i++) {
-        const struct pm_label *l = t[i].l, *p = i > 0 ? t[i - 1].l : NULL;
-        bool new_name = p == NULL || str_cmp(p->name, p->name_len, l->name, l->name_len) != 0;
-        if (new_name) {
-            x->name[x->nname++] = (struct pmx_name){l->name, l->name_len, v, 0};
-        }
-        if (new_name || str_cmp(p->value, p->value_len, l->value, l->value_len) != 0) {
-            x->val[v++] = (struct pmx_val){l->value, l->value_len, (uint32_t)i, 0};
-            x->name[x->nname - 1].nval++;
-        }
-        x->val[v - 1].npost++;
-        x->post[i] = t[i].ser;
+    for (uint32_t i = 0; i < np; i++) {
+        order[i] = i;
     }
+    qsort_r(order, (size_t)np, sizeof(*order), pair_cmp, pv);
+    x->nname = 0;
+    uint32_t off = 0;
+    for (uint32_t v = 0; v < np; v++) {
+        const struct pair *p = &pv[order[v]];
+        const struct pm_label *l = p->l;
+        const struct pmx_name *last = x->nname > 0 ? &x->name[x->nname - 1] : NULL;
+        if (last == NULL || str_cmp(last->s, last->n, l->name, l->name_len) != 0) {
+            char *c = arena_strndup(x->a, l->name, l->name_len);
+            if (c == NULL) {
+                return -ENOMEM;
+            }
+            x->name[x->nname++] = (struct pmx_name){c, l->name_len, v, 0};
+        }
+        char *c = arena_strndup(x->a, l->value, l->value_len);
+        if (c == NULL) {
+            return -ENOMEM;
+        }
+        x->val[v] = (struct pmx_val){c, l->value_len, off, 0, x->nname - 1};
+        x->name[x->nname - 1].nval++;
+        rank[order[v]] = v;
+        off += p->count;
+    }
+    for (uint32_t t = 0, i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < s[i].labels.n; k++, t++) {
+            struct pmx_val *val = &x->val[rank[tp[t]]];
+            x->post[val->post0 + val->npost++] = i;
+            x->lab[t] = rank[tp[t]];
+        }
+    }
+    return 0;
+}
+
+int pmx_labels(const struct pmx *x, uint32_t i, arena *a, struct pm_labels *out)
+{
+    const struct pmx_series *s = &x->ser[i];
+    struct pm_label *v = arena_alloc(a, (s->nlab ? s->nlab : 1) * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t k = 0; k < s->nlab; k++) {
+        const struct pmx_val *val = &x->val[x->lab[s->lab0 + k]];
+        const struct pmx_name *nm = &x->name[val->name];
+        v[k] = (struct pm_label){nm->s, val->s, nm->n, val->n};
+    }
+    out->v = v;
+    out->n = s->nlab;
     return 0;
 }
 

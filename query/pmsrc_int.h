@@ -122,15 +122,16 @@ struct pmx_ref {
 };
 
 struct pmx_series {
-    struct pm_labels labels; /* with __name__ */
-    uint64_t hash;           /* pm_labels_hash */
-    uint32_t ref0, nref;
+    uint64_t hash;       /* pm_labels_hash of its labels (with __name__) */
+    uint32_t ref0, nref; /* ref[] */
+    uint32_t lab0, nlab; /* lab[]: its values' ids, so its labels in name order */
 };
 
 struct pmx_val {
     const char *s;
     uint32_t n;
     uint32_t post0, npost;
+    uint32_t name; /* name[] */
 };
 
 struct pmx_name {
@@ -149,6 +150,7 @@ struct pmx {
     uint32_t nser;
     struct pmx_ref *ref;
     uint32_t nref;
+    uint32_t *lab;
     struct pmx_name *name;
     uint32_t nname;
     struct pmx_val *val;
@@ -158,10 +160,13 @@ struct pmx {
     uint32_t note_len;
 };
 
-/* Builds the index of the |n| series of an index run (labels in x->a,
- * pairs in row order) over a block whose stream rows |b| gives; scratch in
- * |tmp|. 0 or -ENOMEM. */
+/* Builds the index, in x->a, of the |n| series of an index run (pairs in
+ * row order) over a block whose stream rows |b| gives; scratch in |tmp|
+ * (the series' labels may be there too). 0 or -ENOMEM. */
 int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, arena *tmp);
+/* The labels of series |i| (the array in |a|, the strings the index's). */
+int pmx_labels(const struct pmx *x, uint32_t i, arena *a, struct pm_labels *out);
+
 /* Frees an index (and returns its charge, once pmx_charge took it). */
 void pmx_free(void *x);
 /* Whether the cache (bounded: an eighth of the memory budget, 1 GiB
