@@ -1247,8 +1247,10 @@ static int series_from_index(struct pms_run *r, const struct pmx *x)
 }
 
 /* Samples and exemplars: the streams that make a series the matchers admit
- * (one byte per block stream), or NULL with the query's error set. */
-static uint8_t *streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams)
+ * (one byte per block stream), or NULL with the query's error set;
+ * *ti_admitted: whether one of those series is a target_info. */
+static uint8_t *streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams,
+                               bool *ti_admitted)
 {
     uint32_t *c;
     int64_t nc = pmx_match(x, r->m, r->n_m, r->blk, &c);
@@ -1258,8 +1260,12 @@ static uint8_t *streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t 
         return NULL;
     }
     memset(want, 0, n_streams ? n_streams : 1);
+    *ti_admitted = false;
     for (int64_t i = 0; i < nc; i++) {
         const struct pmx_series *xs = &x->ser[c[i]];
+        for (uint32_t k = 0; k < xs->nlab && !*ti_admitted; k++) {
+            *ti_admitted = x->lab[xs->lab0 + k] == x->ti_val;
+        }
         for (uint32_t k = 0; k < xs->nref; k++) {
             uint32_t st = x->ref[xs->ref0 + k].stream;
             if (st < n_streams) {
@@ -1327,6 +1333,26 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
         q->st.blocks_skipped_zone++;
         return 0;
     }
+    /* Samples and exemplars: the index says which streams to read, and
+     * whether a target_info series of the block is admitted at all. */
+    const uint8_t *want = NULL;
+    if ((r->mode == PMS_SAMPLES || r->mode == PMS_EXEMPLARS) && qs->b != NULL &&
+        blk_n_streams(qs->b) > 0) {
+        const struct pmx *x = index_of(r, qs);
+        if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
+            return qctx_err(q);
+        }
+        bool ti_admitted = true;
+        if (x != NULL &&
+            (want = streams_wanted(r, x, blk_n_streams(qs->b), &ti_admitted)) == NULL) {
+            return qctx_err(q);
+        }
+        ti = ti && ti_admitted;
+        if (cands == 0 && !ti) {
+            q->st.blocks_skipped_dict++;
+            return 0;
+        }
+    }
     q->st.blocks_scanned++;
     uint64_t lo = 0, hi = qs->rows;
     if (qs->b != NULL) {
@@ -1344,16 +1370,6 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
     }
     if (qs->b != NULL && blk_n_streams(qs->b) > 0 &&
         (!ti || r->mode == PMS_SERIES || r->mode == PMS_INDEX)) {
-        const uint8_t *want = NULL;
-        if (r->mode == PMS_SAMPLES || r->mode == PMS_EXEMPLARS) {
-            const struct pmx *x = index_of(r, qs);
-            if (x != NULL && (want = streams_wanted(r, x, blk_n_streams(qs->b))) == NULL) {
-                return qctx_err(q);
-            }
-            if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
-                return qctx_err(q);
-            }
-        }
         return do_streams(r, qs, ti, want);
     }
     struct qctx_scan it;
@@ -1647,7 +1663,9 @@ int pmsrc_label_values(struct pmsrc *s, const char *name, size_t len, int64_t mi
         qctx_fail(q, rc, "out of memory");
     }
     if (rc == 0) {
-        memcpy(v, ss.v, ss.n * sizeof(*v));
+        if (ss.n > 0) {
+            memcpy(v, ss.v, ss.n * sizeof(*v));
+        }
         qsort(v, ss.n, sizeof(*v), pstr_cmp);
         *out = v;
         *n = ss.n;

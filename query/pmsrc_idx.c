@@ -250,6 +250,14 @@ int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, 
         rank[order[v]] = v;
         off += p->count;
     }
+    x->ti_val = UINT32_MAX;
+    int64_t ni = pmx_find_name(x, "__name__", 8);
+    for (uint32_t k = 0; ni >= 0 && k < x->name[ni].nval; k++) {
+        const struct pmx_val *val = &x->val[x->name[ni].val0 + k];
+        if (val->n == 11 && memcmp(val->s, "target_info", 11) == 0) {
+            x->ti_val = x->name[ni].val0 + k;
+        }
+    }
     for (uint32_t t = 0, i = 0; i < n; i++) {
         for (uint32_t k = 0; k < s[i].labels.n; k++, t++) {
             struct pmx_val *val = &x->val[rank[tp[t]]];

@@ -155,6 +155,7 @@ struct pmx {
     uint32_t nname;
     struct pmx_val *val;
     uint32_t *post;
+    uint32_t ti_val;  /* the value id of __name__="target_info", or UINT32_MAX */
     uint32_t n_notes; /* pms_unmapped_note calls the build made, replayed per use */
     const char *note;
     uint32_t note_len;
