@@ -3,7 +3,10 @@
  * then the metric dictionary against the selector's __name__ matchers),
  * reads the surviving blocks' points and turns them into Prometheus series
  * (pmsrc.h). Exponential histograms, the folding of samples, metadata and
- * exemplar decoding are in pmsrc_out.c.
+ * exemplar decoding are in pmsrc_out.c; the label index of a sealed block
+ * in pmsrc_idx.c (the structure) and pmsrc_lbl.c (its use). The index is
+ * built by a run of this file's row loop in index mode, which records
+ * where each series has rows instead of collecting samples.
  *
  * PER BLOCK
  *   A metric table (one entry per dictionary metric: candidate or not, its
@@ -55,6 +58,11 @@ static char unmapped_name[128];
 /* An index build on this thread records the notes it makes, for the
  * queries that use the index to replay (pmsrc.h: counted per query). */
 static __thread struct pmx *note_rec;
+
+void pms_note_record(struct pmx *x)
+{
+    note_rec = x;
+}
 
 void pms_unmapped_note(const char *name, size_t len)
 {
@@ -139,13 +147,6 @@ static uint64_t bytes_hash(const uint8_t *p, size_t n)
 
 /* ---- the call's state ---- */
 
-enum pms_mode {
-    PMS_SAMPLES,
-    PMS_SERIES,
-    PMS_EXEMPLARS,
-    PMS_INDEX, /* building a block's label index: where each series is */
-};
-
 struct pms_slot {
     const char *extra; /* le / quantile value (result arena); NULL for none */
     uint32_t elen;
@@ -182,42 +183,9 @@ struct pms_res {
     int64_t ti_last;
 };
 
-struct pms_run {
-    struct pmsrc *s;
-    struct qctx *q;
-    arena *a, *call, *blk;
-    size_t charged_call, charged_blk;
-    const struct promql_matcher *m;
-    size_t n_m;
-    int64_t mint, maxt;
-    uint64_t lo_ns, hi_ns; /* [lo_ns, hi_ns): the range's points */
-    enum pms_mode mode;
-    bool want_ti;
-    /* series */
-    struct pms_series *ser;
-    uint32_t nser, cser;
-    uint32_t *tab; /* index + 1; 0 empty */
-    uint32_t tcap;
-    /* block */
-    struct qctx_src *src;
-    struct pms_metric *mi;
-    uint32_t nmi;
-    struct pms_res *ri;
-    uint32_t nri;
-    struct pms_ent *ent;
-    uint32_t nent, cent;
-    uint32_t *etab;
-    uint32_t etcap;
-    uint32_t cur_stream; /* index mode: the stream read, or PMS_NOSTREAM */
-    uint32_t cur_row;    /* index mode: the block row read */
-    bool idx_whole;      /* index mode: the stream's first row stands for all */
-    bool no_index;       /* the label index is not to be tried (it could not be had) */
-    int err;
-};
-
 static const char *const sfx_str[4] = {"", "_bucket", "_sum", "_count"};
 
-static int charge(struct pms_run *r)
+int pms_charge(struct pms_run *r)
 {
     size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call), fb = arena_footprint(r->blk);
     int rc = 0;
@@ -266,7 +234,7 @@ static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *o
 /* The call's series of |ls| (its strings in the result arena, or copied
  * there when new with |copy|): its index, created (and matched) when new;
  * -ENOMEM. */
-static int64_t intern_ex(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy)
+int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy)
 {
     if ((uint64_t)(r->nser + 1) * 2 > r->tcap) {
         uint32_t nc = r->tcap ? r->tcap * 2 : 256;
@@ -310,7 +278,7 @@ static int64_t intern_ex(struct pms_run *r, const struct pm_labels *ls, uint64_t
 
 static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
 {
-    return intern_ex(r, ls, pm_labels_hash(ls), false);
+    return pms_intern(r, ls, pm_labels_hash(ls), false);
 }
 
 static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out)
@@ -924,7 +892,7 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
     int rc;
     if (++*since_charge == ROW_CHECK) {
         *since_charge = 0;
-        if (charge(r) < 0) {
+        if (pms_charge(r) < 0) {
             return -1; /* the memory limit: the query's error now */
         }
     }
@@ -1102,182 +1070,14 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             qctx_scan_end(&it);
         }
     }
-    if (qctx_err(q) == 0 && charge(r) < 0) {
+    if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);
     }
     return qctx_err(q);
-}
-
-/* ---- the label index (pmsrc_int.h) ---- */
-
-static int do_block(struct pms_run *r, struct qctx_src *qs);
-static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
-                    int64_t mint, int64_t maxt, enum pms_mode mode);
-static void run_fini(struct pms_run *r);
-
-/*
- * Builds the index of sealed source |qs| with a run in index mode over the
- * whole block (every stream's first row; every row of the histogram and
- * summary streams, and of a block without a stream section), on the
- * query's qctx: its rows count and its deadline holds. NULL with the
- * query's error set, or NULL (no error) when the block failed verification.
- */
-static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
-{
-    struct qctx *q = r->q;
-    struct pmx *x = calloc(1, sizeof(*x));
-    if (x == NULL || (x->a = arena_new(64 << 10)) == NULL) {
-        free(x);
-        qctx_fail(q, -ENOMEM, "out of memory");
-        return NULL;
-    }
-    struct qs_scan saved = q->st;
-    arena *labels = arena_new(256 << 10); /* the run's labels: copied compactly, then freed */
-    if (labels == NULL) {
-        pmx_free(x);
-        qctx_fail(q, -ENOMEM, "out of memory");
-        return NULL;
-    }
-    struct pmsrc ps = {.q = q, .a = labels};
-    struct pms_run ir;
-    int rc = run_init(&ir, &ps, NULL, 0, 0, INT64_MAX, PMS_INDEX);
-    bool have_run = rc == 0;
-    if (rc == 0) {
-        note_rec = x;
-        rc = do_block(&ir, qs);
-        note_rec = NULL;
-    }
-    /* The planner's block tally is the query's own; the rows are real. */
-    q->st.blocks_considered = saved.blocks_considered;
-    q->st.blocks_skipped_zone = saved.blocks_skipped_zone;
-    q->st.blocks_skipped_dict = saved.blocks_skipped_dict;
-    q->st.blocks_scanned = saved.blocks_scanned;
-    if (rc == 0 && !qctx_src_failed(qs)) {
-        blk_time_range(qs->b, &x->tmin, &x->tmax);
-        x->time = blk_col_time(qs->b);
-        rc = x->time == NULL ? -ENOMEM : pmx_assemble(x, qs->b, ir.ser, ir.nser, ir.call);
-        if (rc < 0) {
-            qctx_fail(q, rc, "out of memory");
-        }
-    }
-    if (rc == 0) {
-        rc = qctx_err(q);
-    }
-    if (have_run) {
-        qctx_uncharge(q, ps.charged_a);
-        run_fini(&ir);
-    }
-    arena_free(labels);
-    if (rc < 0 || qctx_src_failed(qs)) {
-        pmx_free(x);
-        return NULL;
-    }
-    x->bytes = sizeof(*x) + arena_footprint(x->a);
-    return x;
-}
-
-/* The index of sealed source |qs|: cached on the block, built on first use
- * when the cache has room. NULL when there is none (then the query's error
- * is set, or the source failed, or the block is read without the index). */
-static struct pmx *index_of(struct pms_run *r, struct qctx_src *qs)
-{
-    struct pmx *x = blk_aux(qs->b);
-    if (x != NULL || r->no_index) {
-        return x;
-    }
-    if (!pmx_cache_room(0)) {
-        r->no_index = true;
-        return NULL;
-    }
-    x = index_build(r, qs);
-    if (x == NULL) {
-        return NULL;
-    }
-    if (!pmx_cache_room(x->bytes) || !pmx_charge(x)) {
-        pmx_free(x); /* the cache is full: this block is read row by row */
-        r->no_index = true;
-        return NULL;
-    }
-    if (!blk_aux_set(qs->b, x, pmx_free)) {
-        pmx_free(x); /* another query attached one first */
-        x = blk_aux(qs->b);
-    }
-    return x;
-}
-
-static void notes_replay(const struct pmx *x)
-{
-    for (uint32_t i = 0; i < x->n_notes; i++) {
-        pms_unmapped_note(x->note, x->note_len);
-    }
-}
-
-/* Series mode over a block's index: the series the matchers admit with a
- * sample in the range, no row read. */
-static int series_from_index(struct pms_run *r, const struct pmx *x)
-{
-    struct qctx *q = r->q;
-    q->st.blocks_scanned++;
-    notes_replay(x);
-    uint32_t *c;
-    int64_t nc = pmx_match(x, r->m, r->n_m, r->blk, &c);
-    for (int64_t i = 0; i < nc; i++) {
-        if (!pmx_present(x, c[i], r->lo_ns, r->hi_ns)) {
-            continue;
-        }
-        struct pm_labels ls;
-        int64_t si = pmx_labels(x, c[i], r->blk, &ls);
-        if (si == 0) {
-            si = intern_ex(r, &ls, x->ser[c[i]].hash, true);
-        }
-        if (si < 0) {
-            nc = si;
-            break;
-        }
-        r->ser[si].seen = true;
-    }
-    if (nc < 0) {
-        qctx_fail(q, -ENOMEM, "out of memory");
-        return -ENOMEM;
-    }
-    if (charge(r) < 0) {
-        return qctx_err(q);
-    }
-    return qctx_err(q);
-}
-
-/* Samples and exemplars: the streams that make a series the matchers admit
- * (one byte per block stream), or NULL with the query's error set;
- * *ti_admitted: whether one of those series is a target_info. */
-static uint8_t *streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams,
-                               bool *ti_admitted)
-{
-    uint32_t *c;
-    int64_t nc = pmx_match(x, r->m, r->n_m, r->blk, &c);
-    uint8_t *want = nc >= 0 ? arena_alloc(r->blk, n_streams ? n_streams : 1) : NULL;
-    if (want == NULL) {
-        qctx_fail(r->q, -ENOMEM, "out of memory");
-        return NULL;
-    }
-    memset(want, 0, n_streams ? n_streams : 1);
-    *ti_admitted = false;
-    for (int64_t i = 0; i < nc; i++) {
-        const struct pmx_series *xs = &x->ser[c[i]];
-        for (uint32_t k = 0; k < xs->nlab && !*ti_admitted; k++) {
-            *ti_admitted = x->lab[xs->lab0 + k] == x->ti_val;
-        }
-        for (uint32_t k = 0; k < xs->nref; k++) {
-            uint32_t st = x->ref[xs->ref0 + k].stream;
-            if (st < n_streams) {
-                want[st] = 1;
-            }
-        }
-    }
-    return want;
 }
 
 /* One block: plan, then its rows. 0, or the query's error. */
-static int do_block(struct pms_run *r, struct qctx_src *qs)
+int pms_do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
     q->st.blocks_considered++;
@@ -1294,9 +1094,9 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
             q->st.blocks_skipped_zone++;
             return 0;
         }
-        const struct pmx *x = index_of(r, qs);
+        const struct pmx *x = pms_index_of(r, qs);
         if (x != NULL) {
-            return series_from_index(r, x);
+            return pms_series_from_index(r, x);
         }
         if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
             return qctx_err(q);
@@ -1338,13 +1138,13 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
     const uint8_t *want = NULL;
     if ((r->mode == PMS_SAMPLES || r->mode == PMS_EXEMPLARS) && qs->b != NULL &&
         blk_n_streams(qs->b) > 0) {
-        const struct pmx *x = index_of(r, qs);
+        const struct pmx *x = pms_index_of(r, qs);
         if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
             return qctx_err(q);
         }
         bool ti_admitted = true;
         if (x != NULL &&
-            (want = streams_wanted(r, x, blk_n_streams(qs->b), &ti_admitted)) == NULL) {
+            (want = pms_streams_wanted(r, x, blk_n_streams(qs->b), &ti_admitted)) == NULL) {
             return qctx_err(q);
         }
         ti = ti && ti_admitted;
@@ -1382,14 +1182,14 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
         }
     }
     qctx_scan_end(&it);
-    if (qctx_err(q) == 0 && charge(r) < 0) {
+    if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);
     }
     return qctx_err(q);
 }
 
-static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
-                    int64_t mint, int64_t maxt, enum pms_mode mode)
+int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                 int64_t mint, int64_t maxt, enum pms_mode mode)
 {
     memset(r, 0, sizeof(*r));
     r->s = s;
@@ -1421,7 +1221,7 @@ static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matc
     return 0;
 }
 
-static void run_fini(struct pms_run *r)
+void pms_run_fini(struct pms_run *r)
 {
     qctx_uncharge(r->q, r->charged_call + r->charged_blk);
     arena_free(r->call);
@@ -1434,7 +1234,7 @@ static int run_blocks(struct pms_run *r)
         return qctx_err(r->q);
     }
     for (size_t i = 0; i < r->q->n_src; i++) {
-        int rc = do_block(r, &r->q->src[i]);
+        int rc = pms_do_block(r, &r->q->src[i]);
         if (rc < 0) {
             return rc;
         }
@@ -1468,7 +1268,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
     struct pms_run r;
     out->s = NULL;
     out->n = 0;
-    int rc = run_init(&r, s, m, n, mint, maxt, mode);
+    int rc = pms_run_init(&r, s, m, n, mint, maxt, mode);
     if (rc < 0) {
         return rc;
     }
@@ -1498,7 +1298,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
         }
     }
     if (rc == 0) {
-        rc = charge(&r);
+        rc = pms_charge(&r);
     }
     if (rc < 0 && qctx_err(s->q) == 0) {
         qctx_fail(s->q, rc, "out of memory");
@@ -1508,7 +1308,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
         out->n = k;
         pm_set_sort(out);
     }
-    run_fini(&r);
+    pms_run_fini(&r);
     return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
 }
 
@@ -1524,156 +1324,6 @@ int pmsrc_series(struct pmsrc *s, const struct promql_matcher *m, size_t n, int6
     return collect(s, m, n, mint_ms, maxt_ms, PMS_SERIES, out);
 }
 
-/* ---- label names and values ---- */
-
-/* A set of distinct strings (copied into the result arena when new). */
-struct strset {
-    struct pmsrc_str *v;
-    uint32_t n, cap;
-    uint32_t *tab; /* index + 1 */
-    uint32_t tcap;
-};
-
-static uint64_t str_hash(const char *p, uint32_t n)
-{
-    return bytes_hash((const uint8_t *)p, n);
-}
-
-static int strset_add(struct pms_run *r, struct strset *ss, const char *p, uint32_t n)
-{
-    if ((uint64_t)(ss->n + 1) * 2 > ss->tcap) {
-        uint32_t nc = ss->tcap ? ss->tcap * 2 : 64;
-        uint32_t *t = arena_alloc(r->call, (size_t)nc * sizeof(*t));
-        if (t == NULL) {
-            return -ENOMEM;
-        }
-        memset(t, 0, (size_t)nc * sizeof(*t));
-        for (uint32_t i = 0; i < ss->n; i++) {
-            uint32_t k = (uint32_t)str_hash(ss->v[i].s, ss->v[i].n) & (nc - 1);
-            while (t[k] != 0) {
-                k = (k + 1) & (nc - 1);
-            }
-            t[k] = i + 1;
-        }
-        ss->tab = t;
-        ss->tcap = nc;
-    }
-    uint32_t k = (uint32_t)str_hash(p, n) & (ss->tcap - 1);
-    while (ss->tab[k] != 0) {
-        const struct pmsrc_str *e = &ss->v[ss->tab[k] - 1];
-        if (e->n == n && memcmp(e->s, p, n) == 0) {
-            return 0;
-        }
-        k = (k + 1) & (ss->tcap - 1);
-    }
-    if (pms_grow(r->call, (void **)&ss->v, &ss->cap, ss->n, sizeof(*ss->v)) < 0) {
-        return -ENOMEM;
-    }
-    char *c = arena_strndup(r->a, p, n);
-    if (c == NULL) {
-        return -ENOMEM;
-    }
-    ss->v[ss->n] = (struct pmsrc_str){c, n};
-    ss->tab[k] = ++ss->n;
-    return 0;
-}
-
-/* The names, or the values of |name|, a block's index has in the range. */
-static int strset_from_index(struct pms_run *r, struct strset *ss, const struct pmx *x,
-                             const char *name, size_t len)
-{
-    bool all = x->tmin >= r->lo_ns && x->tmax < r->hi_ns;
-    notes_replay(x);
-    if (name == NULL) {
-        for (uint32_t i = 0; i < x->nname; i++) {
-            if ((all || pmx_name_present(x, i, r->lo_ns, r->hi_ns)) &&
-                strset_add(r, ss, x->name[i].s, x->name[i].n) < 0) {
-                return -ENOMEM;
-            }
-        }
-        return 0;
-    }
-    int64_t ni = pmx_find_name(x, name, len);
-    for (uint32_t i = 0; ni >= 0 && i < x->name[ni].nval; i++) {
-        uint32_t vi = x->name[ni].val0 + i;
-        if ((all || pmx_val_present(x, vi, r->lo_ns, r->hi_ns)) &&
-            strset_add(r, ss, x->val[vi].s, x->val[vi].n) < 0) {
-            return -ENOMEM;
-        }
-    }
-    return 0;
-}
-
-static int pstr_cmp(const void *pa, const void *pb)
-{
-    const struct pmsrc_str *a = pa, *b = pb;
-    int c = memcmp(a->s, b->s, a->n < b->n ? a->n : b->n);
-    return c != 0 ? c : (a->n > b->n) - (a->n < b->n);
-}
-
-int pmsrc_label_values(struct pmsrc *s, const char *name, size_t len, int64_t mint_ms,
-                       int64_t maxt_ms, struct pmsrc_str **out, size_t *n)
-{
-    struct pms_run r;
-    *out = NULL;
-    *n = 0;
-    int rc = run_init(&r, s, NULL, 0, mint_ms, maxt_ms, PMS_SERIES);
-    if (rc < 0) {
-        return rc;
-    }
-    struct strset ss = {0};
-    struct qctx *q = s->q;
-    rc = qctx_err(q);
-    for (size_t i = 0; rc == 0 && i < q->n_src; i++) {
-        struct qctx_src *qs = &q->src[i];
-        const struct pmx *x = NULL;
-        if (qs->b != NULL && !qctx_src_failed(qs) && qs->rows > 0 && qs->tmin < r.hi_ns &&
-            qs->tmax >= r.lo_ns) {
-            x = index_of(&r, qs);
-            rc = qctx_err(q);
-        }
-        if (rc == 0 && x != NULL) {
-            q->st.blocks_considered++;
-            q->st.blocks_scanned++;
-            rc = strset_from_index(&r, &ss, x, name, len);
-        } else if (rc == 0) {
-            rc = do_block(&r, qs); /* open, failed, out of range, or no index */
-        }
-    }
-    for (uint32_t i = 0; rc == 0 && i < r.nser; i++) {
-        const struct pm_labels *ls = &r.ser[i].labels;
-        if (!r.ser[i].match || !r.ser[i].seen) {
-            continue;
-        }
-        for (uint32_t k = 0; rc == 0 && k < ls->n; k++) {
-            const struct pm_label *l = &ls->v[k];
-            if (name == NULL) {
-                rc = strset_add(&r, &ss, l->name, l->name_len);
-            } else if (l->name_len == len && memcmp(l->name, name, len) == 0) {
-                rc = strset_add(&r, &ss, l->value, l->value_len);
-            }
-        }
-    }
-    struct pmsrc_str *v = NULL;
-    if (rc == 0) {
-        v = arena_alloc(s->a, (ss.n ? ss.n : 1) * sizeof(*v));
-        rc = v == NULL ? -ENOMEM : charge(&r);
-    }
-    if (rc < 0 && qctx_err(q) == 0) {
-        qctx_fail(q, rc, "out of memory");
-    }
-    if (rc == 0) {
-        if (ss.n > 0) {
-            memcpy(v, ss.v, ss.n * sizeof(*v));
-        }
-        qsort(v, ss.n, sizeof(*v), pstr_cmp);
-        *out = v;
-        *n = ss.n;
-    }
-    run_fini(&r);
-    return rc < 0 ? (qctx_err(q) != 0 ? qctx_err(q) : rc) : 0;
-}
-
 static int exs_cmp(const void *a, const void *b)
 {
     const struct pm_exemplar_series *x = a, *y = b;
@@ -1686,7 +1336,7 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
     struct pms_run r;
     *out = NULL;
     *n_out = 0;
-    int rc = run_init(&r, s, m, n, mint_ms, maxt_ms, PMS_EXEMPLARS);
+    int rc = pms_run_init(&r, s, m, n, mint_ms, maxt_ms, PMS_EXEMPLARS);
     if (rc < 0) {
         return rc;
     }
@@ -1716,7 +1366,7 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
         }
     }
     if (rc == 0) {
-        rc = charge(&r);
+        rc = pms_charge(&r);
     }
     if (rc < 0 && qctx_err(s->q) == 0) {
         qctx_fail(s->q, rc, "out of memory");
@@ -1726,6 +1376,6 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
         *out = v;
         *n_out = k;
     }
-    run_fini(&r);
+    pms_run_fini(&r);
     return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
 }

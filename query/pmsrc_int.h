@@ -1,8 +1,10 @@
 /*
- * pmsrc_int.h - what the two files of the series source share (pmsrc.c:
+ * pmsrc_int.h - what the files of the series source share (pmsrc.c:
  * planning, the row loop and the series table; pmsrc_out.c: exponential
  * histograms, sorting and folding the collected samples, metadata,
- * exemplar decoding). Nothing outside query/pmsrc*.c includes it.
+ * exemplar decoding; pmsrc_idx.c: a sealed block's label index;
+ * pmsrc_lbl.c: building, caching and reading it, the label calls).
+ * Nothing outside query/pmsrc*.c includes it.
  */
 #ifndef MIRADB_PMSRC_INT_H
 #define MIRADB_PMSRC_INT_H
@@ -63,6 +65,50 @@ struct pms_series {
     uint32_t npx, cpx;
 };
 
+enum pms_mode {
+    PMS_SAMPLES,
+    PMS_SERIES,
+    PMS_EXEMPLARS,
+    PMS_INDEX, /* building a block's label index: where each series is */
+};
+
+/* One call's state (pmsrc.c); the per-block tables are pmsrc.c's own. */
+struct pms_metric;
+struct pms_res;
+struct pms_ent;
+struct pms_run {
+    struct pmsrc *s;
+    struct qctx *q;
+    arena *a, *call, *blk;
+    size_t charged_call, charged_blk;
+    const struct promql_matcher *m;
+    size_t n_m;
+    int64_t mint, maxt;
+    uint64_t lo_ns, hi_ns; /* [lo_ns, hi_ns): the range's points */
+    enum pms_mode mode;
+    bool want_ti;
+    /* series */
+    struct pms_series *ser;
+    uint32_t nser, cser;
+    uint32_t *tab; /* index + 1; 0 empty */
+    uint32_t tcap;
+    /* block */
+    struct qctx_src *src;
+    struct pms_metric *mi;
+    uint32_t nmi;
+    struct pms_res *ri;
+    uint32_t nri;
+    struct pms_ent *ent;
+    uint32_t nent, cent;
+    uint32_t *etab;
+    uint32_t etcap;
+    uint32_t cur_stream; /* index mode: the stream read, or PMS_NOSTREAM */
+    uint32_t cur_row;    /* index mode: the block row read */
+    bool idx_whole;      /* index mode: the stream's first row stands for all */
+    bool no_index;       /* the label index is not to be tried (it could not be had) */
+    int err;
+};
+
 /* 0, or -ENOMEM: makes room for one more element of |sz| bytes in *p. */
 int pms_grow(arena *a, void **p, uint32_t *cap, uint32_t n, size_t sz);
 
@@ -104,6 +150,39 @@ int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_e
 
 /* Counts a metric or series Prometheus would refuse (pmsrc_unmapped). */
 void pms_unmapped_note(const char *name, size_t len);
+
+/* ---- the run (pmsrc.c) ---- */
+
+/* A call over |s| (n matchers m, the range in ms, the mode): 0, or -ENOMEM
+ * (the qctx's error). pms_run_fini returns the call's scratch. */
+int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                 int64_t mint, int64_t maxt, enum pms_mode mode);
+void pms_run_fini(struct pms_run *r);
+/* One source: plan, then its rows (or its index). 0, or the query's error. */
+int pms_do_block(struct pms_run *r, struct qctx_src *qs);
+/* Charges the run's arenas' growth to the qctx: 0 or -ENOMEM. */
+int pms_charge(struct pms_run *r);
+/* The call's series of |ls| (hash |h| = pm_labels_hash), created when new
+ * (its strings copied into the result arena with |copy|): its index, or
+ * -ENOMEM. */
+int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy);
+/* While |x| is set, pms_unmapped_note on this thread counts into it. */
+struct pmx;
+void pms_note_record(struct pmx *x);
+
+/* ---- the label index's use (pmsrc_lbl.c) ---- */
+
+/* The index of sealed source |qs|: cached on the block, built on first use
+ * when the cache has room. NULL when there is none (then the query's error
+ * is set, or the source failed, or the block is read without the index). */
+const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs);
+/* Series mode over a block's index: 0 or the query's error. */
+int pms_series_from_index(struct pms_run *r, const struct pmx *x);
+/* The streams (one byte per block stream) that make a series the run's
+ * matchers admit, *ti_admitted whether one is a target_info; NULL with the
+ * query's error set. */
+uint8_t *pms_streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams,
+                            bool *ti_admitted);
 
 /* ---- the label index of a sealed block (pmsrc_idx.c) ----
  *
