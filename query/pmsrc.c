@@ -802,6 +802,25 @@ static int do_point(struct pms_run *r, const struct point_view *v, struct pms_en
         s->h[s->nh++] = (struct pm_hsample){t, h};
         return 0;
     }
+    if ((mi->kind == MK_GAUGE || mi->kind == MK_SUM) && r->mode == PMS_SAMPLES) {
+        /* one sample, as promname_expand makes it, without the expansion */
+        if (!mi->sfx_ok[PROMNAME_SFX_NONE]) {
+            return 0;
+        }
+        int64_t si = slot_of(r, e, mi, 0, PROMNAME_SFX_NONE, NULL, NULL, 0);
+        if (si < 0) {
+            return (int)si;
+        }
+        struct pms_series *s = &r->ser[si];
+        if (!s->match) {
+            return 0;
+        }
+        double val = stale                        ? promname_stale_nan()
+                     : v->value_type == PV_DOUBLE ? v->value.d
+                     : v->value_type == PV_INT    ? (double)v->value.i
+                                                  : 0.0;
+        return add_float(r, s, v, mi, val);
+    }
     struct point_row pt = {
         .start_ns = v->start_ns,
         .time_ns = v->time_ns,
@@ -945,6 +964,34 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
     return 0;
 }
 
+/* A gauge or sum row of a known stream in samples mode: only the columns
+ * a sample needs (blk_point_sample) into |v|, which holds the stream's
+ * constant fields. 0, or -1 as do_row. */
+static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, struct pms_ent *e,
+                         struct point_view *v, struct qctx_scan *it, uint32_t *since_charge)
+{
+    if (++*since_charge == ROW_CHECK) {
+        *since_charge = 0;
+        if (pms_charge(r) < 0) {
+            return -1;
+        }
+    }
+    int rc = blk_point_sample(qs->b, row, v);
+    if (rc == -EBADMSG) {
+        qctx_src_fail(r->q, qs, qctx_scan_left(it));
+        return -1;
+    }
+    if (rc < 0 || v->time_ns >= r->hi_ns) {
+        return 0;
+    }
+    rc = do_point(r, v, e);
+    if (rc < 0) {
+        qctx_fail(r->q, rc, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether the matchers on the labels a stream's attributes and resource
  * make (everything but __name__, which the metric dictionary settled, and
  * le / quantile, which a histogram or summary sample sets) admit |e|. */
@@ -1008,6 +1055,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
         bool one_row = (r->mode == PMS_SERIES || r->mode == PMS_INDEX) &&
                        (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
         r->idx_whole = one_row;
+        bool narrow = r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM);
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
@@ -1062,7 +1110,20 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             struct qctx_scan it;
             uint64_t k;
             qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
-            while (qctx_scan_next(&it, &k)) {
+            if (narrow) {
+                struct point_view sv = v; /* the stream's metric, scope, resource */
+                sv.count = 0;
+                sv.sum = 0;
+                sv.has_sum = false;
+                sv.detail = sv.exemplars = (struct obytes){0};
+                sv.n_exemplars = 0;
+                while (qctx_scan_next(&it, &k)) {
+                    if (do_sample_row(r, qs, st.rows[k], e, &sv, &it, &since_charge) < 0) {
+                        break;
+                    }
+                }
+            }
+            while (!narrow && qctx_scan_next(&it, &k)) {
                 if (do_row(r, qs, st.rows[k], false, e, &it, &since_charge) < 0) {
                     break;
                 }

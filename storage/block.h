@@ -206,6 +206,11 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v);
 int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v);
 int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
 
+/* The fields one sample of a gauge or sum needs, and only those: time,
+ * start, value type and value, flags (the other fields of |*v| are left as
+ * they were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
+int blk_point_sample(blk *b, uint64_t i, struct point_view *v);
+
 /*
  * Makes the tables of |want| ready (verified, decoded) without reading a
  * row: 0 or -EBADMSG. A scan calls it once, then reads rows.
