@@ -41,6 +41,29 @@ bool pmx_cache_room(size_t bytes)
     return atomic_load(&cached) + bytes <= cache_cap();
 }
 
+/* What the builds so far held per stream (or per row of a block without a
+ * stream section), to guess an index's size before building it. */
+static _Atomic uint64_t built_bytes, built_units;
+
+static uint64_t units_of(const blk *b)
+{
+    uint32_t n = blk_n_streams(b);
+    return n > 0 ? n : blk_rows(b);
+}
+
+void pmx_note_built(const blk *b, size_t bytes)
+{
+    atomic_fetch_add(&built_bytes, bytes);
+    atomic_fetch_add(&built_units, units_of(b));
+}
+
+size_t pmx_guess(const blk *b)
+{
+    uint64_t bb = atomic_load(&built_bytes), bu = atomic_load(&built_units);
+    uint64_t per = bu > 0 ? bb / bu : 64;
+    return (size_t)(units_of(b) * (per > 16 ? per : 16));
+}
+
 bool pmx_charge(struct pmx *x)
 {
     if (adm_budget() == 0) {

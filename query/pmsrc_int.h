@@ -253,6 +253,10 @@ void pmx_free(void *x);
  * without one) has room for |bytes| more; pmx_charge takes x->bytes from
  * the memory budget and the cache (false: no room, nothing taken). */
 bool pmx_cache_room(size_t bytes);
+/* A guess of the size of |b|'s index, from the builds so far (a build
+ * that did not fit is not repeated by every query); pmx_note_built feeds it. */
+size_t pmx_guess(const blk *b);
+void pmx_note_built(const blk *b, size_t bytes);
 bool pmx_charge(struct pmx *x);
 
 /* Whether series |i| has a row with time in [lo_ns, hi_ns). */

@@ -84,7 +84,7 @@ const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs)
     if (x != NULL || r->no_index) {
         return x;
     }
-    if (!pmx_cache_room(0)) {
+    if (!pmx_cache_room(pmx_guess(qs->b))) {
         r->no_index = true;
         return NULL;
     }
@@ -92,6 +92,7 @@ const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs)
     if (x == NULL) {
         return NULL;
     }
+    pmx_note_built(qs->b, x->bytes);
     if (!pmx_cache_room(x->bytes) || !pmx_charge(x)) {
         pmx_free(x); /* the cache is full: this block is read row by row */
         r->no_index = true;

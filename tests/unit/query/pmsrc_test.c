@@ -21,6 +21,7 @@
 #include "query/pmsrc.h"
 #include "query/promql.h"
 #include "query/qctx.h"
+#include "storage/adm.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 #include "storage/block.h"
@@ -1179,6 +1180,57 @@ Test(pmsrc, a_selector_on_a_warm_index_reads_the_admitted_streams_only)
     free(got);
     cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "room=b's two rows, the open block's six");
     fx_close(&f);
+}
+
+/* The index is charged to the memory budget while its block lives, and
+ * freed with it: retention deletes the block once the last query holding
+ * it is done. */
+Test(pmsrc, the_label_index_is_charged_and_freed_with_its_block)
+{
+    cr_assert_eq(pmsrc_index_bytes(), 0);
+    uint64_t before = adm_in_use();
+    struct fx f;
+    fx_open(&f);
+    char *got = values_str(&f, "room", ALL_T);
+    cr_expect_str_eq(got, "a,b");
+    free(got);
+    uint64_t held = pmsrc_index_bytes();
+    cr_expect_gt(held, 0);
+    cr_expect_eq(adm_in_use() - before, held, "charged to the memory budget");
+    cr_assert_eq(catalog_retain(S(3600), 1, 0), 1, "the sealed block is past any age");
+    cr_expect_eq(pmsrc_index_bytes(), held, "the query's snapshot still holds the block");
+    fx_close(&f);
+    cr_expect_eq(pmsrc_index_bytes(), 0, "freed with the block");
+    cr_expect_eq(adm_in_use(), before);
+
+    fx_open(&f); /* the open block alone */
+    got = values_str(&f, "room", ALL_T);
+    cr_expect_str_eq(got, "a");
+    free(got);
+    fx_close(&f);
+}
+
+/* A budget whose eighth cannot hold an index: none is kept, and the calls
+ * read the rows (the same answers). The first call learns the size and
+ * the next ones do not build again. */
+Test(pmsrc, without_room_for_the_index_the_rows_are_read)
+{
+    adm_init(16 << 10);
+    for (int pass = 0; pass < 3; pass++) {
+        struct fx f;
+        fx_open(&f);
+        char *got = values_str(&f, "room", ALL_T);
+        cr_expect_str_eq(got, "a,b");
+        free(got);
+        /* the sealed block's 8 mapped streams, one row each (no histogram
+         * there has two points), and the open block's 6 rows; the first
+         * call also read the 8 for the index it could not keep */
+        cr_expect_eq(f.q.st.rows_scanned, pass == 0 ? 8 + 8 + 6 : 8 + 6, "pass %d: %" PRIu64, pass,
+                     f.q.st.rows_scanned);
+        cr_expect_eq(pmsrc_index_bytes(), 0);
+        fx_close(&f);
+    }
+    adm_init(0);
 }
 
 /* ---- the label index of a block sealed before the stream index ---- */
