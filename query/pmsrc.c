@@ -66,12 +66,13 @@ void pms_note_record(struct pmx *x)
 
 void pms_unmapped_note(const char *name, size_t len)
 {
-    __atomic_fetch_add(&unmapped, 1, __ATOMIC_RELAXED);
-    if (note_rec != NULL) {
+    if (note_rec != NULL) { /* counted by the queries that read the index */
         note_rec->n_notes++;
         note_rec->note = name;
         note_rec->note_len = (uint32_t)len;
+        return;
     }
+    __atomic_fetch_add(&unmapped, 1, __ATOMIC_RELAXED);
     if (len >= sizeof(unmapped_name)) {
         len = sizeof(unmapped_name) - 1;
     }

@@ -1182,6 +1182,23 @@ Test(pmsrc, a_selector_on_a_warm_index_reads_the_admitted_streams_only)
     fx_close(&f);
 }
 
+/* A label call meets bad.sum (UNSPECIFIED temporality) in the sealed
+ * block once, whether it builds the index or reads it. */
+Test(pmsrc, label_calls_count_unmapped_metrics_once_each)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t before = pmsrc_unmapped();
+        struct fx f;
+        fx_open(&f);
+        free(values_str(&f, NULL, ALL_T));
+        fx_close(&f);
+        cr_expect_eq(pmsrc_unmapped() - before, 1, "pass %d", pass);
+        char name[64];
+        cr_expect_eq(pmsrc_unmapped_last(name, sizeof(name)), 7);
+        cr_expect_str_eq(name, "bad.sum");
+    }
+}
+
 /* The index is charged to the memory budget while its block lives, and
  * freed with it: retention deletes the block once the last query holding
  * it is done. */
