@@ -233,8 +233,8 @@ static bool labels_admitted(const struct pms_run *r, const struct pm_labels *ls)
 static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out);
 
 /* The call's series of |ls| (its strings in the result arena, or copied
- * there when new with |copy|): its index, created (and matched) when new;
- * -ENOMEM. */
+ * there when new with |copy|, which a label index's series are, already
+ * matched): its index, created (and matched) when new; -ENOMEM. */
 int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy)
 {
     if ((uint64_t)(r->nser + 1) * 2 > r->tcap) {
@@ -272,7 +272,7 @@ int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bo
         return -ENOMEM;
     }
     s->hash = h;
-    s->match = labels_admitted(r, ls);
+    s->match = copy || labels_admitted(r, ls); /* copy: from an index, matched there */
     r->tab[k] = ++r->nser;
     return r->nser - 1;
 }

@@ -162,9 +162,9 @@ void pms_run_fini(struct pms_run *r);
 int pms_do_block(struct pms_run *r, struct qctx_src *qs);
 /* Charges the run's arenas' growth to the qctx: 0 or -ENOMEM. */
 int pms_charge(struct pms_run *r);
-/* The call's series of |ls| (hash |h| = pm_labels_hash), created when new
- * (its strings copied into the result arena with |copy|): its index, or
- * -ENOMEM. */
+/* The call's series of |ls| (hash |h| = pm_labels_hash), created when new:
+ * its index, or -ENOMEM. |copy|: a label index's series, which its
+ * matching admitted, its strings copied into the result arena. */
 int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy);
 /* While |x| is set, pms_unmapped_note on this thread counts into it. */
 struct pmx;
