@@ -3,7 +3,10 @@
  * then the metric dictionary against the selector's __name__ matchers),
  * reads the surviving blocks' points and turns them into Prometheus series
  * (pmsrc.h). Exponential histograms, the folding of samples, metadata and
- * exemplar decoding are in pmsrc_out.c.
+ * exemplar decoding are in pmsrc_out.c; the label index of a sealed block
+ * in pmsrc_idx.c (the structure) and pmsrc_lbl.c (its use). The index is
+ * built by a run of this file's row loop in index mode, which records
+ * where each series has rows instead of collecting samples.
  *
  * PER BLOCK
  *   A metric table (one entry per dictionary metric: candidate or not, its
@@ -52,8 +55,23 @@ static uint64_t unmapped;
 static pthread_mutex_t unmapped_lock = PTHREAD_MUTEX_INITIALIZER;
 static char unmapped_name[128];
 
+/* An index build on this thread records the notes it makes, for the
+ * queries that use the index to replay (pmsrc.h: counted per query). */
+static __thread struct pmx *note_rec;
+
+void pms_note_record(struct pmx *x)
+{
+    note_rec = x;
+}
+
 void pms_unmapped_note(const char *name, size_t len)
 {
+    if (note_rec != NULL) { /* counted by the queries that read the index */
+        note_rec->n_notes++;
+        note_rec->note = name;
+        note_rec->note_len = (uint32_t)len;
+        return;
+    }
     __atomic_fetch_add(&unmapped, 1, __ATOMIC_RELAXED);
     if (len >= sizeof(unmapped_name)) {
         len = sizeof(unmapped_name) - 1;
@@ -130,12 +148,6 @@ static uint64_t bytes_hash(const uint8_t *p, size_t n)
 
 /* ---- the call's state ---- */
 
-enum pms_mode {
-    PMS_SAMPLES,
-    PMS_SERIES,
-    PMS_EXEMPLARS,
-};
-
 struct pms_slot {
     const char *extra; /* le / quantile value (result arena); NULL for none */
     uint32_t elen;
@@ -172,38 +184,9 @@ struct pms_res {
     int64_t ti_last;
 };
 
-struct pms_run {
-    struct pmsrc *s;
-    struct qctx *q;
-    arena *a, *call, *blk;
-    size_t charged_call, charged_blk;
-    const struct promql_matcher *m;
-    size_t n_m;
-    int64_t mint, maxt;
-    uint64_t lo_ns, hi_ns; /* [lo_ns, hi_ns): the range's points */
-    enum pms_mode mode;
-    bool want_ti;
-    /* series */
-    struct pms_series *ser;
-    uint32_t nser, cser;
-    uint32_t *tab; /* index + 1; 0 empty */
-    uint32_t tcap;
-    /* block */
-    struct qctx_src *src;
-    struct pms_metric *mi;
-    uint32_t nmi;
-    struct pms_res *ri;
-    uint32_t nri;
-    struct pms_ent *ent;
-    uint32_t nent, cent;
-    uint32_t *etab;
-    uint32_t etcap;
-    int err;
-};
-
 static const char *const sfx_str[4] = {"", "_bucket", "_sum", "_count"};
 
-static int charge(struct pms_run *r)
+int pms_charge(struct pms_run *r)
 {
     size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call), fb = arena_footprint(r->blk);
     int rc = 0;
@@ -247,11 +230,13 @@ static bool labels_admitted(const struct pms_run *r, const struct pm_labels *ls)
     return true;
 }
 
-/* The call's series of |ls| (its strings in the result arena): its index,
- * created (and matched) when new; -ENOMEM. */
-static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
+static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out);
+
+/* The call's series of |ls| (its strings in the result arena, or copied
+ * there when new with |copy|, which a label index's series are, already
+ * matched): its index, created (and matched) when new; -ENOMEM. */
+int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy)
 {
-    uint64_t h = pm_labels_hash(ls);
     if ((uint64_t)(r->nser + 1) * 2 > r->tcap) {
         uint32_t nc = r->tcap ? r->tcap * 2 : 256;
         uint32_t *t = arena_alloc(r->call, (size_t)nc * sizeof(*t));
@@ -283,10 +268,59 @@ static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
     struct pms_series *s = &r->ser[r->nser];
     memset(s, 0, sizeof(*s));
     s->labels = *ls;
+    if (copy && labels_copy(r->a, ls, &s->labels) < 0) {
+        return -ENOMEM;
+    }
     s->hash = h;
-    s->match = labels_admitted(r, ls);
+    s->match = copy || labels_admitted(r, ls); /* copy: from an index, matched there */
     r->tab[k] = ++r->nser;
     return r->nser - 1;
+}
+
+static int64_t intern(struct pms_run *r, const struct pm_labels *ls)
+{
+    return pms_intern(r, ls, pm_labels_hash(ls), false);
+}
+
+static int labels_copy(arena *a, const struct pm_labels *in, struct pm_labels *out)
+{
+    struct pm_label *v = arena_alloc(a, (in->n ? in->n : 1) * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < in->n; i++) {
+        const struct pm_label *l = &in->v[i];
+        char *n = arena_strndup(a, l->name, l->name_len);
+        char *val = arena_strndup(a, l->value, l->value_len);
+        if (n == NULL || val == NULL) {
+            return -ENOMEM;
+        }
+        v[i] = (struct pm_label){n, val, l->name_len, l->value_len};
+    }
+    out->v = v;
+    out->n = in->n;
+    return 0;
+}
+
+/* Index mode: series |s| was seen at |row| of the current stream (or the
+ * stream as a whole). */
+static int idx_note(struct pms_run *r, struct pms_series *s, uint32_t row, bool whole)
+{
+    uint32_t st = r->cur_stream;
+    if (st != PMS_NOSTREAM && whole) {
+        row = PMS_WHOLE;
+    }
+    if (s->npx > 0) {
+        const struct pms_pair *l = &s->px[s->npx - 1];
+        if (l->stream == st && l->row == row) {
+            return 0;
+        }
+    }
+    if (pms_grow(r->call, (void **)&s->px, &s->cpx, s->npx, sizeof(*s->px)) < 0) {
+        return -ENOMEM;
+    }
+    s->px[s->npx++] = (struct pms_pair){st, row};
+    return 0;
 }
 
 /* A promname label set copied into the result arena as a pm_labels. */
@@ -625,6 +659,9 @@ static int add_float(struct pms_run *r, struct pms_series *s, const struct point
                      const struct pms_metric *mi, double val)
 {
     int64_t t = promname_ts_ms(v->time_ns);
+    if (r->mode == PMS_INDEX) {
+        return idx_note(r, s, r->cur_row, r->idx_whole);
+    }
     if (r->mode == PMS_SERIES) {
         s->seen = s->seen || (t >= r->mint && t <= r->maxt);
         return 0;
@@ -719,11 +756,11 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
 
-static int do_point(struct pms_run *r, const struct point_view *v)
+/* One point of entry |e| (NULL: looked up from the point's attributes). */
+static int do_point(struct pms_run *r, const struct point_view *v, struct pms_ent *e)
 {
     const struct pms_metric *mi = &r->mi[v->metric_id];
-    struct pms_ent *e = ent_find(r, v);
-    if (e == NULL) {
+    if (e == NULL && (e = ent_find(r, v)) == NULL) {
         return -ENOMEM;
     }
     if (e->bad) {
@@ -741,6 +778,9 @@ static int do_point(struct pms_run *r, const struct point_view *v)
         }
         if (r->mode == PMS_EXEMPLARS) {
             return do_exemplars(r, e, mi, v, si);
+        }
+        if (r->mode == PMS_INDEX) {
+            return idx_note(r, s, r->cur_row, r->idx_whole);
         }
         int64_t t = promname_ts_ms(v->time_ns);
         if (r->mode == PMS_SERIES) {
@@ -762,6 +802,25 @@ static int do_point(struct pms_run *r, const struct point_view *v)
         }
         s->h[s->nh++] = (struct pm_hsample){t, h};
         return 0;
+    }
+    if ((mi->kind == MK_GAUGE || mi->kind == MK_SUM) && r->mode == PMS_SAMPLES) {
+        /* one sample, as promname_expand makes it, without the expansion */
+        if (!mi->sfx_ok[PROMNAME_SFX_NONE]) {
+            return 0;
+        }
+        int64_t si = slot_of(r, e, mi, 0, PROMNAME_SFX_NONE, NULL, NULL, 0);
+        if (si < 0) {
+            return (int)si;
+        }
+        struct pms_series *s = &r->ser[si];
+        if (!s->match) {
+            return 0;
+        }
+        double val = stale                        ? promname_stale_nan()
+                     : v->value_type == PV_DOUBLE ? v->value.d
+                     : v->value_type == PV_INT    ? (double)v->value.i
+                                                  : 0.0;
+        return add_float(r, s, v, mi, val);
     }
     struct point_row pt = {
         .start_ns = v->start_ns,
@@ -815,6 +874,9 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
         return r->err;
     }
     int64_t t = promname_ts_ms(v->time_ns);
+    if (r->mode == PMS_INDEX) {
+        return idx_note(r, &r->ser[x->ti], r->cur_row, true);
+    }
     if (t == x->ti_last) {
         return 0;
     }
@@ -842,7 +904,7 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
  * candidate in range, its attributes and detail. Returns 0, or -1 when the
  * scan must stop (the query failed, or the block was quarantined).
  */
-static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
+static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti, struct pms_ent *e,
                   struct qctx_scan *it, uint32_t *since_charge)
 {
     struct qctx *q = r->q;
@@ -850,10 +912,11 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
     int rc;
     if (++*since_charge == ROW_CHECK) {
         *since_charge = 0;
-        if (charge(r) < 0) {
+        if (pms_charge(r) < 0) {
             return -1; /* the memory limit: the query's error now */
         }
     }
+    r->cur_row = (uint32_t)row;
     if (qs->b != NULL) {
         rc = blk_point(qs->b, row, BLK_ROOT, &v);
     } else {
@@ -876,8 +939,9 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
         return 0;
     }
     if (qs->b != NULL) {
+        /* The stream's entry known: its attributes are not read again. */
         struct point_view d;
-        rc = blk_point(qs->b, row, BLK_ATTRS | BLK_DETAIL, &d);
+        rc = blk_point(qs->b, row, e != NULL ? BLK_DETAIL : BLK_ATTRS | BLK_DETAIL, &d);
         if (rc == -EBADMSG) {
             qctx_src_fail(q, qs, qctx_scan_left(it));
             return -1;
@@ -885,15 +949,45 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
         if (rc < 0) {
             return 0;
         }
-        v.attrs = d.attrs;
+        if (e == NULL) {
+            v.attrs = d.attrs;
+        }
         v.flags = d.flags;
         v.detail = d.detail;
         v.exemplars = d.exemplars;
         v.n_exemplars = d.n_exemplars;
     }
-    rc = do_point(r, &v);
+    rc = do_point(r, &v, e);
     if (rc < 0) {
         qctx_fail(q, rc, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* A gauge or sum row of a known stream in samples mode: only the columns
+ * a sample needs (blk_point_sample) into |v|, which holds the stream's
+ * constant fields. 0, or -1 as do_row. */
+static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, struct pms_ent *e,
+                         struct point_view *v, struct qctx_scan *it, uint32_t *since_charge)
+{
+    if (++*since_charge == ROW_CHECK) {
+        *since_charge = 0;
+        if (pms_charge(r) < 0) {
+            return -1;
+        }
+    }
+    int rc = blk_point_sample(qs->b, row, v);
+    if (rc == -EBADMSG) {
+        qctx_src_fail(r->q, qs, qctx_scan_left(it));
+        return -1;
+    }
+    if (rc < 0 || v->time_ns >= r->hi_ns) {
+        return 0;
+    }
+    rc = do_point(r, v, e);
+    if (rc < 0) {
+        qctx_fail(r->q, rc, "out of memory");
         return -1;
     }
     return 0;
@@ -945,7 +1039,7 @@ static uint32_t stream_lower_bound(const uint64_t *time, const struct blk_stream
  * an exponential histogram) needs one row in the range, not all of them, and
  * a resource's target_info exists when one of its streams has a row there.
  */
-static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
+static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uint8_t *want)
 {
     struct qctx *q = r->q;
     const uint64_t *time = blk_col_time(qs->b);
@@ -959,8 +1053,10 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
         if (!mi->cand && !ti) {
             continue;
         }
-        bool one_row = r->mode == PMS_SERIES &&
+        bool one_row = (r->mode == PMS_SERIES || r->mode == PMS_INDEX) &&
                        (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
+        r->idx_whole = one_row;
+        bool narrow = r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM);
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
@@ -968,6 +1064,11 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
             if (blk_stream(qs->b, i, &st) < 0) {
                 continue;
             }
+            if (want != NULL && want[i] == 0) {
+                q->st.rows_skipped_index += st.n_rows; /* no series of it matches: the index */
+                continue;
+            }
+            r->cur_stream = i;
             uint32_t k0 =
                 mi->delta && r->mode == PMS_SAMPLES ? 0 : stream_lower_bound(time, &st, r->lo_ns);
             uint32_t k1 =
@@ -977,6 +1078,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
                 continue;
             }
             struct point_view v;
+            r->cur_row = st.rows[k0];
             int rc = blk_point(qs->b, st.rows[k0], BLK_ROOT | BLK_ATTRS, &v);
             if (rc == -EBADMSG) {
                 qctx_src_fail(q, qs, qs->rows);
@@ -1009,22 +1111,35 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti)
             struct qctx_scan it;
             uint64_t k;
             qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
-            while (qctx_scan_next(&it, &k)) {
-                if (do_row(r, qs, st.rows[k], false, &it, &since_charge) < 0) {
+            if (narrow) {
+                struct point_view sv = v; /* the stream's metric, scope, resource */
+                sv.count = 0;
+                sv.sum = 0;
+                sv.has_sum = false;
+                sv.detail = sv.exemplars = (struct obytes){0};
+                sv.n_exemplars = 0;
+                while (qctx_scan_next(&it, &k)) {
+                    if (do_sample_row(r, qs, st.rows[k], e, &sv, &it, &since_charge) < 0) {
+                        break;
+                    }
+                }
+            }
+            while (!narrow && qctx_scan_next(&it, &k)) {
+                if (do_row(r, qs, st.rows[k], false, e, &it, &since_charge) < 0) {
                     break;
                 }
             }
             qctx_scan_end(&it);
         }
     }
-    if (qctx_err(q) == 0 && charge(r) < 0) {
+    if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);
     }
     return qctx_err(q);
 }
 
 /* One block: plan, then its rows. 0, or the query's error. */
-static int do_block(struct pms_run *r, struct qctx_src *qs)
+int pms_do_block(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
     q->st.blocks_considered++;
@@ -1036,6 +1151,19 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
         return 0;
     }
     arena_reset(r->blk);
+    if (qs->b != NULL && r->mode == PMS_SERIES) {
+        if (qs->tmax < r->lo_ns) {
+            q->st.blocks_skipped_zone++;
+            return 0;
+        }
+        const struct pmx *x = pms_index_of(r, qs);
+        if (x != NULL) {
+            return pms_series_from_index(r, x);
+        }
+        if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
+            return qctx_err(q);
+        }
+    }
     r->src = qs;
     r->ent = NULL;
     r->nent = r->cent = 0;
@@ -1067,6 +1195,26 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
         q->st.blocks_skipped_zone++;
         return 0;
     }
+    /* Samples and exemplars: the index says which streams to read, and
+     * whether a target_info series of the block is admitted at all. */
+    const uint8_t *want = NULL;
+    if ((r->mode == PMS_SAMPLES || r->mode == PMS_EXEMPLARS) && qs->b != NULL &&
+        blk_n_streams(qs->b) > 0) {
+        const struct pmx *x = pms_index_of(r, qs);
+        if (qctx_err(q) != 0 || qctx_src_failed(qs)) {
+            return qctx_err(q);
+        }
+        bool ti_admitted = true;
+        if (x != NULL &&
+            (want = pms_streams_wanted(r, x, blk_n_streams(qs->b), &ti_admitted)) == NULL) {
+            return qctx_err(q);
+        }
+        ti = ti && ti_admitted;
+        if (cands == 0 && !ti) {
+            q->st.blocks_skipped_dict++;
+            return 0;
+        }
+    }
     q->st.blocks_scanned++;
     uint64_t lo = 0, hi = qs->rows;
     if (qs->b != NULL) {
@@ -1082,27 +1230,28 @@ static int do_block(struct pms_run *r, struct qctx_src *qs)
             hi = blk_lower_bound(qs->b, r->hi_ns);
         }
     }
-    if (qs->b != NULL && blk_n_streams(qs->b) > 0 && (!ti || r->mode == PMS_SERIES)) {
-        return do_streams(r, qs, ti);
+    if (qs->b != NULL && blk_n_streams(qs->b) > 0 &&
+        (!ti || r->mode == PMS_SERIES || r->mode == PMS_INDEX)) {
+        return do_streams(r, qs, ti, want);
     }
     struct qctx_scan it;
     uint64_t row;
     qctx_scan_begin(&it, q, lo, hi, false, ROW_CHECK, true);
     uint32_t since_charge = 0;
     while (qctx_scan_next(&it, &row)) {
-        if (do_row(r, qs, row, ti, &it, &since_charge) < 0) {
+        if (do_row(r, qs, row, ti, NULL, &it, &since_charge) < 0) {
             break;
         }
     }
     qctx_scan_end(&it);
-    if (qctx_err(q) == 0 && charge(r) < 0) {
+    if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);
     }
     return qctx_err(q);
 }
 
-static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
-                    int64_t mint, int64_t maxt, enum pms_mode mode)
+int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                 int64_t mint, int64_t maxt, enum pms_mode mode)
 {
     memset(r, 0, sizeof(*r));
     r->s = s;
@@ -1113,6 +1262,7 @@ static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matc
     r->mint = mint;
     r->maxt = maxt;
     r->mode = mode;
+    r->cur_stream = PMS_NOSTREAM;
     r->lo_ns = mint <= 0 ? 0 : (uint64_t)mint * NS_PER_MS;
     if (maxt < 0) {
         r->hi_ns = 0;
@@ -1133,7 +1283,7 @@ static int run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matc
     return 0;
 }
 
-static void run_fini(struct pms_run *r)
+void pms_run_fini(struct pms_run *r)
 {
     qctx_uncharge(r->q, r->charged_call + r->charged_blk);
     arena_free(r->call);
@@ -1146,7 +1296,7 @@ static int run_blocks(struct pms_run *r)
         return qctx_err(r->q);
     }
     for (size_t i = 0; i < r->q->n_src; i++) {
-        int rc = do_block(r, &r->q->src[i]);
+        int rc = pms_do_block(r, &r->q->src[i]);
         if (rc < 0) {
             return rc;
         }
@@ -1180,7 +1330,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
     struct pms_run r;
     out->s = NULL;
     out->n = 0;
-    int rc = run_init(&r, s, m, n, mint, maxt, mode);
+    int rc = pms_run_init(&r, s, m, n, mint, maxt, mode);
     if (rc < 0) {
         return rc;
     }
@@ -1210,7 +1360,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
         }
     }
     if (rc == 0) {
-        rc = charge(&r);
+        rc = pms_charge(&r);
     }
     if (rc < 0 && qctx_err(s->q) == 0) {
         qctx_fail(s->q, rc, "out of memory");
@@ -1220,7 +1370,7 @@ static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, in
         out->n = k;
         pm_set_sort(out);
     }
-    run_fini(&r);
+    pms_run_fini(&r);
     return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
 }
 
@@ -1248,7 +1398,7 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
     struct pms_run r;
     *out = NULL;
     *n_out = 0;
-    int rc = run_init(&r, s, m, n, mint_ms, maxt_ms, PMS_EXEMPLARS);
+    int rc = pms_run_init(&r, s, m, n, mint_ms, maxt_ms, PMS_EXEMPLARS);
     if (rc < 0) {
         return rc;
     }
@@ -1278,7 +1428,7 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
         }
     }
     if (rc == 0) {
-        rc = charge(&r);
+        rc = pms_charge(&r);
     }
     if (rc < 0 && qctx_err(s->q) == 0) {
         qctx_fail(s->q, rc, "out of memory");
@@ -1288,6 +1438,6 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
         *out = v;
         *n_out = k;
     }
-    run_fini(&r);
+    pms_run_fini(&r);
     return rc < 0 ? (qctx_err(s->q) != 0 ? qctx_err(s->q) : rc) : 0;
 }

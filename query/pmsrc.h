@@ -35,6 +35,15 @@
  * exporter's retry, two points folded by the ms truncation), the one
  * ingested last wins.
  *
+ * LABEL INDEX: a sealed block gets one the first time a query reads it
+ * (pmsrc.c): its series' label sets, postings (name -> value -> series)
+ * and where each series has rows, cached with the block and charged to
+ * the memory budget (bounded: an eighth of it), freed with the block.
+ * Series, label names and values answer from it; a selector reads only the
+ * streams whose series its matchers admit (regexes tested once per
+ * distinct value). Open blocks are read row by row (they are small and
+ * change). The build's rows count on the query that builds it.
+ *
  * Cost: a block whose metric dictionary has no metric whose series names a
  * selector's __name__ matchers admit is not read; nor is one whose zone
  * map misses the time range. Rows are counted on the qctx (limits, deadline
@@ -74,6 +83,22 @@ int pmsrc_select(struct pmsrc *s, const struct promql_matcher *m, size_t n, int6
  * least one sample in the range (for /series, /labels, /label values). */
 int pmsrc_series(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint_ms,
                  int64_t maxt_ms, struct pm_set *out);
+
+/* A string of a label call's answer. */
+struct pmsrc_str {
+    const char *s;
+    uint32_t n;
+};
+
+/*
+ * The label names (|name| NULL) or the values of label |name| (len bytes)
+ * of every series with a sample in [mint_ms, maxt_ms], sorted (bytewise),
+ * each once: what pmsrc_series with no matcher would give, but a sealed
+ * block answers from its label index (no row read once it is built).
+ * 0 and out/n (arena memory), or a negative errno as pmsrc_select.
+ */
+int pmsrc_label_values(struct pmsrc *s, const char *name, size_t len, int64_t mint_ms,
+                       int64_t maxt_ms, struct pmsrc_str **out, size_t *n);
 
 /* One metric's metadata (Prometheus /api/v1/metadata). */
 struct pm_meta {
@@ -122,6 +147,9 @@ int pmsrc_exemplars(struct pmsrc *s, const struct promql_matcher *m, size_t n, i
  * block and series), so the counter grows with the queries that read them.
  */
 uint64_t pmsrc_unmapped(void);
+/* Bytes the cached label indexes of sealed blocks hold, process-wide. */
+uint64_t pmsrc_index_bytes(void);
+
 /* The OTLP name of the last metric counted there, NUL-terminated into |out|
  * (cap > 0; "" when none); its length. For the caller's "logged once" note. */
 size_t pmsrc_unmapped_last(char *out, size_t cap);

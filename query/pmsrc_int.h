@@ -1,8 +1,10 @@
 /*
- * pmsrc_int.h - what the two files of the series source share (pmsrc.c:
+ * pmsrc_int.h - what the files of the series source share (pmsrc.c:
  * planning, the row loop and the series table; pmsrc_out.c: exponential
  * histograms, sorting and folding the collected samples, metadata,
- * exemplar decoding). Nothing outside query/pmsrc*.c includes it.
+ * exemplar decoding; pmsrc_idx.c: a sealed block's label index;
+ * pmsrc_lbl.c: building, caching and reading it, the label calls).
+ * Nothing outside query/pmsrc*.c includes it.
  */
 #ifndef MIRADB_PMSRC_INT_H
 #define MIRADB_PMSRC_INT_H
@@ -13,6 +15,8 @@
 
 #include "query/pmodel.h"
 #include "query/pmsrc.h"
+#include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/oblock.h"
 
 struct pmsrc {
@@ -34,6 +38,15 @@ struct pms_ex {
     struct pm_labels labels;
 };
 
+/* Where an index build saw a series: a stream of the block's stream
+ * section (the whole stream when row is PMS_WHOLE) or, stream
+ * PMS_NOSTREAM, one row of a block without one. */
+#define PMS_WHOLE UINT32_MAX
+#define PMS_NOSTREAM UINT32_MAX
+struct pms_pair {
+    uint32_t stream, row;
+};
+
 /* One distinct series of a call. */
 struct pms_series {
     struct pm_labels labels;
@@ -48,6 +61,52 @@ struct pms_series {
     uint32_t nd, cd;
     struct pms_ex *e;
     uint32_t ne, ce;
+    struct pms_pair *px; /* index builds: where the series was seen, in row order */
+    uint32_t npx, cpx;
+};
+
+enum pms_mode {
+    PMS_SAMPLES,
+    PMS_SERIES,
+    PMS_EXEMPLARS,
+    PMS_INDEX, /* building a block's label index: where each series is */
+};
+
+/* One call's state (pmsrc.c); the per-block tables are pmsrc.c's own. */
+struct pms_metric;
+struct pms_res;
+struct pms_ent;
+struct pms_run {
+    struct pmsrc *s;
+    struct qctx *q;
+    arena *a, *call, *blk;
+    size_t charged_call, charged_blk;
+    const struct promql_matcher *m;
+    size_t n_m;
+    int64_t mint, maxt;
+    uint64_t lo_ns, hi_ns; /* [lo_ns, hi_ns): the range's points */
+    enum pms_mode mode;
+    bool want_ti;
+    /* series */
+    struct pms_series *ser;
+    uint32_t nser, cser;
+    uint32_t *tab; /* index + 1; 0 empty */
+    uint32_t tcap;
+    /* block */
+    struct qctx_src *src;
+    struct pms_metric *mi;
+    uint32_t nmi;
+    struct pms_res *ri;
+    uint32_t nri;
+    struct pms_ent *ent;
+    uint32_t nent, cent;
+    uint32_t *etab;
+    uint32_t etcap;
+    uint32_t cur_stream; /* index mode: the stream read, or PMS_NOSTREAM */
+    uint32_t cur_row;    /* index mode: the block row read */
+    bool idx_whole;      /* index mode: the stream's first row stands for all */
+    bool no_index;       /* the label index is not to be tried (it could not be had) */
+    int err;
 };
 
 /* 0, or -ENOMEM: makes room for one more element of |sz| bytes in *p. */
@@ -91,5 +150,129 @@ int pms_exemplars_walk(arena *a, const uint8_t *p, size_t len, uint32_t n, pms_e
 
 /* Counts a metric or series Prometheus would refuse (pmsrc_unmapped). */
 void pms_unmapped_note(const char *name, size_t len);
+
+/* ---- the run (pmsrc.c) ---- */
+
+/* A call over |s| (n matchers m, the range in ms, the mode): 0, or -ENOMEM
+ * (the qctx's error). pms_run_fini returns the call's scratch. */
+int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher *m, size_t n,
+                 int64_t mint, int64_t maxt, enum pms_mode mode);
+void pms_run_fini(struct pms_run *r);
+/* One source: plan, then its rows (or its index). 0, or the query's error. */
+int pms_do_block(struct pms_run *r, struct qctx_src *qs);
+/* Charges the run's arenas' growth to the qctx: 0 or -ENOMEM. */
+int pms_charge(struct pms_run *r);
+/* The call's series of |ls| (hash |h| = pm_labels_hash), created when new:
+ * its index, or -ENOMEM. |copy|: a label index's series, which its
+ * matching admitted, its strings copied into the result arena. */
+int64_t pms_intern(struct pms_run *r, const struct pm_labels *ls, uint64_t h, bool copy);
+/* While |x| is set, pms_unmapped_note on this thread counts into it. */
+struct pmx;
+void pms_note_record(struct pmx *x);
+
+/* ---- the label index's use (pmsrc_lbl.c) ---- */
+
+/* The index of sealed source |qs|: cached on the block, built on first use
+ * when the cache has room. NULL when there is none (then the query's error
+ * is set, or the source failed, or the block is read without the index). */
+const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs);
+/* Series mode over a block's index: 0 or the query's error. */
+int pms_series_from_index(struct pms_run *r, const struct pmx *x);
+/* The streams (one byte per block stream) that make a series the run's
+ * matchers admit, *ti_admitted whether one is a target_info; NULL with the
+ * query's error set. */
+uint8_t *pms_streams_wanted(struct pms_run *r, const struct pmx *x, uint32_t n_streams,
+                            bool *ti_admitted);
+
+/* ---- the label index of a sealed block (pmsrc_idx.c) ----
+ *
+ * Every series the block's points make (target_info included), its label
+ * set, and where it has samples: refs, each a list of block rows ascending
+ * (a stream's rows, or the rows of a stream that made this series when not
+ * all of them did). Postings: label names sorted, each name's values
+ * sorted, each value's series ids ascending. Built once per block by
+ * pmsrc.c (a run in index mode), cached on the block (blk_aux) and
+ * charged to the memory budget; freed with the block. Read-only once
+ * attached, so any number of queries read it at once. */
+struct pmx_ref {
+    uint32_t stream; /* block stream, or PMS_NOSTREAM */
+    uint32_t n;
+    const uint32_t *rows;
+};
+
+struct pmx_series {
+    uint64_t hash;       /* pm_labels_hash of its labels (with __name__) */
+    uint32_t ref0, nref; /* ref[] */
+    uint32_t lab0, nlab; /* lab[]: its values' ids, so its labels in name order */
+};
+
+struct pmx_val {
+    const char *s;
+    uint32_t n;
+    uint32_t post0, npost;
+    uint32_t name; /* name[] */
+};
+
+struct pmx_name {
+    const char *s;
+    uint32_t n;
+    uint32_t val0, nval;
+};
+
+struct pmx {
+    arena *a;
+    size_t bytes;         /* its memory */
+    bool charged;         /* bytes taken from the memory budget and the cache */
+    const uint64_t *time; /* the block's time column */
+    uint64_t tmin, tmax;  /* the block's first and last row times */
+    struct pmx_series *ser;
+    uint32_t nser;
+    struct pmx_ref *ref;
+    uint32_t nref;
+    uint32_t *lab;
+    struct pmx_name *name;
+    uint32_t nname;
+    struct pmx_val *val;
+    uint32_t *post;
+    uint32_t ti_val;  /* the value id of __name__="target_info", or UINT32_MAX */
+    uint32_t n_notes; /* pms_unmapped_note calls the build made, replayed per use */
+    const char *note;
+    uint32_t note_len;
+};
+
+/* Builds the index, in x->a, of the |n| series of an index run (pairs in
+ * row order) over a block whose stream rows |b| gives; scratch in |tmp|
+ * (the series' labels may be there too). 0 or -ENOMEM. */
+int pmx_assemble(struct pmx *x, blk *b, const struct pms_series *s, uint32_t n, arena *tmp);
+/* The labels of series |i| (the array in |a|, the strings the index's). */
+int pmx_labels(const struct pmx *x, uint32_t i, arena *a, struct pm_labels *out);
+
+/* Frees an index (and returns its charge, once pmx_charge took it). */
+void pmx_free(void *x);
+/* Whether the cache (bounded: an eighth of the memory budget, 1 GiB
+ * without one) has room for |bytes| more; pmx_charge takes x->bytes from
+ * the memory budget and the cache (false: no room, nothing taken). */
+bool pmx_cache_room(size_t bytes);
+/* A guess of the size of |b|'s index, from the builds so far (a build
+ * that did not fit is not repeated by every query); pmx_note_built feeds it. */
+size_t pmx_guess(const blk *b);
+void pmx_note_built(const blk *b, size_t bytes);
+bool pmx_charge(struct pmx *x);
+
+/* Whether series |i| has a row with time in [lo_ns, hi_ns). */
+bool pmx_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+
+/* The ids of the series every matcher admits, ascending (n == 0: all),
+ * into *out (|tmp| memory): postings intersected, each matcher tested once
+ * per distinct value of its label. The count, or -ENOMEM. */
+int64_t pmx_match(const struct pmx *x, const struct promql_matcher *m, size_t n, arena *tmp,
+                  uint32_t **out);
+
+/* The name |i| or value |i| (of names[] / vals[]) has a series with a row
+ * in [lo_ns, hi_ns). */
+bool pmx_name_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+bool pmx_val_present(const struct pmx *x, uint32_t i, uint64_t lo_ns, uint64_t hi_ns);
+/* Index of label name p[0, n) in names[], or -1. */
+int64_t pmx_find_name(const struct pmx *x, const char *p, size_t n);
 
 #endif

@@ -356,6 +356,25 @@ static int strv_cmp(const void *pa, const void *pb)
 /* Label names (|name| NULL) or the values of |name|, sorted, each once. */
 static int run_labels(struct pjob *j, struct run *st, struct jsonw *w)
 {
+    if (j->n_sels == 0) { /* no match[]: the blocks' label indexes answer */
+        struct pmsrc_str *sv;
+        size_t ns;
+        int rc =
+            pmsrc_label_values(st->src, j->name, j->name_len, j->start_ms, j->end_ms, &sv, &ns);
+        if (rc < 0) {
+            return rc;
+        }
+        const char **warn;
+        size_t nw = collect_warnings(st, NULL, &warn);
+        prom_render_begin(w);
+        jsonw_arr_begin(w);
+        for (size_t i = 0; i < ns; i++) {
+            jsonw_str(w, sv[i].s, sv[i].n);
+        }
+        jsonw_arr_end(w);
+        prom_render_end(w, warn, nw);
+        return 0;
+    }
     struct pm_set set;
     int rc = select_series(j, st, &set);
     if (rc < 0) {
@@ -1036,4 +1055,10 @@ void prom_metrics_text(struct evbuffer *o)
             "Metrics or series a PromQL read met that map to no Prometheus series, counted per "
             "read (see miradb_promql_unmapped_points_total for what ingest counted).",
             pmsrc_unmapped());
+    evbuffer_add_printf(o,
+                        "# HELP miradb_promql_label_index_bytes Memory the sealed blocks' label "
+                        "indexes hold (part of the memory budget).\n"
+                        "# TYPE miradb_promql_label_index_bytes gauge\n"
+                        "miradb_promql_label_index_bytes %llu\n",
+                        (unsigned long long)pmsrc_index_bytes());
 }

@@ -178,6 +178,13 @@ int blk_stream(const blk *b, uint32_t i, struct blk_stream *out);
 /* The streams of |metric_id|: [*first, *first + *count). */
 void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, uint32_t *count);
 
+/* A reader's cache derived from the immutable block (the PromQL label
+ * index, query/pmsrc.c), attached once and freed with |free_fn| when the
+ * last reference goes. blk_aux: NULL until attached. blk_aux_set: true when
+ * |p| was attached, false (nothing changed) when another was first. */
+void *blk_aux(const blk *b);
+bool blk_aux_set(blk *b, void *p, void (*free_fn)(void *));
+
 /* ---- rows ---- */
 
 #define BLK_ROOT 1u
@@ -198,6 +205,11 @@ void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, ui
 int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v);
 int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v);
 int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
+
+/* The fields one sample of a gauge or sum needs, and only those: time,
+ * start, value type and value, flags (the other fields of |*v| are left as
+ * they were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
+int blk_point_sample(blk *b, uint64_t i, struct point_view *v);
 
 /*
  * Makes the tables of |want| ready (verified, decoded) without reading a

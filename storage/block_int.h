@@ -444,6 +444,9 @@ struct blk {
     const uint8_t *streams; /* SEC_STREAMS entries (16 bytes each), or NULL */
     uint32_t n_streams;
     const uint32_t *stream_rows;
+
+    _Atomic(void *) aux; /* blk_aux_set (block_streams.c); freed by blk_destroy */
+    void (*aux_free)(void *);
 };
 
 /* ---- the metric stream index (block_streams.c) ---- */

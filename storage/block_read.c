@@ -730,6 +730,9 @@ static void blk_destroy(blk *b)
         free(b->zbuf[t]);
     }
     free(atomic_load(&b->col_time));
+    if (atomic_load(&b->aux) != NULL) {
+        b->aux_free(atomic_load(&b->aux));
+    }
     free(b->res);
     free(b->scopes);
     free(b->metrics);

@@ -257,3 +257,20 @@ void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, ui
     *first = lo;
     *count = end - lo;
 }
+
+void *blk_aux(const blk *b)
+{
+    return atomic_load_explicit(&((blk *)b)->aux, memory_order_acquire);
+}
+
+bool blk_aux_set(blk *b, void *p, void (*free_fn)(void *))
+{
+    pthread_mutex_lock(&b->lock);
+    bool ok = atomic_load_explicit(&b->aux, memory_order_relaxed) == NULL;
+    if (ok) {
+        b->aux_free = free_fn;
+        atomic_store_explicit(&b->aux, p, memory_order_release);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return ok;
+}

@@ -18,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/tclock.h"
 
 static struct daemon d;
 
@@ -461,6 +463,52 @@ Test(prom_e2e, series_labels_and_values)
     expect_get("/api/v1/label/nope/values", 200, OK("[]"));
     /* outside the time range: nothing */
     expect_get("/api/v1/label/job/values?start=1600000000&end=1600000100", 200, OK("[]"));
+}
+
+/* ---- the same data sealed: the label calls answer from the block's index ---- */
+
+static void start_sealed(void)
+{
+    static const char *const args[] = {"--shards", "1", "--block-max-age", "1s", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    struct http_resp r;
+    cr_assert_eq(
+        httpc_request(d.http_port, "POST", "/v1/metrics", hdrs, BATCH, strlen(BATCH), 0, &r), 0);
+    cr_assert_eq(r.status, 200, "export: %d %s", r.status, r.body ? (char *)r.body : "");
+    http_resp_free(&r);
+    long long dl = tclock_ms() + 30000;
+    while (daemon_metric(&d, "miradb_blocks{signal=\"metrics\"}") < 1 ||
+           daemon_metric(&d, "miradb_open_block_rows{signal=\"metrics\"}") != 0) {
+        cr_assert_lt(tclock_ms(), dl, "the metric block was not sealed in 30 s");
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+TestSuite(prom_sealed, .init = start_sealed, .fini = stop, .timeout = 120);
+
+Test(prom_sealed, label_calls_answer_from_the_index_once_built)
+{
+    cr_expect_eq(daemon_metric(&d, "miradb_promql_label_index_bytes"), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        double scanned = daemon_metric(&d, "miradb_promql_points_scanned_total");
+        expect_get("/api/v1/labels", 200,
+                   OK("[\"__name__\",\"http_request_method\",\"http_response_status_code\","
+                      "\"instance\",\"job\",\"k8s_cluster_name\",\"le\"]"));
+        expect_get("/api/v1/label/le/values", 200, OK("[\"+Inf\",\"0.1\",\"0.5\",\"1\"]"));
+        expect_get("/api/v1/label/job/values?start=1600000000&end=1600000100", 200, OK("[]"));
+        expect_get("/api/v1/series?match%5B%5D=http_server_request_duration_seconds_count", 200,
+                   OK("[{\"__name__\":\"http_server_request_duration_seconds_count\","
+                      "\"instance\":\"pod-1\",\"job\":\"shop/cart\"}]"));
+        double now = daemon_metric(&d, "miradb_promql_points_scanned_total");
+        if (pass == 0) {
+            cr_expect_gt(now, scanned, "the first call builds the index from the rows");
+            cr_expect_gt(daemon_metric(&d, "miradb_promql_label_index_bytes"), 0);
+        } else {
+            cr_expect_eq(now, scanned, "no point read once the index is built");
+        }
+    }
 }
 
 Test(prom_e2e, metadata_and_exemplars)

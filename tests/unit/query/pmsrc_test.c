@@ -21,6 +21,7 @@
 #include "query/pmsrc.h"
 #include "query/promql.h"
 #include "query/qctx.h"
+#include "storage/adm.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 #include "storage/block.h"
@@ -758,7 +759,15 @@ Test(pmsrc, the_stream_index_leaves_other_streams_rows_unread)
     char *got = select_str(&f, "temp_celsius{room=\"b\"}", ALL_T);
     cr_expect_str_eq(got, "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n", "%s", got);
     free(got);
-    cr_expect_eq(f.q.st.rows_skipped_index, 2, "room=a's rows after its first");
+    fx_close(&f);
+
+    /* the label index the first query built is the block's: the second
+     * query reads room=b's two rows and none of room=a's three */
+    fx_open(&f);
+    got = select_str(&f, "temp_celsius{room=\"b\"}", ALL_T);
+    cr_expect_str_eq(got, "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n", "%s", got);
+    free(got);
+    cr_expect_eq(f.q.st.rows_skipped_index, 3, "room=a's three rows: its labels are indexed");
     cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "room=b's two rows, the open block's six");
     fx_close(&f);
 }
@@ -802,8 +811,15 @@ Test(pmsrc, series_read_one_row_per_single_series_stream)
     struct pm_set set;
     cr_assert_eq(pmsrc_series(f.s, m, n, MS(-100), MS(100), &set), 0);
     cr_expect_eq(set.n, 2);
-    cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "one row per sealed stream, the open block's six");
-    cr_expect_eq(f.q.st.rows_skipped_index, 3, "room=a's last two, room=b's last one");
+    fx_close(&f);
+
+    /* once the sealed block's label index is built, it answers alone */
+    fx_open(&f);
+    m = matchers(&f, "temp_celsius", &n);
+    cr_assert_eq(pmsrc_series(f.s, m, n, MS(-100), MS(100), &set), 0);
+    cr_expect_eq(set.n, 2);
+    cr_expect_eq(f.q.st.rows_scanned, 6, "no sealed row, the open block's six");
+    cr_expect_eq(f.q.st.rows_skipped_index, 0);
     fx_close(&f);
 
     fx_open(&f);
@@ -1029,6 +1045,273 @@ Test(pmsrc_many, thousands_of_series_each_with_its_samples_in_time_order)
             cr_assert_eq(set.s[i].f[j].v, 10.0 * k + j);
         }
     }
-    cr_expect_eq(f.q.st.rows_scanned, 8 * MANY);
+    cr_expect_eq(f.q.st.rows_scanned, MANY + 8 * MANY,
+                 "the label index's build reads each sealed stream's first row, once");
     fx_close(&f);
+}
+
+/* ---- the label index ---- */
+
+/* The label names (|name| NULL) or values of |name| in [mint, maxt],
+ * joined by ",". */
+static char *values_str(struct fx *f, const char *name, int64_t mint, int64_t maxt)
+{
+    struct pmsrc_str *v;
+    size_t n;
+    int rc = pmsrc_label_values(f->s, name, name != NULL ? strlen(name) : 0, mint, maxt, &v, &n);
+    cr_assert_eq(rc, 0, "%d %s", rc, qctx_message(&f->q));
+    char *out = malloc(4096);
+    cr_assert_not_null(out);
+    size_t k = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        k += (size_t)snprintf(out + k, 4096 - k, "%s%.*s", i > 0 ? "," : "", (int)v[i].n, v[i].s);
+    }
+    return out;
+}
+
+/* A cold call (it builds the sealed block's index) and a warm one answer
+ * the same; the warm one reads the open block's rows only. */
+static void expect_values(const char *name, int64_t mint, int64_t maxt, const char *want)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        struct fx f;
+        fx_open(&f);
+        char *got = values_str(&f, name, mint, maxt);
+        cr_expect_str_eq(got, want, "%s pass %d [%" PRId64 ", %" PRId64 "]: got %s",
+                         name ? name : "names", pass, mint, maxt, got);
+        free(got);
+        if (pass == 1) {
+            cr_expect_leq(f.q.st.rows_scanned, 6, "the open block's rows at most");
+        }
+        fx_close(&f);
+    }
+}
+
+Test(pmsrc, label_names_over_sealed_and_open_blocks)
+{
+    expect_values(NULL, ALL_T,
+                  "__name__,code,http_request_method,http_response_status_code,instance,job,"
+                  "k8s_cluster_name,le,q,quantile,room,telemetry_sdk_language");
+    /* +2 s .. +3 s: the counter (+2 s) and the summary (+3 s) only */
+    expect_values(NULL, MS(2), MS(3), "__name__,code,instance,job,quantile");
+    /* +31 s .. +32 s: the open block's gauge and counter only */
+    expect_values(NULL, MS(31), MS(31), "__name__,instance,job,room");
+    expect_values(NULL, MS(31), MS(32), "__name__,code,instance,job,room");
+    /* before every block */
+    expect_values(NULL, MS(-100), MS(-50), "");
+}
+
+Test(pmsrc, label_values_honour_a_range_that_cuts_a_stream)
+{
+    /* room=a has points at +1, +11, +21 s (sealed) and +31 s (open) */
+    expect_values("room", ALL_T, "a,b");
+    expect_values("room", MS(1), MS(1), "a,b");
+    expect_values("room", MS(2), MS(10), "");
+    expect_values("room", MS(11), MS(11), "a");
+    expect_values("room", MS(22), MS(40), "a");
+    expect_values("__name__", MS(2), MS(3),
+                  "http_server_requests_total,rpc_latency_milliseconds,"
+                  "rpc_latency_milliseconds_count,rpc_latency_milliseconds_sum");
+    /* the histogram at +0.123 s and its resource's target_info */
+    expect_values("le", MS(0), MS(0) + 123, "+Inf,0.1,0.5,1");
+    expect_values("le", MS(0) + 124, MS(1), "");
+    expect_values("k8s_cluster_name", MS(0) + 123, MS(0) + 123, "eu1");
+    expect_values("k8s_cluster_name", MS(0), MS(0) + 122, "");
+    expect_values("k8s_cluster_name", MS(1), MS(60), "");
+    expect_values("nope", ALL_T, "");
+}
+
+/* pmsrc_series over the index: matchers intersect postings. */
+static void expect_series(const char *sel, int64_t mint, int64_t maxt, const char *want)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        struct fx f;
+        fx_open(&f);
+        size_t n;
+        const struct promql_matcher *m = matchers(&f, sel, &n);
+        struct pm_set set;
+        cr_assert_eq(pmsrc_series(f.s, m, n, mint, maxt, &set), 0);
+        char out[4096];
+        size_t k = 0;
+        out[0] = '\0';
+        for (size_t i = 0; i < set.n; i++) {
+            k += render_labels(&set.s[i].labels, true, out + k, sizeof(out) - k);
+            k += (size_t)snprintf(out + k, sizeof(out) - k, "\n");
+        }
+        cr_expect_str_eq(out, want, "%s pass %d:\n%s--- want\n%s", sel, pass, out, want);
+        fx_close(&f);
+    }
+}
+
+Test(pmsrc, series_matchers_on_the_index_regexes_negations_and_nothing)
+{
+    expect_series("{__name__=~\"temp_.+\",room=~\"a|b\"}", ALL_T,
+                  "temp_celsius{" API ",room=\"a\"}\ntemp_celsius{" API ",room=\"b\"}\n");
+    expect_series("temp_celsius{room!~\"a\"}", ALL_T, "temp_celsius{" API ",room=\"b\"}\n");
+    expect_series("temp_celsius{room!=\"b\"}", MS(2), MS(10), "");
+    expect_series("{room=~\".+\"}", MS(22), MS(40), "temp_celsius{" API ",room=\"a\"}\n");
+    expect_series("{job=\"shop/cart\",le=\"0.5\"}", ALL_T,
+                  "http_server_request_duration_seconds_bucket{http_request_method=\"GET\","
+                  "http_response_status_code=\"200\",instance=\"pod-1\",job=\"shop/cart\","
+                  "le=\"0.5\"}\n");
+    expect_series("{__name__=\"target_info\"}", ALL_T,
+                  "target_info{instance=\"pod-1\",job=\"shop/cart\",k8s_cluster_name=\"eu1\","
+                  "telemetry_sdk_language=\"go\"}\n");
+    expect_series("{room=\"zzz\"}", ALL_T, "");
+    expect_series("{nope=~\".+\"}", ALL_T, "");
+    expect_series("temp_celsius{room=\"\"}", ALL_T, "");
+    expect_series("{__name__=~\"temp_.+\",nope=\"\",room=\"b\"}", ALL_T,
+                  "temp_celsius{" API ",room=\"b\"}\n");
+}
+
+/* A selector on a warm index reads the streams its matchers admit: the
+ * open block's rows and room=b's two sealed rows, nothing of room=a (and,
+ * no target_info having a room, the block is not scanned for one). */
+Test(pmsrc, a_selector_on_a_warm_index_reads_the_admitted_streams_only)
+{
+    struct fx f;
+    fx_open(&f);
+    free(values_str(&f, NULL, ALL_T));
+    fx_close(&f);
+    fx_open(&f);
+    char *got = select_str(&f, "{room=~\"b|c\"}", ALL_T);
+    cr_expect_str_eq(got, "temp_celsius{" API ",room=\"b\"} 20 1700000001000\n", "%s", got);
+    free(got);
+    cr_expect_eq(f.q.st.rows_scanned, 2 + 6, "room=b's two rows, the open block's six");
+    fx_close(&f);
+}
+
+/* A label call meets bad.sum (UNSPECIFIED temporality) in the sealed
+ * block once, whether it builds the index or reads it. */
+Test(pmsrc, label_calls_count_unmapped_metrics_once_each)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t before = pmsrc_unmapped();
+        struct fx f;
+        fx_open(&f);
+        free(values_str(&f, NULL, ALL_T));
+        fx_close(&f);
+        cr_expect_eq(pmsrc_unmapped() - before, 1, "pass %d", pass);
+        char name[64];
+        cr_expect_eq(pmsrc_unmapped_last(name, sizeof(name)), 7);
+        cr_expect_str_eq(name, "bad.sum");
+    }
+}
+
+/* The index is charged to the memory budget while its block lives, and
+ * freed with it: retention deletes the block once the last query holding
+ * it is done. */
+Test(pmsrc, the_label_index_is_charged_and_freed_with_its_block)
+{
+    cr_assert_eq(pmsrc_index_bytes(), 0);
+    uint64_t before = adm_in_use();
+    struct fx f;
+    fx_open(&f);
+    char *got = values_str(&f, "room", ALL_T);
+    cr_expect_str_eq(got, "a,b");
+    free(got);
+    uint64_t held = pmsrc_index_bytes();
+    cr_expect_gt(held, 0);
+    cr_expect_eq(adm_in_use() - before, held, "charged to the memory budget");
+    cr_assert_eq(catalog_retain(S(3600), 1, 0), 1, "the sealed block is past any age");
+    cr_expect_eq(pmsrc_index_bytes(), held, "the query's snapshot still holds the block");
+    fx_close(&f);
+    cr_expect_eq(pmsrc_index_bytes(), 0, "freed with the block");
+    cr_expect_eq(adm_in_use(), before);
+
+    fx_open(&f); /* the open block alone */
+    got = values_str(&f, "room", ALL_T);
+    cr_expect_str_eq(got, "a");
+    free(got);
+    fx_close(&f);
+}
+
+/* A budget whose eighth cannot hold an index: none is kept, and the calls
+ * read the rows (the same answers). The first call learns the size and
+ * the next ones do not build again. */
+Test(pmsrc, without_room_for_the_index_the_rows_are_read)
+{
+    adm_init(16 << 10);
+    for (int pass = 0; pass < 3; pass++) {
+        struct fx f;
+        fx_open(&f);
+        char *got = values_str(&f, "room", ALL_T);
+        cr_expect_str_eq(got, "a,b");
+        free(got);
+        /* the sealed block's 8 mapped streams, one row each (no histogram
+         * there has two points), and the open block's 6 rows; the first
+         * call also read the 8 for the index it could not keep */
+        cr_expect_eq(f.q.st.rows_scanned, pass == 0 ? 8 + 8 + 6 : 8 + 6, "pass %d: %" PRIu64, pass,
+                     f.q.st.rows_scanned);
+        cr_expect_eq(pmsrc_index_bytes(), 0);
+        fx_close(&f);
+    }
+    adm_init(0);
+}
+
+/* ---- the label index of a block sealed before the stream index ---- */
+
+static void v2_corpus(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    char src[1024], sub[300], path[512], err[256];
+    const char *v = getenv("MIRADB_VECTORS");
+    snprintf(src, sizeof(src), "%s/blocks/v2-metrics-8.blk", v != NULL ? v : "tests/vectors");
+    FILE *in = fopen(src, "rb");
+    cr_assert_not_null(in, "%s", src);
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf), in);
+    fclose(in);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "metrics"), 0);
+    mkdir(sub, 0755);
+    cr_assert_eq(tmpdir_write_file(sub, "s0-00000000000001f7.blk", buf, n), 0);
+    cr_assert_eq(tmpdir_join(path, sizeof(path), sub, "s0-00000000000001f7.blk"), 0);
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    struct cat_open *h = catalog_open_add(SIG_METRICS, ob);
+    cr_assert_not_null(h);
+    blk *b;
+    cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(blk_n_streams(b), 0);
+    cr_assert_eq(catalog_publish(h, b, path), 0);
+}
+
+TestSuite(pmsrc_v2, .init = v2_corpus, .fini = teardown);
+
+#define V2_UP "http_method=\"2124799334913080733\",job=\"svc-0\""
+#define V2_USER "user_id=\"timeout;BchS3nodvKu5BpfV\""
+
+/* Rows (ms): 1700000525446 (metric "error", job svc-2), 1700001485854
+ * (error_upstream, a summary), 1700001903490, 1700002095601, 1700002500241,
+ * 1700002853239 ("error" again), 1700003334493, and one in 2554. The
+ * expected sets are what the row scan before the index answered. */
+Test(pmsrc_v2, series_names_and_values_of_a_block_without_streams)
+{
+    expect_series("{__name__=~\".+\"}", 1700001485854, 1700002095601,
+                  "error_upstream{" V2_UP ",quantile=\"0\"," V2_USER "}\n"
+                  "error_upstream{" V2_UP ",quantile=\"0.25\"," V2_USER "}\n"
+                  "error_upstream_count{" V2_UP "," V2_USER "}\n"
+                  "error_upstream_sum{" V2_UP "," V2_USER "}\n"
+                  "private{error=\"false\",http_status_code=\"{\"error\":[],\"timeout\":{\"error\":"
+                  "\"/L4vW8dlCMAm\",\"timeout\":null}}\",job=\"svc-0\",k8s_pod_name=\"a-b.c\","
+                  "user_id=\"233U\"}\n"
+                  "target_info{host_id=\"3\",job=\"svc-0\"}\n"
+                  "target_info{host_id=\"7\",job=\"svc-0\"}\n"
+                  "target_info{host_id=\"8\",job=\"svc-1\"}\n");
+    expect_series("{__name__=~\".+\"}", 1700000525447, 1700001485853, "");
+    expect_series("{__name__=~\".+\"}", 1700002853239, 1700002853239,
+                  "error{job=\"svc-2\"}\ntarget_info{host_id=\"6\",job=\"svc-2\"}\n");
+    expect_series("{user_id=\"\"}", 0, 1800000000000,
+                  "error{job=\"svc-2\"}\n"
+                  "target_info{host_id=\"3\",job=\"svc-0\"}\n"
+                  "target_info{host_id=\"6\",job=\"svc-2\"}\n"
+                  "target_info{host_id=\"7\",job=\"svc-0\"}\n"
+                  "target_info{host_id=\"8\",job=\"svc-1\"}\n");
+    expect_series("{job=\"nope\"}", 0, 1800000000000, "");
+    expect_values("job", 1700002853239, 1700002853239, "svc-2");
+    expect_values("job", INT64_MIN / 2, INT64_MAX / 2, "svc-0,svc-1,svc-2,svc-3,svc-4");
+    expect_values(NULL, 1700000525447, 1700001485853, "");
 }
