@@ -20,7 +20,7 @@ ifeq ($(filter -j%,$(MAKEFLAGS)),)
 MAKEFLAGS += -j$(shell nproc)
 endif
 PKGS    := libevent libevent_pthreads libnghttp2 libprotobuf-c libzstd libxxhash jansson libdeflate \
-           libpcre2-8
+           libpcre2-8 openssl
 CC      ?= cc
 WERROR  ?=
 CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \

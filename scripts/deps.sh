@@ -11,7 +11,7 @@
 set -eu
 PKGS="build-essential pkg-config clang libevent-dev libnghttp2-dev libprotobuf-c-dev
 protobuf-c-compiler libzstd-dev libxxhash-dev libjansson-dev libcriterion-dev libdeflate-dev
-libpcre2-dev libhttp-parser-dev curl nghttp2-client"
+libpcre2-dev libhttp-parser-dev curl nghttp2-client libssl-dev openssl"
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 missing=""
 for p in $PKGS; do

@@ -45,6 +45,9 @@
 #include "server/loki.h"
 #include "server/prom.h"
 #include "server/tempo.h"
+#include "server/auth.h"
+#include "server/origin.h"
+#include "server/tls.h"
 
 static void usage(FILE *f)
 {
@@ -337,6 +340,23 @@ static int open_store(const struct config *c, char *err, size_t errlen)
     return rc;
 }
 
+/* SIGHUP: new certificate and tokens for new connections and requests; a
+ * file that fails to load keeps what was loaded before. */
+static void reload_secrets(void)
+{
+    char err[600];
+    int a = tls_reload(err, sizeof(err));
+    if (a < 0) {
+        log_error("main", "event=reload_failed what=tls error=\"%s\"", err);
+    }
+    int b = auth_reload(err, sizeof(err));
+    if (b < 0) {
+        log_error("main", "event=reload_failed what=tokens error=\"%s\"", err);
+    }
+    log_info("main", "event=reloaded tls=%s tokens=%s", a < 0 ? "kept_old" : "ok",
+             b < 0 ? "kept_old" : "ok");
+}
+
 static int serve(int argc, char **argv)
 {
     struct config c;
@@ -367,6 +387,7 @@ static int serve(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* reload: TLS certificate and token files */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     json_object_seed(0);
@@ -386,6 +407,11 @@ static int serve(int argc, char **argv)
         return 1;
     }
     ingest_init(&c);
+    if (tls_init(&c, err, sizeof(err)) < 0 || auth_init(&c, err, sizeof(err)) < 0 ||
+        origin_init(&c, err, sizeof(err)) < 0) {
+        log_error("main", "event=init_failed error=\"%s\"", err);
+        return 1;
+    }
     rc = iot_init(c.io_threads);
     if (rc < 0) {
         log_error("main", "event=init_failed error=\"%s\"", strerror(-rc));
@@ -435,6 +461,9 @@ static int serve(int argc, char **argv)
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("main", "event=stopping signal=%s", sig == SIGTERM ? "TERM" : "INT");
             break;
+        }
+        if (sig == SIGHUP) {
+            reload_secrets();
         }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -492,6 +521,9 @@ stop:;
     iot_run_pending();
     http1_fini(); /* connections the grace period left behind */
     iot_fini();
+    tls_fini();
+    auth_fini();
+    origin_fini();
     struct sealer_stats ss;
     sealer_get_stats(&ss);
     if (ss.seals_abandoned > 0) {
