@@ -379,6 +379,8 @@ Test(tls, sighup_reloads_certificate_and_tokens_and_keeps_open_connections)
     cr_assert_eq(tlsc_request(fresh, "POST", "/v1/logs", h_old, "{}", 2, &r), 0);
     cr_expect_eq(r.status, 401);
     http_resp_free(&r);
+    tlsc_free(fresh); /* refused before its body was read: the server closed it */
+    cr_assert_eq(tlsc_connect(d.http_port, &o, &fresh, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(tlsc_request(fresh, "POST", "/v1/logs", h_new, "{}", 2, &r), 0);
     cr_expect_eq(r.status, 200);
     http_resp_free(&r);
@@ -505,11 +507,13 @@ Test(tls, tokens_guard_ingest_query_and_metrics_but_not_health)
     cr_expect_str_eq(c.grpc_message, AUTH_MSG_MISSING);
     h2c_call_free(&c);
     const char *g_wrong[] = {"authorization: Bearer nope", NULL};
+    c = (struct h2c_call){0};
     cr_assert_eq(h2c_unary(d.grpc_port, LOGS_PATH, g_wrong, body, len, &c), 0);
     cr_expect_eq(c.grpc_status, 16);
     cr_expect_str_eq(c.grpc_message, "invalid token");
     h2c_call_free(&c);
     const char *g_right[] = {"authorization: Bearer ingest-one", NULL};
+    c = (struct h2c_call){0};
     cr_assert_eq(h2c_unary(d.grpc_port, LOGS_PATH, g_right, body, len, &c), 0);
     cr_expect_eq(c.grpc_status, 0, "%s", c.grpc_message);
     h2c_call_free(&c);
