@@ -138,6 +138,7 @@ integ: $(ASN)/integ-tests $(ASN)/miradb all
 
 interop: all
 	tests/interop/run.sh $(BUILD)/miradb
+	INTEROP_TLS=1 tests/interop/run.sh $(BUILD)/miradb
 
 # The differential suite (tests/promdiff/README.md): its dataset generator and
 # comparer, release flags; PROMDIFF_QUERIES=REGEX runs a subset of the queries.
