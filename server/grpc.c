@@ -1,5 +1,5 @@
 /*
- * grpc.c - the OTLP/gRPC listener: HTTP/2 cleartext with prior knowledge,
+ * grpc.c - the OTLP/gRPC listener: HTTP/2 with prior knowledge (cleartext, or TLS),
  * one nghttp2 server session per connection, on the I/O threads' event
  * bases (grpc.h).
  *
@@ -63,6 +63,15 @@
  * input, and the connection closes once nghttp2 wants neither to read nor
  * to write. A connection with no input for IDLE_S and no stream waiting on
  * ingest is closed the same way.
+ *
+ * TLS AND TOKENS. With TLS on (tls.h) a connection first completes its
+ * handshake (ALPN h2; another offered protocol fails it) within
+ * --tls-handshake-timeout, driven by the same read/write events; reads
+ * then go through tls_read (one record each, so the per-event read bound
+ * counts records) and writes through tls_send. The preface rules above
+ * apply inside TLS. With --ingest-token-file an Export call without a
+ * known token in its authorization metadata gets UNAUTHENTICATED (16),
+ * decided at the end of its header block, before any message byte.
  *
  * Threads: everything here runs on the connection's I/O thread; per-thread
  * state is thr[iot->idx].
@@ -1134,6 +1143,9 @@ static void conn_on_read(evutil_socket_t fd, short what, void *arg)
             /* EOF or a socket error: whatever was in flight is abandoned */
             conn_free(c);
             return;
+        }
+        if (c->ssl != NULL && !c->closing && tls_pending(c->ssl)) {
+            event_active(c->rev, EV_READ, 0); /* decrypted bytes the socket will not signal */
         }
     }
     if (!conn_flush(c)) {

@@ -243,8 +243,9 @@ void origin_set_listener(const struct sockaddr *sa)
         return;
     }
     for (i = ifs; i != NULL; i = i->ifa_next) {
-        if (i->ifa_addr != NULL && (i->ifa_addr->sa_family == sa->sa_family ||
-                                    (sa->sa_family == AF_INET6 && i->ifa_addr->sa_family == AF_INET))) {
+        if (i->ifa_addr != NULL &&
+            (i->ifa_addr->sa_family == sa->sa_family ||
+             (sa->sa_family == AF_INET6 && i->ifa_addr->sa_family == AF_INET))) {
             if (addr_name(i->ifa_addr, name, sizeof(name))) {
                 add_host_str(name);
             }

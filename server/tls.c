@@ -36,7 +36,7 @@
 #define TLS_WRITE_MAX 16384 /* one record's plaintext */
 
 static const char *const fail_names[TLS_FAIL_COUNT] = {
-    "timeout", "closed",   "not_tls",    "version", "alpn",
+    "timeout",        "closed",          "not_tls",    "version", "alpn",
     "no_client_cert", "bad_client_cert", "peer_alert", "other",
 };
 
@@ -104,7 +104,8 @@ static SSL_CTX *ctx_build(enum tls_port p, char *err, size_t errlen)
         goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
-        err_text(err, errlen, "--tls-key does not match --tls-cert:", g.key);
+        ERR_clear_error();
+        snprintf(err, errlen, "--tls-key %s does not match --tls-cert %s", g.key, g.cert);
         goto fail;
     }
     if (g.ca[0] != '\0') {
@@ -119,8 +120,7 @@ static SSL_CTX *ctx_build(enum tls_port p, char *err, size_t errlen)
         SSL_CTX_set_client_CA_list(ctx, names); /* takes |names| */
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     }
-    SSL_CTX_set_alpn_select_cb(ctx, alpn_select,
-                               (void *)(p == TLS_GRPC ? alpn_h2 : alpn_http));
+    SSL_CTX_set_alpn_select_cb(ctx, alpn_select, (void *)(p == TLS_GRPC ? alpn_h2 : alpn_http));
     return ctx;
 
 fail:
@@ -374,10 +374,9 @@ void tls_metrics_text(struct evbuffer *b)
                             p == TLS_GRPC ? "grpc" : "http",
                             (unsigned long long)atomic_load(&hs_ok[p]));
     }
-    evbuffer_add_printf(b,
-                        "# HELP miradb_tls_handshake_failures_total TLS handshakes that failed, "
-                        "by reason.\n"
-                        "# TYPE miradb_tls_handshake_failures_total counter\n");
+    evbuffer_add_printf(b, "# HELP miradb_tls_handshake_failures_total TLS handshakes that failed, "
+                           "by reason.\n"
+                           "# TYPE miradb_tls_handshake_failures_total counter\n");
     for (int i = 0; i < TLS_FAIL_COUNT; i++) {
         evbuffer_add_printf(b, "miradb_tls_handshake_failures_total{reason=\"%s\"} %llu\n",
                             fail_names[i], (unsigned long long)atomic_load(&hs_fail[i]));

@@ -245,9 +245,9 @@ Test(tls, grpc_port_negotiates_h2_and_refuses_other_alpn)
     o.alpn = NULL;
     cr_expect_eq(tls_metric(&d, &o, NULL, FAILS("alpn")), 2);
     cr_expect_eq(tls_metric(&d, &o, NULL, HS_GRPC), 2);
-    cr_expect_eq(tls_metric(&d, &o, NULL,
-                            "miradb_otlp_requests_total{signal=\"logs\",transport=\"grpc\"}"),
-                 1);
+    cr_expect_eq(
+        tls_metric(&d, &o, NULL, "miradb_otlp_requests_total{signal=\"logs\",transport=\"grpc\"}"),
+        1);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
@@ -312,8 +312,8 @@ Test(tls, mutual_tls_requires_a_certificate_from_the_client_ca)
     /* and curl with the certificate */
     char out[256];
     cr_assert_eq(sh(out, sizeof(out),
-                    "curl -sS --cacert %s --cert %s --key %s https://localhost:%d/health", ca,
-                    cert, key, d.http_port),
+                    "curl -sS --cacert %s --cert %s --key %s https://localhost:%d/health", ca, cert,
+                    key, d.http_port),
                  0);
     cr_expect_str_eq(out, "ok");
     cr_expect_eq(daemon_stop(&d), 0);
@@ -588,8 +588,8 @@ Test(tls, cors_answers_only_listed_origins)
     struct http_resp r;
     const char *args[] = {"--cors-origins", "http://app.example, https://ui.example:8443", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
-    const char *pre_ok[] = {"Origin: https://ui.example:8443", "Access-Control-Request-Method: POST",
-                            NULL};
+    const char *pre_ok[] = {"Origin: https://ui.example:8443",
+                            "Access-Control-Request-Method: POST", NULL};
     cr_assert_eq(httpc_request(d.http_port, "OPTIONS", "/v1/logs", pre_ok, NULL, 0, 0, &r), 0);
     cr_expect_eq(r.status, 204);
     cr_expect_str_eq(hdr(&r, "Access-Control-Allow-Origin"), "https://ui.example:8443");

@@ -179,8 +179,8 @@ static int write_all(struct tlsc *c, const void *p, size_t n)
     return 0;
 }
 
-int tlsc_request(struct tlsc *c, const char *method, const char *path,
-                 const char *const *headers, const void *body, size_t len, struct http_resp *out)
+int tlsc_request(struct tlsc *c, const char *method, const char *path, const char *const *headers,
+                 const void *body, size_t len, struct http_resp *out)
 {
     char head[8192];
     size_t hl = 0;
@@ -209,7 +209,8 @@ int tlsc_request(struct tlsc *c, const char *method, const char *path,
     char *end = NULL;
     while (end == NULL) {
         size_t n = 0;
-        if (got == sizeof(buf) - 1 || SSL_read_ex(c->ssl, buf + got, sizeof(buf) - 1 - got, &n) != 1) {
+        if (got == sizeof(buf) - 1 ||
+            SSL_read_ex(c->ssl, buf + got, sizeof(buf) - 1 - got, &n) != 1) {
             ERR_clear_error();
             return -1;
         }
@@ -229,7 +230,8 @@ int tlsc_request(struct tlsc *c, const char *method, const char *path,
     memcpy(out->headers, eol + 2, hn);
     out->headers[hn] = '\0';
     char cl[32];
-    size_t want = http_resp_header(out, "Content-Length", cl, sizeof(cl)) ? strtoul(cl, NULL, 10) : 0;
+    size_t want =
+        http_resp_header(out, "Content-Length", cl, sizeof(cl)) ? strtoul(cl, NULL, 10) : 0;
     out->body = malloc(want + 1);
     if (out->body == NULL) {
         return -1;

@@ -24,8 +24,7 @@ struct tlsc;
 
 /* Connects to 127.0.0.1:|port| and completes the handshake. 0, or -1 with
  * OpenSSL's reason in |err|. */
-int tlsc_connect(int port, const struct tlsc_opts *o, struct tlsc **out, char *err,
-                 size_t errlen);
+int tlsc_connect(int port, const struct tlsc_opts *o, struct tlsc **out, char *err, size_t errlen);
 void tlsc_free(struct tlsc *c);
 /* The serial number of the server's certificate; -1 if none. */
 long tlsc_peer_serial(const struct tlsc *c);
@@ -36,7 +35,7 @@ const char *tlsc_alpn(const struct tlsc *c);
  * the answer read by its Content-Length. |headers| as httpc_request (Host
  * added unless given). 0, or -1 (a TLS or I/O error, or the server closed).
  */
-int tlsc_request(struct tlsc *c, const char *method, const char *path,
-                 const char *const *headers, const void *body, size_t len, struct http_resp *out);
+int tlsc_request(struct tlsc *c, const char *method, const char *path, const char *const *headers,
+                 const void *body, size_t len, struct http_resp *out);
 
 #endif

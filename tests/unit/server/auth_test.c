@@ -97,9 +97,9 @@ Test(auth, schemes_and_refusal_reasons)
     cr_expect_eq(auth_check(AUTH_QUERY, "Basic YWRtaW46dG9rLTE=", 22, &basic), AUTH_OK);
     cr_expect(basic);
     cr_expect_eq(check(AUTH_QUERY, "Basic OnRvay0x"), AUTH_OK);
-    cr_expect_eq(check(AUTH_QUERY, "Basic dG9rLTE="), AUTH_INVALID);       /* "tok-1": no colon */
-    cr_expect_eq(check(AUTH_QUERY, "Basic YWRtaW46"), AUTH_INVALID);       /* "admin:" */
-    cr_expect_eq(check(AUTH_QUERY, "Basic !!!!"), AUTH_INVALID);           /* not base64 */
+    cr_expect_eq(check(AUTH_QUERY, "Basic dG9rLTE="), AUTH_INVALID);         /* "tok-1": no colon */
+    cr_expect_eq(check(AUTH_QUERY, "Basic YWRtaW46"), AUTH_INVALID);         /* "admin:" */
+    cr_expect_eq(check(AUTH_QUERY, "Basic !!!!"), AUTH_INVALID);             /* not base64 */
     cr_expect_eq(check(AUTH_QUERY, "Basic dG9rLTE6YWRtaW4="), AUTH_INVALID); /* "tok-1:admin" */
     cr_expect_eq(auth_check(AUTH_QUERY, "Bearer tok-1", 12, &basic), AUTH_OK);
     cr_expect(!basic);
