@@ -670,3 +670,35 @@ Test(tls, query_routes_refuse_a_host_not_allowed)
     http_resp_free(&r);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* The end of a body and the next request in one TLS record: the body read
+ * takes only the body's bytes, and the rest waits decrypted inside OpenSSL,
+ * where the socket's read event cannot see it; it must still be answered
+ * (without that, the second answer never comes and the read times out). */
+Test(tls, a_request_after_a_body_in_the_same_record_is_answered)
+{
+    struct daemon d;
+    struct http_resp r;
+    struct tlsc *c;
+    char err[256], head[256];
+    start_tls(&d, NULL);
+    struct tlsc_opts o = opts_ca();
+    cr_assert_eq(tlsc_connect(d.http_port, &o, &c, err, sizeof(err)), 0, "%s", err);
+    snprintf(head, sizeof(head),
+             "POST /v1/logs HTTP/1.1\r\nHost: localhost:%d\r\n" CT_JSON "\r\n"
+             "Content-Length: 2\r\n\r\n",
+             d.http_port);
+    static const char rest[] = "{}GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    cr_assert_eq(tlsc_send(c, head, strlen(head)), 0);     /* record 1: the head */
+    cr_assert_eq(tlsc_send(c, rest, sizeof(rest) - 1), 0); /* record 2: body + next request */
+    cr_assert_eq(tlsc_read_response(c, &r), 0);
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq((const char *)r.body, "{}");
+    http_resp_free(&r);
+    cr_assert_eq(tlsc_read_response(c, &r), 0, "the pipelined request was not answered");
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq((const char *)r.body, "ok");
+    http_resp_free(&r);
+    tlsc_free(c);
+    cr_expect_eq(daemon_stop(&d), 0);
+}

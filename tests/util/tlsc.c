@@ -23,6 +23,8 @@ struct tlsc {
     SSL_CTX *ctx;
     SSL *ssl;
     char alpn[32];
+    char in[65536]; /* read and not yet taken by a response */
+    size_t in_len;
 };
 
 static void ssl_err(char *err, size_t errlen, const char *what)
@@ -203,26 +205,43 @@ int tlsc_request(struct tlsc *c, const char *method, const char *path, const cha
         (len > 0 && write_all(c, body, len) < 0)) {
         return -1;
     }
-    /* the head */
-    char buf[16384];
-    size_t got = 0;
-    char *end = NULL;
-    while (end == NULL) {
-        size_t n = 0;
-        if (got == sizeof(buf) - 1 ||
-            SSL_read_ex(c->ssl, buf + got, sizeof(buf) - 1 - got, &n) != 1) {
-            ERR_clear_error();
-            return -1;
-        }
-        got += n;
-        buf[got] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    size_t head_len = (size_t)(end + 4 - buf);
-    if (sscanf(buf, "HTTP/1.%*d %d", &out->status) != 1) {
+    return tlsc_read_response(c, out);
+}
+
+int tlsc_send(struct tlsc *c, const void *p, size_t n)
+{
+    return write_all(c, p, n);
+}
+
+/* Reads more into c->in; 0, or -1 (closed, error, timeout, full). */
+static int fill(struct tlsc *c)
+{
+    size_t n = 0;
+    if (c->in_len == sizeof(c->in) - 1 ||
+        SSL_read_ex(c->ssl, c->in + c->in_len, sizeof(c->in) - 1 - c->in_len, &n) != 1) {
+        ERR_clear_error();
         return -1;
     }
-    char *eol = strstr(buf, "\r\n");
+    c->in_len += n;
+    c->in[c->in_len] = '\0';
+    return 0;
+}
+
+int tlsc_read_response(struct tlsc *c, struct http_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    char *end;
+    c->in[c->in_len] = '\0';
+    while ((end = strstr(c->in, "\r\n\r\n")) == NULL) {
+        if (fill(c) < 0) {
+            return -1;
+        }
+    }
+    size_t head_len = (size_t)(end + 4 - c->in);
+    if (sscanf(c->in, "HTTP/1.%*d %d", &out->status) != 1) {
+        return -1;
+    }
+    char *eol = strstr(c->in, "\r\n");
     size_t hn = (size_t)(end + 2 - (eol + 2));
     if (hn >= sizeof(out->headers)) {
         hn = sizeof(out->headers) - 1;
@@ -232,22 +251,19 @@ int tlsc_request(struct tlsc *c, const char *method, const char *path, const cha
     char cl[32];
     size_t want =
         http_resp_header(out, "Content-Length", cl, sizeof(cl)) ? strtoul(cl, NULL, 10) : 0;
+    while (c->in_len < head_len + want) {
+        if (head_len + want >= sizeof(c->in) || fill(c) < 0) {
+            return -1;
+        }
+    }
     out->body = malloc(want + 1);
     if (out->body == NULL) {
         return -1;
     }
-    size_t have = got - head_len < want ? got - head_len : want;
-    memcpy(out->body, buf + head_len, have);
-    while (have < want) {
-        size_t n = 0;
-        if (SSL_read_ex(c->ssl, out->body + have, want - have, &n) != 1) {
-            ERR_clear_error();
-            http_resp_free(out);
-            return -1;
-        }
-        have += n;
-    }
+    memcpy(out->body, c->in + head_len, want);
     out->body[want] = '\0';
     out->body_len = want;
+    c->in_len -= head_len + want;
+    memmove(c->in, c->in + head_len + want, c->in_len);
     return 0;
 }

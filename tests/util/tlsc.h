@@ -37,5 +37,11 @@ const char *tlsc_alpn(const struct tlsc *c);
  */
 int tlsc_request(struct tlsc *c, const char *method, const char *path, const char *const *headers,
                  const void *body, size_t len, struct http_resp *out);
+/* Writes |n| raw bytes (a test's own framing: one TLS record per call, up
+ * to 16 KiB). 0 or -1. */
+int tlsc_send(struct tlsc *c, const void *p, size_t n);
+/* Reads the next response (by Content-Length, at most 64 KiB with its head;
+ * bytes after it are kept for the next call). 0 or -1. */
+int tlsc_read_response(struct tlsc *c, struct http_resp *out);
 
 #endif
