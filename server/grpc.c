@@ -978,8 +978,12 @@ static void conn_kill_later(struct gconn *c)
 
 static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
 {
+    struct gconn *c = arg;
     (void)fd, (void)what;
-    conn_free(arg);
+    if (c->ssl != NULL && !c->hs_done && !c->dying) {
+        tls_count_failure(TLS_FAIL_TIMEOUT); /* the handshake deadline */
+    }
+    conn_free(c);
 }
 
 static void conn_free(struct gconn *c)
@@ -1087,6 +1091,7 @@ static bool conn_handshake(struct gconn *c)
         if (event_pending(c->wev, EV_WRITE, NULL)) {
             event_del(c->wev);
         }
+        event_del(c->kill_ev);       /* the handshake deadline */
         event_add(c->rev, &idle_tv); /* from now on the idle timeout */
         return true;
     case TLS_HS_WANT_READ:
@@ -1108,10 +1113,7 @@ static void conn_on_read(evutil_socket_t fd, short what, void *arg)
     uint8_t *buf = c->th->rbuf;
 
     if (c->ssl != NULL && !c->hs_done) {
-        if (what & EV_TIMEOUT) {
-            tls_count_failure(TLS_FAIL_TIMEOUT);
-            conn_free(c);
-        } else if (!conn_handshake(c)) {
+        if (!conn_handshake(c)) {
             conn_free(c);
         }
         return;
@@ -1203,10 +1205,13 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
     c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
     c->kill_ev = event_new(base, -1, 0, conn_on_kill, c);
+    /* The handshake deadline is kill_ev, a one-shot timer from accept: the
+     * read event's timeout would restart with every byte a client trickles. */
     struct timeval hs_tv = {(time_t)(tls_handshake_timeout_ms() / 1000),
                             (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
     if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
-        event_add(c->rev, c->ssl != NULL ? &hs_tv : &idle_tv) < 0) {
+        event_add(c->rev, c->ssl != NULL ? NULL : &idle_tv) < 0 ||
+        (c->ssl != NULL && event_add(c->kill_ev, &hs_tv) < 0)) {
         goto fail_events;
     }
     c->next = th->conns;

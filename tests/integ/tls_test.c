@@ -7,12 +7,14 @@
  * wanted, tests/util/tlsc where the test must control the handshake.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/ssl.h>
@@ -700,5 +702,43 @@ Test(tls, a_request_after_a_body_in_the_same_record_is_answered)
     cr_expect_str_eq((const char *)r.body, "ok");
     http_resp_free(&r);
     tlsc_free(c);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* Trickles the start of a TLS record (a 256-byte handshake record, one byte
+ * per 50 ms) on a fresh connection to |port|; the bytes sent before the
+ * server closed it, or -1 if it was still open after 100 bytes. */
+static int trickle_until_closed(int port)
+{
+    static const unsigned char rec[5] = {0x16, 0x03, 0x01, 0x01, 0x00};
+    int fd = httpc_connect(port);
+    cr_assert_geq(fd, 0);
+    for (int i = 0; i < 100; i++) {
+        unsigned char b = i < 5 ? rec[i] : 0;
+        char got;
+        ssize_t n = recv(fd, &got, 1, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+            send(fd, &b, 1, MSG_NOSIGNAL) != 1) {
+            close(fd);
+            return i;
+        }
+        tclock_nap_ms(50);
+    }
+    close(fd);
+    return -1;
+}
+
+Test(tls, the_handshake_deadline_holds_against_a_trickling_client)
+{
+    struct daemon d;
+    const char *extra[] = {"--tls-handshake-timeout", "300ms", NULL};
+    start_tls(&d, extra);
+    int h = trickle_until_closed(d.http_port);
+    int g = trickle_until_closed(d.grpc_port);
+    cr_expect(h >= 0, "the HTTP port kept a trickling handshake open");
+    cr_expect(g >= 0, "the gRPC port kept a trickling handshake open");
+    struct tlsc_opts o = opts_ca();
+    cr_expect_eq(tls_metric(&d, &o, NULL, FAILS("timeout")), 2);
+    cr_expect_eq(tls_metric(&d, &o, NULL, FAILS("other")), 0);
     cr_expect_eq(daemon_stop(&d), 0);
 }
