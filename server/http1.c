@@ -461,10 +461,13 @@ static void resp_write_head(struct http1_req *r, long len)
     evbuffer_add_printf(c->out, "HTTP/1.1 %d %s\r\n", r->status, reason_phrase(r->status));
     evbuffer_add_buffer(c->out, r->rhdrs);
     if (r->route != NULL) { /* headers complete: Origin is whole */
-        const char *acao = origin_cors(http1_req_header(r, "Origin"));
+        const char *o = http1_req_header(r, "Origin");
+        const char *acao = origin_cors(o);
         if (acao != NULL) {
-            evbuffer_add_printf(c->out, "Access-Control-Allow-Origin: %s\r\n%s", acao,
-                                acao[0] == '*' ? "" : "Vary: Origin\r\n");
+            evbuffer_add_printf(c->out, "Access-Control-Allow-Origin: %s\r\n", acao);
+        }
+        if (o != NULL && origin_cors_varies()) {
+            evbuffer_add(c->out, "Vary: Origin\r\n", 14);
         }
     }
     if (r->close) {

@@ -275,6 +275,11 @@ const char *origin_cors(const char *o)
     return NULL;
 }
 
+bool origin_cors_varies(void)
+{
+    return g.n_origins > 0 && !g.any_origin;
+}
+
 bool origin_host_allowed(const char *h)
 {
     int port;

@@ -36,6 +36,10 @@ void origin_fini(void);
 /* The Access-Control-Allow-Origin value for request Origin |o| (NULL:
  * absent), or NULL when it gets none. Borrowed: |o| itself or "*". */
 const char *origin_cors(const char *o);
+/* Whether answers depend on the request's Origin (a list without "*"):
+ * then they carry Vary: Origin, allowed or not, so no cache hands one
+ * origin's answer to another. */
+bool origin_cors_varies(void);
 /* Whether Host |h| (NULL: absent) may be answered by the query routes. A
  * refusal is counted. */
 bool origin_host_allowed(const char *h);

@@ -617,6 +617,7 @@ Test(tls, cors_answers_only_listed_origins)
     cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/traces", bad, "{}", 2, 0, &r), 0);
     cr_expect_eq(r.status, 200);
     cr_expect_null(hdr(&r, "Access-Control-Allow-Origin"));
+    cr_expect_str_eq(hdr(&r, "Vary"), "Origin"); /* the answer depended on it */
     http_resp_free(&r);
     cr_expect_eq(get(&d, "/loki/api/v1/labels", "Origin: http://app.example", &r), 200);
     cr_expect_str_eq(hdr(&r, "Access-Control-Allow-Origin"), "http://app.example");
