@@ -1093,6 +1093,10 @@ static bool conn_handshake(struct gconn *c)
         }
         event_del(c->kill_ev);       /* the handshake deadline */
         event_add(c->rev, &idle_tv); /* from now on the idle timeout */
+        if (tls_pending(c->ssl)) {
+            /* the preface came with the handshake's last flight and was read ahead */
+            event_active(c->rev, EV_READ, 0);
+        }
         return true;
     case TLS_HS_WANT_READ:
         if (event_pending(c->wev, EV_WRITE, NULL)) {

@@ -295,8 +295,8 @@ static void want_read(struct conn *c, bool on)
         }
         c->reading = on;
     }
-    /* Decrypted bytes waiting inside OpenSSL do not make the socket
-     * readable: have the read callback take them. */
+    /* Bytes waiting inside OpenSSL (decrypted or read ahead) do not make
+     * the socket readable: have the read callback take them. */
     if (on && c->ssl != NULL && c->hs_done && tls_pending(c->ssl)) {
         event_active(c->rev, EV_READ, 0);
     }

@@ -7,11 +7,16 @@
  * own reference to the context, so the old contexts live on in the
  * connections that use them and are freed with the last of those.
  *
- * I/O. SSL_set_fd on the non-blocking socket; read_ahead stays off, so
- * OpenSSL reads one record at a time from the socket and bytes not yet
- * read stay in the kernel, where the read event sees them. The only bytes
- * the event cannot see are decrypted bytes of a record that did not fit
- * the caller's buffer: tls_pending() tells the caller to read again.
+ * I/O. SSL_set_fd on the non-blocking socket, with read_ahead: one read(2)
+ * takes up to TLS_READ_AHEAD bytes, several records, where without it
+ * every record cost two reads (header, then body): 9 KB gRPC exports from
+ * h2load on one I/O thread ran at 0.54 of the cleartext rate without it,
+ * 0.65 with it (median of 3 alternating passes each). Bytes OpenSSL
+ * has taken from the socket, decrypted or not, are invisible to the read
+ * event: tls_pending() (SSL_has_pending) tells the caller to read again
+ * without waiting, which the listeners do whenever they would otherwise
+ * wait for the socket (and right after the handshake, whose last flight
+ * may carry the first request).
  * Writes take at most one record (16 KiB) from the front of the output
  * evbuffer (made contiguous with evbuffer_pullup, so a retry after
  * SSL_ERROR_WANT_WRITE passes the same bytes again, as OpenSSL requires;
@@ -33,7 +38,8 @@
 #include "server/config.h"
 #include "server/log.h"
 
-#define TLS_WRITE_MAX 16384 /* one record's plaintext */
+#define TLS_WRITE_MAX 16384  /* one record's plaintext */
+#define TLS_READ_AHEAD 65536 /* socket bytes one read may take in */
 
 static const char *const fail_names[TLS_FAIL_COUNT] = {
     "timeout",        "closed",          "not_tls",    "version", "alpn",
@@ -95,6 +101,8 @@ static SSL_CTX *ctx_build(enum tls_port p, char *err, size_t errlen)
                                  SSL_OP_IGNORE_UNEXPECTED_EOF);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_AHEAD);
     if (SSL_CTX_use_certificate_chain_file(ctx, g.cert) != 1) {
         err_text(err, errlen, "--tls-cert", g.cert);
         goto fail;
@@ -326,7 +334,7 @@ ssize_t tls_read(SSL *s, void *buf, size_t n)
 
 bool tls_pending(SSL *s)
 {
-    return SSL_pending(s) > 0;
+    return SSL_has_pending(s) == 1; /* decrypted, or read ahead and not yet decrypted */
 }
 
 ssize_t tls_send(SSL *s, struct evbuffer *b)

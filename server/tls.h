@@ -99,8 +99,8 @@ void tls_count_failure(enum tls_fail why);
  * again when readable) or EIO (a TLS error: close).
  */
 ssize_t tls_read(struct ssl_st *s, void *buf, size_t n);
-/* Whether decrypted bytes wait inside |s| (the socket will not signal
- * them: read again without waiting). */
+/* Whether bytes wait inside |s|, decrypted or read ahead (the socket will
+ * not signal them: read again without waiting). */
 bool tls_pending(struct ssl_st *s);
 /*
  * Writes the start of |b| (at most one TLS record's worth) and drains what
