@@ -47,7 +47,10 @@
  * With TLS on (tls.h) each connection first completes its handshake,
  * driven from the same read/write events, within --tls-handshake-timeout;
  * reads and writes then go through tls_read/tls_send, and the lingering
- * close sends close_notify first. At headers complete, before any body
+ * close sends close_notify first. OpenSSL reads ahead (tls.c), so besides
+ * the one read's worth above a TLS connection may hold up to 64 KiB of
+ * socket bytes inside OpenSSL while it is not reading; want_read() wakes
+ * the read callback for them, as the socket will not. At headers complete, before any body
  * byte is read: a query route (not /health or /ready) refuses a Host not
  * in --allowed-hosts with 403, and every route but those two checks its
  * token class (auth.h: 401 with WWW-Authenticate). Access-Control-Allow-

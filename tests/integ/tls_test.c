@@ -743,3 +743,63 @@ Test(tls, the_handshake_deadline_holds_against_a_trickling_client)
     cr_expect_eq(tls_metric(&d, &o, NULL, FAILS("other")), 0);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* Bodies of megabytes over TLS, HTTP and gRPC: every record of them is
+ * counted (the body path reads ahead and across TLS records). */
+Test(tls, large_exports_over_tls_arrive_whole)
+{
+    struct daemon d;
+    char out[4096], ca[400], big[400], bigg[400];
+    start_tls(&d, NULL);
+    path_of(ca, sizeof(ca), "ca.pem");
+    path_of(big, sizeof(big), "big.pb");
+    path_of(bigg, sizeof(bigg), "big.grpc");
+    size_t len;
+    uint8_t *one = httpc_vector("http-protobuf-logs.pb", &len);
+    FILE *f = fopen(big, "w");
+    cr_assert_not_null(f);
+    /* concatenated messages of one type are one message: 300 times the records */
+    for (int i = 0; i < 300; i++) {
+        cr_assert_eq(fwrite(one, 1, len, f), len);
+    }
+    fclose(f);
+    size_t n = 300 * len;
+    f = fopen(bigg, "w");
+    cr_assert_not_null(f);
+    uint8_t prefix[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    cr_assert_eq(fwrite(prefix, 1, 5, f), 5);
+    for (int i = 0; i < 300; i++) {
+        cr_assert_eq(fwrite(one, 1, len, f), len);
+    }
+    fclose(f);
+    free(one);
+
+    const char *pb = "-H 'Content-Type: application/x-protobuf'";
+    cr_assert_eq(sh(out, sizeof(out),
+                    "curl -sS --cacert %s %s --data-binary @%s/http-protobuf-logs.pb -o /dev/null "
+                    "-w '%%{http_code}' https://localhost:%d/v1/logs",
+                    ca, pb, httpc_vectors_dir(), d.http_port),
+                 0);
+    cr_expect_str_eq(out, "200");
+    struct tlsc_opts o = opts_ca();
+    const char *rec_http = "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}";
+    double per = tls_metric(&d, &o, NULL, rec_http);
+    cr_assert_gt(per, 0);
+    cr_assert_eq(sh(out, sizeof(out),
+                    "curl -sS --cacert %s %s --data-binary @%s -o /dev/null -w '%%{http_code}' "
+                    "https://localhost:%d/v1/logs",
+                    ca, pb, big, d.http_port),
+                 0);
+    cr_expect_str_eq(out, "200");
+    cr_expect_eq(tls_metric(&d, &o, NULL, rec_http), 301 * per);
+    cr_assert_eq(sh(out, sizeof(out),
+                    "curl -sS --http2 --cacert %s -H 'content-type: application/grpc' "
+                    "-H 'te: trailers' --data-binary @%s -o /dev/null -D - https://localhost:%d%s",
+                    ca, bigg, d.grpc_port, LOGS_PATH),
+                 0);
+    cr_expect(strstr(out, "grpc-status: 0") != NULL, "%s", out);
+    cr_expect_eq(
+        tls_metric(&d, &o, NULL, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
+        300 * per);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
