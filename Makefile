@@ -20,7 +20,7 @@ ifeq ($(filter -j%,$(MAKEFLAGS)),)
 MAKEFLAGS += -j$(shell nproc)
 endif
 PKGS    := libevent libevent_pthreads libnghttp2 libprotobuf-c libzstd libxxhash jansson libdeflate \
-           libpcre2-8
+           libpcre2-8 openssl
 CC      ?= cc
 WERROR  ?=
 CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -149,6 +149,7 @@ integ: $(ASN)/integ-tests $(ASN)/miradb all
 
 interop: all
 	tests/interop/run.sh $(BUILD)/miradb
+	INTEROP_TLS=1 tests/interop/run.sh $(BUILD)/miradb
 
 # The differential suite (tests/promdiff/README.md): its dataset generator and
 # comparer, release flags; PROMDIFF_QUERIES=REGEX runs a subset of the queries.

@@ -22,6 +22,7 @@ enum grpc_code {
     GRPC_UNIMPLEMENTED = 12,
     GRPC_INTERNAL = 13,
     GRPC_UNAVAILABLE = 14,
+    GRPC_UNAUTHENTICATED = 16,
 };
 
 /*

@@ -190,17 +190,57 @@ void qctx_warnings_join(struct qctx *q, char *out, size_t cap)
     pthread_mutex_unlock(&q->lock);
 }
 
+/* Paths of blocks quarantined by queries, until the server logs them: a
+ * small ring (the oldest is overwritten; the count of blocks is on
+ * /metrics either way). */
+#define QPATH_RING 16
+static struct {
+    pthread_mutex_t lock;
+    char path[QPATH_RING][300];
+    unsigned head, n;
+} qpaths = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void qpath_put(const char *p)
+{
+    pthread_mutex_lock(&qpaths.lock);
+    unsigned i = (qpaths.head + qpaths.n) % QPATH_RING;
+    snprintf(qpaths.path[i], sizeof(qpaths.path[i]), "%s", p);
+    if (qpaths.n < QPATH_RING) {
+        qpaths.n++;
+    } else {
+        qpaths.head = (qpaths.head + 1) % QPATH_RING;
+    }
+    pthread_mutex_unlock(&qpaths.lock);
+}
+
+bool qctx_quarantined_next(char *out, size_t cap)
+{
+    bool got = false;
+    pthread_mutex_lock(&qpaths.lock);
+    if (qpaths.n > 0) {
+        snprintf(out, cap, "%s", qpaths.path[qpaths.head]);
+        qpaths.head = (qpaths.head + 1) % QPATH_RING;
+        qpaths.n--;
+        got = true;
+    }
+    pthread_mutex_unlock(&qpaths.lock);
+    return got;
+}
+
 void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped)
 {
     if (__atomic_exchange_n(&s->failed, 1, __ATOMIC_RELAXED) != 0) {
         return;
     }
-    char path[300];
-    snprintf(path, sizeof(path), "%s", blk_path(s->b));
+    qpath_put(blk_path(s->b));
     blk_quarantine(s->b);
     catalog_forget(s->b);
     qctx_add(&q->st.blocks_failed, 1);
-    qctx_warn(q, "block %s failed verification and was quarantined: %" PRIu64 " %s skipped", path,
+    /* No path here: warnings reach clients. The server logs it
+     * (qctx_quarantined_next). */
+    qctx_warn(q,
+              "a block failed verification and was quarantined: %" PRIu64
+              " %s skipped (the server log names the block)",
               skipped, q->noun);
 }
 

@@ -42,9 +42,10 @@
  * QUARANTINE
  *   A sealed source whose tables or rows fail verification is quarantined
  *   (blk_quarantine, catalog_forget) once per query, counted in
- *   st.blocks_failed and reported as a warning ("block P failed
- *   verification and was quarantined: N <noun> skipped"); the query goes
- *   on without it.
+ *   st.blocks_failed and reported as a warning ("a block failed
+ *   verification and was quarantined: N <noun> skipped (the server log
+ *   names the block)": no path, warnings reach clients); the query goes
+ *   on without it, and the path waits for the server to log it.
  *
  * Threads: qctx_open and qctx_close on the query's thread; the rest from
  * any number of scan items at once (atomics; one mutex for the message
@@ -161,8 +162,12 @@ void qctx_warn(struct qctx *q, const char *fmt, ...) __attribute__((format(print
 void qctx_warnings_join(struct qctx *q, char *out, size_t cap);
 
 /* Quarantines sealed source |s| (once per query) and warns that |skipped|
- * rows were left out. */
+ * rows were left out. The warning names no path (it reaches clients); the
+ * block's path is kept for qctx_quarantined_next. */
 void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped);
+/* The path of a block a query quarantined, oldest first, into |out|; false
+ * when none is left (the last 16 are kept). For the server's log. Any thread. */
+bool qctx_quarantined_next(char *out, size_t cap);
 
 /* Loads the tables |want| of a sealed source (open: nothing to do): 0;
  * -EBADMSG when they fail verification or |s| failed already (then it is

@@ -11,7 +11,7 @@
 set -eu
 PKGS="build-essential pkg-config clang libevent-dev libnghttp2-dev libprotobuf-c-dev
 protobuf-c-compiler libzstd-dev libxxhash-dev libjansson-dev libcriterion-dev libdeflate-dev
-libpcre2-dev libhttp-parser-dev curl nghttp2-client"
+libpcre2-dev libhttp-parser-dev curl nghttp2-client libssl-dev openssl"
 # bench/cases/peer.sh: wrk (an HTTP client that is not MiraDB's code) and the libraries the
 # Fluent Bit peer binary needs.
 PKGS="$PKGS wrk libyaml-0-2 libssl3"

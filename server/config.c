@@ -94,6 +94,24 @@ static const struct opt opts[] = {
      "close and unsealed rows are left in the WAL for the next start"},
     {"log-level", OPT_ENUM, "info", "debug|info|warn|error", 0, 0, NUM(log_level),
      "least severe log level written to stderr"},
+    {"tls-cert", OPT_STR, NULL, NULL, 0, 0, STR(tls_cert),
+     "PEM certificate chain: both listeners speak TLS (1.2+) when set with --tls-key; "
+     "reloaded on SIGHUP"},
+    {"tls-key", OPT_STR, NULL, NULL, 0, 0, STR(tls_key), "PEM private key of --tls-cert"},
+    {"tls-client-ca", OPT_STR, NULL, NULL, 0, 0, STR(tls_client_ca),
+     "PEM CA certificates: clients must present a certificate they signed (mutual TLS)"},
+    {"tls-handshake-timeout", OPT_DUR, "10s", NULL, 1, 3600000, NUM(tls_handshake_timeout_ms),
+     "a connection that has not completed its TLS handshake this long after accept is closed"},
+    {"ingest-token-file", OPT_STR, NULL, NULL, 0, 0, STR(ingest_token_file),
+     "file of bearer tokens (one a line, # comments) that OTLP exports must present; "
+     "reloaded on SIGHUP"},
+    {"query-token-file", OPT_STR, NULL, NULL, 0, 0, STR(query_token_file),
+     "file of bearer tokens the query APIs and /metrics require; reloaded on SIGHUP"},
+    {"cors-origins", OPT_STR, NULL, NULL, 0, 0, STR(cors_origins),
+     "browser origins allowed by CORS, comma-separated, exact (* = any); default none"},
+    {"allowed-hosts", OPT_STR, NULL, NULL, 0, 0, STR(allowed_hosts),
+     "Host values the query APIs and /metrics answer, comma-separated (* = any); default: "
+     "the listener's address, localhost, 127.0.0.1, [::1] and the host name"},
     {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),
      "testing only: ms every shard sleeps per drain, to simulate a slow disk"},
 };

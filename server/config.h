@@ -36,6 +36,15 @@ struct config {
     uint64_t query_max_rows;
     uint64_t query_memory;
     int test_shard_delay_ms; /* tests only: a slow shard */
+    /* TLS, tokens and browsers (server/tls.h, auth.h, origin.h); "" = off */
+    char tls_cert[512];
+    char tls_key[512];
+    char tls_client_ca[512];
+    uint64_t tls_handshake_timeout_ms;
+    char ingest_token_file[512];
+    char query_token_file[512];
+    char cors_origins[1024];  /* comma list */
+    char allowed_hosts[1024]; /* comma list; "" = the defaults */
 };
 
 /*

@@ -1,5 +1,5 @@
 /*
- * grpc.c - the OTLP/gRPC listener: HTTP/2 cleartext with prior knowledge,
+ * grpc.c - the OTLP/gRPC listener: HTTP/2 with prior knowledge (cleartext, or TLS),
  * one nghttp2 server session per connection, on the I/O threads' event
  * bases (grpc.h).
  *
@@ -64,6 +64,15 @@
  * to write. A connection with no input for IDLE_S and no stream waiting on
  * ingest is closed the same way.
  *
+ * TLS AND TOKENS. With TLS on (tls.h) a connection first completes its
+ * handshake (ALPN h2; another offered protocol fails it) within
+ * --tls-handshake-timeout, driven by the same read/write events; reads
+ * then go through tls_read (one record each, so the per-event read bound
+ * counts records) and writes through tls_send. The preface rules above
+ * apply inside TLS. With --ingest-token-file an Export call without a
+ * known token in its authorization metadata gets UNAUTHENTICATED (16),
+ * decided at the end of its header block, before any message byte.
+ *
  * Threads: everything here runs on the connection's I/O thread; per-thread
  * state is thr[iot->idx].
  */
@@ -91,11 +100,13 @@
 #include "lib/base64.h"
 #include "lib/hex.h"
 #include "proto/resp.h"
+#include "server/auth.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
 #include "server/otlp_answer.h"
 #include "server/stats.h"
+#include "server/tls.h"
 
 #define MAX_STREAMS 128         /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define ADMIT_WINDOW 5          /* SETTINGS_INITIAL_WINDOW_SIZE: the length prefix only */
@@ -158,6 +169,8 @@ struct gstream {
     bool remote_closed; /* END_STREAM received */
     bool rst_after;     /* RST_STREAM(NO_ERROR) once our final HEADERS are out */
     bool compressed;    /* the message's compressed flag */
+    bool auth_seen;     /* an authorization header was checked */
+    uint8_t auth;       /* enum auth_result of that check */
     uint8_t prefix_len;
     uint8_t prefix[PREFIX_LEN];
     uint32_t hdr_bytes;
@@ -176,6 +189,8 @@ struct gconn {
     struct gthr *th;
     struct gconn *prev, *next;
     int fd;
+    struct ssl_st *ssl; /* NULL: cleartext h2c */
+    bool hs_done;       /* the TLS handshake has completed */
     nghttp2_session *sess;
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
@@ -612,6 +627,12 @@ static void stream_headers_done(struct gstream *s)
         stream_fail_http(s, 415);
         return;
     }
+    enum auth_result ar =
+        s->auth_seen ? (enum auth_result)s->auth : auth_check(AUTH_INGEST, NULL, 0, NULL);
+    if (ar != AUTH_OK) {
+        stream_fail_grpc(s, GRPC_UNAUTHENTICATED, auth_message(ar), 0, false);
+        return;
+    }
     if (s->sig == 0) {
         ingest_count_rejection(t, RJ_NOT_FOUND);
         stream_fail_grpc(s, GRPC_UNIMPLEMENTED,
@@ -692,6 +713,11 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
         /* application/grpc, application/grpc+proto, application/grpc;... */
         s->ct_grpc = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                      (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (name_is(name, namelen, "authorization")) {
+        if (!s->auth_seen) {
+            s->auth_seen = true;
+            s->auth = (uint8_t)auth_check(AUTH_INGEST, (const char *)value, valuelen, NULL);
+        }
     } else if (name_is(name, namelen, "grpc-encoding")) {
         if (name_is(value, valuelen, "identity")) {
             s->enc = ENC_IDENTITY;
@@ -841,6 +867,9 @@ static bool conn_waiting_on_ingest(const struct gconn *c)
  * went away is an error here, never a SIGPIPE, whatever main does). */
 static ssize_t out_write(struct gconn *c)
 {
+    if (c->ssl != NULL) {
+        return tls_send(c->ssl, c->out); /* drains what it wrote */
+    }
     struct evbuffer_iovec v[16];
     struct iovec iov[16];
     int n = evbuffer_peek(c->out, -1, NULL, v, 16);
@@ -949,8 +978,12 @@ static void conn_kill_later(struct gconn *c)
 
 static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
 {
+    struct gconn *c = arg;
     (void)fd, (void)what;
-    conn_free(arg);
+    if (c->ssl != NULL && !c->hs_done && !c->dying) {
+        tls_count_failure(TLS_FAIL_TIMEOUT); /* the handshake deadline */
+    }
+    conn_free(c);
 }
 
 static void conn_free(struct gconn *c)
@@ -964,6 +997,7 @@ static void conn_free(struct gconn *c)
     event_free(c->wev);
     event_free(c->kill_ev);
     evbuffer_free(c->out);
+    tls_free(c->ssl);
     close(c->fd);
     if (c->prev != NULL) {
         c->prev->next = c->next;
@@ -1048,22 +1082,60 @@ static void conn_on_timeout(struct gconn *c)
     conn_closing(c);
 }
 
+/* One TLS handshake step. False when the connection must be freed. */
+static bool conn_handshake(struct gconn *c)
+{
+    switch (tls_handshake(c->ssl, TLS_GRPC)) {
+    case TLS_HS_DONE:
+        c->hs_done = true;
+        if (event_pending(c->wev, EV_WRITE, NULL)) {
+            event_del(c->wev);
+        }
+        event_del(c->kill_ev);       /* the handshake deadline */
+        event_add(c->rev, &idle_tv); /* from now on the idle timeout */
+        if (tls_pending(c->ssl)) {
+            /* the preface came with the handshake's last flight and was read ahead */
+            event_active(c->rev, EV_READ, 0);
+        }
+        return true;
+    case TLS_HS_WANT_READ:
+        if (event_pending(c->wev, EV_WRITE, NULL)) {
+            event_del(c->wev);
+        }
+        return true;
+    case TLS_HS_WANT_WRITE:
+        event_add(c->wev, NULL);
+        return true;
+    default:
+        return false;
+    }
+}
+
 static void conn_on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct gconn *c = arg;
     uint8_t *buf = c->th->rbuf;
 
+    if (c->ssl != NULL && !c->hs_done) {
+        if (!conn_handshake(c)) {
+            conn_free(c);
+        }
+        return;
+    }
     if (what & EV_TIMEOUT) {
         conn_on_timeout(c);
     } else {
-        for (int i = 0; i < READS_PER_EVENT && !c->closing; i++) {
-            ssize_t n = read(fd, buf, READ_BUF);
+        /* A TLS read returns one record (16 KiB at most): allow as many
+         * reads as READS_PER_EVENT plain ones would take in bytes. */
+        int max_reads = c->ssl != NULL ? READS_PER_EVENT * 16 : READS_PER_EVENT;
+        for (int i = 0; i < max_reads && !c->closing; i++) {
+            ssize_t n = c->ssl != NULL ? tls_read(c->ssl, buf, READ_BUF) : read(fd, buf, READ_BUF);
             if (n > 0) {
                 if (!conn_feed(c, buf, (size_t)n)) {
                     conn_free(c);
                     return;
                 }
-                if ((size_t)n < READ_BUF) {
+                if (c->ssl == NULL && (size_t)n < READ_BUF) {
                     break;
                 }
                 continue;
@@ -1078,6 +1150,9 @@ static void conn_on_read(evutil_socket_t fd, short what, void *arg)
             conn_free(c);
             return;
         }
+        if (c->ssl != NULL && !c->closing && tls_pending(c->ssl)) {
+            event_active(c->rev, EV_READ, 0); /* decrypted bytes the socket will not signal */
+        }
     }
     if (!conn_flush(c)) {
         conn_free(c);
@@ -1088,6 +1163,12 @@ static void conn_on_write(evutil_socket_t fd, short what, void *arg)
 {
     struct gconn *c = arg;
     (void)fd, (void)what;
+    if (c->ssl != NULL && !c->hs_done) {
+        if (!conn_handshake(c)) {
+            conn_free(c);
+        }
+        return;
+    }
     if (!conn_flush(c)) {
         conn_free(c);
     }
@@ -1108,8 +1189,14 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     }
     c->th = th;
     c->fd = fd;
+    if (tls_enabled()) {
+        c->ssl = tls_new(TLS_GRPC, fd);
+        if (c->ssl == NULL) {
+            goto fail_free;
+        }
+    }
     if (nghttp2_session_server_new2(&c->sess, callbacks, c, session_opt) != 0) {
-        goto fail_free;
+        goto fail_tls;
     }
     if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
         nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW) != 0) {
@@ -1122,7 +1209,13 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
     c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
     c->kill_ev = event_new(base, -1, 0, conn_on_kill, c);
-    if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL || event_add(c->rev, &idle_tv) < 0) {
+    /* The handshake deadline is kill_ev, a one-shot timer from accept: the
+     * read event's timeout would restart with every byte a client trickles. */
+    struct timeval hs_tv = {(time_t)(tls_handshake_timeout_ms() / 1000),
+                            (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
+    if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
+        event_add(c->rev, c->ssl != NULL ? NULL : &idle_tv) < 0 ||
+        (c->ssl != NULL && event_add(c->kill_ev, &hs_tv) < 0)) {
         goto fail_events;
     }
     c->next = th->conns;
@@ -1146,6 +1239,8 @@ fail_events:
     evbuffer_free(c->out);
 fail_session:
     nghttp2_session_del(c->sess);
+fail_tls:
+    tls_free(c->ssl);
 fail_free:
     free(c);
     return NULL;

@@ -1,7 +1,7 @@
 /*
- * grpc.h - the OTLP/gRPC listener: HTTP/2 cleartext with prior knowledge,
- * one nghttp2 session per connection (grpc.c says how it reads, admits
- * and answers).
+ * grpc.h - the OTLP/gRPC listener: HTTP/2 with prior knowledge, cleartext
+ * or over TLS (tls.h), one nghttp2 session per connection (grpc.c says how
+ * it reads, admits and answers).
  *
  * Each I/O thread gets its own SO_REUSEPORT listening socket (main binds
  * them); the listener accepts on it with an evconnlistener on that

@@ -41,8 +41,20 @@
  *     Continue" if the client asked, resume;
  *   body pieces -> ingest_body_append (-E2BIG 413, -ENOBUFS 503; close);
  *   message complete -> ingest_finish, pause; the result callback answers.
- * Every answer to an OTLP route carries Access-Control-Allow-Origin: *,
- * and an error body is a google.rpc.Status in the request's format.
+ * An error body is a google.rpc.Status in the request's format.
+ *
+ * TLS, TOKENS, BROWSERS
+ * With TLS on (tls.h) each connection first completes its handshake,
+ * driven from the same read/write events, within --tls-handshake-timeout;
+ * reads and writes then go through tls_read/tls_send, and the lingering
+ * close sends close_notify first. OpenSSL reads ahead (tls.c), so besides
+ * the one read's worth above a TLS connection may hold up to 64 KiB of
+ * socket bytes inside OpenSSL while it is not reading; want_read() wakes
+ * the read callback for them, as the socket will not. At headers complete, before any body
+ * byte is read: a query route (not /health or /ready) refuses a Host not
+ * in --allowed-hosts with 403, and every route but those two checks its
+ * token class (auth.h: 401 with WWW-Authenticate). Access-Control-Allow-
+ * Origin goes on an answer only for an Origin in --cors-origins (origin.h).
  *
  * TIMERS (one per connection, libevent common timeouts)
  *   idle keep-alive H1_IDLE_S; request line + headers H1_HEAD_S from the
@@ -80,12 +92,15 @@
 #include <http_parser.h>
 
 #include "proto/resp.h"
+#include "server/auth.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
 #include "server/ops.h"
+#include "server/origin.h"
 #include "server/otlp_answer.h"
 #include "server/stats.h"
+#include "server/tls.h"
 
 #define H1_READ_MAX (128u << 10) /* bytes per read callback */
 #define H1_HEAD_READ (16u << 10) /* per read while no body is expected */
@@ -191,6 +206,8 @@ struct conn {
     struct h1_thread *th;
     struct conn *prev, *next;
     int fd;
+    struct ssl_st *ssl; /* NULL: plain TCP */
+    bool hs_done;       /* the TLS handshake has completed */
     enum conn_state st;
     struct event *rev, *wev, *timer;
     bool reading, writing;
@@ -214,7 +231,7 @@ struct h1_thread {
     struct conn *conns;
     int nconns;
     bool quiescing;
-    const struct timeval *tv_idle, *tv_head, *tv_io, *tv_linger;
+    const struct timeval *tv_idle, *tv_head, *tv_io, *tv_linger, *tv_hs;
     char *pcache[H1_PCACHE]; /* free input buffers (memcached's rbuf cache) */
     int npcache;
     char rbuf[H1_READ_MAX];
@@ -240,6 +257,10 @@ static const char *reason_phrase(int status)
         return "No Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
@@ -276,6 +297,11 @@ static void want_read(struct conn *c, bool on)
             event_del(c->rev);
         }
         c->reading = on;
+    }
+    /* Bytes waiting inside OpenSSL (decrypted or read ahead) do not make
+     * the socket readable: have the read callback take them. */
+    if (on && c->ssl != NULL && c->hs_done && tls_pending(c->ssl)) {
+        event_active(c->rev, EV_READ, 0);
     }
 }
 
@@ -437,6 +463,16 @@ static void resp_write_head(struct http1_req *r, long len)
     r->close = must_close(r);
     evbuffer_add_printf(c->out, "HTTP/1.1 %d %s\r\n", r->status, reason_phrase(r->status));
     evbuffer_add_buffer(c->out, r->rhdrs);
+    if (r->route != NULL) { /* headers complete: Origin is whole */
+        const char *o = http1_req_header(r, "Origin");
+        const char *acao = origin_cors(o);
+        if (acao != NULL) {
+            evbuffer_add_printf(c->out, "Access-Control-Allow-Origin: %s\r\n", acao);
+        }
+        if (o != NULL && origin_cors_varies()) {
+            evbuffer_add(c->out, "Vary: Origin\r\n", 14);
+        }
+    }
     if (r->close) {
         evbuffer_add(c->out, "Connection: close\r\n", 19);
     } else if (c->p.http_major == 1 && c->p.http_minor == 0) {
@@ -550,9 +586,6 @@ static void prepare_answer(struct http1_req *r, int status, enum grpc_code code,
     } else {
         http1_resp_start(r, status, NULL);
     }
-    if (r->route != NULL && r->route->signal != 0) {
-        http1_resp_header(r, "Access-Control-Allow-Origin", "*");
-    }
     if (retry_after_s > 0) {
         evbuffer_add_printf(r->rhdrs, "Retry-After: %d\r\n", retry_after_s);
     }
@@ -586,7 +619,6 @@ static void answer_result(struct http1_req *r, const struct ingest_result *res, 
         return;
     }
     http1_resp_start(r, 200, f == OTLP_JSON ? "application/json" : "application/x-protobuf");
-    http1_resp_header(r, "Access-Control-Allow-Origin", "*");
     evbuffer_add(r->rbody, body, (size_t)n);
     r->close |= close;
     http1_resp_end(r);
@@ -890,20 +922,43 @@ static int on_headers_complete(http_parser *p)
         return answer_early(c, 404, RJ_NOT_FOUND, GRPC_UNIMPLEMENTED, "not found");
     }
     if (p->method == HTTP_OPTIONS) {
-        /* CORS preflight (browser exporters). */
+        /* CORS preflight (browser exporters): the Access-Control-* headers
+         * only for an allowed Origin (resp_write_head adds Allow-Origin);
+         * a preflight carries no credentials, so no token is asked for. */
         const char *req_h = http1_req_header(r, "Access-Control-Request-Headers");
         allow_list(r->route->methods, allow, sizeof(allow));
         http1_resp_header(r, "Allow", allow);
-        if (r->route->signal == 0) { /* OTLP answers add it themselves */
-            http1_resp_header(r, "Access-Control-Allow-Origin", "*");
+        if (origin_cors(http1_req_header(r, "Origin")) != NULL) {
+            http1_resp_header(r, "Access-Control-Allow-Methods", allow);
+            http1_resp_header(r, "Access-Control-Allow-Headers",
+                              req_h != NULL && *req_h != '\0'
+                                  ? req_h
+                                  : "Content-Type, Content-Encoding, Authorization");
+            http1_resp_header(r, "Access-Control-Max-Age", "86400");
         }
-        http1_resp_header(r, "Access-Control-Allow-Methods", allow);
-        http1_resp_header(r, "Access-Control-Allow-Headers",
-                          req_h != NULL && *req_h != '\0'
-                              ? req_h
-                              : "Content-Type, Content-Encoding, Authorization");
-        http1_resp_header(r, "Access-Control-Max-Age", "86400");
         return answer_early(c, 204, -1, GRPC_OK, NULL);
+    }
+    if (r->route->fn != h_health && r->route->fn != h_ready) {
+        /* Query routes answer only known Host names (DNS rebinding). OTLP
+         * routes do not check: exporters address a server by whatever name
+         * routes to it, and the Collector's receivers do not check either;
+         * ingest tokens are what protects them. */
+        bool ingest = r->route->signal != 0;
+        if (!ingest && !origin_host_allowed(http1_req_header(r, "Host"))) {
+            return answer_early(c, 403, -1, GRPC_OK,
+                                "forbidden: this Host is not in --allowed-hosts");
+        }
+        enum auth_class k = ingest ? AUTH_INGEST : AUTH_QUERY;
+        const char *az = http1_req_header(r, "Authorization");
+        bool basic;
+        enum auth_result ar = auth_check(k, az, az ? strlen(az) : 0, &basic);
+        if (ar != AUTH_OK) {
+            http1_resp_header(r, "WWW-Authenticate", AUTH_CHALLENGE_BEARER);
+            if (basic) {
+                http1_resp_header(r, "WWW-Authenticate", AUTH_CHALLENGE_BASIC);
+            }
+            return answer_early(c, 401, -1, GRPC_UNAUTHENTICATED, auth_message(ar));
+        }
     }
     if (p->method >= 32 || !(r->route->methods & (1u << p->method))) {
         allow_list(r->route->methods, allow, sizeof(allow));
@@ -1132,6 +1187,7 @@ static void conn_free(struct conn *c)
     event_free(c->rev);
     event_free(c->wev);
     event_free(c->timer);
+    tls_free(c->ssl);
     close(c->fd);
     evbuffer_free(c->out);
     evbuffer_free(r->rhdrs);
@@ -1155,6 +1211,11 @@ static void conn_close(struct conn *c)
 /* Writes c->out; 0 (all written, or the socket is full) or -1 (gone). */
 static int flush_out(struct conn *c)
 {
+    while (c->ssl != NULL && evbuffer_get_length(c->out) > 0) {
+        if (tls_send(c->ssl, c->out) < 0) {
+            return errno == EAGAIN ? 0 : -1;
+        }
+    }
     while (evbuffer_get_length(c->out) > 0) {
         struct evbuffer_iovec v[64];
         struct iovec iov[64];
@@ -1280,6 +1341,9 @@ static void begin_linger(struct conn *c)
 {
     c->st = CS_LINGER;
     c->pend_len = 0;
+    if (c->ssl != NULL) {
+        tls_close_notify(c->ssl);
+    }
     shutdown(c->fd, SHUT_WR);
     want_write(c, false);
     want_read(c, true);
@@ -1390,13 +1454,48 @@ static void conn_run(struct conn *c)
     pend_put(c); /* when empty */
 }
 
+/* One TLS handshake step; on completion the connection waits for its first
+ * request as a plain one would. */
+static void handshake_step(struct conn *c)
+{
+    switch (tls_handshake(c->ssl, TLS_HTTP)) {
+    case TLS_HS_DONE:
+        c->hs_done = true;
+        want_write(c, false);
+        set_timer(c, c->th->tv_idle);
+        want_read(c, true);
+        return;
+    case TLS_HS_WANT_READ:
+        want_write(c, false);
+        want_read(c, true);
+        return;
+    case TLS_HS_WANT_WRITE:
+        want_read(c, false);
+        want_write(c, true);
+        return;
+    default:
+        conn_close(c);
+        return;
+    }
+}
+
+/* read(2), or its TLS equivalent. */
+static ssize_t conn_read(struct conn *c, void *buf, size_t n)
+{
+    return c->ssl != NULL ? tls_read(c->ssl, buf, n) : read(c->fd, buf, n);
+}
+
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
     struct h1_thread *th = c->th;
     ssize_t n;
-    (void)what;
+    (void)what, (void)fd;
 
+    if (c->ssl != NULL && !c->hs_done) {
+        handshake_step(c);
+        return;
+    }
     if (!c->reading || c->pend_len > 0 ||
         (c->st != CS_IDLE && c->st != CS_HEAD && c->st != CS_BODY && c->st != CS_LINGER)) {
         conn_run(c); /* resumed after a yield (event_active), or not reading now */
@@ -1409,7 +1508,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             conn_close(c);
             return;
         }
-        n = read(fd, c->pend, c->pend_cap);
+        n = conn_read(c, c->pend, c->pend_cap);
         if (n > 0) {
             c->pend_off = 0;
             c->pend_len = (size_t)n;
@@ -1420,7 +1519,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             c->p.content_length < want) {
             want = (size_t)c->p.content_length; /* never read into the next request */
         }
-        n = read(fd, th->rbuf, want);
+        n = conn_read(c, th->rbuf, want);
         if (n > 0 && c->st == CS_BODY) {
             c->in = th->rbuf;
             c->in_len = (size_t)n;
@@ -1453,14 +1552,24 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
 {
+    struct conn *c = arg;
     (void)fd, (void)what;
-    conn_run(arg);
+    if (c->ssl != NULL && !c->hs_done) {
+        handshake_step(c);
+        return;
+    }
+    conn_run(c);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
     (void)fd, (void)what;
+    if (c->ssl != NULL && !c->hs_done) {
+        tls_count_failure(TLS_FAIL_TIMEOUT);
+        conn_close(c);
+        return;
+    }
     switch (c->st) {
     case CS_HEAD:
         /* Slowloris: headers did not arrive in time. */
@@ -1517,6 +1626,14 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     c->th = th;
     c->fd = fd;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (tls_enabled()) {
+        c->ssl = tls_new(TLS_HTTP, fd);
+        if (c->ssl == NULL) {
+            free(c);
+            close(fd);
+            return;
+        }
+    }
     c->rev = event_new(th->t->base, fd, EV_READ | EV_PERSIST, on_read, c);
     c->wev = event_new(th->t->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     c->timer = evtimer_new(th->t->base, on_timer, c);
@@ -1543,6 +1660,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
         if (c->req.rbody) {
             evbuffer_free(c->req.rbody);
         }
+        tls_free(c->ssl);
         free(c);
         close(fd);
         return;
@@ -1559,7 +1677,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     th->conns = c;
     th->nconns++;
     th->t->stats.connections_accepted++;
-    set_timer(c, th->tv_idle);
+    set_timer(c, c->ssl != NULL ? th->tv_hs : th->tv_idle);
     want_read(c, true);
 }
 
@@ -1589,6 +1707,10 @@ int http1_attach(struct iot *t, int fd)
 {
     struct timeval idle = {H1_IDLE_S, 0}, head = {H1_HEAD_S, 0}, io = {H1_IO_S, 0},
                    linger = {H1_LINGER_S, 0};
+    uint64_t hs_ms = tls_handshake_timeout_ms();
+    struct timeval hs = {(time_t)(hs_ms / 1000), (suseconds_t)(hs_ms % 1000 * 1000)};
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
 
     if (t->idx < 0 || t->idx >= IOT_MAX) {
         close(fd);
@@ -1600,6 +1722,10 @@ int http1_attach(struct iot *t, int fd)
     th->tv_head = event_base_init_common_timeout(t->base, &head);
     th->tv_io = event_base_init_common_timeout(t->base, &io);
     th->tv_linger = event_base_init_common_timeout(t->base, &linger);
+    th->tv_hs = event_base_init_common_timeout(t->base, &hs);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        origin_set_listener((struct sockaddr *)&ss); /* the default --allowed-hosts */
+    }
     th->accept_retry = evtimer_new(t->base, on_accept_retry, th);
     if (th->accept_retry == NULL) {
         close(fd);

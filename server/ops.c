@@ -9,10 +9,13 @@
 #include <event2/buffer.h>
 
 #include "query/qstats.h"
+#include "server/auth.h"
 #include "server/ingest.h"
+#include "server/origin.h"
 #include "server/prom.h"
 #include "server/iot.h"
 #include "server/promcheck.h"
+#include "server/tls.h"
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -240,4 +243,7 @@ void ops_metrics_text(struct evbuffer *o)
     evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);
     query_metrics_text(o);
     prom_metrics_text(o);
+    tls_metrics_text(o);
+    auth_metrics_text(o);
+    origin_metrics_text(o);
 }

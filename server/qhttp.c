@@ -35,8 +35,10 @@
 
 #include "lib/clock.h"
 #include "lib/hex.h"
+#include "query/qctx.h"
 #include "server/config.h"
 #include "server/http1.h"
+#include "server/log.h"
 
 /* Jobs the pool queues before refusing (503). */
 #define QHTTP_QUEUE 64
@@ -357,9 +359,20 @@ static void on_more(struct http1_req *r, void *arg)
 }
 
 /* I/O thread: a piece (or the whole answer, or an error) is ready. */
+/* Paths never go to clients (qctx_src_fail keeps them out of warnings):
+ * the log gets them. */
+static void log_quarantined(void)
+{
+    char path[300];
+    for (int i = 0; i < 16 && qctx_quarantined_next(path, sizeof(path)); i++) {
+        log_warn("query", "event=block_quarantined path=%s", path);
+    }
+}
+
 static void on_done(struct iot_msg *m)
 {
     struct qhttp_job *j = (struct qhttp_job *)((char *)m - offsetof(struct qhttp_job, msg));
+    log_quarantined();
     j->inflight = false;
     disarm(j);
     if (j->timed_out) {

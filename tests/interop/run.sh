@@ -7,7 +7,11 @@
 #   tests/interop/run.sh BIN          BIN = the miradb binary (make interop passes build/miradb)
 #
 # Environment: INTEROP_COUNT (log records and spans per run, default 1000; metric data points
-# follow from it, see send.mjs). Needs node (installed with apt-get when missing), the npm
+# follow from it, see send.mjs). INTEROP_TLS=1: the same over TLS on both listeners (https://
+# endpoints; a test CA and server certificate made here with the openssl CLI, given to the
+# exporters with NODE_EXTRA_CA_CERTS (grpc-js: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH) and to curl
+# with --cacert) with an ingest token that every
+# exporter sends (--ingest-token-file). Needs node (installed with apt-get when missing), the npm
 # registry the first time (npm ci from the lockfile) and curl. Every wait has a deadline; the
 # daemon and the temp dir are removed on any exit.
 set -u
@@ -18,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$1
 case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
 count=${INTEROP_COUNT:-1000}
+tls=${INTEROP_TLS:-0}
 protocols="grpc http/protobuf http/json"
 compressions="none gzip"
 
@@ -103,7 +108,35 @@ export no_proxy="127.0.0.1,localhost" NO_PROXY="127.0.0.1,localhost" no_grpc_pro
 # ---- start the daemon ----
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/miradb-interop.XXXXXX") || abort "setup: mktemp failed"
 mkdir -p "$tmp/data"
-"$bin" serve --data "$tmp/data" --http-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
+scheme=http
+host=127.0.0.1
+curl_tls=()
+daemon_tls=()
+token_args=()
+if [ "$tls" = 1 ]; then
+    command -v openssl >/dev/null 2>&1 || abort "setup: openssl is missing (scripts/deps.sh installs it)"
+    t=$tmp/tls
+    mkdir -p "$t"
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$t/ext"
+    { openssl req -x509 -newkey rsa:2048 -nodes -keyout "$t/ca.key" -out "$t/ca.pem" -days 2 \
+          -subj /CN=miradb-interop-ca &&
+      openssl req -newkey rsa:2048 -nodes -keyout "$t/srv.key" -out "$t/srv.csr" -subj /CN=localhost &&
+      openssl x509 -req -in "$t/srv.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -set_serial 1 -days 2 \
+          -extfile "$t/ext" -out "$t/srv.pem"; } >"$t/openssl.log" 2>&1 ||
+        abort "setup: openssl could not make the test certificates: $(tail -n 3 "$t/openssl.log")"
+    token="interop-$RANDOM$RANDOM"
+    printf '# the interop exporters\n%s\n' "$token" >"$t/ingest.tokens"
+    export NODE_EXTRA_CA_CERTS=$t/ca.pem
+    # grpc-js builds its own TLS context and ignores NODE_EXTRA_CA_CERTS; this is its own
+    # variable for the roots to trust (gRPC's, not OpenTelemetry's: send.mjs drops OTEL_*).
+    export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=$t/ca.pem
+    scheme=https
+    host=localhost # the name in the certificate
+    curl_tls=(--cacert "$t/ca.pem")
+    daemon_tls=(--tls-cert "$t/srv.pem" --tls-key "$t/srv.key" --ingest-token-file "$t/ingest.tokens")
+    token_args=(--token "$token")
+fi
+"$bin" serve --data "$tmp/data" --http-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 "${daemon_tls[@]}" \
     >"$tmp/daemon.out" 2>"$tmp/daemon.err" </dev/null &
 daemon=$!
 
@@ -126,13 +159,13 @@ if [ -z "$grpc_port" ] || [ -z "$http_port" ]; then
     abort "daemon: no 'event=listening grpc=...:PORT http=...:PORT' line on stderr within 20 s"
 fi
 pass "daemon: listening (grpc :$grpc_port, http :$http_port)"
-base="http://127.0.0.1:$http_port"
+base="$scheme://$host:$http_port"
 
 # Polls /ready until 200 (deadline 30 s).
 ready=""
 deadline=$((SECONDS + 30))
 while [ $SECONDS -lt $deadline ]; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --noproxy '*' "$base/ready")
+    code=$(curl -s "${curl_tls[@]}" -o /dev/null -w '%{http_code}' --max-time 2 --noproxy '*' "$base/ready")
     if [ "$code" = 200 ]; then ready=1; break; fi
     kill -0 "$daemon" 2>/dev/null || break
     sleep 0.1
@@ -151,12 +184,12 @@ transport_of() {
 }
 for p in $protocols; do
     transport=$(transport_of "$p")
-    if [ "$p" = grpc ]; then endpoint="http://127.0.0.1:$grpc_port"; else endpoint=$base; fi
+    if [ "$p" = grpc ]; then endpoint="$scheme://$host:$grpc_port"; else endpoint=$base; fi
     for c in $compressions; do
         what="export $p ($c)"
         out=$tmp/send.out
         run_step "$here" timeout 120 node send.mjs --protocol "$p" --endpoint "$endpoint" \
-            --count "$count" --compression "$c" --timeout-ms 10000 --deadline-ms 90000 \
+            --count "$count" --compression "$c" --timeout-ms 10000 --deadline-ms 90000 "${token_args[@]}" \
             >"$out" 2>>"$tmp/send.err"
         rc=$?
         # One line per signal: "signal records requests" from the JSON result; nothing if unparsable.
@@ -189,7 +222,7 @@ for p in $protocols; do
 done
 
 # ---- what the daemon counted ----
-if ! curl -s -f --max-time 5 --noproxy '*' -o "$tmp/metrics.txt" "$base/metrics"; then
+if ! curl -s -f "${curl_tls[@]}" --max-time 5 --noproxy '*' -o "$tmp/metrics.txt" "$base/metrics"; then
     show_daemon_log
     abort "metrics: GET /metrics failed"
 fi
@@ -255,6 +288,24 @@ if [ -z "$bad" ]; then
     pass "metrics: no malformed/too_large/unsupported/not_found/bad_method/internal request errors"
 else
     fail "metrics: request errors: $(echo $bad)"
+fi
+
+# Over TLS: every exporter connection completed its handshake and presented the token.
+if [ "$tls" = 1 ]; then
+    for l in http grpc; do
+        got=$(awk -v s="miradb_tls_handshakes_total{listener=\"$l\"}" '$1 == s { print $2 }' "$tmp/metrics.txt")
+        if awk -v a="${got:-0}" 'BEGIN { exit !(a + 0 > 0) }'; then
+            pass "tls: miradb_tls_handshakes_total{listener=\"$l\"} = $got (> 0)"
+        else
+            fail "tls: miradb_tls_handshakes_total{listener=\"$l\"} = ${got:-absent}, want > 0"
+        fi
+    done
+    bad=$(grep -E '^miradb_(tls_handshake_failures|auth_refusals)_total' "$tmp/metrics.txt" | awk '$NF + 0 != 0')
+    if [ -z "$bad" ]; then
+        pass "tls: no handshake failures and no token refusals"
+    else
+        fail "tls: $(echo $bad)"
+    fi
 fi
 
 # ---- graceful stop ----

@@ -5,8 +5,10 @@
 //   node send.mjs --protocol grpc|http/protobuf|http/json --endpoint http://127.0.0.1:PORT
 //                 [--count N] [--compression none|gzip] [--timeout-ms MS] [--deadline-ms MS]
 //
-// --endpoint is the base URL: the gRPC exporters get it as is (http:// = plaintext), the HTTP
-// exporters get it with /v1/logs, /v1/traces, /v1/metrics appended.
+// --endpoint is the base URL: the gRPC exporters get it as is (http:// = plaintext, https:// =
+// TLS), the HTTP exporters get it with /v1/logs, /v1/traces, /v1/metrics appended. Over https://
+// the server's certificate is checked against Node's CAs plus NODE_EXTRA_CA_CERTS. --token T
+// sends "Authorization: Bearer T" with every export (an HTTP header, or gRPC metadata).
 //
 // What is sent: N log records (bodies of every AnyValue kind, incl. a structured kvlist body;
 // attributes of every kind; some with trace context), N spans (trees of up to six spans per trace:
@@ -38,12 +40,12 @@ const FLUSH_EVERY = BATCH * 10;
 function usage(msg) {
   process.stderr.write(`send.mjs: ${msg}\n` +
     'usage: node send.mjs --protocol grpc|http/protobuf|http/json --endpoint http://HOST:PORT ' +
-    '[--count N] [--compression none|gzip] [--timeout-ms MS] [--deadline-ms MS]\n');
+    '[--count N] [--compression none|gzip] [--timeout-ms MS] [--deadline-ms MS] [--token T]\n');
   process.exit(64);
 }
 
 function parseArgs(argv) {
-  const opt = { protocol: null, endpoint: null, count: 100, compression: 'none', timeoutMs: 10000, deadlineMs: 60000 };
+  const opt = { protocol: null, endpoint: null, count: 100, compression: 'none', timeoutMs: 10000, deadlineMs: 60000, token: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = argv[i + 1];
@@ -56,11 +58,12 @@ function parseArgs(argv) {
       case '--compression': opt.compression = v; break;
       case '--timeout-ms': opt.timeoutMs = Number(v); break;
       case '--deadline-ms': opt.deadlineMs = Number(v); break;
+      case '--token': opt.token = v; break;
       default: usage(`unknown option ${a}`);
     }
   }
   if (!PROTOCOLS[opt.protocol]) usage(`bad --protocol ${opt.protocol}`);
-  if (!opt.endpoint || !/^http:\/\/[^/]+$/.test(opt.endpoint)) usage(`bad --endpoint ${opt.endpoint}`);
+  if (!opt.endpoint || !/^https?:\/\/[^/]+$/.test(opt.endpoint)) usage(`bad --endpoint ${opt.endpoint}`);
   if (!Number.isInteger(opt.count) || opt.count < 1 || opt.count > 1000000) usage(`bad --count ${opt.count}`);
   if (opt.compression !== 'none' && opt.compression !== 'gzip') usage(`bad --compression ${opt.compression}`);
   for (const k of ['timeoutMs', 'deadlineMs']) {
@@ -243,6 +246,16 @@ async function main() {
     'telemetry.sdk.language': 'nodejs',
   });
   const common = { timeoutMillis: opt.timeoutMs, compression: opt.compression };
+  if (opt.token !== null) {
+    if (opt.protocol === 'grpc') {
+      const { Metadata } = await load('@grpc/grpc-js');
+      const md = new Metadata();
+      md.set('authorization', `Bearer ${opt.token}`);
+      common.metadata = md;
+    } else {
+      common.headers = { Authorization: `Bearer ${opt.token}` };
+    }
+  }
   const url = (sig) => (opt.protocol === 'grpc' ? opt.endpoint : `${opt.endpoint}/v1/${sig}`);
   const logExporter = track('logs', new OTLPLogExporter({ ...common, url: url('logs') }), ExportResultCode.SUCCESS);
   const traceExporter = track('traces', new OTLPTraceExporter({ ...common, url: url('traces') }), ExportResultCode.SUCCESS);

@@ -29,8 +29,9 @@ struct daemon {
  * else a fresh temp dir), stderr to log_path; waits (deadline 30 s,
  * polling, never a fixed sleep) for the stderr line containing
  * `event=listening grpc=127.0.0.1:PORT http=127.0.0.1:PORT` and for
- * GET /ready = 200. Returns 0, or -1 (and prints the daemon's log to
- * stderr; the daemon is then killed).
+ * GET /ready = 200 (with --tls-cert among extra_args: for the log's
+ * "event=ready" line instead, as a plain GET cannot ask). Returns 0, or -1
+ * (and prints the daemon's log to stderr; the daemon is then killed).
  */
 int daemon_start(struct daemon *d, const char *data_dir, const char *const *extra_args);
 /* SIGTERM, wait up to 30 s; returns the exit status (0 expected), 128+N
