@@ -146,6 +146,26 @@ bool pe_sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int6
                   const struct pm_hist **h);
 /* The samples of |s| in [mint, maxt], staleness markers left out. 0 or -ENOMEM. */
 int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w);
+/* One series' range windows across the steps (Prometheus's engine slides
+ * its window the same way): pe_slide_init takes the series' samples with
+ * the staleness markers left out (a copy only when it has markers), once
+ * per query; pe_slide_window then gives the window [mint, maxt] as a slice
+ * of those, moving two cursors forward when neither bound went back (a
+ * binary search otherwise). The window is what pe_window gives, without
+ * an allocation. */
+struct pe_slide {
+    struct pm_labels labels;
+    const struct pm_fsample *f;
+    size_t nf;
+    const struct pm_hsample *h;
+    size_t nh;
+    size_t f0, f1, h0, h1; /* first sample >= mint; first sample > maxt */
+    int64_t mint, maxt;    /* the previous window's */
+    bool placed;
+};
+/* 0 or -ENOMEM. */
+int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s);
+void pe_slide_window(struct pe_slide *sl, int64_t mint, int64_t maxt, struct pm_win *w);
 /* A subquery's inner expression over the steps the outer evaluator needs. */
 int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 /* A one-series result of a scalar-typed node as the per-step array. */

@@ -500,6 +500,96 @@ int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, s
     return 0;
 }
 
+/* ---- sliding range windows ---------------------------------------------- */
+
+static bool f_is_stale(double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits == PROMNAME_STALE_NAN_BITS;
+}
+
+int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->labels = s->labels;
+    sl->f = s->f;
+    sl->nf = s->nf;
+    sl->h = s->h;
+    sl->nh = s->nh;
+    size_t stale = 0;
+    for (size_t i = 0; i < s->nf; i++) {
+        stale += f_is_stale(s->f[i].v);
+    }
+    if (stale != 0) {
+        struct pm_fsample *c = NULL;
+        size_t n = 0;
+        if (s->nf > stale &&
+            (c = (struct pm_fsample *)arena_alloc(a, (s->nf - stale) * sizeof *c)) == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->nf; i++) {
+            if (!f_is_stale(s->f[i].v)) {
+                c[n++] = s->f[i];
+            }
+        }
+        sl->f = c;
+        sl->nf = n;
+    }
+    stale = 0;
+    for (size_t i = 0; i < s->nh; i++) {
+        stale += hist_stale(s->h[i].h);
+    }
+    if (stale != 0) {
+        struct pm_hsample *c = NULL;
+        size_t n = 0;
+        if (s->nh > stale &&
+            (c = (struct pm_hsample *)arena_alloc(a, (s->nh - stale) * sizeof *c)) == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->nh; i++) {
+            if (!hist_stale(s->h[i].h)) {
+                c[n++] = s->h[i];
+            }
+        }
+        sl->h = c;
+        sl->nh = n;
+    }
+    return 0;
+}
+
+void pe_slide_window(struct pe_slide *sl, int64_t mint, int64_t maxt, struct pm_win *w)
+{
+    if (!sl->placed || mint < sl->mint || maxt < sl->maxt) {
+        /* first window, or the bounds went back: search again */
+        sl->f0 = f_upto(sl->f, sl->nf, mint - 1);
+        sl->f1 = f_upto(sl->f, sl->nf, maxt);
+        sl->h0 = h_upto(sl->h, sl->nh, mint - 1);
+        sl->h1 = h_upto(sl->h, sl->nh, maxt);
+        sl->placed = true;
+    } else {
+        while (sl->f0 < sl->nf && sl->f[sl->f0].t < mint) {
+            sl->f0++;
+        }
+        while (sl->f1 < sl->nf && sl->f[sl->f1].t <= maxt) {
+            sl->f1++;
+        }
+        while (sl->h0 < sl->nh && sl->h[sl->h0].t < mint) {
+            sl->h0++;
+        }
+        while (sl->h1 < sl->nh && sl->h[sl->h1].t <= maxt) {
+            sl->h1++;
+        }
+    }
+    sl->mint = mint;
+    sl->maxt = maxt;
+    w->labels = sl->labels;
+    w->nf = sl->f1 > sl->f0 ? sl->f1 - sl->f0 : 0;
+    w->nh = sl->h1 > sl->h0 ? sl->h1 - sl->h0 : 0;
+    w->f = w->nf != 0 ? sl->f + sl->f0 : NULL; /* NULL + 0 is undefined */
+    w->h = w->nh != 0 ? sl->h + sl->h0 : NULL;
+}
+
 /* Instant evaluation of a range selector: raw samples, names kept. */
 int pe_eval_matrix_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out)
 {
