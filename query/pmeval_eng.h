@@ -215,10 +215,15 @@ struct pe_agg {
     uint32_t *lens;
     size_t n_names;
     struct promql_str label; /* count_values */
-    struct pe_hmap groups;
-    struct pe_hmap lcache; /* grouping key -> index in lv: group labels across steps */
+    struct pe_hmap lcache;   /* grouping key -> index in lv: group labels across steps */
     struct pm_labels *lv;
     size_t ln, lcap;
+    /* per group of lv: its index among the step's groups (gstep), valid
+     * when gstamp equals stamp (bumped every step: no clearing) */
+    int32_t *gstep;
+    uint32_t *gstamp;
+    size_t gcap;
+    uint32_t stamp;
     void *scratch; /* struct agg_group array */
     size_t scratch_cap;
     void *heap; /* element scratch for topk / bottomk / quantile */
@@ -227,7 +232,7 @@ struct pe_agg {
     size_t gidx_cap;
     struct pm_labels *metric; /* per element: its labels (count_values: + the label) */
     size_t metric_cap;
-    struct pe_cache keys; /* grouping key per input series */
+    struct pe_cache keys; /* per input series: its group (index in lv) */
 };
 int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e);
 /* One step: |in| aggregated into |out|; |param| is the step's parameter. */

@@ -116,11 +116,11 @@ void prom_render_value(struct jsonw *w, double v)
     jsonw_str(w, buf, n);
 }
 
-/* [t, "v"], written in one piece (a value's text never needs escaping:
- * digits, '.', 'e', signs, "NaN", "Inf"). */
-static void float_point(struct jsonw *w, int64_t t, double v)
+/* [t, "v"] into |buf| (FLOAT_POINT_MAX bytes; a value's text never needs
+ * escaping: digits, '.', 'e', signs, "NaN", "Inf"). Returns its length. */
+#define FLOAT_POINT_MAX (PROMNAME_FMT_MAX + 40)
+static size_t float_point_text(char *buf, int64_t t, double v)
 {
-    char buf[PROMNAME_FMT_MAX + 40];
     size_t n = 0;
     buf[n++] = '[';
     n += fmt_ts(buf + n, t);
@@ -132,7 +132,35 @@ static void float_point(struct jsonw *w, int64_t t, double v)
     n += vn;
     buf[n++] = '"';
     buf[n++] = ']';
-    jsonw_raw(w, buf, n);
+    return n;
+}
+
+/* [t, "v"], written in one piece. */
+static void float_point(struct jsonw *w, int64_t t, double v)
+{
+    char buf[FLOAT_POINT_MAX];
+    jsonw_raw(w, buf, float_point_text(buf, t, v));
+}
+
+/* A series' float points, comma-separated, in pieces of up to 8 KiB (one
+ * buffer add each, not one per point). */
+static void float_points(struct jsonw *w, const struct pm_fsample *f, size_t nf)
+{
+    char buf[8192];
+    size_t n = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (n + 1 + FLOAT_POINT_MAX > sizeof buf) {
+            jsonw_raw(w, buf, n);
+            n = 0;
+        }
+        if (n != 0) {
+            buf[n++] = ',';
+        }
+        n += float_point_text(buf + n, f[i].t, f[i].v);
+    }
+    if (n != 0) {
+        jsonw_raw(w, buf, n);
+    }
 }
 
 /* [t, {histogram}] */
@@ -229,9 +257,7 @@ static void render_series(struct jsonw *w, const struct pm_series *s)
     if (s->nf > 0) {
         jsonw_key(w, "values");
         jsonw_arr_begin(w);
-        for (size_t i = 0; i < s->nf; i++) {
-            float_point(w, s->f[i].t, s->f[i].v);
-        }
+        float_points(w, s->f, s->nf);
         jsonw_arr_end(w);
     }
     if (s->nh > 0) {
