@@ -334,6 +334,9 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
     struct pm_win *wins = NULL;
     int32_t *win_src = NULL;
     struct pe_slide *slides = NULL;
+    /* rate / increase read each window's counter resets from a list made
+     * once per series */
+    bool with_resets = e->func->id == PROMQL_FN_RATE || e->func->id == PROMQL_FN_INCREASE;
     if (n_series != 0) {
         derived = (uint64_t *)arena_alloc(a, n_series * sizeof *derived);
         wins = (struct pm_win *)arena_alloc(a, n_series * sizeof *wins);
@@ -343,8 +346,8 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
             return pe_nomem(sh);
         }
         for (size_t i = 0; i < n_series; i++) {
-            if (pe_slide_init(a, &slides[i], &series[i]) != 0) {
-                return pe_nomem(sh);
+            if ((rc = pe_slide_init(a, &slides[i], &series[i], with_resets)) != 0) {
+                return rc == -E2BIG ? pe_too_many(sh) : pe_nomem(sh);
             }
             derived[i] = keep_name
                              ? pm_labels_hash(&series[i].labels)

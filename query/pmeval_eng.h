@@ -162,9 +162,15 @@ struct pe_slide {
     size_t f0, f1, h0, h1; /* first sample >= mint; first sample > maxt */
     int64_t mint, maxt;    /* the previous window's */
     bool placed;
+    /* With |resets| at init: the indices in f of every float sample lower
+     * than the one before it, and the window's first (r0) and end (r1)
+     * among them (pm_win's rs). */
+    bool resets;
+    const uint32_t *rs;
+    size_t nrs, r0, r1;
 };
-/* 0 or -ENOMEM. */
-int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s);
+/* 0 or -ENOMEM (-E2BIG past 2^32 samples with |resets|). */
+int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s, bool resets);
 void pe_slide_window(struct pe_slide *sl, int64_t mint, int64_t maxt, struct pm_win *w);
 /* A subquery's inner expression over the steps the outer evaluator needs. */
 int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);

@@ -79,6 +79,15 @@ struct pm_win {
     size_t nf;
     const struct pm_hsample *h;
     size_t nh;
+    /* With resets_known (the engine's sliding windows for rate / increase):
+     * the float counter resets in the window, ascending: f[rs[k] - rs_base]
+     * is lower than the sample before it, which is in the window too; no
+     * other sample is. Else (false, as a zeroed window has it) the function
+     * looks for them itself. */
+    bool resets_known;
+    const uint32_t *rs;
+    size_t nrs;
+    size_t rs_base;
 };
 
 /* One argument of a call at one step; |type| is the argument's

@@ -1106,6 +1106,10 @@ static void setup_slide(void)
     floats(add("ord", KV("k", "a")), (double[]){60, 1}, 1);
     floats(add("ord", KV("k", "b")), (double[]){0, 1e16, 60, 1e16}, 2);
     floats(add("ord", KV("k", "c")), (double[]){0, -1e16, 60, -1e16}, 2);
+    /* resets at 30 and 60; a marker between 45 and 60 (the pair 15 -> 2 is
+     * still a reset once the marker is out of the window) */
+    floats(add("ctr", KV("k", "r")),
+           (double[]){0, 10, 15, 20, 30, 5, 45, 15, 50, promname_stale_nan(), 60, 2, 75, 4}, 7);
 }
 
 TestSuite(pmeval_slide, .init = setup_slide, .fini = teardown);
@@ -1246,9 +1250,9 @@ Test(pmeval_slide, window_bounds_that_go_back_are_searched_again)
     /* gap: 0, 15, 30, 200, 215, 230 */
     struct pe_slide sl;
     struct pm_win w;
-    const struct pm_series *g = &db.s[db.n - 4];
+    const struct pm_series *g = &db.s[db.n - 5];
     cr_assert_str_eq(lstr(&g->labels), "{__name__=\"gap\", k=\"g\"}");
-    cr_assert_eq(pe_slide_init(db.a, &sl, g), 0);
+    cr_assert_eq(pe_slide_init(db.a, &sl, g, false), 0);
     cr_assert_eq(sl.f, g->f); /* no marker: no copy */
     pe_slide_window(&sl, S(10), S(215), &w);
     cr_assert_eq(w.nf, 4);
@@ -1272,10 +1276,57 @@ Test(pmeval_slide, window_bounds_that_go_back_are_searched_again)
         }
     }
     cr_assert_not_null(st);
-    cr_assert_eq(pe_slide_init(db.a, &sl, st), 0);
+    cr_assert_eq(pe_slide_init(db.a, &sl, st, false), 0);
     cr_assert_eq(sl.nf, 3);
     pe_slide_window(&sl, S(30), S(90), &w);
     cr_assert_eq(w.nf, 2);
     cr_assert_eq(w.f[0].v, 2);
     cr_assert_eq(w.f[1].v, 4);
+}
+
+Test(pmeval_slide, increase_reads_the_resets_of_each_window)
+{
+    /* windows of 30 s holding samples at both ends: factor 1, so increase
+     * is last - first plus the value before each reset inside the window.
+     * 30: 5 - 10 + 20; 45: 15 - 20 + 20; 60: 2 - 5 + 15 (the reset at 30 is
+     * the window's first sample: its predecessor is outside); 75: 4 - 15 +
+     * 15; 90: {2, 4} over 15 s, extrapolated to the end: 2 * 30 / 15. */
+    struct pm_result r;
+    ok_range("increase(ctr[30s])", S(30), S(90), S(15), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_str_eq(lstr(&r.set.s[0].labels), "{k=\"r\"}");
+    POINTS(&r.set.s[0], 30, 15, 45, 15, 60, 12, 75, 4, 90, 4);
+    /* the same steps one at a time (a fresh search each) */
+    for (int t = 30; t <= 90; t += 15) {
+        ok_range("increase(ctr[30s])", S(t), S(t), S(15), &r);
+        cr_assert_eq(r.set.s[0].nf, 1);
+        cr_assert_eq(r.set.s[0].f[0].v, t == 60 ? 12 : t >= 75 ? 4 : 15, "at %d", t);
+    }
+}
+
+Test(pmeval_slide, reset_list_follows_windows_that_go_back)
+{
+    const struct pm_series *c = &db.s[db.n - 1];
+    cr_assert_str_eq(lstr(&c->labels), "{__name__=\"ctr\", k=\"r\"}");
+    struct pe_slide sl;
+    struct pm_win w;
+    cr_assert_eq(pe_slide_init(db.a, &sl, c, true), 0);
+    cr_assert_eq(sl.nf, 6); /* the marker left out */
+    cr_assert_eq(sl.nrs, 2);
+    pe_slide_window(&sl, 0, S(60), &w); /* 10 20 5 15 2: resets at 5 and 2 */
+    cr_assert(w.resets_known);
+    cr_assert_eq(w.nrs, 2);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 5);
+    cr_assert_eq(w.f[w.rs[1] - w.rs_base].v, 2);
+    pe_slide_window(&sl, S(30), S(75), &w); /* 5 15 2 4: the 5 starts it */
+    cr_assert_eq(w.nrs, 1);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 2);
+    pe_slide_window(&sl, S(60), S(75), &w); /* 2 4 */
+    cr_assert_eq(w.nrs, 0);
+    pe_slide_window(&sl, 0, S(30), &w); /* back: 10 20 5 */
+    cr_assert_eq(w.nf, 3);
+    cr_assert_eq(w.nrs, 1);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 5);
+    pe_slide_window(&sl, 0, S(10), &w); /* 10 */
+    cr_assert_eq(w.nrs, 0);
 }
