@@ -3,7 +3,8 @@
  * per-step dispatch to pmfn_call (pmeval_int.h) as Prometheus 2.42's
  * engine does it, and the engine-side special cases: timestamp(<selector>)
  * with the samples' own times, range-vector arguments (selectors and
- * subqueries) as one window per series per step, absent / absent_over_time
+ * subqueries) as sliding windows, series by series as 2.42 loops (its
+ * output order, its samples-limit checks), absent / absent_over_time
  * called with empty input, the order of sort / sort_desc, and the
  * duplicate-labelset checks after the call (per step, and over the whole
  * range for range-vector functions, which keep one output series per
@@ -260,10 +261,13 @@ static int matrix_by_series(struct pe_ev *ev, const struct by_series *bs, struct
     return 0;
 }
 
-/* A call with a range-vector argument (selector or subquery): one call per
- * step with every series' window (Prometheus loops series first, then
- * steps; the answers are the same, and absent_over_time comes out of the
- * function itself when no window has samples). */
+/* A call with a range-vector argument (selector or subquery). Each
+ * series' windows slide across the steps (pe_slide). When the input
+ * series' result labels are all distinct (the usual case) the loop is
+ * 2.42's, series by series (matrix_by_series); else, and for
+ * absent_over_time (which comes out of the function itself when no window
+ * has samples), one call per step with every series' window and the
+ * duplicate checks per step and across the range. */
 static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_t mi,
                             struct pe_val *out)
 {

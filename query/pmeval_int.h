@@ -13,7 +13,9 @@
  *     t = the sample's own timestamp (everywhere else t = the step time);
  *   - a range-vector argument (selector or subquery) is given as one window
  *     per series: the samples in [range_start, range_end], staleness
- *     markers left out, with its series' full labels;
+ *     markers left out, with its series' full labels (for range functions
+ *     the engine usually passes one window per call, series by series, as
+ *     2.42 does; absent_over_time always gets every window of the step);
  *   - @ and offset are resolved into range_start / range_end (and, for
  *     instant selectors, into which sample is taken) before the call;
  *   - the engine drops nothing: the function decides whether its output
