@@ -70,9 +70,7 @@ int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e)
         g->lens[i] = (uint32_t)strlen(g->names[i]);
     }
     g->n_names = n;
-    if (pe_hmap_init(a, &g->groups, 16) != 0) {
-        return pe_fail(ev->sh, -ENOMEM, "out of memory");
-    }
+    g->stamp = 1; /* gstamp starts at 0: no group seen yet */
     return 0;
 }
 
@@ -218,6 +216,47 @@ static int group_labels(struct pe_ev *ev, struct pe_agg *g, const struct pm_labe
     return pm_lb_done(&b, out);
 }
 
+/* A group not seen before in this query: its labels into g->lv (index
+ * *li), its key into the cache, room in the per-step marks. 0 or -ENOMEM
+ * (with the message). */
+static int new_group(struct pe_ev *ev, struct pe_agg *g, const struct pm_labels *metric,
+                     uint64_t key, int32_t *li)
+{
+    struct pe_shared *sh = ev->sh;
+    arena *a = sh->a;
+    struct pm_labels *lv = grow(a, g->lv, &g->lcap, g->ln + 1, sizeof *lv);
+    if (lv == NULL) {
+        return pe_fail(sh, -ENOMEM, "out of memory");
+    }
+    if (lv != g->lv && g->ln != 0) {
+        memcpy(lv, g->lv, g->ln * sizeof *lv);
+    }
+    g->lv = lv;
+    if (g->ln + 1 > g->gcap) {
+        size_t cap = g->gcap != 0 ? 2 * g->gcap : 16;
+        int32_t *gs = (int32_t *)arena_alloc(a, cap * sizeof *gs);
+        uint32_t *st = (uint32_t *)arena_alloc(a, cap * sizeof *st);
+        if (gs == NULL || st == NULL) {
+            return pe_fail(sh, -ENOMEM, "out of memory");
+        }
+        memset(st, 0, cap * sizeof *st);
+        if (g->gcap != 0) {
+            memcpy(gs, g->gstep, g->gcap * sizeof *gs);
+            memcpy(st, g->gstamp, g->gcap * sizeof *st);
+        }
+        g->gstep = gs;
+        g->gstamp = st;
+        g->gcap = cap;
+    }
+    *li = (int32_t)g->ln;
+    if (group_labels(ev, g, metric, &g->lv[*li]) != 0 ||
+        pe_hmap_put(a, &g->lcache, key, *li) != 0) {
+        return pe_fail(sh, -ENOMEM, "out of memory");
+    }
+    g->ln++;
+    return 0;
+}
+
 int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct pm_vec *in,
                 const uint32_t *sidx, struct pm_vec *out)
 {
@@ -228,6 +267,7 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
     int64_t k = 0;
     double q = 0;
     char buf[PROMNAME_FMT_MAX];
+    int rc;
 
     if (op == PROMQL_AGG_TOPK || op == PROMQL_AGG_BOTTOMK) {
         if (!(param <= 9223372036854775807.0 && param >= -9223372036854775808.0)) {
@@ -248,7 +288,13 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
     if (in->n == 0) {
         return 0;
     }
-    pe_hmap_clear(&g->groups);
+    if (++g->stamp == 0) {
+        /* wrapped: forget every step's marks */
+        if (g->gcap != 0) {
+            memset(g->gstamp, 0, g->gcap * sizeof *g->gstamp);
+        }
+        g->stamp = 1;
+    }
 
     /* Pass 1: group of every element; elements per group. */
     struct agg_group *gr = grow(a, g->scratch, &g->scratch_cap, in->n, sizeof *gr);
@@ -278,47 +324,40 @@ int pe_agg_step(struct pe_ev *ev, struct pe_agg *g, double param, const struct p
                 return pe_fail(sh, -ENOMEM, "out of memory");
             }
         }
-        uint64_t key;
+        /* li: the group across steps (an index in g->lv), cached per
+         * input series; gi: its index in this step's groups */
+        int32_t li = -1;
         bool cached = op != PROMQL_AGG_COUNT_VALUES && sidx != NULL;
         if (cached && pe_cache_room(a, &g->keys, sidx[i]) != 0) {
             return pe_fail(sh, -ENOMEM, "out of memory");
         }
         if (cached && g->keys.set[sidx[i]]) {
-            key = g->keys.v[sidx[i]];
+            li = (int32_t)g->keys.v[sidx[i]];
         } else {
-            key = e->without
-                      ? pm_labels_hash_on(&metric[i], false, g->names, g->lens, g->n_names, true)
-                      : pm_labels_hash_on(&metric[i], true, g->names, g->lens, g->n_names, false);
+            uint64_t key =
+                e->without
+                    ? pm_labels_hash_on(&metric[i], false, g->names, g->lens, g->n_names, true)
+                    : pm_labels_hash_on(&metric[i], true, g->names, g->lens, g->n_names, false);
+            li = pe_hmap_get(&g->lcache, key);
+            if (li < 0) {
+                if ((rc = new_group(ev, g, &metric[i], key, &li)) != 0) {
+                    return rc;
+                }
+            }
             if (cached) {
-                g->keys.v[sidx[i]] = key;
+                g->keys.v[sidx[i]] = (uint64_t)li;
                 g->keys.set[sidx[i]] = 1;
             }
         }
-        int32_t gi = pe_hmap_get(&g->groups, key);
-        if (gi < 0) {
+        int32_t gi;
+        if (g->gstamp[li] == g->stamp) {
+            gi = g->gstep[li];
+        } else {
             gi = (int32_t)ng++;
             memset(&gr[gi], 0, sizeof gr[gi]);
-            if (pe_hmap_put(a, &g->groups, key, gi) != 0) {
-                return pe_fail(sh, -ENOMEM, "out of memory");
-            }
-            int32_t li = pe_hmap_get(&g->lcache, key);
-            if (li < 0) {
-                struct pm_labels *lv = grow(a, g->lv, &g->lcap, g->ln + 1, sizeof *lv);
-                if (lv == NULL) {
-                    return pe_fail(sh, -ENOMEM, "out of memory");
-                }
-                if (lv != g->lv && g->ln != 0) {
-                    memcpy(lv, g->lv, g->ln * sizeof *lv);
-                }
-                g->lv = lv;
-                li = (int32_t)g->ln;
-                if (group_labels(ev, g, &metric[i], &g->lv[li]) != 0 ||
-                    pe_hmap_put(a, &g->lcache, key, li) != 0) {
-                    return pe_fail(sh, -ENOMEM, "out of memory");
-                }
-                g->ln++;
-            }
             gr[gi].labels = g->lv[li];
+            g->gstep[li] = gi;
+            g->gstamp[li] = g->stamp;
         }
         gidx[i] = gi;
         gr[gi].n++;

@@ -3,7 +3,8 @@
  * per-step dispatch to pmfn_call (pmeval_int.h) as Prometheus 2.42's
  * engine does it, and the engine-side special cases: timestamp(<selector>)
  * with the samples' own times, range-vector arguments (selectors and
- * subqueries) as one window per series per step, absent / absent_over_time
+ * subqueries) as sliding windows, series by series as 2.42 loops (its
+ * output order, its samples-limit checks), absent / absent_over_time
  * called with empty input, the order of sort / sort_desc, and the
  * duplicate-labelset checks after the call (per step, and over the whole
  * range for range-vector functions, which keep one output series per
@@ -158,10 +159,115 @@ static int step_timestamp(struct pe_ev *ev, void *vctx, int64_t ts, const struct
     return rc != 0 ? call_result(sh, rc) : 0;
 }
 
-/* A call with a range-vector argument (selector or subquery): one call per
- * step with every series' window (Prometheus loops series first, then
- * steps; the answers are the same, and absent_over_time comes out of the
- * function itself when no window has samples). */
+/* A range-vector call's inputs, for matrix_by_series. */
+struct by_series {
+    const struct promql_expr *e;
+    size_t mi; /* the range-vector argument */
+    struct pe_slide *slides;
+    size_t n_series;
+    const struct pe_val *other; /* the other arguments, evaluated */
+    struct pm_fnarg *args;
+    int64_t range, offset;
+    bool at;
+    int64_t at_ms;
+    uint64_t orig; /* samples held before the call's arguments were evaluated */
+};
+
+/* Prometheus 2.42's loop for a range-vector function whose outputs cannot
+ * collide (every input series' result labels distinct): series by series,
+ * every step of one series before the next (its samples stay in cache),
+ * the first element of each call's result taken, one output series per
+ * input series that has a point, in input order; the samples limit
+ * checked where matrixIterSlice (the window held, on top of the outputs
+ * of the series before) and the end of each series (plus its outputs)
+ * check it. */
+static int matrix_by_series(struct pe_ev *ev, const struct by_series *bs, struct pe_val *out)
+{
+    struct pe_shared *sh = ev->sh;
+    arena *a = sh->a;
+    const struct promql_expr *e = bs->e;
+    struct pm_fnarg *args = bs->args;
+    uint64_t held = sh->cur, outputs = 0;
+    size_t nsteps = pe_nsteps(ev);
+    struct pm_vec res = {0};
+    int rc;
+    for (size_t i = 0; i < e->n_args; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].type = e->args[i]->type;
+        if (i == bs->mi) {
+            args[i].type = PROMQL_TYPE_MATRIX;
+            args[i].nwin = 1;
+        } else if (args[i].type == PROMQL_TYPE_STRING) {
+            args[i].str = pe_unparen(e->args[i])->str;
+        }
+    }
+    for (size_t si = 0; si < bs->n_series; si++) {
+        if ((rc = pe_check(sh)) != 0) {
+            return rc;
+        }
+        struct pe_series *os = NULL;
+        size_t last_n = 0, step = 0;
+        struct pm_win w;
+        args[bs->mi].win = &w;
+        for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
+            if ((rc = pe_tick(sh)) != 0) {
+                return rc;
+            }
+            int64_t maxt = (bs->at ? bs->at_ms : ts) - bs->offset, mint = maxt - bs->range;
+            pe_slide_window(&bs->slides[si], mint, maxt, &w);
+            last_n = w.nf + w.nh;
+            if (last_n == 0) {
+                continue;
+            }
+            if (held + outputs + last_n > sh->max_samples) {
+                return pe_too_many(sh);
+            }
+            for (size_t i = 0; i < e->n_args; i++) {
+                if (i != bs->mi && bs->other[i].type == PROMQL_TYPE_SCALAR) {
+                    args[i].scalar = bs->other[i].sc[step];
+                }
+            }
+            struct pm_fnenv env;
+            fn_env(ev, e, ts, &env);
+            env.range_start = mint;
+            env.range_end = maxt;
+            res.n = 0;
+            if ((rc = pmfn_call(&env, args, e->n_args, &res)) != 0) {
+                return call_result(sh, rc);
+            }
+            if (res.n == 0) {
+                continue;
+            }
+            if (os == NULL) {
+                size_t n;
+                if (pe_mat_add(a, &out->m, &res.e[0].labels, &n) != 0 ||
+                    pe_series_reserve(a, &out->m.s[n], res.e[0].h != NULL, nsteps - step) != 0) {
+                    return pe_nomem(sh);
+                }
+                os = &out->m.s[n];
+            }
+            if (pe_series_push(a, os, ts, res.e[0].v, res.e[0].h) != 0) {
+                return pe_nomem(sh);
+            }
+        }
+        if (os != NULL) {
+            if (held + outputs + last_n + os->nf + os->nh > sh->max_samples) {
+                return pe_too_many(sh);
+            }
+            outputs += os->nf + os->nh;
+        }
+    }
+    sh->cur = bs->orig + outputs;
+    return 0;
+}
+
+/* A call with a range-vector argument (selector or subquery). Each
+ * series' windows slide across the steps (pe_slide). When the input
+ * series' result labels are all distinct (the usual case) the loop is
+ * 2.42's, series by series (matrix_by_series); else, and for
+ * absent_over_time (which comes out of the function itself when no window
+ * has samples), one call per step with every series' window and the
+ * duplicate checks per step and across the range. */
 static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_t mi,
                             struct pe_val *out)
 {
@@ -231,14 +337,22 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
     uint64_t *derived = NULL;
     struct pm_win *wins = NULL;
     int32_t *win_src = NULL;
+    struct pe_slide *slides = NULL;
+    /* rate / increase read each window's counter resets from a list made
+     * once per series */
+    bool with_resets = e->func->id == PROMQL_FN_RATE || e->func->id == PROMQL_FN_INCREASE;
     if (n_series != 0) {
         derived = (uint64_t *)arena_alloc(a, n_series * sizeof *derived);
         wins = (struct pm_win *)arena_alloc(a, n_series * sizeof *wins);
         win_src = (int32_t *)arena_alloc(a, n_series * sizeof *win_src);
-        if (derived == NULL || wins == NULL || win_src == NULL) {
+        slides = (struct pe_slide *)arena_alloc(a, n_series * sizeof *slides);
+        if (derived == NULL || wins == NULL || win_src == NULL || slides == NULL) {
             return pe_nomem(sh);
         }
         for (size_t i = 0; i < n_series; i++) {
+            if ((rc = pe_slide_init(a, &slides[i], &series[i], with_resets)) != 0) {
+                return rc == -E2BIG ? pe_too_many(sh) : pe_nomem(sh);
+            }
             derived[i] = keep_name
                              ? pm_labels_hash(&series[i].labels)
                              : pm_labels_hash_on(&series[i].labels, false, NULL, NULL, 0, true);
@@ -267,11 +381,29 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
             out_of[i] = -1;
         }
     }
+    memset(out, 0, sizeof *out);
+    out->type = PROMQL_TYPE_VECTOR;
+    if (derived_unique && e->func->id != PROMQL_FN_ABSENT_OVER_TIME) {
+        struct by_series bs = {.e = e,
+                               .mi = mi,
+                               .slides = slides,
+                               .n_series = n_series,
+                               .other = other,
+                               .args = args,
+                               .range = range,
+                               .offset = offset,
+                               .at = at,
+                               .at_ms = at_ms,
+                               .orig = orig};
+        rc = matrix_by_series(ev, &bs, out);
+        if (rc == 0 && e->type == PROMQL_TYPE_SCALAR) {
+            rc = pe_mat_to_scalar(ev, out);
+        }
+        return rc;
+    }
     int32_t *out_src = NULL;
     size_t out_src_cap = 0;
     struct pm_vec res = {0};
-    memset(out, 0, sizeof *out);
-    out->type = PROMQL_TYPE_VECTOR;
     uint64_t held = sh->cur, npoints = 0;
     size_t step = 0, nsteps = pe_nsteps(ev);
     for (int64_t ts = ev->start; ts <= ev->end; ts += ev->interval, step++) {
@@ -287,9 +419,7 @@ static int eval_call_matrix(struct pe_ev *ev, const struct promql_expr *e, size_
             if ((rc = pe_tick(sh)) != 0) {
                 return rc;
             }
-            if (pe_window(a, &series[i], mint, maxt, &wins[nw]) != 0) {
-                return pe_nomem(sh);
-            }
+            pe_slide_window(&slides[i], mint, maxt, &wins[nw]);
             size_t n = wins[nw].nf + wins[nw].nh;
             if (n == 0) {
                 continue;

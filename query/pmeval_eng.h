@@ -146,6 +146,32 @@ bool pe_sample_at(const struct pm_series *s, int64_t ref, int64_t lookback, int6
                   const struct pm_hist **h);
 /* The samples of |s| in [mint, maxt], staleness markers left out. 0 or -ENOMEM. */
 int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w);
+/* One series' range windows across the steps (Prometheus's engine slides
+ * its window the same way): pe_slide_init takes the series' samples with
+ * the staleness markers left out (a copy only when it has markers), once
+ * per query; pe_slide_window then gives the window [mint, maxt] as a slice
+ * of those, moving two cursors forward when neither bound went back (a
+ * binary search otherwise). The window is what pe_window gives, without
+ * an allocation. */
+struct pe_slide {
+    struct pm_labels labels;
+    const struct pm_fsample *f;
+    size_t nf;
+    const struct pm_hsample *h;
+    size_t nh;
+    size_t f0, f1, h0, h1; /* first sample >= mint; first sample > maxt */
+    int64_t mint, maxt;    /* the previous window's */
+    bool placed;
+    /* With |resets| at init: the indices in f of every float sample lower
+     * than the one before it, and the window's first (r0) and end (r1)
+     * among them (pm_win's rs). */
+    bool resets;
+    const uint32_t *rs;
+    size_t nrs, r0, r1;
+};
+/* 0 or -ENOMEM (-E2BIG past 2^32 samples with |resets|). */
+int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s, bool resets);
+void pe_slide_window(struct pe_slide *sl, int64_t mint, int64_t maxt, struct pm_win *w);
 /* A subquery's inner expression over the steps the outer evaluator needs. */
 int pe_eval_subquery(struct pe_ev *ev, const struct promql_expr *e, struct pe_val *out);
 /* A one-series result of a scalar-typed node as the per-step array. */
@@ -195,10 +221,15 @@ struct pe_agg {
     uint32_t *lens;
     size_t n_names;
     struct promql_str label; /* count_values */
-    struct pe_hmap groups;
-    struct pe_hmap lcache; /* grouping key -> index in lv: group labels across steps */
+    struct pe_hmap lcache;   /* grouping key -> index in lv: group labels across steps */
     struct pm_labels *lv;
     size_t ln, lcap;
+    /* per group of lv: its index among the step's groups (gstep), valid
+     * when gstamp equals stamp (bumped every step: no clearing) */
+    int32_t *gstep;
+    uint32_t *gstamp;
+    size_t gcap;
+    uint32_t stamp;
     void *scratch; /* struct agg_group array */
     size_t scratch_cap;
     void *heap; /* element scratch for topk / bottomk / quantile */
@@ -207,7 +238,7 @@ struct pe_agg {
     size_t gidx_cap;
     struct pm_labels *metric; /* per element: its labels (count_values: + the label) */
     size_t metric_cap;
-    struct pe_cache keys; /* grouping key per input series */
+    struct pe_cache keys; /* per input series: its group (index in lv) */
 };
 int pe_agg_init(struct pe_ev *ev, struct pe_agg *g, const struct promql_expr *e);
 /* One step: |in| aggregated into |out|; |param| is the step's parameter. */

@@ -13,7 +13,9 @@
  *     t = the sample's own timestamp (everywhere else t = the step time);
  *   - a range-vector argument (selector or subquery) is given as one window
  *     per series: the samples in [range_start, range_end], staleness
- *     markers left out, with its series' full labels;
+ *     markers left out, with its series' full labels (for range functions
+ *     the engine usually passes one window per call, series by series, as
+ *     2.42 does; absent_over_time always gets every window of the step);
  *   - @ and offset are resolved into range_start / range_end (and, for
  *     instant selectors, into which sample is taken) before the call;
  *   - the engine drops nothing: the function decides whether its output
@@ -79,6 +81,15 @@ struct pm_win {
     size_t nf;
     const struct pm_hsample *h;
     size_t nh;
+    /* With resets_known (the engine's sliding windows for rate / increase):
+     * the float counter resets in the window, ascending: f[rs[k] - rs_base]
+     * is lower than the sample before it, which is in the window too; no
+     * other sample is. Else (false, as a zeroed window has it) the function
+     * looks for them itself. */
+    bool resets_known;
+    const uint32_t *rs;
+    size_t nrs;
+    size_t rs_base;
 };
 
 /* One argument of a call at one step; |type| is the argument's

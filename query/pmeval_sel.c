@@ -448,6 +448,7 @@ int pe_eval_vector_sel(struct pe_ev *ev, const struct promql_expr *e, struct pe_
  * a marker is inside (else pointing into |s|). */
 int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, struct pm_win *w)
 {
+    memset(w, 0, sizeof *w);
     w->labels = s->labels;
     size_t f0 = f_upto(s->f, s->nf, mint - 1), f1 = f_upto(s->f, s->nf, maxt);
     size_t h0 = h_upto(s->h, s->nh, mint - 1), h1 = h_upto(s->h, s->nh, maxt);
@@ -498,6 +499,160 @@ int pe_window(arena *a, const struct pm_series *s, int64_t mint, int64_t maxt, s
         w->nh = n;
     }
     return 0;
+}
+
+/* ---- sliding range windows ---------------------------------------------- */
+
+static bool f_is_stale(double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits == PROMNAME_STALE_NAN_BITS;
+}
+
+/* The reset list of the stale-free floats (sl->f). */
+static int find_resets(arena *a, struct pe_slide *sl)
+{
+    sl->resets = true;
+    if (sl->nf > UINT32_MAX) {
+        return -E2BIG;
+    }
+    size_t n = 0;
+    for (size_t i = 1; i < sl->nf; i++) {
+        n += sl->f[i].v < sl->f[i - 1].v;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    uint32_t *rs = (uint32_t *)arena_alloc(a, n * sizeof *rs);
+    if (rs == NULL) {
+        return -ENOMEM;
+    }
+    n = 0;
+    for (size_t i = 1; i < sl->nf; i++) {
+        if (sl->f[i].v < sl->f[i - 1].v) {
+            rs[n++] = (uint32_t)i;
+        }
+    }
+    sl->rs = rs;
+    sl->nrs = n;
+    return 0;
+}
+
+/* Number of resets at or before index |i|. */
+static size_t rs_upto(const uint32_t *rs, size_t n, size_t i)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rs[mid] <= i) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+int pe_slide_init(arena *a, struct pe_slide *sl, const struct pm_series *s, bool resets)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->labels = s->labels;
+    sl->f = s->f;
+    sl->nf = s->nf;
+    sl->h = s->h;
+    sl->nh = s->nh;
+    size_t stale = 0;
+    for (size_t i = 0; i < s->nf; i++) {
+        stale += f_is_stale(s->f[i].v);
+    }
+    if (stale != 0) {
+        struct pm_fsample *c = NULL;
+        size_t n = 0;
+        if (s->nf > stale &&
+            (c = (struct pm_fsample *)arena_alloc(a, (s->nf - stale) * sizeof *c)) == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->nf; i++) {
+            if (!f_is_stale(s->f[i].v)) {
+                c[n++] = s->f[i];
+            }
+        }
+        sl->f = c;
+        sl->nf = n;
+    }
+    stale = 0;
+    for (size_t i = 0; i < s->nh; i++) {
+        stale += hist_stale(s->h[i].h);
+    }
+    if (stale != 0) {
+        struct pm_hsample *c = NULL;
+        size_t n = 0;
+        if (s->nh > stale &&
+            (c = (struct pm_hsample *)arena_alloc(a, (s->nh - stale) * sizeof *c)) == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->nh; i++) {
+            if (!hist_stale(s->h[i].h)) {
+                c[n++] = s->h[i];
+            }
+        }
+        sl->h = c;
+        sl->nh = n;
+    }
+    return resets ? find_resets(a, sl) : 0;
+}
+
+void pe_slide_window(struct pe_slide *sl, int64_t mint, int64_t maxt, struct pm_win *w)
+{
+    bool searched = !sl->placed || mint < sl->mint || maxt < sl->maxt;
+    if (searched) {
+        /* first window, or the bounds went back: search again */
+        sl->f0 = f_upto(sl->f, sl->nf, mint - 1);
+        sl->f1 = f_upto(sl->f, sl->nf, maxt);
+        sl->h0 = h_upto(sl->h, sl->nh, mint - 1);
+        sl->h1 = h_upto(sl->h, sl->nh, maxt);
+        sl->placed = true;
+    } else {
+        while (sl->f0 < sl->nf && sl->f[sl->f0].t < mint) {
+            sl->f0++;
+        }
+        while (sl->f1 < sl->nf && sl->f[sl->f1].t <= maxt) {
+            sl->f1++;
+        }
+        while (sl->h0 < sl->nh && sl->h[sl->h0].t < mint) {
+            sl->h0++;
+        }
+        while (sl->h1 < sl->nh && sl->h[sl->h1].t <= maxt) {
+            sl->h1++;
+        }
+    }
+    sl->mint = mint;
+    sl->maxt = maxt;
+    memset(w, 0, sizeof *w);
+    if (sl->resets) {
+        /* the window's resets r: f0 < r < f1 (the sample before is in it) */
+        if (searched) {
+            sl->r0 = rs_upto(sl->rs, sl->nrs, sl->f0);
+            sl->r1 = sl->f1 != 0 ? rs_upto(sl->rs, sl->nrs, sl->f1 - 1) : 0;
+        } else {
+            while (sl->r0 < sl->nrs && sl->rs[sl->r0] <= sl->f0) {
+                sl->r0++;
+            }
+            while (sl->r1 < sl->nrs && sl->rs[sl->r1] < sl->f1) {
+                sl->r1++;
+            }
+        }
+        w->resets_known = true;
+        w->nrs = sl->r1 > sl->r0 ? sl->r1 - sl->r0 : 0;
+        w->rs = w->nrs != 0 ? sl->rs + sl->r0 : NULL;
+        w->rs_base = sl->f0;
+    }
+    w->labels = sl->labels;
+    w->nf = sl->f1 > sl->f0 ? sl->f1 - sl->f0 : 0;
+    w->nh = sl->h1 > sl->h0 ? sl->h1 - sl->h0 : 0;
+    w->f = w->nf != 0 ? sl->f + sl->f0 : NULL; /* NULL + 0 is undefined */
+    w->h = w->nh != 0 ? sl->h + sl->h0 : NULL;
 }
 
 /* Instant evaluation of a range selector: raw samples, names kept. */

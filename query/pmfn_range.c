@@ -125,12 +125,19 @@ static int extrapolated_rate(struct pm_fnenv *env, const struct pm_win *w, bool 
         }
         const struct pm_fsample *f = w->f;
         result = f[n - 1].v - f[0].v;
-        double prev = f[0].v;
-        for (size_t i = 1; counter && i < n; i++) {
-            if (f[i].v < prev) {
-                result += prev;
+        if (counter && w->resets_known) {
+            /* the same additions in the same order, from the engine's list */
+            for (size_t k = 0; k < w->nrs; k++) {
+                result += f[w->rs[k] - w->rs_base - 1].v;
             }
-            prev = f[i].v;
+        } else {
+            double prev = f[0].v;
+            for (size_t i = 1; counter && i < n; i++) {
+                if (f[i].v < prev) {
+                    result += prev;
+                }
+                prev = f[i].v;
+            }
         }
         t0 = f[0].t;
         tn = f[n - 1].t;

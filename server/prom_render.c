@@ -73,21 +73,40 @@ void prom_render_labels(struct jsonw *w, const struct pm_labels *ls)
     jsonw_obj_end(w);
 }
 
-void prom_render_ts(struct jsonw *w, int64_t ms)
+/* A timestamp as marshalTimestamp writes it: seconds, then ".mmm" when the
+ * milliseconds are not 0 ("-" first for times before the epoch). At most
+ * 25 bytes, no NUL. */
+static size_t fmt_ts(char *buf, int64_t ms)
 {
-    char buf[32];
     size_t n = 0;
     uint64_t t = (uint64_t)ms;
     if (ms < 0) {
         buf[n++] = '-';
         t = 0 - t; /* INT64_MIN stays itself, as in Go */
     }
-    uint64_t frac = t % 1000;
-    n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%llu", (unsigned long long)(t / 1000));
-    if (frac != 0) {
-        n += (size_t)snprintf(buf + n, sizeof(buf) - n, ".%03llu", (unsigned long long)frac);
+    uint64_t frac = t % 1000, sec = t / 1000;
+    char d[20];
+    size_t nd = 0;
+    do {
+        d[nd++] = (char)('0' + sec % 10);
+        sec /= 10;
+    } while (sec != 0);
+    while (nd != 0) {
+        buf[n++] = d[--nd];
     }
-    jsonw_raw(w, buf, n);
+    if (frac != 0) {
+        buf[n++] = '.';
+        buf[n++] = (char)('0' + frac / 100);
+        buf[n++] = (char)('0' + frac / 10 % 10);
+        buf[n++] = (char)('0' + frac % 10);
+    }
+    return n;
+}
+
+void prom_render_ts(struct jsonw *w, int64_t ms)
+{
+    char buf[32];
+    jsonw_raw(w, buf, fmt_ts(buf, ms));
 }
 
 void prom_render_value(struct jsonw *w, double v)
@@ -97,13 +116,51 @@ void prom_render_value(struct jsonw *w, double v)
     jsonw_str(w, buf, n);
 }
 
-/* [t, "v"] */
+/* [t, "v"] into |buf| (FLOAT_POINT_MAX bytes; a value's text never needs
+ * escaping: digits, '.', 'e', signs, "NaN", "Inf"). Returns its length. */
+#define FLOAT_POINT_MAX (PROMNAME_FMT_MAX + 40)
+static size_t float_point_text(char *buf, int64_t t, double v)
+{
+    size_t n = 0;
+    buf[n++] = '[';
+    n += fmt_ts(buf + n, t);
+    buf[n++] = ',';
+    buf[n++] = '"';
+    char val[PROMNAME_FMT_MAX];
+    size_t vn = promname_fmt_value(v, val);
+    memcpy(buf + n, val, vn);
+    n += vn;
+    buf[n++] = '"';
+    buf[n++] = ']';
+    return n;
+}
+
+/* [t, "v"], written in one piece. */
 static void float_point(struct jsonw *w, int64_t t, double v)
 {
-    jsonw_arr_begin(w);
-    prom_render_ts(w, t);
-    prom_render_value(w, v);
-    jsonw_arr_end(w);
+    char buf[FLOAT_POINT_MAX];
+    jsonw_raw(w, buf, float_point_text(buf, t, v));
+}
+
+/* A series' float points, comma-separated, in pieces of up to 8 KiB (one
+ * buffer add each, not one per point). */
+static void float_points(struct jsonw *w, const struct pm_fsample *f, size_t nf)
+{
+    char buf[8192];
+    size_t n = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (n + 1 + FLOAT_POINT_MAX > sizeof buf) {
+            jsonw_raw(w, buf, n);
+            n = 0;
+        }
+        if (n != 0) {
+            buf[n++] = ',';
+        }
+        n += float_point_text(buf + n, f[i].t, f[i].v);
+    }
+    if (n != 0) {
+        jsonw_raw(w, buf, n);
+    }
 }
 
 /* [t, {histogram}] */
@@ -200,9 +257,7 @@ static void render_series(struct jsonw *w, const struct pm_series *s)
     if (s->nf > 0) {
         jsonw_key(w, "values");
         jsonw_arr_begin(w);
-        for (size_t i = 0; i < s->nf; i++) {
-            float_point(w, s->f[i].t, s->f[i].v);
-        }
+        float_points(w, s->f, s->nf);
         jsonw_arr_end(w);
     }
     if (s->nh > 0) {

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "query/pmeval.h"
+#include "query/pmeval_eng.h"
 #include "query/pmeval_int.h"
 #include "query/promql.h"
 #include "storage/arena.h"
@@ -1089,4 +1090,243 @@ Test(pmeval_subq, rates_over_subqueries)
         cr_assert_float_eq(r.set.s[0].f[0].v, cases[i].v, 1e-12, "%s: %.17g", cases[i].q,
                            r.set.s[0].f[0].v);
     }
+}
+
+/* ---- range functions over the steps: the sliding window ---------------------------------------
+ * Expected points worked out by hand from engine.go 2.42's matrix-function
+ * loop (series by series, window [ts - range, ts] closed on both ends,
+ * staleness markers dropped from the window). */
+
+static void setup_slide(void)
+{
+    setup();
+    /* a gap of 170 s: windows empty out and fill again */
+    floats(add("gap", KV("k", "g")), (double[]){0, 1, 15, 2, 30, 3, 200, 4, 215, 5, 230, 6}, 6);
+    /* input order a, b, c (labels); a starts late. 1 + 1e16 rounds to 1e16. */
+    floats(add("ord", KV("k", "a")), (double[]){60, 1}, 1);
+    floats(add("ord", KV("k", "b")), (double[]){0, 1e16, 60, 1e16}, 2);
+    floats(add("ord", KV("k", "c")), (double[]){0, -1e16, 60, -1e16}, 2);
+    /* resets at 30 and 60; a marker between 45 and 60 (the pair 15 -> 2 is
+     * still a reset once the marker is out of the window) */
+    floats(add("ctr", KV("k", "r")),
+           (double[]){0, 10, 15, 20, 30, 5, 45, 15, 50, promname_stale_nan(), 60, 2, 75, 4}, 7);
+}
+
+TestSuite(pmeval_slide, .init = setup_slide, .fini = teardown);
+
+/* One series of a range result: exactly these (t seconds, v) points. */
+static void points_are(const struct pm_series *s, const double *tv, size_t n)
+{
+    cr_assert_eq(s->nf, n, "%s: %zu points, want %zu", lstr(&s->labels), s->nf, n);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(s->f[i].t, S(tv[2 * i]), "point %zu at %lld", i, (long long)s->f[i].t);
+        cr_assert_eq(s->f[i].v, tv[2 * i + 1], "point %zu (t %g): %.17g, want %.17g", i, tv[2 * i],
+                     s->f[i].v, tv[2 * i + 1]);
+    }
+}
+
+#define POINTS(s, ...)                                                                             \
+    do {                                                                                           \
+        static const double tv_[] = {__VA_ARGS__};                                                 \
+        points_are(s, tv_, sizeof tv_ / sizeof tv_[0] / 2);                                        \
+    } while (0)
+
+Test(pmeval_slide, window_empties_and_refills)
+{
+    struct pm_result r;
+    ok_range("count_over_time(gap[30s])", 0, S(260), S(20), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_str_eq(lstr(&r.set.s[0].labels), "{k=\"g\"}");
+    /* 60: [30, 60] holds 30 (closed on the left); 80..180 nothing */
+    POINTS(&r.set.s[0], 0, 1, 20, 2, 40, 2, 60, 1, 200, 1, 220, 2, 240, 2, 260, 1);
+    ok_range("sum_over_time(gap[30s])", 0, S(260), S(20), &r);
+    POINTS(&r.set.s[0], 0, 1, 20, 3, 40, 5, 60, 3, 200, 4, 220, 9, 240, 11, 260, 6);
+}
+
+Test(pmeval_slide, stale_marker_at_the_window_edges)
+{
+    struct pm_result r;
+    /* stale: 0 -> 1, 30 -> 2, 60 -> marker, 90 -> 4 */
+    ok_range("count_over_time(stale[30s])", S(30), S(120), S(30), &r);
+    cr_assert_eq(r.set.n, 1);
+    /* 60: [30, 60] = {2, marker}; 90: [60, 90] = {marker, 4} */
+    POINTS(&r.set.s[0], 30, 2, 60, 1, 90, 1, 120, 1);
+    ok_range("sum_over_time(stale[30s])", S(30), S(120), S(30), &r);
+    POINTS(&r.set.s[0], 30, 3, 60, 2, 90, 4, 120, 4);
+    /* 60: [50, 60] holds the marker alone: no point */
+    ok_range("count_over_time(stale[10s])", S(40), S(80), S(20), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 40, 1);
+}
+
+Test(pmeval_slide, steps_before_the_first_sample)
+{
+    struct pm_result r;
+    /* late: 400, 430, 460 */
+    ok_range("count_over_time(late[1m])", S(300), S(480), S(60), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 420, 1, 480, 2);
+    ok_range("count_over_time(late[1m])", 0, S(300), S(60), &r);
+    cr_assert_eq(r.set.n, 0);
+}
+
+Test(pmeval_slide, at_and_offset_fix_or_shift_the_window)
+{
+    struct pm_result r;
+    /* @ 220: [190, 220] = {200, 215} at every step */
+    ok_range("count_over_time(gap[30s] @ 220)", 0, S(60), S(30), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 0, 2, 30, 2, 60, 2);
+    /* offset 200s: step 220 reads [-10, 20], 240 [10, 40], 420 [190, 220] */
+    ok_range("sum_over_time(gap[30s] offset 200s)", S(220), S(420), S(20), &r);
+    POINTS(&r.set.s[0], 220, 3, 240, 5, 260, 3, 400, 4, 420, 9);
+    /* a negative offset reads ahead */
+    ok_range("count_over_time(gap[30s] offset -200s)", 0, S(40), S(40), &r);
+    POINTS(&r.set.s[0], 0, 1, 40, 2);
+}
+
+Test(pmeval_slide, subquery_windows)
+{
+    struct pm_result r;
+    /* inner steps 20, 40, ..., 260 of gap with the 5m lookback:
+     * 20 -> 2, 40..180 -> 3, 200 -> 4, 220 -> 5, 240 -> 6, 260 -> 6 */
+    ok_range("max_over_time(gap[40s:20s])", S(60), S(260), S(200), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 60, 3, 260, 6);
+    ok_range("count_over_time(gap[40s:20s])", S(60), S(260), S(100), &r);
+    POINTS(&r.set.s[0], 60, 3, 160, 3, 260, 3);
+    ok_range("sum_over_time(gap[40s:20s])", S(60), S(260), S(100), &r);
+    POINTS(&r.set.s[0], 60, 8, 160, 9, 260, 17);
+}
+
+Test(pmeval_slide, outputs_in_input_order_as_2_42)
+{
+    /* engine.go appends one output series per input series in the input's
+     * order; sum adds in that order: (1 + 1e16) - 1e16 = 0 at 60, where
+     * first-seen order (b, c, a) would give 1. */
+    struct pm_result r;
+    ok_range("sum(last_over_time(ord[1m]))", 0, S(60), S(60), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 0, 0, 60, 0);
+}
+
+Test(pmeval_slide, max_samples_where_2_42_checks)
+{
+    /* count_over_time over a (every 15 s) at 0, 30, 60: windows of 1, 3 and
+     * 5 samples; at the series' end 2.42 holds its last window (5) and its
+     * 3 outputs: 8. */
+    struct pm_result r;
+    max_samples = 8;
+    ok_range("count_over_time(http_requests_total{instance=\"a\"}[1m])", 0, S(60), S(30), &r);
+    POINTS(&r.set.s[0], 0, 1, 30, 3, 60, 5);
+    max_samples = 7;
+    cr_assert_eq(
+        run_range("count_over_time(http_requests_total{instance=\"a\"}[1m])", 0, S(60), S(30), &r),
+        -E2BIG);
+    cr_assert_str_eq(err,
+                     "query processing would load too many samples into memory in query execution");
+    max_samples = PM_DEFAULT_MAX_SAMPLES;
+}
+
+Test(pmeval_slide, stale_native_histogram_left_out_of_windows)
+{
+    static struct pm_hist h1 = {.schema = 0, .count = 1, .sum = 1};
+    static struct pm_hist h2 = {.schema = 0, .count = 2, .sum = 3};
+    static struct pm_hist hs = {.schema = 0};
+    hs.sum = promname_stale_nan();
+    static struct pm_hsample smp[3] = {{0, &h1}, {S(30), &hs}, {S(60), &h2}};
+    struct pm_series *a = add("hsl", KV("k", "1"));
+    a->h = smp;
+    a->nh = 3;
+    struct pm_result r;
+    /* 30: [0, 30] = {h1, marker}; 45: [15, 45] = {marker}; 60: [30, 60] = {marker, h2} */
+    ok_range("count_over_time(hsl[30s])", S(30), S(60), S(15), &r);
+    cr_assert_eq(r.set.n, 1);
+    POINTS(&r.set.s[0], 30, 1, 60, 1);
+}
+
+Test(pmeval_slide, window_bounds_that_go_back_are_searched_again)
+{
+    /* gap: 0, 15, 30, 200, 215, 230 */
+    struct pe_slide sl;
+    struct pm_win w;
+    const struct pm_series *g = &db.s[db.n - 5];
+    cr_assert_str_eq(lstr(&g->labels), "{__name__=\"gap\", k=\"g\"}");
+    cr_assert_eq(pe_slide_init(db.a, &sl, g, false), 0);
+    cr_assert_eq(sl.f, g->f); /* no marker: no copy */
+    pe_slide_window(&sl, S(10), S(215), &w);
+    cr_assert_eq(w.nf, 4);
+    cr_assert_eq(w.f[0].t, S(15));
+    pe_slide_window(&sl, S(0), S(15), &w); /* both bounds back */
+    cr_assert_eq(w.nf, 2);
+    cr_assert_eq(w.f[0].t, 0);
+    pe_slide_window(&sl, S(5), S(10), &w); /* maxt back, mint forward */
+    cr_assert_eq(w.nf, 0);
+    cr_assert_null(w.f);
+    pe_slide_window(&sl, S(200), S(300), &w); /* forward past the gap */
+    cr_assert_eq(w.nf, 3);
+    cr_assert_eq(w.f[0].t, S(200));
+    pe_slide_window(&sl, S(231), S(300), &w);
+    cr_assert_eq(w.nf, 0);
+    /* the stale series: one copy without the marker */
+    const struct pm_series *st = NULL;
+    for (size_t i = 0; i < db.n; i++) {
+        if (strcmp(lstr(&db.s[i].labels), "{__name__=\"stale\", k=\"s\"}") == 0) {
+            st = &db.s[i];
+        }
+    }
+    cr_assert_not_null(st);
+    cr_assert_eq(pe_slide_init(db.a, &sl, st, false), 0);
+    cr_assert_eq(sl.nf, 3);
+    pe_slide_window(&sl, S(30), S(90), &w);
+    cr_assert_eq(w.nf, 2);
+    cr_assert_eq(w.f[0].v, 2);
+    cr_assert_eq(w.f[1].v, 4);
+}
+
+Test(pmeval_slide, increase_reads_the_resets_of_each_window)
+{
+    /* windows of 30 s holding samples at both ends: factor 1, so increase
+     * is last - first plus the value before each reset inside the window.
+     * 30: 5 - 10 + 20; 45: 15 - 20 + 20; 60: 2 - 5 + 15 (the reset at 30 is
+     * the window's first sample: its predecessor is outside); 75: 4 - 15 +
+     * 15; 90: {2, 4} over 15 s, extrapolated to the end: 2 * 30 / 15. */
+    struct pm_result r;
+    ok_range("increase(ctr[30s])", S(30), S(90), S(15), &r);
+    cr_assert_eq(r.set.n, 1);
+    cr_assert_str_eq(lstr(&r.set.s[0].labels), "{k=\"r\"}");
+    POINTS(&r.set.s[0], 30, 15, 45, 15, 60, 12, 75, 4, 90, 4);
+    /* the same steps one at a time (a fresh search each) */
+    for (int t = 30; t <= 90; t += 15) {
+        ok_range("increase(ctr[30s])", S(t), S(t), S(15), &r);
+        cr_assert_eq(r.set.s[0].nf, 1);
+        cr_assert_eq(r.set.s[0].f[0].v, t == 60 ? 12 : t >= 75 ? 4 : 15, "at %d", t);
+    }
+}
+
+Test(pmeval_slide, reset_list_follows_windows_that_go_back)
+{
+    const struct pm_series *c = &db.s[db.n - 1];
+    cr_assert_str_eq(lstr(&c->labels), "{__name__=\"ctr\", k=\"r\"}");
+    struct pe_slide sl;
+    struct pm_win w;
+    cr_assert_eq(pe_slide_init(db.a, &sl, c, true), 0);
+    cr_assert_eq(sl.nf, 6); /* the marker left out */
+    cr_assert_eq(sl.nrs, 2);
+    pe_slide_window(&sl, 0, S(60), &w); /* 10 20 5 15 2: resets at 5 and 2 */
+    cr_assert(w.resets_known);
+    cr_assert_eq(w.nrs, 2);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 5);
+    cr_assert_eq(w.f[w.rs[1] - w.rs_base].v, 2);
+    pe_slide_window(&sl, S(30), S(75), &w); /* 5 15 2 4: the 5 starts it */
+    cr_assert_eq(w.nrs, 1);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 2);
+    pe_slide_window(&sl, S(60), S(75), &w); /* 2 4 */
+    cr_assert_eq(w.nrs, 0);
+    pe_slide_window(&sl, 0, S(30), &w); /* back: 10 20 5 */
+    cr_assert_eq(w.nf, 3);
+    cr_assert_eq(w.nrs, 1);
+    cr_assert_eq(w.f[w.rs[0] - w.rs_base].v, 5);
+    pe_slide_window(&sl, 0, S(10), &w); /* 10 */
+    cr_assert_eq(w.nrs, 0);
 }

@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,4 +247,42 @@ Test(prom_render, exemplars)
                              "\"timestamp\":1700000001}]}]");
     prom_render_exemplars(&w, NULL, 0);
     cr_expect_str_eq(text(), "[]");
+}
+
+Test(prom_render, long_series_written_in_pieces_reads_as_one_array)
+{
+    /* 1,000 points (about 17 KB): the points go out in pieces of up to
+     * 8 KiB; the text must be the one array, commas at every seam. */
+    enum { N = 1000 };
+    static struct pm_fsample f[N];
+    for (int i = 0; i < N; i++) {
+        f[i] = (struct pm_fsample){(int64_t)i * 1001, i * 0.5};
+    }
+    struct pm_series m[] = {{.labels = {NULL, 0}, .f = f, .nf = N}};
+    struct pm_result r = {.type = PM_RES_MATRIX, .set = {m, 1}};
+    prom_render_result(&w, &r);
+    size_t n = evbuffer_get_length(buf);
+    char *got = malloc(n + 1);
+    cr_assert_not_null(got);
+    evbuffer_remove(buf, got, n);
+    got[n] = '\0';
+    size_t cap = 64 + (size_t)N * 40;
+    char *want = malloc(cap);
+    cr_assert_not_null(want);
+    size_t k = (size_t)snprintf(want, cap,
+                                "{\"resultType\":\"matrix\",\"result\":[{\"metric\":{},"
+                                "\"values\":[");
+    for (int i = 0; i < N; i++) {
+        long long ms = (long long)i * 1001;
+        k += (size_t)snprintf(want + k, cap - k, "%s[%lld", i ? "," : "", ms / 1000);
+        if (ms % 1000 != 0) {
+            k += (size_t)snprintf(want + k, cap - k, ".%03lld", ms % 1000);
+        }
+        k += (size_t)snprintf(want + k, cap - k, i % 2 ? ",\"%d.5\"]" : ",\"%d\"]", i / 2);
+    }
+    snprintf(want + k, cap - k, "]}]}");
+    cr_expect_gt(n, 2 * 8192);
+    cr_expect_str_eq(got, want);
+    free(got);
+    free(want);
 }
