@@ -1,6 +1,14 @@
 /*
- * health.c - `miradb health` (see health.h): one plain HTTP/1.1 GET /ready
- * on a blocking-with-deadline socket; only the status line is read.
+ * health.c - `miradb health` (see health.h): one HTTP/1.1 GET /ready on a
+ * non-blocking socket with a deadline, over TLS when the daemon's HTTP
+ * listener speaks it; only the status line is read.
+ *
+ * Over TLS the server's certificate is not verified: the probe asks a
+ * daemon it was pointed at whether it is ready and sends nothing secret
+ * (/ready needs no token), and the certificate names the host clients use,
+ * not the loopback address the probe dials. A listener that requires client
+ * certificates (--tls-client-ca) refuses the probe's handshake: such a
+ * deployment probes with its own client.
  */
 #include "server/health.h"
 
@@ -15,14 +23,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "server/addr.h"
 #include "server/config.h"
 
 #define HEALTH_USAGE                                                                               \
-    "usage: miradb health [--http ADDR:PORT | --config FILE] [--timeout SECONDS]\n"                \
+    "usage: miradb health [--http ADDR:PORT | --config FILE] [--tls] [--timeout SECONDS]\n"        \
     "Asks a running daemon's GET /ready on its HTTP listener: --http, else the\n"                  \
     "http-listen of the --config file, else 127.0.0.1:4318 (a wildcard address is\n"               \
-    "asked on loopback). --timeout bounds the whole check [5].\n"                                  \
+    "asked on loopback). Over TLS with --tls, or when the --config file sets\n"                    \
+    "tls-cert (the certificate is not verified: nothing secret is sent).\n"                        \
+    "--timeout bounds the whole check [5].\n"                                                      \
     "exit status: 0 ready (200), 1 not ready or unreachable, 2 usage or config error.\n"
 
 static long long now_ms(void)
@@ -51,8 +64,121 @@ static int wait_fd(int fd, short events, long long deadline)
     }
 }
 
+/* One connection: plain, or TLS when |ssl| is set. */
+struct conn {
+    int fd;
+    SSL *ssl;
+};
+
+/* After an SSL call returned |r| <= 0: waits for what OpenSSL asked for
+ * (0: call again) or fails (-errno; -EPROTO for a TLS failure). */
+static int ssl_wait(struct conn *c, int r, long long deadline)
+{
+    switch (SSL_get_error(c->ssl, r)) {
+    case SSL_ERROR_WANT_READ:
+        return wait_fd(c->fd, POLLIN, deadline);
+    case SSL_ERROR_WANT_WRITE:
+        return wait_fd(c->fd, POLLOUT, deadline);
+    case SSL_ERROR_ZERO_RETURN:
+        return -ECONNRESET;
+    case SSL_ERROR_SYSCALL:
+        return errno != 0 ? -errno : -ECONNRESET;
+    default:
+        return -EPROTO;
+    }
+}
+
+static int tls_start(struct conn *c, SSL_CTX **ctx, const char *host, long long deadline)
+{
+    static const unsigned char alpn[] = "\x08http/1.1";
+    *ctx = SSL_CTX_new(TLS_client_method());
+    if (*ctx == NULL || SSL_CTX_set_min_proto_version(*ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_alpn_protos(*ctx, alpn, sizeof(alpn) - 1) != 0) {
+        return -ENOMEM;
+    }
+    SSL_CTX_set_verify(*ctx, SSL_VERIFY_NONE, NULL);
+    c->ssl = SSL_new(*ctx);
+    if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) {
+        return -ENOMEM;
+    }
+    (void)host; /* an address, not a name: no SNI (RFC 6066 3) */
+    for (;;) {
+        int r = SSL_connect(c->ssl);
+        if (r == 1) {
+            return 0;
+        }
+        int rc = ssl_wait(c, r, deadline);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+}
+
+/* Writes all |n| bytes; 0 or -errno. */
+static int conn_send(struct conn *c, const char *p, size_t n, long long deadline)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w;
+        if (c->ssl != NULL) {
+            int r = SSL_write(c->ssl, p + off, (int)(n - off));
+            if (r <= 0) {
+                int rc = ssl_wait(c, r, deadline);
+                if (rc < 0) {
+                    return rc;
+                }
+                continue;
+            }
+            w = r;
+        } else {
+            w = send(c->fd, p + off, n - off, MSG_NOSIGNAL);
+            if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+                int rc = wait_fd(c->fd, POLLOUT, deadline);
+                if (rc < 0) {
+                    return rc;
+                }
+                continue;
+            }
+            if (w < 0) {
+                return -errno;
+            }
+        }
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads some bytes; their count (> 0) or -errno (-ECONNRESET at the end). */
+static ssize_t conn_recv(struct conn *c, char *p, size_t n, long long deadline)
+{
+    for (;;) {
+        if (c->ssl != NULL) {
+            int r = SSL_read(c->ssl, p, (int)n);
+            if (r > 0) {
+                return r;
+            }
+            int rc = ssl_wait(c, r, deadline);
+            if (rc < 0) {
+                return rc;
+            }
+            continue;
+        }
+        int rc = wait_fd(c->fd, POLLIN, deadline);
+        if (rc < 0) {
+            return rc;
+        }
+        ssize_t r = recv(c->fd, p, n, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+            continue;
+        }
+        if (r <= 0) {
+            return r == 0 ? -ECONNRESET : -errno;
+        }
+        return r;
+    }
+}
+
 /* GET /ready; the HTTP status (>= 100) or -errno with |what| naming the step. */
-static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *host,
+static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *host, bool tls,
                      long long deadline, const char **what)
 {
     char buf[512];
@@ -79,38 +205,29 @@ static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *hos
             goto out;
         }
     }
+    struct conn c = {.fd = fd};
+    SSL_CTX *ctx = NULL;
+    if (tls) {
+        *what = "complete a TLS handshake";
+        rc = tls_start(&c, &ctx, host, deadline);
+        if (rc < 0) {
+            goto out;
+        }
+    }
     *what = "send";
     int n = snprintf(buf, sizeof(buf),
                      "GET /ready HTTP/1.1\r\nHost: %s\r\nUser-Agent: miradb-health\r\n"
                      "Connection: close\r\n\r\n",
                      host);
-    for (int off = 0; off < n;) {
-        ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-        if (w < 0 && errno == EAGAIN) {
-            rc = wait_fd(fd, POLLOUT, deadline);
-            if (rc < 0) {
-                goto out;
-            }
-            continue;
-        }
-        if (w < 0) {
-            rc = -errno;
-            goto out;
-        }
-        off += (int)w;
+    rc = conn_send(&c, buf, (size_t)n, deadline);
+    if (rc < 0) {
+        goto out;
     }
     *what = "read the answer";
     while (memchr(buf, '\n', got) == NULL && got < sizeof(buf) - 1) {
-        rc = wait_fd(fd, POLLIN, deadline);
-        if (rc < 0) {
-            goto out;
-        }
-        ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-            continue;
-        }
-        if (r <= 0) {
-            rc = r == 0 ? -ECONNRESET : -errno;
+        ssize_t r = conn_recv(&c, buf + got, sizeof(buf) - 1 - got, deadline);
+        if (r < 0) {
+            rc = (int)r;
             goto out;
         }
         got += (size_t)r;
@@ -124,6 +241,10 @@ static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *hos
     }
     rc = status;
 out:
+    if (c.ssl != NULL) {
+        SSL_free(c.ssl);
+    }
+    SSL_CTX_free(ctx);
     close(fd);
     return rc;
 }
