@@ -207,6 +207,7 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
+enum { INT_FOR = 0, INT_DELTA = 1 }; /* INT header byte 17 (format 3; 0 in format 2) */
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -244,9 +245,13 @@ enum { M_TIME, M_START, M_METRIC, M_VTYPE, M_COUNT, M_HAS, M_ACOUNT, M_FLAGS, M_
 enum { M_ATTRS, M_DETAIL, M_EXEMPLARS };
 enum { M_VALUE, M_SUM, M_MIN, M_MAX };
 
+/* Format 3: every signal's record attribute lists are a dictionary column
+ * (D slot X_ADICT) instead of the S column of format 2. */
+enum { X_ADICT = 2 };
+
 #define MAX_I 13
 #define MAX_S 5
-#define MAX_D 2
+#define MAX_D 3
 #define MAX_R 4
 
 /* Range limits a column's values are checked against at load. */
@@ -293,15 +298,36 @@ static const struct ent points_attrs[] = {{'I', M_ACOUNT, 0}, {'S', M_ATTRS, 0}}
 static const struct ent points_detail[] = {
     {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
 
+/* Format 3's attribute tables: the count, then the list as a dictionary. */
+static const struct ent logs_attrs3[] = {{'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}};
+static const struct ent spans_attrs3[] = {{'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}};
+static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}};
+
 #define SPEC(a)                                                                                    \
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
-static const struct spec specs[SIG_COUNT][N_TABLES] = {
-    {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
-    {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
-    {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+/* By format version - 2 (2 or 3), signal - 1, table. */
+static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
+    {
+        {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
+        {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
+        {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+    },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs3), SPEC(logs_detail)},
+        {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
+        {SPEC(points_root), SPEC(points_attrs3), SPEC(points_detail)},
+    },
 };
+
+static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
+{
+    return &specs[version >= 3 ? 1 : 0][sig - 1][t];
+}
+
+/* The oldest format this miradb reads. */
+#define BLK_VERSION_MIN 2
 
 static inline unsigned phys_cols(const struct spec *sp)
 {
@@ -406,6 +432,7 @@ struct blk {
     struct vcache_key key;
     unsigned flags;
     enum signal sig;
+    uint32_t version; /* the file's format, BLK_VERSION_MIN .. BLK_VERSION */
     uint64_t rows;
     struct blk_meta meta;
     uint64_t foot_off, foot_len;
@@ -414,8 +441,9 @@ struct blk {
     struct tdir dir[N_TABLES];
     _Atomic int tstate[N_TABLES];
     uint32_t tcols[N_TABLES];
-    uint8_t *zbuf[N_TABLES]; /* decoded zstd tables */
-    pthread_mutex_t lock;    /* table loads, column decodes, quarantine */
+    uint8_t *zbuf[N_TABLES];           /* decoded zstd tables */
+    uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
+    pthread_mutex_t lock;              /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
      * before its state is published (release), read after (acquire). */
@@ -512,6 +540,16 @@ static inline struct mstr sc_get(const struct scol *c, uint64_t i)
 static inline struct mstr dc_get(const struct dcol *c, uint64_t i)
 {
     return sc_get(&c->dict, ic_get(&c->codes, i));
+}
+
+/* Row |i|'s record attribute list (its bytes; the count is a column of
+ * its own): format 3's dictionary entry, format 2's string. */
+static inline struct mstr attrs_bytes(const struct blk *b, uint64_t i)
+{
+    if (b->version >= 3) {
+        return dc_get(&b->D[X_ADICT], i);
+    }
+    return sc_get(&b->S[spec_of(2, b->sig, 1)->e[1].idx], i);
 }
 
 static inline struct obytes ob_of(struct mstr s)

@@ -168,7 +168,7 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
 {
     w->rows = rows;
     for (int t = 0; t < N_TABLES; t++) {
-        const struct spec *sp = &specs[sig - 1][t];
+        const struct spec *sp = spec_of(BLK_VERSION, sig, t);
         for (unsigned i = 0; i < sp->n; i++) {
             const struct ent *e = &sp->e[i];
             switch (e->type) {
@@ -220,7 +220,7 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
 #define TBW_PIECES (2 + 3 * MAX_PHYS)
 struct tbw {
     uint8_t dir[8 + 16 * MAX_PHYS];
-    uint8_t ihdr[MAX_PHYS][INT_HDR];
+    uint8_t ihdr[MAX_PHYS][INT_HDR + 8]; /* + a delta column's first value */
     struct iovec iov[TBW_PIECES];
     unsigned niov, ncols, at;
     size_t len;      /* raw table bytes so far */
@@ -264,20 +264,82 @@ static void tbw_col_end(struct tbw *t, size_t start)
     t->at++;
 }
 
-/* |v| (n values) is narrowed in place to the column's width. */
+static unsigned width_of(uint64_t range)
+{
+    return range == 0 ? 0 : range <= 0xff ? 1 : range <= 0xffff ? 2 : range <= 0xffffffffu ? 4 : 8;
+}
+
+/*
+ * Delta form of |v| (n >= 2 values): v[0], then v[i] - v[i - 1] less their
+ * minimum, narrowed in place to |w| bytes from p[0]. Delta i is computed
+ * from values read before bytes [(i-1)*w, i*w) are written, which lie
+ * below value i + 1.
+ */
+static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
+{
+    uint8_t *p = (uint8_t *)v;
+    uint64_t prev = v[0];
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t cur = v[i], d = cur - prev - dmn;
+        prev = cur;
+        switch (w) {
+        case 1:
+            p[i - 1] = (uint8_t)d;
+            break;
+        case 2: {
+            uint16_t x = (uint16_t)d;
+            memcpy(p + 2 * (i - 1), &x, 2);
+            break;
+        }
+        case 4:
+            wr32(p + 4 * (i - 1), (uint32_t)d);
+            break;
+        case 8:
+            wr64(p + 8 * (i - 1), d);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/*
+ * |v| (n values) is narrowed in place: frame of reference (base + w-byte
+ * values), or in format 3 delta coded when that is narrower (sorted times,
+ * string offsets: the reader decodes it at table load).
+ */
 static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
 {
     size_t start = tbw_col_start(t);
     uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
+    uint64_t dmn = UINT64_MAX, dmx = 0;
     for (uint64_t i = 0; i < n; i++) {
         mn = v[i] < mn ? v[i] : mn;
         mx = v[i] > mx ? v[i] : mx;
     }
-    uint64_t r = mx - mn;
-    unsigned w = r == 0 ? 0 : r <= 0xff ? 1 : r <= 0xffff ? 2 : r <= 0xffffffffu ? 4 : 8;
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t d = v[i] - v[i - 1];
+        dmn = d < dmn ? d : dmn;
+        dmx = d > dmx ? d : dmx;
+    }
+    unsigned w = width_of(mx - mn);
     uint8_t *h = t->ihdr[t->at];
-    memset(h, 0, INT_HDR);
+    memset(h, 0, INT_HDR + 8);
     wr64(h, n);
+    if (n >= 2 && 8 + (n - 1) * width_of(dmx - dmn) < n * w) {
+        unsigned dw = width_of(dmx - dmn);
+        wr64(h + 8, dmn);
+        h[16] = (uint8_t)dw;
+        h[17] = INT_DELTA;
+        wr64(h + INT_HDR, v[0]);
+        tbw_piece(t, h, INT_HDR + 8);
+        delta_narrow(v, n, dmn, dw);
+        if (dw > 0) {
+            tbw_piece(t, v, (n - 1) * dw);
+        }
+        tbw_col_end(t, start);
+        return;
+    }
     wr64(h + 8, mn);
     h[16] = (uint8_t)w;
     tbw_piece(t, h, INT_HDR);
@@ -678,7 +740,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                         : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
         }
         if (rc == 0) {
-            rc = str_add(&w->S[L_ATTRS], j, v.attrs.p, v.attrs.len);
+            rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
         memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
@@ -737,7 +799,7 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
             rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
         }
         if (rc == 0) {
-            rc = str_add(&w->S[T_ATTRS], j, v.attrs.p, v.attrs.len);
+            rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         if (rc == 0) {
             rc = str_add(&w->S[T_TSTATE], j, v.trace_state.p, v.trace_state.len);
@@ -785,7 +847,7 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         memcpy(w->R[M_SUM].p + 8 * j, &v.sum, 8);
         memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
         memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
-        int rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
+        int rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         if (rc == 0) {
             rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
         }
@@ -1402,9 +1464,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
         if (t == 1) {
-            emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n);
+            emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
-            emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
+            emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
         }
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {

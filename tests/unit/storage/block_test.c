@@ -276,8 +276,8 @@ Test(block, open_verifies_only_the_root_and_each_other_table_once_on_first_use)
     cr_assert_eq(s2.bytes_hashed, s1.bytes_hashed + table_len(b, 1));
     blk_table_info(b, 1, &ti);
     cr_assert_eq(ti.state, 1);
-    cr_assert_gt(blk_n_hot_attrs(b), 0); /* the generator's common keys */
-    cr_assert_eq(ti.n_columns, 3 + blk_n_hot_attrs(b));
+    cr_assert_gt(blk_n_hot_attrs(b), 0);                /* the generator's common keys */
+    cr_assert_eq(ti.n_columns, 4 + blk_n_hot_attrs(b)); /* count, then the list dictionary */
     blk_table_info(b, 2, &ti);
     cr_assert_eq(ti.state, 0);
 
@@ -522,7 +522,7 @@ Test(block, an_unknown_format_version_is_refused_with_a_clear_message)
     put_file(path, file, len);
     blk *b;
     cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
-    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (2)");
+    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (3)");
     v = 0;
     memcpy(file + 8, &v, 4);
     put_file(path, file, len);
