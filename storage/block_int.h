@@ -248,9 +248,11 @@ enum { M_VALUE, M_SUM, M_MIN, M_MAX };
 /* Format 3: every signal's record attribute lists are a dictionary column
  * (D slot X_ADICT) instead of the S column of format 2. */
 enum { X_ADICT = 2 };
+/* Format 3: the attribute table's key dictionary (S slot X_KEYS). */
+enum { X_KEYS = 5 };
 
 #define MAX_I 13
-#define MAX_S 5
+#define MAX_S 6
 #define MAX_D 3
 #define MAX_R 4
 
@@ -258,7 +260,7 @@ enum { X_ADICT = 2 };
 enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
 
 struct ent {
-    char type; /* 'I', 'S', 'D', 'R' */
+    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -299,9 +301,9 @@ static const struct ent points_detail[] = {
     {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
 
 /* Format 3's attribute tables: the count, then the list as a dictionary. */
-static const struct ent logs_attrs3[] = {{'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}};
-static const struct ent spans_attrs3[] = {{'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}};
-static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}};
+static const struct ent logs_attrs3[] = {{'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+static const struct ent spans_attrs3[] = {{'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
 
 #define SPEC(a)                                                                                    \
     {                                                                                              \
@@ -333,7 +335,8 @@ static inline unsigned phys_cols(const struct spec *sp)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
-        n += sp->e[i].type == 'S' ? 2 : sp->e[i].type == 'D' ? 3 : 1;
+        char ty = sp->e[i].type;
+        n += ty == 'S' || ty == 'K' ? 2 : ty == 'D' ? 3 : 1;
     }
     return n;
 }
@@ -443,7 +446,10 @@ struct blk {
     uint32_t tcols[N_TABLES];
     uint8_t *zbuf[N_TABLES];           /* decoded zstd tables */
     uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
-    pthread_mutex_t lock;              /* table loads, column decodes, quarantine */
+    uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
+    uint64_t *alists_off;
+    uint64_t n_keys;      /* entries of the key dictionary (S[X_KEYS]) */
+    pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
      * before its state is published (release), read after (acquire). */
@@ -473,6 +479,33 @@ struct blk {
     uint32_t n_streams;
     const uint32_t *stream_rows;
 };
+
+/* ---- key-coded attribute lists (block_keys.c) ---- */
+
+/* One counted attribute of a row as the writer walked it: its key's id
+ * (block_write.c's key count) and 1 + where its value starts in the list. */
+struct kc_pos {
+    uint32_t id, off;
+};
+
+/*
+ * Appends list p[0, len) (|count| attributes) to |out| key-coded: each
+ * key-value as uv (key id + 1) then the value's bytes, when |ap| (nap
+ * entries) names every attribute, each key id's length in |klen|; else
+ * each as uv 0 then the key-value's bytes. 0, -EINVAL (a list that does
+ * not parse), -ENOMEM.
+ */
+int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
+                 const struct kc_pos *ap, uint64_t nap, const uint32_t *klen);
+/*
+ * Rebuilds the |nd| key-coded dictionary entries of |dc| with the key
+ * dictionary |keys| (nkeys entries) into a fresh buffer and offsets
+ * (*buf, NULL when all are empty, and *offs: the caller frees both) and
+ * rebinds dc's dictionary to them. 0, -EBADMSG (a code out of range, a
+ * value that does not parse), -ENOMEM.
+ */
+int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
+                  uint8_t **buf, uint64_t **offs);
 
 /* ---- the metric stream index (block_streams.c) ---- */
 

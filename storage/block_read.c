@@ -267,6 +267,23 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
+        case 'K': {
+            struct scol *sc = &b->S[e->idx];
+            uint64_t nk1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
+            if (nk1 == 0 || nk1 > KC_MAX + 1) {
+                return -EBADMSG;
+            }
+            if ((rc = bind_int(b, cp[c], cl[c], nk1, &sc->off, &dec[c])) < 0) {
+                return rc;
+            }
+            if (!check_offsets(&sc->off, nk1, cl[c + 1])) {
+                return -EBADMSG;
+            }
+            sc->data = cp[c + 1];
+            b->n_keys = nk1 - 1;
+            c += 2;
+            break;
+        }
         case 'I':
             if ((rc = bind_int(b, cp[c], cl[c], rows, &b->I[e->idx], &dec[c])) < 0) {
                 return rc;
@@ -344,9 +361,25 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             c += 3;
             break;
         }
+        case 'K':
+            c += 2;
+            break;
         default:
             c += 1;
             break;
+        }
+    }
+    if (t == 1 && b->version >= 3) {
+        /* The lists, rebuilt: what the views and the hot positions read. */
+        free(b->alists);
+        free(b->alists_off);
+        b->alists = NULL;
+        b->alists_off = NULL;
+        struct dcol *ad = &b->D[X_ADICT];
+        uint64_t nd = rd64(cp[2]) - 1; /* the count column, then the dictionary's codes, offsets */
+        rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, &b->alists, &b->alists_off);
+        if (rc < 0) {
+            return rc;
         }
     }
     if (t == 1 && b->n_hot > 0) {
@@ -812,6 +845,8 @@ static void blk_destroy(blk *b)
             free(b->dec[t][c]);
         }
     }
+    free(b->alists);
+    free(b->alists_off);
     free(atomic_load(&b->col_time));
     free(b->res);
     free(b->scopes);

@@ -53,6 +53,7 @@ struct strb {
  * the largest block a sealer saw and a seal touches no fresh pages. */
 struct wcols {
     uint64_t rows;
+    uint64_t nkeys; /* format 3: entries of the key dictionary (S[X_KEYS]) */
     uint64_t *I[MAX_I];
     size_t cap_I[MAX_I];
     struct strb S[MAX_S];
@@ -196,6 +197,14 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 vbuf_reset(&d->data);
                 break;
             }
+            case 'K': /* filled by akeys_build */
+                if (cap_u64(&w->S[e->idx].offs, &w->S[e->idx].cap_offs, KC_MAX + 1) < 0) {
+                    return -ENOMEM;
+                }
+                w->S[e->idx].offs[0] = 0;
+                vbuf_reset(&w->S[e->idx].data);
+                w->nkeys = 0;
+                break;
             case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
@@ -416,6 +425,10 @@ static void emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, ui
         case 'R':
             emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
             break;
+        case 'K':
+            emit_int(t, w->S[e->idx].offs, w->nkeys + 1);
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
         }
     }
     for (unsigned i = 0; i < n_extra; i++) {
@@ -429,12 +442,6 @@ struct kc_ent {
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
-};
-
-/* One attribute of a row as it was walked: its key's id and where its
- * value starts in the row's list, so hot_build need not walk the lists again. */
-struct kc_pos {
-    uint32_t id, off;
 };
 
 struct keycount {
@@ -1290,6 +1297,11 @@ struct scratch {
     struct sortkey *keys, *keys2;
     size_t cap_rows;
     uint64_t charged; /* to the budget, for this set */
+    /* akeys_build: the key-coded lists, each list's first row, key spans */
+    struct vbuf ak_data;
+    uint64_t *ak_offs, *ak_first;
+    size_t cap_ak_offs, cap_ak_first;
+    uint32_t klen[KC_MAX], koff[KC_MAX];
 };
 
 #define SCRATCH_KEEP 2 /* the sealer runs two threads (storage/sealer.c) */
@@ -1317,6 +1329,9 @@ static void scratch_free(struct scratch *sc)
     free(sc->perm);
     free(sc->keys);
     free(sc->keys2);
+    vbuf_fini(&sc->ak_data);
+    free(sc->ak_offs);
+    free(sc->ak_first);
     free(sc);
 }
 
@@ -1406,6 +1421,67 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     return wcols_prepare(&sc->w, sig, rows);
 }
 
+/*
+ * Format 3: the attribute list dictionary (D[X_ADICT], distinct lists as
+ * the rows gave them) becomes key-coded (block_keys.c) against a key
+ * dictionary of the keys counted while the rows were walked, their ids in
+ * order of first sight. Each distinct list is encoded from the first row
+ * that had it, whose value positions the walk recorded.
+ */
+static int akeys_build(struct scratch *sc, enum signal sig)
+{
+    struct wcols *w = &sc->w;
+    struct keycount *kc = &sc->side.kc;
+    struct dictb *d = &w->D[X_ADICT];
+    struct strb *ks = &w->S[X_KEYS];
+    const uint64_t *count = w->I[spec_of(3, sig, 1)->e[0].idx];
+    for (size_t i = 0; i < kc->cap; i++) {
+        if (kc->t[i].count != 0) {
+            sc->klen[kc->t[i].id] = kc->t[i].len;
+            sc->koff[kc->t[i].id] = kc->t[i].off;
+        }
+    }
+    for (size_t id = 0; id < kc->n; id++) {
+        if (str_add(ks, id, kc->keys.p + sc->koff[id], sc->klen[id]) < 0) {
+            return -ENOMEM;
+        }
+    }
+    w->nkeys = kc->n;
+    if (cap_u64(&sc->ak_first, &sc->cap_ak_first, d->nd + 1) < 0 ||
+        cap_u64(&sc->ak_offs, &sc->cap_ak_offs, d->nd + 2) < 0) {
+        return -ENOMEM;
+    }
+    uint64_t next = 0;
+    for (uint64_t j = 0; j < w->rows && next < d->nd; j++) {
+        if (d->codes[j] == next) {
+            sc->ak_first[next++] = j;
+        }
+    }
+    vbuf_reset(&sc->ak_data);
+    sc->ak_offs[0] = 0;
+    for (uint64_t c = 0; c < d->nd; c++) {
+        uint64_t j = sc->ak_first[c];
+        int rc = akeys_encode(&sc->ak_data, d->data.p + d->offs[c],
+                              (uint32_t)(d->offs[c + 1] - d->offs[c]), (uint32_t)count[j],
+                              kc->ap + kc->arow[j], kc->arow[j + 1] - kc->arow[j], sc->klen);
+        if (rc < 0) {
+            return rc;
+        }
+        sc->ak_offs[c + 1] = sc->ak_data.len;
+    }
+    /* The coded lists take the dictionary's place (both kept for the next seal). */
+    struct vbuf tv = d->data;
+    d->data = sc->ak_data;
+    sc->ak_data = tv;
+    uint64_t *to = d->offs;
+    size_t tc = d->cap_offs;
+    d->offs = sc->ak_offs;
+    d->cap_offs = sc->cap_ak_offs;
+    sc->ak_offs = to;
+    sc->cap_ak_offs = tc;
+    return 0;
+}
+
 static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct blk_meta *m,
                            const struct blk_wopts *o)
 {
@@ -1442,6 +1518,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w);
+    }
+    if (rc == 0) {
+        rc = akeys_build(sc, sig);
     }
     if (rc < 0) {
         goto out;

@@ -277,7 +277,7 @@ Test(block, open_verifies_only_the_root_and_each_other_table_once_on_first_use)
     blk_table_info(b, 1, &ti);
     cr_assert_eq(ti.state, 1);
     cr_assert_gt(blk_n_hot_attrs(b), 0);                /* the generator's common keys */
-    cr_assert_eq(ti.n_columns, 4 + blk_n_hot_attrs(b)); /* count, then the list dictionary */
+    cr_assert_eq(ti.n_columns, 6 + blk_n_hot_attrs(b)); /* count, list dictionary, key dictionary */
     blk_table_info(b, 2, &ti);
     cr_assert_eq(ti.state, 0);
 
