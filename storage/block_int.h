@@ -11,13 +11,16 @@
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 2 (integers little-endian; "zz" = zigzag of a
+ * FILE FORMAT, version 3 (this miradb writes 3 and reads 2 and 3; what
+ * format 3 changed is marked "v3", and a reader of format 2 refuses a
+ * version 3 file at open with "block format version 3 is newer than this
+ * miradb (2)") (integers little-endian; "zz" = zigzag of a
  * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
  * footer section starts at a multiple of 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (2)
+ *     8  u32 format version (3; 2 for files of the earlier release)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -38,9 +41,17 @@
  *     8  ncols x { u64 offset from the table start, u64 length }
  *        then the columns
  *   A column is either
- *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8), 7 zero }
- *          then count values of |width| bytes: value = base + stored
- *          (frame of reference; width 0: every value is base)
+ *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8),
+ *          u8 encoding (0 in v2), 6 zero }, then by encoding:
+ *          0 frame of reference: count values of |width| bytes, value =
+ *            base + stored (width 0: every value is base)
+ *          1 delta (v3; count > 0): u64 first, then count - 1 values of
+ *            |width| bytes: value 0 = first, value i = value i-1 + base +
+ *            stored i (modulo 2^64). The writer takes it when it is
+ *            smaller (sorted times, string offsets, whose deltas are
+ *            lengths); the reader decodes it at table load into 8-byte
+ *            values in memory the block owns (freed with it), so row i
+ *            stays O(1), and bounds its count by the file size first
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -50,6 +61,9 @@
  *        data[off[i], off[i+1])
  *     D  (low-cardinality strings) INT of |rows| codes, then the dictionary
  *        as an S of ndict entries: row i is dictionary entry codes[i]
+ *        (v3: ndict <= rows + 1, checked)
+ *     K  (v3, the key dictionary) INT of nkeys + 1 offsets (1 <= nkeys + 1
+ *        <= 4097), then RAW data, as an S of its own count
  *
  *   Logical columns of each table, in order (names in the enums below):
  *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
@@ -79,11 +93,22 @@
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
  *   Rows are sorted by time (the first root column), ties in append order.
- *   Integers are frame-of-reference rather than delta coded so that row i
- *   is read in O(1); sorted times then cost 8 bytes a row when a block
- *   spans more than 4.3 s. Attributes stay one encoded list per row (what
- *   the views hand out, byte for byte); keys in most rows are indexed by
- *   the hot key columns rather than split into typed columns.
+ *   v3 ATTRS of every signal: I attribute count, D attributes, K keys, then
+ *   the hot key columns. The D dictionary holds each distinct attribute
+ *   list of the block once (a metric stream's list repeats for all its
+ *   points), key-coded: each key-value as uv (key id + 1) then the value
+ *   as val.h encodes it, or uv 0 then the whole key-value as val.h
+ *   encodes it (a key the writer did not count: more than 4096 distinct
+ *   keys); key id k is entry k of K. A table load rebuilds the lists
+ *   byte for byte into memory the block owns (block_keys.c), so views
+ *   hand out the same bytes as from a v2 file, and the hot positions are
+ *   offsets into the rebuilt lists. Rebuilding parses every value: a code
+ *   past K or a value that does not parse fails the load.
+ *   Integers are frame-of-reference (or, v3, delta decoded at load) so
+ *   that row i is read in O(1). Attributes stay one encoded list per row
+ *   to the reader (what the views hand out, byte for byte); keys in most
+ *   rows are indexed by the hot key columns rather than split into typed
+ *   columns.
  *
  *   FOOTER (at the offset the trailer gives)
  *     0  u32 section count, 4 u32 zero, then sections:
@@ -146,7 +171,7 @@
  *     0  u64 footer offset
  *     8  u64 footer length (the footer ends where the trailer starts)
  *    16  u32 crc32 of the footer
- *    20  u32 format version (2)
+ *    20  u32 format version (as the header's)
  *    24  u32 crc32 of trailer bytes 0..24
  *    28  u32 zero
  *    32  8   magic "MiraEnd\0"
@@ -156,9 +181,10 @@
  * Reading: the file is mapped read-only. Open checks header, trailer,
  * footer and the root table; the other tables are checked on first use.
  * Checking a table is: CRC (unless the verification cache knows it), zstd
- * decode if any, then the structure: column count and bounds, INT widths,
- * offsets non-decreasing and inside their data, codes inside their
- * dictionary, ids inside the dictionaries. After that a row access reads
+ * decode if any, then the structure: column count and bounds, INT widths
+ * and encodings (delta columns decoded), offsets non-decreasing and
+ * inside their data, codes inside their dictionary, ids inside the
+ * dictionaries, key-coded lists rebuilt (v3). After that a row access reads
  * without any bounds check of its own, so a file that passes its CRCs but
  * was crafted cannot make a reader run off its mapping.
  */

@@ -45,23 +45,34 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
 {
     uint32_t at = 0;
     if (nap == count) {
-        /* Every key has an id and |ap| says where each value starts: the
-         * value ends where the next key (of known length) starts. */
+        /* Every key has an id (< KC_MAX: its code takes at most 2 bytes,
+         * where the key took at least 1) and |ap| says where each value
+         * starts: the value ends where the next key (of known length)
+         * starts. */
+        if (vbuf_reserve(out, (size_t)len + count + 8) < 0) {
+            return -ENOMEM;
+        }
+        uint8_t *o = out->p + out->len;
         for (uint64_t e = 0; e < nap; e++) {
-            uint32_t vs = ap[e].off - 1, ve = len;
+            uint32_t vs = ap[e].off - 1, ve = len, code = ap[e].id + 1;
             if (e + 1 < nap) {
                 uint32_t kn = klen[ap[e + 1].id];
                 ve = ap[e + 1].off - 1 - kn - uv_len(kn);
             }
-            if (vs < at || ve < vs || ve > len) {
+            if (vs < at || ve < vs || ve > len || code >= (1u << 14)) {
                 return -EINVAL;
             }
-            if (vbuf_put_uv(out, (uint64_t)ap[e].id + 1) < 0 ||
-                vbuf_put(out, p + vs, ve - vs) < 0) {
-                return -ENOMEM;
+            if (code < 0x80) {
+                *o++ = (uint8_t)code;
+            } else {
+                *o++ = (uint8_t)(code | 0x80);
+                *o++ = (uint8_t)(code >> 7);
             }
+            memcpy(o, p + vs, ve - vs);
+            o += ve - vs;
             at = ve;
         }
+        out->len = (size_t)(o - out->p);
         return at == len ? 0 : -EINVAL;
     }
     while (at < len) {
@@ -73,50 +84,134 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
     return 0;
 }
 
+/* The end of the value at p[0, end - p) (val.h): a container is skipped by
+ * its byte length, its members copied as they are (a reader walks them
+ * with val.h's bounded reader); NULL when it runs past |end|. */
+static const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
+{
+    if (p >= end) {
+        return NULL;
+    }
+    uint64_t n = 0;
+    unsigned sh = 0;
+    switch (*p++) {
+    case VAL_EMPTY:
+        return p;
+    case VAL_BOOL:
+        return end - p >= 1 ? p + 1 : NULL;
+    case VAL_DOUBLE:
+        return end - p >= 8 ? p + 8 : NULL;
+    case VAL_INT:
+        for (unsigned k = 0; k < 10 && p < end; k++) {
+            if ((*p++ & 0x80) == 0) {
+                return p;
+            }
+        }
+        return NULL;
+    case VAL_STR:
+    case VAL_BYTES:
+        for (unsigned k = 0; k < 10 && p < end; k++, sh += 7) {
+            uint8_t c = *p++;
+            n |= (uint64_t)(c & 0x7f) << sh;
+            if ((c & 0x80) == 0) {
+                return n <= (uint64_t)(end - p) ? p + n : NULL;
+            }
+        }
+        return NULL;
+    case VAL_ARRAY:
+    case VAL_KVLIST:
+        if (end - p < 8) {
+            return NULL;
+        }
+        n = rd32(p);
+        p += 8;
+        return n <= (uint64_t)(end - p) ? p + n : NULL;
+    default:
+        return NULL;
+    }
+}
+
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
                   uint8_t **buf, uint64_t **offs)
 {
-    struct vbuf out;
-    vbuf_init(&out);
     uint64_t *o = malloc((nd + 1) * sizeof(*o));
-    if (o == NULL) {
+    /* Each key's encoding (uv length, bytes) as a list holds it. */
+    struct vbuf kenc;
+    uint32_t *kat = malloc((nkeys + 1) * sizeof(*kat));
+    vbuf_init(&kenc);
+    if (o == NULL || kat == NULL) {
+        free(o);
+        free(kat);
         return -ENOMEM;
     }
-    o[0] = 0;
     int rc = 0;
+    for (uint64_t k = 0; k < nkeys && rc == 0; k++) {
+        struct mstr s = sc_get(keys, k);
+        kat[k] = (uint32_t)kenc.len;
+        rc = vbuf_put_str(&kenc, s.p, s.len);
+    }
+    kat[nkeys] = (uint32_t)kenc.len;
+    /* The lists come out at most (longest key + 1) per byte larger. */
+    uint64_t in = ic_get(&dc->dict.off, nd), kmax = 0;
+    for (uint64_t k = 0; k < nkeys; k++) {
+        kmax = kat[k + 1] - kat[k] > kmax ? kat[k + 1] - kat[k] : kmax;
+    }
+    struct vbuf out;
+    vbuf_init(&out);
+    if (rc == 0 && vbuf_reserve(&out, in + in / 2 + 64) < 0) {
+        rc = -ENOMEM;
+    }
+    o[0] = 0;
     for (uint64_t c = 0; c < nd && rc == 0; c++) {
-        uint64_t a = ic_get(&dc->dict.off, c), z = ic_get(&dc->dict.off, c + 1);
-        struct val_rd r = {dc->dict.data + a, dc->dict.data + z};
-        while (r.p < r.end && rc == 0) {
-            uint64_t code;
-            const uint8_t *kv = r.p;
-            struct val v;
-            if (val_rd_uv(&r, &code) < 0 || code > nkeys) {
+        const uint8_t *p = dc->dict.data + ic_get(&dc->dict.off, c);
+        const uint8_t *end = dc->dict.data + ic_get(&dc->dict.off, c + 1);
+        while (p < end) {
+            uint64_t code = *p++;
+            if (code & 0x80) { /* two bytes at most: codes are below 2^14 */
+                if (p == end || (*p & 0x80)) {
+                    rc = -EBADMSG;
+                    break;
+                }
+                code = (code & 0x7f) | (uint64_t)*p++ << 7;
+            }
+            const uint8_t *ks = NULL, *vs = p, *ve;
+            size_t kn = 0;
+            if (code == 0) { /* a literal key-value: uv length, key, value */
+                struct val_rd r = {p, end};
+                const char *k;
+                if (val_rd_str(&r, &k, &kn) < 0) {
+                    rc = -EBADMSG;
+                    break;
+                }
+                ks = p;
+                kn = (size_t)(r.p - p);
+                vs = r.p;
+            } else if (code <= nkeys) {
+                ks = kenc.p + kat[code - 1];
+                kn = kat[code] - kat[code - 1];
+            } else {
                 rc = -EBADMSG;
                 break;
             }
-            if (code == 0) { /* a literal key-value */
-                const char *k;
-                size_t kn;
-                kv = r.p;
-                if (val_rd_kv(&r, &k, &kn, &v) < 0) {
-                    rc = -EBADMSG;
-                } else if (vbuf_put(&out, kv, (size_t)(r.p - kv)) < 0) {
-                    rc = -ENOMEM;
-                }
-                continue;
-            }
-            struct mstr k = sc_get(keys, code - 1);
-            const uint8_t *vs = r.p;
-            if (val_rd_value(&r, &v) < 0) {
+            ve = value_end(vs, end);
+            if (ve == NULL) {
                 rc = -EBADMSG;
-            } else if (vbuf_put_str(&out, k.p, k.len) < 0 ||
-                       vbuf_put(&out, vs, (size_t)(r.p - vs)) < 0) {
-                rc = -ENOMEM;
+                break;
             }
+            size_t need = kn + (size_t)(ve - vs);
+            if (need > out.cap - out.len && vbuf_reserve(&out, need + (in - (uint64_t)(p - dc->dict.data)) / 2 + kmax) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            memcpy(out.p + out.len, ks, kn);
+            memcpy(out.p + out.len + kn, vs, (size_t)(ve - vs));
+            out.len += need;
+            p = ve;
         }
         o[c + 1] = out.len;
     }
+    free(kat);
+    vbuf_fini(&kenc);
     if (rc < 0) {
         free(o);
         vbuf_fini(&out);

@@ -308,8 +308,11 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 return -EBADMSG;
             }
             uint64_t nd1 = rd64(cp[c + 1]);
-            if (nd1 == 0 || (b->version >= 3 && nd1 > rows + 1)) {
-                return -EBADMSG; /* format 3: no more entries than rows */
+            /* Format 3: no more entries than rows, nor than data bytes + 1
+             * (distinct entries, at most one empty): a width-0 offset column
+             * claims no count its bytes cannot back. */
+            if (nd1 == 0 || (b->version >= 3 && (nd1 > rows + 1 || nd1 - 1 > cl[c + 2] + 1))) {
+                return -EBADMSG;
             }
             if ((rc = bind_int(b, cp[c + 1], cl[c + 1], nd1, &dc->dict.off, &dec[c + 1])) < 0) {
                 return rc;

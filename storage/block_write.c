@@ -191,6 +191,20 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                     return -ENOMEM;
                 }
                 d->nd = 0;
+                if (e->idx == X_ADICT && d->ht_cap < 2 * (rows + 1)) {
+                    /* Attribute lists are mostly distinct in logs and spans:
+                     * sized for every row at once, the table never rehashes. */
+                    size_t ncap = 256;
+                    while (ncap < 2 * (rows + 1)) {
+                        ncap *= 2;
+                    }
+                    free(d->ht);
+                    d->ht = malloc(ncap * sizeof(*d->ht));
+                    d->ht_cap = d->ht != NULL ? ncap : 0;
+                    if (d->ht == NULL) {
+                        return -ENOMEM;
+                    }
+                }
                 if (d->ht != NULL) {
                     memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
                 }
@@ -320,14 +334,12 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
 static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
 {
     size_t start = tbw_col_start(t);
-    uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
+    uint64_t mn = n ? v[0] : 0, mx = mn;
     uint64_t dmn = UINT64_MAX, dmx = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        mn = v[i] < mn ? v[i] : mn;
-        mx = v[i] > mx ? v[i] : mx;
-    }
     for (uint64_t i = 1; i < n; i++) {
-        uint64_t d = v[i] - v[i - 1];
+        uint64_t x = v[i], d = x - v[i - 1];
+        mn = x < mn ? x : mn;
+        mx = x > mx ? x : mx;
         dmn = d < dmn ? d : dmn;
         dmx = d > dmx ? d : dmx;
     }

@@ -964,7 +964,7 @@ static void add_point(struct batch *b, uint32_t metric, uint64_t t, const char *
  *   a{k=1}@5 b@1 a{k=2}@3 a{k=1}@2 b@4 a{k=1}@6
  * sorted by time into block rows 0..5 = b@1 a1@2 a2@3 b@4 a1@5 a1@6, so
  * the streams are a{k=1} rows 1,4,5; a{k=2} row 2; b rows 0,3. */
-Test(block, metric_blocks_index_their_points_by_stream)
+static struct batch *two_gauges(void)
 {
     struct batch *bt = batch_new(SIG_METRICS);
     cr_assert_not_null(bt);
@@ -984,6 +984,12 @@ Test(block, metric_blocks_index_their_points_by_stream)
     add_point(bt, 0, 2, "1");
     add_point(bt, 1, 4, NULL);
     add_point(bt, 0, 6, "1");
+    return bt;
+}
+
+Test(block, metric_blocks_index_their_points_by_stream)
+{
+    struct batch *bt = two_gauges();
     oblock *ob;
     cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
     cr_assert_eq(oblock_append(ob, bt, 1), 0);
@@ -1076,4 +1082,91 @@ Test(block, a_malformed_stream_section_fails_the_open)
     }
     free(orig);
     oblock_free(ob);
+}
+
+/* ---- format 3's encodings ---- */
+
+/* Physical column |c| of table |t| in file |f|: its start (0 if none). */
+static uint64_t column_at(const uint8_t *f, size_t n, int t, unsigned c, uint64_t *len)
+{
+    uint64_t l, d = section(f, n, 2, &l);
+    cr_assert_neq(d, 0);
+    const uint8_t *e = f + d + 8 + 32 * t;
+    cr_assert_eq(e[1], BLK_CODEC_PLAIN);
+    uint64_t toff = get64(e + 8);
+    *len = get64(f + toff + 8 + 16 * c + 8);
+    return toff + get64(f + toff + 8 + 16 * c);
+}
+
+/* The two gauges' block (points 1 s apart): the sorted time column is one
+ * delta (8 bytes for all rows), the three distinct attribute lists ({},
+ * {k=1}, {k=2}) are stored once each with the key "k" as code 1, and
+ * the views still hand out the lists as the rows gave them. */
+Test(block, format_3_codes_sorted_times_as_deltas_and_lists_once_with_key_codes)
+{
+    struct batch *bt = two_gauges();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 6, 0, 78, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    cr_assert_eq(f[8], 3, "format version");
+    uint64_t len, at = column_at(f, n, 0, 0, &len);
+    cr_assert_eq(len, 32, "header + first value, no per-row bytes");
+    cr_assert_eq(get64(f + at), 6);
+    cr_assert_eq(get64(f + at + 8), 1000000000ull, "the delta");
+    cr_assert_eq(f[at + 16], 0, "width");
+    cr_assert_eq(f[at + 17], 1, "delta encoding");
+    cr_assert_eq(get64(f + at + 24), 1000000000ull, "the first time");
+    /* attrs: count, list codes, list offsets, list data, key offsets, key data */
+    at = column_at(f, n, 1, 2, &len);
+    cr_assert_eq(get64(f + at), 4, "3 distinct lists + 1 offsets");
+    at = column_at(f, n, 1, 3, &len);
+    static const uint8_t lists[] = {1, VAL_STR, 1, '1', 1, VAL_STR, 1, '2'};
+    cr_assert_eq(len, sizeof(lists));
+    cr_assert_arr_eq(f + at, lists, sizeof(lists));
+    at = column_at(f, n, 1, 5, &len);
+    cr_assert_eq(len, 1);
+    cr_assert_eq(f[at], 'k');
+    blk *b = open_ok(path);
+    check_block(b, ob, 6);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* A key code past the key dictionary (CRCs recomputed: a forged file)
+ * fails the attribute table at its load; the root still reads. */
+Test(block, a_key_code_past_the_key_dictionary_fails_the_attribute_table)
+{
+    struct batch *bt = two_gauges();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 6, 0, 79, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    uint64_t len, at = column_at(f, n, 1, 3, &len);
+    cr_assert_eq(f[at], 1);
+    f[at] = 2; /* one key: code 2 names none */
+    fix_crcs(f, n);
+    put_file(path, f, n);
+    blk *b = NULL;
+    char err[256];
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), 0, "%s", err);
+    struct point_view pv;
+    cr_assert_eq(blk_point(b, 1, BLK_ROOT, &pv), 0);
+    cr_assert_eq(pv.time_ns, 2000000000ull);
+    cr_assert_eq(blk_point(b, 1, BLK_ATTRS, &pv), -EBADMSG);
+    cr_assert_eq(blk_point(b, 0, BLK_ROOT, &pv), 0);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
 }
