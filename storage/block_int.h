@@ -532,6 +532,9 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
  */
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
                   uint8_t **buf, uint64_t **offs);
+/* Bytes the table must hold past the end of the list dictionary's data
+ * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
+#define AKEYS_SLACK 16
 
 /* ---- the metric stream index (block_streams.c) ---- */
 

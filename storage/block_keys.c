@@ -131,6 +131,21 @@ static const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
     }
 }
 
+/*
+ * Keys and values are mostly short: copied 16 bytes at a time, the last
+ * block whole. Reads up to COPY_SLACK - 1 bytes past |src + n| and writes
+ * as far past |dst + n|: the key encodings carry that much padding, a
+ * value in a list dictionary is followed by the key dictionary's INT
+ * column (at least 24 bytes), and the output keeps 2 x COPY_SLACK spare.
+ */
+#define COPY_SLACK AKEYS_SLACK
+static inline void copy16(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        memcpy(dst + i, src + i, 16);
+    }
+}
+
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
                   uint8_t **buf, uint64_t **offs)
 {
@@ -151,6 +166,9 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
         rc = vbuf_put_str(&kenc, s.p, s.len);
     }
     kat[nkeys] = (uint32_t)kenc.len;
+    if (rc == 0) {
+        rc = vbuf_reserve(&kenc, COPY_SLACK); /* copy16 may read past the last key */
+    }
     /* The lists come out at most (longest key + 1) per byte larger. */
     uint64_t in = ic_get(&dc->dict.off, nd), kmax = 0;
     for (uint64_t k = 0; k < nkeys; k++) {
@@ -198,13 +216,15 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
                 rc = -EBADMSG;
                 break;
             }
-            size_t need = kn + (size_t)(ve - vs);
-            if (need > out.cap - out.len && vbuf_reserve(&out, need + (in - (uint64_t)(p - dc->dict.data)) / 2 + kmax) < 0) {
+            size_t vn = (size_t)(ve - vs), need = kn + vn;
+            if (need + 2 * COPY_SLACK > out.cap - out.len &&
+                vbuf_reserve(&out, need + 2 * COPY_SLACK +
+                                       (in - (uint64_t)(p - dc->dict.data)) / 2 + kmax) < 0) {
                 rc = -ENOMEM;
                 break;
             }
-            memcpy(out.p + out.len, ks, kn);
-            memcpy(out.p + out.len + kn, vs, (size_t)(ve - vs));
+            copy16(out.p + out.len, ks, kn);
+            copy16(out.p + out.len + kn, vs, vn);
             out.len += need;
             p = ve;
         }

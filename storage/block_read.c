@@ -379,7 +379,11 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         b->alists = NULL;
         b->alists_off = NULL;
         struct dcol *ad = &b->D[X_ADICT];
-        uint64_t nd = rd64(cp[2]) - 1; /* the count column, then the dictionary's codes, offsets */
+        /* the count column, then the dictionary's codes, offsets, data */
+        uint64_t nd = rd64(cp[2]) - 1;
+        if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
+            return -EBADMSG; /* the key dictionary follows in a file we wrote */
+        }
         rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, &b->alists, &b->alists_off);
         if (rc < 0) {
             return rc;
