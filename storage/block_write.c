@@ -38,8 +38,9 @@ struct dictb {
     uint64_t *offs; /* nd + 1 */
     size_t nd, cap_offs;
     struct vbuf data;
-    uint32_t *ht; /* code + 1, 0 = empty */
-    size_t ht_cap;
+    uint64_t *ht;        /* (low 32 hash bits << 32) | (code + 1); 0 = empty */
+    size_t ht_cap;       /* at most 2^32: the stored hash bits place an entry */
+    uint64_t empty_code; /* dict_add_run: the empty string's code, or UINT64_MAX */
 };
 
 /* A string column being built. */
@@ -65,28 +66,30 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
         size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
-        uint32_t *nh = calloc(ncap, sizeof(*nh));
-        if (nh == NULL) {
+        uint64_t *nh = calloc(ncap, sizeof(*nh));
+        if (nh == NULL || ncap > (1ull << 32)) {
+            free(nh);
             return -ENOMEM;
         }
-        for (size_t c = 0; c < d->nd; c++) {
-            const uint8_t *s = d->data.p + d->offs[c];
-            uint64_t h = XXH3_64bits(s, d->offs[c + 1] - d->offs[c]);
-            size_t i = (size_t)h & (ncap - 1);
-            while (nh[i] != 0) {
-                i = (i + 1) & (ncap - 1);
+        for (size_t i = 0; i < d->ht_cap; i++) {
+            if (d->ht[i] != 0) {
+                size_t j = (size_t)(d->ht[i] >> 32) & (ncap - 1);
+                while (nh[j] != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                nh[j] = d->ht[i];
             }
-            nh[i] = (uint32_t)c + 1;
         }
         free(d->ht);
         d->ht = nh;
         d->ht_cap = ncap;
     }
-    uint64_t h = XXH3_64bits(n ? p : empty, n);
-    size_t i = (size_t)h & (d->ht_cap - 1);
+    uint64_t tag = XXH3_64bits(n ? p : empty, n) << 32;
+    size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);
     while (d->ht[i] != 0) {
-        size_t c = d->ht[i] - 1;
-        if (d->offs[c + 1] - d->offs[c] == n &&
+        uint64_t e = d->ht[i];
+        size_t c = (uint32_t)e - 1;
+        if ((e & ~0xffffffffull) == tag && d->offs[c + 1] - d->offs[c] == n &&
             (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
             d->codes[row] = c;
             return 0;
@@ -102,12 +105,62 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
         d->offs = no;
         d->cap_offs = ncap;
     }
-    if (vbuf_put(&d->data, n ? p : empty, n) < 0) {
+    struct vbuf *v = &d->data;
+    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
         return -ENOMEM;
     }
+    if (n > 0) {
+        memcpy(v->p + v->len, p, n);
+        v->len += n;
+    }
     d->offs[0] = 0;
-    d->offs[d->nd + 1] = d->data.len;
-    d->ht[i] = (uint32_t)d->nd + 1;
+    d->offs[d->nd + 1] = v->len;
+    d->ht[i] = tag | ((uint64_t)d->nd + 1);
+    d->codes[row] = d->nd++;
+    return 0;
+}
+
+/*
+ * dict_add without the hash table, for strings that are mostly distinct
+ * (log and span attribute lists: a table lookup per row is a cache miss
+ * per row): a string equal to the previous row's shares its entry, the
+ * empty string has one entry, any other gets a new one. Rows in order
+ * from 0.
+ */
+static int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if (n == 0 && d->empty_code != UINT64_MAX) {
+        d->codes[row] = d->empty_code;
+        return 0;
+    }
+    if (row > 0 && n > 0) {
+        uint64_t c = d->codes[row - 1];
+        if (d->offs[c + 1] - d->offs[c] == n && memcmp(d->data.p + d->offs[c], p, n) == 0) {
+            d->codes[row] = c;
+            return 0;
+        }
+    }
+    if (d->nd + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    struct vbuf *v = &d->data;
+    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
+        return -ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(v->p + v->len, p, n);
+        v->len += n;
+    } else {
+        d->empty_code = d->nd;
+    }
+    d->offs[0] = 0;
+    d->offs[d->nd + 1] = v->len;
     d->codes[row] = d->nd++;
     return 0;
 }
@@ -191,20 +244,7 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                     return -ENOMEM;
                 }
                 d->nd = 0;
-                if (e->idx == X_ADICT && d->ht_cap < 2 * (rows + 1)) {
-                    /* Attribute lists are mostly distinct in logs and spans:
-                     * sized for every row at once, the table never rehashes. */
-                    size_t ncap = 256;
-                    while (ncap < 2 * (rows + 1)) {
-                        ncap *= 2;
-                    }
-                    free(d->ht);
-                    d->ht = malloc(ncap * sizeof(*d->ht));
-                    d->ht_cap = d->ht != NULL ? ncap : 0;
-                    if (d->ht == NULL) {
-                        return -ENOMEM;
-                    }
-                }
+                d->empty_code = UINT64_MAX;
                 if (d->ht != NULL) {
                     memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
                 }
@@ -759,7 +799,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                         : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
         }
         if (rc == 0) {
-            rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
+            rc = dict_add_run(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
         memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
@@ -818,7 +858,7 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
             rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
         }
         if (rc == 0) {
-            rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
+            rc = dict_add_run(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         if (rc == 0) {
             rc = str_add(&w->S[T_TSTATE], j, v.trace_state.p, v.trace_state.len);
