@@ -209,3 +209,11 @@ Test(block_compat, format_2_blocks_of_every_signal_read_back_exactly)
         open_vector(2, &fixtures[i]);
     }
 }
+
+/* Written by blk_write of the first format 3 release (h-v3 branch). */
+Test(block_compat, format_3_blocks_of_every_signal_read_back_exactly)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        open_vector(3, &fixtures[i]);
+    }
+}
