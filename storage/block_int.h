@@ -515,7 +515,8 @@ struct kc_pos {
 };
 
 /*
- * Appends list p[0, len) (|count| attributes) to |out| key-coded: each
+ * Appends list p[0, len) (|count| attributes; AKEYS_SLACK bytes past
+ * p + len must be readable) to |out| key-coded: each
  * key-value as uv (key id + 1) then the value's bytes, when |ap| (nap
  * entries) names every attribute, each key id's length in |klen|; else
  * each as uv 0 then the key-value's bytes. 0, -EINVAL (a list that does

@@ -40,6 +40,22 @@ static int put_literal(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_
     return 0;
 }
 
+/*
+ * Keys and values are mostly short: copied 16 bytes at a time, the last
+ * block whole. Reads up to COPY_SLACK - 1 bytes past |src + n| and writes
+ * as far past |dst + n|: the key encodings carry that much padding, a
+ * value in a list dictionary is followed by the key dictionary's INT
+ * column (at least 24 bytes), the writer's lists by AKEYS_SLACK spare
+ * bytes (akeys_encode's caller), and the output keeps that much spare.
+ */
+#define COPY_SLACK AKEYS_SLACK
+static inline void copy16(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        memcpy(dst + i, src + i, 16);
+    }
+}
+
 int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
                  const struct kc_pos *ap, uint64_t nap, const uint32_t *klen)
 {
@@ -49,7 +65,7 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
          * where the key took at least 1) and |ap| says where each value
          * starts: the value ends where the next key (of known length)
          * starts. */
-        if (vbuf_reserve(out, (size_t)len + count + 8) < 0) {
+        if (vbuf_reserve(out, (size_t)len + count + 8 + COPY_SLACK) < 0) {
             return -ENOMEM;
         }
         uint8_t *o = out->p + out->len;
@@ -68,7 +84,7 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
                 *o++ = (uint8_t)(code | 0x80);
                 *o++ = (uint8_t)(code >> 7);
             }
-            memcpy(o, p + vs, ve - vs);
+            copy16(o, p + vs, ve - vs);
             o += ve - vs;
             at = ve;
         }
@@ -128,21 +144,6 @@ static const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
         return n <= (uint64_t)(end - p) ? p + n : NULL;
     default:
         return NULL;
-    }
-}
-
-/*
- * Keys and values are mostly short: copied 16 bytes at a time, the last
- * block whole. Reads up to COPY_SLACK - 1 bytes past |src + n| and writes
- * as far past |dst + n|: the key encodings carry that much padding, a
- * value in a list dictionary is followed by the key dictionary's INT
- * column (at least 24 bytes), and the output keeps 2 x COPY_SLACK spare.
- */
-#define COPY_SLACK AKEYS_SLACK
-static inline void copy16(uint8_t *dst, const uint8_t *src, size_t n)
-{
-    for (size_t i = 0; i < n; i += 16) {
-        memcpy(dst + i, src + i, 16);
     }
 }
 

@@ -1510,6 +1510,9 @@ static int akeys_build(struct scratch *sc, enum signal sig)
         }
     }
     vbuf_reset(&sc->ak_data);
+    if (vbuf_reserve(&d->data, AKEYS_SLACK) < 0) { /* akeys_encode reads past a list */
+        return -ENOMEM;
+    }
     sc->ak_offs[0] = 0;
     for (uint64_t c = 0; c < d->nd; c++) {
         uint64_t j = sc->ak_first[c];
