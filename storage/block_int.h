@@ -6,6 +6,8 @@
  *
  * The files, one job each:
  *   block_write.c    the writer: an open block sealed into one file
+ *   block_wtable.c   the writer's table serializer (block_wint.h)
+ *   block_keys.c     format 3's key-coded attribute lists, both ways
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
