@@ -36,8 +36,10 @@
 #include "storage/batch.h"
 #include "storage/oblock.h"
 
-/* The format this miradb writes; a reader refuses any other. */
-#define BLK_VERSION 2 /* 2: split-block blooms (algorithm 2) */
+/* The format this miradb writes; it reads BLK_VERSION_MIN (block_int.h) up
+ * to this one and refuses any other. 2: split-block blooms (algorithm 2);
+ * 3: delta-coded INT columns, attribute lists as a per-block dictionary. */
+#define BLK_VERSION 3
 
 struct blk_meta {
     uint32_t shard;

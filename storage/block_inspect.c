@@ -92,7 +92,7 @@ int blk_bloom_info(const blk *b, uint32_t i, struct blk_bloom_info *out)
 void blk_layout(const blk *b, struct blk_layout *out)
 {
     *out = (struct blk_layout){
-        .version = BLK_VERSION,
+        .version = b->version,
         .header_bytes = HDR_SIZE,
         .footer_offset = b->foot_off,
         .footer_bytes = b->foot_len,

@@ -6,18 +6,23 @@
  *
  * The files, one job each:
  *   block_write.c    the writer: an open block sealed into one file
+ *   block_wtable.c   the writer's table serializer (block_wint.h)
+ *   block_keys.c     format 3's key-coded attribute lists, both ways
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 2 (integers little-endian; "zz" = zigzag of a
+ * FILE FORMAT, version 3 (this miradb writes 3 and reads 2 and 3; what
+ * format 3 changed is marked "v3", and a reader of format 2 refuses a
+ * version 3 file at open with "block format version 3 is newer than this
+ * miradb (2)") (integers little-endian; "zz" = zigzag of a
  * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
  * footer section starts at a multiple of 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (2)
+ *     8  u32 format version (3; 2 for files of the earlier release)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -38,9 +43,17 @@
  *     8  ncols x { u64 offset from the table start, u64 length }
  *        then the columns
  *   A column is either
- *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8), 7 zero }
- *          then count values of |width| bytes: value = base + stored
- *          (frame of reference; width 0: every value is base)
+ *     INT  24-byte header { u64 count, u64 base, u8 width (0,1,2,4,8),
+ *          u8 encoding (0 in v2), 6 zero }, then by encoding:
+ *          0 frame of reference: count values of |width| bytes, value =
+ *            base + stored (width 0: every value is base)
+ *          1 delta (v3; count > 0): u64 first, then count - 1 values of
+ *            |width| bytes: value 0 = first, value i = value i-1 + base +
+ *            stored i (modulo 2^64). The writer takes it when it is
+ *            smaller (sorted times, string offsets, whose deltas are
+ *            lengths); the reader decodes it at table load into 8-byte
+ *            values in memory the block owns (freed with it), so row i
+ *            stays O(1), and bounds its count by the file size first
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -50,6 +63,9 @@
  *        data[off[i], off[i+1])
  *     D  (low-cardinality strings) INT of |rows| codes, then the dictionary
  *        as an S of ndict entries: row i is dictionary entry codes[i]
+ *        (v3: ndict <= rows + 1, checked)
+ *     K  (v3, the key dictionary) INT of nkeys + 1 offsets (1 <= nkeys + 1
+ *        <= 4097), then RAW data, as an S of its own count
  *
  *   Logical columns of each table, in order (names in the enums below):
  *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
@@ -79,11 +95,22 @@
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
  *   Rows are sorted by time (the first root column), ties in append order.
- *   Integers are frame-of-reference rather than delta coded so that row i
- *   is read in O(1); sorted times then cost 8 bytes a row when a block
- *   spans more than 4.3 s. Attributes stay one encoded list per row (what
- *   the views hand out, byte for byte); keys in most rows are indexed by
- *   the hot key columns rather than split into typed columns.
+ *   v3 ATTRS of every signal: I attribute count, D attributes, K keys, then
+ *   the hot key columns. The D dictionary holds each distinct attribute
+ *   list of the block once (a metric stream's list repeats for all its
+ *   points), key-coded: each key-value as uv (key id + 1) then the value
+ *   as val.h encodes it, or uv 0 then the whole key-value as val.h
+ *   encodes it (a key the writer did not count: more than 4096 distinct
+ *   keys); key id k is entry k of K. A table load rebuilds the lists
+ *   byte for byte into memory the block owns (block_keys.c), so views
+ *   hand out the same bytes as from a v2 file, and the hot positions are
+ *   offsets into the rebuilt lists. Rebuilding parses every value: a code
+ *   past K or a value that does not parse fails the load.
+ *   Integers are frame-of-reference (or, v3, delta decoded at load) so
+ *   that row i is read in O(1). Attributes stay one encoded list per row
+ *   to the reader (what the views hand out, byte for byte); keys in most
+ *   rows are indexed by the hot key columns rather than split into typed
+ *   columns.
  *
  *   FOOTER (at the offset the trailer gives)
  *     0  u32 section count, 4 u32 zero, then sections:
@@ -146,7 +173,7 @@
  *     0  u64 footer offset
  *     8  u64 footer length (the footer ends where the trailer starts)
  *    16  u32 crc32 of the footer
- *    20  u32 format version (2)
+ *    20  u32 format version (as the header's)
  *    24  u32 crc32 of trailer bytes 0..24
  *    28  u32 zero
  *    32  8   magic "MiraEnd\0"
@@ -156,9 +183,10 @@
  * Reading: the file is mapped read-only. Open checks header, trailer,
  * footer and the root table; the other tables are checked on first use.
  * Checking a table is: CRC (unless the verification cache knows it), zstd
- * decode if any, then the structure: column count and bounds, INT widths,
- * offsets non-decreasing and inside their data, codes inside their
- * dictionary, ids inside the dictionaries. After that a row access reads
+ * decode if any, then the structure: column count and bounds, INT widths
+ * and encodings (delta columns decoded), offsets non-decreasing and
+ * inside their data, codes inside their dictionary, ids inside the
+ * dictionaries, key-coded lists rebuilt (v3). After that a row access reads
  * without any bounds check of its own, so a file that passes its CRCs but
  * was crafted cannot make a reader run off its mapping.
  */
@@ -207,6 +235,7 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
+enum { INT_FOR = 0, INT_DELTA = 1 }; /* INT header byte 17 (format 3; 0 in format 2) */
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -244,16 +273,22 @@ enum { M_TIME, M_START, M_METRIC, M_VTYPE, M_COUNT, M_HAS, M_ACOUNT, M_FLAGS, M_
 enum { M_ATTRS, M_DETAIL, M_EXEMPLARS };
 enum { M_VALUE, M_SUM, M_MIN, M_MAX };
 
+/* Format 3: every signal's record attribute lists are a dictionary column
+ * (D slot X_ADICT) instead of the S column of format 2. */
+enum { X_ADICT = 2 };
+/* Format 3: the attribute table's key dictionary (S slot X_KEYS). */
+enum { X_KEYS = 5 };
+
 #define MAX_I 13
-#define MAX_S 5
-#define MAX_D 2
+#define MAX_S 6
+#define MAX_D 3
 #define MAX_R 4
 
 /* Range limits a column's values are checked against at load. */
 enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
 
 struct ent {
-    char type; /* 'I', 'S', 'D', 'R' */
+    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -293,21 +328,43 @@ static const struct ent points_attrs[] = {{'I', M_ACOUNT, 0}, {'S', M_ATTRS, 0}}
 static const struct ent points_detail[] = {
     {'I', M_FLAGS, 0}, {'S', M_DETAIL, 0}, {'S', M_EXEMPLARS, 0}, {'I', M_NEX, 0}};
 
+/* Format 3's attribute tables: the count, then the list as a dictionary. */
+static const struct ent logs_attrs3[] = {{'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+static const struct ent spans_attrs3[] = {{'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+
 #define SPEC(a)                                                                                    \
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
-static const struct spec specs[SIG_COUNT][N_TABLES] = {
-    {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
-    {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
-    {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+/* By format version - 2 (2 or 3), signal - 1, table. */
+static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
+    {
+        {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
+        {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
+        {SPEC(points_root), SPEC(points_attrs), SPEC(points_detail)},
+    },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs3), SPEC(logs_detail)},
+        {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
+        {SPEC(points_root), SPEC(points_attrs3), SPEC(points_detail)},
+    },
 };
+
+static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
+{
+    return &specs[version >= 3 ? 1 : 0][sig - 1][t];
+}
+
+/* The oldest format this miradb reads. */
+#define BLK_VERSION_MIN 2
 
 static inline unsigned phys_cols(const struct spec *sp)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
-        n += sp->e[i].type == 'S' ? 2 : sp->e[i].type == 'D' ? 3 : 1;
+        char ty = sp->e[i].type;
+        n += ty == 'S' || ty == 'K' ? 2 : ty == 'D' ? 3 : 1;
     }
     return n;
 }
@@ -406,6 +463,7 @@ struct blk {
     struct vcache_key key;
     unsigned flags;
     enum signal sig;
+    uint32_t version; /* the file's format, BLK_VERSION_MIN .. BLK_VERSION */
     uint64_t rows;
     struct blk_meta meta;
     uint64_t foot_off, foot_len;
@@ -414,8 +472,12 @@ struct blk {
     struct tdir dir[N_TABLES];
     _Atomic int tstate[N_TABLES];
     uint32_t tcols[N_TABLES];
-    uint8_t *zbuf[N_TABLES]; /* decoded zstd tables */
-    pthread_mutex_t lock;    /* table loads, column decodes, quarantine */
+    uint8_t *zbuf[N_TABLES];           /* decoded zstd tables */
+    uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
+    uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
+    uint64_t *alists_off;
+    uint64_t n_keys;      /* entries of the key dictionary (S[X_KEYS]) */
+    pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
      * before its state is published (release), read after (acquire). */
@@ -448,6 +510,37 @@ struct blk {
     _Atomic(void *) aux; /* blk_aux_set (block_streams.c); freed by blk_destroy */
     void (*aux_free)(void *);
 };
+
+/* ---- key-coded attribute lists (block_keys.c) ---- */
+
+/* One counted attribute of a row as the writer walked it: its key's id
+ * (block_write.c's key count) and 1 + where its value starts in the list. */
+struct kc_pos {
+    uint32_t id, off;
+};
+
+/*
+ * Appends list p[0, len) (|count| attributes; AKEYS_SLACK bytes past
+ * p + len must be readable) to |out| key-coded: each
+ * key-value as uv (key id + 1) then the value's bytes, when |ap| (nap
+ * entries) names every attribute, each key id's length in |klen|; else
+ * each as uv 0 then the key-value's bytes. 0, -EINVAL (a list that does
+ * not parse), -ENOMEM.
+ */
+int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
+                 const struct kc_pos *ap, uint64_t nap, const uint32_t *klen);
+/*
+ * Rebuilds the |nd| key-coded dictionary entries of |dc| with the key
+ * dictionary |keys| (nkeys entries) into a fresh buffer and offsets
+ * (*buf, NULL when all are empty, and *offs: the caller frees both) and
+ * rebinds dc's dictionary to them. 0, -EBADMSG (a code out of range, a
+ * value that does not parse), -ENOMEM.
+ */
+int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
+                  uint8_t **buf, uint64_t **offs);
+/* Bytes the table must hold past the end of the list dictionary's data
+ * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
+#define AKEYS_SLACK 16
 
 /* ---- the metric stream index (block_streams.c) ---- */
 
@@ -515,6 +608,16 @@ static inline struct mstr sc_get(const struct scol *c, uint64_t i)
 static inline struct mstr dc_get(const struct dcol *c, uint64_t i)
 {
     return sc_get(&c->dict, ic_get(&c->codes, i));
+}
+
+/* Row |i|'s record attribute list (its bytes; the count is a column of
+ * its own): format 3's dictionary entry, format 2's string. */
+static inline struct mstr attrs_bytes(const struct blk *b, uint64_t i)
+{
+    if (b->version >= 3) {
+        return dc_get(&b->D[X_ADICT], i);
+    }
+    return sc_get(&b->S[spec_of(2, b->sig, 1)->e[1].idx], i);
 }
 
 static inline struct obytes ob_of(struct mstr s)

@@ -66,23 +66,92 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- table loading ---- */
 
-/* Binds an INT column of exactly |count| values at p[0, len). */
-static bool bind_int(const uint8_t *p, uint64_t len, uint64_t count, struct icol *c)
+/* Decodes a delta INT column (format 3): |count| > 0 values, the first
+ * at |first|, each next one the previous plus base + the stored value
+ * (modulo 2^64), into a fresh array the block owns. 0 or -ENOMEM. */
+static int decode_delta(const uint8_t *s, unsigned w, uint64_t base, uint64_t first, uint64_t count,
+                        uint64_t **out)
+{
+    uint64_t *v = malloc(count * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    uint64_t x = first;
+    v[0] = x;
+    switch (w) {
+    case 0:
+        for (uint64_t i = 1; i < count; i++) {
+            v[i] = x += base;
+        }
+        break;
+    case 1:
+        for (uint64_t i = 1; i < count; i++) {
+            v[i] = x += base + s[i - 1];
+        }
+        break;
+    case 2:
+        for (uint64_t i = 1; i < count; i++) {
+            uint16_t d;
+            memcpy(&d, s + 2 * (i - 1), 2);
+            v[i] = x += base + d;
+        }
+        break;
+    case 4:
+        for (uint64_t i = 1; i < count; i++) {
+            v[i] = x += base + rd32(s + 4 * (i - 1));
+        }
+        break;
+    default:
+        for (uint64_t i = 1; i < count; i++) {
+            v[i] = x += base + rd64(s + 8 * (i - 1));
+        }
+        break;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * Binds an INT column of exactly |count| values at p[0, len): 0, -EBADMSG
+ * or -ENOMEM. A delta column (format 3) is decoded into |*dec| (freed with
+ * the block), which then holds it as plain 8-byte values; its count is
+ * bounded by the file size first (a width-0 column could claim any count).
+ */
+static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count, struct icol *c,
+                    uint64_t **dec)
 {
     if (len < INT_HDR || rd64(p) != count) {
-        return false;
+        return -EBADMSG;
     }
-    unsigned w = p[16];
+    unsigned w = p[16], enc = p[17];
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8) {
-        return false;
+        return -EBADMSG;
+    }
+    if (enc == INT_DELTA && b->version >= 3 && count > 0) {
+        uint64_t n = count - 1;
+        if (count > b->size / 8 + 1 || len < INT_HDR + 8 ||
+            (w != 0 && n > (len - INT_HDR - 8) / w) || len != INT_HDR + 8 + n * w) {
+            return -EBADMSG;
+        }
+        free(*dec);
+        *dec = NULL;
+        int rc = decode_delta(p + INT_HDR + 8, w, rd64(p + 8), rd64(p + INT_HDR), count, dec);
+        if (rc < 0) {
+            return rc;
+        }
+        *c = (struct icol){(const uint8_t *)*dec, 0, 8};
+        return 0;
+    }
+    if (enc != INT_FOR) {
+        return -EBADMSG;
     }
     if ((w != 0 && count > (len - INT_HDR) / w) || len != INT_HDR + count * w) {
-        return false;
+        return -EBADMSG;
     }
     c->p = p + INT_HDR;
     c->base = rd64(p + 8);
     c->width = w;
-    return true;
+    return 0;
 }
 
 /* Loops over the stored values of |c| with the width known, so the checks
@@ -174,19 +243,21 @@ static uint64_t lim_value(const blk *b, enum lim l)
  * count by real bytes: a column of width w > 0 holds rows x w bytes), then
  * the value checks that walk the rows.
  */
-static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
+static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
 {
-    const struct spec *sp = &specs[b->sig - 1][t];
+    const struct spec *sp = spec_of(b->version, b->sig, t);
     unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 ? b->n_hot : 0);
+    uint64_t **dec = b->dec[t];
+    int rc;
     if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
-        return false;
+        return -EBADMSG;
     }
     const uint8_t *cp[MAX_PHYS];
     uint64_t cl[MAX_PHYS];
     for (unsigned i = 0; i < nphys; i++) {
         uint64_t o = rd64(p + 8 + 16 * i), l = rd64(p + 16 + 16 * i);
         if (o > len || l > len - o || (o & 7) != 0) {
-            return false;
+            return -EBADMSG;
         }
         cp[i] = p + o;
         cl[i] = l;
@@ -196,16 +267,33 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
+        case 'K': {
+            struct scol *sc = &b->S[e->idx];
+            uint64_t nk1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
+            if (nk1 == 0 || nk1 > KC_MAX + 1) {
+                return -EBADMSG;
+            }
+            if ((rc = bind_int(b, cp[c], cl[c], nk1, &sc->off, &dec[c])) < 0) {
+                return rc;
+            }
+            if (!check_offsets(&sc->off, nk1, cl[c + 1])) {
+                return -EBADMSG;
+            }
+            sc->data = cp[c + 1];
+            b->n_keys = nk1 - 1;
+            c += 2;
+            break;
+        }
         case 'I':
-            if (!bind_int(cp[c], cl[c], rows, &b->I[e->idx])) {
-                return false;
+            if ((rc = bind_int(b, cp[c], cl[c], rows, &b->I[e->idx], &dec[c])) < 0) {
+                return rc;
             }
             c += 1;
             break;
         case 'S': {
             struct scol *sc = &b->S[e->idx];
-            if (!bind_int(cp[c], cl[c], rows + 1, &sc->off)) {
-                return false;
+            if ((rc = bind_int(b, cp[c], cl[c], rows + 1, &sc->off, &dec[c])) < 0) {
+                return rc;
             }
             sc->data = cp[c + 1];
             c += 2;
@@ -213,13 +301,24 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         }
         case 'D': {
             struct dcol *dc = &b->D[e->idx];
-            if (!bind_int(cp[c], cl[c], rows, &dc->codes) || cl[c + 1] < INT_HDR) {
-                return false;
+            if ((rc = bind_int(b, cp[c], cl[c], rows, &dc->codes, &dec[c])) < 0) {
+                return rc;
+            }
+            if (cl[c + 1] < INT_HDR) {
+                return -EBADMSG;
             }
             uint64_t nd1 = rd64(cp[c + 1]);
-            if (nd1 == 0 || !bind_int(cp[c + 1], cl[c + 1], nd1, &dc->dict.off) ||
-                !check_offsets(&dc->dict.off, nd1, cl[c + 2])) {
-                return false;
+            /* Format 3: no more entries than rows, nor than data bytes + 1
+             * (distinct entries, at most one empty): a width-0 offset column
+             * claims no count its bytes cannot back. */
+            if (nd1 == 0 || (b->version >= 3 && (nd1 > rows + 1 || nd1 - 1 > cl[c + 2] + 1))) {
+                return -EBADMSG;
+            }
+            if ((rc = bind_int(b, cp[c + 1], cl[c + 1], nd1, &dc->dict.off, &dec[c + 1])) < 0) {
+                return rc;
+            }
+            if (!check_offsets(&dc->dict.off, nd1, cl[c + 2])) {
+                return -EBADMSG;
             }
             dc->dict.data = cp[c + 2];
             c += 3;
@@ -227,7 +326,7 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         }
         case 'R':
             if (cl[c] / e->arg != rows || cl[c] % e->arg != 0) {
-                return false;
+                return -EBADMSG;
             }
             b->R[e->idx] = cp[c];
             c += 1;
@@ -235,8 +334,8 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         }
     }
     for (unsigned h = 0; c + h < nphys; h++) {
-        if (!bind_int(cp[c + h], cl[c + h], rows, &b->hot[h])) {
-            return false;
+        if ((rc = bind_int(b, cp[c + h], cl[c + h], rows, &b->hot[h], &dec[c + h])) < 0) {
+            return rc;
         }
     }
     c = 0;
@@ -246,33 +345,52 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         case 'I': {
             uint64_t lim = lim_value(b, (enum lim)e->arg);
             if (lim != UINT64_MAX && !all_below(&b->I[e->idx], rows, lim)) {
-                return false;
+                return -EBADMSG;
             }
             c += 1;
             break;
         }
         case 'S':
             if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
-                return false;
+                return -EBADMSG;
             }
             c += 2;
             break;
         case 'D': {
             const struct dcol *dc = &b->D[e->idx];
             if (!all_below(&dc->codes, rows, rd64(cp[c + 1]) - 1)) {
-                return false;
+                return -EBADMSG;
             }
             c += 3;
             break;
         }
+        case 'K':
+            c += 2;
+            break;
         default:
             c += 1;
             break;
         }
     }
+    if (t == 1 && b->version >= 3) {
+        /* The lists, rebuilt: what the views and the hot positions read. */
+        free(b->alists);
+        free(b->alists_off);
+        b->alists = NULL;
+        b->alists_off = NULL;
+        struct dcol *ad = &b->D[X_ADICT];
+        /* the count column, then the dictionary's codes, offsets, data */
+        uint64_t nd = rd64(cp[2]) - 1;
+        if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
+            return -EBADMSG; /* the key dictionary follows in a file we wrote */
+        }
+        rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, &b->alists, &b->alists_off);
+        if (rc < 0) {
+            return rc;
+        }
+    }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
-        const struct scol *sa = &b->S[sp->e[1].idx];
         for (unsigned h = 0; h < b->n_hot; h++) {
             const struct icol *hc = &b->hot[h];
             if (hc->width == 0 && hc->base == 0) {
@@ -280,14 +398,14 @@ static bool bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             }
             for (uint64_t r = 0; r < rows; r++) {
                 uint64_t at = ic_get(hc, r);
-                if (at != 0 && at > ic_get(&sa->off, r + 1) - ic_get(&sa->off, r)) {
-                    return false;
+                if (at != 0 && at > attrs_bytes(b, r).len) {
+                    return -EBADMSG;
                 }
             }
         }
     }
     b->tcols[t] = nphys;
-    return true;
+    return 0;
 }
 
 /*
@@ -327,11 +445,13 @@ static int do_table_load(blk *b, int t)
             free(z);
             return -EBADMSG;
         }
+        free(b->zbuf[t]); /* a load that ran out of memory may have left one */
         b->zbuf[t] = z;
         raw = z;
     }
-    if (!bind_table(b, t, raw, d->raw)) {
-        return -EBADMSG;
+    int rc = bind_table(b, t, raw, d->raw);
+    if (rc < 0) {
+        return rc;
     }
     if (use_cache && !cached) {
         vcache_insert(&k);
@@ -728,7 +848,12 @@ static void blk_destroy(blk *b)
     }
     for (int t = 0; t < N_TABLES; t++) {
         free(b->zbuf[t]);
+        for (int c = 0; c < MAX_PHYS; c++) {
+            free(b->dec[t][c]);
+        }
     }
+    free(b->alists);
+    free(b->alists_off);
     free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));
@@ -757,10 +882,11 @@ static int open_checked(blk *b, char *err, size_t errlen)
         return fail(err, errlen, "block format version %u is newer than this miradb (%d)", version,
                     BLK_VERSION);
     }
-    if (version != BLK_VERSION) {
-        return fail(err, errlen, "unknown block format version %u (this miradb reads %d)", version,
-                    BLK_VERSION);
+    if (version < BLK_VERSION_MIN) {
+        return fail(err, errlen, "unknown block format version %u (this miradb reads %d to %d)",
+                    version, BLK_VERSION_MIN, BLK_VERSION);
     }
+    b->version = version;
     if (rd32(h + 56) != crc32_of(h, 56) || rd32(h + 12) != HDR_SIZE || rd32(h + 60) != 0) {
         return fail(err, errlen, "header checksum mismatch");
     }

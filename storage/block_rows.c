@@ -18,9 +18,9 @@ static const struct mstr mempty = {empty, 0};
 static const struct obytes bempty = {(const uint8_t *)empty, 0};
 static const struct oattrs aempty = {(const uint8_t *)empty, 0, 0};
 
-static inline struct oattrs attrs_get(const blk *b, unsigned ci, unsigned si, uint64_t i)
+static inline struct oattrs attrs_get(const blk *b, unsigned ci, uint64_t i)
 {
-    struct mstr s = sc_get(&b->S[si], i);
+    struct mstr s = attrs_bytes(b, i);
     return (struct oattrs){(const uint8_t *)s.p, s.len, (uint32_t)ic_get(&b->I[ci], i)};
 }
 
@@ -71,7 +71,7 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
         memset(v->trace_id, 0, 16);
         memset(v->span_id, 0, 8);
     }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, L_ACOUNT, L_ATTRS, i) : aempty;
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, L_ACOUNT, i) : aempty;
     if (want & BLK_DETAIL) {
         v->observed_ns = t + (uint64_t)unzz(ic_get(&b->I[L_OBS], i));
         v->dropped_attrs = (uint32_t)ic_get(&b->I[L_DROP], i);
@@ -120,7 +120,7 @@ int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
         v->name = v->status_message = mempty;
         v->kind = v->status_code = 0;
     }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, T_ACOUNT, T_ATTRS, i) : aempty;
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, T_ACOUNT, i) : aempty;
     if (want & BLK_DETAIL) {
         v->trace_state = sc_get(&b->S[T_TSTATE], i);
         v->flags = (uint32_t)ic_get(&b->I[T_FLAGS], i);
@@ -179,7 +179,7 @@ int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v)
         v->sum = v->min = v->max = 0;
         v->has_sum = v->has_min = v->has_max = false;
     }
-    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, M_ACOUNT, M_ATTRS, i) : aempty;
+    v->attrs = (want & BLK_ATTRS) ? attrs_get(b, M_ACOUNT, i) : aempty;
     if (want & BLK_DETAIL) {
         v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
         v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
@@ -287,8 +287,8 @@ int blk_hot_attr(blk *b, uint32_t h, uint64_t i, struct val *v)
     if (at == 0) {
         return 0;
     }
-    const struct scol *sa = &b->S[specs[b->sig - 1][1].e[1].idx];
-    const uint8_t *p = sa->data + ic_get(&sa->off, i);
-    struct val_rd r = {p + at - 1, sa->data + ic_get(&sa->off, i + 1)};
+    struct mstr a = attrs_bytes(b, i);
+    const uint8_t *p = (const uint8_t *)a.p;
+    struct val_rd r = {p + at - 1, p + a.len};
     return val_rd_value(&r, v) == 0 ? 1 : -EBADMSG;
 }

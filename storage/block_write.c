@@ -2,11 +2,11 @@
  * block_write.c - the block writer: blk_write seals rows of an open block
  * into one immutable file. One pass over the rows (sorted by time first
  * when they are out of order) fills the columns and gathers the blooms,
- * zone maps and hot attribute keys; then the tables, the footer sections
- * and the trailer go to the file. The format is in block_int.h, the
- * contract in block.h.
+ * zone maps and hot attribute keys; then the tables (serialized by
+ * block_wtable.c), the footer sections and the trailer go to the file.
+ * The format is in block_int.h, the contract in block.h.
  */
-#include "storage/block_int.h"
+#include "storage/block_wint.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,13 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <libdeflate.h>
 #define XXH_INLINE_ALL /* keys and dictionary strings are short: the hash inlines */
 #include <xxhash.h>
-#include <zstd.h>
 
 #include "storage/adm.h"
 #include "storage/bloom.h"
@@ -31,61 +28,34 @@
  * Writer
  * ===================================================================== */
 
-/* A dictionary column being built: codes per row, distinct strings once. */
-struct dictb {
-    uint64_t *codes;
-    size_t cap_codes;
-    uint64_t *offs; /* nd + 1 */
-    size_t nd, cap_offs;
-    struct vbuf data;
-    uint32_t *ht; /* code + 1, 0 = empty */
-    size_t ht_cap;
-};
-
-/* A string column being built. */
-struct strb {
-    uint64_t *offs; /* rows + 1 */
-    size_t cap_offs;
-    struct vbuf data;
-};
-
-/* Column buffers; kept across seals (scratch below), so capacities grow to
- * the largest block a sealer saw and a seal touches no fresh pages. */
-struct wcols {
-    uint64_t rows;
-    uint64_t *I[MAX_I];
-    size_t cap_I[MAX_I];
-    struct strb S[MAX_S];
-    struct dictb D[MAX_D];
-    struct vbuf R[MAX_R];
-};
-
 static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
         size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
-        uint32_t *nh = calloc(ncap, sizeof(*nh));
-        if (nh == NULL) {
+        uint64_t *nh = calloc(ncap, sizeof(*nh));
+        if (nh == NULL || ncap > (1ull << 32)) {
+            free(nh);
             return -ENOMEM;
         }
-        for (size_t c = 0; c < d->nd; c++) {
-            const uint8_t *s = d->data.p + d->offs[c];
-            uint64_t h = XXH3_64bits(s, d->offs[c + 1] - d->offs[c]);
-            size_t i = (size_t)h & (ncap - 1);
-            while (nh[i] != 0) {
-                i = (i + 1) & (ncap - 1);
+        for (size_t i = 0; i < d->ht_cap; i++) {
+            if (d->ht[i] != 0) {
+                size_t j = (size_t)(d->ht[i] >> 32) & (ncap - 1);
+                while (nh[j] != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                nh[j] = d->ht[i];
             }
-            nh[i] = (uint32_t)c + 1;
         }
         free(d->ht);
         d->ht = nh;
         d->ht_cap = ncap;
     }
-    uint64_t h = XXH3_64bits(n ? p : empty, n);
-    size_t i = (size_t)h & (d->ht_cap - 1);
+    uint64_t tag = XXH3_64bits(n ? p : empty, n) << 32;
+    size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);
     while (d->ht[i] != 0) {
-        size_t c = d->ht[i] - 1;
-        if (d->offs[c + 1] - d->offs[c] == n &&
+        uint64_t e = d->ht[i];
+        size_t c = (uint32_t)e - 1;
+        if ((e & ~0xffffffffull) == tag && d->offs[c + 1] - d->offs[c] == n &&
             (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
             d->codes[row] = c;
             return 0;
@@ -101,12 +71,62 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
         d->offs = no;
         d->cap_offs = ncap;
     }
-    if (vbuf_put(&d->data, n ? p : empty, n) < 0) {
+    struct vbuf *v = &d->data;
+    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
         return -ENOMEM;
     }
+    if (n > 0) {
+        memcpy(v->p + v->len, p, n);
+        v->len += n;
+    }
     d->offs[0] = 0;
-    d->offs[d->nd + 1] = d->data.len;
-    d->ht[i] = (uint32_t)d->nd + 1;
+    d->offs[d->nd + 1] = v->len;
+    d->ht[i] = tag | ((uint64_t)d->nd + 1);
+    d->codes[row] = d->nd++;
+    return 0;
+}
+
+/*
+ * dict_add without the hash table, for strings that are mostly distinct
+ * (log and span attribute lists: a table lookup per row is a cache miss
+ * per row): a string equal to the previous row's shares its entry, the
+ * empty string has one entry, any other gets a new one. Rows in order
+ * from 0.
+ */
+static int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if (n == 0 && d->empty_code != UINT64_MAX) {
+        d->codes[row] = d->empty_code;
+        return 0;
+    }
+    if (row > 0 && n > 0) {
+        uint64_t c = d->codes[row - 1];
+        if (d->offs[c + 1] - d->offs[c] == n && memcmp(d->data.p + d->offs[c], p, n) == 0) {
+            d->codes[row] = c;
+            return 0;
+        }
+    }
+    if (d->nd + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    struct vbuf *v = &d->data;
+    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
+        return -ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(v->p + v->len, p, n);
+        v->len += n;
+    } else {
+        d->empty_code = d->nd;
+    }
+    d->offs[0] = 0;
+    d->offs[d->nd + 1] = v->len;
     d->codes[row] = d->nd++;
     return 0;
 }
@@ -168,7 +188,7 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
 {
     w->rows = rows;
     for (int t = 0; t < N_TABLES; t++) {
-        const struct spec *sp = &specs[sig - 1][t];
+        const struct spec *sp = spec_of(BLK_VERSION, sig, t);
         for (unsigned i = 0; i < sp->n; i++) {
             const struct ent *e = &sp->e[i];
             switch (e->type) {
@@ -190,12 +210,21 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                     return -ENOMEM;
                 }
                 d->nd = 0;
+                d->empty_code = UINT64_MAX;
                 if (d->ht != NULL) {
                     memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
                 }
                 vbuf_reset(&d->data);
                 break;
             }
+            case 'K': /* filled by akeys_build */
+                if (cap_u64(&w->S[e->idx].offs, &w->S[e->idx].cap_offs, KC_MAX + 1) < 0) {
+                    return -ENOMEM;
+                }
+                w->S[e->idx].offs[0] = 0;
+                vbuf_reset(&w->S[e->idx].data);
+                w->nkeys = 0;
+                break;
             case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
@@ -209,170 +238,12 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
     return 0;
 }
 
-/*
- * A table being serialized as pieces rather than one buffer: the directory
- * and each INT header live here, INT values are narrowed in place in their
- * column array, and string, dictionary and RAW data are the column buffers
- * themselves, so a plain table goes to the file with writev and no copy.
- * Each column starts 8-aligned (a zero piece pads). The column arrays are
- * consumed: an INT column no longer holds its values after emit_int.
- */
-#define TBW_PIECES (2 + 3 * MAX_PHYS)
-struct tbw {
-    uint8_t dir[8 + 16 * MAX_PHYS];
-    uint8_t ihdr[MAX_PHYS][INT_HDR];
-    struct iovec iov[TBW_PIECES];
-    unsigned niov, ncols, at;
-    size_t len;      /* raw table bytes so far */
-    struct vbuf out; /* the table in one buffer, for a zstd table only */
-};
-
-static const uint8_t zeros8[8];
-
-static void tbw_piece(struct tbw *t, const void *p, size_t n)
-{
-    assert(t->niov < TBW_PIECES);
-    t->iov[t->niov++] = (struct iovec){(void *)p, n};
-    t->len += n;
-}
-
-static void tbw_begin(struct tbw *t, unsigned ncols)
-{
-    assert(ncols <= MAX_PHYS);
-    t->ncols = ncols;
-    t->at = 0;
-    t->niov = 0;
-    t->len = 0;
-    memset(t->dir, 0, 8 + 16 * (size_t)ncols);
-    wr32(t->dir, ncols);
-    tbw_piece(t, t->dir, 8 + 16 * (size_t)ncols);
-}
-
-static size_t tbw_col_start(struct tbw *t)
-{
-    if (t->len & 7) {
-        tbw_piece(t, zeros8, 8 - (t->len & 7));
-    }
-    return t->len;
-}
-
-static void tbw_col_end(struct tbw *t, size_t start)
-{
-    uint8_t *d = t->dir + 8 + 16 * (size_t)t->at;
-    wr64(d, start);
-    wr64(d + 8, t->len - start);
-    t->at++;
-}
-
-/* |v| (n values) is narrowed in place to the column's width. */
-static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
-{
-    size_t start = tbw_col_start(t);
-    uint64_t mn = n ? UINT64_MAX : 0, mx = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        mn = v[i] < mn ? v[i] : mn;
-        mx = v[i] > mx ? v[i] : mx;
-    }
-    uint64_t r = mx - mn;
-    unsigned w = r == 0 ? 0 : r <= 0xff ? 1 : r <= 0xffff ? 2 : r <= 0xffffffffu ? 4 : 8;
-    uint8_t *h = t->ihdr[t->at];
-    memset(h, 0, INT_HDR);
-    wr64(h, n);
-    wr64(h + 8, mn);
-    h[16] = (uint8_t)w;
-    tbw_piece(t, h, INT_HDR);
-    /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
-     * bytes lie below value i + 1: narrowing in place is safe. */
-    uint8_t *p = (uint8_t *)v;
-    switch (w) {
-    case 1:
-        for (uint64_t i = 0; i < n; i++) {
-            p[i] = (uint8_t)(v[i] - mn);
-        }
-        break;
-    case 2:
-        for (uint64_t i = 0; i < n; i++) {
-            uint16_t x = (uint16_t)(v[i] - mn);
-            memcpy(p + 2 * i, &x, 2);
-        }
-        break;
-    case 4:
-        for (uint64_t i = 0; i < n; i++) {
-            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
-        }
-        break;
-    case 8:
-        for (uint64_t i = 0; i < n; i++) {
-            wr64(p + 8 * i, v[i] - mn);
-        }
-        break;
-    default:
-        break;
-    }
-    if (n * w > 0) {
-        tbw_piece(t, p, n * w);
-    }
-    tbw_col_end(t, start);
-}
-
-static void emit_raw(struct tbw *t, const void *p, size_t n)
-{
-    size_t start = tbw_col_start(t);
-    if (n > 0) {
-        tbw_piece(t, p, n);
-    }
-    tbw_col_end(t, start);
-}
-
-/* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
-static void emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
-                       unsigned n_extra)
-{
-    tbw_begin(t, phys_cols(sp) + n_extra);
-    for (unsigned i = 0; i < sp->n; i++) {
-        const struct ent *e = &sp->e[i];
-        switch (e->type) {
-        case 'I':
-            emit_int(t, w->I[e->idx], w->rows);
-            break;
-        case 'S':
-            emit_int(t, w->S[e->idx].offs, w->rows + 1);
-            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
-            break;
-        case 'D': {
-            struct dictb *d = &w->D[e->idx];
-            emit_int(t, d->codes, w->rows);
-            if (d->nd) {
-                emit_int(t, d->offs, d->nd + 1);
-            } else {
-                uint64_t zero = 0; /* width 0: no piece points at it */
-                emit_int(t, &zero, 1);
-            }
-            emit_raw(t, d->data.p, d->data.len);
-            break;
-        }
-        case 'R':
-            emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
-            break;
-        }
-    }
-    for (unsigned i = 0; i < n_extra; i++) {
-        emit_int(t, extra[i], w->rows);
-    }
-}
-
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
     uint64_t h;
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
-};
-
-/* One attribute of a row as it was walked: its key's id and where its
- * value starts in the row's list, so hot_build need not walk the lists again. */
-struct kc_pos {
-    uint32_t id, off;
 };
 
 struct keycount {
@@ -678,7 +549,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                         : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
         }
         if (rc == 0) {
-            rc = str_add(&w->S[L_ATTRS], j, v.attrs.p, v.attrs.len);
+            rc = dict_add_run(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
         memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
@@ -737,7 +608,7 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
             rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
         }
         if (rc == 0) {
-            rc = str_add(&w->S[T_ATTRS], j, v.attrs.p, v.attrs.len);
+            rc = dict_add_run(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
         if (rc == 0) {
             rc = str_add(&w->S[T_TSTATE], j, v.trace_state.p, v.trace_state.len);
@@ -785,7 +656,7 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         memcpy(w->R[M_SUM].p + 8 * j, &v.sum, 8);
         memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
         memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
-        int rc = str_add(&w->S[M_ATTRS], j, v.attrs.p, v.attrs.len);
+        int rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         if (rc == 0) {
             rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
         }
@@ -1105,104 +976,6 @@ static int sec_hotkeys(struct vbuf *f, const struct hot *hot)
     return 0;
 }
 
-/* ---- file output ---- */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Writes all of iov[0, n) (consumed: the entries are advanced). */
-static int writev_all(int fd, struct iovec *iov, unsigned n)
-{
-    while (n > 0) {
-        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : (int)n);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -errno;
-        }
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            if (w == 0 && iov->iov_len > 0) {
-                return -EIO;
-            }
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
-
-/* Writes table |t| (compressing it if asked) at |*off|; pads to 8. A plain
- * table is written from its pieces, its CRC chained over them. */
-static int write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
-                       struct tdir *d)
-{
-    d->codec = BLK_CODEC_PLAIN;
-    d->raw = t->len;
-    d->off = *off;
-    if (codec == BLK_CODEC_ZSTD && t->len > 0 && t->len <= ZSTD_RAW_MAX) {
-        vbuf_reset(&t->out);
-        if (vbuf_reserve(&t->out, t->len) < 0) {
-            return -ENOMEM;
-        }
-        for (unsigned i = 0; i < t->niov; i++) {
-            memcpy(t->out.p + t->out.len, t->iov[i].iov_base, t->iov[i].iov_len);
-            t->out.len += t->iov[i].iov_len;
-        }
-        size_t cap = ZSTD_compressBound(t->len);
-        void *z = malloc(cap);
-        if (z == NULL) {
-            return -ENOMEM;
-        }
-        size_t zn = ZSTD_compress(z, cap, t->out.p, t->out.len, level ? level : 3);
-        if (ZSTD_isError(zn)) {
-            free(z);
-            return -EIO;
-        }
-        d->codec = BLK_CODEC_ZSTD;
-        d->len = zn;
-        d->crc = crc32_of(z, zn);
-        size_t padn = (8 - (zn & 7)) & 7;
-        struct iovec v[2] = {{z, zn}, {(void *)zeros8, padn}};
-        int rc = writev_all(fd, v, 2);
-        free(z);
-        *off += zn + padn;
-        return rc;
-    }
-    uint32_t crc = 0;
-    for (unsigned i = 0; i < t->niov; i++) {
-        crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);
-    }
-    d->len = t->len;
-    d->crc = crc;
-    if (t->len & 7) {
-        assert(t->niov < TBW_PIECES);
-        t->iov[t->niov++] = (struct iovec){(void *)zeros8, 8 - (t->len & 7)};
-    }
-    *off += (t->len + 7) & ~(uint64_t)7;
-    return writev_all(fd, t->iov, t->niov);
-}
-
 /*
  * A seal's working memory, kept for the next seal: a block's columns, table
  * and footer buffers are tens of MiB, and fresh ones cost a page fault per
@@ -1228,6 +1001,11 @@ struct scratch {
     struct sortkey *keys, *keys2;
     size_t cap_rows;
     uint64_t charged; /* to the budget, for this set */
+    /* akeys_build: the key-coded lists, each list's first row, key spans */
+    struct vbuf ak_data;
+    uint64_t *ak_offs, *ak_first;
+    size_t cap_ak_offs, cap_ak_first;
+    uint32_t klen[KC_MAX], koff[KC_MAX];
 };
 
 #define SCRATCH_KEEP 2 /* the sealer runs two threads (storage/sealer.c) */
@@ -1255,6 +1033,9 @@ static void scratch_free(struct scratch *sc)
     free(sc->perm);
     free(sc->keys);
     free(sc->keys2);
+    vbuf_fini(&sc->ak_data);
+    free(sc->ak_offs);
+    free(sc->ak_first);
     free(sc);
 }
 
@@ -1344,6 +1125,70 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     return wcols_prepare(&sc->w, sig, rows);
 }
 
+/*
+ * Format 3: the attribute list dictionary (D[X_ADICT], distinct lists as
+ * the rows gave them) becomes key-coded (block_keys.c) against a key
+ * dictionary of the keys counted while the rows were walked, their ids in
+ * order of first sight. Each distinct list is encoded from the first row
+ * that had it, whose value positions the walk recorded.
+ */
+static int akeys_build(struct scratch *sc, enum signal sig)
+{
+    struct wcols *w = &sc->w;
+    struct keycount *kc = &sc->side.kc;
+    struct dictb *d = &w->D[X_ADICT];
+    struct strb *ks = &w->S[X_KEYS];
+    const uint64_t *count = w->I[spec_of(3, sig, 1)->e[0].idx];
+    for (size_t i = 0; i < kc->cap; i++) {
+        if (kc->t[i].count != 0) {
+            sc->klen[kc->t[i].id] = kc->t[i].len;
+            sc->koff[kc->t[i].id] = kc->t[i].off;
+        }
+    }
+    for (size_t id = 0; id < kc->n; id++) {
+        if (str_add(ks, id, kc->keys.p + sc->koff[id], sc->klen[id]) < 0) {
+            return -ENOMEM;
+        }
+    }
+    w->nkeys = kc->n;
+    if (cap_u64(&sc->ak_first, &sc->cap_ak_first, d->nd + 1) < 0 ||
+        cap_u64(&sc->ak_offs, &sc->cap_ak_offs, d->nd + 2) < 0) {
+        return -ENOMEM;
+    }
+    uint64_t next = 0;
+    for (uint64_t j = 0; j < w->rows && next < d->nd; j++) {
+        if (d->codes[j] == next) {
+            sc->ak_first[next++] = j;
+        }
+    }
+    vbuf_reset(&sc->ak_data);
+    if (vbuf_reserve(&d->data, AKEYS_SLACK) < 0) { /* akeys_encode reads past a list */
+        return -ENOMEM;
+    }
+    sc->ak_offs[0] = 0;
+    for (uint64_t c = 0; c < d->nd; c++) {
+        uint64_t j = sc->ak_first[c];
+        int rc = akeys_encode(&sc->ak_data, d->data.p + d->offs[c],
+                              (uint32_t)(d->offs[c + 1] - d->offs[c]), (uint32_t)count[j],
+                              kc->ap + kc->arow[j], kc->arow[j + 1] - kc->arow[j], sc->klen);
+        if (rc < 0) {
+            return rc;
+        }
+        sc->ak_offs[c + 1] = sc->ak_data.len;
+    }
+    /* The coded lists take the dictionary's place (both kept for the next seal). */
+    struct vbuf tv = d->data;
+    d->data = sc->ak_data;
+    sc->ak_data = tv;
+    uint64_t *to = d->offs;
+    size_t tc = d->cap_offs;
+    d->offs = sc->ak_offs;
+    d->cap_offs = sc->cap_ak_offs;
+    sc->ak_offs = to;
+    sc->cap_ak_offs = tc;
+    return 0;
+}
+
 static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct blk_meta *m,
                            const struct blk_wopts *o)
 {
@@ -1381,6 +1226,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w);
     }
+    if (rc == 0) {
+        rc = akeys_build(sc, sig);
+    }
     if (rc < 0) {
         goto out;
     }
@@ -1395,22 +1243,22 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     wr64(hdr + 32, m->seal_id);
     wr64(hdr + 40, m->wal_seq);
     wr32(hdr + 56, crc32_of(hdr, 56));
-    rc = write_all(fd, hdr, HDR_SIZE);
+    rc = blkw_write_all(fd, hdr, HDR_SIZE);
     if (rc < 0) {
         goto out;
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
         if (t == 1) {
-            emit_table(tb, &specs[sig - 1][t], w, hot->pos, hot->n);
+            blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
-            emit_table(tb, &specs[sig - 1][t], w, NULL, 0);
+            blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
         }
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
             codec = BLK_CODEC_ZSTD;
         }
-        rc = write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
+        rc = blkw_write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
             goto out;
         }
@@ -1490,9 +1338,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     wr32(trl + 20, BLK_VERSION);
     wr32(trl + 24, crc32_of(trl, 24));
     memcpy(trl + 32, trl_magic, 8);
-    rc = write_all(fd, foot->p, foot->len);
+    rc = blkw_write_all(fd, foot->p, foot->len);
     if (rc == 0) {
-        rc = write_all(fd, trl, TRL_SIZE);
+        rc = blkw_write_all(fd, trl, TRL_SIZE);
     }
 
 out:

@@ -12,7 +12,9 @@
  *
  * The file goes through a memfd (blk_open takes a path: /proc/self/fd/N).
  * Seeds: tests/fuzz/corpus/blkopen/, small blocks of every signal, plain
- * and zstd, written by block_test.c (set MIRADB_BLK_CORPUS_DIR).
+ * and zstd, written by block_test.c (set MIRADB_BLK_CORPUS_DIR): format 2
+ * (the release before) and format 3 (v3-*: delta columns, key-coded
+ * attribute lists rebuilt at load).
  */
 #include <errno.h>
 #include <stdint.h>

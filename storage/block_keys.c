@@ -1,0 +1,246 @@
+/*
+ * block_keys.c - format 3's key-coded attribute lists: the writer replaces
+ * each attribute key of a record attribute list with a code into the
+ * block's key dictionary (the attribute table's last fixed column), and a
+ * table load rebuilds the lists, byte for byte, into memory the block owns
+ * (block_int.h, "Key-coded attribute lists"). Both directions are here.
+ */
+#include "storage/block_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned uv_len(uint64_t v)
+{
+    unsigned n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* One key-value of p[0, len) starting at |*at| copied verbatim behind a
+ * literal code (0): 0, -EINVAL when it does not parse, -ENOMEM. */
+static int put_literal(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t *at)
+{
+    struct val_rd r = {p + *at, p + len};
+    const char *k;
+    size_t kn;
+    struct val v;
+    if (val_rd_kv(&r, &k, &kn, &v) < 0) {
+        return -EINVAL;
+    }
+    uint32_t end = (uint32_t)(r.p - p);
+    if (vbuf_put_u8(out, 0) < 0 || vbuf_put(out, p + *at, end - *at) < 0) {
+        return -ENOMEM;
+    }
+    *at = end;
+    return 0;
+}
+
+/*
+ * Keys and values are mostly short: copied 16 bytes at a time, the last
+ * block whole. Reads up to COPY_SLACK - 1 bytes past |src + n| and writes
+ * as far past |dst + n|: the key encodings carry that much padding, a
+ * value in a list dictionary is followed by the key dictionary's INT
+ * column (at least 24 bytes), the writer's lists by AKEYS_SLACK spare
+ * bytes (akeys_encode's caller), and the output keeps that much spare.
+ */
+#define COPY_SLACK AKEYS_SLACK
+static inline void copy16(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        memcpy(dst + i, src + i, 16);
+    }
+}
+
+int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
+                 const struct kc_pos *ap, uint64_t nap, const uint32_t *klen)
+{
+    uint32_t at = 0;
+    if (nap == count) {
+        /* Every key has an id (< KC_MAX: its code takes at most 2 bytes,
+         * where the key took at least 1) and |ap| says where each value
+         * starts: the value ends where the next key (of known length)
+         * starts. */
+        if (vbuf_reserve(out, (size_t)len + count + 8 + COPY_SLACK) < 0) {
+            return -ENOMEM;
+        }
+        uint8_t *o = out->p + out->len;
+        for (uint64_t e = 0; e < nap; e++) {
+            uint32_t vs = ap[e].off - 1, ve = len, code = ap[e].id + 1;
+            if (e + 1 < nap) {
+                uint32_t kn = klen[ap[e + 1].id];
+                ve = ap[e + 1].off - 1 - kn - uv_len(kn);
+            }
+            if (vs < at || ve < vs || ve > len || code >= (1u << 14)) {
+                return -EINVAL;
+            }
+            if (code < 0x80) {
+                *o++ = (uint8_t)code;
+            } else {
+                *o++ = (uint8_t)(code | 0x80);
+                *o++ = (uint8_t)(code >> 7);
+            }
+            copy16(o, p + vs, ve - vs);
+            o += ve - vs;
+            at = ve;
+        }
+        out->len = (size_t)(o - out->p);
+        return at == len ? 0 : -EINVAL;
+    }
+    while (at < len) {
+        int rc = put_literal(out, p, len, &at);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* The end of the value at p[0, end - p) (val.h): a container is skipped by
+ * its byte length, its members copied as they are (a reader walks them
+ * with val.h's bounded reader); NULL when it runs past |end|. */
+static const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
+{
+    if (p >= end) {
+        return NULL;
+    }
+    uint64_t n = 0;
+    unsigned sh = 0;
+    switch (*p++) {
+    case VAL_EMPTY:
+        return p;
+    case VAL_BOOL:
+        return end - p >= 1 ? p + 1 : NULL;
+    case VAL_DOUBLE:
+        return end - p >= 8 ? p + 8 : NULL;
+    case VAL_INT:
+        for (unsigned k = 0; k < 10 && p < end; k++) {
+            if ((*p++ & 0x80) == 0) {
+                return p;
+            }
+        }
+        return NULL;
+    case VAL_STR:
+    case VAL_BYTES:
+        for (unsigned k = 0; k < 10 && p < end; k++, sh += 7) {
+            uint8_t c = *p++;
+            n |= (uint64_t)(c & 0x7f) << sh;
+            if ((c & 0x80) == 0) {
+                return n <= (uint64_t)(end - p) ? p + n : NULL;
+            }
+        }
+        return NULL;
+    case VAL_ARRAY:
+    case VAL_KVLIST:
+        if (end - p < 8) {
+            return NULL;
+        }
+        n = rd32(p);
+        p += 8;
+        return n <= (uint64_t)(end - p) ? p + n : NULL;
+    default:
+        return NULL;
+    }
+}
+
+int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
+                  uint8_t **buf, uint64_t **offs)
+{
+    uint64_t *o = malloc((nd + 1) * sizeof(*o));
+    /* Each key's encoding (uv length, bytes) as a list holds it. */
+    struct vbuf kenc;
+    uint32_t *kat = malloc((nkeys + 1) * sizeof(*kat));
+    vbuf_init(&kenc);
+    if (o == NULL || kat == NULL) {
+        free(o);
+        free(kat);
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (uint64_t k = 0; k < nkeys && rc == 0; k++) {
+        struct mstr s = sc_get(keys, k);
+        kat[k] = (uint32_t)kenc.len;
+        rc = vbuf_put_str(&kenc, s.p, s.len);
+    }
+    kat[nkeys] = (uint32_t)kenc.len;
+    if (rc == 0) {
+        rc = vbuf_reserve(&kenc, COPY_SLACK); /* copy16 may read past the last key */
+    }
+    /* The lists come out at most (longest key + 1) per byte larger. */
+    uint64_t in = ic_get(&dc->dict.off, nd), kmax = 0;
+    for (uint64_t k = 0; k < nkeys; k++) {
+        kmax = kat[k + 1] - kat[k] > kmax ? kat[k + 1] - kat[k] : kmax;
+    }
+    struct vbuf out;
+    vbuf_init(&out);
+    if (rc == 0 && vbuf_reserve(&out, in + in / 2 + 64) < 0) {
+        rc = -ENOMEM;
+    }
+    o[0] = 0;
+    for (uint64_t c = 0; c < nd && rc == 0; c++) {
+        const uint8_t *p = dc->dict.data + ic_get(&dc->dict.off, c);
+        const uint8_t *end = dc->dict.data + ic_get(&dc->dict.off, c + 1);
+        while (p < end) {
+            uint64_t code = *p++;
+            if (code & 0x80) { /* two bytes at most: codes are below 2^14 */
+                if (p == end || (*p & 0x80)) {
+                    rc = -EBADMSG;
+                    break;
+                }
+                code = (code & 0x7f) | (uint64_t)*p++ << 7;
+            }
+            const uint8_t *ks = NULL, *vs = p, *ve;
+            size_t kn = 0;
+            if (code == 0) { /* a literal key-value: uv length, key, value */
+                struct val_rd r = {p, end};
+                const char *k;
+                if (val_rd_str(&r, &k, &kn) < 0) {
+                    rc = -EBADMSG;
+                    break;
+                }
+                ks = p;
+                kn = (size_t)(r.p - p);
+                vs = r.p;
+            } else if (code <= nkeys) {
+                ks = kenc.p + kat[code - 1];
+                kn = kat[code] - kat[code - 1];
+            } else {
+                rc = -EBADMSG;
+                break;
+            }
+            ve = value_end(vs, end);
+            if (ve == NULL) {
+                rc = -EBADMSG;
+                break;
+            }
+            size_t vn = (size_t)(ve - vs), need = kn + vn;
+            if (need + 2 * COPY_SLACK > out.cap - out.len &&
+                vbuf_reserve(&out, need + 2 * COPY_SLACK +
+                                       (in - (uint64_t)(p - dc->dict.data)) / 2 + kmax) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            copy16(out.p + out.len, ks, kn);
+            copy16(out.p + out.len + kn, vs, vn);
+            out.len += need;
+            p = ve;
+        }
+        o[c + 1] = out.len;
+    }
+    free(kat);
+    vbuf_fini(&kenc);
+    if (rc < 0) {
+        free(o);
+        vbuf_fini(&out);
+        return rc;
+    }
+    *buf = out.p; /* NULL when every list is empty: bound to |empty| below */
+    *offs = o;
+    dc->dict.off = (struct icol){(const uint8_t *)o, 0, 8};
+    dc->dict.data = out.p != NULL ? out.p : (const uint8_t *)empty;
+    return 0;
+}

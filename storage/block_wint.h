@@ -1,0 +1,76 @@
+/*
+ * block_wint.h - what the block writer's files share (block_write.c fills
+ * the columns, block_wtable.c serializes and writes a table): the column
+ * buffers being built and the table being serialized. Only those two
+ * include it; the format is block_int.h's.
+ */
+#ifndef MIRADB_BLOCK_WINT_H
+#define MIRADB_BLOCK_WINT_H
+
+#include <sys/uio.h>
+
+#include "storage/block_int.h"
+
+/* A dictionary column being built: codes per row, distinct strings once. */
+struct dictb {
+    uint64_t *codes;
+    size_t cap_codes;
+    uint64_t *offs; /* nd + 1 */
+    size_t nd, cap_offs;
+    struct vbuf data;
+    uint64_t *ht;        /* (low 32 hash bits << 32) | (code + 1); 0 = empty */
+    size_t ht_cap;       /* at most 2^32: the stored hash bits place an entry */
+    uint64_t empty_code; /* dict_add_run: the empty string's code, or UINT64_MAX */
+};
+
+/* A string column being built. */
+struct strb {
+    uint64_t *offs; /* rows + 1 */
+    size_t cap_offs;
+    struct vbuf data;
+};
+
+/* Column buffers; kept across seals (scratch below), so capacities grow to
+ * the largest block a sealer saw and a seal touches no fresh pages. */
+struct wcols {
+    uint64_t rows;
+    uint64_t nkeys; /* format 3: entries of the key dictionary (S[X_KEYS]) */
+    uint64_t *I[MAX_I];
+    size_t cap_I[MAX_I];
+    struct strb S[MAX_S];
+    struct dictb D[MAX_D];
+    struct vbuf R[MAX_R];
+};
+
+/*
+ * A table being serialized as pieces rather than one buffer: the directory
+ * and each INT header live here, INT values are narrowed in place in their
+ * column array, and string, dictionary and RAW data are the column buffers
+ * themselves, so a plain table goes to the file with writev and no copy.
+ * Each column starts 8-aligned (a zero piece pads). The column arrays are
+ * consumed: an INT column no longer holds its values after emit_int.
+ */
+#define TBW_PIECES (2 + 3 * MAX_PHYS)
+struct tbw {
+    uint8_t dir[8 + 16 * MAX_PHYS];
+    uint8_t ihdr[MAX_PHYS][INT_HDR + 8]; /* + a delta column's first value */
+    struct iovec iov[TBW_PIECES];
+    unsigned niov, ncols, at;
+    size_t len;      /* raw table bytes so far */
+    struct vbuf out; /* the table in one buffer, for a zstd table only */
+};
+
+/* The table of |sp| from |w|'s columns, then |n_extra| more INT columns of
+ * |w->rows| values each (the hot key positions), into |t|'s pieces. The
+ * INT column arrays are consumed (narrowed in place). */
+void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
+                     unsigned n_extra);
+/* Writes table |t| at |*off| (advanced, padded to 8), zstd compressed at
+ * |level| (0: 3) when |codec| asks; fills |d| but its kind. 0 or -errno
+ * (-ENOMEM, -EIO when zstd fails). */
+int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
+                     struct tdir *d);
+/* write(2) until all of p[0, n) is written: 0 or -errno. */
+int blkw_write_all(int fd, const void *p, size_t n);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * block_wtable.c - the block writer's table serializer: a table's columns
+ * (frame of reference or delta INT columns, strings, dictionaries, raw
+ * bytes; block_int.h's format) as pieces pointing into the column
+ * buffers, written with writev (plain) or compressed into one zstd frame.
+ */
+#include "storage/block_wint.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+#include <zstd.h>
+
+static const uint8_t zeros8[8];
+
+static void tbw_piece(struct tbw *t, const void *p, size_t n)
+{
+    assert(t->niov < TBW_PIECES);
+    t->iov[t->niov++] = (struct iovec){(void *)p, n};
+    t->len += n;
+}
+
+static void tbw_begin(struct tbw *t, unsigned ncols)
+{
+    assert(ncols <= MAX_PHYS);
+    t->ncols = ncols;
+    t->at = 0;
+    t->niov = 0;
+    t->len = 0;
+    memset(t->dir, 0, 8 + 16 * (size_t)ncols);
+    wr32(t->dir, ncols);
+    tbw_piece(t, t->dir, 8 + 16 * (size_t)ncols);
+}
+
+static size_t tbw_col_start(struct tbw *t)
+{
+    if (t->len & 7) {
+        tbw_piece(t, zeros8, 8 - (t->len & 7));
+    }
+    return t->len;
+}
+
+static void tbw_col_end(struct tbw *t, size_t start)
+{
+    uint8_t *d = t->dir + 8 + 16 * (size_t)t->at;
+    wr64(d, start);
+    wr64(d + 8, t->len - start);
+    t->at++;
+}
+
+static unsigned width_of(uint64_t range)
+{
+    return range == 0 ? 0 : range <= 0xff ? 1 : range <= 0xffff ? 2 : range <= 0xffffffffu ? 4 : 8;
+}
+
+/*
+ * Delta form of |v| (n >= 2 values): v[0], then v[i] - v[i - 1] less their
+ * minimum, narrowed in place to |w| bytes from p[0]. Delta i is computed
+ * from values read before bytes [(i-1)*w, i*w) are written, which lie
+ * below value i + 1.
+ */
+static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
+{
+    uint8_t *p = (uint8_t *)v;
+    uint64_t prev = v[0];
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t cur = v[i], d = cur - prev - dmn;
+        prev = cur;
+        switch (w) {
+        case 1:
+            p[i - 1] = (uint8_t)d;
+            break;
+        case 2: {
+            uint16_t x = (uint16_t)d;
+            memcpy(p + 2 * (i - 1), &x, 2);
+            break;
+        }
+        case 4:
+            wr32(p + 4 * (i - 1), (uint32_t)d);
+            break;
+        case 8:
+            wr64(p + 8 * (i - 1), d);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/*
+ * |v| (n values) is narrowed in place: frame of reference (base + w-byte
+ * values), or in format 3 delta coded when that is narrower (sorted times,
+ * string offsets: the reader decodes it at table load).
+ */
+static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
+{
+    size_t start = tbw_col_start(t);
+    uint64_t mn = n ? v[0] : 0, mx = mn;
+    uint64_t dmn = UINT64_MAX, dmx = 0;
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t x = v[i], d = x - v[i - 1];
+        mn = x < mn ? x : mn;
+        mx = x > mx ? x : mx;
+        dmn = d < dmn ? d : dmn;
+        dmx = d > dmx ? d : dmx;
+    }
+    unsigned w = width_of(mx - mn);
+    uint8_t *h = t->ihdr[t->at];
+    memset(h, 0, INT_HDR + 8);
+    wr64(h, n);
+    if (n >= 2 && 8 + (n - 1) * width_of(dmx - dmn) < n * w) {
+        unsigned dw = width_of(dmx - dmn);
+        wr64(h + 8, dmn);
+        h[16] = (uint8_t)dw;
+        h[17] = INT_DELTA;
+        wr64(h + INT_HDR, v[0]);
+        tbw_piece(t, h, INT_HDR + 8);
+        delta_narrow(v, n, dmn, dw);
+        if (dw > 0) {
+            tbw_piece(t, v, (n - 1) * dw);
+        }
+        tbw_col_end(t, start);
+        return;
+    }
+    wr64(h + 8, mn);
+    h[16] = (uint8_t)w;
+    tbw_piece(t, h, INT_HDR);
+    /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
+     * bytes lie below value i + 1: narrowing in place is safe. */
+    uint8_t *p = (uint8_t *)v;
+    switch (w) {
+    case 1:
+        for (uint64_t i = 0; i < n; i++) {
+            p[i] = (uint8_t)(v[i] - mn);
+        }
+        break;
+    case 2:
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t x = (uint16_t)(v[i] - mn);
+            memcpy(p + 2 * i, &x, 2);
+        }
+        break;
+    case 4:
+        for (uint64_t i = 0; i < n; i++) {
+            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
+        }
+        break;
+    case 8:
+        for (uint64_t i = 0; i < n; i++) {
+            wr64(p + 8 * i, v[i] - mn);
+        }
+        break;
+    default:
+        break;
+    }
+    if (n * w > 0) {
+        tbw_piece(t, p, n * w);
+    }
+    tbw_col_end(t, start);
+}
+
+static void emit_raw(struct tbw *t, const void *p, size_t n)
+{
+    size_t start = tbw_col_start(t);
+    if (n > 0) {
+        tbw_piece(t, p, n);
+    }
+    tbw_col_end(t, start);
+}
+
+/* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
+void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
+                     unsigned n_extra)
+{
+    tbw_begin(t, phys_cols(sp) + n_extra);
+    for (unsigned i = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        switch (e->type) {
+        case 'I':
+            emit_int(t, w->I[e->idx], w->rows);
+            break;
+        case 'S':
+            emit_int(t, w->S[e->idx].offs, w->rows + 1);
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
+        case 'D': {
+            struct dictb *d = &w->D[e->idx];
+            emit_int(t, d->codes, w->rows);
+            if (d->nd) {
+                emit_int(t, d->offs, d->nd + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
+            }
+            emit_raw(t, d->data.p, d->data.len);
+            break;
+        }
+        case 'R':
+            emit_raw(t, w->R[e->idx].p, w->R[e->idx].len);
+            break;
+        case 'K':
+            emit_int(t, w->S[e->idx].offs, w->nkeys + 1);
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
+        }
+    }
+    for (unsigned i = 0; i < n_extra; i++) {
+        emit_int(t, extra[i], w->rows);
+    }
+}
+
+int blkw_write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes all of iov[0, n) (consumed: the entries are advanced). */
+static int writev_all(int fd, struct iovec *iov, unsigned n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : (int)n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            if (w == 0 && iov->iov_len > 0) {
+                return -EIO;
+            }
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* Writes table |t| (compressing it if asked) at |*off|; pads to 8. A plain
+ * table is written from its pieces, its CRC chained over them. */
+int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
+                     struct tdir *d)
+{
+    d->codec = BLK_CODEC_PLAIN;
+    d->raw = t->len;
+    d->off = *off;
+    if (codec == BLK_CODEC_ZSTD && t->len > 0 && t->len <= ZSTD_RAW_MAX) {
+        vbuf_reset(&t->out);
+        if (vbuf_reserve(&t->out, t->len) < 0) {
+            return -ENOMEM;
+        }
+        for (unsigned i = 0; i < t->niov; i++) {
+            memcpy(t->out.p + t->out.len, t->iov[i].iov_base, t->iov[i].iov_len);
+            t->out.len += t->iov[i].iov_len;
+        }
+        size_t cap = ZSTD_compressBound(t->len);
+        void *z = malloc(cap);
+        if (z == NULL) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_compress(z, cap, t->out.p, t->out.len, level ? level : 3);
+        if (ZSTD_isError(zn)) {
+            free(z);
+            return -EIO;
+        }
+        d->codec = BLK_CODEC_ZSTD;
+        d->len = zn;
+        d->crc = crc32_of(z, zn);
+        size_t padn = (8 - (zn & 7)) & 7;
+        struct iovec v[2] = {{z, zn}, {(void *)zeros8, padn}};
+        int rc = writev_all(fd, v, 2);
+        free(z);
+        *off += zn + padn;
+        return rc;
+    }
+    uint32_t crc = 0;
+    for (unsigned i = 0; i < t->niov; i++) {
+        crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);
+    }
+    d->len = t->len;
+    d->crc = crc;
+    if (t->len & 7) {
+        assert(t->niov < TBW_PIECES);
+        t->iov[t->niov++] = (struct iovec){(void *)zeros8, 8 - (t->len & 7)};
+    }
+    *off += (t->len + 7) & ~(uint64_t)7;
+    return writev_all(fd, t->iov, t->niov);
+}
