@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -23,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "server/addr.h"
@@ -189,6 +189,8 @@ static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *hos
     if (fd < 0) {
         return -errno;
     }
+    struct conn c = {.fd = fd};
+    SSL_CTX *ctx = NULL;
     *what = "connect";
     if (connect(fd, (struct sockaddr *)ss, len) < 0) {
         if (errno != EINPROGRESS) {
@@ -205,8 +207,6 @@ static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *hos
             goto out;
         }
     }
-    struct conn c = {.fd = fd};
-    SSL_CTX *ctx = NULL;
     if (tls) {
         *what = "complete a TLS handshake";
         rc = tls_start(&c, &ctx, host, deadline);
@@ -253,11 +253,16 @@ int cli_health(int argc, char **argv)
 {
     const char *http = NULL, *file = NULL;
     long timeout_s = 5;
+    bool tls = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(HEALTH_USAGE, stdout);
             return 0;
+        }
+        if (strcmp(a, "--tls") == 0) {
+            tls = true;
+            continue;
         }
         if (i + 1 >= argc || (strcmp(a, "--http") != 0 && strcmp(a, "--config") != 0 &&
                               strcmp(a, "--timeout") != 0)) {
@@ -293,6 +298,7 @@ int cli_health(int argc, char **argv)
             return 2;
         }
         http = c.http_listen;
+        tls = tls || c.tls_cert[0] != '\0';
     }
     struct sockaddr_storage ss;
     socklen_t len;
@@ -310,7 +316,7 @@ int cli_health(int argc, char **argv)
     char host[INET6_ADDRSTRLEN + 8];
     addr_format(&ss, host, sizeof(host));
     const char *what;
-    int rc = get_ready(&ss, len, host, now_ms() + timeout_s * 1000, &what);
+    int rc = get_ready(&ss, len, host, tls, now_ms() + timeout_s * 1000, &what);
     if (rc == 200) {
         printf("ready (%s)\n", host);
         return 0;

@@ -803,3 +803,22 @@ Test(tls, large_exports_over_tls_arrive_whole)
         300 * per);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* `miradb health` over TLS: --tls speaks it (and says ready); without it the
+ * plain request gets no HTTP answer from a TLS listener. */
+Test(tls, health_probe_speaks_tls)
+{
+    struct daemon d;
+    start_tls(&d, NULL);
+    const char *bin = getenv("MIRADB_BIN");
+    cr_assert_not_null(bin);
+    char out[512];
+    int st = sh(out, sizeof(out), "%s health --tls --http 127.0.0.1:%d 2>&1", bin, d.http_port);
+    cr_expect_eq(st, 0, "%s", out);
+    char want[64];
+    snprintf(want, sizeof(want), "ready (127.0.0.1:%d)\n", d.http_port);
+    cr_expect_str_eq(out, want);
+    st = sh(out, sizeof(out), "%s health --timeout 3 --http 127.0.0.1:%d 2>&1", bin, d.http_port);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
