@@ -46,14 +46,20 @@ for s in $suites; do
     unit) run_criterion unit "$asan/unit-tests" ;;
     integ) run_criterion integ "$asan/integ-tests" ;;
     interop)
-        echo "== interop"
-        if tests/interop/run.sh "$rel/miradb" >"$logs/interop.log" 2>&1; then
-            passed=$((passed + 1))
-            tail -n 5 "$logs/interop.log"
-        else
-            failed=$((failed + 1))
-            tail -n 40 "$logs/interop.log"
-        fi
+        # The OpenTelemetry JS exporters, over plain HTTP/gRPC and then over TLS
+        # with an ingest token (tests/interop/README.md).
+        for mode in plain tls; do
+            echo "== interop ($mode)"
+            log=$logs/interop-$mode.log
+            if INTEROP_TLS=$([ $mode = tls ] && echo 1 || echo 0) \
+                tests/interop/run.sh "$rel/miradb" >"$log" 2>&1; then
+                passed=$((passed + 1))
+                tail -n 5 "$log"
+            else
+                failed=$((failed + 1))
+                tail -n 40 "$log"
+            fi
+        done
         ;;
     promdiff)
         # PromQL answers against a real Prometheus 2.42 (tests/promdiff/README.md).
