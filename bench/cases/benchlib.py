@@ -20,6 +20,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -208,6 +209,15 @@ def load(build, port, signal_, protocol="grpc", connections=4, duration=None, re
 
 
 # ---------------------------------------------------------------- the daemon
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago (for peers that need a port number)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 def http_get(port, path, timeout=10):

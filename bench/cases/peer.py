@@ -87,14 +87,6 @@ def payload_path():
     return p if os.path.isfile(p) else None
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def peak_rss(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -114,7 +106,7 @@ class FluentBit:
         self.port = None
 
     def start(self, deadline=30):
-        self.port = free_port()
+        self.port = bl.free_port()
         conf = os.path.join(self.workdir, "fb.conf")
         with open(conf, "w") as f:
             f.write(FB_CONF % self.port)

@@ -53,7 +53,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -128,14 +127,6 @@ def qs(params):
     return urllib.parse.urlencode(params)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 # ---------------------------------------------------------------- Prometheus
 
 
@@ -152,7 +143,7 @@ class Prometheus:
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: 1m\n")
         for _ in range(3):  # a port found free may be taken before Prometheus binds it
-            port = free_port()
+            port = bl.free_port()
             logf = open(self.log_path, "w")
             self.proc = subprocess.Popen(
                 ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.tsdb,
