@@ -152,7 +152,9 @@ struct pms_slot {
     const char *extra; /* le / quantile value (result arena); NULL for none */
     uint32_t elen;
     uint8_t sfx;
+    uint8_t bkind; /* a _bucket slot: 1 its bound is |bits|, 2 the +Inf one; 0 unknown */
     uint32_t ser;
+    uint64_t bits;
 };
 
 struct pms_ent {
@@ -651,7 +653,7 @@ static int64_t slot_of(struct pms_run *r, struct pms_ent *e, const struct pms_me
     if (pms_grow(r->blk, (void **)&e->slot, &e->cs, e->ns, sizeof(*e->slot)) < 0) {
         return -ENOMEM;
     }
-    e->slot[e->ns++] = (struct pms_slot){xc, xl, sfx, (uint32_t)si};
+    e->slot[e->ns++] = (struct pms_slot){xc, xl, sfx, 0, (uint32_t)si, 0};
     return si;
 }
 
@@ -756,6 +758,101 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
 
+/*
+ * The series of the |j|th admitted sample of a classic histogram row when
+ * it is a bucket: |kind| 1 an explicit bound (|le|), 2 the +Inf bucket. The
+ * slot at |j| remembers its bound's bits, so the le text is made (and
+ * compared) only when a row's bounds differ from the stream's first.
+ */
+static int64_t bucket_slot(struct pms_run *r, struct pms_ent *e, const struct pms_metric *mi,
+                           uint32_t j, double le, uint8_t kind)
+{
+    uint64_t bits = 0;
+    if (kind == 1) {
+        memcpy(&bits, &le, 8);
+    }
+    if (j < e->ns && e->slot[j].bkind == kind && e->slot[j].bits == bits) {
+        return e->slot[j].ser;
+    }
+    char txt[PROMNAME_FMT_MAX];
+    size_t n = 4;
+    if (kind == 1) {
+        n = promname_fmt_le(le, txt);
+    } else {
+        memcpy(txt, "+Inf", 5);
+    }
+    int64_t si = slot_of(r, e, mi, j, PROMNAME_SFX_BUCKET, "le", txt, (uint32_t)n);
+    if (si >= 0 && j < e->ns && e->slot[j].ser == (uint32_t)si) {
+        e->slot[j].bkind = kind;
+        e->slot[j].bits = bits;
+    }
+    return si;
+}
+
+/* Sample |j| of a classic histogram row into its series. */
+static int hist_add(struct pms_run *r, const struct pms_metric *mi, const struct point_view *v,
+                    int64_t si, double val)
+{
+    if (si < 0) {
+        return (int)si;
+    }
+    struct pms_series *s = &r->ser[si];
+    return s->match ? add_float(r, s, v, mi, val) : 0;
+}
+
+/*
+ * A classic histogram row in samples mode: its samples in the order
+ * promname_expand makes them (_sum, _count, the buckets cumulated, +Inf =
+ * the count), read straight from the detail blob without the expansion's
+ * le texts. A malformed blob makes nothing, as there.
+ */
+static int do_hist(struct pms_run *r, const struct point_view *v, struct pms_ent *e,
+                   const struct pms_metric *mi, bool stale)
+{
+    if (v->detail.p == NULL) {
+        return 0;
+    }
+    struct val_rd rd = {v->detail.p, v->detail.p + v->detail.len};
+    uint32_t nc, nb;
+    if (val_rd_u32(&rd, &nc) < 0 || (size_t)(rd.end - rd.p) / 8 < nc) {
+        return 0;
+    }
+    struct val_rd counts = {rd.p, rd.p + (size_t)nc * 8};
+    rd.p += (size_t)nc * 8;
+    if (val_rd_u32(&rd, &nb) < 0 || (size_t)(rd.end - rd.p) / 8 < nb) {
+        return 0;
+    }
+    struct val_rd bounds = {rd.p, rd.p + (size_t)nb * 8};
+    uint32_t n = nc < nb ? nc : nb;
+    double nan = promname_stale_nan();
+    uint32_t j = 0;
+    int rc = 0;
+    if (v->has_sum && mi->sfx_ok[PROMNAME_SFX_SUM]) {
+        int64_t si = slot_of(r, e, mi, j++, PROMNAME_SFX_SUM, NULL, NULL, 0);
+        rc = hist_add(r, mi, v, si, stale ? nan : v->sum);
+    }
+    if (rc == 0 && mi->sfx_ok[PROMNAME_SFX_COUNT]) {
+        int64_t si = slot_of(r, e, mi, j++, PROMNAME_SFX_COUNT, NULL, NULL, 0);
+        rc = hist_add(r, mi, v, si, stale ? nan : (double)v->count);
+    }
+    if (rc < 0 || !mi->sfx_ok[PROMNAME_SFX_BUCKET]) {
+        return rc;
+    }
+    uint64_t cum = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        uint64_t c;
+        double le;
+        (void)val_rd_u64(&counts, &c); /* the lengths were checked above */
+        (void)val_rd_f64(&bounds, &le);
+        cum += c; /* wrapping, as promname_expand's */
+        rc = hist_add(r, mi, v, bucket_slot(r, e, mi, j++, le, 1), stale ? nan : (double)cum);
+    }
+    if (rc == 0) {
+        rc = hist_add(r, mi, v, bucket_slot(r, e, mi, j, 0, 2), stale ? nan : (double)v->count);
+    }
+    return rc;
+}
+
 /* One point of entry |e| (NULL: looked up from the point's attributes). */
 static int do_point(struct pms_run *r, const struct point_view *v, struct pms_ent *e)
 {
@@ -821,6 +918,9 @@ static int do_point(struct pms_run *r, const struct point_view *v, struct pms_en
                      : v->value_type == PV_INT    ? (double)v->value.i
                                                   : 0.0;
         return add_float(r, s, v, mi, val);
+    }
+    if (mi->kind == MK_HISTOGRAM && r->mode == PMS_SAMPLES) {
+        return do_hist(r, v, e, mi, stale);
     }
     struct point_row pt = {
         .start_ns = v->start_ns,
@@ -965,11 +1065,13 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
     return 0;
 }
 
-/* A gauge or sum row of a known stream in samples mode: only the columns
- * a sample needs (blk_point_sample) into |v|, which holds the stream's
- * constant fields. 0, or -1 as do_row. */
+/* A gauge, sum or classic histogram row of a known stream in samples
+ * mode: only the columns its samples need (blk_point_sample,
+ * blk_point_hist when |hist|) into |v|, which holds the stream's constant
+ * fields. 0, or -1 as do_row. */
 static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, struct pms_ent *e,
-                         struct point_view *v, struct qctx_scan *it, uint32_t *since_charge)
+                         bool hist, struct point_view *v, struct qctx_scan *it,
+                         uint32_t *since_charge)
 {
     if (++*since_charge == ROW_CHECK) {
         *since_charge = 0;
@@ -977,7 +1079,7 @@ static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, s
             return -1;
         }
     }
-    int rc = blk_point_sample(qs->b, row, v);
+    int rc = hist ? blk_point_hist(qs->b, row, v) : blk_point_sample(qs->b, row, v);
     if (rc == -EBADMSG) {
         qctx_src_fail(r->q, qs, qctx_scan_left(it));
         return -1;
@@ -1056,7 +1158,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
         bool one_row = (r->mode == PMS_SERIES || r->mode == PMS_INDEX) &&
                        (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
         r->idx_whole = one_row;
-        bool narrow = r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM);
+        bool hist = mi->kind == MK_HISTOGRAM;
+        bool narrow =
+            r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM || hist);
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
@@ -1119,7 +1223,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
                 sv.detail = sv.exemplars = (struct obytes){0};
                 sv.n_exemplars = 0;
                 while (qctx_scan_next(&it, &k)) {
-                    if (do_sample_row(r, qs, st.rows[k], e, &sv, &it, &since_charge) < 0) {
+                    if (do_sample_row(r, qs, st.rows[k], e, hist, &sv, &it, &since_charge) < 0) {
                         break;
                     }
                 }

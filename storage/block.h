@@ -213,6 +213,11 @@ int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
  * they were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
 int blk_point_sample(blk *b, uint64_t i, struct point_view *v);
 
+/* The fields one classic histogram row's samples need: time, start, count,
+ * sum and has_sum, flags, detail (the other fields of |*v| are left as they
+ * were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
+int blk_point_hist(blk *b, uint64_t i, struct point_view *v);
+
 /*
  * Makes the tables of |want| ready (verified, decoded) without reading a
  * row: 0 or -EBADMSG. A scan calls it once, then reads rows.

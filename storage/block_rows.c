@@ -210,6 +210,25 @@ int blk_point_sample(blk *b, uint64_t i, struct point_view *v)
     return 0;
 }
 
+int blk_point_hist(blk *b, uint64_t i, struct point_view *v)
+{
+    if (b->sig != SIG_METRICS || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, BLK_ROOT | BLK_DETAIL);
+    if (rc < 0) {
+        return rc;
+    }
+    v->time_ns = ic_get(&b->I[M_TIME], i);
+    v->start_ns = v->time_ns - (uint64_t)unzz(ic_get(&b->I[M_START], i));
+    v->count = ic_get(&b->I[M_COUNT], i);
+    memcpy(&v->sum, b->R[M_SUM] + 8 * i, 8);
+    v->has_sum = (ic_get(&b->I[M_HAS], i) & 1) != 0;
+    v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
+    v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
+    return 0;
+}
+
 const uint64_t *blk_col_time(blk *b)
 {
     uint64_t *t = atomic_load_explicit(&b->col_time, memory_order_acquire);
