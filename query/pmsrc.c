@@ -1095,6 +1095,74 @@ static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, s
     return 0;
 }
 
+/*
+ * The rows k0 .. k1 of a gauge or sum stream (no delta) in samples mode,
+ * one series: its sample array made room for once, then the rows read in
+ * runs (blk_point_values) and appended. 0, or -1 as do_row.
+ */
+static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pms_metric *mi,
+                         struct pms_ent *e, const struct blk_stream *st, struct qctx_scan *it,
+                         uint32_t *since_charge)
+{
+    enum { RUN = 128 };
+    struct blk_value val[RUN];
+    struct pms_series *s = NULL;
+    if (mi->sfx_ok[PROMNAME_SFX_NONE]) {
+        int64_t si = slot_of(r, e, mi, 0, PROMNAME_SFX_NONE, NULL, NULL, 0);
+        if (si < 0) {
+            qctx_fail(r->q, (int)si, "out of memory");
+            return -1;
+        }
+        s = r->ser[si].match ? &r->ser[si] : NULL;
+    }
+    uint64_t left = it->n - it->k;
+    if (s != NULL && s->cf - s->nf < left) {
+        uint64_t want = s->nf + left;
+        uint64_t nc = (uint64_t)s->cf * 2 > want ? (uint64_t)s->cf * 2 : want;
+        struct pm_fsample *f = nc <= UINT32_MAX ? arena_alloc(r->call, nc * sizeof(*f)) : NULL;
+        if (f == NULL) {
+            qctx_fail(r->q, -ENOMEM, "out of memory");
+            return -1;
+        }
+        if (s->nf != 0) {
+            memcpy(f, s->f, (size_t)s->nf * sizeof(*f));
+        }
+        s->f = f;
+        s->cf = (uint32_t)nc;
+    }
+    uint64_t k;
+    while (it->k < it->n) {
+        uint32_t base = (uint32_t)(it->lo + it->k);
+        uint32_t n = it->n - it->k < RUN ? (uint32_t)(it->n - it->k) : RUN;
+        int rc = s != NULL ? blk_point_values(qs->b, st->rows + base, n, val) : 0;
+        if (rc == -EBADMSG) {
+            qctx_src_fail(r->q, qs, qctx_scan_left(it));
+            return -1;
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            if (!qctx_scan_next(it, &k)) {
+                return 0;
+            }
+            if (++*since_charge == ROW_CHECK) {
+                *since_charge = 0;
+                if (pms_charge(r) < 0) {
+                    return -1;
+                }
+            }
+            if (rc < 0 || s == NULL) {
+                continue;
+            }
+            const struct blk_value *x = &val[j];
+            double v = (x->flags & PROMNAME_FLAG_NO_RECORDED_VALUE) != 0 ? promname_stale_nan()
+                       : x->value_type == PV_DOUBLE                      ? x->value.d
+                       : x->value_type == PV_INT                         ? (double)x->value.i
+                                                                         : 0.0;
+            s->f[s->nf++] = (struct pm_fsample){promname_ts_ms(x->time_ns), v};
+        }
+    }
+    return 0;
+}
+
 /* Whether the matchers on the labels a stream's attributes and resource
  * make (everything but __name__, which the metric dictionary settled, and
  * le / quantile, which a histogram or summary sample sets) admit |e|. */
@@ -1215,7 +1283,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             struct qctx_scan it;
             uint64_t k;
             qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
-            if (narrow) {
+            if (narrow && !hist && !mi->delta) {
+                (void)stream_floats(r, qs, mi, e, &st, &it, &since_charge); /* -1: as a break */
+            } else if (narrow) {
                 struct point_view sv = v; /* the stream's metric, scope, resource */
                 sv.count = 0;
                 sv.sum = 0;
