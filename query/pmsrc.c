@@ -1095,14 +1095,29 @@ static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, s
     return 0;
 }
 
+/* Adds |*pending| rows to the query (limits, deadline, a regex note). 0,
+ * or -1 when the query stopped. */
+static int rows_flush(struct pms_run *r, uint32_t *pending)
+{
+    uint32_t n = *pending;
+    *pending = 0;
+    if (qctx_rows(r->q, n) != 0 || qctx_tick(r->q) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * The rows k0 .. k1 of a gauge or sum stream (no delta) in samples mode,
  * one series: its sample array made room for once, then the rows read in
- * runs (blk_point_values) and appended. 0, or -1 as do_row.
+ * runs (blk_point_values) and appended. The rows are added to the query
+ * through |*pending| every ROW_CHECK rows (a row costs nanoseconds here: no
+ * cursor per stream, whose end looked at the clock twice). 0, or -1 when
+ * the scan must stop (the query failed, or the block was quarantined).
  */
 static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pms_metric *mi,
-                         struct pms_ent *e, const struct blk_stream *st, struct qctx_scan *it,
-                         uint32_t *since_charge)
+                         struct pms_ent *e, const struct blk_stream *st, uint32_t k0, uint32_t k1,
+                         uint32_t *pending)
 {
     enum { RUN = 128 };
     struct blk_value val[RUN];
@@ -1115,9 +1130,9 @@ static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pm
         }
         s = r->ser[si].match ? &r->ser[si] : NULL;
     }
-    uint64_t left = it->n - it->k;
+    uint32_t left = k1 - k0;
     if (s != NULL && s->cf - s->nf < left) {
-        uint64_t want = s->nf + left;
+        uint64_t want = (uint64_t)s->nf + left;
         uint64_t nc = (uint64_t)s->cf * 2 > want ? (uint64_t)s->cf * 2 : want;
         struct pm_fsample *f = nc <= UINT32_MAX ? arena_alloc(r->call, nc * sizeof(*f)) : NULL;
         if (f == NULL) {
@@ -1129,35 +1144,29 @@ static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pm
         }
         s->f = f;
         s->cf = (uint32_t)nc;
-    }
-    uint64_t k;
-    while (it->k < it->n) {
-        uint32_t base = (uint32_t)(it->lo + it->k);
-        uint32_t n = it->n - it->k < RUN ? (uint32_t)(it->n - it->k) : RUN;
-        int rc = s != NULL ? blk_point_values(qs->b, st->rows + base, n, val) : 0;
-        if (rc == -EBADMSG) {
-            qctx_src_fail(r->q, qs, qctx_scan_left(it));
+        if (pms_charge(r) < 0) {
             return -1;
         }
-        for (uint32_t j = 0; j < n; j++) {
-            if (!qctx_scan_next(it, &k)) {
-                return 0;
-            }
-            if (++*since_charge == ROW_CHECK) {
-                *since_charge = 0;
-                if (pms_charge(r) < 0) {
-                    return -1;
-                }
-            }
-            if (rc < 0 || s == NULL) {
-                continue;
-            }
+    }
+    for (uint32_t k = k0; k < k1;) {
+        uint32_t n = k1 - k < RUN ? k1 - k : RUN;
+        int rc = s != NULL ? blk_point_values(qs->b, st->rows + k, n, val) : 0;
+        if (rc == -EBADMSG) {
+            qctx_src_fail(r->q, qs, k1 - k);
+            return -1;
+        }
+        for (uint32_t j = 0; rc == 0 && s != NULL && j < n; j++) {
             const struct blk_value *x = &val[j];
             double v = (x->flags & PROMNAME_FLAG_NO_RECORDED_VALUE) != 0 ? promname_stale_nan()
                        : x->value_type == PV_DOUBLE                      ? x->value.d
                        : x->value_type == PV_INT                         ? (double)x->value.i
                                                                          : 0.0;
             s->f[s->nf++] = (struct pm_fsample){promname_ts_ms(x->time_ns), v};
+        }
+        k += n;
+        *pending += n;
+        if (*pending >= ROW_CHECK && rows_flush(r, pending) < 0) {
+            return -1;
         }
     }
     return 0;
@@ -1217,7 +1226,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
         qctx_fail(q, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
-    uint32_t since_charge = 0;
+    uint32_t since_charge = 0, pending = 0;
     for (uint32_t m = 0; m < r->nmi && qctx_err(q) == 0; m++) {
         const struct pms_metric *mi = &r->mi[m];
         if (!mi->cand && !ti) {
@@ -1279,13 +1288,21 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             if (one_row) {
                 k1 = k0 + 1;
             }
+            if (narrow && !hist && !mi->delta) {
+                q->st.rows_skipped_index += st.n_rows - (k1 - k0);
+                if (stream_floats(r, qs, mi, e, &st, k0, k1, &pending) < 0) {
+                    if (qctx_err(q) == 0 && pending != 0) {
+                        (void)rows_flush(r, &pending); /* quarantined: what was read counts */
+                    }
+                    return qctx_err(q);
+                }
+                continue;
+            }
             q->st.rows_skipped_index += st.n_rows - (k1 - k0);
             struct qctx_scan it;
             uint64_t k;
             qctx_scan_begin(&it, q, k0, k1, false, ROW_CHECK, true);
-            if (narrow && !hist && !mi->delta) {
-                (void)stream_floats(r, qs, mi, e, &st, &it, &since_charge); /* -1: as a break */
-            } else if (narrow) {
+            if (narrow) {
                 struct point_view sv = v; /* the stream's metric, scope, resource */
                 sv.count = 0;
                 sv.sum = 0;
@@ -1305,6 +1322,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             }
             qctx_scan_end(&it);
         }
+    }
+    if (pending != 0 && rows_flush(r, &pending) < 0) {
+        return qctx_err(q);
     }
     if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);
