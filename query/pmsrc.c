@@ -123,6 +123,18 @@ int pms_grow(arena *a, void **p, uint32_t *cap, uint32_t n, size_t sz)
     return 0;
 }
 
+int pms_grow_f(arena *a, struct pms_series *s)
+{
+    uint32_t cap = s->cf;
+    if (pms_grow(a, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+        return -ENOMEM;
+    }
+    if (s->cf != cap) {
+        s->f_res = false;
+    }
+    return 0;
+}
+
 static uint64_t mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -675,7 +687,7 @@ static int add_float(struct pms_run *r, struct pms_series *s, const struct point
         s->d[s->nd++] = (struct pms_dsample){v->start_ns, v->time_ns, val};
         return 0;
     }
-    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+    if (pms_grow_f(r->call, s) < 0) {
         return -ENOMEM;
     }
     s->f[s->nf++] = (struct pm_fsample){t, val};
@@ -992,7 +1004,7 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
     if (r->mode == PMS_EXEMPLARS) {
         return 0;
     }
-    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+    if (pms_grow_f(r->call, s) < 0) {
         return -ENOMEM;
     }
     s->f[s->nf++] = (struct pm_fsample){t, 1.0};
@@ -1134,7 +1146,8 @@ static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pm
     if (s != NULL && s->cf - s->nf < left) {
         uint64_t want = (uint64_t)s->nf + left;
         uint64_t nc = (uint64_t)s->cf * 2 > want ? (uint64_t)s->cf * 2 : want;
-        struct pm_fsample *f = nc <= UINT32_MAX ? arena_alloc(r->call, nc * sizeof(*f)) : NULL;
+        /* in the results' arena: the fold keeps it in place, no copy */
+        struct pm_fsample *f = nc <= UINT32_MAX ? arena_alloc(r->a, nc * sizeof(*f)) : NULL;
         if (f == NULL) {
             qctx_fail(r->q, -ENOMEM, "out of memory");
             return -1;
@@ -1144,6 +1157,7 @@ static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pm
         }
         s->f = f;
         s->cf = (uint32_t)nc;
+        s->f_res = true;
         if (pms_charge(r) < 0) {
             return -1;
         }
