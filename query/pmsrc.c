@@ -19,6 +19,11 @@
  *   root read, a metric-id test, the attribute hash and a cache probe; the
  *   labels of a series are built once per block it appears in and the
  *   matchers run once per distinct series of the call.
+ *   With a stream index, a gauge or sum stream's rows are read in runs of
+ *   time, value and flags only (blk_point_values, prefetched: a stream's
+ *   rows lie a series count apart), and a classic histogram row's detail
+ *   is decoded straight into its bucket series (no le text per row: the
+ *   slots keep their bounds' bits).
  *
  * TARGET_INFO (PROMQL.md C.3)
  *   One series per resource with attributes besides the identifying ones,
@@ -34,7 +39,9 @@
  * MEMORY
  *   Results (labels, samples, histograms) in the pmsrc's arena; the call's
  *   sample vectors in a call arena, per-block tables in a block arena reset
- *   after each block. All three are charged to the qctx as they grow.
+ *   after each block. All three are charged to the qctx as they grow. A
+ *   stream-read series' floats live in the results' arena, grown per
+ *   block by its row count and folded in place at the end.
  */
 #include "query/pmsrc.h"
 
