@@ -777,6 +777,16 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
 
+/* The little-endian u64 at |p| (a detail blob's counts and bounds, batch.h). */
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
 /*
  * The series of the |j|th admitted sample of a classic histogram row when
  * it is a bucket: |kind| 1 an explicit bound (|le|), 2 the +Inf bucket. The
@@ -836,12 +846,12 @@ static int do_hist(struct pms_run *r, const struct point_view *v, struct pms_ent
     if (val_rd_u32(&rd, &nc) < 0 || (size_t)(rd.end - rd.p) / 8 < nc) {
         return 0;
     }
-    struct val_rd counts = {rd.p, rd.p + (size_t)nc * 8};
+    const uint8_t *counts = rd.p;
     rd.p += (size_t)nc * 8;
     if (val_rd_u32(&rd, &nb) < 0 || (size_t)(rd.end - rd.p) / 8 < nb) {
         return 0;
     }
-    struct val_rd bounds = {rd.p, rd.p + (size_t)nb * 8};
+    const uint8_t *bounds = rd.p;
     uint32_t n = nc < nb ? nc : nb;
     double nan = promname_stale_nan();
     uint32_t j = 0;
@@ -859,11 +869,10 @@ static int do_hist(struct pms_run *r, const struct point_view *v, struct pms_ent
     }
     uint64_t cum = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
-        uint64_t c;
+        uint64_t lb = le64(bounds + 8 * (size_t)i); /* the lengths were checked above */
         double le;
-        (void)val_rd_u64(&counts, &c); /* the lengths were checked above */
-        (void)val_rd_f64(&bounds, &le);
-        cum += c; /* wrapping, as promname_expand's */
+        memcpy(&le, &lb, 8);
+        cum += le64(counts + 8 * (size_t)i); /* wrapping, as promname_expand's */
         rc = hist_add(r, mi, v, bucket_slot(r, e, mi, j++, le, 1), stale ? nan : (double)cum);
     }
     if (rc == 0) {
