@@ -19,6 +19,11 @@
  *   root read, a metric-id test, the attribute hash and a cache probe; the
  *   labels of a series are built once per block it appears in and the
  *   matchers run once per distinct series of the call.
+ *   With a stream index, a gauge or sum stream's rows are read in runs of
+ *   time, value and flags only (blk_point_values, prefetched: a stream's
+ *   rows lie a series count apart), and a classic histogram row's detail
+ *   is decoded straight into its bucket series (no le text per row: the
+ *   slots keep their bounds' bits).
  *
  * TARGET_INFO (PROMQL.md C.3)
  *   One series per resource with attributes besides the identifying ones,
@@ -34,7 +39,9 @@
  * MEMORY
  *   Results (labels, samples, histograms) in the pmsrc's arena; the call's
  *   sample vectors in a call arena, per-block tables in a block arena reset
- *   after each block. All three are charged to the qctx as they grow.
+ *   after each block. All three are charged to the qctx as they grow. A
+ *   stream-read series' floats live in the results' arena, grown per
+ *   block by its row count and folded in place at the end.
  */
 #include "query/pmsrc.h"
 
@@ -123,6 +130,18 @@ int pms_grow(arena *a, void **p, uint32_t *cap, uint32_t n, size_t sz)
     return 0;
 }
 
+int pms_grow_f(arena *a, struct pms_series *s)
+{
+    uint32_t cap = s->cf;
+    if (pms_grow(a, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+        return -ENOMEM;
+    }
+    if (s->cf != cap) {
+        s->f_res = false;
+    }
+    return 0;
+}
+
 static uint64_t mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -152,7 +171,9 @@ struct pms_slot {
     const char *extra; /* le / quantile value (result arena); NULL for none */
     uint32_t elen;
     uint8_t sfx;
+    uint8_t bkind; /* a _bucket slot: 1 its bound is |bits|, 2 the +Inf one; 0 unknown */
     uint32_t ser;
+    uint64_t bits;
 };
 
 struct pms_ent {
@@ -651,7 +672,7 @@ static int64_t slot_of(struct pms_run *r, struct pms_ent *e, const struct pms_me
     if (pms_grow(r->blk, (void **)&e->slot, &e->cs, e->ns, sizeof(*e->slot)) < 0) {
         return -ENOMEM;
     }
-    e->slot[e->ns++] = (struct pms_slot){xc, xl, sfx, (uint32_t)si};
+    e->slot[e->ns++] = (struct pms_slot){xc, xl, sfx, 0, (uint32_t)si, 0};
     return si;
 }
 
@@ -673,7 +694,7 @@ static int add_float(struct pms_run *r, struct pms_series *s, const struct point
         s->d[s->nd++] = (struct pms_dsample){v->start_ns, v->time_ns, val};
         return 0;
     }
-    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+    if (pms_grow_f(r->call, s) < 0) {
         return -ENOMEM;
     }
     s->f[s->nf++] = (struct pm_fsample){t, val};
@@ -756,6 +777,110 @@ static int do_exemplars(struct pms_run *r, struct pms_ent *e, const struct pms_m
     return rc == -ENOMEM ? rc : 0; /* a malformed blob: no exemplars */
 }
 
+/* The little-endian u64 at |p| (a detail blob's counts and bounds, batch.h). */
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+/*
+ * The series of the |j|th admitted sample of a classic histogram row when
+ * it is a bucket: |kind| 1 an explicit bound (|le|), 2 the +Inf bucket. The
+ * slot at |j| remembers its bound's bits, so the le text is made (and
+ * compared) only when a row's bounds differ from the stream's first.
+ */
+static int64_t bucket_slot(struct pms_run *r, struct pms_ent *e, const struct pms_metric *mi,
+                           uint32_t j, double le, uint8_t kind)
+{
+    uint64_t bits = 0;
+    if (kind == 1) {
+        memcpy(&bits, &le, 8);
+    }
+    if (j < e->ns && e->slot[j].bkind == kind && e->slot[j].bits == bits) {
+        return e->slot[j].ser;
+    }
+    char txt[PROMNAME_FMT_MAX];
+    size_t n = 4;
+    if (kind == 1) {
+        n = promname_fmt_le(le, txt);
+    } else {
+        memcpy(txt, "+Inf", 5);
+    }
+    int64_t si = slot_of(r, e, mi, j, PROMNAME_SFX_BUCKET, "le", txt, (uint32_t)n);
+    if (si >= 0 && j < e->ns && e->slot[j].ser == (uint32_t)si) {
+        e->slot[j].bkind = kind;
+        e->slot[j].bits = bits;
+    }
+    return si;
+}
+
+/* Sample |j| of a classic histogram row into its series. */
+static int hist_add(struct pms_run *r, const struct pms_metric *mi, const struct point_view *v,
+                    int64_t si, double val)
+{
+    if (si < 0) {
+        return (int)si;
+    }
+    struct pms_series *s = &r->ser[si];
+    return s->match ? add_float(r, s, v, mi, val) : 0;
+}
+
+/*
+ * A classic histogram row in samples mode: its samples in the order
+ * promname_expand makes them (_sum, _count, the buckets cumulated, +Inf =
+ * the count), read straight from the detail blob without the expansion's
+ * le texts. A malformed blob makes nothing, as there.
+ */
+static int do_hist(struct pms_run *r, const struct point_view *v, struct pms_ent *e,
+                   const struct pms_metric *mi, bool stale)
+{
+    if (v->detail.p == NULL) {
+        return 0;
+    }
+    struct val_rd rd = {v->detail.p, v->detail.p + v->detail.len};
+    uint32_t nc, nb;
+    if (val_rd_u32(&rd, &nc) < 0 || (size_t)(rd.end - rd.p) / 8 < nc) {
+        return 0;
+    }
+    const uint8_t *counts = rd.p;
+    rd.p += (size_t)nc * 8;
+    if (val_rd_u32(&rd, &nb) < 0 || (size_t)(rd.end - rd.p) / 8 < nb) {
+        return 0;
+    }
+    const uint8_t *bounds = rd.p;
+    uint32_t n = nc < nb ? nc : nb;
+    double nan = promname_stale_nan();
+    uint32_t j = 0;
+    int rc = 0;
+    if (v->has_sum && mi->sfx_ok[PROMNAME_SFX_SUM]) {
+        int64_t si = slot_of(r, e, mi, j++, PROMNAME_SFX_SUM, NULL, NULL, 0);
+        rc = hist_add(r, mi, v, si, stale ? nan : v->sum);
+    }
+    if (rc == 0 && mi->sfx_ok[PROMNAME_SFX_COUNT]) {
+        int64_t si = slot_of(r, e, mi, j++, PROMNAME_SFX_COUNT, NULL, NULL, 0);
+        rc = hist_add(r, mi, v, si, stale ? nan : (double)v->count);
+    }
+    if (rc < 0 || !mi->sfx_ok[PROMNAME_SFX_BUCKET]) {
+        return rc;
+    }
+    uint64_t cum = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        uint64_t lb = le64(bounds + 8 * (size_t)i); /* the lengths were checked above */
+        double le;
+        memcpy(&le, &lb, 8);
+        cum += le64(counts + 8 * (size_t)i); /* wrapping, as promname_expand's */
+        rc = hist_add(r, mi, v, bucket_slot(r, e, mi, j++, le, 1), stale ? nan : (double)cum);
+    }
+    if (rc == 0) {
+        rc = hist_add(r, mi, v, bucket_slot(r, e, mi, j, 0, 2), stale ? nan : (double)v->count);
+    }
+    return rc;
+}
+
 /* One point of entry |e| (NULL: looked up from the point's attributes). */
 static int do_point(struct pms_run *r, const struct point_view *v, struct pms_ent *e)
 {
@@ -821,6 +946,9 @@ static int do_point(struct pms_run *r, const struct point_view *v, struct pms_en
                      : v->value_type == PV_INT    ? (double)v->value.i
                                                   : 0.0;
         return add_float(r, s, v, mi, val);
+    }
+    if (mi->kind == MK_HISTOGRAM && r->mode == PMS_SAMPLES) {
+        return do_hist(r, v, e, mi, stale);
     }
     struct point_row pt = {
         .start_ns = v->start_ns,
@@ -892,7 +1020,7 @@ static int do_target_info(struct pms_run *r, const struct point_view *v)
     if (r->mode == PMS_EXEMPLARS) {
         return 0;
     }
-    if (pms_grow(r->call, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+    if (pms_grow_f(r->call, s) < 0) {
         return -ENOMEM;
     }
     s->f[s->nf++] = (struct pm_fsample){t, 1.0};
@@ -965,11 +1093,13 @@ static int do_row(struct pms_run *r, struct qctx_src *qs, uint64_t row, bool ti,
     return 0;
 }
 
-/* A gauge or sum row of a known stream in samples mode: only the columns
- * a sample needs (blk_point_sample) into |v|, which holds the stream's
- * constant fields. 0, or -1 as do_row. */
+/* A gauge, sum or classic histogram row of a known stream in samples
+ * mode: only the columns its samples need (blk_point_sample,
+ * blk_point_hist when |hist|) into |v|, which holds the stream's constant
+ * fields. 0, or -1 as do_row. */
 static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, struct pms_ent *e,
-                         struct point_view *v, struct qctx_scan *it, uint32_t *since_charge)
+                         bool hist, struct point_view *v, struct qctx_scan *it,
+                         uint32_t *since_charge)
 {
     if (++*since_charge == ROW_CHECK) {
         *since_charge = 0;
@@ -977,7 +1107,7 @@ static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, s
             return -1;
         }
     }
-    int rc = blk_point_sample(qs->b, row, v);
+    int rc = hist ? blk_point_hist(qs->b, row, v) : blk_point_sample(qs->b, row, v);
     if (rc == -EBADMSG) {
         qctx_src_fail(r->q, qs, qctx_scan_left(it));
         return -1;
@@ -989,6 +1119,85 @@ static int do_sample_row(struct pms_run *r, struct qctx_src *qs, uint32_t row, s
     if (rc < 0) {
         qctx_fail(r->q, rc, "out of memory");
         return -1;
+    }
+    return 0;
+}
+
+/* Adds |*pending| rows to the query (limits, deadline, a regex note). 0,
+ * or -1 when the query stopped. */
+static int rows_flush(struct pms_run *r, uint32_t *pending)
+{
+    uint32_t n = *pending;
+    *pending = 0;
+    if (qctx_rows(r->q, n) != 0 || qctx_tick(r->q) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The rows k0 .. k1 of a gauge or sum stream (no delta) in samples mode,
+ * one series: its sample array made room for once, then the rows read in
+ * runs (blk_point_values) and appended. The rows are added to the query
+ * through |*pending| every ROW_CHECK rows (a row costs nanoseconds here: no
+ * cursor per stream, whose end looked at the clock twice). 0, or -1 when
+ * the scan must stop (the query failed, or the block was quarantined).
+ */
+static int stream_floats(struct pms_run *r, struct qctx_src *qs, const struct pms_metric *mi,
+                         struct pms_ent *e, const struct blk_stream *st, uint32_t k0, uint32_t k1,
+                         uint32_t *pending)
+{
+    enum { RUN = 128 };
+    struct blk_value val[RUN];
+    struct pms_series *s = NULL;
+    if (mi->sfx_ok[PROMNAME_SFX_NONE]) {
+        int64_t si = slot_of(r, e, mi, 0, PROMNAME_SFX_NONE, NULL, NULL, 0);
+        if (si < 0) {
+            qctx_fail(r->q, (int)si, "out of memory");
+            return -1;
+        }
+        s = r->ser[si].match ? &r->ser[si] : NULL;
+    }
+    uint32_t left = k1 - k0;
+    if (s != NULL && s->cf - s->nf < left) {
+        uint64_t want = (uint64_t)s->nf + left;
+        uint64_t nc = (uint64_t)s->cf * 2 > want ? (uint64_t)s->cf * 2 : want;
+        /* in the results' arena: the fold keeps it in place, no copy */
+        struct pm_fsample *f = nc <= UINT32_MAX ? arena_alloc(r->a, nc * sizeof(*f)) : NULL;
+        if (f == NULL) {
+            qctx_fail(r->q, -ENOMEM, "out of memory");
+            return -1;
+        }
+        if (s->nf != 0) {
+            memcpy(f, s->f, (size_t)s->nf * sizeof(*f));
+        }
+        s->f = f;
+        s->cf = (uint32_t)nc;
+        s->f_res = true;
+        if (pms_charge(r) < 0) {
+            return -1;
+        }
+    }
+    for (uint32_t k = k0; k < k1;) {
+        uint32_t n = k1 - k < RUN ? k1 - k : RUN;
+        int rc = s != NULL ? blk_point_values(qs->b, st->rows + k, n, val) : 0;
+        if (rc == -EBADMSG) {
+            qctx_src_fail(r->q, qs, k1 - k);
+            return -1;
+        }
+        for (uint32_t j = 0; rc == 0 && s != NULL && j < n; j++) {
+            const struct blk_value *x = &val[j];
+            double v = (x->flags & PROMNAME_FLAG_NO_RECORDED_VALUE) != 0 ? promname_stale_nan()
+                       : x->value_type == PV_DOUBLE                      ? x->value.d
+                       : x->value_type == PV_INT                         ? (double)x->value.i
+                                                                         : 0.0;
+            s->f[s->nf++] = (struct pm_fsample){promname_ts_ms(x->time_ns), v};
+        }
+        k += n;
+        *pending += n;
+        if (*pending >= ROW_CHECK && rows_flush(r, pending) < 0) {
+            return -1;
+        }
     }
     return 0;
 }
@@ -1047,7 +1256,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
         qctx_fail(q, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
-    uint32_t since_charge = 0;
+    uint32_t since_charge = 0, pending = 0;
     for (uint32_t m = 0; m < r->nmi && qctx_err(q) == 0; m++) {
         const struct pms_metric *mi = &r->mi[m];
         if (!mi->cand && !ti) {
@@ -1056,7 +1265,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
         bool one_row = (r->mode == PMS_SERIES || r->mode == PMS_INDEX) &&
                        (mi->kind == MK_GAUGE || mi->kind == MK_SUM || mi->kind == MK_EXP_HISTOGRAM);
         r->idx_whole = one_row;
-        bool narrow = r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM);
+        bool hist = mi->kind == MK_HISTOGRAM;
+        bool narrow =
+            r->mode == PMS_SAMPLES && (mi->kind == MK_GAUGE || mi->kind == MK_SUM || hist);
         uint32_t first, count;
         blk_streams_of_metric(qs->b, m, &first, &count);
         for (uint32_t i = first; i < first + count && qctx_err(q) == 0; i++) {
@@ -1107,6 +1318,16 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             if (one_row) {
                 k1 = k0 + 1;
             }
+            if (narrow && !hist && !mi->delta) {
+                q->st.rows_skipped_index += st.n_rows - (k1 - k0);
+                if (stream_floats(r, qs, mi, e, &st, k0, k1, &pending) < 0) {
+                    if (qctx_err(q) == 0 && pending != 0) {
+                        (void)rows_flush(r, &pending); /* quarantined: what was read counts */
+                    }
+                    return qctx_err(q);
+                }
+                continue;
+            }
             q->st.rows_skipped_index += st.n_rows - (k1 - k0);
             struct qctx_scan it;
             uint64_t k;
@@ -1119,7 +1340,7 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
                 sv.detail = sv.exemplars = (struct obytes){0};
                 sv.n_exemplars = 0;
                 while (qctx_scan_next(&it, &k)) {
-                    if (do_sample_row(r, qs, st.rows[k], e, &sv, &it, &since_charge) < 0) {
+                    if (do_sample_row(r, qs, st.rows[k], e, hist, &sv, &it, &since_charge) < 0) {
                         break;
                     }
                 }
@@ -1131,6 +1352,9 @@ static int do_streams(struct pms_run *r, struct qctx_src *qs, bool ti, const uin
             }
             qctx_scan_end(&it);
         }
+    }
+    if (pending != 0 && rows_flush(r, &pending) < 0) {
+        return qctx_err(q);
     }
     if (qctx_err(q) == 0 && pms_charge(r) < 0) {
         return qctx_err(q);

@@ -55,6 +55,7 @@ struct pms_series {
     bool seen;  /* a sample in [mint, maxt] (series mode) */
     struct pm_fsample *f;
     uint32_t nf, cf;
+    bool f_res; /* f is in the results' arena (stream_floats): folded in place */
     struct pm_hsample *h;
     uint32_t nh, ch;
     struct pms_dsample *d; /* delta samples, accumulated at the end */
@@ -111,6 +112,10 @@ struct pms_run {
 
 /* 0, or -ENOMEM: makes room for one more element of |sz| bytes in *p. */
 int pms_grow(arena *a, void **p, uint32_t *cap, uint32_t n, size_t sz);
+
+/* 0, or -ENOMEM: room for one more float sample of |s| (moved into |a|
+ * when it grows). */
+int pms_grow_f(arena *a, struct pms_series *s);
 
 /*
  * The native histogram of an exponential-histogram point (|detail| as

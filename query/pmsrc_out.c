@@ -192,7 +192,7 @@ static int accumulate(arena *tmp, struct pms_series *s)
             open = true;
         }
         prev = d->tns;
-        if (pms_grow(tmp, (void **)&s->f, &s->cf, s->nf, sizeof(*s->f)) < 0) {
+        if (pms_grow_f(tmp, s) < 0) {
             return -ENOMEM;
         }
         s->f[s->nf++] = (struct pm_fsample){promname_ts_ms(d->tns), out};
@@ -212,7 +212,8 @@ int pms_series_finish(arena *a, arena *tmp, struct pms_series *s, int64_t mint, 
         if (sort_f(tmp, s->f, s->nf) < 0) {
             return -ENOMEM;
         }
-        struct pm_fsample *f = arena_alloc(a, s->nf * sizeof(*f));
+        /* compacted in place when already in |a| (k <= i) */
+        struct pm_fsample *f = s->f_res ? s->f : arena_alloc(a, s->nf * sizeof(*f));
         if (f == NULL) {
             return -ENOMEM;
         }

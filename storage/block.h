@@ -213,6 +213,28 @@ int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
  * they were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
 int blk_point_sample(blk *b, uint64_t i, struct point_view *v);
 
+/* The fields one classic histogram row's samples need: time, start, count,
+ * sum and has_sum, flags, detail (the other fields of |*v| are left as they
+ * were). Returns as blk_point with want BLK_ROOT | BLK_DETAIL. */
+int blk_point_hist(blk *b, uint64_t i, struct point_view *v);
+
+/* The time, value and flags of a gauge or sum row (blk_point_values). */
+struct blk_value {
+    uint64_t time_ns;
+    union {
+        int64_t i;
+        double d;
+    } value;
+    uint32_t flags;
+    uint8_t value_type; /* enum point_value */
+};
+
+/* Rows rows[0..n) (a stream's, in any order) into out[0..n): what a
+ * gauge or sum sample without a start time needs, the column reads of the
+ * rows overlapped. Returns as blk_point with want BLK_ROOT | BLK_DETAIL
+ * (-EINVAL for a row past the end). */
+int blk_point_values(blk *b, const uint32_t *rows, uint32_t n, struct blk_value *out);
+
 /*
  * Makes the tables of |want| ready (verified, decoded) without reading a
  * row: 0 or -EBADMSG. A scan calls it once, then reads rows.

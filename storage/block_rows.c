@@ -210,6 +210,71 @@ int blk_point_sample(blk *b, uint64_t i, struct point_view *v)
     return 0;
 }
 
+int blk_point_hist(blk *b, uint64_t i, struct point_view *v)
+{
+    if (b->sig != SIG_METRICS || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, BLK_ROOT | BLK_DETAIL);
+    if (rc < 0) {
+        return rc;
+    }
+    v->time_ns = ic_get(&b->I[M_TIME], i);
+    v->start_ns = v->time_ns - (uint64_t)unzz(ic_get(&b->I[M_START], i));
+    v->count = ic_get(&b->I[M_COUNT], i);
+    memcpy(&v->sum, b->R[M_SUM] + 8 * i, 8);
+    v->has_sum = (ic_get(&b->I[M_HAS], i) & 1) != 0;
+    v->flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
+    v->detail = ob_of(sc_get(&b->S[M_DETAIL], i));
+    return 0;
+}
+
+/* Prefetches row |i|'s entry of integer column |c| (nothing for a constant one). */
+static inline void ic_prefetch(const struct icol *c, uint64_t i)
+{
+    if (c->width != 0) {
+        __builtin_prefetch(c->p + (size_t)c->width * i);
+    }
+}
+
+int blk_point_values(blk *b, const uint32_t *rows, uint32_t n, struct blk_value *out)
+{
+    if (b->sig != SIG_METRICS) {
+        return -EINVAL;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        if (rows[j] >= b->rows) {
+            return -EINVAL;
+        }
+    }
+    int rc = ready(b, BLK_ROOT | BLK_DETAIL);
+    if (rc < 0) {
+        return rc;
+    }
+    /* a stream's rows lie a series count apart: every read a cache miss
+     * without the prefetch a few rows ahead */
+    enum { AHEAD = 8 };
+    for (uint32_t j = 0; j < n && j < AHEAD; j++) {
+        ic_prefetch(&b->I[M_TIME], rows[j]);
+        __builtin_prefetch(b->R[M_VALUE] + 8 * (size_t)rows[j]);
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        if (j + AHEAD < n) {
+            uint64_t a = rows[j + AHEAD];
+            ic_prefetch(&b->I[M_TIME], a);
+            ic_prefetch(&b->I[M_VTYPE], a);
+            ic_prefetch(&b->I[M_FLAGS], a);
+            __builtin_prefetch(b->R[M_VALUE] + 8 * a);
+        }
+        uint64_t i = rows[j];
+        out[j].time_ns = ic_get(&b->I[M_TIME], i);
+        memcpy(&out[j].value, b->R[M_VALUE] + 8 * i, 8);
+        out[j].flags = (uint32_t)ic_get(&b->I[M_FLAGS], i);
+        out[j].value_type = (uint8_t)ic_get(&b->I[M_VTYPE], i);
+    }
+    return 0;
+}
+
 const uint64_t *blk_col_time(blk *b)
 {
     uint64_t *t = atomic_load_explicit(&b->col_time, memory_order_acquire);

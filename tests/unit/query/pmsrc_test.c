@@ -1315,3 +1315,126 @@ Test(pmsrc_v2, series_names_and_values_of_a_block_without_streams)
     expect_values("job", INT64_MIN / 2, INT64_MAX / 2, "svc-0,svc-1,svc-2,svc-3,svc-4");
     expect_values(NULL, 1700000525447, 1700001485853, "");
 }
+
+/* ---- a sealed block's streams read in runs ---- */
+
+#define RUNROWS 300 /* a gauge stream's rows: more than one run of blk_point_values */
+
+/* A classic histogram "lat" (s) with two streams, its bounds changing in
+ * one of them, and a gauge "level" of two streams over RUNROWS rows each,
+ * ints, doubles and staleness markers, the rows of all streams interleaved. */
+static struct batch *batch_streams(void)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    cr_assert_not_null(b);
+    resources(b);
+    uint32_t mh = metric(b, 1, "lat", "s", MK_HISTOGRAM, 2, false, "");
+    uint32_t ml = metric(b, 1, "level", "", MK_GAUGE, 0, false, "");
+    struct attrs pa = put_attrs(b, KV({"path", "a"}));
+    struct attrs pb = put_attrs(b, KV({"path", "b"}));
+    static const double b1[] = {0.1, 0.5}, b2[] = {0.1, 0.25};
+    static const uint64_t c[4][3] = {{1, 2, 3}, {2, 2, 4}, {3, 1, 5}, {0, 0, 0}};
+    for (int k = 0; k < 4; k++) {
+        struct blob det = hist_detail(b, c[k], 3, k < 2 ? b1 : b2, 2);
+        struct point_row *p = point(b, mh, S(0), S(10 * k), pa);
+        p->count = c[k][0] + c[k][1] + c[k][2];
+        p->sum = 1.5 * (k + 1);
+        p->has_sum = k != 1; /* no _sum sample at +10 s */
+        p->detail = det;
+        p->flags = k == 3 ? PROMNAME_FLAG_NO_RECORDED_VALUE : 0;
+        det = hist_detail(b, c[0], 3, b1, 2);
+        p = point(b, mh, S(0), S(10 * k) + 1000000, pb);
+        p->count = 6;
+        p->sum = 2;
+        p->has_sum = true;
+        p->detail = det;
+    }
+    for (int k = 0; k < RUNROWS; k++) {
+        pt_i(b, ml, 0, S(0) + (uint64_t)k * 1000000, pa, k);
+        pt_d(b, ml, 0, S(0) + (uint64_t)k * 1000000, pb, k + 0.5);
+        if (k % 100 == 99) {
+            b->points[b->n_rows - 1].flags = PROMNAME_FLAG_NO_RECORDED_VALUE;
+        }
+    }
+    return b;
+}
+
+static void streams_corpus(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    struct cat_open *h = catalog_open_add(SIG_METRICS, make_block(batch_streams()));
+    oblock *ob = catalog_open_block(h);
+    struct blk_meta m = {.shard = 0, .wal_seq = 1, .seal_id = 1};
+    char sub[300], err[256], path[512];
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "metrics"), 0);
+    mkdir(sub, 0755);
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+    blk *b;
+    cr_assert_eq(blk_open(path, &b, err, sizeof(err)), 0, "%s", err);
+    cr_assert_gt(blk_n_streams(b), 0, "the block has a stream index");
+    cr_assert_eq(catalog_publish(h, b, path), 0);
+}
+
+TestSuite(pmsrc_streams, .init = streams_corpus, .fini = teardown);
+
+Test(pmsrc_streams, classic_histogram_rows_make_their_buckets_when_the_bounds_change)
+{
+    /* +0 s and +10 s: bounds 0.1, 0.5 (no _sum at +10 s); +20 s: 0.1, 0.25;
+     * +30 s: the staleness marker on every series the row makes */
+    expect_select("{__name__=~\"lat_seconds.*\",path=\"a\"}", ALL_T,
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"a\"} 6 1700000000000\n"
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"a\"} 8 1700000010000\n"
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"a\"} 9 1700000020000\n"
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"a\"} stale 1700000030000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.1\",path=\"a\"} 1 1700000000000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.1\",path=\"a\"} 2 1700000010000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.1\",path=\"a\"} 3 1700000020000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.1\",path=\"a\"} stale 1700000030000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.25\",path=\"a\"} 4 1700000020000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.25\",path=\"a\"} stale 1700000030000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.5\",path=\"a\"} 3 1700000000000\n"
+                  "lat_seconds_bucket{" API ",le=\"0.5\",path=\"a\"} 4 1700000010000\n"
+                  "lat_seconds_count{" API ",path=\"a\"} 6 1700000000000\n"
+                  "lat_seconds_count{" API ",path=\"a\"} 8 1700000010000\n"
+                  "lat_seconds_count{" API ",path=\"a\"} 9 1700000020000\n"
+                  "lat_seconds_count{" API ",path=\"a\"} stale 1700000030000\n"
+                  "lat_seconds_sum{" API ",path=\"a\"} 1.5 1700000000000\n"
+                  "lat_seconds_sum{" API ",path=\"a\"} 4.5 1700000020000\n"
+                  "lat_seconds_sum{" API ",path=\"a\"} stale 1700000030000\n");
+}
+
+Test(pmsrc_streams, bucket_series_only_of_the_other_stream)
+{
+    expect_select("lat_seconds_bucket{path=\"b\",le=~\"0.5|\\\\+Inf\"}", MS(0), MS(15),
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"b\"} 6 1700000000001\n"
+                  "lat_seconds_bucket{" API ",le=\"+Inf\",path=\"b\"} 6 1700000010001\n"
+                  "lat_seconds_bucket{" API ",le=\"0.5\",path=\"b\"} 3 1700000000001\n"
+                  "lat_seconds_bucket{" API ",le=\"0.5\",path=\"b\"} 3 1700000010001\n");
+}
+
+Test(pmsrc_streams, gauge_streams_read_in_runs_keep_every_value_and_marker)
+{
+    struct fx f;
+    fx_open(&f);
+    size_t n;
+    const struct promql_matcher *m = matchers(&f, "level", &n);
+    struct pm_set set;
+    cr_assert_eq(pmsrc_select(f.s, m, n, MS(0) + 5, MS(0) + 250, &set), 0);
+    cr_assert_eq(set.n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(set.s[i].nf, 246, "rows +5 .. +250 ms");
+        for (uint32_t j = 0; j < set.s[i].nf; j++) {
+            int k = (int)j + 5;
+            cr_assert_eq(set.s[i].f[j].t, MS(0) + k);
+            if (i == 1 && k % 100 == 99) {
+                uint64_t bits;
+                memcpy(&bits, &set.s[i].f[j].v, 8);
+                cr_assert_eq(bits, PROMNAME_STALE_NAN_BITS, "row %d", k);
+            } else {
+                cr_assert_eq(set.s[i].f[j].v, i == 0 ? (double)k : k + 0.5, "row %d", k);
+            }
+        }
+    }
+    fx_close(&f);
+}

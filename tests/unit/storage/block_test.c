@@ -1022,6 +1022,59 @@ Test(block, metric_blocks_index_their_points_by_stream)
     batch_free(bt);
 }
 
+/* The narrow accessors (blk_point_values over rows in reverse order,
+ * blk_point_hist) give what blk_point gives; a row past the end is refused. */
+static void check_narrow(blk *b, uint32_t n)
+{
+    uint32_t rows[16];
+    struct blk_value v[16];
+    cr_assert(n > 0 && n <= 16);
+    for (uint32_t j = 0; j < n; j++) {
+        rows[j] = n - 1 - j;
+    }
+    cr_assert_eq(blk_point_values(b, rows, n, v), 0);
+    for (uint32_t j = 0; j < n; j++) {
+        struct point_view pv, h;
+        cr_assert_eq(blk_point(b, rows[j], BLK_ALL, &pv), 0);
+        cr_assert_eq(v[j].time_ns, pv.time_ns, "row %u", rows[j]);
+        cr_assert_eq(v[j].value_type, (uint8_t)pv.value_type, "row %u", rows[j]);
+        cr_assert_eq(v[j].value.i, pv.value.i, "row %u", rows[j]);
+        cr_assert_eq(v[j].flags, pv.flags, "row %u", rows[j]);
+        memset(&h, 0xa5, sizeof(h));
+        cr_assert_eq(blk_point_hist(b, rows[j], &h), 0);
+        cr_assert(h.time_ns == pv.time_ns && h.start_ns == pv.start_ns && h.count == pv.count &&
+                      memcmp(&h.sum, &pv.sum, 8) == 0 && h.has_sum == pv.has_sum &&
+                      h.flags == pv.flags && h.detail.len == pv.detail.len &&
+                      memcmp(h.detail.p, pv.detail.p, pv.detail.len) == 0,
+                  "row %u", rows[j]);
+        cr_assert_eq(h.metric_id, 0xa5a5a5a5u, "the other fields are left as they were");
+    }
+    rows[0] = n;
+    cr_assert_eq(blk_point_values(b, rows, 1, v), -EINVAL);
+    struct point_view pv;
+    cr_assert_eq(blk_point_hist(b, n, &pv), -EINVAL);
+}
+
+Test(block, narrow_point_accessors_read_what_blk_point_reads)
+{
+    struct batch *bt = two_gauges();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[1024];
+    write_block(ob, 6, 0, 78, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    check_narrow(b, 6);
+    blk_unref(b);
+    oblock_free(ob);
+    batch_free(bt);
+    const char *v = getenv("MIRADB_VECTORS");
+    snprintf(path, sizeof(path), "%s/blocks/v2-metrics-8.blk", v != NULL ? v : "tests/vectors");
+    b = open_ok(path);
+    check_narrow(b, 8);
+    blk_unref(b);
+}
+
 /* A metric block sealed by the release before the stream index (the fuzz
  * seed metrics-8.blk, kept as tests/vectors/blocks/v2-metrics-8.blk) opens,
  * has no streams and reads all its rows: readers fall back to a scan. */
