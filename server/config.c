@@ -65,6 +65,15 @@ static const struct opt opts[] = {
     {"body-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(body_timeout_ms),
      "an admitted export whose body has not all arrived this long after admission is answered "
      "408 / DEADLINE_EXCEEDED and its memory returned"},
+    {"min-receive-rate", OPT_BYTES, "1KiB", NULL, 0, 1ll << 30, NUM(min_receive_rate),
+     "bytes a second an admitted export's body must arrive at, measured over each "
+     "--receive-rate-window from admission; slower is cut off with 408 / DEADLINE_EXCEEDED "
+     "(0 = off)"},
+    {"receive-rate-window", OPT_DUR, "5s", NULL, 100, 600000, NUM(receive_rate_window_ms),
+     "the window --min-receive-rate is measured over; the first one is also the grace period"},
+    {"header-timeout", OPT_DUR, "10s", NULL, 1, 3600000, NUM(header_timeout_ms),
+     "an HTTP request's line and headers must all arrive this long after its first byte "
+     "(408 and close)"},
     {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
      "bytes ingest may hold: request bodies, queued batches, open blocks"},
     {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),

@@ -47,7 +47,13 @@
  * speaks first; grpc-go only needs our SETTINGS promptly). Waiting for the
  * preface lets an HTTP/1.1 client that was pointed at this port by mistake
  * get a plain "HTTP/1.1 400" rather than binary SETTINGS; other garbage is
- * closed without an answer. Protocol errors after the preface are
+ * closed without an answer. The preface must be complete within
+ * --header-timeout of accept (of the TLS handshake's end with TLS), or the
+ * connection is closed and logged with its address (kill_ev, a one-shot
+ * timer: a client trickling the preface cannot hold a connection). An
+ * admitted stream whose message arrives slower than --min-receive-rate
+ * gets DEADLINE_EXCEEDED like one past --body-timeout (ingest.c), also
+ * logged with the address. Protocol errors after the preface are
  * nghttp2's: it sends GOAWAY and we close once that is written.
  *
  * ANSWERS. Success: HEADERS (:status 200, content-type, grpc-accept-encoding),
@@ -101,6 +107,7 @@
 #include "lib/hex.h"
 #include "proto/resp.h"
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -217,6 +224,7 @@ struct gthr {
     uint8_t *rbuf;
     struct gstream *spare; /* free list, linked by ->next */
     int n_spare;
+    struct timeval preface_tv; /* --header-timeout */
 };
 
 static struct gthr thr[IOT_MAX];
@@ -810,6 +818,14 @@ static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len
 
 static void conn_kill_later(struct gconn *c);
 
+/* A client cut off by a time or rate limit: its address goes to the log. */
+static void log_slow(struct gconn *c, const char *why)
+{
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("grpc", "event=slow_client_cut_off peer=%s reason=\"%s\"", peer, why);
+}
+
 static void stream_on_ingest(struct ingest_req *r, void *ctx)
 {
     struct gstream *s = ctx;
@@ -836,7 +852,11 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
             stream_finish(s);
         }
     } else if (s->state == GS_ADMIT || s->state == GS_INGEST || s->state == GS_BODY) {
-        /* a refusal, the export's outcome, or (GS_BODY) the body deadline */
+        /* a refusal, the export's outcome, or (GS_BODY) the body deadline
+         * or a body slower than --min-receive-rate */
+        if (s->state == GS_BODY && res->status == IS_TIMEOUT) {
+            log_slow(c, res->message);
+        }
         stream_answer(s, res);
     }
     if (!conn_flush(c)) {
@@ -982,6 +1002,8 @@ static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     if (c->ssl != NULL && !c->hs_done && !c->dying) {
         tls_count_failure(TLS_FAIL_TIMEOUT); /* the handshake deadline */
+    } else if (!c->dying && !c->quiescing && c->preface_got < PREFACE_LEN) {
+        log_slow(c, "the HTTP/2 preface did not arrive within --header-timeout");
     }
     conn_free(c);
 }
@@ -1050,6 +1072,9 @@ static bool conn_feed(struct gconn *c, const uint8_t *p, size_t n)
             return true;
         }
         c->preface_got += (uint8_t)k;
+        if (c->preface_got == PREFACE_LEN && !c->dying && !c->quiescing) {
+            event_del(c->kill_ev); /* the preface deadline is met */
+        }
     }
     ssize_t rv = nghttp2_session_mem_recv(c->sess, p, n);
     if (rv < 0) {
@@ -1091,7 +1116,10 @@ static bool conn_handshake(struct gconn *c)
         if (event_pending(c->wev, EV_WRITE, NULL)) {
             event_del(c->wev);
         }
-        event_del(c->kill_ev);       /* the handshake deadline */
+        event_del(c->kill_ev); /* the handshake deadline */
+        if (!c->dying && !c->quiescing) {
+            event_add(c->kill_ev, &c->th->preface_tv); /* and now the preface's */
+        }
         event_add(c->rev, &idle_tv); /* from now on the idle timeout */
         if (tls_pending(c->ssl)) {
             /* the preface came with the handshake's last flight and was read ahead */
@@ -1215,7 +1243,7 @@ static struct gconn *conn_new(struct gthr *th, int fd)
                             (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
     if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
         event_add(c->rev, c->ssl != NULL ? NULL : &idle_tv) < 0 ||
-        (c->ssl != NULL && event_add(c->kill_ev, &hs_tv) < 0)) {
+        event_add(c->kill_ev, c->ssl != NULL ? &hs_tv : &th->preface_tv) < 0) {
         goto fail_events;
     }
     c->next = th->conns;
@@ -1330,6 +1358,9 @@ int grpc_attach(struct iot *t, int fd)
         return rc;
     }
     th->t = t;
+    uint64_t head_ms = ingest_config()->header_timeout_ms;
+    th->preface_tv =
+        (struct timeval){(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
     if (th->rbuf == NULL) {
         th->rbuf = malloc(READ_BUF);
     }

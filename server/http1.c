@@ -57,13 +57,14 @@
  * Origin goes on an answer only for an Origin in --cors-origins (origin.h).
  *
  * TIMERS (one per connection, libevent common timeouts)
- *   idle keep-alive H1_IDLE_S; request line + headers H1_HEAD_S from the
- *   first byte (slowloris); body and response writing H1_IO_S without
+ *   idle keep-alive H1_IDLE_S; request line + headers --header-timeout
+ *   from the first byte (slowloris); body and response writing H1_IO_S without
  *   progress; lingering close H1_LINGER_S. No timer while a request waits
  *   for admission or for its result: ingest guarantees the callback. A
  *   head or body that times out is answered 408 before the close; an
- *   export's body also has ingest's --body-timeout from its admission,
- *   whose IS_TIMEOUT callback is answered the same way.
+ *   export's body also has ingest's --body-timeout from its admission and
+ *   its --min-receive-rate per window, whose IS_TIMEOUT callback is
+ *   answered the same way. Each cut-off is logged with the peer's address.
  *
  * Closing after an error answer is a lingering close: shutdown(SHUT_WR)
  * once the answer is written, then input is read and discarded until EOF
@@ -93,6 +94,7 @@
 
 #include "proto/resp.h"
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -109,7 +111,6 @@
 #define H1_REQS_PER_RUN 16       /* pipelined requests per conn_run */
 #define H1_OUT_LOWAT (64u << 10) /* streamed answers: ask for more below this */
 #define H1_IDLE_S 120
-#define H1_HEAD_S 30
 #define H1_IO_S 30
 #define H1_LINGER_S 2
 #define H1_LINGER_MAX (8u << 20) /* bytes discarded at most while lingering */
@@ -243,6 +244,7 @@ static void conn_run(struct conn *c);
 static void conn_close(struct conn *c);
 static void pend_put(struct conn *c);
 static void on_ingest(struct ingest_req *ir, void *ctx);
+static void log_slow(struct conn *c, const char *why);
 
 /* ---- small helpers ---- */
 
@@ -1123,8 +1125,10 @@ static void on_ingest(struct ingest_req *ir, void *ctx)
         return;
     }
     if (c->st == CS_BODY) {
-        /* The body deadline passed (IS_TIMEOUT): answer 408 and close. */
+        /* The body deadline passed or the body came too slowly
+         * (IS_TIMEOUT): answer 408 and close. */
         struct ingest_result copy = *res;
+        log_slow(c, copy.message);
         free_ireq(r);
         parser_pause(c, 1);
         answer_result(r, &copy, true);
@@ -1134,6 +1138,14 @@ static void on_ingest(struct ingest_req *ir, void *ctx)
 }
 
 /* ---- connection life ---- */
+
+/* A client cut off by a time or rate limit: its address goes to the log. */
+static void log_slow(struct conn *c, const char *why)
+{
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("http1", "event=slow_client_cut_off peer=%s reason=\"%s\"", peer, why);
+}
 
 static void req_reset(struct conn *c)
 {
@@ -1574,6 +1586,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     case CS_HEAD:
         /* Slowloris: headers did not arrive in time. */
         if (!c->req.started) {
+            log_slow(c, "the request line and headers did not arrive within --header-timeout");
             c->req.fmt = -1;
             parser_pause(c, 1);
             answer(&c->req, 408, GRPC_OK, "request timeout", 0, true);
@@ -1592,6 +1605,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 }
                 free_ireq(&c->req);
             }
+            log_slow(c, "the request body stalled");
             parser_pause(c, 1);
             answer(&c->req, 408, GRPC_DEADLINE_EXCEEDED, "request body timeout", 0, true);
             return;
@@ -1705,8 +1719,9 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 
 int http1_attach(struct iot *t, int fd)
 {
-    struct timeval idle = {H1_IDLE_S, 0}, head = {H1_HEAD_S, 0}, io = {H1_IO_S, 0},
-                   linger = {H1_LINGER_S, 0};
+    uint64_t head_ms = ingest_config()->header_timeout_ms;
+    struct timeval idle = {H1_IDLE_S, 0}, io = {H1_IO_S, 0}, linger = {H1_LINGER_S, 0};
+    struct timeval head = {(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
     uint64_t hs_ms = tls_handshake_timeout_ms();
     struct timeval hs = {(time_t)(hs_ms / 1000), (suseconds_t)(hs_ms % 1000 * 1000)};
     struct sockaddr_storage ss;
