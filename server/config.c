@@ -74,6 +74,14 @@ static const struct opt opts[] = {
     {"header-timeout", OPT_DUR, "10s", NULL, 1, 3600000, NUM(header_timeout_ms),
      "an HTTP request's line and headers must all arrive this long after its first byte "
      "(408 and close)"},
+    {"max-connections", OPT_COUNT, "4096", NULL, 1, 1 << 24, NUM(max_connections),
+     "open connections on both listeners together; one more is refused at accept (HTTP 503, "
+     "or a close); keep it under the descriptor limit (RLIMIT_NOFILE, logged at start)"},
+    {"max-connections-per-client", OPT_COUNT, "256", NULL, 1, 1 << 24,
+     NUM(max_connections_per_client), "open connections from one client address, likewise"},
+    {"idle-timeout", OPT_DUR, "2m", NULL, 1000, 86400000ll, NUM(idle_timeout_ms),
+     "a keep-alive connection that sends nothing this long between requests is closed (gRPC: "
+     "GOAWAY first)"},
     {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
      "bytes ingest may hold: request bodies, queued batches, open blocks"},
     {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),

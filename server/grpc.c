@@ -67,7 +67,7 @@
  * shutdown notice (GOAWAY with the maximum stream id); the final GOAWAY
  * follows when the connection has no stream left or after DRAIN_S without
  * input, and the connection closes once nghttp2 wants neither to read nor
- * to write. A connection with no input for IDLE_S and no stream waiting on
+ * to write. A connection with no input for --idle-timeout and no stream waiting on
  * ingest is closed the same way.
  *
  * TLS AND TOKENS. With TLS on (tls.h) a connection first completes its
@@ -108,6 +108,7 @@
 #include "proto/resp.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/connlim.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -120,7 +121,6 @@
 #define STREAM_WINDOW (1 << 20) /* a stream's window once admitted */
 #define CONN_WINDOW (32 << 20)  /* the connection's window */
 #define MAX_HEADER_LIST 16384   /* advertised and enforced (nghttp2 only advertises) */
-#define IDLE_S 300
 #define DRAIN_S 1
 #define READ_BUF (256u << 10)
 #define READS_PER_EVENT 8 /* bounds one connection's work per wake-up */
@@ -198,6 +198,7 @@ struct gconn {
     int fd;
     struct ssl_st *ssl; /* NULL: cleartext h2c */
     bool hs_done;       /* the TLS handshake has completed */
+    struct connlim_key lim;
     nghttp2_session *sess;
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
@@ -225,6 +226,7 @@ struct gthr {
     struct gstream *spare; /* free list, linked by ->next */
     int n_spare;
     struct timeval preface_tv; /* --header-timeout */
+    struct timeval idle_tv;    /* --idle-timeout */
 };
 
 static struct gthr thr[IOT_MAX];
@@ -866,7 +868,6 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
 
 /* ---- connections ---- */
 
-static const struct timeval idle_tv = {IDLE_S, 0};
 static const struct timeval drain_tv = {DRAIN_S, 0};
 
 static void conn_on_read(evutil_socket_t fd, short what, void *arg);
@@ -1030,6 +1031,7 @@ static void conn_free(struct gconn *c)
         c->next->prev = c->prev;
     }
     th->n_conns--;
+    connlim_release(CL_GRPC, &c->lim);
     free(c);
 }
 
@@ -1120,7 +1122,7 @@ static bool conn_handshake(struct gconn *c)
         if (!c->dying && !c->quiescing) {
             event_add(c->kill_ev, &c->th->preface_tv); /* and now the preface's */
         }
-        event_add(c->rev, &idle_tv); /* from now on the idle timeout */
+        event_add(c->rev, &c->th->idle_tv); /* from now on the idle timeout */
         if (tls_pending(c->ssl)) {
             /* the preface came with the handshake's last flight and was read ahead */
             event_active(c->rev, EV_READ, 0);
@@ -1242,7 +1244,7 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     struct timeval hs_tv = {(time_t)(tls_handshake_timeout_ms() / 1000),
                             (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
     if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
-        event_add(c->rev, c->ssl != NULL ? NULL : &idle_tv) < 0 ||
+        event_add(c->rev, c->ssl != NULL ? NULL : &th->idle_tv) < 0 ||
         event_add(c->kill_ev, c->ssl != NULL ? &hs_tv : &th->preface_tv) < 0) {
         goto fail_events;
     }
@@ -1281,18 +1283,26 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 {
     struct gthr *th = arg;
     int one = 1;
-    (void)lev, (void)sa, (void)salen;
+    struct connlim_key lim;
+    (void)lev, (void)salen;
 
     if (th->quiescing || iot_stopping()) {
         close(fd);
         return;
     }
+    if (!connlim_acquire(CL_GRPC, sa, &lim)) {
+        close(fd); /* past a connection cap (counted and logged) */
+        return;
+    }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (conn_new(th, fd) == NULL) {
+    struct gconn *c = conn_new(th, fd);
+    if (c == NULL) {
         log_warn("grpc", "event=accept_dropped reason=out_of_memory");
+        connlim_release(CL_GRPC, &lim);
         close(fd);
         return;
     }
+    c->lim = lim;
     th->t->stats.connections_accepted++;
 }
 
@@ -1358,7 +1368,14 @@ int grpc_attach(struct iot *t, int fd)
         return rc;
     }
     th->t = t;
-    uint64_t head_ms = ingest_config()->header_timeout_ms;
+    const struct config *cfg = ingest_config();
+    uint64_t head_ms = cfg->header_timeout_ms, idle_ms = cfg->idle_timeout_ms;
+    rc = connlim_init(cfg);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    th->idle_tv = (struct timeval){(time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000 * 1000)};
     th->preface_tv =
         (struct timeval){(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
     if (th->rbuf == NULL) {
