@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -328,5 +330,197 @@ Test(limits, headers_and_the_http2_preface_must_arrive_within_header_timeout)
     h2c_call_free(&call);
     free(frame);
     free(v);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* ---- connection caps and the idle timeout ---- */
+
+/* A blocking connection to 127.0.0.1:|port| from source address |src|
+ * (any of 127.0.0.0/8 is local on Linux). The fd, or -1. */
+static int connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd < 0) {
+        return -1;
+    }
+    inet_pton(AF_INET, src, &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* GET /health on |fd|, kept alive: its status, or -1. */
+static int health_on(int fd)
+{
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    char carry[256];
+    size_t carry_len = 0;
+    struct http_resp resp;
+    if (httpc_send_all(fd, req, strlen(req)) != 0 ||
+        httpc_read_response(fd, 0, carry, sizeof(carry), &carry_len, &resp) != 0) {
+        return -1;
+    }
+    int st = resp.status;
+    http_resp_free(&resp);
+    return st;
+}
+
+/* The value of |series| in GET /metrics asked on |fd| (kept alive, so no
+ * new connection is counted), or -1. */
+static double metric_on(int fd, const char *series)
+{
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    char carry[256];
+    size_t carry_len = 0;
+    struct http_resp resp;
+    double v = -1;
+    if (httpc_send_all(fd, req, strlen(req)) != 0 ||
+        httpc_read_response(fd, 0, carry, sizeof(carry), &carry_len, &resp) != 0) {
+        return -1;
+    }
+    char *text = malloc(resp.body_len + 1);
+    cr_assert_not_null(text);
+    memcpy(text, resp.body, resp.body_len);
+    text[resp.body_len] = '\0';
+    size_t sl = strlen(series);
+    for (char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        if (strncmp(p, series, sl) == 0 && p[sl] == ' ') {
+            v = strtod(p + sl + 1, NULL);
+            break;
+        }
+    }
+    free(text);
+    http_resp_free(&resp);
+    return v;
+}
+
+/* Waits (bounded) until |fd|'s /metrics shows |want| open HTTP connections. */
+static double wait_open_http(int fd, double want)
+{
+    double v = -1;
+    for (int i = 0; i < 200; i++) {
+        v = metric_on(fd, "miradb_connections_open{listener=\"http\"}");
+        if (v == want) {
+            break;
+        }
+        sleep_ms(50);
+    }
+    return v;
+}
+
+Test(limits, connections_past_the_caps_are_refused_at_accept_and_counted)
+{
+    struct daemon d;
+    const char *args[] = {
+        "--io-threads", "1", "--max-connections", "5", "--max-connections-per-client", "3", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    cr_expect_eq(log_count(&d, "event=connection_limits max_connections=5 per_client=3 "
+                               "rlimit_nofile="),
+                 1);
+
+    /* Three from 127.0.0.1 are served; the fourth gets 503 and the close. */
+    int own[3];
+    for (int i = 0; i < 3; i++) {
+        own[i] = connect_from("127.0.0.1", d.http_port);
+        cr_assert_geq(own[i], 0);
+        cr_expect_eq(health_on(own[i]), 200, "connection %d", i);
+    }
+    int extra = connect_from("127.0.0.1", d.http_port);
+    cr_assert_geq(extra, 0);
+    char carry[256];
+    size_t carry_len = 0;
+    struct http_resp resp;
+    cr_assert_eq(httpc_read_response(extra, 0, carry, sizeof(carry), &carry_len, &resp), 0);
+    cr_expect_eq(resp.status, 503);
+    char buf[64];
+    cr_expect_str_eq(http_resp_header(&resp, "Connection", buf, sizeof(buf)), "close");
+    cr_expect_eq(resp.body_len, 21);
+    cr_expect(resp.body_len == 21 && memcmp(resp.body, "too many connections\n", 21) == 0);
+    http_resp_free(&resp);
+    cr_expect(httpc_wait_closed(extra));
+    close(extra);
+
+    /* Other addresses still get in, up to the total of 5; then both
+     * listeners refuse. */
+    int other = connect_from("127.0.0.2", d.http_port);
+    cr_assert_geq(other, 0);
+    cr_expect_eq(health_on(other), 200);
+    int g = connect_from("127.0.0.3", d.grpc_port);
+    cr_assert_geq(g, 0);
+    /* The server's SETTINGS answer the preface: the connection was taken. */
+    cr_assert_eq(httpc_send_all(g, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24), 0);
+    char settings[9];
+    cr_assert_eq(recv(g, settings, sizeof(settings), MSG_WAITALL), 9);
+    cr_expect_eq(settings[3], 4, "a SETTINGS frame first");
+    cr_expect_eq(health_on(own[0]), 200, "the admitted connections are served on");
+    int h = connect_from("127.0.0.4", d.http_port);
+    cr_assert_geq(h, 0);
+    carry_len = 0;
+    cr_assert_eq(httpc_read_response(h, 0, carry, sizeof(carry), &carry_len, &resp), 0);
+    cr_expect_eq(resp.status, 503);
+    http_resp_free(&resp);
+    close(h);
+    int g2 = connect_from("127.0.0.4", d.grpc_port);
+    cr_assert_geq(g2, 0);
+    cr_expect(httpc_wait_closed(g2), "a gRPC connection past the cap stays open");
+    close(g2);
+
+    /* Closing gives the places back. */
+    close(g);
+    close(other);
+    close(own[2]);
+    cr_expect_eq(wait_open_http(own[0], 2), 2);
+    cr_expect_eq(metric_on(own[0], "miradb_connections_open{listener=\"grpc\"}"), 0);
+    cr_expect_eq(metric_on(own[0], "miradb_connections_refused_total{reason=\""
+                                   "max_connections_per_client\"}"),
+                 1);
+    cr_expect_eq(metric_on(own[0], "miradb_connections_refused_total{reason=\"max_connections\"}"),
+                 2);
+    cr_expect_geq(log_count(&d, "event=connection_refused reason=max_connections_per_client "
+                                "peer=127.0.0.1:"),
+                  1);
+    extra = connect_from("127.0.0.1", d.http_port);
+    cr_assert_geq(extra, 0);
+    cr_expect_eq(health_on(extra), 200, "a place freed by a close is taken again");
+    close(extra);
+    close(own[0]);
+    close(own[1]);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+Test(limits, idle_keep_alive_connections_are_closed_after_idle_timeout)
+{
+    struct daemon d;
+    const char *args[] = {"--io-threads", "1", "--idle-timeout", "1s", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+
+    /* Busy: a request every 300 ms for 2 s keeps it open. */
+    int busy = httpc_connect(d.http_port);
+    cr_assert_geq(busy, 0);
+    for (int i = 0; i < 7; i++) {
+        cr_expect_eq(health_on(busy), 200, "request %d on the busy connection", i);
+        sleep_ms(300);
+    }
+    close(busy);
+
+    /* Idle after one request: closed by the server. */
+    int idle = httpc_connect(d.http_port);
+    cr_assert_geq(idle, 0);
+    cr_expect_eq(health_on(idle), 200);
+    cr_expect(httpc_wait_closed(idle), "the idle HTTP connection stays open");
+    close(idle);
+
+    /* gRPC: a connection that sends nothing after its preface gets GOAWAY and the close. */
+    struct h2c *h;
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    cr_expect_eq(h2c_wait_closed(h), 0, "the idle gRPC connection stays open");
+    cr_expect(h2c_goaway(h, NULL));
+    h2c_free(h);
     cr_expect_eq(daemon_stop(&d), 0);
 }
