@@ -27,6 +27,9 @@ struct config {
     uint64_t max_connections;            /* open on both listeners together */
     uint64_t max_connections_per_client; /* open from one source address */
     uint64_t idle_timeout_ms;            /* a connection with nothing to do is closed */
+    int h2_reset_rate;    /* RST_STREAM frames a second one HTTP/2 connection may send */
+    int h2_ping_rate;     /* PING frames (not acks), likewise */
+    int h2_settings_rate; /* SETTINGS frames (not acks), likewise */
     uint64_t memory_budget;
     uint64_t max_request_bytes;
     int ack; /* enum shard_ack: the option's choices in that order */

@@ -86,6 +86,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -104,6 +105,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "lib/base64.h"
+#include "lib/clock.h"
 #include "lib/hex.h"
 #include "proto/resp.h"
 #include "server/auth.h"
@@ -128,6 +130,11 @@
 #define STAGE_MAX (128u << 10)
 #define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
 #define PREFIX_LEN 5
+
+/* Control frames a client may send at a bounded rate (--h2-*-rate). */
+enum flood_kind { FL_RESET = 0, FL_PING = 1, FL_SETTINGS = 2, FLOOD_KINDS };
+static const char *const flood_names[FLOOD_KINDS] = {"rst_stream", "ping", "settings"};
+static _Atomic uint64_t flood_goaways[FLOOD_KINDS];
 #define SPARE_STREAMS 256 /* stream structs a thread keeps for reuse */
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -199,6 +206,8 @@ struct gconn {
     struct ssl_st *ssl; /* NULL: cleartext h2c */
     bool hs_done;       /* the TLS handshake has completed */
     struct connlim_key lim;
+    uint64_t flood_tat[FLOOD_KINDS]; /* per frame kind: its rate limit's next-due time (GCRA) */
+    bool calm_sent;                  /* GOAWAY(ENHANCE_YOUR_CALM) queued */
     nghttp2_session *sess;
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
@@ -740,11 +749,73 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     return 0;
 }
 
+/* One more frame of |k| from |c|: false when it exceeds the kind's rate
+ * (generic cell rate: each frame moves the due time on by 1/rate seconds;
+ * the due time may run ahead of now by at most one second's worth, so a
+ * burst of rate frames passes). */
+static bool flood_ok(struct gconn *c, enum flood_kind k)
+{
+    const struct config *cfg = ingest_config();
+    int rate = k == FL_RESET  ? cfg->h2_reset_rate
+               : k == FL_PING ? cfg->h2_ping_rate
+                              : cfg->h2_settings_rate;
+    uint64_t now = clock_mono_ns(), step = 1000000000ull / (uint64_t)rate;
+    uint64_t tat = c->flood_tat[k] > now ? c->flood_tat[k] : now;
+    if (tat + step > now + 1000000000ull + step) {
+        return false;
+    }
+    c->flood_tat[k] = tat + step;
+    return true;
+}
+
+/* Counts the control frames a client floods with; past a rate the
+ * connection gets GOAWAY(ENHANCE_YOUR_CALM) and closes once it is written
+ * (streams in flight are dropped: the client asked for it). */
+static void flood_check(struct gconn *c, const nghttp2_frame *frame)
+{
+    enum flood_kind k;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        k = FL_RESET;
+    } else if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        k = FL_PING;
+    } else if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        k = FL_SETTINGS;
+    } else {
+        return;
+    }
+    if (c->calm_sent || flood_ok(c, k)) {
+        return;
+    }
+    c->calm_sent = true;
+    atomic_fetch_add(&flood_goaways[k], 1);
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("grpc", "event=h2_flood_goaway peer=%s frame=%s limit=--h2-%s-rate", peer,
+             flood_names[k],
+             k == FL_RESET  ? "reset"
+             : k == FL_PING ? "ping"
+                            : "settings");
+    nghttp2_session_terminate_session(c->sess, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+void grpc_metrics_text(struct evbuffer *o)
+{
+    evbuffer_add_printf(o, "# HELP miradb_grpc_flood_goaways_total gRPC connections sent "
+                           "GOAWAY(ENHANCE_YOUR_CALM) for control frames past a rate, by "
+                           "frame.
+#TYPE miradb_grpc_flood_goaways_total counter
+");
+    for (int k = 0; k < FLOOD_KINDS; k++) {
+        evbuffer_add_printf(o, "miradb_grpc_flood_goaways_total{frame=\"%s\"} %llu\n",
+                            flood_names[k], (unsigned long long)atomic_load(&flood_goaways[k]));
+    }
+}
+
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
 {
     struct gstream *s;
-    (void)user;
 
+    flood_check(user, frame);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
         return 0;
     }

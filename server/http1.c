@@ -96,6 +96,7 @@
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/connlim.h"
+#include "server/grpc.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -660,6 +661,7 @@ static void h_metrics(struct http1_req *r)
     http1_resp_start(r, 200, "text/plain; version=0.0.4; charset=utf-8");
     ops_metrics_text(http1_resp_body(r));
     connlim_metrics_text(http1_resp_body(r));
+    grpc_metrics_text(http1_resp_body(r));
     http1_resp_end(r);
 }
 

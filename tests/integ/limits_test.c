@@ -524,3 +524,116 @@ Test(limits, idle_keep_alive_connections_are_closed_after_idle_timeout)
     h2c_free(h);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* ---- HTTP/2 control-frame floods ---- */
+
+#define CALM 11 /* ENHANCE_YOUR_CALM */
+#define FLOOD_LOG "event=h2_flood_goaway peer=127.0.0.1:"
+
+/* A gRPC length prefix declaring 1000 bytes. */
+static const uint8_t prefix_1000[5] = {0, 0, 0, 0x03, 0xe8};
+
+/* Opens a stream (HEADERS and the prefix) and resets it at once, |n|
+ * times or until the server sends GOAWAY. Returns the resets sent. */
+static int rapid_reset(struct h2c *h, int n)
+{
+    int sent = 0;
+    for (int i = 0; i < n && !h2c_goaway(h, NULL); i++) {
+        struct h2c_call call = {.body = prefix_1000, .body_len = 5, .keep_open = true};
+        if (h2c_submit(h, LOGS_PATH, NULL, &call) != 0 || h2c_pump(h, &call) != 0 ||
+            h2c_rst(h, &call, 8 /* CANCEL */) != 0) {
+            h2c_call_free(&call);
+            break;
+        }
+        sent++;
+        h2c_call_free(&call);
+    }
+    return sent;
+}
+
+static void expect_export_ok(struct h2c *h, const char *what)
+{
+    size_t vl, fl;
+    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
+    uint8_t *frame = h2c_frame(v, vl, false, &fl);
+    struct h2c_call call = {.body = frame, .body_len = fl};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &call), 0);
+    cr_expect_eq(h2c_wait(h), 0, "%s: no answer", what);
+    cr_expect_eq(call.grpc_status, 0, "%s: grpc-status %d (%s)", what, call.grpc_status,
+                 call.grpc_message);
+    h2c_call_free(&call);
+    free(frame);
+    free(v);
+}
+
+Test(limits, rapid_reset_ping_and_settings_floods_get_goaway_enhance_your_calm)
+{
+    struct daemon d;
+    const char *args[] = {"--io-threads",
+                          "1",
+                          "--h2-reset-rate",
+                          "20",
+                          "--h2-ping-rate",
+                          "10",
+                          "--h2-settings-rate",
+                          "5",
+                          NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+
+    /* Under the burst: ten resets, then an export on the same connection. */
+    struct h2c *fair;
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &fair), 0);
+    cr_expect_eq(rapid_reset(fair, 10), 10);
+    cr_expect_eq(h2c_ping(fair, 10), 0);
+    cr_expect(!h2c_goaway(fair, NULL), "GOAWAY after ten resets");
+    expect_export_ok(fair, "after ten resets");
+
+    /* Rapid Reset: streams opened and reset as fast as the client can. */
+    struct h2c *h;
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    int sent = rapid_reset(h, 500);
+    cr_expect_eq(h2c_wait_closed(h), 0, "the flooding connection stays open");
+    cr_expect_eq(h2c_goaway_code(h), CALM, "GOAWAY code %u after %d resets", h2c_goaway_code(h),
+                 sent);
+    cr_expect_lt(sent, 500, "%d resets taken", sent);
+    cr_expect_geq(sent, 20, "GOAWAY after only %d resets", sent);
+    h2c_free(h);
+
+    /* PING flood. */
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    for (int i = 0; i < 500 && !h2c_goaway(h, NULL); i++) {
+        if (h2c_ping(h, 0) < 0) {
+            break;
+        }
+    }
+    cr_expect_eq(h2c_wait_closed(h), 0);
+    cr_expect_eq(h2c_goaway_code(h), CALM);
+    h2c_free(h);
+
+    /* SETTINGS flood. */
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    for (int i = 0; i < 500 && !h2c_goaway(h, NULL); i++) {
+        if (h2c_settings(h) < 0) {
+            break;
+        }
+    }
+    cr_expect_eq(h2c_wait_closed(h), 0);
+    cr_expect_eq(h2c_goaway_code(h), CALM);
+    h2c_free(h);
+
+    /* Everyone else is served: the fair connection and a new one. */
+    expect_export_ok(fair, "the fair connection after the floods");
+    h2c_free(fair);
+    struct h2c *fresh;
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &fresh), 0);
+    expect_export_ok(fresh, "a new connection after the floods");
+    h2c_free(fresh);
+
+    cr_expect_eq(daemon_metric(&d, "miradb_grpc_flood_goaways_total{frame=\"rst_stream\"}"), 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_grpc_flood_goaways_total{frame=\"ping\"}"), 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_grpc_flood_goaways_total{frame=\"settings\"}"), 1);
+    cr_expect_eq(log_count(&d, FLOOD_LOG), 3);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
+                 30);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
