@@ -802,9 +802,7 @@ void grpc_metrics_text(struct evbuffer *o)
 {
     evbuffer_add_printf(o, "# HELP miradb_grpc_flood_goaways_total gRPC connections sent "
                            "GOAWAY(ENHANCE_YOUR_CALM) for control frames past a rate, by "
-                           "frame.
-#TYPE miradb_grpc_flood_goaways_total counter
-");
+                           "frame.\n# TYPE miradb_grpc_flood_goaways_total counter\n");
     for (int k = 0; k < FLOOD_KINDS; k++) {
         evbuffer_add_printf(o, "miradb_grpc_flood_goaways_total{frame=\"%s\"} %llu\n",
                             flood_names[k], (unsigned long long)atomic_load(&flood_goaways[k]));

@@ -28,13 +28,6 @@
 #define SLOW_MSG_PREFIX "the request body arrived too slowly: "
 #define CUT_LOG "event=slow_client_cut_off peer=127.0.0.1:"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
