@@ -82,12 +82,12 @@ static const struct opt opts[] = {
     {"idle-timeout", OPT_DUR, "2m", NULL, 1000, 86400000ll, NUM(idle_timeout_ms),
      "a keep-alive connection that sends nothing this long between requests is closed (gRPC: "
      "GOAWAY first)"},
-    {"h2-reset-rate", OPT_INT, "100", NULL, 1, 1000000, NUM(h2_reset_rate),
+    {"grpc-reset-rate", OPT_INT, "100", NULL, 1, 1000000, NUM(h2_reset_rate),
      "RST_STREAM frames a second one gRPC connection may send (burst as many), against Rapid "
      "Reset (CVE-2023-44487); past it GOAWAY(ENHANCE_YOUR_CALM) and close"},
-    {"h2-ping-rate", OPT_INT, "50", NULL, 1, 1000000, NUM(h2_ping_rate),
+    {"grpc-ping-rate", OPT_INT, "50", NULL, 1, 1000000, NUM(h2_ping_rate),
      "PING frames a second one gRPC connection may send (burst as many); past it GOAWAY"},
-    {"h2-settings-rate", OPT_INT, "10", NULL, 1, 1000000, NUM(h2_settings_rate),
+    {"grpc-settings-rate", OPT_INT, "10", NULL, 1, 1000000, NUM(h2_settings_rate),
      "SETTINGS frames a second one gRPC connection may send (burst as many); past it GOAWAY"},
     {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
      "bytes ingest may hold: request bodies, queued batches, open blocks"},

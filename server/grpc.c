@@ -131,7 +131,7 @@
 #define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
 #define PREFIX_LEN 5
 
-/* Control frames a client may send at a bounded rate (--h2-*-rate). */
+/* Control frames a client may send at a bounded rate (--grpc-*-rate). */
 enum flood_kind { FL_RESET = 0, FL_PING = 1, FL_SETTINGS = 2, FLOOD_KINDS };
 static const char *const flood_names[FLOOD_KINDS] = {"rst_stream", "ping", "settings"};
 static _Atomic uint64_t flood_goaways[FLOOD_KINDS];
@@ -790,7 +790,7 @@ static void flood_check(struct gconn *c, const nghttp2_frame *frame)
     atomic_fetch_add(&flood_goaways[k], 1);
     char peer[64];
     iot_peer_name(c->fd, peer, sizeof(peer));
-    log_warn("grpc", "event=h2_flood_goaway peer=%s frame=%s limit=--h2-%s-rate", peer,
+    log_warn("grpc", "event=h2_flood_goaway peer=%s frame=%s limit=--grpc-%s-rate", peer,
              flood_names[k],
              k == FL_RESET  ? "reset"
              : k == FL_PING ? "ping"

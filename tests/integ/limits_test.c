@@ -564,11 +564,11 @@ Test(limits, rapid_reset_ping_and_settings_floods_get_goaway_enhance_your_calm)
     struct daemon d;
     const char *args[] = {"--io-threads",
                           "1",
-                          "--h2-reset-rate",
+                          "--grpc-reset-rate",
                           "20",
-                          "--h2-ping-rate",
+                          "--grpc-ping-rate",
                           "10",
-                          "--h2-settings-rate",
+                          "--grpc-settings-rate",
                           "5",
                           NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
