@@ -65,6 +65,30 @@ static const struct opt opts[] = {
     {"body-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(body_timeout_ms),
      "an admitted export whose body has not all arrived this long after admission is answered "
      "408 / DEADLINE_EXCEEDED and its memory returned"},
+    {"min-receive-rate", OPT_BYTES, "1KiB", NULL, 0, 1ll << 30, NUM(min_receive_rate),
+     "bytes a second an admitted export's body must arrive at, measured over each "
+     "--receive-rate-window from admission; slower is cut off with 408 / DEADLINE_EXCEEDED "
+     "(0 = off)"},
+    {"receive-rate-window", OPT_DUR, "5s", NULL, 100, 600000, NUM(receive_rate_window_ms),
+     "the window --min-receive-rate is measured over; the first one is also the grace period"},
+    {"header-timeout", OPT_DUR, "10s", NULL, 1, 3600000, NUM(header_timeout_ms),
+     "an HTTP request's line and headers must all arrive this long after its first byte "
+     "(408 and close)"},
+    {"max-connections", OPT_COUNT, "4096", NULL, 1, 1 << 24, NUM(max_connections),
+     "open connections on both listeners together; one more is refused at accept (HTTP 503, "
+     "or a close); keep it under the descriptor limit (RLIMIT_NOFILE, logged at start)"},
+    {"max-connections-per-client", OPT_COUNT, "256", NULL, 1, 1 << 24,
+     NUM(max_connections_per_client), "open connections from one client address, likewise"},
+    {"idle-timeout", OPT_DUR, "2m", NULL, 1000, 86400000ll, NUM(idle_timeout_ms),
+     "a keep-alive connection that sends nothing this long between requests is closed (gRPC: "
+     "GOAWAY first)"},
+    {"grpc-reset-rate", OPT_INT, "100", NULL, 1, 1000000, NUM(h2_reset_rate),
+     "RST_STREAM frames a second one gRPC connection may send (burst as many), against Rapid "
+     "Reset (CVE-2023-44487); past it GOAWAY(ENHANCE_YOUR_CALM) and close"},
+    {"grpc-ping-rate", OPT_INT, "50", NULL, 1, 1000000, NUM(h2_ping_rate),
+     "PING frames a second one gRPC connection may send (burst as many); past it GOAWAY"},
+    {"grpc-settings-rate", OPT_INT, "10", NULL, 1, 1000000, NUM(h2_settings_rate),
+     "SETTINGS frames a second one gRPC connection may send (burst as many); past it GOAWAY"},
     {"memory-budget", OPT_BYTES, "256MiB", NULL, 16ll << 20, 1ll << 50, NUM(memory_budget),
      "bytes ingest may hold: request bodies, queued batches, open blocks"},
     {"max-request-bytes", OPT_BYTES, "64MiB", NULL, 1024, 1ll << 31, NUM(max_request_bytes),

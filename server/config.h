@@ -20,7 +20,16 @@ struct config {
     int shards; /* per signal */
     int queue;  /* batches a shard queue holds (reserved + queued) */
     int admit_wait_ms;
-    uint64_t body_timeout_ms; /* an admitted export's body must arrive within this */
+    uint64_t body_timeout_ms;            /* an admitted export's body must arrive within this */
+    uint64_t min_receive_rate;           /* body bytes/s over each window; 0 = off */
+    uint64_t receive_rate_window_ms;     /* the window (and grace) of min_receive_rate */
+    uint64_t header_timeout_ms;          /* HTTP request line + headers, from the first byte */
+    uint64_t max_connections;            /* open on both listeners together */
+    uint64_t max_connections_per_client; /* open from one source address */
+    uint64_t idle_timeout_ms;            /* a connection with nothing to do is closed */
+    int h2_reset_rate;    /* RST_STREAM frames a second one HTTP/2 connection may send */
+    int h2_ping_rate;     /* PING frames (not acks), likewise */
+    int h2_settings_rate; /* SETTINGS frames (not acks), likewise */
     uint64_t memory_budget;
     uint64_t max_request_bytes;
     int ack; /* enum shard_ack: the option's choices in that order */

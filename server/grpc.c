@@ -47,7 +47,13 @@
  * speaks first; grpc-go only needs our SETTINGS promptly). Waiting for the
  * preface lets an HTTP/1.1 client that was pointed at this port by mistake
  * get a plain "HTTP/1.1 400" rather than binary SETTINGS; other garbage is
- * closed without an answer. Protocol errors after the preface are
+ * closed without an answer. The preface must be complete within
+ * --header-timeout of accept (of the TLS handshake's end with TLS), or the
+ * connection is closed and logged with its address (kill_ev, a one-shot
+ * timer: a client trickling the preface cannot hold a connection). An
+ * admitted stream whose message arrives slower than --min-receive-rate
+ * gets DEADLINE_EXCEEDED like one past --body-timeout (ingest.c), also
+ * logged with the address. Protocol errors after the preface are
  * nghttp2's: it sends GOAWAY and we close once that is written.
  *
  * ANSWERS. Success: HEADERS (:status 200, content-type, grpc-accept-encoding),
@@ -61,7 +67,7 @@
  * shutdown notice (GOAWAY with the maximum stream id); the final GOAWAY
  * follows when the connection has no stream left or after DRAIN_S without
  * input, and the connection closes once nghttp2 wants neither to read nor
- * to write. A connection with no input for IDLE_S and no stream waiting on
+ * to write. A connection with no input for --idle-timeout and no stream waiting on
  * ingest is closed the same way.
  *
  * TLS AND TOKENS. With TLS on (tls.h) a connection first completes its
@@ -80,6 +86,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -98,9 +105,12 @@
 #include <nghttp2/nghttp2.h>
 
 #include "lib/base64.h"
+#include "lib/clock.h"
 #include "lib/hex.h"
 #include "proto/resp.h"
 #include "server/auth.h"
+#include "server/config.h"
+#include "server/connlim.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -113,7 +123,6 @@
 #define STREAM_WINDOW (1 << 20) /* a stream's window once admitted */
 #define CONN_WINDOW (32 << 20)  /* the connection's window */
 #define MAX_HEADER_LIST 16384   /* advertised and enforced (nghttp2 only advertises) */
-#define IDLE_S 300
 #define DRAIN_S 1
 #define READ_BUF (256u << 10)
 #define READS_PER_EVENT 8 /* bounds one connection's work per wake-up */
@@ -121,6 +130,11 @@
 #define STAGE_MAX (128u << 10)
 #define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
 #define PREFIX_LEN 5
+
+/* Control frames a client may send at a bounded rate (--grpc-*-rate). */
+enum flood_kind { FL_RESET = 0, FL_PING = 1, FL_SETTINGS = 2, FLOOD_KINDS };
+static const char *const flood_names[FLOOD_KINDS] = {"rst_stream", "ping", "settings"};
+static _Atomic uint64_t flood_goaways[FLOOD_KINDS];
 #define SPARE_STREAMS 256 /* stream structs a thread keeps for reuse */
 
 static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -191,6 +205,9 @@ struct gconn {
     int fd;
     struct ssl_st *ssl; /* NULL: cleartext h2c */
     bool hs_done;       /* the TLS handshake has completed */
+    struct connlim_key lim;
+    uint64_t flood_tat[FLOOD_KINDS]; /* per frame kind: its rate limit's next-due time (GCRA) */
+    bool calm_sent;                  /* GOAWAY(ENHANCE_YOUR_CALM) queued */
     nghttp2_session *sess;
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
@@ -217,6 +234,8 @@ struct gthr {
     uint8_t *rbuf;
     struct gstream *spare; /* free list, linked by ->next */
     int n_spare;
+    struct timeval preface_tv; /* --header-timeout */
+    struct timeval idle_tv;    /* --idle-timeout */
 };
 
 static struct gthr thr[IOT_MAX];
@@ -730,11 +749,71 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     return 0;
 }
 
+/* One more frame of |k| from |c|: false when it exceeds the kind's rate
+ * (generic cell rate: each frame moves the due time on by 1/rate seconds;
+ * the due time may run ahead of now by at most one second's worth, so a
+ * burst of rate frames passes). */
+static bool flood_ok(struct gconn *c, enum flood_kind k)
+{
+    const struct config *cfg = ingest_config();
+    int rate = k == FL_RESET  ? cfg->h2_reset_rate
+               : k == FL_PING ? cfg->h2_ping_rate
+                              : cfg->h2_settings_rate;
+    uint64_t now = clock_mono_ns(), step = 1000000000ull / (uint64_t)rate;
+    uint64_t tat = c->flood_tat[k] > now ? c->flood_tat[k] : now;
+    if (tat + step > now + 1000000000ull + step) {
+        return false;
+    }
+    c->flood_tat[k] = tat + step;
+    return true;
+}
+
+/* Counts the control frames a client floods with; past a rate the
+ * connection gets GOAWAY(ENHANCE_YOUR_CALM) and closes once it is written
+ * (streams in flight are dropped: the client asked for it). */
+static void flood_check(struct gconn *c, const nghttp2_frame *frame)
+{
+    enum flood_kind k;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        k = FL_RESET;
+    } else if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        k = FL_PING;
+    } else if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        k = FL_SETTINGS;
+    } else {
+        return;
+    }
+    if (c->calm_sent || flood_ok(c, k)) {
+        return;
+    }
+    c->calm_sent = true;
+    atomic_fetch_add(&flood_goaways[k], 1);
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("grpc", "event=h2_flood_goaway peer=%s frame=%s limit=--grpc-%s-rate", peer,
+             flood_names[k],
+             k == FL_RESET  ? "reset"
+             : k == FL_PING ? "ping"
+                            : "settings");
+    nghttp2_session_terminate_session(c->sess, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+void grpc_metrics_text(struct evbuffer *o)
+{
+    evbuffer_add_printf(o, "# HELP miradb_grpc_flood_goaways_total gRPC connections sent "
+                           "GOAWAY(ENHANCE_YOUR_CALM) for control frames past a rate, by "
+                           "frame.\n# TYPE miradb_grpc_flood_goaways_total counter\n");
+    for (int k = 0; k < FLOOD_KINDS; k++) {
+        evbuffer_add_printf(o, "miradb_grpc_flood_goaways_total{frame=\"%s\"} %llu\n",
+                            flood_names[k], (unsigned long long)atomic_load(&flood_goaways[k]));
+    }
+}
+
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
 {
     struct gstream *s;
-    (void)user;
 
+    flood_check(user, frame);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {
         return 0;
     }
@@ -810,6 +889,14 @@ static int on_error(nghttp2_session *sess, int code, const char *msg, size_t len
 
 static void conn_kill_later(struct gconn *c);
 
+/* A client cut off by a time or rate limit: its address goes to the log. */
+static void log_slow(struct gconn *c, const char *why)
+{
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("grpc", "event=slow_client_cut_off peer=%s reason=\"%s\"", peer, why);
+}
+
 static void stream_on_ingest(struct ingest_req *r, void *ctx)
 {
     struct gstream *s = ctx;
@@ -836,7 +923,11 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
             stream_finish(s);
         }
     } else if (s->state == GS_ADMIT || s->state == GS_INGEST || s->state == GS_BODY) {
-        /* a refusal, the export's outcome, or (GS_BODY) the body deadline */
+        /* a refusal, the export's outcome, or (GS_BODY) the body deadline
+         * or a body slower than --min-receive-rate */
+        if (s->state == GS_BODY && res->status == IS_TIMEOUT) {
+            log_slow(c, res->message);
+        }
         stream_answer(s, res);
     }
     if (!conn_flush(c)) {
@@ -846,7 +937,6 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
 
 /* ---- connections ---- */
 
-static const struct timeval idle_tv = {IDLE_S, 0};
 static const struct timeval drain_tv = {DRAIN_S, 0};
 
 static void conn_on_read(evutil_socket_t fd, short what, void *arg);
@@ -982,6 +1072,8 @@ static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     if (c->ssl != NULL && !c->hs_done && !c->dying) {
         tls_count_failure(TLS_FAIL_TIMEOUT); /* the handshake deadline */
+    } else if (!c->dying && !c->quiescing && c->preface_got < PREFACE_LEN) {
+        log_slow(c, "the HTTP/2 preface did not arrive within --header-timeout");
     }
     conn_free(c);
 }
@@ -1008,6 +1100,7 @@ static void conn_free(struct gconn *c)
         c->next->prev = c->prev;
     }
     th->n_conns--;
+    connlim_release(CL_GRPC, &c->lim);
     free(c);
 }
 
@@ -1050,6 +1143,9 @@ static bool conn_feed(struct gconn *c, const uint8_t *p, size_t n)
             return true;
         }
         c->preface_got += (uint8_t)k;
+        if (c->preface_got == PREFACE_LEN && !c->dying && !c->quiescing) {
+            event_del(c->kill_ev); /* the preface deadline is met */
+        }
     }
     ssize_t rv = nghttp2_session_mem_recv(c->sess, p, n);
     if (rv < 0) {
@@ -1091,8 +1187,11 @@ static bool conn_handshake(struct gconn *c)
         if (event_pending(c->wev, EV_WRITE, NULL)) {
             event_del(c->wev);
         }
-        event_del(c->kill_ev);       /* the handshake deadline */
-        event_add(c->rev, &idle_tv); /* from now on the idle timeout */
+        event_del(c->kill_ev); /* the handshake deadline */
+        if (!c->dying && !c->quiescing) {
+            event_add(c->kill_ev, &c->th->preface_tv); /* and now the preface's */
+        }
+        event_add(c->rev, &c->th->idle_tv); /* from now on the idle timeout */
         if (tls_pending(c->ssl)) {
             /* the preface came with the handshake's last flight and was read ahead */
             event_active(c->rev, EV_READ, 0);
@@ -1214,8 +1313,8 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     struct timeval hs_tv = {(time_t)(tls_handshake_timeout_ms() / 1000),
                             (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
     if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
-        event_add(c->rev, c->ssl != NULL ? NULL : &idle_tv) < 0 ||
-        (c->ssl != NULL && event_add(c->kill_ev, &hs_tv) < 0)) {
+        event_add(c->rev, c->ssl != NULL ? NULL : &th->idle_tv) < 0 ||
+        event_add(c->kill_ev, c->ssl != NULL ? &hs_tv : &th->preface_tv) < 0) {
         goto fail_events;
     }
     c->next = th->conns;
@@ -1253,18 +1352,26 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 {
     struct gthr *th = arg;
     int one = 1;
-    (void)lev, (void)sa, (void)salen;
+    struct connlim_key lim;
+    (void)lev, (void)salen;
 
     if (th->quiescing || iot_stopping()) {
         close(fd);
         return;
     }
+    if (!connlim_acquire(CL_GRPC, sa, &lim)) {
+        close(fd); /* past a connection cap (counted and logged) */
+        return;
+    }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (conn_new(th, fd) == NULL) {
+    struct gconn *c = conn_new(th, fd);
+    if (c == NULL) {
         log_warn("grpc", "event=accept_dropped reason=out_of_memory");
+        connlim_release(CL_GRPC, &lim);
         close(fd);
         return;
     }
+    c->lim = lim;
     th->t->stats.connections_accepted++;
 }
 
@@ -1330,6 +1437,16 @@ int grpc_attach(struct iot *t, int fd)
         return rc;
     }
     th->t = t;
+    const struct config *cfg = ingest_config();
+    uint64_t head_ms = cfg->header_timeout_ms, idle_ms = cfg->idle_timeout_ms;
+    rc = connlim_init(cfg);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    th->idle_tv = (struct timeval){(time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000 * 1000)};
+    th->preface_tv =
+        (struct timeval){(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
     if (th->rbuf == NULL) {
         th->rbuf = malloc(READ_BUF);
     }

@@ -13,6 +13,7 @@
 #define MIRADB_GRPC_H
 
 struct iot;
+struct evbuffer;
 
 /* Listens on |fd| (taken) on |t|'s loop. 0 or -errno. */
 int grpc_attach(struct iot *t, int fd);
@@ -21,5 +22,7 @@ int grpc_attach(struct iot *t, int fd);
 void grpc_quiesce(struct iot *t);
 /* Connections still open on |t|. */
 int grpc_active(struct iot *t);
+/* Appends the gRPC listener's metrics (Prometheus text) to |o|. Any thread. */
+void grpc_metrics_text(struct evbuffer *o);
 
 #endif

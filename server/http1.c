@@ -57,13 +57,14 @@
  * Origin goes on an answer only for an Origin in --cors-origins (origin.h).
  *
  * TIMERS (one per connection, libevent common timeouts)
- *   idle keep-alive H1_IDLE_S; request line + headers H1_HEAD_S from the
- *   first byte (slowloris); body and response writing H1_IO_S without
+ *   idle keep-alive --idle-timeout; request line + headers --header-timeout
+ *   from the first byte (slowloris); body and response writing H1_IO_S without
  *   progress; lingering close H1_LINGER_S. No timer while a request waits
  *   for admission or for its result: ingest guarantees the callback. A
  *   head or body that times out is answered 408 before the close; an
- *   export's body also has ingest's --body-timeout from its admission,
- *   whose IS_TIMEOUT callback is answered the same way.
+ *   export's body also has ingest's --body-timeout from its admission and
+ *   its --min-receive-rate per window, whose IS_TIMEOUT callback is
+ *   answered the same way. Each cut-off is logged with the peer's address.
  *
  * Closing after an error answer is a lingering close: shutdown(SHUT_WR)
  * once the answer is written, then input is read and discarded until EOF
@@ -93,6 +94,9 @@
 
 #include "proto/resp.h"
 #include "server/auth.h"
+#include "server/config.h"
+#include "server/connlim.h"
+#include "server/grpc.h"
 #include "server/ingest.h"
 #include "server/iot.h"
 #include "server/log.h"
@@ -108,8 +112,6 @@
 #define H1_MAX_HEADERS 100
 #define H1_REQS_PER_RUN 16       /* pipelined requests per conn_run */
 #define H1_OUT_LOWAT (64u << 10) /* streamed answers: ask for more below this */
-#define H1_IDLE_S 120
-#define H1_HEAD_S 30
 #define H1_IO_S 30
 #define H1_LINGER_S 2
 #define H1_LINGER_MAX (8u << 20) /* bytes discarded at most while lingering */
@@ -208,6 +210,7 @@ struct conn {
     int fd;
     struct ssl_st *ssl; /* NULL: plain TCP */
     bool hs_done;       /* the TLS handshake has completed */
+    struct connlim_key lim;
     enum conn_state st;
     struct event *rev, *wev, *timer;
     bool reading, writing;
@@ -243,6 +246,7 @@ static void conn_run(struct conn *c);
 static void conn_close(struct conn *c);
 static void pend_put(struct conn *c);
 static void on_ingest(struct ingest_req *ir, void *ctx);
+static void log_slow(struct conn *c, const char *why);
 
 /* ---- small helpers ---- */
 
@@ -656,6 +660,8 @@ static void h_metrics(struct http1_req *r)
 {
     http1_resp_start(r, 200, "text/plain; version=0.0.4; charset=utf-8");
     ops_metrics_text(http1_resp_body(r));
+    connlim_metrics_text(http1_resp_body(r));
+    grpc_metrics_text(http1_resp_body(r));
     http1_resp_end(r);
 }
 
@@ -1123,8 +1129,10 @@ static void on_ingest(struct ingest_req *ir, void *ctx)
         return;
     }
     if (c->st == CS_BODY) {
-        /* The body deadline passed (IS_TIMEOUT): answer 408 and close. */
+        /* The body deadline passed or the body came too slowly
+         * (IS_TIMEOUT): answer 408 and close. */
         struct ingest_result copy = *res;
+        log_slow(c, copy.message);
         free_ireq(r);
         parser_pause(c, 1);
         answer_result(r, &copy, true);
@@ -1134,6 +1142,14 @@ static void on_ingest(struct ingest_req *ir, void *ctx)
 }
 
 /* ---- connection life ---- */
+
+/* A client cut off by a time or rate limit: its address goes to the log. */
+static void log_slow(struct conn *c, const char *why)
+{
+    char peer[64];
+    iot_peer_name(c->fd, peer, sizeof(peer));
+    log_warn("http1", "event=slow_client_cut_off peer=%s reason=\"%s\"", peer, why);
+}
 
 static void req_reset(struct conn *c)
 {
@@ -1184,6 +1200,7 @@ static void conn_free(struct conn *c)
         c->next->prev = c->prev;
     }
     th->nconns--;
+    connlim_release(CL_HTTP, &c->lim);
     event_free(c->rev);
     event_free(c->wev);
     event_free(c->timer);
@@ -1574,6 +1591,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     case CS_HEAD:
         /* Slowloris: headers did not arrive in time. */
         if (!c->req.started) {
+            log_slow(c, "the request line and headers did not arrive within --header-timeout");
             c->req.fmt = -1;
             parser_pause(c, 1);
             answer(&c->req, 408, GRPC_OK, "request timeout", 0, true);
@@ -1592,6 +1610,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 }
                 free_ireq(&c->req);
             }
+            log_slow(c, "the request body stalled");
             parser_pause(c, 1);
             answer(&c->req, 408, GRPC_DEADLINE_EXCEEDED, "request body timeout", 0, true);
             return;
@@ -1607,28 +1626,51 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* A connection past a cap: a plain one gets a 503 if the socket takes it at
+ * once (it is new, so it does), a TLS one just the close. */
+static void refuse_at_accept(int fd)
+{
+    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                              "Content-Type: text/plain\r\nRetry-After: 1\r\n"
+                              "Content-Length: 21\r\n\r\ntoo many connections\n";
+    if (!tls_enabled()) {
+        ssize_t n = send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n;
+        shutdown(fd, SHUT_WR);
+    }
+    close(fd);
+}
+
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
     struct h1_thread *th = arg;
     int one = 1;
-    (void)lev, (void)sa, (void)salen;
+    struct connlim_key lim;
+    (void)lev, (void)salen;
 
     if (th->quiescing || iot_stopping()) {
         close(fd);
         return;
     }
+    if (!connlim_acquire(CL_HTTP, sa, &lim)) {
+        refuse_at_accept(fd);
+        return;
+    }
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
+        connlim_release(CL_HTTP, &lim);
         close(fd);
         return;
     }
+    c->lim = lim;
     c->th = th;
     c->fd = fd;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (tls_enabled()) {
         c->ssl = tls_new(TLS_HTTP, fd);
         if (c->ssl == NULL) {
+            connlim_release(CL_HTTP, &lim);
             free(c);
             close(fd);
             return;
@@ -1661,6 +1703,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
             evbuffer_free(c->req.rbody);
         }
         tls_free(c->ssl);
+        connlim_release(CL_HTTP, &lim);
         free(c);
         close(fd);
         return;
@@ -1705,8 +1748,11 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 
 int http1_attach(struct iot *t, int fd)
 {
-    struct timeval idle = {H1_IDLE_S, 0}, head = {H1_HEAD_S, 0}, io = {H1_IO_S, 0},
-                   linger = {H1_LINGER_S, 0};
+    const struct config *cfg = ingest_config();
+    uint64_t head_ms = cfg->header_timeout_ms, idle_ms = cfg->idle_timeout_ms;
+    struct timeval io = {H1_IO_S, 0}, linger = {H1_LINGER_S, 0};
+    struct timeval idle = {(time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000 * 1000)};
+    struct timeval head = {(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
     uint64_t hs_ms = tls_handshake_timeout_ms();
     struct timeval hs = {(time_t)(hs_ms / 1000), (suseconds_t)(hs_ms % 1000 * 1000)};
     struct sockaddr_storage ss;
@@ -1717,6 +1763,11 @@ int http1_attach(struct iot *t, int fd)
         return -EINVAL;
     }
     struct h1_thread *th = &threads[t->idx];
+    int rc = connlim_init(cfg);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
     th->t = t;
     th->tv_idle = event_base_init_common_timeout(t->base, &idle);
     th->tv_head = event_base_init_common_timeout(t->base, &head);
@@ -1735,7 +1786,7 @@ int http1_attach(struct iot *t, int fd)
     th->lev = evconnlistener_new(t->base, on_accept, th,
                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, H1_BACKLOG, fd);
     if (th->lev == NULL) {
-        int rc = errno ? -errno : -ENOMEM;
+        rc = errno ? -errno : -ENOMEM;
         event_free(th->accept_retry);
         th->accept_retry = NULL;
         close(fd);
@@ -1798,4 +1849,5 @@ void http1_fini(void)
         }
         th->t = NULL;
     }
+    connlim_fini();
 }

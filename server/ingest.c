@@ -23,6 +23,11 @@
  * admission callback; otherwise it fails with IS_TIMEOUT (408 /
  * DEADLINE_EXCEEDED) through the callback, and its charge and queue slot
  * are returned, however the client keeps its connection alive.
+ * Within that deadline the body must also keep a pace: every
+ * --receive-rate-window from admission it must have brought at least
+ * --min-receive-rate bytes a second, or it fails the same way at the end of
+ * that window (a client trickling one byte a second gives its slot back
+ * after one window, not after the whole --body-timeout).
  *
  * Everything here runs on the request's I/O thread except job_done(),
  * which the shard thread calls and which only posts the request back.
@@ -95,7 +100,9 @@ struct ingest_req {
     uint64_t charged;
     size_t body_reserved; /* body bytes the charge covers (ADMIT_FACTOR times) */
     struct event body_ev; /* the --body-timeout deadline, while RQ_ADMITTED */
+    struct event rate_ev; /* the end of a --receive-rate-window, while RQ_ADMITTED */
     size_t wire_bytes;
+    size_t rate_mark; /* wire_bytes when the current window began */
     struct buf body;
     struct buf plain; /* the gunzipped body */
     struct batch *batch;
@@ -113,6 +120,7 @@ struct ingest_thr {
     struct ingest_req *whead[SIG_COUNT], *wtail[SIG_COUNT];
     struct event *retry_ev;
     const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
+    const struct timeval *rate_tv; /* --receive-rate-window, likewise */
     struct libdeflate_decompressor *dec;
     unsigned rr[SIG_COUNT];
     struct buf bufs[CACHE_SLOTS];
@@ -165,6 +173,9 @@ static struct ingest_thr *thr_of(struct iot *t)
                              (suseconds_t)(cfg->body_timeout_ms % 1000) * 1000};
         h->retry_ev = evtimer_new(t->base, retry_waiters, t);
         h->body_tv = event_base_init_common_timeout(t->base, &tv);
+        struct timeval wtv = {(time_t)(cfg->receive_rate_window_ms / 1000),
+                              (suseconds_t)(cfg->receive_rate_window_ms % 1000) * 1000};
+        h->rate_tv = event_base_init_common_timeout(t->base, &wtv);
         h->dec = libdeflate_alloc_decompressor();
         h->init = true;
     }
@@ -233,6 +244,7 @@ static void release(struct ingest_req *r)
 {
     struct ingest_thr *h = thr_of(r->t);
     event_del(&r->body_ev);
+    event_del(&r->rate_ev);
     if (r->sh != NULL) {
         shard_unreserve(r->sh);
         r->sh = NULL;
@@ -274,6 +286,10 @@ static void deliver(struct iot_msg *m)
     if (r->state == RQ_ADMITTED) {
         /* The listener reads the body from now on; it has until then. */
         event_add(&r->body_ev, thr_of(r->t)->body_tv);
+        if (cfg->min_receive_rate > 0) {
+            r->rate_mark = r->wire_bytes;
+            event_add(&r->rate_ev, thr_of(r->t)->rate_tv);
+        }
     }
     r->cb(r, r->ctx);
 }
@@ -434,6 +450,31 @@ static void body_expired(evutil_socket_t fd, short what, void *arg)
          (unsigned long long)cfg->body_timeout_ms);
 }
 
+/* A --receive-rate-window ended: a body that arrived slower than
+ * --min-receive-rate over it is cut off (a trickling client must not hold
+ * a queue slot and a charge for the whole --body-timeout); otherwise the
+ * next window begins. */
+static void rate_check(evutil_socket_t fd, short what, void *arg)
+{
+    struct ingest_req *r = arg;
+    (void)fd, (void)what;
+    if (r->state != RQ_ADMITTED || r->cb_pending) {
+        return; /* cannot happen: armed only then, and removed after */
+    }
+    uint64_t got = r->wire_bytes - r->rate_mark;
+    uint64_t need = cfg->min_receive_rate * cfg->receive_rate_window_ms / 1000;
+    if (got < need) {
+        fail(r, IS_TIMEOUT,
+             "the request body arrived too slowly: %llu bytes in %llu ms, below the minimum "
+             "of %llu bytes a second",
+             (unsigned long long)got, (unsigned long long)cfg->receive_rate_window_ms,
+             (unsigned long long)cfg->min_receive_rate);
+        return;
+    }
+    r->rate_mark = r->wire_bytes;
+    event_add(&r->rate_ev, thr_of(r->t)->rate_tv);
+}
+
 struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport tr, ingest_cb cb,
                                   void *ctx)
 {
@@ -448,6 +489,7 @@ struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport t
     r->ctx = ctx;
     r->expected = -1;
     evtimer_assign(&r->body_ev, t->base, body_expired, r);
+    evtimer_assign(&r->rate_ev, t->base, rate_check, r);
     return r;
 }
 
@@ -743,6 +785,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
         return;
     }
     event_del(&r->body_ev); /* the body is all here */
+    event_del(&r->rate_ev);
     if (f == OTLP_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
@@ -860,6 +903,11 @@ int ingest_replay_decode(enum signal sig, enum otlp_fmt fmt, const uint8_t *p, s
 void ingest_init(const struct config *c)
 {
     cfg = c;
+}
+
+const struct config *ingest_config(void)
+{
+    return cfg;
 }
 
 void ingest_fini(void)

@@ -73,6 +73,9 @@ typedef void (*ingest_cb)(struct ingest_req *r, void *ctx);
  * outlive the I/O threads.
  */
 void ingest_init(const struct config *c);
+/* The configuration ingest_init() was given: the listeners read their
+ * connection limits (--header-timeout...) from it. */
+const struct config *ingest_config(void);
 /* After store_close(), once the I/O loops have ended: frees every I/O
  * thread's cached buffers, batches and arenas. */
 void ingest_fini(void);

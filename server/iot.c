@@ -11,14 +11,17 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
 #include "lib/clock.h"
+#include "server/addr.h"
 #include "server/log.h"
 
 struct iot_internal {
@@ -222,4 +225,18 @@ void iot_fini(void)
     free(threads);
     threads = NULL;
     n_threads = 0;
+}
+
+void iot_peer_name(int fd, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (cap == 0) {
+        return;
+    }
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    addr_format(&ss, buf, cap);
 }

@@ -7,6 +7,7 @@
 #define MIRADB_IOT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "server/stats.h"
@@ -49,5 +50,8 @@ bool iot_stopping(void);
  * queued (late completions) on the calling thread, so nothing leaks. */
 void iot_run_pending(void);
 void iot_fini(void);
+/* The peer address of connected socket |fd| as "ADDR:PORT" ("?" when
+ * unknown), for the log lines of clients cut off by a limit. */
+void iot_peer_name(int fd, char *buf, size_t cap);
 
 #endif

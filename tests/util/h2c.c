@@ -37,6 +37,7 @@ struct h2c {
     bool settings_seen;
     bool goaway;
     int32_t goaway_last;
+    uint32_t goaway_code;
     /* a frame scanner over the raw input: nghttp2 stops reporting frames
      * once it has a GOAWAY and no stream left, but the test wants them all */
     uint8_t fh[9];
@@ -236,6 +237,8 @@ static void scan_frames(struct h2c *c, const uint8_t *p, size_t n)
                 c->goaway_last = (int32_t)(((uint32_t)c->ga[0] << 24 | (uint32_t)c->ga[1] << 16 |
                                             (uint32_t)c->ga[2] << 8 | c->ga[3]) &
                                            0x7fffffffu);
+                c->goaway_code = (uint32_t)c->ga[4] << 24 | (uint32_t)c->ga[5] << 16 |
+                                 (uint32_t)c->ga[6] << 8 | c->ga[7];
                 c->ga_got = 9; /* recorded */
             }
         }
@@ -501,6 +504,19 @@ bool h2c_goaway(const struct h2c *c, int32_t *last_id)
         *last_id = c->goaway_last;
     }
     return c->goaway;
+}
+
+int h2c_settings(struct h2c *c)
+{
+    if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, NULL, 0) != 0) {
+        return -1;
+    }
+    return step(c, 0) < 0 ? -1 : flush_out(c);
+}
+
+uint32_t h2c_goaway_code(const struct h2c *c)
+{
+    return c->goaway ? c->goaway_code : UINT32_MAX;
 }
 
 int h2c_ping(struct h2c *c, int ms)

@@ -76,6 +76,11 @@ int h2c_rst(struct h2c *c, struct h2c_call *call, uint32_t code);
  * the latest one (read off the wire, so even a GOAWAY that nghttp2 no
  * longer reports counts). */
 bool h2c_goaway(const struct h2c *c, int32_t *last_id);
+/* Sends an empty SETTINGS frame and takes what has arrived. 0 or -1. */
+int h2c_settings(struct h2c *c);
+/* The error code of the latest GOAWAY (0 = NO_ERROR, 11 =
+ * ENHANCE_YOUR_CALM); UINT32_MAX when none came. */
+uint32_t h2c_goaway_code(const struct h2c *c);
 /* Sends a PING (the connection is alive, though no stream sends) and runs
  * the connection for up to |ms| milliseconds, taking what arrives. 0 or
  * -1 (the connection is gone). */
