@@ -105,6 +105,9 @@ static const struct opt opts[] = {
      "delete sealed blocks whose newest row is older than this (0 = keep)"},
     {"retention-bytes", OPT_BYTES, "0", NULL, 0, 1ll << 50, NUM(retention_bytes),
      "delete the oldest sealed blocks while all blocks take more than this (0 = keep)"},
+    {"min-free-bytes", OPT_BYTES, "256MiB", NULL, 0, 1ll << 50, NUM(min_free_bytes),
+     "refuse exports (503 / UNAVAILABLE, /ready 503) while the data directory's filesystem has "
+     "less free space; the rest stays for the seals that free WAL space (0 = until full)"},
     {"query-workers", OPT_INT, NULL, NULL, 1, 64, NUM(query_workers),
      "threads that scan blocks for queries (default: cores)"},
     {"query-timeout", OPT_DUR, "30s", NULL, 1, 3600000, NUM(query_timeout_ms),

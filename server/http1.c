@@ -647,12 +647,14 @@ static void h_health(struct http1_req *r)
 
 static void h_ready(struct http1_req *r)
 {
-    bool ready = ops_ready();
+    char why[300];
+    const char *reason = ops_not_ready_reason(why, sizeof(why));
+    bool ready = reason == NULL;
     http1_resp_start(r, ready ? 200 : 503, "text/plain; charset=utf-8");
     if (!ready) {
         http1_resp_header(r, "Retry-After", "1");
     }
-    evbuffer_add_printf(http1_resp_body(r), "%s", ready ? "ok" : "not ready");
+    evbuffer_add_printf(http1_resp_body(r), "%s", ready ? "ok" : reason);
     http1_resp_end(r);
 }
 

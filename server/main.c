@@ -48,6 +48,7 @@
 #include "server/iot.h"
 #include "server/log.h"
 #include "server/notify.h"
+#include "server/ops.h"
 #include "server/version.h"
 #include "storage/block.h"
 #include "storage/sealer.h"
@@ -302,6 +303,8 @@ static int open_store(const struct config *c, char *err, size_t errlen)
         .retention_bytes = c->retention_bytes,
         .replay = ingest_replay_decode,
         .seal_failed = log_seal_failure,
+        .min_free_bytes = c->min_free_bytes,
+        .disk_changed = ops_disk_changed,
         .test_shard_delay_ms = c->test_shard_delay_ms,
     };
     struct store_boot boot;

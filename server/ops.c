@@ -4,13 +4,18 @@
  */
 #include "server/ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 
 #include "query/qstats.h"
 #include "server/auth.h"
+#include "server/grpc.h"
+#include "server/http1.h"
 #include "server/ingest.h"
+#include "server/log.h"
+#include "server/version.h"
 #include "server/origin.h"
 #include "server/prom.h"
 #include "server/iot.h"
@@ -19,12 +24,47 @@
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
+#include "storage/diskfree.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
 
 bool ops_ready(void)
 {
-    return store_ready() && !iot_stopping();
+    return store_ready() && !iot_stopping() && !diskfree_low();
+}
+
+const char *ops_not_ready_reason(char *buf, size_t cap)
+{
+    struct diskfree_stats d;
+    if (!store_ready()) {
+        snprintf(buf, cap, "not ready: replaying the write-ahead log");
+    } else if (iot_stopping()) {
+        snprintf(buf, cap, "not ready: shutting down");
+    } else if (diskfree_low()) {
+        diskfree_get_stats(&d);
+        snprintf(buf, cap,
+                 "not ready: the data directory's filesystem has %llu bytes free, below "
+                 "--min-free-bytes %llu; exports are refused until space returns",
+                 (unsigned long long)d.free_bytes, (unsigned long long)d.min_free);
+    } else {
+        return NULL;
+    }
+    return buf;
+}
+
+void ops_disk_changed(bool low, uint64_t free_bytes, uint64_t min_free)
+{
+    if (low) {
+        log_error("ops",
+                  "event=disk_low free_bytes=%llu min_free_bytes=%llu msg=\"exports are refused "
+                  "503 / UNAVAILABLE and /ready is 503 until space returns; queries go on\"",
+                  (unsigned long long)free_bytes, (unsigned long long)min_free);
+    } else {
+        log_info("ops",
+                 "event=disk_recovered free_bytes=%llu min_free_bytes=%llu msg=\"exports are "
+                 "accepted again\"",
+                 (unsigned long long)free_bytes, (unsigned long long)min_free);
+    }
 }
 
 static uint64_t ld(const uint64_t *p)
@@ -119,6 +159,16 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
     evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",
                         (unsigned long long)s.connections_accepted);
+    /* Each I/O thread's count, read without its lock: a gauge a scrape may
+     * see one connection early or late. */
+    int open_h = 0, open_g = 0;
+    for (int i = 0; i < iot_count(); i++) {
+        open_h += http1_active(iot_get(i));
+        open_g += grpc_active(iot_get(i));
+    }
+    header(o, "miradb_connections_open", "gauge", "Connections open now, by listener.");
+    evbuffer_add_printf(o, "miradb_connections_open{listener=\"http\"} %d\n", open_h);
+    evbuffer_add_printf(o, "miradb_connections_open{listener=\"grpc\"} %d\n", open_g);
     header(o, "miradb_memory_budget_bytes", "gauge", "The ingest memory budget.");
     evbuffer_add_printf(o, "miradb_memory_budget_bytes %llu\n", (unsigned long long)adm_budget());
     header(o, "miradb_memory_in_use_bytes", "gauge",
@@ -239,8 +289,33 @@ void ops_metrics_text(struct evbuffer *o)
         header(o, plain[k].name, plain[k].type, plain[k].help);
         evbuffer_add_printf(o, "%s %.17g\n", plain[k].name, plain[k].v);
     }
-    header(o, "miradb_ready", "gauge", "1 once WAL replay is done.");
+    struct diskfree_stats df;
+    diskfree_get_stats(&df);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } disk[] = {
+        {"miradb_disk_free_bytes", "gauge",
+         "Free bytes on the data directory's filesystem (statvfs, checked every second).",
+         df.free_bytes},
+        {"miradb_disk_min_free_bytes", "gauge",
+         "--min-free-bytes: exports are refused below this free space (0: only when full).",
+         df.min_free},
+        {"miradb_disk_low", "gauge", "1 while free space is below --min-free-bytes.",
+         df.low ? 1u : 0u},
+        {"miradb_disk_low_refusals_total", "counter",
+         "Exports refused because free space was below --min-free-bytes.", df.refusals},
+    };
+    for (size_t k = 0; k < sizeof(disk) / sizeof(disk[0]); k++) {
+        header(o, disk[k].name, disk[k].type, disk[k].help);
+        evbuffer_add_printf(o, "%s %llu\n", disk[k].name, (unsigned long long)disk[k].v);
+    }
+    header(o, "miradb_ready", "gauge",
+           "1 once WAL replay is done, while not stopping and free space is above the minimum.");
     evbuffer_add_printf(o, "miradb_ready %d\n", ops_ready() ? 1 : 0);
+    header(o, "miradb_build_info", "gauge", "Always 1; the labels say which build runs.");
+    evbuffer_add_printf(o, "miradb_build_info{version=\"%s\",commit=\"%s\"} 1\n", MIRADB_VERSION,
+                        version_commit());
     query_metrics_text(o);
     prom_metrics_text(o);
     tls_metrics_text(o);

@@ -6,11 +6,19 @@
 #define MIRADB_OPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct evbuffer;
 
-/* /ready: true once WAL replay is done and the daemon is not stopping. */
+#include <stdint.h>
+
+/* /ready: true once WAL replay is done, the daemon is not stopping and the
+ * data directory has --min-free-bytes free. */
 bool ops_ready(void);
+/* Why /ready is 503 (a sentence in |buf|), or NULL when it is 200. */
+const char *ops_not_ready_reason(char *buf, size_t cap);
+/* The store's disk_changed hook (diskfree.h): logs low / recovered. */
+void ops_disk_changed(bool low, uint64_t free_bytes, uint64_t min_free);
 /* Appends the whole /metrics page to |out|. */
 void ops_metrics_text(struct evbuffer *out);
 

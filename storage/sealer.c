@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "storage/diskfree.h"
 #include "storage/oblock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -127,6 +128,7 @@ static void seal_one(struct seal_job *j)
         pthread_mutex_unlock(&lock);
         unsigned pause_s = attempt <= 5 ? 1u << (attempt - 1) : 30;
         f.retry_in_s = last ? -1 : (int)pause_s;
+        diskfree_kick(); /* a seal that failed may have found the disk full */
         if (hook != NULL) {
             hook(&f);
         }

@@ -26,6 +26,7 @@
 #include "lib/clock.h"
 #include "storage/adm.h"
 #include "storage/catalog.h"
+#include "storage/diskfree.h"
 #include "storage/oblock.h"
 #include "storage/sealer.h"
 
@@ -282,9 +283,17 @@ static void drain(shard *s, struct shard_job *list)
             j->result = -EIO;
             continue;
         }
+        /* Below --min-free-bytes: refused before anything is written, so
+         * the room left goes to the seals that free WAL space. */
+        if (diskfree_low()) {
+            diskfree_refused();
+            j->result = -ENOSPC;
+            continue;
+        }
         if (s->cfg.ack != SHARD_ACK_SEAL) {
             int64_t r = wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
             if (r < 0) {
+                diskfree_kick(); /* a full disk shows at once, not at the next tick */
                 j->result = (int)r;
                 continue;
             }
@@ -308,6 +317,7 @@ static void drain(shard *s, struct shard_job *list)
     if (s->cfg.ack == SHARD_ACK_FSYNC && any_ok) {
         int rc = wal_sync(s->wal);
         if (rc < 0) {
+            diskfree_kick();
             for (struct shard_job *j = list; j != NULL; j = j->next) {
                 j->result = rc;
             }

@@ -13,7 +13,8 @@
  *   2. every shard_stop(): drains its queue, syncs its WAL, hands its last
  *      seal over and waits for its seals in flight;
  *   3. sealer_stop(): after the shards, which may hand over a last seal;
- *   4. catalog_fini(): after everything that reads or publishes blocks.
+ *   4. diskfree_stop(): the shards no longer read its flag or kick it;
+ *   5. catalog_fini(): after everything that reads or publishes blocks.
  */
 #include "storage/store.h"
 
@@ -120,6 +121,16 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     /* Freed open-block chunks are cached for the next block; that memory is
      * charged to the budget while cached, so keep it about one block's worth. */
     oblock_cache_limit(c->memory_budget / 16);
+    /* Before the shards: a start on a nearly full disk refuses from the
+     * first export. mkdir first, statvfs needs the directory. */
+    rc = mkdir_p(c->data_dir);
+    if (rc == 0) {
+        rc = diskfree_start(c->data_dir, c->min_free_bytes, c->disk_changed);
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot watch the free space of %s: %s", c->data_dir, strerror(-rc));
+        return rc;
+    }
     rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));
@@ -226,6 +237,7 @@ void store_close(uint64_t give_up_ns)
         shards[s] = NULL;
     }
     sealer_stop();
+    diskfree_stop();
     catalog_fini();
     sealer_set_failure_hook(NULL);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "storage/batch.h"
+#include "storage/diskfree.h"
 #include "storage/sealer.h"
 #include "storage/shard.h"
 
@@ -41,6 +42,8 @@ struct store_cfg {
     uint64_t retention_bytes;      /* 0: keep */
     shard_decode_fn replay;        /* the replay hook: decodes one WAL payload */
     sealer_failure_fn seal_failed; /* NULL: none; called as sealer_set_failure_hook says */
+    uint64_t min_free_bytes;       /* refuse exports below this free space (diskfree.h); 0: never */
+    diskfree_fn disk_changed;      /* NULL: none; called when the low-space flag changes */
     int test_shard_delay_ms;       /* tests only: a slow shard */
 };
 

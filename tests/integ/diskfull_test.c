@@ -11,7 +11,10 @@
  *   - SIGTERM while a seal keeps failing exits 0 within --shutdown-timeout
  *     (the old daemon waited for the disk to free up), and once space is
  *     back a restart on the same directory has every acknowledged record
- *     exactly once and none of the refused ones.
+ *     exactly once and none of the refused ones;
+ *   - below --min-free-bytes (the disk not yet full) exports are refused the
+ *     same way, /ready is 503 with the reason, queries answer, and exports
+ *     are taken again once space returns, without a restart (issue 15).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +69,31 @@ static void unmount_small_fs(void)
 }
 
 TestSuite(diskfull, .init = mount_small_fs, .fini = unmount_small_fs);
+
+/* Writes |mnt|/filler until the filesystem has |leave| bytes free or less
+ * (0: no page left). */
+static void fill_disk_to(uint64_t leave)
+{
+    char path[300];
+    static char chunk[1 << 16];
+    struct statvfs v;
+    memset(chunk, 0x5a, sizeof(chunk));
+    snprintf(path, sizeof(path), "%s/filler", mnt);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    for (int i = 0; i < 1024; i++) { /* 64 MiB at most: the tmpfs is 16 */
+        cr_assert_eq(statvfs(mnt, &v), 0);
+        if ((uint64_t)v.f_bavail * v.f_frsize <= leave) {
+            break;
+        }
+        cr_assert_eq(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk), "filling: %s",
+                     strerror(errno));
+    }
+    close(fd);
+    cr_assert_eq(statvfs(mnt, &v), 0);
+    cr_assert_leq((uint64_t)v.f_bavail * v.f_frsize, leave);
+    cr_assert_gt((uint64_t)v.f_bavail * v.f_frsize, leave - (2u << 20), "filled too far");
+}
 
 /* Writes |mnt|/filler until the filesystem has no page left. */
 static void fill_disk(void)
@@ -144,7 +173,7 @@ static void http_export(const struct daemon *d, uint64_t id0, uint32_t n, struct
 }
 
 struct tally {
-    uint64_t acked_seen[ACKED_N];
+    uint64_t acked_seen[2 * ACKED_N]; /* the second half: acknowledged after recovery */
     uint64_t refused_seen;
     uint64_t other;
 };
@@ -154,7 +183,7 @@ static int count_row(void *ctx, const struct dump_row *r)
     struct tally *t = ctx;
     char why[200];
     int64_t id = dump_row_id(r, why, sizeof(why));
-    if (id >= 0 && id < ACKED_N) {
+    if (id >= 0 && id < 2 * ACKED_N) {
         t->acked_seen[id]++;
     } else if (id >= REFUSED_ID && id < REFUSED_ID + 2 * REFUSED_N) {
         t->refused_seen++;
@@ -171,9 +200,17 @@ static int count_row(void *ctx, const struct dump_row *r)
  */
 static void start_and_fill(struct daemon *d, const char *data, const char *timeout)
 {
-    const char *args[] = {
-        "--shards", "1", "--io-threads", "1", "--block-max-age", "1s", "--shutdown-timeout",
-        timeout,    NULL};
+    const char *args[] = {"--shards",
+                          "1",
+                          "--io-threads",
+                          "1",
+                          "--block-max-age",
+                          "1s",
+                          "--shutdown-timeout",
+                          timeout,
+                          "--min-free-bytes",
+                          "0",
+                          NULL};
     cr_assert_eq(daemon_start(d, data, args), 0);
     struct http_resp r;
     http_export(d, 0, ACKED_N, &r);
@@ -268,7 +305,8 @@ Test(diskfull, sigterm_while_a_seal_keeps_failing_exits_within_the_timeout_and_l
     /* Space comes back; the next start replays the WAL: every acknowledged
      * record is there exactly once, no refused one is. */
     free_disk();
-    cr_assert_eq(daemon_start(&d, data, NULL), 0);
+    const char *restart[] = {"--min-free-bytes", "0", NULL}; /* the default is above 16 MiB */
+    cr_assert_eq(daemon_start(&d, data, restart), 0);
     cr_expect_eq(daemon_metric(&d, "miradb_open_block_rows{signal=\"logs\"}"), ACKED_N);
     cr_expect_eq(daemon_stop(&d), 0);
 
@@ -288,4 +326,121 @@ Test(diskfull, sigterm_while_a_seal_keeps_failing_exits_within_the_timeout_and_l
                  (unsigned long long)t.refused_seen);
     cr_expect_eq(t.other, 0);
     cr_expect_eq(st.sig[SIG_LOGS - 1].tmp_files, 0, "a failed seal left its temporary file");
+}
+
+/* One gRPC logs export of ids id0 .. id0 + n - 1; its grpc-status. */
+static int grpc_export(const struct daemon *d, uint64_t id0, uint32_t n, bool *retry_info)
+{
+    size_t len, flen;
+    uint8_t *body = dump_request(SIG_LOGS, false, id0, n, &len);
+    uint8_t *framed = h2c_frame(body, len, false, &flen);
+    struct h2c_call c = {.body = framed, .body_len = flen};
+    cr_assert_eq(h2c_unary(d->grpc_port, LOGS_GRPC_PATH, NULL, framed, flen, &c), 0);
+    int st = c.grpc_status;
+    *retry_info = c.details_bin[0] != '\0';
+    h2c_call_free(&c);
+    free(framed);
+    free(body);
+    return st;
+}
+
+/* GET |path|: the status; the body in |body| (NUL-terminated, cap bytes). */
+static int get(const struct daemon *d, const char *path, char *body, size_t cap)
+{
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "GET", path, NULL, NULL, 0, 0, &r), 0, "GET %s", path);
+    snprintf(body, cap, "%.*s", (int)r.body_len, (const char *)r.body);
+    int st = r.status;
+    http_resp_free(&r);
+    return st;
+}
+
+/* Waits up to 10 s for the gauge |series| to read |want|. */
+static double metric_wait(const struct daemon *d, const char *series, double want)
+{
+    long long deadline = tclock_ms() + 10000;
+    double v;
+    while ((v = daemon_metric(d, series)) != want && tclock_ms() < deadline) {
+        tclock_nap_ms(20);
+    }
+    return v;
+}
+
+#define MIN_FREE (4u << 20)
+
+Test(diskfull, below_min_free_bytes_exports_are_refused_until_space_returns_without_restart)
+{
+    struct daemon d;
+    char data[300], body[2048], path[300], enc[200];
+    snprintf(data, sizeof(data), "%s/data", mnt);
+    const char *args[] = {"--shards", "1", "--io-threads", "1", "--min-free-bytes", "4MiB", NULL};
+    cr_assert_eq(daemon_start(&d, data, args), 0);
+    cr_expect_eq(daemon_metric(&d, "miradb_disk_min_free_bytes"), MIN_FREE);
+    cr_expect_eq(daemon_metric(&d, "miradb_disk_low"), 0);
+    cr_expect_gt(daemon_metric(&d, "miradb_disk_free_bytes"), MIN_FREE);
+    struct http_resp r;
+    http_export(&d, 0, ACKED_N, &r);
+    cr_assert_eq(r.status, 200, "export with room: %d", r.status);
+    http_resp_free(&r);
+
+    /* 3 MiB free: the WAL could still take an export, the threshold says no. */
+    fill_disk_to(3u << 20);
+    cr_assert_eq(metric_wait(&d, "miradb_disk_low", 1), 1, "disk_low not set within 10 s");
+    cr_expect_leq(daemon_metric(&d, "miradb_disk_free_bytes"), 3u << 20);
+    http_export(&d, REFUSED_ID, REFUSED_N, &r);
+    char ra[64];
+    cr_expect_eq(r.status, 503, "HTTP export below the minimum: %d %.*s", r.status, (int)r.body_len,
+                 (const char *)r.body);
+    cr_expect_not_null(http_resp_header(&r, "Retry-After", ra, sizeof(ra)), "no Retry-After");
+    http_resp_free(&r);
+    bool ri = false;
+    cr_expect_eq(grpc_export(&d, REFUSED_ID + REFUSED_N, REFUSED_N, &ri), 14,
+                 "gRPC export below the minimum is not UNAVAILABLE");
+    cr_expect(ri, "UNAVAILABLE without RetryInfo");
+    cr_expect_eq(daemon_metric(&d, "miradb_disk_low_refusals_total"), 2);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_request_errors_total{reason=\"storage\"}"), 2);
+    cr_expect_eq(daemon_metric(&d, "miradb_ready"), 0);
+    cr_expect_eq(get(&d, "/ready", body, sizeof(body)), 503);
+    cr_expect(strstr(body, "below --min-free-bytes 4194304; exports are refused until space "
+                           "returns") != NULL,
+              "/ready body: %s", body);
+
+    /* Queries keep answering: the 100 acknowledged records are there. */
+    httpc_url_enc(enc, sizeof(enc), "{service_name=\"miradb-test\"}");
+    snprintf(path, sizeof(path), "/loki/api/v1/index/stats?query=%s&start=%llu&end=%llu", enc,
+             (unsigned long long)DUMP_T0, (unsigned long long)DUMP_T0 + 1000000000ull);
+    cr_expect_eq(get(&d, path, body, sizeof(body)), 200, "query while low: %s", body);
+    cr_expect(strstr(body, "\"entries\":100,") != NULL, "index/stats while low: %s", body);
+
+    /* Space returns: exports are taken again, no restart. */
+    free_disk();
+    cr_assert_eq(metric_wait(&d, "miradb_disk_low", 0), 0, "disk_low not cleared within 10 s");
+    http_export(&d, ACKED_N, ACKED_N, &r);
+    cr_expect_eq(r.status, 200, "export after space returned: %d %.*s", r.status, (int)r.body_len,
+                 (const char *)r.body);
+    http_resp_free(&r);
+    cr_expect_eq(get(&d, "/ready", body, sizeof(body)), 200, "/ready after recovery: %s", body);
+    cr_expect_eq(daemon_metric(&d, "miradb_disk_low_refusals_total"), 2);
+    cr_expect_eq(log_count(&d, "event=disk_low ", NULL, 0), 1);
+    cr_expect_eq(log_count(&d, "event=disk_recovered ", NULL, 0), 1);
+    cr_expect_eq(daemon_stop(&d), 0);
+
+    /* A restart has every acknowledged record exactly once, no refused one. */
+    cr_assert_eq(daemon_start(&d, data, args), 0);
+    cr_expect_eq(daemon_metric(&d, "miradb_disk_low"), 0);
+    cr_expect_eq(daemon_stop(&d), 0);
+    struct tally t;
+    struct dump_stats st;
+    char err[256];
+    memset(&t, 0, sizeof(t));
+    cr_assert_eq(dump_data_dir(data, count_row, &t, &st, err, sizeof(err)), 0, "dump: %s", err);
+    int lost = 0, dup = 0;
+    for (int i = 0; i < 2 * ACKED_N; i++) {
+        lost += t.acked_seen[i] == 0;
+        dup += t.acked_seen[i] > 1;
+    }
+    cr_expect_eq(lost, 0, "%d acknowledged records lost", lost);
+    cr_expect_eq(dup, 0, "%d acknowledged records duplicated", dup);
+    cr_expect_eq(t.refused_seen, 0);
+    cr_expect_eq(t.other, 0);
 }
