@@ -11,8 +11,6 @@
 
 #include "query/qstats.h"
 #include "server/auth.h"
-#include "server/grpc.h"
-#include "server/http1.h"
 #include "server/ingest.h"
 #include "server/log.h"
 #include "server/version.h"
@@ -159,16 +157,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
     evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",
                         (unsigned long long)s.connections_accepted);
-    /* Each I/O thread's count, read without its lock: a gauge a scrape may
-     * see one connection early or late. */
-    int open_h = 0, open_g = 0;
-    for (int i = 0; i < iot_count(); i++) {
-        open_h += http1_active(iot_get(i));
-        open_g += grpc_active(iot_get(i));
-    }
-    header(o, "miradb_connections_open", "gauge", "Connections open now, by listener.");
-    evbuffer_add_printf(o, "miradb_connections_open{listener=\"http\"} %d\n", open_h);
-    evbuffer_add_printf(o, "miradb_connections_open{listener=\"grpc\"} %d\n", open_g);
+    /* miradb_connections_open{listener}: connlim.c, counted at accept and close. */
     header(o, "miradb_memory_budget_bytes", "gauge", "The ingest memory budget.");
     evbuffer_add_printf(o, "miradb_memory_budget_bytes %llu\n", (unsigned long long)adm_budget());
     header(o, "miradb_memory_in_use_bytes", "gauge",
