@@ -55,6 +55,7 @@
 #include "server/promcheck.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/diskfree.h"
 #include "storage/store.h"
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
@@ -623,6 +624,15 @@ static void storage_failed(struct ingest_req *r, int rc)
     }
     if (rc == -ECANCELED) {
         set_failed(r, IS_SHUTTING_DOWN, "server is shutting down; retry later");
+        return;
+    }
+    if (rc == -ENOSPC && diskfree_low()) {
+        /* Refused by --min-free-bytes before anything was written; the
+         * transition is logged once (event=disk_low), not per export. */
+        set_failed(r, IS_STORAGE_FAILED,
+                   "storage unavailable: the data directory's disk has less free space than "
+                   "--min-free-bytes, so the %s export was not written; retry later",
+                   signal_name(r->sig));
         return;
     }
     set_failed(r, IS_STORAGE_FAILED,

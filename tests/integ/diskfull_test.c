@@ -392,6 +392,10 @@ Test(diskfull, below_min_free_bytes_exports_are_refused_until_space_returns_with
     cr_expect_eq(r.status, 503, "HTTP export below the minimum: %d %.*s", r.status, (int)r.body_len,
                  (const char *)r.body);
     cr_expect_not_null(http_resp_header(&r, "Retry-After", ra, sizeof(ra)), "no Retry-After");
+    const char *why = "storage unavailable: the data directory's disk has less free space than "
+                      "--min-free-bytes, so the logs export was not written; retry later";
+    cr_expect(r.body_len > 0 && memmem(r.body, r.body_len, why, strlen(why)) != NULL,
+              "refusal text: %.*s", (int)r.body_len, (const char *)r.body);
     http_resp_free(&r);
     bool ri = false;
     cr_expect_eq(grpc_export(&d, REFUSED_ID + REFUSED_N, REFUSED_N, &ri), 14,
