@@ -74,6 +74,17 @@ static const struct opt opts[] = {
     {"header-timeout", OPT_DUR, "10s", NULL, 1, 3600000, NUM(header_timeout_ms),
      "an HTTP request's line and headers must all arrive this long after its first byte "
      "(408 and close)"},
+    {"max-header-bytes", OPT_BYTES, "64KiB", NULL, 1024, 16ll << 20, NUM(max_header_bytes),
+     "bytes an HTTP request line and headers may take together (431 above)"},
+    {"max-headers", OPT_INT, "100", NULL, 8, 10000, NUM(max_headers),
+     "header lines an HTTP request may have (431 above)"},
+    {"grpc-max-streams", OPT_INT, "128", NULL, 1, 65536, NUM(grpc_max_streams),
+     "concurrent streams one gRPC connection may open (SETTINGS_MAX_CONCURRENT_STREAMS); one "
+     "more is reset with REFUSED_STREAM"},
+    {"grpc-max-header-list", OPT_BYTES, "16KiB", NULL, 1024, 1ll << 20,
+     NUM(grpc_max_header_list),
+     "bytes of a gRPC request's header list (SETTINGS_MAX_HEADER_LIST_SIZE, name + value + 32 "
+     "each), advertised and enforced: RESOURCE_EXHAUSTED above"},
     {"max-connections", OPT_COUNT, "4096", NULL, 1, 1 << 24, NUM(max_connections),
      "open connections on both listeners together; one more is refused at accept (HTTP 503, "
      "or a close); keep it under the descriptor limit (RLIMIT_NOFILE, logged at start)"},

@@ -118,11 +118,9 @@
 #include "server/stats.h"
 #include "server/tls.h"
 
-#define MAX_STREAMS 128         /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define ADMIT_WINDOW 5          /* SETTINGS_INITIAL_WINDOW_SIZE: the length prefix only */
 #define STREAM_WINDOW (1 << 20) /* a stream's window once admitted */
 #define CONN_WINDOW (32 << 20)  /* the connection's window */
-#define MAX_HEADER_LIST 16384   /* advertised and enforced (nghttp2 only advertises) */
 #define DRAIN_S 1
 #define READ_BUF (256u << 10)
 #define READS_PER_EVENT 8 /* bounds one connection's work per wake-up */
@@ -241,6 +239,10 @@ struct gthr {
 static struct gthr thr[IOT_MAX];
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *session_opt;
+/* --grpc-max-streams and --grpc-max-header-list (the latter advertised and
+ * enforced: nghttp2 only advertises it); set by grpc_attach */
+static uint32_t max_streams = 128;
+static uint32_t max_header_list = 16384;
 
 static void conn_free(struct gconn *c);
 static bool conn_flush(struct gconn *c);
@@ -715,7 +717,7 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
         return 0;
     }
     s->hdr_bytes += (uint32_t)(namelen + valuelen + 32);
-    if (s->hdr_bytes > MAX_HEADER_LIST) {
+    if (s->hdr_bytes > max_header_list) {
         s->hdr_overflow = true;
         return 0;
     }
@@ -1277,9 +1279,9 @@ static struct gconn *conn_new(struct gthr *th, int fd)
 {
     struct event_base *base = th->t->base;
     nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_STREAMS},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, ADMIT_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, max_header_list},
     };
     struct gconn *c = calloc(1, sizeof(*c));
 
@@ -1439,6 +1441,8 @@ int grpc_attach(struct iot *t, int fd)
     th->t = t;
     const struct config *cfg = ingest_config();
     uint64_t head_ms = cfg->header_timeout_ms, idle_ms = cfg->idle_timeout_ms;
+    max_streams = (uint32_t)cfg->grpc_max_streams;
+    max_header_list = (uint32_t)cfg->grpc_max_header_list;
     rc = connlim_init(cfg);
     if (rc < 0) {
         close(fd);

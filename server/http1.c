@@ -108,8 +108,6 @@
 
 #define H1_READ_MAX (128u << 10) /* bytes per read callback */
 #define H1_HEAD_READ (16u << 10) /* per read while no body is expected */
-#define H1_MAX_HEAD (64u << 10)  /* request line + headers (431 above) */
-#define H1_MAX_HEADERS 100
 #define H1_REQS_PER_RUN 16       /* pipelined requests per conn_run */
 #define H1_OUT_LOWAT (64u << 10) /* streamed answers: ask for more below this */
 #define H1_IO_S 30
@@ -170,8 +168,8 @@ struct http1_req {
     char *hbuf;
     uint32_t hlen, hcap;
     uint32_t path, query; /* offsets into hbuf */
-    struct hdr hdr[H1_MAX_HEADERS];
-    uint16_t nhdr;
+    struct hdr *hdr; /* grown up to --max-headers, kept between requests */
+    uint16_t nhdr, hdr_cap;
     uint8_t hmode; /* 0 url, 1 header name, 2 header value */
     uint32_t head_bytes;
     /* what the headers said */
@@ -241,6 +239,9 @@ struct h1_thread {
 };
 
 static struct h1_thread threads[IOT_MAX];
+/* --max-header-bytes and --max-headers, set by http1_attach */
+static uint32_t max_head = 64u << 10;
+static uint16_t max_headers = 100;
 
 static void conn_run(struct conn *c);
 static void conn_close(struct conn *c);
@@ -384,6 +385,22 @@ static int hbuf_add(struct http1_req *r, const char *p, size_t n)
 static int hbuf_end_piece(struct http1_req *r)
 {
     return hbuf_add(r, "", 1);
+}
+
+/* Room for more header entries: doubles, up to --max-headers. */
+static int hdr_grow(struct http1_req *r)
+{
+    uint32_t cap = r->hdr_cap ? 2u * r->hdr_cap : 32u;
+    if (cap > max_headers) {
+        cap = max_headers;
+    }
+    struct hdr *nh = realloc(r->hdr, cap * sizeof(*nh));
+    if (nh == NULL) {
+        return -ENOMEM;
+    }
+    r->hdr = nh;
+    r->hdr_cap = (uint16_t)cap;
+    return 0;
 }
 
 const char *http1_req_header(const struct http1_req *r, const char *name)
@@ -689,12 +706,12 @@ static int refuse(struct conn *c, int status, enum reject_reason why, const char
     return 0;
 }
 
-/* Counts header bytes; false (and answered 431) past H1_MAX_HEAD. */
+/* Counts header bytes; false (and answered 431) past --max-header-bytes. */
 static bool head_grow(struct conn *c, size_t n)
 {
     struct http1_req *r = &c->req;
     r->head_bytes += (uint32_t)n;
-    if (r->head_bytes > H1_MAX_HEAD) {
+    if (r->head_bytes > max_head) {
         refuse(c, 431, RJ_TOO_LARGE, "request headers too large");
         return false;
     }
@@ -730,8 +747,11 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
     }
     if (r->hmode != 1) {
         /* A new header: end the URL or the previous value. */
-        if (r->nhdr == H1_MAX_HEADERS) {
+        if (r->nhdr == max_headers) {
             return refuse(c, 431, RJ_TOO_LARGE, "too many request headers");
+        }
+        if (r->nhdr == r->hdr_cap && hdr_grow(r) < 0) {
+            return refuse(c, 503, RJ_INTERNAL, "out of memory");
         }
         if (hbuf_end_piece(r) < 0) {
             return refuse(c, 503, RJ_INTERNAL, "out of memory");
@@ -1166,6 +1186,11 @@ static void req_reset(struct conn *c)
         keep.body = NULL;
         keep.body_cap = 0;
     }
+    if (keep.hdr_cap > 128) {
+        free(keep.hdr);
+        keep.hdr = NULL;
+        keep.hdr_cap = 0;
+    }
     if (keep.hcap > (8u << 10)) {
         free(keep.hbuf);
         keep.hbuf = NULL;
@@ -1175,6 +1200,8 @@ static void req_reset(struct conn *c)
     r->c = c;
     r->hbuf = keep.hbuf;
     r->hcap = keep.hcap;
+    r->hdr = keep.hdr;
+    r->hdr_cap = keep.hdr_cap;
     r->body = keep.body;
     r->body_cap = keep.body_cap;
     r->rhdrs = keep.rhdrs;
@@ -1212,6 +1239,7 @@ static void conn_free(struct conn *c)
     evbuffer_free(r->rhdrs);
     evbuffer_free(r->rbody);
     free(r->hbuf);
+    free(r->hdr);
     free(r->body);
     c->pend_len = 0;
     pend_put(c);
@@ -1771,6 +1799,8 @@ int http1_attach(struct iot *t, int fd)
         return rc;
     }
     th->t = t;
+    max_head = (uint32_t)cfg->max_header_bytes;
+    max_headers = (uint16_t)cfg->max_headers;
     th->tv_idle = event_base_init_common_timeout(t->base, &idle);
     th->tv_head = event_base_init_common_timeout(t->base, &head);
     th->tv_io = event_base_init_common_timeout(t->base, &io);

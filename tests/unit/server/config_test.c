@@ -308,3 +308,31 @@ Test(config, the_example_file_lists_every_key_with_its_default)
     free(on);
     free(text);
 }
+
+Test(config, header_and_stream_limits_have_safe_defaults_and_ranges)
+{
+    struct config c;
+    char err[200];
+    char *a0[] = {"serve", NULL};
+    cr_assert_eq(config_parse(&c, 1, a0, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.max_header_bytes, 64u << 10);
+    cr_expect_eq(c.max_headers, 100);
+    cr_expect_eq(c.grpc_max_streams, 128);
+    cr_expect_eq(c.grpc_max_header_list, 16u << 10);
+    char *a1[] = {"serve", "--max-header-bytes", "8KiB", "--max-headers", "20",
+                  "--grpc-max-streams", "4", "--grpc-max-header-list", "2KiB", NULL};
+    cr_assert_eq(config_parse(&c, 9, a1, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.max_header_bytes, 8u << 10);
+    cr_expect_eq(c.max_headers, 20);
+    cr_expect_eq(c.grpc_max_streams, 4);
+    cr_expect_eq(c.grpc_max_header_list, 2u << 10);
+    char *a2[] = {"serve", "--max-headers", "7", NULL};
+    cr_assert_eq(config_parse(&c, 3, a2, err, sizeof(err)), -EINVAL);
+    cr_expect_str_eq(err, "--max-headers: '7' is outside 8..10000");
+    char *a3[] = {"serve", "--grpc-max-streams", "0", NULL};
+    cr_assert_eq(config_parse(&c, 3, a3, err, sizeof(err)), -EINVAL);
+    cr_expect_str_eq(err, "--grpc-max-streams: '0' is outside 1..65536");
+    char *a4[] = {"serve", "--max-header-bytes", "17MiB", NULL};
+    cr_assert_eq(config_parse(&c, 3, a4, err, sizeof(err)), -EINVAL);
+    cr_expect(strstr(err, "--max-header-bytes: ") == err, "%s", err);
+}
