@@ -81,8 +81,7 @@ static const struct opt opts[] = {
     {"grpc-max-streams", OPT_INT, "128", NULL, 1, 65536, NUM(grpc_max_streams),
      "concurrent streams one gRPC connection may open (SETTINGS_MAX_CONCURRENT_STREAMS); one "
      "more is reset with REFUSED_STREAM"},
-    {"grpc-max-header-list", OPT_BYTES, "16KiB", NULL, 1024, 1ll << 20,
-     NUM(grpc_max_header_list),
+    {"grpc-max-header-list", OPT_BYTES, "16KiB", NULL, 1024, 1ll << 20, NUM(grpc_max_header_list),
      "bytes of a gRPC request's header list (SETTINGS_MAX_HEADER_LIST_SIZE, name + value + 32 "
      "each), advertised and enforced: RESOURCE_EXHAUSTED above"},
     {"max-connections", OPT_COUNT, "4096", NULL, 1, 1 << 24, NUM(max_connections),

@@ -20,15 +20,15 @@ struct config {
     int shards; /* per signal */
     int queue;  /* batches a shard queue holds (reserved + queued) */
     int admit_wait_ms;
-    uint64_t body_timeout_ms;            /* an admitted export's body must arrive within this */
-    uint64_t min_receive_rate;           /* body bytes/s over each window; 0 = off */
-    uint64_t receive_rate_window_ms;     /* the window (and grace) of min_receive_rate */
-    uint64_t header_timeout_ms;          /* HTTP request line + headers, from the first byte */
-    uint64_t max_header_bytes;           /* HTTP/1 request line + headers (431 above) */
-    int max_headers;                     /* HTTP/1 header lines a request may have (431 above) */
-    int grpc_max_streams;                /* SETTINGS_MAX_CONCURRENT_STREAMS */
-    uint64_t grpc_max_header_list;       /* SETTINGS_MAX_HEADER_LIST_SIZE, advertised and enforced */
-    uint64_t max_connections;            /* open on both listeners together */
+    uint64_t body_timeout_ms;        /* an admitted export's body must arrive within this */
+    uint64_t min_receive_rate;       /* body bytes/s over each window; 0 = off */
+    uint64_t receive_rate_window_ms; /* the window (and grace) of min_receive_rate */
+    uint64_t header_timeout_ms;      /* HTTP request line + headers, from the first byte */
+    uint64_t max_header_bytes;       /* HTTP/1 request line + headers (431 above) */
+    int max_headers;                 /* HTTP/1 header lines a request may have (431 above) */
+    int grpc_max_streams;            /* SETTINGS_MAX_CONCURRENT_STREAMS */
+    uint64_t grpc_max_header_list;   /* SETTINGS_MAX_HEADER_LIST_SIZE, advertised and enforced */
+    uint64_t max_connections;        /* open on both listeners together */
     uint64_t max_connections_per_client; /* open from one source address */
     uint64_t idle_timeout_ms;            /* a connection with nothing to do is closed */
     int h2_reset_rate;    /* RST_STREAM frames a second one HTTP/2 connection may send */

@@ -634,8 +634,9 @@ static void stream_headers_done(struct gstream *s)
 
     if (s->hdr_overflow) {
         ingest_count_rejection(t, RJ_TOO_LARGE);
-        stream_fail_grpc(s, GRPC_RESOURCE_EXHAUSTED, "request headers exceed 16384 bytes", 0,
-                         false);
+        char msg[64];
+        snprintf(msg, sizeof(msg), "request headers exceed %u bytes", max_header_list);
+        stream_fail_grpc(s, GRPC_RESOURCE_EXHAUSTED, msg, 0, false);
         return;
     }
     if (!s->post) {

@@ -168,7 +168,7 @@ struct http1_req {
     char *hbuf;
     uint32_t hlen, hcap;
     uint32_t path, query; /* offsets into hbuf */
-    struct hdr *hdr; /* grown up to --max-headers, kept between requests */
+    struct hdr *hdr;      /* grown up to --max-headers, kept between requests */
     uint16_t nhdr, hdr_cap;
     uint8_t hmode; /* 0 url, 1 header name, 2 header value */
     uint32_t head_bytes;

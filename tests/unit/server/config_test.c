@@ -319,8 +319,11 @@ Test(config, header_and_stream_limits_have_safe_defaults_and_ranges)
     cr_expect_eq(c.max_headers, 100);
     cr_expect_eq(c.grpc_max_streams, 128);
     cr_expect_eq(c.grpc_max_header_list, 16u << 10);
-    char *a1[] = {"serve", "--max-header-bytes", "8KiB", "--max-headers", "20",
-                  "--grpc-max-streams", "4", "--grpc-max-header-list", "2KiB", NULL};
+    char *a1[] = {"serve", "--max-header-bytes",
+                  "8KiB",  "--max-headers",
+                  "20",    "--grpc-max-streams",
+                  "4",     "--grpc-max-header-list",
+                  "2KiB",  NULL};
     cr_assert_eq(config_parse(&c, 9, a1, err, sizeof(err)), 0, "%s", err);
     cr_expect_eq(c.max_header_bytes, 8u << 10);
     cr_expect_eq(c.max_headers, 20);
