@@ -186,6 +186,7 @@ struct gstream {
     uint8_t prefix_len;
     uint8_t prefix[PREFIX_LEN];
     uint32_t hdr_bytes;
+    uint64_t hdr_deadline_ns; /* the request headers are due by then; 0 = they are complete */
     uint32_t msg_len, msg_got;
     uint32_t unconsumed; /* DATA bytes received and not yet given back to flow control */
     struct ingest_req *req;
@@ -210,6 +211,7 @@ struct gconn {
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
     struct event *kill_ev;
+    struct event *hdr_ev; /* a stream's request headers are due (--header-timeout) */
     struct evbuffer *out;
     struct gstream *streams;
     int n_streams;
@@ -233,6 +235,7 @@ struct gthr {
     struct gstream *spare; /* free list, linked by ->next */
     int n_spare;
     struct timeval preface_tv; /* --header-timeout */
+    uint64_t head_ns;          /* the same, for a stream's request headers */
     struct timeval idle_tv;    /* --idle-timeout */
 };
 
@@ -632,6 +635,7 @@ static void stream_headers_done(struct gstream *s)
 {
     struct iot *t = s->c->th->t;
 
+    s->hdr_deadline_ns = 0;
     if (s->hdr_overflow) {
         ingest_count_rejection(t, RJ_TOO_LARGE);
         char msg[64];
@@ -700,6 +704,10 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
     c->streams = s;
     c->n_streams++;
     nghttp2_session_set_stream_user_data(sess, s->id, s);
+    s->hdr_deadline_ns = clock_mono_ns() + c->th->head_ns;
+    if (!evtimer_pending(c->hdr_ev, NULL)) {
+        evtimer_add(c->hdr_ev, &c->th->preface_tv);
+    }
     return 0;
 }
 
@@ -945,6 +953,8 @@ static const struct timeval drain_tv = {DRAIN_S, 0};
 static void conn_on_read(evutil_socket_t fd, short what, void *arg);
 static void conn_on_write(evutil_socket_t fd, short what, void *arg);
 static void conn_on_kill(evutil_socket_t fd, short what, void *arg);
+static void conn_on_hdr_deadline(evutil_socket_t fd, short what, void *arg);
+static void conn_closing(struct gconn *c);
 
 static bool conn_waiting_on_ingest(const struct gconn *c)
 {
@@ -1081,6 +1091,56 @@ static void conn_on_kill(evutil_socket_t fd, short what, void *arg)
     conn_free(c);
 }
 
+/*
+ * A stream whose request headers (HEADERS and CONTINUATION) have not all
+ * arrived within --header-timeout of its first frame: reset, or, when it
+ * is the connection's only stream, GOAWAY and close (while a header block
+ * is open the peer may send nothing else anyway). Re-armed for the next
+ * stream still due.
+ */
+static void conn_on_hdr_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct gconn *c = arg;
+    uint64_t now = clock_mono_ns(), next = 0;
+    (void)fd, (void)what;
+
+    if (c->dying || c->closing) {
+        return;
+    }
+    for (struct gstream *s = c->streams; s != NULL; s = s->next) {
+        if (s->hdr_deadline_ns == 0) {
+            continue;
+        }
+        if (s->hdr_deadline_ns > now) {
+            next = next == 0 || s->hdr_deadline_ns < next ? s->hdr_deadline_ns : next;
+            continue;
+        }
+        log_slow(c, "a stream's request headers did not arrive within --header-timeout");
+        ingest_count_rejection(c->th->t, RJ_TIMEOUT);
+        s->hdr_deadline_ns = 0;
+        if (c->n_streams == 1) {
+            if (!c->goaway_sent) {
+                nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                                      nghttp2_session_get_last_proc_stream_id(c->sess),
+                                      NGHTTP2_NO_ERROR, NULL, 0);
+                c->goaway_sent = true;
+            }
+            conn_closing(c);
+            next = 0;
+            break;
+        }
+        nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    }
+    if (next != 0) {
+        uint64_t ns = next - now;
+        struct timeval tv = {(time_t)(ns / 1000000000u), (suseconds_t)(ns % 1000000000u / 1000)};
+        evtimer_add(c->hdr_ev, &tv);
+    }
+    if (!conn_flush(c)) {
+        conn_free(c);
+    }
+}
+
 static void conn_free(struct gconn *c)
 {
     struct gthr *th = c->th;
@@ -1091,6 +1151,7 @@ static void conn_free(struct gconn *c)
     event_free(c->rev);
     event_free(c->wev);
     event_free(c->kill_ev);
+    event_free(c->hdr_ev);
     evbuffer_free(c->out);
     tls_free(c->ssl);
     close(c->fd);
@@ -1311,11 +1372,12 @@ static struct gconn *conn_new(struct gthr *th, int fd)
     c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
     c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
     c->kill_ev = event_new(base, -1, 0, conn_on_kill, c);
+    c->hdr_ev = evtimer_new(base, conn_on_hdr_deadline, c);
     /* The handshake deadline is kill_ev, a one-shot timer from accept: the
      * read event's timeout would restart with every byte a client trickles. */
     struct timeval hs_tv = {(time_t)(tls_handshake_timeout_ms() / 1000),
                             (suseconds_t)(tls_handshake_timeout_ms() % 1000 * 1000)};
-    if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL ||
+    if (c->rev == NULL || c->wev == NULL || c->kill_ev == NULL || c->hdr_ev == NULL ||
         event_add(c->rev, c->ssl != NULL ? NULL : &th->idle_tv) < 0 ||
         event_add(c->kill_ev, c->ssl != NULL ? &hs_tv : &th->preface_tv) < 0) {
         goto fail_events;
@@ -1337,6 +1399,9 @@ fail_events:
     }
     if (c->kill_ev != NULL) {
         event_free(c->kill_ev);
+    }
+    if (c->hdr_ev != NULL) {
+        event_free(c->hdr_ev);
     }
     evbuffer_free(c->out);
 fail_session:
@@ -1452,6 +1517,7 @@ int grpc_attach(struct iot *t, int fd)
     th->idle_tv = (struct timeval){(time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000 * 1000)};
     th->preface_tv =
         (struct timeval){(time_t)(head_ms / 1000), (suseconds_t)(head_ms % 1000 * 1000)};
+    th->head_ns = head_ms * 1000000u;
     if (th->rbuf == NULL) {
         th->rbuf = malloc(READ_BUF);
     }

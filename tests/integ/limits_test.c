@@ -5,9 +5,13 @@
  * admission slot back, so honest exports on HTTP and gRPC get through
  * while the trickle goes on; a body sent at a fair pace is unaffected;
  * request headers and the HTTP/2 preface must arrive within
- * --header-timeout. Each cut-off is logged with the client's address.
+ * --header-timeout (a gRPC stream's HEADERS and CONTINUATION too: reset, or
+ * GOAWAY when alone). Each cut-off is logged with the client's address.
+ * The header and stream limits: a request exactly at each is served, one
+ * over gets 431 / RESOURCE_EXHAUSTED / REFUSED_STREAM.
  */
 #include <criterion/criterion.h>
+#include <nghttp2/nghttp2.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +21,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -628,5 +633,357 @@ Test(limits, rapid_reset_ping_and_settings_floods_get_goaway_enhance_your_calm)
     cr_expect_eq(log_count(&d, FLOOD_LOG), 3);
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
                  30);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* ---- header and stream limits (--max-header-bytes, --max-headers,
+ * --grpc-max-header-list, --grpc-max-streams) and a stream's header deadline ---- */
+
+#define REFUSED_STREAM 7
+
+/*
+ * POST /v1/logs of the logs vector on a fresh connection, with |pad| bytes
+ * in an X-Pad header and |extra| more headers X-0..X-(extra-1) ("X-N: v").
+ * The head as the server counts it (the URL, then each header's name and
+ * value plus 4 for ": " and CRLF) is 82 + digits(Content-Length) + pad +
+ * the extra headers' bytes.
+ */
+static int post_padded(int port, size_t pad, int extra, struct http_resp *resp)
+{
+    size_t vl;
+    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
+    size_t cap = pad + 64 * (size_t)extra + 256 + vl;
+    char *req = malloc(cap);
+    int n = snprintf(req, cap,
+                     "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/x-protobuf\r\nContent-Length: %zu\r\nX-Pad: ",
+                     vl);
+    memset(req + n, 'p', pad);
+    size_t len = (size_t)n + pad;
+    len += (size_t)snprintf(req + len, cap - len, "\r\n");
+    for (int i = 0; i < extra; i++) {
+        len += (size_t)snprintf(req + len, cap - len, "X-%d: v\r\n", i);
+    }
+    len += (size_t)snprintf(req + len, cap - len, "\r\n");
+    memcpy(req + len, v, vl);
+    len += vl;
+    int fd = httpc_connect(port);
+    int rc = -1;
+    if (fd >= 0 && httpc_send_all(fd, req, len) == 0) {
+        char carry[256];
+        size_t carry_len = 0;
+        rc = httpc_read_response(fd, 0, carry, sizeof(carry), &carry_len, resp);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    free(req);
+    free(v);
+    return rc;
+}
+
+static size_t digits(size_t v)
+{
+    char b[32];
+    return (size_t)snprintf(b, sizeof(b), "%zu", v);
+}
+
+Test(limits, http_head_bytes_and_header_count_follow_their_flags)
+{
+    struct daemon d;
+    const char *args[] = {"--io-threads", "1", "--max-header-bytes", "2KiB", "--max-headers",
+                          "10",           NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    size_t vl;
+    free(httpc_vector("http-protobuf-logs.pb", &vl));
+    size_t at_limit = 2048 - 82 - digits(vl);
+
+    struct http_resp r;
+    cr_assert_eq(post_padded(d.http_port, at_limit, 0, &r), 0);
+    cr_expect_eq(r.status, 200, "a head of exactly 2 KiB: %d %s", r.status, (char *)r.body);
+    http_resp_free(&r);
+    cr_assert_eq(post_padded(d.http_port, at_limit + 1, 0, &r), 0);
+    cr_expect_eq(r.status, 431);
+    cr_expect_str_eq((char *)r.body, "request headers too large\n");
+    http_resp_free(&r);
+
+    /* Host, Content-Type, Content-Length, X-Pad and six more: ten. */
+    cr_assert_eq(post_padded(d.http_port, 1, 6, &r), 0);
+    cr_expect_eq(r.status, 200, "ten headers: %d %s", r.status, (char *)r.body);
+    http_resp_free(&r);
+    cr_assert_eq(post_padded(d.http_port, 1, 7, &r), 0);
+    cr_expect_eq(r.status, 431);
+    cr_expect_str_eq((char *)r.body, "too many request headers\n");
+    http_resp_free(&r);
+
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"http_protobuf\"}"),
+        2 * 10);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+Test(limits, grpc_header_list_and_concurrent_streams_follow_their_flags)
+{
+    struct daemon d;
+    const char *args[] = {
+        "--io-threads", "1", "--grpc-max-header-list", "2KiB", "--grpc-max-streams", "2", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    size_t vl, fl;
+    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
+    uint8_t *frame = h2c_frame(v, vl, false, &fl);
+
+    /* h2c's six headers, then x-padding; each counts name + value + 32. */
+    char authority[32];
+    snprintf(authority, sizeof(authority), "127.0.0.1:%d", d.grpc_port);
+    size_t fixed = (7 + 4 + 32) * 2 + (10 + strlen(authority) + 32) + (5 + strlen(LOGS_PATH) + 32) +
+                   (12 + 16 + 32) + (2 + 8 + 32) + (9 + 32);
+    size_t at_limit = 2048 - fixed;
+    char *pad = malloc(at_limit + 32);
+    for (int over = 0; over <= 1; over++) {
+        size_t n = at_limit + (size_t)over;
+        memcpy(pad, "x-padding: ", 11);
+        memset(pad + 11, 'p', n);
+        pad[11 + n] = '\0';
+        const char *extra[] = {pad, NULL};
+        struct h2c_call call = {0};
+        cr_assert_eq(h2c_unary(d.grpc_port, LOGS_PATH, extra, frame, fl, &call), 0);
+        if (over) {
+            cr_expect_eq(call.grpc_status, 8, "%zu bytes over: %d", n, call.grpc_status);
+            cr_expect_str_eq(call.grpc_message, "request headers exceed 2048 bytes");
+        } else {
+            cr_expect_eq(call.grpc_status, 0, "exactly 2 KiB: %d %s", call.grpc_status,
+                         call.grpc_message);
+        }
+        h2c_call_free(&call);
+    }
+    free(pad);
+
+    /* Three streams in the first flight (before the client has our
+     * SETTINGS): two are served, the third is refused. */
+    struct h2c *h;
+    cr_assert_eq(h2c_connect(d.grpc_port, false, &h), 0);
+    struct h2c_call calls[3];
+    for (int i = 0; i < 3; i++) {
+        calls[i] =
+            (struct h2c_call){.body = frame, .body_len = fl, .send_limit = 5, .keep_open = true};
+        cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &calls[i]), 0);
+    }
+    cr_assert_eq(h2c_pump(h, &calls[2]), 0);
+    cr_assert_eq(h2c_resume(h, &calls[0], SIZE_MAX, false), 0);
+    cr_assert_eq(h2c_resume(h, &calls[1], SIZE_MAX, false), 0);
+    cr_assert_eq(h2c_wait(h), 0);
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(calls[i].grpc_status, 0, "stream %d: %d %s", i, calls[i].grpc_status,
+                     calls[i].grpc_message);
+        cr_expect(!calls[i].rst_received);
+    }
+    cr_expect(calls[2].rst_received, "the third stream was not reset");
+    cr_expect_eq(calls[2].rst_code, REFUSED_STREAM);
+    cr_expect_eq(calls[2].grpc_status, -1);
+    for (int i = 0; i < 3; i++) {
+        h2c_call_free(&calls[i]);
+    }
+    h2c_free(h);
+
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
+                 3 * 10);
+    free(frame);
+    free(v);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* ---- a stream's request headers trickled ---- */
+
+#define HDR_CUT "reason=\"a stream's request headers did not arrive within --header-timeout\""
+
+enum { F_DATA = 0, F_HEADERS = 1, F_RST = 3, F_SETTINGS = 4, F_GOAWAY = 7 };
+enum { FL_END_STREAM = 1, FL_END_HEADERS = 4 };
+
+/* What the server sent, frame by frame (read off the wire, no session). */
+struct seen {
+    bool closed;
+    bool goaway;
+    uint32_t goaway_code;
+    int32_t rst_id;
+    uint32_t rst_code;
+    bool answer_end[8]; /* by stream id: a HEADERS frame with END_STREAM */
+    uint8_t buf[1 << 16];
+    size_t len;
+};
+
+static int send_frame(int fd, int type, int flags, int32_t id, const void *p, size_t n)
+{
+    uint8_t h[9] = {(uint8_t)(n >> 16),  (uint8_t)(n >> 8),  (uint8_t)n,
+                    (uint8_t)type,       (uint8_t)flags,     (uint8_t)(id >> 24),
+                    (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
+    if (httpc_send_all(fd, h, 9) != 0) {
+        return -1;
+    }
+    return p == NULL ? 0 : httpc_send_all(fd, p, n);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Reads what arrives within |ms| and records the frames completed. */
+static void take_frames(int fd, int ms, struct seen *s)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (s->closed || poll(&pfd, 1, ms) <= 0) {
+        return;
+    }
+    ssize_t n = recv(fd, s->buf + s->len, sizeof(s->buf) - s->len, MSG_DONTWAIT);
+    if (n <= 0) {
+        s->closed = true;
+        return;
+    }
+    s->len += (size_t)n;
+    size_t off = 0;
+    while (s->len - off >= 9) {
+        const uint8_t *h = s->buf + off;
+        size_t plen = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+        if (s->len - off < 9 + plen) {
+            break;
+        }
+        int32_t id = (int32_t)(be32(h + 5) & 0x7fffffffu);
+        if (h[3] == F_GOAWAY && plen >= 8) {
+            s->goaway = true;
+            s->goaway_code = be32(h + 9 + 4);
+        } else if (h[3] == F_RST && plen == 4) {
+            s->rst_id = id;
+            s->rst_code = be32(h + 9);
+        } else if (h[3] == F_HEADERS && (h[4] & FL_END_STREAM) && id > 0 && id < 8) {
+            s->answer_end[id] = true;
+        }
+        off += 9 + plen;
+    }
+    memmove(s->buf, s->buf + off, s->len - off);
+    s->len -= off;
+}
+
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
+
+/* The HPACK block of an export request, with an x-pad header of |pad| bytes. */
+static size_t header_block(nghttp2_hd_deflater *def, size_t pad, uint8_t *out, size_t cap)
+{
+    char *p = malloc(pad + 1);
+    memset(p, 'p', pad);
+    p[pad] = '\0';
+    nghttp2_nv nv[] = {NV(":method", "POST"),
+                       NV(":scheme", "http"),
+                       NV(":path", LOGS_PATH),
+                       NV(":authority", "127.0.0.1"),
+                       NV("content-type", "application/grpc"),
+                       NV("te", "trailers"),
+                       NV("x-pad", p)};
+    ssize_t n = nghttp2_hd_deflate_hd(def, out, cap, nv, pad > 0 ? 7 : 6);
+    free(p);
+    cr_assert_gt(n, 0);
+    return (size_t)n;
+}
+
+static int h2_open(int port)
+{
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    int fd = httpc_connect(port);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(httpc_send_all(fd, preface, 24), 0);
+    cr_assert_eq(send_frame(fd, F_SETTINGS, 0, 0, NULL, 0), 0);
+    return fd;
+}
+
+/* Stream |id|'s HEADERS frame (the whole block, END_HEADERS), its payload
+ * a byte every 100 ms until |done| says so (at most 50; nghttp2 itself caps
+ * the CONTINUATION frames of a block, so a frame trickled is the slow
+ * case). The bytes sent; *off gets how far into |blk| they went. */
+static int trickle_block(int fd, int32_t id, const uint8_t *blk, size_t len, size_t *off,
+                         struct seen *s, bool (*done)(const struct seen *))
+{
+    int sent = 0;
+    cr_assert_eq(send_frame(fd, F_HEADERS, FL_END_HEADERS, id, NULL, len), 0);
+    *off = 0;
+    while (sent < 50 && *off < len - 1 && !done(s)) {
+        if (httpc_send_all(fd, blk + *off, 1) != 0) {
+            break;
+        }
+        (*off)++;
+        sent++;
+        take_frames(fd, 100, s);
+    }
+    return sent;
+}
+
+static bool got_goaway(const struct seen *s)
+{
+    return s->goaway || s->closed;
+}
+
+static bool got_rst(const struct seen *s)
+{
+    return s->rst_id != 0 || s->closed;
+}
+
+Test(limits, a_grpc_stream_whose_headers_trickle_is_cut_off_after_header_timeout)
+{
+    struct daemon d;
+    const char *args[] = {"--io-threads", "1", "--header-timeout", "1s", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    nghttp2_hd_deflater *def;
+    uint8_t blk[1024];
+    size_t off;
+    struct seen *s = calloc(1, sizeof(*s));
+
+    /* Alone on its connection: GOAWAY, then the connection is closed. */
+    int fd = h2_open(d.grpc_port);
+    cr_assert_eq(nghttp2_hd_deflate_new(&def, 4096), 0);
+    size_t blen = header_block(def, 200, blk, sizeof(blk));
+    int sent = trickle_block(fd, 1, blk, blen, &off, s, got_goaway);
+    cr_expect(s->goaway, "no GOAWAY after %d trickled bytes", sent);
+    cr_expect_eq(s->goaway_code, 0);
+    cr_expect_lt(sent, 40, "cut off only after %d trickled bytes", sent);
+    for (int i = 0; i < 300 && !s->closed; i++) {
+        take_frames(fd, 100, s);
+    }
+    cr_expect(s->closed, "the connection stays open after its GOAWAY");
+    close(fd);
+    nghttp2_hd_deflate_del(def);
+
+    /* Beside a stream in progress: only the slow stream is reset, and the
+     * other one completes once the block is finished. */
+    memset(s, 0, sizeof(*s));
+    fd = h2_open(d.grpc_port);
+    cr_assert_eq(nghttp2_hd_deflate_new(&def, 4096), 0);
+    size_t vl, fl;
+    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
+    uint8_t *frame = h2c_frame(v, vl, false, &fl);
+    uint8_t blk1[512];
+    size_t b1 = header_block(def, 0, blk1, sizeof(blk1));
+    cr_assert_eq(send_frame(fd, F_HEADERS, FL_END_HEADERS, 1, blk1, b1), 0);
+    cr_assert_eq(send_frame(fd, F_DATA, 0, 1, frame, fl / 2), 0);
+    blen = header_block(def, 200, blk, sizeof(blk));
+    sent = trickle_block(fd, 3, blk, blen, &off, s, got_rst);
+    cr_expect_eq(s->rst_id, 3, "no RST_STREAM after %d trickled bytes", sent);
+    cr_expect_eq(s->rst_code, 8 /* CANCEL */);
+    cr_expect(!s->goaway && !s->closed);
+    cr_assert_eq(httpc_send_all(fd, blk + off, blen - off), 0);
+    cr_assert_eq(send_frame(fd, F_DATA, FL_END_STREAM, 1, frame + fl / 2, fl - fl / 2), 0);
+    for (int i = 0; i < 300 && !s->answer_end[1] && !s->closed; i++) {
+        take_frames(fd, 100, s);
+    }
+    cr_expect(s->answer_end[1], "stream 1 was not answered");
+    close(fd);
+    nghttp2_hd_deflate_del(def);
+    free(frame);
+    free(v);
+    free(s);
+
+    cr_expect_eq(log_count(&d, HDR_CUT), 2);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
+                 10);
     cr_expect_eq(daemon_stop(&d), 0);
 }
