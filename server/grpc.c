@@ -50,7 +50,10 @@
  * closed without an answer. The preface must be complete within
  * --header-timeout of accept (of the TLS handshake's end with TLS), or the
  * connection is closed and logged with its address (kill_ev, a one-shot
- * timer: a client trickling the preface cannot hold a connection). An
+ * timer: a client trickling the preface cannot hold a connection). A
+ * stream's request headers have the same deadline from its first HEADERS
+ * frame (hdr_ev): past it the stream is reset, or the connection gets
+ * GOAWAY when it is the only stream. An
  * admitted stream whose message arrives slower than --min-receive-rate
  * gets DEADLINE_EXCEEDED like one past --body-timeout (ingest.c), also
  * logged with the address. Protocol errors after the preface are
