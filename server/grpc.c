@@ -131,6 +131,7 @@
 #define STAGE_MAX (128u << 10)
 #define RESP_MAX 1024 /* an Export*ServiceResponse with a partial_success message */
 #define PREFIX_LEN 5
+#define LINGER_MAX (1u << 20) /* bytes a flooder's input is discarded for, at most */
 
 /* Control frames a client may send at a bounded rate (--grpc-*-rate). */
 enum flood_kind { FL_RESET = 0, FL_PING = 1, FL_SETTINGS = 2, FLOOD_KINDS };
@@ -210,6 +211,8 @@ struct gconn {
     struct connlim_key lim;
     uint64_t flood_tat[FLOOD_KINDS]; /* per frame kind: its rate limit's next-due time (GCRA) */
     bool calm_sent;                  /* GOAWAY(ENHANCE_YOUR_CALM) queued */
+    bool lingering;                  /* that GOAWAY is written: input discarded until EOF */
+    uint32_t lingered;               /* bytes discarded so far */
     nghttp2_session *sess;
     struct event *rev; /* EV_READ | EV_PERSIST, with the idle / drain timeout */
     struct event *wev; /* EV_WRITE | EV_PERSIST, added while output is pending */
@@ -1009,6 +1012,27 @@ static bool conn_final_goaway(struct gconn *c)
 }
 
 /*
+ * A flooder is still sending when its GOAWAY is out: closing now, with its
+ * input unread, would reset the connection and the peer could lose the
+ * GOAWAY. So the write side is shut and input discarded until EOF, for at
+ * most DRAIN_S and LINGER_MAX bytes. False (free it now) for any other
+ * connection.
+ */
+static bool conn_linger(struct gconn *c)
+{
+    if (!c->calm_sent || c->ssl != NULL) {
+        return false;
+    }
+    if (!c->lingering) {
+        c->lingering = true;
+        shutdown(c->fd, SHUT_WR);
+        event_del(c->kill_ev);
+        event_add(c->kill_ev, &drain_tv);
+    }
+    return true;
+}
+
+/*
  * Produces frames and writes them. Returns false when the connection is
  * finished (error, or nothing left to say and nothing to hear); the caller
  * frees it.
@@ -1067,7 +1091,7 @@ static bool conn_flush(struct gconn *c)
     }
     if (c->preface_got == PREFACE_LEN && !nghttp2_session_want_read(c->sess) &&
         !nghttp2_session_want_write(c->sess)) {
-        return false;
+        return conn_linger(c);
     }
     return true;
 }
@@ -1281,6 +1305,19 @@ static void conn_on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct gconn *c = arg;
     uint8_t *buf = c->th->rbuf;
+
+    if (c->lingering) {
+        ssize_t n = (what & EV_READ) ? read(fd, buf, READ_BUF) : 0;
+        if (n > 0 && c->lingered + (uint32_t)n < LINGER_MAX) {
+            c->lingered += (uint32_t)n;
+            return;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        conn_free(c); /* EOF, an error, the idle timeout or the byte cap */
+        return;
+    }
 
     if (c->ssl != NULL && !c->hs_done) {
         if (!conn_handshake(c)) {
