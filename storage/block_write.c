@@ -28,6 +28,31 @@
  * Writer
  * ===================================================================== */
 
+/* Appends |p, n| as dictionary entry d->nd (its code, or -ENOMEM). */
+static int64_t dict_push(struct dictb *d, const char *p, size_t n)
+{
+    if (d->nd + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    struct vbuf *v = &d->data;
+    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
+        return -ENOMEM;
+    }
+    if (n > 0) {
+        memcpy(v->p + v->len, p, n);
+        v->len += n;
+    }
+    d->offs[0] = 0;
+    d->offs[d->nd + 1] = v->len;
+    return (int64_t)d->nd++;
+}
+
 static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
@@ -62,27 +87,12 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
         }
         i = (i + 1) & (d->ht_cap - 1);
     }
-    if (d->nd + 2 > d->cap_offs) {
-        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
-        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
-        if (no == NULL) {
-            return -ENOMEM;
-        }
-        d->offs = no;
-        d->cap_offs = ncap;
+    int64_t c = dict_push(d, p, n);
+    if (c < 0) {
+        return (int)c;
     }
-    struct vbuf *v = &d->data;
-    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
-        return -ENOMEM;
-    }
-    if (n > 0) {
-        memcpy(v->p + v->len, p, n);
-        v->len += n;
-    }
-    d->offs[0] = 0;
-    d->offs[d->nd + 1] = v->len;
-    d->ht[i] = tag | ((uint64_t)d->nd + 1);
-    d->codes[row] = d->nd++;
+    d->ht[i] = tag | ((uint64_t)c + 1);
+    d->codes[row] = (uint64_t)c;
     return 0;
 }
 
@@ -106,28 +116,14 @@ static int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
             return 0;
         }
     }
-    if (d->nd + 2 > d->cap_offs) {
-        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 64;
-        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
-        if (no == NULL) {
-            return -ENOMEM;
-        }
-        d->offs = no;
-        d->cap_offs = ncap;
+    int64_t c = dict_push(d, p, n);
+    if (c < 0) {
+        return (int)c;
     }
-    struct vbuf *v = &d->data;
-    if (n > v->cap - v->len && vbuf_reserve(v, n) < 0) {
-        return -ENOMEM;
+    if (n == 0) {
+        d->empty_code = (uint64_t)c;
     }
-    if (n > 0) {
-        memcpy(v->p + v->len, p, n);
-        v->len += n;
-    } else {
-        d->empty_code = d->nd;
-    }
-    d->offs[0] = 0;
-    d->offs[d->nd + 1] = v->len;
-    d->codes[row] = d->nd++;
+    d->codes[row] = (uint64_t)c;
     return 0;
 }
 
