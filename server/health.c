@@ -88,7 +88,7 @@ static int ssl_wait(struct conn *c, int r, long long deadline)
     }
 }
 
-static int tls_start(struct conn *c, SSL_CTX **ctx, const char *host, long long deadline)
+static int tls_start(struct conn *c, SSL_CTX **ctx, long long deadline)
 {
     static const unsigned char alpn[] = "\x08http/1.1";
     *ctx = SSL_CTX_new(TLS_client_method());
@@ -101,7 +101,7 @@ static int tls_start(struct conn *c, SSL_CTX **ctx, const char *host, long long 
     if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1) {
         return -ENOMEM;
     }
-    (void)host; /* an address, not a name: no SNI (RFC 6066 3) */
+    /* The probe dials an address, not a name: no SNI (RFC 6066 3). */
     for (;;) {
         int r = SSL_connect(c->ssl);
         if (r == 1) {
@@ -209,7 +209,7 @@ static int get_ready(struct sockaddr_storage *ss, socklen_t len, const char *hos
     }
     if (tls) {
         *what = "complete a TLS handshake";
-        rc = tls_start(&c, &ctx, host, deadline);
+        rc = tls_start(&c, &ctx, deadline);
         if (rc < 0) {
             goto out;
         }
