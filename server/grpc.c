@@ -31,16 +31,17 @@
  * flowing. The cost is one round trip per export (HEADERS+prefix, then
  * WINDOW_UPDATE, then the message). The connection window is raised to
  * CONN_WINDOW at once (it does not follow SETTINGS, FACTS.md 8.4).
- * Admission charges only the first 64 KiB of the declared size; the rest is
- * charged as DATA arrives (ingest.c). An admitted stream whose message has
- * not all arrived within --body-timeout gets DEADLINE_EXCEEDED (then
- * RST_STREAM) from ingest's deadline, and its charge and queue slot are
- * returned, whatever else (PINGs, other streams) keeps the connection busy.
- * Exception: a client may send DATA before it has seen our SETTINGS (the
- * RFC's default 65,535-byte windows apply until then); such first-flight
- * bytes that arrive before admission are kept in a small per-stream stage
- * buffer (at most STAGE_MAX per connection; an honest client cannot exceed
- * 65,535) and appended when the admission callback comes.
+ * Admission charges a declared size whole when it is small against the
+ * budget, else only its first 64 KiB and the rest as DATA arrives
+ * (ingest.c). An admitted stream whose message has not all arrived within
+ * --body-timeout gets DEADLINE_EXCEEDED (then RST_STREAM) from ingest's
+ * deadline, and its charge and queue slot are returned, whatever else
+ * (PINGs, other streams) keeps the connection busy. Exception: a client
+ * may send DATA before it has seen our SETTINGS (the RFC's default
+ * 65,535-byte windows apply until then); such first-flight bytes that
+ * arrive before admission are kept in a small per-stream stage buffer (at
+ * most STAGE_MAX per connection; an honest client cannot exceed 65,535)
+ * and appended when the admission callback comes.
  *
  * PREFACE. The server SETTINGS are queued at accept and written as soon as
  * the 24-byte client preface has arrived and matched (every h2c client

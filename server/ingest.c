@@ -5,11 +5,14 @@
  * Admission takes two things before any body byte is read: a slot in one
  * shard's queue (round-robin over the signal's shards) and a first charge
  * on the memory budget: ADMIT_FACTOR times the first ADMIT_AHEAD bytes of
- * the body (fewer if the declared size is smaller). A request that cannot
- * have both waits in its I/O thread's FIFO; a timer retries the queue
- * every RETRY_MS and refuses whoever waited --admit-wait. A declared size
- * is never charged before its bytes arrive, so a client that declares
- * 64 MiB and sends nothing holds ADMIT_FACTOR * ADMIT_AHEAD, not 192 MiB.
+ * the body (fewer if the declared size is smaller), or times the whole
+ * declared size when that is at most a WHOLE_DIV-th of the budget, so an
+ * export of usual size waits for room instead of failing halfway through
+ * its body. A request that cannot have both waits in its I/O thread's
+ * FIFO; a timer retries the queue every RETRY_MS and refuses whoever
+ * waited --admit-wait. A larger declared size is never charged before its
+ * bytes arrive, so a client that declares 64 MiB and sends nothing holds
+ * ADMIT_FACTOR * ADMIT_AHEAD, not 192 MiB.
  * As the body arrives its buffer and charge grow in doubling steps (never
  * past the declared size), each step ADMIT_FACTOR times the buffer, so
  * what a decoded batch will need is charged with the bytes that make it;
@@ -62,6 +65,8 @@
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
 #define RETRY_MS 2              /* how often waiters retry admission */
 #define BODY_MIN (64u << 10)
+#define WHOLE_DIV                                                                                  \
+    32 /* a declared body charged whole at admission: up to this share of the budget */
 #define CACHE_SLOTS 4
 #define CACHE_MAX_BYTES (4u << 20) /* larger buffers go back to malloc */
 #define RETRY_AFTER_S 1
@@ -351,6 +356,17 @@ static bool try_admit(struct ingest_req *r)
      * strength of a declared size alone. */
     size_t ahead = ADMIT_AHEAD;
     if (r->expected >= 0 && (uint64_t)r->expected < ahead) {
+        ahead = (size_t)r->expected;
+    }
+    /* A declared size whose whole charge is at most a WHOLE_DIV-th of the
+     * budget is charged whole, here: such a request waits for room before
+     * its body is read instead of being admitted and then refused halfway
+     * through it (the steps of ingest_body_append) while the sealer holds
+     * the memory. A client that declares and sends nothing then pins that
+     * much until --receive-rate-window cuts it off; a larger declared size
+     * is charged as its bytes arrive (above). */
+    if (r->expected > (long)ahead &&
+        (uint64_t)r->expected * ADMIT_FACTOR <= adm_budget() / WHOLE_DIV) {
         ahead = (size_t)r->expected;
     }
     uint64_t want = (uint64_t)ahead * ADMIT_FACTOR;

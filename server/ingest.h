@@ -92,9 +92,10 @@ struct ingest_req *ingest_req_new(struct iot *t, enum signal s, enum transport t
  * (Content-Length, gRPC length prefix), or -1. The callback reports
  * IS_ADMITTED, or IS_TOO_LARGE (declared size over --max-request-bytes),
  * IS_OVERLOADED (queue or budget stayed full for --admit-wait) or
- * IS_SHUTTING_DOWN. A declared size is not charged to the budget before
- * its bytes arrive: admission charges for its first 64 KiB at most,
- * and ingest_body_append grows the charge as the body comes.
+ * IS_SHUTTING_DOWN. A declared size up to a 32nd of the budget (3x,
+ * with its batch) is charged whole here; a larger one is not charged
+ * before its bytes arrive: admission charges for its first 64 KiB and
+ * ingest_body_append grows the charge as the body comes.
  */
 void ingest_admit(struct ingest_req *r, long expected_bytes);
 /*

@@ -5,6 +5,7 @@
  *
  *   build/percore [--seconds S] [--records-per-request N] [--formats protobuf|all]
  *                 [--block-bytes BYTES] [--seal-blocks N] [--wal-dir DIR] [--blk-dir DIR]
+ *                 [--signals all|logs|traces|metrics]
  *
  * Requests come from otlp-load's generator (bench/otlp-load/gen.h), encoded
  * once up front; the timed loops only decode (proto/pbdec.c,
@@ -26,6 +27,8 @@
  *                      extra zstd seal of the last block gives its size
  *   wal_append_4k      latency of wal_append of a 4 KiB body (one write(2),
  *                      no fsync) on --wal-dir
+ * --signals limits the decode and append_seal sections to one signal (to
+ * profile or A/B one signal's seal); the default is all three.
  * --wal-dir and --blk-dir must be on a real disk (not tmpfs) for the wall
  * figures to mean anything; the report says which filesystem they were on.
  */
@@ -311,7 +314,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: percore [--seconds S] [--records-per-request N] "
                     "[--formats protobuf|all] [--block-bytes BYTES] [--seal-blocks N] "
-                    "[--wal-dir DIR] [--blk-dir DIR]\n");
+                    "[--wal-dir DIR] [--blk-dir DIR] [--signals all|logs|traces|metrics]\n");
 }
 
 int main(int argc, char **argv)
@@ -323,6 +326,7 @@ int main(int argc, char **argv)
     int seal_blocks = 3;
     const char *wal_dir = "bench/data/percore-wal";
     const char *blk_dir = "bench/data/percore-blk";
+    int only = 0; /* 0: every signal, else that one */
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -342,6 +346,17 @@ int main(int argc, char **argv)
             wal_dir = v;
         } else if (strcmp(argv[i], "--blk-dir") == 0) {
             blk_dir = v;
+        } else if (strcmp(argv[i], "--signals") == 0) {
+            only = -1;
+            for (int k = 0; k <= 3; k++) {
+                if (strcmp(v, k == 0 ? "all" : signal_names[k]) == 0) {
+                    only = k;
+                }
+            }
+            if (only < 0) {
+                usage();
+                return 2;
+            }
         } else {
             usage();
             return 2;
@@ -356,6 +371,9 @@ int main(int argc, char **argv)
            "\"rates_per\":\"thread CPU-second and wall second\"",
            secs, rpr);
     for (int s = 1; s <= 3; s++) {
+        if (only != 0 && s != only) {
+            continue;
+        }
         for (int f = 0; f < (json ? 2 : 1); f++) {
             struct pool p;
             if (make_pool(&p, (enum signal)s, (enum gen_format)f, rpr) < 0) {
@@ -385,6 +403,9 @@ int main(int argc, char **argv)
     printf(",\"append_seal\":{\"block_bytes\":%zu,\"blk_dir_tmpfs\":%s", block_bytes,
            on_tmpfs(blk_dir) ? "true" : "false");
     for (int s = 1; s <= 3; s++) {
+        if (only != 0 && s != only) {
+            continue;
+        }
         struct seal_fig sf;
         int rc = append_seal((enum signal)s, rpr, block_bytes, seal_blocks, blk_dir, &sf);
         if (rc < 0) {

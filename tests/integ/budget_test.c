@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include <libdeflate.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +295,116 @@ Test(budget, a_body_that_stops_arriving_is_answered_408_not_closed_silently)
     cr_expect_eq(in_use(&d), idle, "the stalled request's charge is back");
     /* The daemon serves on. */
     cr_expect_eq(post(d.http_port, "/v1/logs", body, len, false), 200);
+    free(body);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* ---- an export of usual size waits for room instead of failing halfway ---- */
+
+/* ~544 KiB: 3x that is under a 32nd of 64 MiB, so admission charges it whole. */
+#define USUAL_COPIES 60
+#define HOLDERS_MAX 40
+
+/* Opens a request declaring all of |body| and sends the first half. */
+static int hold(int port, const uint8_t *body, size_t len)
+{
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/x-protobuf\r\nContent-Length: %zu\r\n\r\n",
+                     len);
+    int fd = httpc_connect(port);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(httpc_send_all(fd, head, (size_t)n), 0);
+    cr_assert_eq(httpc_send_all(fd, body, len / 2), 0);
+    return fd;
+}
+
+/* Waits until the budget in use passes |above|; returns what it is then. */
+static double in_use_past(const struct daemon *d, double above)
+{
+    double deadline = now_s() + 5, mem = in_use(d);
+    while (mem <= above && now_s() < deadline) {
+        usleep(20 * 1000);
+        mem = in_use(d);
+    }
+    cr_assert_gt(mem, above, "the daemon did not admit a held request (in use %.0f)", mem);
+    return mem;
+}
+
+struct probe {
+    int port;
+    const uint8_t *body;
+    size_t len;
+    int status;
+};
+
+static void *probe_run(void *arg)
+{
+    struct probe *p = arg;
+    p->status = post(p->port, "/v1/logs", p->body, p->len, false);
+    return NULL;
+}
+
+Test(budget, an_export_of_usual_size_waits_for_room_instead_of_failing_halfway)
+{
+    struct daemon d;
+    const char *args[] = {
+        "--memory-budget", "64MiB", "--shards", "1", "--io-threads", "1", "--admit-wait", "8000",
+        "--body-timeout",  "20s",   NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    const double limit = 56.0 * (1 << 20); /* the budget less its reserve (an eighth) */
+    size_t len;
+    uint8_t *body = logs_body(USUAL_COPIES, &len);
+    const double whole = 3.0 * (double)len; /* the body and its decoded batch */
+
+    /* Requests that sent half their body fill the budget until one more
+     * does not fit whole (its first 64 KiB still would). */
+    int fds[HOLDERS_MAX], nh = 0;
+    double mem = in_use(&d);
+    while (mem + whole <= limit) {
+        cr_assert_lt(nh, HOLDERS_MAX);
+        fds[nh++] = hold(d.http_port, body, len);
+        mem = in_use_past(&d, mem + whole / 2);
+    }
+    cr_assert_leq(mem + 3.0 * (64 << 10), limit, "in use %.0f", mem);
+    cr_expect_eq(daemon_metric(&d, "miradb_admission_waits_total"), 0);
+
+    /* One more export: it must wait for room, not be admitted and refused
+     * halfway through its body. */
+    struct probe p = {d.http_port, body, len, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, probe_run, &p), 0);
+    double deadline = now_s() + 5;
+    while (daemon_metric(&d, "miradb_admission_waits_total") < 1 && p.status == 0 &&
+           now_s() < deadline) {
+        usleep(20 * 1000);
+    }
+    usleep(200 * 1000);
+    cr_expect_eq(daemon_metric(&d, "miradb_admission_waits_total"), 1,
+                 "the export did not wait for room");
+    cr_expect_eq(p.status, 0, "the export was answered %d before any room was made", p.status);
+
+    /* Room comes as the held requests finish: they and the waiter all succeed. */
+    for (int i = 0; i < nh; i++) {
+        cr_assert_eq(httpc_send_all(fds[i], body + len / 2, len - len / 2), 0);
+    }
+    for (int i = 0; i < nh; i++) {
+        char carry[256];
+        size_t carry_len = 0;
+        struct http_resp resp;
+        cr_assert_eq(httpc_read_response(fds[i], 0, carry, sizeof(carry), &carry_len, &resp), 0,
+                     "held request %d got no answer", i);
+        cr_expect_eq(resp.status, 200, "held request %d: %d", i, resp.status);
+        http_resp_free(&resp);
+        close(fds[i]);
+    }
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(p.status, 200, "the export that waited: %d", p.status);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_request_errors_total{reason=\"overloaded\"}"), 0);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\","
+                                   "transport=\"http_protobuf\"}"),
+                 (double)(nh + 1) * USUAL_COPIES * VEC_RECORDS);
     free(body);
     cr_expect_eq(daemon_stop(&d), 0);
 }
