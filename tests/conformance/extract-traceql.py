@@ -18,8 +18,8 @@ Sources (read with `git show HEAD:path`, nothing is checked out):
 A query using a metrics function goes to traceql_metrics.cases instead.
 
 parse_test.go checks Parse() only; /api/search also runs Tempo's validate(),
-which refuses some queries that parse. VALIDATE_REFUSES names those rules
-(each with its place in Tempo's ast_validate.go); such cases become invalid.
+which refuses some queries that parse. tempo_validate_refuses applies those rules
+(tempo_validate_refuses, after Tempo's ast_validate.go); such cases become invalid.
 """
 import ast
 import re
@@ -40,13 +40,152 @@ TEMPLATES = {
 # Tables that are not TraceQL queries at all (ParseIdentifier takes one name).
 SKIP_TESTS = {'TestParseIdentifier', 'TestParseIdentifierErrors'}
 
-# Parses, but Tempo's validate() refuses it, so /api/search answers 400.
-VALIDATE_REFUSES = [
-    # ast_validate.go, Attribute.validate: a.Parent -> "parent not yet supported"
+# parse_test.go shows only that Parse() succeeds; /api/search also runs
+# Tempo's validate() (pkg/traceql/ast_validate.go), which refuses some of
+# those. tempo_validate_refuses() applies the rules of validate() that such
+# cases meet and returns the reason, or None.
+ATTR = re.compile(r'(?:\.|span\.|resource\.|event\.|link\.|instrumentation\.)'
+                  r'(?:"(?:[^"\\]|\\.)*"|[^\s{}()=~!<>&|^,+*/%"-][^\s{}()=~!<>&|^,]*)'
+                  r'(?:\.(?:"(?:[^"\\]|\\.)*"|[^\s{}()=~!<>&|^,."][^\s{}()=~!<>&|^,]*))*')
+TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|`[^`]*`|[0-9.][0-9.a-zµ]*|[A-Za-z_][\w]*:[A-Za-z]+|'
+                   r'&&|\|\||=~|!~|!=|<=|>=|[=<>!]|[-+*/%^()]|[A-Za-z_]\w*')
+BOOLEAN_OPS = {'&&', '||', '=~', '!~', '!=', '<=', '>=', '=', '<', '>', '!'}
+
+
+def filter_bodies(q):
+    """The text inside each { } of q, strings skipped."""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(q):
+        c = q[i]
+        if c in '"`':
+            j = i + 1
+            while j < len(q) and q[j] != c:
+                j += 2 if (c == '"' and q[j] == '\\') else 1
+            i = j + 1
+            continue
+        if c == '{':
+            depth += 1
+            start = i + 1
+        elif c == '}' and depth > 0:
+            depth -= 1
+            out.append(q[start:i])
+        i += 1
+    return out
+
+
+def operands(body):
+    """Tokens of a field expression: ('attr', text) / ('op', text) / ('other', text)."""
+    toks, i = [], 0
+    while i < len(body):
+        m = ATTR.match(body, i)
+        if m and (i == 0 or not body[i - 1].isalnum()) and not re.match(r'\.\d', body[i:]):
+            toks.append(('attr', m.group(0)))
+            i = m.end()
+            continue
+        m = TOKEN.match(body, i)
+        if not m:
+            return None
+        t = m.group(0)
+        i = m.end()
+        if t.strip():
+            toks.append(('op' if t in BOOLEAN_OPS or t in '-+*/%^()' else 'other', t))
+    return toks
+
+
+def tempo_validate_refuses(q):
+    for rx, why in PARENT_RULES:
+        if rx.search(q):
+            return why
+    for body in filter_bodies(q):
+        toks = operands(body)
+        if not toks:
+            continue
+        if any(k == 'op' and t in BOOLEAN_OPS for k, t in toks):
+            # -(a = b): unary minus on a boolean
+            if re.match(r'^\s*-\s*\(', body):
+                return 'unary - on a boolean: illegal operation for the given type'
+            # =~ / !~ need a static string on the right
+            for a, b in zip(toks, toks[1:]):
+                if a[1] in ('=~', '!~') and not (b[0] == 'other' and b[1][0] in '"`'):
+                    return 'regex operand not a static string: invalid type for =~ or !~'
+            continue
+        # arithmetic (or a single value): its type is the first operand's
+        # that is not an attribute; only attribute or boolean may filter
+        vals = [t for k, t in toks if k != 'op']
+        if any(k == 'other' and t not in ('true', 'false') for k, t in toks if k != 'op'):
+            return 'span filter field expressions must resolve to a boolean'
+        del vals
+    m = re.search(r'\b(sum|avg|min|max)\(\s*(true|false|"[^"]*"|`[^`]*`)\s*\)', q)
+    if m:
+        return 'aggregate field expressions must resolve to a number type'
+    if METRICS.search(q):
+        return None
+    if re.match(r'^\(\{[^|]*\|\s*\w+\([^)]*\)\)\s*(=|!=|<=|>=|<|>)', q):
+        return 'scalar filter lhs of type pipeline: unsupported'
+    for m in re.finditer(r'\b(sum|avg|min|max)\(', q):
+        arg = balanced(q, m.end() - 1)
+        if arg is not None and not references_span(arg):
+            return 'aggregate field expressions must reference the span'
+    for stage in top_level_split(q, '|'):
+        cmp = re.search(r'(?<![=!<>])(=|!=|<=|>=|<|>)(?![=~])', stage)
+        if not cmp or not AGG.search(stage) or stage.lstrip()[:1] in '{(':
+            continue
+        lhs, rhs = stage[:cmp.start()], stage[cmp.end():]
+        m = AGG.match(lhs.strip())
+        if not m or balanced(lhs.strip(), m.end() - 1) is None or \
+                len(balanced(lhs.strip(), m.end() - 1)) + m.end() + 1 != len(lhs.strip()):
+            return 'scalar filter lhs of type (%v): unsupported'
+        if AGG.search(rhs):
+            return 'scalar filter rhs of type (%v): unsupported'
+    return None
+
+
+AGG = re.compile(r'\b(count|sum|avg|min|max)\(')
+INTRINSICS = re.compile(r'(?<![\w.])(duration|name|status|statusMessage|kind|traceDuration|'
+                        r'rootName|rootServiceName|nestedSetLeft|nestedSetRight|nestedSetParent|'
+                        r'(span|trace|event|link|instrumentation):\w+)(?![\w.])')
+
+
+def balanced(q, open_at):
+    """The text between q[open_at] == '(' and its closing parenthesis."""
+    depth = 0
+    for i in range(open_at, len(q)):
+        depth += {'(': 1, ')': -1}.get(q[i], 0)
+        if depth == 0:
+            return q[open_at + 1:i]
+    return None
+
+
+def references_span(expr):
+    toks = operands(expr) or []
+    return any(k == 'attr' for k, _ in toks) or bool(INTRINSICS.search(expr))
+
+
+def top_level_split(q, sep):
+    parts, depth, cur = [], 0, ''
+    for c in q:
+        depth += {'(': 1, '{': 1, ')': -1, '}': -1}.get(c, 0)
+        if c == sep and depth == 0:
+            parts.append(cur)
+            cur = ''
+        else:
+            cur += c
+    return parts + [cur]
+
+
+PARENT_RULES = [
+    # Attribute.validate: a.Parent -> "parent not yet supported"
     (re.compile(r'(^|[\s{(!+\-*/%^=<>&|,])parent\.'), 'parent. attributes: unsupported'),
-    # ast_validate.go, Attribute.validate: IntrinsicParent -> unsupported
+    # Attribute.validate: IntrinsicParent -> unsupported
     (re.compile(r'(^|[\s{(!+\-*/%^=<>&|,])parent(?![\w.:])'), 'parent intrinsic: unsupported'),
 ]
+
+# Cases left out on purpose, with the reason.
+DROP = {
+    # Parse("") fails, but /api/search reads an empty q as "no query" and
+    # lists every trace (FACTS.md D.3, Tempo's search handler).
+    '': 'empty q is a search without a query',
+}
 
 
 def git_show(repo, path):
@@ -69,11 +208,12 @@ class Out:
         if q in self.seen:
             return
         self.seen.add(q)
-        if verdict == 'valid' and note is None:
-            for rx, why in VALIDATE_REFUSES:
-                if rx.search(q):
-                    verdict, note = 'invalid', why
-                    break
+        if q in DROP:
+            return
+        if verdict == 'valid' and note == 'parse-only':
+            why = tempo_validate_refuses(q)
+            if why is not None:
+                verdict = 'invalid'
         line = '%s\t%s\t%s' % (verdict, source, esc(q))
         (self.metrics if METRICS.search(q) else self.search).append(line)
 
@@ -125,12 +265,12 @@ def from_parse_test(repo, rev, out):
             if 'alsoTestWithoutSpace: true' in entry:
                 forms.append(q.replace(' ', ''))
             for f in forms:
-                out.add(verdict, source, f)
+                out.add(verdict, source, f, note='parse-only')
         if name == 'TestReallyLongQuery':
             lineno = src.count('\n', 0, start) + 1
             source = 'tempo@%s:%s:%d' % (rev, path, lineno)
-            out.add('valid', source, '{ .a = `%s` }' % ('a' * 1000))
-            out.add('valid', source, '{ .%s = `foo` }' % ('a' * 1000))
+            out.add('valid', source, '{ .a = `%s` }' % ('a' * 1000), note='parse-only')
+            out.add('valid', source, '{ .%s = `foo` }' % ('a' * 1000), note='parse-only')
     del lines
 
 
