@@ -68,6 +68,12 @@ enum traceql_intrinsic {
     TRACEQL_I_LINK_SPAN_ID,           /* link:spanID */
     TRACEQL_I_INSTR_NAME,             /* instrumentation:name */
     TRACEQL_I_INSTR_VERSION,          /* instrumentation:version */
+    /* Tempo's nested set model of the span tree: a depth-first walk numbers
+     * each span on the way down (left) and up (right); parent = the
+     * parent's left, -1 for a root; 0s for a span not under a root. */
+    TRACEQL_I_NESTED_SET_LEFT,   /* nestedSetLeft */
+    TRACEQL_I_NESTED_SET_RIGHT,  /* nestedSetRight */
+    TRACEQL_I_NESTED_SET_PARENT, /* nestedSetParent */
 };
 
 enum traceql_scope {

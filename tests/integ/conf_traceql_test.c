@@ -60,9 +60,8 @@ static void post_corpus(const struct daemon *d)
 {
     const char *hdrs[] = {"Content-Type: application/json", NULL};
     struct http_resp r;
-    cr_assert_eq(httpc_request(d->http_port, "POST", "/v1/traces", hdrs, CORPUS, strlen(CORPUS), 0,
-                               &r),
-                 0);
+    cr_assert_eq(
+        httpc_request(d->http_port, "POST", "/v1/traces", hdrs, CORPUS, strlen(CORPUS), 0, &r), 0);
     cr_assert_eq(r.status, 200, "export: %d %s", r.status, r.body ? (char *)r.body : "");
     http_resp_free(&r);
 }
