@@ -34,7 +34,7 @@ static const char CORPUS[] =
     "   \"endTimeUnixNano\":\"1700000001100000000\",\"status\":{\"code\":1},"
     "   \"attributes\":[{\"key\":\"http.status_code\",\"value\":{\"intValue\":\"200\"}},"
     "    {\"key\":\"foo.bar baz\",\"value\":{\"stringValue\":\"q1\"}},"
-    "    {\"key\":\"attribute.name with space\",\"value\":{\"stringValue\":\"value\"}},"
+    "    {\"key\":\"attribute.attribute name with space\",\"value\":{\"stringValue\":\"value\"}},"
     "    {\"key\":\"a\",\"value\":{\"intValue\":\"2\"}},"
     "    {\"key\":\"b\",\"value\":{\"intValue\":\"3\"}}]}]}]},"
     "{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":{\"stringValue\":\"db\"}}]}"
@@ -208,5 +208,84 @@ Test(conf_traceql, metrics_cases, .disabled = true)
     cr_assert_gt(t.cases, 150, "only %u cases read", t.cases);
     cr_assert_eq(t.ok, t.cases, "%u of %u TraceQL metrics cases answered wrongly (listed above)",
                  t.cases - t.ok, t.cases);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* "traceID:matched[:spanID...]" of each trace /api/search?q=<q> lists,
+ * joined by ','; spans listed in the answer's order. */
+static void answer(const struct daemon *d, const char *q, char *out, size_t cap)
+{
+    char enc[2048], path[2200];
+    httpc_url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path), "/api/search?q=%s&start=1700000000&end=1700000100", enc);
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "GET", path, NULL, NULL, 0, 0, &r), 0);
+    cr_assert_eq(r.status, 200, "%s: %d %s", q, r.status, r.body ? (char *)r.body : "");
+    json_error_t je;
+    json_t *j = json_loadb((const char *)r.body, r.body_len, 0, &je);
+    cr_assert_not_null(j, "%s: not JSON", q);
+    json_t *traces = json_object_get(j, "traces");
+    cr_assert(json_is_array(traces), "%s: no traces array", q);
+    size_t o = 0, i;
+    json_t *t;
+    out[0] = 0;
+    json_array_foreach(traces, i, t)
+    {
+        json_t *ss = json_object_get(t, "spanSet");
+        o += (size_t)snprintf(out + o, cap - o, "%s%s:%lld", i ? "," : "",
+                              json_string_value(json_object_get(t, "traceID")),
+                              (long long)json_integer_value(json_object_get(ss, "matched")));
+        size_t k;
+        json_t *sp;
+        json_array_foreach(json_object_get(ss, "spans"), k, sp)
+        {
+            o += (size_t)snprintf(out + o, cap - o, ":%s",
+                                  json_string_value(json_object_get(sp, "spanID")) + 14);
+        }
+        cr_assert_lt(o, cap);
+    }
+    json_decref(j);
+    http_resp_free(&r);
+}
+
+static void expect_answer(const struct daemon *d, const char *q, const char *want)
+{
+    char got[512];
+    answer(d, q, got, sizeof(got));
+    cr_expect_str_eq(got, want, "q=%s: got \"%s\", want \"%s\"", q, got, want);
+}
+
+/* Trace 1 = spans a1 (root, api) and a3 (its child, db); trace 2 = b1. */
+Test(conf_traceql, newly_accepted_forms_match_as_tempo_evaluates_them)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
+    post_corpus(&d);
+    /* quoted segments after dotted ones: the attribute "foo.bar baz" */
+    expect_answer(&d, "{ .foo.\"bar baz\" = \"q1\" }", "1:1:a1");
+    expect_answer(&d, "{ span.foo.\"bar baz\" =~ \"q.*\" }", "2:1:b1,1:1:a1");
+    expect_answer(&d, "{ .\"foo\".\"bar baz\" = \"q2\" }", "2:1:b1");
+    expect_answer(&d, "{ span.attribute.\"attribute name with space\" = \"value\" }", "1:1:a1");
+    expect_answer(&d, "{ .foo.\"bar\" = \"q1\" }", "");
+    /* nil: nil = nil and nil != nil are false; an intrinsic != nil always holds */
+    expect_answer(&d, "{ nil = nil }", "");
+    expect_answer(&d, "{ nil != nil }", "");
+    expect_answer(&d, "{ name != nil }", "2:1:b1,1:2:a1:a3");
+    expect_answer(&d, "{ statusMessage != nil && status = error }", "2:1:b1,1:1:a3");
+    /* 1. is the float 1 */
+    expect_answer(&d, "{ 1 = 1. }", "2:1:b1,1:2:a1:a3");
+    expect_answer(&d, "{ .a * -1. = -2 }", "1:1:a1");
+    expect_answer(&d, "{ .a > 4. }", "1:1:a3");
+    /* arithmetic over attributes is no condition: it matches no span */
+    expect_answer(&d, "{ .a + .b }", "");
+    expect_answer(&d, "{ -.a }", "");
+    expect_answer(&d, "{ .a + .b } || { name = \"GET /home\" }", "2:1:b1");
+    expect_answer(&d, "{ .a + .b = 5 }", "1:1:a1");
+    /* nested set: a1 = [1,4] (root, parent -1), a3 = [2,3] under a1, b1 = [1,2] */
+    expect_answer(&d, "{ nestedSetLeft > 1 }", "1:1:a3");
+    expect_answer(&d, "{ nestedSetRight = 4 }", "1:1:a1");
+    expect_answer(&d, "{ nestedSetParent = -1 }", "2:1:b1,1:1:a1");
+    expect_answer(&d, "{ nestedSetParent = 1 && nestedSetRight = 3 }", "1:1:a3");
+    expect_answer(&d, "{ nestedSetRight - nestedSetLeft = 1 }", "2:1:b1,1:1:a3");
     cr_assert_eq(daemon_stop(&d), 0);
 }
