@@ -10,7 +10,9 @@ Sources (read with `git show HEAD:path`, nothing is checked out):
   pkg/traceql/parse_test.go       the `in:` strings of each test table, expanded
                                   with the wrappers the test itself applies
                                   (TEMPLATES below); an entry with a non-nil
-                                  `err:` or `shouldError: true` -> invalid
+                                  `err:` or `shouldError: true` -> invalid; a
+                                  `[]string` table takes its loop's verdict
+                                  (require.Error -> invalid)
   pkg/traceql/lexer_test.go       token tables; none of its inputs is a whole
                                   query, so it adds no case (listed for the record)
   docs/sources/tempo/traceql/*.md fenced code blocks (```traceql and the bare
@@ -266,6 +268,16 @@ def from_parse_test(repo, rev, out):
                 forms.append(q.replace(' ', ''))
             for f in forms:
                 out.add(verdict, source, f, note='parse-only')
+        # a table of bare strings: each is a whole query, its verdict the
+        # loop's require.Error / require.NoError
+        m = re.search(r'tests := \[\]string\{(.*?)\n\t\}', body, re.S)
+        if m:
+            verdict = 'invalid' if 'require.Error(t, err)' in body else 'valid'
+            table = re.sub(r'//[^\n]*', lambda c: ' ' * len(c.group(0)), m.group(1))
+            for lit in re.finditer(GOSTR, table):
+                lineno = src.count('\n', 0, start + m.start(1) + lit.start()) + 1
+                out.add(verdict, 'tempo@%s:%s:%d' % (rev, path, lineno), go_unquote(lit.group(1)),
+                        note='parse-only' if verdict == 'valid' else None)
         if name == 'TestReallyLongQuery':
             lineno = src.count('\n', 0, start) + 1
             source = 'tempo@%s:%s:%d' % (rev, path, lineno)
