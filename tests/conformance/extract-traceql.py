@@ -253,7 +253,7 @@ def from_parse_test(repo, rev, out):
         if name in SKIP_TESTS:
             continue
         body = src[start:end]
-        ins = list(re.finditer(r'\bin:\s*' + GOSTR, body))
+        ins = list(re.finditer(r'\b(?:in|query):\s*' + GOSTR, body))
         for i, m in enumerate(ins):
             rest = body[m.end():ins[i + 1].start() if i + 1 < len(ins) else len(body)]
             entry_end = re.search(r'\n\t\t\},?\n|\},\s*\n', rest)
