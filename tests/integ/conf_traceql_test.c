@@ -81,10 +81,16 @@ static void unescape(char *s)
     *o = 0;
 }
 
+/* $MIRADB_CONFORMANCE, else the conformance folder beside the vectors one. */
 static const char *conformance_dir(void)
 {
+    static char dir[512];
     const char *d = getenv("MIRADB_CONFORMANCE");
-    return d != NULL ? d : "tests/conformance";
+    if (d != NULL) {
+        return d;
+    }
+    snprintf(dir, sizeof(dir), "%s/../conformance", httpc_vectors_dir());
+    return dir;
 }
 
 struct tally {
