@@ -84,7 +84,7 @@ static void unescape(char *s)
 /* $MIRADB_CONFORMANCE, else the conformance folder beside the vectors one. */
 static const char *conformance_dir(void)
 {
-    static char dir[512];
+    static char dir[480];
     const char *d = getenv("MIRADB_CONFORMANCE");
     if (d != NULL) {
         return d;
@@ -117,7 +117,7 @@ static bool well_formed(const uint8_t *body, size_t len, const char *key)
 static void run_cases(const struct daemon *d, const char *file, const char *path_fmt,
                       const char *body_key, struct tally *t)
 {
-    char fpath[512];
+    char fpath[600];
     snprintf(fpath, sizeof(fpath), "%s/%s", conformance_dir(), file);
     FILE *f = fopen(fpath, "r");
     cr_assert_not_null(f, "cannot open %s (set MIRADB_CONFORMANCE)", fpath);
