@@ -293,5 +293,26 @@ Test(conf_traceql, newly_accepted_forms_match_as_tempo_evaluates_them)
     expect_answer(&d, "{ nestedSetParent = -1 }", "2:1:b1,1:1:a1");
     expect_answer(&d, "{ nestedSetParent = 1 && nestedSetRight = 3 }", "1:1:a3");
     expect_answer(&d, "{ nestedSetRight - nestedSetLeft = 1 }", "2:1:b1,1:1:a3");
+
+    /* select() of the nested set: a3's own numbers in its attributes */
+    const char *q = "{ name = \"SELECT users\" } | select(nestedSetLeft, nestedSetParent)";
+    char enc[256], path[400];
+    httpc_url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path), "/api/search?q=%s&start=1700000000&end=1700000100", enc);
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d.http_port, "GET", path, NULL, NULL, 0, 0, &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.body ? (char *)r.body : "");
+    json_error_t je;
+    json_t *j = json_loadb((const char *)r.body, r.body_len, 0, &je);
+    json_t *sp = json_array_get(
+        json_object_get(json_object_get(json_array_get(json_object_get(j, "traces"), 0), "spanSet"),
+                        "spans"),
+        0);
+    char *attrs = json_dumps(json_object_get(sp, "attributes"), JSON_COMPACT);
+    cr_assert_str_eq(attrs, "[{\"key\":\"nestedSetLeft\",\"value\":{\"intValue\":\"2\"}},"
+                            "{\"key\":\"nestedSetParent\",\"value\":{\"intValue\":\"1\"}}]");
+    free(attrs);
+    json_decref(j);
+    http_resp_free(&r);
     cr_assert_eq(daemon_stop(&d), 0);
 }
