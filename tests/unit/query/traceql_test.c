@@ -761,6 +761,10 @@ Test(traceql, tempo_forms_quoted_segments_nil_floats_attribute_arithmetic)
     cr_assert_float_eq(f->r->st.f, -0.5, 1e-12);
     traceql_free(e);
 
+    e = ok("{ duration > .24h }"); /* Tempo's lexer test: `.24h` is a duration */
+    is_static_int(bin(filter_of(e), TRACEQL_OP_GT)->r, TRACEQL_T_DURATION, 864000000000LL);
+    traceql_free(e);
+
     /* arithmetic over attributes only keeps the attribute type (a filter
      * that matches no span), as Tempo types it */
     e = ok("{ .a + .b }");
