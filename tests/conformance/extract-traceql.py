@@ -17,6 +17,8 @@ Sources (read with `git show HEAD:path`, nothing is checked out):
                                   query, so it adds no case (listed for the record)
   docs/sources/tempo/traceql/*.md fenced code blocks (```traceql and the bare
                                   ``` blocks holding TraceQL) -> valid
+  docs/sources/tempo/metrics-from-traces/metrics-queries/*.md
+                                  ```traceql blocks -> valid
 A query using a metrics function goes to traceql_metrics.cases instead.
 
 parse_test.go checks Parse() only; /api/search also runs Tempo's validate(),
@@ -307,10 +309,19 @@ def split_block(text):
     return [q.strip() for q in qs]
 
 
+# Docs folders: (folder, also bare ``` blocks that start like a query?)
+DOCS = [('docs/sources/tempo/traceql/', True),
+        ('docs/sources/tempo/metrics-from-traces/metrics-queries/', False)]
+
+
 def from_docs(repo, rev, out):
-    names = subprocess.run(['git', '-C', repo, 'ls-tree', '-r', '--name-only', 'HEAD',
-                            'docs/sources/tempo/traceql/'], check=True,
-                           capture_output=True).stdout.decode().split('\n')
+    for folder, bare in DOCS:
+        from_docs_folder(repo, rev, out, folder, bare)
+
+
+def from_docs_folder(repo, rev, out, folder, bare):
+    names = subprocess.run(['git', '-C', repo, 'ls-tree', '-r', '--name-only', 'HEAD', folder],
+                           check=True, capture_output=True).stdout.decode().split('\n')
     for path in sorted(n for n in names if n.endswith('.md')):
         lines = git_show(repo, path).split('\n')
         i = 0
@@ -325,7 +336,7 @@ def from_docs(repo, rev, out):
                 j += 1
             block = '\n'.join(lines[start:j])
             i = j + 1
-            if lang not in ('traceql', ''):
+            if lang != 'traceql' and (lang != '' or not bare):
                 continue
             if lang == '' and not QSTART.match(block.lstrip('\n')):
                 continue
