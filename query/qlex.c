@@ -12,9 +12,10 @@
  *   identifiers  [A-Za-z_][A-Za-z0-9_]*
  *   TraceQL      span. resource. event. link. instrumentation. and a bare `.`
  *                start an attribute whose name runs to whitespace or one of
- *                { } ( ) = ~ ! < > & | ^ , (or is "quoted", only \" and \\
- *                escapes); span: trace: event: link: instrumentation: start a
- *                scoped intrinsic.
+ *                { } ( ) = ~ ! < > & | ^ , with "quoted" parts (only \" and
+ *                \\ escapes) glued in: .foo."bar baz" is `foo.bar baz`;
+ *                span: trace: event: link: instrumentation: start a scoped
+ *                intrinsic.
  */
 #include "query/qlex.h"
 
@@ -551,6 +552,10 @@ static int lex_number(struct qlex *lx, struct qlex_tok *t)
         while (i < n && is_digit(s[i])) {
             i++;
         }
+    } else if (lx->lang == QLEX_TRACEQL && i < n && s[i] == '.' &&
+               (i + 1 == n || !(is_ident(s[i + 1]) || s[i + 1] == '"' || s[i + 1] == '.'))) {
+        is_int = false; /* TraceQL reads `1.` as the float 1 (Go's scanner does) */
+        i++;
     }
     if (i < n && (s[i] == 'e' || s[i] == 'E')) {
         size_t j = i + 1;
@@ -660,18 +665,33 @@ static bool attr_stop(int c)
     }
 }
 
-/* Attribute name at lx->pos (after the scope's dot). */
+/* Attribute name at lx->pos (after the scope's dot): unquoted runs and
+ * "quoted" parts (escapes \" and \\ only) glued together, as Tempo reads
+ * them: .foo."bar baz".x is the name `foo.bar baz.x`. A name without quotes
+ * points into the source; one with quotes is copied to the arena. */
 static int lex_attr_name(struct qlex *lx, struct qlex_tok *t, size_t tok_start)
 {
     const char *s = lx->src;
-    size_t n = lx->len, i = lx->pos;
-    if (i < n && s[i] == '"') {
-        size_t j = i + 1;
-        char *out = arena_alloc(lx->a, n - j + 1);
-        if (out == NULL) {
-            return qlex_nomem(lx);
+    size_t n = lx->len, i = lx->pos, j = i;
+    char *out = NULL;
+    size_t o = 0;
+    while (j < n && !attr_stop((unsigned char)s[j])) {
+        if (s[j] != '"') {
+            if (out != NULL) {
+                out[o++] = s[j];
+            }
+            j++;
+            continue;
         }
-        size_t o = 0;
+        if (out == NULL) {
+            out = arena_alloc(lx->a, n - i + 1);
+            if (out == NULL) {
+                return qlex_nomem(lx);
+            }
+            memcpy(out, s + i, j - i);
+            o = j - i;
+        }
+        size_t q = j++;
         while (j < n && s[j] != '"') {
             if (s[j] == '\\') {
                 if (j + 1 < n && (s[j + 1] == '"' || s[j + 1] == '\\')) {
@@ -685,28 +705,26 @@ static int lex_attr_name(struct qlex *lx, struct qlex_tok *t, size_t tok_start)
             out[o++] = s[j++];
         }
         if (j >= n) {
-            return qlex_fail(lx, i, "unterminated quoted attribute name");
+            return qlex_fail(lx, q, "unterminated quoted attribute name");
         }
+        j++; /* the closing quote */
+    }
+    if (j == i) {
+        return qlex_fail(lx, tok_start, "expected an attribute name after \"%.*s\"",
+                         (int)(i - tok_start), s + tok_start);
+    }
+    if (out != NULL) {
         if (o == 0) {
             return qlex_fail(lx, i, "empty attribute name");
         }
         out[o] = '\0';
         t->s = out;
         t->n = o;
-        lx->pos = j + 1;
     } else {
-        size_t j = i;
-        while (j < n && !attr_stop((unsigned char)s[j])) {
-            j++;
-        }
-        if (j == i) {
-            return qlex_fail(lx, tok_start, "expected an attribute name after \"%.*s\"",
-                             (int)(i - tok_start), s + tok_start);
-        }
         t->s = s + i;
         t->n = j - i;
-        lx->pos = j;
     }
+    lx->pos = j;
     t->kind = QT_ATTR;
     t->pos = tok_start;
     t->end = lx->pos;
@@ -917,6 +935,9 @@ int qlex_next(struct qlex *lx, struct qlex_tok *t)
         return rc;
     }
     case '.':
+        if (tq && is_digit(c1)) {
+            return lex_number(lx, t); /* .5 is a number, as in Tempo */
+        }
         if (tq) {
             lx->pos = p + 1;
             t->scope = QLEX_SCOPE_NONE;

@@ -157,6 +157,9 @@ static const struct {
     {"rootName", TRACEQL_I_ROOT_NAME},
     {"rootServiceName", TRACEQL_I_ROOT_SERVICE},
     {"traceDuration", TRACEQL_I_TRACE_DURATION},
+    {"nestedSetLeft", TRACEQL_I_NESTED_SET_LEFT},
+    {"nestedSetRight", TRACEQL_I_NESTED_SET_RIGHT},
+    {"nestedSetParent", TRACEQL_I_NESTED_SET_PARENT},
 };
 
 static const struct {
@@ -229,6 +232,9 @@ static enum traceql_type intrinsic_type(enum traceql_intrinsic i)
     case TRACEQL_I_EVENT_TIME_SINCE_START:
         return TRACEQL_T_DURATION;
     case TRACEQL_I_CHILD_COUNT:
+    case TRACEQL_I_NESTED_SET_LEFT:
+    case TRACEQL_I_NESTED_SET_RIGHT:
+    case TRACEQL_I_NESTED_SET_PARENT:
         return TRACEQL_T_INT;
     default:
         return TRACEQL_T_STRING;
@@ -275,6 +281,22 @@ static struct traceql_field *new_field(struct parser *p, enum traceql_field_kind
         f->pos = pos;
     }
     return f;
+}
+
+/* Does |f| read anything of the span (an attribute or an intrinsic)? */
+static bool references_span(const struct traceql_field *f)
+{
+    switch (f->kind) {
+    case TRACEQL_F_ATTR:
+    case TRACEQL_F_INTRINSIC:
+        return true;
+    case TRACEQL_F_BINARY:
+        return references_span(f->l) || references_span(f->r);
+    case TRACEQL_F_UNARY:
+        return references_span(f->l);
+    default:
+        return false;
+    }
 }
 
 /* Static literal at the current token, if it is one (advances). */
@@ -337,6 +359,31 @@ static bool parse_static(struct parser *p, struct traceql_static *st)
     return advance(p) == 0;
 }
 
+/* `x = nil` / `x != nil` as Tempo validates it: x must be an attribute or
+ * an intrinsic, an intrinsic is never nil, and neither is
+ * resource.service.name. */
+static int check_nil(struct parser *p, enum traceql_op op, size_t pos,
+                     const struct traceql_field *x)
+{
+    if (x->kind == TRACEQL_F_INTRINSIC) {
+        if (op == TRACEQL_OP_EQ) {
+            return qlex_fail(&p->lx, pos, "%s = nil is not valid because intrinsics cannot be nil",
+                             traceql_intrinsic_name(x->intrinsic));
+        }
+        return 0;
+    }
+    if (x->type != TRACEQL_T_ANY) {
+        return qlex_fail(&p->lx, pos, "nil can only be compared with an attribute or intrinsic");
+    }
+    if (op == TRACEQL_OP_EQ && x->kind == TRACEQL_F_ATTR && x->scope == TRACEQL_SCOPE_RESOURCE &&
+        str_is(x->name, x->name_len, "service.name")) {
+        return qlex_fail(&p->lx, pos,
+                         "resource.service.name = nil is not valid because "
+                         "resource.service.name cannot be nil");
+    }
+    return 0;
+}
+
 static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct traceql_field *l,
                         struct traceql_field *r, struct traceql_field **out)
 {
@@ -363,9 +410,19 @@ static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct
         break;
     case TRACEQL_OP_EQ:
     case TRACEQL_OP_NE:
+        if (lt == TRACEQL_T_NIL && rt == TRACEQL_T_NIL) {
+            /* Tempo folds both nil = nil and nil != nil to false */
+            f->kind = TRACEQL_F_STATIC;
+            f->type = f->st.type = TRACEQL_T_BOOL;
+            f->st.i = 0;
+            f->l = f->r = NULL;
+            *out = f;
+            return 0;
+        }
         if (lt == TRACEQL_T_NIL || rt == TRACEQL_T_NIL) {
-            if (lt != TRACEQL_T_ANY && rt != TRACEQL_T_ANY) {
-                return qlex_fail(&p->lx, pos, "nil can only be compared with an attribute");
+            int rc = check_nil(p, op, pos, lt == TRACEQL_T_NIL ? r : l);
+            if (rc != 0) {
+                return rc;
             }
         } else if (!compatible(lt, rt)) {
             return qlex_fail(&p->lx, pos, "cannot compare %s with %s", type_name(lt),
@@ -416,8 +473,10 @@ static int build_binary(struct parser *p, enum traceql_op op, size_t pos, struct
             return qlex_fail(&p->lx, pos, "%s needs numeric operands, got %s and %s", op_name(op),
                              type_name(lt), type_name(rt));
         }
-        if (lt == TRACEQL_T_FLOAT || rt == TRACEQL_T_FLOAT || lt == TRACEQL_T_ANY ||
-            rt == TRACEQL_T_ANY) {
+        if (lt == TRACEQL_T_ANY && rt == TRACEQL_T_ANY) {
+            f->type = TRACEQL_T_ANY; /* Tempo: an attribute's type, known per span */
+        } else if (lt == TRACEQL_T_FLOAT || rt == TRACEQL_T_FLOAT || lt == TRACEQL_T_ANY ||
+                   rt == TRACEQL_T_ANY) {
             f->type = TRACEQL_T_FLOAT;
         } else if (lt == TRACEQL_T_DURATION || rt == TRACEQL_T_DURATION) {
             f->type = TRACEQL_T_DURATION;
@@ -551,7 +610,7 @@ static int parse_funary(struct parser *p, struct traceql_field **out)
         }
         f->op = neg ? TRACEQL_OP_NEG : TRACEQL_OP_NOT;
         f->l = x;
-        f->type = neg ? (x->type == TRACEQL_T_ANY ? TRACEQL_T_FLOAT : x->type) : TRACEQL_T_BOOL;
+        f->type = neg ? x->type : TRACEQL_T_BOOL;
         *out = f;
         return 0;
     }
@@ -893,6 +952,7 @@ static int parse_scalar_prim(struct parser *p, struct traceql_scalar **out)
         return expect(p, QT_RPAREN, "\")\"");
     }
     if (at_agg(p)) {
+        size_t agg_pos = p->tok.pos;
         s->kind = TRACEQL_S_AGG;
         for (size_t k = 0; k < sizeof(aggs) / sizeof(aggs[0]); k++) {
             if (is_word(&p->tok, aggs[k].name)) {
@@ -912,6 +972,11 @@ static int parse_scalar_prim(struct parser *p, struct traceql_scalar **out)
         if (!is_numeric(s->field->type) && s->field->type != TRACEQL_T_ANY) {
             return qlex_fail(&p->lx, pos, "aggregates need a numeric field, got %s",
                              type_name(s->field->type));
+        }
+        if (!references_span(s->field)) {
+            return qlex_fail(&p->lx, pos,
+                             "aggregate field expressions must reference the span: %.*s",
+                             (int)(p->tok.end - agg_pos), p->lx.src + agg_pos);
         }
         return expect(p, QT_RPAREN, "\")\" closing the aggregate");
     }
@@ -1021,6 +1086,12 @@ static int parse_scalar_filter(struct parser *p, struct traceql_stage *st)
     if (!has_agg(st->lhs) && !has_agg(st->rhs)) {
         return qlex_fail(&p->lx, st->pos, "a scalar filter needs an aggregate such as count()");
     }
+    /* Tempo (ast_validate.go) runs only `aggregate op number` */
+    if (st->lhs->kind != TRACEQL_S_AGG || has_agg(st->rhs)) {
+        return qlex_fail(&p->lx, st->pos,
+                         "not supported (as in Tempo): a scalar filter compares one aggregate "
+                         "with a number, such as count() > 2 or avg(duration) < 1s");
+    }
     return 0;
 }
 
@@ -1051,6 +1122,12 @@ static int parse_stage(struct parser *p, struct traceql_stage *st)
                 if (sel && (*slot)->kind != TRACEQL_F_ATTR &&
                     (*slot)->kind != TRACEQL_F_INTRINSIC) {
                     return qlex_fail(&p->lx, pos, "select() takes attributes and intrinsics");
+                }
+                if (!sel && !references_span(*slot)) {
+                    return qlex_fail(&p->lx, pos,
+                                     "grouping field expressions must reference the span: "
+                                     "by(%.*s)",
+                                     (int)(p->tok.pos - pos), p->lx.src + pos);
                 }
                 if (!sel || p->tok.kind != QT_COMMA) {
                     break;
@@ -1100,6 +1177,11 @@ static int parse_pipeline(struct parser *p, struct traceql_node **out)
         }
     } else {
         /* a leading stage (count() > 2, by(...)) runs on {} */
+        if (is_word(&p->tok, "coalesce") && peek(p)->kind == QT_LPAREN) {
+            return qlex_fail(&p->lx, pos,
+                             "coalesce() cannot start a pipeline: it merges the spansets of an "
+                             "earlier by()");
+        }
         input = new_node(p, TRACEQL_N_FILTER, pos);
         pl = new_node(p, TRACEQL_N_PIPELINE, pos);
         if (input == NULL || pl == NULL) {

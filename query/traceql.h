@@ -2,11 +2,13 @@
  * traceql.h - TraceQL parser: query text -> AST for the trace search
  * executor.
  *
- * Subset (issue 4, FACTS.md section E): spanset filters `{ ... }` (and `{}`)
- * over intrinsics (name, status, statusMessage, kind, duration, rootName,
- * rootServiceName, traceDuration and the scoped span:/trace:/event:/link:/
- * instrumentation: forms) and attributes (span., resource., event., link.,
- * instrumentation., unscoped `.x`, quoted names `span."a b"`), with
+ * Tempo's search language (FACTS.md section E; tests/conformance/
+ * traceql.cases): spanset filters `{ ... }` (and `{}`) over intrinsics (name,
+ * status, statusMessage, kind, duration, rootName, rootServiceName,
+ * traceDuration, nestedSetLeft/Right/Parent and the scoped span:/trace:/
+ * event:/link:/instrumentation: forms) and attributes (span., resource.,
+ * event., link., instrumentation., unscoped `.x`, quoted parts anywhere in a
+ * name: `span."a b"`, `.foo."bar baz".x`), with
  * = != > >= < <= =~ !~, arithmetic + - * / % ^, ! and unary minus, && and ||
  * (Tempo gives && and || the same precedence, left to right); literals:
  * strings, integers, floats, durations, true/false, nil, status and kind
@@ -15,6 +17,14 @@
  * | by(...), | coalesce(), | count()/avg()/min()/max()/sum() comparisons, and
  * the `with (most_recent=true)` hint. TraceQL metrics (| rate() ...) are
  * rejected as not supported.
+ *
+ * Tempo's validations (its ast_validate.go) hold too, each refused with
+ * Tempo's reason: a filter must be a condition or attribute-typed
+ * (`{ .a + .b }` parses and matches nothing; `{ 1 }` does not parse), an
+ * intrinsic or resource.service.name is never `= nil`, aggregates and by()
+ * must read a span field, a scalar filter is one aggregate compared with a
+ * number, and coalesce() cannot start a pipeline. `nil = nil` and
+ * `nil != nil` fold to false.
  *
  * Memory: one parse = one arena plus compiled regexes, all released by
  * traceql_free() of the root. Read-only after parsing; shareable by threads.
@@ -68,6 +78,12 @@ enum traceql_intrinsic {
     TRACEQL_I_LINK_SPAN_ID,           /* link:spanID */
     TRACEQL_I_INSTR_NAME,             /* instrumentation:name */
     TRACEQL_I_INSTR_VERSION,          /* instrumentation:version */
+    /* Tempo's nested set model of the span tree: a depth-first walk numbers
+     * each span on the way down (left) and up (right); parent = the
+     * parent's left, -1 for a root; 0s for a span not under a root. */
+    TRACEQL_I_NESTED_SET_LEFT,   /* nestedSetLeft */
+    TRACEQL_I_NESTED_SET_RIGHT,  /* nestedSetRight */
+    TRACEQL_I_NESTED_SET_PARENT, /* nestedSetParent */
 };
 
 enum traceql_scope {

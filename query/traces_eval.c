@@ -236,6 +236,12 @@ struct tv traces_intrinsic(struct ectx *e, enum traceql_intrinsic i, const struc
         return v->has_parent ? tv_hex(e, v->parent_span_id, 8) : tv_nil;
     case TRACEQL_I_CHILD_COUNT:
         return tr->whole ? tv_int(TRACEQL_T_INT, sp->children) : tv_nil;
+    case TRACEQL_I_NESTED_SET_LEFT:
+        return tr->whole ? tv_int(TRACEQL_T_INT, sp->ns_left) : tv_nil;
+    case TRACEQL_I_NESTED_SET_RIGHT:
+        return tr->whole ? tv_int(TRACEQL_T_INT, sp->ns_right) : tv_nil;
+    case TRACEQL_I_NESTED_SET_PARENT:
+        return tr->whole ? tv_int(TRACEQL_T_INT, sp->ns_parent) : tv_nil;
     case TRACEQL_I_ROOT_NAME:
         if (!tr->whole || tr->root < 0) {
             return tv_nil;

@@ -76,6 +76,9 @@ struct espan {
     uint64_t row;
     int32_t parent; /* index in the trace, -1: none (or not in the trace) */
     uint32_t children;
+    /* Tempo's nested set numbers (nestedSetLeft/Right/Parent); 0 for a span
+     * not under a root */
+    int32_t ns_left, ns_right, ns_parent;
 };
 
 struct etrace {

@@ -21,7 +21,10 @@ static bool needs_trace(const struct traceql_field *f)
     switch (f->kind) {
     case TRACEQL_F_INTRINSIC:
         return f->intrinsic == TRACEQL_I_CHILD_COUNT || f->intrinsic == TRACEQL_I_ROOT_NAME ||
-               f->intrinsic == TRACEQL_I_ROOT_SERVICE || f->intrinsic == TRACEQL_I_TRACE_DURATION;
+               f->intrinsic == TRACEQL_I_ROOT_SERVICE || f->intrinsic == TRACEQL_I_TRACE_DURATION ||
+               f->intrinsic == TRACEQL_I_NESTED_SET_LEFT ||
+               f->intrinsic == TRACEQL_I_NESTED_SET_RIGHT ||
+               f->intrinsic == TRACEQL_I_NESTED_SET_PARENT;
     case TRACEQL_F_BINARY:
         return needs_trace(f->l) || needs_trace(f->r);
     case TRACEQL_F_UNARY:
@@ -640,6 +643,57 @@ static int ibi_cmp(const void *pa, const void *pb)
 }
 
 /* Parent links, child counts, root and time span of an assembled trace. */
+/* Numbers the span tree as Tempo's nested set model does: depth first from
+ * each root (in start order), children in start order, a span's left on
+ * the way down and right on the way up from 1; parent = the parent's
+ * left, -1 for a root. Spans under no root keep 0s. */
+static int nested_set(struct ectx *e, struct etrace *tr)
+{
+    int32_t *first = arena_alloc(e->a, 3 * (size_t)tr->n * sizeof(int32_t) + sizeof(int32_t));
+    if (first == NULL) {
+        return -ENOMEM;
+    }
+    int32_t *last = first + tr->n, *next = last + tr->n;
+    for (uint32_t i = 0; i < tr->n; i++) {
+        first[i] = last[i] = next[i] = -1;
+        tr->s[i].ns_left = tr->s[i].ns_right = tr->s[i].ns_parent = 0;
+    }
+    for (uint32_t i = 0; i < tr->n; i++) {
+        int32_t pa = tr->s[i].parent;
+        if (pa < 0) {
+            continue;
+        }
+        if (last[pa] < 0) {
+            first[pa] = (int32_t)i;
+        } else {
+            next[last[pa]] = (int32_t)i;
+        }
+        last[pa] = (int32_t)i;
+    }
+    int32_t bound = 1;
+    for (uint32_t r = 0; r < tr->n; r++) {
+        if (tr->s[r].v.has_parent) {
+            continue;
+        }
+        int32_t node = (int32_t)r;
+        tr->s[node].ns_left = bound++;
+        tr->s[node].ns_parent = -1;
+        while (node >= 0) { /* each span is entered once: bounded by 2n steps */
+            int32_t c = first[node];
+            if (c >= 0) {
+                first[node] = next[c]; /* first[] doubles as the next child to visit */
+                tr->s[c].ns_left = bound++;
+                tr->s[c].ns_parent = tr->s[node].ns_left;
+                node = c;
+            } else {
+                tr->s[node].ns_right = bound++;
+                node = node == (int32_t)r ? -1 : tr->s[node].parent;
+            }
+        }
+    }
+    return 0;
+}
+
 static int link_trace(struct ectx *e, struct etrace *tr)
 {
     struct idx_by_id *ix = arena_alloc(e->a, (tr->n + 1) * sizeof(*ix));
@@ -685,7 +739,7 @@ static int link_trace(struct ectx *e, struct etrace *tr)
             tr->s[ix[lo].i].children++;
         }
     }
-    return 0;
+    return nested_set(e, tr);
 }
 
 static const char *const status_words[] = {"unset", "ok", "error"};

@@ -415,7 +415,7 @@ Test(traceql, pipelines_scalar_filters_select_by_and_hints)
     cr_assert_eq(n->stages[0].kind, TRACEQL_STAGE_SCALAR_FILTER);
     traceql_free(e);
 
-    e = ok("{} | avg(duration) > 20ms | max(span.x) * 2 <= 3.5 | sum(.n) + 1 != -1 | "
+    e = ok("{} | avg(duration) > 20ms | max(span.x) <= 3.5 / 2 | sum(.n) != -1 | "
            "min(duration) = 1s");
     n = e->root;
     cr_assert_eq(n->n_stages, 4);
@@ -423,11 +423,11 @@ Test(traceql, pipelines_scalar_filters_select_by_and_hints)
     is_intrinsic(n->stages[0].lhs->field, TRACEQL_I_DURATION, TRACEQL_T_DURATION);
     cr_assert_eq(n->stages[0].rhs->st.type, TRACEQL_T_DURATION);
     cr_assert_eq(n->stages[0].rhs->st.i, 20000000LL);
-    cr_assert_eq(n->stages[1].lhs->kind, TRACEQL_S_BINARY);
-    cr_assert_eq(n->stages[1].lhs->op, TRACEQL_OP_MUL);
-    cr_assert_eq(n->stages[1].lhs->l->agg, TRACEQL_AGG_MAX);
+    cr_assert_eq(n->stages[1].lhs->agg, TRACEQL_AGG_MAX);
+    cr_assert_eq(n->stages[1].rhs->kind, TRACEQL_S_BINARY);
+    cr_assert_eq(n->stages[1].rhs->op, TRACEQL_OP_DIV);
     cr_assert_eq(n->stages[1].cmp, TRACEQL_OP_LE);
-    cr_assert_eq(n->stages[2].lhs->l->agg, TRACEQL_AGG_SUM);
+    cr_assert_eq(n->stages[2].lhs->agg, TRACEQL_AGG_SUM);
     cr_assert_eq(n->stages[2].rhs->st.i, -1);
     cr_assert_eq(n->stages[3].lhs->agg, TRACEQL_AGG_MIN);
     traceql_free(e);
@@ -577,7 +577,21 @@ Test(traceql, rejected_queries_name_the_column_and_what_was_expected)
     bad("{ name = 1 }", 8, "cannot compare string with int");
     bad("{ duration > \"1s\" }", 12, "cannot compare duration with string");
     bad("{ status > ok }", 10, "> cannot be used with status");
-    bad("{ name = nil }", 8, "nil can only be compared with an attribute");
+    bad("{ name = nil }", 8, "name = nil is not valid because intrinsics cannot be nil");
+    bad("{ 1 = nil }", 5, "nil can only be compared with an attribute or intrinsic");
+    bad("{ resource.service.name = nil }", 25,
+        "resource.service.name = nil is not valid because resource.service.name cannot be nil");
+    bad("{ nil = resource.service.name }", 7, "resource.service.name cannot be nil");
+    bad("sum(3) = 2", 5, "aggregate field expressions must reference the span: sum(3)");
+    bad("{} | max(1h + 2h) > 1", 10, "must reference the span: max(1h + 2h)");
+    bad("{ true } | by(1)", 15, "grouping field expressions must reference the span: by(1)");
+    bad("{ true } | by(\"foo\")", 15, "must reference the span: by(\"foo\")");
+    bad("coalesce() | { true }", 1, "coalesce() cannot start a pipeline");
+    bad("{} | count() + count() = 1", 6,
+        "not supported (as in Tempo): a scalar filter compares one aggregate with a number");
+    bad("min(.a) < max(duration)", 1, "a scalar filter compares one aggregate with a number");
+    bad("{ .a + 1 }", 3, "a spanset filter must be a condition");
+    bad("{ .foo.\"a }", 8, "unterminated quoted attribute name");
     bad("{ duration =~ \"1.*\" }", 12, "=~ needs a string on its left, got duration");
     bad("{ name =~ .x }", 11, "the right side of =~ must be a regular expression in quotes");
     bad("{ 1 }", 3, "a spanset filter must be a condition");
@@ -696,4 +710,74 @@ Test(traceql, tag_identifiers_for_the_tag_values_endpoint)
     cr_assert_eq(traceql_parse_identifier("span.abcdefgh", 13, &f, buf, 8), -ENOSPC);
     cr_assert_eq(traceql_parse_identifier("span.abcdefg", 12, &f, buf, 8), 0);
     cr_assert_str_eq(buf, "abcdefg");
+}
+
+/* Forms Tempo accepts (its test_examples.yaml, parse_test.go and docs) that
+ * were once refused. */
+Test(traceql, tempo_forms_quoted_segments_nil_floats_attribute_arithmetic)
+{
+    static const struct {
+        const char *q;
+        enum traceql_scope scope;
+        const char *name;
+    } names[] = {
+        {"{ .foo.\"bar baz\" }", TRACEQL_SCOPE_ANY, "foo.bar baz"},
+        {"{ .foo.\"bar baz\".bar }", TRACEQL_SCOPE_ANY, "foo.bar baz.bar"},
+        {"{ .\"bar z\".foo.\"bar\" }", TRACEQL_SCOPE_ANY, "bar z.foo.bar"},
+        {"{ span.\"bar z\".foo }", TRACEQL_SCOPE_SPAN, "bar z.foo"},
+        {"{ .foo.\"bar \\\" baz\" }", TRACEQL_SCOPE_ANY, "foo.bar \" baz"},
+        {"{ .foo.\"bar \\\\\".\" baz\" }", TRACEQL_SCOPE_ANY, "foo.bar \\. baz"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct traceql_expr *e = ok(names[i].q);
+        is_attr(filter_of(e), names[i].scope, names[i].name);
+        traceql_free(e);
+    }
+    struct traceql_expr *e = ok("{ span.attribute.\"attribute name with space\" = \"value\" }");
+    const struct traceql_field *f = bin(filter_of(e), TRACEQL_OP_EQ);
+    is_attr(f->l, TRACEQL_SCOPE_SPAN, "attribute.attribute name with space");
+    is_static_str(f->r, "value");
+    traceql_free(e);
+
+    /* nil = nil and nil != nil fold to false; an intrinsic may be != nil */
+    e = ok("{ nil = nil }");
+    is_static_int(filter_of(e), TRACEQL_T_BOOL, 0);
+    traceql_free(e);
+    e = ok("{ nil != nil }");
+    is_static_int(filter_of(e), TRACEQL_T_BOOL, 0);
+    traceql_free(e);
+    e = ok("{ name != nil }");
+    f = bin(filter_of(e), TRACEQL_OP_NE);
+    is_intrinsic(f->l, TRACEQL_I_NAME, TRACEQL_T_STRING);
+    traceql_free(e);
+
+    /* `1.` and `.5` are floats */
+    e = ok("{ .foo * -1. = -.5 }");
+    f = bin(filter_of(e), TRACEQL_OP_EQ);
+    bin(f->l, TRACEQL_OP_MUL);
+    cr_assert_eq(f->l->r->st.type, TRACEQL_T_FLOAT);
+    cr_assert_float_eq(f->l->r->st.f, -1.0, 1e-12);
+    cr_assert_eq(f->r->st.type, TRACEQL_T_FLOAT);
+    cr_assert_float_eq(f->r->st.f, -0.5, 1e-12);
+    traceql_free(e);
+
+    e = ok("{ duration > .24h }"); /* Tempo's lexer test: `.24h` is a duration */
+    is_static_int(bin(filter_of(e), TRACEQL_OP_GT)->r, TRACEQL_T_DURATION, 864000000000LL);
+    traceql_free(e);
+
+    /* arithmetic over attributes only keeps the attribute type (a filter
+     * that matches no span), as Tempo types it */
+    e = ok("{ .a + .b }");
+    f = bin(filter_of(e), TRACEQL_OP_ADD);
+    cr_assert_eq(f->type, TRACEQL_T_ANY);
+    traceql_free(e);
+    e = ok("{ .c - -( .a + .b ) }");
+    cr_assert_eq(filter_of(e)->type, TRACEQL_T_ANY);
+    traceql_free(e);
+
+    e = ok("{ nestedSetLeft > 3 } | select(nestedSetRight, nestedSetParent)");
+    f = bin(e->root->input->filter, TRACEQL_OP_GT);
+    is_intrinsic(f->l, TRACEQL_I_NESTED_SET_LEFT, TRACEQL_T_INT);
+    is_intrinsic(e->root->stages[0].fields[1], TRACEQL_I_NESTED_SET_PARENT, TRACEQL_T_INT);
+    traceql_free(e);
 }
