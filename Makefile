@@ -58,6 +58,18 @@ ASN := $(BUILD)/asan
 REL_LIB_OBJS := $(LIB_SRCS:%.c=$(REL)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(REL)/gen/%.o)
 ASN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASN)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(ASN)/gen/%.o)
 
+# ---- the web UI: the files of ui/web/, embedded into the binary (ui/embed.c, ui/README.md) ----
+UI_FILES := $(sort $(notdir $(wildcard ui/web/*)))
+.SECONDARY: $(BUILD)/gen/ui_files.c
+$(BUILD)/ui-embed: ui/embed.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -o $@ $< -lxxhash
+$(BUILD)/gen/ui_files.c: $(BUILD)/ui-embed ui/web $(addprefix ui/web/,$(UI_FILES))
+	@mkdir -p $(@D)
+	$(BUILD)/ui-embed $@ ui/web $(UI_FILES)
+REL_LIB_OBJS += $(REL)/gen/ui_files.o
+ASN_LIB_OBJS += $(ASN)/gen/ui_files.o
+
 .PHONY: all run test unit integ interop promdiff fuzz bench deps fmt fmt-check clean fresh-check \
         test-suites fuzz-run
 .DEFAULT_GOAL := all
@@ -168,6 +180,7 @@ FZ := $(BUILD)/fuzz
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FZ)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(FZ)/gen/%.o)
+FZ_LIB_OBJS += $(FZ)/gen/ui_files.o
 $(FZ)/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) -c $< -o $@

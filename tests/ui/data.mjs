@@ -1,0 +1,100 @@
+// data.mjs - the known data the UI tests load: OTLP/JSON bodies for logs, one trace and
+// metrics, all timed relative to |base| (ms since the epoch) so that the UI's default
+// "last hour" range holds them. Exports the bodies and what the tests expect to see.
+
+const hex = (n, width) => n.toString(16).padStart(width, "0");
+export const TRACE_ID = "5b8efff798038103d269b633813fc60c";
+// spans: [id, parent, service, name, start offset ms, duration ms, error, events]
+export const SPANS = [
+  ["eee19b7ec3c1b174", "", "frontend", "GET /checkout", 0, 400, false, []],
+  ["eee19b7ec3c1b175", "eee19b7ec3c1b174", "cart", "cart.get", 10, 80, false, []],
+  ["eee19b7ec3c1b176", "eee19b7ec3c1b174", "payment", "payment.charge", 100, 250, true, [["retry", 150]]],
+  ["eee19b7ec3c1b177", "eee19b7ec3c1b176", "payment", "db.query", 120, 60, false, []],
+  ["eee19b7ec3c1b178", "eee19b7ec3c1b175", "cart", "redis.get", 20, 15, false, []],
+];
+// The waterfall's rows in parent/child order (depth-first, children by start).
+export const WATERFALL = ["GET /checkout", "cart.get", "redis.get", "payment.charge", "db.query"];
+
+const ns = (ms) => String(BigInt(Math.round(ms)) * 1000000n);
+const str = (key, v) => ({ key, value: { stringValue: v } });
+
+export function traces(base) {
+  const byService = new Map();
+  for (const [id, parent, svc, name, off, dur, err, events] of SPANS) {
+    if (!byService.has(svc)) byService.set(svc, []);
+    byService.get(svc).push({
+      traceId: TRACE_ID, spanId: id, parentSpanId: parent, name, kind: parent ? 3 : 2,
+      startTimeUnixNano: ns(base + off), endTimeUnixNano: ns(base + off + dur),
+      attributes: [str("http.route", "/checkout"), { key: "retries", value: { intValue: "2" } }],
+      events: events.map(([n, at]) => ({ name: n, timeUnixNano: ns(base + at), attributes: [] })),
+      status: err ? { code: 2, message: "card declined" } : { code: 0 },
+    });
+  }
+  return {
+    resourceSpans: [...byService].map(([svc, spans]) => ({
+      resource: { attributes: [str("service.name", svc)] },
+      scopeSpans: [{ scope: { name: "ui-test" }, spans }],
+    })),
+  };
+}
+
+// The record the log test looks for, and its typed attributes as the UI must show them.
+export const KNOWN_LOG = {
+  body: "payment declined for order 7731",
+  attrs: [["order.id", "int", "7731"], ["amount", "double", "12.5"], ["card.present", "bool", "false"], ["customer", "string", "c-42"]],
+};
+
+export function logs(base) {
+  const records = [];
+  for (let i = 0; i < 30; i++) {
+    records.push({
+      timeUnixNano: ns(base - 60000 + i * 1000),
+      severityNumber: i % 3 === 0 ? 13 : 9, severityText: i % 3 === 0 ? "WARN" : "INFO",
+      body: { stringValue: `filler line ${i}` }, attributes: [str("i", String(i))],
+    });
+  }
+  records.push({
+    timeUnixNano: ns(base + 150), severityNumber: 17, severityText: "ERROR",
+    body: { stringValue: KNOWN_LOG.body }, traceId: TRACE_ID, spanId: SPANS[2][0],
+    attributes: [
+      { key: "order.id", value: { intValue: "7731" } }, { key: "amount", value: { doubleValue: 12.5 } },
+      { key: "card.present", value: { boolValue: false } }, str("customer", "c-42"),
+    ],
+  });
+  return {
+    resourceLogs: [{
+      resource: { attributes: [str("service.name", "payment"), str("host.name", "ui-host")] },
+      scopeLogs: [{ scope: { name: "ui-test-logger", version: "1.0" }, logRecords: records }],
+    }],
+  };
+}
+
+// Gauge ui_test_temp: one series per room, a point every 15 s for 10 min, the last value known.
+export const ROOMS = { a: 21.5, b: 19, c: 23.25 };
+export function metrics(base) {
+  const points = [];
+  for (const [room, last] of Object.entries(ROOMS)) {
+    for (let k = 40; k >= 0; k--) {
+      points.push({ timeUnixNano: ns(base - k * 15000), asDouble: k === 0 ? last : last - 1 + (k % 3),
+                    attributes: [str("room", room)] });
+    }
+  }
+  const hist = [];
+  for (let k = 40; k >= 0; k--) {
+    const c = [k, 2 * k, 3 * k, k]; // bucket counts, cumulative over time
+    hist.push({ timeUnixNano: ns(base - k * 15000), startTimeUnixNano: ns(base - 700000),
+                count: String(7 * k), sum: 0.4 * k, explicitBounds: [0.1, 0.5, 1],
+                bucketCounts: c.map(String), attributes: [] });
+  }
+  return {
+    resourceMetrics: [{
+      resource: { attributes: [str("service.name", "sensors")] },
+      scopeMetrics: [{ scope: { name: "ui-test" }, metrics: [
+        { name: "ui_test_temp", gauge: { dataPoints: points } },
+        { name: "ui_test_latency_seconds", histogram: { aggregationTemporality: 2, dataPoints: hist } },
+      ] }],
+    }],
+  };
+}
+
+export { hex };
