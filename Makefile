@@ -3,7 +3,8 @@
 #   make            build/miradb (release: -O2, no sanitizers)
 #   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
 #   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop, deploy,
-#                   promdiff: PromQL answers against a real Prometheus 2.42)
+#                   promdiff: PromQL answers against a real Prometheus 2.42, ui: the web UI in chromium)
+#   make ui-test    the web UI's browser tests alone (tests/ui/)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
 #   make fresh-check  make test and make run on a brand-new Debian 12 root (scripts/fresh-check.sh)
@@ -71,7 +72,7 @@ REL_LIB_OBJS += $(REL)/gen/ui_files.o
 ASN_LIB_OBJS += $(ASN)/gen/ui_files.o
 
 .PHONY: all run test unit integ interop promdiff fuzz bench deps fmt fmt-check clean fresh-check \
-        test-suites fuzz-run
+        test-suites fuzz-run ui-test
 .DEFAULT_GOAL := all
 SUBMAKE := $(MAKE) --no-print-directory
 
@@ -158,6 +159,10 @@ unit: $(ASN)/unit-tests
 
 integ: $(ASN)/integ-tests $(ASN)/miradb all
 	scripts/run-tests.sh $(ASN) $(BUILD) integ
+
+# The web UI in a real browser (tests/ui/README.md); screenshots in $(BUILD)/ui-test/.
+ui-test: all
+	tests/ui/run.sh $(BUILD)/miradb $(BUILD)/ui-test
 
 interop: all
 	tests/interop/run.sh $(BUILD)/miradb

@@ -45,7 +45,7 @@ export function render(root, p, ctx) {
     else info.replaceChildren(notice(e.message));
   };
   const setInfo = () => info.replaceChildren(h("span.count", `${count} record${count === 1 ? "" : "s"}${done ? "" : " (scroll for more)"}`),
-    live ? h("span.tail", " · live: polling every 2 s") : null);
+    ...(live ? [h("span.tail", " · live: polling every 2 s")] : []));
 
   async function page() {
     if (loading || done || stopped) return;

@@ -72,8 +72,11 @@ export function render(root, p, ctx) {
       spans = spansOf(doc);
       body.replaceChildren();
       if (spans.length === 0) { body.append(notice("the trace has no spans")); return; }
-      const svcs = [...new Set(spans.map((s) => s.service))];
-      body.append(h("ul.legend.small.services", svcs.map((s) => { const sw = h("span.swatch"); sw.style.background = colorOf(s); return h("li", sw, s); })));
+      // one distinct colour per service of this trace
+      const svcs = [...new Set(spans.map((s) => s.service))].sort();
+      const colors = new Map(svcs.map((s, i) => [s, colorOf(s, i)]));
+      for (const s of spans) s.color = colors.get(s.service);
+      body.append(h("ul.legend.small.services", svcs.map((s) => { const sw = h("span.swatch"); sw.style.background = colors.get(s); return h("li", sw, s); })));
       wf = waterfall(body, spans, (s) => select(s));
       const want = p.get("span");
       const s = want && spans.find((x) => x.id === want);

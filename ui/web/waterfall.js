@@ -63,7 +63,7 @@ export function criticalPath(roots) {
   return segs;
 }
 
-// Mounts the waterfall of |spans| in |host|; |onSelect(span)| when a row is clicked.
+// Mounts the waterfall of |spans| (span.color, when set, is its bar's colour) in |host|; |onSelect(span)| when a row is clicked.
 // Returns {select(span), scrollTo(span)}.
 export function waterfall(host, spans, onSelect) {
   const { rows, roots } = treeOrder(spans);
@@ -95,7 +95,7 @@ export function waterfall(host, spans, onSelect) {
     for (let i = a; i < b; i++) {
       const s = rows[i];
       const dot = h("span.svcdot");
-      dot.style.background = colorOf(s.service);
+      dot.style.background = s.color || colorOf(s.service);
       const el = h("div.wf-row", { dataset: { span: s.id, depth: String(s.depth), parent: s.parent || "", index: String(i) },
         className: `wf-row${s === selected ? " sel" : ""}${s.error ? " err" : ""}`, title: `${s.service}: ${s.name}` },
       dot, h("span.wf-name", s.name), h("span.wf-svc", s.service), s.error ? h("span.errmark", { title: "error" }, "!") : null);
@@ -118,7 +118,7 @@ export function waterfall(host, spans, onSelect) {
       ctx.fillStyle = grid;
       ctx.fillRect(0, y + ROW - 1, w, 1);
       const x = barX(w, s.start), bw = Math.max(1, barX(w, s.end) - x);
-      ctx.fillStyle = colorOf(s.service);
+      ctx.fillStyle = s.color || colorOf(s.service);
       ctx.fillRect(x, y + 4, bw, ROW - 9);
       drawn++;
       if (s.error) { ctx.strokeStyle = errColor; ctx.lineWidth = 2; ctx.strokeRect(x, y + 4, bw, ROW - 9); }

@@ -1,0 +1,264 @@
+// run.mjs - MiraDB's web UI in a real browser: starts a daemon (port 0, a temp data dir),
+// fills it with the known data of data.mjs over OTLP/HTTP JSON, and drives Debian's chromium
+// headless (playwright-core, no browser download) through every view at 1280x800. Prints one
+// PASS/FAIL line per check, screenshots under OUT, and "ui: N passed, N failed" last.
+//
+//   node run.mjs BIN OUT        BIN = the miradb binary, OUT = the screenshot folder
+//
+// Environment: MIRADB_CHROMIUM (default /usr/bin/chromium). Every wait has a deadline.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import * as data from "./data.mjs";
+
+const [bin, out] = process.argv.slice(2);
+if (!bin || !out) {
+  console.error("usage: node run.mjs BIN OUT");
+  process.exit(64);
+}
+mkdirSync(out, { recursive: true });
+let passed = 0, failed = 0;
+const pass = (what) => { passed++; console.log(`PASS ${what}`); };
+const fail = (what, why) => { failed++; console.log(`FAIL ${what}: ${why}`); };
+const eq = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+const check = (what, got, want) => (eq(got, want) ? pass(what) : fail(what, `got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`));
+
+const tmp = mkdtempSync(join(tmpdir(), "miradb-ui-"));
+let daemon = null, browser = null, daemonErr = "", exitStatus = null;
+for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, async () => { console.log(`ui: interrupted (${sig})`); await cleanup(); process.exit(1); });
+async function cleanup() {
+  if (browser) await browser.close().catch(() => {});
+  if (daemon && daemon.exitCode === null && daemon.signalCode === null) {
+    daemon.kill("SIGTERM");
+    await new Promise((r) => { const t = setTimeout(() => { daemon.kill("SIGKILL"); r(); }, 10000); daemon.once("exit", () => { clearTimeout(t); r(); }); });
+  }
+  exitStatus = daemon ? daemon.exitCode : null;
+  rmSync(tmp, { recursive: true, force: true });
+}
+function finish() {
+  console.log(`ui: ${passed} passed, ${failed} failed`);
+  process.exitCode = failed === 0 && passed > 0 ? 0 : 1;
+}
+const deadline = setTimeout(async () => { fail("run", "still running after 170 s"); await cleanup(); finish(); process.exit(1); }, 170000);
+
+async function startDaemon() {
+  daemon = spawn(bin, ["serve", "--data", join(tmp, "data"), "--http-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"],
+    { stdio: ["ignore", "ignore", "pipe"] });
+  let err = "";
+  daemon.stderr.on("data", (b) => { daemonErr += b; });
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`no listening line within 20 s: ${err.slice(-400)}`)), 20000);
+    daemon.stderr.on("data", (b) => {
+      err += b;
+      const m = /event=listening .*http=[^ ]*:(\d+)/.exec(err);
+      if (m) { clearTimeout(t); resolve(Number(m[1])); }
+    });
+    daemon.once("exit", (c) => { clearTimeout(t); reject(new Error(`daemon exited ${c}: ${err.slice(-400)}`)); });
+  });
+}
+
+async function post(port, path, body) {
+  const r = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  if (r.status !== 200) throw new Error(`POST ${path}: ${r.status} ${await r.text()}`);
+}
+
+// A trace of |n| spans: a root, 100 children, the rest spread under them.
+function bigTrace(base, n) {
+  const id = "00000000000000000000000000abcdef";
+  const sid = (i) => (i + 1).toString(16).padStart(16, "0");
+  const spans = [];
+  for (let i = 0; i < n; i++) {
+    const parent = i === 0 ? "" : i <= 100 ? sid(0) : sid(1 + ((i - 101) % 100));
+    const off = i === 0 ? 0 : i <= 100 ? i * 10 : ((i - 101) % 100) * 10 + 1 + (i % 7);
+    spans.push({ traceId: id, spanId: sid(i), parentSpanId: parent, name: `op-${i}`, kind: 1,
+      startTimeUnixNano: String(BigInt(base + off) * 1000000n), endTimeUnixNano: String(BigInt(base + off + (i === 0 ? 1100 : i <= 100 ? 9 : 2)) * 1000000n),
+      status: { code: i % 97 === 0 ? 2 : 0 } });
+  }
+  return { id, body: { resourceSpans: [{ resource: { attributes: [{ key: "service.name", value: { stringValue: "big" } }] }, scopeSpans: [{ spans }] }] } };
+}
+
+async function main() {
+  const port = await startDaemon();
+  const origin = `http://127.0.0.1:${port}`;
+  pass(`daemon listening on :${port}`);
+  const base = Date.now() - 120000;
+  await post(port, "/v1/logs", data.logs(base));
+  await post(port, "/v1/traces", data.traces(base));
+  await post(port, "/v1/metrics", data.metrics(base));
+  const big = bigTrace(base, 10000);
+  await post(port, "/v1/traces", big.body);
+  pass("known data exported (logs, one trace, metrics, a 10,000-span trace)");
+
+  // ---- the server side, as a browser sees it ----
+  const idx = await fetch(`${origin}/ui/`);
+  const html = await idx.text();
+  check("GET /ui/: status and content type", [idx.status, idx.headers.get("content-type")], [200, "text/html; charset=utf-8"]);
+  check("GET /ui/: no-cache, nosniff, CSP", [idx.headers.get("cache-control"), idx.headers.get("x-content-type-options"), /^default-src 'self'; script-src 'self';/.test(idx.headers.get("content-security-policy") || "")], ["no-cache", "nosniff", true]);
+  const asset = /src="(a\/[0-9a-f]{16}\/app\.js)"/.exec(html);
+  if (!asset) fail("index names app.js under a/<hash>/", html.slice(0, 300));
+  else {
+    const a = await fetch(`${origin}/ui/${asset[1]}`);
+    await a.arrayBuffer();
+    check("app.js: type and immutable caching", [a.status, a.headers.get("content-type"), a.headers.get("cache-control")], [200, "text/javascript; charset=utf-8", "public, max-age=31536000, immutable"]);
+    const again = await fetch(`${origin}/ui/${asset[1]}`, { headers: { "if-none-match": a.headers.get("etag") } });
+    check("app.js with If-None-Match: its ETag -> 304 and no body", [again.status, (await again.arrayBuffer()).byteLength], [304, 0]);
+  }
+  const miss = await fetch(`${origin}/ui/nope.js`);
+  check("GET /ui/nope.js -> 404", miss.status, 404);
+  const root = await fetch(`${origin}/`, { redirect: "manual" });
+  check("GET / -> 302 /ui/", [root.status, root.headers.get("location")], [302, "/ui/"]);
+
+  // ---- the browser ----
+  browser = await chromium.launch({ executablePath: process.env.MIRADB_CHROMIUM || "/usr/bin/chromium", headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--no-proxy-server"] });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "dark" });
+  const page = await context.newPage();
+  const consoleErrors = [];
+  // An HTTP error the test provokes on purpose shows in Chromium's console as
+  // "Failed to load resource"; only those, on the URLs expected, are allowed.
+  let allowed = [];
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const url = m.location().url || "";
+    if (/Failed to load resource: the server responded with a status of (400|404)/.test(m.text()) && allowed.some((re) => re.test(url))) return;
+    consoleErrors.push(`${m.text()} (${url})`);
+  });
+  page.on("pageerror", (e) => consoleErrors.push(`page error: ${e.message}`));
+  const ui = (params) => `${origin}/ui/?${new URLSearchParams(params)}`;
+  const shot = (name) => page.screenshot({ path: join(out, `${name}.png`) });
+  const T = { timeout: 15000 };
+
+  // Logs: find the known record, expand it.
+  const logQ = '{service_name="payment"} |= "declined"';
+  await page.goto(ui({ view: "logs", q: logQ }));
+  await page.waitForSelector(".record .rhead", T);
+  check("logs: the search finds exactly the known record", await page.locator(".record").count(), 1);
+  check("logs: its body", await page.locator(".record .rhead .body").textContent(), data.KNOWN_LOG.body);
+  await page.waitForSelector(".hist canvas.chart", T);
+  check("logs: the histogram has one level (error)", await page.locator(".hist ul.legend li .label").allTextContents(), ["error"]);
+  await page.click(".record .rhead");
+  await page.waitForSelector(".record .detail", T);
+  const attrs = await page.$$eval(".detail section.attrs:nth-of-type(2) tr.attr", (rs) => rs.map((r) => [r.dataset.key, r.dataset.type, r.querySelector("td.v").textContent]));
+  check("logs: the expanded record lists its attributes with their types", attrs, data.KNOWN_LOG.attrs);
+  const res = await page.$$eval(".detail section.attrs:nth-of-type(3) tr.attr", (rs) => rs.map((r) => [r.dataset.key, r.querySelector("td.v").textContent]));
+  check("logs: and its resource", res, [["service.name", "payment"], ["host.name", "ui-host"]]);
+  check("logs: body type and trace id", [await page.locator(".detail pre.bodyval").textContent(), await page.locator(".detail a.traceid").textContent()], [data.KNOWN_LOG.body, data.TRACE_ID]);
+  await shot("logs");
+
+  // Its trace id opens the waterfall (whose span pane asks for RED metrics: TraceQL
+  // metrics may not be served, and a 404 there is expected).
+  allowed = [/\/api\/metrics\/query_range/];
+  await page.click(".detail a.traceid");
+  await page.waitForSelector(".wf-row", T);
+  check("trace: the URL names the trace", new URL(page.url()).searchParams.get("id"), data.TRACE_ID);
+  const rows = await page.$$eval(".wf-row", (rs) => rs.map((r) => ({ name: r.querySelector(".wf-name").textContent, id: r.dataset.span, parent: r.dataset.parent, depth: Number(r.dataset.depth) })));
+  check("trace: one row per span, in parent/child order", rows.map((r) => r.name), data.WATERFALL);
+  let nested = rows.length === data.SPANS.length;
+  rows.forEach((r, i) => {
+    const want = data.SPANS.find((s) => s[0] === r.id);
+    if (!want || want[1] !== r.parent) nested = false;
+    if (i > 0) { const p = rows.slice(0, i).find((x) => x.id === r.parent); if (!p || p.depth !== r.depth - 1) nested = false; }
+  });
+  check("trace: each row sits one level under its parent, which comes before it", nested, true);
+  check("trace: the canvas drew a bar for each span", await page.getAttribute("canvas.wf-bars", "data-drawn"), String(data.SPANS.length));
+  check("trace: the error span is marked", await page.$$eval(".wf-row.err .wf-name", (rs) => rs.map((r) => r.textContent)), ["payment.charge"]);
+  await page.waitForSelector("aside.pane .span-detail", T);
+  check("trace: the log's span is open in the pane", await page.getAttribute("aside.pane .span-detail", "data-span"), data.SPANS[2][0]);
+  await page.waitForSelector("aside.pane .red .notice", T);
+  await shot("trace");
+  await page.keyboard.press("Escape");
+  check("trace: Escape closes the pane", await page.locator("aside.pane").isHidden(), true);
+  await page.goBack();
+  await page.waitForSelector(".record", T);
+  check("back button: the logs view with its query again", await page.inputValue("input.query"), logQ);
+
+  // Traces search.
+  await page.goto(ui({ view: "traces", q: '{ resource.service.name = "payment" }' }));
+  await page.waitForSelector("tr.trace", T);
+  const tr = await page.$$eval("tr.trace", (rs) => rs.map((r) => [r.dataset.id, ...[...r.cells].slice(1, 5).map((c) => c.textContent)]));
+  check("traces: the search finds the trace with its root, duration and span count", tr, [[data.TRACE_ID, "frontend", "GET /checkout", "400 ms", "5"]]);
+  await shot("traces");
+  await page.click("tr.trace");
+  await page.waitForSelector(".wf-row", T);
+  check("traces: a row opens its waterfall", await page.locator(".wf-row").count(), 5);
+
+  // 10,000 spans: virtual rows.
+  await page.goto(ui({ view: "trace", id: big.id }));
+  await page.waitForSelector(".wf-row", { timeout: 60000 });
+  const domRows = await page.locator(".wf-row").count();
+  check("big trace: 10,000 rows known to the waterfall", await page.getAttribute("canvas.wf-bars", "data-rows"), "10000");
+  check("big trace: only the visible rows are in the DOM", domRows > 0 && domRows < 80, true);
+  await page.$eval(".wf-scroll", (s) => { s.scrollTop = s.scrollHeight; });
+  await page.waitForFunction(() => Number(document.querySelector("canvas.wf-bars").dataset.first) > 9900, null, T);
+  const lastName = await page.$$eval(".wf-row", (rs) => rs.map((r) => Number(r.dataset.index)).sort((a, b) => b - a)[0]);
+  check("big trace: scrolled to the end, the last row is drawn", lastName, 9999);
+  await shot("trace-10000");
+
+  // Metrics: chart, legend, last values.
+  await page.goto(ui({ view: "metrics", q: "ui_test_temp", from: "now-15m" }));
+  await page.waitForSelector("canvas.chart", T);
+  check("metrics: three series drawn", await page.getAttribute("canvas.chart", "data-series"), "3");
+  const legend = await page.$$eval("ul.legend li", (ls) => ls.map((l) => [l.querySelector(".label").textContent, Number(l.dataset.last)]));
+  check("metrics: each series' last value in the legend", legend.sort(), Object.entries(data.ROOMS).map(([r, v]) => [`ui_test_temp{job="sensors", room="${r}"}`, v]).sort());
+  await shot("metrics");
+  await page.fill("input.query", "");
+  await page.type("input.query", "ui_test_t");
+  await page.waitForSelector("ul.complete li", T);
+  check("metrics: completion offers the metric name", await page.$$eval("ul.complete li", (ls) => ls.map((l) => l.textContent)), ["ui_test_temp"]);
+  await page.keyboard.press("Tab");
+  await page.type("input.query", "{ro");
+  await page.waitForFunction(() => [...document.querySelectorAll("ul.complete li")].some((l) => l.textContent === "room"), null, T);
+  pass("metrics: completion offers label names inside {}");
+  await page.goto(ui({ view: "metrics", q: "ui_test_latency_seconds_bucket", from: "now-15m" }));
+  await page.waitForSelector("canvas.heatmap", T);
+  check("metrics: a histogram is a heatmap of its 4 buckets", await page.getAttribute("canvas.heatmap", "data-buckets"), "4");
+  await shot("metrics-heatmap");
+  await page.goto(ui({ view: "metrics", q: "ui_test_temp", mode: "instant" }));
+  await page.waitForSelector("table.instant tbody tr", T);
+  check("metrics: an instant query is a table of 3 rows", await page.locator("table.instant tbody tr").count(), 3);
+
+  // Syntax errors at their position.
+  allowed = [/\/loki\/api\/v1\/query_range/, /\/api\/v1\/logs/, /\/api\/v1\/query_range/, /\/api\/search/];
+  await page.goto(ui({ view: "logs", q: '{service_name="payment"} |= "x" | ' }));
+  await page.waitForSelector(".qerror:not([hidden])", T);
+  check("logs: a LogQL syntax error names line 1, column 35", [await page.getAttribute(".qerror", "data-line"), await page.getAttribute(".qerror", "data-col")], ["1", "35"]);
+  const caret = (await page.textContent(".qerror pre.caret")).split("\n")[1];
+  check("logs: the caret stands under column 35", caret.indexOf("^"), 34);
+  await shot("logs-error");
+  await page.goto(ui({ view: "metrics", q: "sum(rate(foo[5m]" }));
+  await page.waitForSelector(".qerror:not([hidden])", T);
+  check("metrics: a PromQL syntax error names column 17", await page.getAttribute(".qerror", "data-col"), "17");
+  await page.goto(ui({ view: "traces", q: "{ name = }" }));
+  await page.waitForSelector(".qerror:not([hidden])", T);
+  check("traces: a TraceQL syntax error names column 10", await page.getAttribute(".qerror", "data-col"), "10");
+  allowed = [];
+
+  // Status.
+  await page.goto(ui({ view: "status" }));
+  await page.waitForSelector("section.card tr", T);
+  const logsJson = await page.$eval('section.card tr[data-series^="miradb_otlp_records_total{signal=\\"logs\\",transport=\\"http_json\\""] td.num', (c) => c.textContent);
+  check("status: logs records over HTTP/JSON counted", logsJson, "31 total");
+  await shot("status");
+  await page.click("#theme");
+  await page.waitForSelector("section.card tr", T);
+  check("theme: the button switches to the other theme", await page.$eval("html", (e) => e.dataset.theme), "light");
+  await shot("status-light");
+
+  check("no console errors on any view", consoleErrors, []);
+}
+
+try {
+  await main();
+} catch (e) {
+  fail("run", e.stack || e.message);
+}
+clearTimeout(deadline);
+await cleanup();
+// An ASan/UBSan build reports on its stderr, which no HTTP answer shows.
+const san = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/.exec(daemonErr);
+if (san) fail("daemon: no sanitizer report", daemonErr.slice(Math.max(0, san.index - 200), san.index + 2000));
+else if (daemon) check("daemon: SIGTERM -> exit status 0, no sanitizer report", exitStatus, 0);
+finish();
