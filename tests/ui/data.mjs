@@ -98,3 +98,21 @@ export function metrics(base) {
 }
 
 export { hex };
+
+// Service "pager": PAGER_COUNT records a second apart, newest "page 0", except that 11 of
+// them (a run across the first page's end, at 100 a page) share one timestamp.
+export const PAGER_COUNT = 250;
+export function pager(base) {
+  const records = [];
+  for (let i = 0; i < PAGER_COUNT; i++) {
+    const at = i >= 95 && i <= 105 ? base - 95000 : base - i * 1000;
+    records.push({ timeUnixNano: ns(at), severityNumber: 9, body: { stringValue: `page ${i}` } });
+  }
+  return { resourceLogs: [{ resource: { attributes: [str("service.name", "pager")] }, scopeLogs: [{ logRecords: records }] }] };
+}
+
+// One record for the live tail to pick up, sent while the view polls.
+export function liveRecord(at) {
+  return { resourceLogs: [{ resource: { attributes: [str("service.name", "tail")] },
+    scopeLogs: [{ logRecords: [{ timeUnixNano: ns(at), severityNumber: 13, body: { stringValue: "arrived while tailing" } }] }] }] };
+}

@@ -88,6 +88,7 @@ async function main() {
   await post(port, "/v1/logs", data.logs(base));
   await post(port, "/v1/traces", data.traces(base));
   await post(port, "/v1/metrics", data.metrics(base));
+  await post(port, "/v1/logs", data.pager(base));
   const big = bigTrace(base, 10000);
   await post(port, "/v1/traces", big.body);
   pass("known data exported (logs, one trace, metrics, a 10,000-span trace)");
@@ -175,6 +176,28 @@ async function main() {
   await page.waitForSelector(".record", T);
   check("back button: the logs view with its query again", await page.inputValue("input.query"), logQ);
 
+  // Paging as the list scrolls: every record once, newest first, across a run of equal
+  // timestamps at a page's end.
+  await page.goto(ui({ view: "logs", q: '{service_name="pager"}' }));
+  await page.waitForSelector(".record", T);
+  for (let i = 0; i < 10 && (await page.locator(".record").count()) < data.PAGER_COUNT; i++) {
+    await page.$eval(".sentinel", (s) => s.scrollIntoView());
+    await page.waitForFunction((n) => document.querySelectorAll(".record").length > n || /records$/.test(document.querySelector(".info .count").textContent),
+      await page.locator(".record").count(), T).catch(() => {});
+  }
+  const paged = await page.$$eval(".record", (rs) => rs.map((r) => [r.querySelector(".body").textContent, r.dataset.ts]));
+  const bodies = paged.map((x) => x[0]);
+  check("logs paging: all 250 records, each once", [paged.length, new Set(bodies).size], [data.PAGER_COUNT, data.PAGER_COUNT]);
+  check("logs paging: newest first", paged.every((x, i) => i === 0 || BigInt(paged[i - 1][1]) >= BigInt(x[1])), true);
+  check("logs paging: the end of the list says so", await page.textContent(".info .count"), `${data.PAGER_COUNT} records`);
+
+  // Live tail: a record exported while the view polls shows up on top.
+  await page.goto(ui({ view: "logs", q: '{service_name="tail"}', live: "1" }));
+  await page.waitForSelector(".info .tail", T);
+  await post(port, "/v1/logs", data.liveRecord(Date.now()));
+  await page.waitForSelector(".record .body", T);
+  check("live tail: the new record arrives on top", await page.textContent(".record .body"), "arrived while tailing");
+
   // Traces search.
   await page.goto(ui({ view: "traces", q: '{ resource.service.name = "payment" }' }));
   await page.waitForSelector("tr.trace", T);
@@ -240,7 +263,8 @@ async function main() {
   await page.goto(ui({ view: "status" }));
   await page.waitForSelector("section.card tr", T);
   const logsJson = await page.$eval('section.card tr[data-series^="miradb_otlp_records_total{signal=\\"logs\\",transport=\\"http_json\\""] td.num', (c) => c.textContent);
-  check("status: logs records over HTTP/JSON counted", logsJson, "31 total");
+  // 31 (logs()) + the pager's + the one live record
+  check("status: logs records over HTTP/JSON counted", logsJson, `${31 + data.PAGER_COUNT + 1} total`);
   await shot("status");
   await page.click("#theme");
   await page.waitForSelector("section.card tr", T);
