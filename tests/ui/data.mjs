@@ -69,6 +69,8 @@ export function logs(base) {
   };
 }
 
+// ui_test_latency_seconds' bucket counts (not cumulative) at its last point, bounds 0.1, 0.5, 1, +Inf.
+export const HIST_LAST = [40, 80, 120, 40];
 // Gauge ui_test_temp: one series per room, a point every 15 s for 10 min, the last value known.
 export const ROOMS = { a: 21.5, b: 19, c: 23.25 };
 export function metrics(base) {
@@ -81,9 +83,10 @@ export function metrics(base) {
   }
   const hist = [];
   for (let k = 40; k >= 0; k--) {
-    const c = [k, 2 * k, 3 * k, k]; // bucket counts, cumulative over time
+    const j = 40 - k; // counts grow with time; the last point has HIST_LAST
+    const c = [j, 2 * j, 3 * j, j];
     hist.push({ timeUnixNano: ns(base - k * 15000), startTimeUnixNano: ns(base - 700000),
-                count: String(7 * k), sum: 0.4 * k, explicitBounds: [0.1, 0.5, 1],
+                count: String(7 * j), sum: 0.4 * j, explicitBounds: [0.1, 0.5, 1],
                 bucketCounts: c.map(String), attributes: [] });
   }
   return {

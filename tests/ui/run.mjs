@@ -149,6 +149,24 @@ async function main() {
   check("logs: body type and trace id", [await page.locator(".detail pre.bodyval").textContent(), await page.locator(".detail a.traceid").textContent()], [data.KNOWN_LOG.body, data.TRACE_ID]);
   await shot("logs");
 
+  // An absolute range that holds the record finds it; one that ends before it does not;
+  // a preset writes a relative range into the URL.
+  const iso = (ms) => new Date(ms).toISOString();
+  await page.goto(ui({ view: "logs", q: logQ, from: iso(base - 1000), to: iso(base + 1000) }));
+  await page.waitForSelector(".info .count", T);
+  check("range: an absolute range around the record finds it, picker on Absolute",
+    [await page.locator(".record").count(), await page.inputValue("select.range-preset")], [1, "abs"]);
+  await page.goto(ui({ view: "logs", q: logQ, from: iso(base - 10000), to: iso(base) }));
+  await page.waitForSelector(".info .count", T);
+  check("range: one that ends before the record finds nothing", await page.textContent(".info .count"), "0 records");
+  await page.selectOption("select.range-preset", "now-15m");
+  await page.waitForSelector(".record", T);
+  check("range: a preset puts from=now-15m&to=now in the URL", [new URL(page.url()).searchParams.get("from"), new URL(page.url()).searchParams.get("to")], ["now-15m", "now"]);
+  await page.goto(ui({ view: "logs", q: logQ }));
+  await page.waitForSelector(".record .rhead", T);
+  await page.click(".record .rhead");
+  await page.waitForSelector(".record .detail", T);
+
   // Its trace id opens the waterfall (whose span pane asks for RED metrics: TraceQL
   // metrics may not be served, and a 404 there is expected).
   allowed = [/\/api\/metrics\/query_range/];
@@ -237,7 +255,8 @@ async function main() {
   pass("metrics: completion offers label names inside {}");
   await page.goto(ui({ view: "metrics", q: "ui_test_latency_seconds_bucket", from: "now-15m" }));
   await page.waitForSelector("canvas.heatmap", T);
-  check("metrics: a histogram is a heatmap of its 4 buckets", await page.getAttribute("canvas.heatmap", "data-buckets"), "4");
+  check("metrics: a histogram is a heatmap of its 4 buckets, low to high", await page.getAttribute("canvas.heatmap", "data-rows"), "≤ 0.1|≤ 0.5|≤ 1|≤ +Inf");
+  check("metrics: the heatmap's last column holds each bucket's own count", await page.getAttribute("canvas.heatmap", "data-last"), data.HIST_LAST.join(","));
   await shot("metrics-heatmap");
   await page.goto(ui({ view: "metrics", q: "ui_test_temp", mode: "instant" }));
   await page.waitForSelector("table.instant tbody tr", T);

@@ -154,7 +154,8 @@ export function stackedBars(host, groups, start, end, stepMs, height = 110) {
 // A heatmap: |rows| bucket labels (low to high), |cols| [[ms, [count per row]]].
 export function heatmap(host, rows, cols, start, end, stepMs, height = 260) {
   host.replaceChildren();
-  const canvas = h("canvas.chart.heatmap", { dataset: { buckets: String(rows.length) } });
+  const canvas = h("canvas.chart.heatmap", { dataset: { buckets: String(rows.length), rows: rows.join("|"),
+    last: cols.length ? cols[cols.length - 1][1].join(",") : "" } });
   const tip = h("div.tip");
   tip.hidden = true;
   host.append(h("div.chart-wrap", canvas, tip));

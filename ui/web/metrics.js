@@ -113,9 +113,12 @@ function chart(out, data, range, st, asLines, ctx) {
   lineChart(host, series, range.start, range.end);
 }
 
+// An le bound as a number ("+Inf" included, which parseFloat does not read).
+const leNum = (s) => (/^\+?inf$/i.test(s) ? Infinity : parseFloat(s));
+
 // Cumulative le buckets (summed over other labels) -> per-bucket counts per step.
 function classicBuckets(res) {
-  const les = [...new Set(res.map((s) => s.metric.le))].sort((a, b) => parseFloat(a) - parseFloat(b));
+  const les = [...new Set(res.map((s) => s.metric.le))].sort((a, b) => leNum(a) - leNum(b));
   const at = new Map();
   for (const s of res) {
     const i = les.indexOf(s.metric.le);
@@ -132,7 +135,7 @@ function classicBuckets(res) {
 function nativeBuckets(res) {
   const uppers = new Set();
   for (const s of res) for (const [, hv] of s.histograms || []) for (const b of hv.buckets || []) uppers.add(b[2]);
-  const rows = [...uppers].sort((a, b) => parseFloat(a) - parseFloat(b));
+  const rows = [...uppers].sort((a, b) => leNum(a) - leNum(b));
   const at = new Map();
   for (const s of res) {
     for (const [t, hv] of s.histograms || []) {
@@ -140,5 +143,5 @@ function nativeBuckets(res) {
       for (const b of hv.buckets || []) at.get(t)[rows.indexOf(b[2])] += Number(b[3]);
     }
   }
-  return { rows: rows.map((u) => `≤ ${fmtNum(parseFloat(u))}`), cols: [...at].sort((a, b) => a[0] - b[0]).map(([t, c]) => [t * 1000, c]) };
+  return { rows: rows.map((u) => `≤ ${fmtNum(leNum(u))}`), cols: [...at].sort((a, b) => a[0] - b[0]).map(([t, c]) => [t * 1000, c]) };
 }
