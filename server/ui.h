@@ -43,8 +43,8 @@ extern const size_t ui_nfiles;
 extern const char ui_set_hash[]; /* 16 hex digits */
 
 #define UI_CSP                                                                                     \
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "             \
-    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "                \
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "                 \
     "frame-ancestors 'none'"
 #define UI_CACHE_INDEX "no-cache"
 #define UI_CACHE_ASSET "public, max-age=31536000, immutable"

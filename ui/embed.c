@@ -122,8 +122,7 @@ static int substitute(struct file *f, const char *with)
 static void hex128(const void *p, size_t n, char out[33])
 {
     XXH128_hash_t h = XXH3_128bits(p, n);
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
 static void emit_bytes(FILE *o, const struct file *f)

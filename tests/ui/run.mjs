@@ -8,7 +8,7 @@
 // Environment: MIRADB_CHROMIUM (default /usr/bin/chromium). Every wait has a deadline.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, readFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -27,15 +27,19 @@ const eq = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 const check = (what, got, want) => (eq(got, want) ? pass(what) : fail(what, `got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`));
 
 const tmp = mkdtempSync(join(tmpdir(), "miradb-ui-"));
-let daemon = null, browser = null, daemonErr = "", exitStatus = null;
+let browser = null;
+const daemons = []; // {name, proc, err, status}
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, async () => { console.log(`ui: interrupted (${sig})`); await cleanup(); process.exit(1); });
+async function stopDaemon(d) {
+  if (d.proc.exitCode === null && d.proc.signalCode === null) {
+    d.proc.kill("SIGTERM");
+    await new Promise((r) => { const t = setTimeout(() => { d.proc.kill("SIGKILL"); r(); }, 10000); d.proc.once("exit", () => { clearTimeout(t); r(); }); });
+  }
+  d.status = d.proc.exitCode;
+}
 async function cleanup() {
   if (browser) await browser.close().catch(() => {});
-  if (daemon && daemon.exitCode === null && daemon.signalCode === null) {
-    daemon.kill("SIGTERM");
-    await new Promise((r) => { const t = setTimeout(() => { daemon.kill("SIGKILL"); r(); }, 10000); daemon.once("exit", () => { clearTimeout(t); r(); }); });
-  }
-  exitStatus = daemon ? daemon.exitCode : null;
+  for (const d of daemons) await stopDaemon(d);
   rmSync(tmp, { recursive: true, force: true });
 }
 function finish() {
@@ -44,19 +48,20 @@ function finish() {
 }
 const deadline = setTimeout(async () => { fail("run", "still running after 170 s"); await cleanup(); finish(); process.exit(1); }, 170000);
 
-async function startDaemon() {
-  daemon = spawn(bin, ["serve", "--data", join(tmp, "data"), "--http-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"],
+// Starts a daemon named |name| (its own data dir) with |extra| arguments; resolves to its HTTP port.
+async function startDaemon(name, extra = []) {
+  const proc = spawn(bin, ["serve", "--data", join(tmp, name), "--http-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", ...extra],
     { stdio: ["ignore", "ignore", "pipe"] });
-  let err = "";
-  daemon.stderr.on("data", (b) => { daemonErr += b; });
+  const d = { name, proc, err: "", status: null };
+  daemons.push(d);
+  proc.stderr.on("data", (b) => { d.err += b; });
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no listening line within 20 s: ${err.slice(-400)}`)), 20000);
-    daemon.stderr.on("data", (b) => {
-      err += b;
-      const m = /event=listening .*http=[^ ]*:(\d+)/.exec(err);
+    const t = setTimeout(() => reject(new Error(`${name}: no listening line within 20 s: ${d.err.slice(-400)}`)), 20000);
+    proc.stderr.on("data", () => {
+      const m = /event=listening .*http=[^ ]*:(\d+)/.exec(d.err);
       if (m) { clearTimeout(t); resolve(Number(m[1])); }
     });
-    daemon.once("exit", (c) => { clearTimeout(t); reject(new Error(`daemon exited ${c}: ${err.slice(-400)}`)); });
+    proc.once("exit", (c) => { clearTimeout(t); reject(new Error(`${name}: daemon exited ${c}: ${d.err.slice(-400)}`)); });
   });
 }
 
@@ -81,7 +86,7 @@ function bigTrace(base, n) {
 }
 
 async function main() {
-  const port = await startDaemon();
+  const port = await startDaemon("main");
   const origin = `http://127.0.0.1:${port}`;
   pass(`daemon listening on :${port}`);
   const base = Date.now() - 120000;
@@ -188,6 +193,12 @@ async function main() {
   check("trace: the log's span is open in the pane", await page.getAttribute("aside.pane .span-detail", "data-span"), data.SPANS[2][0]);
   await page.waitForSelector("aside.pane .red .notice", T);
   await shot("trace");
+  await page.click("aside.pane a.span-logs");
+  await page.waitForSelector(".record .body", T);
+  check("trace: the span's logs (by trace and span id) are the known record",
+    await page.$$eval(".record .body", (bs) => bs.map((b) => b.textContent)), [data.KNOWN_LOG.body]);
+  await page.goBack();
+  await page.waitForSelector("aside.pane .span-detail", T);
   await page.keyboard.press("Escape");
   check("trace: Escape closes the pane", await page.locator("aside.pane").isHidden(), true);
   await page.goBack();
@@ -291,6 +302,38 @@ async function main() {
   await shot("status-light");
 
   check("no console errors on any view", consoleErrors, []);
+
+  // Under --query-token-file: the page (loaded here with the token, as the listener asks
+  // of every query route) finds its API calls refused, shows the token box, and with the
+  // token typed in its calls carry it.
+  const tokFile = join(tmp, "query.tokens");
+  writeFileSync(tokFile, "ui-secret-token\n");
+  const tport = await startDaemon("token", ["--query-token-file", tokFile]);
+  await post(tport, "/v1/logs", data.logs(base));
+  const tpage = await context.newPage();
+  const tErrors = [];
+  tpage.on("pageerror", (e) => tErrors.push(e.message));
+  const sent = [];
+  await tpage.route(`http://127.0.0.1:${tport}/**`, (route) => {
+    const u = new URL(route.request().url());
+    if (u.pathname.startsWith("/ui/") || u.pathname === "/favicon.ico") {
+      return route.continue({ headers: { ...route.request().headers(), authorization: "Bearer ui-secret-token" } });
+    }
+    sent.push([u.pathname, route.request().headers().authorization || ""]);
+    return route.continue();
+  });
+  await tpage.goto(`http://127.0.0.1:${tport}/ui/?${new URLSearchParams({ view: "logs", q: logQ })}`);
+  await tpage.waitForSelector("#token-form:not([hidden])", T);
+  pass("token: a 401 from the API shows the token box");
+  await tpage.fill("#token", "ui-secret-token");
+  await tpage.press("#token", "Enter");
+  await tpage.waitForSelector(".record .body", T);
+  check("token: with the token the search finds the record", await tpage.textContent(".record .body"), data.KNOWN_LOG.body);
+  const last = sent.filter(([path]) => path === "/api/v1/logs").pop();
+  check("token: the API call carried it as a Bearer header", last && last[1], "Bearer ui-secret-token");
+  check("token: kept in sessionStorage", await tpage.evaluate(() => sessionStorage.getItem("miradb.token")), "ui-secret-token");
+  check("token: no page errors", tErrors, []);
+  await tpage.close();
 }
 
 try {
@@ -301,7 +344,9 @@ try {
 clearTimeout(deadline);
 await cleanup();
 // An ASan/UBSan build reports on its stderr, which no HTTP answer shows.
-const san = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/.exec(daemonErr);
-if (san) fail("daemon: no sanitizer report", daemonErr.slice(Math.max(0, san.index - 200), san.index + 2000));
-else if (daemon) check("daemon: SIGTERM -> exit status 0, no sanitizer report", exitStatus, 0);
+for (const d of daemons) {
+  const san = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/.exec(d.err);
+  if (san) fail(`daemon ${d.name}: no sanitizer report`, d.err.slice(Math.max(0, san.index - 200), san.index + 2000));
+  else check(`daemon ${d.name}: SIGTERM -> exit status 0, no sanitizer report`, d.status, 0);
+}
 finish();
