@@ -11,9 +11,15 @@ export const SPANS = [
   ["eee19b7ec3c1b176", "eee19b7ec3c1b174", "payment", "payment.charge", 100, 250, true, [["retry", 150]]],
   ["eee19b7ec3c1b177", "eee19b7ec3c1b176", "payment", "db.query", 120, 60, false, []],
   ["eee19b7ec3c1b178", "eee19b7ec3c1b175", "cart", "redis.get", 20, 15, false, []],
+  // under cart.get's time entirely: not on the critical path
+  ["eee19b7ec3c1b179", "eee19b7ec3c1b174", "frontend", "audit.log", 20, 40, false, []],
 ];
 // The waterfall's rows in parent/child order (depth-first, children by start).
-export const WATERFALL = ["GET /checkout", "cart.get", "redis.get", "payment.charge", "db.query"];
+export const WATERFALL = ["GET /checkout", "cart.get", "redis.get", "audit.log", "payment.charge", "db.query"];
+// Each row's critical-path pieces (ms from the trace's start), walking back from the root's
+// end into the child that finished last: payment.charge (to 350, db.query inside it), then
+// cart.get (to 90, redis.get inside it); audit.log ran under cart.get and is off the path.
+export const CRITICAL = ["0-10,90-100,350-400", "10-20,35-90", "20-35", "", "100-120,180-350", "120-180"];
 
 const ns = (ms) => String(BigInt(Math.round(ms)) * 1000000n);
 const str = (key, v) => ({ key, value: { stringValue: v } });

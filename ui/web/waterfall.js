@@ -96,7 +96,9 @@ export function waterfall(host, spans, onSelect) {
       const s = rows[i];
       const dot = h("span.svcdot");
       dot.style.background = s.color || colorOf(s.service);
-      const el = h("div.wf-row", { dataset: { span: s.id, depth: String(s.depth), parent: s.parent || "", index: String(i) },
+      // the span's critical-path pieces, ms from the trace's start ("" when off the path)
+      const cp = (crit.get(s) || []).slice().sort((x, y) => x[0] - y[0]).map(([p, q]) => `${+(p - t0).toFixed(3)}-${+(q - t0).toFixed(3)}`).join(",");
+      const el = h("div.wf-row", { dataset: { span: s.id, depth: String(s.depth), parent: s.parent || "", index: String(i), crit: cp },
         className: `wf-row${s === selected ? " sel" : ""}${s.error ? " err" : ""}`, title: `${s.service}: ${s.name}` },
       dot, h("span.wf-name", s.name), h("span.wf-svc", s.service), s.error ? h("span.errmark", { title: "error" }, "!") : null);
       el.style.top = `${i * ROW}px`;
