@@ -3,7 +3,8 @@
 // (arrow keys move, Tab or Enter takes one, Escape closes the list).
 
 import { h } from "./dom.js";
-import { errorPosition } from "./api.js";
+import { errorPosition, ApiError } from "./api.js";
+import { rangeOf } from "./time.js";
 
 // opts: {value, placeholder, label, onRun(text), complete(text, cursor) -> Promise<{from, items}>}
 export function queryBox(opts) {
@@ -97,4 +98,25 @@ export function queryBox(opts) {
 // A message line for a failed call that is not about the query text (network, 5xx).
 export function notice(text, kind = "error") {
   return h(`div.notice.${kind}`, text);
+}
+
+// The range the URL parameters |p| name, or null after saying in |host| why there is none.
+export function rangeOr(p, host) {
+  try {
+    return rangeOf(p);
+  } catch (e) {
+    host.append(notice(e.message));
+    return null;
+  }
+}
+
+// What a view does with a failed call: nothing when it was aborted (the view went away), the
+// message under the query box with its position for a 400 (a parse or parameter error), a
+// notice in |host| otherwise.
+export function failTo(box, host) {
+  return (e) => {
+    if (e.name === "AbortError") return;
+    if (e instanceof ApiError && e.status === 400) box.showError(e.message);
+    else host.append(notice(e.message));
+  };
 }

@@ -5,8 +5,8 @@
 
 import { get, ApiError } from "./api.js";
 import { h, fmtTime, nsToMs } from "./dom.js";
-import { queryBox, notice } from "./editor.js";
-import { picker, rangeOf, autoStep } from "./time.js";
+import { queryBox, rangeOr, failTo } from "./editor.js";
+import { picker, autoStep } from "./time.js";
 import { stackedBars } from "./chart.js";
 import { anyValue, attrTable, levelOf, LEVEL_COLORS, attr } from "./otlp.js";
 
@@ -28,22 +28,13 @@ export function render(root, p, ctx) {
   const sentinel = h("div.sentinel");
   root.append(h("div.toolbar", box.el, picker(p, (r) => ctx.navigate(r)), liveBtn), hist, info, list, sentinel);
 
-  let range;
-  try {
-    range = rangeOf(p);
-  } catch (e) {
-    info.replaceChildren(notice(e.message));
-    return null;
-  }
+  const range = rangeOr(p, info);
+  if (!range) return null;
   const abort = new AbortController();
   let stopped = false, oldest = null, newest = null, atOldest = new Set(), done = false, loading = false, count = 0;
   const key = (r) => `${r.timestamp}|${JSON.stringify(r.body)}|${r.spanId}|${JSON.stringify(r.attributes)}`;
 
-  const fail = (e) => {
-    if (e.name === "AbortError") return;
-    if (e instanceof ApiError && e.status === 400) box.showError(e.message);
-    else info.replaceChildren(notice(e.message));
-  };
+  const fail = failTo(box, info);
   const setInfo = () => info.replaceChildren(h("span.count", `${count} record${count === 1 ? "" : "s"}${done ? "" : " (scroll for more)"}`),
     ...(live ? [h("span.tail", " · live: polling every 2 s")] : []));
 

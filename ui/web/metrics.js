@@ -3,10 +3,10 @@
 // chart with a legend for range queries (step automatic or chosen), a table for instant
 // queries, and classic (le buckets) or native histograms drawn as heatmaps.
 
-import { get, ApiError } from "./api.js";
+import { get } from "./api.js";
 import { h, fmtNum, fmtTime } from "./dom.js";
-import { queryBox, notice } from "./editor.js";
-import { picker, rangeOf, autoStep } from "./time.js";
+import { queryBox, notice, rangeOr, failTo } from "./editor.js";
+import { picker, autoStep } from "./time.js";
 import { lineChart, heatmap } from "./chart.js";
 
 const cache = new Map();
@@ -58,19 +58,10 @@ export function render(root, p, ctx) {
     out.append(notice("Type a PromQL query and press Enter (Tab completes metric and label names).", "info"));
     return null;
   }
-  let range;
-  try {
-    range = rangeOf(p);
-  } catch (e) {
-    out.append(notice(e.message));
-    return null;
-  }
+  const range = rangeOr(p, out);
+  if (!range) return null;
   const abort = new AbortController();
-  const fail = (e) => {
-    if (e.name === "AbortError") return;
-    if (e instanceof ApiError && e.status === 400) box.showError(e.message);
-    else out.append(notice(e.message));
-  };
+  const fail = failTo(box, out);
   if (mode === "instant") {
     get("/api/v1/query", { query: q, time: range.end / 1000 }, abort.signal).then((r) => table(out, r.data)).catch(fail);
   } else {

@@ -1,10 +1,10 @@
 // traces.js - the Traces view: a TraceQL search (/api/search) over the range and a table of
 // the traces it found (root service, root name, duration, span count, start), newest first.
 
-import { get, ApiError } from "./api.js";
+import { get } from "./api.js";
 import { h, fmtTime, fmtDur, nsToMs } from "./dom.js";
-import { queryBox, notice } from "./editor.js";
-import { picker, rangeOf } from "./time.js";
+import { queryBox, rangeOr, failTo } from "./editor.js";
+import { picker } from "./time.js";
 
 export function render(root, p, ctx) {
   const q = p.get("q") || "{}";
@@ -15,13 +15,8 @@ export function render(root, p, ctx) {
     ["20", "50", "100", "500"].map((n) => h("option", { value: n, selected: n === limit }, `${n} traces`)));
   const out = h("div.results");
   root.append(h("div.toolbar", box.el, picker(p, (r) => ctx.navigate(r)), lim), out);
-  let range;
-  try {
-    range = rangeOf(p);
-  } catch (e) {
-    out.append(notice(e.message));
-    return null;
-  }
+  const range = rangeOr(p, out);
+  if (!range) return null;
   const abort = new AbortController();
   get("/api/search", { q, limit, start: Math.floor(range.start / 1000), end: Math.ceil(range.end / 1000) + 1 }, abort.signal)
     .then((r) => {
@@ -39,10 +34,6 @@ export function render(root, p, ctx) {
               h("td.num", errs ? String(errs) : ""), h("td", fmtTime(nsToMs(t.startTimeUnixNano || "0"))));
           }))));
     })
-    .catch((e) => {
-      if (e.name === "AbortError") return;
-      if (e instanceof ApiError && e.status === 400) box.showError(e.message);
-      else out.append(notice(e.message));
-    });
+    .catch(failTo(box, out));
   return { unmount: () => abort.abort() };
 }
