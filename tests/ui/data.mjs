@@ -125,3 +125,14 @@ export function liveRecord(at) {
   return { resourceLogs: [{ resource: { attributes: [str("service.name", "tail")] },
     scopeLogs: [{ logRecords: [{ timeUnixNano: ns(at), severityNumber: 13, body: { stringValue: "arrived while tailing" } }] }] }] };
 }
+
+// A record whose body is a map, with an array and a bytes attribute (service "kvbody").
+export const KV_BODY = { user: { id: 7, name: "ann" }, ok: true };
+export function kvLog(base) {
+  const user = { kvlistValue: { values: [{ key: "id", value: { intValue: "7" } }, str("name", "ann")] } };
+  const body = { kvlistValue: { values: [{ key: "user", value: user }, { key: "ok", value: { boolValue: true } }] } };
+  const tags = { arrayValue: { values: [{ stringValue: "a" }, { intValue: "2" }] } };
+  const record = { timeUnixNano: ns(base), severityNumber: 9, body,
+    attributes: [{ key: "tags", value: tags }, { key: "raw", value: { bytesValue: "AQID" } }] };
+  return { resourceLogs: [{ resource: { attributes: [str("service.name", "kvbody")] }, scopeLogs: [{ logRecords: [record] }] }] };
+}

@@ -94,6 +94,7 @@ async function main() {
   await post(port, "/v1/traces", data.traces(base));
   await post(port, "/v1/metrics", data.metrics(base));
   await post(port, "/v1/logs", data.pager(base));
+  await post(port, "/v1/logs", data.kvLog(base));
   const big = bigTrace(base, 10000);
   await post(port, "/v1/traces", big.body);
   pass("known data exported (logs, one trace, metrics, a 10,000-span trace)");
@@ -153,6 +154,17 @@ async function main() {
   check("logs: and its resource", res, [["service.name", "payment"], ["host.name", "ui-host"]]);
   check("logs: body type and trace id", [await page.locator(".detail pre.bodyval").textContent(), await page.locator(".detail a.traceid").textContent()], [data.KNOWN_LOG.body, data.TRACE_ID]);
   await shot("logs");
+
+  // A body of another type: a map, shown as JSON with its type; array and bytes attributes.
+  await page.goto(ui({ view: "logs", q: '{service_name="kvbody"}' }));
+  await page.waitForSelector(".record .rhead", T);
+  await page.click(".record .rhead");
+  await page.waitForSelector(".record .detail", T);
+  const bodyType = await page.$eval(".detail pre.bodyval", (b) => b.closest("tr").querySelector("td.t").textContent);
+  check("logs: a map body is typed kvlist and shown whole", [bodyType, JSON.parse(await page.textContent(".detail pre.bodyval"))], ["kvlist", data.KV_BODY]);
+  check("logs: array and bytes attributes with their types",
+    await page.$$eval(".detail section.attrs:nth-of-type(2) tr.attr", (rs) => rs.map((r) => [r.dataset.key, r.dataset.type, r.querySelector("td.v").textContent])),
+    [["tags", "array", '["a",2]'], ["raw", "bytes", "AQID"]]);
 
   // An absolute range that holds the record finds it; one that ends before it does not;
   // a preset writes a relative range into the URL.
@@ -294,8 +306,8 @@ async function main() {
   await page.goto(ui({ view: "status" }));
   await page.waitForSelector("section.card tr", T);
   const logsJson = await page.$eval('section.card tr[data-series^="miradb_otlp_records_total{signal=\\"logs\\",transport=\\"http_json\\""] td.num', (c) => c.textContent);
-  // 31 (logs()) + the pager's + the one live record
-  check("status: logs records over HTTP/JSON counted", logsJson, `${31 + data.PAGER_COUNT + 1} total`);
+  // 31 (logs()) + the pager's + the map-bodied one + the one live record
+  check("status: logs records over HTTP/JSON counted", logsJson, `${31 + data.PAGER_COUNT + 1 + 1} total`);
   await shot("status");
   await page.click("#theme");
   await page.waitForSelector("section.card tr", T);
