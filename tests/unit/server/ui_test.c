@@ -5,7 +5,9 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "server/ui.h"
 
@@ -143,4 +145,47 @@ Test(ui, the_csp_allows_only_this_origin_and_no_inline_code)
     cr_expect_null(strstr(UI_CSP, "unsafe-inline"));
     cr_expect_null(strstr(UI_CSP, "unsafe-eval"));
     cr_expect_not_null(strstr(UI_CSP, "frame-ancestors 'none'"));
+}
+
+/* The whole of ui/web/NAME (tests run from the repository root); malloc'd. */
+static char *read_source(const char *name, size_t *len)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "ui/web/%s", name);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char *b = malloc(1 << 20);
+    cr_assert_not_null(b);
+    *len = fread(b, 1, 1 << 20, f);
+    cr_assert(*len < (1 << 20) && !ferror(f), "%s", path);
+    b[*len] = '\0';
+    fclose(f);
+    return b;
+}
+
+Test(ui, each_file_is_its_source_and_its_etag_the_xxh3_128_of_what_is_served)
+{
+    for (size_t k = 0; k < ui_nfiles; k++) {
+        const struct ui_file *f = &ui_files[k];
+        size_t n;
+        char *src = read_source(f->name, &n);
+        if (f->hashed) {
+            cr_expect(n == f->len && memcmp(src, f->data, n) == 0, "%s: bytes differ", f->name);
+        } else {
+            /* the index: the source with every @ASSETS@ as a/<set> (same length: 8 -> 18) */
+            char *p = strstr(src, "@ASSETS@");
+            size_t count = 0;
+            for (; p != NULL && (size_t)(p - src) < n; p = strstr(p + 1, "@ASSETS@")) {
+                count++;
+            }
+            cr_expect_eq(count, 3, "index.html names app.css, icon.svg and app.js");
+            cr_expect_eq(f->len, n + count * (2 + 16 - 8), "%s", f->name);
+        }
+        XXH128_hash_t h = XXH3_128bits(f->data, f->len);
+        char want[40];
+        snprintf(want, sizeof(want), "\"%016llx%016llx\"", (unsigned long long)h.high64,
+                 (unsigned long long)h.low64);
+        cr_expect_str_eq(f->etag, want, "%s", f->name);
+        free(src);
+    }
 }
