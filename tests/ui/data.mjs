@@ -77,6 +77,8 @@ export function logs(base) {
 
 // ui_test_latency_seconds' bucket counts (not cumulative) at its last point, bounds 0.1, 0.5, 1, +Inf.
 export const HIST_LAST = [40, 80, 120, 40];
+// ui_test_exp's bucket counts at its last point, buckets up to 2, 4 and 8.
+export const EXP_LAST = [40, 80, 120];
 // Gauge ui_test_temp: one series per room, a point every 15 s for 10 min, the last value known.
 export const ROOMS = { a: 21.5, b: 19, c: 23.25 };
 export function metrics(base) {
@@ -95,12 +97,20 @@ export function metrics(base) {
                 count: String(7 * j), sum: 0.4 * j, explicitBounds: [0.1, 0.5, 1],
                 bucketCounts: c.map(String), attributes: [] });
   }
+  // An exponential histogram (a native histogram to PromQL): scale 0, buckets (1,2], (2,4], (4,8].
+  const exp = [];
+  for (let k = 40; k >= 0; k--) {
+    const j = 40 - k;
+    exp.push({ timeUnixNano: ns(base - k * 15000), startTimeUnixNano: ns(base - 700000), count: String(6 * j), sum: 9 * j,
+               scale: 0, zeroCount: "0", positive: { offset: 0, bucketCounts: [j, 2 * j, 3 * j].map(String) }, attributes: [] });
+  }
   return {
     resourceMetrics: [{
       resource: { attributes: [str("service.name", "sensors")] },
       scopeMetrics: [{ scope: { name: "ui-test" }, metrics: [
         { name: "ui_test_temp", gauge: { dataPoints: points } },
         { name: "ui_test_latency_seconds", histogram: { aggregationTemporality: 2, dataPoints: hist } },
+        { name: "ui_test_exp", exponentialHistogram: { aggregationTemporality: 2, dataPoints: exp } },
       ] }],
     }],
   };

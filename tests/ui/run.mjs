@@ -282,6 +282,11 @@ async function main() {
   check("metrics: a histogram is a heatmap of its 4 buckets, low to high", await page.getAttribute("canvas.heatmap", "data-rows"), "≤ 0.1|≤ 0.5|≤ 1|≤ +Inf");
   check("metrics: the heatmap's last column holds each bucket's own count", await page.getAttribute("canvas.heatmap", "data-last"), data.HIST_LAST.join(","));
   await shot("metrics-heatmap");
+  await page.goto(ui({ view: "metrics", q: "ui_test_exp", from: "now-15m" }));
+  await page.waitForSelector("canvas.heatmap", T);
+  check("metrics: a native histogram is a heatmap by bucket bound, its last column the counts",
+    [await page.getAttribute("canvas.heatmap", "data-rows"), await page.getAttribute("canvas.heatmap", "data-last")], ["≤ 2|≤ 4|≤ 8", data.EXP_LAST.join(",")]);
+  await shot("metrics-native-heatmap");
   await page.goto(ui({ view: "metrics", q: "ui_test_temp", mode: "instant" }));
   await page.waitForSelector("table.instant tbody tr", T);
   check("metrics: an instant query is a table of 3 rows", await page.locator("table.instant tbody tr").count(), 3);

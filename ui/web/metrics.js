@@ -97,7 +97,9 @@ function chart(out, data, range, st, asLines, ctx) {
     heatmap(host, rows, cols, range.start, range.end, st * 1000);
     return;
   }
-  const series = res.map((s) => ({ label: labelText(s.metric), points: (s.values || []).map(([t, v]) => [t * 1000, Number(v)]) }));
+  // a native histogram as lines: its count
+  const series = res.map((s) => ({ label: labelText(s.metric),
+    points: (s.values || (s.histograms || []).map(([t, hv]) => [t, hv.count])).map(([t, v]) => [t * 1000, Number(v)]) }));
   out.append(h("div.count", `${series.length} series`));
   const host = h("div.chart-host");
   out.append(host);
