@@ -3,7 +3,8 @@
 #   make            build/miradb (release: -O2, no sanitizers)
 #   make run        deps, build, start the daemon on ./data (gRPC :4317, HTTP :4318)
 #   make test       deps, build, every suite (unit + integration under ASan/UBSan, interop, deploy,
-#                   promdiff: PromQL answers against a real Prometheus 2.42)
+#                   promdiff: PromQL answers against a real Prometheus 2.42, ui: the web UI in chromium)
+#   make ui-test    the web UI's browser tests alone (tests/ui/)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS from its seed corpus
 #   make bench      the benchmark cases (bench/)
 #   make fresh-check  make test and make run on a brand-new Debian 12 root (scripts/fresh-check.sh)
@@ -58,8 +59,20 @@ ASN := $(BUILD)/asan
 REL_LIB_OBJS := $(LIB_SRCS:%.c=$(REL)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(REL)/gen/%.o)
 ASN_LIB_OBJS := $(LIB_SRCS:%.c=$(ASN)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(ASN)/gen/%.o)
 
+# ---- the web UI: the files of ui/web/, embedded into the binary (ui/embed.c, ui/README.md) ----
+UI_FILES := $(sort $(notdir $(wildcard ui/web/*)))
+.SECONDARY: $(BUILD)/gen/ui_files.c
+$(BUILD)/ui-embed: ui/embed.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -o $@ $< -lxxhash
+$(BUILD)/gen/ui_files.c: $(BUILD)/ui-embed ui/web $(addprefix ui/web/,$(UI_FILES))
+	@mkdir -p $(@D)
+	$(BUILD)/ui-embed $@ ui/web $(UI_FILES)
+REL_LIB_OBJS += $(REL)/gen/ui_files.o
+ASN_LIB_OBJS += $(ASN)/gen/ui_files.o
+
 .PHONY: all run test unit integ interop promdiff fuzz bench deps fmt fmt-check clean fresh-check \
-        test-suites fuzz-run
+        test-suites fuzz-run ui-test
 .DEFAULT_GOAL := all
 SUBMAKE := $(MAKE) --no-print-directory
 
@@ -147,6 +160,10 @@ unit: $(ASN)/unit-tests
 integ: $(ASN)/integ-tests $(ASN)/miradb all
 	scripts/run-tests.sh $(ASN) $(BUILD) integ
 
+# The web UI in a real browser (tests/ui/README.md); screenshots in $(BUILD)/ui-test/.
+ui-test: all
+	tests/ui/run.sh $(BUILD)/miradb $(BUILD)/ui-test
+
 interop: all
 	tests/interop/run.sh $(BUILD)/miradb
 	INTEROP_TLS=1 tests/interop/run.sh $(BUILD)/miradb
@@ -168,6 +185,7 @@ FZ := $(BUILD)/fuzz
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FZ)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(FZ)/gen/%.o)
+FZ_LIB_OBJS += $(FZ)/gen/ui_files.o
 $(FZ)/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	clang $(CFLAGS_BASE) $(FUZZ_FLAGS) -c $< -o $@

@@ -15,6 +15,8 @@ libpcre2-dev libhttp-parser-dev curl nghttp2-client libssl-dev openssl"
 # bench/cases/peer.sh: wrk (an HTTP client that is not MiraDB's code) and the libraries the
 # Fluent Bit peer binary needs.
 PKGS="$PKGS wrk libyaml-0-2 libssl3"
+# tests/ui/: the browser Playwright drives (Debian's; Playwright downloads none).
+PKGS="$PKGS chromium"
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 missing=""
 for p in $PKGS; do

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs MiraDB's test suites and fails on any failing test or sanitizer report.
-#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop|promdiff|deploy ...]
+#   scripts/run-tests.sh ASAN_BUILD_DIR RELEASE_BUILD_DIR [unit|integ|interop|promdiff|deploy|ui ...]
 # Criterion writes its summary on stderr; it is kept in build/test-logs/ and
 # scanned for AddressSanitizer / LeakSanitizer / UBSan reports, which do not
 # always fail a criterion test by themselves (LIBS.md 5).
@@ -8,7 +8,7 @@ set -u
 asan=$1
 rel=$2
 shift 2
-suites=${*:-unit integ interop promdiff deploy}
+suites=${*:-unit integ interop promdiff deploy ui}
 logs=$asan/../test-logs
 mkdir -p "$logs"
 passed=0
@@ -81,6 +81,20 @@ for s in $suites; do
             failed=$((failed + 1))
         fi
         tail -n 20 "$logs/deploy.log"
+        ;;
+    ui)
+        # The web UI in Debian's chromium, against the ASan daemon (tests/ui/README.md);
+        # screenshots in build/ui-test/. Its checks count one by one.
+        echo "== ui"
+        tests/ui/run.sh "$asan/miradb" "$rel/ui-test" >"$logs/ui.log" 2>&1
+        rc=$?
+        line=$(grep -E '^ui: [0-9]+ passed, [0-9]+ failed' "$logs/ui.log" | tail -n 1)
+        p=$(echo "$line" | sed -n 's/^ui: \([0-9]*\) passed.*/\1/p')
+        f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-0}))
+        [ $rc -ne 0 ] && [ "${f:-0}" -eq 0 ] && failed=$((failed + 1))
+        if [ $rc -eq 0 ]; then echo "$line"; else grep -E '^FAIL|^ui:' "$logs/ui.log" | head -n 40; fi
         ;;
     esac
 done

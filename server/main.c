@@ -59,6 +59,7 @@
 #include "server/auth.h"
 #include "server/origin.h"
 #include "server/tls.h"
+#include "server/ui.h"
 
 static void usage(FILE *f)
 {
@@ -433,6 +434,10 @@ static int serve(int argc, char **argv)
     }
     if (prom_register(&c) < 0) {
         log_error("main", "event=init_failed error=\"prometheus routes\"");
+        return 1;
+    }
+    if (ui_register() < 0) {
+        log_error("main", "event=init_failed error=\"ui routes\"");
         return 1;
     }
 
