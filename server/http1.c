@@ -52,8 +52,9 @@
  * socket bytes inside OpenSSL while it is not reading; want_read() wakes
  * the read callback for them, as the socket will not. At headers complete, before any body
  * byte is read: a query route (not /health or /ready) refuses a Host not
- * in --allowed-hosts with 403, and every route but those two checks its
- * token class (auth.h: 401 with WWW-Authenticate). Access-Control-Allow-
+ * in --allowed-hosts with 403, and every route but those two and the open
+ * ones (the web UI's files) checks its token class (auth.h: 401 with
+ * WWW-Authenticate). Access-Control-Allow-
  * Origin goes on an answer only for an Origin in --cors-origins (origin.h).
  *
  * TIMERS (one per connection, libevent common timeouts)
@@ -127,6 +128,7 @@ struct route {
     unsigned methods;   /* RM_* */
     enum signal signal; /* OTLP export route when non-zero */
     http1_handler fn;   /* otherwise */
+    bool open;          /* no token asked (http1_route_add_open) */
 };
 
 static void h_health(struct http1_req *r);
@@ -260,6 +262,12 @@ static const char *reason_phrase(int status)
         return "OK";
     case 204:
         return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
     case 400:
         return "Bad Request";
     case 401:
@@ -500,7 +508,7 @@ static void resp_write_head(struct http1_req *r, long len)
         evbuffer_add(c->out, "Connection: keep-alive\r\n", 24);
     }
     if (len >= 0) {
-        if (r->status != 204 && r->status >= 200) {
+        if (r->status != 204 && r->status != 304 && r->status >= 200) {
             evbuffer_add_printf(c->out, "Content-Length: %ld\r\n", head_method ? 0L : len);
         }
     } else if (c->p.http_major == 1 && c->p.http_minor >= 1) {
@@ -824,17 +832,24 @@ static void split_url(struct http1_req *r)
 static struct route extra_routes[H1_EXTRA_ROUTES];
 static size_t n_extra_routes;
 
-int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_handler fn)
+static int route_add(const char *path, bool prefix, unsigned methods, http1_handler fn, bool open)
 {
     if (n_extra_routes == H1_EXTRA_ROUTES) {
         return -ENOSPC;
     }
     extra_routes[n_extra_routes++] =
-        (struct route){.path = path,
-                       .prefix = prefix,
-                       .methods = (get ? RM_GET : 0) | (post ? RM_POST : 0),
-                       .fn = fn};
+        (struct route){.path = path, .prefix = prefix, .methods = methods, .fn = fn, .open = open};
     return 0;
+}
+
+int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_handler fn)
+{
+    return route_add(path, prefix, (get ? RM_GET : 0) | (post ? RM_POST : 0), fn, false);
+}
+
+int http1_route_add_open(const char *path, bool prefix, http1_handler fn)
+{
+    return route_add(path, prefix, RM_GET, fn, true);
 }
 
 static const struct route *match_route(const struct route *rt, size_t n, const char *path)
@@ -978,8 +993,9 @@ static int on_headers_complete(http_parser *p)
         }
         enum auth_class k = ingest ? AUTH_INGEST : AUTH_QUERY;
         const char *az = http1_req_header(r, "Authorization");
-        bool basic;
-        enum auth_result ar = auth_check(k, az, az ? strlen(az) : 0, &basic);
+        bool basic = false;
+        enum auth_result ar =
+            r->route->open ? AUTH_OK : auth_check(k, az, az ? strlen(az) : 0, &basic);
         if (ar != AUTH_OK) {
             http1_resp_header(r, "WWW-Authenticate", AUTH_CHALLENGE_BEARER);
             if (basic) {

@@ -115,5 +115,11 @@ void http1_fini(void);
  * I/O threads start. 0, or -ENOSPC when the table is full.
  */
 int http1_route_add(const char *path, bool prefix, bool get, bool post, http1_handler fn);
+/*
+ * The same for a GET route whose answers hold no data (the web UI's static
+ * files): no token is asked for, so a browser can load the page that then
+ * asks for the token; the --allowed-hosts check still applies.
+ */
+int http1_route_add_open(const char *path, bool prefix, http1_handler fn);
 
 #endif

@@ -125,12 +125,12 @@ static void h_ui(struct http1_req *r)
 
 int ui_register(void)
 {
-    int rc = http1_route_add("/", false, true, false, h_ui);
+    int rc = http1_route_add_open("/", false, h_ui);
     if (rc == 0) {
-        rc = http1_route_add("/ui", false, true, false, h_ui);
+        rc = http1_route_add_open("/ui", false, h_ui);
     }
     if (rc == 0) {
-        rc = http1_route_add(UI_PREFIX, true, true, false, h_ui);
+        rc = http1_route_add_open(UI_PREFIX, true, h_ui);
     }
     return rc;
 }

@@ -74,6 +74,7 @@ Test(ui_http, a_matching_if_none_match_answers_304_with_no_body, .timeout = 60)
     get(&d, path, h1, &r);
     cr_expect_eq(r.status, 304);
     cr_expect_eq(r.body_len, 0);
+    cr_expect_null(hdr(&r, "Content-Length"), "a 304 carries no Content-Length (RFC 9110 8.6)");
     expect_file_headers(&r, js);
     http_resp_free(&r);
     const char *h2[] = {"If-None-Match: \"00\"", NULL};
@@ -114,7 +115,8 @@ Test(ui_http, redirects_404_and_405, .timeout = 60)
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
-Test(ui_http, under_a_query_token_file_the_ui_is_a_query_route, .timeout = 60)
+Test(ui_http, under_a_query_token_file_the_ui_loads_without_it_and_the_apis_ask_for_it,
+     .timeout = 60)
 {
     char dir[] = "/tmp/miradb-ui-tok.XXXXXX", file[64], arg[80];
     cr_assert_not_null(mkdtemp(dir));
@@ -128,13 +130,27 @@ Test(ui_http, under_a_query_token_file_the_ui_is_a_query_route, .timeout = 60)
     struct daemon d;
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     struct http_resp r;
+    /* The page and its files hold no data: no token asked, so a browser can
+     * load the page that then asks for the token. */
     get(&d, "/ui/", NULL, &r);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.body_len, ui_file_named("index.html")->len);
+    http_resp_free(&r);
+    get(&d, "/", NULL, &r);
+    cr_expect_eq(r.status, 302);
+    http_resp_free(&r);
+    /* What the page calls still needs it. */
+    get(&d, "/loki/api/v1/labels", NULL, &r);
     cr_expect_eq(r.status, 401);
     http_resp_free(&r);
     const char *auth[] = {"Authorization: Bearer ui-token", NULL};
-    get(&d, "/ui/", auth, &r);
+    get(&d, "/loki/api/v1/labels", auth, &r);
     cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.body_len, ui_file_named("index.html")->len);
+    http_resp_free(&r);
+    /* The Host check still applies to the open routes. */
+    const char *evil[] = {"Host: evil.example", NULL};
+    get(&d, "/ui/", evil, &r);
+    cr_expect_eq(r.status, 403);
     http_resp_free(&r);
     cr_expect_eq(daemon_stop(&d), 0);
     unlink(file);
