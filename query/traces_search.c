@@ -611,7 +611,7 @@ static void gather_item(void *arg, size_t si)
     qctx_scan_end(&it);
 }
 
-static int espan_cmp(const void *pa, const void *pb)
+int traces_espan_cmp(const void *pa, const void *pb)
 {
     const struct espan *a = pa, *b = pb;
     if (a->v.start_ns != b->v.start_ns) {
@@ -640,7 +640,7 @@ static int ibi_cmp(const void *pa, const void *pb)
 }
 
 /* Parent links, child counts, root and time span of an assembled trace. */
-static int link_trace(struct ectx *e, struct etrace *tr)
+int traces_link_trace(struct ectx *e, struct etrace *tr)
 {
     struct idx_by_id *ix = arena_alloc(e->a, (tr->n + 1) * sizeof(*ix));
     if (ix == NULL) {
@@ -1024,11 +1024,11 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
         if (rc != 0) {
             break;
         }
-        qsort(tr.s, n, sizeof(struct espan), espan_cmp);
+        qsort(tr.s, n, sizeof(struct espan), traces_espan_cmp);
         struct ectx e = {.tr = &tr, .a = a};
         struct slist out;
         s->inspected++;
-        if (link_trace(&e, &tr) < 0 || traces_eval_trace(&e, s->rq->expr, &out) < 0) {
+        if (traces_link_trace(&e, &tr) < 0 || traces_eval_trace(&e, s->rq->expr, &out) < 0) {
             rc = -ENOMEM;
             break;
         }
