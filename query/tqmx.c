@@ -363,8 +363,8 @@ static int parse_first(struct mp *p, struct tqmx_query *q)
             double v;
             if (p->tok.kind == QT_NUMBER) {
                 v = p->tok.is_int ? (double)p->tok.i : p->tok.num;
-            } else if (p->tok.kind == QT_ATTR && p->tok.scope == QLEX_SCOPE_NONE &&
-                       p->tok.n > 0 && strspn(p->tok.s, "0123456789") == p->tok.n) {
+            } else if (p->tok.kind == QT_ATTR && p->tok.scope == QLEX_SCOPE_NONE && p->tok.n > 0 &&
+                       strspn(p->tok.s, "0123456789") == p->tok.n) {
                 v = strtod(p->lx.src + p->tok.pos, NULL); /* ".5": lexed as an attribute */
             } else {
                 return fail_tok(p, "a quantile between 0 and 1");
@@ -546,8 +546,8 @@ static int parse_mprim(struct mp *p, struct tqmx_node **out, bool *bare)
             *bare = true;
             return parse_query(p, out);
         }
-    } else if (p->tok.kind == QT_LBRACE || (p->tok.kind != QT_NUMBER &&
-                                            p->tok.kind != QT_DURATION && p->tok.kind != QT_SUB)) {
+    } else if (p->tok.kind == QT_LBRACE ||
+               (p->tok.kind != QT_NUMBER && p->tok.kind != QT_DURATION && p->tok.kind != QT_SUB)) {
         *bare = true;
         return parse_query(p, out);
     }
@@ -583,9 +583,10 @@ static int parse_mexpr(struct mp *p, int min_prec, struct tqmx_node **out, bool 
         if (prec == 0 || prec < min_prec) {
             return 0;
         }
-        char opc = p->tok.kind == QT_ADD ? '+' : p->tok.kind == QT_SUB ? '-'
-                                             : p->tok.kind == QT_MUL ? '*'
-                                                                     : '/';
+        char opc = p->tok.kind == QT_ADD   ? '+'
+                   : p->tok.kind == QT_SUB ? '-'
+                   : p->tok.kind == QT_MUL ? '*'
+                                           : '/';
         size_t pos = p->tok.pos;
         struct tqmx_node *r;
         bool rbare;
@@ -676,8 +677,9 @@ static int parse_hints(struct mp *p)
         if (sample) {
             double v = k == QT_NUMBER ? (p->tok.is_int ? (double)p->tok.i : p->tok.num) : 1;
             if (neg || (k == QT_NUMBER && !(v > 0 && v <= 1) && !p->tok.is_int)) {
-                return qlex_fail(&p->lx, p->tok.pos, "sample takes true, false or a fraction in "
-                                                     "(0, 1]");
+                return qlex_fail(&p->lx, p->tok.pos,
+                                 "sample takes true, false or a fraction in "
+                                 "(0, 1]");
             }
             p->root->e.has_sample = true;
         }

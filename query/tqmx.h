@@ -56,8 +56,8 @@ struct tqmx_query {
     size_t n_qs;
     struct traceql_field by[TQMX_MAX_BY];
     size_t n_by;
-    struct traceql_expr *cmp; /* compare(): the selection filter */
-    uint32_t topn;            /* compare(): values per attribute (default 10) */
+    struct traceql_expr *cmp;          /* compare(): the selection filter */
+    uint32_t topn;                     /* compare(): values per attribute (default 10) */
     uint64_t cmp_start_ns, cmp_end_ns; /* compare(): the selection window (0: whole) */
 };
 

@@ -458,8 +458,7 @@ static int observe_compare(struct tqmx_run *x, struct qrun *qr, struct ectx *e,
         sel = sp->v.start_ns >= q->cmp_start_ns && sp->v.start_ns < q->cmp_end_ns;
     }
     uint32_t i = (uint32_t)b;
-    static const enum traceql_intrinsic intr[] = {TRACEQL_I_NAME, TRACEQL_I_STATUS,
-                                                  TRACEQL_I_KIND};
+    static const enum traceql_intrinsic intr[] = {TRACEQL_I_NAME, TRACEQL_I_STATUS, TRACEQL_I_KIND};
     for (size_t k = 0; k < sizeof(intr) / sizeof(intr[0]); k++) {
         struct tv v = traces_intrinsic(e, intr[k], sp);
         const char *nm = traceql_intrinsic_name(intr[k]);

@@ -368,9 +368,8 @@ static int scan_traces(struct tqmx_run *x, struct qrun *qr, const struct traces_
 int tqmx_scan(struct tqmx_run *x, struct qrun *qr)
 {
     const struct tqmx_query *q = qr->q;
-    struct traces_search_req sr = {.expr = q->input,
-                                   .start_ns = x->rq->range.start + 1,
-                                   .end_ns = x->rq->range.end};
+    struct traces_search_req sr = {
+        .expr = q->input, .start_ns = x->rq->range.start + 1, .end_ns = x->rq->range.end};
     struct seeds sd = {0};
     traces_seeds_of(q->input->root, &sd);
     unsigned want = query_tables(q) | node_tables(q->input->root);

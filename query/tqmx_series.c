@@ -253,8 +253,8 @@ static int compare_series(struct tqmx_run *x, struct qrun *qr, struct tqmx_set *
         if (t == NULL) {
             return -ENOMEM;
         }
-        t->lb[0] = (struct tqmx_label){"__meta_type", tv_cstr(v[i]->sel ? "selection_total"
-                                                                         : "baseline_total")};
+        t->lb[0] = (struct tqmx_label){"__meta_type",
+                                       tv_cstr(v[i]->sel ? "selection_total" : "baseline_total")};
         t->lb[1] = (struct tqmx_label){v[i]->name, tv_nil};
         t->n_lb = 2;
         for (uint32_t b = 0; b < nb; b++) {
@@ -413,8 +413,8 @@ static int eval_binary(struct tqmx_run *x, const struct tqmx_node *n, struct tqm
             strip_name(se);
             for (uint32_t b = 0; b < nb; b++) {
                 bool ok;
-                se->v[b] = left_scalar ? apply(n->op, c, se->v[b], &ok)
-                                       : apply(n->op, se->v[b], c, &ok);
+                se->v[b] =
+                    left_scalar ? apply(n->op, c, se->v[b], &ok) : apply(n->op, se->v[b], c, &ok);
                 se->has[b] = se->has[b] && ok;
             }
         }
@@ -475,6 +475,21 @@ static bool cmp_holds(enum traceql_op op, double a, double b)
     }
 }
 
+static int prom_cmp(const void *pa, const void *pb)
+{
+    const struct tqmx_series *a = pa, *b = pb;
+    return strcmp(a->prom, b->prom);
+}
+
+static int ex_cmp(const void *pa, const void *pb)
+{
+    const struct tqmx_ex *a = pa, *b = pb;
+    if (a->ts_ns != b->ts_ns) {
+        return a->ts_ns < b->ts_ns ? -1 : 1;
+    }
+    return memcmp(a->span_id, b->span_id, 8);
+}
+
 struct rank {
     double v;
     size_t i;
@@ -512,6 +527,7 @@ static int top_bottom(struct tqmx_run *x, struct tqmx_set *s, const struct tqmx_
             return -ENOMEM;
         }
     }
+    qsort(s->v, s->n, sizeof(*s->v), prom_cmp); /* ties go to the first by labels */
     for (uint32_t b = 0; b < nb; b++) {
         size_t m = 0;
         for (size_t i = 0; i < s->n; i++) {
@@ -649,6 +665,9 @@ static void json_ms(struct jsonw *w, uint64_t ns)
 
 static void json_exemplars(struct jsonw *w, const struct tqmx_series *s)
 {
+    if (s->n_ex > 1) {
+        qsort(s->ex, s->n_ex, sizeof(*s->ex), ex_cmp); /* oldest first */
+    }
     jsonw_key(w, "exemplars");
     jsonw_arr_begin(w);
     for (uint32_t i = 0; i < s->n_ex; i++) {
@@ -666,12 +685,6 @@ static void json_exemplars(struct jsonw *w, const struct tqmx_series *s)
         jsonw_obj_end(w);
     }
     jsonw_arr_end(w);
-}
-
-static int prom_cmp(const void *pa, const void *pb)
-{
-    const struct tqmx_series *a = pa, *b = pb;
-    return strcmp(a->prom, b->prom);
 }
 
 static void render(struct tqmx_run *x, struct tqmx_set *s, struct jsonw *w)

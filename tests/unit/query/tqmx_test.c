@@ -153,9 +153,12 @@ Test(tqmx, refusals)
     bad("({} | rate()) * 10s", "durations cannot");
     bad("({} | rate()) % 10", "not % or ^");
     bad("{} | compare({status=error}) > 10", "compare() cannot");
-    bad("{ .a = 1 }", "not a metrics query");
+    bad("{ .a = 1 }", "expecting \"|\" and a metrics function such as rate()");
+    bad("(1 + 2) > 3", "not a metrics query");
     bad("{} | quantile_over_time(duration, 2)", "between 0 and 1");
-    bad("{} | rate() by (1)", "is not an attribute");
+    bad("{} | rate() by (1)",
+        "col 17: syntax error: unexpected number \"1\", expecting an attribute");
+    bad("{} | rate() by (foo)", "\"foo\" is not an attribute or intrinsic");
     bad("{} | rate(", "parse error at line 1, col 11");
 }
 
