@@ -434,8 +434,17 @@ static int eval_binary(struct tqmx_run *x, const struct tqmx_node *n, struct tqm
             return -ENOMEM;
         }
     }
-    for (size_t i = 0; i < l.n; i++) {
+    /* a side of one series without labels applies to every series of the other (Tempo's fan-out) */
+    bool l_one = l.n == 1 && l.v[0].n_lb == 0, r_one = r.n == 1 && r.v[0].n_lb == 0;
+    bool fan_left = l_one && !r_one;
+    struct tqmx_set *target = fan_left ? &r : &l;
+    for (size_t i = 0; i < target->n; i++) {
         const struct tqmx_series *m = NULL;
+        if (fan_left) {
+            m = &l.v[0];
+        } else if (r_one && !l_one) {
+            m = &r.v[0];
+        }
         for (size_t j = 0; j < r.n && m == NULL; j++) {
             if (strcmp(l.v[i].prom, r.v[j].prom) == 0) {
                 m = &r.v[j];
@@ -444,16 +453,17 @@ static int eval_binary(struct tqmx_run *x, const struct tqmx_node *n, struct tqm
         if (m == NULL) {
             continue; /* no partner: no series */
         }
-        struct tqmx_series *s = &l.v[i];
+        struct tqmx_series *s = &target->v[i];
         for (uint32_t b = 0; b < nb; b++) {
             bool ok;
-            s->v[b] = apply(n->op, s->v[b], m->v[b], &ok);
+            s->v[b] = fan_left ? apply(n->op, m->v[b], s->v[b], &ok)
+                               : apply(n->op, s->v[b], m->v[b], &ok);
             s->has[b] = s->has[b] && m->has[b] && ok;
         }
-        l.v[k++] = *s;
+        target->v[k++] = *s;
     }
-    l.n = k;
-    *out = l;
+    target->n = k;
+    *out = *target;
     return 0;
 }
 
@@ -527,7 +537,9 @@ static int top_bottom(struct tqmx_run *x, struct tqmx_set *s, const struct tqmx_
             return -ENOMEM;
         }
     }
-    qsort(s->v, s->n, sizeof(*s->v), prom_cmp); /* ties go to the first by labels */
+    if (s->n > 1) {
+        qsort(s->v, s->n, sizeof(*s->v), prom_cmp); /* ties go to the first by labels */
+    }
     for (uint32_t b = 0; b < nb; b++) {
         size_t m = 0;
         for (size_t i = 0; i < s->n; i++) {
@@ -690,7 +702,9 @@ static void json_exemplars(struct jsonw *w, const struct tqmx_series *s)
 static void render(struct tqmx_run *x, struct tqmx_set *s, struct jsonw *w)
 {
     const struct tqmx_range *r = &x->rq->range;
-    qsort(s->v, s->n, sizeof(*s->v), prom_cmp);
+    if (s->n > 1) {
+        qsort(s->v, s->n, sizeof(*s->v), prom_cmp);
+    }
     jsonw_obj_begin(w);
     jsonw_key(w, "series");
     jsonw_arr_begin(w);

@@ -182,6 +182,12 @@ Test(tqmx, range_queries_give_exact_series)
     /* 0/0 has no sample */
     expect_range(&d, "({ status = error } | count_over_time()) / ({} | count_over_time())",
                  "{} 10:0.5 20:0 30:0\n");
+    /* one side without labels applies to every series of the other */
+    expect_range(&d,
+                 "({} | count_over_time() by (resource.service.name)) / ({} | count_over_time())",
+                 "{resource.service.name=\"api\"} 10:0.5 20:1 30:0\n"
+                 "{resource.service.name=\"db\"} 10:0.25 20:0 30:1\n"
+                 "{resource.service.name=\"web\"} 10:0.25 20:0 30:0\n");
     /* whole traces: a structural operator, a trace-level intrinsic in by() */
     expect_range(&d,
                  "{ resource.service.name = \"api\" } > { resource.service.name = \"db\" } | "
@@ -253,6 +259,14 @@ Test(tqmx, exemplars_instant_and_errors)
         cr_expect_float_eq(json_number_value(json_object_get(e, "value")), want_v[i], 1e-9);
     }
     json_decref(j);
+    free(body);
+
+    /* nothing matches: no series */
+    st =
+        get(&d, "query_range", "{ name = \"nope\" } | quantile_over_time(duration, .9) by (span.x)",
+            "start=1700000000&end=1700000060&step=10s", &body);
+    cr_expect_eq(st, 200, "%s", body);
+    cr_expect_eq(strncmp(body, "{\"series\":[],\"metrics\":{", 24), 0, "%s", body);
     free(body);
 
     /* instant: one value over (start, end] */

@@ -64,7 +64,7 @@ Test(tqmx, local_cases)
 {
     unsigned n;
     run_cases("traceql_metrics_local.cases", &n);
-    cr_assert_eq(n, 163);
+    cr_assert_eq(n, 224);
 }
 
 /* ---- the tree ---- */
