@@ -868,7 +868,8 @@ static const char *const metrics_fns[] = {
 
 bool traceql_is_metrics_fn(const char *s, size_t n, bool first_stage)
 {
-    size_t k_end = first_stage ? METRICS_FIRST_STAGES : sizeof(metrics_fns) / sizeof(metrics_fns[0]);
+    size_t k_end =
+        first_stage ? METRICS_FIRST_STAGES : sizeof(metrics_fns) / sizeof(metrics_fns[0]);
     for (size_t k = 0; k < k_end; k++) {
         if (strlen(metrics_fns[k]) == n && memcmp(metrics_fns[k], s, n) == 0) {
             return true;

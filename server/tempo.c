@@ -706,13 +706,14 @@ static void metrics(struct http1_req *r, bool instant)
     } else if (since != NULL && *since != '\0' && parse_secs_or_dur(since, &since_ns) < 0) {
         snprintf(msg, sizeof(msg), "could not parse 'since' parameter: expected a duration");
     } else if (end != NULL && *end != '\0' && parse_ts(end, &e_ns) < 0) {
-        snprintf(msg, sizeof(msg), "could not parse 'end' parameter: expected Unix seconds, "
-                                   "nanoseconds or RFC 3339");
+        snprintf(msg, sizeof(msg),
+                 "could not parse 'end' parameter: expected Unix seconds, "
+                 "nanoseconds or RFC 3339");
     } else if (start != NULL && *start != '\0' && parse_ts(start, &s_ns) < 0) {
-        snprintf(msg, sizeof(msg), "could not parse 'start' parameter: expected Unix seconds, "
-                                   "nanoseconds or RFC 3339");
-    } else if (!instant && step != NULL && *step != '\0' &&
-               parse_secs_or_dur(step, &step_ns) < 0) {
+        snprintf(msg, sizeof(msg),
+                 "could not parse 'start' parameter: expected Unix seconds, "
+                 "nanoseconds or RFC 3339");
+    } else if (!instant && step != NULL && *step != '\0' && parse_secs_or_dur(step, &step_ns) < 0) {
         snprintf(msg, sizeof(msg), "invalid step: expected a positive duration or seconds");
     } else if (qhttp_param_u64(&ps, "exemplars", &ex) < 0 ||
                qhttp_param_u64(&ps, "maxSeries", &maxs) < 0) {
@@ -726,8 +727,7 @@ static void metrics(struct http1_req *r, bool instant)
         if (step_ns == 0) {
             step_ns = tqmx_default_step(s_ns, e_ns);
         }
-        int rc = tqmx_range_init(&t->mreq.range, s_ns, e_ns, step_ns, instant,
-                                 METRICS_MAX_BUCKETS);
+        int rc = tqmx_range_init(&t->mreq.range, s_ns, e_ns, step_ns, instant, METRICS_MAX_BUCKETS);
         if (rc == -E2BIG) {
             snprintf(msg, sizeof(msg),
                      "invalid step: more than %d points per series; use a larger step",
@@ -743,7 +743,9 @@ static void metrics(struct http1_req *r, bool instant)
         }
     }
     t->mreq.exemplars = ex > METRICS_MAX_EXEMPLARS ? METRICS_MAX_EXEMPLARS : (uint32_t)ex;
-    t->mreq.max_series = maxs == 0 ? METRICS_MAX_SERIES : maxs > UINT32_MAX ? UINT32_MAX : (uint32_t)maxs;
+    t->mreq.max_series = maxs == 0           ? METRICS_MAX_SERIES
+                         : maxs > UINT32_MAX ? UINT32_MAX
+                                             : (uint32_t)maxs;
     treq_finish(r, t, &ps, msg);
 }
 
