@@ -658,6 +658,7 @@ static int parse_hints(struct mp *p)
             return fail_tok(p, "a hint name such as sample");
         }
         bool sample = word(&p->tok, "sample");
+        bool exemplars = word(&p->tok, "exemplars");
         if (next(p) != 0 || expect(p, QT_EQ, "\"=\" after the hint name") != 0) {
             return p->lx.rc;
         }
@@ -682,6 +683,15 @@ static int parse_hints(struct mp *p)
                                  "(0, 1]");
             }
             p->root->e.has_sample = true;
+        }
+        if (exemplars) {
+            if (k == QT_NUMBER && p->tok.is_int && !neg) {
+                p->root->e.exemplars_hint = p->tok.i;
+            } else if (word(&p->tok, "true") || word(&p->tok, "false")) {
+                p->root->e.exemplars_hint = word(&p->tok, "true") ? -2 : 0;
+            } else {
+                return qlex_fail(&p->lx, p->tok.pos, "exemplars takes a count, true or false");
+            }
         }
         if (next(p) != 0) {
             return p->lx.rc;
@@ -730,6 +740,7 @@ int tqmx_parse(const char *src, size_t len, struct tqmx_expr **out, char *err, s
     if (p.root != NULL) {
         p.root->a = a;
         p.root->magic = TQMX_MAGIC;
+        p.root->e.exemplars_hint = -1;
         bool bare;
         if (next(&p) == 0 && p.tok.kind == QT_EOF) {
             fail_tok(&p, "a metrics query such as {} | rate()");

@@ -92,7 +92,8 @@ struct tqmx_node {
 
 struct tqmx_expr {
     struct tqmx_node *root;
-    bool has_sample; /* with (sample=...): accepted; the evaluation stays exact */
+    bool has_sample;        /* with (sample=...): accepted; the evaluation stays exact */
+    int64_t exemplars_hint; /* with (exemplars=N | true | false): N, -2 true, 0 false; -1 none */
     size_t n_queries;
 };
 
@@ -131,7 +132,7 @@ uint64_t tqmx_default_step(uint64_t start, uint64_t end);
 struct tqmx_req {
     const struct tqmx_expr *expr;
     struct tqmx_range range;
-    uint32_t exemplars;   /* per series at most (0: none) */
+    uint32_t exemplars;   /* for the whole query at most (0: none), 2 per series and step */
     uint32_t max_series;  /* 0: no limit; more is -E2BIG */
     uint64_t max_rows;    /* spans scanned before -E2BIG (0: none) */
     uint64_t max_memory;  /* bytes of query state before -ENOMEM (0: none) */

@@ -236,23 +236,42 @@ static double log2_bucket(uint64_t v)
     return (double)(1ull << (64 - __builtin_clzll(v - 1)));
 }
 
-static int ex_add(struct tqmx_run *x, struct acc *a, const struct espan *sp, double v)
+/* Exemplars: |rq->exemplars| for the whole query (Tempo's limit), at most
+ * TQMX_EX_PER_BUCKET per series and bucket so that they spread over the range. */
+static int ex_add(struct tqmx_run *x, struct acc *a, const struct espan *sp, double v, uint32_t b)
 {
-    uint32_t cap = x->rq->exemplars;
-    if (a->n_ex >= cap) {
+    if (x->n_ex >= x->rq->exemplars) {
         return 0;
     }
-    if (a->ex == NULL) {
-        a->ex = ealloc(x, cap * sizeof(*a->ex));
-        if (a->ex == NULL) {
+    if (a->ex_per == NULL) {
+        a->ex_per = ealloc(x, x->rq->range.n);
+        if (a->ex_per == NULL) {
             return -ENOMEM;
         }
+        memset(a->ex_per, 0, x->rq->range.n);
+    }
+    if (a->ex_per[b] >= TQMX_EX_PER_BUCKET) {
+        return 0;
+    }
+    if (a->n_ex == a->ex_cap) {
+        uint32_t ncap = a->ex_cap ? a->ex_cap * 2 : 4;
+        struct tqmx_ex *nv = ealloc(x, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            return -ENOMEM;
+        }
+        if (a->n_ex > 0) {
+            memcpy(nv, a->ex, a->n_ex * sizeof(*nv));
+        }
+        a->ex = nv;
+        a->ex_cap = ncap;
     }
     struct tqmx_ex *e = &a->ex[a->n_ex++];
     memcpy(e->trace_id, sp->v.trace_id, 16);
     memcpy(e->span_id, sp->v.span_id, 8);
     e->ts_ns = sp->v.start_ns;
     e->v = v;
+    a->ex_per[b]++;
+    x->n_ex++;
     return 0;
 }
 
@@ -359,7 +378,7 @@ int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const stru
     if (q->fn == TQMX_RATE || q->fn == TQMX_COUNT_OVER_TIME || q->fn == TQMX_HISTOGRAM_OVER_TIME) {
         exv = (double)(sp->v.end_ns > sp->v.start_ns ? sp->v.end_ns - sp->v.start_ns : 0) / 1e9;
     }
-    return ex_add(x, a, sp, exv);
+    return ex_add(x, a, sp, exv, i);
 }
 
 /* ---- compare() ------------------------------------------------------------------- */
@@ -403,7 +422,7 @@ static int cmp_add(struct tqmx_run *x, struct qrun *qr, const struct espan *sp, 
     a->cnt[b]++;
     a->v[b] += 1;
     a->total++;
-    return ex_add(x, a, sp, NAN);
+    return ex_add(x, a, sp, NAN, b);
 }
 
 static struct tv tv_of_val(const struct val *v)

@@ -46,9 +46,13 @@ struct acc {
     uint64_t *cnt;    /* per bucket: spans */
     struct dvec *qv;  /* quantile_over_time: per bucket values */
     struct tqmx_ex *ex;
-    uint32_t n_ex;
+    uint32_t n_ex, ex_cap;
+    uint8_t *ex_per; /* per bucket: exemplars kept */
     uint64_t total;
 };
+
+/* Exemplars per series and bucket at most (Tempo keeps 2). */
+#define TQMX_EX_PER_BUCKET 2
 
 struct accs {
     struct acc **v; /* open addressing, cap a power of two */
@@ -67,6 +71,7 @@ struct tqmx_run {
     struct qctx q;
     arena *a; /* all query state; its limit is max_memory */
     size_t n_series;
+    uint32_t n_ex;  /* exemplars kept, the whole query */
     uint64_t spans; /* inspected */
     uint64_t traces;
 };

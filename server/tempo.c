@@ -598,7 +598,7 @@ static void h_tag_values_v2(struct http1_req *r)
 #define METRICS_MAX_SERIES 1000
 /* Buckets per range query. */
 #define METRICS_MAX_BUCKETS 11000
-/* Exemplars per series at most. */
+/* Exemplars per query at most, and when the request names none (Tempo's max_exemplars). */
 #define METRICS_MAX_EXEMPLARS 100
 
 /* Tempo's timestamps: Unix seconds (up to 10 digits), Unix nanoseconds,
@@ -741,6 +741,13 @@ static void metrics(struct http1_req *r, bool instant)
         if (tqmx_parse(q, qn, &t->mexpr, err, sizeof(err)) < 0) {
             snprintf(msg, sizeof(msg), "invalid TraceQL query: %s", err);
         }
+    }
+    /* a with(exemplars=...) hint wins over the parameter; none or 0 means the maximum */
+    int64_t hint = t->mexpr != NULL ? t->mexpr->exemplars_hint : -1;
+    if (hint >= 0) {
+        ex = (uint64_t)hint;
+    } else if (ex == 0) {
+        ex = METRICS_MAX_EXEMPLARS;
     }
     t->mreq.exemplars = ex > METRICS_MAX_EXEMPLARS ? METRICS_MAX_EXEMPLARS : (uint32_t)ex;
     t->mreq.max_series = maxs == 0           ? METRICS_MAX_SERIES

@@ -261,6 +261,33 @@ Test(tqmx, exemplars_instant_and_errors)
     json_decref(j);
     free(body);
 
+    /* the limit is per query; a with(exemplars=...) hint wins; none given: up to 100 */
+    static const struct {
+        const char *q, *extra;
+        size_t n;
+    } lim[] = {
+        {"{ status = error } | rate() by (resource.service.name)", "exemplars=1", 1},
+        {"{ status = error } | rate() by (resource.service.name)", "", 2},
+        {"{ status = error } | rate() with(exemplars=false)", "exemplars=5", 0},
+        {"{} | rate() with(exemplars=3)", "", 3},
+    };
+    for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+        char extra[128];
+        snprintf(extra, sizeof(extra), "start=1700000000&end=1700000060&step=10s&%s", lim[i].extra);
+        st = get(&d, "query_range", lim[i].q, extra, &body);
+        cr_assert_eq(st, 200, "%s", body);
+        j = json_loads(body, 0, NULL);
+        size_t n = 0, k;
+        json_t *se;
+        json_array_foreach(json_object_get(j, "series"), k, se)
+        {
+            n += json_array_size(json_object_get(se, "exemplars"));
+        }
+        cr_expect_eq(n, lim[i].n, "%s %s: %zu exemplars: %s", lim[i].q, lim[i].extra, n, body);
+        json_decref(j);
+        free(body);
+    }
+
     /* nothing matches: no series */
     st =
         get(&d, "query_range", "{ name = \"nope\" } | quantile_over_time(duration, .9) by (span.x)",

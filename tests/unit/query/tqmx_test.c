@@ -141,8 +141,25 @@ Test(tqmx, arithmetic_and_stages)
 
     e = ok("({} | max_over_time(duration)) > 10s with(sample=0.1)");
     cr_assert(e->has_sample);
+    cr_assert_eq(e->exemplars_hint, -1);
     cr_assert_float_eq(e->root->stages[0].v, 10.0, 1e-12);
     tqmx_free(e);
+}
+
+Test(tqmx, hints)
+{
+    struct tqmx_expr *e = ok("{} | rate() with(exemplars=7, sample=true)");
+    cr_assert_eq(e->exemplars_hint, 7);
+    cr_assert(e->has_sample);
+    tqmx_free(e);
+    e = ok("{} | rate() with (exemplars=false)");
+    cr_assert_eq(e->exemplars_hint, 0);
+    cr_assert(!e->has_sample);
+    tqmx_free(e);
+    e = ok("{} | rate() with (exemplars=true)");
+    cr_assert_eq(e->exemplars_hint, -2);
+    tqmx_free(e);
+    bad("{} | rate() with (exemplars=\"x\")", "exemplars takes a count, true or false");
 }
 
 Test(tqmx, refusals)
