@@ -135,7 +135,10 @@ static size_t key_put(uint8_t *k, size_t cap, size_t at, const struct tv *v)
     }
 }
 
-static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *key, size_t kn)
+/* The accumulator of |key|, created when new; |counted|: a new one counts
+ * against the series limit (compare()'s do not: its answer keeps topN). */
+static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *key, size_t kn,
+                            bool counted)
 {
     uint64_t h = hash_bytes(key, kn);
     if (t->n * 2 >= t->cap) {
@@ -165,8 +168,8 @@ static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *k
         }
         j = (j + 1) & (t->cap - 1);
     }
-    x->n_series++;
-    if (x->rq->max_series != 0 && x->n_series > x->rq->max_series) {
+    x->n_series += counted;
+    if (counted && x->rq->max_series != 0 && x->n_series > x->rq->max_series) {
         qctx_fail(&x->q, -E2BIG,
                   "the metrics query would return more than %u series (the series limit)",
                   x->rq->max_series);
@@ -331,7 +334,7 @@ int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const stru
     if (kn > sizeof(key)) {
         return 0; /* a label value over 1 KiB: not a series anyone charts */
     }
-    struct acc *a = acc_find(x, &qr->accs, key, kn);
+    struct acc *a = acc_find(x, &qr->accs, key, kn, true);
     if (a == NULL) {
         return -ENOMEM;
     }
@@ -400,7 +403,7 @@ static int cmp_add(struct tqmx_run *x, struct qrun *qr, const struct espan *sp, 
     if (kn > sizeof(key)) {
         return 0;
     }
-    struct acc *a = acc_find(x, &qr->accs, key, kn);
+    struct acc *a = acc_find(x, &qr->accs, key, kn, false);
     if (a == NULL) {
         return -ENOMEM;
     }

@@ -218,6 +218,16 @@ Test(tqmx, range_queries_give_exact_series)
               "%s", got);
     cr_expect(strstr(got, "{__meta_type=\"baseline\", resource.service.name=\"web\"}") != NULL,
               "%s", got);
+    /* topN = 1: the most frequent value per attribute and side; totals keep every span */
+    range_str(&d, "{} | compare({ status = error }, 1)", "start=1700000000&end=1700000060&step=10s",
+              got, sizeof(got));
+    cr_expect(strstr(got, "{__meta_type=\"baseline\", resource.service.name=\"api\"}") != NULL,
+              "%s", got);
+    cr_expect(strstr(got, "{__meta_type=\"baseline\", resource.service.name=\"web\"}") == NULL,
+              "%s", got);
+    cr_expect(strstr(got, "{__meta_type=\"baseline_total\", resource.service.name=\"<nil>\"} 0:0 "
+                          "10:2 20:1 30:1 40:0 50:0 60:0\n") != NULL,
+              "%s", got);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
@@ -335,6 +345,11 @@ Test(tqmx, exemplars_instant_and_errors)
              "start=1700000000&end=1700000060&maxSeries=2", &body);
     cr_expect_eq(st, 422, "%s", body);
     cr_expect(strstr(body, "more than 2 series") != NULL, "%s", body);
+    free(body);
+    /* compare() keeps topN per attribute: its tables do not count against the limit */
+    st = get(&d, "query_range", "{} | compare({ status = error }, 1)",
+             "start=1700000000&end=1700000060&maxSeries=2", &body);
+    cr_expect_eq(st, 200, "%s", body);
     free(body);
     /* the daemon still answers */
     st = get(&d, "query", "{} | rate()", "start=1700000000&end=1700000060", &body);
