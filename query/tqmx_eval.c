@@ -135,10 +135,13 @@ static size_t key_put(uint8_t *k, size_t cap, size_t at, const struct tv *v)
     }
 }
 
-/* The accumulator of |key|, created when new; |counted|: a new one counts
- * against the series limit (compare()'s do not: its answer keeps topN). */
+/* The accumulator of |key|, created when new with |n_lb| label slots. A
+ * series (|sparse| false) counts against the series limit and gets its
+ * per-bucket arrays at once; a compare() table (|sparse|) does not (its
+ * answer keeps topN) and starts with one bucket inline: most values of a
+ * high-cardinality attribute fall in one bucket. */
 static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *key, size_t kn,
-                            bool counted)
+                            bool sparse, uint32_t n_lb)
 {
     uint64_t h = hash_bytes(key, kn);
     if (t->n * 2 >= t->cap) {
@@ -168,8 +171,7 @@ static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *k
         }
         j = (j + 1) & (t->cap - 1);
     }
-    x->n_series += counted;
-    if (counted && x->rq->max_series != 0 && x->n_series > x->rq->max_series) {
+    if (!sparse && x->rq->max_series != 0 && ++x->n_series > x->rq->max_series) {
         qctx_fail(&x->q, -E2BIG,
                   "the metrics query would return more than %u series (the series limit)",
                   x->rq->max_series);
@@ -178,25 +180,58 @@ static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *k
     uint32_t nb = x->rq->range.n;
     struct acc *a = ealloc(x, sizeof(*a));
     uint8_t *k = ealloc(x, kn);
-    double *v = ealloc(x, nb * sizeof(double));
-    uint64_t *c = ealloc(x, nb * sizeof(uint64_t));
-    if (a == NULL || k == NULL || v == NULL || c == NULL) {
+    struct tv *lv = ealloc(x, (n_lb + 1) * sizeof(*lv));
+    if (a == NULL || k == NULL || lv == NULL) {
         return NULL;
     }
     memset(a, 0, sizeof(*a));
     memcpy(k, key, kn);
-    memset(c, 0, nb * sizeof(uint64_t));
-    for (uint32_t i = 0; i < nb; i++) {
-        v[i] = 0;
+    a->lv = lv;
+    a->b0 = UINT32_MAX;
+    if (!sparse) {
+        a->v = ealloc(x, nb * sizeof(double));
+        a->cnt = ealloc(x, nb * sizeof(uint64_t));
+        if (a->v == NULL || a->cnt == NULL) {
+            return NULL;
+        }
+        memset(a->v, 0, nb * sizeof(double));
+        memset(a->cnt, 0, nb * sizeof(uint64_t));
     }
     a->hash = h;
     a->key = k;
     a->klen = (uint32_t)kn;
-    a->v = v;
-    a->cnt = c;
     t->v[j] = a;
     t->n++;
     return a;
+}
+
+/* One more span in bucket |b| of a sparse accumulator. */
+static int acc_bump(struct tqmx_run *x, struct acc *a, uint32_t b)
+{
+    if (a->cnt == NULL && (a->b0 == UINT32_MAX || a->b0 == b)) {
+        a->b0 = b;
+        a->c0++;
+        return 0;
+    }
+    if (a->cnt == NULL) {
+        uint32_t nb = x->rq->range.n;
+        a->cnt = ealloc(x, nb * sizeof(uint64_t));
+        if (a->cnt == NULL) {
+            return -ENOMEM;
+        }
+        memset(a->cnt, 0, nb * sizeof(uint64_t));
+        a->cnt[a->b0] = a->c0;
+    }
+    a->cnt[b]++;
+    return 0;
+}
+
+uint64_t tqmx_acc_count(const struct acc *a, uint32_t b)
+{
+    if (a->cnt != NULL) {
+        return a->cnt[b];
+    }
+    return a->b0 == b ? a->c0 : 0;
 }
 
 /* Copies a label value's string into the run's arena. */
@@ -334,7 +369,7 @@ int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const stru
     if (kn > sizeof(key)) {
         return 0; /* a label value over 1 KiB: not a series anyone charts */
     }
-    struct acc *a = acc_find(x, &qr->accs, key, kn, true);
+    struct acc *a = acc_find(x, &qr->accs, key, kn, false, (uint32_t)q->n_by);
     if (a == NULL) {
         return -ENOMEM;
     }
@@ -403,7 +438,7 @@ static int cmp_add(struct tqmx_run *x, struct qrun *qr, const struct espan *sp, 
     if (kn > sizeof(key)) {
         return 0;
     }
-    struct acc *a = acc_find(x, &qr->accs, key, kn, false);
+    struct acc *a = acc_find(x, &qr->accs, key, kn, true, 1);
     if (a == NULL) {
         return -ENOMEM;
     }
@@ -422,8 +457,9 @@ static int cmp_add(struct tqmx_run *x, struct qrun *qr, const struct espan *sp, 
         a->n_lb = 1;
         a->sel = sel;
     }
-    a->cnt[b]++;
-    a->v[b] += 1;
+    if (acc_bump(x, a, b) < 0) {
+        return -ENOMEM;
+    }
     a->total++;
     return ex_add(x, a, sp, NAN, b);
 }

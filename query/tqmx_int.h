@@ -37,13 +37,15 @@ struct acc {
     uint64_t hash;
     uint8_t *key;
     uint32_t klen;
-    struct tv lv[TQMX_MAX_BY]; /* by() values; compare: lv[0] the attribute value */
+    struct tv *lv; /* by() values; compare: lv[0] the attribute value */
     uint32_t n_lb;
     const char *name; /* compare: the attribute */
     bool sel;         /* compare: selection (else baseline) */
     double bucket;    /* histogram_over_time: the __bucket value */
-    double *v;        /* per bucket: min, max or sum */
-    uint64_t *cnt;    /* per bucket: spans */
+    double *v;        /* per bucket: min, max or sum (NULL: compare) */
+    uint64_t *cnt;    /* per bucket: spans (compare: NULL while b0 is the only bucket) */
+    uint32_t b0;      /* compare: the one bucket so far (UINT32_MAX: none) */
+    uint64_t c0;      /* compare: its spans */
     struct dvec *qv;  /* quantile_over_time: per bucket values */
     struct tqmx_ex *ex;
     uint32_t n_ex, ex_cap;
@@ -79,6 +81,9 @@ struct tqmx_run {
 /* tqmx_eval.c: a span of the input (already matched) into qr's table. 0 or
  * -ENOMEM / -E2BIG (the query's error is set). */
 int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const struct espan *sp);
+
+/* Spans of bucket |b| (either form of accumulator). */
+uint64_t tqmx_acc_count(const struct acc *a, uint32_t b);
 
 /* tqmx_scan.c: runs qr's scan over every source. 0 or the query's error. */
 int tqmx_scan(struct tqmx_run *x, struct qrun *qr);

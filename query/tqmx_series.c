@@ -262,7 +262,7 @@ static int compare_series(struct tqmx_run *x, struct qrun *qr, struct tqmx_set *
         }
         for (size_t k = i; k < j; k++) {
             for (uint32_t b = 0; b < nb; b++) {
-                t->v[b] += (double)v[k]->cnt[b];
+                t->v[b] += (double)tqmx_acc_count(v[k], b);
             }
             if (k - i >= q->topn) {
                 continue;
@@ -275,7 +275,7 @@ static int compare_series(struct tqmx_run *x, struct qrun *qr, struct tqmx_set *
             s->lb[1] = (struct tqmx_label){v[k]->name, v[k]->lv[0]};
             s->n_lb = 2;
             for (uint32_t b = 0; b < nb; b++) {
-                s->v[b] = (double)v[k]->cnt[b];
+                s->v[b] = (double)tqmx_acc_count(v[k], b);
                 s->has[b] = 1;
             }
             s->ex = v[k]->ex;
