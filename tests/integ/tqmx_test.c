@@ -357,3 +357,46 @@ Test(tqmx, exemplars_instant_and_errors)
     free(body);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+Test(tqmx, query_limits_end_a_metrics_query_clearly)
+{
+    struct daemon d;
+    const char *args[] = {"--query-max-rows", "3", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    post_corpus(&d);
+    char *body;
+    /* span by span and over whole traces: 6 spans scanned, 3 allowed */
+    static const char *const qs[] = {
+        "{} | rate() by (resource.service.name)",
+        "{ rootServiceName = \"api\" } | count_over_time()",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        int st = get(&d, "query_range", qs[i], "start=1700000000&end=1700000060&step=10s", &body);
+        cr_expect_eq(st, 422, "%s: %d %s", qs[i], st, body);
+        cr_expect_str_eq(body, "query scanned more rows than --query-max-rows allows", "%s", qs[i]);
+        free(body);
+    }
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+Test(tqmx, query_memory_limit_ends_a_metrics_query_clearly)
+{
+    struct daemon d;
+    const char *args[] = {"--query-memory", "1MiB", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    post_corpus(&d);
+    char *body;
+    /* 10,000 steps x 40 series (4 names x 10 quantiles): several MiB */
+    static const char q[] =
+        "{} | quantile_over_time(duration, .1, .2, .3, .4, .5, .6, .7, .8, .9, 1) "
+        "by (name)";
+    int st = get(&d, "query_range", q, "start=1700000000&end=1700000060&step=0.006", &body);
+    cr_expect_eq(st, 422, "%d %s", st, body);
+    cr_expect_str_eq(body, "the metrics query needs more memory than allowed");
+    free(body);
+    /* a small answer still fits */
+    st = get(&d, "query_range", q, "start=1700000000&end=1700000060&step=10s", &body);
+    cr_expect_eq(st, 200, "%d %s", st, body);
+    free(body);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
