@@ -203,6 +203,22 @@ static int64_t idset_get(struct tqmx_run *x, struct idset *s, const uint8_t *id,
     return (int64_t)s->n++;
 }
 
+/* Whether a sealed source may hold a span of one of the traces (its
+ * trace-id bloom; asked for up to MAY_HOLD_IDS traces, else yes). */
+#define MAY_HOLD_IDS 256
+static bool may_hold(const struct qctx_src *src, const struct idset *ids)
+{
+    if (src->b == NULL || ids->n > MAY_HOLD_IDS) {
+        return true;
+    }
+    for (size_t i = 0; i < ids->cap; i++) {
+        if (ids->used[i] && blk_may_have_trace(src->b, ids->id[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 struct sref {
     uint32_t tix, src;
     uint64_t row;
@@ -308,7 +324,7 @@ static int scan_traces(struct tqmx_run *x, struct qrun *qr, const struct traces_
     size_t n = 0, cap = 0;
     for (size_t si = 0; si < q->n_src && qctx_err(q) == 0; si++) {
         struct qctx_src *src = &q->src[si];
-        if (qctx_src_failed(src) || qctx_load(q, src, want) < 0) {
+        if (qctx_src_failed(src) || !may_hold(src, &ids) || qctx_load(q, src, want) < 0) {
             continue;
         }
         struct qctx_scan it;

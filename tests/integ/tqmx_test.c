@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -398,5 +399,43 @@ Test(tqmx, query_memory_limit_ends_a_metrics_query_clearly)
     st = get(&d, "query_range", q, "start=1700000000&end=1700000060&step=10s", &body);
     cr_expect_eq(st, 200, "%d %s", st, body);
     free(body);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* Polls until every span sits in a sealed block (deadline 30 s). */
+static void wait_sealed(const struct daemon *d)
+{
+    for (int i = 0; i < 3000; i++) {
+        if (daemon_metric(d, "miradb_open_block_rows{signal=\"traces\"}") == 0 &&
+            daemon_metric(d, "miradb_blocks{signal=\"traces\"}") >= 1) {
+            return;
+        }
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_fail("the spans were never sealed");
+}
+
+Test(tqmx, sealed_blocks_answer_the_same)
+{
+    struct daemon d;
+    const char *args[] = {"--block-max-age", "1s", "--shards", "1", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    post_corpus(&d);
+    wait_sealed(&d);
+    expect_range(&d, "{} | rate() by (resource.service.name)",
+                 "{resource.service.name=\"api\"} 0:0 10:0.2 20:0.1 30:0 40:0 50:0 60:0\n"
+                 "{resource.service.name=\"db\"} 0:0 10:0.1 20:0 30:0.1 40:0 50:0 60:0\n"
+                 "{resource.service.name=\"web\"} 0:0 10:0.1 20:0 30:0 40:0 50:0 60:0\n");
+    /* the resource dictionary skips the block: no series */
+    expect_range(&d, "{ resource.service.name = \"nope\" } | rate()", "");
+    /* whole traces gathered through the trace-id bloom */
+    expect_range(&d,
+                 "{ resource.service.name = \"api\" } > { resource.service.name = \"db\" } | "
+                 "count_over_time()",
+                 "{__name__=\"count_over_time\"} 0:0 10:1 20:0 30:0 40:0 50:0 60:0\n");
+    expect_range(&d, "{ rootServiceName = \"api\" } | count_over_time() by (resource.service.name)",
+                 "{resource.service.name=\"api\"} 0:0 10:2 20:1 30:0 40:0 50:0 60:0\n"
+                 "{resource.service.name=\"db\"} 0:0 10:1 20:0 30:0 40:0 50:0 60:0\n");
     cr_expect_eq(daemon_stop(&d), 0);
 }
