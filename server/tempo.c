@@ -682,7 +682,7 @@ static void metrics(struct http1_req *r, bool instant)
 {
     struct qhttp_params ps;
     char msg[400];
-    struct treq *t = treq_begin(r, TK_METRICS, QS_EP_TRACE_SEARCH, &ps);
+    struct treq *t = treq_begin(r, TK_METRICS, QS_EP_TRACE_METRICS, &ps);
     if (t == NULL) {
         return;
     }

@@ -356,6 +356,15 @@ Test(tqmx, exemplars_instant_and_errors)
     st = get(&d, "query", "{} | rate()", "start=1700000000&end=1700000060", &body);
     cr_expect_eq(st, 200, "%s", body);
     free(body);
+    /* /metrics counts them under their own endpoint */
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"ok\"}"), 10);
+    cr_expect_eq(
+        daemon_metric(&d,
+                      "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"bad_request\"}"),
+        7);
+    cr_expect_eq(
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"limit\"}"), 1);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
