@@ -500,6 +500,28 @@ static int ex_cmp(const void *pa, const void *pb)
     return memcmp(a->span_id, b->span_id, 8);
 }
 
+/* A metric filter keeps the exemplars whose value passes it too (Tempo's
+ * MetricsFilter); the array may be shared, so the kept ones are copied. */
+static int filter_exemplars(struct tqmx_run *x, struct tqmx_series *s, const struct tqmx_stage *st)
+{
+    if (s->n_ex == 0) {
+        return 0;
+    }
+    struct tqmx_ex *kept = salloc(x, s->n_ex * sizeof(*kept));
+    if (kept == NULL) {
+        return -ENOMEM;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->n_ex; i++) {
+        if (!isnan(s->ex[i].v) && cmp_holds(st->op, s->ex[i].v, st->v)) {
+            kept[k++] = s->ex[i];
+        }
+    }
+    s->ex = kept;
+    s->n_ex = k;
+    return 0;
+}
+
 struct rank {
     double v;
     size_t i;
@@ -591,10 +613,11 @@ static int eval_node(struct tqmx_run *x, const struct tqmx_node *n, struct tqmx_
     for (size_t i = 0; rc == 0 && i < n->n_stages; i++) {
         const struct tqmx_stage *st = &n->stages[i];
         if (st->kind == TQMX_ST_FILTER) {
-            for (size_t k = 0; k < out->n; k++) {
+            for (size_t k = 0; k < out->n && rc == 0; k++) {
                 for (uint32_t b = 0; b < x->rq->range.n; b++) {
                     out->v[k].has[b] = out->v[k].has[b] && cmp_holds(st->op, out->v[k].v[b], st->v);
                 }
+                rc = filter_exemplars(x, &out->v[k], st);
             }
         } else {
             rc = top_bottom(x, out, st);

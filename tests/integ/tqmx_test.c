@@ -281,6 +281,8 @@ Test(tqmx, exemplars_instant_and_errors)
         {"{ status = error } | rate() by (resource.service.name)", "", 2},
         {"{ status = error } | rate() with(exemplars=false)", "exemplars=5", 0},
         {"{} | rate() with(exemplars=3)", "", 3},
+        /* a metric filter keeps the exemplars whose value passes: 0.3, 0.5 and 1 s */
+        {"{} | max_over_time(duration) by (name) > 0.25", "", 3},
     };
     for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
         char extra[128];
@@ -358,7 +360,7 @@ Test(tqmx, exemplars_instant_and_errors)
     free(body);
     /* /metrics counts them under their own endpoint */
     cr_expect_eq(
-        daemon_metric(&d, "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"ok\"}"), 10);
+        daemon_metric(&d, "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"ok\"}"), 11);
     cr_expect_eq(
         daemon_metric(&d,
                       "miradb_queries_total{endpoint=\"tempo_metrics\",outcome=\"bad_request\"}"),
