@@ -301,8 +301,10 @@ static int parse_compare_args(struct mp *p, struct tqmx_query *q)
         return fail_tok(p, "\",\" and the end of the selection window");
     }
     if (n >= 1) {
-        if (args[0] < 1 || args[0] > 10000) {
-            return qlex_fail(&p->lx, pos, "compare(): topN must be between 1 and 10000");
+        if (args[0] < 1 || args[0] > 1000) { /* Tempo's maxCompareTopN */
+            return qlex_fail(&p->lx, pos,
+                             "compare() top number of values must be an integer between 1 and "
+                             "1000");
         }
         q->topn = (uint32_t)args[0];
     }
@@ -370,7 +372,7 @@ static int parse_first(struct mp *p, struct tqmx_query *q)
                 return fail_tok(p, "a quantile between 0 and 1");
             }
             if (!(v >= 0 && v <= 1)) {
-                return qlex_fail(&p->lx, p->tok.pos, "quantiles must be between 0 and 1");
+                return qlex_fail(&p->lx, p->tok.pos, "quantile must be between 0 and 1: %g", v);
             }
             if (q->n_qs == TQMX_MAX_QS) {
                 return qlex_fail(&p->lx, p->tok.pos, "at most %d quantiles", TQMX_MAX_QS);
@@ -386,7 +388,15 @@ static int parse_first(struct mp *p, struct tqmx_query *q)
         return p->lx.rc;
     }
     if (word(&p->tok, "by") && q->fn != TQMX_COMPARE) {
-        return parse_by(p, q);
+        if (parse_by(p, q) != 0) {
+            return p->lx.rc;
+        }
+        /* Tempo's maxGroupBys: 5, one kept for the p or __bucket label */
+        size_t cap = q->fn == TQMX_QUANTILE_OVER_TIME || q->fn == TQMX_HISTOGRAM_OVER_TIME ? 4 : 5;
+        if (q->n_by > cap) {
+            return qlex_fail(&p->lx, fpos, "metrics group by %zu values not yet supported",
+                             q->n_by);
+        }
     }
     return 0;
 }
@@ -508,8 +518,11 @@ static int parse_stages(struct mp *p, struct tqmx_node *n)
         if (next(p) != 0 || expect(p, QT_RPAREN, "\")\"") != 0) {
             return p->lx.rc;
         }
-        if (k < 1 || k > 100000) {
-            return qlex_fail(&p->lx, pos, "%s() takes a limit between 1 and 100000",
+        if (k < 1) {
+            return qlex_fail(&p->lx, pos, "limit must be greater than 0"); /* Tempo's words */
+        }
+        if (k > 100000) {
+            return qlex_fail(&p->lx, pos, "%s() takes a limit up to 100000",
                              top ? "topk" : "bottomk");
         }
         struct tqmx_stage *st = push_stage(p, n);
@@ -639,9 +652,7 @@ static int validate(struct mp *p, const struct tqmx_node *n, bool in_math)
         return validate(p, n->r, true);
     }
     if (n->kind == TQMX_N_QUERY && n->q->fn == TQMX_COMPARE && (in_math || n->n_stages > 0)) {
-        return qlex_fail(&p->lx, 0,
-                         "compare() cannot be followed by topk, bottomk or a filter, nor take part "
-                         "in arithmetic");
+        return qlex_fail(&p->lx, 0, "`compare()` cannot be used with second stage functions");
     }
     return 0;
 }

@@ -166,13 +166,20 @@ Test(tqmx, refusals)
 {
     bad("{} | rate() + 5", "in parentheses");
     bad("{} | topk(10)", "topk() is a second stage");
-    bad("{} | rate() | topk(0)", "between 1 and 100000");
+    bad("{} | rate() | topk(0)", "limit must be greater than 0");
+    bad("{} | rate() by (name, kind, status, .a, .b, .c)",
+        "metrics group by 6 values not yet supported");
+    bad("{} | histogram_over_time(duration) by (name, kind, status, .a, .b)",
+        "metrics group by 5 values not yet supported");
+    bad("{ } | compare({ .service=\"x\" }, 1000000000)",
+        "compare() top number of values must be an integer between 1 and 1000");
     bad("({} | rate()) * 10s", "durations cannot");
     bad("({} | rate()) % 10", "not % or ^");
-    bad("{} | compare({status=error}) > 10", "compare() cannot");
+    bad("{} | compare({status=error}) > 10",
+        "`compare()` cannot be used with second stage functions");
     bad("{ .a = 1 }", "expecting \"|\" and a metrics function such as rate()");
     bad("(1 + 2) > 3", "not a metrics query");
-    bad("{} | quantile_over_time(duration, 2)", "between 0 and 1");
+    bad("{} | quantile_over_time(duration, 2)", "quantile must be between 0 and 1: 2");
     bad("{} | rate() by (1)",
         "col 17: syntax error: unexpected number \"1\", expecting an attribute");
     bad("{} | rate() by (foo)", "\"foo\" is not an attribute or intrinsic");
