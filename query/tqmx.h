@@ -133,7 +133,7 @@ struct tqmx_req {
     const struct tqmx_expr *expr;
     struct tqmx_range range;
     uint32_t exemplars;   /* for the whole query at most (0: none), 2 per series and step */
-    uint32_t max_series;  /* 0: no limit; more is -E2BIG */
+    uint32_t max_series;  /* 0: no limit; past it the answer is cut, status PARTIAL */
     uint64_t max_rows;    /* spans scanned before -E2BIG (0: none) */
     uint64_t max_memory;  /* bytes of query state before -ENOMEM (0: none) */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC (0: none) */
@@ -144,9 +144,10 @@ struct tqmx_req {
  * Evaluates the query and writes Tempo's answer object to |w|: with
  * range.instant {"series":[{"labels":[...],"value":v}]}, else
  * {"series":[{"labels":[...],"promLabels":"{...}","samples":[{"timestampMs":
- * "..","value":v}],"exemplars":[...]}]}, and "metrics". 0; otherwise
- * nothing useful was written, a message in err, and -ETIMEDOUT,
- * -ECANCELED, -E2BIG (rows or series), -ENOMEM.
+ * "..","value":v}],"exemplars":[...]}]}, and "metrics" (and "status":
+ * "PARTIAL" with a "message" when series were left out or a block was
+ * quarantined). 0; otherwise nothing useful was written, a message in err,
+ * and -ETIMEDOUT, -ECANCELED, -E2BIG (rows), -ENOMEM.
  */
 int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errlen);
 

@@ -135,8 +135,10 @@ static size_t key_put(uint8_t *k, size_t cap, size_t at, const struct tv *v)
     }
 }
 
-/* The accumulator of |key|, created when new with |n_lb| label slots. A
- * series (|sparse| false) counts against the series limit and gets its
+/* The accumulator of |key|, created when new with |n_lb| label slots; NULL
+ * on failure (the query's error) or, with no error, when a new series would
+ * pass the series limit. A series (|sparse| false) counts against that
+ * limit and gets its
  * per-bucket arrays at once; a compare() table (|sparse|) does not (its
  * answer keeps topN) and starts with one bucket inline: most values of a
  * high-cardinality attribute fall in one bucket. */
@@ -171,12 +173,11 @@ static struct acc *acc_find(struct tqmx_run *x, struct accs *t, const uint8_t *k
         }
         j = (j + 1) & (t->cap - 1);
     }
-    if (!sparse && x->rq->max_series != 0 && ++x->n_series > x->rq->max_series) {
-        qctx_fail(&x->q, -E2BIG,
-                  "the metrics query would return more than %u series (the series limit)",
-                  x->rq->max_series);
+    if (!sparse && x->rq->max_series != 0 && x->n_series >= x->rq->max_series) {
+        x->truncated = true; /* Tempo answers what it has, PARTIAL */
         return NULL;
     }
+    x->n_series += !sparse;
     uint32_t nb = x->rq->range.n;
     struct acc *a = ealloc(x, sizeof(*a));
     uint8_t *k = ealloc(x, kn);
@@ -371,7 +372,7 @@ int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const stru
     }
     struct acc *a = acc_find(x, &qr->accs, key, kn, false, (uint32_t)q->n_by);
     if (a == NULL) {
-        return -ENOMEM;
+        return qctx_err(&x->q) != 0 ? -ENOMEM : 0; /* else: over the series limit */
     }
     if (a->total == 0) { /* new: its labels */
         for (size_t i = 0; i < q->n_by; i++) {

@@ -73,6 +73,7 @@ struct tqmx_run {
     struct qctx q;
     arena *a; /* all query state; its limit is max_memory */
     size_t n_series;
+    bool truncated; /* series were left out: over max_series */
     uint32_t n_ex;  /* exemplars kept, the whole query */
     uint64_t spans; /* inspected */
     uint64_t traces;

@@ -731,11 +731,17 @@ static void render(struct tqmx_run *x, struct tqmx_set *s, struct jsonw *w)
     jsonw_obj_begin(w);
     jsonw_key(w, "series");
     jsonw_arr_begin(w);
+    size_t shown = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct tqmx_series *se = &s->v[i];
         if (r->instant && !se->has[0]) {
             continue;
         }
+        if (x->rq->max_series != 0 && shown == x->rq->max_series) {
+            x->truncated = true; /* quantiles: several series per accumulator */
+            break;
+        }
+        shown++;
         jsonw_obj_begin(w);
         json_labels(w, se->lb, se->n_lb);
         if (r->instant) {
@@ -781,6 +787,12 @@ static void render(struct tqmx_run *x, struct tqmx_set *s, struct jsonw *w)
     jsonw_obj_end(w);
     char warn[512];
     qctx_warnings_join(&x->q, warn, sizeof(warn));
+    if (x->truncated) {
+        snprintf(warn, sizeof(warn),
+                 "Response exceeds maximum series limit of %u, a partial response is returned. "
+                 "Warning: the accuracy of each individual value is not guaranteed.",
+                 x->rq->max_series); /* Tempo's words */
+    }
     if (warn[0] != '\0') {
         jsonw_key(w, "status");
         jsonw_cstr(w, "PARTIAL");
