@@ -108,10 +108,11 @@ static void *ealloc(struct tqmx_run *x, size_t n)
     return p;
 }
 
-/* Key bytes of a label value. */
+/* Appends a label value's key bytes at |at|; past |cap| (also when |at|
+ * already is) the result is cap + 1. */
 static size_t key_put(uint8_t *k, size_t cap, size_t at, const struct tv *v)
 {
-    if (at + 9 > cap) {
+    if (at > cap || at + 9 > cap) {
         return cap + 1;
     }
     k[at++] = (uint8_t)v->t;
@@ -335,6 +336,26 @@ static int dvec_push(struct tqmx_run *x, struct dvec *d, double v)
 static int observe_compare(struct tqmx_run *x, struct qrun *qr, struct ectx *e,
                            const struct espan *sp, int64_t b);
 
+/* The run's key buffer, at least |need| bytes (grown, never shrunk; freed by
+ * tqmx_eval). NULL and the query's error when out of memory. */
+static uint8_t *key_room(struct tqmx_run *x, size_t need)
+{
+    if (need > x->kcap) {
+        size_t ncap = need < 1024 ? 1024 : need * 2;
+        if (qctx_charge(&x->q, ncap - x->kcap) < 0) {
+            return NULL;
+        }
+        uint8_t *nb = realloc(x->kbuf, ncap);
+        if (nb == NULL) {
+            qctx_fail(&x->q, -ENOMEM, "out of memory");
+            return NULL;
+        }
+        x->kbuf = nb;
+        x->kcap = ncap;
+    }
+    return x->kbuf;
+}
+
 int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const struct espan *sp)
 {
     const struct tqmx_query *q = qr->q;
@@ -356,19 +377,23 @@ int tqmx_observe(struct tqmx_run *x, struct qrun *qr, struct ectx *e, const stru
                                             : log2_bucket(val > 0 ? (uint64_t)val : 0);
         }
     }
-    uint8_t key[1024];
-    size_t kn = 0;
     struct tv lv[TQMX_MAX_BY];
+    size_t need = 9;
     for (size_t i = 0; i < q->n_by; i++) {
         lv[i] = traces_eval_val(e, &q->by[i], sp);
-        kn = key_put(key, sizeof(key) - 9, kn, &lv[i]);
+        need += 13 + (lv[i].t == TRACEQL_T_STRING ? lv[i].n : 0);
+    }
+    uint8_t *key = key_room(x, need);
+    if (key == NULL) {
+        return -ENOMEM;
+    }
+    size_t kn = 0;
+    for (size_t i = 0; i < q->n_by; i++) {
+        kn = key_put(key, need, kn, &lv[i]);
     }
     if (q->fn == TQMX_HISTOGRAM_OVER_TIME) {
         struct tv bv = {.t = TRACEQL_T_FLOAT, .f = val};
-        kn = key_put(key, sizeof(key), kn, &bv);
-    }
-    if (kn > sizeof(key)) {
-        return 0; /* a label value over 1 KiB: not a series anyone charts */
+        kn = key_put(key, need, kn, &bv);
     }
     struct acc *a = acc_find(x, &qr->accs, key, kn, false, (uint32_t)q->n_by);
     if (a == NULL) {

@@ -74,6 +74,8 @@ struct tqmx_run {
     arena *a; /* all query state; its limit is max_memory */
     size_t n_series;
     bool truncated; /* series were left out: over max_series */
+    uint8_t *kbuf;  /* series keys are built here (malloc, charged) */
+    size_t kcap;
     uint32_t n_ex;  /* exemplars kept, the whole query */
     uint64_t spans; /* inspected */
     uint64_t traces;

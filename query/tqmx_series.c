@@ -838,6 +838,8 @@ int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errl
         }
     }
     arena_free(x.a);
+    qctx_uncharge(&x.q, x.kcap);
+    free(x.kbuf);
     qctx_close(&x.q);
     return rc;
 }

@@ -464,3 +464,36 @@ Test(tqmx, sealed_blocks_answer_the_same)
                  "{resource.service.name=\"db\"} 0:0 10:1 20:0 30:0 40:0 50:0 60:0\n");
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+Test(tqmx, long_label_values_make_their_series)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, NULL), 0);
+    static char big[3001], json[4096];
+    memset(big, 'q', 3000);
+    snprintf(json, sizeof(json),
+             "{\"resourceSpans\":[{\"resource\":{},\"scopeSpans\":[{\"spans\":[{\"traceId\":"
+             "\"000000000000000000000000000000aa\",\"spanId\":\"00000000000000aa\",\"name\":\"x\","
+             "\"startTimeUnixNano\":\"1700000001000000000\",\"endTimeUnixNano\":"
+             "\"1700000001000000001\",\"attributes\":[{\"key\":\"big\",\"value\":{"
+             "\"stringValue\":\"%s\"}}]}]}]}]}",
+             big);
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/traces", hdrs, json, strlen(json), 0, &r),
+                 0);
+    cr_assert_eq(r.status, 200);
+    http_resp_free(&r);
+    char *body;
+    int st = get(&d, "query", "{} | count_over_time() by (span.big)",
+                 "start=1700000000&end=1700000060", &body);
+    cr_assert_eq(st, 200, "%s", body);
+    json_t *j = json_loads(body, 0, NULL);
+    json_t *s = json_array_get(json_object_get(j, "series"), 0);
+    json_t *v = json_object_get(json_array_get(json_object_get(s, "labels"), 0), "value");
+    cr_expect_str_eq(json_string_value(json_object_get(v, "stringValue")), big);
+    cr_expect_float_eq(json_number_value(json_object_get(s, "value")), 1.0, 1e-12);
+    json_decref(j);
+    free(body);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
