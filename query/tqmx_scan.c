@@ -3,9 +3,12 @@
  * tqmx_int.h). A spanset filter judged on the span alone runs span by
  * span over the rows of the range; any other input (structural operators,
  * pipelines, trace-level intrinsics such as rootServiceName, in the input
- * or in by()) is evaluated on whole traces: the traces with a seed span in
- * the range are gathered from every source and evaluated by the traces
- * module, and each span of their result spansets counts once.
+ * or in by()) is evaluated on whole traces: the traces with a seed span
+ * overlapping the range are gathered from every source and evaluated by the
+ * traces module, and each span of their result spansets that starts in the
+ * range counts once. (A trace whose only seed spans lie wholly outside the
+ * range is not looked at: for {A} && {B}, a B span in the range whose A
+ * spans all ended before it is missed.)
  */
 #include "query/tqmx_int.h"
 
@@ -303,8 +306,8 @@ static int scan_traces(struct tqmx_run *x, struct qrun *qr, const struct traces_
             if (qctx_span(q, &q->src[si], r, want, &sp.v) < 0) {
                 break;
             }
-            if (tqmx_bucket_of(&x->rq->range, sp.v.start_ns) < 0) {
-                continue;
+            if (!in_range(sr, &sp.v)) {
+                continue; /* seeds: any span overlapping the range (a counted span starts in it) */
             }
             bool hit = sd->all || sd->n == 0;
             for (size_t k = 0; !hit && k < sd->n; k++) {
