@@ -12,37 +12,19 @@
  */
 #include "query/tqmx_int.h"
 
-/* Needs the trace around the span. */
-static bool trace_level(const struct traceql_field *f)
-{
-    if (f == NULL) {
-        return false;
-    }
-    switch (f->kind) {
-    case TRACEQL_F_INTRINSIC:
-        return f->intrinsic == TRACEQL_I_CHILD_COUNT || f->intrinsic == TRACEQL_I_ROOT_NAME ||
-               f->intrinsic == TRACEQL_I_ROOT_SERVICE || f->intrinsic == TRACEQL_I_TRACE_DURATION;
-    case TRACEQL_F_BINARY:
-        return trace_level(f->l) || trace_level(f->r);
-    case TRACEQL_F_UNARY:
-        return trace_level(f->l);
-    default:
-        return false;
-    }
-}
-
 static bool needs_whole(const struct tqmx_query *q)
 {
     const struct traceql_node *n = q->input->root;
-    if (n->kind != TRACEQL_N_FILTER || trace_level(n->filter) || trace_level(&q->attr)) {
+    if (n->kind != TRACEQL_N_FILTER || traces_field_needs_trace(n->filter) ||
+        traces_field_needs_trace(&q->attr)) {
         return true;
     }
     for (size_t i = 0; i < q->n_by; i++) {
-        if (trace_level(&q->by[i])) {
+        if (traces_field_needs_trace(&q->by[i])) {
             return true;
         }
     }
-    return q->cmp != NULL && trace_level(q->cmp->root->filter);
+    return q->cmp != NULL && traces_field_needs_trace(q->cmp->root->filter);
 }
 
 static unsigned query_tables(const struct tqmx_query *q)

@@ -611,7 +611,7 @@ static void gather_item(void *arg, size_t si)
     qctx_scan_end(&it);
 }
 
-int traces_espan_cmp(const void *pa, const void *pb)
+static int espan_cmp(const void *pa, const void *pb)
 {
     const struct espan *a = pa, *b = pb;
     if (a->v.start_ns != b->v.start_ns) {
@@ -640,7 +640,7 @@ static int ibi_cmp(const void *pa, const void *pb)
 }
 
 /* Parent links, child counts, root and time span of an assembled trace. */
-int traces_link_trace(struct ectx *e, struct etrace *tr)
+static int link_trace(struct ectx *e, struct etrace *tr)
 {
     struct idx_by_id *ix = arena_alloc(e->a, (tr->n + 1) * sizeof(*ix));
     if (ix == NULL) {
@@ -1024,11 +1024,11 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
         if (rc != 0) {
             break;
         }
-        qsort(tr.s, n, sizeof(struct espan), traces_espan_cmp);
+        qsort(tr.s, n, sizeof(struct espan), espan_cmp);
         struct ectx e = {.tr = &tr, .a = a};
         struct slist out;
         s->inspected++;
-        if (traces_link_trace(&e, &tr) < 0 || traces_eval_trace(&e, s->rq->expr, &out) < 0) {
+        if (link_trace(&e, &tr) < 0 || traces_eval_trace(&e, s->rq->expr, &out) < 0) {
             rc = -ENOMEM;
             break;
         }
@@ -1204,4 +1204,21 @@ out:
         traces_err_msg(q, err, errlen, rc);
     }
     return rc;
+}
+
+/* ---- for query/tqmx_scan.c (traces_int.h) ----------------------------------- */
+
+bool traces_field_needs_trace(const struct traceql_field *f)
+{
+    return needs_trace(f);
+}
+
+int traces_espan_cmp(const void *pa, const void *pb)
+{
+    return espan_cmp(pa, pb);
+}
+
+int traces_link_trace(struct ectx *e, struct etrace *tr)
+{
+    return link_trace(e, tr);
 }
