@@ -6,9 +6,10 @@
 #include <event2/buffer.h>
 
 static const char *const ep_names[QS_EP_COUNT] = {
-    "loki_query_range", "loki_query",   "loki_labels", "loki_series",   "logs_native",
-    "tempo_trace",      "tempo_search", "tempo_tags",  "loki_index",    "prom_query",
-    "prom_query_range", "prom_series",  "prom_labels", "prom_metadata", "prom_exemplars",
+    "loki_query_range", "loki_query",    "loki_labels",      "loki_series",
+    "logs_native",      "tempo_trace",   "tempo_search",     "tempo_tags",
+    "loki_index",       "prom_query",    "prom_query_range", "prom_series",
+    "prom_labels",      "prom_metadata", "prom_exemplars",   "tempo_metrics",
 };
 static const char *const oc_names[QS_OUTCOME_COUNT] = {
     "ok", "bad_request", "limit", "timeout", "canceled", "overloaded", "error",

@@ -32,8 +32,9 @@ enum qs_endpoint {
     QS_EP_PROM_LABELS,      /* /api/v1/labels and /api/v1/label/<name>/values */
     QS_EP_PROM_METADATA,    /* /api/v1/metadata */
     QS_EP_PROM_EXEMPLARS,   /* /api/v1/query_exemplars */
+    QS_EP_TRACE_METRICS,    /* /api/metrics/query_range and /api/metrics/query */
 };
-#define QS_EP_COUNT 15
+#define QS_EP_COUNT 16
 
 enum qs_outcome {
     QS_OK = 0,

@@ -51,6 +51,7 @@ struct parser {
     bool has_peek;
     int depth;
     unsigned n_ops; /* operators so far (TRACEQL_MAX_OPS) */
+    bool metrics;   /* traceql_parse_metrics_input: stop before "| rate()" etc. */
 };
 
 /* ---- token plumbing ------------------------------------------------------ */
@@ -916,11 +917,25 @@ static const struct {
     {"max", TRACEQL_AGG_MAX},     {"sum", TRACEQL_AGG_SUM},
 };
 
+/* Metrics stages (query/tqmx.c parses them); the first 9 begin a metrics query. */
 static const char *const metrics_fns[] = {
     "rate",          "count_over_time",    "min_over_time",       "max_over_time", "avg_over_time",
     "sum_over_time", "quantile_over_time", "histogram_over_time", "compare",       "topk",
     "bottomk",
 };
+#define METRICS_FIRST_STAGES 9
+
+bool traceql_is_metrics_fn(const char *s, size_t n, bool first_stage)
+{
+    size_t k_end =
+        first_stage ? METRICS_FIRST_STAGES : sizeof(metrics_fns) / sizeof(metrics_fns[0]);
+    for (size_t k = 0; k < k_end; k++) {
+        if (strlen(metrics_fns[k]) == n && memcmp(metrics_fns[k], s, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
 
 static bool at_agg(struct parser *p)
 {
@@ -1148,7 +1163,8 @@ static int parse_stage(struct parser *p, struct traceql_stage *st)
         for (size_t k = 0; k < sizeof(metrics_fns) / sizeof(metrics_fns[0]); k++) {
             if (is_word(&p->tok, metrics_fns[k])) {
                 return qlex_fail(&p->lx, p->tok.pos,
-                                 "TraceQL metrics queries (%s) are not supported; use search",
+                                 "TraceQL metrics queries (%s) are not supported by search; "
+                                 "use /api/metrics/query_range or /api/metrics/query",
                                  metrics_fns[k]);
             }
         }
@@ -1195,6 +1211,10 @@ static int parse_pipeline(struct parser *p, struct traceql_node **out)
         }
     }
     while (p->tok.kind == QT_PIPE) {
+        if (p->metrics && peek(p)->kind == QT_IDENT &&
+            traceql_is_metrics_fn(p->peek.s, p->peek.n, false)) {
+            break; /* the metrics stage: the caller's */
+        }
         if (pl == NULL) {
             pl = new_node(p, TRACEQL_N_PIPELINE, pos);
             if (pl == NULL) {
@@ -1390,7 +1410,10 @@ static int parse_hints(struct parser *p, struct traceql_expr *q)
     return expect(p, QT_RPAREN, "\",\" or \")\" in with (...)");
 }
 
-int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err, size_t errlen)
+/* traceql_parse, or with |metrics| the input pipeline of a metrics query
+ * from byte |off| up to *end. */
+static int parse_root(const char *src, size_t len, size_t off, bool metrics,
+                      struct traceql_expr **out, size_t *end, char *err, size_t errlen)
 {
     *out = NULL;
     arena *a = arena_new(TRACEQL_ARENA_CHUNK);
@@ -1404,15 +1427,17 @@ int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *
     struct parser p;
     memset(&p, 0, sizeof(p));
     qlex_init(&p.lx, QLEX_TRACEQL, src, len, a, err, errlen);
+    p.lx.pos = off;
+    p.metrics = metrics;
     struct traceql_root *r = qlex_alloc(&p.lx, sizeof(*r));
     if (r != NULL && advance(&p) == 0) {
         if (p.tok.kind == QT_EOF) {
             fail_expected(&p, "a query such as { span.http.status_code = 500 }");
         } else if (parse_pipeline(&p, &r->q.root) == 0) {
-            if (is_word(&p.tok, "with") && peek(&p)->kind == QT_LPAREN) {
+            if (!metrics && is_word(&p.tok, "with") && peek(&p)->kind == QT_LPAREN) {
                 (void)parse_hints(&p, &r->q);
             }
-            if (p.lx.rc == 0 && p.tok.kind != QT_EOF) {
+            if (p.lx.rc == 0 && !metrics && p.tok.kind != QT_EOF) {
                 fail_expected(&p, "\"|\", \"&&\", \"||\", a structural operator (>, >>, <, <<, "
                                   "~) or the end of the query");
             }
@@ -1429,11 +1454,25 @@ int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *
         arena_free(a);
         return rc;
     }
+    if (end != NULL) {
+        *end = p.tok.pos;
+    }
     r->magic = TRACEQL_ROOT_MAGIC;
     r->a = a;
     r->res = p.lx.res;
     *out = &r->q;
     return 0;
+}
+
+int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err, size_t errlen)
+{
+    return parse_root(src, len, 0, false, out, NULL, err, errlen);
+}
+
+int traceql_parse_metrics_input(const char *src, size_t len, size_t off, struct traceql_expr **out,
+                                size_t *end, char *err, size_t errlen)
+{
+    return parse_root(src, len, off, true, out, end, err, errlen);
 }
 
 void traceql_free(struct traceql_expr *q)

@@ -16,7 +16,8 @@
  * (both sides) and !-forms (negated). Pipelines: | {filter}, | select(...),
  * | by(...), | coalesce(), | count()/avg()/min()/max()/sum() comparisons, and
  * the `with (most_recent=true)` hint. TraceQL metrics (| rate() ...) are
- * rejected as not supported.
+ * refused here (search); query/tqmx.h parses them, with
+ * traceql_parse_metrics_input for their input pipeline.
  *
  * Tempo's validations (its ast_validate.go) hold too, each refused with
  * Tempo's reason: a filter must be a condition or attribute-typed
@@ -259,6 +260,21 @@ struct traceql_expr {
  * -EINVAL ("query nested too deeply" / "query too complex"), so the
  * executor's recursion stays within a small, fixed stack. */
 int traceql_parse(const char *src, size_t len, struct traceql_expr **out, char *err, size_t errlen);
+
+/* The input pipeline of a metrics query (query/tqmx.c): parses |src| from
+ * byte |off| as traceql_parse does, but stops without error before the
+ * first "|" that is followed by a metrics function (rate, count_over_time,
+ * ..., compare, topk, bottomk) and at any token that cannot continue the
+ * pipeline (")", ",", an operator, the end); *end is that token's offset.
+ * No hints (with (...)) are read. Errors, positions and *out as
+ * traceql_parse. */
+int traceql_parse_metrics_input(const char *src, size_t len, size_t off, struct traceql_expr **out,
+                                size_t *end, char *err, size_t errlen);
+
+/* Whether the |n| bytes at |s| name a metrics function: with |first_stage|
+ * only those that begin a metrics query (rate ... compare), else also the
+ * second stages topk and bottomk. */
+bool traceql_is_metrics_fn(const char *s, size_t n, bool first_stage);
 
 /* NULL-safe. */
 void traceql_free(struct traceql_expr *q);

@@ -184,6 +184,14 @@ void traces_row_window(const struct qctx *q, const struct traces_search_req *rq,
                        uint64_t *lo, uint64_t *hi);
 int traces_source_may(const struct qctx *q, const struct traces_search_req *rq,
                       const struct seeds *sd, size_t si);
+/* Whether evaluating |f| needs the span's whole trace (trace-level and
+ * structural intrinsics); for query/tqmx_scan.c. */
+bool traces_field_needs_trace(const struct traceql_field *f);
+/* qsort order of an assembled trace's spans (start, span id, source, row). */
+int traces_espan_cmp(const void *pa, const void *pb);
+/* Parent links, child counts, root and time span of an assembled trace
+ * (sorted by traces_espan_cmp); 0 or -ENOMEM. Also for query/tqmx_scan.c. */
+int traces_link_trace(struct ectx *e, struct etrace *tr);
 
 /* ---- small helpers, inline (they run per row or per byte) ---- */
 

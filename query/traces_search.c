@@ -1259,3 +1259,20 @@ out:
     }
     return rc;
 }
+
+/* ---- for query/tqmx_scan.c (traces_int.h) ----------------------------------- */
+
+bool traces_field_needs_trace(const struct traceql_field *f)
+{
+    return needs_trace(f);
+}
+
+int traces_espan_cmp(const void *pa, const void *pb)
+{
+    return espan_cmp(pa, pb);
+}
+
+int traces_link_trace(struct ectx *e, struct etrace *tr)
+{
+    return link_trace(e, tr);
+}

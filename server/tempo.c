@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
 #include "lib/jsonw.h"
 #include "query/qlex.h"
 #include "query/qstats.h"
+#include "query/tqmx.h"
 #include "query/traceql.h"
 #include "query/traces.h"
 #include "server/config.h"
@@ -37,6 +39,7 @@ enum treq_kind {
     TK_SEARCH,
     TK_TAGS,
     TK_TAG_VALUES,
+    TK_METRICS, /* /api/metrics/query_range and /api/metrics/query */
 };
 
 struct treq {
@@ -52,6 +55,9 @@ struct treq {
     struct traces_tags_req treq;
     char *tag;
     size_t tag_len;
+    /* metrics */
+    struct tqmx_expr *mexpr;
+    struct tqmx_req mreq;
 };
 
 /* |q| is the first member */
@@ -68,6 +74,7 @@ static void treq_free(struct qhttp_job *q)
     struct treq *t = treq_of(q);
     traces_trace_free(t->trace);
     traceql_free(t->expr);
+    tqmx_free(t->mexpr);
     free(t->tag);
     free(t);
 }
@@ -122,7 +129,15 @@ static int run_json(struct treq *t, struct qhttp_answer *a)
     struct jsonw w;
     jsonw_init(&w, a->body);
     int rc;
-    if (t->kind == TK_SEARCH) {
+    if (t->kind == TK_METRICS) {
+        struct traces_limits l = make_limits(t);
+        t->mreq.expr = t->mexpr;
+        t->mreq.max_rows = l.max_rows;
+        t->mreq.max_memory = l.max_memory;
+        t->mreq.deadline_ns = l.deadline_ns;
+        t->mreq.cancel = l.cancel;
+        rc = tqmx_eval(&t->mreq, &w, a->err, sizeof(a->err));
+    } else if (t->kind == TK_SEARCH) {
         t->sreq.lim = make_limits(t);
         t->sreq.expr = t->expr;
         rc = traces_search(&t->sreq, &w, NULL, a->err, sizeof(a->err));
@@ -577,6 +592,180 @@ static void h_tag_values_v2(struct http1_req *r)
     tag_values(r, "/api/v2/search/tag/", true);
 }
 
+/* ---- TraceQL metrics ---- */
+
+/* Series per answer unless maxSeries says otherwise (Tempo's default). */
+#define METRICS_MAX_SERIES 1000
+/* Buckets per range query. */
+#define METRICS_MAX_BUCKETS 11000
+/* Exemplars per query at most, and when the request names none (Tempo's max_exemplars). */
+#define METRICS_MAX_EXEMPLARS 100
+
+/* Tempo's timestamps: Unix seconds (up to 10 digits), Unix nanoseconds,
+ * fractional seconds, or RFC 3339. 0 or -1. */
+static int parse_ts(const char *s, uint64_t *ns)
+{
+    char *end;
+    if (*s == '\0') {
+        return -1;
+    }
+    if (strchr(s, '.') != NULL && strchr(s, '-') == NULL) {
+        double d = strtod(s, &end);
+        if (*end != '\0' || !(d >= 0) || d > 9e9) {
+            return -1;
+        }
+        *ns = (uint64_t)(d * 1e3 + 0.5) * 1000000u; /* Tempo rounds to milliseconds */
+        return 0;
+    }
+    if (strspn(s, "0123456789") == strlen(s)) {
+        unsigned long long v = strtoull(s, &end, 10);
+        if (strlen(s) > 19) {
+            return -1;
+        }
+        *ns = strlen(s) <= 10 ? (uint64_t)v * 1000000000u : (uint64_t)v;
+        return 0;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (p == NULL) {
+        return -1;
+    }
+    uint64_t frac = 0, scale = 1000000000u;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (uint64_t)(*p - '0') * scale;
+            }
+        }
+    }
+    long off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
+        off = *p == '-' ? -off : off;
+        p += 6;
+    } else {
+        return -1;
+    }
+    time_t t = timegm(&tm);
+    if (*p != '\0' || t < 0 || (long)t - off < 0) {
+        return -1;
+    }
+    *ns = (uint64_t)((long)t - off) * 1000000000u + frac;
+    return 0;
+}
+
+/* A step or since: seconds (a number) or a Go duration. 0 or -1. */
+static int parse_secs_or_dur(const char *s, uint64_t *ns)
+{
+    char *end;
+    double d = strtod(s, &end);
+    if (*s != '\0' && *end == '\0') {
+        if (!(d > 0) || d > 9.2e9) {
+            return -1;
+        }
+        *ns = (uint64_t)(d * 1e9);
+        return 0;
+    }
+    int64_t v;
+    if (qlex_parse_duration(s, strlen(s), true, &v) < 0 || v <= 0) {
+        return -1;
+    }
+    *ns = (uint64_t)v;
+    return 0;
+}
+
+static void metrics(struct http1_req *r, bool instant)
+{
+    struct qhttp_params ps;
+    char msg[400];
+    struct treq *t = treq_begin(r, TK_METRICS, QS_EP_TRACE_METRICS, &ps);
+    if (t == NULL) {
+        return;
+    }
+    msg[0] = '\0';
+    size_t qn = 0;
+    const char *q = qhttp_param(&ps, "query", &qn);
+    if (qhttp_param(&ps, "q", NULL) != NULL) {
+        q = qhttp_param(&ps, "q", &qn);
+    }
+    const char *start = qhttp_param(&ps, "start", NULL);
+    const char *end = qhttp_param(&ps, "end", NULL);
+    const char *since = qhttp_param(&ps, "since", NULL);
+    const char *step = qhttp_param(&ps, "step", NULL);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    uint64_t s_ns = 0, e_ns = now_ns, since_ns = 3600ull * 1000000000u, step_ns = 0;
+    uint64_t ex = 0, maxs = METRICS_MAX_SERIES;
+    if (q == NULL || blank(q, qn)) {
+        snprintf(msg, sizeof(msg), "invalid TraceQL query: a metrics query is required (q)");
+    } else if (since != NULL && *since != '\0' && parse_secs_or_dur(since, &since_ns) < 0) {
+        snprintf(msg, sizeof(msg), "could not parse 'since' parameter: expected a duration");
+    } else if (end != NULL && *end != '\0' && parse_ts(end, &e_ns) < 0) {
+        snprintf(msg, sizeof(msg),
+                 "could not parse 'end' parameter: expected Unix seconds, "
+                 "nanoseconds or RFC 3339");
+    } else if (start != NULL && *start != '\0' && parse_ts(start, &s_ns) < 0) {
+        snprintf(msg, sizeof(msg),
+                 "could not parse 'start' parameter: expected Unix seconds, "
+                 "nanoseconds or RFC 3339");
+    } else if (!instant && step != NULL && *step != '\0' && parse_secs_or_dur(step, &step_ns) < 0) {
+        snprintf(msg, sizeof(msg), "invalid step: expected a positive duration or seconds");
+    } else if (qhttp_param_u64(&ps, "exemplars", &ex) < 0 ||
+               qhttp_param_u64(&ps, "maxSeries", &maxs) < 0) {
+        snprintf(msg, sizeof(msg), "invalid exemplars or maxSeries: expected an integer");
+    }
+    if (msg[0] == '\0') {
+        if (start == NULL || *start == '\0') {
+            uint64_t base = e_ns < now_ns ? e_ns : now_ns;
+            s_ns = base > since_ns ? base - since_ns : 0;
+        }
+        if (step_ns == 0) {
+            step_ns = tqmx_default_step(s_ns, e_ns);
+        }
+        int rc = tqmx_range_init(&t->mreq.range, s_ns, e_ns, step_ns, instant, METRICS_MAX_BUCKETS);
+        if (rc == -E2BIG) {
+            snprintf(msg, sizeof(msg),
+                     "invalid step: more than %d points per series; use a larger step",
+                     METRICS_MAX_BUCKETS);
+        } else if (rc < 0) {
+            snprintf(msg, sizeof(msg), "invalid start and end: end must be after start");
+        }
+    }
+    if (msg[0] == '\0') {
+        char err[256];
+        if (tqmx_parse(q, qn, &t->mexpr, err, sizeof(err)) < 0) {
+            snprintf(msg, sizeof(msg), "invalid TraceQL query: %s", err);
+        }
+    }
+    /* a with(exemplars=...) hint wins over the parameter; none or 0 means the maximum */
+    int64_t hint = t->mexpr != NULL ? t->mexpr->exemplars_hint : -1;
+    if (hint >= 0) {
+        ex = (uint64_t)hint;
+    } else if (ex == 0) {
+        ex = METRICS_MAX_EXEMPLARS;
+    }
+    t->mreq.exemplars = ex > METRICS_MAX_EXEMPLARS ? METRICS_MAX_EXEMPLARS : (uint32_t)ex;
+    t->mreq.max_series = maxs == 0           ? METRICS_MAX_SERIES
+                         : maxs > UINT32_MAX ? UINT32_MAX
+                                             : (uint32_t)maxs;
+    treq_finish(r, t, &ps, msg);
+}
+
+static void h_metrics_range(struct http1_req *r)
+{
+    metrics(r, false);
+}
+
+static void h_metrics_instant(struct http1_req *r)
+{
+    metrics(r, true);
+}
+
 int tempo_register(const struct config *c)
 {
     static const struct qhttp_route routes[] = {
@@ -589,6 +778,8 @@ int tempo_register(const struct config *c)
         {"/api/search/tag/", true, h_tag_values_v1},
         {"/api/v2/search/tags", false, h_tags_v2},
         {"/api/v2/search/tag/", true, h_tag_values_v2},
+        {"/api/metrics/query_range", false, h_metrics_range},
+        {"/api/metrics/query", false, h_metrics_instant},
     };
     return qhttp_register(c, routes, sizeof(routes) / sizeof(routes[0]), false);
 }

@@ -2,7 +2,8 @@
  * tempo.h - the Tempo HTTP API on the HTTP listener (FACTS.md D): trace by
  * id (/api/traces/<id>, /api/v2/traces/<id>; OTLP JSON or protobuf),
  * TraceQL search (/api/search), tag names and values (v1 and v2), the
- * data source's health check (/api/echo) and /api/status/buildinfo.
+ * data source's health check (/api/echo), /api/status/buildinfo, and TraceQL
+ * metrics (/api/metrics/query_range, /api/metrics/query; query/tqmx.h).
  *
  * Handlers run on the I/O thread and never block it: each query runs as a
  * job on the query pool (pool.h) and its answer comes back through
