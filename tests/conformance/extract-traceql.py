@@ -18,7 +18,9 @@ Sources (read with `git show HEAD:path`, nothing is checked out):
   docs/sources/tempo/traceql/*.md fenced code blocks (```traceql and the bare
                                   ``` blocks holding TraceQL) -> valid
   docs/sources/tempo/metrics-from-traces/metrics-queries/*.md
-                                  ```traceql blocks -> valid
+                                  ```traceql blocks, and the lines of other blocks
+                                  and backticked table examples that start like a
+                                  metrics query -> valid
 A query using a metrics function goes to traceql_metrics.cases instead.
 
 parse_test.go checks Parse() only; /api/search also runs Tempo's validate(),
@@ -288,7 +290,7 @@ def from_parse_test(repo, rev, out):
     del lines
 
 
-QSTART = re.compile(r'^\s*(\{|\(|count\(|avg\(|min\(|max\(|sum\(|by\(|select\()')
+QSTART = re.compile(r'^\s*(\{|\(|[0-9]|count\(|avg\(|min\(|max\(|sum\(|by\(|select\()')
 
 
 def split_block(text):
@@ -346,6 +348,35 @@ def from_docs_folder(repo, rev, out, folder, bare):
                 out.add('valid', 'tempo@%s:%s:%d' % (rev, path, off + 1), q)
 
 
+# Metrics examples outside ```traceql blocks: lines of untagged blocks, and
+# backticked examples in tables, that start like a query and name a metrics
+# function (the metrics docs write many of them so).
+METRICS_DOCS = 'docs/sources/tempo/metrics-from-traces/metrics-queries/'
+
+
+def from_metrics_examples(repo, rev, out):
+    names = subprocess.run(['git', '-C', repo, 'ls-tree', '-r', '--name-only', 'HEAD',
+                            METRICS_DOCS], check=True, capture_output=True).stdout.decode()
+    for path in sorted(n for n in names.split('\n') if n.endswith('.md')):
+        fence = False
+        for no, line in enumerate(git_show(repo, path).split('\n'), 1):
+            if line.strip().startswith('```'):
+                fence = not fence
+                continue
+            if fence:
+                cands = [line.strip()]
+            elif line.startswith('|'):
+                cands = [c.replace('\\|', '|') for c in re.findall(r'`([^`]+)`', line)]
+            else:
+                cands = []
+            for q in cands:
+                if not q or q[0] not in '{(0123456789' or not METRICS.search(q):
+                    continue
+                if q.startswith('{') and '|' not in q:
+                    continue
+                out.add('valid', 'tempo@%s:%s:%d' % (rev, path, no), q)
+
+
 def main():
     repo = sys.argv[1]
     outdir = sys.argv[2] if len(sys.argv) > 2 else '.'
@@ -356,6 +387,7 @@ def main():
     from_yaml(repo, rev, out)
     from_parse_test(repo, rev, out)
     from_docs(repo, rev, out)
+    from_metrics_examples(repo, rev, out)
     for fname, rows, what in (('traceql.cases', out.search, 'TraceQL search queries (/api/search)'),
                               ('traceql_metrics.cases', out.metrics,
                                'TraceQL metrics queries (/api/metrics/query_range)')):

@@ -60,11 +60,11 @@ static void run_cases(const char *name, unsigned *n_cases)
     *n_cases = n;
 }
 
-Test(tqmx, local_cases)
+Test(tqmx, conformance_cases)
 {
     unsigned n;
-    run_cases("traceql_metrics_local.cases", &n);
-    cr_assert_eq(n, 224);
+    run_cases("traceql_metrics.cases", &n);
+    cr_assert_eq(n, 279);
 }
 
 /* ---- the tree ---- */
