@@ -184,9 +184,8 @@ async function main() {
   await page.click(".record .rhead");
   await page.waitForSelector(".record .detail", T);
 
-  // Its trace id opens the waterfall (whose span pane asks for RED metrics: TraceQL
-  // metrics may not be served, and a 404 there is expected).
-  allowed = [/\/api\/metrics\/query_range/];
+  // Its trace id opens the waterfall, whose span pane charts its service's RED metrics
+  // (TraceQL metrics on /api/metrics/query_range).
   await page.click(".detail a.traceid");
   await page.waitForSelector(".wf-row", T);
   check("trace: the URL names the trace", new URL(page.url()).searchParams.get("id"), data.TRACE_ID);
@@ -204,7 +203,9 @@ async function main() {
   check("trace: the error span is marked", await page.$$eval(".wf-row.err .wf-name", (rs) => rs.map((r) => r.textContent)), ["payment.charge"]);
   await page.waitForSelector("aside.pane .span-detail", T);
   check("trace: the log's span is open in the pane", await page.getAttribute("aside.pane .span-detail", "data-span"), data.SPANS[2][0]);
-  await page.waitForSelector("aside.pane .red .notice", T);
+  await page.waitForFunction(() => document.querySelectorAll("aside.pane .red canvas.chart").length === 3, null, T);
+  check("trace: the span's service gets rate, errors and duration charts, one series each (payment)",
+    await page.$$eval("aside.pane .red canvas.chart", (cs) => cs.map((c) => c.dataset.series)), ["1", "1", "1"]);
   await shot("trace");
   await page.click("aside.pane a.span-logs");
   await page.waitForSelector(".record .body", T);
