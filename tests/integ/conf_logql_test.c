@@ -1,0 +1,203 @@
+/*
+ * conf_logql_test.c - the LogQL conformance suite: every case of
+ * tests/conformance/logql.cases (Loki's own parser/AST test tables and the
+ * LogQL docs' examples, see extract-logql.py) sent to
+ * /loki/api/v1/query_range of one daemon holding a little data. A `valid`
+ * case must answer 200 with a well-formed Loki body, an `invalid` one 400
+ * with a non-empty message; none may answer 5xx or time out. The test
+ * fails listing each case that answered wrongly, and prints the counts
+ * (answered / not supported / misparsed / invalid accepted / 5xx).
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tests/util/daemon.h"
+#include "tests/util/httpc.h"
+
+#define T0 UINT64_C(1700000000) /* seconds */
+#define NS UINT64_C(1000000000)
+#define MAX_CASES 2000
+#define MAX_QUERY 8192
+
+static const char *const ONE_SHARD[] = {"--shards", "1", "--io-threads", "1", NULL};
+
+/* The case file: $MIRADB_CONFORMANCE, else beside $MIRADB_VECTORS
+ * (tests/vectors -> tests/conformance), else the relative path. */
+static void cases_path(char *out, size_t cap, const char *name)
+{
+    const char *d = getenv("MIRADB_CONFORMANCE");
+    if (d != NULL && *d != '\0') {
+        snprintf(out, cap, "%s/%s", d, name);
+        return;
+    }
+    const char *v = httpc_vectors_dir();
+    size_t n = strlen(v);
+    while (n > 0 && v[n - 1] == '/') {
+        n--;
+    }
+    while (n > 0 && v[n - 1] != '/') {
+        n--;
+    }
+    snprintf(out, cap, "%.*sconformance/%s", (int)n, v, name);
+}
+
+/* Undoes the case file's escapes (\\ \t \n) in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && (s[1] == '\\' || s[1] == 't' || s[1] == 'n')) {
+            s++;
+            *o++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : '\\';
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+static void export_json(const struct daemon *d, const char *json)
+{
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "POST", "/v1/logs", hdrs, json, strlen(json), 0, &r),
+                 0);
+    cr_assert_eq(r.status, 200, "export: %d %s", r.status, r.body ? (char *)r.body : "");
+    http_resp_free(&r);
+}
+
+/* A little data so that queries run over real entries: service foo with
+ * logfmt lines, service mysql with JSON lines (T0 .. T0+9 s). */
+static void export_data(const struct daemon *d)
+{
+    static char buf[16384];
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                          "{\"resourceLogs\":[{\"resource\":{\"attributes\":["
+                          "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"foo\"}}]},"
+                          "\"scopeLogs\":[{\"logRecords\":[");
+    for (int i = 0; i < 10; i++) {
+        o += (size_t)snprintf(
+            buf + o, sizeof(buf) - o,
+            "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
+            "\"level=%s status=%d duration=%dms addr=10.0.0.%d msg=\\\"req %d\\\"\"},"
+            "\"attributes\":[{\"key\":\"foo\",\"value\":{\"stringValue\":"
+            "\"bar\"}}]}",
+            i ? "," : "", (T0 + (uint64_t)i) * NS, i % 2 ? "error" : "info", i % 2 ? 500 : 200,
+            10 * i, i, i);
+    }
+    o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                          "]}]},{\"resource\":{\"attributes\":["
+                          "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"mysql\"}}]},"
+                          "\"scopeLogs\":[{\"logRecords\":[");
+    for (int i = 0; i < 5; i++) {
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                              "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
+                              "\"{\\\"latency\\\":%d,\\\"path\\\":\\\"/home\\\"}\"}}",
+                              i ? "," : "", (T0 + (uint64_t)i) * NS + 500000000u, i);
+    }
+    snprintf(buf + o, sizeof(buf) - o, "]}]}]}");
+    export_json(d, buf);
+}
+
+/* A well-formed Loki answer: status success, data.resultType one of the
+ * four, data.result an array (a number pair for a scalar). */
+static bool well_formed(const char *body)
+{
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    if (j == NULL) {
+        return false;
+    }
+    json_t *data = json_object_get(j, "data");
+    const char *st = json_string_value(json_object_get(j, "status"));
+    const char *rt = json_string_value(json_object_get(data, "resultType"));
+    bool ok = st != NULL && strcmp(st, "success") == 0 && rt != NULL &&
+              (strcmp(rt, "streams") == 0 || strcmp(rt, "matrix") == 0 ||
+               strcmp(rt, "vector") == 0 || strcmp(rt, "scalar") == 0) &&
+              json_is_array(json_object_get(data, "result"));
+    json_decref(j);
+    return ok;
+}
+
+enum outcome { ANSWERED, REFUSED_OK, NOT_SUPPORTED, MISPARSED, INVALID_ACCEPTED, BAD_BODY, E5XX };
+
+Test(conf_logql, every_loki_case_answers_with_its_verdict, .timeout = 1200)
+{
+    char path[512];
+    cases_path(path, sizeof(path), "logql.cases");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, ONE_SHARD), 0);
+    export_data(&d);
+
+    static char line[MAX_QUERY * 2];
+    static char enc[MAX_QUERY * 3 + 1], url[MAX_QUERY * 3 + 256];
+    size_t count[E5XX + 1] = {0};
+    size_t n_cases = 0, n_wrong = 0;
+    while (fgets(line, sizeof(line), f) != NULL && n_cases < MAX_CASES) {
+        size_t ln = strlen(line);
+        cr_assert(ln > 0 && line[ln - 1] == '\n', "case line too long or unterminated: %.60s",
+                  line);
+        line[ln - 1] = '\0';
+        if (line[0] == '#' || line[0] == '\0') {
+            continue;
+        }
+        char *verdict = line, *src = strchr(line, '\t');
+        cr_assert_not_null(src, "malformed case line: %s", line);
+        *src++ = '\0';
+        char *q = strchr(src, '\t');
+        cr_assert_not_null(q, "malformed case line: %s", src);
+        *q++ = '\0';
+        unescape(q);
+        bool valid = strcmp(verdict, "valid") == 0;
+        cr_assert(valid || strcmp(verdict, "invalid") == 0, "bad verdict %s", verdict);
+        n_cases++;
+
+        httpc_url_enc(enc, sizeof(enc), q);
+        snprintf(url, sizeof(url),
+                 "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64
+                 "&step=60s&limit=100&direction=backward",
+                 enc, (T0 - 600) * NS, (T0 + 600) * NS);
+        struct http_resp r;
+        int rc = httpc_request(d.http_port, "GET", url, NULL, NULL, 0, 0, &r);
+        cr_assert_eq(rc, 0, "no answer (timeout or connection error) for %s: %s", src, q);
+        const char *body = r.body ? (const char *)r.body : "";
+        enum outcome o;
+        if (r.status >= 500) {
+            o = E5XX;
+        } else if (valid) {
+            o = r.status == 200                         ? (well_formed(body) ? ANSWERED : BAD_BODY)
+                : strstr(body, "not supported") != NULL ? NOT_SUPPORTED
+                                                        : MISPARSED;
+        } else {
+            o = r.status == 400 && body[0] != '\0' ? REFUSED_OK
+                : r.status == 200                  ? INVALID_ACCEPTED
+                                                   : BAD_BODY;
+        }
+        count[o]++;
+        if (o != ANSWERED && o != REFUSED_OK) {
+            n_wrong++;
+            fprintf(stderr, "WRONG %s %s -> %d %.200s\n    query: %.300s\n", verdict, src, r.status,
+                    body, q);
+        }
+        http_resp_free(&r);
+    }
+    fclose(f);
+    fprintf(stderr,
+            "conf_logql: %zu cases: valid answered %zu, not supported %zu, misparsed %zu, bad "
+            "body %zu; invalid refused %zu, invalid accepted %zu; 5xx %zu\n",
+            n_cases, count[ANSWERED], count[NOT_SUPPORTED], count[MISPARSED], count[BAD_BODY],
+            count[REFUSED_OK], count[INVALID_ACCEPTED], count[E5XX]);
+    cr_assert_gt(n_cases, 400, "the case file holds %zu cases", n_cases);
+    cr_expect_eq(n_wrong, 0, "%zu of %zu cases answered wrongly (listed above)", n_wrong, n_cases);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
