@@ -73,7 +73,8 @@ struct logql_pattern {
 };
 
 struct logql_filter_alt {
-    struct logql_str value;
+    struct logql_str value;       /* the string, or the argument of ip("...") */
+    bool ip;                      /* ip("..."): |= / != only, value is the pattern */
     const qlex_re *re;            /* RE/NOT_RE */
     struct logql_pattern pattern; /* PATTERN/NOT_PATTERN */
 };
@@ -360,6 +361,16 @@ bool logql_pattern_match(const struct logql_pattern *p, const char *s, size_t n)
  * the filter's type (Loki keeps the line with __error__=LabelFilterErr). A
  * missing label: pass v == NULL (string filters see "", others fail). */
 int logql_lf_test(const struct logql_lf *lf, const char *v, size_t n);
+
+/* Loki's ip("pat") on one value: pat is an address, a CIDR prefix or a
+ * range "a-b" (IPv4 compared as ::ffff:a.b.c.d). 1 match, 0 no match (or v
+ * is not an address; v == NULL allowed), -EINVAL when pat is none of the
+ * three forms. */
+int logql_ip_match(const struct logql_str *pat, const char *v, size_t vn);
+
+/* The ip("pat") line filter: does some address in |line| (found as Loki
+ * scans for them) match? 1, 0, or -EINVAL for a bad pattern. */
+int logql_ip_line_match(const struct logql_str *pat, const char *line, size_t n);
 
 /* Body-token needles every line of the result must contain as a whole
  * token (DESIGN.md "Blocks": maximal runs of [A-Za-z0-9_], lower-cased).

@@ -65,6 +65,30 @@ static bool range_unwrapped(enum logql_range_op op)
     return op >= LOGQL_RANGE_RATE_COUNTER;
 }
 
+/* Which range aggregations take | unwrap, and which a by/without of their
+ * own (Loki's RangeAggregationExpr.validate). */
+static bool range_takes_unwrap(enum logql_range_op op)
+{
+    return range_unwrapped(op) || op == LOGQL_RANGE_RATE || op == LOGQL_RANGE_ABSENT_OVER_TIME;
+}
+
+static bool range_takes_grouping(enum logql_range_op op)
+{
+    switch (op) {
+    case LOGQL_RANGE_AVG_OVER_TIME:
+    case LOGQL_RANGE_STDDEV_OVER_TIME:
+    case LOGQL_RANGE_STDVAR_OVER_TIME:
+    case LOGQL_RANGE_QUANTILE_OVER_TIME:
+    case LOGQL_RANGE_MAX_OVER_TIME:
+    case LOGQL_RANGE_MIN_OVER_TIME:
+    case LOGQL_RANGE_FIRST_OVER_TIME:
+    case LOGQL_RANGE_LAST_OVER_TIME:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static int parse_label_names(struct parser *p, struct logql_str **arr, size_t *n, const char *what)
 {
     size_t cap = 0;
@@ -172,18 +196,16 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
     if (logql_check_unwrap(p, &e->log, true, NULL, &has_unwrap) != 0) {
         return p->lx.rc;
     }
-    if (has_unwrap && !range_unwrapped(op) && op != LOGQL_RANGE_RATE) {
-        return qlex_fail(&p->lx, e->pos, "%s does not take an unwrapped value; remove | unwrap",
-                         fn);
+    /* Loki's RangeAggregationExpr.validate, with its messages. */
+    if (has_unwrap && !range_takes_unwrap(op)) {
+        return qlex_fail(&p->lx, e->pos, "invalid aggregation %s with unwrap", fn);
     }
     if (!has_unwrap && range_unwrapped(op)) {
-        return qlex_fail(&p->lx, e->pos, "%s needs an unwrapped value: add | unwrap <label>", fn);
+        return qlex_fail(&p->lx, e->pos, "invalid aggregation %s without unwrap", fn);
     }
     if (at_grouping(p)) {
-        if (!has_unwrap) {
-            return qlex_fail(&p->lx, p->tok.pos,
-                             "grouping is not allowed for %s; use e.g. sum by (...) (%s(...))", fn,
-                             fn);
+        if (!range_takes_grouping(op)) {
+            return qlex_fail(&p->lx, p->tok.pos, "grouping not allowed for %s aggregation", fn);
         }
         return parse_grouping(p, &e->grouping);
     }
@@ -530,9 +552,10 @@ int logql_parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
             return qlex_fail(&p->lx, op_pos,
                              "set operators (and, or, unless) are not allowed with scalars");
         }
-        if (cmp && ls && rs && !e->return_bool) {
-            return qlex_fail(&p->lx, op_pos,
-                             "comparisons between scalars must use the bool modifier");
+        if (cmp && ls && rs) {
+            /* Loki folds a comparison of two literals to 1 or 0 with or
+             * without bool (reduceBinOp). */
+            e->return_bool = true;
         }
         if (e->has_matching && (ls || rs)) {
             return qlex_fail(&p->lx, op_pos,

@@ -215,6 +215,38 @@ bool logql_is_stage_start(enum qtok k)
     return k == QT_PIPE || is_line_filter_tok(k);
 }
 
+/* ip("pattern") as one alternative of a |= or != line filter (Loki refuses
+ * it after |~ !~ |> !> when it builds the pipeline: "ip: invalid
+ * operation"). */
+static int parse_ip_alt(struct parser *p, struct logql_stage *st, size_t *cap)
+{
+    size_t pos = p->tok.pos;
+    if (st->filter_op != LOGQL_FILTER_CONTAINS && st->filter_op != LOGQL_FILTER_NOT_CONTAINS) {
+        return qlex_fail(&p->lx, pos,
+                         "ip: invalid operation (ip() line filters take |= or != only)");
+    }
+    if (advance(p) != 0 || advance(p) != 0) { /* ip ( */
+        return p->lx.rc;
+    }
+    if (p->tok.kind != QT_STRING) {
+        return fail_expected(p, "an address, prefix or range in quotes inside ip()");
+    }
+    struct logql_filter_alt *alt = PUSH(p, st->alts, st->n_alts, *cap);
+    if (alt == NULL) {
+        return p->lx.rc;
+    }
+    alt->value = tok_str(p);
+    alt->ip = true;
+    if (logql_ip_match(&alt->value, "::1", 3) < 0) {
+        return qlex_fail(&p->lx, p->tok.pos, "ip: invalid pattern: \"%.*s\"", (int)alt->value.n,
+                         alt->value.s);
+    }
+    if (advance(p) != 0) {
+        return p->lx.rc;
+    }
+    return expect(p, QT_RPAREN, "\")\" closing ip(");
+}
+
 static int parse_line_filter(struct parser *p, struct logql_stage *st)
 {
     const char *opname = "|=";
@@ -249,12 +281,21 @@ static int parse_line_filter(struct parser *p, struct logql_stage *st)
     }
     size_t cap = 0;
     for (;;) {
+        if (is_ident(&p->tok, "ip") && peek(p)->kind == QT_LPAREN) {
+            if (parse_ip_alt(p, st, &cap) != 0) {
+                return p->lx.rc;
+            }
+            if (!is_ident(&p->tok, "or")) {
+                return 0;
+            }
+            if (advance(p) != 0) {
+                return p->lx.rc;
+            }
+            continue;
+        }
         if (p->tok.kind != QT_STRING) {
             char what[64];
             snprintf(what, sizeof(what), "a string in quotes after \"%s\"", opname);
-            if (is_ident(&p->tok, "ip")) {
-                return qlex_fail(&p->lx, p->tok.pos, "ip() line filters are not supported");
-            }
             return fail_expected(p, what);
         }
         struct logql_filter_alt *alt = PUSH(p, st->alts, st->n_alts, cap);
@@ -817,7 +858,7 @@ int logql_collect_needles(struct parser *p, struct logql_log *log)
             continue;
         }
         const struct logql_filter_alt *a = &st->alts[0];
-        if (st->filter_op == LOGQL_FILTER_CONTAINS) {
+        if (st->filter_op == LOGQL_FILTER_CONTAINS && !a->ip) {
             if (add_needles(p, log, &cap, a->value.s, a->value.n, false, false) != 0) {
                 return p->lx.rc;
             }

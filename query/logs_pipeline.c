@@ -7,8 +7,6 @@
  */
 #include "query/logs_int.h"
 
-#include <arpa/inet.h>
-
 #include "lib/utf8.h"
 
 /* ---- per-item row context ------------------------------------------------- */
@@ -726,69 +724,6 @@ static void stage_pattern(struct rctx *c, const struct logql_pattern *pt)
 
 /* -- label filters -- */
 
-/* An address as 16 bytes (IPv4 mapped into ::ffff:0:0/96). */
-static bool ip_parse(const char *s, size_t n, uint8_t out[16], bool *v4)
-{
-    char buf[64];
-    if (n == 0 || n >= sizeof(buf)) {
-        return false;
-    }
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    if (inet_pton(AF_INET, buf, out + 12) == 1) {
-        memset(out, 0, 10);
-        out[10] = out[11] = 0xff;
-        *v4 = true;
-        return true;
-    }
-    *v4 = false;
-    return inet_pton(AF_INET6, buf, out) == 1;
-}
-
-/* Loki's ip("..."): an address, a CIDR prefix or a range "a-b". -EINVAL
- * when the argument is none of them. */
-int logs_ip_match(const struct logql_str *pat, const char *v, size_t vn)
-{
-    uint8_t a[16], lo[16], hi[16];
-    bool v4, p4;
-    if (v == NULL || !ip_parse(v, vn, a, &v4)) {
-        return 0;
-    }
-    const char *slash = memchr(pat->s, '/', pat->n);
-    const char *dash = memchr(pat->s, '-', pat->n);
-    if (slash != NULL) {
-        if (!ip_parse(pat->s, (size_t)(slash - pat->s), lo, &p4)) {
-            return -EINVAL;
-        }
-        char *end;
-        long bits = strtol(slash + 1, &end, 10);
-        if (end != pat->s + pat->n || bits < 0 || bits > (p4 ? 32 : 128)) {
-            return -EINVAL;
-        }
-        if (p4) {
-            bits += 96;
-        }
-        for (long i = 0; i < bits; i++) {
-            uint8_t m = (uint8_t)(0x80 >> (i % 8));
-            if ((a[i / 8] & m) != (lo[i / 8] & m)) {
-                return 0;
-            }
-        }
-        return 1;
-    }
-    if (dash != NULL) {
-        if (!ip_parse(pat->s, (size_t)(dash - pat->s), lo, &p4) ||
-            !ip_parse(dash + 1, (size_t)(pat->s + pat->n - dash - 1), hi, &p4)) {
-            return -EINVAL;
-        }
-        return memcmp(a, lo, 16) >= 0 && memcmp(a, hi, 16) <= 0;
-    }
-    if (!ip_parse(pat->s, pat->n, lo, &p4)) {
-        return -EINVAL;
-    }
-    return memcmp(a, lo, 16) == 0;
-}
-
 static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
 {
     switch (lf->kind) {
@@ -804,7 +739,7 @@ static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
         l = NULL; /* an empty label is no label */
     }
     if (lf->kind == LOGQL_LF_IP) {
-        int m = logs_ip_match(&lf->ip, l ? l->v : NULL, l ? l->vn : 0);
+        int m = logql_ip_match(&lf->ip, l ? l->v : NULL, l ? l->vn : 0);
         return lf->cmp == LOGQL_CMP_NE ? m == 0 : m == 1;
     }
     int rc = logql_lf_test(lf, l ? l->v : NULL, l ? l->vn : 0);

@@ -448,7 +448,7 @@ void logs_plan_needs(struct scan *s, bool all)
 static int check_lf_ip(const struct logql_lf *lf, char *err, size_t errlen)
 {
     for (; lf != NULL; lf = lf->left) {
-        if (lf->kind == LOGQL_LF_IP && logs_ip_match(&lf->ip, "::1", 3) < 0) {
+        if (lf->kind == LOGQL_LF_IP && logql_ip_match(&lf->ip, "::1", 3) < 0) {
             snprintf(err, errlen, "invalid ip(\"%.*s\"): not an address, prefix or range",
                      (int)lf->ip.n, lf->ip.s);
             return -EINVAL;

@@ -295,7 +295,13 @@ def doc_cases(gitdir, commit):
                 continue
             start, body = k + 1, []
             k += 1
+            cut = False
             while k < len(lines) and not re.match(r"^\s*```\s*$", lines[k]):
+                if re.match(r"^\s*=>\s*$", lines[k]):
+                    cut = True  # the docs show the result after a "=>" line
+                if cut:
+                    k += 1
+                    continue
                 body.append(lines[k][len(m.group(1)):] if lines[k].startswith(m.group(1)) else lines[k].lstrip())
                 k += 1
             q = "\n".join(body).strip()
