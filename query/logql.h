@@ -254,6 +254,7 @@ enum logql_agg_op {
     LOGQL_AGG_BOTTOMK,
     LOGQL_AGG_SORT,
     LOGQL_AGG_SORT_DESC,
+    LOGQL_AGG_APPROX_TOPK, /* approx_topk(k, v): answered exactly, as topk; no grouping */
 };
 
 enum logql_bin_op {

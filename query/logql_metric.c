@@ -37,17 +37,12 @@ static const struct name_map range_ops[] = {
 };
 
 static const struct name_map agg_ops[] = {
-    {"sum", LOGQL_AGG_SUM},
-    {"avg", LOGQL_AGG_AVG},
-    {"min", LOGQL_AGG_MIN},
-    {"max", LOGQL_AGG_MAX},
-    {"count", LOGQL_AGG_COUNT},
-    {"stddev", LOGQL_AGG_STDDEV},
-    {"stdvar", LOGQL_AGG_STDVAR},
-    {"topk", LOGQL_AGG_TOPK},
-    {"bottomk", LOGQL_AGG_BOTTOMK},
-    {"sort", LOGQL_AGG_SORT},
-    {"sort_desc", LOGQL_AGG_SORT_DESC},
+    {"sum", LOGQL_AGG_SUM},         {"avg", LOGQL_AGG_AVG},
+    {"min", LOGQL_AGG_MIN},         {"max", LOGQL_AGG_MAX},
+    {"count", LOGQL_AGG_COUNT},     {"stddev", LOGQL_AGG_STDDEV},
+    {"stdvar", LOGQL_AGG_STDVAR},   {"topk", LOGQL_AGG_TOPK},
+    {"bottomk", LOGQL_AGG_BOTTOMK}, {"approx_topk", LOGQL_AGG_APPROX_TOPK},
+    {"sort", LOGQL_AGG_SORT},       {"sort_desc", LOGQL_AGG_SORT_DESC},
 };
 
 static int lookup(const struct name_map *m, size_t n, const struct qlex_tok *t)
@@ -217,6 +212,7 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     char fn[32];
     snprintf(fn, sizeof(fn), "%.*s", (int)p->tok.n, p->tok.s);
     bool sort = op == LOGQL_AGG_SORT || op == LOGQL_AGG_SORT_DESC;
+    bool approx = op == LOGQL_AGG_APPROX_TOPK;
     e->kind = LOGQL_EXPR_VECTOR_AGG;
     e->agg_op = op;
     if (advance(p) != 0) {
@@ -226,6 +222,10 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
         if (sort) {
             return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
         }
+        if (approx) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "grouping not allowed for approx_topk aggregation");
+        }
         if (parse_grouping(p, &e->grouping) != 0) {
             return p->lx.rc;
         }
@@ -233,7 +233,7 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     if (expect(p, QT_LPAREN, "\"(\" after the aggregation") != 0) {
         return p->lx.rc;
     }
-    if (op == LOGQL_AGG_TOPK || op == LOGQL_AGG_BOTTOMK) {
+    if (op == LOGQL_AGG_TOPK || op == LOGQL_AGG_BOTTOMK || op == LOGQL_AGG_APPROX_TOPK) {
         if (p->tok.kind != QT_NUMBER) {
             return fail_expected(p, "the number of series k (e.g. topk(5, ...))");
         }
@@ -257,6 +257,10 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     if (at_grouping(p)) {
         if (sort) {
             return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
+        }
+        if (approx) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "grouping not allowed for approx_topk aggregation");
         }
         return parse_grouping(p, &e->grouping);
     }

@@ -774,7 +774,8 @@ static int eval_vector_agg(struct eval *ev, const struct logql_expr *e, struct m
     for (size_t i = 0; i < groups.n; i++) {
         memset(groups.s[i]->aux2, 0, K * sizeof(double));
     }
-    if (e->agg_op == LOGQL_AGG_TOPK || e->agg_op == LOGQL_AGG_BOTTOMK) {
+    if (e->agg_op == LOGQL_AGG_TOPK || e->agg_op == LOGQL_AGG_BOTTOMK ||
+        e->agg_op == LOGQL_AGG_APPROX_TOPK) {
         size_t kk = e->param < 1 ? 0 : (size_t)e->param;
         struct dv *tmp = malloc((in.n + 1) * sizeof(*tmp));
         /* one output series per input series, points only where selected */
@@ -795,7 +796,7 @@ static int eval_vector_agg(struct eval *ev, const struct logql_expr *e, struct m
                         tmp[n++] = (struct dv){in.s[i]->v[k], i};
                     }
                 }
-                qsort(tmp, n, sizeof(*tmp), e->agg_op == LOGQL_AGG_TOPK ? dv_desc : dv_asc);
+                qsort(tmp, n, sizeof(*tmp), e->agg_op == LOGQL_AGG_BOTTOMK ? dv_asc : dv_desc);
                 for (size_t j = 0; j < n && j < kk; j++) {
                     size_t i = tmp[j].i;
                     if (outs[i] == NULL) {
@@ -928,6 +929,123 @@ static double bin_apply(enum logql_bin_op op, bool ret_bool, double a, double b,
     return a;
 }
 
+/* The match key of |s| under on(...) / ignoring(...) into l (cap 128). */
+static uint32_t match_key(const struct logql_expr *e, const struct series *s, struct lbl *l)
+{
+    return e->has_matching ? project(s, e->match_labels, e->n_match_labels, e->on, l, 128)
+                           : project(s, NULL, 0, false, l, 128);
+}
+
+/* Many-to-one matching (group_left: the left side is the "many" side;
+ * group_right: the right side), as PromQL does it: each series of the many
+ * side meets the series of the one side with its match key; a result keeps
+ * the many side's labels, with each group_x(...) label taken from the one
+ * side (removed when the one side lacks it). Two series of the one side
+ * with the same key at one step: the query fails, as in Loki. The value is
+ * op(left, right); a filtering comparison keeps the left value. */
+static int eval_group(struct eval *ev, const struct logql_expr *e, struct mat L, struct mat R,
+                      struct mat *out)
+{
+    int rc = 0;
+    size_t K = ev->K;
+    bool left_many = e->group_side < 0;
+    const struct mat *M = left_many ? &L : &R, *O = left_many ? &R : &L;
+    struct lbl l[129];
+    uint64_t *oh = calloc(O->n + 1, sizeof(*oh));
+    struct series **ok = calloc(O->n + 1, sizeof(*ok));
+    if (oh == NULL || ok == NULL) {
+        rc = -ENOMEM;
+    }
+    for (size_t j = 0; j < O->n && rc == 0; j++) {
+        uint32_t nl = match_key(e, O->s[j], l);
+        ok[j] = ev_series(ev, l, nl); /* holds the key */
+        if (ok[j] == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        oh[j] = ok[j]->hash;
+    }
+    for (size_t i = 0; i < M->n && rc == 0; i++) {
+        const struct series *m = M->s[i];
+        uint32_t nl = match_key(e, m, l);
+        ev->sb.n = 0;
+        sb_labels_key(&ev->sb, l, nl);
+        if (ev->sb.oom) {
+            rc = -ENOMEM;
+            break;
+        }
+        size_t keylen = ev->sb.n;
+        /* a copy: ev_series below reuses ev->sb */
+        const char *key = arena_strndup(ev->q->a, ev->sb.p ? ev->sb.p : "", keylen);
+        if (key == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        uint64_t h = logs_hash_bytes(key, keylen);
+        for (size_t j = 0; j < O->n && rc == 0; j++) {
+            if (oh[j] != h || ok[j]->keylen != keylen || memcmp(ok[j]->key, key, keylen) != 0) {
+                continue;
+            }
+            const struct series *o = O->s[j];
+            /* result labels: the many side's, group_x(...) ones from the one side */
+            uint32_t rn = 0;
+            for (uint32_t a = 0; a < m->nl && rn < 128; a++) {
+                if (!listed(e->include_labels, e->n_include_labels, m->l[a].n, m->l[a].nn)) {
+                    l[rn++] = m->l[a];
+                }
+            }
+            for (uint32_t a = 0; a < o->nl && rn < 128; a++) {
+                if (listed(e->include_labels, e->n_include_labels, o->l[a].n, o->l[a].nn) &&
+                    o->l[a].vn > 0) {
+                    l[rn++] = o->l[a];
+                }
+            }
+            qsort(l, rn, sizeof(l[0]), lbl_cmp);
+            struct series *r = NULL;
+            for (size_t k = 0; k < K; k++) {
+                if (m->cnt[k] == 0 || o->cnt[k] == 0) {
+                    continue;
+                }
+                for (size_t j2 = j + 1; j2 < O->n; j2++) {
+                    if (oh[j2] == h && ok[j2]->keylen == keylen &&
+                        memcmp(ok[j2]->key, key, keylen) == 0 && O->s[j2]->cnt[k] != 0) {
+                        qctx_fail(&ev->q->c, -EINVAL,
+                                  "found duplicate series for the match group on the %s "
+                                  "hand-side of the operation; many-to-many matching not "
+                                  "allowed: matching labels must be unique on one side",
+                                  left_many ? "right" : "left");
+                        rc = -EINVAL;
+                        break;
+                    }
+                }
+                if (rc < 0) {
+                    break;
+                }
+                double a = left_many ? m->v[k] : o->v[k], b = left_many ? o->v[k] : m->v[k];
+                bool keep;
+                double v = bin_apply(e->bin_op, e->return_bool, a, b, &keep);
+                if (!keep) {
+                    continue;
+                }
+                if (r == NULL) {
+                    r = ev_series(ev, l, rn);
+                    if (r == NULL || mat_add(out, r) < 0) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                }
+                r->v[k] = v;
+                r->cnt[k] = 1;
+            }
+        }
+    }
+    free(oh);
+    free(ok);
+    mat_free(&L);
+    mat_free(&R);
+    return rc;
+}
+
 /* One binary operator over its evaluated operands |L| and |R| (freed
  * here) into the empty |out|. */
 static int eval_binop(struct eval *ev, const struct logql_expr *e, struct mat L, struct mat R,
@@ -969,6 +1087,9 @@ static int eval_binop(struct eval *ev, const struct logql_expr *e, struct mat L,
         mat_free(&L);
         mat_free(&R);
         return rc;
+    }
+    if (e->group_side != 0) {
+        return eval_group(ev, e, L, R, out);
     }
     /* vector with vector: one-to-one matching on the label set (or on / ignoring) */
     struct lbl l[128];
@@ -1121,6 +1242,98 @@ static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *o
     return 0;
 }
 
+#define LR_MAX_PAIRS 64
+
+/* The value of group |name| (n bytes; a number or a group name) of a
+ * label_replace match, or NULL when there is no such group or it did not
+ * take part. */
+static const char *lr_group(const struct logql_expr *e, const char *sv, const size_t *ovec,
+                            unsigned pairs, const char *name, size_t n, size_t *vn)
+{
+    unsigned g = 0;
+    bool num = n > 0;
+    for (size_t i = 0; i < n; i++) {
+        num = num && name[i] >= '0' && name[i] <= '9';
+    }
+    if (num) {
+        for (size_t i = 0; i < n && g <= LR_MAX_PAIRS; i++) {
+            g = g * 10 + (unsigned)(name[i] - '0');
+        }
+    } else {
+        unsigned ng = qlex_re_named_groups(e->regex), i;
+        for (i = 0; i < ng; i++) {
+            const char *gn;
+            if (qlex_re_group_name(e->regex, i, &gn, &g) == 0 && strlen(gn) == n &&
+                memcmp(gn, name, n) == 0) {
+                break;
+            }
+        }
+        if (i == ng) {
+            return NULL;
+        }
+    }
+    if (g >= pairs || ovec[2 * g] == SIZE_MAX) {
+        return NULL;
+    }
+    *vn = ovec[2 * g + 1] - ovec[2 * g];
+    return sv + ovec[2 * g];
+}
+
+/* Go's Regexp.Expand of label_replace's replacement: $1, ${1}, $name,
+ * ${name} (a name is the longest run of letters, digits and '_', so "$1x"
+ * is the group named "1x"), "$$" is a '$'; an unknown group is empty, a '$'
+ * not followed by a name is kept. Writes at most cap-1 bytes and a NUL when
+ * out is not NULL; returns the full length. */
+static size_t lr_expand(const struct logql_expr *e, const char *sv, const size_t *ovec,
+                        unsigned pairs, char *out, size_t cap)
+{
+    const char *t = e->replacement.s;
+    size_t tn = e->replacement.n, o = 0;
+#define LR_PUT(p, k)                                                                               \
+    do {                                                                                           \
+        for (size_t z_ = 0; z_ < (k); z_++, o++) {                                                 \
+            if (out != NULL && o + 1 < cap) {                                                      \
+                out[o] = (p)[z_];                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+    for (size_t i = 0; i < tn;) {
+        if (t[i] != '$' || i + 1 >= tn) {
+            LR_PUT(t + i, 1);
+            i++;
+            continue;
+        }
+        if (t[i + 1] == '$') {
+            LR_PUT("$", 1);
+            i += 2;
+            continue;
+        }
+        size_t a = i + 1, b;
+        bool brace = t[a] == '{';
+        if (brace) {
+            a++;
+        }
+        for (b = a; b < tn && (isalnum((unsigned char)t[b]) || t[b] == '_'); b++) {
+        }
+        if (b == a || (brace && (b >= tn || t[b] != '}'))) {
+            LR_PUT(t + i, 1); /* not a reference: the '$' stays */
+            i++;
+            continue;
+        }
+        size_t vn = 0;
+        const char *v = lr_group(e, sv, ovec, pairs, t + a, b - a, &vn);
+        if (v != NULL) {
+            LR_PUT(v, vn);
+        }
+        i = brace ? b + 1 : b;
+    }
+#undef LR_PUT
+    if (out != NULL && cap > 0) {
+        out[o < cap ? o : cap - 1] = '\0';
+    }
+    return o;
+}
+
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out)
 {
     if (qctx_err(&ev->q->c)) {
@@ -1161,11 +1374,22 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
                     src = &s->l[j];
                 }
             }
-            bool m = qlex_re_match(e->regex, src ? src->v : "", src ? src->vn : 0) == 1;
-            if (!m) {
+            const char *sv = src ? src->v : "";
+            size_t svn = src ? src->vn : 0;
+            size_t ovec[2 * LR_MAX_PAIRS];
+            unsigned pairs = qlex_re_capture_count(e->regex) + 1;
+            pairs = pairs > LR_MAX_PAIRS ? LR_MAX_PAIRS : pairs;
+            if (qlex_re_exec(e->regex, sv, svn, ovec, pairs) != 1) {
                 rc = mat_add(out, s);
                 continue;
             }
+            size_t rn = lr_expand(e, sv, ovec, pairs, NULL, 0);
+            char *rv = arena_alloc(ev->q->a, rn + 1);
+            if (rv == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            lr_expand(e, sv, ovec, pairs, rv, rn + 1);
             struct lbl l[129];
             uint32_t nl = 0;
             for (uint32_t j = 0; j < s->nl && nl < 128; j++) {
@@ -1173,9 +1397,8 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
                     l[nl++] = s->l[j];
                 }
             }
-            if (e->replacement.n > 0) {
-                l[nl++] = (struct lbl){e->dst.s, e->replacement.s, (uint32_t)e->dst.n,
-                                       (uint32_t)e->replacement.n, LC_PARSED};
+            if (rn > 0) {
+                l[nl++] = (struct lbl){e->dst.s, rv, (uint32_t)e->dst.n, (uint32_t)rn, LC_PARSED};
             }
             qsort(l, nl, sizeof(l[0]), lbl_cmp);
             struct series *o = ev_series(ev, l, nl);
@@ -1207,20 +1430,9 @@ int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen)
         return logs_check_log(&e->log, err, errlen);
     case LOGQL_EXPR_VECTOR_AGG:
     case LOGQL_EXPR_LABEL_REPLACE:
-        if (e->kind == LOGQL_EXPR_LABEL_REPLACE &&
-            memchr(e->replacement.s, '$', e->replacement.n)) {
-            snprintf(err, errlen,
-                     "label_replace: $ references in the replacement are not "
-                     "supported yet");
-            return -EINVAL;
-        }
         return logs_check_tree(e->inner, err, errlen);
     case LOGQL_EXPR_BINARY:
         for (; e->kind == LOGQL_EXPR_BINARY; e = e->lhs) { /* the left spine in a loop */
-            if (e->group_side != 0) {
-                snprintf(err, errlen, "group_left / group_right are not supported yet");
-                return -EINVAL;
-            }
             if (logs_check_tree(e->rhs, err, errlen) < 0) {
                 return -EINVAL;
             }

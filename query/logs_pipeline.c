@@ -722,6 +722,34 @@ static void stage_pattern(struct rctx *c, const struct logql_pattern *pt)
     }
 }
 
+/* -- regexp -- */
+
+/* Loki's RegexpParser: the first match of the (unanchored) regex in the
+ * line sets one parsed label per named group that took part; no match sets
+ * nothing. A match limit hit counts as no match (the executor polls
+ * qlex_re_take_limit_hit and ends the query). */
+static void stage_regexp(struct rctx *c, const qlex_re *re)
+{
+    enum { MAX_PAIRS = 64 };
+    size_t ovec[2 * MAX_PAIRS];
+    unsigned pairs = qlex_re_capture_count(re) + 1;
+    if (pairs > MAX_PAIRS) {
+        pairs = MAX_PAIRS; /* groups past 63 are left unset */
+    }
+    if (qlex_re_exec(re, c->line, c->line_n, ovec, pairs) != 1) {
+        return;
+    }
+    unsigned ng = qlex_re_named_groups(re);
+    for (unsigned i = 0; i < ng; i++) {
+        const char *name;
+        unsigned g;
+        if (qlex_re_group_name(re, i, &name, &g) != 0 || g >= pairs || ovec[2 * g] == SIZE_MAX) {
+            continue;
+        }
+        set_parsed(c, name, strlen(name), c->line + ovec[2 * g], ovec[2 * g + 1] - ovec[2 * g]);
+    }
+}
+
 /* -- label filters -- */
 
 static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
@@ -1253,6 +1281,9 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
         case LOGQL_STAGE_PATTERN:
             stage_pattern(c, &st->pattern);
             break;
+        case LOGQL_STAGE_REGEXP:
+            stage_regexp(c, st->re);
+            break;
         case LOGQL_STAGE_UNPACK:
             stage_unpack(c);
             break;
@@ -1283,7 +1314,6 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
         case LOGQL_STAGE_UNWRAP:
             stage_unwrap(c, st);
             break;
-        case LOGQL_STAGE_REGEXP:
         case LOGQL_STAGE_LINE_FILTER:
             break;
         }

@@ -469,9 +469,6 @@ int logs_check_log(const struct logql_log *log, char *err, size_t errlen)
     for (size_t i = 0; i < log->n_stages; i++) {
         const struct logql_stage *st = &log->stages[i];
         switch (st->kind) {
-        case LOGQL_STAGE_REGEXP:
-            snprintf(err, errlen, "the | regexp stage is not supported yet");
-            return -EINVAL;
         case LOGQL_STAGE_LINE_FORMAT:
             if (!logs_tmpl_ok(&st->text)) {
                 snprintf(err, errlen,
