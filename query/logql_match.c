@@ -6,6 +6,7 @@
 #include "query/logql.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,95 @@ int logql_ip_line_match(const struct logql_str *pat, const char *line, size_t n)
     }
 #undef AT
     return 0;
+}
+
+/* The value of group |name| (n bytes; a number or a group name) of a
+ * label_replace match, or NULL when there is no such group or it did not
+ * take part. */
+static const char *re_group(const qlex_re *re, const char *sv, const size_t *ovec, unsigned pairs,
+                            const char *name, size_t n, size_t *vn)
+{
+    unsigned g = 0;
+    bool num = n > 0;
+    for (size_t i = 0; i < n; i++) {
+        num = num && name[i] >= '0' && name[i] <= '9';
+    }
+    if (num) {
+        for (size_t i = 0; i < n && g <= 65536; i++) {
+            g = g * 10 + (unsigned)(name[i] - '0');
+        }
+    } else {
+        unsigned ng = qlex_re_named_groups(re), i;
+        for (i = 0; i < ng; i++) {
+            const char *gn;
+            if (qlex_re_group_name(re, i, &gn, &g) == 0 && strlen(gn) == n &&
+                memcmp(gn, name, n) == 0) {
+                break;
+            }
+        }
+        if (i == ng) {
+            return NULL;
+        }
+    }
+    if (g >= pairs || ovec[2 * g] == SIZE_MAX) {
+        return NULL;
+    }
+    *vn = ovec[2 * g + 1] - ovec[2 * g];
+    return sv + ovec[2 * g];
+}
+
+/* Go's Regexp.Expand: $1, ${1}, $name,
+ * ${name} (a name is the longest run of letters, digits and '_', so "$1x"
+ * is the group named "1x"), "$$" is a '$'; an unknown group is empty, a '$'
+ * not followed by a name is kept. Writes at most cap-1 bytes and a NUL when
+ * out is not NULL; returns the full length. */
+size_t logql_re_expand(const qlex_re *re, const char *t, size_t tn, const char *sv,
+                       const size_t *ovec, unsigned pairs, char *out, size_t cap)
+{
+    size_t o = 0;
+#define LR_PUT(p, k)                                                                               \
+    do {                                                                                           \
+        for (size_t z_ = 0; z_ < (k); z_++, o++) {                                                 \
+            if (out != NULL && o + 1 < cap) {                                                      \
+                out[o] = (p)[z_];                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+    for (size_t i = 0; i < tn;) {
+        if (t[i] != '$' || i + 1 >= tn) {
+            LR_PUT(t + i, 1);
+            i++;
+            continue;
+        }
+        if (t[i + 1] == '$') {
+            LR_PUT("$", 1);
+            i += 2;
+            continue;
+        }
+        size_t a = i + 1, b;
+        bool brace = t[a] == '{';
+        if (brace) {
+            a++;
+        }
+        for (b = a; b < tn && (isalnum((unsigned char)t[b]) || t[b] == '_'); b++) {
+        }
+        if (b == a || (brace && (b >= tn || t[b] != '}'))) {
+            LR_PUT(t + i, 1); /* not a reference: the '$' stays */
+            i++;
+            continue;
+        }
+        size_t vn = 0;
+        const char *v = re_group(re, sv, ovec, pairs, t + a, b - a, &vn);
+        if (v != NULL) {
+            LR_PUT(v, vn);
+        }
+        i = brace ? b + 1 : b;
+    }
+#undef LR_PUT
+    if (out != NULL && cap > 0) {
+        out[o < cap ? o : cap - 1] = '\0';
+    }
+    return o;
 }
 
 static bool alt_match(enum logql_filter_op op, const struct logql_filter_alt *a, const char *s,

@@ -5,6 +5,7 @@
  * log expression (see logql_int.h).
  */
 #include "query/logql_int.h"
+#include "query/logql_tmpl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -656,6 +657,13 @@ static int parse_label_format(struct parser *p, struct logql_stage *st)
             return fail_expected(p, "a source label name or a template in quotes");
         }
         prm->value = tok_str(p);
+        if (prm->is_template) {
+            logql_tmpl *t;
+            if (logql_tmpl_compile(&p->lx, p->tok.pos, prm->value.s, prm->value.n, &t) != 0) {
+                return p->lx.rc;
+            }
+            prm->tmpl = t;
+        }
         if (advance(p) != 0) {
             return p->lx.rc;
         }
@@ -733,6 +741,12 @@ int logql_parse_stage(struct parser *p, struct logql_stage *st)
             if (parse_pattern(p, p->tok.pos, st->text, true, &st->pattern) != 0) {
                 return p->lx.rc;
             }
+        } else {
+            logql_tmpl *tp;
+            if (logql_tmpl_compile(&p->lx, p->tok.pos, st->text.s, st->text.n, &tp) != 0) {
+                return p->lx.rc;
+            }
+            st->tmpl = tp;
         }
         return advance(p);
     }

@@ -320,7 +320,6 @@ void logs_build_labels(struct rctx *c);
 /* ---- logs_pipeline.c: the row context and the pipeline stages ---- */
 
 struct lbl *logs_lidx_lookup(struct lidx *x, const struct lset *s, const char *n, size_t nn);
-bool logs_tmpl_ok(const struct logql_str *t);
 bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts);
 
 /* ---- logs_plan.c: planning and scanning ---- */

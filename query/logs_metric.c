@@ -1244,96 +1244,6 @@ static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *o
 
 #define LR_MAX_PAIRS 64
 
-/* The value of group |name| (n bytes; a number or a group name) of a
- * label_replace match, or NULL when there is no such group or it did not
- * take part. */
-static const char *lr_group(const struct logql_expr *e, const char *sv, const size_t *ovec,
-                            unsigned pairs, const char *name, size_t n, size_t *vn)
-{
-    unsigned g = 0;
-    bool num = n > 0;
-    for (size_t i = 0; i < n; i++) {
-        num = num && name[i] >= '0' && name[i] <= '9';
-    }
-    if (num) {
-        for (size_t i = 0; i < n && g <= LR_MAX_PAIRS; i++) {
-            g = g * 10 + (unsigned)(name[i] - '0');
-        }
-    } else {
-        unsigned ng = qlex_re_named_groups(e->regex), i;
-        for (i = 0; i < ng; i++) {
-            const char *gn;
-            if (qlex_re_group_name(e->regex, i, &gn, &g) == 0 && strlen(gn) == n &&
-                memcmp(gn, name, n) == 0) {
-                break;
-            }
-        }
-        if (i == ng) {
-            return NULL;
-        }
-    }
-    if (g >= pairs || ovec[2 * g] == SIZE_MAX) {
-        return NULL;
-    }
-    *vn = ovec[2 * g + 1] - ovec[2 * g];
-    return sv + ovec[2 * g];
-}
-
-/* Go's Regexp.Expand of label_replace's replacement: $1, ${1}, $name,
- * ${name} (a name is the longest run of letters, digits and '_', so "$1x"
- * is the group named "1x"), "$$" is a '$'; an unknown group is empty, a '$'
- * not followed by a name is kept. Writes at most cap-1 bytes and a NUL when
- * out is not NULL; returns the full length. */
-static size_t lr_expand(const struct logql_expr *e, const char *sv, const size_t *ovec,
-                        unsigned pairs, char *out, size_t cap)
-{
-    const char *t = e->replacement.s;
-    size_t tn = e->replacement.n, o = 0;
-#define LR_PUT(p, k)                                                                               \
-    do {                                                                                           \
-        for (size_t z_ = 0; z_ < (k); z_++, o++) {                                                 \
-            if (out != NULL && o + 1 < cap) {                                                      \
-                out[o] = (p)[z_];                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
-    for (size_t i = 0; i < tn;) {
-        if (t[i] != '$' || i + 1 >= tn) {
-            LR_PUT(t + i, 1);
-            i++;
-            continue;
-        }
-        if (t[i + 1] == '$') {
-            LR_PUT("$", 1);
-            i += 2;
-            continue;
-        }
-        size_t a = i + 1, b;
-        bool brace = t[a] == '{';
-        if (brace) {
-            a++;
-        }
-        for (b = a; b < tn && (isalnum((unsigned char)t[b]) || t[b] == '_'); b++) {
-        }
-        if (b == a || (brace && (b >= tn || t[b] != '}'))) {
-            LR_PUT(t + i, 1); /* not a reference: the '$' stays */
-            i++;
-            continue;
-        }
-        size_t vn = 0;
-        const char *v = lr_group(e, sv, ovec, pairs, t + a, b - a, &vn);
-        if (v != NULL) {
-            LR_PUT(v, vn);
-        }
-        i = brace ? b + 1 : b;
-    }
-#undef LR_PUT
-    if (out != NULL && cap > 0) {
-        out[o < cap ? o : cap - 1] = '\0';
-    }
-    return o;
-}
-
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out)
 {
     if (qctx_err(&ev->q->c)) {
@@ -1383,13 +1293,15 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
                 rc = mat_add(out, s);
                 continue;
             }
-            size_t rn = lr_expand(e, sv, ovec, pairs, NULL, 0);
+            size_t rn = logql_re_expand(e->regex, e->replacement.s, e->replacement.n, sv, ovec,
+                                        pairs, NULL, 0);
             char *rv = arena_alloc(ev->q->a, rn + 1);
             if (rv == NULL) {
                 rc = -ENOMEM;
                 break;
             }
-            lr_expand(e, sv, ovec, pairs, rv, rn + 1);
+            logql_re_expand(e->regex, e->replacement.s, e->replacement.n, sv, ovec, pairs, rv,
+                            rn + 1);
             struct lbl l[129];
             uint32_t nl = 0;
             for (uint32_t j = 0; j < s->nl && nl < 128; j++) {

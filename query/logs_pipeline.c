@@ -8,6 +8,7 @@
 #include "query/logs_int.h"
 
 #include "lib/utf8.h"
+#include "query/logql_tmpl.h"
 
 /* ---- per-item row context ------------------------------------------------- */
 
@@ -822,88 +823,41 @@ static void stage_keep(struct rctx *c, const struct logql_stage *st)
     }
 }
 
-/* Templates: literal text, {{.label}} and {{__line__}} (spaces allowed
- * inside the braces). Returns false for anything else (checked at plan
- * time, so at run time it never fails). */
-static bool tmpl_next(const char **p, const char *e, const char **name, size_t *nn, bool *is_line)
+/* Templates (query/logql_tmpl.c) see the row's current labels. */
+static const char *tmpl_label(void *ctx, const char *name, size_t nn, size_t *vn)
 {
-    const char *s = *p + 2;
-    while (s < e && *s == ' ') {
-        s++;
+    struct rctx *c = ctx;
+    const struct lbl *l = lset_get(&c->l, name, nn);
+    if (l == NULL) {
+        return NULL;
     }
-    const char *end = memmem(s, (size_t)(e - s), "}}", 2);
-    if (end == NULL) {
-        return false;
-    }
-    const char *t = end;
-    while (t > s && t[-1] == ' ') {
-        t--;
-    }
-    *is_line = false;
-    if ((size_t)(t - s) == 8 && memcmp(s, "__line__", 8) == 0) {
-        *is_line = true;
-    } else if (t - s >= 2 && *s == '.') {
-        for (const char *q = s + 1; q < t; q++) {
-            if (!is_alnum((unsigned char)*q) && *q != '_') {
-                return false;
-            }
-        }
-        *name = s + 1;
-        *nn = (size_t)(t - s - 1);
-    } else {
-        return false;
-    }
-    *p = end + 2;
-    return true;
+    *vn = l->vn;
+    return l->v;
 }
 
-bool logs_tmpl_ok(const struct logql_str *t)
+/* Renders a template for the row: the result (in the row's scratch), or
+ * NULL after setting __error__=TemplateFormatErr with the reason in
+ * __error_details__, as Loki does (the caller then leaves the line or
+ * label as it was). */
+static const char *tmpl_render(struct rctx *c, const struct logql_tmpl *t, size_t *n)
 {
-    const char *p = t->s, *e = t->s + t->n;
-    while (p < e) {
-        const char *o = memmem(p, (size_t)(e - p), "{{", 2);
-        if (o == NULL) {
-            return true;
-        }
-        const char *name;
-        size_t nn;
-        bool is_line;
-        p = o;
-        if (!tmpl_next(&p, e, &name, &nn, &is_line)) {
-            return false;
-        }
+    struct logql_tmpl_env env = {.label = tmpl_label,
+                                 .ctx = c,
+                                 .line = c->line,
+                                 .line_n = c->line_n,
+                                 .ts_ns = (int64_t)c->ts};
+    const char *out;
+    char err[256];
+    int rc = logql_tmpl_render(t, &env, c->scratch, &out, n, err, sizeof(err));
+    if (rc == -ENOMEM) {
+        c->err = -ENOMEM;
+        return NULL;
     }
-    return true;
-}
-
-static const char *tmpl_render(struct rctx *c, const struct logql_str *t, size_t *n)
-{
-    const char *p = t->s, *e = t->s + t->n;
-    c->sb.n = 0;
-    while (p < e) {
-        const char *o = memmem(p, (size_t)(e - p), "{{", 2);
-        if (o == NULL) {
-            sb_add(&c->sb, p, (size_t)(e - p));
-            break;
-        }
-        sb_add(&c->sb, p, (size_t)(o - p));
-        const char *name = NULL;
-        size_t nn = 0;
-        bool is_line = false;
-        p = o;
-        if (!tmpl_next(&p, e, &name, &nn, &is_line)) {
-            break;
-        }
-        if (is_line) {
-            sb_add(&c->sb, c->line, c->line_n);
-        } else {
-            const struct lbl *l = lset_get(&c->l, name, nn);
-            if (l != NULL) {
-                sb_add(&c->sb, l->v, l->vn);
-            }
-        }
+    if (rc != 0) {
+        set_error(c, "TemplateFormatErr", scratch_dup(c, err, strlen(err)));
+        return NULL;
     }
-    return sb_take(c, n);
+    return out;
 }
 
 static void stage_label_format(struct rctx *c, const struct logql_stage *st)
@@ -912,8 +866,10 @@ static void stage_label_format(struct rctx *c, const struct logql_stage *st)
         const struct logql_param *prm = &st->params[i];
         if (prm->is_template) {
             size_t vn;
-            const char *v = tmpl_render(c, &prm->value, &vn);
-            set_label(c, prm->name.s, prm->name.n, v, vn, LC_PARSED);
+            const char *v = tmpl_render(c, prm->tmpl, &vn);
+            if (v != NULL) {
+                set_label(c, prm->name.s, prm->name.n, v, vn, LC_PARSED);
+            }
             continue;
         }
         struct lbl *src = lset_get(&c->l, prm->value.s, prm->value.n);
@@ -1297,9 +1253,11 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
             break;
         case LOGQL_STAGE_LINE_FORMAT: {
             size_t n;
-            const char *p = tmpl_render(c, &st->text, &n);
-            c->line = p;
-            c->line_n = n;
+            const char *p = tmpl_render(c, st->tmpl, &n);
+            if (p != NULL) {
+                c->line = p;
+                c->line_n = n;
+            }
             break;
         }
         case LOGQL_STAGE_LABEL_FORMAT:

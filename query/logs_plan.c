@@ -469,24 +469,6 @@ int logs_check_log(const struct logql_log *log, char *err, size_t errlen)
     for (size_t i = 0; i < log->n_stages; i++) {
         const struct logql_stage *st = &log->stages[i];
         switch (st->kind) {
-        case LOGQL_STAGE_LINE_FORMAT:
-            if (!logs_tmpl_ok(&st->text)) {
-                snprintf(err, errlen,
-                         "line_format: only literal text, {{.label}} and {{__line__}} are "
-                         "supported");
-                return -EINVAL;
-            }
-            break;
-        case LOGQL_STAGE_LABEL_FORMAT:
-            for (size_t k = 0; k < st->n_params; k++) {
-                if (st->params[k].is_template && !logs_tmpl_ok(&st->params[k].value)) {
-                    snprintf(err, errlen,
-                             "label_format: only literal text, {{.label}} and {{__line__}} are "
-                             "supported");
-                    return -EINVAL;
-                }
-            }
-            break;
         case LOGQL_STAGE_LABEL_FILTER:
             if (check_lf_ip(st->lf, err, errlen) < 0) {
                 return -EINVAL;

@@ -1,0 +1,2081 @@
+/*
+ * logql_tmpl_fn.c - the functions LogQL templates may call (Loki's
+ * function map: Go's builtins, Loki's own, the sprig subset Loki
+ * enables), value conversions and printing, JSON access for fromJson
+ * values, and Go time layouts in UTC (see logql_tmpl.h).
+ */
+#include "query/logql_tmpl_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/base64.h"
+#include "lib/dtoa.h"
+#include "lib/jsonlex.h"
+#include "query/logql.h"
+#include "query/qlex.h"
+
+enum fn_id {
+    F_AND,
+    F_OR,
+    F_NOT,
+    F_LEN,
+    F_INDEX,
+    F_PRINT,
+    F_PRINTF,
+    F_PRINTLN,
+    F_EQ,
+    F_NE,
+    F_LT,
+    F_LE,
+    F_GT,
+    F_GE,
+    F_HTML,
+    F_JS,
+    F_URLQUERY,
+    /* Loki's own */
+    F_TOLOWER,
+    F_TOUPPER,
+    F_REPLACE_GO,
+    F_TRIM_GO,
+    F_TRIMLEFT_GO,
+    F_TRIMRIGHT_GO,
+    F_TRIMPREFIX_GO,
+    F_TRIMSUFFIX_GO,
+    F_TRIMSPACE_GO,
+    F_REGEX_REPLACE_ALL,
+    F_REGEX_REPLACE_ALL_LITERAL,
+    F_COUNT,
+    F_URLDECODE,
+    F_URLENCODE,
+    F_BYTES,
+    F_DURATION,
+    F_DURATION_SECONDS,
+    F_UNIX_EPOCH_MILLIS,
+    F_UNIX_EPOCH_NANOS,
+    F_TO_DATE_IN_ZONE,
+    F_UNIX_TO_TIME,
+    F_ALIGN_LEFT,
+    F_ALIGN_RIGHT,
+    F_B64DEC,
+    /* sprig */
+    F_B64ENC,
+    F_LOWER,
+    F_UPPER,
+    F_TITLE,
+    F_TRUNC,
+    F_SUBSTR,
+    F_CONTAINS,
+    F_HASPREFIX,
+    F_HASSUFFIX,
+    F_INDENT,
+    F_NINDENT,
+    F_REPLACE,
+    F_REPEAT,
+    F_TRIM,
+    F_TRIMALL,
+    F_TRIMSUFFIX,
+    F_TRIMPREFIX,
+    F_INT,
+    F_FLOAT64,
+    F_ADD,
+    F_SUB,
+    F_MUL,
+    F_DIV,
+    F_MOD,
+    F_ADDF,
+    F_SUBF,
+    F_MULF,
+    F_DIVF,
+    F_MAX,
+    F_MIN,
+    F_MAXF,
+    F_MINF,
+    F_CEIL,
+    F_FLOOR,
+    F_ROUND,
+    F_FROMJSON,
+    F_DATE,
+    F_TODATE,
+    F_NOW,
+    F_UNIX_EPOCH,
+    F_DEFAULT,
+    F_COUNT_OF
+};
+
+static const char *const FN_NAMES[F_COUNT_OF] = {
+    "and",
+    "or",
+    "not",
+    "len",
+    "index",
+    "print",
+    "printf",
+    "println",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "html",
+    "js",
+    "urlquery",
+    "ToLower",
+    "ToUpper",
+    "Replace",
+    "Trim",
+    "TrimLeft",
+    "TrimRight",
+    "TrimPrefix",
+    "TrimSuffix",
+    "TrimSpace",
+    "regexReplaceAll",
+    "regexReplaceAllLiteral",
+    "count",
+    "urldecode",
+    "urlencode",
+    "bytes",
+    "duration",
+    "duration_seconds",
+    "unixEpochMillis",
+    "unixEpochNanos",
+    "toDateInZone",
+    "unixToTime",
+    "alignLeft",
+    "alignRight",
+    "b64dec",
+    "b64enc",
+    "lower",
+    "upper",
+    "title",
+    "trunc",
+    "substr",
+    "contains",
+    "hasPrefix",
+    "hasSuffix",
+    "indent",
+    "nindent",
+    "replace",
+    "repeat",
+    "trim",
+    "trimAll",
+    "trimSuffix",
+    "trimPrefix",
+    "int",
+    "float64",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "mod",
+    "addf",
+    "subf",
+    "mulf",
+    "divf",
+    "max",
+    "min",
+    "maxf",
+    "minf",
+    "ceil",
+    "floor",
+    "round",
+    "fromJson",
+    "date",
+    "toDate",
+    "now",
+    "unixEpoch",
+    "default",
+};
+
+int tmpl_fn_lookup(const char *name, size_t n)
+{
+    for (int i = 0; i < F_COUNT_OF; i++) {
+        if (strlen(FN_NAMES[i]) == n && memcmp(FN_NAMES[i], name, n) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+bool tmpl_fn_takes_regex(int fn)
+{
+    return fn == F_REGEX_REPLACE_ALL || fn == F_REGEX_REPLACE_ALL_LITERAL || fn == F_COUNT;
+}
+
+/* ---- values ---------------------------------------------------------------- */
+
+struct tv tmpl_str(const char *s, size_t n)
+{
+    return (struct tv){.k = TV_STR, .s = s, .n = n};
+}
+
+static struct tv tv_int(int64_t i)
+{
+    return (struct tv){.k = TV_INT, .i = i};
+}
+
+static struct tv tv_float(double f)
+{
+    return (struct tv){.k = TV_FLOAT, .f = f};
+}
+
+static struct tv tv_bool(bool b)
+{
+    return (struct tv){.k = TV_BOOL, .b = b};
+}
+
+static char *talloc(struct tctx *c, size_t n)
+{
+    char *p = arena_alloc(c->a, n ? n : 1);
+    if (p == NULL) {
+        tmpl_fail(c, "out of memory");
+    }
+    return p;
+}
+
+/* Go's strconv.FormatFloat(f, 'g', -1, 64), which %v uses: 1e+06, 123456,
+ * 0.0001, 1e-05. */
+static size_t fmt_float(double f, char *out)
+{
+    if (isnan(f)) {
+        return (size_t)sprintf(out, "NaN");
+    }
+    if (isinf(f)) {
+        return (size_t)sprintf(out, f > 0 ? "+Inf" : "-Inf");
+    }
+    if (f == 0) {
+        return (size_t)sprintf(out, signbit(f) ? "-0" : "0");
+    }
+    char d[17];
+    int dp, o = 0;
+    int nd = dtoa_shortest(fabs(f), d, &dp);
+    if (f < 0) {
+        out[o++] = '-';
+    }
+    int exp = dp - 1;
+    if (exp < -4 || exp >= 6) { /* 'g' with the shortest precision: Go decides with 6 */
+        out[o++] = d[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            memcpy(out + o, d + 1, (size_t)nd - 1);
+            o += nd - 1;
+        }
+        o += sprintf(out + o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+        return (size_t)o;
+    }
+    if (dp <= 0) {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -dp; i++) {
+            out[o++] = '0';
+        }
+        memcpy(out + o, d, (size_t)nd);
+        return (size_t)(o + nd);
+    }
+    for (int i = 0; i < dp; i++) {
+        out[o++] = i < nd ? d[i] : '0';
+    }
+    if (nd > dp) {
+        out[o++] = '.';
+        memcpy(out + o, d + dp, (size_t)(nd - dp));
+        o += nd - dp;
+    }
+    return (size_t)o;
+}
+
+/* Unix seconds of Go's zero time.Time (0001-01-01 00:00:00 UTC), which
+ * toDate gives for a value it cannot parse (TV_TIME with b set). */
+#define GO_ZERO_TIME (-62135596800LL)
+
+static size_t fmt_time(const struct tv *t, char *out, size_t cap);
+
+int tmpl_to_str(struct tctx *c, const struct tv *v, const char **s, size_t *n)
+{
+    char buf[64];
+    size_t l = 0;
+    switch (v->k) {
+    case TV_STR:
+    case TV_JSON:
+        *s = v->s;
+        *n = v->n;
+        return 0;
+    case TV_NIL:
+        *s = "";
+        *n = 0;
+        return 0;
+    case TV_INT:
+        l = (size_t)snprintf(buf, sizeof(buf), "%" PRId64, v->i);
+        break;
+    case TV_FLOAT:
+        l = fmt_float(v->f, buf);
+        break;
+    case TV_BOOL:
+        *s = v->b ? "true" : "false";
+        *n = v->b ? 4 : 5;
+        return 0;
+    case TV_TIME:
+        l = fmt_time(v, buf, sizeof(buf));
+        break;
+    case TV_LABELS:
+        *s = "map[]";
+        *n = 5;
+        return 0;
+    }
+    char *p = talloc(c, l);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(p, buf, l);
+    *s = p;
+    *n = l;
+    return 0;
+}
+
+/* spf13/cast ToInt64: strings parse as integers (base prefixes allowed,
+ * a ".0" tail trimmed), otherwise 0. */
+int64_t tmpl_to_int(const struct tv *v)
+{
+    switch (v->k) {
+    case TV_INT:
+    case TV_TIME:
+        return v->i;
+    case TV_FLOAT:
+        return isfinite(v->f) ? (int64_t)v->f : 0;
+    case TV_BOOL:
+        return v->b;
+    case TV_STR: {
+        char buf[64];
+        size_t n = v->n < sizeof(buf) - 1 ? v->n : 0;
+        memcpy(buf, v->s, n);
+        buf[n] = '\0';
+        char *dot = strchr(buf, '.');
+        if (dot != NULL && strspn(dot + 1, "0") == strlen(dot + 1)) {
+            *dot = '\0';
+        }
+        char *end;
+        errno = 0;
+        long long r = strtoll(buf, &end, 0);
+        return n > 0 && *end == '\0' && errno == 0 ? r : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+double tmpl_to_float(const struct tv *v)
+{
+    switch (v->k) {
+    case TV_INT:
+    case TV_TIME:
+        return (double)v->i;
+    case TV_FLOAT:
+        return v->f;
+    case TV_BOOL:
+        return v->b;
+    case TV_STR: {
+        char buf[64];
+        size_t n = v->n < sizeof(buf) - 1 ? v->n : 0;
+        memcpy(buf, v->s, n);
+        buf[n] = '\0';
+        char *end;
+        double r = strtod(buf, &end);
+        return n > 0 && *end == '\0' ? r : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+bool tmpl_truth(const struct tv *v)
+{
+    switch (v->k) {
+    case TV_NIL:
+        return false;
+    case TV_STR:
+        return v->n > 0;
+    case TV_INT:
+        return v->i != 0;
+    case TV_FLOAT:
+        return v->f != 0;
+    case TV_BOOL:
+        return v->b;
+    case TV_JSON:
+        return v->n > 2 && !(v->n == 2); /* "{}" / "[]" are empty */
+    default:
+        return true;
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+int tmpl_json_value(struct tctx *c, const char *p, size_t n, struct tv *out)
+{
+    struct jsonlex x;
+    jsonlex_init(&x, p, n);
+    int ch = jsonlex_peek(&x);
+    if (ch == '{' || ch == '[') {
+        /* empty containers: compact "{}" / "[]" for the truth test */
+        size_t st = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        struct jsonlex y;
+        jsonlex_init(&y, p + st + 1, x.pos - st - 2);
+        bool empty = jsonlex_peek(&y) < 0;
+        *out = (struct tv){.k = TV_JSON,
+                           .s = empty ? (ch == '{' ? "{}" : "[]") : p + st,
+                           .n = empty ? 2 : x.pos - st};
+        return 0;
+    }
+    if (ch == '"') {
+        struct jsonlex_str js;
+        if (jsonlex_str(&x, &js) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        char *d = talloc(c, js.len);
+        if (d == NULL) {
+            return -ENOMEM;
+        }
+        jsonlex_unescape(&x, &js, d);
+        *out = tmpl_str(d, js.len);
+        return 0;
+    }
+    if (ch == 't' || ch == 'f') {
+        bool t = ch == 't';
+        if (jsonlex_lit(&x, t ? "true" : "false", t ? 4 : 5) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        *out = tv_bool(t);
+        return 0;
+    }
+    if (ch == 'n') {
+        if (jsonlex_lit(&x, "null", 4) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        *out = (struct tv){.k = TV_NIL};
+        return 0;
+    }
+    size_t at, len;
+    if (jsonlex_num(&x, &at, &len) != 0) {
+        return tmpl_fail(c, "fromJson: %s", x.err);
+    }
+    char buf[64];
+    size_t l = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+    memcpy(buf, p + at, l);
+    buf[l] = '\0';
+    *out = tv_float(strtod(buf, NULL)); /* json.Unmarshal gives float64 */
+    return 0;
+}
+
+int tmpl_json_member(struct tctx *c, const struct tv *obj, const char *key, size_t kn,
+                     struct tv *out)
+{
+    *out = (struct tv){.k = TV_NIL};
+    struct jsonlex x;
+    jsonlex_init(&x, obj->s, obj->n);
+    if (jsonlex_peek(&x) != '{') {
+        return tmpl_fail(c, "can't evaluate field %.*s in a list", (int)kn, key);
+    }
+    x.pos++;
+    bool first = true;
+    struct jsonlex_str k;
+    int more;
+    while ((more = jsonlex_obj_next(&x, &k, &first)) == 1) {
+        char kb[256];
+        const char *kp;
+        bool hit = k.len == kn && jsonlex_str_bytes(&x, &k, kb, sizeof(kb), &kp) &&
+                   memcmp(kp, key, kn) == 0;
+        jsonlex_ws(&x);
+        size_t vs = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            break;
+        }
+        if (hit) {
+            return tmpl_json_value(c, obj->s + vs, x.pos - vs, out); /* last one wins in Go */
+        }
+    }
+    return more < 0 ? tmpl_fail(c, "bad JSON value: %s", x.err) : 0;
+}
+
+int tmpl_json_index(struct tctx *c, const struct tv *arr, int64_t i, struct tv *out)
+{
+    struct jsonlex x;
+    jsonlex_init(&x, arr->s, arr->n);
+    if (jsonlex_peek(&x) != '[') {
+        return tmpl_fail(c, "index of a non-list value");
+    }
+    x.pos++;
+    bool first = true;
+    for (int64_t k = 0;; k++) {
+        int more = jsonlex_arr_next(&x, &first);
+        if (more <= 0) {
+            return tmpl_fail(c, "error calling index: index out of range: %" PRId64, i);
+        }
+        jsonlex_ws(&x);
+        size_t vs = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            return tmpl_fail(c, "bad JSON value: %s", x.err);
+        }
+        if (k == i) {
+            return tmpl_json_value(c, arr->s + vs, x.pos - vs, out);
+        }
+    }
+}
+
+/* ---- Go time layouts (UTC) ----------------------------------------------- */
+
+static const char *const MONTHS[12] = {"January",   "February", "March",    "April",
+                                       "May",       "June",     "July",     "August",
+                                       "September", "October",  "November", "December"};
+static const char *const DAYS[7] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
+                                    "Thursday", "Friday", "Saturday"};
+
+/* The layout element at l[i..] and its length, or 0 for a literal byte. */
+static size_t layout_elem(const char *l, size_t n, size_t i, int *kind)
+{
+    static const char *const elems[] = {
+        "January", "Jan",    "Monday", "Mon",   "MST", "2006", "Z07:00:00", "-07:00:00",
+        "Z07:00",  "-07:00", "Z0700",  "-0700", "Z07", "-07",  "002",       "__2",
+        "_2",      "01",     "02",     "03",    "04",  "05",   "06",        "15",
+        "PM",      "pm",     "1",      "2",     "3",   "4",    "5",
+    };
+    for (size_t k = 0; k < sizeof(elems) / sizeof(elems[0]); k++) {
+        size_t el = strlen(elems[k]);
+        if (i + el <= n && memcmp(l + i, elems[k], el) == 0) {
+            if (elems[k][0] == 'J' && el == 3 && i + 3 < n && l[i + 3] >= 'a' && l[i + 3] <= 'z') {
+                continue; /* "Jan" inside a word */
+            }
+            *kind = (int)k;
+            return el;
+        }
+    }
+    if ((l[i] == '.' || l[i] == ',') && i + 1 < n && (l[i + 1] == '0' || l[i + 1] == '9')) {
+        size_t j = i + 1;
+        while (j < n && l[j] == l[i + 1]) {
+            j++;
+        }
+        if (j == n || !(l[j] >= '0' && l[j] <= '9')) {
+            *kind = l[i + 1] == '0' ? 100 : 101; /* fixed / trimmed fraction */
+            return j - i;
+        }
+    }
+    return 0;
+}
+
+/* Go's Time.Format(layout) in UTC; returns the length written (cut at cap). */
+static size_t go_format(const char *l, size_t n, const struct tv *t, char *out, size_t cap)
+{
+    time_t secs = (time_t)(t->i / 1000000000);
+    int64_t frac = t->i % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        secs--;
+    }
+    if (t->b) {
+        secs = (time_t)GO_ZERO_TIME;
+        frac = 0;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t o = 0;
+#define PUTF(...)                                                                                  \
+    do {                                                                                           \
+        if (o < cap) {                                                                             \
+            int w_ = snprintf(out + o, cap - o, __VA_ARGS__);                                      \
+            o += w_ > 0 ? (size_t)w_ : 0;                                                          \
+            o = o > cap ? cap : o;                                                                 \
+        }                                                                                          \
+    } while (0)
+    for (size_t i = 0; i < n;) {
+        int k;
+        size_t el = layout_elem(l, n, i, &k);
+        if (el == 0) {
+            if (o < cap) {
+                out[o++] = l[i];
+            }
+            i++;
+            continue;
+        }
+        int h12 = tm.tm_hour % 12 == 0 ? 12 : tm.tm_hour % 12;
+        switch (k) {
+        case 0:
+            PUTF("%s", MONTHS[tm.tm_mon]);
+            break;
+        case 1:
+            PUTF("%.3s", MONTHS[tm.tm_mon]);
+            break;
+        case 2:
+            PUTF("%s", DAYS[tm.tm_wday]);
+            break;
+        case 3:
+            PUTF("%.3s", DAYS[tm.tm_wday]);
+            break;
+        case 4:
+            PUTF("UTC");
+            break;
+        case 5:
+            PUTF("%04d", tm.tm_year + 1900);
+            break;
+        case 6:
+        case 8:
+        case 10:
+        case 12:
+            PUTF("Z");
+            break;
+        case 7:
+            PUTF("+00:00:00");
+            break;
+        case 9:
+            PUTF("+00:00");
+            break;
+        case 11:
+            PUTF("+0000");
+            break;
+        case 13:
+            PUTF("+00");
+            break;
+        case 14:
+            PUTF("%03d", tm.tm_yday + 1);
+            break;
+        case 15:
+            PUTF("%3d", tm.tm_yday + 1);
+            break;
+        case 16:
+            PUTF("%2d", tm.tm_mday);
+            break;
+        case 17:
+            PUTF("%02d", tm.tm_mon + 1);
+            break;
+        case 18:
+            PUTF("%02d", tm.tm_mday);
+            break;
+        case 19:
+            PUTF("%02d", h12);
+            break;
+        case 20:
+            PUTF("%02d", tm.tm_min);
+            break;
+        case 21:
+            PUTF("%02d", tm.tm_sec);
+            break;
+        case 22:
+            PUTF("%02d", (tm.tm_year + 1900) % 100);
+            break;
+        case 23:
+            PUTF("%02d", tm.tm_hour);
+            break;
+        case 24:
+            PUTF("%s", tm.tm_hour >= 12 ? "PM" : "AM");
+            break;
+        case 25:
+            PUTF("%s", tm.tm_hour >= 12 ? "pm" : "am");
+            break;
+        case 26:
+            PUTF("%d", tm.tm_mon + 1);
+            break;
+        case 27:
+            PUTF("%d", tm.tm_mday);
+            break;
+        case 28:
+            PUTF("%d", h12);
+            break;
+        case 29:
+            PUTF("%d", tm.tm_min);
+            break;
+        case 30:
+            PUTF("%d", tm.tm_sec);
+            break;
+        case 100:
+        case 101: {
+            char fd[10];
+            snprintf(fd, sizeof(fd), "%09" PRId64, frac);
+            size_t digits = el - 1 > 9 ? 9 : el - 1;
+            if (k == 101) {
+                while (digits > 0 && fd[digits - 1] == '0') {
+                    digits--;
+                }
+                if (digits == 0) {
+                    break; /* .999 with no fraction prints nothing */
+                }
+            }
+            PUTF("%c%.*s", l[i], (int)digits, fd);
+            break;
+        }
+        default:
+            break;
+        }
+        i += el;
+    }
+#undef PUTF
+    return o;
+}
+
+/* Go's time.Time String(): "2006-01-02 15:04:05.999999999 -0700 MST". */
+static size_t fmt_time(const struct tv *t, char *out, size_t cap)
+{
+    static const char L[] = "2006-01-02 15:04:05.999999999 -0700 MST";
+    return go_format(L, sizeof(L) - 1, t, out, cap);
+}
+
+static int digits_at(const char *s, size_t n, size_t *i, size_t min, size_t max, int *v)
+{
+    size_t k = 0;
+    *v = 0;
+    while (*i < n && k < max && s[*i] >= '0' && s[*i] <= '9') {
+        *v = *v * 10 + (s[*i] - '0');
+        (*i)++;
+        k++;
+    }
+    return k >= min ? 0 : -1;
+}
+
+/* Go's time.Parse(layout, value) for the elements above, in UTC (a
+ * numeric zone offset in the value is applied). 0 or -EINVAL. */
+static int go_parse(const char *l, size_t ln, const char *s, size_t sn, int64_t *ns)
+{
+    int year = 1, mon = 1, day = 1, hour = 0, min = 0, sec = 0, off = 0, yday = 0;
+    int64_t frac = 0;
+    bool pm = false, have_pm = false;
+    size_t j = 0;
+    for (size_t i = 0; i < ln;) {
+        int k;
+        size_t el = layout_elem(l, ln, i, &k);
+        if (el == 0) {
+            if (j >= sn || s[j] != l[i]) {
+                return -EINVAL;
+            }
+            i++;
+            j++;
+            continue;
+        }
+        int v = 0;
+        switch (k) {
+        case 0:
+        case 1: {
+            int m;
+            for (m = 0; m < 12; m++) {
+                size_t ml = k == 0 ? strlen(MONTHS[m]) : 3;
+                if (j + ml <= sn && strncasecmp(s + j, MONTHS[m], ml) == 0) {
+                    j += ml;
+                    break;
+                }
+            }
+            if (m == 12) {
+                return -EINVAL;
+            }
+            mon = m + 1;
+            break;
+        }
+        case 2:
+        case 3: {
+            int d;
+            for (d = 0; d < 7; d++) {
+                size_t dl = k == 2 ? strlen(DAYS[d]) : 3;
+                if (j + dl <= sn && strncasecmp(s + j, DAYS[d], dl) == 0) {
+                    j += dl;
+                    break;
+                }
+            }
+            if (d == 7) {
+                return -EINVAL;
+            }
+            break;
+        }
+        case 4:
+            while (j < sn && ((s[j] >= 'A' && s[j] <= 'Z') || (s[j] >= 'a' && s[j] <= 'z'))) {
+                j++;
+            }
+            break;
+        case 5:
+            if (digits_at(s, sn, &j, 4, 4, &year) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 6:
+        case 7:
+        case 8:
+        case 9:
+        case 10:
+        case 11:
+        case 12:
+        case 13: {
+            if (j < sn && s[j] == 'Z' && (k == 6 || k == 8 || k == 10 || k == 12)) {
+                j++;
+                break;
+            }
+            if (j >= sn || (s[j] != '+' && s[j] != '-')) {
+                return -EINVAL;
+            }
+            int sign = s[j++] == '-' ? -1 : 1, hh = 0, mm = 0, ss = 0;
+            if (digits_at(s, sn, &j, 2, 2, &hh) != 0) {
+                return -EINVAL;
+            }
+            if (k != 12 && k != 13) {
+                if (j < sn && s[j] == ':') {
+                    j++;
+                }
+                if (digits_at(s, sn, &j, 2, 2, &mm) != 0) {
+                    return -EINVAL;
+                }
+                if ((k == 6 || k == 7) && j < sn && s[j] == ':') {
+                    j++;
+                    if (digits_at(s, sn, &j, 2, 2, &ss) != 0) {
+                        return -EINVAL;
+                    }
+                }
+            }
+            off = sign * (hh * 3600 + mm * 60 + ss);
+            break;
+        }
+        case 14:
+        case 15:
+            while (k == 15 && j < sn && s[j] == ' ') {
+                j++;
+            }
+            if (digits_at(s, sn, &j, 1, 3, &yday) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 16:
+            if (j < sn && s[j] == ' ') {
+                j++;
+            }
+            if (digits_at(s, sn, &j, 1, 2, &day) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 17:
+        case 26:
+            if (digits_at(s, sn, &j, k == 17 ? 2 : 1, 2, &mon) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 18:
+        case 27:
+            if (digits_at(s, sn, &j, k == 18 ? 2 : 1, 2, &day) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 19:
+        case 28:
+        case 23:
+            if (digits_at(s, sn, &j, k == 28 ? 1 : 2, 2, &hour) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 20:
+        case 29:
+            if (digits_at(s, sn, &j, k == 20 ? 2 : 1, 2, &min) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 21:
+        case 30:
+            if (digits_at(s, sn, &j, k == 21 ? 2 : 1, 2, &sec) != 0) {
+                return -EINVAL;
+            }
+            break;
+        case 22:
+            if (digits_at(s, sn, &j, 2, 2, &v) != 0) {
+                return -EINVAL;
+            }
+            year = v >= 69 ? 1900 + v : 2000 + v;
+            break;
+        case 24:
+        case 25:
+            if (j + 2 > sn) {
+                return -EINVAL;
+            }
+            have_pm = true;
+            pm = s[j] == 'P' || s[j] == 'p';
+            j += 2;
+            break;
+        case 100:
+        case 101: {
+            if (j >= sn || (s[j] != '.' && s[j] != ',')) {
+                if (k == 101) {
+                    break;
+                }
+                return -EINVAL;
+            }
+            j++;
+            int64_t scale = 100000000;
+            size_t nd = 0;
+            while (j < sn && s[j] >= '0' && s[j] <= '9') {
+                if (nd++ < 9) {
+                    frac += (s[j] - '0') * scale;
+                    scale /= 10;
+                }
+                j++;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        i += el;
+    }
+    /* Go's Parse also takes a fraction after seconds the layout lacks */
+    if (j < sn && s[j] == '.' && j > 0 && s[j - 1] >= '0' && s[j - 1] <= '9') {
+        j++;
+        int64_t scale = 100000000;
+        while (j < sn && s[j] >= '0' && s[j] <= '9') {
+            frac += (s[j] - '0') * scale;
+            scale /= 10;
+            j++;
+        }
+    }
+    if (j != sn) {
+        return -EINVAL;
+    }
+    if (have_pm) {
+        hour = hour % 12 + (pm ? 12 : 0);
+    }
+    if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 59) {
+        return -EINVAL;
+    }
+    struct tm tm = {.tm_year = year - 1900,
+                    .tm_mon = mon - 1,
+                    .tm_mday = day,
+                    .tm_hour = hour,
+                    .tm_min = min,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (yday > 0) {
+        struct tm jan = {.tm_year = year - 1900, .tm_mday = 1};
+        t = timegm(&jan) + (time_t)(yday - 1) * 86400 + hour * 3600 + min * 60 + sec;
+    }
+    *ns = ((int64_t)t - off) * 1000000000 + frac;
+    return 0;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+struct obuf {
+    struct tctx *c;
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void ob_put(struct obuf *b, const char *s, size_t n)
+{
+    if (b->oom) {
+        return;
+    }
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 64;
+        while (nc < b->n + n) {
+            nc *= 2;
+        }
+        char *np = arena_alloc(b->c->a, nc);
+        if (np == NULL) {
+            b->oom = true;
+            return;
+        }
+        if (b->n) {
+            memcpy(np, b->p, b->n);
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+static int ob_done(struct obuf *b, struct tv *out)
+{
+    if (b->oom) {
+        return tmpl_fail(b->c, "out of memory");
+    }
+    *out = tmpl_str(b->p ? b->p : "", b->n);
+    return 0;
+}
+
+/* Arguments as strings (into sv/sn). */
+static int strs(struct tctx *c, const struct tv *argv, size_t argc, const char **sv, size_t *sn)
+{
+    for (size_t i = 0; i < argc; i++) {
+        int rc = tmpl_to_str(c, &argv[i], &sv[i], &sn[i]);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static bool in_set(char ch, const char *set, size_t n)
+{
+    return memchr(set, ch, n) != NULL;
+}
+
+static int str_out(struct tctx *c, const char *s, size_t n, struct tv *out)
+{
+    char *p = talloc(c, n);
+    if (p == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(p, s, n);
+    *out = tmpl_str(p, n);
+    return 0;
+}
+
+/* strings.Replace(s, old, new, n) (n < 0: all). */
+static int replace(struct tctx *c, const char *s, size_t n, const char *o, size_t on,
+                   const char *nw, size_t nn, int64_t lim, struct tv *out)
+{
+    struct obuf b = {.c = c};
+    size_t i = 0;
+    int64_t done = 0;
+    if (on == 0) { /* Go: inserts at the start and after each UTF-8 sequence */
+        while (i <= n && (lim < 0 || done < lim)) {
+            ob_put(&b, nw, nn);
+            done++;
+            if (i == n) {
+                i++;
+                break;
+            }
+            size_t l = 1;
+            while (i + l < n && ((unsigned char)s[i + l] & 0xC0) == 0x80) {
+                l++;
+            }
+            ob_put(&b, s + i, l);
+            i += l;
+        }
+        if (i < n) {
+            ob_put(&b, s + i, n - i);
+        }
+        return ob_done(&b, out);
+    }
+    while (i < n && (lim < 0 || done < lim)) {
+        const char *h = memmem(s + i, n - i, o, on);
+        if (h == NULL) {
+            break;
+        }
+        ob_put(&b, s + i, (size_t)(h - (s + i)));
+        ob_put(&b, nw, nn);
+        i = (size_t)(h - s) + on;
+        done++;
+    }
+    ob_put(&b, s + i, n - i);
+    return ob_done(&b, out);
+}
+
+static size_t utf8_len(const char *s, size_t n, size_t i)
+{
+    size_t l = 1;
+    while (i + l < n && ((unsigned char)s[i + l] & 0xC0) == 0x80) {
+        l++;
+    }
+    return l;
+}
+
+static size_t rune_count(const char *s, size_t n)
+{
+    size_t r = 0;
+    for (size_t i = 0; i < n; i += utf8_len(s, n, i)) {
+        r++;
+    }
+    return r;
+}
+
+/* Byte offset of rune |r| (n when past the end). */
+static size_t rune_off(const char *s, size_t n, size_t r)
+{
+    size_t i = 0;
+    while (r-- > 0 && i < n) {
+        i += utf8_len(s, n, i);
+    }
+    return i;
+}
+
+static int cmp_vals(struct tctx *c, const struct tv *a, const struct tv *b, int *res)
+{
+    bool an = a->k == TV_INT || a->k == TV_FLOAT, bn = b->k == TV_INT || b->k == TV_FLOAT;
+    if (an && bn) {
+        if (a->k == TV_INT && b->k == TV_INT) {
+            *res = a->i < b->i ? -1 : a->i > b->i;
+        } else {
+            double x = tmpl_to_float(a), y = tmpl_to_float(b);
+            *res = x < y ? -1 : x > y;
+        }
+        return 0;
+    }
+    if (a->k == TV_STR && b->k == TV_STR) {
+        size_t m = a->n < b->n ? a->n : b->n;
+        int r = memcmp(a->s, b->s, m);
+        *res = r != 0 ? (r < 0 ? -1 : 1) : (a->n < b->n ? -1 : a->n > b->n);
+        return 0;
+    }
+    if (a->k == TV_BOOL && b->k == TV_BOOL) {
+        *res = a->b == b->b ? 0 : 2; /* 2: unequal, unordered */
+        return 0;
+    }
+    if (a->k == TV_NIL && b->k == TV_NIL) {
+        *res = 0;
+        return 0;
+    }
+    return tmpl_fail(c, "incompatible types for comparison");
+}
+
+static bool url_unreserved(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '_' || ch == '.' || ch == '~';
+}
+
+/* A regex function's replace or count over s. */
+static int regex_fn(struct tctx *c, int fn, const qlex_re *re, const char *s, size_t n,
+                    const char *repl, size_t rn, struct tv *out)
+{
+    enum { PAIRS = 32 };
+    size_t ov[2 * PAIRS];
+    unsigned pairs = qlex_re_capture_count(re) + 1;
+    pairs = pairs > PAIRS ? PAIRS : pairs;
+    struct obuf b = {.c = c};
+    size_t i = 0, last = 0;
+    int64_t cnt = 0;
+    size_t prev_end = SIZE_MAX;
+    for (unsigned iter = 0; i <= n && iter < 10000000; iter++) {
+        int m = qlex_re_exec(re, s + i, n - i, ov, pairs);
+        if (m < 0) {
+            return tmpl_fail(c, "regex match limit hit");
+        }
+        if (m == 0) {
+            break;
+        }
+        size_t ms = i + ov[0], me = i + ov[1];
+        for (unsigned g = 0; g < pairs; g++) { /* offsets relative to s */
+            if (ov[2 * g] != SIZE_MAX) {
+                ov[2 * g] += i;
+                ov[2 * g + 1] += i;
+            }
+        }
+        if (!(ms == me && ms == prev_end)) { /* Go skips an empty match right after a match */
+            cnt++;
+            if (fn != F_COUNT) {
+                ob_put(&b, s + last, ms - last);
+                if (fn == F_REGEX_REPLACE_ALL) {
+                    size_t l = logql_re_expand(re, repl, rn, s, ov, pairs, NULL, 0);
+                    char *t = talloc(c, l + 1);
+                    if (t == NULL) {
+                        return -ENOMEM;
+                    }
+                    logql_re_expand(re, repl, rn, s, ov, pairs, t, l + 1);
+                    ob_put(&b, t, l);
+                } else {
+                    ob_put(&b, repl, rn);
+                }
+                last = me;
+            }
+        }
+        prev_end = me;
+        if (me > i) {
+            i = me;
+        } else {
+            if (i >= n) {
+                break;
+            }
+            i += utf8_len(s, n, i);
+        }
+    }
+    if (fn == F_COUNT) {
+        *out = tv_int(cnt);
+        return 0;
+    }
+    ob_put(&b, s + last, n - last);
+    return ob_done(&b, out);
+}
+
+/* ---- the dispatcher ------------------------------------------------------- */
+
+static int need(struct tctx *c, int fn, size_t argc, size_t lo, size_t hi)
+{
+    if (argc < lo || argc > hi) {
+        if (lo == hi) {
+            return tmpl_fail(c, "wrong number of args for %s: want %zu got %zu", FN_NAMES[fn], lo,
+                             argc);
+        }
+        return tmpl_fail(c, "wrong number of args for %s: want %zu to %zu got %zu", FN_NAMES[fn],
+                         lo, hi, argc);
+    }
+    return 0;
+}
+
+/* Go's fmt.Sprintf for the verbs templates use: %s %v %d %f %g %e %q %x %t
+ * %%, with flags, width and precision. */
+static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct tv *out)
+{
+    const char *f;
+    size_t fn_;
+    if (tmpl_to_str(c, &argv[0], &f, &fn_) != 0) {
+        return -EINVAL;
+    }
+    struct obuf b = {.c = c};
+    size_t ai = 1;
+    for (size_t i = 0; i < fn_; i++) {
+        if (f[i] != '%') {
+            ob_put(&b, f + i, 1);
+            continue;
+        }
+        size_t st = i++;
+        while (i < fn_ && strchr("+-# 0", f[i])) {
+            i++;
+        }
+        while (i < fn_ && ((f[i] >= '0' && f[i] <= '9') || f[i] == '.')) {
+            i++;
+        }
+        if (i >= fn_) {
+            ob_put(&b, "%!(NOVERB)", 10);
+            break;
+        }
+        char verb = f[i];
+        if (verb == '%') {
+            ob_put(&b, "%", 1);
+            continue;
+        }
+        char spec[32];
+        size_t sl = i - st;
+        if (sl > 20) {
+            sl = 20;
+        }
+        memcpy(spec, f + st, sl);
+        if (ai >= argc) {
+            char m[32];
+            int ml = snprintf(m, sizeof(m), "%%!%c(MISSING)", verb);
+            ob_put(&b, m, (size_t)ml);
+            continue;
+        }
+        const struct tv *a = &argv[ai++];
+        char buf[512];
+        int l = 0;
+        if (verb == 'd' || verb == 'x' || verb == 'X' || verb == 'o' || verb == 'c') {
+            if (a->k == TV_STR && verb == 'x') {
+                for (size_t k = 0; k < a->n && l + 3 < (int)sizeof(buf); k++) {
+                    l += snprintf(buf + l, sizeof(buf) - (size_t)l, "%02x", (unsigned char)a->s[k]);
+                }
+            } else {
+                memcpy(spec + sl, "ll", 2);
+                spec[sl + 2] = verb == 'c' ? 'c' : verb;
+                spec[sl + 3] = '\0';
+                l = verb == 'c' ? snprintf(buf, sizeof(buf), "%c", (int)tmpl_to_int(a))
+                                : snprintf(buf, sizeof(buf), spec, (long long)tmpl_to_int(a));
+            }
+        } else if (verb == 'f' || verb == 'F' || verb == 'e' || verb == 'E' || verb == 'g' ||
+                   verb == 'G') {
+            spec[sl] = verb;
+            spec[sl + 1] = '\0';
+            l = snprintf(buf, sizeof(buf), spec, tmpl_to_float(a));
+        } else if (verb == 'q') {
+            const char *s;
+            size_t n;
+            if (tmpl_to_str(c, a, &s, &n) != 0) {
+                return -EINVAL;
+            }
+            ob_put(&b, "\"", 1);
+            for (size_t k = 0; k < n; k++) {
+                if (s[k] == '"' || s[k] == '\\') {
+                    ob_put(&b, "\\", 1);
+                }
+                ob_put(&b, s + k, 1);
+            }
+            ob_put(&b, "\"", 1);
+            continue;
+        } else { /* s v t and the rest: the value's %v, with width */
+            const char *s;
+            size_t n;
+            if (tmpl_to_str(c, a, &s, &n) != 0) {
+                return -EINVAL;
+            }
+            if (a->k == TV_NIL) {
+                s = "<nil>";
+                n = 5;
+            }
+            spec[sl] = 's';
+            spec[sl + 1] = '\0';
+            if (sl == 1) {
+                ob_put(&b, s, n);
+                continue;
+            }
+            char *t = talloc(c, n + 1);
+            if (t == NULL) {
+                return -ENOMEM;
+            }
+            memcpy(t, s, n);
+            t[n] = '\0';
+            l = snprintf(buf, sizeof(buf), spec, t);
+        }
+        if (l > 0) {
+            ob_put(&b, buf, (size_t)l < sizeof(buf) ? (size_t)l : sizeof(buf) - 1);
+        }
+    }
+    return ob_done(&b, out);
+}
+
+/* Go's fmt.Sprint (spaces between operands when neither is a string) and
+ * Sprintln (spaces always, a newline at the end). */
+static int do_print(struct tctx *c, const struct tv *argv, size_t argc, bool ln, struct tv *out)
+{
+    struct obuf b = {.c = c};
+    for (size_t i = 0; i < argc; i++) {
+        if (i > 0 && (ln || (argv[i].k != TV_STR && argv[i - 1].k != TV_STR))) {
+            ob_put(&b, " ", 1);
+        }
+        const char *s;
+        size_t n;
+        if (argv[i].k == TV_NIL) {
+            s = "<nil>";
+            n = 5;
+        } else if (tmpl_to_str(c, &argv[i], &s, &n) != 0) {
+            return -EINVAL;
+        }
+        ob_put(&b, s, n);
+    }
+    if (ln) {
+        ob_put(&b, "\n", 1);
+    }
+    return ob_done(&b, out);
+}
+
+static int escape_fn(struct tctx *c, int fn, const char *s, size_t n, struct tv *out)
+{
+    struct obuf b = {.c = c};
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char e[8];
+        const char *r = NULL;
+        if (fn == F_HTML) {
+            r = ch == '&'    ? "&amp;"
+                : ch == '\'' ? "&#39;"
+                : ch == '<'  ? "&lt;"
+                : ch == '>'  ? "&gt;"
+                : ch == '"'  ? "&#34;"
+                : ch == 0    ? "\xEF\xBF\xBD"
+                             : NULL;
+        } else if (fn == F_JS) {
+            r = ch == '\\'   ? "\\\\"
+                : ch == '\'' ? "\\'"
+                : ch == '"'  ? "\\\""
+                : ch == '<'  ? "\\u003C"
+                : ch == '>'  ? "\\u003E"
+                : ch == '&'  ? "\\u0026"
+                : ch == '='  ? "\\u003D"
+                : ch == '\n' ? "\\n"
+                : ch == '\r' ? "\\r"
+                : ch == '\t' ? "\\t"
+                             : NULL;
+            if (r == NULL && ch < 0x20) {
+                snprintf(e, sizeof(e), "\\u%04X", ch);
+                r = e;
+            }
+        } else { /* urlquery / urlencode: url.QueryEscape */
+            if (url_unreserved(ch)) {
+                r = NULL;
+            } else if (ch == ' ') {
+                r = "+";
+            } else {
+                snprintf(e, sizeof(e), "%%%02X", ch);
+                r = e;
+            }
+        }
+        if (r != NULL) {
+            ob_put(&b, r, strlen(r));
+        } else {
+            ob_put(&b, s + i, 1);
+        }
+    }
+    return ob_done(&b, out);
+}
+
+static int hexv(char h)
+{
+    return h >= '0' && h <= '9'   ? h - '0'
+           : h >= 'a' && h <= 'f' ? h - 'a' + 10
+           : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                  : -1;
+}
+
+static int arith(struct tctx *c, int fn, const struct tv *argv, size_t argc, struct tv *out)
+{
+    if (fn == F_ADDF || fn == F_SUBF || fn == F_MULF || fn == F_DIVF || fn == F_MAXF ||
+        fn == F_MINF) {
+        if (argc == 0) {
+            return need(c, fn, argc, 1, TMPL_MAX_ARGS_FN);
+        }
+        double r = tmpl_to_float(&argv[0]);
+        for (size_t i = 1; i < argc; i++) {
+            double x = tmpl_to_float(&argv[i]);
+            r = fn == F_ADDF   ? r + x
+                : fn == F_SUBF ? r - x
+                : fn == F_MULF ? r * x
+                : fn == F_DIVF ? r / x
+                : fn == F_MAXF ? (x > r ? x : r)
+                               : (x < r ? x : r);
+        }
+        if (fn == F_DIVF && !isfinite(r)) {
+            return tmpl_fail(c, "error calling divf: division by zero");
+        }
+        *out = tv_float(r);
+        return 0;
+    }
+    if (fn == F_ADD || fn == F_MUL || fn == F_MAX || fn == F_MIN) {
+        if (argc == 0) {
+            return need(c, fn, argc, 1, TMPL_MAX_ARGS_FN);
+        }
+        int64_t r = tmpl_to_int(&argv[0]);
+        for (size_t i = 1; i < argc; i++) {
+            int64_t x = tmpl_to_int(&argv[i]);
+            r = fn == F_ADD   ? (int64_t)((uint64_t)r + (uint64_t)x)
+                : fn == F_MUL ? (int64_t)((uint64_t)r * (uint64_t)x)
+                : fn == F_MAX ? (x > r ? x : r)
+                              : (x < r ? x : r);
+        }
+        *out = tv_int(r);
+        return 0;
+    }
+    if (need(c, fn, argc, 2, 2) != 0) {
+        return -EINVAL;
+    }
+    int64_t a = tmpl_to_int(&argv[0]), b = tmpl_to_int(&argv[1]);
+    if ((fn == F_DIV || fn == F_MOD) && b == 0) {
+        return tmpl_fail(c, "error calling %s: runtime error: integer divide by zero",
+                         FN_NAMES[fn]);
+    }
+    if ((fn == F_DIV || fn == F_MOD) && a == INT64_MIN && b == -1) {
+        *out = tv_int(fn == F_DIV ? INT64_MIN : 0);
+        return 0;
+    }
+    *out = tv_int(fn == F_SUB ? (int64_t)((uint64_t)a - (uint64_t)b) : fn == F_DIV ? a / b : a % b);
+    return 0;
+}
+
+static int now_ns(int64_t *ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return 0;
+}
+
+int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *argv, size_t argc,
+                 struct tv *out)
+{
+    const char *sv[TMPL_MAX_ARGS_FN];
+    size_t sn[TMPL_MAX_ARGS_FN];
+    int rc = 0;
+    if (argc > TMPL_MAX_ARGS_FN) {
+        return tmpl_fail(c, "too many arguments for %s", FN_NAMES[fn]);
+    }
+    switch (fn) {
+    case F_AND:
+    case F_OR:
+        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < argc; i++) {
+            if (tmpl_truth(&argv[i]) == (fn == F_OR) || i == argc - 1) {
+                *out = argv[i];
+                return 0;
+            }
+        }
+        return 0;
+    case F_NOT:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        *out = tv_bool(!tmpl_truth(&argv[0]));
+        return 0;
+    case F_LEN:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        if (argv[0].k == TV_STR) {
+            *out = tv_int((int64_t)argv[0].n);
+            return 0;
+        }
+        if (argv[0].k == TV_JSON) {
+            struct jsonlex x;
+            jsonlex_init(&x, argv[0].s, argv[0].n);
+            bool obj = jsonlex_peek(&x) == '{', first = true;
+            x.pos++;
+            int64_t k = 0;
+            struct jsonlex_str key;
+            while ((obj ? jsonlex_obj_next(&x, &key, &first) : jsonlex_arr_next(&x, &first)) == 1 &&
+                   jsonlex_skip(&x) == 0) {
+                k++;
+            }
+            *out = tv_int(k);
+            return 0;
+        }
+        return tmpl_fail(c, "error calling len: len of a value with no length");
+    case F_INDEX: {
+        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
+            return -EINVAL;
+        }
+        struct tv v = argv[0];
+        for (size_t i = 1; i < argc && rc == 0; i++) {
+            struct tv nx;
+            if (v.k == TV_JSON && v.s[0] == '[') {
+                rc = tmpl_json_index(c, &v, tmpl_to_int(&argv[i]), &nx);
+            } else if (v.k == TV_JSON) {
+                rc = tmpl_to_str(c, &argv[i], &sv[0], &sn[0]);
+                if (rc == 0) {
+                    rc = tmpl_json_member(c, &v, sv[0], sn[0], &nx);
+                }
+            } else if (v.k == TV_STR) {
+                int64_t k = tmpl_to_int(&argv[i]);
+                if (k < 0 || (size_t)k >= v.n) {
+                    return tmpl_fail(c, "error calling index: index out of range: %" PRId64, k);
+                }
+                nx = tv_int((unsigned char)v.s[k]);
+            } else if (v.k == TV_LABELS) {
+                rc = tmpl_to_str(c, &argv[i], &sv[0], &sn[0]);
+                size_t vn = 0;
+                const char *lv =
+                    rc == 0 && c->env->label ? c->env->label(c->env->ctx, sv[0], sn[0], &vn) : NULL;
+                nx = tmpl_str(lv ? lv : "", lv ? vn : 0);
+            } else {
+                return tmpl_fail(c, "error calling index: can't index item of this type");
+            }
+            v = nx;
+        }
+        *out = v;
+        return rc;
+    }
+    case F_PRINT:
+    case F_PRINTLN:
+        return do_print(c, argv, argc, fn == F_PRINTLN, out);
+    case F_PRINTF:
+        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
+            return -EINVAL;
+        }
+        return do_printf(c, argv, argc, out);
+    case F_EQ: {
+        if (need(c, fn, argc, 2, TMPL_MAX_ARGS_FN) != 0) {
+            return -EINVAL;
+        }
+        bool any = false;
+        for (size_t i = 1; i < argc && !any; i++) {
+            int r;
+            if (cmp_vals(c, &argv[0], &argv[i], &r) != 0) {
+                return -EINVAL;
+            }
+            any = r == 0;
+        }
+        *out = tv_bool(any);
+        return 0;
+    }
+    case F_NE:
+    case F_LT:
+    case F_LE:
+    case F_GT:
+    case F_GE: {
+        int r;
+        if (need(c, fn, argc, 2, 2) != 0 || cmp_vals(c, &argv[0], &argv[1], &r) != 0) {
+            return -EINVAL;
+        }
+        if (r == 2 && fn != F_NE) {
+            return tmpl_fail(c, "invalid type for comparison");
+        }
+        *out = tv_bool(fn == F_NE   ? r != 0
+                       : fn == F_LT ? r < 0
+                       : fn == F_LE ? r <= 0
+                       : fn == F_GT ? r > 0
+                                    : r >= 0);
+        return 0;
+    }
+    case F_HTML:
+    case F_JS:
+    case F_URLQUERY: {
+        struct tv j;
+        if (do_print(c, argv, argc, false, &j) != 0) {
+            return -EINVAL;
+        }
+        return escape_fn(c, fn, j.s, j.n, out);
+    }
+    case F_NOW:
+        if (need(c, fn, argc, 0, 0) != 0) {
+            return -EINVAL;
+        }
+        out->k = TV_TIME;
+        return now_ns(&out->i);
+    case F_DEFAULT:
+        if (need(c, fn, argc, 1, 2) != 0) {
+            return -EINVAL;
+        }
+        *out = argc == 2 && tmpl_truth(&argv[1]) ? argv[1] : argv[0];
+        return 0;
+    case F_FROMJSON:
+        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+            return -EINVAL;
+        }
+        if (tmpl_json_value(c, sv[0], sn[0], out) != 0) {
+            *out = (struct tv){.k = TV_STR, .s = "", .n = 0}; /* sprig's fromJson: "" on error */
+            c->failed = false;
+        }
+        return 0;
+    case F_INT:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        *out = tv_int(tmpl_to_int(&argv[0]));
+        return 0;
+    case F_FLOAT64:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        *out = tv_float(tmpl_to_float(&argv[0]));
+        return 0;
+    case F_ADD:
+    case F_SUB:
+    case F_MUL:
+    case F_DIV:
+    case F_MOD:
+    case F_ADDF:
+    case F_SUBF:
+    case F_MULF:
+    case F_DIVF:
+    case F_MAX:
+    case F_MIN:
+    case F_MAXF:
+    case F_MINF:
+        return arith(c, fn, argv, argc, out);
+    case F_CEIL:
+    case F_FLOOR:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        *out =
+            tv_float(fn == F_CEIL ? ceil(tmpl_to_float(&argv[0])) : floor(tmpl_to_float(&argv[0])));
+        return 0;
+    case F_ROUND: {
+        if (need(c, fn, argc, 2, 3) != 0) {
+            return -EINVAL;
+        }
+        double x = tmpl_to_float(&argv[0]), r = argc == 3 ? tmpl_to_float(&argv[2]) : 0.5;
+        double pw = pow(10, (double)tmpl_to_int(&argv[1]));
+        double d = x * pw, whole;
+        double fr = modf(d, &whole);
+        double rd = fabs(fr) >= r ? (d >= 0 ? ceil(d) : floor(d)) : (d >= 0 ? floor(d) : ceil(d));
+        *out = tv_float(rd / pw);
+        return 0;
+    }
+    case F_DATE: {
+        if (need(c, fn, argc, 2, 2) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+            return -EINVAL;
+        }
+        /* sprig's date: a time, or Unix seconds (int); anything else is "now" */
+        struct tv t = argv[1];
+        if (t.k == TV_INT) {
+            t = (struct tv){.k = TV_TIME, .i = t.i * 1000000000};
+        } else if (t.k == TV_FLOAT) {
+            t = (struct tv){.k = TV_TIME, .i = (int64_t)(t.f * 1e9)};
+        } else if (t.k != TV_TIME) {
+            t = (struct tv){.k = TV_TIME};
+            now_ns(&t.i);
+        }
+        char buf[256];
+        size_t l = go_format(sv[0], sn[0], &t, buf, sizeof(buf));
+        return str_out(c, buf, l, out);
+    }
+    case F_TODATE:
+    case F_TO_DATE_IN_ZONE: {
+        size_t want = fn == F_TODATE ? 2 : 3;
+        if (need(c, fn, argc, want, want) != 0 || strs(c, argv, argc, sv, sn) != 0) {
+            return -EINVAL;
+        }
+        int64_t ns = 0;
+        if (go_parse(sv[0], sn[0], sv[want - 1], sn[want - 1], &ns) != 0) {
+            *out = (struct tv){.k = TV_TIME, .b = true}; /* Go's zero Time, 0001-01-01 UTC */
+            return 0;
+        }
+        *out = (struct tv){.k = TV_TIME, .i = ns};
+        return 0;
+    }
+    case F_UNIX_EPOCH:
+    case F_UNIX_EPOCH_MILLIS:
+    case F_UNIX_EPOCH_NANOS: {
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        if (argv[0].k != TV_TIME) {
+            return tmpl_fail(c, "error calling %s: wrong type for value; expected time.Time",
+                             FN_NAMES[fn]);
+        }
+        int64_t ns = argv[0].i;
+        if (argv[0].b) { /* the zero time (its nanoseconds wrap in Go too) */
+            if (fn == F_UNIX_EPOCH) {
+                *out = tv_int(GO_ZERO_TIME);
+                return 0;
+            }
+            static const char MS[] = "-62135596800000", NS_[] = "-6795364578871345152";
+            return fn == F_UNIX_EPOCH_MILLIS ? str_out(c, MS, sizeof(MS) - 1, out)
+                                             : str_out(c, NS_, sizeof(NS_) - 1, out);
+        }
+        int64_t s = ns >= 0 ? ns / 1000000000 : -((-ns + 999999999) / 1000000000);
+        int64_t ms = ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000);
+        if (fn == F_UNIX_EPOCH) {
+            *out = tv_int(s); /* sprig returns a string of it; printed the same */
+            return 0;
+        }
+        char buf[32];
+        int l = snprintf(buf, sizeof(buf), "%" PRId64, fn == F_UNIX_EPOCH_MILLIS ? ms : ns);
+        return str_out(c, buf, (size_t)l, out);
+    }
+    case F_UNIX_TO_TIME: {
+        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+            return -EINVAL;
+        }
+        char buf[32];
+        size_t l = sn[0] < sizeof(buf) - 1 ? sn[0] : 0;
+        memcpy(buf, sv[0], l);
+        buf[l] = '\0';
+        char *end;
+        errno = 0;
+        long long v = strtoll(buf, &end, 10);
+        if (l == 0 || *end != '\0' || errno != 0) {
+            return tmpl_fail(c, "unable to parse time '%s'", buf);
+        }
+        int64_t ns;
+        switch (l) {
+        case 5:
+            ns = (int64_t)v * 86400 * 1000000000;
+            break;
+        case 10:
+            ns = (int64_t)v * 1000000000;
+            break;
+        case 13:
+            ns = (int64_t)v * 1000000;
+            break;
+        case 16:
+            ns = (int64_t)v * 1000;
+            break;
+        case 19:
+            ns = (int64_t)v;
+            break;
+        default:
+            return tmpl_fail(c, "unable to parse time '%s': unsupported length", buf);
+        }
+        *out = (struct tv){.k = TV_TIME, .i = ns};
+        return 0;
+    }
+    case F_BYTES:
+    case F_DURATION:
+    case F_DURATION_SECONDS: {
+        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+            return -EINVAL;
+        }
+        if (fn == F_BYTES) {
+            double b;
+            if (qlex_parse_bytes(sv[0], sn[0], &b) != 0) {
+                return tmpl_fail(c, "error calling bytes: invalid size \"%.*s\"", (int)sn[0],
+                                 sv[0]);
+            }
+            *out = tv_float(b);
+            return 0;
+        }
+        int64_t ns;
+        if (qlex_parse_duration(sv[0], sn[0], false, &ns) != 0) {
+            return tmpl_fail(c, "error calling %s: invalid duration \"%.*s\"", FN_NAMES[fn],
+                             (int)sn[0], sv[0]);
+        }
+        *out = tv_float((double)ns / 1e9);
+        return 0;
+    }
+    default:
+        break;
+    }
+    /* the string functions: every argument as a string */
+    if (strs(c, argv, argc, sv, sn) != 0) {
+        return -EINVAL;
+    }
+    switch (fn) {
+    case F_TOLOWER:
+    case F_TOUPPER:
+    case F_LOWER:
+    case F_UPPER:
+    case F_TITLE: {
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        char *p = talloc(c, sn[0]);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        bool up = fn == F_TOUPPER || fn == F_UPPER, word = true;
+        for (size_t i = 0; i < sn[0]; i++) {
+            char ch = sv[0][i];
+            if (fn == F_TITLE) {
+                p[i] = word && ch >= 'a' && ch <= 'z' ? (char)(ch - 32) : ch;
+                word = ch == ' ' || ch == '\t' || ch == '\n' || ch == '-' || ch == '_';
+            } else if (up) {
+                p[i] = ch >= 'a' && ch <= 'z' ? (char)(ch - 32) : ch;
+            } else {
+                p[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+            }
+        }
+        *out = tmpl_str(p, sn[0]);
+        return 0;
+    }
+    case F_REPLACE_GO: /* strings.Replace(s, old, new, n) */
+        if (need(c, fn, argc, 4, 4) != 0) {
+            return -EINVAL;
+        }
+        return replace(c, sv[0], sn[0], sv[1], sn[1], sv[2], sn[2], tmpl_to_int(&argv[3]), out);
+    case F_REPLACE: /* sprig replace old new src */
+        if (need(c, fn, argc, 3, 3) != 0) {
+            return -EINVAL;
+        }
+        return replace(c, sv[2], sn[2], sv[0], sn[0], sv[1], sn[1], -1, out);
+    case F_TRIM_GO:
+    case F_TRIMLEFT_GO:
+    case F_TRIMRIGHT_GO:
+    case F_TRIMALL:
+    case F_TRIM:
+    case F_TRIMSPACE_GO: {
+        const char *s, *set = " \t\n\r\v\f";
+        size_t n, setn = 6;
+        if (fn == F_TRIM || fn == F_TRIMSPACE_GO) {
+            if (need(c, fn, argc, 1, 1) != 0) {
+                return -EINVAL;
+            }
+            s = sv[0];
+            n = sn[0];
+        } else {
+            if (need(c, fn, argc, 2, 2) != 0) {
+                return -EINVAL;
+            }
+            bool sprig = fn == F_TRIMALL; /* trimAll cutset s */
+            s = sprig ? sv[1] : sv[0];
+            n = sprig ? sn[1] : sn[0];
+            set = sprig ? sv[0] : sv[1];
+            setn = sprig ? sn[0] : sn[1];
+        }
+        size_t a = 0, b = n;
+        if (fn != F_TRIMRIGHT_GO) {
+            while (a < b && in_set(s[a], set, setn)) {
+                a++;
+            }
+        }
+        if (fn != F_TRIMLEFT_GO) {
+            while (b > a && in_set(s[b - 1], set, setn)) {
+                b--;
+            }
+        }
+        *out = tmpl_str(s + a, b - a);
+        return 0;
+    }
+    case F_TRIMPREFIX_GO:
+    case F_TRIMSUFFIX_GO:
+    case F_TRIMPREFIX:
+    case F_TRIMSUFFIX:
+    case F_HASPREFIX:
+    case F_HASSUFFIX:
+    case F_CONTAINS: {
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        bool go = fn == F_TRIMPREFIX_GO || fn == F_TRIMSUFFIX_GO;
+        const char *s = go ? sv[0] : sv[1], *a = go ? sv[1] : sv[0];
+        size_t n = go ? sn[0] : sn[1], an = go ? sn[1] : sn[0];
+        bool pre = an <= n && memcmp(s, a, an) == 0;
+        bool suf = an <= n && memcmp(s + n - an, a, an) == 0;
+        switch (fn) {
+        case F_HASPREFIX:
+            *out = tv_bool(pre);
+            break;
+        case F_HASSUFFIX:
+            *out = tv_bool(suf);
+            break;
+        case F_CONTAINS:
+            *out = tv_bool(an == 0 || memmem(s, n, a, an) != NULL);
+            break;
+        case F_TRIMPREFIX_GO:
+        case F_TRIMPREFIX:
+            *out = pre ? tmpl_str(s + an, n - an) : tmpl_str(s, n);
+            break;
+        default:
+            *out = suf ? tmpl_str(s, n - an) : tmpl_str(s, n);
+            break;
+        }
+        return 0;
+    }
+    case F_TRUNC: { /* trunc n s: n < 0 keeps the last -n bytes */
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        int64_t k = tmpl_to_int(&argv[0]);
+        size_t n = sn[1];
+        if (k < 0) {
+            size_t m = (size_t)(-k) > n ? n : (size_t)(-k);
+            *out = tmpl_str(sv[1] + n - m, m);
+        } else {
+            *out = tmpl_str(sv[1], (size_t)k < n ? (size_t)k : n);
+        }
+        return 0;
+    }
+    case F_SUBSTR: { /* substr start end s (bytes; end < 0: to the end) */
+        if (need(c, fn, argc, 3, 3) != 0) {
+            return -EINVAL;
+        }
+        int64_t a = tmpl_to_int(&argv[0]), b = tmpl_to_int(&argv[1]);
+        size_t n = sn[2];
+        if (a < 0) {
+            *out = tmpl_str(sv[2], b < 0 || (size_t)b > n ? n : (size_t)b);
+        } else if (b < 0 || (size_t)b > n) {
+            *out = (size_t)a > n ? tmpl_str("", 0) : tmpl_str(sv[2] + a, n - (size_t)a);
+        } else {
+            *out = a > b ? tmpl_str("", 0) : tmpl_str(sv[2] + a, (size_t)(b - a));
+        }
+        return 0;
+    }
+    case F_INDENT:
+    case F_NINDENT: {
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        int64_t k = tmpl_to_int(&argv[0]);
+        k = k < 0 ? 0 : k > 1024 ? 1024 : k;
+        struct obuf b = {.c = c};
+        char pad[1024];
+        memset(pad, ' ', (size_t)k);
+        if (fn == F_NINDENT) {
+            ob_put(&b, "\n", 1);
+        }
+        ob_put(&b, pad, (size_t)k);
+        for (size_t i = 0; i < sn[1]; i++) {
+            ob_put(&b, sv[1] + i, 1);
+            if (sv[1][i] == '\n') {
+                ob_put(&b, pad, (size_t)k);
+            }
+        }
+        return ob_done(&b, out);
+    }
+    case F_REPEAT: {
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        int64_t k = tmpl_to_int(&argv[0]);
+        if (k < 0 || (sn[1] > 0 && (uint64_t)k > (16u << 20) / sn[1])) {
+            return tmpl_fail(c, "error calling repeat: count out of range");
+        }
+        struct obuf b = {.c = c};
+        for (int64_t i = 0; i < k; i++) {
+            ob_put(&b, sv[1], sn[1]);
+        }
+        return ob_done(&b, out);
+    }
+    case F_ALIGN_LEFT:
+    case F_ALIGN_RIGHT: {
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        int64_t k = tmpl_to_int(&argv[0]);
+        size_t runes = rune_count(sv[1], sn[1]);
+        if (k < 0 || (size_t)k == runes || k > (1 << 20)) {
+            *out = argv[1].k == TV_STR ? argv[1] : tmpl_str(sv[1], sn[1]);
+            return 0;
+        }
+        if ((size_t)k < runes) {
+            size_t cut = fn == F_ALIGN_LEFT ? rune_off(sv[1], sn[1], (size_t)k)
+                                            : rune_off(sv[1], sn[1], runes - (size_t)k);
+            *out = fn == F_ALIGN_LEFT ? tmpl_str(sv[1], cut) : tmpl_str(sv[1] + cut, sn[1] - cut);
+            return 0;
+        }
+        struct obuf b = {.c = c};
+        if (fn == F_ALIGN_RIGHT) {
+            for (size_t i = runes; i < (size_t)k; i++) {
+                ob_put(&b, " ", 1);
+            }
+        }
+        ob_put(&b, sv[1], sn[1]);
+        if (fn == F_ALIGN_LEFT) {
+            for (size_t i = runes; i < (size_t)k; i++) {
+                ob_put(&b, " ", 1);
+            }
+        }
+        return ob_done(&b, out);
+    }
+    case F_URLENCODE:
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        return escape_fn(c, F_URLQUERY, sv[0], sn[0], out);
+    case F_URLDECODE: {
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        char *p = talloc(c, sn[0]);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        size_t o = 0;
+        for (size_t i = 0; i < sn[0]; i++) {
+            char ch = sv[0][i];
+            if (ch == '+') {
+                p[o++] = ' ';
+            } else if (ch == '%') {
+                int h = i + 2 < sn[0] ? hexv(sv[0][i + 1]) : -1;
+                int l = i + 2 < sn[0] ? hexv(sv[0][i + 2]) : -1;
+                if (h < 0 || l < 0) {
+                    return tmpl_fail(c, "error calling urldecode: invalid URL escape \"%.3s\"",
+                                     sv[0] + i);
+                }
+                p[o++] = (char)(h * 16 + l);
+                i += 2;
+            } else {
+                p[o++] = ch;
+            }
+        }
+        *out = tmpl_str(p, o);
+        return 0;
+    }
+    case F_B64ENC: {
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        char *p = talloc(c, BASE64_ENCODED_LEN(sn[0]) + 1);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        size_t l = base64_encode(p, (const uint8_t *)sv[0], sn[0], true);
+        *out = tmpl_str(p, l);
+        return 0;
+    }
+    case F_B64DEC: {
+        if (need(c, fn, argc, 1, 1) != 0) {
+            return -EINVAL;
+        }
+        size_t digits = base64_unpad(sv[0], sn[0]);
+        long dl = base64_decoded_len(digits);
+        uint8_t *p = dl >= 0 ? (uint8_t *)talloc(c, (size_t)dl) : NULL;
+        if (dl < 0 || p == NULL || base64_decode(p, sv[0], digits) != 0) {
+            static const char E[] = "illegal base64 data at input byte 0";
+            *out = tmpl_str(E, sizeof(E) - 1); /* Loki's b64dec returns the error text */
+            return 0;
+        }
+        *out = tmpl_str((const char *)p, (size_t)dl);
+        return 0;
+    }
+    case F_REGEX_REPLACE_ALL:
+    case F_REGEX_REPLACE_ALL_LITERAL:
+        if (need(c, fn, argc, 3, 3) != 0) {
+            return -EINVAL;
+        }
+        return regex_fn(c, fn, re, sv[1], sn[1], sv[2], sn[2], out);
+    case F_COUNT:
+        if (need(c, fn, argc, 2, 2) != 0) {
+            return -EINVAL;
+        }
+        return regex_fn(c, fn, re, sv[1], sn[1], NULL, 0, out);
+    default:
+        return tmpl_fail(c, "function %s is not callable here", FN_NAMES[fn]);
+    }
+}
