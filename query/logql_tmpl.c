@@ -774,6 +774,9 @@ struct teval {
 
 static int emit(struct teval *e, const char *s, size_t n)
 {
+    if (n == 0) {
+        return 0;
+    }
     if (e->n + n > e->cap) {
         size_t nc = e->cap ? e->cap * 2 : 256;
         while (nc < e->n + n) {

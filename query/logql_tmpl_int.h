@@ -74,4 +74,19 @@ int tmpl_json_index(struct tctx *c, const struct tv *arr, int64_t i, struct tv *
 /* Turns one JSON value at text p[0..n) into a tv (strings unescaped). */
 int tmpl_json_value(struct tctx *c, const char *p, size_t n, struct tv *out);
 
+/* ---- logql_tmpl_time.c: Go time layouts, in UTC ---- */
+
+/* Unix seconds of Go's zero time.Time (0001-01-01 00:00:00 UTC), which
+ * toDate gives for a value it cannot parse (a TV_TIME with b set). */
+#define GO_ZERO_TIME (-62135596800LL)
+
+/* Time.Format(layout) of the TV_TIME |t|; writes at most cap bytes (no
+ * NUL) and returns the length. */
+size_t tmpl_go_format(const char *l, size_t n, const struct tv *t, char *out, size_t cap);
+/* Go's time.Time String(): "2006-01-02 15:04:05.999999999 -0700 MST". */
+size_t tmpl_fmt_time(const struct tv *t, char *out, size_t cap);
+/* time.Parse(layout, value): 0 with *ns (a numeric zone in the value is
+ * applied), or -EINVAL. */
+int tmpl_go_parse(const char *l, size_t ln, const char *s, size_t sn, int64_t *ns);
+
 #endif
