@@ -201,3 +201,202 @@ Test(conf_logql, every_loki_case_answers_with_its_verdict, .timeout = 1200)
     cr_expect_eq(n_wrong, 0, "%zu of %zu cases answered wrongly (listed above)", n_wrong, n_cases);
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* ---- answer checks: the features issue 14 adds, on the data above --------- */
+
+static char *get_body(const struct daemon *d, const char *path, int *status)
+{
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "GET", path, NULL, NULL, 0, 0, &r), 0, "GET %s", path);
+    *status = r.status;
+    char *b = strndup(r.body ? (const char *)r.body : "", r.body_len);
+    http_resp_free(&r);
+    return b;
+}
+
+/* The lines of a log query over [T0, T0+10 s), oldest first, joined by '|'. */
+static void lines_of(const struct daemon *d, const char *q, char *out, size_t cap)
+{
+    static char enc[4096], path[4600];
+    httpc_url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64
+             "&limit=100&direction=forward",
+             enc, T0 * NS, (T0 + 10) * NS);
+    int st;
+    char *body = get_body(d, path, &st);
+    cr_assert_eq(st, 200, "%s: %d %s", q, st, body);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    cr_assert_not_null(j, "%s: %s", q, body);
+    /* merge the streams' entries by timestamp (each stream is in order) */
+    struct {
+        uint64_t ts;
+        const char *line;
+    } es[64];
+    size_t n = 0, i, k;
+    json_t *s, *v;
+    json_array_foreach(json_object_get(json_object_get(j, "data"), "result"), i, s)
+    {
+        json_array_foreach(json_object_get(s, "values"), k, v)
+        {
+            cr_assert_lt(n, 64);
+            es[n].ts = strtoull(json_string_value(json_array_get(v, 0)), NULL, 10);
+            es[n].line = json_string_value(json_array_get(v, 1));
+            for (size_t m = n; m > 0 && es[m - 1].ts > es[m].ts; m--) {
+                __typeof__(es[0]) t = es[m];
+                es[m] = es[m - 1];
+                es[m - 1] = t;
+            }
+            n++;
+        }
+    }
+    size_t o = 0;
+    out[0] = '\0';
+    for (k = 0; k < n; k++) {
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", k ? "|" : "", es[k].line);
+    }
+    json_decref(j);
+    free(body);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* An instant metric query at T0+10 s: its series as "k=v,k=v => value",
+ * labels and series sorted, joined by "; ". */
+static void vector_of(const struct daemon *d, const char *q, char *out, size_t cap)
+{
+    static char enc[4096], path[4600];
+    httpc_url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=%" PRIu64, enc, (T0 + 10) * NS);
+    int st;
+    char *body = get_body(d, path, &st);
+    cr_assert_eq(st, 200, "%s: %d %s", q, st, body);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    cr_assert_not_null(j, "%s: %s", q, body);
+    json_t *data = json_object_get(j, "data");
+    cr_assert_str_eq(json_string_value(json_object_get(data, "resultType")), "vector", "%s", q);
+    char *rows[64];
+    size_t n = 0, i;
+    json_t *s;
+    json_array_foreach(json_object_get(data, "result"), i, s)
+    {
+        cr_assert_lt(n, 64);
+        const char *keys[16];
+        size_t nk = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(json_object_get(s, "metric"), key, val)
+        {
+            cr_assert_lt(nk, 16);
+            keys[nk++] = key;
+        }
+        qsort(keys, nk, sizeof(keys[0]), str_cmp);
+        char row[512];
+        size_t o = 0;
+        row[0] = '\0';
+        for (size_t k = 0; k < nk; k++) {
+            o += (size_t)snprintf(
+                row + o, sizeof(row) - o, "%s%s=%s", k ? "," : "", keys[k],
+                json_string_value(json_object_get(json_object_get(s, "metric"), keys[k])));
+        }
+        snprintf(row + o, sizeof(row) - o, " => %s",
+                 json_string_value(json_array_get(json_object_get(s, "value"), 1)));
+        rows[n++] = strdup(row);
+    }
+    qsort(rows, n, sizeof(rows[0]), str_cmp);
+    size_t o = 0;
+    out[0] = '\0';
+    for (i = 0; i < n; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? "; " : "", rows[i]);
+        free(rows[i]);
+    }
+    json_decref(j);
+    free(body);
+}
+
+Test(conf_logql, regexp_templates_label_replace_group_left_and_approx_topk_answers, .timeout = 300)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, ONE_SHARD), 0);
+    export_data(&d);
+    static char got[8192];
+
+    /* | regexp with named groups */
+    lines_of(&d,
+             "{service_name=\"foo\"} | regexp \"status=(?P<code>\\\\d+) "
+             "duration=(?P<dur>\\\\d+)ms\" | line_format \"{{.code}}:{{.dur}}\"",
+             got, sizeof(got));
+    cr_expect_str_eq(got, "200:0|500:10|200:20|500:30|200:40|500:50|200:60|500:70|200:80|500:90");
+
+    /* line_format with upper, div/int/trimSuffix, printf, default and a pipe */
+    lines_of(&d,
+             "{service_name=\"foo\"} | logfmt | status=500 | line_format `{{ .level | upper }}/"
+             "{{ div (int (trimSuffix \"ms\" .duration)) 10 }}/{{ printf \"%04d\" (int .status) }}"
+             "/{{ default \"none\" .nosuch }}/{{ Replace .msg \" \" \"_\" -1 }}`",
+             got, sizeof(got));
+    cr_expect_str_eq(got, "ERROR/1/0500/none/req_1|ERROR/3/0500/none/req_3|ERROR/5/0500/none/"
+                          "req_5|ERROR/7/0500/none/req_7|ERROR/9/0500/none/req_9");
+
+    /* label_format: a rename drops the source, a template keeps it */
+    lines_of(&d,
+             "{service_name=\"foo\"} | logfmt | addr=\"10.0.0.4\" or addr=\"10.0.0.5\" | "
+             "label_format sev=level, tag=\"{{.status}}-{{.addr | ToUpper}}\" | line_format "
+             "\"{{.sev}} {{.tag}} [{{.level}}] {{.addr}}\"",
+             got, sizeof(got));
+    cr_expect_str_eq(got, "info 200-10.0.0.4 [] 10.0.0.4|error 500-10.0.0.5 [] 10.0.0.5");
+
+    /* label_replace with $1 (and a non-matching series kept unchanged) */
+    vector_of(&d,
+              "label_replace(sum by (addr) (count_over_time({service_name=\"foo\"} | logfmt | "
+              "addr=~\"10.0.0.[1-3]\" [1m])), \"host\", \"h-$1\", \"addr\", "
+              "\"10\\\\.0\\\\.0\\\\.([12])\")",
+              got, sizeof(got));
+    cr_expect_str_eq(got, "addr=10.0.0.1,host=h-1 => 1; addr=10.0.0.2,host=h-2 => 1; "
+                          "addr=10.0.0.3 => 1");
+
+    /* group_left: many-to-one with a label taken from the one side */
+    vector_of(&d,
+              "sum by (level, addr) (count_over_time({service_name=\"foo\"} | logfmt | "
+              "addr=~\"10.0.0.[34]\" [1m])) * on (level) group_left (status) sum by (level, "
+              "status) (count_over_time({service_name=\"foo\"} | logfmt [1m]))",
+              got, sizeof(got));
+    cr_expect_str_eq(got, "addr=10.0.0.3,level=error,status=500 => 5; "
+                          "addr=10.0.0.4,level=info,status=200 => 5");
+    /* ... and a share of the total with on () group_left */
+    vector_of(&d,
+              "sum by (level) (count_over_time({service_name=\"foo\"} | logfmt | status=500 or "
+              "addr=\"10.0.0.0\" [1m])) / on () group_left sum(count_over_time({service_name="
+              "\"foo\"}[1m]))",
+              got, sizeof(got));
+    cr_expect_str_eq(got, "level=error => 0.5; level=info => 0.1");
+    /* group_right keeps the right side's labels */
+    vector_of(&d,
+              "sum(count_over_time({service_name=\"foo\"}[1m])) / on () group_right sum by "
+              "(level) (count_over_time({service_name=\"foo\"} | logfmt [1m]))",
+              got, sizeof(got));
+    cr_expect_str_eq(got, "level=error => 2; level=info => 2");
+
+    /* approx_topk: answered exactly, the k largest */
+    vector_of(&d,
+              "approx_topk(2, sum by (addr) (sum_over_time({service_name=\"foo\"} | regexp "
+              "\"duration=(?P<d>\\\\d+)ms addr=(?P<addr>\\\\S+)\" | unwrap d [1m])))",
+              got, sizeof(got));
+    cr_expect_str_eq(got, "addr=10.0.0.8 => 80; addr=10.0.0.9 => 90");
+
+    /* ip() line filter and a template render error (TemplateFormatErr, line kept) */
+    lines_of(&d, "{service_name=\"foo\"} |= ip(\"10.0.0.8-10.0.0.9\") | line_format \"{{.addr}}\"",
+             got, sizeof(got));
+    cr_expect_str_eq(got, "|");
+    lines_of(&d,
+             "{service_name=\"foo\"} | logfmt | addr=\"10.0.0.2\" | line_format \"{{ div 1 0 }}\" "
+             "| line_format \"{{.__error__}}: {{.__error_details__}}\"",
+             got, sizeof(got));
+    cr_expect_str_eq(got, "TemplateFormatErr: error calling div: runtime error: integer divide by "
+                          "zero");
+    cr_assert_eq(daemon_stop(&d), 0);
+}

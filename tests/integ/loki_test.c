@@ -934,9 +934,10 @@ Test(loki, label_endpoints_response_shapes_and_errors)
     expect_400(&d, path, "exceeded maximum resolution of 11,000 points");
     snprintf(path, sizeof(path), "/api/v1/logs?query=%s", enc);
     expect_400(&d, path, "log queries only");
-    httpc_url_enc(enc, sizeof(enc), "{service_name=\"api\"} | regexp \"(?P<x>id)\"");
+    httpc_url_enc(enc, sizeof(enc),
+                  "{service_name=\"api\"} | line_format `{{ regexReplaceAll .re .x \"\" }}`");
     snprintf(path, sizeof(path), "/loki/api/v1/query_range?query=%s", enc);
-    expect_400(&d, path, "not supported");
+    expect_400(&d, path, "template: the regex of this function must be a string literal");
 
     /* /metrics counts queries by endpoint and outcome */
     cr_expect_geq(
