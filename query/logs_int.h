@@ -196,6 +196,9 @@ struct scan {
     /* metric (range aggregation) */
     const struct logql_expr *range;
     bool has_unwrap;
+    /* the label a series drops: the unwrapped one, as Loki's extractor
+     * does unless the range aggregation has a by (...) of its own */
+    struct logql_str unwrap_drop;
     const struct logql_str *by; /* sum by pushdown: only these labels make the series */
     size_t n_by;
     bool by_pushdown;
@@ -346,7 +349,7 @@ uint64_t logs_hash_bytes(const char *p, size_t n);
 void logs_smap_free(struct smap *m);
 void logs_smap_free_samples(struct smap *m);
 bool logs_on_metric_match(struct rctx *c, uint64_t row);
-int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen);
+int logs_check_tree(const struct logql_expr *e, bool instant, char *err, size_t errlen);
 int logs_run_metric_query(struct logs_result *res);
 
 /* ---- logs_render.c: rendering ---- */

@@ -138,6 +138,13 @@ static bool range_unwrapped(enum logql_range_op op)
     return op >= LOGQL_RANGE_RATE_COUNTER;
 }
 
+/* Range aggregations that keep every sample of a series (their window
+ * value is no running sum or extreme). */
+static bool range_samples(enum logql_range_op op)
+{
+    return op == LOGQL_RANGE_QUANTILE_OVER_TIME || op == LOGQL_RANGE_RATE_COUNTER;
+}
+
 /* Range aggregations whose window value is a sum: a row adds to every
  * step of its window through a difference array (O(1) per row however
  * many steps the window spans), summed up once in series_finish. */
@@ -204,12 +211,13 @@ static struct series *series_new(struct query *q, arena *a, const struct lbl *l,
 /* Labels of a series from the row's labels: sorted, non-empty, projected
  * by |keep| (names, n_keep) when |project|, or minus |drop| names. */
 static uint32_t series_labels(const struct lset *in, struct lbl *out, uint32_t cap, bool project,
-                              const struct logql_str *names, size_t n_names, bool without)
+                              const struct logql_str *names, size_t n_names, bool without,
+                              const struct logql_str *drop)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < in->n && n < cap; i++) {
         const struct lbl *l = &in->a[i];
-        if (l->vn == 0) {
+        if (l->vn == 0 || (drop->n > 0 && drop->n == l->nn && memcmp(drop->s, l->n, l->nn) == 0)) {
             continue;
         }
         if (project) {
@@ -282,12 +290,12 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
     struct lbl tmp[128];
     uint32_t nl;
     if (s->by_pushdown) {
-        nl = series_labels(&c->l, tmp, 128, true, s->by, s->n_by, false);
+        nl = series_labels(&c->l, tmp, 128, true, s->by, s->n_by, false, &s->unwrap_drop);
     } else if (r->grouping.has) {
         nl = series_labels(&c->l, tmp, 128, true, r->grouping.labels, r->grouping.n_labels,
-                           r->grouping.without);
+                           r->grouping.without, &s->unwrap_drop);
     } else {
-        nl = series_labels(&c->l, tmp, 128, false, NULL, 0, false);
+        nl = series_labels(&c->l, tmp, 128, false, NULL, 0, false, &s->unwrap_drop);
     }
     c->sb.n = 0;
     sb_labels_key(&c->sb, tmp, nl);
@@ -309,7 +317,7 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
             return false;
         }
     }
-    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+    if (range_samples(r->range_op)) {
         struct qsamp qs = {c->ts, x};
         if (!samp_add(q, se, &qs, 1)) {
             c->err = -ENOMEM;
@@ -369,7 +377,7 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
         }
         return;
     }
-    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+    if (range_samples(r->range_op)) {
         return; /* samples: see merge_samples */
     }
     for (size_t k = 0; k < K; k++) {
@@ -410,11 +418,50 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
     }
 }
 
-/* Final values from the accumulators. */
-/* quantile_over_time: per step, the quantile of the samples in its window;
- * frees the samples. false on out of memory. */
-static bool quantile_finish(const struct logql_expr *r, size_t K, uint64_t start, uint64_t step,
-                            struct series *s)
+/* Loki's extrapolatedRate (from Prometheus) for rate_counter: the
+ * increase of a counter over the window's |n| samples (time order; a drop
+ * is a reset), extrapolated towards the window's edges (range_ns ending at
+ * |end|), per second. Fewer than two samples: 0, as Loki answers. */
+static double counter_rate(const struct qsamp *x, size_t n, int64_t end, int64_t range_ns)
+{
+    if (n < 2) {
+        return 0;
+    }
+    double result = x[n - 1].v - x[0].v, last = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].v < last) {
+            result += last;
+        }
+        last = x[i].v;
+    }
+    int64_t start = end - range_ns;
+    double to_start = (double)((int64_t)x[0].ts - start) / 1e9;
+    double to_end = (double)(end - (int64_t)x[n - 1].ts) / 1e9;
+    double sampled = (double)(x[n - 1].ts - x[0].ts) / 1e9;
+    double avg = sampled / (double)(n - 1);
+    double threshold = avg * 1.1;
+    if (to_start >= threshold) {
+        to_start = avg / 2;
+    }
+    double to_zero = to_start;
+    if (result > 0 && x[0].v >= 0) {
+        to_zero = sampled * (x[0].v / result);
+    }
+    if (to_zero < to_start) {
+        to_start = to_zero;
+    }
+    if (to_end >= threshold) {
+        to_end = avg / 2;
+    }
+    double interval = sampled + to_start + to_end;
+    result = sampled > 0 ? result * (interval / sampled) : result;
+    return result / ((double)range_ns / 1e9);
+}
+
+/* quantile_over_time and rate_counter: per step, the value of the samples
+ * in its window; frees the samples. false on out of memory. */
+static bool samples_finish(const struct logql_expr *r, size_t K, uint64_t start, uint64_t step,
+                           struct series *s)
 {
     bool ok = true;
     if (s->ns > 1) {
@@ -440,7 +487,9 @@ static bool quantile_finish(const struct logql_expr *r, size_t K, uint64_t start
             hi++;
         }
         s->cnt[k] = (uint32_t)(hi - lo);
-        if (hi > lo) {
+        if (hi > lo && r->range_op == LOGQL_RANGE_RATE_COUNTER) {
+            s->v[k] = counter_rate(s->samp + lo, hi - lo, t, r->range_ns);
+        } else if (hi > lo) {
             for (size_t i = lo; i < hi; i++) {
                 tmp[i - lo] = s->samp[i].v;
             }
@@ -557,10 +606,6 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
                       struct mat *out)
 {
     struct query *q = ev->q;
-    if (e->range_op == LOGQL_RANGE_RATE_COUNTER) {
-        qctx_fail(&q->c, -EINVAL, "rate_counter is not supported yet");
-        return -EINVAL;
-    }
     struct scan s;
     memset(&s, 0, sizeof(s));
     s.q = q;
@@ -570,13 +615,24 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
     s.start = ev->start;
     s.step = ev->step;
     for (size_t i = 0; i < e->log.n_stages; i++) {
-        s.has_unwrap = s.has_unwrap || e->log.stages[i].kind == LOGQL_STAGE_UNWRAP;
+        if (e->log.stages[i].kind == LOGQL_STAGE_UNWRAP) {
+            s.has_unwrap = true;
+            if (!(e->grouping.has && !e->grouping.without)) {
+                s.unwrap_drop = e->log.stages[i].unwrap_label; /* Loki: without (..., label) */
+            }
+        }
     }
     /* sum by (labels) right above a plain range aggregation: the series
-     * need only those labels (and so, often, no attribute table) */
+     * need only those labels (and so, often, no attribute table). Only
+     * where the value of merged rows is the sum of the series' values
+     * (counts, rates, bytes, sums): sum(max_over_time(...)) is a sum of
+     * maxima, not the max of the merged rows. */
+    bool linear = e->range_op == LOGQL_RANGE_COUNT_OVER_TIME || e->range_op == LOGQL_RANGE_RATE ||
+                  e->range_op == LOGQL_RANGE_BYTES_OVER_TIME ||
+                  e->range_op == LOGQL_RANGE_BYTES_RATE || e->range_op == LOGQL_RANGE_SUM_OVER_TIME;
     if (parent != NULL && parent->kind == LOGQL_EXPR_VECTOR_AGG &&
         parent->agg_op == LOGQL_AGG_SUM && !parent->grouping.without && !e->grouping.has &&
-        e->range_op != LOGQL_RANGE_ABSENT_OVER_TIME) {
+        linear) {
         s.by_pushdown = true; /* sum (...) without by: no label at all */
         s.by = parent->grouping.has ? parent->grouping.labels : NULL;
         s.n_by = parent->grouping.has ? parent->grouping.n_labels : 0;
@@ -639,8 +695,8 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
         return rc;
     }
     for (size_t i = 0; i < out->n; i++) {
-        if (e->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
-            if (!quantile_finish(e, ev->K, ev->start, ev->step, out->s[i]) && rc == 0) {
+        if (range_samples(e->range_op)) {
+            if (!samples_finish(e, ev->K, ev->start, ev->step, out->s[i]) && rc == 0) {
                 rc = -ENOMEM;
             }
             continue;
@@ -1332,7 +1388,7 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
 }
 
 /* Checks every log expression of a metric tree before scanning. */
-int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen)
+int logs_check_tree(const struct logql_expr *e, bool instant, char *err, size_t errlen)
 {
     if (e == NULL) {
         return 0;
@@ -1342,14 +1398,19 @@ int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen)
         return logs_check_log(&e->log, err, errlen);
     case LOGQL_EXPR_VECTOR_AGG:
     case LOGQL_EXPR_LABEL_REPLACE:
-        return logs_check_tree(e->inner, err, errlen);
+        if (e->kind == LOGQL_EXPR_VECTOR_AGG && e->agg_op == LOGQL_AGG_APPROX_TOPK && !instant) {
+            /* Loki's count-min sketch behind approx_topk (its message) */
+            snprintf(err, errlen, "count min sketches are only supported on instant queries");
+            return -EINVAL;
+        }
+        return logs_check_tree(e->inner, instant, err, errlen);
     case LOGQL_EXPR_BINARY:
         for (; e->kind == LOGQL_EXPR_BINARY; e = e->lhs) { /* the left spine in a loop */
-            if (logs_check_tree(e->rhs, err, errlen) < 0) {
+            if (logs_check_tree(e->rhs, instant, err, errlen) < 0) {
                 return -EINVAL;
             }
         }
-        return logs_check_tree(e, err, errlen);
+        return logs_check_tree(e, instant, err, errlen);
     case LOGQL_EXPR_LOG:
         return logs_check_log(&e->log, err, errlen);
     default:

@@ -911,9 +911,8 @@ static void stage_unwrap(struct rctx *c, const struct logql_stage *st)
 {
     const struct lbl *l = lset_get(&c->l, st->unwrap_label.s, st->unwrap_label.n);
     c->has_unwrap_val = false;
-    if (l == NULL) {
-        set_error(c, "SampleExtractionErr", "the unwrapped label is missing");
-        return;
+    if (l == NULL || l->vn == 0) {
+        return; /* Loki skips the entry (its issue 6713), no error */
     }
     double d = 0;
     int rc = -EINVAL;

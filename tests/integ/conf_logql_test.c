@@ -400,3 +400,103 @@ Test(conf_logql, regexp_templates_label_replace_group_left_and_approx_topk_answe
                           "zero");
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* A range query at [from, to] s after B, step s: each series' points as
+ * "t=v" (seconds after B), series sorted, joined by "; ". */
+static void matrix_of(const struct daemon *d, uint64_t b, const char *q, int from, int to, int step,
+                      char *out, size_t cap)
+{
+    static char enc[4096], path[4600];
+    httpc_url_enc(enc, sizeof(enc), q);
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=%ds", enc,
+             (b + (uint64_t)from) * NS, (b + (uint64_t)to) * NS, step);
+    int st;
+    char *body = get_body(d, path, &st);
+    cr_assert_eq(st, 200, "%s: %d %s", q, st, body);
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    cr_assert_not_null(j, "%s: %s", q, body);
+    size_t o = 0, i, k;
+    json_t *s, *v;
+    out[0] = '\0';
+    json_array_foreach(json_object_get(json_object_get(j, "data"), "result"), i, s)
+    {
+        json_array_foreach(json_object_get(s, "values"), k, v)
+        {
+            o +=
+                (size_t)snprintf(out + o, cap - o, "%s%lld=%s", k ? " " : (i ? "; " : ""),
+                                 (long long)json_integer_value(json_array_get(v, 0)) - (long long)b,
+                                 json_string_value(json_array_get(v, 1)));
+        }
+    }
+    json_decref(j);
+    free(body);
+}
+
+/* rate_counter on the scenario of Loki's own engine tests
+ * (loki@65e30f8:pkg/logql/internal/logqltest/testdata/range_aggregations.logqltest:342):
+ * a counter c with resets-free increases per minute 30, 90, 60, and noise
+ * lines without c, which are skipped. */
+Test(conf_logql, rate_counter_and_instant_only_approx_topk, .timeout = 300)
+{
+    struct daemon d;
+    cr_assert_eq(daemon_start(&d, NULL, ONE_SHARD), 0);
+    const uint64_t B = UINT64_C(1700001000);
+    static const int at[] = {90, 120, 150, 180, 210, 240, 330, 360, 390, 420, 450, 480};
+    static const int cv[] = {100, 130, 160, 250, 280, 340, 400, 430, 460, 550, 580, 640};
+    static char buf[16384], got[4096];
+    size_t o = (size_t)snprintf(buf, sizeof(buf),
+                                "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":"
+                                "\"service.name\",\"value\":{\"stringValue\":\"a\"}}]},"
+                                "\"scopeLogs\":[{\"logRecords\":[");
+    for (int i = 0; i < 12; i++) {
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                              "%s{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
+                              "\"c=%d\"}}",
+                              i ? "," : "", (B + (uint64_t)at[i]) * NS, cv[i]);
+    }
+    for (int i = 0; i < 18; i++) {
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o,
+                              ",{\"timeUnixNano\":\"%" PRIu64 "\",\"body\":{\"stringValue\":"
+                              "\"noise\"}}",
+                              (B + 15 + 30 * (uint64_t)i) * NS);
+    }
+    snprintf(buf + o, sizeof(buf) - o, "]}]}]}");
+    export_json(&d, buf);
+
+    const char *q1 = "rate_counter({service_name=\"a\"} | logfmt | unwrap c [1m])";
+    matrix_of(&d, B, q1, 60, 540, 60, got, sizeof(got));
+    cr_expect_str_eq(got, "120=1 180=3 240=2 360=1 420=3 480=2");
+    matrix_of(&d, B, "rate_counter({service_name=\"a\"} | logfmt | unwrap c [3m])", 240, 360, 60,
+              got, sizeof(got));
+    cr_expect_str_eq(got, "240=1.6 300=1.5 360=1");
+    matrix_of(&d, B, "rate_counter({service_name=\"a\"} | logfmt | unwrap c [1m] offset 60s)", 60,
+              540, 60, got, sizeof(got));
+    cr_expect_str_eq(got, "180=1 240=3 300=2 420=1 480=3 540=2");
+    /* one sample in the window: 0; none: no point */
+    matrix_of(&d, B, "rate_counter({service_name=\"a\"} | logfmt | unwrap c [10s])", 90, 90, 1, got,
+              sizeof(got));
+    cr_expect_str_eq(got, "90=0");
+    matrix_of(&d, B, "rate_counter({service_name=\"a\"} | logfmt | unwrap c [10s])", 300, 300, 1,
+              got, sizeof(got));
+    cr_expect_str_eq(got, "");
+    /* the unwrapped label leaves the series labels, as in Loki */
+    matrix_of(&d, B, "sum by (c) (max_over_time({service_name=\"a\"} | logfmt | unwrap c [1m]))",
+              120, 120, 1, got, sizeof(got));
+    cr_expect_str_eq(got, "120=130");
+
+    /* approx_topk: instant queries only, with Loki's message */
+    static char enc[1024], path[1400];
+    httpc_url_enc(enc, sizeof(enc), "approx_topk(1, count_over_time({service_name=\"a\"}[1m]))");
+    snprintf(path, sizeof(path),
+             "/loki/api/v1/query_range?query=%s&start=%" PRIu64 "&end=%" PRIu64 "&step=60s", enc,
+             B * NS, (B + 600) * NS);
+    int st;
+    char *body = get_body(&d, path, &st);
+    cr_expect_eq(st, 400, "%d %s", st, body);
+    cr_expect_not_null(strstr(body, "count min sketches are only supported on instant queries"),
+                       "%s", body);
+    free(body);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
