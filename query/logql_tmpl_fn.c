@@ -1082,7 +1082,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         struct tv v = argv[0];
         for (size_t i = 1; i < argc && rc == 0; i++) {
-            struct tv nx;
+            struct tv nx = {.k = TV_NIL};
             if (v.k == TV_JSON && v.s[0] == '[') {
                 rc = tmpl_json_index(c, &v, tmpl_to_int(&argv[i]), &nx);
             } else if (v.k == TV_JSON) {
