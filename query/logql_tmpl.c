@@ -766,38 +766,18 @@ int tmpl_fail(struct tctx *c, const char *fmt, ...)
 struct teval {
     struct tctx c;
     struct tv vars[TMPL_MAX_VARS];
-    char *out;
-    size_t n, cap;
+    struct obuf out;
     unsigned steps;
     int depth;
 };
 
 static int emit(struct teval *e, const char *s, size_t n)
 {
-    if (n == 0) {
-        return 0;
+    tmpl_buf_put(&e->out, s, n);
+    if (e->out.big) {
+        return tmpl_fail(&e->c, "template output too large");
     }
-    if (e->n + n > e->cap) {
-        size_t nc = e->cap ? e->cap * 2 : 256;
-        while (nc < e->n + n) {
-            nc *= 2;
-        }
-        if (nc > (64u << 20)) {
-            return tmpl_fail(&e->c, "template output too large");
-        }
-        char *b = arena_alloc(e->c.a, nc);
-        if (b == NULL) {
-            return -ENOMEM;
-        }
-        if (e->n) {
-            memcpy(b, e->out, e->n);
-        }
-        e->out = b;
-        e->cap = nc;
-    }
-    memcpy(e->out + e->n, s, n);
-    e->n += n;
-    return 0;
+    return e->out.oom ? -ENOMEM : 0;
 }
 
 static const char *env_label(const struct tctx *c, const char *name, size_t nn, size_t *vn)
@@ -1064,6 +1044,7 @@ int logql_tmpl_render(const logql_tmpl *t, const struct logql_tmpl_env *env, are
     struct teval e;
     memset(&e, 0, sizeof(e));
     e.c = (struct tctx){.env = env, .a = scratch, .err = err, .errlen = errlen};
+    e.out.c = &e.c;
     e.vars[0] = (struct tv){.k = TV_LABELS};
     struct tv root = {.k = TV_LABELS};
     enum flow fl = FLOW_NEXT;
@@ -1075,7 +1056,7 @@ int logql_tmpl_render(const logql_tmpl *t, const struct logql_tmpl_env *env, are
     if (rc != 0) {
         return -EINVAL;
     }
-    *out = e.out ? e.out : "";
-    *out_n = e.n;
+    *out = e.out.p ? e.out.p : "";
+    *out_n = e.out.n;
     return 0;
 }

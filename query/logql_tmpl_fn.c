@@ -525,22 +525,19 @@ int tmpl_json_index(struct tctx *c, const struct tv *arr, int64_t i, struct tv *
 
 /* ---- helpers -------------------------------------------------------------- */
 
-struct obuf {
-    struct tctx *c;
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
-
-static void ob_put(struct obuf *b, const char *s, size_t n)
+void tmpl_buf_put(struct obuf *b, const char *s, size_t n)
 {
-    if (b->oom || n == 0) {
+    if (b->oom || b->big || n == 0) {
         return;
     }
     if (b->n + n > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
         while (nc < b->n + n) {
             nc *= 2;
+        }
+        if (nc > TMPL_MAX_OUT) {
+            b->big = true;
+            return;
         }
         char *np = arena_alloc(b->c->a, nc);
         if (np == NULL) {
@@ -559,8 +556,8 @@ static void ob_put(struct obuf *b, const char *s, size_t n)
 
 static int ob_done(struct obuf *b, struct tv *out)
 {
-    if (b->oom) {
-        return tmpl_fail(b->c, "out of memory");
+    if (b->oom || b->big) {
+        return tmpl_fail(b->c, b->big ? "template output too large" : "out of memory");
     }
     *out = tmpl_str(b->p ? b->p : "", b->n);
     return 0;
@@ -603,7 +600,7 @@ static int replace(struct tctx *c, const char *s, size_t n, const char *o, size_
     int64_t done = 0;
     if (on == 0) { /* Go: inserts at the start and after each UTF-8 sequence */
         while (i <= n && (lim < 0 || done < lim)) {
-            ob_put(&b, nw, nn);
+            tmpl_buf_put(&b, nw, nn);
             done++;
             if (i == n) {
                 i++;
@@ -613,11 +610,11 @@ static int replace(struct tctx *c, const char *s, size_t n, const char *o, size_
             while (i + l < n && ((unsigned char)s[i + l] & 0xC0) == 0x80) {
                 l++;
             }
-            ob_put(&b, s + i, l);
+            tmpl_buf_put(&b, s + i, l);
             i += l;
         }
         if (i < n) {
-            ob_put(&b, s + i, n - i);
+            tmpl_buf_put(&b, s + i, n - i);
         }
         return ob_done(&b, out);
     }
@@ -626,12 +623,12 @@ static int replace(struct tctx *c, const char *s, size_t n, const char *o, size_
         if (h == NULL) {
             break;
         }
-        ob_put(&b, s + i, (size_t)(h - (s + i)));
-        ob_put(&b, nw, nn);
+        tmpl_buf_put(&b, s + i, (size_t)(h - (s + i)));
+        tmpl_buf_put(&b, nw, nn);
         i = (size_t)(h - s) + on;
         done++;
     }
-    ob_put(&b, s + i, n - i);
+    tmpl_buf_put(&b, s + i, n - i);
     return ob_done(&b, out);
 }
 
@@ -722,7 +719,7 @@ static int regex_fn(struct tctx *c, int fn, const qlex_re *re, const char *s, si
         if (!(ms == me && ms == prev_end)) { /* Go skips an empty match right after a match */
             cnt++;
             if (fn != F_COUNT) {
-                ob_put(&b, s + last, ms - last);
+                tmpl_buf_put(&b, s + last, ms - last);
                 if (fn == F_REGEX_REPLACE_ALL) {
                     size_t l = logql_re_expand(re, repl, rn, s, ov, pairs, NULL, 0);
                     char *t = talloc(c, l + 1);
@@ -730,9 +727,9 @@ static int regex_fn(struct tctx *c, int fn, const qlex_re *re, const char *s, si
                         return -ENOMEM;
                     }
                     logql_re_expand(re, repl, rn, s, ov, pairs, t, l + 1);
-                    ob_put(&b, t, l);
+                    tmpl_buf_put(&b, t, l);
                 } else {
-                    ob_put(&b, repl, rn);
+                    tmpl_buf_put(&b, repl, rn);
                 }
                 last = me;
             }
@@ -751,7 +748,7 @@ static int regex_fn(struct tctx *c, int fn, const qlex_re *re, const char *s, si
         *out = tv_int(cnt);
         return 0;
     }
-    ob_put(&b, s + last, n - last);
+    tmpl_buf_put(&b, s + last, n - last);
     return ob_done(&b, out);
 }
 
@@ -783,7 +780,7 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
     size_t ai = 1;
     for (size_t i = 0; i < fn_; i++) {
         if (f[i] != '%') {
-            ob_put(&b, f + i, 1);
+            tmpl_buf_put(&b, f + i, 1);
             continue;
         }
         size_t st = i++;
@@ -794,12 +791,12 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
             i++;
         }
         if (i >= fn_) {
-            ob_put(&b, "%!(NOVERB)", 10);
+            tmpl_buf_put(&b, "%!(NOVERB)", 10);
             break;
         }
         char verb = f[i];
         if (verb == '%') {
-            ob_put(&b, "%", 1);
+            tmpl_buf_put(&b, "%", 1);
             continue;
         }
         char spec[32];
@@ -811,7 +808,7 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
         if (ai >= argc) {
             char m[32];
             int ml = snprintf(m, sizeof(m), "%%!%c(MISSING)", verb);
-            ob_put(&b, m, (size_t)ml);
+            tmpl_buf_put(&b, m, (size_t)ml);
             continue;
         }
         const struct tv *a = &argv[ai++];
@@ -840,14 +837,14 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
             if (tmpl_to_str(c, a, &s, &n) != 0) {
                 return -EINVAL;
             }
-            ob_put(&b, "\"", 1);
+            tmpl_buf_put(&b, "\"", 1);
             for (size_t k = 0; k < n; k++) {
                 if (s[k] == '"' || s[k] == '\\') {
-                    ob_put(&b, "\\", 1);
+                    tmpl_buf_put(&b, "\\", 1);
                 }
-                ob_put(&b, s + k, 1);
+                tmpl_buf_put(&b, s + k, 1);
             }
-            ob_put(&b, "\"", 1);
+            tmpl_buf_put(&b, "\"", 1);
             continue;
         } else { /* s v t and the rest: the value's %v, with width */
             const char *s;
@@ -862,7 +859,7 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
             spec[sl] = 's';
             spec[sl + 1] = '\0';
             if (sl == 1) {
-                ob_put(&b, s, n);
+                tmpl_buf_put(&b, s, n);
                 continue;
             }
             char *t = talloc(c, n + 1);
@@ -874,7 +871,7 @@ static int do_printf(struct tctx *c, const struct tv *argv, size_t argc, struct 
             l = snprintf(buf, sizeof(buf), spec, t);
         }
         if (l > 0) {
-            ob_put(&b, buf, (size_t)l < sizeof(buf) ? (size_t)l : sizeof(buf) - 1);
+            tmpl_buf_put(&b, buf, (size_t)l < sizeof(buf) ? (size_t)l : sizeof(buf) - 1);
         }
     }
     return ob_done(&b, out);
@@ -887,7 +884,7 @@ static int do_print(struct tctx *c, const struct tv *argv, size_t argc, bool ln,
     struct obuf b = {.c = c};
     for (size_t i = 0; i < argc; i++) {
         if (i > 0 && (ln || (argv[i].k != TV_STR && argv[i - 1].k != TV_STR))) {
-            ob_put(&b, " ", 1);
+            tmpl_buf_put(&b, " ", 1);
         }
         const char *s;
         size_t n;
@@ -897,10 +894,10 @@ static int do_print(struct tctx *c, const struct tv *argv, size_t argc, bool ln,
         } else if (tmpl_to_str(c, &argv[i], &s, &n) != 0) {
             return -EINVAL;
         }
-        ob_put(&b, s, n);
+        tmpl_buf_put(&b, s, n);
     }
     if (ln) {
-        ob_put(&b, "\n", 1);
+        tmpl_buf_put(&b, "\n", 1);
     }
     return ob_done(&b, out);
 }
@@ -947,9 +944,9 @@ static int escape_fn(struct tctx *c, int fn, const char *s, size_t n, struct tv 
             }
         }
         if (r != NULL) {
-            ob_put(&b, r, strlen(r));
+            tmpl_buf_put(&b, r, strlen(r));
         } else {
-            ob_put(&b, s + i, 1);
+            tmpl_buf_put(&b, s + i, 1);
         }
     }
     return ob_done(&b, out);
@@ -1508,13 +1505,13 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         char pad[1024];
         memset(pad, ' ', (size_t)k);
         if (fn == F_NINDENT) {
-            ob_put(&b, "\n", 1);
+            tmpl_buf_put(&b, "\n", 1);
         }
-        ob_put(&b, pad, (size_t)k);
+        tmpl_buf_put(&b, pad, (size_t)k);
         for (size_t i = 0; i < sn[1]; i++) {
-            ob_put(&b, sv[1] + i, 1);
+            tmpl_buf_put(&b, sv[1] + i, 1);
             if (sv[1][i] == '\n') {
-                ob_put(&b, pad, (size_t)k);
+                tmpl_buf_put(&b, pad, (size_t)k);
             }
         }
         return ob_done(&b, out);
@@ -1529,7 +1526,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         struct obuf b = {.c = c};
         for (int64_t i = 0; i < k; i++) {
-            ob_put(&b, sv[1], sn[1]);
+            tmpl_buf_put(&b, sv[1], sn[1]);
         }
         return ob_done(&b, out);
     }
@@ -1553,13 +1550,13 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         struct obuf b = {.c = c};
         if (fn == F_ALIGN_RIGHT) {
             for (size_t i = runes; i < (size_t)k; i++) {
-                ob_put(&b, " ", 1);
+                tmpl_buf_put(&b, " ", 1);
             }
         }
-        ob_put(&b, sv[1], sn[1]);
+        tmpl_buf_put(&b, sv[1], sn[1]);
         if (fn == F_ALIGN_LEFT) {
             for (size_t i = runes; i < (size_t)k; i++) {
-                ob_put(&b, " ", 1);
+                tmpl_buf_put(&b, " ", 1);
             }
         }
         return ob_done(&b, out);

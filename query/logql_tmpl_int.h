@@ -45,6 +45,18 @@ struct tctx {
     bool failed;
 };
 
+/* A growing text in the evaluation's arena (the output, and strings the
+ * functions build): a put past TMPL_MAX_OUT sets big, a failed allocation
+ * oom; later puts do nothing. */
+#define TMPL_MAX_OUT (64u << 20)
+struct obuf {
+    struct tctx *c;
+    char *p;
+    size_t n, cap;
+    bool oom, big;
+};
+void tmpl_buf_put(struct obuf *b, const char *s, size_t n);
+
 /* Records an error (first one wins) and returns -EINVAL. */
 int tmpl_fail(struct tctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
