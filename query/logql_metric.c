@@ -175,6 +175,9 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
                 return p->lx.rc;
             }
         }
+        if (p->tok.kind == QT_LBRACE || p->tok.kind == QT_LPAREN) {
+            return qlex_fail(&p->lx, p->tok.pos, "parameter required for operation %s", fn);
+        }
         if (p->tok.kind != QT_NUMBER) {
             return fail_expected(p, "the quantile (a number such as 0.99)");
         }
@@ -182,6 +185,11 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
         if (advance(p) != 0 || expect(p, QT_COMMA, "\",\" after the quantile") != 0) {
             return p->lx.rc;
         }
+    }
+    if (op != LOGQL_RANGE_QUANTILE_OVER_TIME && p->tok.kind == QT_NUMBER &&
+        peek(p)->kind == QT_COMMA) {
+        return qlex_fail(&p->lx, p->tok.pos, "parameter %.*s not supported for operation %s",
+                         (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos, fn);
     }
     if (logql_parse_log_range(p, e) != 0 ||
         expect(p, QT_RPAREN, "\")\" closing the function") != 0) {
@@ -220,7 +228,7 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     }
     if (at_grouping(p)) {
         if (sort) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
+            return qlex_fail(&p->lx, p->tok.pos, "sort and sort_desc doesn't allow grouping by");
         }
         if (approx) {
             return qlex_fail(&p->lx, p->tok.pos,
@@ -234,16 +242,30 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
         return p->lx.rc;
     }
     if (op == LOGQL_AGG_TOPK || op == LOGQL_AGG_BOTTOMK || op == LOGQL_AGG_APPROX_TOPK) {
+        /* Loki's mustNewVectorAggregationExpr messages */
         if (p->tok.kind != QT_NUMBER) {
-            return fail_expected(p, "the number of series k (e.g. topk(5, ...))");
+            if (p->tok.kind == QT_IDENT && peek(p)->kind == QT_COMMA) {
+                return fail_expected(p, "the number of series k (e.g. topk(5, ...))");
+            }
+            return qlex_fail(&p->lx, p->tok.pos, "parameter required for operation %s", fn);
         }
-        if (!p->tok.is_int || p->tok.i < 1) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s: k must be a positive integer", fn);
+        if (!p->tok.is_int) {
+            return qlex_fail(&p->lx, p->tok.pos, "invalid parameter %s(%.*s,", fn,
+                             (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
+        }
+        if (p->tok.i < 1) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "invalid parameter (must be greater than 0) %s(%.*s", fn,
+                             (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
         }
         e->param = (double)p->tok.i;
         if (advance(p) != 0 || expect(p, QT_COMMA, "\",\" after k") != 0) {
             return p->lx.rc;
         }
+    }
+    if (p->tok.kind == QT_NUMBER && peek(p)->kind == QT_COMMA && !sort) {
+        return qlex_fail(&p->lx, p->tok.pos, "unsupported parameter for operation %s(%.*s,", fn,
+                         (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
     }
     if (logql_parse_expr(p, 1, &e->inner) != 0 || check_vector_arg(p, e->inner, fn) != 0) {
         return p->lx.rc;
@@ -256,7 +278,7 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     }
     if (at_grouping(p)) {
         if (sort) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
+            return qlex_fail(&p->lx, p->tok.pos, "sort and sort_desc doesn't allow grouping by");
         }
         if (approx) {
             return qlex_fail(&p->lx, p->tok.pos,
@@ -553,8 +575,13 @@ int logql_parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
         bool ls = is_scalar(lhs), rs = is_scalar(e->rhs);
         bool cmp = b.op >= LOGQL_BIN_EQ && b.op <= LOGQL_BIN_LE;
         if (b.op >= LOGQL_BIN_AND && (ls || rs)) {
+            static const char *const set_names[] = {"and", "unless", "or"};
+            const struct logql_expr *lit = ls ? lhs : e->rhs;
             return qlex_fail(&p->lx, op_pos,
-                             "set operators (and, or, unless) are not allowed with scalars");
+                             "unexpected literal for %s leg of logical/set binary operation (%s): "
+                             "%f (set operators are not allowed with scalars)",
+                             ls ? "left" : "right", set_names[b.op - LOGQL_BIN_AND],
+                             lit->kind == LOGQL_EXPR_NUMBER ? lit->value : 0.0);
         }
         if (cmp && ls && rs) {
             /* Loki folds a comparison of two literals to 1 or 0 with or

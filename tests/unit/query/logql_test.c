@@ -731,14 +731,24 @@ Test(logql, rejected_queries_name_the_column_and_what_was_expected)
     bad("sum by (a) (rate({a=\"b\"}[1m])) by (b)", 32, "by/without may be given only once");
     bad("sum({a=\"b\"})", 5, "sum expects a metric query, got a log query");
     bad("sum(1)", 5, "sum expects a vector, got a scalar");
-    bad("topk(rate({a=\"b\"}[1m]))", 6, "expected the number of series k");
-    bad("topk(0, rate({a=\"b\"}[1m]))", 6, "k must be a positive integer");
-    bad("sort by (a) (rate({a=\"b\"}[1m]))", 6, "sort takes no by/without");
+    bad("topk(rate({a=\"b\"}[1m]))", 6, "parameter required for operation topk");
+    bad("topk(x, rate({a=\"b\"}[1m]))", 6, "expected the number of series k");
+    bad("topk(0, rate({a=\"b\"}[1m]))", 6, "invalid parameter (must be greater than 0) topk(0");
+    bad("bottomk(1.5, rate({a=\"b\"}[1m]))", 9, "invalid parameter bottomk(1.5,");
+    bad("sum(3, rate({a=\"b\"}[1m]))", 5, "unsupported parameter for operation sum(3,");
+    bad("sum_over_time(50, {a=\"b\"} | unwrap x [1m])", 15,
+        "parameter 50 not supported for operation sum_over_time");
+    bad("quantile_over_time({a=\"b\"} | unwrap x [1m])", 20,
+        "parameter required for operation quantile_over_time");
+    bad("sort by (a) (rate({a=\"b\"}[1m]))", 6, "sort and sort_desc doesn't allow grouping by");
     bad("vector(x)", 8, "expected a number inside vector()");
     bad("vector(1) +", 12, "expected a query, got end of query");
     bad("{a=\"b\"} + 1", 1, "a log query cannot be an operand of a binary operator");
     bad("1 + {a=\"b\"}", 5, "a log query cannot be an operand of a binary operator");
-    bad("1 and vector(1)", 3, "set operators (and, or, unless) are not allowed with scalars");
+    bad("1 and vector(1)", 3,
+        "unexpected literal for left leg of logical/set binary operation (and): 1.000000");
+    bad("vector(1) or 2", 11,
+        "unexpected literal for right leg of logical/set binary operation (or): 2.000000");
     bad("vector(1) + bool vector(1)", 13, "bool modifier can only be used on comparison");
     bad("vector(1) and on (a) group_left vector(1)", 22, "no grouping allowed for and");
     bad("-vector(1)", 2, "expected a number after the sign");
