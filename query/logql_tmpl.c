@@ -899,6 +899,73 @@ enum flow { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
 
 static int eval_list(struct teval *e, const struct tnode *nd, const struct tv *dot, enum flow *fl);
 
+struct kv {
+    const char *k, *v;
+    size_t kn, vn;
+};
+
+static int kv_cmp(const void *a, const void *b)
+{
+    const struct kv *x = a, *y = b;
+    size_t m = x->kn < y->kn ? x->kn : y->kn;
+    int r = memcmp(x->k, y->k, m);
+    return r != 0 ? r : (x->kn > y->kn) - (x->kn < y->kn);
+}
+
+static int run_body(struct teval *e, const struct tnode *nd, struct tv k, struct tv elem, bool *brk)
+{
+    if (++e->steps > TMPL_MAX_RANGE) {
+        return tmpl_fail(&e->c, "range: too many iterations");
+    }
+    if (nd->kvar >= 0) {
+        e->vars[nd->kvar] = k;
+    }
+    if (nd->vvar >= 0) {
+        e->vars[nd->vvar] = elem;
+    }
+    enum flow f = FLOW_NEXT;
+    int rc = eval_list(e, nd->body, &elem, &f);
+    *brk = f == FLOW_BREAK;
+    return rc;
+}
+
+/* range over the row's labels (Go ranges a map in key order). */
+static int range_labels(struct teval *e, const struct tnode *nd, const struct tv *dot,
+                        enum flow *fl)
+{
+    const struct logql_tmpl_env *env = e->c.env;
+    size_t n = 0;
+    const char *k, *v;
+    size_t kn, vn;
+    while (env->label_at != NULL && env->label_at(env->ctx, n, &k, &kn, &v, &vn) && n < 4096) {
+        n++;
+    }
+    struct kv *all = n ? arena_alloc(e->c.a, n * sizeof(*all)) : NULL;
+    if (n > 0 && all == NULL) {
+        return -ENOMEM;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (env->label_at(env->ctx, i, &all[m].k, &all[m].kn, &all[m].v, &all[m].vn) &&
+            all[m].vn > 0) {
+            m++; /* an empty label is no label */
+        }
+    }
+    qsort(all, m, sizeof(*all), kv_cmp);
+    for (size_t i = 0; i < m; i++) {
+        bool brk;
+        int rc =
+            run_body(e, nd, tmpl_str(all[i].k, all[i].kn), tmpl_str(all[i].v, all[i].vn), &brk);
+        if (rc != 0 || brk) {
+            return rc;
+        }
+    }
+    if (m == 0 && nd->alt != NULL) {
+        return eval_list(e, nd->alt, dot, fl);
+    }
+    return 0;
+}
+
 static int eval_range(struct teval *e, const struct tnode *nd, const struct tv *dot,
                       const struct tv *coll, enum flow *fl)
 {
@@ -910,26 +977,17 @@ static int eval_range(struct teval *e, const struct tnode *nd, const struct tv *
             return nd->alt ? eval_list(e, nd->alt, dot, fl) : 0;
         }
         for (int64_t i = 0; i < coll->i; i++) {
-            if (++e->steps > TMPL_MAX_RANGE) {
-                return tmpl_fail(&e->c, "range: too many iterations");
-            }
+            bool brk;
             struct tv x = {.k = TV_INT, .i = i};
-            if (nd->kvar >= 0) {
-                e->vars[nd->kvar] = x;
-            }
-            if (nd->vvar >= 0) {
-                e->vars[nd->vvar] = x;
-            }
-            enum flow f = FLOW_NEXT;
-            int rc = eval_list(e, nd->body, &x, &f);
-            if (rc != 0) {
+            int rc = run_body(e, nd, x, x, &brk);
+            if (rc != 0 || brk) {
                 return rc;
-            }
-            if (f == FLOW_BREAK) {
-                break;
             }
         }
         return 0;
+    }
+    if (coll->k == TV_LABELS) {
+        return range_labels(e, nd, dot, fl);
     }
     if (coll->k != TV_JSON) {
         return tmpl_fail(&e->c, "range can't iterate over a non-list value");
@@ -947,9 +1005,6 @@ static int eval_range(struct teval *e, const struct tnode *nd, const struct tv *
         }
         if (more == 0) {
             break;
-        }
-        if (++e->steps > TMPL_MAX_RANGE) {
-            return tmpl_fail(&e->c, "range: too many iterations");
         }
         jsonlex_ws(&x);
         size_t vs = x.pos;
@@ -970,18 +1025,12 @@ static int eval_range(struct teval *e, const struct tnode *nd, const struct tv *
             k = (struct tv){.k = TV_INT, .i = (int64_t)visited};
         }
         visited++;
-        if (nd->kvar >= 0) {
-            e->vars[nd->kvar] = k;
-        }
-        if (nd->vvar >= 0) {
-            e->vars[nd->vvar] = elem;
-        }
-        enum flow f = FLOW_NEXT;
-        rc = eval_list(e, nd->body, &elem, &f);
+        bool brk;
+        rc = run_body(e, nd, k, elem, &brk);
         if (rc != 0) {
             return rc;
         }
-        if (f == FLOW_BREAK) {
+        if (brk) {
             break;
         }
     }

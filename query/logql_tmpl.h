@@ -49,10 +49,14 @@ int logql_tmpl_compile(struct qlex *lx, size_t pos, const char *src, size_t n, l
 bool logql_tmpl_is_literal(const logql_tmpl *t);
 
 /* What a template sees of the row: a label lookup (the value, or NULL when
- * the row has no such label; borrowed until the render returns), the
- * current line (__line__) and the entry's timestamp (__timestamp__). */
+ * the row has no such label; borrowed until the render returns), the i-th
+ * label of the row for {{ range $k, $v := . }} (false past the last; may be
+ * NULL: then the row ranges as empty), the current line (__line__) and the
+ * entry's timestamp (__timestamp__). */
 struct logql_tmpl_env {
     const char *(*label)(void *ctx, const char *name, size_t nn, size_t *vn);
+    bool (*label_at)(void *ctx, size_t i, const char **name, size_t *nn, const char **v,
+                     size_t *vn);
     void *ctx;
     const char *line;
     size_t line_n;

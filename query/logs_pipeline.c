@@ -835,6 +835,20 @@ static const char *tmpl_label(void *ctx, const char *name, size_t nn, size_t *vn
     return l->v;
 }
 
+static bool tmpl_label_at(void *ctx, size_t i, const char **name, size_t *nn, const char **v,
+                          size_t *vn)
+{
+    struct rctx *c = ctx;
+    if (i >= c->l.n) {
+        return false;
+    }
+    *name = c->l.a[i].n;
+    *nn = c->l.a[i].nn;
+    *v = c->l.a[i].v;
+    *vn = c->l.a[i].vn;
+    return true;
+}
+
 /* Renders a template for the row: the result (in the row's scratch), or
  * NULL after setting __error__=TemplateFormatErr with the reason in
  * __error_details__, as Loki does (the caller then leaves the line or
@@ -842,6 +856,7 @@ static const char *tmpl_label(void *ctx, const char *name, size_t nn, size_t *vn
 static const char *tmpl_render(struct rctx *c, const struct logql_tmpl *t, size_t *n)
 {
     struct logql_tmpl_env env = {.label = tmpl_label,
+                                 .label_at = tmpl_label_at,
                                  .ctx = c,
                                  .line = c->line,
                                  .line_n = c->line_n,

@@ -39,6 +39,19 @@ static const char *label(void *ctx, const char *name, size_t nn, size_t *vn)
     return NULL;
 }
 
+static bool label_at(void *ctx, size_t i, const char **name, size_t *nn, const char **v, size_t *vn)
+{
+    (void)ctx;
+    if (i >= sizeof(LABELS) / sizeof(LABELS[0])) {
+        return false;
+    }
+    *name = LABELS[i][0];
+    *nn = strlen(LABELS[i][0]);
+    *v = LABELS[i][1];
+    *vn = strlen(LABELS[i][1]);
+    return true;
+}
+
 /* Compiles and renders |t|; returns the render's rc, the text in out. */
 static int render(const char *t, char *out, size_t cap, char *err, size_t errlen)
 {
@@ -50,8 +63,11 @@ static int render(const char *t, char *out, size_t cap, char *err, size_t errlen
     logql_tmpl *tp = NULL;
     int rc = logql_tmpl_compile(&lx, 0, t, strlen(t), &tp);
     if (rc == 0) {
-        struct logql_tmpl_env env = {
-            .label = label, .line = "the line", .line_n = 8, .ts_ns = INT64_C(1700000000123456789)};
+        struct logql_tmpl_env env = {.label = label,
+                                     .label_at = label_at,
+                                     .line = "the line",
+                                     .line_n = 8,
+                                     .ts_ns = INT64_C(1700000000123456789)};
         const char *o;
         size_t n;
         rc = logql_tmpl_render(tp, &env, scratch, &o, &n, err, errlen);
@@ -128,6 +144,11 @@ Test(logql_tmpl, pipes_variables_and_control_flow)
            "{{ len (fromJson .obj).list }}",
            "deep 2 3");
     expect("{{ and .app .empty }}|{{ or .empty .app }}|{{ not .empty }}", "|api|true");
+    /* a range over the labels goes in key order and skips empty ones */
+    expect("{{ range $k, $v := . }}{{ if hasPrefix \"d\" $k }}{{ $k }}={{ $v }};{{ end }}{{ end }}",
+           "duration=1500;");
+    expect("{{ range $k, $v := . }}{{ $k }},{{ end }}",
+           "app,created,duration,from,ip,msg,obj,path,queries,status,");
 }
 
 Test(logql_tmpl, string_functions_follow_go_and_sprig)
