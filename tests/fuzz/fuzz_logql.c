@@ -46,6 +46,21 @@ static const char *fz_label(void *ctx, const char *name, size_t nn, size_t *vn)
     return sj->s;
 }
 
+/* Two labels, "a" and "b", both holding the subject. */
+static bool fz_label_at(void *ctx, size_t i, const char **name, size_t *nn, const char **v,
+                        size_t *vn)
+{
+    const struct subject *sj = ctx;
+    if (i >= 2) {
+        return false;
+    }
+    *name = i == 0 ? "b" : "a";
+    *nn = 1;
+    *v = sj->s;
+    *vn = sj->n;
+    return true;
+}
+
 static void tmpl_run(const struct logql_tmpl *t, const char *s, size_t n)
 {
     if (t == NULL) {
@@ -57,8 +72,12 @@ static void tmpl_run(const struct logql_tmpl *t, const char *s, size_t n)
     }
     arena_set_limit(scratch, 64u << 20);
     struct subject sj = {s, n};
-    struct logql_tmpl_env env = {
-        .label = fz_label, .ctx = &sj, .line = s, .line_n = n, .ts_ns = 1700000000123456789};
+    struct logql_tmpl_env env = {.label = fz_label,
+                                 .label_at = fz_label_at,
+                                 .ctx = &sj,
+                                 .line = s,
+                                 .line_n = n,
+                                 .ts_ns = 1700000000123456789};
     const char *out;
     size_t on;
     char err[256];
