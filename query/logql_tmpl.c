@@ -1,10 +1,12 @@
 /*
- * logql_tmpl.c - the template module's syntax tree, parser and evaluator
- * (see logql_tmpl.h; the functions live in logql_tmpl_fn.c).
+ * logql_tmpl.c - the template module's syntax tree, parser and evaluator,
+ * and the JSON access of fromJson values (see logql_tmpl.h; the functions
+ * live in logql_tmpl_fn.c, Go time layouts in logql_tmpl_time.c).
  */
 #include "query/logql_tmpl.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,6 +763,122 @@ int tmpl_fail(struct tctx *c, const char *fmt, ...)
         va_end(ap);
     }
     return -EINVAL;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+int tmpl_json_value(struct tctx *c, const char *p, size_t n, struct tv *out)
+{
+    struct jsonlex x;
+    jsonlex_init(&x, p, n);
+    int ch = jsonlex_peek(&x);
+    if (ch == '{' || ch == '[') {
+        /* empty containers: compact "{}" / "[]" for the truth test */
+        size_t st = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        struct jsonlex y;
+        jsonlex_init(&y, p + st + 1, x.pos - st - 2);
+        bool empty = jsonlex_peek(&y) < 0;
+        *out = (struct tv){.k = TV_JSON,
+                           .s = empty ? (ch == '{' ? "{}" : "[]") : p + st,
+                           .n = empty ? 2 : x.pos - st};
+        return 0;
+    }
+    if (ch == '"') {
+        struct jsonlex_str js;
+        if (jsonlex_str(&x, &js) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        char *d = arena_alloc(c->a, js.len ? js.len : 1);
+        if (d == NULL) {
+            return tmpl_fail(c, "out of memory");
+        }
+        jsonlex_unescape(&x, &js, d);
+        *out = tmpl_str(d, js.len);
+        return 0;
+    }
+    if (ch == 't' || ch == 'f') {
+        bool t = ch == 't';
+        if (jsonlex_lit(&x, t ? "true" : "false", t ? 4 : 5) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        *out = (struct tv){.k = TV_BOOL, .b = t};
+        return 0;
+    }
+    if (ch == 'n') {
+        if (jsonlex_lit(&x, "null", 4) != 0) {
+            return tmpl_fail(c, "fromJson: %s", x.err);
+        }
+        *out = (struct tv){.k = TV_NIL};
+        return 0;
+    }
+    size_t at, len;
+    if (jsonlex_num(&x, &at, &len) != 0) {
+        return tmpl_fail(c, "fromJson: %s", x.err);
+    }
+    char buf[64];
+    size_t l = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+    memcpy(buf, p + at, l);
+    buf[l] = '\0';
+    *out = (struct tv){.k = TV_FLOAT, .f = strtod(buf, NULL)}; /* json.Unmarshal: float64 */
+    return 0;
+}
+
+int tmpl_json_member(struct tctx *c, const struct tv *obj, const char *key, size_t kn,
+                     struct tv *out)
+{
+    *out = (struct tv){.k = TV_NIL};
+    struct jsonlex x;
+    jsonlex_init(&x, obj->s, obj->n);
+    if (jsonlex_peek(&x) != '{') {
+        return tmpl_fail(c, "can't evaluate field %.*s in a list", (int)kn, key);
+    }
+    x.pos++;
+    bool first = true;
+    struct jsonlex_str k;
+    int more;
+    while ((more = jsonlex_obj_next(&x, &k, &first)) == 1) {
+        char kb[256];
+        const char *kp;
+        bool hit = k.len == kn && jsonlex_str_bytes(&x, &k, kb, sizeof(kb), &kp) &&
+                   memcmp(kp, key, kn) == 0;
+        jsonlex_ws(&x);
+        size_t vs = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            break;
+        }
+        if (hit) {
+            return tmpl_json_value(c, obj->s + vs, x.pos - vs, out); /* last one wins in Go */
+        }
+    }
+    return more < 0 ? tmpl_fail(c, "bad JSON value: %s", x.err) : 0;
+}
+
+int tmpl_json_index(struct tctx *c, const struct tv *arr, int64_t i, struct tv *out)
+{
+    struct jsonlex x;
+    jsonlex_init(&x, arr->s, arr->n);
+    if (jsonlex_peek(&x) != '[') {
+        return tmpl_fail(c, "index of a non-list value");
+    }
+    x.pos++;
+    bool first = true;
+    for (int64_t k = 0;; k++) {
+        int more = jsonlex_arr_next(&x, &first);
+        if (more <= 0) {
+            return tmpl_fail(c, "error calling index: index out of range: %" PRId64, i);
+        }
+        jsonlex_ws(&x);
+        size_t vs = x.pos;
+        if (jsonlex_skip(&x) != 0) {
+            return tmpl_fail(c, "bad JSON value: %s", x.err);
+        }
+        if (k == i) {
+            return tmpl_json_value(c, arr->s + vs, x.pos - vs, out);
+        }
+    }
 }
 
 struct teval {

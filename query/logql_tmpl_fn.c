@@ -1,8 +1,8 @@
 /*
  * logql_tmpl_fn.c - the functions LogQL templates may call (Loki's
  * function map: Go's builtins, Loki's own, the sprig subset Loki
- * enables), value conversions and printing, JSON access for fromJson
- * values, and Go time layouts in UTC (see logql_tmpl.h).
+ * enables), with their arities, and value conversions and printing (see
+ * logql_tmpl.h and logql_tmpl_int.h).
  */
 #include "query/logql_tmpl_int.h"
 
@@ -109,95 +109,99 @@ enum fn_id {
     F_COUNT_OF
 };
 
-static const char *const FN_NAMES[F_COUNT_OF] = {
-    "and",
-    "or",
-    "not",
-    "len",
-    "index",
-    "print",
-    "printf",
-    "println",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "html",
-    "js",
-    "urlquery",
-    "ToLower",
-    "ToUpper",
-    "Replace",
-    "Trim",
-    "TrimLeft",
-    "TrimRight",
-    "TrimPrefix",
-    "TrimSuffix",
-    "TrimSpace",
-    "regexReplaceAll",
-    "regexReplaceAllLiteral",
-    "count",
-    "urldecode",
-    "urlencode",
-    "bytes",
-    "duration",
-    "duration_seconds",
-    "unixEpochMillis",
-    "unixEpochNanos",
-    "toDateInZone",
-    "unixToTime",
-    "alignLeft",
-    "alignRight",
-    "b64dec",
-    "b64enc",
-    "lower",
-    "upper",
-    "title",
-    "trunc",
-    "substr",
-    "contains",
-    "hasPrefix",
-    "hasSuffix",
-    "indent",
-    "nindent",
-    "replace",
-    "repeat",
-    "trim",
-    "trimAll",
-    "trimSuffix",
-    "trimPrefix",
-    "int",
-    "float64",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "mod",
-    "addf",
-    "subf",
-    "mulf",
-    "divf",
-    "max",
-    "min",
-    "maxf",
-    "minf",
-    "ceil",
-    "floor",
-    "round",
-    "fromJson",
-    "date",
-    "toDate",
-    "now",
-    "unixEpoch",
-    "default",
+/* Name and number of arguments (the piped value included) of each. */
+static const struct {
+    const char *name;
+    unsigned char lo, hi;
+} FNS[F_COUNT_OF] = {
+    {"and", 1, TMPL_MAX_ARGS_FN},
+    {"or", 1, TMPL_MAX_ARGS_FN},
+    {"not", 1, 1},
+    {"len", 1, 1},
+    {"index", 1, TMPL_MAX_ARGS_FN},
+    {"print", 0, TMPL_MAX_ARGS_FN},
+    {"printf", 1, TMPL_MAX_ARGS_FN},
+    {"println", 0, TMPL_MAX_ARGS_FN},
+    {"eq", 2, TMPL_MAX_ARGS_FN},
+    {"ne", 2, 2},
+    {"lt", 2, 2},
+    {"le", 2, 2},
+    {"gt", 2, 2},
+    {"ge", 2, 2},
+    {"html", 0, TMPL_MAX_ARGS_FN},
+    {"js", 0, TMPL_MAX_ARGS_FN},
+    {"urlquery", 0, TMPL_MAX_ARGS_FN},
+    {"ToLower", 1, 1},
+    {"ToUpper", 1, 1},
+    {"Replace", 4, 4},
+    {"Trim", 2, 2},
+    {"TrimLeft", 2, 2},
+    {"TrimRight", 2, 2},
+    {"TrimPrefix", 2, 2},
+    {"TrimSuffix", 2, 2},
+    {"TrimSpace", 1, 1},
+    {"regexReplaceAll", 3, 3},
+    {"regexReplaceAllLiteral", 3, 3},
+    {"count", 2, 2},
+    {"urldecode", 1, 1},
+    {"urlencode", 1, 1},
+    {"bytes", 1, 1},
+    {"duration", 1, 1},
+    {"duration_seconds", 1, 1},
+    {"unixEpochMillis", 1, 1},
+    {"unixEpochNanos", 1, 1},
+    {"toDateInZone", 3, 3},
+    {"unixToTime", 1, 1},
+    {"alignLeft", 2, 2},
+    {"alignRight", 2, 2},
+    {"b64dec", 1, 1},
+    {"b64enc", 1, 1},
+    {"lower", 1, 1},
+    {"upper", 1, 1},
+    {"title", 1, 1},
+    {"trunc", 2, 2},
+    {"substr", 3, 3},
+    {"contains", 2, 2},
+    {"hasPrefix", 2, 2},
+    {"hasSuffix", 2, 2},
+    {"indent", 2, 2},
+    {"nindent", 2, 2},
+    {"replace", 3, 3},
+    {"repeat", 2, 2},
+    {"trim", 1, 1},
+    {"trimAll", 2, 2},
+    {"trimSuffix", 2, 2},
+    {"trimPrefix", 2, 2},
+    {"int", 1, 1},
+    {"float64", 1, 1},
+    {"add", 1, TMPL_MAX_ARGS_FN},
+    {"sub", 2, 2},
+    {"mul", 1, TMPL_MAX_ARGS_FN},
+    {"div", 2, 2},
+    {"mod", 2, 2},
+    {"addf", 1, TMPL_MAX_ARGS_FN},
+    {"subf", 1, TMPL_MAX_ARGS_FN},
+    {"mulf", 1, TMPL_MAX_ARGS_FN},
+    {"divf", 1, TMPL_MAX_ARGS_FN},
+    {"max", 1, TMPL_MAX_ARGS_FN},
+    {"min", 1, TMPL_MAX_ARGS_FN},
+    {"maxf", 1, TMPL_MAX_ARGS_FN},
+    {"minf", 1, TMPL_MAX_ARGS_FN},
+    {"ceil", 1, 1},
+    {"floor", 1, 1},
+    {"round", 2, 3},
+    {"fromJson", 1, 1},
+    {"date", 2, 2},
+    {"toDate", 2, 2},
+    {"now", 0, 0},
+    {"unixEpoch", 1, 1},
+    {"default", 1, 2},
 };
 
 int tmpl_fn_lookup(const char *name, size_t n)
 {
     for (int i = 0; i < F_COUNT_OF; i++) {
-        if (strlen(FN_NAMES[i]) == n && memcmp(FN_NAMES[i], name, n) == 0) {
+        if (strlen(FNS[i].name) == n && memcmp(FNS[i].name, name, n) == 0) {
             return i;
         }
     }
@@ -404,122 +408,6 @@ bool tmpl_truth(const struct tv *v)
         return v->n > 2 && !(v->n == 2); /* "{}" / "[]" are empty */
     default:
         return true;
-    }
-}
-
-/* ---- JSON ------------------------------------------------------------------ */
-
-int tmpl_json_value(struct tctx *c, const char *p, size_t n, struct tv *out)
-{
-    struct jsonlex x;
-    jsonlex_init(&x, p, n);
-    int ch = jsonlex_peek(&x);
-    if (ch == '{' || ch == '[') {
-        /* empty containers: compact "{}" / "[]" for the truth test */
-        size_t st = x.pos;
-        if (jsonlex_skip(&x) != 0) {
-            return tmpl_fail(c, "fromJson: %s", x.err);
-        }
-        struct jsonlex y;
-        jsonlex_init(&y, p + st + 1, x.pos - st - 2);
-        bool empty = jsonlex_peek(&y) < 0;
-        *out = (struct tv){.k = TV_JSON,
-                           .s = empty ? (ch == '{' ? "{}" : "[]") : p + st,
-                           .n = empty ? 2 : x.pos - st};
-        return 0;
-    }
-    if (ch == '"') {
-        struct jsonlex_str js;
-        if (jsonlex_str(&x, &js) != 0) {
-            return tmpl_fail(c, "fromJson: %s", x.err);
-        }
-        char *d = talloc(c, js.len);
-        if (d == NULL) {
-            return -ENOMEM;
-        }
-        jsonlex_unescape(&x, &js, d);
-        *out = tmpl_str(d, js.len);
-        return 0;
-    }
-    if (ch == 't' || ch == 'f') {
-        bool t = ch == 't';
-        if (jsonlex_lit(&x, t ? "true" : "false", t ? 4 : 5) != 0) {
-            return tmpl_fail(c, "fromJson: %s", x.err);
-        }
-        *out = tv_bool(t);
-        return 0;
-    }
-    if (ch == 'n') {
-        if (jsonlex_lit(&x, "null", 4) != 0) {
-            return tmpl_fail(c, "fromJson: %s", x.err);
-        }
-        *out = (struct tv){.k = TV_NIL};
-        return 0;
-    }
-    size_t at, len;
-    if (jsonlex_num(&x, &at, &len) != 0) {
-        return tmpl_fail(c, "fromJson: %s", x.err);
-    }
-    char buf[64];
-    size_t l = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
-    memcpy(buf, p + at, l);
-    buf[l] = '\0';
-    *out = tv_float(strtod(buf, NULL)); /* json.Unmarshal gives float64 */
-    return 0;
-}
-
-int tmpl_json_member(struct tctx *c, const struct tv *obj, const char *key, size_t kn,
-                     struct tv *out)
-{
-    *out = (struct tv){.k = TV_NIL};
-    struct jsonlex x;
-    jsonlex_init(&x, obj->s, obj->n);
-    if (jsonlex_peek(&x) != '{') {
-        return tmpl_fail(c, "can't evaluate field %.*s in a list", (int)kn, key);
-    }
-    x.pos++;
-    bool first = true;
-    struct jsonlex_str k;
-    int more;
-    while ((more = jsonlex_obj_next(&x, &k, &first)) == 1) {
-        char kb[256];
-        const char *kp;
-        bool hit = k.len == kn && jsonlex_str_bytes(&x, &k, kb, sizeof(kb), &kp) &&
-                   memcmp(kp, key, kn) == 0;
-        jsonlex_ws(&x);
-        size_t vs = x.pos;
-        if (jsonlex_skip(&x) != 0) {
-            break;
-        }
-        if (hit) {
-            return tmpl_json_value(c, obj->s + vs, x.pos - vs, out); /* last one wins in Go */
-        }
-    }
-    return more < 0 ? tmpl_fail(c, "bad JSON value: %s", x.err) : 0;
-}
-
-int tmpl_json_index(struct tctx *c, const struct tv *arr, int64_t i, struct tv *out)
-{
-    struct jsonlex x;
-    jsonlex_init(&x, arr->s, arr->n);
-    if (jsonlex_peek(&x) != '[') {
-        return tmpl_fail(c, "index of a non-list value");
-    }
-    x.pos++;
-    bool first = true;
-    for (int64_t k = 0;; k++) {
-        int more = jsonlex_arr_next(&x, &first);
-        if (more <= 0) {
-            return tmpl_fail(c, "error calling index: index out of range: %" PRId64, i);
-        }
-        jsonlex_ws(&x);
-        size_t vs = x.pos;
-        if (jsonlex_skip(&x) != 0) {
-            return tmpl_fail(c, "bad JSON value: %s", x.err);
-        }
-        if (k == i) {
-            return tmpl_json_value(c, arr->s + vs, x.pos - vs, out);
-        }
     }
 }
 
@@ -754,14 +642,19 @@ static int regex_fn(struct tctx *c, int fn, const qlex_re *re, const char *s, si
 
 /* ---- the dispatcher ------------------------------------------------------- */
 
+/* The arity check every call passes first (FNS). */
 static int need(struct tctx *c, int fn, size_t argc, size_t lo, size_t hi)
 {
     if (argc < lo || argc > hi) {
         if (lo == hi) {
-            return tmpl_fail(c, "wrong number of args for %s: want %zu got %zu", FN_NAMES[fn], lo,
+            return tmpl_fail(c, "wrong number of args for %s: want %zu got %zu", FNS[fn].name, lo,
                              argc);
         }
-        return tmpl_fail(c, "wrong number of args for %s: want %zu to %zu got %zu", FN_NAMES[fn],
+        if (hi == TMPL_MAX_ARGS_FN && argc < lo) {
+            return tmpl_fail(c, "wrong number of args for %s: want at least %zu got %zu",
+                             FNS[fn].name, lo, argc);
+        }
+        return tmpl_fail(c, "wrong number of args for %s: want %zu to %zu got %zu", FNS[fn].name,
                          lo, hi, argc);
     }
     return 0;
@@ -964,9 +857,6 @@ static int arith(struct tctx *c, int fn, const struct tv *argv, size_t argc, str
 {
     if (fn == F_ADDF || fn == F_SUBF || fn == F_MULF || fn == F_DIVF || fn == F_MAXF ||
         fn == F_MINF) {
-        if (argc == 0) {
-            return need(c, fn, argc, 1, TMPL_MAX_ARGS_FN);
-        }
         double r = tmpl_to_float(&argv[0]);
         for (size_t i = 1; i < argc; i++) {
             double x = tmpl_to_float(&argv[i]);
@@ -984,9 +874,6 @@ static int arith(struct tctx *c, int fn, const struct tv *argv, size_t argc, str
         return 0;
     }
     if (fn == F_ADD || fn == F_MUL || fn == F_MAX || fn == F_MIN) {
-        if (argc == 0) {
-            return need(c, fn, argc, 1, TMPL_MAX_ARGS_FN);
-        }
         int64_t r = tmpl_to_int(&argv[0]);
         for (size_t i = 1; i < argc; i++) {
             int64_t x = tmpl_to_int(&argv[i]);
@@ -998,13 +885,10 @@ static int arith(struct tctx *c, int fn, const struct tv *argv, size_t argc, str
         *out = tv_int(r);
         return 0;
     }
-    if (need(c, fn, argc, 2, 2) != 0) {
-        return -EINVAL;
-    }
     int64_t a = tmpl_to_int(&argv[0]), b = tmpl_to_int(&argv[1]);
     if ((fn == F_DIV || fn == F_MOD) && b == 0) {
         return tmpl_fail(c, "error calling %s: runtime error: integer divide by zero",
-                         FN_NAMES[fn]);
+                         FNS[fn].name);
     }
     if ((fn == F_DIV || fn == F_MOD) && a == INT64_MIN && b == -1) {
         *out = tv_int(fn == F_DIV ? INT64_MIN : 0);
@@ -1028,15 +912,12 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     const char *sv[TMPL_MAX_ARGS_FN];
     size_t sn[TMPL_MAX_ARGS_FN];
     int rc = 0;
-    if (argc > TMPL_MAX_ARGS_FN) {
-        return tmpl_fail(c, "too many arguments for %s", FN_NAMES[fn]);
+    if (need(c, fn, argc, FNS[fn].lo, FNS[fn].hi) != 0) {
+        return -EINVAL;
     }
     switch (fn) {
     case F_AND:
     case F_OR:
-        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
-            return -EINVAL;
-        }
         for (size_t i = 0; i < argc; i++) {
             if (tmpl_truth(&argv[i]) == (fn == F_OR) || i == argc - 1) {
                 *out = argv[i];
@@ -1045,15 +926,9 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         return 0;
     case F_NOT:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         *out = tv_bool(!tmpl_truth(&argv[0]));
         return 0;
     case F_LEN:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         if (argv[0].k == TV_STR) {
             *out = tv_int((int64_t)argv[0].n);
             return 0;
@@ -1074,9 +949,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         return tmpl_fail(c, "error calling len: len of a value with no length");
     case F_INDEX: {
-        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
-            return -EINVAL;
-        }
         struct tv v = argv[0];
         for (size_t i = 1; i < argc && rc == 0; i++) {
             struct tv nx = {.k = TV_NIL};
@@ -1111,14 +983,8 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_PRINTLN:
         return do_print(c, argv, argc, fn == F_PRINTLN, out);
     case F_PRINTF:
-        if (need(c, fn, argc, 1, TMPL_MAX_ARGS_FN) != 0) {
-            return -EINVAL;
-        }
         return do_printf(c, argv, argc, out);
     case F_EQ: {
-        if (need(c, fn, argc, 2, TMPL_MAX_ARGS_FN) != 0) {
-            return -EINVAL;
-        }
         bool any = false;
         for (size_t i = 1; i < argc && !any; i++) {
             int r;
@@ -1136,7 +1002,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_GT:
     case F_GE: {
         int r;
-        if (need(c, fn, argc, 2, 2) != 0 || cmp_vals(c, &argv[0], &argv[1], &r) != 0) {
+        if (cmp_vals(c, &argv[0], &argv[1], &r) != 0) {
             return -EINVAL;
         }
         if (r == 2 && fn != F_NE) {
@@ -1159,19 +1025,13 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return escape_fn(c, fn, j.s, j.n, out);
     }
     case F_NOW:
-        if (need(c, fn, argc, 0, 0) != 0) {
-            return -EINVAL;
-        }
         out->k = TV_TIME;
         return now_ns(&out->i);
     case F_DEFAULT:
-        if (need(c, fn, argc, 1, 2) != 0) {
-            return -EINVAL;
-        }
         *out = argc == 2 && tmpl_truth(&argv[1]) ? argv[1] : argv[0];
         return 0;
     case F_FROMJSON:
-        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+        if (strs(c, argv, 1, sv, sn) != 0) {
             return -EINVAL;
         }
         if (tmpl_json_value(c, sv[0], sn[0], out) != 0) {
@@ -1180,15 +1040,9 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         return 0;
     case F_INT:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         *out = tv_int(tmpl_to_int(&argv[0]));
         return 0;
     case F_FLOAT64:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         *out = tv_float(tmpl_to_float(&argv[0]));
         return 0;
     case F_ADD:
@@ -1207,16 +1061,10 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return arith(c, fn, argv, argc, out);
     case F_CEIL:
     case F_FLOOR:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         *out =
             tv_float(fn == F_CEIL ? ceil(tmpl_to_float(&argv[0])) : floor(tmpl_to_float(&argv[0])));
         return 0;
     case F_ROUND: {
-        if (need(c, fn, argc, 2, 3) != 0) {
-            return -EINVAL;
-        }
         double x = tmpl_to_float(&argv[0]), r = argc == 3 ? tmpl_to_float(&argv[2]) : 0.5;
         double pw = pow(10, (double)tmpl_to_int(&argv[1]));
         double d = x * pw, whole;
@@ -1226,7 +1074,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_DATE: {
-        if (need(c, fn, argc, 2, 2) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+        if (strs(c, argv, 1, sv, sn) != 0) {
             return -EINVAL;
         }
         /* sprig's date: a time, or Unix seconds (int); anything else is "now" */
@@ -1246,7 +1094,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_TODATE:
     case F_TO_DATE_IN_ZONE: {
         size_t want = fn == F_TODATE ? 2 : 3;
-        if (need(c, fn, argc, want, want) != 0 || strs(c, argv, argc, sv, sn) != 0) {
+        if (strs(c, argv, argc, sv, sn) != 0) {
             return -EINVAL;
         }
         int64_t ns = 0;
@@ -1260,12 +1108,9 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_UNIX_EPOCH:
     case F_UNIX_EPOCH_MILLIS:
     case F_UNIX_EPOCH_NANOS: {
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         if (argv[0].k != TV_TIME) {
             return tmpl_fail(c, "error calling %s: wrong type for value; expected time.Time",
-                             FN_NAMES[fn]);
+                             FNS[fn].name);
         }
         int64_t ns = argv[0].i;
         if (argv[0].b) { /* the zero time (its nanoseconds wrap in Go too) */
@@ -1288,7 +1133,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return str_out(c, buf, (size_t)l, out);
     }
     case F_UNIX_TO_TIME: {
-        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+        if (strs(c, argv, 1, sv, sn) != 0) {
             return -EINVAL;
         }
         char buf[32];
@@ -1327,7 +1172,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_BYTES:
     case F_DURATION:
     case F_DURATION_SECONDS: {
-        if (need(c, fn, argc, 1, 1) != 0 || strs(c, argv, 1, sv, sn) != 0) {
+        if (strs(c, argv, 1, sv, sn) != 0) {
             return -EINVAL;
         }
         if (fn == F_BYTES) {
@@ -1341,7 +1186,7 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         }
         int64_t ns;
         if (qlex_parse_duration(sv[0], sn[0], false, &ns) != 0) {
-            return tmpl_fail(c, "error calling %s: invalid duration \"%.*s\"", FN_NAMES[fn],
+            return tmpl_fail(c, "error calling %s: invalid duration \"%.*s\"", FNS[fn].name,
                              (int)sn[0], sv[0]);
         }
         *out = tv_float((double)ns / 1e9);
@@ -1360,9 +1205,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_LOWER:
     case F_UPPER:
     case F_TITLE: {
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         char *p = talloc(c, sn[0]);
         if (p == NULL) {
             return -ENOMEM;
@@ -1383,14 +1225,8 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_REPLACE_GO: /* strings.Replace(s, old, new, n) */
-        if (need(c, fn, argc, 4, 4) != 0) {
-            return -EINVAL;
-        }
         return replace(c, sv[0], sn[0], sv[1], sn[1], sv[2], sn[2], tmpl_to_int(&argv[3]), out);
     case F_REPLACE: /* sprig replace old new src */
-        if (need(c, fn, argc, 3, 3) != 0) {
-            return -EINVAL;
-        }
         return replace(c, sv[2], sn[2], sv[0], sn[0], sv[1], sn[1], -1, out);
     case F_TRIM_GO:
     case F_TRIMLEFT_GO:
@@ -1401,15 +1237,9 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         const char *s, *set = " \t\n\r\v\f";
         size_t n, setn = 6;
         if (fn == F_TRIM || fn == F_TRIMSPACE_GO) {
-            if (need(c, fn, argc, 1, 1) != 0) {
-                return -EINVAL;
-            }
             s = sv[0];
             n = sn[0];
         } else {
-            if (need(c, fn, argc, 2, 2) != 0) {
-                return -EINVAL;
-            }
             bool sprig = fn == F_TRIMALL; /* trimAll cutset s */
             s = sprig ? sv[1] : sv[0];
             n = sprig ? sn[1] : sn[0];
@@ -1437,9 +1267,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     case F_HASPREFIX:
     case F_HASSUFFIX:
     case F_CONTAINS: {
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         bool go = fn == F_TRIMPREFIX_GO || fn == F_TRIMSUFFIX_GO;
         const char *s = go ? sv[0] : sv[1], *a = go ? sv[1] : sv[0];
         size_t n = go ? sn[0] : sn[1], an = go ? sn[1] : sn[0];
@@ -1466,9 +1293,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_TRUNC: { /* trunc n s: n < 0 keeps the last -n bytes */
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         int64_t k = tmpl_to_int(&argv[0]);
         size_t n = sn[1];
         if (k < 0) {
@@ -1480,9 +1304,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_SUBSTR: { /* substr start end s (bytes; end < 0: to the end) */
-        if (need(c, fn, argc, 3, 3) != 0) {
-            return -EINVAL;
-        }
         int64_t a = tmpl_to_int(&argv[0]), b = tmpl_to_int(&argv[1]);
         size_t n = sn[2];
         if (a < 0) {
@@ -1496,9 +1317,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     }
     case F_INDENT:
     case F_NINDENT: {
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         int64_t k = tmpl_to_int(&argv[0]);
         k = k < 0 ? 0 : k > 1024 ? 1024 : k;
         struct obuf b = {.c = c};
@@ -1517,9 +1335,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return ob_done(&b, out);
     }
     case F_REPEAT: {
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         int64_t k = tmpl_to_int(&argv[0]);
         if (k < 0 || (sn[1] > 0 && (uint64_t)k > (16u << 20) / sn[1])) {
             return tmpl_fail(c, "error calling repeat: count out of range");
@@ -1532,9 +1347,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     }
     case F_ALIGN_LEFT:
     case F_ALIGN_RIGHT: {
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         int64_t k = tmpl_to_int(&argv[0]);
         size_t runes = rune_count(sv[1], sn[1]);
         if (k < 0 || (size_t)k == runes || k > (1 << 20)) {
@@ -1562,14 +1374,8 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return ob_done(&b, out);
     }
     case F_URLENCODE:
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         return escape_fn(c, F_URLQUERY, sv[0], sn[0], out);
     case F_URLDECODE: {
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         char *p = talloc(c, sn[0]);
         if (p == NULL) {
             return -ENOMEM;
@@ -1596,9 +1402,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_B64ENC: {
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         char *p = talloc(c, BASE64_ENCODED_LEN(sn[0]) + 1);
         if (p == NULL) {
             return -ENOMEM;
@@ -1608,9 +1411,6 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
         return 0;
     }
     case F_B64DEC: {
-        if (need(c, fn, argc, 1, 1) != 0) {
-            return -EINVAL;
-        }
         size_t digits = base64_unpad(sv[0], sn[0]);
         long dl = base64_decoded_len(digits);
         uint8_t *p = dl >= 0 ? (uint8_t *)talloc(c, (size_t)dl) : NULL;
@@ -1624,16 +1424,10 @@ int tmpl_fn_call(struct tctx *c, int fn, const qlex_re *re, const struct tv *arg
     }
     case F_REGEX_REPLACE_ALL:
     case F_REGEX_REPLACE_ALL_LITERAL:
-        if (need(c, fn, argc, 3, 3) != 0) {
-            return -EINVAL;
-        }
         return regex_fn(c, fn, re, sv[1], sn[1], sv[2], sn[2], out);
     case F_COUNT:
-        if (need(c, fn, argc, 2, 2) != 0) {
-            return -EINVAL;
-        }
         return regex_fn(c, fn, re, sv[1], sn[1], NULL, 0, out);
     default:
-        return tmpl_fail(c, "function %s is not callable here", FN_NAMES[fn]);
+        return tmpl_fail(c, "function %s is not callable here", FNS[fn].name);
     }
 }

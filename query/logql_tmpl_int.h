@@ -1,7 +1,9 @@
 /*
- * logql_tmpl_int.h - what the two files of the template module share:
- * logql_tmpl.c (syntax tree, parser, evaluator) and logql_tmpl_fn.c (the
- * function library and Go time layouts). Nothing else includes it.
+ * logql_tmpl_int.h - what the files of the template module share:
+ * logql_tmpl.c (syntax tree, parser, evaluator, JSON access of fromJson
+ * values), logql_tmpl_fn.c (the function library, value conversions and
+ * printing) and logql_tmpl_time.c (Go time layouts). Nothing else
+ * includes it.
  */
 #ifndef MIRADB_LOGQL_TMPL_INT_H
 #define MIRADB_LOGQL_TMPL_INT_H
