@@ -186,30 +186,9 @@ int logql_check_unwrap(struct parser *p, const struct logql_log *log, bool allow
     return 0;
 }
 
-/* selector stages [range [offset]] stages, inside a range aggregation. */
-int logql_parse_log_range(struct parser *p, struct logql_expr *e)
+/* "[" duration "]" [offset [-]duration] at the current token. */
+static int parse_range_offset(struct parser *p, struct logql_expr *e)
 {
-    if (p->tok.kind == QT_LPAREN) {
-        if (enter(p) != 0 || advance(p) != 0 || logql_parse_log_range(p, e) != 0) {
-            return p->lx.rc;
-        }
-        leave(p);
-        return expect(p, QT_RPAREN, "\")\"");
-    }
-    if (p->tok.kind != QT_LBRACE) {
-        return fail_expected(p, "a log query starting with a stream selector \"{...}\"");
-    }
-    if (logql_parse_stream_selector(p, &e->log) != 0) {
-        return p->lx.rc;
-    }
-    size_t cap = 0;
-    if (logql_parse_stages(p, &e->log, &cap) != 0) {
-        return p->lx.rc;
-    }
-    if (p->tok.kind != QT_LBRACKET) {
-        return fail_expected(p, "a range such as [5m] after the log query");
-    }
-    size_t before = e->log.n_stages;
     if (advance(p) != 0) {
         return p->lx.rc;
     }
@@ -224,10 +203,68 @@ int logql_parse_log_range(struct parser *p, struct logql_expr *e)
         return p->lx.rc;
     }
     if (is_ident(&p->tok, "offset")) {
-        if (advance(p) != 0 ||
-            parse_duration_tok(p, "a duration such as 1h after offset", &e->offset_ns) != 0) {
+        bool neg = false;
+        if (advance(p) != 0) {
             return p->lx.rc;
         }
+        if (p->tok.kind == QT_SUB) { /* Loki takes a negative offset */
+            neg = true;
+            if (advance(p) != 0) {
+                return p->lx.rc;
+            }
+        }
+        if (parse_duration_tok(p, "a duration such as 1h after offset", &e->offset_ns) != 0) {
+            return p->lx.rc;
+        }
+        if (neg) {
+            e->offset_ns = -e->offset_ns;
+        }
+    }
+    return 0;
+}
+
+/* Loki's logRangeExpr: selector stages [range [offset]] stages, or
+ * "(" selector stages ")" range [offset], or "(" logRangeExpr ")". *got
+ * says whether a range was read (the caller wants one). */
+static int log_range(struct parser *p, struct logql_expr *e, bool *got)
+{
+    *got = false;
+    if (p->tok.kind == QT_LPAREN) {
+        bool inner;
+        if (enter(p) != 0 || advance(p) != 0 || log_range(p, e, &inner) != 0) {
+            return p->lx.rc;
+        }
+        leave(p);
+        if (expect(p, QT_RPAREN, "\")\"") != 0) {
+            return p->lx.rc;
+        }
+        if (inner) {
+            *got = true;
+            return 0;
+        }
+        if (p->tok.kind != QT_LBRACKET) {
+            return fail_expected(p, "a range such as [5m] after the log query");
+        }
+        *got = true;
+        return parse_range_offset(p, e);
+    }
+    if (p->tok.kind != QT_LBRACE) {
+        return fail_expected(p, "a log query starting with a stream selector \"{...}\"");
+    }
+    if (logql_parse_stream_selector(p, &e->log) != 0) {
+        return p->lx.rc;
+    }
+    size_t cap = 0;
+    if (logql_parse_stages(p, &e->log, &cap) != 0) {
+        return p->lx.rc;
+    }
+    if (p->tok.kind != QT_LBRACKET) {
+        return 0; /* "(" selector stages ")" range: the caller reads it */
+    }
+    size_t before = e->log.n_stages;
+    *got = true;
+    if (parse_range_offset(p, e) != 0) {
+        return p->lx.rc;
     }
     if (logql_is_stage_start(p->tok.kind) && before > 0) {
         return qlex_fail(&p->lx, p->tok.pos,
@@ -239,6 +276,18 @@ int logql_parse_log_range(struct parser *p, struct logql_expr *e)
     }
     if (p->tok.kind == QT_LBRACKET) {
         return qlex_fail(&p->lx, p->tok.pos, "a log query takes only one range");
+    }
+    return 0;
+}
+
+int logql_parse_log_range(struct parser *p, struct logql_expr *e)
+{
+    bool got;
+    if (log_range(p, e, &got) != 0) {
+        return p->lx.rc;
+    }
+    if (!got) {
+        return fail_expected(p, "a range such as [5m] after the log query");
     }
     return 0;
 }

@@ -27,6 +27,8 @@
 
 #include "query/qlex.h"
 
+struct logql_tmpl; /* query/logql_tmpl.h */
+
 /* A string from the query (decoded). */
 struct logql_str {
     const char *s;
@@ -73,7 +75,8 @@ struct logql_pattern {
 };
 
 struct logql_filter_alt {
-    struct logql_str value;
+    struct logql_str value;       /* the string, or the argument of ip("...") */
+    bool ip;                      /* ip("..."): |= / != only, value is the pattern */
     const qlex_re *re;            /* RE/NOT_RE */
     struct logql_pattern pattern; /* PATTERN/NOT_PATTERN */
 };
@@ -113,7 +116,8 @@ struct logql_param {
     struct logql_str name;  /* label to set */
     struct logql_str value; /* json: path text; logfmt: key; label_format: template or source */
     bool is_template;       /* label_format: value was a string (template), not a label name */
-    struct logql_json_step *path; /* json: parsed path (n_path steps) */
+    const struct logql_tmpl *tmpl; /* label_format: the compiled template */
+    struct logql_json_step *path;  /* json: parsed path (n_path steps) */
     size_t n_path;
 };
 
@@ -164,6 +168,7 @@ struct logql_stage {
 
     /* REGEXP (unanchored, named groups), PATTERN, LINE_FORMAT template */
     struct logql_str text;
+    const struct logql_tmpl *tmpl; /* LINE_FORMAT: compiled (logql_tmpl.h) */
     const qlex_re *re;
     struct logql_pattern pattern;
 
@@ -253,6 +258,7 @@ enum logql_agg_op {
     LOGQL_AGG_BOTTOMK,
     LOGQL_AGG_SORT,
     LOGQL_AGG_SORT_DESC,
+    LOGQL_AGG_APPROX_TOPK, /* approx_topk(k, v): answered exactly, as topk; no grouping */
 };
 
 enum logql_bin_op {
@@ -360,6 +366,26 @@ bool logql_pattern_match(const struct logql_pattern *p, const char *s, size_t n)
  * the filter's type (Loki keeps the line with __error__=LabelFilterErr). A
  * missing label: pass v == NULL (string filters see "", others fail). */
 int logql_lf_test(const struct logql_lf *lf, const char *v, size_t n);
+
+/* Loki's ip("pat") on one value: pat is an address, a CIDR prefix or a
+ * range "a-b" (IPv4 compared as ::ffff:a.b.c.d). 1 match, 0 no match (or v
+ * is not an address; v == NULL allowed), -EINVAL when pat is none of the
+ * three forms. */
+int logql_ip_match(const struct logql_str *pat, const char *v, size_t vn);
+
+/* The ip("pat") line filter: does some address in |line| (found as Loki
+ * scans for them) match? 1, 0, or -EINVAL for a bad pattern. */
+int logql_ip_line_match(const struct logql_str *pat, const char *line, size_t n);
+
+/* Go's Regexp.Expand of template |t| (tn bytes) for a match of |re| in
+ * |subject| (group offsets ovec, |pairs| groups, SIZE_MAX = did not take
+ * part): $1, ${1}, $name, ${name} (a name is the longest run of letters,
+ * digits and '_', so "$1x" is the group named "1x"), "$$" is a '$'; an
+ * unknown group is empty; a '$' not followed by a name is kept. Writes at
+ * most cap-1 bytes and a NUL when out is not NULL; returns the full
+ * length. For label_replace and the templates' regexReplaceAll. */
+size_t logql_re_expand(const qlex_re *re, const char *t, size_t tn, const char *subject,
+                       const size_t *ovec, unsigned pairs, char *out, size_t cap);
 
 /* Body-token needles every line of the result must contain as a whole
  * token (DESIGN.md "Blocks": maximal runs of [A-Za-z0-9_], lower-cased).

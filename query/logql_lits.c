@@ -305,7 +305,7 @@ static bool alt_lits(struct parser *p, enum logql_filter_op op, const struct log
     struct logql_str tmp[ALT_LITS_MAX];
     size_t n = 0;
     if (op == LOGQL_FILTER_CONTAINS) {
-        if (a->value.n >= 3) {
+        if (!a->ip && a->value.n >= 3) {
             tmp[n++] = a->value;
         }
     } else if (op == LOGQL_FILTER_PATTERN) {

@@ -37,17 +37,12 @@ static const struct name_map range_ops[] = {
 };
 
 static const struct name_map agg_ops[] = {
-    {"sum", LOGQL_AGG_SUM},
-    {"avg", LOGQL_AGG_AVG},
-    {"min", LOGQL_AGG_MIN},
-    {"max", LOGQL_AGG_MAX},
-    {"count", LOGQL_AGG_COUNT},
-    {"stddev", LOGQL_AGG_STDDEV},
-    {"stdvar", LOGQL_AGG_STDVAR},
-    {"topk", LOGQL_AGG_TOPK},
-    {"bottomk", LOGQL_AGG_BOTTOMK},
-    {"sort", LOGQL_AGG_SORT},
-    {"sort_desc", LOGQL_AGG_SORT_DESC},
+    {"sum", LOGQL_AGG_SUM},         {"avg", LOGQL_AGG_AVG},
+    {"min", LOGQL_AGG_MIN},         {"max", LOGQL_AGG_MAX},
+    {"count", LOGQL_AGG_COUNT},     {"stddev", LOGQL_AGG_STDDEV},
+    {"stdvar", LOGQL_AGG_STDVAR},   {"topk", LOGQL_AGG_TOPK},
+    {"bottomk", LOGQL_AGG_BOTTOMK}, {"approx_topk", LOGQL_AGG_APPROX_TOPK},
+    {"sort", LOGQL_AGG_SORT},       {"sort_desc", LOGQL_AGG_SORT_DESC},
 };
 
 static int lookup(const struct name_map *m, size_t n, const struct qlex_tok *t)
@@ -63,6 +58,30 @@ static int lookup(const struct name_map *m, size_t n, const struct qlex_tok *t)
 static bool range_unwrapped(enum logql_range_op op)
 {
     return op >= LOGQL_RANGE_RATE_COUNTER;
+}
+
+/* Which range aggregations take | unwrap, and which a by/without of their
+ * own (Loki's RangeAggregationExpr.validate). */
+static bool range_takes_unwrap(enum logql_range_op op)
+{
+    return range_unwrapped(op) || op == LOGQL_RANGE_RATE || op == LOGQL_RANGE_ABSENT_OVER_TIME;
+}
+
+static bool range_takes_grouping(enum logql_range_op op)
+{
+    switch (op) {
+    case LOGQL_RANGE_AVG_OVER_TIME:
+    case LOGQL_RANGE_STDDEV_OVER_TIME:
+    case LOGQL_RANGE_STDVAR_OVER_TIME:
+    case LOGQL_RANGE_QUANTILE_OVER_TIME:
+    case LOGQL_RANGE_MAX_OVER_TIME:
+    case LOGQL_RANGE_MIN_OVER_TIME:
+    case LOGQL_RANGE_FIRST_OVER_TIME:
+    case LOGQL_RANGE_LAST_OVER_TIME:
+        return true;
+    default:
+        return false;
+    }
 }
 
 static int parse_label_names(struct parser *p, struct logql_str **arr, size_t *n, const char *what)
@@ -156,6 +175,9 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
                 return p->lx.rc;
             }
         }
+        if (p->tok.kind == QT_LBRACE || p->tok.kind == QT_LPAREN) {
+            return qlex_fail(&p->lx, p->tok.pos, "parameter required for operation %s", fn);
+        }
         if (p->tok.kind != QT_NUMBER) {
             return fail_expected(p, "the quantile (a number such as 0.99)");
         }
@@ -163,6 +185,11 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
         if (advance(p) != 0 || expect(p, QT_COMMA, "\",\" after the quantile") != 0) {
             return p->lx.rc;
         }
+    }
+    if (op != LOGQL_RANGE_QUANTILE_OVER_TIME && p->tok.kind == QT_NUMBER &&
+        peek(p)->kind == QT_COMMA) {
+        return qlex_fail(&p->lx, p->tok.pos, "parameter %.*s not supported for operation %s",
+                         (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos, fn);
     }
     if (logql_parse_log_range(p, e) != 0 ||
         expect(p, QT_RPAREN, "\")\" closing the function") != 0) {
@@ -172,18 +199,16 @@ static int parse_range_agg(struct parser *p, struct logql_expr *e, enum logql_ra
     if (logql_check_unwrap(p, &e->log, true, NULL, &has_unwrap) != 0) {
         return p->lx.rc;
     }
-    if (has_unwrap && !range_unwrapped(op) && op != LOGQL_RANGE_RATE) {
-        return qlex_fail(&p->lx, e->pos, "%s does not take an unwrapped value; remove | unwrap",
-                         fn);
+    /* Loki's RangeAggregationExpr.validate, with its messages. */
+    if (has_unwrap && !range_takes_unwrap(op)) {
+        return qlex_fail(&p->lx, e->pos, "invalid aggregation %s with unwrap", fn);
     }
     if (!has_unwrap && range_unwrapped(op)) {
-        return qlex_fail(&p->lx, e->pos, "%s needs an unwrapped value: add | unwrap <label>", fn);
+        return qlex_fail(&p->lx, e->pos, "invalid aggregation %s without unwrap", fn);
     }
     if (at_grouping(p)) {
-        if (!has_unwrap) {
-            return qlex_fail(&p->lx, p->tok.pos,
-                             "grouping is not allowed for %s; use e.g. sum by (...) (%s(...))", fn,
-                             fn);
+        if (!range_takes_grouping(op)) {
+            return qlex_fail(&p->lx, p->tok.pos, "grouping not allowed for %s aggregation", fn);
         }
         return parse_grouping(p, &e->grouping);
     }
@@ -195,6 +220,7 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     char fn[32];
     snprintf(fn, sizeof(fn), "%.*s", (int)p->tok.n, p->tok.s);
     bool sort = op == LOGQL_AGG_SORT || op == LOGQL_AGG_SORT_DESC;
+    bool approx = op == LOGQL_AGG_APPROX_TOPK;
     e->kind = LOGQL_EXPR_VECTOR_AGG;
     e->agg_op = op;
     if (advance(p) != 0) {
@@ -202,7 +228,11 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     }
     if (at_grouping(p)) {
         if (sort) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
+            return qlex_fail(&p->lx, p->tok.pos, "sort and sort_desc doesn't allow grouping by");
+        }
+        if (approx) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "grouping not allowed for approx_topk aggregation");
         }
         if (parse_grouping(p, &e->grouping) != 0) {
             return p->lx.rc;
@@ -211,17 +241,31 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     if (expect(p, QT_LPAREN, "\"(\" after the aggregation") != 0) {
         return p->lx.rc;
     }
-    if (op == LOGQL_AGG_TOPK || op == LOGQL_AGG_BOTTOMK) {
+    if (op == LOGQL_AGG_TOPK || op == LOGQL_AGG_BOTTOMK || op == LOGQL_AGG_APPROX_TOPK) {
+        /* Loki's mustNewVectorAggregationExpr messages */
         if (p->tok.kind != QT_NUMBER) {
-            return fail_expected(p, "the number of series k (e.g. topk(5, ...))");
+            if (p->tok.kind == QT_IDENT && peek(p)->kind == QT_COMMA) {
+                return fail_expected(p, "the number of series k (e.g. topk(5, ...))");
+            }
+            return qlex_fail(&p->lx, p->tok.pos, "parameter required for operation %s", fn);
         }
-        if (!p->tok.is_int || p->tok.i < 1) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s: k must be a positive integer", fn);
+        if (!p->tok.is_int) {
+            return qlex_fail(&p->lx, p->tok.pos, "invalid parameter %s(%.*s,", fn,
+                             (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
+        }
+        if (p->tok.i < 1) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "invalid parameter (must be greater than 0) %s(%.*s", fn,
+                             (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
         }
         e->param = (double)p->tok.i;
         if (advance(p) != 0 || expect(p, QT_COMMA, "\",\" after k") != 0) {
             return p->lx.rc;
         }
+    }
+    if (p->tok.kind == QT_NUMBER && peek(p)->kind == QT_COMMA && !sort) {
+        return qlex_fail(&p->lx, p->tok.pos, "unsupported parameter for operation %s(%.*s,", fn,
+                         (int)(p->tok.end - p->tok.pos), p->lx.src + p->tok.pos);
     }
     if (logql_parse_expr(p, 1, &e->inner) != 0 || check_vector_arg(p, e->inner, fn) != 0) {
         return p->lx.rc;
@@ -234,7 +278,11 @@ static int parse_vector_agg(struct parser *p, struct logql_expr *e, enum logql_a
     }
     if (at_grouping(p)) {
         if (sort) {
-            return qlex_fail(&p->lx, p->tok.pos, "%s takes no by/without", fn);
+            return qlex_fail(&p->lx, p->tok.pos, "sort and sort_desc doesn't allow grouping by");
+        }
+        if (approx) {
+            return qlex_fail(&p->lx, p->tok.pos,
+                             "grouping not allowed for approx_topk aggregation");
         }
         return parse_grouping(p, &e->grouping);
     }
@@ -527,12 +575,18 @@ int logql_parse_expr(struct parser *p, int min_prec, struct logql_expr **out)
         bool ls = is_scalar(lhs), rs = is_scalar(e->rhs);
         bool cmp = b.op >= LOGQL_BIN_EQ && b.op <= LOGQL_BIN_LE;
         if (b.op >= LOGQL_BIN_AND && (ls || rs)) {
+            static const char *const set_names[] = {"and", "unless", "or"};
+            const struct logql_expr *lit = ls ? lhs : e->rhs;
             return qlex_fail(&p->lx, op_pos,
-                             "set operators (and, or, unless) are not allowed with scalars");
+                             "unexpected literal for %s leg of logical/set binary operation (%s): "
+                             "%f (set operators are not allowed with scalars)",
+                             ls ? "left" : "right", set_names[b.op - LOGQL_BIN_AND],
+                             lit->kind == LOGQL_EXPR_NUMBER ? lit->value : 0.0);
         }
-        if (cmp && ls && rs && !e->return_bool) {
-            return qlex_fail(&p->lx, op_pos,
-                             "comparisons between scalars must use the bool modifier");
+        if (cmp && ls && rs) {
+            /* Loki folds a comparison of two literals to 1 or 0 with or
+             * without bool (reduceBinOp). */
+            e->return_bool = true;
         }
         if (e->has_matching && (ls || rs)) {
             return qlex_fail(&p->lx, op_pos,

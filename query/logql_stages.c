@@ -5,6 +5,7 @@
  * log expression (see logql_int.h).
  */
 #include "query/logql_int.h"
+#include "query/logql_tmpl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -215,6 +216,38 @@ bool logql_is_stage_start(enum qtok k)
     return k == QT_PIPE || is_line_filter_tok(k);
 }
 
+/* ip("pattern") as one alternative of a |= or != line filter (Loki refuses
+ * it after |~ !~ |> !> when it builds the pipeline: "ip: invalid
+ * operation"). */
+static int parse_ip_alt(struct parser *p, struct logql_stage *st, size_t *cap)
+{
+    size_t pos = p->tok.pos;
+    if (st->filter_op != LOGQL_FILTER_CONTAINS && st->filter_op != LOGQL_FILTER_NOT_CONTAINS) {
+        return qlex_fail(&p->lx, pos,
+                         "ip: invalid operation (ip() line filters take |= or != only)");
+    }
+    if (advance(p) != 0 || advance(p) != 0) { /* ip ( */
+        return p->lx.rc;
+    }
+    if (p->tok.kind != QT_STRING) {
+        return fail_expected(p, "an address, prefix or range in quotes inside ip()");
+    }
+    struct logql_filter_alt *alt = PUSH(p, st->alts, st->n_alts, *cap);
+    if (alt == NULL) {
+        return p->lx.rc;
+    }
+    alt->value = tok_str(p);
+    alt->ip = true;
+    if (logql_ip_match(&alt->value, "::1", 3) < 0) {
+        return qlex_fail(&p->lx, p->tok.pos, "ip: invalid pattern: \"%.*s\"", (int)alt->value.n,
+                         alt->value.s);
+    }
+    if (advance(p) != 0) {
+        return p->lx.rc;
+    }
+    return expect(p, QT_RPAREN, "\")\" closing ip(");
+}
+
 static int parse_line_filter(struct parser *p, struct logql_stage *st)
 {
     const char *opname = "|=";
@@ -249,12 +282,21 @@ static int parse_line_filter(struct parser *p, struct logql_stage *st)
     }
     size_t cap = 0;
     for (;;) {
+        if (is_ident(&p->tok, "ip") && peek(p)->kind == QT_LPAREN) {
+            if (parse_ip_alt(p, st, &cap) != 0) {
+                return p->lx.rc;
+            }
+            if (!is_ident(&p->tok, "or")) {
+                return 0;
+            }
+            if (advance(p) != 0) {
+                return p->lx.rc;
+            }
+            continue;
+        }
         if (p->tok.kind != QT_STRING) {
             char what[64];
             snprintf(what, sizeof(what), "a string in quotes after \"%s\"", opname);
-            if (is_ident(&p->tok, "ip")) {
-                return qlex_fail(&p->lx, p->tok.pos, "ip() line filters are not supported");
-            }
             return fail_expected(p, what);
         }
         struct logql_filter_alt *alt = PUSH(p, st->alts, st->n_alts, cap);
@@ -615,6 +657,13 @@ static int parse_label_format(struct parser *p, struct logql_stage *st)
             return fail_expected(p, "a source label name or a template in quotes");
         }
         prm->value = tok_str(p);
+        if (prm->is_template) {
+            logql_tmpl *t;
+            if (logql_tmpl_compile(&p->lx, p->tok.pos, prm->value.s, prm->value.n, &t) != 0) {
+                return p->lx.rc;
+            }
+            prm->tmpl = t;
+        }
         if (advance(p) != 0) {
             return p->lx.rc;
         }
@@ -692,6 +741,12 @@ int logql_parse_stage(struct parser *p, struct logql_stage *st)
             if (parse_pattern(p, p->tok.pos, st->text, true, &st->pattern) != 0) {
                 return p->lx.rc;
             }
+        } else {
+            logql_tmpl *tp;
+            if (logql_tmpl_compile(&p->lx, p->tok.pos, st->text.s, st->text.n, &tp) != 0) {
+                return p->lx.rc;
+            }
+            st->tmpl = tp;
         }
         return advance(p);
     }
@@ -817,7 +872,7 @@ int logql_collect_needles(struct parser *p, struct logql_log *log)
             continue;
         }
         const struct logql_filter_alt *a = &st->alts[0];
-        if (st->filter_op == LOGQL_FILTER_CONTAINS) {
+        if (st->filter_op == LOGQL_FILTER_CONTAINS && !a->ip) {
             if (add_needles(p, log, &cap, a->value.s, a->value.n, false, false) != 0) {
                 return p->lx.rc;
             }

@@ -69,7 +69,7 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
     uint64_t t0 = clock_mono_ns();
     *out = NULL;
     (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
-    int rc = logs_check_tree(rq->expr, err, errlen);
+    int rc = logs_check_tree(rq->expr, rq->instant, err, errlen);
     if (rc < 0) {
         return rc;
     }

@@ -196,6 +196,9 @@ struct scan {
     /* metric (range aggregation) */
     const struct logql_expr *range;
     bool has_unwrap;
+    /* the label a series drops: the unwrapped one, as Loki's extractor
+     * does unless the range aggregation has a by (...) of its own */
+    struct logql_str unwrap_drop;
     const struct logql_str *by; /* sum by pushdown: only these labels make the series */
     size_t n_by;
     bool by_pushdown;
@@ -320,8 +323,6 @@ void logs_build_labels(struct rctx *c);
 /* ---- logs_pipeline.c: the row context and the pipeline stages ---- */
 
 struct lbl *logs_lidx_lookup(struct lidx *x, const struct lset *s, const char *n, size_t nn);
-int logs_ip_match(const struct logql_str *pat, const char *v, size_t vn);
-bool logs_tmpl_ok(const struct logql_str *t);
 bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts);
 
 /* ---- logs_plan.c: planning and scanning ---- */
@@ -348,7 +349,7 @@ uint64_t logs_hash_bytes(const char *p, size_t n);
 void logs_smap_free(struct smap *m);
 void logs_smap_free_samples(struct smap *m);
 bool logs_on_metric_match(struct rctx *c, uint64_t row);
-int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen);
+int logs_check_tree(const struct logql_expr *e, bool instant, char *err, size_t errlen);
 int logs_run_metric_query(struct logs_result *res);
 
 /* ---- logs_render.c: rendering ---- */

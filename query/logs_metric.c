@@ -138,6 +138,13 @@ static bool range_unwrapped(enum logql_range_op op)
     return op >= LOGQL_RANGE_RATE_COUNTER;
 }
 
+/* Range aggregations that keep every sample of a series (their window
+ * value is no running sum or extreme). */
+static bool range_samples(enum logql_range_op op)
+{
+    return op == LOGQL_RANGE_QUANTILE_OVER_TIME || op == LOGQL_RANGE_RATE_COUNTER;
+}
+
 /* Range aggregations whose window value is a sum: a row adds to every
  * step of its window through a difference array (O(1) per row however
  * many steps the window spans), summed up once in series_finish. */
@@ -204,12 +211,13 @@ static struct series *series_new(struct query *q, arena *a, const struct lbl *l,
 /* Labels of a series from the row's labels: sorted, non-empty, projected
  * by |keep| (names, n_keep) when |project|, or minus |drop| names. */
 static uint32_t series_labels(const struct lset *in, struct lbl *out, uint32_t cap, bool project,
-                              const struct logql_str *names, size_t n_names, bool without)
+                              const struct logql_str *names, size_t n_names, bool without,
+                              const struct logql_str *drop)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < in->n && n < cap; i++) {
         const struct lbl *l = &in->a[i];
-        if (l->vn == 0) {
+        if (l->vn == 0 || (drop->n > 0 && drop->n == l->nn && memcmp(drop->s, l->n, l->nn) == 0)) {
             continue;
         }
         if (project) {
@@ -282,12 +290,12 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
     struct lbl tmp[128];
     uint32_t nl;
     if (s->by_pushdown) {
-        nl = series_labels(&c->l, tmp, 128, true, s->by, s->n_by, false);
+        nl = series_labels(&c->l, tmp, 128, true, s->by, s->n_by, false, &s->unwrap_drop);
     } else if (r->grouping.has) {
         nl = series_labels(&c->l, tmp, 128, true, r->grouping.labels, r->grouping.n_labels,
-                           r->grouping.without);
+                           r->grouping.without, &s->unwrap_drop);
     } else {
-        nl = series_labels(&c->l, tmp, 128, false, NULL, 0, false);
+        nl = series_labels(&c->l, tmp, 128, false, NULL, 0, false, &s->unwrap_drop);
     }
     c->sb.n = 0;
     sb_labels_key(&c->sb, tmp, nl);
@@ -309,7 +317,7 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
             return false;
         }
     }
-    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+    if (range_samples(r->range_op)) {
         struct qsamp qs = {c->ts, x};
         if (!samp_add(q, se, &qs, 1)) {
             c->err = -ENOMEM;
@@ -369,7 +377,7 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
         }
         return;
     }
-    if (r->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
+    if (range_samples(r->range_op)) {
         return; /* samples: see merge_samples */
     }
     for (size_t k = 0; k < K; k++) {
@@ -410,11 +418,50 @@ static void series_merge(const struct logql_expr *r, size_t K, struct series *in
     }
 }
 
-/* Final values from the accumulators. */
-/* quantile_over_time: per step, the quantile of the samples in its window;
- * frees the samples. false on out of memory. */
-static bool quantile_finish(const struct logql_expr *r, size_t K, uint64_t start, uint64_t step,
-                            struct series *s)
+/* Loki's extrapolatedRate (from Prometheus) for rate_counter: the
+ * increase of a counter over the window's |n| samples (time order; a drop
+ * is a reset), extrapolated towards the window's edges (range_ns ending at
+ * |end|), per second. Fewer than two samples: 0, as Loki answers. */
+static double counter_rate(const struct qsamp *x, size_t n, int64_t end, int64_t range_ns)
+{
+    if (n < 2) {
+        return 0;
+    }
+    double result = x[n - 1].v - x[0].v, last = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].v < last) {
+            result += last;
+        }
+        last = x[i].v;
+    }
+    int64_t start = end - range_ns;
+    double to_start = (double)((int64_t)x[0].ts - start) / 1e9;
+    double to_end = (double)(end - (int64_t)x[n - 1].ts) / 1e9;
+    double sampled = (double)(x[n - 1].ts - x[0].ts) / 1e9;
+    double avg = sampled / (double)(n - 1);
+    double threshold = avg * 1.1;
+    if (to_start >= threshold) {
+        to_start = avg / 2;
+    }
+    double to_zero = to_start;
+    if (result > 0 && x[0].v >= 0) {
+        to_zero = sampled * (x[0].v / result);
+    }
+    if (to_zero < to_start) {
+        to_start = to_zero;
+    }
+    if (to_end >= threshold) {
+        to_end = avg / 2;
+    }
+    double interval = sampled + to_start + to_end;
+    result = sampled > 0 ? result * (interval / sampled) : result;
+    return result / ((double)range_ns / 1e9);
+}
+
+/* quantile_over_time and rate_counter: per step, the value of the samples
+ * in its window; frees the samples. false on out of memory. */
+static bool samples_finish(const struct logql_expr *r, size_t K, uint64_t start, uint64_t step,
+                           struct series *s)
 {
     bool ok = true;
     if (s->ns > 1) {
@@ -440,7 +487,9 @@ static bool quantile_finish(const struct logql_expr *r, size_t K, uint64_t start
             hi++;
         }
         s->cnt[k] = (uint32_t)(hi - lo);
-        if (hi > lo) {
+        if (hi > lo && r->range_op == LOGQL_RANGE_RATE_COUNTER) {
+            s->v[k] = counter_rate(s->samp + lo, hi - lo, t, r->range_ns);
+        } else if (hi > lo) {
             for (size_t i = lo; i < hi; i++) {
                 tmp[i - lo] = s->samp[i].v;
             }
@@ -557,10 +606,6 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
                       struct mat *out)
 {
     struct query *q = ev->q;
-    if (e->range_op == LOGQL_RANGE_RATE_COUNTER) {
-        qctx_fail(&q->c, -EINVAL, "rate_counter is not supported yet");
-        return -EINVAL;
-    }
     struct scan s;
     memset(&s, 0, sizeof(s));
     s.q = q;
@@ -570,13 +615,24 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
     s.start = ev->start;
     s.step = ev->step;
     for (size_t i = 0; i < e->log.n_stages; i++) {
-        s.has_unwrap = s.has_unwrap || e->log.stages[i].kind == LOGQL_STAGE_UNWRAP;
+        if (e->log.stages[i].kind == LOGQL_STAGE_UNWRAP) {
+            s.has_unwrap = true;
+            if (!(e->grouping.has && !e->grouping.without)) {
+                s.unwrap_drop = e->log.stages[i].unwrap_label; /* Loki: without (..., label) */
+            }
+        }
     }
     /* sum by (labels) right above a plain range aggregation: the series
-     * need only those labels (and so, often, no attribute table) */
+     * need only those labels (and so, often, no attribute table). Only
+     * where the value of merged rows is the sum of the series' values
+     * (counts, rates, bytes, sums): sum(max_over_time(...)) is a sum of
+     * maxima, not the max of the merged rows. */
+    bool linear = e->range_op == LOGQL_RANGE_COUNT_OVER_TIME || e->range_op == LOGQL_RANGE_RATE ||
+                  e->range_op == LOGQL_RANGE_BYTES_OVER_TIME ||
+                  e->range_op == LOGQL_RANGE_BYTES_RATE || e->range_op == LOGQL_RANGE_SUM_OVER_TIME;
     if (parent != NULL && parent->kind == LOGQL_EXPR_VECTOR_AGG &&
         parent->agg_op == LOGQL_AGG_SUM && !parent->grouping.without && !e->grouping.has &&
-        e->range_op != LOGQL_RANGE_ABSENT_OVER_TIME) {
+        linear) {
         s.by_pushdown = true; /* sum (...) without by: no label at all */
         s.by = parent->grouping.has ? parent->grouping.labels : NULL;
         s.n_by = parent->grouping.has ? parent->grouping.n_labels : 0;
@@ -639,8 +695,8 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
         return rc;
     }
     for (size_t i = 0; i < out->n; i++) {
-        if (e->range_op == LOGQL_RANGE_QUANTILE_OVER_TIME) {
-            if (!quantile_finish(e, ev->K, ev->start, ev->step, out->s[i]) && rc == 0) {
+        if (range_samples(e->range_op)) {
+            if (!samples_finish(e, ev->K, ev->start, ev->step, out->s[i]) && rc == 0) {
                 rc = -ENOMEM;
             }
             continue;
@@ -774,7 +830,8 @@ static int eval_vector_agg(struct eval *ev, const struct logql_expr *e, struct m
     for (size_t i = 0; i < groups.n; i++) {
         memset(groups.s[i]->aux2, 0, K * sizeof(double));
     }
-    if (e->agg_op == LOGQL_AGG_TOPK || e->agg_op == LOGQL_AGG_BOTTOMK) {
+    if (e->agg_op == LOGQL_AGG_TOPK || e->agg_op == LOGQL_AGG_BOTTOMK ||
+        e->agg_op == LOGQL_AGG_APPROX_TOPK) {
         size_t kk = e->param < 1 ? 0 : (size_t)e->param;
         struct dv *tmp = malloc((in.n + 1) * sizeof(*tmp));
         /* one output series per input series, points only where selected */
@@ -795,7 +852,7 @@ static int eval_vector_agg(struct eval *ev, const struct logql_expr *e, struct m
                         tmp[n++] = (struct dv){in.s[i]->v[k], i};
                     }
                 }
-                qsort(tmp, n, sizeof(*tmp), e->agg_op == LOGQL_AGG_TOPK ? dv_desc : dv_asc);
+                qsort(tmp, n, sizeof(*tmp), e->agg_op == LOGQL_AGG_BOTTOMK ? dv_asc : dv_desc);
                 for (size_t j = 0; j < n && j < kk; j++) {
                     size_t i = tmp[j].i;
                     if (outs[i] == NULL) {
@@ -928,6 +985,123 @@ static double bin_apply(enum logql_bin_op op, bool ret_bool, double a, double b,
     return a;
 }
 
+/* The match key of |s| under on(...) / ignoring(...) into l (cap 128). */
+static uint32_t match_key(const struct logql_expr *e, const struct series *s, struct lbl *l)
+{
+    return e->has_matching ? project(s, e->match_labels, e->n_match_labels, e->on, l, 128)
+                           : project(s, NULL, 0, false, l, 128);
+}
+
+/* Many-to-one matching (group_left: the left side is the "many" side;
+ * group_right: the right side), as PromQL does it: each series of the many
+ * side meets the series of the one side with its match key; a result keeps
+ * the many side's labels, with each group_x(...) label taken from the one
+ * side (removed when the one side lacks it). Two series of the one side
+ * with the same key at one step: the query fails, as in Loki. The value is
+ * op(left, right); a filtering comparison keeps the left value. */
+static int eval_group(struct eval *ev, const struct logql_expr *e, struct mat L, struct mat R,
+                      struct mat *out)
+{
+    int rc = 0;
+    size_t K = ev->K;
+    bool left_many = e->group_side < 0;
+    const struct mat *M = left_many ? &L : &R, *O = left_many ? &R : &L;
+    struct lbl l[129];
+    uint64_t *oh = calloc(O->n + 1, sizeof(*oh));
+    struct series **ok = calloc(O->n + 1, sizeof(*ok));
+    if (oh == NULL || ok == NULL) {
+        rc = -ENOMEM;
+    }
+    for (size_t j = 0; j < O->n && rc == 0; j++) {
+        uint32_t nl = match_key(e, O->s[j], l);
+        ok[j] = ev_series(ev, l, nl); /* holds the key */
+        if (ok[j] == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        oh[j] = ok[j]->hash;
+    }
+    for (size_t i = 0; i < M->n && rc == 0; i++) {
+        const struct series *m = M->s[i];
+        uint32_t nl = match_key(e, m, l);
+        ev->sb.n = 0;
+        sb_labels_key(&ev->sb, l, nl);
+        if (ev->sb.oom) {
+            rc = -ENOMEM;
+            break;
+        }
+        size_t keylen = ev->sb.n;
+        /* a copy: ev_series below reuses ev->sb */
+        const char *key = arena_strndup(ev->q->a, ev->sb.p ? ev->sb.p : "", keylen);
+        if (key == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        uint64_t h = logs_hash_bytes(key, keylen);
+        for (size_t j = 0; j < O->n && rc == 0; j++) {
+            if (oh[j] != h || ok[j]->keylen != keylen || memcmp(ok[j]->key, key, keylen) != 0) {
+                continue;
+            }
+            const struct series *o = O->s[j];
+            /* result labels: the many side's, group_x(...) ones from the one side */
+            uint32_t rn = 0;
+            for (uint32_t a = 0; a < m->nl && rn < 128; a++) {
+                if (!listed(e->include_labels, e->n_include_labels, m->l[a].n, m->l[a].nn)) {
+                    l[rn++] = m->l[a];
+                }
+            }
+            for (uint32_t a = 0; a < o->nl && rn < 128; a++) {
+                if (listed(e->include_labels, e->n_include_labels, o->l[a].n, o->l[a].nn) &&
+                    o->l[a].vn > 0) {
+                    l[rn++] = o->l[a];
+                }
+            }
+            qsort(l, rn, sizeof(l[0]), lbl_cmp);
+            struct series *r = NULL;
+            for (size_t k = 0; k < K; k++) {
+                if (m->cnt[k] == 0 || o->cnt[k] == 0) {
+                    continue;
+                }
+                for (size_t j2 = j + 1; j2 < O->n; j2++) {
+                    if (oh[j2] == h && ok[j2]->keylen == keylen &&
+                        memcmp(ok[j2]->key, key, keylen) == 0 && O->s[j2]->cnt[k] != 0) {
+                        qctx_fail(&ev->q->c, -EINVAL,
+                                  "found duplicate series for the match group on the %s "
+                                  "hand-side of the operation; many-to-many matching not "
+                                  "allowed: matching labels must be unique on one side",
+                                  left_many ? "right" : "left");
+                        rc = -EINVAL;
+                        break;
+                    }
+                }
+                if (rc < 0) {
+                    break;
+                }
+                double a = left_many ? m->v[k] : o->v[k], b = left_many ? o->v[k] : m->v[k];
+                bool keep;
+                double v = bin_apply(e->bin_op, e->return_bool, a, b, &keep);
+                if (!keep) {
+                    continue;
+                }
+                if (r == NULL) {
+                    r = ev_series(ev, l, rn);
+                    if (r == NULL || mat_add(out, r) < 0) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                }
+                r->v[k] = v;
+                r->cnt[k] = 1;
+            }
+        }
+    }
+    free(oh);
+    free(ok);
+    mat_free(&L);
+    mat_free(&R);
+    return rc;
+}
+
 /* One binary operator over its evaluated operands |L| and |R| (freed
  * here) into the empty |out|. */
 static int eval_binop(struct eval *ev, const struct logql_expr *e, struct mat L, struct mat R,
@@ -969,6 +1143,9 @@ static int eval_binop(struct eval *ev, const struct logql_expr *e, struct mat L,
         mat_free(&L);
         mat_free(&R);
         return rc;
+    }
+    if (e->group_side != 0) {
+        return eval_group(ev, e, L, R, out);
     }
     /* vector with vector: one-to-one matching on the label set (or on / ignoring) */
     struct lbl l[128];
@@ -1121,6 +1298,8 @@ static int eval_chain(struct eval *ev, const struct logql_expr *e, struct mat *o
     return 0;
 }
 
+#define LR_MAX_PAIRS 64
+
 static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *out)
 {
     if (qctx_err(&ev->q->c)) {
@@ -1161,11 +1340,24 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
                     src = &s->l[j];
                 }
             }
-            bool m = qlex_re_match(e->regex, src ? src->v : "", src ? src->vn : 0) == 1;
-            if (!m) {
+            const char *sv = src ? src->v : "";
+            size_t svn = src ? src->vn : 0;
+            size_t ovec[2 * LR_MAX_PAIRS];
+            unsigned pairs = qlex_re_capture_count(e->regex) + 1;
+            pairs = pairs > LR_MAX_PAIRS ? LR_MAX_PAIRS : pairs;
+            if (qlex_re_exec(e->regex, sv, svn, ovec, pairs) != 1) {
                 rc = mat_add(out, s);
                 continue;
             }
+            size_t rn = logql_re_expand(e->regex, e->replacement.s, e->replacement.n, sv, ovec,
+                                        pairs, NULL, 0);
+            char *rv = arena_alloc(ev->q->a, rn + 1);
+            if (rv == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            logql_re_expand(e->regex, e->replacement.s, e->replacement.n, sv, ovec, pairs, rv,
+                            rn + 1);
             struct lbl l[129];
             uint32_t nl = 0;
             for (uint32_t j = 0; j < s->nl && nl < 128; j++) {
@@ -1173,9 +1365,8 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
                     l[nl++] = s->l[j];
                 }
             }
-            if (e->replacement.n > 0) {
-                l[nl++] = (struct lbl){e->dst.s, e->replacement.s, (uint32_t)e->dst.n,
-                                       (uint32_t)e->replacement.n, LC_PARSED};
+            if (rn > 0) {
+                l[nl++] = (struct lbl){e->dst.s, rv, (uint32_t)e->dst.n, (uint32_t)rn, LC_PARSED};
             }
             qsort(l, nl, sizeof(l[0]), lbl_cmp);
             struct series *o = ev_series(ev, l, nl);
@@ -1197,7 +1388,7 @@ static int eval_expr(struct eval *ev, const struct logql_expr *e, struct mat *ou
 }
 
 /* Checks every log expression of a metric tree before scanning. */
-int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen)
+int logs_check_tree(const struct logql_expr *e, bool instant, char *err, size_t errlen)
 {
     if (e == NULL) {
         return 0;
@@ -1207,25 +1398,19 @@ int logs_check_tree(const struct logql_expr *e, char *err, size_t errlen)
         return logs_check_log(&e->log, err, errlen);
     case LOGQL_EXPR_VECTOR_AGG:
     case LOGQL_EXPR_LABEL_REPLACE:
-        if (e->kind == LOGQL_EXPR_LABEL_REPLACE &&
-            memchr(e->replacement.s, '$', e->replacement.n)) {
-            snprintf(err, errlen,
-                     "label_replace: $ references in the replacement are not "
-                     "supported yet");
+        if (e->kind == LOGQL_EXPR_VECTOR_AGG && e->agg_op == LOGQL_AGG_APPROX_TOPK && !instant) {
+            /* Loki's count-min sketch behind approx_topk (its message) */
+            snprintf(err, errlen, "count min sketches are only supported on instant queries");
             return -EINVAL;
         }
-        return logs_check_tree(e->inner, err, errlen);
+        return logs_check_tree(e->inner, instant, err, errlen);
     case LOGQL_EXPR_BINARY:
         for (; e->kind == LOGQL_EXPR_BINARY; e = e->lhs) { /* the left spine in a loop */
-            if (e->group_side != 0) {
-                snprintf(err, errlen, "group_left / group_right are not supported yet");
-                return -EINVAL;
-            }
-            if (logs_check_tree(e->rhs, err, errlen) < 0) {
+            if (logs_check_tree(e->rhs, instant, err, errlen) < 0) {
                 return -EINVAL;
             }
         }
-        return logs_check_tree(e, err, errlen);
+        return logs_check_tree(e, instant, err, errlen);
     case LOGQL_EXPR_LOG:
         return logs_check_log(&e->log, err, errlen);
     default:

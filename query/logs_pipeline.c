@@ -7,9 +7,8 @@
  */
 #include "query/logs_int.h"
 
-#include <arpa/inet.h>
-
 #include "lib/utf8.h"
+#include "query/logql_tmpl.h"
 
 /* ---- per-item row context ------------------------------------------------- */
 
@@ -724,70 +723,35 @@ static void stage_pattern(struct rctx *c, const struct logql_pattern *pt)
     }
 }
 
+/* -- regexp -- */
+
+/* Loki's RegexpParser: the first match of the (unanchored) regex in the
+ * line sets one parsed label per named group that took part; no match sets
+ * nothing. A match limit hit counts as no match (the executor polls
+ * qlex_re_take_limit_hit and ends the query). */
+static void stage_regexp(struct rctx *c, const qlex_re *re)
+{
+    enum { MAX_PAIRS = 64 };
+    size_t ovec[2 * MAX_PAIRS];
+    unsigned pairs = qlex_re_capture_count(re) + 1;
+    if (pairs > MAX_PAIRS) {
+        pairs = MAX_PAIRS; /* groups past 63 are left unset */
+    }
+    if (qlex_re_exec(re, c->line, c->line_n, ovec, pairs) != 1) {
+        return;
+    }
+    unsigned ng = qlex_re_named_groups(re);
+    for (unsigned i = 0; i < ng; i++) {
+        const char *name;
+        unsigned g;
+        if (qlex_re_group_name(re, i, &name, &g) != 0 || g >= pairs || ovec[2 * g] == SIZE_MAX) {
+            continue;
+        }
+        set_parsed(c, name, strlen(name), c->line + ovec[2 * g], ovec[2 * g + 1] - ovec[2 * g]);
+    }
+}
+
 /* -- label filters -- */
-
-/* An address as 16 bytes (IPv4 mapped into ::ffff:0:0/96). */
-static bool ip_parse(const char *s, size_t n, uint8_t out[16], bool *v4)
-{
-    char buf[64];
-    if (n == 0 || n >= sizeof(buf)) {
-        return false;
-    }
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    if (inet_pton(AF_INET, buf, out + 12) == 1) {
-        memset(out, 0, 10);
-        out[10] = out[11] = 0xff;
-        *v4 = true;
-        return true;
-    }
-    *v4 = false;
-    return inet_pton(AF_INET6, buf, out) == 1;
-}
-
-/* Loki's ip("..."): an address, a CIDR prefix or a range "a-b". -EINVAL
- * when the argument is none of them. */
-int logs_ip_match(const struct logql_str *pat, const char *v, size_t vn)
-{
-    uint8_t a[16], lo[16], hi[16];
-    bool v4, p4;
-    if (v == NULL || !ip_parse(v, vn, a, &v4)) {
-        return 0;
-    }
-    const char *slash = memchr(pat->s, '/', pat->n);
-    const char *dash = memchr(pat->s, '-', pat->n);
-    if (slash != NULL) {
-        if (!ip_parse(pat->s, (size_t)(slash - pat->s), lo, &p4)) {
-            return -EINVAL;
-        }
-        char *end;
-        long bits = strtol(slash + 1, &end, 10);
-        if (end != pat->s + pat->n || bits < 0 || bits > (p4 ? 32 : 128)) {
-            return -EINVAL;
-        }
-        if (p4) {
-            bits += 96;
-        }
-        for (long i = 0; i < bits; i++) {
-            uint8_t m = (uint8_t)(0x80 >> (i % 8));
-            if ((a[i / 8] & m) != (lo[i / 8] & m)) {
-                return 0;
-            }
-        }
-        return 1;
-    }
-    if (dash != NULL) {
-        if (!ip_parse(pat->s, (size_t)(dash - pat->s), lo, &p4) ||
-            !ip_parse(dash + 1, (size_t)(pat->s + pat->n - dash - 1), hi, &p4)) {
-            return -EINVAL;
-        }
-        return memcmp(a, lo, 16) >= 0 && memcmp(a, hi, 16) <= 0;
-    }
-    if (!ip_parse(pat->s, pat->n, lo, &p4)) {
-        return -EINVAL;
-    }
-    return memcmp(a, lo, 16) == 0;
-}
 
 static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
 {
@@ -804,7 +768,7 @@ static bool lf_eval(struct rctx *c, const struct logql_lf *lf)
         l = NULL; /* an empty label is no label */
     }
     if (lf->kind == LOGQL_LF_IP) {
-        int m = logs_ip_match(&lf->ip, l ? l->v : NULL, l ? l->vn : 0);
+        int m = logql_ip_match(&lf->ip, l ? l->v : NULL, l ? l->vn : 0);
         return lf->cmp == LOGQL_CMP_NE ? m == 0 : m == 1;
     }
     int rc = logql_lf_test(lf, l ? l->v : NULL, l ? l->vn : 0);
@@ -859,88 +823,56 @@ static void stage_keep(struct rctx *c, const struct logql_stage *st)
     }
 }
 
-/* Templates: literal text, {{.label}} and {{__line__}} (spaces allowed
- * inside the braces). Returns false for anything else (checked at plan
- * time, so at run time it never fails). */
-static bool tmpl_next(const char **p, const char *e, const char **name, size_t *nn, bool *is_line)
+/* Templates (query/logql_tmpl.c) see the row's current labels. */
+static const char *tmpl_label(void *ctx, const char *name, size_t nn, size_t *vn)
 {
-    const char *s = *p + 2;
-    while (s < e && *s == ' ') {
-        s++;
+    struct rctx *c = ctx;
+    const struct lbl *l = lset_get(&c->l, name, nn);
+    if (l == NULL) {
+        return NULL;
     }
-    const char *end = memmem(s, (size_t)(e - s), "}}", 2);
-    if (end == NULL) {
+    *vn = l->vn;
+    return l->v;
+}
+
+static bool tmpl_label_at(void *ctx, size_t i, const char **name, size_t *nn, const char **v,
+                          size_t *vn)
+{
+    struct rctx *c = ctx;
+    if (i >= c->l.n) {
         return false;
     }
-    const char *t = end;
-    while (t > s && t[-1] == ' ') {
-        t--;
-    }
-    *is_line = false;
-    if ((size_t)(t - s) == 8 && memcmp(s, "__line__", 8) == 0) {
-        *is_line = true;
-    } else if (t - s >= 2 && *s == '.') {
-        for (const char *q = s + 1; q < t; q++) {
-            if (!is_alnum((unsigned char)*q) && *q != '_') {
-                return false;
-            }
-        }
-        *name = s + 1;
-        *nn = (size_t)(t - s - 1);
-    } else {
-        return false;
-    }
-    *p = end + 2;
+    *name = c->l.a[i].n;
+    *nn = c->l.a[i].nn;
+    *v = c->l.a[i].v;
+    *vn = c->l.a[i].vn;
     return true;
 }
 
-bool logs_tmpl_ok(const struct logql_str *t)
+/* Renders a template for the row: the result (in the row's scratch), or
+ * NULL after setting __error__=TemplateFormatErr with the reason in
+ * __error_details__, as Loki does (the caller then leaves the line or
+ * label as it was). */
+static const char *tmpl_render(struct rctx *c, const struct logql_tmpl *t, size_t *n)
 {
-    const char *p = t->s, *e = t->s + t->n;
-    while (p < e) {
-        const char *o = memmem(p, (size_t)(e - p), "{{", 2);
-        if (o == NULL) {
-            return true;
-        }
-        const char *name;
-        size_t nn;
-        bool is_line;
-        p = o;
-        if (!tmpl_next(&p, e, &name, &nn, &is_line)) {
-            return false;
-        }
+    struct logql_tmpl_env env = {.label = tmpl_label,
+                                 .label_at = tmpl_label_at,
+                                 .ctx = c,
+                                 .line = c->line,
+                                 .line_n = c->line_n,
+                                 .ts_ns = (int64_t)c->ts};
+    const char *out;
+    char err[256];
+    int rc = logql_tmpl_render(t, &env, c->scratch, &out, n, err, sizeof(err));
+    if (rc == -ENOMEM) {
+        c->err = -ENOMEM;
+        return NULL;
     }
-    return true;
-}
-
-static const char *tmpl_render(struct rctx *c, const struct logql_str *t, size_t *n)
-{
-    const char *p = t->s, *e = t->s + t->n;
-    c->sb.n = 0;
-    while (p < e) {
-        const char *o = memmem(p, (size_t)(e - p), "{{", 2);
-        if (o == NULL) {
-            sb_add(&c->sb, p, (size_t)(e - p));
-            break;
-        }
-        sb_add(&c->sb, p, (size_t)(o - p));
-        const char *name = NULL;
-        size_t nn = 0;
-        bool is_line = false;
-        p = o;
-        if (!tmpl_next(&p, e, &name, &nn, &is_line)) {
-            break;
-        }
-        if (is_line) {
-            sb_add(&c->sb, c->line, c->line_n);
-        } else {
-            const struct lbl *l = lset_get(&c->l, name, nn);
-            if (l != NULL) {
-                sb_add(&c->sb, l->v, l->vn);
-            }
-        }
+    if (rc != 0) {
+        set_error(c, "TemplateFormatErr", scratch_dup(c, err, strlen(err)));
+        return NULL;
     }
-    return sb_take(c, n);
+    return out;
 }
 
 static void stage_label_format(struct rctx *c, const struct logql_stage *st)
@@ -949,8 +881,10 @@ static void stage_label_format(struct rctx *c, const struct logql_stage *st)
         const struct logql_param *prm = &st->params[i];
         if (prm->is_template) {
             size_t vn;
-            const char *v = tmpl_render(c, &prm->value, &vn);
-            set_label(c, prm->name.s, prm->name.n, v, vn, LC_PARSED);
+            const char *v = tmpl_render(c, prm->tmpl, &vn);
+            if (v != NULL) {
+                set_label(c, prm->name.s, prm->name.n, v, vn, LC_PARSED);
+            }
             continue;
         }
         struct lbl *src = lset_get(&c->l, prm->value.s, prm->value.n);
@@ -992,9 +926,8 @@ static void stage_unwrap(struct rctx *c, const struct logql_stage *st)
 {
     const struct lbl *l = lset_get(&c->l, st->unwrap_label.s, st->unwrap_label.n);
     c->has_unwrap_val = false;
-    if (l == NULL) {
-        set_error(c, "SampleExtractionErr", "the unwrapped label is missing");
-        return;
+    if (l == NULL || l->vn == 0) {
+        return; /* Loki skips the entry (its issue 6713), no error */
     }
     double d = 0;
     int rc = -EINVAL;
@@ -1318,6 +1251,9 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
         case LOGQL_STAGE_PATTERN:
             stage_pattern(c, &st->pattern);
             break;
+        case LOGQL_STAGE_REGEXP:
+            stage_regexp(c, st->re);
+            break;
         case LOGQL_STAGE_UNPACK:
             stage_unpack(c);
             break;
@@ -1331,9 +1267,11 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
             break;
         case LOGQL_STAGE_LINE_FORMAT: {
             size_t n;
-            const char *p = tmpl_render(c, &st->text, &n);
-            c->line = p;
-            c->line_n = n;
+            const char *p = tmpl_render(c, st->tmpl, &n);
+            if (p != NULL) {
+                c->line = p;
+                c->line_n = n;
+            }
             break;
         }
         case LOGQL_STAGE_LABEL_FORMAT:
@@ -1348,7 +1286,6 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
         case LOGQL_STAGE_UNWRAP:
             stage_unwrap(c, st);
             break;
-        case LOGQL_STAGE_REGEXP:
         case LOGQL_STAGE_LINE_FILTER:
             break;
         }

@@ -448,7 +448,7 @@ void logs_plan_needs(struct scan *s, bool all)
 static int check_lf_ip(const struct logql_lf *lf, char *err, size_t errlen)
 {
     for (; lf != NULL; lf = lf->left) {
-        if (lf->kind == LOGQL_LF_IP && logs_ip_match(&lf->ip, "::1", 3) < 0) {
+        if (lf->kind == LOGQL_LF_IP && logql_ip_match(&lf->ip, "::1", 3) < 0) {
             snprintf(err, errlen, "invalid ip(\"%.*s\"): not an address, prefix or range",
                      (int)lf->ip.n, lf->ip.s);
             return -EINVAL;
@@ -469,27 +469,6 @@ int logs_check_log(const struct logql_log *log, char *err, size_t errlen)
     for (size_t i = 0; i < log->n_stages; i++) {
         const struct logql_stage *st = &log->stages[i];
         switch (st->kind) {
-        case LOGQL_STAGE_REGEXP:
-            snprintf(err, errlen, "the | regexp stage is not supported yet");
-            return -EINVAL;
-        case LOGQL_STAGE_LINE_FORMAT:
-            if (!logs_tmpl_ok(&st->text)) {
-                snprintf(err, errlen,
-                         "line_format: only literal text, {{.label}} and {{__line__}} are "
-                         "supported");
-                return -EINVAL;
-            }
-            break;
-        case LOGQL_STAGE_LABEL_FORMAT:
-            for (size_t k = 0; k < st->n_params; k++) {
-                if (st->params[k].is_template && !logs_tmpl_ok(&st->params[k].value)) {
-                    snprintf(err, errlen,
-                             "label_format: only literal text, {{.label}} and {{__line__}} are "
-                             "supported");
-                    return -EINVAL;
-                }
-            }
-            break;
         case LOGQL_STAGE_LABEL_FILTER:
             if (check_lf_ip(st->lf, err, errlen) < 0) {
                 return -EINVAL;

@@ -943,6 +943,9 @@ int qlex_next(struct qlex *lx, struct qlex_tok *t)
             t->scope = QLEX_SCOPE_NONE;
             return lex_attr_name(lx, t, p);
         }
+        if (lx->lang == QLEX_LOGQL && is_digit(c1)) {
+            return lex_number(lx, t); /* .5 (Loki's scanner takes it) */
+        }
         break;
     default:
         break;

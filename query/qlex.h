@@ -191,6 +191,11 @@ int qlex_re_group_name(const qlex_re *re, unsigned i, const char **name, unsigne
  * take part). ovec holds 2 * pairs entries; pairs >= 1. Per-thread match
  * data, grown on demand. For | regexp and label_replace. */
 int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs);
+/* qlex_re_exec searching from byte |start| of the whole subject (so ^, \b
+ * and lookbehind-free anchors see the text before it, as Go's FindAll
+ * does); offsets are relative to s. 0 when start > n. */
+int qlex_re_exec_at(const qlex_re *re, const char *s, size_t n, size_t start, size_t *ovec,
+                    unsigned pairs);
 
 /* Whether a match on the calling thread hit a limit (-E2BIG above) since
  * the last call; clears the note. Callers that see matches only as bool

@@ -659,6 +659,12 @@ bool qlex_re_take_limit_hit(void)
 
 int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsigned pairs)
 {
+    return qlex_re_exec_at(re, s, n, 0, ovec, pairs);
+}
+
+int qlex_re_exec_at(const qlex_re *re, const char *s, size_t n, size_t start, size_t *ovec,
+                    unsigned pairs)
+{
     struct re_tls *t = re_tls_get();
     if (t == NULL || pairs == 0) {
         return t == NULL ? -ENOMEM : -EINVAL;
@@ -676,7 +682,10 @@ int qlex_re_exec(const qlex_re *re, const char *s, size_t n, size_t *ovec, unsig
         s = "";
         n = 0;
     }
-    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, 0, 0, t->cap_md, t->mc);
+    if (start > n) {
+        return 0;
+    }
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, start, 0, t->cap_md, t->mc);
     if (rc == PCRE2_ERROR_NOMATCH) {
         return 0;
     }

@@ -2,13 +2,17 @@
  * fuzz_logql.c - libFuzzer target for the LogQL parser: any input must parse
  * or fail with a message, never crash, leak or hang. Accepted queries also
  * run their matchers, line filters and label filters against the input
- * bytes (arbitrary, often invalid UTF-8) to exercise the regex wrapper.
+ * bytes (arbitrary, often invalid UTF-8) to exercise the regex wrapper,
+ * and render their line_format / label_format templates over labels whose
+ * values are those bytes.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "query/logql.h"
+#include "query/logql_tmpl.h"
+#include "storage/arena.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,6 +28,64 @@ static void lf_walk(const struct logql_lf *lf, const char *s, size_t n)
     }
     (void)logql_lf_test(lf, s, n);
     (void)logql_lf_test(lf, NULL, 0);
+}
+
+struct subject {
+    const char *s;
+    size_t n;
+};
+
+/* Every label exists and holds the subject, but __error__ (absent). */
+static const char *fz_label(void *ctx, const char *name, size_t nn, size_t *vn)
+{
+    const struct subject *sj = ctx;
+    if (nn == 9 && memcmp(name, "__error__", 9) == 0) {
+        return NULL;
+    }
+    *vn = sj->n;
+    return sj->s;
+}
+
+/* Two labels, "a" and "b", both holding the subject. */
+static bool fz_label_at(void *ctx, size_t i, const char **name, size_t *nn, const char **v,
+                        size_t *vn)
+{
+    const struct subject *sj = ctx;
+    if (i >= 2) {
+        return false;
+    }
+    *name = i == 0 ? "b" : "a";
+    *nn = 1;
+    *v = sj->s;
+    *vn = sj->n;
+    return true;
+}
+
+static void tmpl_run(const struct logql_tmpl *t, const char *s, size_t n)
+{
+    if (t == NULL) {
+        return;
+    }
+    arena *scratch = arena_new(4096);
+    if (scratch == NULL) {
+        return;
+    }
+    arena_set_limit(scratch, 64u << 20);
+    struct subject sj = {s, n};
+    struct logql_tmpl_env env = {.label = fz_label,
+                                 .label_at = fz_label_at,
+                                 .ctx = &sj,
+                                 .line = s,
+                                 .line_n = n,
+                                 .ts_ns = 1700000000123456789};
+    const char *out;
+    size_t on;
+    char err[256];
+    int rc = logql_tmpl_render(t, &env, scratch, &out, &on, err, sizeof(err));
+    if (rc != 0 && (err[0] == '\0' || memchr(err, '\0', sizeof(err)) == NULL)) {
+        __builtin_trap(); /* a failed render always says why */
+    }
+    arena_free(scratch);
 }
 
 static void log_walk(const struct logql_log *log, const char *s, size_t n)
@@ -45,6 +107,12 @@ static void log_walk(const struct logql_log *log, const char *s, size_t n)
             }
         } else if (st->kind == LOGQL_STAGE_PATTERN) {
             (void)logql_pattern_match(&st->pattern, s, n);
+        } else if (st->kind == LOGQL_STAGE_LINE_FORMAT) {
+            tmpl_run(st->tmpl, s, n);
+        } else if (st->kind == LOGQL_STAGE_LABEL_FORMAT) {
+            for (size_t k = 0; k < st->n_params; k++) {
+                tmpl_run(st->params[k].tmpl, s, n);
+            }
         }
     }
     size_t nn;

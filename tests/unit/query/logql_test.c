@@ -711,25 +711,44 @@ Test(logql, rejected_queries_name_the_column_and_what_was_expected)
     bad("count_over_time({a=\"b\"}[5m]", 28, "expected \")\" closing the function");
     bad("count_over_time({a=\"b\"}[5m] [1m])", 29, "a log query takes only one range");
     bad("count_over_time({a=\"b\"} | json [5m] | x=\"1\")", 37, "the range must come right after");
+    /* Loki's RangeAggregationExpr.validate, with its messages */
     bad("count_over_time({a=\"b\"}[5m]) by (x)", 30,
-        "grouping is not allowed for "
-        "count_over_time");
-    bad("sum_over_time({a=\"b\"}[5m])", 1, "sum_over_time needs an unwrapped value");
+        "grouping not allowed for count_over_time aggregation");
+    bad("sum_over_time({a=\"b\"} | unwrap x [5m]) by (x)", 40,
+        "grouping not allowed for sum_over_time aggregation");
+    bad("sum_over_time({a=\"b\"}[5m])", 1, "invalid aggregation sum_over_time without unwrap");
     bad("count_over_time({a=\"b\"} | unwrap x [5m])", 1,
-        "count_over_time does not take an "
-        "unwrapped value");
+        "invalid aggregation count_over_time with unwrap");
+    bad("approx_topk(2, rate({a=\"b\"}[1m])) by (a)", 35,
+        "grouping not allowed for approx_topk aggregation");
+    bad("approx_topk by (a) (2, rate({a=\"b\"}[1m]))", 13,
+        "grouping not allowed for approx_topk aggregation");
+    bad("count_over_time(({a=\"b\"} |= \"x\"))", 33,
+        "expected a range such as [5m] after the log query");
+    bad("count_over_time(({a=\"b\"}[5m])[5m])", 30, "expected \")\" closing the function");
+    bad("{a=\"b\"} |~ ip(\"1.2.3.4\")", 12, "ip: invalid operation");
+    bad("{a=\"b\"} |= ip(\"1.2.3\")", 15, "ip: invalid pattern: \"1.2.3\"");
     bad("sum by (a) (rate({a=\"b\"}[1m])) by (b)", 32, "by/without may be given only once");
     bad("sum({a=\"b\"})", 5, "sum expects a metric query, got a log query");
     bad("sum(1)", 5, "sum expects a vector, got a scalar");
-    bad("topk(rate({a=\"b\"}[1m]))", 6, "expected the number of series k");
-    bad("topk(0, rate({a=\"b\"}[1m]))", 6, "k must be a positive integer");
-    bad("sort by (a) (rate({a=\"b\"}[1m]))", 6, "sort takes no by/without");
+    bad("topk(rate({a=\"b\"}[1m]))", 6, "parameter required for operation topk");
+    bad("topk(x, rate({a=\"b\"}[1m]))", 6, "expected the number of series k");
+    bad("topk(0, rate({a=\"b\"}[1m]))", 6, "invalid parameter (must be greater than 0) topk(0");
+    bad("bottomk(1.5, rate({a=\"b\"}[1m]))", 9, "invalid parameter bottomk(1.5,");
+    bad("sum(3, rate({a=\"b\"}[1m]))", 5, "unsupported parameter for operation sum(3,");
+    bad("sum_over_time(50, {a=\"b\"} | unwrap x [1m])", 15,
+        "parameter 50 not supported for operation sum_over_time");
+    bad("quantile_over_time({a=\"b\"} | unwrap x [1m])", 20,
+        "parameter required for operation quantile_over_time");
+    bad("sort by (a) (rate({a=\"b\"}[1m]))", 6, "sort and sort_desc doesn't allow grouping by");
     bad("vector(x)", 8, "expected a number inside vector()");
     bad("vector(1) +", 12, "expected a query, got end of query");
     bad("{a=\"b\"} + 1", 1, "a log query cannot be an operand of a binary operator");
     bad("1 + {a=\"b\"}", 5, "a log query cannot be an operand of a binary operator");
-    bad("1 == 1", 3, "comparisons between scalars must use the bool modifier");
-    bad("1 and vector(1)", 3, "set operators (and, or, unless) are not allowed with scalars");
+    bad("1 and vector(1)", 3,
+        "unexpected literal for left leg of logical/set binary operation (and): 1.000000");
+    bad("vector(1) or 2", 11,
+        "unexpected literal for right leg of logical/set binary operation (or): 2.000000");
     bad("vector(1) + bool vector(1)", 13, "bool modifier can only be used on comparison");
     bad("vector(1) and on (a) group_left vector(1)", 22, "no grouping allowed for and");
     bad("-vector(1)", 2, "expected a number after the sign");
@@ -1238,4 +1257,91 @@ Test(logql, regex_literals_are_in_every_line_the_regex_keeps)
     lits_in_line("{a=\"b\"} |~ \"h\xc3\xa9?llo\"", "hllo");
     lits_in_line("{a=\"b\"} |~ \"a(b|c)*xyz\"", "axyz");
     lits_in_line("{a=\"b\"} |~ \"abc{,2}def\"", "abc{,2}def");
+}
+
+/* ---- issue 14: Loki's syntax the parser took wrongly before ---------------- */
+
+Test(logql, parenthesised_log_queries_before_the_range)
+{
+    struct logql_expr *e = ok("count_over_time(({foo=\"bar\"} |= \"baz\")[5m] offset 1m)");
+    cr_assert_eq(e->kind, LOGQL_EXPR_RANGE);
+    cr_assert_eq(e->range_ns, INT64_C(300000000000));
+    cr_assert_eq(e->offset_ns, INT64_C(60000000000));
+    cr_assert_eq(e->log.n_stages, 1);
+    str_eq(e->log.stages[0].alts[0].value, "baz");
+    logql_free(e);
+    /* the whole range expression in parentheses, twice */
+    e = ok("rate((({job=\"mysql\"} |= \"error\" [10s])))");
+    cr_assert_eq(e->range_ns, INT64_C(10000000000));
+    cr_assert_eq(e->log.n_stages, 1);
+    logql_free(e);
+    e = ok("sum_over_time(({a=\"b\"} | unwrap x)[1m]) ");
+    cr_assert_eq(e->log.n_stages, 1);
+    cr_assert_eq(e->log.stages[0].kind, LOGQL_STAGE_UNWRAP);
+    logql_free(e);
+}
+
+Test(logql, leading_dot_numbers_negative_offsets_and_folded_literal_comparisons)
+{
+    struct logql_expr *e = ok("quantile_over_time(.99, {a=\"b\"} | unwrap x [5m] offset -5m)");
+    cr_assert_float_eq(e->param, 0.99, 1e-12);
+    cr_assert_eq(e->offset_ns, -INT64_C(300000000000));
+    logql_free(e);
+    e = ok("rate({a=\"b\"}[1m]) > .5");
+    cr_assert_eq(e->kind, LOGQL_EXPR_BINARY);
+    cr_assert_float_eq(e->rhs->value, 0.5, 1e-12);
+    logql_free(e);
+    /* Loki's reduceBinOp: a comparison of two literals is 1 or 0, bool or not */
+    e = ok("1 > 1 > 1");
+    cr_assert_eq(e->kind, LOGQL_EXPR_BINARY);
+    cr_assert(e->return_bool);
+    cr_assert(e->lhs->return_bool);
+    logql_free(e);
+    bad("bool 1 > 1", 1, "expected a stream selector");
+}
+
+Test(logql, ip_line_filters_scan_the_line_for_addresses)
+{
+    struct logql_expr *e =
+        ok("{a=\"b\"} |= ip(\"10.0.0.0/8\") or \"special\" != ip(\"192.168.1.1-192.168.1.9\")");
+    cr_assert_eq(e->log.n_stages, 2);
+    const struct logql_stage *s0 = &e->log.stages[0], *s1 = &e->log.stages[1];
+    cr_assert_eq(s0->n_alts, 2);
+    cr_assert(s0->alts[0].ip);
+    cr_assert_not(s0->alts[1].ip);
+    cr_assert(lf(s0, "client 10.1.2.3 connected"));
+    cr_assert(lf(s0, "a special line"));
+    cr_assert_not(lf(s0, "client 11.1.2.3 connected"));
+    cr_assert_not(lf(s0, "version 10.1.2 only"));
+    cr_assert(lf(s0, "x=10.0.0.1"));
+    cr_assert(lf(s1, "from 192.168.1.10"));
+    cr_assert_not(lf(s1, "from 192.168.1.5 to 8.8.8.8"));
+    /* an ip() literal is no needle or substring */
+    size_t n;
+    logql_log_needles(&e->log, &n);
+    cr_assert_eq(n, 0);
+    logql_free(e);
+    e = ok("{a=\"b\"} |= ip(\"2001:db8::/32\")");
+    cr_assert(lf(&e->log.stages[0], "peer [2001:db8::1]:443 closed"));
+    cr_assert_not(lf(&e->log.stages[0], "peer [2001:db9::1]:443 closed"));
+    logql_free(e);
+}
+
+Test(logql, approx_topk_and_templates_compile_with_the_query)
+{
+    struct logql_expr *e = ok("approx_topk(3, sum by (a) (rate({a=\"b\"}[1m])))");
+    cr_assert_eq(e->agg_op, LOGQL_AGG_APPROX_TOPK);
+    cr_assert_float_eq(e->param, 3, 0);
+    logql_free(e);
+    e = ok("{a=\"b\"} | line_format `{{ .x | ToUpper }}` | label_format y=`{{ add 1 2 }}`, z=a");
+    cr_assert_not_null(e->log.stages[0].tmpl);
+    cr_assert_not_null(e->log.stages[1].params[0].tmpl);
+    cr_assert_null(e->log.stages[1].params[1].tmpl);
+    logql_free(e);
+    bad("{a=\"b\"} | line_format \"{{ nosuch .x }}\"", 23,
+        "template: function \"nosuch\" not defined");
+    bad("{a=\"b\"} | line_format \"{{ if .x }}\"", 23, "template: unexpected EOF");
+    bad("{a=\"b\"} | line_format `{{ regexReplaceAll .re .x \"y\" }}`", 23,
+        "the regex of this function must be a string literal");
+    bad("{a=\"b\"} | line_format `{{ count \"(?=x)\" .x }}`", 23, "lookahead assertions");
 }
