@@ -134,6 +134,8 @@ static void cold_metrics(struct evbuffer *o)
         const char *name, *help;
         double v;
     } c[] = {
+        {"miradb_compaction_passes_total", "Compaction passes over the sealed blocks.",
+         (double)cs.passes},
         {"miradb_compactions_total", "Cold blocks written by compaction.", (double)cs.compactions},
         {"miradb_compaction_failures_total", "Compactions that failed (the inputs stay).",
          (double)cs.failures},

@@ -129,8 +129,15 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
     }
     if (enc == INT_DELTA && b->version >= 3 && count > 0) {
         uint64_t n = count - 1;
-        if (count > b->size / 8 + 1 || len < INT_HDR + 8 ||
-            (w != 0 && n > (len - INT_HDR - 8) / w) || len != INT_HDR + 8 + n * w) {
+        /* The decoded array is bounded by the bytes there are: the file, or
+         * a zstd table's raw length (itself bounded, see the format), which
+         * a cold block's well-compressed tables exceed the file by. */
+        uint64_t bound = b->size;
+        for (int t = 0; t < N_TABLES; t++) {
+            bound = b->dir[t].raw > bound ? b->dir[t].raw : bound;
+        }
+        if (count > bound / 8 + 1 || len < INT_HDR + 8 || (w != 0 && n > (len - INT_HDR - 8) / w) ||
+            len != INT_HDR + 8 + n * w) {
             return -EBADMSG;
         }
         free(*dec);

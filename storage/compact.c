@@ -514,6 +514,7 @@ static void *compact_main(void *arg)
             compact_signal((enum signal)s);
         }
         pthread_mutex_lock(&lock);
+        stats.passes++;
     }
     pthread_mutex_unlock(&lock);
     return NULL;

@@ -101,6 +101,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                   const _Atomic int *stop, size_t *bad, char *path, size_t cap);
 
 struct compact_stats {
+    uint64_t passes;             /* passes over the catalog */
     uint64_t compactions;        /* cold blocks written and published */
     uint64_t failures;           /* merges that failed (I/O, memory, a bad input) */
     uint64_t blocks_in;          /* hot blocks replaced */

@@ -340,6 +340,41 @@ Test(compact, merge_refuses_no_input_and_mixed_signals_and_leaves_nothing)
     blk_unref(in[1]);
 }
 
+/* Rows alike but for their time (one per microsecond) compress far below
+ * 8 bytes a row: the reader must bound a delta column by the zstd
+ * table's raw length, not by the file size alone. */
+Test(compact, a_cold_block_smaller_than_8_bytes_a_row_opens)
+{
+    char sub[300], path[600], hpath[600];
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    struct res_row *r = batch_add_resource(bt);
+    r->schema_url = (struct mstr){"", 0};
+    struct scope_row *sc = batch_add_scope(bt);
+    sc->name = (struct mstr){"s", 1};
+    for (int i = 0; i < 20000; i++) {
+        struct log_row *l = batch_add_log(bt);
+        l->time_ns = 1767225600000000000ull + 1000u * (uint64_t)i;
+        l->body_type = VAL_STR;
+        l->body_str = (struct mstr){"same line", 9};
+    }
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    batch_free(bt);
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    struct blk_meta m = {.shard = 0, .wal_seq = 1, .seal_id = 1};
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, hpath, sizeof(hpath)), 0);
+    oblock_free(ob);
+    blk *in = open_path(hpath);
+    cr_assert_eq(compact_merge(sub, &in, 1, 1, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk *c = open_path(path);
+    cr_expect_lt(blk_file_bytes(c), 8 * 20000, "%llu bytes", (unsigned long long)blk_file_bytes(c));
+    check_merged(c, &in, 1);
+    blk_unref(c);
+    blk_unref(in);
+}
+
 static uint64_t snap_rows(const struct cat_snap *sn)
 {
     uint64_t n = 0;
