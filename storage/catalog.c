@@ -305,8 +305,16 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
         const struct blk_meta *m = blk_meta(b);
         struct blk_source src;
         for (uint32_t i = 0; blk_source(b, i, &src) == 0; i++) {
-            if (src.shard < (uint32_t)n_shards && src.wal_seq > watermarks[src.shard]) {
+            if (src.shard >= (uint32_t)n_shards) {
+                continue;
+            }
+            if (src.wal_seq > watermarks[src.shard]) {
                 watermarks[src.shard] = src.wal_seq;
+            }
+            /* A new block under an input's name would pass for that input
+             * at the next boot (and be removed as compacted). */
+            if (src.seal_id >= next_seal_ids[src.shard]) {
+                next_seal_ids[src.shard] = src.seal_id + 1;
             }
         }
         if (m->shard == BLK_COLD_SHARD) {

@@ -59,7 +59,8 @@ void catalog_fini(void);
  * *quarantined. A hot block that a cold block names as its source (a
  * compaction died between its rename and the inputs' unlink) is unlinked:
  * the cold block holds its rows (compact.h). Returns 0 or -errno (message
- * in err).
+ * in err). A cold block's sources count for the watermarks and seal ids
+ * of their shards, as if their files were still there.
  */
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen);

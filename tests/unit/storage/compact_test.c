@@ -384,10 +384,12 @@ static uint64_t snap_rows(const struct cat_snap *sn)
     return n;
 }
 
+static uint64_t ids[4]; /* the next seal ids of the last load */
+
 /* Loads DATA/logs/ into the catalog (one shard index per |n| below). */
 static void load(int n, uint64_t *wm)
 {
-    uint64_t ids[4], q = 0;
+    uint64_t q = 0;
     char err[256];
     cr_assert_eq(catalog_load(SIG_LOGS, n, wm, ids, &q, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(q, 0);
@@ -495,11 +497,15 @@ Test(compact, a_boot_that_finds_a_cold_block_beside_its_inputs_keeps_each_row_on
     cr_expect_eq(catalog_cold_id_take(), 6, "past every cold block found");
     catalog_fini();
 
-    /* With the inputs gone, the watermarks stay (retained files and sources). */
+    /* With the inputs gone, the watermarks and seal ids stay (retained
+     * files and sources): shard 1's next block must not be named as an
+     * input of the cold block, or the boot after would remove it. */
     catalog_init(dir);
     load(2, wm);
     cr_expect_eq(wm[0], 30);
     cr_expect_eq(wm[1], 25);
+    cr_expect_eq(ids[0], 5);
+    cr_expect_eq(ids[1], 7, "next seal id %llu", (unsigned long long)ids[1]);
     catalog_fini();
 }
 
