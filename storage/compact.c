@@ -453,6 +453,13 @@ static void compact_signal(enum signal s)
     pthread_mutex_lock(&lock);
     stats.backlog[s - 1] = backlog;
     pthread_mutex_unlock(&lock);
+    /* Building the merged block holds about 5x its input bytes (the open
+     * block, then the writer's scratch): a group is capped at an eighth of
+     * the memory budget, and waits for a pass with room. */
+    uint64_t cap = cfg.cold_target_bytes;
+    if (adm_budget() != 0 && adm_budget() / 8 < cap) {
+        cap = adm_budget() / 8;
+    }
     blk **group = calloc(sn.n_blocks + 1, sizeof(*group));
     /* Blocks come in the catalog's order: by newest row, oldest first. */
     for (size_t i = 0; group != NULL && i < sn.n_blocks && !atomic_load(&stopping);) {
@@ -470,17 +477,14 @@ static void compact_signal(enum signal s)
                 i++;
                 continue;
             }
-            if (block_max_ns(c) / after != w ||
-                (n > 0 && bytes + blk_file_bytes(c) > cfg.cold_target_bytes)) {
+            if (block_max_ns(c) / after != w || (n > 0 && bytes + blk_file_bytes(c) > cap)) {
                 break;
             }
             group[n++] = c;
             bytes += blk_file_bytes(c);
             i++;
         }
-        /* Building the merged block takes about its raw size in memory:
-         * wait for a pass with room rather than squeeze ingest. */
-        if (adm_budget() != 0 && adm_in_use() + 2 * bytes > adm_budget()) {
+        if (adm_budget() != 0 && adm_in_use() + 4 * bytes > adm_budget()) {
             continue;
         }
         compact_group(s, group, n);

@@ -8,8 +8,10 @@
  *   is its newest row's time divided by compact_after; a window is taken
  *   once its end is compact_after in the past), and each window's blocks,
  *   oldest first, are merged into cold blocks of at most cold_target
- *   input bytes each (a single input larger than that is still rewritten
- *   alone). The rows are read back whole, appended into one open block
+ *   input bytes each, and at most an eighth of the memory budget (the
+ *   merge holds the rows in memory, about 5x the input bytes; a pass with
+ *   less room waits); a single input larger than that is still rewritten
+ *   alone. The rows are read back whole, appended into one open block
  *   (its dictionaries hold each distinct resource, scope and metric once)
  *   and written by blk_write_ex with every table zstd at zstd_level: the
  *   writer sorts them by time (readers rely on time order: blk_lower_bound,
@@ -81,8 +83,8 @@ struct compact_cfg {
 /* Starts the compaction thread (nothing when compact_after_ms is 0).
  * 0 or -errno. */
 int compact_start(const struct compact_cfg *c);
-/* Stops it: a merge in progress is abandoned at its next row chunk (its
- * temporary file removed). Before the shards and the catalog stop. */
+/* Stops it: a merge in progress is abandoned at its next row chunk (one
+ * already writing its file finishes first). Before the shards and the catalog stop. */
 void compact_stop(void);
 /* Runs a pass now instead of at the next tick (tests, admin). */
 void compact_kick(void);
