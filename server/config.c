@@ -119,7 +119,7 @@ static const struct opt opts[] = {
      "merge sealed blocks whose newest row is older than this into zstd cold blocks, per time "
      "window of this width (0 = off)"},
     {"cold-target", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(cold_target),
-     "sealed block bytes merged into one cold block at most (and an eighth of the memory "
+     "sealed block bytes merged into one cold block at most (and a sixteenth of the memory "
      "budget: the merge holds its rows in memory)"},
     {"zstd-level", OPT_INT, "3", NULL, 1, 19, NUM(zstd_level),
      "zstd level of the cold blocks' tables"},

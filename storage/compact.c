@@ -454,11 +454,12 @@ static void compact_signal(enum signal s)
     stats.backlog[s - 1] = backlog;
     pthread_mutex_unlock(&lock);
     /* Building the merged block holds about 5x its input bytes (the open
-     * block, then the writer's scratch): a group is capped at an eighth of
-     * the memory budget, and waits for a pass with room. */
+     * block, then the writer's scratch), charged to the budget ingest is
+     * admitted against: a group is capped at a sixteenth of the budget,
+     * and waits for a pass with room for 6x its bytes. */
     uint64_t cap = cfg.cold_target_bytes;
-    if (adm_budget() != 0 && adm_budget() / 8 < cap) {
-        cap = adm_budget() / 8;
+    if (adm_budget() != 0 && adm_budget() / 16 < cap) {
+        cap = adm_budget() / 16;
     }
     blk **group = calloc(sn.n_blocks + 1, sizeof(*group));
     /* Blocks come in the catalog's order: by newest row, oldest first. */
@@ -484,7 +485,7 @@ static void compact_signal(enum signal s)
             bytes += blk_file_bytes(c);
             i++;
         }
-        if (adm_budget() != 0 && adm_in_use() + 4 * bytes > adm_budget()) {
+        if (adm_budget() != 0 && adm_in_use() + 6 * bytes > adm_budget()) {
             continue;
         }
         compact_group(s, group, n);

@@ -8,7 +8,7 @@
  *   is its newest row's time divided by compact_after; a window is taken
  *   once its end is compact_after in the past), and each window's blocks,
  *   oldest first, are merged into cold blocks of at most cold_target
- *   input bytes each, and at most an eighth of the memory budget (the
+ *   input bytes each, and at most a sixteenth of the memory budget (the
  *   merge holds the rows in memory, about 5x the input bytes; a pass with
  *   less room waits); a single input larger than that is still rewritten
  *   alone. The rows are read back whole, appended into one open block
