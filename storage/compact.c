@@ -437,6 +437,15 @@ static void compact_group(enum signal s, blk *const *in, size_t n)
     pthread_mutex_unlock(&lock);
 }
 
+bool compact_window_settled(uint64_t max_ns, uint64_t after_ns, uint64_t now_ns)
+{
+    if (after_ns == 0 || now_ns < after_ns) {
+        return false;
+    }
+    /* (window + 1) * after <= now - after, without overflow */
+    return max_ns / after_ns + 1 <= (now_ns - after_ns) / after_ns;
+}
+
 /* One pass over one signal: every settled window, oldest first. */
 static void compact_signal(enum signal s)
 {
@@ -446,7 +455,8 @@ static void compact_signal(enum signal s)
     }
     uint64_t after = cfg.compact_after_ms * 1000000u, now = clock_wall_ns(), backlog = 0;
     for (size_t i = 0; i < sn.n_blocks; i++) {
-        if (blk_n_sources(sn.blocks[i]) == 0 && block_max_ns(sn.blocks[i]) + after < now) {
+        if (blk_n_sources(sn.blocks[i]) == 0 && now > after &&
+            block_max_ns(sn.blocks[i]) < now - after) {
             backlog++;
         }
     }
@@ -466,7 +476,7 @@ static void compact_signal(enum signal s)
     for (size_t i = 0; group != NULL && i < sn.n_blocks && !atomic_load(&stopping);) {
         blk *b = sn.blocks[i];
         uint64_t w = block_max_ns(b) / after;
-        if (blk_n_sources(b) != 0 || (w + 1) * after + after >= now) {
+        if (blk_n_sources(b) != 0 || !compact_window_settled(block_max_ns(b), after, now)) {
             i++;
             continue; /* cold already, or its window is not settled */
         }

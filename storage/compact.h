@@ -65,6 +65,7 @@
 #ifndef MIRADB_COMPACT_H
 #define MIRADB_COMPACT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -101,6 +102,11 @@ void compact_kick(void);
  */
 int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, int zstd_level,
                   const _Atomic int *stop, size_t *bad, char *path, size_t cap);
+
+/* Is the window of a block whose newest row is at |max_ns| settled at
+ * |now_ns|: its end (the next multiple of |after_ns|) at least |after_ns|
+ * in the past? False for after_ns 0 (no overflow for times near 2^64). */
+bool compact_window_settled(uint64_t max_ns, uint64_t after_ns, uint64_t now_ns);
 
 struct compact_stats {
     uint64_t passes;             /* passes over the catalog */

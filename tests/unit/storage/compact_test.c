@@ -523,3 +523,17 @@ Test(compact, persisted_watermarks_outlive_the_cold_block_retention_deletes)
     cr_expect_eq(wm[1], 9);
     catalog_fini();
 }
+
+Test(compact, a_window_is_settled_once_its_end_is_compact_after_past)
+{
+    uint64_t h = 3600000000000ull, t = 10 * h; /* now: 10 h */
+    cr_expect(compact_window_settled(0, h, t));
+    cr_expect(compact_window_settled(8 * h - 1, h, t), "window [7h, 8h) ended 2 h ago");
+    cr_expect(compact_window_settled(8 * h, h, t), "window [8h, 9h) ended 1 h ago");
+    cr_expect_not(compact_window_settled(9 * h, h, t), "window [9h, 10h) ended now");
+    cr_expect_not(compact_window_settled(8 * h, h, t - 1));
+    cr_expect_not(compact_window_settled(UINT64_MAX - 3, h, t), "rows dated near 2^64");
+    cr_expect_not(compact_window_settled(UINT64_MAX, 1000000000ull, UINT64_MAX - 1));
+    cr_expect_not(compact_window_settled(0, h, h - 1), "now before compact_after");
+    cr_expect_not(compact_window_settled(0, 0, t), "compact_after 0: off");
+}
