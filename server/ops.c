@@ -291,6 +291,10 @@ void ops_metrics_text(struct evbuffer *o)
          offsetof(struct cat_stats, retention_deleted)},
         {"miradb_retention_deleted_bytes_total", "counter", "Bytes deleted by retention.",
          offsetof(struct cat_stats, retention_bytes_deleted)},
+        {"miradb_compaction_inputs_removed_at_boot", "gauge",
+         "Sealed blocks the boot removed because a cold block already held their rows (a "
+         "compaction interrupted between its rename and its inputs' unlink).",
+         offsetof(struct cat_stats, cold_inputs_removed)},
     };
     for (size_t k = 0; k < sizeof(per_cat) / sizeof(per_cat[0]); k++) {
         header(o, per_cat[k].name, per_cat[k].type, per_cat[k].help);
