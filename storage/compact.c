@@ -369,7 +369,7 @@ out:
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_t thread;
-static bool running, kicked;
+static bool running;
 static _Atomic int stopping;
 static struct compact_cfg cfg;
 static char data_dir[512];
@@ -516,11 +516,8 @@ static void *compact_main(void *arg)
     tick = tick < 100 ? 100 : tick > 60000 ? 60000 : tick;
     pthread_mutex_lock(&lock);
     while (!atomic_load(&stopping)) {
-        if (!kicked) {
-            struct timespec dl = clock_after(CLOCK_REALTIME, tick * 1000000u);
-            pthread_cond_timedwait(&wake, &lock, &dl);
-        }
-        kicked = false;
+        struct timespec dl = clock_after(CLOCK_REALTIME, tick * 1000000u);
+        pthread_cond_timedwait(&wake, &lock, &dl);
         if (atomic_load(&stopping)) {
             break;
         }
@@ -548,7 +545,6 @@ int compact_start(const struct compact_cfg *c)
     cfg.data_dir = data_dir;
     memset(&stats, 0, sizeof(stats));
     atomic_store(&stopping, 0);
-    kicked = false;
     if (cfg.compact_after_ms == 0) {
         return 0;
     }
@@ -571,14 +567,6 @@ void compact_stop(void)
     pthread_mutex_unlock(&lock);
     pthread_join(thread, NULL);
     running = false;
-}
-
-void compact_kick(void)
-{
-    pthread_mutex_lock(&lock);
-    kicked = true;
-    pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
 }
 
 void compact_get_stats(struct compact_stats *out)

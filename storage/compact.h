@@ -58,8 +58,8 @@
  *
  * Threads: compact_start and compact_stop on the main thread (store.c);
  * the compaction thread runs at SCHED_IDLE (nice 19 where that fails),
- * so it takes only CPU that ingest and queries leave. compact_kick and
- * compact_get_stats from any thread. storage/ does not log: failures are
+ * so it takes only CPU that ingest and queries leave. compact_get_stats
+ * from any thread. storage/ does not log: failures are
  * counted.
  */
 #ifndef MIRADB_COMPACT_H
@@ -87,8 +87,6 @@ int compact_start(const struct compact_cfg *c);
 /* Stops it: a merge in progress is abandoned at its next row chunk (one
  * already writing its file finishes first). Before the shards and the catalog stop. */
 void compact_stop(void);
-/* Runs a pass now instead of at the next tick (tests, admin). */
-void compact_kick(void);
 
 /*
  * Merges in[0, n) (sealed blocks of one signal, referenced by the caller)
