@@ -73,6 +73,13 @@ static int inspect_text(blk *b, const char *path)
     printf("meta        shard %u, seal %llu, wal seq %llu\n", m->shard,
            (unsigned long long)m->seal_id, (unsigned long long)m->wal_seq);
     printf("rows        %llu\n", (unsigned long long)blk_rows(b));
+    printf("tier        %s", blk_n_sources(b) > 0 ? "cold, compacted from" : "hot");
+    struct blk_source src;
+    for (uint32_t i = 0; blk_source(b, i, &src) == 0; i++) {
+        printf("%s shard %u seal %llu (wal seq %llu)", i > 0 ? "," : "", src.shard,
+               (unsigned long long)src.seal_id, (unsigned long long)src.wal_seq);
+    }
+    printf("\n");
     blk_time_range(b, &mn, &mx);
     fmt_time(mn, t0, sizeof(t0));
     fmt_time(mx, t1, sizeof(t1));
@@ -145,6 +152,15 @@ static int inspect_json(blk *b, const char *path)
     json_object_set_new(o, "seal_id", json_integer((json_int_t)m->seal_id));
     json_object_set_new(o, "wal_seq", json_integer((json_int_t)m->wal_seq));
     json_object_set_new(o, "rows", json_integer((json_int_t)blk_rows(b)));
+    json_object_set_new(o, "tier", json_string(blk_n_sources(b) > 0 ? "cold" : "hot"));
+    json_t *srcs = json_array();
+    struct blk_source src;
+    for (uint32_t i = 0; blk_source(b, i, &src) == 0; i++) {
+        json_array_append_new(srcs, json_pack("{s:i,s:I,s:I}", "shard", (int)src.shard, "seal_id",
+                                              (json_int_t)src.seal_id, "wal_seq",
+                                              (json_int_t)src.wal_seq));
+    }
+    json_object_set_new(o, "sources", srcs);
     json_t *zones = json_object();
     blk_time_range(b, &mn, &mx);
     if (blk_rows(b) > 0) {

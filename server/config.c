@@ -115,6 +115,14 @@ static const struct opt opts[] = {
      "delete sealed blocks whose newest row is older than this (0 = keep)"},
     {"retention-bytes", OPT_BYTES, "0", NULL, 0, 1ll << 50, NUM(retention_bytes),
      "delete the oldest sealed blocks while all blocks take more than this (0 = keep)"},
+    {"compact-after", OPT_DUR, "1h", NULL, 0, 1ll << 50, NUM(compact_after_ms),
+     "merge sealed blocks whose newest row is older than this into zstd cold blocks, per time "
+     "window of this width (0 = off)"},
+    {"cold-target", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(cold_target),
+     "sealed block bytes merged into one cold block at most (and a sixteenth of the memory "
+     "budget: the merge holds its rows in memory)"},
+    {"zstd-level", OPT_INT, "3", NULL, 1, 19, NUM(zstd_level),
+     "zstd level of the cold blocks' tables"},
     {"min-free-bytes", OPT_BYTES, "256MiB", NULL, 0, 1ll << 50, NUM(min_free_bytes),
      "refuse exports (503 / UNAVAILABLE, /ready 503) while the data directory's filesystem has "
      "less free space; the rest stays for the seals that free WAL space (0 = until full)"},

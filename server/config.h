@@ -41,7 +41,10 @@ struct config {
     uint64_t block_max_age_ms; /* 0: automatic (60 s, or 1 s under --ack seal) */
     uint64_t retention_age_ms; /* 0: keep */
     uint64_t retention_bytes;  /* 0: keep */
-    uint64_t min_free_bytes;   /* refuse exports below this free space; 0: never */
+    uint64_t compact_after_ms; /* the cold tier (storage/compact.h); 0: off */
+    uint64_t cold_target;
+    int zstd_level;
+    uint64_t min_free_bytes; /* refuse exports below this free space; 0: never */
     /* SIGTERM to exit, at most (plus one seal attempt) */
     uint64_t shutdown_timeout_ms;
     int log_level;

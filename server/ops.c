@@ -22,6 +22,7 @@
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
+#include "storage/compact.h"
 #include "storage/diskfree.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
@@ -96,6 +97,61 @@ static void sum_stats(struct io_stats *out)
 static void header(struct evbuffer *o, const char *name, const char *type, const char *help)
 {
     evbuffer_add_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The cold tier (storage/compact.h): blocks and bytes by tier, compactions. */
+static void cold_metrics(struct evbuffer *o)
+{
+    static const char *const tiers[2] = {"hot", "cold"};
+    struct cat_tier t[3][2];
+    for (int g = 0; g < 3; g++) {
+        catalog_get_tiers(g + 1, t[g]);
+    }
+    header(o, "miradb_tier_blocks", "gauge",
+           "Sealed blocks by tier (cold: written by compaction).");
+    for (int g = 0; g < 3; g++) {
+        for (int k = 0; k < 2; k++) {
+            evbuffer_add_printf(o, "miradb_tier_blocks{signal=\"%s\",tier=\"%s\"} %llu\n",
+                                signal_name(g + 1), tiers[k], (unsigned long long)t[g][k].blocks);
+        }
+    }
+    header(o, "miradb_tier_block_bytes", "gauge", "Bytes of sealed block files by tier.");
+    for (int g = 0; g < 3; g++) {
+        for (int k = 0; k < 2; k++) {
+            evbuffer_add_printf(o, "miradb_tier_block_bytes{signal=\"%s\",tier=\"%s\"} %llu\n",
+                                signal_name(g + 1), tiers[k], (unsigned long long)t[g][k].bytes);
+        }
+    }
+    struct compact_stats cs;
+    compact_get_stats(&cs);
+    header(o, "miradb_compaction_backlog_blocks", "gauge",
+           "Hot blocks whose newest row is older than --compact-after (at the last pass).");
+    for (int g = 0; g < 3; g++) {
+        evbuffer_add_printf(o, "miradb_compaction_backlog_blocks{signal=\"%s\"} %llu\n",
+                            signal_name(g + 1), (unsigned long long)cs.backlog[g]);
+    }
+    const struct {
+        const char *name, *help;
+        double v;
+    } c[] = {
+        {"miradb_compaction_passes_total", "Compaction passes over the sealed blocks.",
+         (double)cs.passes},
+        {"miradb_compactions_total", "Cold blocks written by compaction.", (double)cs.compactions},
+        {"miradb_compaction_failures_total", "Compactions that failed (the inputs stay).",
+         (double)cs.failures},
+        {"miradb_compaction_blocks_in_total", "Hot blocks compaction replaced.",
+         (double)cs.blocks_in},
+        {"miradb_compaction_bytes_in_total", "File bytes of the blocks compaction replaced.",
+         (double)cs.bytes_in},
+        {"miradb_compaction_bytes_out_total", "File bytes of the cold blocks written.",
+         (double)cs.bytes_out},
+        {"miradb_compaction_rows_total", "Rows rewritten by compaction.", (double)cs.rows},
+        {"miradb_compaction_seconds_total", "Time spent compacting.", (double)cs.ns / 1e9},
+    };
+    for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+        header(o, c[k].name, "counter", c[k].help);
+        evbuffer_add_printf(o, "%s %.17g\n", c[k].name, c[k].v);
+    }
 }
 
 static void per_signal_transport(struct evbuffer *o, const char *name, const char *help,
@@ -235,6 +291,10 @@ void ops_metrics_text(struct evbuffer *o)
          offsetof(struct cat_stats, retention_deleted)},
         {"miradb_retention_deleted_bytes_total", "counter", "Bytes deleted by retention.",
          offsetof(struct cat_stats, retention_bytes_deleted)},
+        {"miradb_compaction_inputs_removed_at_boot", "gauge",
+         "Sealed blocks the boot removed because a cold block already held their rows (a "
+         "compaction interrupted between its rename and its inputs' unlink).",
+         offsetof(struct cat_stats, cold_inputs_removed)},
     };
     for (size_t k = 0; k < sizeof(per_cat) / sizeof(per_cat[0]); k++) {
         header(o, per_cat[k].name, per_cat[k].type, per_cat[k].help);
@@ -244,6 +304,7 @@ void ops_metrics_text(struct evbuffer *o)
                 (unsigned long long)*(const uint64_t *)((const char *)&cs[g] + per_cat[k].off));
         }
     }
+    cold_metrics(o);
     struct sealer_stats ss;
     sealer_get_stats(&ss);
     struct blk_stats bs;

@@ -53,10 +53,23 @@ enum blk_codec {
     BLK_CODEC_ZSTD = 1,
 };
 
+/* One input of a cold block (compact.h): the block it replaced, named by
+ * its header's shard and seal id, and the WAL watermark it held. */
+#define BLK_COLD_SHARD 65535u /* the header shard of a cold block (no shard's) */
+struct blk_source {
+    uint32_t shard;
+    uint64_t seal_id;
+    uint64_t wal_seq;
+};
+
 struct blk_wopts {
     enum blk_codec codec; /* for the attribute and detail tables (and root, see below) */
     int zstd_level;       /* 0 = default (3) */
     bool zstd_root;       /* also compress the root table (cold tier) */
+    /* n_sources > 0 writes a cold block (footer section 11): the blocks
+     * whose rows it holds (borrowed for the call). */
+    const struct blk_source *sources;
+    uint32_t n_sources;
 };
 
 /*
@@ -118,6 +131,16 @@ const struct blk_meta *blk_meta(const blk *b);
 const char *blk_path(const blk *b);
 /* File size in bytes. */
 uint64_t blk_file_bytes(const blk *b);
+
+/* A cold block (written by compaction, footer section 11) names the
+ * blocks it replaced: blk_n_sources of them (0: a hot block), source |i|
+ * into |*out| (0, or -EINVAL for i out of range). */
+uint32_t blk_n_sources(const blk *b);
+int blk_source(const blk *b, uint32_t i, struct blk_source *out);
+/* The file is unlinked when the last reference goes (a block compaction
+ * replaced: queries that hold it keep reading it until they let go). Any
+ * thread; once. */
+void blk_unlink_on_release(blk *b);
 
 /* ---- pruning sidecars (footer; no table is read) ---- */
 

@@ -167,6 +167,13 @@
  *                 not a string (the executor matches its JSON rendering)
  *                 or the block has more than GRAM_MAX_ITEMS grams, and
  *                 then nbits is 512 and the bits are zero
+ *    11 SOURCES   cold blocks only (compaction, storage/compact.h; hot
+ *                 blocks have none, and readers before it skip it): u32 n
+ *                 (> 0), u32 zero, n x { u32 shard, u32 zero, u64 seal id,
+ *                 u64 WAL watermark } of the blocks whose rows this block
+ *                 holds (so a boot that finds one of them beside this block
+ *                 after a crash removes it). Its presence is what makes a
+ *                 block cold: compaction never takes a cold block again.
  *     Resources, scopes and metrics are block-level ids (the open block's).
  *
  *   TRAILER (40 bytes, the end of the file)
@@ -211,6 +218,7 @@
 
 #define HDR_SIZE 64
 #define TRL_SIZE 40
+#define SOURCE_SIZE 24 /* one SEC_SOURCES entry */
 static const char hdr_magic[8] = "MiraBlk";
 static const char trl_magic[8] = "MiraEnd";
 
@@ -225,7 +233,8 @@ enum {
     SEC_HOTKEYS = 8,
     SEC_STREAMS = 9,
     SEC_GRAMS = 10,
-    SEC_MAX = 10,
+    SEC_SOURCES = 11,
+    SEC_MAX = 11,
 };
 
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
@@ -506,6 +515,10 @@ struct blk {
     const uint8_t *streams; /* SEC_STREAMS entries (16 bytes each), or NULL */
     uint32_t n_streams;
     const uint32_t *stream_rows;
+
+    const uint8_t *sources; /* SEC_SOURCES entries (24 bytes each), or NULL */
+    uint32_t n_sources;
+    atomic_bool unlink_on_release;
 
     _Atomic(void *) aux; /* blk_aux_set (block_streams.c); freed by blk_destroy */
     void (*aux_free)(void *);

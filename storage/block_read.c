@@ -129,8 +129,15 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
     }
     if (enc == INT_DELTA && b->version >= 3 && count > 0) {
         uint64_t n = count - 1;
-        if (count > b->size / 8 + 1 || len < INT_HDR + 8 ||
-            (w != 0 && n > (len - INT_HDR - 8) / w) || len != INT_HDR + 8 + n * w) {
+        /* The decoded array is bounded by the bytes there are: the file, or
+         * a zstd table's raw length (itself bounded, see the format), which
+         * a cold block's well-compressed tables exceed the file by. */
+        uint64_t bound = b->size;
+        for (int t = 0; t < N_TABLES; t++) {
+            bound = b->dir[t].raw > bound ? b->dir[t].raw : bound;
+        }
+        if (count > bound / 8 + 1 || len < INT_HDR + 8 || (w != 0 && n > (len - INT_HDR - 8) / w) ||
+            len != INT_HDR + 8 + n * w) {
             return -EBADMSG;
         }
         free(*dec);
@@ -736,6 +743,18 @@ static bool parse_hotkeys(blk *b, struct rd r)
     return true;
 }
 
+static bool parse_sources(blk *b, struct rd r)
+{
+    uint32_t n, z;
+    if (!rd_u32(&r, &n) || !rd_u32(&r, &z) || n == 0 ||
+        (uint64_t)(r.end - r.p) != (uint64_t)n * SOURCE_SIZE) {
+        return false;
+    }
+    b->sources = r.p;
+    b->n_sources = n;
+    return true;
+}
+
 static int parse_footer(blk *b, char *err, size_t errlen)
 {
     struct rd r = {b->map + b->foot_off, b->map + b->foot_off + b->foot_len};
@@ -835,6 +854,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     if (have[SEC_GRAMS] && !parse_grams(b, secs[SEC_GRAMS])) {
         return fail(err, errlen, "malformed body gram bloom section");
     }
+    if (have[SEC_SOURCES] && !parse_sources(b, secs[SEC_SOURCES])) {
+        return fail(err, errlen, "malformed cold block source section");
+    }
     return 0;
 }
 
@@ -842,6 +864,9 @@ static void blk_destroy(blk *b)
 {
     if (b == NULL) {
         return;
+    }
+    if (atomic_load(&b->unlink_on_release) && b->path != NULL) {
+        unlink(b->path); /* compaction replaced it; nobody reads it any more */
     }
     if (b->map != NULL) {
         munmap(b->map, b->size);
@@ -1042,6 +1067,28 @@ const char *blk_path(const blk *b)
 uint64_t blk_file_bytes(const blk *b)
 {
     return b->size;
+}
+
+uint32_t blk_n_sources(const blk *b)
+{
+    return b->n_sources;
+}
+
+int blk_source(const blk *b, uint32_t i, struct blk_source *out)
+{
+    if (i >= b->n_sources) {
+        return -EINVAL;
+    }
+    const uint8_t *e = b->sources + (size_t)i * SOURCE_SIZE;
+    out->shard = rd32(e);
+    out->seal_id = rd64(e + 8);
+    out->wal_seq = rd64(e + 16);
+    return 0;
+}
+
+void blk_unlink_on_release(blk *b)
+{
+    atomic_store(&b->unlink_on_release, true);
 }
 
 /* ---- sidecars ---- */

@@ -1319,6 +1319,20 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             sec_end(foot, at);
         }
     }
+    if (rc == 0 && o != NULL && o->n_sources > 0) {
+        nsec++;
+        rc = sec_begin(foot, SEC_SOURCES, &at) | vbuf_put_u32(foot, o->n_sources) |
+             vbuf_put_u32(foot, 0);
+        for (uint32_t i = 0; i < o->n_sources && rc == 0; i++) {
+            rc = vbuf_put_u32(foot, o->sources[i].shard) | vbuf_put_u32(foot, 0) |
+                 vbuf_put_u64(foot, o->sources[i].seal_id) |
+                 vbuf_put_u64(foot, o->sources[i].wal_seq);
+        }
+        rc = rc != 0 ? -ENOMEM : 0;
+        if (rc == 0) {
+            sec_end(foot, at);
+        }
+    }
     if (rc == 0) {
         rc = pad8(foot);
     }

@@ -44,7 +44,9 @@ struct cat_sig {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t retained_lock = PTHREAD_MUTEX_INITIALIZER; /* retained-<i>.seq files */
 static struct cat_sig sigs[SIG_COUNT];
+static uint64_t cold_next_id = 1; /* under |lock| */
 static char data_dir[512];
 
 void catalog_init(const char *dir)
@@ -88,6 +90,7 @@ void catalog_fini(void)
         }
         memset(&sigs[s], 0, sizeof(sigs[s]));
     }
+    cold_next_id = 1;
     pthread_mutex_unlock(&lock);
     free_handles(to_free);
 }
@@ -193,6 +196,58 @@ static void drop_mapped_pages(const char *path)
     fclose(f);
 }
 
+/* Is |hot| one of cold block |cold|'s sources? */
+static bool is_source_of(const blk *hot, const blk *cold)
+{
+    struct blk_source src;
+    const struct blk_meta *m = blk_meta(hot);
+    for (uint32_t i = 0; blk_source(cold, i, &src) == 0; i++) {
+        if (src.shard == m->shard && src.seal_id == m->seal_id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * After a crash between a cold block's rename and its inputs' unlink, both
+ * are on disk: the cold block wins (it is complete, fsynced and renamed
+ * whole, and the watermarks its inputs held were made durable before the
+ * rename), each input it names is unlinked.
+ */
+static void remove_compacted(enum signal s)
+{
+    struct cat_blk *gone = NULL;
+    pthread_mutex_lock(&lock);
+    for (struct cat_blk *c = sigs[s - 1].blocks; c != NULL; c = c->next) {
+        if (blk_n_sources(c->b) == 0) {
+            continue;
+        }
+        for (struct cat_blk **pp = &sigs[s - 1].blocks; *pp != NULL;) {
+            struct cat_blk *h = *pp;
+            if (blk_n_sources(h->b) == 0 && is_source_of(h->b, c->b)) {
+                *pp = h->next;
+                sigs[s - 1].st.blocks--;
+                sigs[s - 1].st.block_bytes -= h->bytes;
+                sigs[s - 1].st.rows -= blk_rows(h->b);
+                sigs[s - 1].st.cold_inputs_removed++;
+                h->next = gone;
+                gone = h;
+            } else {
+                pp = &h->next;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    while (gone != NULL) {
+        struct cat_blk *next = gone->next;
+        unlink(gone->path);
+        blk_unref(gone->b);
+        free(gone);
+        gone = next;
+    }
+}
+
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen)
 {
@@ -248,6 +303,27 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
             continue;
         }
         const struct blk_meta *m = blk_meta(b);
+        struct blk_source src;
+        for (uint32_t i = 0; blk_source(b, i, &src) == 0; i++) {
+            if (src.shard >= (uint32_t)n_shards) {
+                continue;
+            }
+            if (src.wal_seq > watermarks[src.shard]) {
+                watermarks[src.shard] = src.wal_seq;
+            }
+            /* A new block under an input's name would pass for that input
+             * at the next boot (and be removed as compacted). */
+            if (src.seal_id >= next_seal_ids[src.shard]) {
+                next_seal_ids[src.shard] = src.seal_id + 1;
+            }
+        }
+        if (m->shard == BLK_COLD_SHARD) {
+            pthread_mutex_lock(&lock);
+            if (m->seal_id >= cold_next_id) {
+                cold_next_id = m->seal_id + 1;
+            }
+            pthread_mutex_unlock(&lock);
+        }
         if ((int)m->shard < n_shards) {
             if (m->wal_seq > watermarks[m->shard]) {
                 watermarks[m->shard] = m->wal_seq;
@@ -267,6 +343,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
         }
     }
     closedir(dp);
+    remove_compacted(s);
     drop_mapped_pages(NULL);
     return 0;
 }
@@ -452,6 +529,19 @@ static int write_retained(enum signal s, uint32_t shard, uint64_t seq)
     return rc;
 }
 
+/* retained-<shard>.seq = max(itself, seq): 0 or -errno. Retention and
+ * compaction run on different threads, hence the lock. */
+static int raise_retained(enum signal s, uint32_t shard, uint64_t seq)
+{
+    int rc = 0;
+    pthread_mutex_lock(&retained_lock);
+    if (seq > read_retained(s, shard)) {
+        rc = write_retained(s, shard, seq);
+    }
+    pthread_mutex_unlock(&retained_lock);
+    return rc;
+}
+
 /* Records the deleted blocks' watermarks before their files go. Returns
  * false if that could not be made durable (then nothing is unlinked). */
 static bool persist_retained(struct cat_blk *gone)
@@ -475,7 +565,7 @@ static bool persist_retained(struct cat_blk *gone)
                 seq = blk_meta(b->b)->wal_seq;
             }
         }
-        if (seq > read_retained(s, m->shard) && write_retained(s, m->shard, seq) < 0) {
+        if (raise_retained(s, m->shard, seq) < 0) {
             return false;
         }
     }
@@ -525,6 +615,87 @@ int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes)
         gone = next;
     }
     return n;
+}
+
+uint64_t catalog_cold_id_take(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t id = cold_next_id++;
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+int catalog_persist_watermarks(enum signal s, const struct blk_source *src, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (src[i].shard == BLK_COLD_SHARD || src[i].wal_seq == 0) {
+            continue;
+        }
+        int rc = raise_retained(s, src[i].shard, src[i].wal_seq);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const char *path)
+{
+    struct cat_blk *gone = NULL;
+    uint64_t bytes = file_bytes(path);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n; i++) {
+        struct cat_blk *cb = sigs[s - 1].blocks;
+        while (cb != NULL && cb->b != in[i]) {
+            cb = cb->next;
+        }
+        if (cb == NULL) {
+            pthread_mutex_unlock(&lock);
+            return -ESTALE;
+        }
+    }
+    int rc = add_block_locked(s, out, path, bytes);
+    if (rc < 0) {
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (struct cat_blk **pp = &sigs[s - 1].blocks; *pp != NULL; pp = &(*pp)->next) {
+            struct cat_blk *cb = *pp;
+            if (cb->b == in[i]) {
+                *pp = cb->next;
+                sigs[s - 1].st.blocks--;
+                sigs[s - 1].st.block_bytes -= cb->bytes;
+                sigs[s - 1].st.rows -= blk_rows(cb->b);
+                cb->next = gone;
+                gone = cb;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    while (gone != NULL) {
+        struct cat_blk *next = gone->next;
+        blk_unlink_on_release(gone->b); /* when the last query holding it lets go */
+        blk_unref(gone->b);
+        free(gone);
+        gone = next;
+    }
+    drop_mapped_pages(path);
+    return 0;
+}
+
+void catalog_get_tiers(enum signal s, struct cat_tier out[2])
+{
+    memset(out, 0, 2 * sizeof(*out));
+    pthread_mutex_lock(&lock);
+    for (struct cat_blk *cb = sigs[s - 1].blocks; cb != NULL; cb = cb->next) {
+        struct cat_tier *t = &out[blk_n_sources(cb->b) > 0 ? 1 : 0];
+        t->blocks++;
+        t->bytes += cb->bytes;
+        t->rows += blk_rows(cb->b);
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 void catalog_forget(blk *b)

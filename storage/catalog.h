@@ -41,6 +41,7 @@ struct cat_stats {
     uint64_t retention_deleted;
     uint64_t retention_bytes_deleted;
     uint64_t quarantined_at_boot; /* blocks catalog_load could not open */
+    uint64_t cold_inputs_removed; /* at boot: inputs found beside their cold block */
     uint64_t unsealed_rows;       /* rows in open blocks, those being sealed included */
     uint64_t unsealed_blocks;
 };
@@ -55,7 +56,11 @@ void catalog_fini(void);
  * to the catalog and reports, per shard index below |n_shards|, the highest
  * WAL seq sealed (watermarks[i], 0 if none) and the next seal id to use.
  * A block that fails to open is moved to DATA/quarantine/ and counted in
- * *quarantined. Returns 0 or -errno (message in err).
+ * *quarantined. A hot block that a cold block names as its source (a
+ * compaction died between its rename and the inputs' unlink) is unlinked:
+ * the cold block holds its rows (compact.h). Returns 0 or -errno (message
+ * in err). A cold block's sources count for the watermarks and seal ids
+ * of their shards, as if their files were still there.
  */
 int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *next_seal_ids,
                  uint64_t *quarantined, char *err, size_t errlen);
@@ -96,6 +101,35 @@ void catalog_snap_release(struct cat_snap *sn);
  * all signals exceed |max_bytes| (0: no limit). Open blocks are never
  * touched. Returns how many blocks were deleted. */
 int catalog_retain(uint64_t now_ns, uint64_t max_age_ns, uint64_t max_bytes);
+
+/* ---- the cold tier (compact.h) ---- */
+
+/* The next seal id for a cold block (one sequence for the whole data
+ * directory: catalog_load starts it past every cold block it found). */
+uint64_t catalog_cold_id_take(void);
+/*
+ * Raises DATA/<signal>/retained-<shard>.seq (see catalog.c) to the highest
+ * WAL watermark of |src| per shard, durably, before a cold block holding
+ * those rows is renamed into place: the shards' watermarks then no longer
+ * depend on the input files. 0 or -errno (then the caller must not rename).
+ */
+int catalog_persist_watermarks(enum signal s, const struct blk_source *src, uint32_t n);
+/*
+ * Replaces the sealed blocks in[0, n) of |s| by |out|, the file at |path|,
+ * in one step under the catalog lock (the catalog takes the caller's
+ * reference to |out|): a snapshot taken before holds the inputs, one taken
+ * after holds |out|. Each input's file is unlinked when its last reference
+ * goes (blk_unlink_on_release). -ESTALE when an input is no longer listed
+ * (retention or quarantine took it meanwhile), -ENOMEM: then nothing
+ * changed and the caller still owns |out|.
+ */
+int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const char *path);
+
+struct cat_tier {
+    uint64_t blocks, bytes, rows;
+};
+/* Sealed blocks of |s| by tier: [0] hot, [1] cold. */
+void catalog_get_tiers(enum signal s, struct cat_tier out[2]);
 
 /* Removes |b| from the catalog (after quarantine). */
 void catalog_forget(blk *b);

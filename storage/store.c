@@ -8,6 +8,8 @@
  *   quarantine/         blocks that failed to open or verify
  *
  * SHUTDOWN ORDER
+ *   0. compact_stop(): a merge in progress is abandoned (its temp file
+ *      removed); the compactor reads and publishes blocks;
  *   1. sealer_give_up_at(deadline): no shard_stop below can then wait for
  *      ever on a seal that keeps failing (disk full);
  *   2. every shard_stop(): drains its queue, syncs its WAL, hands its last
@@ -28,6 +30,7 @@
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
+#include "storage/compact.h"
 #include "storage/oblock.h"
 
 #define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
@@ -209,6 +212,17 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     }
     free(watermarks);
     free(seal_ids);
+    if (rc == 0) {
+        /* After the catalog is loaded (it picks from it); low priority. */
+        struct compact_cfg cc = {.data_dir = c->data_dir,
+                                 .compact_after_ms = c->compact_after_ms,
+                                 .cold_target_bytes = c->cold_target,
+                                 .zstd_level = c->zstd_level};
+        rc = compact_start(&cc);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot start the compactor: %s", strerror(-rc));
+        }
+    }
     return rc;
 }
 
@@ -228,6 +242,7 @@ bool store_ready(void)
 
 void store_close(uint64_t give_up_ns)
 {
+    compact_stop();
     sealer_give_up_at(give_up_ns);
     for (int s = 0; s < SIG_COUNT; s++) {
         for (int i = 0; i < n_shards && shards[s] != NULL; i++) {

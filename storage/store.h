@@ -40,6 +40,9 @@ struct store_cfg {
     uint64_t block_max_age_ms;     /* ... or this old; 0: 60 s, or 1 s under SHARD_ACK_SEAL */
     uint64_t retention_age_ms;     /* 0: keep */
     uint64_t retention_bytes;      /* 0: keep */
+    uint64_t compact_after_ms;     /* the cold tier (compact.h); 0: off */
+    uint64_t cold_target;          /* 0: COMPACT_TARGET_DEFAULT */
+    int zstd_level;                /* cold tables; 0: 3 */
     shard_decode_fn replay;        /* the replay hook: decodes one WAL payload */
     sealer_failure_fn seal_failed; /* NULL: none; called as sealer_set_failure_hook says */
     uint64_t min_free_bytes;       /* refuse exports below this free space (diskfree.h); 0: never */

@@ -4,7 +4,7 @@
  *
  *   build/blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N]
  *                  [--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N]
- *                  [--keep 0|1] [--open-only 0|1]
+ *                  [--keep 0|1] [--open-only 0|1] [--cold-level N]
  *
  * Rows come from otlp-load's generator (bench/otlp-load/gen.h): request i,
  * i = 0, 1, ... (distinct requests, times ascending as on a live shard), is
@@ -16,6 +16,9 @@
  *            zstd (attrs and detail tables; root plain, the default): CPU ns
  *            per record of this thread (CLOCK_THREAD_CPUTIME_ID; the fsync
  *            waits are not CPU) and wall ns per record; medians.
+ *   cold     the plain file compacted alone into a cold block (compact_merge:
+ *            every table zstd at --cold-level, default 3, root included): CPU and wall ns per
+ *            record, and its bytes as below ("cold")
  *   bytes    the plain and the zstd file of that block, per record, split
  *            by table kind (root / attrs / detail, from blk_table_info), the
  *            footer (dictionaries, blooms, zone maps: blk_layout) and the
@@ -66,6 +69,7 @@
 #include "bench/otlp-load/gen.h"
 #include "proto/pbdec.h"
 #include "storage/block.h"
+#include "storage/compact.h"
 #include "storage/oblock.h"
 #include "storage/vcache.h"
 #include "storage/wal.h"
@@ -252,6 +256,34 @@ static void seal_bench(const char *dir, const oblock *ob, int reps, struct seal_
     struct blk_wopts zo = {.codec = BLK_CODEC_ZSTD};
     seal_one(dir, ob, 1000, &zo, &f->zstd_cpu_ns, &f->zstd_wall_ns, f->zstd_path,
              sizeof(f->zstd_path));
+}
+
+/* ---- the cold tier: the plain block compacted (storage/compact.h) ---- */
+
+struct cold_fig {
+    double cpu_ns, wall_ns; /* per record */
+    char path[700];
+};
+
+static int cold_level = 3; /* --cold-level */
+
+static void cold_bench(const char *dir, const char *plain_path, struct cold_fig *f)
+{
+    char err[200];
+    blk *b;
+    int rc = blk_open_ex(plain_path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "blkbench: open %s: %s\n", plain_path, err);
+        exit(1);
+    }
+    double n = (double)blk_rows(b), t0 = now_s(), c0 = cpu_s();
+    rc = compact_merge(dir, &b, 1, 1, cold_level, NULL, NULL, f->path, sizeof(f->path));
+    f->cpu_ns = (cpu_s() - c0) * 1e9 / n;
+    f->wall_ns = (now_s() - t0) * 1e9 / n;
+    blk_unref(b);
+    if (rc < 0) {
+        die("compact_merge", rc);
+    }
 }
 
 /* ---- bytes by table kind ---- */
@@ -646,7 +678,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N] "
                     "[--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N] "
-                    "[--keep 0|1] [--open-only 0|1]\n");
+                    "[--keep 0|1] [--open-only 0|1] [--cold-level N]\n");
 }
 
 int main(int argc, char **argv)
@@ -674,6 +706,8 @@ int main(int argc, char **argv)
             wal_frames = (uint32_t)atoi(v);
         } else if (strcmp(argv[i], "--replay-reps") == 0) {
             replay_reps = atoi(v);
+        } else if (strcmp(argv[i], "--cold-level") == 0) {
+            cold_level = atoi(v);
         } else if (strcmp(argv[i], "--keep") == 0) {
             keep = atoi(v);
         } else if (strcmp(argv[i], "--open-only") == 0) {
@@ -704,7 +738,8 @@ int main(int argc, char **argv)
 
     double load0 = loadavg();
     static struct seal_fig seal[4];
-    static struct bytes_fig plain[4], zstd[4];
+    static struct bytes_fig plain[4], zstd[4], cold[4];
+    static struct cold_fig cf[4];
     static struct open_fig opn[4], opn_z[4];
     static struct replay_fig rep[4];
     double settle_from = 0;
@@ -726,6 +761,8 @@ int main(int argc, char **argv)
         settle_from = now_s();
         bytes_of(seal[s].plain_path, &plain[s]);
         bytes_of(seal[s].zstd_path, &zstd[s]);
+        cold_bench(sdir, seal[s].plain_path, &cf[s]);
+        bytes_of(cf[s].path, &cold[s]);
         gen_fini(&g);
     }
     /* Let the last files settle past the cache's default window. */
@@ -768,6 +805,10 @@ int main(int argc, char **argv)
         print_bytes("plain", &plain[s]);
         printf(",");
         print_bytes("zstd", &zstd[s]);
+        printf(",");
+        print_bytes("cold", &cold[s]);
+        printf(",\"cold_merge\":{\"cpu_ns_per_record\":%.1f,\"wall_ns_per_record\":%.1f}",
+               cf[s].cpu_ns, cf[s].wall_ns);
         printf("}");
     }
     printf("},\"open\":{\"page_cache\":\"warm (files just written)\"");

@@ -14,7 +14,9 @@
  *
  * Kill points take turns: a random moment; right at /ready (seals the WAL
  * replay started may be in flight); just after a block's temporary file is
- * created, closed after writing, or renamed into place (inotify). Every
+ * created, closed after writing, or renamed into place (inotify), and the
+ * same steps of a compaction's cold block plus the unlink of one of its
+ * inputs (issue 12: the daemon runs with --compact-after 1s). Every
  * tenth epoch runs with blocks that never seal, so the next boot replays
  * more than a block and seals while replaying. Seals are frequent (2 MiB
  * blocks, 150 ms max age; 50 ms under --ack seal), on 2 shards per signal.
@@ -48,7 +50,7 @@
 #include "tests/util/httpc.h"
 #include "tests/util/tclock.h"
 
-#define KILLS 25
+#define KILLS 36                 /* 4 per kill point */
 #define CLIENT_SPAN (1ull << 32) /* ids of client c: c * CLIENT_SPAN + n */
 #define CLIENT_CAP (1u << 17)    /* records one client may send in a run */
 #define MAX_RECS_PER_REQ 24
@@ -187,8 +189,18 @@ enum kill_point {
     KILL_SEAL_CREATED, /* a block's temporary file was just created */
     KILL_SEAL_WRITTEN, /* ... just closed after writing */
     KILL_SEAL_RENAMED, /* a block file was just renamed into place */
+    KILL_COLD_CREATED, /* compaction: a cold block's temporary file was just created */
+    KILL_COLD_WRITTEN, /* ... just closed after writing */
+    KILL_COLD_RENAMED, /* ... just renamed into place, its inputs still there */
+    KILL_COLD_UNLINK,  /* ... an input was just unlinked (some may be left) */
     KILL_POINTS,
 };
+
+/* Cold blocks are s65535-<id>.blk (storage/compact.h). */
+static bool is_cold_name(const char *name)
+{
+    return strncmp(name, "s65535-", 7) == 0;
+}
 
 /* Waits (up to SEAL_WAIT_MS) for the seal step |kp| in any signal's block
  * directory; true when it was seen. */
@@ -199,10 +211,14 @@ static bool wait_seal_step(const char *data, enum kill_point kp)
     if (fd < 0) {
         return false;
     }
-    uint32_t mask = kp == KILL_SEAL_CREATED   ? IN_CREATE
-                    : kp == KILL_SEAL_WRITTEN ? IN_CLOSE_WRITE
-                                              : IN_MOVED_TO;
-    const char *want = kp == KILL_SEAL_RENAMED ? ".blk" : ".tmp";
+    bool cold = kp >= KILL_COLD_CREATED;
+    uint32_t mask = kp == KILL_SEAL_CREATED || kp == KILL_COLD_CREATED   ? IN_CREATE
+                    : kp == KILL_SEAL_WRITTEN || kp == KILL_COLD_WRITTEN ? IN_CLOSE_WRITE
+                    : kp == KILL_COLD_UNLINK                             ? IN_DELETE
+                                                                         : IN_MOVED_TO;
+    const char *want = kp == KILL_SEAL_RENAMED || kp == KILL_COLD_RENAMED || kp == KILL_COLD_UNLINK
+                           ? ".blk"
+                           : ".tmp";
     for (int i = 0; i < 3; i++) {
         char dir[600];
         snprintf(dir, sizeof(dir), "%s/%s", data, sigs[i]);
@@ -220,7 +236,11 @@ static bool wait_seal_step(const char *data, enum kill_point kp)
         for (ssize_t off = 0; n > 0 && off < n;) {
             const struct inotify_event *e = (const struct inotify_event *)(buf + off);
             size_t nl = e->len > 0 ? strlen(e->name) : 0;
-            if (nl >= 4 && strcmp(e->name + nl - 4, want) == 0) {
+            /* an unlinked input is a hot block; the other steps are the
+             * cold block's own, or (seal steps) a hot one's */
+            bool cold_name = nl > 0 && is_cold_name(e->name);
+            bool which = kp == KILL_COLD_UNLINK ? !cold_name : cold_name == cold;
+            if (nl >= 4 && strcmp(e->name + nl - 4, want) == 0 && which) {
                 seen = true;
             }
             off += (ssize_t)(sizeof(*e) + e->len);
@@ -435,8 +455,11 @@ static void battery(const char *ack)
      * drain and the sealer falls behind). Under --ack seal an export waits
      * for its seal, so seal more often there. */
     const char *age = strcmp(ack, "seal") == 0 ? "50ms" : "150ms";
-    const char *args[] = {"--shards",       "2",    "--io-threads",    "2", "--ack", ack,
-                          "--block-target", "2MiB", "--block-max-age", age, NULL};
+    /* The records are dated 2026-01-01: with --compact-after 1s every
+     * sealed block is compacted at the next pass (every 250 ms). */
+    const char *args[] = {
+        "--shards",        "2", "--io-threads",    "2",  "--ack", ack, "--block-target", "2MiB",
+        "--block-max-age", age, "--compact-after", "1s", NULL};
     /* Every tenth epoch runs with blocks that never seal and lasts longer, so
      * the next boot (a kill at ready) replays more than a block and seals
      * while replaying. */
@@ -551,6 +574,17 @@ static void battery(const char *ack)
             (unsigned long long)v2.maybe_present, (unsigned long long)v2.refused,
             (unsigned long long)blocks,
             (unsigned long long)(st2.sig[0].wal_rows + st2.sig[1].wal_rows + st2.sig[2].wal_rows));
+
+    fprintf(stderr,
+            "crash battery --ack %s: compaction kills: cold-created %d/%d seen, cold-written "
+            "%d/%d, cold-renamed %d/%d, input-unlinked %d/%d\n",
+            ack, seal_steps_seen[KILL_COLD_CREATED], kills_at[KILL_COLD_CREATED],
+            seal_steps_seen[KILL_COLD_WRITTEN], kills_at[KILL_COLD_WRITTEN],
+            seal_steps_seen[KILL_COLD_RENAMED], kills_at[KILL_COLD_RENAMED],
+            seal_steps_seen[KILL_COLD_UNLINK], kills_at[KILL_COLD_UNLINK]);
+    cr_assert_gt(seal_steps_seen[KILL_COLD_CREATED] + seal_steps_seen[KILL_COLD_WRITTEN] +
+                     seal_steps_seen[KILL_COLD_RENAMED] + seal_steps_seen[KILL_COLD_UNLINK],
+                 0, "no kill landed inside a compaction");
 
     /* The run did what it claims: every exporter had records acknowledged,
      * seals happened, and some kill landed inside one. */

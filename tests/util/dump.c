@@ -347,6 +347,26 @@ out:
     return rc;
 }
 
+/* A hot block that a cold block names as its source (a compaction that
+ * died before removing its inputs): the cold block holds its rows
+ * (storage/compact.h). */
+static bool compacted(const blk *b, blk *const *all, size_t n)
+{
+    const struct blk_meta *m = blk_meta(b);
+    if (blk_n_sources(b) != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct blk_source src;
+        for (uint32_t k = 0; blk_source(all[i], k, &src) == 0; k++) {
+            if (src.shard == m->shard && src.seal_id == m->seal_id) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static int dump_signal(const char *data, enum signal s, dump_fn fn, void *ctx,
                        struct dump_sig_stats *st, char *err, size_t errlen)
 {
@@ -401,6 +421,12 @@ static int dump_signal(const char *data, enum signal s, dump_fn fn, void *ctx,
         if (m->shard < DUMP_MAX_SHARDS && m->wal_seq > marks[m->shard]) {
             marks[m->shard] = m->wal_seq;
         }
+        struct blk_source src; /* a cold block holds its sources' watermarks */
+        for (uint32_t k = 0; blk_source(blocks[n_blocks], k, &src) == 0; k++) {
+            if (src.shard < DUMP_MAX_SHARDS && src.wal_seq > marks[src.shard]) {
+                marks[src.shard] = src.wal_seq;
+            }
+        }
         if (m->wal_seq > st->watermark_max) {
             st->watermark_max = m->wal_seq;
         }
@@ -408,6 +434,10 @@ static int dump_signal(const char *data, enum signal s, dump_fn fn, void *ctx,
         st->blocks++;
     }
     for (size_t i = 0; i < n_blocks && rc == 0; i++) {
+        if (compacted(blocks[i], blocks, n_blocks)) {
+            st->compacted_inputs++; /* the daemon's boot removes it */
+            continue;
+        }
         rc = emit_block(blocks[i], blk_path(blocks[i]), fn, ctx, st, err, errlen);
     }
     if (rc < 0) {

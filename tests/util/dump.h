@@ -14,6 +14,9 @@
  * handed out too. The WAL is replayed from a private copy, so the data
  * directory is never changed (the daemon, at its next boot, cuts torn tails
  * itself). Leftover *.tmp files of unfinished seals are counted, not read.
+ * A hot block that a cold block names as its input is skipped and counted,
+ * and a cold block's inputs' watermarks count as its shards' (the daemon's
+ * boot rules, storage/compact.h).
  *
  * Single-threaded; call it while no daemon runs on the directory (after a
  * kill or a stop).
@@ -48,18 +51,19 @@ struct dump_row {
 typedef int (*dump_fn)(void *ctx, const struct dump_row *r);
 
 struct dump_sig_stats {
-    uint64_t blocks;         /* opened */
-    uint64_t blocks_bad;     /* failed to open (the daemon quarantines them) */
-    uint64_t tables_bad;     /* attribute or detail tables that failed their check */
-    uint64_t tmp_files;      /* *.tmp left by a seal that did not finish */
-    uint64_t block_rows;     /* rows of the blocks that opened */
-    uint64_t wal_shards;     /* WAL directories found */
-    uint64_t wal_frames;     /* frames above the watermark, replayed */
-    uint64_t wal_skipped;    /* intact frames at or below the watermark */
-    uint64_t wal_bad_frames; /* intact frames that did not decode (skipped, as the daemon does) */
-    uint64_t wal_torn;       /* torn or corrupt tails wal_open cut (in the copy) */
-    uint64_t wal_rows;       /* rows of the replayed frames */
-    uint64_t watermark_max;  /* highest block watermark over the shards */
+    uint64_t blocks;           /* opened */
+    uint64_t blocks_bad;       /* failed to open (the daemon quarantines them) */
+    uint64_t tables_bad;       /* attribute or detail tables that failed their check */
+    uint64_t tmp_files;        /* *.tmp left by a seal that did not finish */
+    uint64_t compacted_inputs; /* hot blocks a cold block names (skipped: the boot removes them) */
+    uint64_t block_rows;       /* rows of the blocks that opened */
+    uint64_t wal_shards;       /* WAL directories found */
+    uint64_t wal_frames;       /* frames above the watermark, replayed */
+    uint64_t wal_skipped;      /* intact frames at or below the watermark */
+    uint64_t wal_bad_frames;   /* intact frames that did not decode (skipped, as the daemon does) */
+    uint64_t wal_torn;         /* torn or corrupt tails wal_open cut (in the copy) */
+    uint64_t wal_rows;         /* rows of the replayed frames */
+    uint64_t watermark_max;    /* highest block watermark over the shards */
 };
 
 struct dump_stats {

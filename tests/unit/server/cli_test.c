@@ -16,6 +16,7 @@
 
 #include "server/cli.h"
 #include "storage/block.h"
+#include "storage/compact.h"
 #include "tests/unit/storage/blkgen.h"
 #include "tests/util/tmpdir.h"
 
@@ -184,4 +185,39 @@ Test(cli, fsck_lists_every_damaged_block_and_table_and_fails)
 
     char *bad[] = {"fsck", "/nonexistent-h9", NULL};
     cr_assert_eq(run(cli_fsck, 2, bad, out, sizeof(out)), 2);
+}
+
+Test(cli, inspect_names_a_cold_blocks_inputs)
+{
+    static char out[1 << 16];
+    char p1[512], p2[512], cold[512], err[256];
+    make_block(dir, SIG_LOGS, 3, 0, p1, sizeof(p1));
+    make_block(dir, SIG_LOGS, 4, 1, p2, sizeof(p2));
+    blk *in[2];
+    cr_assert_eq(blk_open(p1, &in[0], err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(blk_open(p2, &in[1], err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(compact_merge(dir, in, 2, 9, 3, NULL, NULL, cold, sizeof(cold)), 0);
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+    char *a1[] = {"inspect", cold, NULL};
+    cr_assert_eq(run(cli_inspect, 2, a1, out, sizeof(out)), 0);
+    cr_assert(strstr(out, "rows        400\n") != NULL, "%s", out);
+    cr_assert(strstr(out, "tier        cold, compacted from shard 0 seal 3 (wal seq 30), shard 1 "
+                          "seal 4 (wal seq 40)\n") != NULL,
+              "%s", out);
+    char *a2[] = {"inspect", "--json", cold, NULL};
+    cr_assert_eq(run(cli_inspect, 3, a2, out, sizeof(out)), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    cr_assert_not_null(o, "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "tier")), "cold");
+    json_t *src = json_object_get(o, "sources");
+    cr_assert_eq(json_array_size(src), 2);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(src, 1), "seal_id")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(src, 1), "wal_seq")), 40);
+    cr_assert_eq(json_integer_value(json_object_get(o, "shard")), 65535);
+    json_decref(o);
+    char *a3[] = {"inspect", p1, NULL};
+    cr_assert_eq(run(cli_inspect, 2, a3, out, sizeof(out)), 0);
+    cr_assert(strstr(out, "tier        hot\n") != NULL, "%s", out);
 }

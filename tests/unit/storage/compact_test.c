@@ -1,0 +1,539 @@
+/*
+ * compact_test.c - storage/compact.c and the catalog's cold-tier hooks: a
+ * merge gives back exactly the rows of its inputs (every field, the
+ * resource, scope and metric each names, by content), in the writer's
+ * order (time, ties in input order), for every signal and for format 2
+ * inputs; the cold block names its inputs and is zstd throughout; the
+ * catalog swaps inputs for the output in one step and unlinks an input
+ * only when its last reference goes; a boot that finds a cold block beside
+ * its inputs keeps the cold block, and the watermarks survive.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/adm.h"
+#include "storage/block.h"
+#include "storage/catalog.h"
+#include "storage/compact.h"
+#include "storage/oblock.h"
+#include "tests/unit/storage/blkgen.h"
+#include "tests/util/tmpdir.h"
+
+static char dir[256];
+
+static void fresh(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    adm_init(1ull << 30);
+    oblock_cache_limit(0);
+}
+
+TestSuite(compact, .init = fresh);
+
+static void sigdir(enum signal s, char *out, size_t cap)
+{
+    cr_assert_eq(tmpdir_join(out, cap, dir, signal_name(s)), 0);
+    mkdir(out, 0755);
+}
+
+static blk *open_path(const char *path)
+{
+    blk *b = NULL;
+    char err[256];
+    int rc = blk_open(path, &b, err, sizeof(err));
+    cr_assert_eq(rc, 0, "blk_open %s: %d %s", path, rc, err);
+    return b;
+}
+
+/* A hot block of gen_oblock(sig, seed, rows) sealed into DATA/<signal>/. */
+static blk *hot_block(enum signal s, uint64_t seed, uint64_t rows, uint32_t shard, uint64_t wal_seq,
+                      uint64_t seal_id)
+{
+    char sub[300], path[512];
+    sigdir(s, sub, sizeof(sub));
+    oblock *ob = gen_oblock(s, seed, rows, 9);
+    struct blk_meta m = {.shard = shard, .wal_seq = wal_seq, .seal_id = seal_id};
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+    oblock_free(ob);
+    return open_path(path);
+}
+
+/* ---- a row by content: every field, and what its ids name ---- */
+
+static void put_s(struct vbuf *f, const void *p, size_t n)
+{
+    cr_assert_eq(vbuf_put_u32(f, (uint32_t)n), 0);
+    cr_assert_eq(vbuf_put(f, p, n), 0);
+}
+#define PUT_M(f, m) put_s(f, (m).p, (m).len)
+#define PUT_V(f, x) cr_assert_eq(vbuf_put(f, &(x), sizeof(x)), 0)
+
+static void put_res(struct vbuf *f, const struct res_view *r)
+{
+    put_s(f, r->attrs.p, r->attrs.len);
+    PUT_V(f, r->attrs.count);
+    PUT_V(f, r->dropped_attrs);
+    PUT_M(f, r->schema_url);
+}
+
+static void put_scope(struct vbuf *f, const struct scope_view *s)
+{
+    PUT_M(f, s->name);
+    PUT_M(f, s->version);
+    put_s(f, s->attrs.p, s->attrs.len);
+    PUT_V(f, s->attrs.count);
+    PUT_V(f, s->dropped_attrs);
+    PUT_M(f, s->schema_url);
+    put_res(f, s->resource);
+}
+
+/* Row |i| of |b| by content into |f| (reset first). */
+static void row_content(blk *b, uint64_t i, struct vbuf *f)
+{
+    vbuf_reset(f);
+    if (blk_signal(b) == SIG_LOGS) {
+        struct log_view v;
+        cr_assert_eq(blk_log(b, i, BLK_ALL, &v), 0);
+        PUT_V(f, v.time_ns);
+        PUT_V(f, v.observed_ns);
+        PUT_V(f, v.severity_number);
+        PUT_M(f, v.severity_text);
+        PUT_V(f, v.body_type);
+        PUT_M(f, v.body_str);
+        PUT_M(f, v.body_val);
+        put_s(f, v.attrs.p, v.attrs.len);
+        PUT_V(f, v.attrs.count);
+        PUT_V(f, v.dropped_attrs);
+        PUT_V(f, v.flags);
+        PUT_V(f, v.has_trace_id);
+        PUT_V(f, v.has_span_id);
+        PUT_V(f, v.trace_id);
+        PUT_V(f, v.span_id);
+        PUT_M(f, v.event_name);
+        put_scope(f, v.scope);
+    } else if (blk_signal(b) == SIG_TRACES) {
+        struct span_view v;
+        cr_assert_eq(blk_span(b, i, BLK_ALL, &v), 0);
+        PUT_V(f, v.start_ns);
+        PUT_V(f, v.end_ns);
+        PUT_V(f, v.trace_id);
+        PUT_V(f, v.span_id);
+        PUT_V(f, v.parent_span_id);
+        PUT_V(f, v.has_parent);
+        PUT_M(f, v.trace_state);
+        PUT_M(f, v.name);
+        PUT_V(f, v.kind);
+        PUT_V(f, v.flags);
+        PUT_V(f, v.status_code);
+        PUT_M(f, v.status_message);
+        put_s(f, v.attrs.p, v.attrs.len);
+        PUT_V(f, v.attrs.count);
+        PUT_V(f, v.dropped_attrs);
+        PUT_M(f, v.events);
+        PUT_V(f, v.n_events);
+        PUT_V(f, v.dropped_events);
+        PUT_M(f, v.links);
+        PUT_V(f, v.n_links);
+        PUT_V(f, v.dropped_links);
+        put_scope(f, v.scope);
+    } else {
+        struct point_view v;
+        cr_assert_eq(blk_point(b, i, BLK_ALL, &v), 0);
+        PUT_V(f, v.start_ns);
+        PUT_V(f, v.time_ns);
+        put_s(f, v.attrs.p, v.attrs.len);
+        PUT_V(f, v.attrs.count);
+        PUT_V(f, v.flags);
+        PUT_V(f, v.value_type);
+        PUT_V(f, v.value.i);
+        PUT_V(f, v.count);
+        PUT_V(f, v.sum);
+        PUT_V(f, v.min);
+        PUT_V(f, v.max);
+        PUT_V(f, v.has_sum);
+        PUT_V(f, v.has_min);
+        PUT_V(f, v.has_max);
+        PUT_M(f, v.detail);
+        PUT_M(f, v.exemplars);
+        PUT_V(f, v.n_exemplars);
+        const struct metric_view *m = v.metric;
+        PUT_M(f, m->name);
+        PUT_M(f, m->description);
+        PUT_M(f, m->unit);
+        PUT_V(f, m->kind);
+        PUT_V(f, m->temporality);
+        PUT_V(f, m->monotonic);
+        put_s(f, m->metadata.p, m->metadata.len);
+        put_scope(f, v.scope);
+    }
+}
+
+struct ref {
+    uint64_t t;
+    uint32_t in;
+    uint64_t row;
+};
+
+static int cmp_ref(const void *a, const void *b)
+{
+    const struct ref *x = a, *y = b;
+    if (x->t != y->t) {
+        return x->t < y->t ? -1 : 1;
+    }
+    if (x->in != y->in) {
+        return x->in < y->in ? -1 : 1;
+    }
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Cold block |c| holds exactly the rows of in[0, n), in time order, ties
+ * in input order (the merge appends the inputs in order, the writer's
+ * sort is stable), and names each input as a source. */
+static void check_merged(blk *c, blk *const *in, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k < n; k++) {
+        total += blk_rows(in[k]);
+    }
+    cr_assert_eq(blk_rows(c), total);
+    struct ref *r = calloc(total + 1, sizeof(*r));
+    uint64_t j = 0;
+    for (size_t k = 0; k < n; k++) {
+        cr_assert_eq(blk_load(in[k], BLK_ALL), 0);
+        const uint64_t *t = blk_col_time(in[k]);
+        for (uint64_t i = 0; i < blk_rows(in[k]); i++) {
+            r[j++] = (struct ref){t[i], (uint32_t)k, i};
+        }
+    }
+    qsort(r, total, sizeof(*r), cmp_ref);
+    struct vbuf want, got;
+    vbuf_init(&want);
+    vbuf_init(&got);
+    for (j = 0; j < total; j++) {
+        row_content(in[r[j].in], r[j].row, &want);
+        row_content(c, j, &got);
+        cr_assert(want.len == got.len && memcmp(want.p, got.p, want.len) == 0,
+                  "cold row %llu differs from input %u row %llu", (unsigned long long)j, r[j].in,
+                  (unsigned long long)r[j].row);
+    }
+    vbuf_fini(&want);
+    vbuf_fini(&got);
+    free(r);
+
+    cr_assert_eq(blk_n_sources(c), n);
+    for (uint32_t k = 0; k < n; k++) {
+        struct blk_source s;
+        cr_assert_eq(blk_source(c, k, &s), 0);
+        cr_expect_eq(s.shard, blk_meta(in[k])->shard);
+        cr_expect_eq(s.seal_id, blk_meta(in[k])->seal_id);
+        cr_expect_eq(s.wal_seq, blk_meta(in[k])->wal_seq);
+    }
+    struct blk_source s;
+    cr_expect_eq(blk_source(c, (uint32_t)n, &s), -EINVAL);
+    cr_expect_eq(blk_meta(c)->shard, BLK_COLD_SHARD);
+    cr_expect_eq(blk_meta(c)->wal_seq, 0);
+    for (uint32_t t = 0; t < blk_n_tables(c); t++) {
+        struct blk_table_info ti;
+        cr_assert_eq(blk_table_info(c, t, &ti), 0);
+        cr_expect_eq(ti.codec, BLK_CODEC_ZSTD, "table %u", t);
+    }
+    struct blk_layout lay;
+    blk_layout(c, &lay);
+    cr_expect_eq(lay.version, BLK_VERSION);
+}
+
+static void merge_signal(enum signal s)
+{
+    char sub[300], path[600];
+    blk *in[3] = {hot_block(s, 101, 700, 0, 11, 1), hot_block(s, 102, 5000, 1, 40, 1),
+                  hot_block(s, 103, 1, 0, 12, 2)};
+    sigdir(s, sub, sizeof(sub));
+    size_t bad = 99;
+    cr_assert_eq(compact_merge(sub, in, 3, 7, 3, NULL, &bad, path, sizeof(path)), 0);
+    cr_expect_eq(bad, 99);
+    char want[600];
+    snprintf(want, sizeof(want), "%s/s65535-0000000000000007.blk", sub);
+    cr_expect_str_eq(path, want);
+    blk *c = open_path(path);
+    check_merged(c, in, 3);
+    cr_expect_eq(blk_n_sources(in[0]), 0, "a sealed block is hot");
+    if (s == SIG_METRICS) {
+        cr_expect_gt(blk_n_streams(c), 0, "the stream index is rebuilt");
+    }
+    blk_unref(c);
+    for (int k = 0; k < 3; k++) {
+        blk_unref(in[k]);
+    }
+    blk_scratch_release(); /* the writer's kept scratch (block.h) */
+    cr_expect_eq(adm_in_use(), 0, "the merge returns what it charged");
+}
+
+Test(compact, merge_gives_back_every_log_record_in_time_order)
+{
+    merge_signal(SIG_LOGS);
+}
+
+Test(compact, merge_gives_back_every_span_in_time_order)
+{
+    merge_signal(SIG_TRACES);
+}
+
+Test(compact, merge_gives_back_every_point_in_time_order)
+{
+    merge_signal(SIG_METRICS);
+}
+
+static blk *vector(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/blocks/%s",
+             getenv("MIRADB_VECTORS") ? getenv("MIRADB_VECTORS") : "tests/vectors", name);
+    return open_path(path);
+}
+
+Test(compact, format_2_inputs_are_rewritten_as_format_3)
+{
+    static const char *const sets[][3] = {
+        {"v2-logs-grams-60.blk", "v2-logs-zstd-30.blk", "v3-logs-grams-60.blk"},
+        {"v2-traces-40.blk", "v2-traces-zstd-20.blk", "v3-traces-40.blk"},
+        {"v2-metrics-8.blk", "v2-metrics-streams-50.blk", "v3-metrics-streams-50.blk"},
+    };
+    for (int k = 0; k < 3; k++) {
+        char sub[300], path[600];
+        blk *in[3];
+        for (int i = 0; i < 3; i++) {
+            in[i] = vector(sets[k][i]);
+        }
+        struct blk_layout lay;
+        blk_layout(in[0], &lay);
+        cr_assert_eq(lay.version, 2);
+        sigdir(blk_signal(in[0]), sub, sizeof(sub));
+        cr_assert_eq(compact_merge(sub, in, 3, 1 + (uint64_t)k, 3, NULL, NULL, path, sizeof(path)),
+                     0);
+        blk *c = open_path(path);
+        check_merged(c, in, 3);
+        blk_unref(c);
+        for (int i = 0; i < 3; i++) {
+            blk_unref(in[i]);
+        }
+    }
+}
+
+Test(compact, merge_refuses_no_input_and_mixed_signals_and_leaves_nothing)
+{
+    char sub[300], path[600];
+    blk *in[2] = {hot_block(SIG_LOGS, 1, 10, 0, 1, 1), hot_block(SIG_TRACES, 2, 10, 0, 1, 1)};
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    cr_expect_eq(compact_merge(sub, in, 0, 1, 3, NULL, NULL, path, sizeof(path)), -EINVAL);
+    cr_expect_eq(compact_merge(sub, in, 2, 1, 3, NULL, NULL, path, sizeof(path)), -EINVAL);
+    _Atomic int stop = 1;
+    cr_expect_eq(compact_merge(sub, in, 1, 1, 3, &stop, NULL, path, sizeof(path)), -ECANCELED);
+    cr_expect_lt(tmpdir_file_size(sub, "s65535-0000000000000001.blk"), 0);
+    cr_expect_lt(tmpdir_file_size(sub, "s65535-0000000000000001.blk.tmp"), 0);
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+}
+
+/* Rows alike but for their time (one per microsecond) compress far below
+ * 8 bytes a row: the reader must bound a delta column by the zstd
+ * table's raw length, not by the file size alone. */
+Test(compact, a_cold_block_smaller_than_8_bytes_a_row_opens)
+{
+    char sub[300], path[600], hpath[600];
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    struct res_row *r = batch_add_resource(bt);
+    r->schema_url = (struct mstr){"", 0};
+    struct scope_row *sc = batch_add_scope(bt);
+    sc->name = (struct mstr){"s", 1};
+    for (int i = 0; i < 20000; i++) {
+        struct log_row *l = batch_add_log(bt);
+        l->time_ns = 1767225600000000000ull + 1000u * (uint64_t)i;
+        l->body_type = VAL_STR;
+        l->body_str = (struct mstr){"same line", 9};
+    }
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    batch_free(bt);
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    struct blk_meta m = {.shard = 0, .wal_seq = 1, .seal_id = 1};
+    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, hpath, sizeof(hpath)), 0);
+    oblock_free(ob);
+    blk *in = open_path(hpath);
+    cr_assert_eq(compact_merge(sub, &in, 1, 1, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk *c = open_path(path);
+    cr_expect_lt(blk_file_bytes(c), 8 * 20000, "%llu bytes", (unsigned long long)blk_file_bytes(c));
+    check_merged(c, &in, 1);
+    blk_unref(c);
+    blk_unref(in);
+}
+
+static uint64_t snap_rows(const struct cat_snap *sn)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < sn->n_blocks; i++) {
+        n += blk_rows(sn->blocks[i]);
+    }
+    return n;
+}
+
+static uint64_t ids[4]; /* the next seal ids of the last load */
+
+/* Loads DATA/logs/ into the catalog (one shard index per |n| below). */
+static void load(int n, uint64_t *wm)
+{
+    uint64_t q = 0;
+    char err[256];
+    cr_assert_eq(catalog_load(SIG_LOGS, n, wm, ids, &q, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(q, 0);
+}
+
+Test(compact, replace_swaps_in_one_step_and_unlinks_an_input_after_its_last_reader)
+{
+    char sub[300], path[600];
+    uint64_t wm[2];
+    blk_unref(hot_block(SIG_LOGS, 5, 300, 0, 21, 1));
+    blk_unref(hot_block(SIG_LOGS, 6, 200, 1, 33, 1));
+    load(2, wm);
+    struct cat_snap before, after;
+    cr_assert_eq(catalog_snapshot(SIG_LOGS, &before), 0);
+    cr_assert_eq(before.n_blocks, 2);
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    uint64_t id = catalog_cold_id_take();
+    cr_expect_eq(id, 1);
+    cr_assert_eq(compact_merge(sub, before.blocks, 2, id, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk *c = open_path(path);
+    cr_assert_eq(catalog_replace(SIG_LOGS, before.blocks, 2, c, path), 0);
+
+    cr_assert_eq(catalog_snapshot(SIG_LOGS, &after), 0);
+    cr_assert_eq(after.n_blocks, 1, "the inputs are out, the cold block in");
+    cr_expect_eq(after.blocks[0], c);
+    cr_expect_eq(snap_rows(&before), 500);
+    cr_expect_eq(snap_rows(&after), 500);
+    struct cat_tier t[2];
+    catalog_get_tiers(SIG_LOGS, t);
+    cr_expect_eq(t[0].blocks, 0);
+    cr_expect_eq(t[1].blocks, 1);
+    cr_expect_eq(t[1].rows, 500);
+    struct cat_stats st;
+    catalog_get_stats(SIG_LOGS, &st);
+    cr_expect_eq(st.blocks, 1);
+    cr_expect_eq(st.rows, 500);
+    cr_expect_eq(st.block_bytes, (uint64_t)tmpdir_file_size(sub, "s65535-0000000000000001.blk"));
+
+    /* The earlier snapshot still reads its inputs; their files stay. */
+    struct log_view v;
+    cr_expect_eq(blk_log(before.blocks[1], 199, BLK_ALL, &v), 0);
+    cr_expect_gt(tmpdir_file_size(sub, "s0000-0000000000000001.blk"), 0);
+    cr_expect_gt(tmpdir_file_size(sub, "s0001-0000000000000001.blk"), 0);
+    catalog_snap_release(&before);
+    cr_expect_lt(tmpdir_file_size(sub, "s0000-0000000000000001.blk"), 0, "unlinked at release");
+    cr_expect_lt(tmpdir_file_size(sub, "s0001-0000000000000001.blk"), 0, "unlinked at release");
+
+    /* A second swap of inputs that are gone changes nothing. */
+    blk *again = open_path(path);
+    cr_expect_eq(catalog_replace(SIG_LOGS, after.blocks, 1, again, path), 0,
+                 "the cold block itself is listed");
+    catalog_snap_release(&after);
+    catalog_get_stats(SIG_LOGS, &st);
+    cr_expect_eq(st.blocks, 1);
+    catalog_fini();
+}
+
+Test(compact, replace_refuses_inputs_the_catalog_no_longer_lists)
+{
+    char sub[300], path[600];
+    uint64_t wm[1];
+    blk_unref(hot_block(SIG_LOGS, 5, 30, 0, 2, 1));
+    blk_unref(hot_block(SIG_LOGS, 6, 20, 0, 3, 2));
+    load(1, wm);
+    struct cat_snap sn;
+    cr_assert_eq(catalog_snapshot(SIG_LOGS, &sn), 0);
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    cr_assert_eq(compact_merge(sub, sn.blocks, 2, 1, 3, NULL, NULL, path, sizeof(path)), 0);
+    catalog_forget(sn.blocks[0]); /* as quarantine does */
+    blk *c = open_path(path);
+    cr_expect_eq(catalog_replace(SIG_LOGS, sn.blocks, 2, c, path), -ESTALE);
+    struct cat_stats st;
+    catalog_get_stats(SIG_LOGS, &st);
+    cr_expect_eq(st.blocks, 1);
+    cr_expect_eq(st.rows, 20);
+    blk_unref(c);
+    catalog_snap_release(&sn);
+    cr_expect_gt(tmpdir_file_size(sub, "s0000-0000000000000002.blk"), 0, "not unlinked");
+    catalog_fini();
+}
+
+Test(compact, a_boot_that_finds_a_cold_block_beside_its_inputs_keeps_each_row_once)
+{
+    char sub[300], path[600];
+    uint64_t wm[2];
+    blk *in[2] = {hot_block(SIG_LOGS, 8, 120, 0, 17, 3), hot_block(SIG_LOGS, 9, 80, 1, 25, 6)};
+    blk *other = hot_block(SIG_LOGS, 10, 40, 0, 30, 4); /* not compacted */
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    cr_assert_eq(compact_merge(sub, in, 2, 5, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+    blk_unref(other);
+    /* The crash came after the rename, before the inputs went. */
+    load(2, wm);
+    cr_expect_eq(wm[0], 30);
+    cr_expect_eq(wm[1], 25, "the cold block's sources keep shard 1's watermark");
+    cr_expect_lt(tmpdir_file_size(sub, "s0000-0000000000000003.blk"), 0, "input removed");
+    cr_expect_lt(tmpdir_file_size(sub, "s0001-0000000000000006.blk"), 0, "input removed");
+    cr_expect_gt(tmpdir_file_size(sub, "s0000-0000000000000004.blk"), 0, "not an input");
+    struct cat_stats st;
+    catalog_get_stats(SIG_LOGS, &st);
+    cr_expect_eq(st.blocks, 2);
+    cr_expect_eq(st.rows, 240);
+    cr_expect_eq(st.cold_inputs_removed, 2);
+    cr_expect_eq(catalog_cold_id_take(), 6, "past every cold block found");
+    catalog_fini();
+
+    /* With the inputs gone, the watermarks and seal ids stay (retained
+     * files and sources): shard 1's next block must not be named as an
+     * input of the cold block, or the boot after would remove it. */
+    catalog_init(dir);
+    load(2, wm);
+    cr_expect_eq(wm[0], 30);
+    cr_expect_eq(wm[1], 25);
+    cr_expect_eq(ids[0], 5);
+    cr_expect_eq(ids[1], 7, "next seal id %llu", (unsigned long long)ids[1]);
+    catalog_fini();
+}
+
+Test(compact, persisted_watermarks_outlive_the_cold_block_retention_deletes)
+{
+    char sub[300];
+    uint64_t wm[2];
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    struct blk_source src[3] = {{0, 1, 14}, {1, 2, 9}, {0, 3, 12}};
+    cr_assert_eq(catalog_persist_watermarks(SIG_LOGS, src, 3), 0);
+    struct blk_source lower = {0, 4, 5};
+    cr_assert_eq(catalog_persist_watermarks(SIG_LOGS, &lower, 1), 0, "never lowered");
+    load(2, wm);
+    cr_expect_eq(wm[0], 14);
+    cr_expect_eq(wm[1], 9);
+    catalog_fini();
+}
+
+Test(compact, a_window_is_settled_once_its_end_is_compact_after_past)
+{
+    uint64_t h = 3600000000000ull, t = 10 * h; /* now: 10 h */
+    cr_expect(compact_window_settled(0, h, t));
+    cr_expect(compact_window_settled(8 * h - 1, h, t), "window [7h, 8h) ended 2 h ago");
+    cr_expect(compact_window_settled(8 * h, h, t), "window [8h, 9h) ended 1 h ago");
+    cr_expect_not(compact_window_settled(9 * h, h, t), "window [9h, 10h) ended now");
+    cr_expect_not(compact_window_settled(8 * h, h, t - 1));
+    cr_expect_not(compact_window_settled(UINT64_MAX - 3, h, t), "rows dated near 2^64");
+    cr_expect_not(compact_window_settled(UINT64_MAX, 1000000000ull, UINT64_MAX - 1));
+    cr_expect_not(compact_window_settled(0, h, h - 1), "now before compact_after");
+    cr_expect_not(compact_window_settled(0, 0, t), "compact_after 0: off");
+}
