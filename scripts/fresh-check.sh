@@ -14,7 +14,9 @@
 #                     CURL_CA_BUNDLE) and ~/.npmrc are carried over, since package traffic may
 #                     pass through a proxy with a certificate of its own
 #   clone         60  the repository's committed HEAD, cloned into /root/miradb in the root
-#   test        1200  `make test` in a chroot with /proc, /dev, /dev/pts and a tmpfs /dev/shm
+#   test        1800  `make test` in a chroot with /proc, /dev, /dev/pts and a tmpfs /dev/shm
+#                     (the first `make test` also installs every Debian package, chromium and
+#                     node included, and the npm packages: that is most of the time)
 #   run          300  `make run`, then /ready and one export on 127.0.0.1:4318
 # On any exit every process inside the root is stopped by pid, the mounts are undone and the
 # root is removed; logs stay in build/fresh-check/. A failure prints one line naming the step
@@ -180,7 +182,7 @@ say "cloned $head"
 step="make test"
 log=$work/test.log
 say "make test (first run, nothing but git and make installed)"
-in_root "$(secs test 1200)" 'cd /root/miradb && make test' >"$log" 2>&1 ||
+in_root "$(secs test 1800)" 'cd /root/miradb && make test' >"$log" 2>&1 ||
     die "make test failed on its first run, or ran past its deadline" "$log"
 say "make test: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)"
 

@@ -174,7 +174,7 @@ static double tier(const struct daemon *d, const char *what, enum signal s, cons
     return daemon_metric(d, series);
 }
 
-Test(compact, cold_blocks_answer_every_endpoint_with_the_same_rows, .timeout = 240)
+Test(compact, cold_blocks_answer_every_endpoint_with_the_same_rows)
 {
     struct daemon d;
     char dir[256];
@@ -243,7 +243,7 @@ Test(compact, cold_blocks_answer_every_endpoint_with_the_same_rows, .timeout = 2
     expect_each_once(dir, true);
 }
 
-Test(compact, retention_by_age_and_by_bytes_deletes_cold_blocks, .timeout = 120)
+Test(compact, retention_by_age_and_by_bytes_deletes_cold_blocks)
 {
     struct daemon d;
     char dir[256];
