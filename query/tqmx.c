@@ -439,30 +439,10 @@ static int parse_query(struct mp *p, struct tqmx_node **out)
 
 /* ---- second stages and metric filters -------------------------------------- */
 
+/* A metric filter compares values with a number: no regex operators. */
 static bool filter_op(enum qtok k, enum traceql_op *op)
 {
-    switch (k) {
-    case QT_EQ:
-        *op = TRACEQL_OP_EQ;
-        return true;
-    case QT_NEQ:
-        *op = TRACEQL_OP_NE;
-        return true;
-    case QT_GT:
-        *op = TRACEQL_OP_GT;
-        return true;
-    case QT_GE:
-        *op = TRACEQL_OP_GE;
-        return true;
-    case QT_LT:
-        *op = TRACEQL_OP_LT;
-        return true;
-    case QT_LE:
-        *op = TRACEQL_OP_LE;
-        return true;
-    default:
-        return false;
-    }
+    return traceql_cmp_op(k, op) && *op != TRACEQL_OP_RE && *op != TRACEQL_OP_NRE;
 }
 
 static struct tqmx_stage *push_stage(struct mp *p, struct tqmx_node *n)

@@ -39,33 +39,6 @@ static unsigned query_tables(const struct tqmx_query *q)
     return t;
 }
 
-/* Every table the input's filters may read. */
-static unsigned node_tables(const struct traceql_node *n)
-{
-    switch (n->kind) {
-    case TRACEQL_N_FILTER:
-        return traces_field_tables(n->filter);
-    case TRACEQL_N_SPANSET_OP:
-        return node_tables(n->l) | node_tables(n->r);
-    case TRACEQL_N_PIPELINE:
-        break;
-    }
-    unsigned t = node_tables(n->input);
-    for (size_t i = 0; i < n->n_stages; i++) {
-        const struct traceql_stage *st = &n->stages[i];
-        if (st->node != NULL) {
-            t |= node_tables(st->node);
-        }
-        for (size_t k = 0; k < st->n_fields; k++) {
-            t |= traces_field_tables(st->fields[k]);
-        }
-        if (st->kind == TRACEQL_STAGE_SCALAR_FILTER) {
-            t |= BLK_ATTRS | BLK_DETAIL; /* aggregates over any field */
-        }
-    }
-    return t;
-}
-
 /* Plans source |si|: false to skip it (counted). */
 static bool source_use(struct tqmx_run *x, const struct traces_search_req *sr,
                        const struct seeds *sd, size_t si, unsigned want)
@@ -373,9 +346,9 @@ int tqmx_scan(struct tqmx_run *x, struct qrun *qr)
         .expr = q->input, .start_ns = x->rq->range.start + 1, .end_ns = x->rq->range.end};
     struct seeds sd = {0};
     traces_seeds_of(q->input->root, &sd);
-    unsigned want = query_tables(q) | node_tables(q->input->root);
+    unsigned want = query_tables(q) | traces_node_tables(q->input->root);
     if (q->cmp != NULL) {
-        want |= node_tables(q->cmp->root);
+        want |= traces_node_tables(q->cmp->root);
     }
     x->q.st.blocks_considered += x->q.n_src;
     return needs_whole(q) ? scan_traces(x, qr, &sr, &sd, want) : scan_spans(x, qr, &sr, &sd, want);

@@ -632,41 +632,6 @@ static int eval_node(struct tqmx_run *x, const struct tqmx_node *n, struct tqmx_
 
 /* ---- the answer ---------------------------------------------------------------------- */
 
-static void json_any(struct jsonw *w, const struct tv *v)
-{
-    char buf[64];
-    jsonw_obj_begin(w);
-    switch (v->t) {
-    case TRACEQL_T_STRING:
-        jsonw_key(w, "stringValue");
-        jsonw_str(w, v->s, v->n);
-        break;
-    case TRACEQL_T_INT:
-    case TRACEQL_T_DURATION:
-        jsonw_key(w, "intValue");
-        snprintf(buf, sizeof(buf), "%lld", (long long)v->i);
-        jsonw_cstr(w, buf);
-        break;
-    case TRACEQL_T_FLOAT:
-        jsonw_key(w, "doubleValue");
-        jsonw_double(w, v->f);
-        break;
-    case TRACEQL_T_BOOL:
-        jsonw_key(w, "boolValue");
-        jsonw_bool(w, v->i != 0);
-        break;
-    case TRACEQL_T_STATUS:
-    case TRACEQL_T_KIND:
-        jsonw_key(w, "stringValue");
-        prom_value(buf, sizeof(buf), v);
-        jsonw_cstr(w, buf);
-        break;
-    default:
-        break; /* nil: an empty AnyValue */
-    }
-    jsonw_obj_end(w);
-}
-
 static void json_labels(struct jsonw *w, const struct tqmx_label *lb, uint32_t n)
 {
     jsonw_key(w, "labels");
@@ -676,7 +641,7 @@ static void json_labels(struct jsonw *w, const struct tqmx_label *lb, uint32_t n
         jsonw_key(w, "key");
         jsonw_cstr(w, lb[i].k);
         jsonw_key(w, "value");
-        json_any(w, &lb[i].v);
+        traces_json_tv(w, &lb[i].v);
         jsonw_obj_end(w);
     }
     jsonw_arr_end(w);

@@ -670,7 +670,7 @@ static int parse_fadd(struct parser *p, struct traceql_field **out)
     return 0;
 }
 
-static bool cmp_op(enum qtok k, enum traceql_op *op)
+bool traceql_cmp_op(enum qtok k, enum traceql_op *op)
 {
     switch (k) {
     case QT_EQ:
@@ -709,7 +709,7 @@ static int parse_fcmp(struct parser *p, struct traceql_field **out)
         return p->lx.rc;
     }
     enum traceql_op op;
-    while (cmp_op(p->tok.kind, &op)) {
+    while (traceql_cmp_op(p->tok.kind, &op)) {
         size_t pos = p->tok.pos;
         struct traceql_field *r;
         if (advance(p) != 0) {
@@ -1091,7 +1091,7 @@ static int parse_scalar_filter(struct parser *p, struct traceql_stage *st)
         return p->lx.rc;
     }
     enum traceql_op op;
-    if (!cmp_op(p->tok.kind, &op) || op == TRACEQL_OP_RE || op == TRACEQL_OP_NRE) {
+    if (!traceql_cmp_op(p->tok.kind, &op) || op == TRACEQL_OP_RE || op == TRACEQL_OP_NRE) {
         return fail_expected(p, "a comparison (=, !=, >, >=, <, <=) after the aggregate");
     }
     st->cmp = op;

@@ -299,5 +299,8 @@ int traceql_parse_identifier(const char *s, size_t n, struct traceql_field *f, c
 /* Lower-case name of an intrinsic as written unscoped where one exists
  * ("duration"), else its scoped spelling ("span:id"). */
 const char *traceql_intrinsic_name(enum traceql_intrinsic i);
+/* The comparison operator token |k| stands for (= != > >= < <= =~ !~):
+ * true with it in |*op|, false for any other token. */
+bool traceql_cmp_op(enum qtok k, enum traceql_op *op);
 
 #endif

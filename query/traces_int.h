@@ -192,6 +192,11 @@ int traces_espan_cmp(const void *pa, const void *pb);
 /* Parent links, child counts, root and time span of an assembled trace
  * (sorted by traces_espan_cmp); 0 or -ENOMEM. Also for query/tqmx_scan.c. */
 int traces_link_trace(struct ectx *e, struct etrace *tr);
+/* Every block table evaluating |nd| may read (BLK_* bits). */
+unsigned traces_node_tables(const struct traceql_node *nd);
+/* |v| as an OTLP AnyValue object ({"stringValue": ...}; status and kind as
+ * their words; nil as {}). */
+void traces_json_tv(struct jsonw *w, const struct tv *v);
 
 /* ---- small helpers, inline (they run per row or per byte) ---- */
 

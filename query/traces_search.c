@@ -105,7 +105,7 @@ static unsigned scalar_tables(const struct traceql_scalar *s)
     return traces_field_tables(s->field) | scalar_tables(s->l) | scalar_tables(s->r);
 }
 
-static unsigned node_tables(const struct traceql_node *nd)
+unsigned traces_node_tables(const struct traceql_node *nd)
 {
     if (nd == NULL) {
         return 0;
@@ -114,14 +114,14 @@ static unsigned node_tables(const struct traceql_node *nd)
     case TRACEQL_N_FILTER:
         return traces_field_tables(nd->filter);
     case TRACEQL_N_SPANSET_OP:
-        return node_tables(nd->l) | node_tables(nd->r);
+        return traces_node_tables(nd->l) | traces_node_tables(nd->r);
     case TRACEQL_N_PIPELINE:
         break;
     }
-    unsigned t = node_tables(nd->input);
+    unsigned t = traces_node_tables(nd->input);
     for (size_t i = 0; i < nd->n_stages; i++) {
         const struct traceql_stage *st = &nd->stages[i];
-        t |= node_tables(st->node) | scalar_tables(st->lhs) | scalar_tables(st->rhs);
+        t |= traces_node_tables(st->node) | scalar_tables(st->lhs) | scalar_tables(st->rhs);
         for (size_t k = 0; k < st->n_fields; k++) {
             t |= traces_field_tables(st->fields[k]);
         }
@@ -790,7 +790,7 @@ static bool attr_raw(const struct traceql_field *f, const struct span_view *sv, 
            traces_attrs_find(&sv->scope->attrs, f->name, f->name_len, out);
 }
 
-static void json_tv(struct jsonw *w, const struct tv *v)
+void traces_json_tv(struct jsonw *w, const struct tv *v)
 {
     jsonw_obj_begin(w);
     switch (v->t) {
@@ -877,7 +877,7 @@ static void json_spanset(struct ectx *e, struct jsonw *w, const struct sset *ss,
             if (have_raw) {
                 otlpenc_json_value(w, &raw);
             } else {
-                json_tv(w, &v);
+                traces_json_tv(w, &v);
             }
             jsonw_obj_end(w);
         }
@@ -1134,7 +1134,7 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
     if (rq->expr != NULL && rq->expr->root != NULL) {
         traces_seeds_of(rq->expr->root, &s.seeds);
         shown_node(&sh, rq->expr->root);
-        s.trace_want = node_tables(rq->expr->root);
+        s.trace_want = traces_node_tables(rq->expr->root);
     } else {
         s.seeds.all = true;
     }
