@@ -251,8 +251,11 @@ struct keycount {
     uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
 
-/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted). */
-static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint32_t *id)
+/* Counts key |k| in |row|, |kh| its attribute bloom hash (kv_key_hash):
+ * the table is keyed by it, so one hash serves both. Its id goes to |*id|
+ * (UINT32_MAX: not counted). */
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint64_t kh,
+                  uint32_t *id)
 {
     *id = UINT32_MAX;
     if ((kc->n + 1) * 2 > kc->cap) {
@@ -278,7 +281,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = XXH3_64bits(kn ? k : empty, kn);
+    uint64_t h = kh;
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
@@ -351,13 +354,25 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
     }
 }
 
+/* bloom_hash_kv in two steps: the key's part (once per key, kept by the
+ * caller), then the value's. Equal to bloom_hash_kv(k, kn, v, vn, seed). */
+static inline uint64_t kv_key_hash(const char *k, size_t kn, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(kn ? k : empty, kn, seed);
+}
+
+static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
+{
+    return XXH3_64bits_withSeed(vn ? v : empty, vn, kh);
+}
+
 /* key=value into the bloom for a string value, and for each string element
- * of an array value (a filter on an array attribute matches an element). */
-static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struct val *v,
-                    uint64_t seed)
+ * of an array value (a filter on an array attribute matches an element);
+ * |kh| is the key's kv_key_hash. */
+static int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
 {
     if (v->type == VAL_STR) {
-        return bloom_acc_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
+        return bloom_acc_add(set, kv_val_hash(kh, v->s, v->n));
     }
     if (v->type == VAL_ARRAY) {
         struct val_rd r = v->inner;
@@ -366,7 +381,7 @@ static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struc
             if (val_rd_value(&r, &e) < 0) {
                 break;
             }
-            if (e.type == VAL_STR && bloom_acc_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
+            if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
                 return -ENOMEM;
             }
         }
@@ -393,7 +408,8 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         if (val_rd_value(&r, &v) < 0) {
             return 0;
         }
-        if (kc_add(kc, row, k, kn, &id) < 0) {
+        uint64_t kh = kv_key_hash(k, kn, seed);
+        if (kc_add(kc, row, k, kn, kh, &id) < 0) {
             return -ENOMEM;
         }
         if (id != UINT32_MAX) {
@@ -408,7 +424,7 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
             }
             kc->ap[kc->an++] = (struct kc_pos){id, off};
         }
-        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
+        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v) < 0) {
             return -ENOMEM;
         }
     }
@@ -427,7 +443,7 @@ static int bloom_attrs(struct bloom_acc *set, const uint8_t *p, uint32_t len, ui
         if (val_rd_kv(&r, &k, &kn, &v) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
-        if (bloom_kv(set, k, kn, &v, seed) < 0) {
+        if (bloom_kv(set, kv_key_hash(k, kn, seed), &v) < 0) {
             return -ENOMEM;
         }
     }
