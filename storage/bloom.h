@@ -90,25 +90,27 @@ void bloom_acc_fini(struct bloom_acc *a);
 /* Room for more hashes: 0 or -ENOMEM (bloom_acc_add's slow path). */
 int bloom_acc_grow(struct bloom_acc *a);
 
-/* 0 or -ENOMEM. */
+/* 0 or -ENOMEM. Branch-free past the room check: whether |h| repeats the
+ * recent hash in its slot is data, not a branch the CPU can predict (half
+ * of a body's tokens repeat, half do not); the sketch update is idempotent
+ * for a repeat and the slot past the kept hashes is scratch. */
 static inline int bloom_acc_add(struct bloom_acc *a, uint64_t h)
 {
-    uint64_t *r = &a->recent[h & (BLOOM_RECENT - 1)];
-    if (*r == h) {
-        return 0;
-    }
-    *r = h;
-    uint64_t w = h << BLOOM_HLL_BITS;
-    uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - BLOOM_HLL_BITS + 1);
-    uint8_t *g = &a->reg[h >> (64 - BLOOM_HLL_BITS)];
-    *g = rank > *g ? rank : *g;
     if (a->n == a->cap) {
         int rc = bloom_acc_grow(a);
         if (rc < 0) {
             return rc;
         }
     }
-    a->h[a->n++] = h;
+    uint64_t *r = &a->recent[h & (BLOOM_RECENT - 1)];
+    size_t fresh = *r != h;
+    *r = h;
+    uint64_t w = h << BLOOM_HLL_BITS;
+    uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - BLOOM_HLL_BITS + 1);
+    uint8_t *g = &a->reg[h >> (64 - BLOOM_HLL_BITS)];
+    *g = rank > *g ? rank : *g;
+    a->h[a->n] = h;
+    a->n += fresh;
     return 0;
 }
 
