@@ -570,12 +570,16 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            rc = bloom_acc_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len,
-                                  bloom_seed(BLK_BLOOM_TOKENS));
-            if (rc == 0 && !s->grams_incomplete &&
-                bloom_grams_add(&s->grams, v.body_str.p, v.body_str.len) < 0) {
-                s->grams_incomplete = true; /* no room for the set: no gram bloom */
+            struct bloom_grams *g = NULL;
+            if (!s->grams_incomplete && v.body_str.len >= BLOOM_GRAM_N) {
+                if (bloom_grams_ready(&s->grams) < 0) {
+                    s->grams_incomplete = true; /* no room for the set: no gram bloom */
+                } else {
+                    g = &s->grams;
+                }
             }
+            rc = bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, v.body_str.p, v.body_str.len,
+                                bloom_seed(BLK_BLOOM_TOKENS));
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */

@@ -201,6 +201,79 @@ int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
     return 0;
 }
 
+int bloom_grams_ready(struct bloom_grams *g)
+{
+    if (g->bits == NULL) {
+        pthread_once(&gram_once, gram_code_init);
+        g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
+        if (g->bits == NULL) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* One byte of bloom_acc_body: its gram (when |gram|) and its part of the
+ * current token (buf[0, *l), *l == 0 outside a token); a token that ends
+ * here is hashed into |a|. */
+static inline __attribute__((always_inline)) int body_byte(struct bloom_acc *a, uint64_t *bits,
+                                                           uint32_t *x, char *buf, size_t *l,
+                                                           unsigned char c, uint64_t seed,
+                                                           bool gram)
+{
+    if (gram) {
+        *x = ((*x << 7) | gram_code[c]) & (BLOOM_GRAM_SPACE - 1);
+        bits[*x >> 6] |= 1ull << (*x & 63);
+    } else if (bits != NULL) {
+        *x = (*x << 7) | gram_code[c];
+    }
+    uint8_t f = fold[c];
+    if (f != 0) {
+        if (*l < BLOOM_TOKEN_MAX) {
+            buf[(*l)++] = (char)f;
+        }
+        return 0;
+    }
+    if (*l == 0) {
+        return 0;
+    }
+    size_t tl = *l;
+    *l = 0;
+    return bloom_acc_add(a, XXH3_64bits_withSeed(buf, tl, seed));
+}
+
+static inline __attribute__((always_inline)) int body_pass(struct bloom_acc *a, uint64_t *bits,
+                                                           const unsigned char *u, size_t n,
+                                                           uint64_t seed, bool grams)
+{
+    char buf[BLOOM_TOKEN_MAX];
+    size_t l = 0, i = 0;
+    uint32_t x = 0;
+    int rc = 0;
+    /* The first two bytes start the first gram. */
+    for (; i < n && i < BLOOM_GRAM_N - 1 && rc == 0; i++) {
+        rc = body_byte(a, grams ? bits : NULL, &x, buf, &l, u[i], seed, false);
+    }
+    for (; i < n && rc == 0; i++) {
+        rc = body_byte(a, bits, &x, buf, &l, u[i], seed, grams);
+    }
+    if (rc == 0 && l > 0) {
+        rc = bloom_acc_add(a, XXH3_64bits_withSeed(buf, l, seed));
+    }
+    return rc;
+}
+
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
+                   uint64_t seed)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    if (g == NULL || n < BLOOM_GRAM_N) {
+        return body_pass(a, NULL, u, n, seed, false);
+    }
+    g->dirty = true;
+    return body_pass(a, g->bits, u, n, seed, true);
+}
+
 uint64_t bloom_grams_count(const struct bloom_grams *g)
 {
     uint64_t n = 0;

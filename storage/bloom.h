@@ -139,6 +139,13 @@ void bloom_grams_init(struct bloom_grams *g);
 void bloom_grams_fini(struct bloom_grams *g);
 /* Adds the grams of p[0, n) (none when n < 3). 0 or -ENOMEM. */
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n);
+/* Allocates the bitmap (once): 0 or -ENOMEM. */
+int bloom_grams_ready(struct bloom_grams *g);
+/* bloom_acc_tokens(a, p, n, seed) and, when |g| is not NULL (made ready by
+ * bloom_grams_ready), bloom_grams_add(g, p, n) in one pass over the bytes.
+ * 0 or -ENOMEM (from |a|). */
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
+                   uint64_t seed);
 /* The number of distinct grams added. */
 uint64_t bloom_grams_count(const struct bloom_grams *g);
 /* Sets each gram in |bits| (nbits/8 bytes, zeroed by the caller; NULL:
