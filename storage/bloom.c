@@ -105,28 +105,7 @@ int bloom_acc_grow(struct bloom_acc *a)
 
 int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed)
 {
-    char buf[BLOOM_TOKEN_MAX];
-    size_t i = 0;
-    for (;;) {
-        while (i < n && fold[(unsigned char)p[i]] == 0) {
-            i++;
-        }
-        if (i >= n) {
-            return 0;
-        }
-        size_t l = 0;
-        uint8_t c;
-        while (i < n && (c = fold[(unsigned char)p[i]]) != 0) {
-            if (l < BLOOM_TOKEN_MAX) {
-                buf[l++] = (char)c;
-            }
-            i++;
-        }
-        int rc = bloom_acc_add(a, XXH3_64bits_withSeed(buf, l, seed));
-        if (rc < 0) {
-            return rc;
-        }
-    }
+    return bloom_acc_body(a, NULL, p, n, seed);
 }
 
 uint64_t bloom_acc_count(const struct bloom_acc *a)
@@ -213,52 +192,86 @@ int bloom_grams_ready(struct bloom_grams *g)
     return 0;
 }
 
-/* One byte of bloom_acc_body: its gram (when |gram|) and its part of the
- * current token (buf[0, *l), *l == 0 outside a token); a token that ends
- * here is hashed into |a|. */
-static inline __attribute__((always_inline)) int body_byte(struct bloom_acc *a, uint64_t *bits,
-                                                           uint32_t *x, char *buf, size_t *l,
-                                                           unsigned char c, uint64_t seed,
-                                                           bool gram)
+/* The token p[0, n) hashed as bloom_hash_token: straight from the body
+ * when it has no upper case letter (|upper| zero), else folded first. */
+static inline uint64_t body_token(const unsigned char *p, size_t n, unsigned upper, uint64_t seed)
 {
-    if (gram) {
-        *x = ((*x << 7) | gram_code[c]) & (BLOOM_GRAM_SPACE - 1);
-        bits[*x >> 6] |= 1ull << (*x & 63);
-    } else if (bits != NULL) {
-        *x = (*x << 7) | gram_code[c];
+    if (n > BLOOM_TOKEN_MAX) {
+        n = BLOOM_TOKEN_MAX;
     }
-    uint8_t f = fold[c];
-    if (f != 0) {
-        if (*l < BLOOM_TOKEN_MAX) {
-            buf[(*l)++] = (char)f;
-        }
-        return 0;
+    if (upper == 0) {
+        return XXH3_64bits_withSeed(p, n, seed);
     }
-    if (*l == 0) {
-        return 0;
+    char buf[BLOOM_TOKEN_MAX];
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = (char)fold[p[i]];
     }
-    size_t tl = *l;
-    *l = 0;
-    return bloom_acc_add(a, XXH3_64bits_withSeed(buf, tl, seed));
+    return XXH3_64bits_withSeed(buf, n, seed);
 }
 
+/* Per byte for bloom_acc_body: its gram code (low 7 bits), BODY_TOK for a
+ * token byte, BODY_UPPER for an upper case letter. */
+#define BODY_TOK 0x80u
+#define BODY_UPPER 0x100u
+static uint16_t body_code[256];
+static pthread_once_t body_once = PTHREAD_ONCE_INIT;
+
+static void body_code_init(void)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        body_code[c] =
+            (uint16_t)(bloom_gram_byte((unsigned char)c) | (fold[c] != 0 ? BODY_TOK : 0) |
+                       (fold[c] != 0 && fold[c] != c ? BODY_UPPER : 0));
+    }
+}
+
+/* bloom_acc_body's token state at byte i, whose code is |t|: u[*start, i)
+ * is the token so far, |*upper| has BODY_UPPER when it has an upper case
+ * letter; a separator closes the token and hashes it. */
+static inline __attribute__((always_inline)) int body_tok(struct bloom_acc *a,
+                                                          const unsigned char *u, size_t i,
+                                                          unsigned t, size_t *start,
+                                                          unsigned *upper, uint64_t seed)
+{
+    if (t & BODY_TOK) {
+        *upper |= t;
+        return 0;
+    }
+    int rc = 0;
+    if (i > *start) {
+        rc = bloom_acc_add(a, body_token(u + *start, i - *start, *upper & BODY_UPPER, seed));
+    }
+    *start = i + 1;
+    *upper = 0;
+    return rc;
+}
+
+/* bloom_acc_body's pass: the first two bytes only start the first gram. */
 static inline __attribute__((always_inline)) int body_pass(struct bloom_acc *a, uint64_t *bits,
                                                            const unsigned char *u, size_t n,
                                                            uint64_t seed, bool grams)
 {
-    char buf[BLOOM_TOKEN_MAX];
-    size_t l = 0, i = 0;
+    size_t start = 0, i = 0;
+    unsigned upper = 0;
     uint32_t x = 0;
     int rc = 0;
-    /* The first two bytes start the first gram. */
-    for (; i < n && i < BLOOM_GRAM_N - 1 && rc == 0; i++) {
-        rc = body_byte(a, grams ? bits : NULL, &x, buf, &l, u[i], seed, false);
+    if (grams) {
+        for (; i < BLOOM_GRAM_N - 1 && rc == 0; i++) {
+            unsigned t = body_code[u[i]];
+            x = (x << 7) | (t & 0x7fu);
+            rc = body_tok(a, u, i, t, &start, &upper, seed);
+        }
     }
     for (; i < n && rc == 0; i++) {
-        rc = body_byte(a, bits, &x, buf, &l, u[i], seed, grams);
+        unsigned t = body_code[u[i]];
+        if (grams) {
+            x = ((x << 7) | (t & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
+            bits[x >> 6] |= 1ull << (x & 63);
+        }
+        rc = body_tok(a, u, i, t, &start, &upper, seed);
     }
-    if (rc == 0 && l > 0) {
-        rc = bloom_acc_add(a, XXH3_64bits_withSeed(buf, l, seed));
+    if (rc == 0 && n > start) {
+        rc = bloom_acc_add(a, body_token(u + start, n - start, upper & BODY_UPPER, seed));
     }
     return rc;
 }
@@ -267,6 +280,7 @@ int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, si
                    uint64_t seed)
 {
     const unsigned char *u = (const unsigned char *)p;
+    pthread_once(&body_once, body_code_init);
     if (g == NULL || n < BLOOM_GRAM_N) {
         return body_pass(a, NULL, u, n, seed, false);
     }
