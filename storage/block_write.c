@@ -234,9 +234,22 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
     return 0;
 }
 
+/* bloom_hash_kv in two steps: the key's part (once per key, kept by the
+ * caller), then the value's. Equal to bloom_hash_kv(k, kn, v, vn, seed). */
+static inline uint64_t kv_key_hash(const char *k, size_t kn, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(kn ? k : empty, kn, seed);
+}
+
+static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
+{
+    return XXH3_64bits_withSeed(vn ? v : empty, vn, kh);
+}
+
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
-    uint64_t h;
+    uint64_t h;  /* key_probe_hash */
+    uint64_t kh; /* kv_key_hash of the attribute bloom */
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
@@ -251,11 +264,33 @@ struct keycount {
     uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
 
-/* Counts key |k| in |row|, |kh| its attribute bloom hash (kv_key_hash):
- * the table is keyed by it, so one hash serves both. Its id goes to |*id|
- * (UINT32_MAX: not counted). */
-static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint64_t kh,
-                  uint32_t *id)
+/* The key table's own hash: a few loads and one multiply (keys are short
+ * and few; a collision costs a probe, never a wrong answer). */
+static inline uint64_t key_probe_hash(const char *k, size_t kn)
+{
+    uint64_t a = 0, b = 0;
+    if (kn >= 8) {
+        memcpy(&a, k, 8);
+        memcpy(&b, k + kn - 8, 8);
+    } else if (kn >= 4) {
+        uint32_t x, y;
+        memcpy(&x, k, 4);
+        memcpy(&y, k + kn - 4, 4);
+        a = x;
+        b = y;
+    } else if (kn > 0) {
+        a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
+            (unsigned char)k[kn - 1];
+    }
+    uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
+    return h ^ h >> 29;
+}
+
+/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
+ * its kv_key_hash under |seed| to |*kh| (kept in the key's entry: one per
+ * distinct key, not per attribute). */
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint64_t seed,
+                  uint64_t *kh, uint32_t *id)
 {
     *id = UINT32_MAX;
     if ((kc->n + 1) * 2 > kc->cap) {
@@ -281,7 +316,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = kh;
+    uint64_t h = key_probe_hash(k, kn);
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
@@ -291,10 +326,12 @@ find_only:;
                 e->last_row = row;
             }
             *id = e->id;
+            *kh = e->kh;
             return 0;
         }
         i = (i + 1) & (kc->cap - 1);
     }
+    *kh = kv_key_hash(k, kn, seed);
     if (kc->n >= KC_MAX || (kc->n + 1) * 2 > kc->cap) {
         return 0; /* too many distinct keys: the rest cannot be hot anyway */
     }
@@ -302,7 +339,7 @@ find_only:;
     if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
         return -ENOMEM;
     }
-    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->t[i] = (struct kc_ent){h, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
     *id = (uint32_t)kc->n++;
     return 0;
 }
@@ -354,18 +391,6 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
     }
 }
 
-/* bloom_hash_kv in two steps: the key's part (once per key, kept by the
- * caller), then the value's. Equal to bloom_hash_kv(k, kn, v, vn, seed). */
-static inline uint64_t kv_key_hash(const char *k, size_t kn, uint64_t seed)
-{
-    return XXH3_64bits_withSeed(kn ? k : empty, kn, seed);
-}
-
-static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
-{
-    return XXH3_64bits_withSeed(vn ? v : empty, vn, kh);
-}
-
 /* key=value into the bloom for a string value, and for each string element
  * of an array value (a filter on an array attribute matches an element);
  * |kh| is the key's kv_key_hash. */
@@ -408,8 +433,8 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         if (val_rd_value(&r, &v) < 0) {
             return 0;
         }
-        uint64_t kh = kv_key_hash(k, kn, seed);
-        if (kc_add(kc, row, k, kn, kh, &id) < 0) {
+        uint64_t kh;
+        if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
             return -ENOMEM;
         }
         if (id != UINT32_MAX) {
