@@ -480,24 +480,6 @@ struct sortkey {
     uint64_t i;
 };
 
-static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
-{
-    struct log_view lv;
-    struct span_view sv;
-    struct point_view pv;
-    switch (sig) {
-    case SIG_LOGS:
-        oblock_log(ob, i, &lv);
-        return lv.time_ns ? lv.time_ns : lv.observed_ns;
-    case SIG_TRACES:
-        oblock_span(ob, i, &sv);
-        return sv.start_ns;
-    default:
-        oblock_point(ob, i, &pv);
-        return pv.time_ns;
-    }
-}
-
 #define SORT_DIGIT 11
 #define SORT_BUCKETS (1u << SORT_DIGIT)
 
@@ -508,13 +490,13 @@ static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
  * bits the block's time span uses, and a pass whose digit is the same in
  * every row is skipped.
  */
-static void sort_rows(const oblock *ob, enum signal sig, uint64_t rows, uint64_t *perm,
-                      struct sortkey *k, struct sortkey *tmp)
+static void sort_rows(const oblock *ob, uint64_t rows, uint64_t *perm, struct sortkey *k,
+                      struct sortkey *tmp)
 {
     bool sorted = true;
     uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
     for (uint64_t i = 0; i < rows; i++) {
-        uint64_t t = row_time(ob, sig, i);
+        uint64_t t = oblock_time(ob, i);
         k[i].t = t;
         k[i].i = i;
         sorted = sorted && t >= prev;
@@ -1253,7 +1235,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     perm = sc->perm;
-    sort_rows(ob, sig, rows, perm, sc->keys, sc->keys2);
+    sort_rows(ob, rows, perm, sc->keys, sc->keys2);
     if (sig == SIG_METRICS) {
         rc = sidx_prepare(&side->streams, rows);
         if (rc < 0) {
