@@ -134,14 +134,20 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
 
 #define GRAM_WORDS (BLOOM_GRAM_SPACE / 64)
 
-/* bloom_gram_byte as a table: the add loop does one load per byte. */
-static uint8_t gram_code[256];
-static pthread_once_t gram_once = PTHREAD_ONCE_INIT;
+/* Per byte, for the gram set and the body pass (one load a byte): its gram
+ * code (bloom_gram_byte, low 7 bits), BODY_TOK for a token byte,
+ * BODY_UPPER for an upper case letter. */
+#define BODY_TOK 0x80u
+#define BODY_UPPER 0x100u
+static uint16_t body_code[256];
+static pthread_once_t body_once = PTHREAD_ONCE_INIT;
 
-static void gram_code_init(void)
+static void body_code_init(void)
 {
     for (unsigned c = 0; c < 256; c++) {
-        gram_code[c] = (uint8_t)bloom_gram_byte((unsigned char)c);
+        body_code[c] =
+            (uint16_t)(bloom_gram_byte((unsigned char)c) | (fold[c] != 0 ? BODY_TOK : 0) |
+                       (fold[c] != 0 && fold[c] != c ? BODY_UPPER : 0));
     }
 }
 
@@ -157,37 +163,33 @@ void bloom_grams_fini(struct bloom_grams *g)
     bloom_grams_init(g);
 }
 
+int bloom_grams_ready(struct bloom_grams *g)
+{
+    pthread_once(&body_once, body_code_init);
+    if (g->bits == NULL) {
+        g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
+        if (g->bits == NULL) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
 {
     if (n < BLOOM_GRAM_N) {
         return 0;
     }
-    if (g->bits == NULL) {
-        pthread_once(&gram_once, gram_code_init);
-        g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
-        if (g->bits == NULL) {
-            return -ENOMEM;
-        }
+    if (bloom_grams_ready(g) < 0) {
+        return -ENOMEM;
     }
     g->dirty = true;
     uint64_t *bits = g->bits;
     const unsigned char *u = (const unsigned char *)p;
-    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+    uint32_t x = (body_code[u[0]] & 0x7fu) << 7 | (body_code[u[1]] & 0x7fu);
     for (size_t i = 2; i < n; i++) {
-        x = ((x << 7) | gram_code[u[i]]) & (BLOOM_GRAM_SPACE - 1);
+        x = ((x << 7) | (body_code[u[i]] & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
         bits[x >> 6] |= 1ull << (x & 63);
-    }
-    return 0;
-}
-
-int bloom_grams_ready(struct bloom_grams *g)
-{
-    if (g->bits == NULL) {
-        pthread_once(&gram_once, gram_code_init);
-        g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
-        if (g->bits == NULL) {
-            return -ENOMEM;
-        }
     }
     return 0;
 }
@@ -207,22 +209,6 @@ static inline uint64_t body_token(const unsigned char *p, size_t n, unsigned upp
         buf[i] = (char)fold[p[i]];
     }
     return XXH3_64bits_withSeed(buf, n, seed);
-}
-
-/* Per byte for bloom_acc_body: its gram code (low 7 bits), BODY_TOK for a
- * token byte, BODY_UPPER for an upper case letter. */
-#define BODY_TOK 0x80u
-#define BODY_UPPER 0x100u
-static uint16_t body_code[256];
-static pthread_once_t body_once = PTHREAD_ONCE_INIT;
-
-static void body_code_init(void)
-{
-    for (unsigned c = 0; c < 256; c++) {
-        body_code[c] =
-            (uint16_t)(bloom_gram_byte((unsigned char)c) | (fold[c] != 0 ? BODY_TOK : 0) |
-                       (fold[c] != 0 && fold[c] != c ? BODY_UPPER : 0));
-    }
 }
 
 /* bloom_acc_body's token state at byte i, whose code is |t|: u[*start, i)
