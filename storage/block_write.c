@@ -234,9 +234,22 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
     return 0;
 }
 
+/* bloom_hash_kv in two steps: the key's part (once per key, kept by the
+ * caller), then the value's. Equal to bloom_hash_kv(k, kn, v, vn, seed). */
+static inline uint64_t kv_key_hash(const char *k, size_t kn, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(kn ? k : empty, kn, seed);
+}
+
+static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
+{
+    return XXH3_64bits_withSeed(vn ? v : empty, vn, kh);
+}
+
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
-    uint64_t h;
+    uint64_t h;  /* key_probe_hash */
+    uint64_t kh; /* kv_key_hash of the attribute bloom */
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
@@ -251,8 +264,33 @@ struct keycount {
     uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
 
-/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted). */
-static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint32_t *id)
+/* The key table's own hash: a few loads and one multiply (keys are short
+ * and few; a collision costs a probe, never a wrong answer). */
+static inline uint64_t key_probe_hash(const char *k, size_t kn)
+{
+    uint64_t a = 0, b = 0;
+    if (kn >= 8) {
+        memcpy(&a, k, 8);
+        memcpy(&b, k + kn - 8, 8);
+    } else if (kn >= 4) {
+        uint32_t x, y;
+        memcpy(&x, k, 4);
+        memcpy(&y, k + kn - 4, 4);
+        a = x;
+        b = y;
+    } else if (kn > 0) {
+        a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
+            (unsigned char)k[kn - 1];
+    }
+    uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
+    return h ^ h >> 29;
+}
+
+/* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
+ * its kv_key_hash under |seed| to |*kh| (kept in the key's entry: one per
+ * distinct key, not per attribute). */
+static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, uint64_t seed,
+                  uint64_t *kh, uint32_t *id)
 {
     *id = UINT32_MAX;
     if ((kc->n + 1) * 2 > kc->cap) {
@@ -278,7 +316,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = XXH3_64bits(kn ? k : empty, kn);
+    uint64_t h = key_probe_hash(k, kn);
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
@@ -288,10 +326,12 @@ find_only:;
                 e->last_row = row;
             }
             *id = e->id;
+            *kh = e->kh;
             return 0;
         }
         i = (i + 1) & (kc->cap - 1);
     }
+    *kh = kv_key_hash(k, kn, seed);
     if (kc->n >= KC_MAX || (kc->n + 1) * 2 > kc->cap) {
         return 0; /* too many distinct keys: the rest cannot be hot anyway */
     }
@@ -299,7 +339,7 @@ find_only:;
     if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
         return -ENOMEM;
     }
-    kc->t[i] = (struct kc_ent){h, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->t[i] = (struct kc_ent){h, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
     *id = (uint32_t)kc->n++;
     return 0;
 }
@@ -352,12 +392,12 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
 }
 
 /* key=value into the bloom for a string value, and for each string element
- * of an array value (a filter on an array attribute matches an element). */
-static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struct val *v,
-                    uint64_t seed)
+ * of an array value (a filter on an array attribute matches an element);
+ * |kh| is the key's kv_key_hash. */
+static int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
 {
     if (v->type == VAL_STR) {
-        return bloom_acc_add(set, bloom_hash_kv(k, kn, v->s, v->n, seed));
+        return bloom_acc_add(set, kv_val_hash(kh, v->s, v->n));
     }
     if (v->type == VAL_ARRAY) {
         struct val_rd r = v->inner;
@@ -366,7 +406,7 @@ static int bloom_kv(struct bloom_acc *set, const char *k, size_t kn, const struc
             if (val_rd_value(&r, &e) < 0) {
                 break;
             }
-            if (e.type == VAL_STR && bloom_acc_add(set, bloom_hash_kv(k, kn, e.s, e.n, seed)) < 0) {
+            if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
                 return -ENOMEM;
             }
         }
@@ -393,7 +433,8 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         if (val_rd_value(&r, &v) < 0) {
             return 0;
         }
-        if (kc_add(kc, row, k, kn, &id) < 0) {
+        uint64_t kh;
+        if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
             return -ENOMEM;
         }
         if (id != UINT32_MAX) {
@@ -408,7 +449,7 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
             }
             kc->ap[kc->an++] = (struct kc_pos){id, off};
         }
-        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], k, kn, &v, seed) < 0) {
+        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v) < 0) {
             return -ENOMEM;
         }
     }
@@ -427,7 +468,7 @@ static int bloom_attrs(struct bloom_acc *set, const uint8_t *p, uint32_t len, ui
         if (val_rd_kv(&r, &k, &kn, &v) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
-        if (bloom_kv(set, k, kn, &v, seed) < 0) {
+        if (bloom_kv(set, kv_key_hash(k, kn, seed), &v) < 0) {
             return -ENOMEM;
         }
     }
@@ -439,24 +480,6 @@ struct sortkey {
     uint64_t i;
 };
 
-static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
-{
-    struct log_view lv;
-    struct span_view sv;
-    struct point_view pv;
-    switch (sig) {
-    case SIG_LOGS:
-        oblock_log(ob, i, &lv);
-        return lv.time_ns ? lv.time_ns : lv.observed_ns;
-    case SIG_TRACES:
-        oblock_span(ob, i, &sv);
-        return sv.start_ns;
-    default:
-        oblock_point(ob, i, &pv);
-        return pv.time_ns;
-    }
-}
-
 #define SORT_DIGIT 11
 #define SORT_BUCKETS (1u << SORT_DIGIT)
 
@@ -467,13 +490,13 @@ static uint64_t row_time(const oblock *ob, enum signal sig, uint64_t i)
  * bits the block's time span uses, and a pass whose digit is the same in
  * every row is skipped.
  */
-static void sort_rows(const oblock *ob, enum signal sig, uint64_t rows, uint64_t *perm,
-                      struct sortkey *k, struct sortkey *tmp)
+static void sort_rows(const oblock *ob, uint64_t rows, uint64_t *perm, struct sortkey *k,
+                      struct sortkey *tmp)
 {
     bool sorted = true;
     uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
     for (uint64_t i = 0; i < rows; i++) {
-        uint64_t t = row_time(ob, sig, i);
+        uint64_t t = oblock_time(ob, i);
         k[i].t = t;
         k[i].i = i;
         sorted = sorted && t >= prev;
@@ -554,12 +577,16 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            rc = bloom_acc_tokens(&s->set[BLK_BLOOM_TOKENS - 1], v.body_str.p, v.body_str.len,
-                                  bloom_seed(BLK_BLOOM_TOKENS));
-            if (rc == 0 && !s->grams_incomplete &&
-                bloom_grams_add(&s->grams, v.body_str.p, v.body_str.len) < 0) {
-                s->grams_incomplete = true; /* no room for the set: no gram bloom */
+            struct bloom_grams *g = NULL;
+            if (!s->grams_incomplete && v.body_str.len >= BLOOM_GRAM_N) {
+                if (bloom_grams_ready(&s->grams) < 0) {
+                    s->grams_incomplete = true; /* no room for the set: no gram bloom */
+                } else {
+                    g = &s->grams;
+                }
             }
+            rc = bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, v.body_str.p, v.body_str.len,
+                                bloom_seed(BLK_BLOOM_TOKENS));
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */
@@ -1208,7 +1235,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     perm = sc->perm;
-    sort_rows(ob, sig, rows, perm, sc->keys, sc->keys2);
+    sort_rows(ob, rows, perm, sc->keys, sc->keys2);
     if (sig == SIG_METRICS) {
         rc = sidx_prepare(&side->streams, rows);
         if (rc < 0) {

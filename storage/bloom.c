@@ -105,28 +105,7 @@ int bloom_acc_grow(struct bloom_acc *a)
 
 int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed)
 {
-    char buf[BLOOM_TOKEN_MAX];
-    size_t i = 0;
-    for (;;) {
-        while (i < n && fold[(unsigned char)p[i]] == 0) {
-            i++;
-        }
-        if (i >= n) {
-            return 0;
-        }
-        size_t l = 0;
-        uint8_t c;
-        while (i < n && (c = fold[(unsigned char)p[i]]) != 0) {
-            if (l < BLOOM_TOKEN_MAX) {
-                buf[l++] = (char)c;
-            }
-            i++;
-        }
-        int rc = bloom_acc_add(a, XXH3_64bits_withSeed(buf, l, seed));
-        if (rc < 0) {
-            return rc;
-        }
-    }
+    return bloom_acc_body(a, NULL, p, n, seed);
 }
 
 uint64_t bloom_acc_count(const struct bloom_acc *a)
@@ -155,14 +134,20 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
 
 #define GRAM_WORDS (BLOOM_GRAM_SPACE / 64)
 
-/* bloom_gram_byte as a table: the add loop does one load per byte. */
-static uint8_t gram_code[256];
-static pthread_once_t gram_once = PTHREAD_ONCE_INIT;
+/* Per byte, for the gram set and the body pass (one load a byte): its gram
+ * code (bloom_gram_byte, low 7 bits), BODY_TOK for a token byte,
+ * BODY_UPPER for an upper case letter. */
+#define BODY_TOK 0x80u
+#define BODY_UPPER 0x100u
+static uint16_t body_code[256];
+static pthread_once_t body_once = PTHREAD_ONCE_INIT;
 
-static void gram_code_init(void)
+static void body_code_init(void)
 {
     for (unsigned c = 0; c < 256; c++) {
-        gram_code[c] = (uint8_t)bloom_gram_byte((unsigned char)c);
+        body_code[c] =
+            (uint16_t)(bloom_gram_byte((unsigned char)c) | (fold[c] != 0 ? BODY_TOK : 0) |
+                       (fold[c] != 0 && fold[c] != c ? BODY_UPPER : 0));
     }
 }
 
@@ -178,27 +163,115 @@ void bloom_grams_fini(struct bloom_grams *g)
     bloom_grams_init(g);
 }
 
-int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
+int bloom_grams_ready(struct bloom_grams *g)
 {
-    if (n < BLOOM_GRAM_N) {
-        return 0;
-    }
+    pthread_once(&body_once, body_code_init);
     if (g->bits == NULL) {
-        pthread_once(&gram_once, gram_code_init);
         g->bits = calloc(GRAM_WORDS, sizeof(uint64_t));
         if (g->bits == NULL) {
             return -ENOMEM;
         }
     }
+    return 0;
+}
+
+int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
+{
+    if (n < BLOOM_GRAM_N) {
+        return 0;
+    }
+    if (bloom_grams_ready(g) < 0) {
+        return -ENOMEM;
+    }
     g->dirty = true;
     uint64_t *bits = g->bits;
     const unsigned char *u = (const unsigned char *)p;
-    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+    uint32_t x = (body_code[u[0]] & 0x7fu) << 7 | (body_code[u[1]] & 0x7fu);
     for (size_t i = 2; i < n; i++) {
-        x = ((x << 7) | gram_code[u[i]]) & (BLOOM_GRAM_SPACE - 1);
+        x = ((x << 7) | (body_code[u[i]] & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
         bits[x >> 6] |= 1ull << (x & 63);
     }
     return 0;
+}
+
+/* The token p[0, n) hashed as bloom_hash_token: straight from the body
+ * when it has no upper case letter (|upper| zero), else folded first. */
+static inline uint64_t body_token(const unsigned char *p, size_t n, unsigned upper, uint64_t seed)
+{
+    if (n > BLOOM_TOKEN_MAX) {
+        n = BLOOM_TOKEN_MAX;
+    }
+    if (upper == 0) {
+        return XXH3_64bits_withSeed(p, n, seed);
+    }
+    char buf[BLOOM_TOKEN_MAX];
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = (char)fold[p[i]];
+    }
+    return XXH3_64bits_withSeed(buf, n, seed);
+}
+
+/* bloom_acc_body's token state at byte i, whose code is |t|: u[*start, i)
+ * is the token so far, |*upper| has BODY_UPPER when it has an upper case
+ * letter; a separator closes the token and hashes it. */
+static inline __attribute__((always_inline)) int body_tok(struct bloom_acc *a,
+                                                          const unsigned char *u, size_t i,
+                                                          unsigned t, size_t *start,
+                                                          unsigned *upper, uint64_t seed)
+{
+    if (t & BODY_TOK) {
+        *upper |= t;
+        return 0;
+    }
+    int rc = 0;
+    if (i > *start) {
+        rc = bloom_acc_add(a, body_token(u + *start, i - *start, *upper & BODY_UPPER, seed));
+    }
+    *start = i + 1;
+    *upper = 0;
+    return rc;
+}
+
+/* bloom_acc_body's pass: the first two bytes only start the first gram. */
+static inline __attribute__((always_inline)) int body_pass(struct bloom_acc *a, uint64_t *bits,
+                                                           const unsigned char *u, size_t n,
+                                                           uint64_t seed, bool grams)
+{
+    size_t start = 0, i = 0;
+    unsigned upper = 0;
+    uint32_t x = 0;
+    int rc = 0;
+    if (grams) {
+        for (; i < BLOOM_GRAM_N - 1 && rc == 0; i++) {
+            unsigned t = body_code[u[i]];
+            x = (x << 7) | (t & 0x7fu);
+            rc = body_tok(a, u, i, t, &start, &upper, seed);
+        }
+    }
+    for (; i < n && rc == 0; i++) {
+        unsigned t = body_code[u[i]];
+        if (grams) {
+            x = ((x << 7) | (t & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
+            bits[x >> 6] |= 1ull << (x & 63);
+        }
+        rc = body_tok(a, u, i, t, &start, &upper, seed);
+    }
+    if (rc == 0 && n > start) {
+        rc = bloom_acc_add(a, body_token(u + start, n - start, upper & BODY_UPPER, seed));
+    }
+    return rc;
+}
+
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
+                   uint64_t seed)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    pthread_once(&body_once, body_code_init);
+    if (g == NULL || n < BLOOM_GRAM_N) {
+        return body_pass(a, NULL, u, n, seed, false);
+    }
+    g->dirty = true;
+    return body_pass(a, g->bits, u, n, seed, true);
 }
 
 uint64_t bloom_grams_count(const struct bloom_grams *g)

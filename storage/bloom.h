@@ -90,25 +90,27 @@ void bloom_acc_fini(struct bloom_acc *a);
 /* Room for more hashes: 0 or -ENOMEM (bloom_acc_add's slow path). */
 int bloom_acc_grow(struct bloom_acc *a);
 
-/* 0 or -ENOMEM. */
+/* 0 or -ENOMEM. Branch-free past the room check: whether |h| repeats the
+ * recent hash in its slot is data, not a branch the CPU can predict (half
+ * of a body's tokens repeat, half do not); the sketch update is idempotent
+ * for a repeat and the slot past the kept hashes is scratch. */
 static inline int bloom_acc_add(struct bloom_acc *a, uint64_t h)
 {
-    uint64_t *r = &a->recent[h & (BLOOM_RECENT - 1)];
-    if (*r == h) {
-        return 0;
-    }
-    *r = h;
-    uint64_t w = h << BLOOM_HLL_BITS;
-    uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - BLOOM_HLL_BITS + 1);
-    uint8_t *g = &a->reg[h >> (64 - BLOOM_HLL_BITS)];
-    *g = rank > *g ? rank : *g;
     if (a->n == a->cap) {
         int rc = bloom_acc_grow(a);
         if (rc < 0) {
             return rc;
         }
     }
-    a->h[a->n++] = h;
+    uint64_t *r = &a->recent[h & (BLOOM_RECENT - 1)];
+    size_t fresh = *r != h;
+    *r = h;
+    uint64_t w = h << BLOOM_HLL_BITS;
+    uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - BLOOM_HLL_BITS + 1);
+    uint8_t *g = &a->reg[h >> (64 - BLOOM_HLL_BITS)];
+    *g = rank > *g ? rank : *g;
+    a->h[a->n] = h;
+    a->n += fresh;
     return 0;
 }
 
@@ -137,6 +139,13 @@ void bloom_grams_init(struct bloom_grams *g);
 void bloom_grams_fini(struct bloom_grams *g);
 /* Adds the grams of p[0, n) (none when n < 3). 0 or -ENOMEM. */
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n);
+/* Allocates the bitmap (once): 0 or -ENOMEM. */
+int bloom_grams_ready(struct bloom_grams *g);
+/* bloom_acc_tokens(a, p, n, seed) and, when |g| is not NULL (made ready by
+ * bloom_grams_ready), bloom_grams_add(g, p, n) in one pass over the bytes.
+ * 0 or -ENOMEM (from |a|). */
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
+                   uint64_t seed);
 /* The number of distinct grams added. */
 uint64_t bloom_grams_count(const struct bloom_grams *g);
 /* Sets each gram in |bits| (nbits/8 bytes, zeroed by the caller; NULL:

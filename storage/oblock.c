@@ -1028,6 +1028,25 @@ int oblock_log(const oblock *b, uint64_t i, struct log_view *v)
     return 0;
 }
 
+uint64_t oblock_time(const oblock *b, uint64_t i)
+{
+    if (i >= oblock_rows(b)) {
+        return 0;
+    }
+    const void *g = dir_get(&b->rows, i / CH);
+    uint32_t j = (uint32_t)(i % CH);
+    switch (b->sig) {
+    case SIG_LOGS: {
+        const struct log_grp *lg = g;
+        return lg->time_ns[j] ? lg->time_ns[j] : lg->observed_ns[j];
+    }
+    case SIG_TRACES:
+        return ((const struct span_grp *)g)->start_ns[j];
+    default:
+        return ((const struct point_grp *)g)->time_ns[j];
+    }
+}
+
 int oblock_span(const oblock *b, uint64_t i, struct span_view *v)
 {
     if (b->sig != SIG_TRACES || i >= oblock_rows(b)) {

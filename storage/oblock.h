@@ -212,5 +212,9 @@ const struct metric_view *oblock_metric(const oblock *b, uint32_t id);
 int oblock_log(const oblock *b, uint64_t i, struct log_view *v);
 int oblock_span(const oblock *b, uint64_t i, struct span_view *v);
 int oblock_point(const oblock *b, uint64_t i, struct point_view *v);
+/* Row |i|'s time as the seal orders rows (logs: time, or observed time
+ * when the time is 0; spans: start; points: time) without reading the
+ * rest of the row; 0 if |i| >= oblock_rows(). */
+uint64_t oblock_time(const oblock *b, uint64_t i);
 
 #endif

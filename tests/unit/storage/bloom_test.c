@@ -136,6 +136,73 @@ Test(bloom, tokens_added_in_one_pass_hash_as_the_query_side_hashes_them)
     free(a);
 }
 
+/* One pass over a body gives what the token pass and the gram pass give. */
+Test(bloom, a_bodys_tokens_and_grams_in_one_pass_equal_the_two_passes)
+{
+    char lng[300];
+    memset(lng, 'Q', sizeof(lng));
+    lng[7] = 'a';
+    lng[250] = ' ';
+    const struct {
+        const char *p;
+        size_t n;
+    } in[] = {
+        {"", 0},
+        {"a", 1},
+        {"Ab", 2},
+        {" x ", 3},
+        {"  GET /api/v2/Users?id=42 -> 500_err: timeout...\xc3\x9cn x", 53},
+        {"order ord-00ab12cd placed by USER_17 total 3.50 USD", 51},
+        {"\0\xff tail", 7},
+        {lng, sizeof(lng)},
+    };
+    struct bloom_acc *one = malloc(sizeof(*one)), *two = malloc(sizeof(*two));
+    cr_assert(one != NULL && two != NULL);
+    bloom_acc_init(one);
+    bloom_acc_init(two);
+    struct bloom_grams g1, g2;
+    bloom_grams_init(&g1);
+    bloom_grams_init(&g2);
+    cr_assert_eq(bloom_grams_ready(&g1), 0);
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        cr_assert_eq(bloom_acc_body(one, &g1, in[i].p, in[i].n, 5), 0);
+        cr_assert_eq(bloom_acc_tokens(two, in[i].p, in[i].n, 5), 0);
+        cr_assert_eq(bloom_grams_add(&g2, in[i].p, in[i].n), 0);
+        cr_assert_eq(one->n, two->n, "body %zu: %zu tokens kept, not %zu", i, one->n, two->n);
+        cr_assert_eq(bloom_grams_count(&g1), bloom_grams_count(&g2), "body %zu", i);
+    }
+    for (size_t k = 0; k < one->n; k++) {
+        cr_assert_eq(one->h[k], two->h[k], "hash %zu", k);
+    }
+    /* the tokens hash as the query side hashes them, folded, long ones cut */
+    cr_assert_eq(one->h[2], bloom_hash_token("X", 1, 5));
+    cr_assert_eq(one->h[6], bloom_hash_token("users", 5, 5));
+    cr_assert_eq(one->h[one->n - 2], bloom_hash_token(lng, BLOOM_TOKEN_MAX, 5));
+    cr_assert_eq(one->h[one->n - 1], bloom_hash_token(lng + 251, 49, 5));
+    /* without a gram set only the tokens are added */
+    size_t before = one->n;
+    uint64_t grams = bloom_grams_count(&g1);
+    cr_assert_eq(bloom_acc_body(one, NULL, "Zz9 q", 5, 5), 0);
+    cr_assert_eq(one->n, before + 2);
+    cr_assert_eq(one->h[before], bloom_hash_token("zz9", 3, 5));
+    cr_assert_eq(bloom_grams_count(&g1), grams);
+    /* the two gram sets drain to the same bloom */
+    uint64_t nbits = bloom_nbits_for(grams);
+    uint8_t *b1 = calloc(nbits / 8, 1), *b2 = calloc(nbits / 8, 1);
+    cr_assert(b1 != NULL && b2 != NULL);
+    bloom_grams_drain(&g1, b1, nbits, 3);
+    bloom_grams_drain(&g2, b2, nbits, 3);
+    cr_assert_eq(memcmp(b1, b2, nbits / 8), 0);
+    free(b1);
+    free(b2);
+    bloom_grams_fini(&g1);
+    bloom_grams_fini(&g2);
+    bloom_acc_fini(one);
+    bloom_acc_fini(two);
+    free(one);
+    free(two);
+}
+
 Test(bloom, a_gram_set_counts_distinct_folded_grams_and_drains_empty)
 {
     struct bloom_grams g;

@@ -786,6 +786,42 @@ Test(oblock, points_read_back_exactly_and_metrics_without_points_are_kept)
     oblock_free(ob);
 }
 
+/* The seal's sort key, read without the rest of the row. */
+Test(oblock, a_rows_time_alone_is_the_time_its_view_sorts_by)
+{
+    for (enum signal sig = SIG_LOGS; sig <= SIG_METRICS; sig++) {
+        oblock *ob;
+        cr_assert_eq(oblock_new(sig, &ob), 0);
+        const uint64_t total = 9000;
+        fill(ob, total, 2500);
+        cr_assert_eq(oblock_rows(ob), total);
+        uint64_t distinct = 0, prev = 0;
+        for (uint64_t i = 0; i < total; i++) {
+            uint64_t want;
+            struct log_view lv;
+            struct span_view sv;
+            struct point_view pv;
+            if (sig == SIG_LOGS) {
+                cr_assert_eq(oblock_log(ob, i, &lv), 0);
+                want = lv.time_ns ? lv.time_ns : lv.observed_ns;
+            } else if (sig == SIG_TRACES) {
+                cr_assert_eq(oblock_span(ob, i, &sv), 0);
+                want = sv.start_ns;
+            } else {
+                cr_assert_eq(oblock_point(ob, i, &pv), 0);
+                want = pv.time_ns;
+            }
+            cr_assert_eq(oblock_time(ob, i), want, "signal %d row %llu", (int)sig,
+                         (unsigned long long)i);
+            distinct += i == 0 || want != prev;
+            prev = want;
+        }
+        cr_expect_gt(distinct, total / 2, "signal %d: the times vary", (int)sig);
+        cr_expect_eq(oblock_time(ob, total), 0);
+        oblock_free(ob);
+    }
+}
+
 Test(oblock, resources_and_scopes_are_stored_once_per_distinct_content)
 {
     oblock *ob;
