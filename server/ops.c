@@ -249,6 +249,8 @@ void ops_metrics_text(struct evbuffer *o)
         {"miradb_wal_replay_bad_frames_total", "counter",
          "Intact WAL frames that did not decode at replay (skipped).",
          offsetof(struct shard_stats, replay_bad_frames)},
+        {"miradb_wal_disk_bytes", "gauge", "Bytes the WAL segments take on disk now.",
+         offsetof(struct shard_stats, wal.disk_bytes)},
         {"miradb_open_block_rows", "gauge", "Rows in the open blocks.",
          offsetof(struct shard_stats, block_rows)},
         {"miradb_open_block_bytes", "gauge", "Memory held by the open blocks.",

@@ -130,6 +130,17 @@ static bool seg_parse(const char *name, uint64_t *first)
     return true;
 }
 
+/* The stats that follow the segment list (segments, disk_bytes). */
+static void seg_stats(wal *w)
+{
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < w->nseg; i++) {
+        b += w->segs[i].bytes;
+    }
+    w->st.segments = w->nseg;
+    w->st.disk_bytes = b;
+}
+
 static int seg_push(wal *w, uint64_t first, uint64_t bytes)
 {
     if (w->nseg == w->capseg) {
@@ -144,7 +155,7 @@ static int seg_push(wal *w, uint64_t first, uint64_t bytes)
     w->segs[w->nseg].first = first;
     w->segs[w->nseg].bytes = bytes;
     w->nseg++;
-    w->st.segments = w->nseg;
+    seg_stats(w);
     return 0;
 }
 
@@ -152,7 +163,7 @@ static void seg_remove_at(wal *w, uint32_t i)
 {
     memmove(&w->segs[i], &w->segs[i + 1], (w->nseg - i - 1) * sizeof(w->segs[0]));
     w->nseg--;
-    w->st.segments = w->nseg;
+    seg_stats(w);
 }
 
 static int unlink_seg(wal *w, uint64_t first)
@@ -358,6 +369,7 @@ static int cut_log(wal *w, uint32_t i, int fd, uint64_t end)
         return -errno;
     }
     w->segs[i].bytes = end;
+    seg_stats(w);
     while (w->nseg > i + 1) {
         uint32_t last = w->nseg - 1;
         char name[SEG_NAME_LEN + 1];
@@ -392,6 +404,7 @@ static int replay_all(wal *w, struct replay *r)
             return rc;
         }
         w->segs[i].bytes = (uint64_t)st.st_size;
+        seg_stats(w);
         uint64_t end;
         int rc = replay_segment(w, r, fd, w->segs[i].first, w->segs[i].bytes, &end);
         if (rc == 0 && end < w->segs[i].bytes) {
@@ -585,6 +598,7 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
         done += (size_t)k;
     }
     w->cur_size = off + total;
+    w->st.disk_bytes += w->cur_size - w->segs[w->nseg - 1].bytes;
     w->segs[w->nseg - 1].bytes = w->cur_size;
     w->dirty = true;
     w->last_seq = seq;

@@ -27,6 +27,7 @@ struct wal_stats {
     uint64_t torn_frames;    /* torn or corrupt tails truncated at open (0 or 1 per open) */
     uint64_t torn_bytes;     /* bytes cut off by those truncations */
     uint64_t segments;       /* segment files now open or on disk */
+    uint64_t disk_bytes;     /* their bytes: what the WAL takes on disk now */
 };
 
 /* A frame's payload format is byte 17 (enum otlp_fmt, batch.h); byte 16

@@ -36,7 +36,7 @@ const SECTIONS = [
   ["Admission waits and refusals", (s) => /^miradb_(admission_|disk_low_refusals|otlp_rejected_records|otlp_request_errors|auth_refusals|http_host_refusals|connections_refused|grpc_flood)/.test(s.name), "total"],
   ["Memory budget", (s) => /^miradb_memory_/.test(s.name), "bytes"],
   ["Blocks (hot and cold tiers; open = not yet sealed)", (s) => /^miradb_(blocks|block_bytes|block_rows|tier_|unsealed_|open_block_)/.test(s.name), "value"],
-  ["WAL", (s) => /^miradb_wal_(bytes|frames|size|segment)/.test(s.name), "value"],
+  ["WAL (on disk now; written since start)", (s) => /^miradb_wal_(disk_bytes|bytes_total|frames_total)$/.test(s.name), "value"],
   ["Verification failures", (s) => /^miradb_(blocks_quarantined|query_blocks_failed|wal_torn_frames|wal_replay_bad_frames|seal_failures|verify_)/.test(s.name), "total"],
   ["Compaction backlog", (s) => /^miradb_compact/.test(s.name), "value"],
 ];

@@ -274,6 +274,7 @@ Test(wal, torn_last_frame_is_cut_at_every_offset_and_earlier_frames_kept)
         expect_range(&c, 1, 2);
         cr_assert_eq(wal_stats(w)->torn_frames, t > s2 ? 1 : 0, "cut at %zu", t);
         cr_assert_eq(wal_stats(w)->torn_bytes, t - s2);
+        cr_assert_eq(wal_stats(w)->disk_bytes, s2, "cut at %zu", t);
         cr_assert_eq(wal_last_seq(w), 2);
         cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)s2);
         wal_close(w);
@@ -473,6 +474,7 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     for (int i = 0; i < 7; i++) {
         cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), i < 6 ? 300 : 200);
     }
+    cr_expect_eq(wal_stats(w)->disk_bytes, 6 * 300 + 200);
     /* Frames on both sides of a rotation are durable after one wal_sync:
      * the rotated-away segment and the current one are both synced. */
     cr_assert_eq(wal_sync(w), 0);
@@ -488,6 +490,7 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     cr_assert_eq(tmpdir_file_size(dir, seg(7)), 300);
     cr_assert_eq(wal_release_upto(w, 1000), 4, "never the newest segment");
     cr_assert_eq(wal_stats(w)->segments, 1);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 200, "the released segments' bytes are gone");
     for (int i = 0; i < 6; i++) {
         cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), -ENOENT);
     }
@@ -499,12 +502,15 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     w = reopen(0, &c);
     expect_range(&c, 19, 20);
     cr_expect_eq(wal_last_seq(w), 20);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 200, "counted from the files at open");
     cr_assert_eq(put(w, 21, 80), 21); /* fills segment 19 to 300 */
     cr_assert_eq(put(w, 22, 80), 22); /* starts segment 22 */
     cr_expect_eq(wal_stats(w)->segments, 2);
     cr_expect_eq(tmpdir_file_size(dir, seg(19)), 300);
     cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 400);
     cr_assert_eq(wal_release_upto(w, 21), 1);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 100);
     wal_close(w);
     w = reopen(0, &c);
     expect_range(&c, 22, 22);
