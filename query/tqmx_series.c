@@ -750,13 +750,14 @@ static void render(struct tqmx_run *x, struct tqmx_set *s, struct jsonw *w)
     jsonw_key(w, "totalJobs");
     jsonw_uint(w, 1);
     jsonw_obj_end(w);
-    char warn[512];
-    qctx_warnings_join(&x->q, warn, sizeof(warn));
-    if (x->truncated) {
+    char warn[768], other[384]; /* room for both: no cut */
+    qctx_warnings_join(&x->q, other, sizeof(other));
+    snprintf(warn, sizeof(warn), "%s", other);
+    if (x->truncated) { /* Tempo's words first, then the query's own warnings */
         snprintf(warn, sizeof(warn),
                  "Response exceeds maximum series limit of %u, a partial response is returned. "
-                 "Warning: the accuracy of each individual value is not guaranteed.",
-                 x->rq->max_series); /* Tempo's words */
+                 "Warning: the accuracy of each individual value is not guaranteed.%s%s",
+                 x->rq->max_series, other[0] != '\0' ? " " : "", other);
     }
     if (warn[0] != '\0') {
         jsonw_key(w, "status");
