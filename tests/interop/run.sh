@@ -80,22 +80,14 @@ show_daemon_log() {
 [ -x "$bin" ] || abort "setup: $bin is not an executable (run make first)"
 
 # ---- node and the pinned packages ----
-if ! command -v node >/dev/null 2>&1; then
-    log "node is missing: installing nodejs and npm with apt-get"
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    timeout 300 $sudo apt-get update -qq
-    timeout 600 $sudo apt-get install -y -qq --no-install-recommends nodejs npm ||
-        abort "setup: apt-get install nodejs npm failed"
-fi
-node -e 'const [a, b] = process.versions.node.split(".").map(Number);
-         process.exit(a > 20 || (a === 20 && b >= 6) || (a === 18 && b >= 19) ? 0 : 1)' ||
+. "$here/../../scripts/nodelib.sh"
+command -v node >/dev/null 2>&1 || log "node is missing: installing nodejs and npm with apt-get"
+node_ensure || abort "setup: apt-get install nodejs npm failed"
+node_version_ok 'a > 20 || (a === 20 && b >= 6) || (a === 18 && b >= 19)' ||
     abort "setup: node $(node --version) is too old: the pinned SDK needs ^18.19 or >=20.6"
 command -v curl >/dev/null 2>&1 || abort "setup: curl is missing (scripts/deps.sh installs it)"
 
-# npm ls fails when a package is missing or does not match the lockfile: reinstall then.
-if [ ! -d "$here/node_modules" ] || ! (cd "$here" && timeout 60 npm ls --depth=0 >/dev/null 2>&1); then
+if ! npm_lock_current "$here"; then
     log "installing the pinned OpenTelemetry JS packages (npm ci)"
     run_step "$here" timeout 600 npm ci --no-audit --no-fund --loglevel=error ||
         abort "setup: npm ci failed in $here"

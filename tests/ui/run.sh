@@ -3,7 +3,7 @@
 # chromium driven headless by playwright-core (pinned in package-lock.json, installed with
 # npm ci and no browser download) against a daemon run.mjs starts and fills. Screenshots go
 # to OUT (default build/ui-test). Needs node (installed with apt-get when missing, as
-# tests/interop does), chromium (scripts/deps.sh installs it) and the npm registry the first
+# scripts/nodelib.sh), chromium (scripts/deps.sh installs it) and the npm registry the first
 # time. Exit 0 only when every check passed; the last line is "ui: N passed, N failed".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,21 +16,14 @@ abort() { echo "ui: setup: $*"; echo "ui: 0 passed, 1 failed"; exit 1; }
 [ -x "$bin" ] || abort "$bin is not an executable (run make first)"
 chromium=${MIRADB_CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || abort "$chromium is missing: scripts/deps.sh installs Debian's chromium"
-if ! command -v node >/dev/null 2>&1; then
-    echo "ui: node is missing: installing nodejs and npm with apt-get"
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    timeout 300 $sudo apt-get update -qq
-    timeout 600 $sudo apt-get install -y -qq --no-install-recommends nodejs npm ||
-        abort "apt-get install nodejs npm failed"
-fi
-node -e 'const [a, b] = process.versions.node.split(".").map(Number);
-         process.exit(a > 18 || (a === 18 && b >= 0) ? 0 : 1)' ||
+. "$here/../../scripts/nodelib.sh"
+command -v node >/dev/null 2>&1 || echo "ui: node is missing: installing nodejs and npm with apt-get"
+node_ensure || abort "apt-get install nodejs npm failed"
+node_version_ok 'a >= 18' ||
     abort "node $(node --version) is too old: playwright-core 1.61 needs 18 or later"
 # Never a browser download: the browser is Debian's.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-if [ ! -d "$here/node_modules" ] || ! (cd "$here" && timeout 60 npm ls --depth=0 >/dev/null 2>&1); then
+if ! npm_lock_current "$here"; then
     echo "ui: installing playwright-core from the lockfile (npm ci)"
     (cd "$here" && timeout 600 npm ci --no-audit --no-fund --loglevel=error) || abort "npm ci failed in $here"
 fi
