@@ -10,10 +10,6 @@
 #include <math.h>
 #include <time.h>
 
-static const char *const status_word[] = {"unset", "ok", "error"};
-static const char *const kind_word[] = {"unspecified", "internal", "server",
-                                        "client",      "producer", "consumer"};
-
 static const char *const fn_name[] = {
     [TQMX_RATE] = "rate",
     [TQMX_COUNT_OVER_TIME] = "count_over_time",
@@ -97,10 +93,10 @@ static void prom_value(char *buf, size_t cap, const struct tv *v)
         snprintf(buf, cap, "%lldns", (long long)v->i);
         return;
     case TRACEQL_T_STATUS:
-        snprintf(buf, cap, "%s", v->i >= 0 && v->i <= 2 ? status_word[v->i] : "unset");
+        snprintf(buf, cap, "%s", traceql_status_word(v->i));
         return;
     case TRACEQL_T_KIND:
-        snprintf(buf, cap, "%s", v->i >= 0 && v->i <= 5 ? kind_word[v->i] : "unspecified");
+        snprintf(buf, cap, "%s", traceql_kind_word(v->i));
         return;
     default:
         snprintf(buf, cap, "<nil>");

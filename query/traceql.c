@@ -188,6 +188,19 @@ static const struct {
     {QLEX_SCOPE_INSTRUMENTATION, "version", TRACEQL_I_INSTR_VERSION},
 };
 
+const char *traceql_status_word(int64_t v)
+{
+    static const char *const w[] = {"unset", "ok", "error"};
+    return v >= 0 && v < 3 ? w[v] : "unset";
+}
+
+const char *traceql_kind_word(int64_t v)
+{
+    static const char *const w[] = {"unspecified", "internal", "server",
+                                    "client",      "producer", "consumer"};
+    return v >= 0 && v < 6 ? w[v] : "unspecified";
+}
+
 const char *traceql_intrinsic_name(enum traceql_intrinsic i)
 {
     for (size_t k = 0; k < sizeof(unscoped_intrinsics) / sizeof(unscoped_intrinsics[0]); k++) {

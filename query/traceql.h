@@ -299,6 +299,11 @@ int traceql_parse_identifier(const char *s, size_t n, struct traceql_field *f, c
 /* Lower-case name of an intrinsic as written unscoped where one exists
  * ("duration"), else its scoped spelling ("span:id"). */
 const char *traceql_intrinsic_name(enum traceql_intrinsic i);
+/* The words of a status (0 unset, 1 ok, 2 error) and a kind (0 unspecified
+ * .. 5 consumer, OTLP's numbering) as TraceQL writes them; "unset" and
+ * "unspecified" for a number out of range. */
+const char *traceql_status_word(int64_t v);
+const char *traceql_kind_word(int64_t v);
 /* The comparison operator token |k| stands for (= != > >= < <= =~ !~):
  * true with it in |*op|, false for any other token. */
 bool traceql_cmp_op(enum qtok k, enum traceql_op *op);

@@ -742,10 +742,6 @@ static int link_trace(struct ectx *e, struct etrace *tr)
     return nested_set(e, tr);
 }
 
-static const char *const status_words[] = {"unset", "ok", "error"};
-static const char *const kind_words[] = {"unspecified", "internal", "server",
-                                         "client",      "producer", "consumer"};
-
 /* The stored value of an attribute leaf (first scope that has it). */
 static bool attr_raw(const struct traceql_field *f, const struct span_view *sv, struct val *out)
 {
@@ -813,11 +809,11 @@ void traces_json_tv(struct jsonw *w, const struct tv *v)
         break;
     case TRACEQL_T_STATUS:
         jsonw_key(w, "stringValue");
-        jsonw_cstr(w, v->i >= 0 && v->i < 3 ? status_words[v->i] : "unset");
+        jsonw_cstr(w, traceql_status_word(v->i));
         break;
     case TRACEQL_T_KIND:
         jsonw_key(w, "stringValue");
-        jsonw_cstr(w, v->i >= 0 && v->i < 6 ? kind_words[v->i] : "unspecified");
+        jsonw_cstr(w, traceql_kind_word(v->i));
         break;
     default:
         break;
