@@ -8,13 +8,14 @@ over HTTP/protobuf, uncompressed: COUNT log records and COUNT spans in one run, 
 metric collections of the same series (one send.mjs run each, as a periodic reader would send
 them). The WAL then holds every request body as it arrived (storage/wal.c's frame format), which
 gives the raw protobuf bytes and their `zstd -3` size. The daemon is restarted with a 1 s block
-age to seal (hot bytes), then with --compact-after 1s (cold bytes). Prints one JSON line per
-signal: records, raw B/record, zstd -3 B/record, hot B/record, cold B/record.
+age to seal (hot bytes), then with --compact-after 1s (cold bytes). Prints one JSON line with,
+per signal: records, raw B/record, zstd -3 B/record, hot B/record, cold B/record.
 
     sh bench/cases/corpus_js.sh [BUILD_DIR]      (BENCH_QUICK=1: 20,000 records, 5 collections)
 """
 import glob
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -78,6 +79,8 @@ def wait_for(d, pred, deadline, what):
 
 
 def main():
+    if shutil.which("node") is None or not os.path.isdir(os.path.join(INTEROP, "node_modules")):
+        raise SystemExit("node or tests/interop/node_modules missing (make interop installs them)")
     build = bl.build_dir(sys.argv)
     binary = bl.miradb_bin(build)
     count, collections = (20000, 5) if bl.QUICK else (100000, 20)
@@ -107,16 +110,22 @@ def main():
                      for s in bl.SIGNALS), 600, "compaction of every hot block")
     cold = {s: tier_bytes(m, s, "cold") for s in bl.SIGNALS}
     d.stop()
+    out = {"case": "corpus_js", "quick": bl.QUICK, "machine": bl.machine()}
     for s in bl.SIGNALS:
         n = acked[s]
         rb = sum(len(p) for p in raw[s])
-        bl.emit({"case": "corpus_js", "signal": s, "records": n, "requests": len(raw[s]),
-                 "raw_b_per_record": round(rb / n, 1),
-                 "zstd3_b_per_record": round(zstd3_bytes(raw[s]) / n, 1),
-                 "hot_b_per_record": round(hot[s] / n, 1),
-                 "cold_b_per_record": round(cold[s] / n, 1)})
+        out[s] = {"records": n, "requests": len(raw[s]), "raw_b_per_record": round(rb / n, 1),
+                  "zstd3_b_per_record": round(zstd3_bytes(raw[s]) / n, 1),
+                  "hot_b_per_record": round(hot[s] / n, 1),
+                  "cold_b_per_record": round(cold[s] / n, 1)}
+    bl.emit(out)
     bl.remove_data(data)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            bl.emit({"case": "corpus_js", "error": str(e.code)})
+            sys.exit(1)
