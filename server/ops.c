@@ -336,6 +336,10 @@ void ops_metrics_text(struct evbuffer *o)
         {"miradb_blocks_quarantined_total", "counter", "Blocks moved to DATA/quarantine/.",
          (double)(bs.quarantined + cs[0].quarantined_at_boot + cs[1].quarantined_at_boot +
                   cs[2].quarantined_at_boot)},
+        {"miradb_block_table_heap_bytes", "gauge",
+         "Heap the sealed blocks' loaded tables hold (decoded delta columns, inflated zstd "
+         "tables), outside the memory budget; a block's tables load on its first read.",
+         (double)bs.table_heap_bytes},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
         header(o, plain[k].name, plain[k].type, plain[k].help);
