@@ -210,6 +210,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_admission_shed_total", "counter",
            "Requests refused (503 / UNAVAILABLE) when the admission wait ran out.");
     evbuffer_add_printf(o, "miradb_admission_shed_total %llu\n", (unsigned long long)s.shed);
+    ingest_metrics_text(o);
     header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
     evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",
                         (unsigned long long)s.connections_accepted);

@@ -378,5 +378,8 @@ struct blk_stats {
     uint64_t table_heap_bytes;
 };
 void blk_get_stats(struct blk_stats *out);
+struct lathist;
+/* Adds to |out| how long block files' fsyncs took (blk_write). Any thread. */
+void blk_fsync_hist(struct lathist *out);
 
 #endif

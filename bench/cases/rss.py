@@ -80,7 +80,8 @@ def one(build, client, budget, conns, secs, payload, lua, extra):
         r["peak_rss_bytes"] = status_kib(d.pid, "VmHWM")
         m = d.metrics()
         r["metrics"] = {k: v for k, v in m.items() if k.startswith((
-            "miradb_admission", "miradb_ack_", "miradb_memory", "miradb_wal_write",
+            "miradb_admission", "miradb_ack_", "miradb_memory", "miradb_wal_append",
+            "miradb_block_fsync", "miradb_ingest_cache", "miradb_block_table",
             "miradb_seal"))}
         smp = s.samples
         r["peak_in_use_bytes"] = max((x[2] for x in smp), default=0)
