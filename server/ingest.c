@@ -199,23 +199,24 @@ static struct ingest_thr *thr_of(struct iot *t)
     return h;
 }
 
-static void cache_charge(struct iot *t, size_t n)
+/* |kind|: 0 buffers, 1 batches and arenas (io_stats.cache_bytes). */
+static void cache_charge(struct iot *t, int kind, size_t n)
 {
     adm_charge(n);
-    t->stats.cache_bytes += n;
+    t->stats.cache_bytes[kind] += n;
 }
 
-static void cache_uncharge(struct iot *t, size_t n)
+static void cache_uncharge(struct iot *t, int kind, size_t n)
 {
     adm_uncharge(n);
-    t->stats.cache_bytes -= n;
+    t->stats.cache_bytes[kind] -= n;
 }
 
 static void buf_release(struct iot *t, struct ingest_thr *h, struct buf *b)
 {
     if (b->p != NULL && b->cap <= CACHE_MAX_BYTES && h->n_bufs < CACHE_SLOTS) {
         h->bufs[h->n_bufs++] = (struct buf){b->p, 0, b->cap};
-        cache_charge(t, b->cap);
+        cache_charge(t, 0, b->cap);
     } else {
         free(b->p);
     }
@@ -230,7 +231,7 @@ static void buf_acquire(struct ingest_req *r, struct ingest_thr *h, struct buf *
 {
     if (b->p == NULL && h->n_bufs > 0) {
         *b = h->bufs[--h->n_bufs];
-        cache_uncharge(r->t, b->cap);
+        cache_uncharge(r->t, 0, b->cap);
         charge_committed(r, held_bytes(r));
     }
 }
@@ -292,7 +293,7 @@ static void release(struct ingest_req *r)
         if (h->n_batches < CACHE_SLOTS && fp <= CACHE_MAX_BYTES) {
             h->batch_bytes[h->n_batches] = fp;
             h->batches[h->n_batches++] = r->batch;
-            cache_charge(r->t, fp);
+            cache_charge(r->t, 1, fp);
         } else {
             batch_free(r->batch);
         }
@@ -304,7 +305,7 @@ static void release(struct ingest_req *r)
             size_t fp = arena_footprint(r->arena);
             h->arena_bytes[h->n_arenas] = fp;
             h->arenas[h->n_arenas++] = r->arena;
-            cache_charge(r->t, fp);
+            cache_charge(r->t, 1, fp);
         } else {
             arena_free(r->arena);
         }
@@ -835,7 +836,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, c
 {
     if (r->batch == NULL && h->n_batches > 0) {
         r->batch = h->batches[--h->n_batches];
-        cache_uncharge(r->t, h->batch_bytes[h->n_batches]);
+        cache_uncharge(r->t, 1, h->batch_bytes[h->n_batches]);
     } else if (r->batch == NULL && (r->batch = batch_new(r->sig)) == NULL) {
         return -ENOMEM;
     }
@@ -845,7 +846,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, c
     }
     if (r->arena == NULL && h->n_arenas > 0) {
         r->arena = h->arenas[--h->n_arenas];
-        cache_uncharge(r->t, h->arena_bytes[h->n_arenas]);
+        cache_uncharge(r->t, 1, h->arena_bytes[h->n_arenas]);
     } else if (r->arena == NULL && (r->arena = arena_new(0)) == NULL) {
         return -ENOMEM;
     }
@@ -998,14 +999,15 @@ void ingest_metrics_text(struct evbuffer *o)
     static const char *const names[PH_COUNT] = {"admit", "body",  "decode",
                                                 "shard", "reply", "total"};
     struct lathist ph[PH_COUNT];
-    uint64_t cache = 0;
+    uint64_t cache[2] = {0, 0};
     memset(ph, 0, sizeof(ph));
     for (int i = 0; i < iot_count(); i++) {
         const struct io_stats *st = &iot_get(i)->stats;
         for (int p = 0; p < PH_COUNT; p++) {
             lathist_sum(&ph[p], &st->phase[p]);
         }
-        cache += __atomic_load_n(&st->cache_bytes, __ATOMIC_RELAXED);
+        cache[0] += __atomic_load_n(&st->cache_bytes[0], __ATOMIC_RELAXED);
+        cache[1] += __atomic_load_n(&st->cache_bytes[1], __ATOMIC_RELAXED);
     }
     evbuffer_add_printf(o, "# HELP miradb_ack_phase_seconds Where acknowledged exports' time "
                            "went: admit (waiting for a queue slot and memory), body (reading it), "
@@ -1034,8 +1036,9 @@ void ingest_metrics_text(struct evbuffer *o)
                         "# HELP miradb_ingest_cache_bytes Buffers, batches and arenas the "
                         "I/O threads keep for reuse (charged to the memory budget).\n"
                         "# TYPE miradb_ingest_cache_bytes gauge\n"
-                        "miradb_ingest_cache_bytes %llu\n",
-                        (unsigned long long)cache);
+                        "miradb_ingest_cache_bytes{kind=\"buffers\"} %llu\n"
+                        "miradb_ingest_cache_bytes{kind=\"batches\"} %llu\n",
+                        (unsigned long long)cache[0], (unsigned long long)cache[1]);
 }
 
 /* ---- replay and lifecycle ---- */

@@ -56,7 +56,7 @@ struct io_stats {
     uint64_t shed;                  /* requests refused when the wait ran out */
     uint64_t connections_accepted;
     struct lathist phase[PH_COUNT]; /* acknowledged exports only */
-    uint64_t cache_bytes;           /* buffers, batches and arenas kept for reuse (charged) */
+    uint64_t cache_bytes[2]; /* kept for reuse (charged): [0] body buffers, [1] batches, arenas */
 };
 
 const char *stats_transport_name(enum transport t);
