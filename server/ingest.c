@@ -45,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <libdeflate.h>
@@ -58,8 +59,10 @@
 #include "server/promcheck.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/diskfree.h"
 #include "storage/store.h"
+#include "storage/wal.h"
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
@@ -117,6 +120,9 @@ struct ingest_req {
     struct ingest_result res;
     struct ingest_req *wnext, *wprev;
     uint64_t wait_start_ns;
+    /* CLOCK_MONOTONIC at ingest_admit, admission, ingest_finish, the
+     * hand-off to the shard and the shard's ack (enum ack_phase) */
+    uint64_t t_new, t_admitted, t_finish, t_submit, t_done;
 };
 
 /* Per I/O thread state; only that thread touches it. */
@@ -132,8 +138,10 @@ struct ingest_thr {
     struct buf bufs[CACHE_SLOTS];
     int n_bufs;
     struct batch *batches[CACHE_SLOTS];
+    size_t batch_bytes[CACHE_SLOTS]; /* each one's footprint when cached (charged) */
     int n_batches;
     arena *arenas[CACHE_SLOTS];
+    size_t arena_bytes[CACHE_SLOTS];
     int n_arenas;
     uint64_t storage_logged_ns; /* when a storage failure was last logged */
     uint64_t storage_unlogged;  /* storage failures since then */
@@ -165,7 +173,10 @@ static enum reject_reason reason_of(enum ingest_status st)
 }
 
 /* ---- per-thread caches: buffers, batches and arenas are reused, so a
- * steady stream of requests runs without malloc ---- */
+ * steady stream of requests runs without malloc. What a cache keeps is
+ * charged to the budget while it is kept (it stays resident: its pages
+ * were written by the request before), and the request that takes it
+ * charges it from then on (held_bytes), like the open-block chunk cache. */
 
 static struct ingest_thr *thr_of(struct iot *t);
 
@@ -188,20 +199,40 @@ static struct ingest_thr *thr_of(struct iot *t)
     return h;
 }
 
-static void buf_release(struct ingest_thr *h, struct buf *b)
+/* |kind|: 0 buffers, 1 batches and arenas (io_stats.cache_bytes). */
+static void cache_charge(struct iot *t, int kind, size_t n)
+{
+    adm_charge(n);
+    t->stats.cache_bytes[kind] += n;
+}
+
+static void cache_uncharge(struct iot *t, int kind, size_t n)
+{
+    adm_uncharge(n);
+    t->stats.cache_bytes[kind] -= n;
+}
+
+static void buf_release(struct iot *t, struct ingest_thr *h, struct buf *b)
 {
     if (b->p != NULL && b->cap <= CACHE_MAX_BYTES && h->n_bufs < CACHE_SLOTS) {
         h->bufs[h->n_bufs++] = (struct buf){b->p, 0, b->cap};
+        cache_charge(t, 0, b->cap);
     } else {
         free(b->p);
     }
     *b = (struct buf){NULL, 0, 0};
 }
 
-static void buf_acquire(struct ingest_thr *h, struct buf *b)
+static void charge_committed(struct ingest_req *r, uint64_t total);
+static uint64_t held_bytes(const struct ingest_req *r);
+
+/* Takes a cached buffer into |b| (if it has none), its charge moving to |r|. */
+static void buf_acquire(struct ingest_req *r, struct ingest_thr *h, struct buf *b)
 {
     if (b->p == NULL && h->n_bufs > 0) {
         *b = h->bufs[--h->n_bufs];
+        cache_uncharge(r->t, 0, b->cap);
+        charge_committed(r, held_bytes(r));
     }
 }
 
@@ -255,11 +286,14 @@ static void release(struct ingest_req *r)
         shard_unreserve(r->sh);
         r->sh = NULL;
     }
-    buf_release(h, &r->body);
-    buf_release(h, &r->plain);
+    buf_release(r->t, h, &r->body);
+    buf_release(r->t, h, &r->plain);
     if (r->batch != NULL) {
-        if (h->n_batches < CACHE_SLOTS && batch_footprint(r->batch) <= CACHE_MAX_BYTES) {
+        size_t fp = batch_footprint(r->batch);
+        if (h->n_batches < CACHE_SLOTS && fp <= CACHE_MAX_BYTES) {
+            h->batch_bytes[h->n_batches] = fp;
             h->batches[h->n_batches++] = r->batch;
+            cache_charge(r->t, 1, fp);
         } else {
             batch_free(r->batch);
         }
@@ -268,7 +302,10 @@ static void release(struct ingest_req *r)
     if (r->arena != NULL) {
         arena_reset(r->arena);
         if (h->n_arenas < CACHE_SLOTS) {
+            size_t fp = arena_footprint(r->arena);
+            h->arena_bytes[h->n_arenas] = fp;
             h->arenas[h->n_arenas++] = r->arena;
+            cache_charge(r->t, 1, fp);
         } else {
             arena_free(r->arena);
         }
@@ -420,6 +457,7 @@ static void retry_one(struct iot *t, struct ingest_thr *h, struct ingest_req *r,
     if (!*blocked && try_admit(r)) {
         waiter_remove(h, r);
         t->stats.admit_wait_ns += now - r->wait_start_ns;
+        r->t_admitted = now;
         r->state = RQ_ADMITTED;
         r->res.status = IS_ADMITTED;
         post_cb(r);
@@ -523,8 +561,10 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
         return;
     }
     r->expected = expected_bytes;
+    r->t_new = clock_mono_ns();
     int g = r->sig - 1;
     if (h->whead[g] == NULL && try_admit(r)) {
+        r->t_admitted = r->t_new;
         r->state = RQ_ADMITTED;
         r->res.status = IS_ADMITTED;
         post_cb(r);
@@ -592,7 +632,7 @@ int ingest_body_append(struct ingest_req *r, const void *p, size_t n)
         r->body_reserved = step;
     }
     if (need > r->body.cap) {
-        buf_acquire(h, &r->body);
+        buf_acquire(r, h, &r->body);
     }
     if (need > r->body.cap) {
         size_t cap = r->body_reserved;
@@ -671,6 +711,20 @@ static void storage_failed(struct ingest_req *r, int rc)
     }
 }
 
+/* An acknowledged export's phases (enum ack_phase). An empty export
+ * (no shard) counts its decode up to the ack and no shard time. */
+static void count_phases(const struct ingest_req *r, struct io_stats *st)
+{
+    uint64_t now = clock_mono_ns();
+    uint64_t sub = r->t_submit != 0 ? r->t_submit : r->t_done;
+    lathist_add(&st->phase[PH_ADMIT], r->t_admitted - r->t_new);
+    lathist_add(&st->phase[PH_BODY], r->t_finish - r->t_admitted);
+    lathist_add(&st->phase[PH_DECODE], sub - r->t_finish);
+    lathist_add(&st->phase[PH_SHARD], r->t_done - sub);
+    lathist_add(&st->phase[PH_REPLY], now - r->t_done);
+    lathist_add(&st->phase[PH_TOTAL], now - r->t_new);
+}
+
 static void completed(struct iot_msg *m)
 {
     struct ingest_req *r = (struct ingest_req *)((char *)m - offsetof(struct ingest_req, msg));
@@ -683,6 +737,7 @@ static void completed(struct iot_msg *m)
         st->records[si][r->tr] += r->res.records;
         st->bytes[si][r->tr] += r->wire_bytes;
         st->rejected_records[si] += r->res.rejected;
+        count_phases(r, st);
     } else {
         storage_failed(r, r->job.result);
     }
@@ -695,6 +750,7 @@ static void completed(struct iot_msg *m)
 static void job_done(struct shard_job *j)
 {
     struct ingest_req *r = (struct ingest_req *)((char *)j - offsetof(struct ingest_req, job));
+    r->t_done = clock_mono_ns();
     r->cb_pending = true;
     r->msg.fn = completed;
     iot_post(r->t, &r->msg);
@@ -726,7 +782,7 @@ static int gunzip(struct ingest_req *r, struct ingest_thr *h)
     if (hint < 4096) {
         hint = 4096;
     }
-    buf_acquire(h, &r->plain);
+    buf_acquire(r, h, &r->plain);
     r->plain.len = 0;
     while (in_len > 0) {
         if (in_len < 18 || in[0] != 0x1f || in[1] != 0x8b) {
@@ -778,21 +834,21 @@ static int gunzip(struct ingest_req *r, struct ingest_thr *h)
 static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, const uint8_t *p,
                   size_t n, char *err, size_t errlen)
 {
-    if (r->batch == NULL) {
-        r->batch = h->n_batches > 0 ? h->batches[--h->n_batches] : batch_new(r->sig);
-        if (r->batch == NULL) {
-            return -ENOMEM;
-        }
+    if (r->batch == NULL && h->n_batches > 0) {
+        r->batch = h->batches[--h->n_batches];
+        cache_uncharge(r->t, 1, h->batch_bytes[h->n_batches]);
+    } else if (r->batch == NULL && (r->batch = batch_new(r->sig)) == NULL) {
+        return -ENOMEM;
     }
     batch_reset(r->batch, r->sig);
     if (f == OTLP_PROTOBUF) {
         return pbdec_decode(r->sig, p, n, r->batch, err, errlen);
     }
-    if (r->arena == NULL) {
-        r->arena = h->n_arenas > 0 ? h->arenas[--h->n_arenas] : arena_new(0);
-        if (r->arena == NULL) {
-            return -ENOMEM;
-        }
+    if (r->arena == NULL && h->n_arenas > 0) {
+        r->arena = h->arenas[--h->n_arenas];
+        cache_uncharge(r->t, 1, h->arena_bytes[h->n_arenas]);
+    } else if (r->arena == NULL && (r->arena = arena_new(0)) == NULL) {
+        return -ENOMEM;
     }
     /* Bound what a hostile JSON body can make the decoder allocate. */
     arena_set_limit(r->arena, 8 * n + (1u << 20));
@@ -812,6 +868,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
     }
     event_del(&r->body_ev); /* the body is all here */
     event_del(&r->rate_ev);
+    r->t_finish = clock_mono_ns();
     if (f == OTLP_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
@@ -874,6 +931,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
     r->state = RQ_SHARD;
     shard *sh = r->sh;
     r->sh = NULL; /* the slot now belongs to the job */
+    r->t_submit = clock_mono_ns();
     shard_submit_take(sh, &r->job);
 }
 
@@ -914,6 +972,75 @@ void ingest_count_rejection(struct iot *t, enum reject_reason why)
     t->stats.rejections[why]++;
 }
 
+/* ---- metrics ---- */
+
+static void hist_text(struct evbuffer *o, const char *name, const char *label,
+                      const struct lathist *h)
+{
+    const char *sep = label[0] != '\0' ? "," : "";
+    uint64_t cum = 0;
+    for (int i = 0; i <= LH_BUCKETS; i++) {
+        cum += h->n[i];
+        if (i < LH_BUCKETS) {
+            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep,
+                                (double)lathist_bound_us(i) / 1e6, (unsigned long long)cum);
+        } else {
+            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+                                (unsigned long long)cum);
+        }
+    }
+    const char *open = label[0] != '\0' ? "{" : "", *close = label[0] != '\0' ? "}" : "";
+    evbuffer_add_printf(o, "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", name, open, label, close,
+                        (double)h->sum_ns / 1e9, name, open, label, close, (unsigned long long)cum);
+}
+
+void ingest_metrics_text(struct evbuffer *o)
+{
+    static const char *const names[PH_COUNT] = {"admit", "body",  "decode",
+                                                "shard", "reply", "total"};
+    struct lathist ph[PH_COUNT];
+    uint64_t cache[2] = {0, 0};
+    memset(ph, 0, sizeof(ph));
+    for (int i = 0; i < iot_count(); i++) {
+        const struct io_stats *st = &iot_get(i)->stats;
+        for (int p = 0; p < PH_COUNT; p++) {
+            lathist_sum(&ph[p], &st->phase[p]);
+        }
+        cache[0] += __atomic_load_n(&st->cache_bytes[0], __ATOMIC_RELAXED);
+        cache[1] += __atomic_load_n(&st->cache_bytes[1], __ATOMIC_RELAXED);
+    }
+    evbuffer_add_printf(o, "# HELP miradb_ack_phase_seconds Where acknowledged exports' time "
+                           "went: admit (waiting for a queue slot and memory), body (reading it), "
+                           "decode (gunzip and decode), shard (the shard's queue, WAL write and "
+                           "append), reply (back to the I/O thread), total.\n"
+                           "# TYPE miradb_ack_phase_seconds histogram\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        char label[32];
+        snprintf(label, sizeof(label), "phase=\"%s\"", names[p]);
+        hist_text(o, "miradb_ack_phase_seconds", label, &ph[p]);
+    }
+    struct lathist wh;
+    memset(&wh, 0, sizeof(wh));
+    wal_append_hist(&wh);
+    evbuffer_add_printf(o, "# HELP miradb_wal_append_seconds How long WAL appends took (the "
+                           "write, and a segment rotation when one was due).\n"
+                           "# TYPE miradb_wal_append_seconds histogram\n");
+    hist_text(o, "miradb_wal_append_seconds", "", &wh);
+    memset(&wh, 0, sizeof(wh));
+    blk_fsync_hist(&wh);
+    evbuffer_add_printf(o, "# HELP miradb_block_fsync_seconds How long the fsync of a sealed "
+                           "block file took.\n"
+                           "# TYPE miradb_block_fsync_seconds histogram\n");
+    hist_text(o, "miradb_block_fsync_seconds", "", &wh);
+    evbuffer_add_printf(o,
+                        "# HELP miradb_ingest_cache_bytes Buffers, batches and arenas the "
+                        "I/O threads keep for reuse (charged to the memory budget).\n"
+                        "# TYPE miradb_ingest_cache_bytes gauge\n"
+                        "miradb_ingest_cache_bytes{kind=\"buffers\"} %llu\n"
+                        "miradb_ingest_cache_bytes{kind=\"batches\"} %llu\n",
+                        (unsigned long long)cache[0], (unsigned long long)cache[1]);
+}
+
 /* ---- replay and lifecycle ---- */
 
 int ingest_replay_decode(enum signal sig, enum otlp_fmt fmt, const uint8_t *p, size_t n,
@@ -944,12 +1071,15 @@ void ingest_fini(void)
             continue;
         }
         for (int i = 0; i < h->n_bufs; i++) {
+            adm_uncharge(h->bufs[i].cap);
             free(h->bufs[i].p);
         }
         for (int i = 0; i < h->n_batches; i++) {
+            adm_uncharge(h->batch_bytes[i]);
             batch_free(h->batches[i]);
         }
         for (int i = 0; i < h->n_arenas; i++) {
+            adm_uncharge(h->arena_bytes[i]);
             arena_free(h->arenas[i]);
         }
         event_free(h->retry_ev);

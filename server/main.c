@@ -391,6 +391,17 @@ static int serve(int argc, char **argv)
         log_warn("main", "event=config_warning msg=\"--max-request-bytes is more than half of "
                          "--memory-budget: large requests may wait and be refused\"");
     }
+    /* The floor measured under 1,000-record exports (bench/cases/rss.sh):
+     * the fixed RSS (code, libraries, stacks: ~6 MiB), each shard's open
+     * blocks at their 2 MiB minimum plus the blocks being sealed and the
+     * seal scratch. Below it admission cannot keep RSS inside the budget. */
+    uint64_t floor = (16ull << 20) + (uint64_t)c.shards * (12ull << 20);
+    if (c.memory_budget < floor) {
+        log_warn("main",
+                 "event=config_warning msg=\"--memory-budget is below %llu MiB (16 MiB + 12 MiB "
+                 "per shard): exports will wait and be refused and RSS may pass the budget\"",
+                 (unsigned long long)(floor >> 20));
+    }
 
     /* Signals are taken by sigtimedwait on this thread only. */
     sigemptyset(&sigs);

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "lib/lathist.h"
+
 enum transport {
     TR_HTTP = 0, /* OTLP/HTTP, protobuf */
     TR_HTTP_JSON = 1,
@@ -30,6 +32,18 @@ enum reject_reason {
 };
 #define RJ_COUNT 10
 
+/* Where an acknowledged export's time went (ingest.c), from its headers
+ * to its answer being queued for the client. */
+enum ack_phase {
+    PH_ADMIT = 0,  /* waiting for a queue slot and memory */
+    PH_BODY = 1,   /* admitted until the whole body was read */
+    PH_DECODE = 2, /* gunzip and decode */
+    PH_SHARD = 3,  /* handed to the shard until it acked: its queue, WAL write, append */
+    PH_REPLY = 4,  /* back to the I/O thread */
+    PH_TOTAL = 5,
+};
+#define PH_COUNT 6
+
 struct io_stats {
     /* [signal - 1][transport] */
     uint64_t requests[3][TR_COUNT]; /* exports acknowledged */
@@ -41,6 +55,8 @@ struct io_stats {
     uint64_t admit_wait_ns;         /* total time waited */
     uint64_t shed;                  /* requests refused when the wait ran out */
     uint64_t connections_accepted;
+    struct lathist phase[PH_COUNT]; /* acknowledged exports only */
+    uint64_t cache_bytes[2]; /* kept for reuse (charged): [0] body buffers, [1] batches, arenas */
 };
 
 const char *stats_transport_name(enum transport t);

@@ -120,6 +120,15 @@ typedef struct blk blk;
  */
 int blk_open(const char *path, blk **out, char *err, size_t errlen);
 int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t errlen);
+/*
+ * Frees what loading |b|'s tables put on the heap (decoded delta columns,
+ * inflated zstd tables: 16 bytes a row for logs) and marks them unloaded,
+ * so the first reader loads (verifies and binds) them again. Only while the
+ * caller holds the only reference: a freshly opened block before it is
+ * published. A sealed block that nobody reads then holds no heap for its
+ * rows; the mapping's pages are the kernel's to drop.
+ */
+void blk_drop_tables(blk *b);
 /* Atomic; any thread. blk_unref accepts NULL; the last one unmaps. */
 void blk_ref(blk *b);
 void blk_unref(blk *b);
@@ -364,7 +373,13 @@ struct blk_stats {
     uint64_t cache_misses;
     uint64_t cache_clears;
     uint64_t quarantined;
+    /* heap the open blocks' loaded tables hold: delta columns decoded and
+     * zstd tables inflated at load (blk_drop_tables returns it) */
+    uint64_t table_heap_bytes;
 };
 void blk_get_stats(struct blk_stats *out);
+struct lathist;
+/* Adds to |out| how long block files' fsyncs took (blk_write). Any thread. */
+void blk_fsync_hist(struct lathist *out);
 
 #endif

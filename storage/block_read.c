@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -28,6 +29,25 @@
 
 static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
 
+/* Bytes of decoded delta columns and zstd table copies the open blocks
+ * hold (heap, outside the mapping; blk_stats.table_heap_bytes). */
+static _Atomic uint64_t st_heap;
+
+static void heap_add(const void *p)
+{
+    if (p != NULL) {
+        atomic_fetch_add(&st_heap, malloc_usable_size((void *)p));
+    }
+}
+
+static void heap_free(void *p)
+{
+    if (p != NULL) {
+        atomic_fetch_sub(&st_heap, malloc_usable_size(p));
+        free(p);
+    }
+}
+
 void blk_get_stats(struct blk_stats *out)
 {
     struct vcache_stats vs;
@@ -39,6 +59,7 @@ void blk_get_stats(struct blk_stats *out)
     out->cache_misses = vs.misses;
     out->cache_clears = vs.clears;
     out->quarantined = atomic_load(&st_quarantined);
+    out->table_heap_bytes = atomic_load(&st_heap);
 }
 
 /* |table|: a table (counted as verified) rather than the footer. */
@@ -76,6 +97,7 @@ static int decode_delta(const uint8_t *s, unsigned w, uint64_t base, uint64_t fi
     if (v == NULL) {
         return -ENOMEM;
     }
+    heap_add(v);
     uint64_t x = first;
     v[0] = x;
     switch (w) {
@@ -140,7 +162,7 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
             len != INT_HDR + 8 + n * w) {
             return -EBADMSG;
         }
-        free(*dec);
+        heap_free(*dec);
         *dec = NULL;
         int rc = decode_delta(p + INT_HDR + 8, w, rd64(p + 8), rd64(p + INT_HDR), count, dec);
         if (rc < 0) {
@@ -447,12 +469,13 @@ static int do_table_load(blk *b, int t)
         if (z == NULL) {
             return -ENOMEM;
         }
+        heap_add(z);
         size_t zn = ZSTD_decompress(z, d->raw, raw, d->len);
         if (ZSTD_isError(zn) || zn != d->raw) {
-            free(z);
+            heap_free(z);
             return -EBADMSG;
         }
-        free(b->zbuf[t]); /* a load that ran out of memory may have left one */
+        heap_free(b->zbuf[t]); /* a load that ran out of memory may have left one */
         b->zbuf[t] = z;
         raw = z;
     }
@@ -872,9 +895,9 @@ static void blk_destroy(blk *b)
         munmap(b->map, b->size);
     }
     for (int t = 0; t < N_TABLES; t++) {
-        free(b->zbuf[t]);
+        heap_free(b->zbuf[t]);
         for (int c = 0; c < MAX_PHYS; c++) {
-            free(b->dec[t][c]);
+            heap_free(b->dec[t][c]);
         }
     }
     free(b->alists);
@@ -1035,6 +1058,31 @@ int blk_open(const char *path, blk **out, char *err, size_t errlen)
 void blk_ref(blk *b)
 {
     atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void blk_drop_tables(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    for (int t = 0; t < N_TABLES; t++) {
+        if (atomic_load_explicit(&b->tstate[t], memory_order_relaxed) != TS_OK) {
+            continue;
+        }
+        heap_free(b->zbuf[t]);
+        b->zbuf[t] = NULL;
+        for (int c = 0; c < MAX_PHYS; c++) {
+            heap_free(b->dec[t][c]);
+            b->dec[t][c] = NULL;
+        }
+        if (t == 1) {
+            free(b->alists);
+            free(b->alists_off);
+            b->alists = NULL;
+            b->alists_off = NULL;
+        }
+        atomic_store_explicit(&b->tstate[t], TS_NONE, memory_order_relaxed);
+    }
+    free(atomic_exchange(&b->col_time, NULL));
+    pthread_mutex_unlock(&b->lock);
 }
 
 void blk_unref(blk *b)

@@ -72,5 +72,16 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
                      struct tdir *d);
 /* write(2) until all of p[0, n) is written: 0 or -errno. */
 int blkw_write_all(int fd, const void *p, size_t n);
+/*
+ * Write-behind for the block file |fd| that the calling thread is about to
+ * write from offset 0 with blkw_write_all / the table writer: every
+ * WB_STEP bytes written, writeback of them is started (sync_file_range
+ * SYNC_FILE_RANGE_WRITE, not waited for), so the file's fsync (blkw_fsync)
+ * finds little left to write and holds the filesystem's journal briefly
+ * instead of stalling the WAL's writes behind a block's worth of data.
+ */
+void blkw_writebehind_begin(int fd);
+/* fsync(2) of a block file, timed (blk_fsync_hist); 0 or -1 with errno. */
+int blkw_fsync(int fd);
 
 #endif

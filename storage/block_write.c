@@ -1422,8 +1422,9 @@ int blk_write_ex(const char *dir, const struct oblock *ob, uint64_t rows, const 
     if (fd < 0) {
         return -errno;
     }
+    blkw_writebehind_begin(fd);
     int rc = build_and_write(fd, ob, rows, m, o);
-    if (rc == 0 && fsync(fd) < 0) {
+    if (rc == 0 && blkw_fsync(fd) < 0) {
         rc = -errno;
     }
     if (close(fd) < 0 && rc == 0) {

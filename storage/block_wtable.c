@@ -8,6 +8,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 
 #include <libdeflate.h>
 #include <zstd.h>
+
+#include "lib/clock.h"
+#include "lib/lathist.h"
 
 static const uint8_t zeros8[8];
 
@@ -214,6 +218,50 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
     }
 }
 
+/* ---- write-behind and the fsync (block_wint.h) ---- */
+
+#define WB_STEP (4u << 20)
+static __thread int wb_fd = -1;
+static __thread uint64_t wb_off, wb_started;
+static struct lathist fsync_hist;
+
+void blkw_writebehind_begin(int fd)
+{
+    wb_fd = fd;
+    wb_off = 0;
+    wb_started = 0;
+}
+
+static void wb_wrote(int fd, size_t n)
+{
+    if (fd != wb_fd) {
+        return;
+    }
+    wb_off += n;
+    if (wb_off - wb_started >= WB_STEP) {
+        /* Best effort: a failure here shows again at the fsync. */
+        (void)sync_file_range(fd, (off_t)wb_started, (off_t)(wb_off - wb_started),
+                              SYNC_FILE_RANGE_WRITE);
+        wb_started = wb_off;
+    }
+}
+
+int blkw_fsync(int fd)
+{
+    uint64_t t0 = clock_mono_ns();
+    int rc = fsync(fd);
+    lathist_add_shared(&fsync_hist, clock_mono_ns() - t0);
+    if (fd == wb_fd) {
+        wb_fd = -1;
+    }
+    return rc;
+}
+
+void blk_fsync_hist(struct lathist *out)
+{
+    lathist_sum(out, &fsync_hist);
+}
+
 int blkw_write_all(int fd, const void *p, size_t n)
 {
     const uint8_t *c = p;
@@ -227,6 +275,7 @@ int blkw_write_all(int fd, const void *p, size_t n)
         }
         c += w;
         n -= (size_t)w;
+        wb_wrote(fd, (size_t)w);
     }
     return 0;
 }
@@ -242,6 +291,7 @@ static int writev_all(int fd, struct iovec *iov, unsigned n)
             }
             return -errno;
         }
+        wb_wrote(fd, (size_t)w);
         size_t left = (size_t)w;
         while (n > 0 && left >= iov->iov_len) {
             left -= iov->iov_len;

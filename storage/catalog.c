@@ -332,6 +332,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
                 next_seal_ids[m->shard] = m->seal_id + 1;
             }
         }
+        blk_drop_tables(b); /* verified; loaded again by its first reader (block.h) */
         pthread_mutex_lock(&lock);
         rc = add_block_locked(s, b, path, file_bytes(path));
         pthread_mutex_unlock(&lock);

@@ -67,6 +67,9 @@ static int write_and_publish(struct seal_job *j, struct seal_failure *f)
         rc = blk_open(f->path, &b, f->detail, sizeof(f->detail));
     }
     if (rc == 0) {
+        /* Read back and verified; until a query reads it the block need not
+         * keep its decoded root table on the heap (block.h). */
+        blk_drop_tables(b);
         f->step = "publish";
         rc = catalog_publish(j->h, b, f->path);
         if (rc < 0) {

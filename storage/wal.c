@@ -55,6 +55,8 @@
 
 #include <libdeflate.h>
 
+#include "lib/clock.h"
+
 #define WAL_HDR 20
 #define WAL_READ_BUF (1u << 20)
 #define SEG_NAME_LEN 24 /* 20 digits + ".wal" */
@@ -540,7 +542,26 @@ static int rotate(wal *w, uint64_t first)
     return 0;
 }
 
+static struct lathist append_hist; /* every WAL's appends, any thread */
+
+void wal_append_hist(struct lathist *out)
+{
+    lathist_sum(out, &append_hist);
+}
+
+static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
+                            size_t n);
+
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n)
+{
+    uint64_t t0 = clock_mono_ns();
+    int64_t r = append_frame(w, sig, fmt, payload, n);
+    lathist_add_shared(&append_hist, clock_mono_ns() - t0);
+    return r;
+}
+
+static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
+                            size_t n)
 {
     if (n > WAL_FRAME_MAX) {
         return -E2BIG;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/lathist.h"
 #include "storage/batch.h"
 
 typedef struct wal wal;
@@ -91,6 +92,9 @@ int wal_release_upto(wal *w, uint64_t upto);
 uint64_t wal_last_seq(const wal *w);
 /* Borrowed; valid until wal_close. */
 const struct wal_stats *wal_stats(const wal *w);
+/* Adds to |out| how long wal_append took, every WAL of the process
+ * (the write, and a segment rotation when one was due). Any thread. */
+void wal_append_hist(struct lathist *out);
 /* Closes the files without syncing them (call wal_sync first if the frames
  * must be durable). Accepts NULL. */
 void wal_close(wal *w);

@@ -62,6 +62,19 @@ static double in_use(const struct daemon *d)
     return daemon_metric(d, "miradb_memory_in_use_bytes");
 }
 
+static double cached(const struct daemon *d, const char *kind)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "miradb_ingest_cache_bytes{kind=\"%s\"}", kind);
+    return daemon_metric(d, name);
+}
+
+/* What ingest's caches keep (charged while kept). */
+static double cache_total(const struct daemon *d)
+{
+    return cached(d, "buffers") + cached(d, "batches");
+}
+
 Test(budget, a_big_export_gives_its_memory_back_once_sealed_and_later_exports_succeed)
 {
     struct daemon d;
@@ -244,11 +257,12 @@ Test(budget, declared_but_unsent_bodies_pin_nothing_and_get_408_or_deadline_exce
                  3 * 1100);
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\",transport=\"grpc\"}"),
                  1100);
-    /* What the stalled requests held is back: only the open block grew. */
+    /* What the stalled requests held is back: only the open block grew,
+     * and the buffers the I/O thread keeps for reuse. */
     double open = daemon_metric(&d, "miradb_open_block_bytes{signal=\"logs\"}");
-    double mem = in_use(&d);
-    cr_expect_leq(mem, idle + open + (1 << 20), "in use %.0f, idle %.0f, open block %.0f", mem,
-                  idle, open);
+    double mem = in_use(&d), kept = cache_total(&d);
+    cr_expect_leq(mem, idle + open + kept + (1 << 20),
+                  "in use %.0f, idle %.0f, open block %.0f, cached %.0f", mem, idle, open, kept);
     cr_expect_eq(daemon_stop(&d), 0);
 }
 
@@ -292,7 +306,9 @@ Test(budget, a_body_that_stops_arriving_is_answered_408_not_closed_silently)
     close(fd);
 
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_request_errors_total{reason=\"timeout\"}"), 1);
-    cr_expect_eq(in_use(&d), idle, "the stalled request's charge is back");
+    /* Its charge is back, but for the body buffer kept for the next request. */
+    cr_expect_eq(cached(&d, "buffers"), (double)len);
+    cr_expect_eq(in_use(&d), idle + cache_total(&d), "the stalled request's charge is back");
     /* The daemon serves on. */
     cr_expect_eq(post(d.http_port, "/v1/logs", body, len, false), 200);
     free(body);
@@ -405,6 +421,54 @@ Test(budget, an_export_of_usual_size_waits_for_room_instead_of_failing_halfway)
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\","
                                    "transport=\"http_protobuf\"}"),
                  (double)(nh + 1) * USUAL_COPIES * VEC_RECORDS);
+    free(body);
+    cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* The buffers an I/O thread keeps for the next request are resident (the
+ * last request wrote them), so they are charged while kept: a body charged
+ * whole at admission leaves exactly its length cached, taken and given
+ * back by the next request rather than kept twice; a gzip body leaves its
+ * compressed and its inflated buffer. */
+Test(budget, the_buffers_ingest_keeps_for_reuse_are_charged_while_kept)
+{
+    struct daemon d;
+    const char *args[] = {"--memory-budget", "64MiB", "--shards", "1", "--io-threads", "1", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    cr_assert_eq(cached(&d, "buffers"), 0);
+    cr_assert_eq(cached(&d, "batches"), 0);
+    /* RSS beside the budget's count (its value under ASan means nothing). */
+    cr_expect_gt(daemon_metric(&d, "miradb_process_resident_bytes"), 0);
+
+    size_t len;
+    uint8_t *body = logs_body(USUAL_COPIES, &len); /* 3x its size is under 2 MiB: charged whole */
+    cr_assert_eq(post(d.http_port, "/v1/logs", body, len, false), 200);
+    cr_expect_eq(cached(&d, "buffers"), (double)len);
+    double batches = cached(&d, "batches");
+    cr_expect_gt(batches, 0);
+    cr_expect_geq(in_use(&d), (double)len + batches);
+
+    cr_assert_eq(post(d.http_port, "/v1/logs", body, len, false), 200);
+    cr_expect_eq(cached(&d, "buffers"), (double)len);
+    cr_expect_eq(cached(&d, "batches"), batches);
+
+    struct libdeflate_compressor *cmp = libdeflate_alloc_compressor(6);
+    cr_assert_not_null(cmp);
+    size_t cap = libdeflate_gzip_compress_bound(cmp, len);
+    uint8_t *gz = malloc(cap);
+    cr_assert_not_null(gz);
+    size_t gz_len = libdeflate_gzip_compress(cmp, body, len, gz, cap);
+    libdeflate_free_compressor(cmp);
+    cr_assert_gt(gz_len, 0);
+    cr_assert_lt(gz_len * 4, len, "gzip body of %zu bytes", gz_len);
+    /* The cached buffer (len bytes) takes the compressed body; the inflated
+     * copy gets a fresh one of the gzip trailer's size, len. */
+    cr_assert_eq(post(d.http_port, "/v1/logs", gz, gz_len, true), 200);
+    cr_expect_eq(cached(&d, "buffers"), 2.0 * (double)len);
+    cr_expect_eq(daemon_metric(&d, "miradb_otlp_records_total{signal=\"logs\","
+                                   "transport=\"http_protobuf\"}"),
+                 3.0 * USUAL_COPIES * VEC_RECORDS);
+    free(gz);
     free(body);
     cr_expect_eq(daemon_stop(&d), 0);
 }

@@ -292,6 +292,44 @@ Test(block, open_verifies_only_the_root_and_each_other_table_once_on_first_use)
     oblock_free(ob);
 }
 
+/* blk_drop_tables (what the sealer and the boot scan call before a block is
+ * published): the heap its loaded tables took comes back to the byte, and
+ * the next reader loads (verifies) them again and reads the same rows. */
+static void drop_and_reload(enum signal sig, uint64_t seed, const struct blk_wopts *o)
+{
+    char path[512];
+    oblock *ob = gen_oblock(sig, seed, 3000, 50);
+    write_block(ob, 3000, 0, seed, o, path, sizeof(path));
+    cr_assert_eq(stats_now().table_heap_bytes, 0);
+    blk *b = open_ok(path);
+    /* the root's sorted times and string offsets are delta coded: decoded,
+     * 8 bytes a row each (or its zstd copy inflated) */
+    cr_assert_geq(stats_now().table_heap_bytes, 3000 * 8);
+    blk_drop_tables(b);
+    cr_assert_eq(stats_now().table_heap_bytes, 0);
+    struct blk_table_info ti;
+    cr_assert_eq(blk_table_info(b, 0, &ti), 0);
+    cr_assert_eq(ti.state, 0);
+    uint64_t verified = stats_now().tables_verified;
+    check_block(b, ob, 3000); /* every table loaded again, every field equal */
+    cr_assert_eq(stats_now().tables_verified, verified + 3);
+    cr_assert_gt(stats_now().table_heap_bytes, 3000 * 8);
+    blk_drop_tables(b);
+    cr_assert_eq(stats_now().table_heap_bytes, 0);
+    check_block(b, ob, 3000);
+    blk_unref(b);
+    cr_assert_eq(stats_now().table_heap_bytes, 0);
+    oblock_free(ob);
+}
+
+Test(block, dropped_tables_return_their_heap_and_load_again_on_the_next_read)
+{
+    struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_level = 1, .zstd_root = true};
+    drop_and_reload(SIG_LOGS, 81, NULL);
+    drop_and_reload(SIG_TRACES, 82, NULL);
+    drop_and_reload(SIG_METRICS, 83, &z);
+}
+
 Test(block, a_settled_file_is_verified_once_across_opens_and_a_replaced_one_again)
 {
     char path[512], other[512];
