@@ -231,6 +231,26 @@ static int varint_slow(const uint8_t **pp, const uint8_t *end, int max, uint64_t
     return -2;
 }
 
+/*
+ * The same loop when |max| bytes are known to be there: one bounds check for
+ * the whole varint instead of one per byte. 0, or -2 when longer than |max|.
+ */
+static inline int varint_unchecked(const uint8_t **pp, int max, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    for (int i = 0; i < max; i++) {
+        uint8_t c = p[i];
+        v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (c < 0x80) {
+            *pp = p + i + 1;
+            *out = v;
+            return 0;
+        }
+    }
+    return -2;
+}
+
 static inline int rd_varint(struct dec *d, const uint8_t **pp, const uint8_t *end, int max,
                             uint64_t *out, const char *what)
 {
@@ -240,7 +260,7 @@ static inline int rd_varint(struct dec *d, const uint8_t **pp, const uint8_t *en
         *pp = p + 1;
         return 0;
     }
-    int rc = varint_slow(pp, end, max, out);
+    int rc = end - p >= max ? varint_unchecked(pp, max, out) : varint_slow(pp, end, max, out);
     if (UNLIKELY(rc < 0)) {
         return fail(d, p, rc == -1 ? "truncated %s" : "%s too long", what);
     }
@@ -334,11 +354,25 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
                 c->p = f->p + f->len;
                 return 1;
             }
+            /* Two-byte lengths (128..16383): records, bodies. */
+            if (LIKELY(end - p >= 2 && p[0] >= 0x80 && p[1] < 0x80)) {
+                size_t n = ((size_t)p[1] << 7) | (p[0] & 0x7f);
+                if (LIKELY(n <= (size_t)(end - p - 2))) {
+                    f->len = n;
+                    f->p = p + 2;
+                    c->p = f->p + n;
+                    return 1;
+                }
+            }
             break;
         case WT_VARINT:
             if (LIKELY(p < end && *p < 0x80)) {
                 f->v = *p;
                 c->p = p + 1;
+                return 1;
+            }
+            if (LIKELY(end - p >= 10) && varint_unchecked(&p, 10, &f->v) == 0) {
+                c->p = p;
                 return 1;
             }
             break;
@@ -421,13 +455,59 @@ static inline void hput_uv(struct vbuf *h, uint64_t v)
     h->len = (size_t)(q - h->p);
 }
 
+/*
+ * memcpy for the short strings of attributes: a variable-length memcpy
+ * bounded by a small constant is otherwise expanded by the compiler into
+ * `rep movsq`, whose start-up alone costs more than the copy. Two
+ * overlapping loads and stores for up to 16 bytes, four for up to 32.
+ */
+static inline void copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else if (n > 16) {
+        uint64_t a, b, c, e;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + 8, 8);
+        memcpy(&c, src + n - 16, 8);
+        memcpy(&e, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + 8, &b, 8);
+        memcpy(dst + n - 16, &c, 8);
+        memcpy(dst + n - 8, &e, 8);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n > 0) {
+        uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+    }
+}
+
+/* uv len + bytes; room must have been reserved. */
+static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
+{
+    hput_uv(h, n);
+    copy_short(h->p + h->len, k, n);
+    h->len += n;
+}
+
 /* A key: uv len + bytes. */
 static inline int put_key(struct vbuf *h, const void *k, size_t n)
 {
     TRY(hreserve(h, 10 + n));
-    hput_uv(h, n);
-    memcpy(h->p + h->len, k, n);
-    h->len += n;
+    hput_lenbytes(h, k, n);
     return 0;
 }
 
@@ -436,9 +516,7 @@ static inline int put_lenval(struct vbuf *h, enum val_type type, const void *s, 
 {
     TRY(hreserve(h, 11 + n));
     h->p[h->len++] = (uint8_t)type;
-    hput_uv(h, n);
-    memcpy(h->p + h->len, s, n);
-    h->len += n;
+    hput_lenbytes(h, s, n);
     return 0;
 }
 
@@ -456,9 +534,20 @@ static inline int put_f64val(struct vbuf *h, uint64_t bits)
 {
     TRY(hreserve(h, 9));
     h->p[h->len++] = VAL_DOUBLE;
-    for (int i = 0; i < 8; i++) {
-        h->p[h->len++] = (uint8_t)(bits >> (8 * i));
-    }
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    bits = __builtin_bswap64(bits);
+#endif
+    memcpy(h->p + h->len, &bits, 8);
+    h->len += 8;
+    return 0;
+}
+
+/* VAL_BOOL: type, 0 or 1 (val_put_bool, inlined). */
+static inline int put_boolval(struct vbuf *h, bool v)
+{
+    TRY(hreserve(h, 2));
+    h->p[h->len++] = VAL_BOOL;
+    h->p[h->len++] = v ? 1 : 0;
     return 0;
 }
 
@@ -515,7 +604,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             WANT(f, WT_VARINT, "bool_value");
             h->len = st->start;
             st->type = VAL_BOOL;
-            TRY(val_put_bool(h, f.v != 0));
+            TRY(put_boolval(h, f.v != 0));
             break;
         case 3: /* int_value */
             WANT(f, WT_VARINT, "int_value");
@@ -616,6 +705,47 @@ static int dec_kvlist(struct dec *d, const uint8_t *p, size_t n, int depth)
     return 0;
 }
 
+/*
+ * An AnyValue that is exactly one string, int, double or bool member with
+ * one-byte tag and length, as encoders write an attribute value: encoded
+ * straight into the heap (room reserved by the caller). 1 when done; 0 for
+ * anything else, which dec_anyvalue then reads (and checks) the general
+ * way; -EPROTO for a string that is not UTF-8.
+ */
+static inline int dec_scalar(struct dec *d, const uint8_t *v, size_t n, struct vbuf *h)
+{
+    if (n >= 2 && v[0] == 0x0a && (size_t)v[1] == n - 2) { /* string_value */
+        if (UNLIKELY(!utf8_valid(v + 2, n - 2))) {
+            return fail(d, v, "invalid UTF-8 in string field string_value");
+        }
+        h->p[h->len++] = VAL_STR;
+        hput_lenbytes(h, v + 2, n - 2);
+        return 1;
+    }
+    if (n >= 2 && v[0] == 0x18) { /* int_value */
+        const uint8_t *q = v + 1;
+        uint64_t x;
+        if (varint_slow(&q, v + n, 10, &x) == 0 && q == v + n) {
+            h->p[h->len++] = VAL_INT;
+            hput_uv(h, (x << 1) ^ (uint64_t)((int64_t)x >> 63));
+            return 1;
+        }
+        return 0;
+    }
+    if (n == 9 && v[0] == 0x21) { /* double_value: the wire's 8 LE bytes */
+        h->p[h->len++] = VAL_DOUBLE;
+        memcpy(h->p + h->len, v + 1, 8);
+        h->len += 8;
+        return 1;
+    }
+    if (n == 2 && v[0] == 0x10 && v[1] < 0x80) { /* bool_value */
+        h->p[h->len++] = VAL_BOOL;
+        h->p[h->len++] = v[1] != 0;
+        return 1;
+    }
+    return 0;
+}
+
 /* One KeyValue whose value is at |depth|: appends "key, value" to the heap. */
 static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
 {
@@ -641,9 +771,16 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
             if (UNLIKELY(!utf8_valid(k, p[1]))) {
                 return fail(d, p, "invalid UTF-8 in string field key");
             }
-            TRY(put_key(h, k, p[1]));
+            /* The encoding is never longer than the wire form (+ 2 for an
+             * absent value), so one reservation covers the whole entry. */
+            TRY(hreserve(h, n + 16));
+            hput_lenbytes(h, k, p[1]);
             struct av_state st = {.type = VAL_EMPTY, .start = h->len};
             if (q != end) {
+                int r = dec_scalar(d, q + 2, q[1], h);
+                if (LIKELY(r != 0)) {
+                    return r < 0 ? r : 0;
+                }
                 TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
             }
             if (h->len == st.start) {
