@@ -417,15 +417,19 @@ static inline int get_str(struct dec *d, const struct fld *f, const char *name, 
 }
 
 /* Copies a 16- or 8-byte id; false (and zeros) for a wrong length or all zeros. */
-static bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
 {
     if (f->len == n) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < n; i++) {
-            any |= f->p[i];
+        uint64_t a, b = 0;
+        memcpy(&a, f->p, 8);
+        if (n == 16) {
+            memcpy(&b, f->p + 8, 8);
         }
-        if (any != 0) {
-            memcpy(dst, f->p, n);
+        if ((a | b) != 0) {
+            memcpy(dst, &a, 8);
+            if (n == 16) {
+                memcpy(dst + 8, &b, 8);
+            }
             return true;
         }
     }
@@ -746,8 +750,9 @@ static inline int dec_scalar(struct dec *d, const uint8_t *v, size_t n, struct v
     return 0;
 }
 
-/* One KeyValue whose value is at |depth|: appends "key, value" to the heap. */
-static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
+/* dec_kv for any encoding of a KeyValue. */
+static __attribute__((noinline)) int dec_kv_slow(struct dec *d, const uint8_t *p, size_t n,
+                                                 int depth)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {p, p + n};
@@ -756,39 +761,6 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
     struct range val = {0};
     int rc;
 
-    /* Checked here too: a member whose value is absent still sits at |depth|. */
-    if (UNLIKELY(depth > VAL_MAX_DEPTH)) {
-        return fail(d, p, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
-    }
-    /* Fast path: exactly `1: key` then optionally `2: value`, with one-byte
-     * lengths, which is how every encoder writes a KeyValue. */
-    if (LIKELY(n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] <= n - 2)) {
-        const uint8_t *end = p + n;
-        const uint8_t *k = p + 2;
-        const uint8_t *q = k + p[1];
-        if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
-                         (size_t)q[1] == (size_t)(end - q - 2))) {
-            if (UNLIKELY(!utf8_valid(k, p[1]))) {
-                return fail(d, p, "invalid UTF-8 in string field key");
-            }
-            /* The encoding is never longer than the wire form (+ 2 for an
-             * absent value), so one reservation covers the whole entry. */
-            TRY(hreserve(h, n + 16));
-            hput_lenbytes(h, k, p[1]);
-            struct av_state st = {.type = VAL_EMPTY, .start = h->len};
-            if (q != end) {
-                int r = dec_scalar(d, q + 2, q[1], h);
-                if (LIKELY(r != 0)) {
-                    return r < 0 ? r : 0;
-                }
-                TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
-            }
-            if (h->len == st.start) {
-                TRY(val_put_empty(h));
-            }
-            return 0;
-        }
-    }
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
         case 1:
@@ -826,6 +798,50 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
         TRY(val_put_empty(h));
     }
     return 0;
+}
+
+/*
+ * One KeyValue whose value is at |depth|: appends "key, value" to the heap.
+ * Inlined for how every encoder writes one: `1: key` then optionally
+ * `2: value`, one-byte lengths, and a scalar value (dec_scalar).
+ */
+static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uint8_t *p, size_t n,
+                                                        int depth)
+{
+    struct vbuf *h = &d->b->heap;
+
+    /* Checked here too: a member whose value is absent still sits at |depth|. */
+    if (UNLIKELY(depth > VAL_MAX_DEPTH)) {
+        return fail(d, p, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
+    }
+    if (LIKELY(n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] <= n - 2)) {
+        const uint8_t *end = p + n;
+        const uint8_t *k = p + 2;
+        const uint8_t *q = k + p[1];
+        if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
+                         (size_t)q[1] == (size_t)(end - q - 2))) {
+            if (UNLIKELY(!utf8_valid(k, p[1]))) {
+                return fail(d, p, "invalid UTF-8 in string field key");
+            }
+            /* The encoding is never longer than the wire form (+ 2 for an
+             * absent value), so one reservation covers the whole entry. */
+            TRY(hreserve(h, n + 16));
+            hput_lenbytes(h, k, p[1]);
+            struct av_state st = {.type = VAL_EMPTY, .start = h->len};
+            if (q != end) {
+                int r = dec_scalar(d, q + 2, q[1], h);
+                if (LIKELY(r != 0)) {
+                    return r < 0 ? r : 0;
+                }
+                TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
+            }
+            if (h->len == st.start) {
+                h->p[h->len++] = VAL_EMPTY;
+            }
+            return 0;
+        }
+    }
+    return dec_kv_slow(d, p, n, depth);
 }
 
 /* Walks |r| and calls dec_kv on every occurrence of field |num|. */
