@@ -524,6 +524,52 @@ static inline int put_lenval(struct vbuf *h, enum val_type type, const void *s, 
     return 0;
 }
 
+/* Fixed-width little-endian values and raw bytes (vbuf_put_*'s encoding,
+ * inlined: a call per exemplar field or bucket count showed in profiles). */
+static inline void hput_u64(struct vbuf *h, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(h->p + h->len, &v, 8);
+    h->len += 8;
+}
+
+static inline int put_u64(struct vbuf *h, uint64_t v)
+{
+    TRY(hreserve(h, 8));
+    hput_u64(h, v);
+    return 0;
+}
+
+static inline int put_u32(struct vbuf *h, uint32_t v)
+{
+    TRY(hreserve(h, 4));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(h->p + h->len, &v, 4);
+    h->len += 4;
+    return 0;
+}
+
+static inline int put_u8(struct vbuf *h, uint8_t v)
+{
+    TRY(hreserve(h, 1));
+    h->p[h->len++] = v;
+    return 0;
+}
+
+static inline int put_raw(struct vbuf *h, const void *p, size_t n)
+{
+    TRY(hreserve(h, n));
+    if (n != 0) {
+        memcpy(h->p + h->len, p, n);
+    }
+    h->len += n;
+    return 0;
+}
+
 /* VAL_INT: type, uv zigzag. */
 static inline int put_intval(struct vbuf *h, int64_t v)
 {
@@ -870,8 +916,8 @@ static long put_attr_header(struct vbuf *h)
         return -ENOMEM;
     }
     long at = (long)h->len;
-    vbuf_put_u32(h, 0);
-    vbuf_put_u32(h, 0);
+    put_u32(h, 0);
+    put_u32(h, 0);
     return at;
 }
 
@@ -1151,9 +1197,9 @@ static int dec_event(struct dec *d, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
-    TRY(vbuf_put_u64(h, time_ns));
-    TRY(vbuf_put_str(h, name.p, name.len));
-    TRY(vbuf_put_u32(h, dropped));
+    TRY(put_u64(h, time_ns));
+    TRY(put_key(h, name.p, name.len));
+    TRY(put_u32(h, dropped));
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1208,10 +1254,10 @@ static int dec_link(struct dec *d, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
-    TRY(vbuf_put(h, ids, sizeof(ids)));
-    TRY(vbuf_put_str(h, state.p, state.len));
-    TRY(vbuf_put_u32(h, flags));
-    TRY(vbuf_put_u32(h, dropped));
+    TRY(put_raw(h, ids, sizeof(ids)));
+    TRY(put_key(h, state.p, state.len));
+    TRY(put_u32(h, flags));
+    TRY(put_u32(h, dropped));
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1400,13 +1446,13 @@ static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
         return rc;
     }
     TRY(vbuf_reserve(h, 8 + 1 + 8 + 1 + 16 + 1 + 8));
-    vbuf_put_u64(h, time_ns);
-    vbuf_put_u8(h, pv);
-    vbuf_put_u64(h, value);
-    vbuf_put_u8(h, has_trace);
-    vbuf_put(h, trace, 16);
-    vbuf_put_u8(h, has_span);
-    vbuf_put(h, span, 8);
+    put_u64(h, time_ns);
+    put_u8(h, pv);
+    put_u64(h, value);
+    put_u8(h, has_trace);
+    put_raw(h, trace, 16);
+    put_u8(h, has_span);
+    put_raw(h, span, 8);
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1460,7 +1506,7 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != num) {
@@ -1468,10 +1514,10 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
             }
             if (f.wt == WT_LEN) {
                 /* Wire and blob are both little-endian 8-byte values. */
-                TRY(vbuf_put(h, f.p, f.len));
+                TRY(put_raw(h, f.p, f.len));
                 count += (uint32_t)(f.len / 8);
             } else {
-                TRY(vbuf_put_u64(h, f.v));
+                TRY(put_u64(h, f.v));
                 count++;
             }
         }
@@ -1491,8 +1537,8 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != num) {
@@ -1505,7 +1551,7 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     offset = unzigzag32(g.v);
                 } else if (g.num == 2) {
                     if (g.wt == WT_VARINT) {
-                        TRY(vbuf_put_u64(h, g.v));
+                        TRY(put_u64(h, g.v));
                         count++;
                         continue;
                     }
@@ -1515,7 +1561,7 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     while (q < qend) {
                         uint64_t v = 0;
                         TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
-                        vbuf_put_u64(h, v);
+                        hput_u64(h, v);
                         count++;
                     }
                 }
@@ -1540,7 +1586,7 @@ static int put_quantiles(struct dec *d, const struct range *r)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != 6) {
@@ -1560,8 +1606,8 @@ static int put_quantiles(struct dec *d, const struct range *r)
             if (rc < 0) {
                 return rc;
             }
-            TRY(vbuf_put_u64(h, q));
-            TRY(vbuf_put_u64(h, v));
+            TRY(put_u64(h, q));
+            TRY(put_u64(h, v));
             count++;
         }
     }
@@ -1804,9 +1850,9 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
     }
     set_attrs(&pt->attrs, astart, h);
     size_t dstart = h->len;
-    TRY(vbuf_put_u32(h, (uint32_t)scale));
-    TRY(vbuf_put_u64(h, zero_count));
-    TRY(vbuf_put_u64(h, zero_threshold));
+    TRY(put_u32(h, (uint32_t)scale));
+    TRY(put_u64(h, zero_count));
+    TRY(put_u64(h, zero_threshold));
     TRY(put_buckets(d, &pos, 8));
     TRY(put_buckets(d, &neg, 9));
     pt->detail.off = (uint32_t)dstart;
