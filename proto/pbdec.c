@@ -1046,6 +1046,9 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     struct cur c = {p, p + n};
     struct fld f;
     struct range body = {0};
+    const uint8_t *bp = NULL; /* the last body occurrence, and how many */
+    size_t bn = 0;
+    uint32_t nbody = 0;
     int rc;
 
     TRY(heap_guard(d, p));
@@ -1071,6 +1074,9 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
         case 5:
             WANT(f, WT_LEN, "body");
             range_add(&body, &f, &c);
+            bp = f.p;
+            bn = f.len;
+            nbody++;
             break;
         case 6:
             WANT(f, WT_LEN, "attributes");
@@ -1111,7 +1117,26 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     r->attrs.blob.len = (uint32_t)(h->len - astart);
 
     struct av_state st = {.type = VAL_EMPTY, .start = h->len};
-    if (body.first != NULL) {
+    /* The usual body, one AnyValue that is exactly a string_value (one- or
+     * two-byte length), is taken as it is; anything else the general way. */
+    size_t sl = SIZE_MAX, hl = 0;
+    if (nbody == 1 && bn >= 2 && bp[0] == 0x0a) {
+        if (bp[1] < 0x80) {
+            sl = bp[1];
+            hl = 2;
+        } else if (bn >= 3 && bp[2] < 0x80) {
+            sl = ((size_t)bp[2] << 7) | (bp[1] & 0x7f);
+            hl = 3;
+        }
+    }
+    if (sl != SIZE_MAX && hl + sl == bn) {
+        if (UNLIKELY(!utf8_valid(bp + hl, sl))) {
+            return fail(d, bp, "invalid UTF-8 in string field string_value");
+        }
+        st.type = VAL_STR;
+        st.str.p = (const char *)(bp + hl);
+        st.str.len = (uint32_t)sl;
+    } else if (body.first != NULL) {
         c.p = body.first;
         c.end = body.end;
         while ((rc = next_field(d, &c, &f)) > 0) {

@@ -2507,6 +2507,12 @@ Test(pbdec, invalid_utf8_right_after_ascii_runs_of_15_16_17_bytes)
             struct pbw req = wrap_item(&log);
             expect_eproto_w(SIG_LOGS, &req, "invalid UTF-8 in string field severity_text");
             w_free(&req);
+            w_str(&av, 1, s); /* a string body, dec_log's own path */
+            w_msg(&log, 5, &av);
+            req = wrap_item(&log);
+            expect_eproto_w(SIG_LOGS, &req,
+                            "invalid UTF-8 in string field string_value at offset 8");
+            w_free(&req);
             w_str(&av, 1, "v");
             w_kv_first(&log, s, &av); /* a key, inlined dec_kv */
             req = wrap_item(&log);
