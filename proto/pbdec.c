@@ -328,8 +328,9 @@ static __attribute__((noinline)) int next_field_slow(struct dec *d, struct cur *
 }
 
 /*
- * The same, inlined for what encoders emit nearly always: a one-byte tag and,
- * for varints and lengths, one byte. Everything else goes the slow way.
+ * The same, inlined for what encoders emit nearly always: a one- or two-byte
+ * tag, one- or two-byte lengths, varints with ten bytes of room behind them.
+ * Everything else goes the slow way.
  */
 static inline __attribute__((always_inline)) int next_field(struct dec *d, struct cur *c,
                                                             struct fld *f)
@@ -341,11 +342,19 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
         return 0;
     }
     uint32_t t = *p;
-    if (LIKELY(t >= 8 && t < 0x80)) {
+    const uint8_t *q = p + 1;
+    if (UNLIKELY(t >= 0x80)) { /* two-byte tags: fields 16..2047 (Span.flags) */
+        if (end - p < 2 || p[1] >= 0x80) {
+            return next_field_slow(d, c, f);
+        }
+        t = (t & 0x7f) | ((uint32_t)p[1] << 7);
+        q = p + 2;
+    }
+    if (LIKELY(t >= 8)) {
         f->at = p;
         f->num = t >> 3;
         f->wt = t & 7;
-        p++;
+        p = q;
         switch (t & 7) {
         case WT_LEN:
             if (LIKELY(p < end && *p < 0x80 && (size_t)*p < (size_t)(end - p))) {

@@ -2436,6 +2436,24 @@ Test(pbdec, varints_at_the_end_of_the_buffer_and_of_every_length)
         expect_eproto_w(SIG_LOGS, &req, "varint too long at offset 7");
         w_free(&req);
     }
+    /* Two-byte tags (field 16 and up): read inline, cut short, or a field
+     * whose length is missing. */
+    expect_eproto(SIG_LOGS, "\x82", 1, "truncated varint (tag) at offset 0");
+    expect_eproto(SIG_LOGS, "\x82\x01", 2, "truncated varint (length) at offset 2");
+    struct pbw sp = {0};
+    w_uv(&sp, 16, 1); /* Span.flags, tag 0x80 0x01, is fixed32 */
+    struct pbw sreq = wrap_item(&sp);
+    expect_eproto_w(SIG_TRACES, &sreq, "wrong wire type 0 for field flags at offset 6");
+    w_free(&sreq);
+    w_f32(&sp, 16, 0x301);
+    sreq = wrap_item(&sp);
+    struct batch *tb = batch_new(SIG_TRACES);
+    cr_assert_eq(decode(SIG_TRACES, &sreq, tb, err), 0, "%s", err);
+    cr_assert_eq(tb->spans[0].flags, 0x301);
+    diff_with_protobuf_c(SIG_TRACES, sreq.p, sreq.n, tb);
+    batch_free(tb);
+    w_free(&sreq);
+    w_free(&sp);
     /* Nine continuation bytes and the end of the buffer. */
     struct pbw req = log_with_varint("\xff\xff\xff\xff\xff\xff\xff\xff\xff", 9, "", 0);
     expect_eproto_w(SIG_LOGS, &req, "truncated varint at offset 7");
