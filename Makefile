@@ -140,6 +140,8 @@ $(foreach t,$(BENCH_TOOLS),$(eval $(call BENCH_TOOL,$(t))))
 # percore times decode and append on otlp-load's generated requests.
 $(BUILD)/percore: $(REL)/bench/otlp-load/gen.o
 $(BUILD)/blkbench: $(REL)/bench/otlp-load/gen.o
+# pbsame: a fixed corpus sealed, to cmp two builds (issue 13).
+$(BUILD)/pbsame: $(REL)/bench/otlp-load/gen.o
 
 run: deps
 	@$(SUBMAKE) all

@@ -231,6 +231,26 @@ static int varint_slow(const uint8_t **pp, const uint8_t *end, int max, uint64_t
     return -2;
 }
 
+/*
+ * The same loop when |max| bytes are known to be there: one bounds check for
+ * the whole varint instead of one per byte. 0, or -2 when longer than |max|.
+ */
+static inline int varint_unchecked(const uint8_t **pp, int max, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    for (int i = 0; i < max; i++) {
+        uint8_t c = p[i];
+        v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (c < 0x80) {
+            *pp = p + i + 1;
+            *out = v;
+            return 0;
+        }
+    }
+    return -2;
+}
+
 static inline int rd_varint(struct dec *d, const uint8_t **pp, const uint8_t *end, int max,
                             uint64_t *out, const char *what)
 {
@@ -240,7 +260,7 @@ static inline int rd_varint(struct dec *d, const uint8_t **pp, const uint8_t *en
         *pp = p + 1;
         return 0;
     }
-    int rc = varint_slow(pp, end, max, out);
+    int rc = end - p >= max ? varint_unchecked(pp, max, out) : varint_slow(pp, end, max, out);
     if (UNLIKELY(rc < 0)) {
         return fail(d, p, rc == -1 ? "truncated %s" : "%s too long", what);
     }
@@ -308,8 +328,9 @@ static __attribute__((noinline)) int next_field_slow(struct dec *d, struct cur *
 }
 
 /*
- * The same, inlined for what encoders emit nearly always: a one-byte tag and,
- * for varints and lengths, one byte. Everything else goes the slow way.
+ * The same, inlined for what encoders emit nearly always: a one- or two-byte
+ * tag, one- or two-byte lengths, varints with ten bytes of room behind them.
+ * Everything else goes the slow way.
  */
 static inline __attribute__((always_inline)) int next_field(struct dec *d, struct cur *c,
                                                             struct fld *f)
@@ -321,11 +342,19 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
         return 0;
     }
     uint32_t t = *p;
-    if (LIKELY(t >= 8 && t < 0x80)) {
+    const uint8_t *q = p + 1;
+    if (UNLIKELY(t >= 0x80)) { /* two-byte tags: fields 16..2047 (Span.flags) */
+        if (end - p < 2 || p[1] >= 0x80) {
+            return next_field_slow(d, c, f);
+        }
+        t = (t & 0x7f) | ((uint32_t)p[1] << 7);
+        q = p + 2;
+    }
+    if (LIKELY(t >= 8)) {
         f->at = p;
         f->num = t >> 3;
         f->wt = t & 7;
-        p++;
+        p = q;
         switch (t & 7) {
         case WT_LEN:
             if (LIKELY(p < end && *p < 0x80 && (size_t)*p < (size_t)(end - p))) {
@@ -334,11 +363,25 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
                 c->p = f->p + f->len;
                 return 1;
             }
+            /* Two-byte lengths (128..16383): records, bodies. */
+            if (LIKELY(end - p >= 2 && p[0] >= 0x80 && p[1] < 0x80)) {
+                size_t n = ((size_t)p[1] << 7) | (p[0] & 0x7f);
+                if (LIKELY(n <= (size_t)(end - p - 2))) {
+                    f->len = n;
+                    f->p = p + 2;
+                    c->p = f->p + n;
+                    return 1;
+                }
+            }
             break;
         case WT_VARINT:
             if (LIKELY(p < end && *p < 0x80)) {
                 f->v = *p;
                 c->p = p + 1;
+                return 1;
+            }
+            if (LIKELY(end - p >= 10) && varint_unchecked(&p, 10, &f->v) == 0) {
+                c->p = p;
                 return 1;
             }
             break;
@@ -383,15 +426,19 @@ static inline int get_str(struct dec *d, const struct fld *f, const char *name, 
 }
 
 /* Copies a 16- or 8-byte id; false (and zeros) for a wrong length or all zeros. */
-static bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
 {
     if (f->len == n) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < n; i++) {
-            any |= f->p[i];
+        uint64_t a, b = 0;
+        memcpy(&a, f->p, 8);
+        if (n == 16) {
+            memcpy(&b, f->p + 8, 8);
         }
-        if (any != 0) {
-            memcpy(dst, f->p, n);
+        if ((a | b) != 0) {
+            memcpy(dst, &a, 8);
+            if (n == 16) {
+                memcpy(dst + 8, &b, 8);
+            }
             return true;
         }
     }
@@ -421,13 +468,59 @@ static inline void hput_uv(struct vbuf *h, uint64_t v)
     h->len = (size_t)(q - h->p);
 }
 
+/*
+ * memcpy for the short strings of attributes: a variable-length memcpy
+ * bounded by a small constant is otherwise expanded by the compiler into
+ * `rep movsq`, whose start-up alone costs more than the copy. Two
+ * overlapping loads and stores for up to 16 bytes, four for up to 32.
+ */
+static inline void copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else if (n > 16) {
+        uint64_t a, b, c, e;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + 8, 8);
+        memcpy(&c, src + n - 16, 8);
+        memcpy(&e, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + 8, &b, 8);
+        memcpy(dst + n - 16, &c, 8);
+        memcpy(dst + n - 8, &e, 8);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n > 0) {
+        uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+    }
+}
+
+/* uv len + bytes; room must have been reserved. */
+static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
+{
+    hput_uv(h, n);
+    copy_short(h->p + h->len, k, n);
+    h->len += n;
+}
+
 /* A key: uv len + bytes. */
 static inline int put_key(struct vbuf *h, const void *k, size_t n)
 {
     TRY(hreserve(h, 10 + n));
-    hput_uv(h, n);
-    memcpy(h->p + h->len, k, n);
-    h->len += n;
+    hput_lenbytes(h, k, n);
     return 0;
 }
 
@@ -436,8 +529,52 @@ static inline int put_lenval(struct vbuf *h, enum val_type type, const void *s, 
 {
     TRY(hreserve(h, 11 + n));
     h->p[h->len++] = (uint8_t)type;
-    hput_uv(h, n);
-    memcpy(h->p + h->len, s, n);
+    hput_lenbytes(h, s, n);
+    return 0;
+}
+
+/* Fixed-width little-endian values and raw bytes (vbuf_put_*'s encoding,
+ * inlined: a call per exemplar field or bucket count showed in profiles). */
+static inline void hput_u64(struct vbuf *h, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(h->p + h->len, &v, 8);
+    h->len += 8;
+}
+
+static inline int put_u64(struct vbuf *h, uint64_t v)
+{
+    TRY(hreserve(h, 8));
+    hput_u64(h, v);
+    return 0;
+}
+
+static inline int put_u32(struct vbuf *h, uint32_t v)
+{
+    TRY(hreserve(h, 4));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(h->p + h->len, &v, 4);
+    h->len += 4;
+    return 0;
+}
+
+static inline int put_u8(struct vbuf *h, uint8_t v)
+{
+    TRY(hreserve(h, 1));
+    h->p[h->len++] = v;
+    return 0;
+}
+
+static inline int put_raw(struct vbuf *h, const void *p, size_t n)
+{
+    TRY(hreserve(h, n));
+    if (n != 0) {
+        memcpy(h->p + h->len, p, n);
+    }
     h->len += n;
     return 0;
 }
@@ -456,9 +593,20 @@ static inline int put_f64val(struct vbuf *h, uint64_t bits)
 {
     TRY(hreserve(h, 9));
     h->p[h->len++] = VAL_DOUBLE;
-    for (int i = 0; i < 8; i++) {
-        h->p[h->len++] = (uint8_t)(bits >> (8 * i));
-    }
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    bits = __builtin_bswap64(bits);
+#endif
+    memcpy(h->p + h->len, &bits, 8);
+    h->len += 8;
+    return 0;
+}
+
+/* VAL_BOOL: type, 0 or 1 (val_put_bool, inlined). */
+static inline int put_boolval(struct vbuf *h, bool v)
+{
+    TRY(hreserve(h, 2));
+    h->p[h->len++] = VAL_BOOL;
+    h->p[h->len++] = v ? 1 : 0;
     return 0;
 }
 
@@ -515,7 +663,7 @@ static int dec_anyvalue(struct dec *d, const uint8_t *p, size_t n, int depth, en
             WANT(f, WT_VARINT, "bool_value");
             h->len = st->start;
             st->type = VAL_BOOL;
-            TRY(val_put_bool(h, f.v != 0));
+            TRY(put_boolval(h, f.v != 0));
             break;
         case 3: /* int_value */
             WANT(f, WT_VARINT, "int_value");
@@ -616,8 +764,50 @@ static int dec_kvlist(struct dec *d, const uint8_t *p, size_t n, int depth)
     return 0;
 }
 
-/* One KeyValue whose value is at |depth|: appends "key, value" to the heap. */
-static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
+/*
+ * An AnyValue that is exactly one string, int, double or bool member with
+ * one-byte tag and length, as encoders write an attribute value: encoded
+ * straight into the heap (room reserved by the caller). 1 when done; 0 for
+ * anything else, which dec_anyvalue then reads (and checks) the general
+ * way; -EPROTO for a string that is not UTF-8.
+ */
+static inline int dec_scalar(struct dec *d, const uint8_t *v, size_t n, struct vbuf *h)
+{
+    if (n >= 2 && v[0] == 0x0a && (size_t)v[1] == n - 2) { /* string_value */
+        if (UNLIKELY(!utf8_valid(v + 2, n - 2))) {
+            return fail(d, v, "invalid UTF-8 in string field string_value");
+        }
+        h->p[h->len++] = VAL_STR;
+        hput_lenbytes(h, v + 2, n - 2);
+        return 1;
+    }
+    if (n >= 2 && v[0] == 0x18) { /* int_value */
+        const uint8_t *q = v + 1;
+        uint64_t x;
+        if (varint_slow(&q, v + n, 10, &x) == 0 && q == v + n) {
+            h->p[h->len++] = VAL_INT;
+            hput_uv(h, (x << 1) ^ (uint64_t)((int64_t)x >> 63));
+            return 1;
+        }
+        return 0;
+    }
+    if (n == 9 && v[0] == 0x21) { /* double_value: the wire's 8 LE bytes */
+        h->p[h->len++] = VAL_DOUBLE;
+        memcpy(h->p + h->len, v + 1, 8);
+        h->len += 8;
+        return 1;
+    }
+    if (n == 2 && v[0] == 0x10 && v[1] < 0x80) { /* bool_value */
+        h->p[h->len++] = VAL_BOOL;
+        h->p[h->len++] = v[1] != 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* dec_kv for any encoding of a KeyValue. */
+static __attribute__((noinline)) int dec_kv_slow(struct dec *d, const uint8_t *p, size_t n,
+                                                 int depth)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {p, p + n};
@@ -626,32 +816,6 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
     struct range val = {0};
     int rc;
 
-    /* Checked here too: a member whose value is absent still sits at |depth|. */
-    if (UNLIKELY(depth > VAL_MAX_DEPTH)) {
-        return fail(d, p, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
-    }
-    /* Fast path: exactly `1: key` then optionally `2: value`, with one-byte
-     * lengths, which is how every encoder writes a KeyValue. */
-    if (LIKELY(n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] <= n - 2)) {
-        const uint8_t *end = p + n;
-        const uint8_t *k = p + 2;
-        const uint8_t *q = k + p[1];
-        if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
-                         (size_t)q[1] == (size_t)(end - q - 2))) {
-            if (UNLIKELY(!utf8_valid(k, p[1]))) {
-                return fail(d, p, "invalid UTF-8 in string field key");
-            }
-            TRY(put_key(h, k, p[1]));
-            struct av_state st = {.type = VAL_EMPTY, .start = h->len};
-            if (q != end) {
-                TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
-            }
-            if (h->len == st.start) {
-                TRY(val_put_empty(h));
-            }
-            return 0;
-        }
-    }
     while ((rc = next_field(d, &c, &f)) > 0) {
         switch (f.num) {
         case 1:
@@ -691,6 +855,50 @@ static int dec_kv(struct dec *d, const uint8_t *p, size_t n, int depth)
     return 0;
 }
 
+/*
+ * One KeyValue whose value is at |depth|: appends "key, value" to the heap.
+ * Inlined for how every encoder writes one: `1: key` then optionally
+ * `2: value`, one-byte lengths, and a scalar value (dec_scalar).
+ */
+static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uint8_t *p, size_t n,
+                                                        int depth)
+{
+    struct vbuf *h = &d->b->heap;
+
+    /* Checked here too: a member whose value is absent still sits at |depth|. */
+    if (UNLIKELY(depth > VAL_MAX_DEPTH)) {
+        return fail(d, p, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
+    }
+    if (LIKELY(n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] <= n - 2)) {
+        const uint8_t *end = p + n;
+        const uint8_t *k = p + 2;
+        const uint8_t *q = k + p[1];
+        if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
+                         (size_t)q[1] == (size_t)(end - q - 2))) {
+            if (UNLIKELY(!utf8_valid(k, p[1]))) {
+                return fail(d, p, "invalid UTF-8 in string field key");
+            }
+            /* The encoding is never longer than the wire form (+ 2 for an
+             * absent value), so one reservation covers the whole entry. */
+            TRY(hreserve(h, n + 16));
+            hput_lenbytes(h, k, p[1]);
+            struct av_state st = {.type = VAL_EMPTY, .start = h->len};
+            if (q != end) {
+                int r = dec_scalar(d, q + 2, q[1], h);
+                if (LIKELY(r != 0)) {
+                    return r < 0 ? r : 0;
+                }
+                TRY(dec_anyvalue(d, q + 2, q[1], depth, AV_HEAP, &st));
+            }
+            if (h->len == st.start) {
+                h->p[h->len++] = VAL_EMPTY;
+            }
+            return 0;
+        }
+    }
+    return dec_kv_slow(d, p, n, depth);
+}
+
 /* Walks |r| and calls dec_kv on every occurrence of field |num|. */
 static int dec_attrs_range(struct dec *d, const struct range *r, uint32_t num, uint32_t *count)
 {
@@ -717,8 +925,8 @@ static long put_attr_header(struct vbuf *h)
         return -ENOMEM;
     }
     long at = (long)h->len;
-    vbuf_put_u32(h, 0);
-    vbuf_put_u32(h, 0);
+    put_u32(h, 0);
+    put_u32(h, 0);
     return at;
 }
 
@@ -847,6 +1055,9 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     struct cur c = {p, p + n};
     struct fld f;
     struct range body = {0};
+    const uint8_t *bp = NULL; /* the last body occurrence, and how many */
+    size_t bn = 0;
+    uint32_t nbody = 0;
     int rc;
 
     TRY(heap_guard(d, p));
@@ -872,6 +1083,9 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
         case 5:
             WANT(f, WT_LEN, "body");
             range_add(&body, &f, &c);
+            bp = f.p;
+            bn = f.len;
+            nbody++;
             break;
         case 6:
             WANT(f, WT_LEN, "attributes");
@@ -912,7 +1126,26 @@ static int dec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     r->attrs.blob.len = (uint32_t)(h->len - astart);
 
     struct av_state st = {.type = VAL_EMPTY, .start = h->len};
-    if (body.first != NULL) {
+    /* The usual body, one AnyValue that is exactly a string_value (one- or
+     * two-byte length), is taken as it is; anything else the general way. */
+    size_t sl = SIZE_MAX, hl = 0;
+    if (nbody == 1 && bn >= 2 && bp[0] == 0x0a) {
+        if (bp[1] < 0x80) {
+            sl = bp[1];
+            hl = 2;
+        } else if (bn >= 3 && bp[2] < 0x80) {
+            sl = ((size_t)bp[2] << 7) | (bp[1] & 0x7f);
+            hl = 3;
+        }
+    }
+    if (sl != SIZE_MAX && hl + sl == bn) {
+        if (UNLIKELY(!utf8_valid(bp + hl, sl))) {
+            return fail(d, bp, "invalid UTF-8 in string field string_value");
+        }
+        st.type = VAL_STR;
+        st.str.p = (const char *)(bp + hl);
+        st.str.len = (uint32_t)sl;
+    } else if (body.first != NULL) {
         c.p = body.first;
         c.end = body.end;
         while ((rc = next_field(d, &c, &f)) > 0) {
@@ -998,9 +1231,9 @@ static int dec_event(struct dec *d, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
-    TRY(vbuf_put_u64(h, time_ns));
-    TRY(vbuf_put_str(h, name.p, name.len));
-    TRY(vbuf_put_u32(h, dropped));
+    TRY(put_u64(h, time_ns));
+    TRY(put_key(h, name.p, name.len));
+    TRY(put_u32(h, dropped));
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1055,10 +1288,10 @@ static int dec_link(struct dec *d, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
-    TRY(vbuf_put(h, ids, sizeof(ids)));
-    TRY(vbuf_put_str(h, state.p, state.len));
-    TRY(vbuf_put_u32(h, flags));
-    TRY(vbuf_put_u32(h, dropped));
+    TRY(put_raw(h, ids, sizeof(ids)));
+    TRY(put_key(h, state.p, state.len));
+    TRY(put_u32(h, flags));
+    TRY(put_u32(h, dropped));
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1247,13 +1480,13 @@ static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
         return rc;
     }
     TRY(vbuf_reserve(h, 8 + 1 + 8 + 1 + 16 + 1 + 8));
-    vbuf_put_u64(h, time_ns);
-    vbuf_put_u8(h, pv);
-    vbuf_put_u64(h, value);
-    vbuf_put_u8(h, has_trace);
-    vbuf_put(h, trace, 16);
-    vbuf_put_u8(h, has_span);
-    vbuf_put(h, span, 8);
+    put_u64(h, time_ns);
+    put_u8(h, pv);
+    put_u64(h, value);
+    put_u8(h, has_trace);
+    put_raw(h, trace, 16);
+    put_u8(h, has_span);
+    put_raw(h, span, 8);
     long at = put_attr_header(h);
     if (at < 0) {
         return -ENOMEM;
@@ -1307,7 +1540,7 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != num) {
@@ -1315,10 +1548,10 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
             }
             if (f.wt == WT_LEN) {
                 /* Wire and blob are both little-endian 8-byte values. */
-                TRY(vbuf_put(h, f.p, f.len));
+                TRY(put_raw(h, f.p, f.len));
                 count += (uint32_t)(f.len / 8);
             } else {
-                TRY(vbuf_put_u64(h, f.v));
+                TRY(put_u64(h, f.v));
                 count++;
             }
         }
@@ -1338,8 +1571,8 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != num) {
@@ -1352,7 +1585,7 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     offset = unzigzag32(g.v);
                 } else if (g.num == 2) {
                     if (g.wt == WT_VARINT) {
-                        TRY(vbuf_put_u64(h, g.v));
+                        TRY(put_u64(h, g.v));
                         count++;
                         continue;
                     }
@@ -1362,7 +1595,7 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     while (q < qend) {
                         uint64_t v = 0;
                         TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
-                        vbuf_put_u64(h, v);
+                        hput_u64(h, v);
                         count++;
                     }
                 }
@@ -1387,7 +1620,7 @@ static int put_quantiles(struct dec *d, const struct range *r)
     int rc = 0;
 
     size_t at = h->len;
-    TRY(vbuf_put_u32(h, 0));
+    TRY(put_u32(h, 0));
     if (r->first != NULL) {
         while ((rc = next_field(d, &c, &f)) > 0) {
             if (f.num != 6) {
@@ -1407,8 +1640,8 @@ static int put_quantiles(struct dec *d, const struct range *r)
             if (rc < 0) {
                 return rc;
             }
-            TRY(vbuf_put_u64(h, q));
-            TRY(vbuf_put_u64(h, v));
+            TRY(put_u64(h, q));
+            TRY(put_u64(h, v));
             count++;
         }
     }
@@ -1651,9 +1884,9 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
     }
     set_attrs(&pt->attrs, astart, h);
     size_t dstart = h->len;
-    TRY(vbuf_put_u32(h, (uint32_t)scale));
-    TRY(vbuf_put_u64(h, zero_count));
-    TRY(vbuf_put_u64(h, zero_threshold));
+    TRY(put_u32(h, (uint32_t)scale));
+    TRY(put_u64(h, zero_count));
+    TRY(put_u64(h, zero_threshold));
     TRY(put_buckets(d, &pos, 8));
     TRY(put_buckets(d, &neg, 9));
     pt->detail.off = (uint32_t)dstart;
@@ -1875,8 +2108,9 @@ static int dec_metric(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
 
 /* ---- envelopes, shared by the three signals ---- */
 
-static int dec_scope_x(struct dec *d, const struct shape *sh, const uint8_t *p, size_t n,
-                       uint32_t ri)
+/* ScopeX in two passes: the scope row first, then the items (any field order). */
+static int dec_scope_x2(struct dec *d, const struct shape *sh, const uint8_t *p, size_t n,
+                        uint32_t ri)
 {
     struct batch *b = d->b;
     struct vbuf *h = &b->heap;
@@ -1925,6 +2159,94 @@ static int dec_scope_x(struct dec *d, const struct shape *sh, const uint8_t *p, 
         }
     }
     return rc;
+}
+
+/*
+ * ScopeX in one pass, for the field order every encoder writes (the scope's
+ * own fields, then the items): each item is decoded as it comes, so the
+ * request is read front to back once. Two passes would first hop from one
+ * item's length to the next, a dependent cache miss per item when the body
+ * is not in cache. 0, or 1 when the message is not in that order or
+ * anything in it fails: the caller then rolls the batch back and takes
+ * dec_scope_x2, which also gives any error its usual text.
+ */
+static int dec_scope_x1(struct dec *d, const struct shape *sh, const uint8_t *p, size_t n,
+                        uint32_t ri)
+{
+    struct batch *b = d->b;
+    struct vbuf *h = &b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    bool any_item = false;
+    int rc;
+
+    if (heap_guard(d, p) < 0) {
+        return 1;
+    }
+    uint32_t si = b->n_scopes;
+    struct scope_row *sr = batch_add_scope(b);
+    if (sr == NULL) {
+        return 1;
+    }
+    sr->resource = ri;
+    size_t astart = h->len, aend = 0;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 1:
+            /* The scope's attributes must precede every item's heap bytes. */
+            if (any_item || f.wt != WT_LEN || dec_scope(d, f.p, f.len, sr) < 0) {
+                return 1;
+            }
+            break;
+        case 2:
+            if (f.wt != WT_LEN) {
+                return 1;
+            }
+            if (!any_item) {
+                any_item = true;
+                aend = h->len;
+            }
+            /* Items add rows and metrics, never scopes: |sr| stays put. */
+            if (sh->item(d, f.p, f.len, si) < 0) {
+                return 1;
+            }
+            break;
+        case 3:
+            if (get_str(d, &f, "schema_url", &sr->schema_url) < 0) {
+                return 1;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return 1;
+    }
+    sr = &b->scopes[si];
+    sr->attrs.blob.off = (uint32_t)astart;
+    sr->attrs.blob.len = (uint32_t)((any_item ? aend : h->len) - astart);
+    return 0;
+}
+
+static int dec_scope_x(struct dec *d, const struct shape *sh, const uint8_t *p, size_t n,
+                       uint32_t ri)
+{
+    struct batch *b = d->b;
+    uint32_t scopes0 = b->n_scopes, metrics0 = b->n_metrics, rows0 = b->n_rows;
+    size_t heap0 = b->heap.len;
+
+    if (LIKELY(dec_scope_x1(d, sh, p, n, ri) == 0)) {
+        return 0;
+    }
+    b->n_scopes = scopes0;
+    b->n_metrics = metrics0;
+    b->n_rows = rows0;
+    b->heap.len = heap0;
+    if (d->err != NULL && d->errlen > 0) {
+        d->err[0] = '\0';
+    }
+    return dec_scope_x2(d, sh, p, n, ri);
 }
 
 static int dec_resource_x(struct dec *d, const struct shape *sh, const uint8_t *p, size_t n)

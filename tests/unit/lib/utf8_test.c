@@ -35,3 +35,49 @@ Test(utf8, encodes_code_points)
     cr_assert_eq(utf8_put(d, 0x1f600), 4);
     cr_assert_eq(memcmp(d, "\xf0\x9f\x98\x80", 4), 0);
 }
+
+/* The byte-at-a-time definition the word-wise fast paths must agree with. */
+static size_t check_ref(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t k = utf8_seq(s + i, n - i);
+        if (k == 0) {
+            return i;
+        }
+        i += k;
+    }
+    return n;
+}
+
+Test(utf8, ascii_runs_of_every_length_then_a_bad_or_good_byte_at_every_offset)
+{
+    /* Lengths 0..48 cover the 16-byte, 8-byte and overlapping-tail paths;
+     * the odd byte goes at every offset, also right after 15, 16 and 17
+     * ASCII bytes. */
+    static const char *const odd[] = {"\x80", "\xff", "\xc3\xa9", "\xe2\x82", "\xf0\x9f\x98\x80"};
+    uint8_t s[64];
+    for (size_t n = 0; n <= 48; n++) {
+        memset(s, 'a', n);
+        cr_assert_eq(utf8_check(s, n), n, "all ascii, n=%zu", n);
+        for (size_t at = 0; at < n; at++) {
+            for (size_t k = 0; k < sizeof(odd) / sizeof(odd[0]); k++) {
+                memset(s, 'a', n);
+                size_t m = strlen(odd[k]);
+                if (at + m > n) {
+                    continue;
+                }
+                memcpy(s + at, odd[k], m);
+                size_t want = check_ref(s, n);
+                cr_assert_eq(utf8_check(s, n), want, "n=%zu at=%zu odd=%zu", n, at, k);
+                cr_assert_eq(utf8_ascii_len(s, n), at, "n=%zu at=%zu odd=%zu", n, at, k);
+            }
+        }
+    }
+    memset(s, 'a', 17);
+    s[15] = 0x80;
+    cr_assert_eq(utf8_check(s, 17), 15);
+    s[15] = 'a';
+    s[16] = 0xc0;
+    cr_assert_eq(utf8_check(s, 17), 16);
+}

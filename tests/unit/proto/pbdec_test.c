@@ -2291,3 +2291,343 @@ Test(pbdec, bodies_that_balloon_when_decoded_are_refused)
     w_free(&sc);
     batch_free(b);
 }
+
+/* ------------------------------------------------------------------ */
+/* the fast paths (issue 13): each case below takes an inlined path    */
+/* and must come out exactly as the general one or protobuf-c says     */
+
+/* A KeyValue written key first, as encoders do (the inlined dec_kv path). */
+static void w_kv_first(struct pbw *w, const char *k, struct pbw *av)
+{
+    struct pbw kvw = {0};
+    w_str(&kvw, 1, k);
+    w_msg(&kvw, 2, av);
+    w_msg(w, 6, &kvw);
+    w_free(&kvw);
+}
+
+Test(pbdec, scalar_attributes_encode_exactly_as_the_val_writers)
+{
+    static const size_t lens[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 125};
+    static const int64_t ints[] = {0,  1,         63,        64,        -1,
+                                   -2, INT64_MIN, INT64_MAX, 1ll << 62, -(1ll << 40)};
+    static const double dbls[] = {0.0, -0.0, 1.5, -1e300, 5e-324};
+    struct batch *b = batch_new(SIG_LOGS);
+    struct vbuf want;
+    struct pbw log = {0}, av = {0};
+    char err[256], key[8], str[128];
+    uint32_t n = 0;
+
+    vbuf_init(&want);
+    memset(str, 'x', sizeof(str));
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        snprintf(key, sizeof(key), "s%zu", i);
+        str[lens[i]] = '\0';
+        for (size_t j = 0; j < lens[i]; j++) {
+            str[j] = (char)('a' + (i + j) % 26);
+        }
+        w_str(&av, 1, str);
+        w_kv_first(&log, key, &av);
+        cr_assert_eq(val_put_key(&want, key, strlen(key)), 0);
+        cr_assert_eq(val_put_str(&want, str, lens[i]), 0);
+        n++;
+    }
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        snprintf(key, sizeof(key), "i%zu", i);
+        w_uv(&av, 3, (uint64_t)ints[i]); /* negatives: 10-byte varints */
+        w_kv_first(&log, key, &av);
+        cr_assert_eq(val_put_key(&want, key, strlen(key)), 0);
+        cr_assert_eq(val_put_int(&want, ints[i]), 0);
+        n++;
+    }
+    for (size_t i = 0; i < sizeof(dbls) / sizeof(dbls[0]); i++) {
+        snprintf(key, sizeof(key), "d%zu", i);
+        w_dbl(&av, 4, dbls[i]);
+        w_kv_first(&log, key, &av);
+        cr_assert_eq(val_put_key(&want, key, strlen(key)), 0);
+        cr_assert_eq(val_put_double(&want, dbls[i]), 0);
+        n++;
+    }
+    for (uint64_t v = 0; v < 3; v++) { /* 2 is true too */
+        snprintf(key, sizeof(key), "b%u", (unsigned)v);
+        w_uv(&av, 2, v);
+        w_kv_first(&log, key, &av);
+        cr_assert_eq(val_put_key(&want, key, strlen(key)), 0);
+        cr_assert_eq(val_put_bool(&want, v != 0), 0);
+        n++;
+    }
+    /* Not scalar-shaped (taken the general way): an int_value with a
+     * trailing unknown field, an empty value, a key alone. */
+    w_uv(&av, 3, 7);
+    w_uv(&av, 99, 1);
+    w_kv_first(&log, "g1", &av);
+    cr_assert_eq(val_put_key(&want, "g1", 2), 0);
+    cr_assert_eq(val_put_int(&want, 7), 0);
+    w_kv_first(&log, "g2", &av);
+    cr_assert_eq(val_put_key(&want, "g2", 2), 0);
+    cr_assert_eq(val_put_empty(&want), 0);
+    struct pbw kvw = {0};
+    w_str(&kvw, 1, "g3");
+    w_msg(&log, 6, &kvw);
+    cr_assert_eq(val_put_key(&want, "g3", 2), 0);
+    cr_assert_eq(val_put_empty(&want), 0);
+    n += 3;
+
+    struct pbw req = wrap_item(&log);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    const struct log_row *r = &b->logs[0];
+    cr_assert_eq(r->attrs.count, n);
+    cr_assert_eq(r->attrs.blob.len, want.len);
+    cr_assert_eq(memcmp(bp(b, r->attrs.blob), want.p, want.len), 0);
+    diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+    w_free(&req);
+    w_free(&log);
+    w_free(&av);
+    w_free(&kvw);
+    vbuf_fini(&want);
+    batch_free(b);
+}
+
+/* Log record: severity_number as |raw| varint bytes, then |tail| more bytes. */
+static struct pbw log_with_varint(const char *raw, size_t n, const char *tail, size_t tn)
+{
+    struct pbw log = {0};
+    w_tag(&log, 2, 0);
+    w_raw(&log, raw, n);
+    w_raw(&log, tail, tn);
+    struct pbw req = wrap_item(&log);
+    w_free(&log);
+    return req;
+}
+
+Test(pbdec, varints_at_the_end_of_the_buffer_and_of_every_length)
+{
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+    static const char ten[] = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"; /* 2^64 - 1 */
+    static const char pad[] = "\x62\x04\x65\x76\x30\x31\x62\x04\x65\x76\x30\x32";
+
+    /* The varint's last byte is the request's last byte (the bounded
+     * loop), and the same with room behind it (the unchecked loop). */
+    for (int room = 0; room < 2; room++) {
+        const char *tail = room ? pad : "";
+        size_t tn = room ? sizeof(pad) - 1 : 0;
+        struct pbw req = log_with_varint("\x05", 1, tail, tn);
+        cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+        cr_assert_eq(b->logs[0].severity_number, 5);
+        w_free(&req);
+        req = log_with_varint("\x96\x01", 2, tail, tn);
+        cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+        cr_assert_eq(b->logs[0].severity_number, 150);
+        w_free(&req);
+        req = log_with_varint(ten, 10, tail, tn);
+        cr_assert_eq(req.p[req.n - 1 - tn], 0x01);
+        cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+        cr_assert_eq(b->logs[0].severity_number, -1);
+        diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+        w_free(&req);
+        /* An 11-byte varint is too long wherever it is; offset 7 is
+         * where it starts (after 3 envelope tags and lengths, and its tag). */
+        req = log_with_varint("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11, tail, tn);
+        expect_eproto_w(SIG_LOGS, &req, "varint too long at offset 7");
+        w_free(&req);
+        /* Ten continuation bytes: too long, whether or not more follows. */
+        req = log_with_varint("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 10, tail, tn);
+        expect_eproto_w(SIG_LOGS, &req, "varint too long at offset 7");
+        w_free(&req);
+    }
+    /* Two-byte tags (field 16 and up): read inline, cut short, or a field
+     * whose length is missing. */
+    expect_eproto(SIG_LOGS, "\x82", 1, "truncated varint (tag) at offset 0");
+    expect_eproto(SIG_LOGS, "\x82\x01", 2, "truncated varint (length) at offset 2");
+    struct pbw sp = {0};
+    w_uv(&sp, 16, 1); /* Span.flags, tag 0x80 0x01, is fixed32 */
+    struct pbw sreq = wrap_item(&sp);
+    expect_eproto_w(SIG_TRACES, &sreq, "wrong wire type 0 for field flags at offset 6");
+    w_free(&sreq);
+    w_f32(&sp, 16, 0x301);
+    sreq = wrap_item(&sp);
+    struct batch *tb = batch_new(SIG_TRACES);
+    cr_assert_eq(decode(SIG_TRACES, &sreq, tb, err), 0, "%s", err);
+    cr_assert_eq(tb->spans[0].flags, 0x301);
+    diff_with_protobuf_c(SIG_TRACES, sreq.p, sreq.n, tb);
+    batch_free(tb);
+    w_free(&sreq);
+    w_free(&sp);
+    /* Nine continuation bytes and the end of the buffer. */
+    struct pbw req = log_with_varint("\xff\xff\xff\xff\xff\xff\xff\xff\xff", 9, "", 0);
+    expect_eproto_w(SIG_LOGS, &req, "truncated varint at offset 7");
+    w_free(&req);
+    batch_free(b);
+}
+
+Test(pbdec, two_byte_lengths_are_read_inline_and_checked_against_the_end)
+{
+    static const size_t lens[] = {127, 128, 200, 16383, 16384, 20000};
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+    char *s = malloc(20001);
+    cr_assert_not_null(s);
+
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        struct pbw log = {0}, body = {0};
+        memset(s, 'b', lens[i]);
+        s[lens[i]] = '\0';
+        w_str(&body, 1, s);
+        w_msg(&log, 5, &body);
+        w_str(&log, 3, s);
+        struct pbw req = wrap_item(&log);
+        cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+        cr_assert_eq(b->logs[0].body_str.len, lens[i]);
+        cr_assert_eq(b->logs[0].severity_text.len, lens[i]);
+        diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+        w_free(&req);
+        w_free(&log);
+        w_free(&body);
+    }
+    /* A two-byte length one past the end: 128 announced, 127 there. */
+    struct pbw log = {0};
+    w_tag(&log, 3, 2);
+    w_raw(&log, "\x80\x01", 2);
+    memset(s, 'c', 127);
+    w_raw(&log, s, 127);
+    struct pbw req = wrap_item(&log);
+    expect_eproto_w(SIG_LOGS, &req, "bad length 128 in field 3: past the end of the message");
+    w_free(&req);
+    /* An overlong (non-minimal) two-byte length is still a length: 0x83 0x00 = 3. */
+    w_tag(&log, 3, 2);
+    w_raw(&log,
+          "\x83\x00"
+          "ERR",
+          5);
+    req = wrap_item(&log);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    cmp_mstr(b->logs[0].severity_text, "ERR", "severity_text");
+    w_free(&req);
+    w_free(&log);
+    free(s);
+    batch_free(b);
+}
+
+Test(pbdec, invalid_utf8_right_after_ascii_runs_of_15_16_17_bytes)
+{
+    static const char *const odd[] = {"\x80", "\xc3\x28", "\xed\xa0\x80", "\xf4\x90\x80\x80"};
+    char s[64];
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+
+    for (size_t run = 15; run <= 17; run++) {
+        for (size_t k = 0; k < sizeof(odd) / sizeof(odd[0]); k++) {
+            memset(s, 'a', run);
+            strcpy(s + run, odd[k]);
+            struct pbw log = {0}, av = {0};
+            w_str(&log, 3, s); /* severity_text: get_str */
+            struct pbw req = wrap_item(&log);
+            expect_eproto_w(SIG_LOGS, &req, "invalid UTF-8 in string field severity_text");
+            w_free(&req);
+            w_str(&av, 1, s); /* a string body, dec_log's own path */
+            w_msg(&log, 5, &av);
+            req = wrap_item(&log);
+            expect_eproto_w(SIG_LOGS, &req,
+                            "invalid UTF-8 in string field string_value at offset 8");
+            w_free(&req);
+            w_str(&av, 1, "v");
+            w_kv_first(&log, s, &av); /* a key, inlined dec_kv */
+            req = wrap_item(&log);
+            expect_eproto_w(SIG_LOGS, &req, "invalid UTF-8 in string field key at offset 8");
+            w_free(&req);
+            w_str(&av, 1, s);
+            w_kv_first(&log, "k", &av); /* a string value, dec_scalar */
+            req = wrap_item(&log);
+            expect_eproto_w(SIG_LOGS, &req,
+                            "invalid UTF-8 in string field string_value at offset 13");
+            w_free(&req);
+            /* The same bytes made valid: a run, then é. */
+            memset(s, 'a', run);
+            strcpy(s + run, "\xc3\xa9");
+            w_str(&av, 1, s);
+            w_kv_first(&log, s, &av);
+            req = wrap_item(&log);
+            cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+            diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+            w_free(&req);
+            w_free(&log);
+            w_free(&av);
+        }
+    }
+    batch_free(b);
+}
+
+Test(pbdec, scope_fields_after_the_items_and_errors_keep_the_two_pass_result)
+{
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+    struct pbw sc = {0}, scope = {0}, log = {0}, rs = {0}, req = {0};
+
+    /* ScopeLogs{log, scope{name, attrs}, log, schema_url}: the scope comes
+     * after the first record, so its attributes must still be one blob. */
+    w_uv(&log, 2, 9);
+    w_kv_str(&log, 6, "rec", "1");
+    w_msg(&sc, 2, &log);
+    w_str(&scope, 1, "lib");
+    w_kv_str(&scope, 3, "scope.attr", "x");
+    w_msg(&sc, 1, &scope);
+    w_uv(&log, 2, 10);
+    w_kv_str(&log, 6, "rec", "2");
+    w_msg(&sc, 2, &log);
+    w_str(&sc, 3, "https://schema");
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_rows, 2);
+    cr_assert_eq(b->n_scopes, 1);
+    cmp_mstr(b->scopes[0].name, "lib", "scope name");
+    cmp_mstr(b->scopes[0].schema_url, "https://schema", "schema_url");
+    cr_assert_eq(b->scopes[0].attrs.count, 1);
+    const char *k;
+    size_t kn;
+    struct val v = attr_at(b, b->scopes[0].attrs, 0, &k, &kn);
+    cr_assert(kn == 10 && memcmp(k, "scope.attr", 10) == 0 && v.type == VAL_STR && v.n == 1);
+    cr_assert_eq(b->logs[0].severity_number, 9);
+    cr_assert_eq(b->logs[1].severity_number, 10);
+    v = attr_at(b, b->logs[1].attrs, 0, &k, &kn);
+    cr_assert(v.type == VAL_STR && v.n == 1 && v.s[0] == '2');
+    diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+    w_free(&req);
+
+    /* A broken record followed by a broken schema_url: the scope's own
+     * fields are checked first, as always. */
+    w_uv(&log, 1, 5); /* time_unix_nano as a varint */
+    w_msg(&sc, 2, &log);
+    w_uv(&sc, 3, 1); /* schema_url as a varint */
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    expect_eproto_w(SIG_LOGS, &req, "wrong wire type 0 for field schema_url");
+    w_free(&req);
+
+    /* A failed request appended after a good one leaves the first intact. */
+    w_uv(&log, 2, 3);
+    w_msg(&sc, 2, &log);
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    batch_reset(b, SIG_LOGS);
+    cr_assert_eq(pbdec_decode(SIG_LOGS, req.p, req.n, b, err, sizeof(err)), 0, "%s", err);
+    w_free(&req);
+    w_uv(&log, 2, 4);
+    w_msg(&sc, 2, &log);
+    w_uv(&log, 1, 5);
+    w_msg(&sc, 2, &log);
+    w_msg(&rs, 2, &sc);
+    w_msg(&req, 1, &rs);
+    cr_assert_eq(pbdec_decode(SIG_LOGS, req.p, req.n, b, err, sizeof(err)), -EPROTO);
+    cr_assert(strstr(err, "wrong wire type 0 for field time_unix_nano") != NULL, "%s", err);
+    cr_assert(b->n_rows == 1 && b->n_scopes == 1 && b->n_resources == 1);
+    cr_assert_eq(b->logs[0].severity_number, 3);
+
+    w_free(&req);
+    w_free(&rs);
+    w_free(&sc);
+    w_free(&scope);
+    w_free(&log);
+    batch_free(b);
+}
