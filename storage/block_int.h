@@ -287,6 +287,8 @@ enum { M_VALUE, M_SUM, M_MIN, M_MAX };
 enum { X_ADICT = 2 };
 /* Format 3: the attribute table's key dictionary (S slot X_KEYS). */
 enum { X_KEYS = 5 };
+/* Format 4: the metric detail table's f64 list dictionary (S slot X_FLISTS). */
+enum { X_FLISTS = 4 };
 
 #define MAX_I 13
 #define MAX_S 6
@@ -297,7 +299,8 @@ enum { X_KEYS = 5 };
 enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
 
 struct ent {
-    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count) */
+    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count),
+                * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -346,8 +349,23 @@ static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
-/* By format version - 2 (2 or 3), signal - 1, table. */
-static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
+/* Format 4's metric tables: value, sum, min and max sparse (only the
+ * values whose bits are not all zero stored), the detail entries coded
+ * (block_detail.c) against an f64 list dictionary. */
+static const struct ent points_root4[] = {
+    {'I', M_TIME, 0},        {'I', M_START, 0}, {'I', M_METRIC, LIM_METRICS},
+    {'I', M_VTYPE, LIM_PV},  {'Z', M_VALUE, 8}, {'I', M_COUNT, 0},
+    {'Z', M_SUM, 8},         {'Z', M_MIN, 8},   {'Z', M_MAX, 8},
+    {'I', M_HAS, LIM_BITS3},
+};
+static const struct ent points_detail4[] = {{'I', M_FLAGS, 0},
+                                            {'S', M_DETAIL, 0},
+                                            {'S', M_EXEMPLARS, 0},
+                                            {'I', M_NEX, 0},
+                                            {'F', X_FLISTS, 0}};
+
+/* By format version - 2 (2, 3 or 4), signal - 1, table. */
+static const struct spec specs[3][SIG_COUNT][N_TABLES] = {
     {
         {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
         {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
@@ -358,11 +376,16 @@ static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
         {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
         {SPEC(points_root), SPEC(points_attrs3), SPEC(points_detail)},
     },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs3), SPEC(logs_detail)},
+        {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
+        {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
+    },
 };
 
 static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
 {
-    return &specs[version >= 3 ? 1 : 0][sig - 1][t];
+    return &specs[version >= 4 ? 2 : version >= 3 ? 1 : 0][sig - 1][t];
 }
 
 /* The oldest format this miradb reads. */
@@ -373,7 +396,7 @@ static inline unsigned phys_cols(const struct spec *sp)
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         char ty = sp->e[i].type;
-        n += ty == 'S' || ty == 'K' ? 2 : ty == 'D' ? 3 : 1;
+        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' ? 2 : ty == 'D' ? 3 : 1;
     }
     return n;
 }
@@ -486,6 +509,10 @@ struct blk {
     uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
     uint64_t *alists_off;
     uint64_t n_keys;      /* entries of the key dictionary (S[X_KEYS]) */
+    uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
+    uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
+    uint64_t *mdet_off;
+    uint8_t *sbuf; /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
@@ -555,6 +582,35 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16
 
+/* ---- format 4's metric detail entries (block_detail.c) ---- */
+
+/* The writer's f64 list dictionary (histogram bounds, summary quantiles):
+ * each distinct list once, kept between seals. */
+struct fldict {
+    uint64_t *offs; /* n + 1 */
+    size_t n, cap_offs;
+    struct vbuf data;
+    uint32_t *ht; /* code + 1; 0 = empty */
+    size_t ht_cap;
+};
+
+void fldict_reset(struct fldict *d);
+void fldict_free(struct fldict *d);
+/*
+ * Appends the format 4 entry of detail p[0, len) (batch.h's encoding for a
+ * metric of |kind|) to |out|, its lists into |d|: 0 or -ENOMEM.
+ */
+int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const uint8_t *p,
+                uint32_t len);
+/*
+ * Rebuilds the |rows| entries of |enc| with the list dictionary |fl| (nfl
+ * entries) into batch.h's encoding, into a fresh buffer and offsets (*buf,
+ * NULL when all are empty, and *offs: the caller frees both) and rebinds
+ * enc to them. 0, -EBADMSG (an entry that does not decode), -ENOMEM.
+ */
+int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_t nfl,
+                 uint8_t **buf, uint64_t **offs);
+
 /* ---- the metric stream index (block_streams.c) ---- */
 
 struct sidx_stream {
@@ -579,14 +635,20 @@ struct sidx {
     uint32_t n, cap_st;
     uint32_t *order; /* 2 x cap_order: sort order, then per-stream cursors */
     uint32_t cap_order;
+    uint32_t *srows; /* format 4: the rows, stream by stream */
+    size_t cap_srows;
+    struct vbuf body; /* format 4: the varint body (and its zstd frame in zbody) */
+    struct vbuf zbody;
 };
 
 /* For a block of |rows| rows: 0 or -ENOMEM. */
 int sidx_prepare(struct sidx *x, uint64_t rows);
 /* Block row |row| (rows come in order from 0): 0 or -ENOMEM. */
 int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len);
-/* Appends the STREAMS section body to |f|: 0 or -ENOMEM. */
-int sidx_put(struct sidx *x, struct vbuf *f);
+/* Appends the STREAMS section body to |f| in format |version|'s layout,
+ * (format 4) zstd compressed at |zlevel| when it is not 0: 0 or -ENOMEM
+ * (-EIO when zstd fails). */
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel);
 void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */

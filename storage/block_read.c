@@ -245,6 +245,41 @@ static uint64_t lim_value(const blk *b, enum lim l)
 }
 
 /*
+ * A sparse column (format 4): the bitmap bm[0, bn) of |b->rows| bits (the
+ * bits past them zero), then 8 bytes for each bit set, expanded into
+ * rows x 8 bytes the block owns (a clear bit: a value of zero bits) and
+ * bound as R column |idx|. 0, -EBADMSG, -ENOMEM.
+ */
+static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, const uint8_t *v,
+                       uint64_t vn)
+{
+    uint64_t rows = b->rows;
+    if (bn != rows / 8 + (rows % 8 != 0) || vn % 8 != 0) {
+        return -EBADMSG;
+    }
+    uint64_t set = 0;
+    for (uint64_t i = 0; i < bn; i++) {
+        set += (uint64_t)__builtin_popcount(bm[i]);
+    }
+    if (set != vn / 8 || (rows % 8 != 0 && (bm[bn - 1] >> (rows % 8)) != 0)) {
+        return -EBADMSG;
+    }
+    free(b->zfull[idx]);
+    b->zfull[idx] = calloc(rows ? rows : 1, 8);
+    if (b->zfull[idx] == NULL) {
+        return -ENOMEM;
+    }
+    uint8_t *out = b->zfull[idx];
+    for (uint64_t i = 0, k = 0; i < rows; i++) {
+        if (bm[i >> 3] & (1u << (i & 7))) {
+            memcpy(out + 8 * i, v + 8 * k++, 8);
+        }
+    }
+    b->R[idx] = out;
+    return 0;
+}
+
+/*
  * Binds the columns of table |t| from its raw bytes. Two passes: first
  * every column's size against the row count (cheap, and it bounds the row
  * count by real bytes: a column of width w > 0 holds rows x w bytes), then
@@ -269,7 +304,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         cp[i] = p + o;
         cl[i] = l;
     }
-    uint64_t rows = b->rows;
+    uint64_t rows = b->rows, n_flists = 0;
     unsigned c = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
@@ -338,6 +373,30 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             b->R[e->idx] = cp[c];
             c += 1;
             break;
+        case 'Z':
+            if ((rc = bind_sparse(b, e->idx, cp[c], cl[c], cp[c + 1], cl[c + 1])) < 0) {
+                return rc;
+            }
+            c += 2;
+            break;
+        case 'F': {
+            struct scol *sc = &b->S[e->idx];
+            uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
+            /* at most one list per row, and each list but one empty has bytes */
+            if (n1 == 0 || n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1) {
+                return -EBADMSG;
+            }
+            if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
+                return rc;
+            }
+            if (!check_offsets(&sc->off, n1, cl[c + 1])) {
+                return -EBADMSG;
+            }
+            sc->data = cp[c + 1];
+            n_flists = n1 - 1;
+            c += 2;
+            break;
+        }
         }
     }
     for (unsigned h = 0; c + h < nphys; h++) {
@@ -372,11 +431,25 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'K':
+        case 'Z':
+        case 'F':
             c += 2;
             break;
         default:
             c += 1;
             break;
+        }
+    }
+    if (t == 2 && b->version >= 4 && b->sig == SIG_METRICS) {
+        /* The detail entries, rebuilt into batch.h's encoding. */
+        free(b->mdet);
+        free(b->mdet_off);
+        b->mdet = NULL;
+        b->mdet_off = NULL;
+        rc = mdet_rebuild(&b->S[M_DETAIL], rows, &b->S[X_FLISTS], n_flists, &b->mdet,
+                          &b->mdet_off);
+        if (rc < 0) {
+            return rc;
         }
     }
     if (t == 1 && b->version >= 3) {
@@ -879,6 +952,12 @@ static void blk_destroy(blk *b)
     }
     free(b->alists);
     free(b->alists_off);
+    for (int i = 0; i < MAX_R; i++) {
+        free(b->zfull[i]);
+    }
+    free(b->mdet);
+    free(b->mdet_off);
+    free(b->sbuf);
     free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));

@@ -40,6 +40,8 @@ struct wcols {
     struct strb S[MAX_S];
     struct dictb D[MAX_D];
     struct vbuf R[MAX_R];
+    struct vbuf Zb[MAX_R]; /* format 4: a sparse R column's presence bitmap */
+    struct fldict fl;      /* format 4: the metric detail's f64 lists (F[X_FLISTS]) */
 };
 
 /*

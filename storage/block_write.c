@@ -158,7 +158,9 @@ static void wcols_free(struct wcols *w)
     }
     for (int i = 0; i < MAX_R; i++) {
         vbuf_fini(&w->R[i]);
+        vbuf_fini(&w->Zb[i]);
     }
+    fldict_free(&w->fl);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -221,6 +223,16 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 vbuf_reset(&w->S[e->idx].data);
                 w->nkeys = 0;
                 break;
+            case 'F': /* filled by mdet_encode */
+                fldict_reset(&w->fl);
+                break;
+            case 'Z':
+                vbuf_reset(&w->Zb[e->idx]);
+                if (vbuf_reserve(&w->Zb[e->idx], rows / 8 + 1) < 0) {
+                    return -ENOMEM;
+                }
+                /* the values are an R column until emitted */
+                __attribute__((fallthrough));
             case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
@@ -680,8 +692,10 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
         memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
         int rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
-        if (rc == 0) {
-            rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
+        if (rc == 0) { /* format 4: the entry coded */
+            struct strb *sd = &w->S[M_DETAIL];
+            rc = mdet_encode(&sd->data, &w->fl, v.metric->kind, v.detail.p, v.detail.len);
+            sd->offs[j + 1] = sd->data.len;
         }
         if (rc == 0) {
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
@@ -1340,7 +1354,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         nsec++;
         rc = sec_begin(foot, SEC_STREAMS, &at);
         if (rc == 0) {
-            rc = sidx_put(&side->streams, foot);
+            /* zstd with the tables (cold blocks: compaction asks for it) */
+            int zl = o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3)
+                                                             : 0;
+            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl);
         }
         if (rc == 0) {
             sec_end(foot, at);

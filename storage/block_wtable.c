@@ -173,6 +173,27 @@ static void emit_raw(struct tbw *t, const void *p, size_t n)
     tbw_col_end(t, start);
 }
 
+/*
+ * A sparse column (format 4) from |rows| 8-byte values in |r|: a bitmap
+ * (bit i % 8 of byte i / 8: value i's bits are not all zero) into |bits|,
+ * then the values whose bit is set, moved down in place in |r|.
+ */
+static void emit_sparse(struct tbw *t, struct vbuf *r, struct vbuf *bits, uint64_t rows)
+{
+    uint8_t *p = r->p, *bm = bits->p;
+    uint64_t k = 0;
+    memset(bm, 0, (rows + 7) / 8);
+    for (uint64_t i = 0; i < rows; i++) {
+        uint64_t v = rd64(p + 8 * i);
+        if (v != 0) {
+            bm[i >> 3] |= (uint8_t)(1u << (i & 7));
+            wr64(p + 8 * k++, v);
+        }
+    }
+    emit_raw(t, bm, (rows + 7) / 8);
+    emit_raw(t, p, 8 * k);
+}
+
 /* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
 void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
                      unsigned n_extra)
@@ -206,6 +227,18 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
         case 'K':
             emit_int(t, w->S[e->idx].offs, w->nkeys + 1);
             emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
+        case 'Z':
+            emit_sparse(t, &w->R[e->idx], &w->Zb[e->idx], w->rows);
+            break;
+        case 'F':
+            if (w->fl.n > 0) {
+                emit_int(t, w->fl.offs, w->fl.n + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
+            }
+            emit_raw(t, w->fl.data.p, w->fl.data.len);
             break;
         }
     }
