@@ -13,16 +13,18 @@
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 3 (this miradb writes 3 and reads 2 and 3; what
- * format 3 changed is marked "v3", and a reader of format 2 refuses a
- * version 3 file at open with "block format version 3 is newer than this
- * miradb (2)") (integers little-endian; "zz" = zigzag of a
- * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
- * footer section starts at a multiple of 8 bytes, padding is zero)
+ * FILE FORMAT, version 4 (this miradb writes 4 and reads 2, 3 and 4; what
+ * format 3 changed is marked "v3", what format 4 changed "v4" (metric
+ * blocks only: logs and traces are laid out as in 3), and a reader of an
+ * older format refuses a newer file at open with "block format version 4
+ * is newer than this miradb (3)") (integers little-endian; "zz" = zigzag
+ * of a two's-complement int64: (x << 1) ^ (x >> 63); "uv" = unsigned
+ * LEB128; every table, column and footer section starts at a multiple of
+ * 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (3; 2 for files of the earlier release)
+ *     8  u32 format version (4; 3 and 2 for files of earlier releases)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -66,6 +68,15 @@
  *        (v3: ndict <= rows + 1, checked)
  *     K  (v3, the key dictionary) INT of nkeys + 1 offsets (1 <= nkeys + 1
  *        <= 4097), then RAW data, as an S of its own count
+ *     Z  (v4, sparse 8-byte values) RAW bitmap of ceil(rows / 8) bytes
+ *        (bit i % 8 of byte i / 8 set: value i's bits are not all zero;
+ *        bits past the rows zero), then RAW of 8 bytes per set bit, in row
+ *        order; a clear bit reads as 8 zero bytes (an absent sum, min,
+ *        max, a histogram's value: they cost one bit). Expanded at load
+ *        into rows x 8 bytes the block owns, so row i stays O(1)
+ *     F  (v4, the f64 list dictionary) INT of n + 1 offsets (1 <= n + 1
+ *        <= rows + 1), then RAW data, as an S of its own count; entry k
+ *        is list code k (8 bytes an element)
  *
  *   Logical columns of each table, in order (names in the enums below):
  *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
@@ -94,6 +105,24 @@
  *                  bit 1 min, bit 2 max)
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
+ *   v4 METRICS root   as above but R value, sum, min and max are Z columns
+ *           detail I flags, S detail entries (below), S exemplars,
+ *                  I n_exemplars, F lists
+ *     A v4 detail entry is empty (an empty detail) or a form byte, then
+ *       0 verbatim   the detail's bytes as batch.h has them (a detail
+ *                    that does not parse as its metric's kind, or a kind
+ *                    without a form: gauges and sums have no detail)
+ *       1 histogram  uv n, n x uv bucket count, uv list code (bounds)
+ *       2 exp. hist. uv zz(scale), uv zero_count, 8 bytes zero_threshold,
+ *                    uv zz(positive offset), uv n, n x uv count,
+ *                    uv zz(negative offset), uv m, m x uv count
+ *       3 summary    uv n, uv list code (the n quantiles), n x 8 bytes
+ *                    value
+ *     (scales and offsets are int32). A table load rebuilds every entry
+ *     into batch.h's bytes in memory the block owns (block_detail.c), so
+ *     views hand out the same detail as from a v2/v3 file; an entry that
+ *     does not decode exactly (a code past F, a uv past the entry, bytes
+ *     left over) fails the load.
  *   Rows are sorted by time (the first root column), ties in append order.
  *   v3 ATTRS of every signal: I attribute count, D attributes, K keys, then
  *   the hot key columns. The D dictionary holds each distinct attribute
@@ -155,7 +184,16 @@
  *                 row numbers ascending, streams in order (offsets
  *                 consecutive, counts adding up to the block's rows). A
  *                 stream = one metric's points with one attribute list,
- *                 byte for byte (block_streams.c)
+ *                 byte for byte (block_streams.c).
+ *                 v4: u32 n, u32 codec (0 plain, 1 zstd: the writer's
+ *                 choice when the tables are zstd and it pays), u64 body
+ *                 length, then the body (codec 1: one zstd frame of it,
+ *                 the rest of the section): n x { uv metric id less the
+ *                 previous stream's (the first: the id), uv row count },
+ *                 then per stream its first row as uv and each next row
+ *                 as uv (row - previous row - 1). Same order and rules
+ *                 as above; decoded at open into the v3 layout in memory
+ *                 the block owns (4 bytes a row, 16 a stream)
  *    10 GRAMS     log blocks (optional: blocks sealed before it have none
  *                 and answer "maybe"; older readers skip the section, and
  *                 it is not in section 4, whose readers refuse a kind they
