@@ -56,6 +56,13 @@
  *            lengths); the reader decodes it at table load into 8-byte
  *            values in memory the block owns (freed with it), so row i
  *            stays O(1), and bounds its count by the file size first
+ *          2 varint delta (v4; count > 0, base 0, width 0): u64 first,
+ *            then count - 1 x uv zz(value i - value i-1), the column's
+ *            bytes exactly; decoded at load as delta. The writer takes it
+ *            when it is at least a quarter smaller than 0 and 1 (times
+ *            whose gaps vary: a block of 100 s of points needs 8-byte
+ *            deltas for the gaps between requests, and 2 bytes of uv for
+ *            the points inside one)
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -282,7 +289,8 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
-enum { INT_FOR = 0, INT_DELTA = 1 }; /* INT header byte 17 (format 3; 0 in format 2) */
+/* INT header byte 17 (format 3; 0 in format 2; INT_VAR from format 4) */
+enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2 };
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -546,11 +554,11 @@ struct blk {
     uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
     uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
     uint64_t *alists_off;
-    uint64_t n_keys;      /* entries of the key dictionary (S[X_KEYS]) */
+    uint64_t n_keys;       /* entries of the key dictionary (S[X_KEYS]) */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
-    uint8_t *sbuf; /* format 4: the stream index, decoded at open (streams, stream_rows) */
+    uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load

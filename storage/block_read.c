@@ -111,6 +111,43 @@ static int decode_delta(const uint8_t *s, unsigned w, uint64_t base, uint64_t fi
     return 0;
 }
 
+/* Decodes a varint delta INT column (format 4): |count| > 0 values, the
+ * first at |first|, then uv zz deltas that must end exactly at |end|. 0,
+ * -EBADMSG or -ENOMEM. */
+static int decode_var(const uint8_t *s, const uint8_t *end, uint64_t first, uint64_t count,
+                      uint64_t **out)
+{
+    uint64_t *v = malloc(count * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    uint64_t x = first;
+    v[0] = x;
+    for (uint64_t i = 1; i < count; i++) {
+        uint64_t d = 0;
+        unsigned sh = 0;
+        for (;;) {
+            if (s == end || sh > 63) {
+                free(v);
+                return -EBADMSG;
+            }
+            uint8_t c = *s++;
+            d |= (uint64_t)(c & 0x7f) << sh;
+            sh += 7;
+            if ((c & 0x80) == 0) {
+                break;
+            }
+        }
+        v[i] = x += (uint64_t)unzz(d);
+    }
+    if (s != end) {
+        free(v);
+        return -EBADMSG;
+    }
+    *out = v;
+    return 0;
+}
+
 /*
  * Binds an INT column of exactly |count| values at p[0, len): 0, -EBADMSG
  * or -ENOMEM. A delta column (format 3) is decoded into |*dec| (freed with
@@ -143,6 +180,25 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
         free(*dec);
         *dec = NULL;
         int rc = decode_delta(p + INT_HDR + 8, w, rd64(p + 8), rd64(p + INT_HDR), count, dec);
+        if (rc < 0) {
+            return rc;
+        }
+        *c = (struct icol){(const uint8_t *)*dec, 0, 8};
+        return 0;
+    }
+    if (enc == INT_VAR && b->version >= 4 && count > 0) {
+        uint64_t bound = b->size;
+        for (int t = 0; t < N_TABLES; t++) {
+            bound = b->dir[t].raw > bound ? b->dir[t].raw : bound;
+        }
+        /* every value past the first takes a byte at least */
+        if (w != 0 || rd64(p + 8) != 0 || len < INT_HDR + 8 || count - 1 > len - INT_HDR - 8 ||
+            count > bound / 8 + 1) {
+            return -EBADMSG;
+        }
+        free(*dec);
+        *dec = NULL;
+        int rc = decode_var(p + INT_HDR + 8, p + len, rd64(p + INT_HDR), count, dec);
         if (rc < 0) {
             return rc;
         }
@@ -446,8 +502,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         free(b->mdet_off);
         b->mdet = NULL;
         b->mdet_off = NULL;
-        rc = mdet_rebuild(&b->S[M_DETAIL], rows, &b->S[X_FLISTS], n_flists, &b->mdet,
-                          &b->mdet_off);
+        rc = mdet_rebuild(&b->S[M_DETAIL], rows, &b->S[X_FLISTS], n_flists, &b->mdet, &b->mdet_off);
         if (rc < 0) {
             return rc;
         }

@@ -139,8 +139,7 @@ static inline uint8_t *put_uv(uint8_t *q, uint64_t v)
 
 /* Format 4's section: the streams in |order|, varint coded (block_int.h),
  * then zstd at |zlevel| unless 0 or it does not pay. */
-static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_t *rank,
-                  int zlevel)
+static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_t *rank, int zlevel)
 {
     if (x->rows > x->cap_srows) {
         free(x->srows);

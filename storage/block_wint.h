@@ -59,6 +59,7 @@ struct tbw {
     struct iovec iov[TBW_PIECES];
     unsigned niov, ncols, at;
     size_t len;      /* raw table bytes so far */
+    bool no_var;     /* no varint INT columns (a zstd table: they compress worse) */
     struct vbuf out; /* the table in one buffer, for a zstd table only */
 };
 

@@ -1286,14 +1286,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
+        enum blk_codec codec = BLK_CODEC_PLAIN;
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+            codec = BLK_CODEC_ZSTD;
+        }
+        tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
         if (t == 1) {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
-        }
-        enum blk_codec codec = BLK_CODEC_PLAIN;
-        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
-            codec = BLK_CODEC_ZSTD;
         }
         rc = blkw_write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
@@ -1355,8 +1356,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         rc = sec_begin(foot, SEC_STREAMS, &at);
         if (rc == 0) {
             /* zstd with the tables (cold blocks: compaction asks for it) */
-            int zl = o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3)
-                                                             : 0;
+            int zl =
+                o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3) : 0;
             rc = sidx_put(&side->streams, foot, BLK_VERSION, zl);
         }
         if (rc == 0) {

@@ -92,6 +92,51 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
     }
 }
 
+static inline unsigned uv_len(uint64_t x)
+{
+    unsigned k = 1;
+    while (x >= 0x80) {
+        x >>= 7;
+        k++;
+    }
+    return k;
+}
+
+/*
+ * Bytes of |v|'s varint deltas (format 4: uv zz(v[i] - v[i-1]), i >= 1),
+ * or UINT64_MAX when that is not below |limit| or when writing them in
+ * place over v could overwrite a value not yet read (delta i's bytes must
+ * end at or below value i + 1's: the first i deltas fit 8 (i + 1) bytes).
+ */
+static uint64_t var_size(const uint64_t *v, uint64_t n, uint64_t limit)
+{
+    uint64_t sz = 0;
+    for (uint64_t i = 1; i < n; i++) {
+        sz += uv_len(zz((int64_t)(v[i] - v[i - 1])));
+        if (sz > 8 * i + 8 || sz >= limit) {
+            return UINT64_MAX;
+        }
+    }
+    return sz;
+}
+
+/* The varint deltas of |v| written in place from byte 0 (var_size said
+ * they fit). */
+static void var_narrow(uint64_t *v, uint64_t n)
+{
+    uint8_t *q = (uint8_t *)v;
+    uint64_t prev = v[0];
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t cur = v[i], x = zz((int64_t)(cur - prev));
+        prev = cur;
+        while (x >= 0x80) {
+            *q++ = (uint8_t)(x | 0x80);
+            x >>= 7;
+        }
+        *q++ = (uint8_t)x;
+    }
+}
+
 /*
  * |v| (n values) is narrowed in place: frame of reference (base + w-byte
  * values), or in format 3 delta coded when that is narrower (sorted times,
@@ -113,7 +158,22 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     uint8_t *h = t->ihdr[t->at];
     memset(h, 0, INT_HDR + 8);
     wr64(h, n);
-    if (n >= 2 && 8 + (n - 1) * width_of(dmx - dmn) < n * w) {
+    uint64_t fixed = n * w, dfixed = n >= 2 ? 8 + (n - 1) * width_of(dmx - dmn) : UINT64_MAX;
+    fixed = dfixed < fixed ? dfixed : fixed;
+    /* varint deltas when they are narrower by a quarter (the reader decodes
+     * them into 8 bytes a value) */
+    uint64_t vn =
+        !t->no_var && n >= 2 && fixed >= 64 ? var_size(v, n, fixed - fixed / 4) : UINT64_MAX;
+    if (vn != UINT64_MAX) {
+        h[17] = INT_VAR;
+        wr64(h + INT_HDR, v[0]);
+        tbw_piece(t, h, INT_HDR + 8);
+        var_narrow(v, n);
+        tbw_piece(t, v, vn);
+        tbw_col_end(t, start);
+        return;
+    }
+    if (n >= 2 && dfixed < n * w) {
         unsigned dw = width_of(dmx - dmn);
         wr64(h + 8, dmn);
         h[16] = (uint8_t)dw;

@@ -512,9 +512,8 @@ static inline oblock *gen_oblock(enum signal sig, uint64_t seed, uint64_t total,
 static inline oblock *gen_edge_points(uint64_t seed, uint64_t total)
 {
     static const uint64_t fbits[] = {
-        0x7ff8000000000000ull, 0x7ff0000000000001ull, 0x7ff0000000000000ull,
-        0xfff0000000000000ull, 0x8000000000000000ull, 0x0000000000000001ull,
-        0x3ff0000000000000ull, 0x0000000000000000ull};
+        0x7ff8000000000000ull, 0x7ff0000000000001ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+        0x8000000000000000ull, 0x0000000000000001ull, 0x3ff0000000000000ull, 0x0000000000000000ull};
     oblock *ob;
     uint64_t s = seed;
     GEN_OK(oblock_new(SIG_METRICS, &ob));

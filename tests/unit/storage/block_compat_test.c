@@ -42,7 +42,7 @@ struct fixture {
     bool zstd;          /* every table zstd (root included) */
     /* pinned: what the file holds, so a drift of blkgen.h shows here */
     uint32_t n_res, n_scopes, n_metrics, n_streams, n_hot;
-    uint64_t t0; /* row 0's time */
+    uint64_t t0;    /* row 0's time */
     uint32_t since; /* the first format with a vector of it (0: 2) */
     bool edge;      /* rows from gen_edge_points (metrics) instead of gen_oblock */
 };

@@ -1354,7 +1354,9 @@ Test(block, format_4_stores_metric_values_sparse_and_detail_coded)
         uint8_t bits;
         double v[3];
         unsigned nv;
-    } sparse[] = {{4, 0x30, {-0.0, 0}, 2}, {7, 0x07, {12.5, 2.5, 300}, 3}, {9, 0x05, {0.5, 1}, 2},
+    } sparse[] = {{4, 0x30, {-0.0, 0}, 2},
+                  {7, 0x07, {12.5, 2.5, 300}, 3},
+                  {9, 0x05, {0.5, 1}, 2},
                   {11, 0x05, {1.5, 5}, 2}};
     for (unsigned k = 0; k < 4; k++) {
         uint64_t len, at = column_at(f, n, 0, sparse[k].col, &len);
@@ -1378,10 +1380,10 @@ Test(block, format_4_stores_metric_values_sparse_and_detail_coded)
     cr_assert_eq(len, sizeof(lists));
     cr_assert_arr_eq(f + at, lists, sizeof(lists));
     at = column_at(f, n, 2, 2, &len);
-    static const uint8_t entries[] = {1, 3, 3, 0, 7, 0,             /* {3, 0, 7} code 0 */
-                                      1, 3, 1, 1, 0, 0,             /* {1, 1, 0} code 0 */
-                                      1, 4, 0, 0xc8, 1, 1, 1, 1,    /* {0, 200, 1, 1} code 1 */
-                                      1, 4, 0, 0,    0, 0, 1};      /* {0, 0, 0, 0} code 1 */
+    static const uint8_t entries[] = {1, 3, 3, 0,    7, 0,       /* {3, 0, 7} code 0 */
+                                      1, 3, 1, 1,    0, 0,       /* {1, 1, 0} code 0 */
+                                      1, 4, 0, 0xc8, 1, 1, 1, 1, /* {0, 200, 1, 1} code 1 */
+                                      1, 4, 0, 0,    0, 0, 1};   /* {0, 0, 0, 0} code 1 */
     cr_assert_eq(len, sizeof(entries));
     cr_assert_arr_eq(f + at, entries, sizeof(entries));
     blk *b = open_ok(path);
@@ -1412,6 +1414,66 @@ Test(block, format_4_stores_metric_values_sparse_and_detail_coded)
         g[vat] = forge == 0 ? 0x70 : 0x31;
         fix_crcs(g, n);
         put_file(path, g, n);
+        b = NULL;
+        cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG,
+                     "forge %d", forge);
+    }
+    free(g);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* Times in bursts (10 points 1 us apart, bursts 100 s apart): the gaps
+ * between bursts need 8-byte deltas, so the time column is varint deltas
+ * (format 4, encoding 2: 8 bytes of first value, then 1 byte for each
+ * 1 us gap and 5 for each 100 s one) and reads back exactly; a varint
+ * that runs past the column, or a column with bytes left over, fails the
+ * root at open. */
+Test(block, format_4_codes_bursty_times_as_varint_deltas)
+{
+    struct batch *bt = batch_new(SIG_METRICS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    struct metric_row *m = batch_add_metric(bt);
+    m->name = (struct mstr){"g", 1};
+    m->kind = MK_GAUGE;
+    for (unsigned i = 0; i < 100; i++) {
+        add_point(bt, 0, 1, NULL);
+        bt->points[i].time_ns =
+            1700000000000000000ull + (i / 10) * 100000000000ull + (i % 10) * 1000;
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 100, 0, 82, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    uint64_t len, at = column_at(f, n, 0, 0, &len);
+    cr_assert_eq(f[at + 17], 2, "varint delta encoding");
+    cr_assert_eq(f[at + 16], 0, "width");
+    cr_assert_eq(get64(f + at), 100);
+    cr_assert_eq(get64(f + at + 24), 1700000000000000000ull, "the first time");
+    cr_assert_eq(len, 24 + 8 + 90 * 2 + 9 * 6, "zz(1000) takes 2 bytes, zz(1e11 - 9000) 6");
+    cr_assert_eq(f[at + 32], 0xd0, "zz(1000) = 2000 = 0xd0 0x0f");
+    cr_assert_eq(f[at + 33], 0x0f);
+    blk *b = open_ok(path);
+    check_block(b, ob, 100);
+    blk_unref(b);
+    uint8_t *g = malloc(n);
+    for (int forge = 0; forge < 2; forge++) {
+        memcpy(g, f, n);
+        if (forge == 0) {
+            g[at + len - 1] |= 0x80; /* the last varint runs on */
+        } else {
+            g[at + 32] = 0x01; /* 0x01, 0x0f: two varints, the count's last one left over */
+        }
+        fix_crcs(g, n);
+        put_file(path, g, n);
+        char err[256];
         b = NULL;
         cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG,
                      "forge %d", forge);
