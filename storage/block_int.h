@@ -112,6 +112,15 @@
  *                  bit 1 min, bit 2 max)
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
+ *   v4 TRACES  root   as above but R parent_span_id is a P column:
+ *     P  (v4, parent span ids) INT of |rows| references, then RAW of 8
+ *        bytes per reference 1, in row order. Reference 0: eight zero
+ *        bytes (no parent); 1: the next raw id; r >= 2: the span id of
+ *        block row j - unzz(r - 2) (j: this row; it must be inside the
+ *        block). The writer references a span of the block with that id
+ *        when it is near enough for 1-byte references (or 2-byte: its
+ *        choice, the smaller column), else stores the id raw. Expanded at
+ *        load into rows x 8 bytes the block owns
  *   v4 METRICS root   as above but R value, sum, min and max are Z columns
  *           detail I flags, S detail entries (below), S exemplars,
  *                  I n_exemplars, F lists
@@ -346,7 +355,8 @@ enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LI
 
 struct ent {
     char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count),
-                * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count) */
+                * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count),
+                * 'P' (v4: parent span ids as row references) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -395,6 +405,13 @@ static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
+/* Format 4's span root: the parent span id as a reference ('P'). */
+static const struct ent spans_root4[] = {
+    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'R', T_TRACE, 16},
+    {'R', T_SPAN, 8},  {'P', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL},  {'D', T_NAME, 0},
+    {'I', T_KIND, 0},  {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
+};
+
 /* Format 4's metric tables: value, sum, min and max sparse (only the
  * values whose bits are not all zero stored), the detail entries coded
  * (block_detail.c) against an f64 list dictionary. */
@@ -424,7 +441,7 @@ static const struct spec specs[3][SIG_COUNT][N_TABLES] = {
     },
     {
         {SPEC(logs_root), SPEC(logs_attrs3), SPEC(logs_detail)},
-        {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
+        {SPEC(spans_root4), SPEC(spans_attrs3), SPEC(spans_detail)},
         {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
     },
 };
@@ -442,7 +459,7 @@ static inline unsigned phys_cols(const struct spec *sp)
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         char ty = sp->e[i].type;
-        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' ? 2 : ty == 'D' ? 3 : 1;
+        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' || ty == 'P' ? 2 : ty == 'D' ? 3 : 1;
     }
     return n;
 }
@@ -656,6 +673,14 @@ int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const
  */
 int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_t nfl,
                  uint8_t **buf, uint64_t **offs);
+
+/* ---- format 4's parent span ids (block_parents.c) ---- */
+
+/* Expands a 'P' column (references |refs|, raw ids raw[0, raw_len)) into
+ * rows x 8 bytes the block owns and binds it as R column |idx|; the span
+ * ids (R[T_SPAN]) are bound already. 0, -EBADMSG, -ENOMEM. */
+int prefs_expand(blk *b, unsigned idx, const struct icol *refs, const uint8_t *raw,
+                 uint64_t raw_len);
 
 /* ---- the metric stream index (block_streams.c) ---- */
 

@@ -435,6 +435,15 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             }
             c += 2;
             break;
+        case 'P': {
+            struct icol refs;
+            if ((rc = bind_int(b, cp[c], cl[c], rows, &refs, &dec[c])) < 0 ||
+                (rc = prefs_expand(b, e->idx, &refs, cp[c + 1], cl[c + 1])) < 0) {
+                return rc;
+            }
+            c += 2;
+            break;
+        }
         case 'F': {
             struct scol *sc = &b->S[e->idx];
             uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
@@ -489,6 +498,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         case 'K':
         case 'Z':
         case 'F':
+        case 'P':
             c += 2;
             break;
         default:

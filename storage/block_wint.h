@@ -42,7 +42,16 @@ struct wcols {
     struct vbuf R[MAX_R];
     struct vbuf Zb[MAX_R]; /* format 4: a sparse R column's presence bitmap */
     struct fldict fl;      /* format 4: the metric detail's f64 lists (F[X_FLISTS]) */
+    uint64_t *pref;        /* format 4: parent references (block_parents.c) */
+    size_t cap_pref;
+    struct vbuf praw;
+    uint32_t *pht; /* span id -> row + 1 */
+    size_t cap_pht;
 };
+
+/* Format 4: the parent references of a span block's rows (w->pref, the
+ * raw ids in w->praw) from its span and parent id columns: 0 or -ENOMEM. */
+int prefs_build(struct wcols *w);
 
 /*
  * A table being serialized as pieces rather than one buffer: the directory

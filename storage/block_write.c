@@ -161,6 +161,9 @@ static void wcols_free(struct wcols *w)
         vbuf_fini(&w->Zb[i]);
     }
     fldict_free(&w->fl);
+    free(w->pref);
+    free(w->pht);
+    vbuf_fini(&w->praw);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -233,6 +236,7 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 }
                 /* the values are an R column until emitted */
                 __attribute__((fallthrough));
+            case 'P': /* the ids too (prefs_build codes them) */
             case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
@@ -1259,6 +1263,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
+    if (rc == 0 && sig == SIG_TRACES) {
+        rc = prefs_build(w);
+    }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w);

@@ -291,6 +291,10 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
         case 'Z':
             emit_sparse(t, &w->R[e->idx], &w->Zb[e->idx], w->rows);
             break;
+        case 'P':
+            emit_int(t, w->pref, w->rows);
+            emit_raw(t, w->praw.p, w->praw.len);
+            break;
         case 'F':
             if (w->fl.n > 0) {
                 emit_int(t, w->fl.offs, w->fl.n + 1);

@@ -1483,3 +1483,75 @@ Test(block, format_4_codes_bursty_times_as_varint_deltas)
     oblock_free(ob);
     batch_free(bt);
 }
+
+static void add_span(struct batch *b, uint64_t t, uint8_t id, uint8_t parent)
+{
+    struct span_row *s = batch_add_span(b);
+    cr_assert_not_null(s);
+    s->start_ns = s->end_ns = t * 1000000000ull;
+    memset(s->trace_id, 7, 16);
+    memset(s->span_id, id, 8);
+    memset(s->parent_span_id, parent, 8);
+    s->has_parent = parent != 0;
+    s->name = (struct mstr){"op", 2};
+}
+
+/* Format 4's parent ids: references to the parent's row (2 + zz(row -
+ * parent row)) when the parent is a span of the block, before or after
+ * the child or the span itself; 0 for no parent; 1 and the id raw for a
+ * parent outside the block. A reference outside the block, or raw ids
+ * that do not match the references, fail the root at open. */
+Test(block, format_4_stores_parent_ids_as_row_references)
+{
+    struct batch *bt = batch_new(SIG_TRACES);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    add_span(bt, 1, 0x11, 0);
+    add_span(bt, 2, 0x22, 0x11);
+    add_span(bt, 3, 0x33, 0x99);
+    add_span(bt, 4, 0x44, 0x55);
+    add_span(bt, 5, 0x55, 0x55);
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_TRACES, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 5, 0, 83, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    /* root: start, duration, scope, trace, span, parent refs, parent raw */
+    uint64_t len, at = column_at(f, n, 0, 5, &len);
+    static const uint8_t refs[] = {0, 4, 1, 3, 2};
+    cr_assert_eq(len, 24 + sizeof(refs));
+    cr_assert(get64(f + at) == 5 && get64(f + at + 8) == 0 && f[at + 16] == 1 && f[at + 17] == 0);
+    cr_assert_arr_eq(f + at + 24, refs, sizeof(refs));
+    uint64_t rat = column_at(f, n, 0, 6, &len);
+    static const uint8_t raw[8] = {0x99, 0x99, 0x99, 0x99, 0x99, 0x99, 0x99, 0x99};
+    cr_assert_eq(len, 8);
+    cr_assert_arr_eq(f + rat, raw, 8);
+    blk *b = open_ok(path);
+    check_block(b, ob, 5);
+    blk_unref(b);
+    uint8_t *g = malloc(n);
+    for (int forge = 0; forge < 3; forge++) {
+        memcpy(g, f, n);
+        if (forge == 0) {
+            g[at + 24 + 1] = 6; /* row 1's parent at row -1 */
+        } else if (forge == 1) {
+            g[at + 24 + 4] = 2 + 9; /* row 4's parent at row 9 (of 5): zz(4 - 9) = 9 */
+        } else {
+            g[at + 24 + 0] = 1; /* two raw references, one raw id */
+        }
+        fix_crcs(g, n);
+        put_file(path, g, n);
+        char err[256];
+        b = NULL;
+        cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG,
+                     "forge %d", forge);
+    }
+    free(g);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
