@@ -53,7 +53,8 @@ static const struct fixture fixtures[] = {
     {"traces-40.blk", SIG_TRACES, 7003, 40, 8, false, false, 12, 16, 0, 0, 2, 0},
     {"traces-zstd-20.blk", SIG_TRACES, 7004, 20, 5, false, true, 13, 14, 0, 0, 5, 0},
     {"metrics-streams-50.blk", SIG_METRICS, 7005, 50, 6, false, false, 30, 31, 48, 49, 1, 0},
-    /* format 3 vectors written at 9eef27f (main before format 4) */
+    /* format 3 vectors written at 9eef27f (main before format 4); format 4
+     * vectors of every fixture */
     {"metrics-300.blk", SIG_METRICS, 7006, 300, 40, false, false, 24, 26, 38, 273, 1, 0, 3},
     {"metrics-zstd-200.blk", SIG_METRICS, 7007, 200, 30, false, true, 33, 31, 67, 192, 1, 0, 3},
     {"metrics-edge-400.blk", SIG_METRICS, 7008, 400, 0, false, false, 1, 3, 5, 15, 1,
@@ -231,5 +232,13 @@ Test(block_compat, format_3_blocks_of_every_signal_read_back_exactly)
         if (fixtures[i].since <= 3) {
             open_vector(3, &fixtures[i]);
         }
+    }
+}
+
+/* Written by blk_write of the first format 4 release (h-fmt4 branch). */
+Test(block_compat, format_4_blocks_of_every_signal_read_back_exactly)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        open_vector(4, &fixtures[i]);
     }
 }
