@@ -105,52 +105,29 @@ static int64_t fl_code(struct fldict *d, const uint8_t *p, size_t n)
     return (int64_t)d->n++;
 }
 
-/* LEB128 of v at q (at most 10 bytes); returns the byte after it. */
-static inline uint8_t *put_uv(uint8_t *q, uint64_t v)
-{
-    while (v >= 0x80) {
-        *q++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *q++ = (uint8_t)v;
-    return q;
-}
-
 static inline uint64_t zz32(uint32_t u)
 {
     return zz((int64_t)(int32_t)u);
 }
 
-/* Whether p[0, len) is a histogram detail of batch.h (n counts, m bounds). */
-static bool is_hist(const uint8_t *p, uint32_t len, uint32_t *n, uint32_t *m)
+/*
+ * Whether p[0, len) is |head| bytes, then u32 n and n x 8 bytes, then
+ * |gap| bytes, then u32 m and m x 8 bytes, exactly (batch.h's histogram:
+ * head 0, gap 0; exponential histogram: head 24, gap 4).
+ */
+static bool two_arrays(const uint8_t *p, uint32_t len, uint32_t head, uint32_t gap, uint32_t *n,
+                       uint32_t *m)
 {
-    if (len < 8) {
+    uint64_t fixed = (uint64_t)head + 4 + gap + 4;
+    if (len < fixed) {
         return false;
     }
-    uint64_t a = rd32(p);
-    if (a > (len - 8) / 8) {
+    uint64_t a = rd32(p + head);
+    if (a > (len - fixed) / 8) {
         return false;
     }
-    uint64_t b = rd32(p + 4 + 8 * a);
-    if (len != 8 + 8 * a + 8 * b) {
-        return false;
-    }
-    *n = (uint32_t)a;
-    *m = (uint32_t)b;
-    return true;
-}
-
-static bool is_exp(const uint8_t *p, uint32_t len, uint32_t *n, uint32_t *m)
-{
-    if (len < 36) {
-        return false;
-    }
-    uint64_t a = rd32(p + 24);
-    if (a > (len - 36) / 8) {
-        return false;
-    }
-    uint64_t b = rd32(p + 32 + 8 * a);
-    if (len != 36 + 8 * a + 8 * b) {
+    uint64_t b = rd32(p + head + 4 + 8 * a + gap);
+    if (len != fixed + 8 * a + 8 * b) {
         return false;
     }
     *n = (uint32_t)a;
@@ -179,34 +156,34 @@ int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const
     }
     uint8_t *q0 = out->p + out->len, *q = q0;
     uint32_t n, m;
-    if (kind == MK_HISTOGRAM && is_hist(p, len, &n, &m)) {
+    if (kind == MK_HISTOGRAM && two_arrays(p, len, 0, 0, &n, &m)) {
         int64_t c = fl_code(d, p + 8 + 8 * (size_t)n, 8 * (size_t)m);
         if (c < 0) {
             return (int)c;
         }
         *q++ = F_HIST;
-        q = put_uv(q, n);
+        q = uv_put(q, n);
         for (uint32_t i = 0; i < n; i++) {
-            q = put_uv(q, rd64(p + 4 + 8 * (size_t)i));
+            q = uv_put(q, rd64(p + 4 + 8 * (size_t)i));
         }
-        q = put_uv(q, (uint64_t)c);
-    } else if (kind == MK_EXP_HISTOGRAM && is_exp(p, len, &n, &m)) {
+        q = uv_put(q, (uint64_t)c);
+    } else if (kind == MK_EXP_HISTOGRAM && two_arrays(p, len, 24, 4, &n, &m)) {
         *q++ = F_EXP;
-        q = put_uv(q, zz32(rd32(p)));
-        q = put_uv(q, rd64(p + 4));
+        q = uv_put(q, zz32(rd32(p)));
+        q = uv_put(q, rd64(p + 4));
         memcpy(q, p + 12, 8);
         q += 8;
-        q = put_uv(q, zz32(rd32(p + 20)));
-        q = put_uv(q, n);
+        q = uv_put(q, zz32(rd32(p + 20)));
+        q = uv_put(q, n);
         const uint8_t *s = p + 28;
         for (uint32_t i = 0; i < n; i++, s += 8) {
-            q = put_uv(q, rd64(s));
+            q = uv_put(q, rd64(s));
         }
-        q = put_uv(q, zz32(rd32(s)));
-        q = put_uv(q, m);
+        q = uv_put(q, zz32(rd32(s)));
+        q = uv_put(q, m);
         s += 8;
         for (uint32_t i = 0; i < m; i++, s += 8) {
-            q = put_uv(q, rd64(s));
+            q = uv_put(q, rd64(s));
         }
     } else if (kind == MK_SUMMARY && is_summary(p, len, &n)) {
         /* the quantiles as a list: gathered from the pairs */
@@ -225,8 +202,8 @@ int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const
             return (int)c;
         }
         *q++ = F_SUMMARY;
-        q = put_uv(q, n);
-        q = put_uv(q, (uint64_t)c);
+        q = uv_put(q, n);
+        q = uv_put(q, (uint64_t)c);
         for (uint32_t i = 0; i < n; i++) {
             memcpy(q, p + 12 + 16 * (size_t)i, 8);
             q += 8;
@@ -249,19 +226,7 @@ struct drd {
 
 static uint64_t rd_uv(struct drd *r)
 {
-    uint64_t v = 0;
-    for (unsigned sh = 0; sh < 64; sh += 7) {
-        if (r->p == r->end) {
-            break;
-        }
-        uint8_t c = *r->p++;
-        v |= (uint64_t)(c & 0x7f) << sh;
-        if ((c & 0x80) == 0) {
-            return v;
-        }
-    }
-    r->bad = true;
-    return 0;
+    return uv_take(&r->p, r->end, &r->bad);
 }
 
 /* A uv that must fit 32 bits (a count) or be a zigzag int32. */

@@ -263,6 +263,7 @@
 
 #include <libdeflate.h>
 
+#include "lib/pbw.h" /* pbw_varint_size: a LEB128's length */
 #include "storage/block.h"
 #include "storage/vcache.h"
 
@@ -476,6 +477,33 @@ static inline uint64_t zz(int64_t x)
 static inline int64_t unzz(uint64_t u)
 {
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* LEB128 of v at q (at most 10 bytes); returns the byte after it. */
+static inline uint8_t *uv_put(uint8_t *q, uint64_t v)
+{
+    while (v >= 0x80) {
+        *q++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *q++ = (uint8_t)v;
+    return q;
+}
+
+/* The LEB128 at *p (advanced) before |end|; sets *bad (and returns 0)
+ * when it runs past end or 10 bytes. */
+static inline uint64_t uv_take(const uint8_t **p, const uint8_t *end, bool *bad)
+{
+    uint64_t v = 0;
+    for (unsigned sh = 0; sh < 64 && *p < end; sh += 7) {
+        uint8_t c = *(*p)++;
+        v |= (uint64_t)(c & 0x7f) << sh;
+        if ((c & 0x80) == 0) {
+            return v;
+        }
+    }
+    *bad = true;
+    return 0;
 }
 
 static inline uint32_t rd32(const uint8_t *p)

@@ -123,24 +123,11 @@ static int decode_var(const uint8_t *s, const uint8_t *end, uint64_t first, uint
     }
     uint64_t x = first;
     v[0] = x;
-    for (uint64_t i = 1; i < count; i++) {
-        uint64_t d = 0;
-        unsigned sh = 0;
-        for (;;) {
-            if (s == end || sh > 63) {
-                free(v);
-                return -EBADMSG;
-            }
-            uint8_t c = *s++;
-            d |= (uint64_t)(c & 0x7f) << sh;
-            sh += 7;
-            if ((c & 0x80) == 0) {
-                break;
-            }
-        }
-        v[i] = x += (uint64_t)unzz(d);
+    bool bad = false;
+    for (uint64_t i = 1; i < count && !bad; i++) {
+        v[i] = x += (uint64_t)unzz(uv_take(&s, end, &bad));
     }
-    if (s != end) {
+    if (bad || s != end) {
         free(v);
         return -EBADMSG;
     }
@@ -365,20 +352,25 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
-        case 'K': {
+        case 'K':
+        case 'F': {
+            /* an S of its own count: the key dictionary (at most KC_MAX
+             * keys), or (v4) the f64 lists (at most one a row, each but
+             * one empty with bytes) */
             struct scol *sc = &b->S[e->idx];
-            uint64_t nk1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
-            if (nk1 == 0 || nk1 > KC_MAX + 1) {
+            uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
+            if (n1 == 0 ||
+                (e->type == 'K' ? n1 > KC_MAX + 1 : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
                 return -EBADMSG;
             }
-            if ((rc = bind_int(b, cp[c], cl[c], nk1, &sc->off, &dec[c])) < 0) {
+            if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
                 return rc;
             }
-            if (!check_offsets(&sc->off, nk1, cl[c + 1])) {
+            if (!check_offsets(&sc->off, n1, cl[c + 1])) {
                 return -EBADMSG;
             }
             sc->data = cp[c + 1];
-            b->n_keys = nk1 - 1;
+            *(e->type == 'K' ? &b->n_keys : &n_flists) = n1 - 1;
             c += 2;
             break;
         }
@@ -441,24 +433,6 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 (rc = prefs_expand(b, e->idx, &refs, cp[c + 1], cl[c + 1])) < 0) {
                 return rc;
             }
-            c += 2;
-            break;
-        }
-        case 'F': {
-            struct scol *sc = &b->S[e->idx];
-            uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
-            /* at most one list per row, and each list but one empty has bytes */
-            if (n1 == 0 || n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1) {
-                return -EBADMSG;
-            }
-            if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
-                return rc;
-            }
-            if (!check_offsets(&sc->off, n1, cl[c + 1])) {
-                return -EBADMSG;
-            }
-            sc->data = cp[c + 1];
-            n_flists = n1 - 1;
             c += 2;
             break;
         }

@@ -126,17 +126,6 @@ int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *at
     }
 }
 
-/* LEB128 of v at q; returns the byte after it. */
-static inline uint8_t *put_uv(uint8_t *q, uint64_t v)
-{
-    while (v >= 0x80) {
-        *q++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *q++ = (uint8_t)v;
-    return q;
-}
-
 /* Format 4's section: the streams in |order|, varint coded (block_int.h),
  * then zstd at |zlevel| unless 0 or it does not pay. */
 static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_t *rank, int zlevel)
@@ -165,17 +154,17 @@ static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_
     uint32_t prev_m = 0;
     for (uint32_t k = 0; k < x->n; k++) {
         const struct sidx_stream *s = &x->st[order[k]];
-        q = put_uv(q, s->metric - prev_m);
-        q = put_uv(q, s->count);
+        q = uv_put(q, s->metric - prev_m);
+        q = uv_put(q, s->count);
         prev_m = s->metric;
     }
     off = 0;
     for (uint32_t k = 0; k < x->n; k++) {
         uint32_t c = x->st[order[k]].count;
         const uint32_t *rw = x->srows + off;
-        q = put_uv(q, rw[0]);
+        q = uv_put(q, rw[0]);
         for (uint32_t i = 1; i < c; i++) {
-            q = put_uv(q, rw[i] - rw[i - 1] - 1);
+            q = uv_put(q, rw[i] - rw[i - 1] - 1);
         }
         off += c;
     }
@@ -307,20 +296,6 @@ static bool parse_plain(blk *b, const uint8_t *p, const uint8_t *end)
     return true;
 }
 
-static uint64_t take_uv(const uint8_t **p, const uint8_t *end, bool *bad)
-{
-    uint64_t v = 0;
-    for (unsigned sh = 0; sh < 64 && *p < end; sh += 7) {
-        uint8_t c = *(*p)++;
-        v |= (uint64_t)(c & 0x7f) << sh;
-        if ((c & 0x80) == 0) {
-            return v;
-        }
-    }
-    *bad = true;
-    return 0;
-}
-
 /*
  * Format 4: the varint body (zstd decoded first when its codec says so)
  * decoded into format 3's layout in memory the block owns (b->sbuf),
@@ -358,8 +333,8 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
     bool bad = false;
     uint64_t metric = 0, off = 0;
     for (uint32_t i = 0; ok && i < n; i++) {
-        metric += take_uv(&q, qe, &bad);
-        uint64_t count = take_uv(&q, qe, &bad);
+        metric += uv_take(&q, qe, &bad);
+        uint64_t count = uv_take(&q, qe, &bad);
         ok = !bad && metric <= UINT32_MAX && count <= b->rows - off;
         if (ok) {
             uint8_t *e = out + 8 + 16 * (size_t)i;
@@ -376,7 +351,7 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
         uint32_t count = rd32(out + 8 + 16 * (size_t)i + 4);
         uint64_t r = 0;
         for (uint32_t k = 0; ok && k < count; k++, at++) {
-            uint64_t d = take_uv(&q, qe, &bad);
+            uint64_t d = uv_take(&q, qe, &bad);
             r = k == 0 ? d : r + d + 1;
             ok = !bad && r < b->rows;
             if (ok) {

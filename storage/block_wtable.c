@@ -92,16 +92,6 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
     }
 }
 
-static inline unsigned uv_len(uint64_t x)
-{
-    unsigned k = 1;
-    while (x >= 0x80) {
-        x >>= 7;
-        k++;
-    }
-    return k;
-}
-
 /*
  * Bytes of |v|'s varint deltas (format 4: uv zz(v[i] - v[i-1]), i >= 1),
  * or UINT64_MAX when that is not below |limit| or when writing them in
@@ -112,7 +102,7 @@ static uint64_t var_size(const uint64_t *v, uint64_t n, uint64_t limit)
 {
     uint64_t sz = 0;
     for (uint64_t i = 1; i < n; i++) {
-        sz += uv_len(zz((int64_t)(v[i] - v[i - 1])));
+        sz += (unsigned)pbw_varint_size(zz((int64_t)(v[i] - v[i - 1])));
         if (sz > 8 * i + 8 || sz >= limit) {
             return UINT64_MAX;
         }
@@ -127,13 +117,9 @@ static void var_narrow(uint64_t *v, uint64_t n)
     uint8_t *q = (uint8_t *)v;
     uint64_t prev = v[0];
     for (uint64_t i = 1; i < n; i++) {
-        uint64_t cur = v[i], x = zz((int64_t)(cur - prev));
+        uint64_t cur = v[i];
+        q = uv_put(q, zz((int64_t)(cur - prev)));
         prev = cur;
-        while (x >= 0x80) {
-            *q++ = (uint8_t)(x | 0x80);
-            x >>= 7;
-        }
-        *q++ = (uint8_t)x;
     }
 }
 
