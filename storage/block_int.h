@@ -112,7 +112,9 @@
  *                  bit 1 min, bit 2 max)
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
- *   v4 TRACES  root   as above but R parent_span_id is a P column:
+ *   v4 TRACES  root   as above but R trace_id is a D column (each distinct
+ *                  trace id of the block once, every entry 16 bytes:
+ *                  checked at load) and R parent_span_id is a P column:
  *     P  (v4, parent span ids) INT of |rows| references, then RAW of 8
  *        bytes per reference 1, in row order. Reference 0: eight zero
  *        bytes (no parent); 1: the next raw id; r >= 2: the span id of
@@ -406,9 +408,13 @@ static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
-/* Format 4's span root: the parent span id as a reference ('P'). */
+/* Format 4: the span root's trace id dictionary (D slot X_TRACES). */
+enum { X_TRACES = 1 };
+
+/* Format 4's span root: trace ids as a dictionary, the parent span id as
+ * a reference ('P'). */
 static const struct ent spans_root4[] = {
-    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'R', T_TRACE, 16},
+    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'D', X_TRACES, 0},
     {'R', T_SPAN, 8},  {'P', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL},  {'D', T_NAME, 0},
     {'I', T_KIND, 0},  {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
 };

@@ -480,6 +480,17 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
     }
+    if (t == 0 && b->version >= 4 && b->sig == SIG_TRACES) {
+        /* The trace ids: entries of 16 bytes, each (the views copy 16). */
+        const struct scol *d = &b->D[X_TRACES].dict;
+        uint64_t nd = rd64(cp[4]) - 1; /* the dictionary's offsets: start, duration,
+                                        * scope, then its codes, offsets, data */
+        for (uint64_t k = 0; k < nd; k++) {
+            if (ic_get(&d->off, k + 1) - ic_get(&d->off, k) != 16) {
+                return -EBADMSG;
+            }
+        }
+    }
     if (t == 2 && b->version >= 4 && b->sig == SIG_METRICS) {
         /* The detail entries, rebuilt into batch.h's encoding. */
         free(b->mdet);

@@ -658,7 +658,9 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         if (rc == 0) {
             rc = str_add(&w->S[T_LINKS], j, v.links.p, v.links.len);
         }
-        memcpy(w->R[T_TRACE].p + 16 * j, v.trace_id, 16);
+        if (rc == 0) { /* format 4: the trace id dictionary */
+            rc = dict_add(&w->D[X_TRACES], j, (const char *)v.trace_id, 16);
+        }
         memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
         memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
         if (rc == 0) {

@@ -282,7 +282,8 @@ static void add_span(struct batch *b, uint64_t t, uint8_t id, uint8_t parent)
     s->name = (struct mstr){"op", 2};
 }
 
-/* Format 4's parent ids: references to the parent's row (2 + zz(row -
+/* Format 4's trace ids: a dictionary of 16-byte entries (an entry of
+ * another length fails the root at open). Parent ids: references to the parent's row (2 + zz(row -
  * parent row)) when the parent is a span of the block, before or after
  * the child or the span itself; 0 for no parent; 1 and the id raw for a
  * parent outside the block. A reference outside the block, or raw ids
@@ -298,6 +299,7 @@ Test(block_fmt4, format_4_stores_parent_ids_as_row_references)
     add_span(bt, 3, 0x33, 0x99);
     add_span(bt, 4, 0x44, 0x55);
     add_span(bt, 5, 0x55, 0x55);
+    memset(bt->spans[4].trace_id, 8, 16); /* a second trace */
     oblock *ob;
     cr_assert_eq(oblock_new(SIG_TRACES, &ob), 0);
     cr_assert_eq(oblock_append(ob, bt, 1), 0);
@@ -306,13 +308,27 @@ Test(block_fmt4, format_4_stores_parent_ids_as_row_references)
     size_t n;
     uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
     cr_assert_not_null(f);
-    /* root: start, duration, scope, trace, span, parent refs, parent raw */
-    uint64_t len, at = column_at(f, n, 0, 5, &len);
+    /* root: start, duration, scope, trace ids (codes, offsets, data), span,
+     * parent refs, parent raw; two traces: codes 0 0 0 0 1, two entries */
+    uint64_t len, at = column_at(f, n, 0, 3, &len);
+    static const uint8_t codes[] = {0, 0, 0, 0, 1};
+    cr_assert(len == 24 + 5 && get64(f + at) == 5 && f[at + 16] == 1);
+    cr_assert_arr_eq(f + at + 24, codes, 5);
+    uint64_t oat = column_at(f, n, 0, 4, &len);
+    cr_assert_eq(get64(f + oat), 3, "2 trace ids + 1 offsets");
+    cr_assert(f[oat + 16] == 1 && f[oat + 17] == 0 && f[oat + 25] == 16, "offsets 0 16 32");
+    at = column_at(f, n, 0, 5, &len);
+    uint8_t tid[32];
+    memset(tid, 7, 16);
+    memset(tid + 16, 8, 16);
+    cr_assert_eq(len, 32);
+    cr_assert_arr_eq(f + at, tid, 32);
+    at = column_at(f, n, 0, 7, &len);
     static const uint8_t refs[] = {0, 4, 1, 3, 2};
     cr_assert_eq(len, 24 + sizeof(refs));
     cr_assert(get64(f + at) == 5 && get64(f + at + 8) == 0 && f[at + 16] == 1 && f[at + 17] == 0);
     cr_assert_arr_eq(f + at + 24, refs, sizeof(refs));
-    uint64_t rat = column_at(f, n, 0, 6, &len);
+    uint64_t rat = column_at(f, n, 0, 8, &len);
     static const uint8_t raw[8] = {0x99, 0x99, 0x99, 0x99, 0x99, 0x99, 0x99, 0x99};
     cr_assert_eq(len, 8);
     cr_assert_arr_eq(f + rat, raw, 8);
@@ -320,9 +336,11 @@ Test(block_fmt4, format_4_stores_parent_ids_as_row_references)
     check_block(b, ob, 5);
     blk_unref(b);
     uint8_t *g = malloc(n);
-    for (int forge = 0; forge < 3; forge++) {
+    for (int forge = 0; forge < 4; forge++) {
         memcpy(g, f, n);
-        if (forge == 0) {
+        if (forge == 3) {
+            g[oat + 25] = 15; /* trace id entries of 15 and 17 bytes */
+        } else if (forge == 0) {
             g[at + 24 + 1] = 6; /* row 1's parent at row -1 */
         } else if (forge == 1) {
             g[at + 24 + 4] = 2 + 9; /* row 4's parent at row 9 (of 5): zz(4 - 9) = 9 */
