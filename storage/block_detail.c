@@ -264,6 +264,21 @@ static int put32(struct vbuf *o, uint32_t v)
     return vbuf_put_u32(o, v);
 }
 
+/* uv k, then k x uv counts, rebuilt as u32 k and k x u64: 0, -EBADMSG,
+ * -ENOMEM. Each count takes a byte at least: k is bounded by the entry. */
+static int put_counts(struct vbuf *o, struct drd *r)
+{
+    uint32_t k = rd_u32v(r);
+    if (r->bad || k > (uint64_t)(r->end - r->p)) {
+        return -EBADMSG;
+    }
+    int rc = put32(o, k);
+    for (uint32_t i = 0; i < k && rc == 0; i++) {
+        rc = vbuf_put_u64(o, rd_uv(r));
+    }
+    return rc < 0 ? -ENOMEM : r->bad ? -EBADMSG : 0;
+}
+
 /* Entry e[0, n) rebuilt onto |o|: 0, -EBADMSG, -ENOMEM. */
 static int decode_one(struct vbuf *o, const uint8_t *e, uint64_t n, const struct scol *fl,
                       uint64_t nfl)
@@ -277,14 +292,8 @@ static int decode_one(struct vbuf *o, const uint8_t *e, uint64_t n, const struct
     case F_VERBATIM:
         return vbuf_put(o, e + 1, n - 1) < 0 ? -ENOMEM : 0;
     case F_HIST: {
-        uint32_t k = rd_u32v(&r);
-        /* each count takes at least a byte: k is bounded by the entry */
-        if (r.bad || k > (uint64_t)(r.end - r.p)) {
-            return -EBADMSG;
-        }
-        rc |= put32(o, k);
-        for (uint32_t i = 0; i < k && rc == 0; i++) {
-            rc |= vbuf_put_u64(o, rd_uv(&r));
+        if ((rc = put_counts(o, &r)) < 0) {
+            return rc;
         }
         uint64_t c = rd_uv(&r);
         if (r.bad || c >= nfl) {
@@ -306,16 +315,11 @@ static int decode_one(struct vbuf *o, const uint8_t *e, uint64_t n, const struct
             return -EBADMSG;
         }
         rc |= vbuf_put(o, thr, 8);
-        for (int side = 0; side < 2; side++) {
-            rc |= put32(o, rd_i32z(&r));
-            uint32_t k = rd_u32v(&r);
-            if (r.bad || k > (uint64_t)(r.end - r.p)) {
-                return -EBADMSG;
-            }
-            rc |= put32(o, k);
-            for (uint32_t i = 0; i < k && rc == 0; i++) {
-                rc |= vbuf_put_u64(o, rd_uv(&r));
-            }
+        for (int side = 0; side < 2 && rc == 0; side++) {
+            rc = put32(o, rd_i32z(&r)) < 0 ? -ENOMEM : put_counts(o, &r);
+        }
+        if (rc < 0) {
+            return rc;
         }
         break;
     }
