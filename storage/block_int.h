@@ -13,16 +13,18 @@
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 3 (this miradb writes 3 and reads 2 and 3; what
- * format 3 changed is marked "v3", and a reader of format 2 refuses a
- * version 3 file at open with "block format version 3 is newer than this
- * miradb (2)") (integers little-endian; "zz" = zigzag of a
- * two's-complement int64: (x << 1) ^ (x >> 63); every table, column and
- * footer section starts at a multiple of 8 bytes, padding is zero)
+ * FILE FORMAT, version 4 (this miradb writes 4 and reads 2, 3 and 4; what
+ * format 3 changed is marked "v3", what format 4 changed "v4" (metric
+ * blocks only: logs and traces are laid out as in 3), and a reader of an
+ * older format refuses a newer file at open with "block format version 4
+ * is newer than this miradb (3)") (integers little-endian; "zz" = zigzag
+ * of a two's-complement int64: (x << 1) ^ (x >> 63); "uv" = unsigned
+ * LEB128; every table, column and footer section starts at a multiple of
+ * 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (3; 2 for files of the earlier release)
+ *     8  u32 format version (4; 3 and 2 for files of earlier releases)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -54,6 +56,13 @@
  *            lengths); the reader decodes it at table load into 8-byte
  *            values in memory the block owns (freed with it), so row i
  *            stays O(1), and bounds its count by the file size first
+ *          2 varint delta (v4; count > 0, base 0, width 0): u64 first,
+ *            then count - 1 x uv zz(value i - value i-1), the column's
+ *            bytes exactly; decoded at load as delta. The writer takes it
+ *            when it is at least a quarter smaller than 0 and 1 (times
+ *            whose gaps vary: a block of 100 s of points needs 8-byte
+ *            deltas for the gaps between requests, and 2 bytes of uv for
+ *            the points inside one)
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -66,6 +75,15 @@
  *        (v3: ndict <= rows + 1, checked)
  *     K  (v3, the key dictionary) INT of nkeys + 1 offsets (1 <= nkeys + 1
  *        <= 4097), then RAW data, as an S of its own count
+ *     Z  (v4, sparse 8-byte values) RAW bitmap of ceil(rows / 8) bytes
+ *        (bit i % 8 of byte i / 8 set: value i's bits are not all zero;
+ *        bits past the rows zero), then RAW of 8 bytes per set bit, in row
+ *        order; a clear bit reads as 8 zero bytes (an absent sum, min,
+ *        max, a histogram's value: they cost one bit). Expanded at load
+ *        into rows x 8 bytes the block owns, so row i stays O(1)
+ *     F  (v4, the f64 list dictionary) INT of n + 1 offsets (1 <= n + 1
+ *        <= rows + 1), then RAW data, as an S of its own count; entry k
+ *        is list code k (8 bytes an element)
  *
  *   Logical columns of each table, in order (names in the enums below):
  *   LOGS    root   I time (time_ns, or observed_ns when time_ns is 0),
@@ -94,6 +112,35 @@
  *                  bit 1 min, bit 2 max)
  *           attrs  I attribute count, S attributes
  *           detail I flags, S detail (batch.h), S exemplars, I n_exemplars
+ *   v4 TRACES  root   as above but R trace_id is a D column (each distinct
+ *                  trace id of the block once, every entry 16 bytes:
+ *                  checked at load) and R parent_span_id is a P column:
+ *     P  (v4, parent span ids) INT of |rows| references, then RAW of 8
+ *        bytes per reference 1, in row order. Reference 0: eight zero
+ *        bytes (no parent); 1: the next raw id; r >= 2: the span id of
+ *        block row j - unzz(r - 2) (j: this row; it must be inside the
+ *        block). The writer references a span of the block with that id
+ *        when it is near enough for 1-byte references (or 2-byte: its
+ *        choice, the smaller column), else stores the id raw. Expanded at
+ *        load into rows x 8 bytes the block owns
+ *   v4 METRICS root   as above but R value, sum, min and max are Z columns
+ *           detail I flags, S detail entries (below), S exemplars,
+ *                  I n_exemplars, F lists
+ *     A v4 detail entry is empty (an empty detail) or a form byte, then
+ *       0 verbatim   the detail's bytes as batch.h has them (a detail
+ *                    that does not parse as its metric's kind, or a kind
+ *                    without a form: gauges and sums have no detail)
+ *       1 histogram  uv n, n x uv bucket count, uv list code (bounds)
+ *       2 exp. hist. uv zz(scale), uv zero_count, 8 bytes zero_threshold,
+ *                    uv zz(positive offset), uv n, n x uv count,
+ *                    uv zz(negative offset), uv m, m x uv count
+ *       3 summary    uv n, uv list code (the n quantiles), n x 8 bytes
+ *                    value
+ *     (scales and offsets are int32). A table load rebuilds every entry
+ *     into batch.h's bytes in memory the block owns (block_detail.c), so
+ *     views hand out the same detail as from a v2/v3 file; an entry that
+ *     does not decode exactly (a code past F, a uv past the entry, bytes
+ *     left over) fails the load.
  *   Rows are sorted by time (the first root column), ties in append order.
  *   v3 ATTRS of every signal: I attribute count, D attributes, K keys, then
  *   the hot key columns. The D dictionary holds each distinct attribute
@@ -155,7 +202,16 @@
  *                 row numbers ascending, streams in order (offsets
  *                 consecutive, counts adding up to the block's rows). A
  *                 stream = one metric's points with one attribute list,
- *                 byte for byte (block_streams.c)
+ *                 byte for byte (block_streams.c).
+ *                 v4: u32 n, u32 codec (0 plain, 1 zstd: the writer's
+ *                 choice when the tables are zstd and it pays), u64 body
+ *                 length, then the body (codec 1: one zstd frame of it,
+ *                 the rest of the section): n x { uv metric id less the
+ *                 previous stream's (the first: the id), uv row count },
+ *                 then per stream its first row as uv and each next row
+ *                 as uv (row - previous row - 1). Same order and rules
+ *                 as above; decoded at open into the v3 layout in memory
+ *                 the block owns (4 bytes a row, 16 a stream)
  *    10 GRAMS     log blocks (optional: blocks sealed before it have none
  *                 and answer "maybe"; older readers skip the section, and
  *                 it is not in section 4, whose readers refuse a kind they
@@ -209,6 +265,7 @@
 
 #include <libdeflate.h>
 
+#include "lib/pbw.h" /* pbw_varint_size: a LEB128's length */
 #include "storage/block.h"
 #include "storage/vcache.h"
 
@@ -244,7 +301,8 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define KC_MAX 4096 /* distinct attribute keys counted per block, at most */
 #define TDIR_SIZE 32
 #define INT_HDR 24
-enum { INT_FOR = 0, INT_DELTA = 1 }; /* INT header byte 17 (format 3; 0 in format 2) */
+/* INT header byte 17 (format 3; 0 in format 2; INT_VAR from format 4) */
+enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2 };
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -287,6 +345,8 @@ enum { M_VALUE, M_SUM, M_MIN, M_MAX };
 enum { X_ADICT = 2 };
 /* Format 3: the attribute table's key dictionary (S slot X_KEYS). */
 enum { X_KEYS = 5 };
+/* Format 4: the metric detail table's f64 list dictionary (S slot X_FLISTS). */
+enum { X_FLISTS = 4 };
 
 #define MAX_I 13
 #define MAX_S 6
@@ -297,7 +357,9 @@ enum { X_KEYS = 5 };
 enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LIM_BITS3, LIM_BOOL };
 
 struct ent {
-    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count) */
+    char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count),
+                * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count),
+                * 'P' (v4: parent span ids as row references) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -346,8 +408,34 @@ static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}
     {                                                                                              \
         a, sizeof(a) / sizeof(a[0])                                                                \
     }
-/* By format version - 2 (2 or 3), signal - 1, table. */
-static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
+/* Format 4: the span root's trace id dictionary (D slot X_TRACES). */
+enum { X_TRACES = 1 };
+
+/* Format 4's span root: trace ids as a dictionary, the parent span id as
+ * a reference ('P'). */
+static const struct ent spans_root4[] = {
+    {'I', T_START, 0}, {'I', T_DUR, 0},    {'I', T_SCOPE, LIM_SCOPES}, {'D', X_TRACES, 0},
+    {'R', T_SPAN, 8},  {'P', T_PARENT, 8}, {'I', T_HASPAR, LIM_BOOL},  {'D', T_NAME, 0},
+    {'I', T_KIND, 0},  {'I', T_STATUS, 0}, {'S', T_STATMSG, 0},
+};
+
+/* Format 4's metric tables: value, sum, min and max sparse (only the
+ * values whose bits are not all zero stored), the detail entries coded
+ * (block_detail.c) against an f64 list dictionary. */
+static const struct ent points_root4[] = {
+    {'I', M_TIME, 0},        {'I', M_START, 0}, {'I', M_METRIC, LIM_METRICS},
+    {'I', M_VTYPE, LIM_PV},  {'Z', M_VALUE, 8}, {'I', M_COUNT, 0},
+    {'Z', M_SUM, 8},         {'Z', M_MIN, 8},   {'Z', M_MAX, 8},
+    {'I', M_HAS, LIM_BITS3},
+};
+static const struct ent points_detail4[] = {{'I', M_FLAGS, 0},
+                                            {'S', M_DETAIL, 0},
+                                            {'S', M_EXEMPLARS, 0},
+                                            {'I', M_NEX, 0},
+                                            {'F', X_FLISTS, 0}};
+
+/* By format version - 2 (2, 3 or 4), signal - 1, table. */
+static const struct spec specs[3][SIG_COUNT][N_TABLES] = {
     {
         {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
         {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
@@ -358,11 +446,16 @@ static const struct spec specs[2][SIG_COUNT][N_TABLES] = {
         {SPEC(spans_root), SPEC(spans_attrs3), SPEC(spans_detail)},
         {SPEC(points_root), SPEC(points_attrs3), SPEC(points_detail)},
     },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs3), SPEC(logs_detail)},
+        {SPEC(spans_root4), SPEC(spans_attrs3), SPEC(spans_detail)},
+        {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
+    },
 };
 
 static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
 {
-    return &specs[version >= 3 ? 1 : 0][sig - 1][t];
+    return &specs[version >= 4 ? 2 : version >= 3 ? 1 : 0][sig - 1][t];
 }
 
 /* The oldest format this miradb reads. */
@@ -373,7 +466,7 @@ static inline unsigned phys_cols(const struct spec *sp)
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         char ty = sp->e[i].type;
-        n += ty == 'S' || ty == 'K' ? 2 : ty == 'D' ? 3 : 1;
+        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' || ty == 'P' ? 2 : ty == 'D' ? 3 : 1;
     }
     return n;
 }
@@ -390,6 +483,33 @@ static inline uint64_t zz(int64_t x)
 static inline int64_t unzz(uint64_t u)
 {
     return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* LEB128 of v at q (at most 10 bytes); returns the byte after it. */
+static inline uint8_t *uv_put(uint8_t *q, uint64_t v)
+{
+    while (v >= 0x80) {
+        *q++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *q++ = (uint8_t)v;
+    return q;
+}
+
+/* The LEB128 at *p (advanced) before |end|; sets *bad (and returns 0)
+ * when it runs past end or 10 bytes. */
+static inline uint64_t uv_take(const uint8_t **p, const uint8_t *end, bool *bad)
+{
+    uint64_t v = 0;
+    for (unsigned sh = 0; sh < 64 && *p < end; sh += 7) {
+        uint8_t c = *(*p)++;
+        v |= (uint64_t)(c & 0x7f) << sh;
+        if ((c & 0x80) == 0) {
+            return v;
+        }
+    }
+    *bad = true;
+    return 0;
 }
 
 static inline uint32_t rd32(const uint8_t *p)
@@ -485,7 +605,11 @@ struct blk {
     uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
     uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
     uint64_t *alists_off;
-    uint64_t n_keys;      /* entries of the key dictionary (S[X_KEYS]) */
+    uint64_t n_keys;       /* entries of the key dictionary (S[X_KEYS]) */
+    uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
+    uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
+    uint64_t *mdet_off;
+    uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
@@ -555,6 +679,43 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16
 
+/* ---- format 4's metric detail entries (block_detail.c) ---- */
+
+/* The writer's f64 list dictionary (histogram bounds, summary quantiles):
+ * each distinct list once, kept between seals. */
+struct fldict {
+    uint64_t *offs; /* n + 1 */
+    size_t n, cap_offs;
+    struct vbuf data;
+    uint32_t *ht; /* code + 1; 0 = empty */
+    size_t ht_cap;
+};
+
+void fldict_reset(struct fldict *d);
+void fldict_free(struct fldict *d);
+/*
+ * Appends the format 4 entry of detail p[0, len) (batch.h's encoding for a
+ * metric of |kind|) to |out|, its lists into |d|: 0 or -ENOMEM.
+ */
+int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const uint8_t *p,
+                uint32_t len);
+/*
+ * Rebuilds the |rows| entries of |enc| with the list dictionary |fl| (nfl
+ * entries) into batch.h's encoding, into a fresh buffer and offsets (*buf,
+ * NULL when all are empty, and *offs: the caller frees both) and rebinds
+ * enc to them. 0, -EBADMSG (an entry that does not decode), -ENOMEM.
+ */
+int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_t nfl,
+                 uint8_t **buf, uint64_t **offs);
+
+/* ---- format 4's parent span ids (block_parents.c) ---- */
+
+/* Expands a 'P' column (references |refs|, raw ids raw[0, raw_len)) into
+ * rows x 8 bytes the block owns and binds it as R column |idx|; the span
+ * ids (R[T_SPAN]) are bound already. 0, -EBADMSG, -ENOMEM. */
+int prefs_expand(blk *b, unsigned idx, const struct icol *refs, const uint8_t *raw,
+                 uint64_t raw_len);
+
 /* ---- the metric stream index (block_streams.c) ---- */
 
 struct sidx_stream {
@@ -579,14 +740,20 @@ struct sidx {
     uint32_t n, cap_st;
     uint32_t *order; /* 2 x cap_order: sort order, then per-stream cursors */
     uint32_t cap_order;
+    uint32_t *srows; /* format 4: the rows, stream by stream */
+    size_t cap_srows;
+    struct vbuf body; /* format 4: the varint body (and its zstd frame in zbody) */
+    struct vbuf zbody;
 };
 
 /* For a block of |rows| rows: 0 or -ENOMEM. */
 int sidx_prepare(struct sidx *x, uint64_t rows);
 /* Block row |row| (rows come in order from 0): 0 or -ENOMEM. */
 int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len);
-/* Appends the STREAMS section body to |f|: 0 or -ENOMEM. */
-int sidx_put(struct sidx *x, struct vbuf *f);
+/* Appends the STREAMS section body to |f| in format |version|'s layout,
+ * (format 4) zstd compressed at |zlevel| when it is not 0: 0 or -ENOMEM
+ * (-EIO when zstd fails). */
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel);
 void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */

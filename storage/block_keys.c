@@ -11,16 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned uv_len(uint64_t v)
-{
-    unsigned n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /* One key-value of p[0, len) starting at |*at| copied verbatim behind a
  * literal code (0): 0, -EINVAL when it does not parse, -ENOMEM. */
 static int put_literal(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t *at)
@@ -73,7 +63,7 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
             uint32_t vs = ap[e].off - 1, ve = len, code = ap[e].id + 1;
             if (e + 1 < nap) {
                 uint32_t kn = klen[ap[e + 1].id];
-                ve = ap[e + 1].off - 1 - kn - uv_len(kn);
+                ve = ap[e + 1].off - 1 - kn - (unsigned)pbw_varint_size(kn);
             }
             if (vs < at || ve < vs || ve > len || code >= (1u << 14)) {
                 return -EINVAL;

@@ -133,6 +133,30 @@ static int decode_delta(const uint8_t *s, unsigned w, uint64_t base, uint64_t fi
     return 0;
 }
 
+/* Decodes a varint delta INT column (format 4): |count| > 0 values, the
+ * first at |first|, then uv zz deltas that must end exactly at |end|. 0,
+ * -EBADMSG or -ENOMEM. */
+static int decode_var(const uint8_t *s, const uint8_t *end, uint64_t first, uint64_t count,
+                      uint64_t **out)
+{
+    uint64_t *v = malloc(count * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    uint64_t x = first;
+    v[0] = x;
+    bool bad = false;
+    for (uint64_t i = 1; i < count && !bad; i++) {
+        v[i] = x += (uint64_t)unzz(uv_take(&s, end, &bad));
+    }
+    if (bad || s != end) {
+        free(v);
+        return -EBADMSG;
+    }
+    *out = v;
+    return 0;
+}
+
 /*
  * Binds an INT column of exactly |count| values at p[0, len): 0, -EBADMSG
  * or -ENOMEM. A delta column (format 3) is decoded into |*dec| (freed with
@@ -165,6 +189,25 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
         heap_free(*dec);
         *dec = NULL;
         int rc = decode_delta(p + INT_HDR + 8, w, rd64(p + 8), rd64(p + INT_HDR), count, dec);
+        if (rc < 0) {
+            return rc;
+        }
+        *c = (struct icol){(const uint8_t *)*dec, 0, 8};
+        return 0;
+    }
+    if (enc == INT_VAR && b->version >= 4 && count > 0) {
+        uint64_t bound = b->size;
+        for (int t = 0; t < N_TABLES; t++) {
+            bound = b->dir[t].raw > bound ? b->dir[t].raw : bound;
+        }
+        /* every value past the first takes a byte at least */
+        if (w != 0 || rd64(p + 8) != 0 || len < INT_HDR + 8 || count - 1 > len - INT_HDR - 8 ||
+            count > bound / 8 + 1) {
+            return -EBADMSG;
+        }
+        free(*dec);
+        *dec = NULL;
+        int rc = decode_var(p + INT_HDR + 8, p + len, rd64(p + INT_HDR), count, dec);
         if (rc < 0) {
             return rc;
         }
@@ -267,6 +310,41 @@ static uint64_t lim_value(const blk *b, enum lim l)
 }
 
 /*
+ * A sparse column (format 4): the bitmap bm[0, bn) of |b->rows| bits (the
+ * bits past them zero), then 8 bytes for each bit set, expanded into
+ * rows x 8 bytes the block owns (a clear bit: a value of zero bits) and
+ * bound as R column |idx|. 0, -EBADMSG, -ENOMEM.
+ */
+static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, const uint8_t *v,
+                       uint64_t vn)
+{
+    uint64_t rows = b->rows;
+    if (bn != rows / 8 + (rows % 8 != 0) || vn % 8 != 0) {
+        return -EBADMSG;
+    }
+    uint64_t set = 0;
+    for (uint64_t i = 0; i < bn; i++) {
+        set += (uint64_t)__builtin_popcount(bm[i]);
+    }
+    if (set != vn / 8 || (rows % 8 != 0 && (bm[bn - 1] >> (rows % 8)) != 0)) {
+        return -EBADMSG;
+    }
+    free(b->zfull[idx]);
+    b->zfull[idx] = calloc(rows ? rows : 1, 8);
+    if (b->zfull[idx] == NULL) {
+        return -ENOMEM;
+    }
+    uint8_t *out = b->zfull[idx];
+    for (uint64_t i = 0, k = 0; i < rows; i++) {
+        if (bm[i >> 3] & (1u << (i & 7))) {
+            memcpy(out + 8 * i, v + 8 * k++, 8);
+        }
+    }
+    b->R[idx] = out;
+    return 0;
+}
+
+/*
  * Binds the columns of table |t| from its raw bytes. Two passes: first
  * every column's size against the row count (cheap, and it bounds the row
  * count by real bytes: a column of width w > 0 holds rows x w bytes), then
@@ -291,25 +369,30 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         cp[i] = p + o;
         cl[i] = l;
     }
-    uint64_t rows = b->rows;
+    uint64_t rows = b->rows, n_flists = 0;
     unsigned c = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         switch (e->type) {
-        case 'K': {
+        case 'K':
+        case 'F': {
+            /* an S of its own count: the key dictionary (at most KC_MAX
+             * keys), or (v4) the f64 lists (at most one a row, each but
+             * one empty with bytes) */
             struct scol *sc = &b->S[e->idx];
-            uint64_t nk1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
-            if (nk1 == 0 || nk1 > KC_MAX + 1) {
+            uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
+            if (n1 == 0 ||
+                (e->type == 'K' ? n1 > KC_MAX + 1 : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
                 return -EBADMSG;
             }
-            if ((rc = bind_int(b, cp[c], cl[c], nk1, &sc->off, &dec[c])) < 0) {
+            if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
                 return rc;
             }
-            if (!check_offsets(&sc->off, nk1, cl[c + 1])) {
+            if (!check_offsets(&sc->off, n1, cl[c + 1])) {
                 return -EBADMSG;
             }
             sc->data = cp[c + 1];
-            b->n_keys = nk1 - 1;
+            *(e->type == 'K' ? &b->n_keys : &n_flists) = n1 - 1;
             c += 2;
             break;
         }
@@ -360,6 +443,21 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             b->R[e->idx] = cp[c];
             c += 1;
             break;
+        case 'Z':
+            if ((rc = bind_sparse(b, e->idx, cp[c], cl[c], cp[c + 1], cl[c + 1])) < 0) {
+                return rc;
+            }
+            c += 2;
+            break;
+        case 'P': {
+            struct icol refs;
+            if ((rc = bind_int(b, cp[c], cl[c], rows, &refs, &dec[c])) < 0 ||
+                (rc = prefs_expand(b, e->idx, &refs, cp[c + 1], cl[c + 1])) < 0) {
+                return rc;
+            }
+            c += 2;
+            break;
+        }
         }
     }
     for (unsigned h = 0; c + h < nphys; h++) {
@@ -394,11 +492,36 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'K':
+        case 'Z':
+        case 'F':
+        case 'P':
             c += 2;
             break;
         default:
             c += 1;
             break;
+        }
+    }
+    if (t == 0 && b->version >= 4 && b->sig == SIG_TRACES) {
+        /* The trace ids: entries of 16 bytes, each (the views copy 16). */
+        const struct scol *d = &b->D[X_TRACES].dict;
+        uint64_t nd = rd64(cp[4]) - 1; /* the dictionary's offsets: start, duration,
+                                        * scope, then its codes, offsets, data */
+        for (uint64_t k = 0; k < nd; k++) {
+            if (ic_get(&d->off, k + 1) - ic_get(&d->off, k) != 16) {
+                return -EBADMSG;
+            }
+        }
+    }
+    if (t == 2 && b->version >= 4 && b->sig == SIG_METRICS) {
+        /* The detail entries, rebuilt into batch.h's encoding. */
+        free(b->mdet);
+        free(b->mdet_off);
+        b->mdet = NULL;
+        b->mdet_off = NULL;
+        rc = mdet_rebuild(&b->S[M_DETAIL], rows, &b->S[X_FLISTS], n_flists, &b->mdet, &b->mdet_off);
+        if (rc < 0) {
+            return rc;
         }
     }
     if (t == 1 && b->version >= 3) {
@@ -902,6 +1025,12 @@ static void blk_destroy(blk *b)
     }
     free(b->alists);
     free(b->alists_off);
+    for (int i = 0; i < MAX_R; i++) {
+        free(b->zfull[i]);
+    }
+    free(b->mdet);
+    free(b->mdet_off);
+    free(b->sbuf);
     free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));

@@ -100,7 +100,11 @@ int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v)
         v->scope_id = sc;
         v->scope = &b->scopes[sc];
         v->resource = b->scopes[sc].resource;
-        memcpy(v->trace_id, b->R[T_TRACE] + 16 * i, 16);
+        if (b->version >= 4) { /* every entry is 16 bytes (checked at load) */
+            memcpy(v->trace_id, dc_get(&b->D[X_TRACES], i).p, 16);
+        } else {
+            memcpy(v->trace_id, b->R[T_TRACE] + 16 * i, 16);
+        }
         memcpy(v->span_id, b->R[T_SPAN] + 8 * i, 8);
         memcpy(v->parent_span_id, b->R[T_PARENT] + 8 * i, 8);
         v->has_parent = ic_get(&b->I[T_HASPAR], i) != 0;

@@ -18,6 +18,7 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "storage/block_int.h"
 
@@ -27,6 +28,9 @@ void sidx_free(struct sidx *x)
     free(x->row_sid);
     free(x->st);
     free(x->order);
+    free(x->srows);
+    vbuf_fini(&x->body);
+    vbuf_fini(&x->zbody);
     memset(x, 0, sizeof(*x));
 }
 
@@ -122,7 +126,73 @@ int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *at
     }
 }
 
-int sidx_put(struct sidx *x, struct vbuf *f)
+/* Format 4's section: the streams in |order|, varint coded (block_int.h),
+ * then zstd at |zlevel| unless 0 or it does not pay. */
+static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_t *rank, int zlevel)
+{
+    if (x->rows > x->cap_srows) {
+        free(x->srows);
+        x->srows = malloc(x->rows * sizeof(*x->srows));
+        x->cap_srows = x->srows != NULL ? x->rows : 0;
+        if (x->srows == NULL) {
+            return -ENOMEM;
+        }
+    }
+    uint32_t off = 0;
+    for (uint32_t k = 0; k < x->n; k++) {
+        rank[order[k]] = off;
+        off += x->st[order[k]].count;
+    }
+    for (uint64_t r = 0; r < x->rows; r++) {
+        x->srows[rank[x->row_sid[r]]++] = (uint32_t)r;
+    }
+    vbuf_reset(&x->body);
+    if (vbuf_reserve(&x->body, 10 * ((size_t)x->n * 2 + x->rows) + 1) < 0) {
+        return -ENOMEM;
+    }
+    uint8_t *q = x->body.p;
+    uint32_t prev_m = 0;
+    for (uint32_t k = 0; k < x->n; k++) {
+        const struct sidx_stream *s = &x->st[order[k]];
+        q = uv_put(q, s->metric - prev_m);
+        q = uv_put(q, s->count);
+        prev_m = s->metric;
+    }
+    off = 0;
+    for (uint32_t k = 0; k < x->n; k++) {
+        uint32_t c = x->st[order[k]].count;
+        const uint32_t *rw = x->srows + off;
+        q = uv_put(q, rw[0]);
+        for (uint32_t i = 1; i < c; i++) {
+            q = uv_put(q, rw[i] - rw[i - 1] - 1);
+        }
+        off += c;
+    }
+    x->body.len = (size_t)(q - x->body.p);
+    const struct vbuf *out = &x->body;
+    uint32_t codec = 0;
+    if (zlevel != 0 && x->body.len > 0) {
+        size_t cap = ZSTD_compressBound(x->body.len);
+        vbuf_reset(&x->zbody);
+        if (vbuf_reserve(&x->zbody, cap) < 0) {
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_compress(x->zbody.p, cap, x->body.p, x->body.len, zlevel);
+        if (ZSTD_isError(zn)) {
+            return -EIO;
+        }
+        x->zbody.len = zn;
+        if (zn < x->body.len) {
+            out = &x->zbody;
+            codec = 1;
+        }
+    }
+    int rc = vbuf_put_u32(f, x->n) | vbuf_put_u32(f, codec) | vbuf_put_u64(f, x->body.len);
+    rc |= vbuf_put(f, out->p, out->len);
+    return rc != 0 ? -ENOMEM : 0;
+}
+
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel)
 {
     /* Streams by (metric id, first row); each one's rows ascending. */
     if (x->n > x->cap_order) {
@@ -157,6 +227,9 @@ int sidx_put(struct sidx *x, struct vbuf *f)
         order[start[x->st[i].metric]++] = i;
     }
     free(start);
+    if (version >= 4) {
+        return put_v4(x, f, order, rank, zlevel);
+    }
     uint32_t off = 0;
     int rc = vbuf_put_u32(f, x->n) | vbuf_put_u32(f, 0);
     for (uint32_t k = 0; k < x->n; k++) {
@@ -177,7 +250,8 @@ int sidx_put(struct sidx *x, struct vbuf *f)
     return 0;
 }
 
-bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)
+/* The format 2/3 layout at [p, end) (format 4's, once decoded). */
+static bool parse_plain(blk *b, const uint8_t *p, const uint8_t *end)
 {
     if (end - p < 8 || b->sig != SIG_METRICS) {
         return false;
@@ -220,6 +294,90 @@ bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)
     b->n_streams = n;
     b->stream_rows = (const uint32_t *)(const void *)rows;
     return true;
+}
+
+/*
+ * Format 4: the varint body (zstd decoded first when its codec says so)
+ * decoded into format 3's layout in memory the block owns (b->sbuf),
+ * which parse_plain then checks as it checks a format 3 section. Every
+ * stream takes at least 2 body bytes and every row 1, which bounds what
+ * is allocated by the body's real length.
+ */
+static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
+{
+    if (end - p < 16 || b->sig != SIG_METRICS) {
+        return false;
+    }
+    uint32_t n = rd32(p), codec = rd32(p + 4);
+    uint64_t raw = rd64(p + 8), have = (uint64_t)(end - p - 16);
+    const uint8_t *body = p + 16;
+    uint8_t *z = NULL;
+    if (codec == 1) {
+        if (raw == 0 || raw > ZSTD_RAW_MAX || raw / ZSTD_RATIO_CAP > have ||
+            ZSTD_getFrameContentSize(body, have) != raw || (z = malloc(raw)) == NULL) {
+            return false;
+        }
+        size_t zn = ZSTD_decompress(z, raw, body, have);
+        if (ZSTD_isError(zn) || zn != raw) {
+            free(z);
+            return false;
+        }
+        body = z;
+    } else if (codec != 0 || raw != have) {
+        return false;
+    }
+    const uint8_t *q = body, *qe = body + raw;
+    bool ok = n <= raw / 2 && b->rows <= raw;
+    uint8_t *out = ok ? malloc(8 + 16 * (size_t)n + 4 * (size_t)b->rows) : NULL;
+    ok = out != NULL;
+    bool bad = false;
+    uint64_t metric = 0, off = 0;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        metric += uv_take(&q, qe, &bad);
+        uint64_t count = uv_take(&q, qe, &bad);
+        ok = !bad && metric <= UINT32_MAX && count <= b->rows - off;
+        if (ok) {
+            uint8_t *e = out + 8 + 16 * (size_t)i;
+            wr32(e, (uint32_t)metric);
+            wr32(e + 4, (uint32_t)count);
+            wr32(e + 8, (uint32_t)off);
+            wr32(e + 12, 0);
+            off += count;
+        }
+    }
+    ok = ok && off == b->rows;
+    uint8_t *rows = out != NULL ? out + 8 + 16 * (size_t)n : NULL;
+    for (uint32_t i = 0, at = 0; ok && i < n; i++) {
+        uint32_t count = rd32(out + 8 + 16 * (size_t)i + 4);
+        uint64_t r = 0;
+        for (uint32_t k = 0; ok && k < count; k++, at++) {
+            uint64_t d = uv_take(&q, qe, &bad);
+            r = k == 0 ? d : r + d + 1;
+            ok = !bad && r < b->rows;
+            if (ok) {
+                wr32(rows + 4 * (size_t)at, (uint32_t)r);
+            }
+        }
+    }
+    free(z);
+    if (!ok || q != qe) {
+        free(out);
+        return false;
+    }
+    wr32(out, n);
+    wr32(out + 4, 0);
+    if (!parse_plain(b, out, rows + 4 * (size_t)b->rows)) {
+        free(out);
+        return false;
+    }
+    free(b->sbuf);
+    b->sbuf = out;
+    return true;
+}
+
+bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)
+{
+    return b->version >= 4 ? parse_v4(b, p, end) : parse_plain(b, p, end);
 }
 
 uint32_t blk_n_streams(const blk *b)

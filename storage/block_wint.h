@@ -40,7 +40,18 @@ struct wcols {
     struct strb S[MAX_S];
     struct dictb D[MAX_D];
     struct vbuf R[MAX_R];
+    struct vbuf Zb[MAX_R]; /* format 4: a sparse R column's presence bitmap */
+    struct fldict fl;      /* format 4: the metric detail's f64 lists (F[X_FLISTS]) */
+    uint64_t *pref;        /* format 4: parent references (block_parents.c) */
+    size_t cap_pref;
+    struct vbuf praw;
+    uint32_t *pht; /* span id -> row + 1 */
+    size_t cap_pht;
 };
+
+/* Format 4: the parent references of a span block's rows (w->pref, the
+ * raw ids in w->praw) from its span and parent id columns: 0 or -ENOMEM. */
+int prefs_build(struct wcols *w);
 
 /*
  * A table being serialized as pieces rather than one buffer: the directory
@@ -57,6 +68,7 @@ struct tbw {
     struct iovec iov[TBW_PIECES];
     unsigned niov, ncols, at;
     size_t len;      /* raw table bytes so far */
+    bool no_var;     /* no varint INT columns (a zstd table: they compress worse) */
     struct vbuf out; /* the table in one buffer, for a zstd table only */
 };
 

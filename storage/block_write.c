@@ -158,7 +158,12 @@ static void wcols_free(struct wcols *w)
     }
     for (int i = 0; i < MAX_R; i++) {
         vbuf_fini(&w->R[i]);
+        vbuf_fini(&w->Zb[i]);
     }
+    fldict_free(&w->fl);
+    free(w->pref);
+    free(w->pht);
+    vbuf_fini(&w->praw);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -221,6 +226,17 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 vbuf_reset(&w->S[e->idx].data);
                 w->nkeys = 0;
                 break;
+            case 'F': /* filled by mdet_encode */
+                fldict_reset(&w->fl);
+                break;
+            case 'Z':
+                vbuf_reset(&w->Zb[e->idx]);
+                if (vbuf_reserve(&w->Zb[e->idx], rows / 8 + 1) < 0) {
+                    return -ENOMEM;
+                }
+                /* the values are an R column until emitted */
+                __attribute__((fallthrough));
+            case 'P': /* the ids too (prefs_build codes them) */
             case 'R': /* every row's slot is written by the fill */
                 vbuf_reset(&w->R[e->idx]);
                 if (vbuf_reserve(&w->R[e->idx], rows * e->arg + 1) < 0) {
@@ -642,7 +658,9 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         if (rc == 0) {
             rc = str_add(&w->S[T_LINKS], j, v.links.p, v.links.len);
         }
-        memcpy(w->R[T_TRACE].p + 16 * j, v.trace_id, 16);
+        if (rc == 0) { /* format 4: the trace id dictionary */
+            rc = dict_add(&w->D[X_TRACES], j, (const char *)v.trace_id, 16);
+        }
         memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
         memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
         if (rc == 0) {
@@ -680,8 +698,10 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
         memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
         memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
         int rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
-        if (rc == 0) {
-            rc = str_add(&w->S[M_DETAIL], j, v.detail.p, v.detail.len);
+        if (rc == 0) { /* format 4: the entry coded */
+            struct strb *sd = &w->S[M_DETAIL];
+            rc = mdet_encode(&sd->data, &w->fl, v.metric->kind, v.detail.p, v.detail.len);
+            sd->offs[j + 1] = sd->data.len;
         }
         if (rc == 0) {
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
@@ -1245,6 +1265,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
+    if (rc == 0 && sig == SIG_TRACES) {
+        rc = prefs_build(w);
+    }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w);
@@ -1272,14 +1295,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
+        enum blk_codec codec = BLK_CODEC_PLAIN;
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+            codec = BLK_CODEC_ZSTD;
+        }
+        tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
         if (t == 1) {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
-        }
-        enum blk_codec codec = BLK_CODEC_PLAIN;
-        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
-            codec = BLK_CODEC_ZSTD;
         }
         rc = blkw_write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
@@ -1340,7 +1364,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         nsec++;
         rc = sec_begin(foot, SEC_STREAMS, &at);
         if (rc == 0) {
-            rc = sidx_put(&side->streams, foot);
+            /* zstd with the tables (cold blocks: compaction asks for it) */
+            int zl =
+                o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3) : 0;
+            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl);
         }
         if (rc == 0) {
             sec_end(foot, at);

@@ -97,6 +97,37 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
 }
 
 /*
+ * Bytes of |v|'s varint deltas (format 4: uv zz(v[i] - v[i-1]), i >= 1),
+ * or UINT64_MAX when that is not below |limit| or when writing them in
+ * place over v could overwrite a value not yet read (delta i's bytes must
+ * end at or below value i + 1's: the first i deltas fit 8 (i + 1) bytes).
+ */
+static uint64_t var_size(const uint64_t *v, uint64_t n, uint64_t limit)
+{
+    uint64_t sz = 0;
+    for (uint64_t i = 1; i < n; i++) {
+        sz += (unsigned)pbw_varint_size(zz((int64_t)(v[i] - v[i - 1])));
+        if (sz > 8 * i + 8 || sz >= limit) {
+            return UINT64_MAX;
+        }
+    }
+    return sz;
+}
+
+/* The varint deltas of |v| written in place from byte 0 (var_size said
+ * they fit). */
+static void var_narrow(uint64_t *v, uint64_t n)
+{
+    uint8_t *q = (uint8_t *)v;
+    uint64_t prev = v[0];
+    for (uint64_t i = 1; i < n; i++) {
+        uint64_t cur = v[i];
+        q = uv_put(q, zz((int64_t)(cur - prev)));
+        prev = cur;
+    }
+}
+
+/*
  * |v| (n values) is narrowed in place: frame of reference (base + w-byte
  * values), or in format 3 delta coded when that is narrower (sorted times,
  * string offsets: the reader decodes it at table load).
@@ -117,7 +148,24 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     uint8_t *h = t->ihdr[t->at];
     memset(h, 0, INT_HDR + 8);
     wr64(h, n);
-    if (n >= 2 && 8 + (n - 1) * width_of(dmx - dmn) < n * w) {
+    uint64_t fixed = n * w, dfixed = n >= 2 ? 8 + (n - 1) * width_of(dmx - dmn) : UINT64_MAX;
+    fixed = dfixed < fixed ? dfixed : fixed;
+    /* varint deltas when they are narrower by a quarter (the reader decodes
+     * them into 8 bytes a value); never against 1-byte values (a varint
+     * takes a byte at least), so most columns skip the sizing pass */
+    uint64_t vn = !t->no_var && n >= 2 && fixed >= 64 && fixed >= 2 * n
+                      ? var_size(v, n, fixed - fixed / 4)
+                      : UINT64_MAX;
+    if (vn != UINT64_MAX) {
+        h[17] = INT_VAR;
+        wr64(h + INT_HDR, v[0]);
+        tbw_piece(t, h, INT_HDR + 8);
+        var_narrow(v, n);
+        tbw_piece(t, v, vn);
+        tbw_col_end(t, start);
+        return;
+    }
+    if (n >= 2 && dfixed < n * w) {
         unsigned dw = width_of(dmx - dmn);
         wr64(h + 8, dmn);
         h[16] = (uint8_t)dw;
@@ -177,6 +225,27 @@ static void emit_raw(struct tbw *t, const void *p, size_t n)
     tbw_col_end(t, start);
 }
 
+/*
+ * A sparse column (format 4) from |rows| 8-byte values in |r|: a bitmap
+ * (bit i % 8 of byte i / 8: value i's bits are not all zero) into |bits|,
+ * then the values whose bit is set, moved down in place in |r|.
+ */
+static void emit_sparse(struct tbw *t, struct vbuf *r, struct vbuf *bits, uint64_t rows)
+{
+    uint8_t *p = r->p, *bm = bits->p;
+    uint64_t k = 0;
+    memset(bm, 0, (rows + 7) / 8);
+    for (uint64_t i = 0; i < rows; i++) {
+        uint64_t v = rd64(p + 8 * i);
+        if (v != 0) {
+            bm[i >> 3] |= (uint8_t)(1u << (i & 7));
+            wr64(p + 8 * k++, v);
+        }
+    }
+    emit_raw(t, bm, (rows + 7) / 8);
+    emit_raw(t, p, 8 * k);
+}
+
 /* The table of |sp|, then |n_extra| more INT columns of |rows| values. */
 void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint64_t **extra,
                      unsigned n_extra)
@@ -210,6 +279,22 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
         case 'K':
             emit_int(t, w->S[e->idx].offs, w->nkeys + 1);
             emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
+        case 'Z':
+            emit_sparse(t, &w->R[e->idx], &w->Zb[e->idx], w->rows);
+            break;
+        case 'P':
+            emit_int(t, w->pref, w->rows);
+            emit_raw(t, w->praw.p, w->praw.len);
+            break;
+        case 'F':
+            if (w->fl.n > 0) {
+                emit_int(t, w->fl.offs, w->fl.n + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
+            }
+            emit_raw(t, w->fl.data.p, w->fl.data.len);
             break;
         }
     }

@@ -500,4 +500,134 @@ static inline oblock *gen_oblock(enum signal sig, uint64_t seed, uint64_t total,
     return ob;
 }
 
+/*
+ * An open block of |total| metric points that exercise what a metric
+ * encoding can get wrong (deterministic for |seed|): a histogram stream
+ * whose bounds change mid-block, histograms with no bounds, exponential
+ * histograms with empty and huge buckets, summaries, a point with sum but
+ * no min or max, values NaN (two bit patterns), +-Inf, -0.0 and the
+ * largest and smallest integers, a gauge carrying detail bytes and a
+ * histogram whose detail does not parse as its kind (kept as given).
+ */
+static inline oblock *gen_edge_points(uint64_t seed, uint64_t total)
+{
+    static const uint64_t fbits[] = {
+        0x7ff8000000000000ull, 0x7ff0000000000001ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+        0x8000000000000000ull, 0x0000000000000001ull, 0x3ff0000000000000ull, 0x0000000000000000ull};
+    oblock *ob;
+    uint64_t s = seed;
+    GEN_OK(oblock_new(SIG_METRICS, &ob));
+    struct batch *b = batch_new(SIG_METRICS);
+    arena *a = arena_new(0);
+    GEN_OK(b && a ? 0 : -1);
+    batch_reset(b, SIG_METRICS);
+    gen_dicts(b, a, &s);
+    static const enum metric_kind kinds[] = {MK_HISTOGRAM, MK_EXP_HISTOGRAM, MK_SUMMARY, MK_GAUGE,
+                                             MK_SUM};
+    for (uint32_t i = 0; i < 5; i++) {
+        struct metric_row *m = batch_add_metric(b);
+        GEN_OK(m ? 0 : -1);
+        m->scope = 0;
+        m->name = gen_copy(a, gen_words[i + 1], strlen(gen_words[i + 1]));
+        m->kind = kinds[i];
+        m->temporality = 2;
+    }
+    struct vbuf *h = &b->heap;
+    for (uint64_t k = 0; k < total; k++) {
+        struct point_row *r = batch_add_point(b);
+        GEN_OK(r ? 0 : -1);
+        uint32_t m = (uint32_t)(k % 5);
+        uint32_t series = (uint32_t)gen_below(&s, 3);
+        r->metric = m;
+        r->time_ns = 1700000000000000000ull + k * 1000000000ull + gen_below(&s, 1000);
+        r->start_ns = 1700000000000000000ull;
+        size_t off = h->len;
+        GEN_OK(val_put_key(h, "series", 6));
+        GEN_OK(val_put_int(h, series));
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
+        r->flags = (uint32_t)(k % 7 == 0);
+        off = h->len;
+        double fv;
+        uint64_t fb = fbits[gen_below(&s, 8)];
+        memcpy(&fv, &fb, 8);
+        switch (kinds[m]) {
+        case MK_HISTOGRAM: {
+            /* series 0 changes its bounds half way; series 2 has none */
+            uint32_t nb = series == 2 ? 0 : series == 0 && k >= total / 2 ? 5 : 3;
+            bool bad = k % 45 == 0; /* a detail that does not parse as a histogram */
+            GEN_OK(vbuf_put_u32(h, nb + 1));
+            for (uint32_t i = 0; i <= nb; i++) {
+                GEN_OK(vbuf_put_u64(h, i == 1 ? UINT64_MAX - k : gen_below(&s, 300)));
+            }
+            GEN_OK(vbuf_put_u32(h, bad ? nb + 1 : nb));
+            for (uint32_t i = 0; i < nb; i++) {
+                GEN_OK(vbuf_put_f64(h, series == 1 ? (i == 0 ? -0.0 : 0.25 * i) : 0.5 * (i + 1)));
+            }
+            r->count = gen_rnd(&s);
+            r->sum = fv;
+            r->has_sum = true;
+            r->has_min = k % 3 != 0; /* sum but no min */
+            r->has_max = k % 4 != 0;
+            r->min = r->has_min ? -fv : 0;
+            r->max = r->has_max ? fv : 0;
+            break;
+        }
+        case MK_EXP_HISTOGRAM: {
+            uint32_t np = (uint32_t)gen_below(&s, 9), nn = (uint32_t)gen_below(&s, 2);
+            GEN_OK(vbuf_put_u32(h, (uint32_t)(int32_t)((int)gen_below(&s, 21) - 10)));
+            GEN_OK(vbuf_put_u64(h, gen_below(&s, 5)));
+            GEN_OK(vbuf_put_f64(h, k % 2 ? 0.0 : 1e-300));
+            GEN_OK(vbuf_put_u32(h, (uint32_t)(int32_t)((int)gen_below(&s, 200) - 100)));
+            GEN_OK(vbuf_put_u32(h, np));
+            for (uint32_t i = 0; i < np; i++) {
+                GEN_OK(vbuf_put_u64(h, i == 3 ? UINT64_MAX : gen_below(&s, 70)));
+            }
+            GEN_OK(vbuf_put_u32(h, (uint32_t)INT32_MIN));
+            GEN_OK(vbuf_put_u32(h, nn));
+            for (uint32_t i = 0; i < nn; i++) {
+                GEN_OK(vbuf_put_u64(h, gen_below(&s, 4)));
+            }
+            r->count = gen_below(&s, 1000);
+            r->has_sum = k % 2 == 0;
+            r->sum = r->has_sum ? fv : 0;
+            r->has_min = r->has_max = true;
+            r->min = -0.0;
+            r->max = fv;
+            break;
+        }
+        case MK_SUMMARY: {
+            uint32_t nq = series == 2 ? 0 : 3;
+            GEN_OK(vbuf_put_u32(h, nq));
+            for (uint32_t i = 0; i < nq; i++) {
+                GEN_OK(vbuf_put_f64(h, series == 1 && k > total / 2 ? 0.1 * i : 0.5 * i));
+                GEN_OK(vbuf_put_f64(h, i == 1 ? fv : (double)gen_below(&s, 1000)));
+            }
+            r->count = 1 + gen_below(&s, 100);
+            r->has_sum = true;
+            r->sum = (double)gen_below(&s, 100000) / 7;
+            break;
+        }
+        case MK_GAUGE:
+            r->value_type = k % 10 == 3 ? PV_NONE : PV_DOUBLE;
+            r->value.d = r->value_type == PV_DOUBLE ? fv : 0;
+            if (k % 11 == 0) { /* detail bytes a gauge does not have: kept */
+                GEN_OK(vbuf_put_u32(h, 7));
+                GEN_OK(vbuf_put_u8(h, 9));
+            }
+            break;
+        default:
+            r->value_type = PV_INT;
+            r->value.i = k % 3 == 0 ? INT64_MIN : k % 3 == 1 ? INT64_MAX : (int64_t)k - 20;
+            break;
+        }
+        r->detail = (struct blob){(uint32_t)off, (uint32_t)(h->len - off)};
+        r->n_exemplars = 0;
+        r->exemplars = (struct blob){(uint32_t)h->len, 0};
+    }
+    GEN_OK(oblock_append(ob, b, 1) != 0 ? -1 : 0);
+    batch_free(b);
+    arena_free(a);
+    return ob;
+}
+
 #endif

@@ -42,7 +42,9 @@ struct fixture {
     bool zstd;          /* every table zstd (root included) */
     /* pinned: what the file holds, so a drift of blkgen.h shows here */
     uint32_t n_res, n_scopes, n_metrics, n_streams, n_hot;
-    uint64_t t0; /* row 0's time */
+    uint64_t t0;    /* row 0's time */
+    uint32_t since; /* the first format with a vector of it (0: 2) */
+    bool edge;      /* rows from gen_edge_points (metrics) instead of gen_oblock */
 };
 
 static const struct fixture fixtures[] = {
@@ -51,11 +53,22 @@ static const struct fixture fixtures[] = {
     {"traces-40.blk", SIG_TRACES, 7003, 40, 8, false, false, 12, 16, 0, 0, 2, 0},
     {"traces-zstd-20.blk", SIG_TRACES, 7004, 20, 5, false, true, 13, 14, 0, 0, 5, 0},
     {"metrics-streams-50.blk", SIG_METRICS, 7005, 50, 6, false, false, 30, 31, 48, 49, 1, 0},
+    /* format 3 vectors written at 9eef27f (main before format 4); format 4
+     * vectors of every fixture */
+    {"metrics-300.blk", SIG_METRICS, 7006, 300, 40, false, false, 24, 26, 38, 273, 1, 0, 3},
+    {"metrics-zstd-200.blk", SIG_METRICS, 7007, 200, 30, false, true, 33, 31, 67, 192, 1, 0, 3},
+    {"metrics-edge-400.blk", SIG_METRICS, 7008, 400, 0, false, false, 1, 3, 5, 15, 1,
+     1700000000000000719ull, 3, true},
+    {"metrics-edge-zstd-150.blk", SIG_METRICS, 7009, 150, 0, false, true, 2, 4, 5, 15, 1,
+     1700000000000000796ull, 3, true},
 };
 #define N_FIXTURES (sizeof(fixtures) / sizeof(fixtures[0]))
 
 static oblock *fixture_oblock(const struct fixture *f)
 {
+    if (f->edge) {
+        return gen_edge_points(f->seed, f->rows);
+    }
     gen_string_bodies_only = f->string_bodies;
     oblock *ob = gen_oblock(f->sig, f->seed, f->rows, f->batch);
     gen_string_bodies_only = false;
@@ -206,7 +219,9 @@ static void open_vector(uint32_t version, const struct fixture *f)
 Test(block_compat, format_2_blocks_of_every_signal_read_back_exactly)
 {
     for (size_t i = 0; i < N_FIXTURES; i++) {
-        open_vector(2, &fixtures[i]);
+        if (fixtures[i].since <= 2) {
+            open_vector(2, &fixtures[i]);
+        }
     }
 }
 
@@ -214,6 +229,16 @@ Test(block_compat, format_2_blocks_of_every_signal_read_back_exactly)
 Test(block_compat, format_3_blocks_of_every_signal_read_back_exactly)
 {
     for (size_t i = 0; i < N_FIXTURES; i++) {
-        open_vector(3, &fixtures[i]);
+        if (fixtures[i].since <= 3) {
+            open_vector(3, &fixtures[i]);
+        }
+    }
+}
+
+/* Written by blk_write of the first format 4 release (h-fmt4 branch). */
+Test(block_compat, format_4_blocks_of_every_signal_read_back_exactly)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        open_vector(4, &fixtures[i]);
     }
 }

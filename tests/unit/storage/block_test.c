@@ -30,34 +30,11 @@
 #include "storage/bloom.h"
 #include "storage/vcache.h"
 #include "tests/unit/storage/blkcheck.h"
+#include "tests/unit/storage/blkfile.h"
 #include "tests/unit/storage/blkgen.h"
 #include "tests/util/tmpdir.h"
 
-static char dir[256];
-
-static void fresh_dir(void)
-{
-    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
-}
-
 TestSuite(block, .init = fresh_dir);
-
-static void write_block(const oblock *ob, uint64_t rows, uint32_t shard, uint64_t seal,
-                        const struct blk_wopts *o, char *path, size_t cap)
-{
-    struct blk_meta m = {.shard = shard, .wal_seq = 1000 + seal, .seal_id = seal};
-    int rc = blk_write_ex(dir, ob, rows, &m, o, path, cap);
-    cr_assert_eq(rc, 0, "blk_write: %s", strerror(-rc));
-}
-
-static blk *open_ok(const char *path)
-{
-    blk *b = NULL;
-    char err[256];
-    int rc = blk_open(path, &b, err, sizeof(err));
-    cr_assert_eq(rc, 0, "blk_open %s: %d %s", path, rc, err);
-    return b;
-}
 
 static void roundtrip(enum signal sig, uint64_t seed, uint64_t rows, const struct blk_wopts *o)
 {
@@ -400,12 +377,6 @@ Test(block, a_settled_file_is_verified_once_across_opens_and_a_replaced_one_agai
 
 /* ---- damage ---- */
 
-static void put_file(const char *path, const uint8_t *p, size_t n)
-{
-    const char *name = strrchr(path, '/') + 1;
-    cr_assert_eq(tmpdir_write_file(dir, name, p, n), 0);
-}
-
 static int try_open(const char *path, blk **b, char *err, size_t errlen)
 {
     err[0] = '\0';
@@ -560,7 +531,7 @@ Test(block, an_unknown_format_version_is_refused_with_a_clear_message)
     put_file(path, file, len);
     blk *b;
     cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
-    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (3)");
+    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (4)");
     v = 0;
     memcpy(file + 8, &v, 4);
     put_file(path, file, len);
@@ -804,58 +775,6 @@ Test(block, small_blocks_of_every_kind_round_trip_and_seed_the_fuzzer)
 
 /* ---- forged files: right checksums, wrong structure ---- */
 
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    memcpy(p, &v, 8);
-}
-
-/* Offset of footer section |id|'s body (block_int.h's layout); 0 if absent. */
-static uint64_t section(const uint8_t *f, size_t n, uint32_t id, uint64_t *len)
-{
-    uint64_t foff = get64(f + n - 40), p = foff + 8;
-    uint32_t nsec;
-    memcpy(&nsec, f + foff, 4);
-    for (uint32_t i = 0; i < nsec; i++) {
-        uint32_t sid;
-        p = (p + 7) / 8 * 8;
-        memcpy(&sid, f + p, 4);
-        *len = get64(f + p + 8);
-        if (sid == id) {
-            return p + 16;
-        }
-        p += 16 + *len;
-    }
-    return 0;
-}
-
-/* Recomputes every CRC: tables (in the footer's directory), footer,
- * header, trailer. */
-static void fix_crcs(uint8_t *f, size_t n)
-{
-    uint64_t len, t = section(f, n, 2, &len);
-    cr_assert_neq(t, 0);
-    for (int k = 0; k < 3; k++) {
-        uint8_t *e = f + t + 8 + 32 * k;
-        put32(e + 4, libdeflate_crc32(0, f + get64(e + 8), get64(e + 16)));
-    }
-    uint64_t foff = get64(f + n - 40), flen = get64(f + n - 32);
-    put32(f + n - 24, libdeflate_crc32(0, f + foff, flen));
-    put32(f + n - 16, libdeflate_crc32(0, f + n - 40, 24));
-    put32(f + 56, libdeflate_crc32(0, f, 56));
-}
-
 Test(block, a_forged_row_count_is_refused_without_walking_the_rows)
 {
     /* An empty logs block, its row count set to OBLOCK_MAX_ROWS in the
@@ -980,51 +899,6 @@ Test(block, seal_scratch_is_charged_while_kept_and_returned_after_an_oversized_b
 
 /* ---- the metric stream index ---- */
 
-/* A point of gauge |metric| at |t| s with attribute k=|v| (none when NULL). */
-static void add_point(struct batch *b, uint32_t metric, uint64_t t, const char *v)
-{
-    struct point_row *p = batch_add_point(b);
-    cr_assert_not_null(p);
-    p->metric = metric;
-    p->time_ns = t * 1000000000ull;
-    p->value_type = PV_DOUBLE;
-    p->value.d = (double)t;
-    if (v != NULL) {
-        size_t off = b->heap.len;
-        cr_assert_eq(val_put_key(&b->heap, "k", 1), 0);
-        cr_assert_eq(val_put_str(&b->heap, v, strlen(v)), 0);
-        p->attrs =
-            (struct attrs){.blob = {(uint32_t)off, (uint32_t)(b->heap.len - off)}, .count = 1};
-    }
-}
-
-/* Two gauges, a (id 0) and b (id 1), points out of time order:
- *   a{k=1}@5 b@1 a{k=2}@3 a{k=1}@2 b@4 a{k=1}@6
- * sorted by time into block rows 0..5 = b@1 a1@2 a2@3 b@4 a1@5 a1@6, so
- * the streams are a{k=1} rows 1,4,5; a{k=2} row 2; b rows 0,3. */
-static struct batch *two_gauges(void)
-{
-    struct batch *bt = batch_new(SIG_METRICS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    struct scope_row *sc = batch_add_scope(bt);
-    sc->resource = 0;
-    const char *names[] = {"a", "b"};
-    for (int i = 0; i < 2; i++) {
-        struct metric_row *m = batch_add_metric(bt);
-        m->scope = 0;
-        m->name = (struct mstr){names[i], 1};
-        m->kind = MK_GAUGE;
-    }
-    add_point(bt, 0, 5, "1");
-    add_point(bt, 1, 1, NULL);
-    add_point(bt, 0, 3, "2");
-    add_point(bt, 0, 2, "1");
-    add_point(bt, 1, 4, NULL);
-    add_point(bt, 0, 6, "1");
-    return bt;
-}
-
 Test(block, metric_blocks_index_their_points_by_stream)
 {
     struct batch *bt = two_gauges();
@@ -1137,57 +1011,37 @@ Test(block, metric_blocks_from_before_the_stream_index_open_without_one)
 
 /* A stream section whose rows leave the block, or whose counts do not add
  * up, fails the open with its reason (CRCs recomputed: a forged file). */
-Test(block, a_malformed_stream_section_fails_the_open)
+/* Format 3's layout (a vector written by main before format 4). */
+Test(block, a_malformed_format_3_stream_section_fails_the_open)
 {
-    char path[512];
-    oblock *ob = gen_oblock(SIG_METRICS, 91, 200, 40);
-    write_block(ob, 200, 0, 91, NULL, path, sizeof(path));
+    char vdir[1024];
+    const char *v = getenv("MIRADB_VECTORS");
+    snprintf(vdir, sizeof(vdir), "%s/blocks", v != NULL ? v : "tests/vectors");
     size_t n;
-    uint8_t *orig = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    uint8_t *orig = tmpdir_read_file(vdir, "v3-metrics-300.blk", &n);
     cr_assert_not_null(orig);
     uint64_t len, at = section(orig, n, 9, &len);
     cr_assert_neq(at, 0);
     uint32_t ns;
     memcpy(&ns, orig + at, 4);
-    cr_assert_gt(ns, 0);
+    cr_assert_eq(ns, 273);
     for (int forge = 0; forge < 3; forge++) {
         uint8_t *f = malloc(n);
         memcpy(f, orig, n);
         if (forge == 0) {
             put32(f + at + 8 + 16 * (ns - 1) + 12 - 8, 0); /* last stream's count -> 0 */
         } else if (forge == 1) {
-            put32(f + at + 8 + 16 * (size_t)ns, 200); /* a row past the block */
+            put32(f + at + 8 + 16 * (size_t)ns, 300); /* a row past the block */
         } else {
             put32(f + at + 8 + 4, 100000); /* first stream's count too large */
         }
-        fix_crcs(f, n);
-        cr_assert_eq(tmpdir_write_file(dir, "forged-streams.blk", f, n), 0);
-        char fp[600], err[256];
-        snprintf(fp, sizeof(fp), "%s/forged-streams.blk", dir);
-        blk *b = NULL;
-        cr_assert_eq(blk_open_ex(fp, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG, "forge %d",
-                     forge);
-        cr_assert(strstr(err, "malformed metric stream section") != NULL, "forge %d: %s", forge,
-                  err);
+        streams_refused(f, n, forge);
         free(f);
     }
     free(orig);
-    oblock_free(ob);
 }
 
 /* ---- format 3's encodings ---- */
-
-/* Physical column |c| of table |t| in file |f|: its start (0 if none). */
-static uint64_t column_at(const uint8_t *f, size_t n, int t, unsigned c, uint64_t *len)
-{
-    uint64_t l, d = section(f, n, 2, &l);
-    cr_assert_neq(d, 0);
-    const uint8_t *e = f + d + 8 + 32 * t;
-    cr_assert_eq(e[1], BLK_CODEC_PLAIN);
-    uint64_t toff = get64(e + 8);
-    *len = get64(f + toff + 8 + 16 * c + 8);
-    return toff + get64(f + toff + 8 + 16 * c);
-}
 
 /* The two gauges' block (points 1 s apart): the sorted time column is one
  * delta (8 bytes for all rows), the three distinct attribute lists ({},
@@ -1204,7 +1058,7 @@ Test(block, format_3_codes_sorted_times_as_deltas_and_lists_once_with_key_codes)
     size_t n;
     uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
     cr_assert_not_null(f);
-    cr_assert_eq(f[8], 3, "format version");
+    cr_assert_eq(f[8], 4, "format version (4 keeps format 3's codings)");
     uint64_t len, at = column_at(f, n, 0, 0, &len);
     cr_assert_eq(len, 32, "header + first value, no per-row bytes");
     cr_assert_eq(get64(f + at), 6);
