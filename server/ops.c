@@ -353,8 +353,9 @@ void ops_metrics_text(struct evbuffer *o)
          (double)(bs.quarantined + cs[0].quarantined_at_boot + cs[1].quarantined_at_boot +
                   cs[2].quarantined_at_boot)},
         {"miradb_block_table_heap_bytes", "gauge",
-         "Heap the sealed blocks' loaded tables hold (decoded delta columns, inflated zstd "
-         "tables), outside the memory budget; a block's tables load on its first read.",
+         "Heap the sealed blocks hold outside the memory budget: loaded tables (decoded "
+         "columns, inflated zstd tables, rebuilt attribute lists and metric detail; a block's "
+         "tables load on its first read) and decoded stream indexes.",
          (double)bs.table_heap_bytes},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {

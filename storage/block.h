@@ -374,8 +374,10 @@ struct blk_stats {
     uint64_t cache_misses;
     uint64_t cache_clears;
     uint64_t quarantined;
-    /* heap the open blocks' loaded tables hold: delta columns decoded and
-     * zstd tables inflated at load (blk_drop_tables returns it) */
+    /* heap the open blocks hold outside their mappings: columns decoded
+     * and zstd tables inflated at load, attribute lists and metric detail
+     * rebuilt (blk_drop_tables returns these), and format 4's decoded
+     * stream index (kept while the block is open) */
     uint64_t table_heap_bytes;
 };
 void blk_get_stats(struct blk_stats *out);

@@ -828,4 +828,11 @@ static inline int ready(blk *b, unsigned want)
     return 0;
 }
 
+/* Heap a block owns outside its mapping (decoded columns, rebuilt lists
+ * and detail, the decoded stream index), counted in blk_stats'
+ * table_heap_bytes: blk_heap_add after allocating, blk_heap_free to free
+ * (NULL ignored by both). */
+void blk_heap_add(const void *p);
+void blk_heap_free(void *p);
+
 #endif

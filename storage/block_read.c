@@ -29,18 +29,19 @@
 
 static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
 
-/* Bytes of decoded delta columns and zstd table copies the open blocks
- * hold (heap, outside the mapping; blk_stats.table_heap_bytes). */
+/* Bytes of heap the open blocks hold outside their mappings: decoded
+ * columns, zstd table copies, rebuilt lists and detail, decoded stream
+ * indexes (blk_heap_add; blk_stats.table_heap_bytes). */
 static _Atomic uint64_t st_heap;
 
-static void heap_add(const void *p)
+void blk_heap_add(const void *p)
 {
     if (p != NULL) {
         atomic_fetch_add(&st_heap, malloc_usable_size((void *)p));
     }
 }
 
-static void heap_free(void *p)
+void blk_heap_free(void *p)
 {
     if (p != NULL) {
         atomic_fetch_sub(&st_heap, malloc_usable_size(p));
@@ -97,7 +98,7 @@ static int decode_delta(const uint8_t *s, unsigned w, uint64_t base, uint64_t fi
     if (v == NULL) {
         return -ENOMEM;
     }
-    heap_add(v);
+    blk_heap_add(v);
     uint64_t x = first;
     v[0] = x;
     switch (w) {
@@ -186,7 +187,7 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
             len != INT_HDR + 8 + n * w) {
             return -EBADMSG;
         }
-        heap_free(*dec);
+        blk_heap_free(*dec);
         *dec = NULL;
         int rc = decode_delta(p + INT_HDR + 8, w, rd64(p + 8), rd64(p + INT_HDR), count, dec);
         if (rc < 0) {
@@ -205,12 +206,13 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
             count > bound / 8 + 1) {
             return -EBADMSG;
         }
-        free(*dec);
+        blk_heap_free(*dec);
         *dec = NULL;
         int rc = decode_var(p + INT_HDR + 8, p + len, rd64(p + INT_HDR), count, dec);
         if (rc < 0) {
             return rc;
         }
+        blk_heap_add(*dec);
         *c = (struct icol){(const uint8_t *)*dec, 0, 8};
         return 0;
     }
@@ -329,11 +331,12 @@ static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, con
     if (set != vn / 8 || (rows % 8 != 0 && (bm[bn - 1] >> (rows % 8)) != 0)) {
         return -EBADMSG;
     }
-    free(b->zfull[idx]);
+    blk_heap_free(b->zfull[idx]);
     b->zfull[idx] = calloc(rows ? rows : 1, 8);
     if (b->zfull[idx] == NULL) {
         return -ENOMEM;
     }
+    blk_heap_add(b->zfull[idx]);
     uint8_t *out = b->zfull[idx];
     for (uint64_t i = 0, k = 0; i < rows; i++) {
         if (bm[i >> 3] & (1u << (i & 7))) {
@@ -451,10 +454,15 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         case 'P': {
             struct icol refs;
+            blk_heap_free(b->zfull[e->idx]); /* counted here, expanded by block_parents.c */
+            b->zfull[e->idx] = NULL;
             if ((rc = bind_int(b, cp[c], cl[c], rows, &refs, &dec[c])) < 0 ||
                 (rc = prefs_expand(b, e->idx, &refs, cp[c + 1], cl[c + 1])) < 0) {
+                free(b->zfull[e->idx]);
+                b->zfull[e->idx] = NULL;
                 return rc;
             }
+            blk_heap_add(b->zfull[e->idx]);
             c += 2;
             break;
         }
@@ -515,19 +523,21 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
     }
     if (t == 2 && b->version >= 4 && b->sig == SIG_METRICS) {
         /* The detail entries, rebuilt into batch.h's encoding. */
-        free(b->mdet);
-        free(b->mdet_off);
+        blk_heap_free(b->mdet);
+        blk_heap_free(b->mdet_off);
         b->mdet = NULL;
         b->mdet_off = NULL;
         rc = mdet_rebuild(&b->S[M_DETAIL], rows, &b->S[X_FLISTS], n_flists, &b->mdet, &b->mdet_off);
         if (rc < 0) {
             return rc;
         }
+        blk_heap_add(b->mdet);
+        blk_heap_add(b->mdet_off);
     }
     if (t == 1 && b->version >= 3) {
         /* The lists, rebuilt: what the views and the hot positions read. */
-        free(b->alists);
-        free(b->alists_off);
+        blk_heap_free(b->alists);
+        blk_heap_free(b->alists_off);
         b->alists = NULL;
         b->alists_off = NULL;
         struct dcol *ad = &b->D[X_ADICT];
@@ -540,6 +550,8 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if (rc < 0) {
             return rc;
         }
+        blk_heap_add(b->alists);
+        blk_heap_add(b->alists_off);
     }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
@@ -592,13 +604,13 @@ static int do_table_load(blk *b, int t)
         if (z == NULL) {
             return -ENOMEM;
         }
-        heap_add(z);
+        blk_heap_add(z);
         size_t zn = ZSTD_decompress(z, d->raw, raw, d->len);
         if (ZSTD_isError(zn) || zn != d->raw) {
-            heap_free(z);
+            blk_heap_free(z);
             return -EBADMSG;
         }
-        heap_free(b->zbuf[t]); /* a load that ran out of memory may have left one */
+        blk_heap_free(b->zbuf[t]); /* a load that ran out of memory may have left one */
         b->zbuf[t] = z;
         raw = z;
     }
@@ -1018,19 +1030,19 @@ static void blk_destroy(blk *b)
         munmap(b->map, b->size);
     }
     for (int t = 0; t < N_TABLES; t++) {
-        heap_free(b->zbuf[t]);
+        blk_heap_free(b->zbuf[t]);
         for (int c = 0; c < MAX_PHYS; c++) {
-            heap_free(b->dec[t][c]);
+            blk_heap_free(b->dec[t][c]);
         }
     }
-    free(b->alists);
-    free(b->alists_off);
+    blk_heap_free(b->alists);
+    blk_heap_free(b->alists_off);
     for (int i = 0; i < MAX_R; i++) {
-        free(b->zfull[i]);
+        blk_heap_free(b->zfull[i]);
     }
-    free(b->mdet);
-    free(b->mdet_off);
-    free(b->sbuf);
+    blk_heap_free(b->mdet);
+    blk_heap_free(b->mdet_off);
+    blk_heap_free(b->sbuf);
     free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));
@@ -1196,17 +1208,29 @@ void blk_drop_tables(blk *b)
         if (atomic_load_explicit(&b->tstate[t], memory_order_relaxed) != TS_OK) {
             continue;
         }
-        heap_free(b->zbuf[t]);
+        blk_heap_free(b->zbuf[t]);
         b->zbuf[t] = NULL;
         for (int c = 0; c < MAX_PHYS; c++) {
-            heap_free(b->dec[t][c]);
+            blk_heap_free(b->dec[t][c]);
             b->dec[t][c] = NULL;
         }
+        if (t == 0) { /* format 4's expanded sparse columns */
+            for (int i = 0; i < MAX_R; i++) {
+                blk_heap_free(b->zfull[i]);
+                b->zfull[i] = NULL;
+            }
+        }
         if (t == 1) {
-            free(b->alists);
-            free(b->alists_off);
+            blk_heap_free(b->alists);
+            blk_heap_free(b->alists_off);
             b->alists = NULL;
             b->alists_off = NULL;
+        }
+        if (t == 2) { /* format 4's rebuilt metric detail */
+            blk_heap_free(b->mdet);
+            blk_heap_free(b->mdet_off);
+            b->mdet = NULL;
+            b->mdet_off = NULL;
         }
         atomic_store_explicit(&b->tstate[t], TS_NONE, memory_order_relaxed);
     }

@@ -370,8 +370,9 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
         free(out);
         return false;
     }
-    free(b->sbuf);
+    blk_heap_free(b->sbuf);
     b->sbuf = out;
+    blk_heap_add(out);
     return true;
 }
 
