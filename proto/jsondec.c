@@ -67,6 +67,31 @@
 /* Strings up to this size are carved from a shared arena block. */
 #define JD_STR_BLOCK 4096
 
+/* The member tables, numbered for the decoder's learned member order (struct fcur). */
+enum {
+    TID_values_fields,
+    TID_any_fields,
+    TID_kv_fields,
+    TID_scope_fields,
+    TID_resource_fields,
+    TID_log_fields,
+    TID_event_fields,
+    TID_link_fields,
+    TID_status_fields,
+    TID_span_fields,
+    TID_bucket_fields,
+    TID_vaq_fields,
+    TID_exemplar_fields,
+    TID_point_fields,
+    TID_data_fields,
+    TID_metric_fields,
+    TID_scope_env_fields,
+    TID_resource_env_fields,
+    TID_request_fields,
+    TID_COUNT,
+};
+#define FMAX 24 /* members a table may have, plus one */
+
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
     arena *a;
@@ -77,6 +102,9 @@ struct jd {
     size_t errlen;
     char *sp; /* string carving block in the arena */
     size_t sleft;
+    /* succ[t][m + 1] - 1: the member of table t that followed member m (or
+     * began the object, m = -1) the last time; 0 when not yet seen. */
+    uint8_t succ[TID_COUNT][FMAX];
 };
 
 #define NONE ((size_t)-1)
@@ -200,18 +228,22 @@ static inline int arr_next(struct jd *j, bool *first)
 
 /* ---- member names ---- */
 
+/* A member name, camelCase and snake_case. |cq|/|sq| hold the name and its
+ * closing quote, zero-padded, for next_field's word compares. */
+#define FNAME_MAX 31
 struct fdef {
     const char *camel;
     const char *snake; /* NULL when the same */
     uint8_t clen, slen;
+    char cq[FNAME_MAX + 1], sq[FNAME_MAX + 1];
 };
 #define F2(c, s)                                                                                   \
     {                                                                                              \
-        c, s, sizeof(c) - 1, sizeof(s) - 1                                                         \
+        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\""                                         \
     }
 #define F1(c)                                                                                      \
     {                                                                                              \
-        c, NULL, sizeof(c) - 1, 0                                                                  \
+        c, NULL, sizeof(c) - 1, 0, c "\"", ""                                                      \
     }
 #define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
@@ -231,6 +263,128 @@ static int field_of(const struct jd *j, const struct jsonlex_str *k, const struc
         }
     }
     return -1;
+}
+
+/*
+ * A cursor over an object's members, matched against a member table. The
+ * member that comes next is guessed from the order the previous object of
+ * the same kind had (producers write members in a fixed order): when the
+ * text at the cursor is exactly that name in quotes, it is taken without
+ * lexing the key or searching the table. Any other key goes the general way
+ * (jsonlex_obj_next + field_of), so escapes, snake_case and unknown keys
+ * read as before and errors are the lexer's.
+ */
+struct fcur {
+    const struct fdef *t;
+    uint8_t *succ; /* j->succ[table] */
+    int nt;
+    int prev; /* the last known member matched, -1 before the first */
+    int f;    /* the member just read: its index in t, or -1 (unknown) */
+    bool first;
+};
+#define FCUR(j, tab)                                                                               \
+    {                                                                                              \
+        .t = (tab), .succ = (j)->succ[TID_##tab], .nt = NF(tab), .prev = -1, .f = -1,              \
+        .first = true                                                                              \
+    }
+
+/*
+ * Whether |p| starts with the |n| bytes of |nm| (a zero-padded FNAME_MAX + 1
+ * array); |p| has at least FNAME_MAX + 1 bytes. Eight bytes at a time, the
+ * last word masked to its |n| % 8 bytes (little-endian order).
+ */
+static inline bool name_eq(const char *p, const char *nm, size_t n)
+{
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, nm + k, 8);
+        if (a != b) {
+            return false;
+        }
+    }
+    if (k < n) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, nm + k, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return ((a ^ b) & (~0ull << (64 - 8 * (n - k)))) == 0;
+#else
+        return ((a ^ b) & (~0ull >> (64 - 8 * (n - k)))) == 0;
+#endif
+    }
+    return true;
+}
+
+/*
+ * The member whose name (and closing quote) starts the text at |p| (a key's
+ * first byte), trying |h| first: its index, with |*len| its name's length,
+ * or -1. |p| has at least FNAME_MAX + 1 bytes.
+ */
+static inline int name_find(const char *p, const struct fdef *t, int nt, int h, size_t *len)
+{
+    for (int i = 0; i < nt; i++, h = h + 1 == nt ? 0 : h + 1) {
+        const struct fdef *d = &t[h];
+        if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
+            *len = d->clen;
+            return h;
+        }
+        if (d->slen != 0 && p[0] == d->sq[0] && name_eq(p, d->sq, d->slen + 1u)) {
+            *len = d->slen;
+            return h;
+        }
+    }
+    return -1;
+}
+
+static int next_field_slow(struct jd *j, struct fcur *c)
+{
+    struct jsonlex_str k;
+    int rc = obj_next(j, &k, &c->first);
+    if (rc <= 0) {
+        return rc;
+    }
+    c->f = field_of(j, &k, c->t, c->nt);
+    if (c->f >= 0) {
+        c->succ[c->prev + 1] = (uint8_t)(c->f + 1);
+        c->prev = c->f;
+    }
+    return 1;
+}
+
+/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
+static inline int next_field(struct jd *j, struct fcur *c)
+{
+    struct jsonlex *x = &j->lx;
+    size_t save = x->pos;
+    int ch = jsonlex_peek(x);
+    if (ch == '}') {
+        x->pos++;
+        return 0;
+    }
+    if (!c->first) {
+        ch = ch == ',' ? (x->pos++, jsonlex_peek(x)) : -1;
+    }
+    if (ch == '"' && x->n - x->pos > FNAME_MAX + 1) {
+        int h = c->succ[c->prev + 1];
+        size_t len;
+        h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+        int f = name_find(x->s + x->pos + 1, c->t, c->nt, h, &len);
+        if (f >= 0) {
+            x->pos += len + 2;
+            if (jsonlex_peek(x) == ':') {
+                x->pos++;
+                jsonlex_ws(x);
+                c->first = false;
+                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                c->f = c->prev = f;
+                return 1;
+            }
+        }
+    }
+    x->pos = save;
+    return next_field_slow(j, c);
 }
 
 /* ---- scalar members ---- */
@@ -750,8 +904,6 @@ static int list_value(struct jd *j, int depth, enum val_type t)
 {
     long at = val_open(j->h, t);
     uint32_t count = 0;
-    struct jsonlex_str k;
-    bool first = true;
     int rc;
     if (at < 0) {
         return nomem(j);
@@ -759,8 +911,8 @@ static int list_value(struct jd *j, int depth, enum val_type t)
     if ((rc = obj_open(j, t == VAL_ARRAY ? "arrayValue" : "kvlistValue")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        if (field_of(j, &k, values_fields, 1) != 0 || take_null(j)) {
+    for (struct fcur fc = FCUR(j, values_fields); (rc = next_field(j, &fc)) > 0;) {
+        if (fc.f != 0 || take_null(j)) {
             if ((rc = skip_value(j)) < 0) {
                 return rc;
             }
@@ -798,8 +950,7 @@ static int list_value(struct jd *j, int depth, enum val_type t)
 static int any_value(struct jd *j, int depth, struct body_sink *sink)
 {
     size_t mark = j->h->len, at = (ws(j), j->lx.pos);
-    bool set = false, first = true;
-    struct jsonlex_str k;
+    bool set = false;
     int rc;
     if (depth > VAL_MAX_DEPTH) {
         return fail(j, at, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
@@ -813,8 +964,8 @@ static int any_value(struct jd *j, int depth, struct body_sink *sink)
     if ((rc = obj_open(j, "AnyValue")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, any_fields, NF(any_fields));
+    for (struct fcur fc = FCUR(j, any_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f < 0 || take_null(j)) {
             if (f < 0 && (rc = skip_value(j)) < 0) {
                 return rc;
@@ -910,8 +1061,7 @@ static int key_value(struct jd *j, int depth)
 {
     size_t start = j->h->len, val_pos = NONE;
     struct jsonlex_str key = {0};
-    bool first = true, key_written = false, val_written = false, redo = false;
-    struct jsonlex_str k;
+    bool key_written = false, val_written = false, redo = false;
     int rc;
     if (take_null(j)) { /* an empty KeyValue */
         return val_put_key(j->h, "", 0) < 0 || val_put_empty(j->h) < 0 ? nomem(j) : 0;
@@ -919,8 +1069,8 @@ static int key_value(struct jd *j, int depth)
     if ((rc = obj_open(j, "KeyValue")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, kv_fields, NF(kv_fields));
+    for (struct fcur fc = FCUR(j, kv_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f == KV_KEY) {
             if (take_null(j)) {
                 key = (struct jsonlex_str){0};
@@ -1067,14 +1217,12 @@ static const struct fdef scope_fields[] = {
 
 static int scope_msg(struct jd *j, uint32_t si)
 {
-    struct jsonlex_str k;
-    bool first = true;
     int rc = obj_open(j, "scope");
     if (rc < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, scope_fields, NF(scope_fields));
+    for (struct fcur fc = FCUR(j, scope_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         struct scope_row *sc = &j->b->scopes[si];
         if (f < 0 || take_null(j)) {
             rc = f < 0 ? skip_value(j) : 0;
@@ -1102,14 +1250,12 @@ static const struct fdef resource_fields[] = {
 
 static int resource_msg(struct jd *j, uint32_t ri)
 {
-    struct jsonlex_str k;
-    bool first = true;
     int rc = obj_open(j, "resource");
     if (rc < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, resource_fields, NF(resource_fields));
+    for (struct fcur fc = FCUR(j, resource_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         struct res_row *r = &j->b->resources[ri];
         if (f < 0 || take_null(j)) {
             rc = f < 0 ? skip_value(j) : 0; /* entityRefs and unknown */
@@ -1180,8 +1326,7 @@ static int log_body(struct jd *j, struct log_row *l)
 static int log_record(struct jd *j, uint32_t si)
 {
     struct log_row *l = batch_add_log(j->b);
-    struct jsonlex_str k;
-    bool first = true, has;
+    bool has;
     int rc;
     if (l == NULL) {
         return nomem(j);
@@ -1193,8 +1338,8 @@ static int log_record(struct jd *j, uint32_t si)
     if ((rc = obj_open(j, "logRecords")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, log_fields, NF(log_fields));
+    for (struct fcur fc = FCUR(j, log_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f < 0 || take_null(j)) {
             if (f < 0 && (rc = skip_value(j)) < 0) {
                 return rc;
@@ -1278,16 +1423,15 @@ static int event(struct jd *j)
 {
     uint64_t t = 0;
     uint32_t dropped = 0;
-    struct jsonlex_str name = {0}, k;
+    struct jsonlex_str name = {0};
     size_t attrs = NONE;
-    bool first = true;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = obj_open(j, "events")) < 0) {
             return rc;
         }
-        while ((rc = obj_next(j, &k, &first)) > 0) {
-            int f = field_of(j, &k, event_fields, NF(event_fields));
+        for (struct fcur fc = FCUR(j, event_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == EV_TIME) {
@@ -1328,16 +1472,16 @@ static int link(struct jd *j)
 {
     uint8_t tid[16] = {0}, sid[8] = {0};
     uint32_t flags = 0, dropped = 0;
-    struct jsonlex_str state = {0}, k;
+    struct jsonlex_str state = {0};
     size_t attrs = NONE;
-    bool first = true, has;
+    bool has;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = obj_open(j, "links")) < 0) {
             return rc;
         }
-        while ((rc = obj_next(j, &k, &first)) > 0) {
-            int f = field_of(j, &k, link_fields, NF(link_fields));
+        for (struct fcur fc = FCUR(j, link_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == LK_TRACE) {
@@ -1400,14 +1544,12 @@ static const struct fdef status_fields[] = {
 
 static int status_msg(struct jd *j, struct span_row *sp)
 {
-    struct jsonlex_str k;
-    bool first = true;
     int rc = obj_open(j, "status");
     if (rc < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, status_fields, NF(status_fields));
+    for (struct fcur fc = FCUR(j, status_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f < 0 || take_null(j)) {
             rc = f < 0 ? skip_value(j) : 0;
         } else if (f == ST_MESSAGE) {
@@ -1462,8 +1604,7 @@ static const struct fdef span_fields[] = {
 static int span(struct jd *j, uint32_t si)
 {
     struct span_row *sp = batch_add_span(j->b);
-    struct jsonlex_str k;
-    bool first = true, has;
+    bool has;
     int rc;
     if (sp == NULL) {
         return nomem(j);
@@ -1475,8 +1616,8 @@ static int span(struct jd *j, uint32_t si)
     if ((rc = obj_open(j, "spans")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, span_fields, NF(span_fields));
+    for (struct fcur fc = FCUR(j, span_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f < 0 || take_null(j)) {
             if (f < 0 && (rc = skip_value(j)) < 0) {
                 return rc;
@@ -1607,8 +1748,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what)
 {
     size_t hdr = j->h->len, end = j->lx.pos;
     int32_t offset = 0;
-    bool first = true, have_counts = false;
-    struct jsonlex_str k;
+    bool have_counts = false;
     int rc = 0;
     if (vbuf_put_u32(j->h, 0) < 0) {
         return nomem(j);
@@ -1618,8 +1758,8 @@ static int buckets_at(struct jd *j, size_t pos, const char *what)
         if ((rc = obj_open(j, what)) < 0) {
             return rc;
         }
-        while ((rc = obj_next(j, &k, &first)) > 0) {
-            int f = field_of(j, &k, bucket_fields, NF(bucket_fields));
+        for (struct fcur fc = FCUR(j, bucket_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == BK_OFFSET) {
@@ -1670,14 +1810,12 @@ static int quantiles_at(struct jd *j, size_t pos)
     }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
-        bool ofirst = true;
-        struct jsonlex_str k;
         if (!take_null(j)) {
             if ((rc = obj_open(j, "quantileValues")) < 0) {
                 return rc;
             }
-            while ((rc = obj_next(j, &k, &ofirst)) > 0) {
-                int f = field_of(j, &k, vaq_fields, NF(vaq_fields));
+            for (struct fcur fc = FCUR(j, vaq_fields); (rc = next_field(j, &fc)) > 0;) {
+                int f = fc.f;
                 if (f < 0 || take_null(j)) {
                     rc = f < 0 ? skip_value(j) : 0;
                 } else {
@@ -1723,16 +1861,15 @@ static int exemplar(struct jd *j)
 {
     uint64_t t = 0, raw = 0;
     uint8_t vt = PV_NONE, tid[16] = {0}, sid[8] = {0};
-    bool has_t = false, has_s = false, first = true;
+    bool has_t = false, has_s = false;
     size_t attrs = NONE;
-    struct jsonlex_str k;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = obj_open(j, "exemplars")) < 0) {
             return rc;
         }
-        while ((rc = obj_next(j, &k, &first)) > 0) {
-            int f = field_of(j, &k, exemplar_fields, NF(exemplar_fields));
+        for (struct fcur fc = FCUR(j, exemplar_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == EX_ATTRS) {
@@ -1837,8 +1974,6 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
     int32_t scale = 0;
     uint64_t zero_count = 0;
     double zero_threshold = 0;
-    struct jsonlex_str k;
-    bool first = true;
     int rc = 0;
     if (p == NULL) {
         return nomem(j);
@@ -1849,8 +1984,8 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        while ((rc = obj_next(j, &k, &first)) > 0) {
-            int f = field_of(j, &k, point_fields, NF(point_fields));
+        for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
             if (f < 0 || !(point_members[kind] & B(f)) || take_null(j)) {
                 if ((f < 0 || !(point_members[kind] & B(f))) && (rc = skip_value(j)) < 0) {
                     return rc;
@@ -1963,14 +2098,12 @@ static const struct fdef data_fields[] = {
 /* Gauge, Sum, Histogram, ExponentialHistogram or Summary of metric |mi|. */
 static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const char *what)
 {
-    struct jsonlex_str k;
-    bool first = true;
     int rc = obj_open(j, what);
     if (rc < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, data_fields, NF(data_fields));
+    for (struct fcur fc = FCUR(j, data_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         struct metric_row *m = &j->b->metrics[mi];
         bool known = f == MD_POINTS ||
                      (f == MD_TEMPORALITY && kind != MK_GAUGE && kind != MK_SUMMARY) ||
@@ -2020,8 +2153,6 @@ static const struct fdef metric_fields[] = {
 static int metric(struct jd *j, uint32_t si)
 {
     uint32_t mi = j->b->n_metrics, rows_mark = j->b->n_rows;
-    struct jsonlex_str k;
-    bool first = true;
     int rc;
     if (batch_add_metric(j->b) == NULL) {
         return nomem(j);
@@ -2033,8 +2164,8 @@ static int metric(struct jd *j, uint32_t si)
     if ((rc = obj_open(j, "metrics")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, metric_fields, NF(metric_fields));
+    for (struct fcur fc = FCUR(j, metric_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         struct metric_row *m = &j->b->metrics[mi];
         if (f < 0 || take_null(j)) {
             if (f < 0 && (rc = skip_value(j)) < 0) {
@@ -2091,8 +2222,6 @@ static int scope_env(struct jd *j, uint32_t ri)
 {
     uint32_t si = j->b->n_scopes;
     int items = j->sig == SIG_LOGS ? SE_LOGS : j->sig == SIG_TRACES ? SE_SPANS : SE_METRICS;
-    struct jsonlex_str k;
-    bool first = true;
     int rc;
     if (batch_add_scope(j->b) == NULL) {
         return nomem(j);
@@ -2104,8 +2233,8 @@ static int scope_env(struct jd *j, uint32_t ri)
     if ((rc = obj_open(j, "scope envelope")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, scope_env_fields, NF(scope_env_fields));
+    for (struct fcur fc = FCUR(j, scope_env_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         bool known = f == SE_SCOPE || f == SE_SCHEMA || f == items;
         if (!known || take_null(j)) {
             if (!known && (rc = skip_value(j)) < 0) {
@@ -2151,8 +2280,6 @@ static int resource_env(struct jd *j)
 {
     uint32_t ri = j->b->n_resources;
     int items = j->sig == SIG_LOGS ? RE_LOGS : j->sig == SIG_TRACES ? RE_SPANS : RE_METRICS;
-    struct jsonlex_str k;
-    bool first = true;
     int rc;
     if (batch_add_resource(j->b) == NULL) {
         return nomem(j);
@@ -2163,8 +2290,8 @@ static int resource_env(struct jd *j)
     if ((rc = obj_open(j, "resource envelope")) < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, resource_env_fields, NF(resource_env_fields));
+    for (struct fcur fc = FCUR(j, resource_env_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         bool known = f == RE_RESOURCE || f == RE_SCHEMA || f == items;
         if (!known || take_null(j)) {
             if (!known && (rc = skip_value(j)) < 0) {
@@ -2202,14 +2329,12 @@ static const struct fdef request_fields[] = {
 
 static int request(struct jd *j)
 {
-    struct jsonlex_str k;
-    bool first = true;
     int rc = obj_open(j, "request");
     if (rc < 0) {
         return rc;
     }
-    while ((rc = obj_next(j, &k, &first)) > 0) {
-        int f = field_of(j, &k, request_fields, NF(request_fields));
+    for (struct fcur fc = FCUR(j, request_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
         if (f != (int)j->sig - 1 || take_null(j)) {
             if (f != (int)j->sig - 1 && (rc = skip_value(j)) < 0) {
                 return rc;
