@@ -62,6 +62,7 @@
 #include "lib/hex.h"
 #include "lib/jsonlex.h"
 #include "lib/utf8.h"
+#include "proto/jsondec_num.h"
 #include "storage/val.h"
 
 /* Strings up to this size are carved from a shared arena block. */
@@ -338,7 +339,7 @@ static inline int name_find(const char *p, const struct fdef *t, int nt, int h, 
     return -1;
 }
 
-static int next_field_slow(struct jd *j, struct fcur *c)
+__attribute__((noinline)) static int next_field_slow(struct jd *j, struct fcur *c)
 {
     struct jsonlex_str k;
     int rc = obj_next(j, &k, &c->first);
@@ -354,7 +355,7 @@ static int next_field_slow(struct jd *j, struct fcur *c)
 }
 
 /* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
-static inline int next_field(struct jd *j, struct fcur *c)
+__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
 {
     struct jsonlex *x = &j->lx;
     size_t save = x->pos;
@@ -579,6 +580,11 @@ static int rd_u64(struct jd *j, const char *field, uint64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
+        j->lx.pos += n;
+        *out = mag;
+        return 0;
+    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -600,6 +606,11 @@ static int rd_i64(struct jd *j, const char *field, int64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
+        j->lx.pos += n;
+        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        return 0;
+    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -709,6 +720,10 @@ static int rd_f64(struct jd *j, const char *field, double *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted;
     int c = peekc(j);
+    if (c != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
+        j->lx.pos += n;
+        return 0;
+    }
     if (c == '"') {
         struct jsonlex_str js;
         int rc = lex_str(j, &js);
