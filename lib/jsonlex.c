@@ -90,6 +90,16 @@ static inline size_t skip_plain(const unsigned char *s, size_t i, size_t n)
     return i;
 }
 
+size_t jsonlex_plain_end(const char *s, size_t i, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    i = skip_plain(u, i, n);
+    while (i < n && !str_stop[u[i]]) {
+        i++;
+    }
+    return i;
+}
+
 /* At '"': validates the string (escapes, surrogate pairs) and moves past it. */
 int jsonlex_str(struct jsonlex *x, struct jsonlex_str *out)
 {

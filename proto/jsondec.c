@@ -1068,6 +1068,74 @@ static const struct fdef kv_fields[] = {
 };
 
 /*
+ * The KeyValue every OTLP exporter writes, compact and in schema order:
+ * {"key":"k","value":{"stringValue":"v"}} (or intValue, doubleValue,
+ * boolValue) with no escape in the strings. Read by exact comparison and
+ * written to the heap as key_value would; false with nothing consumed and
+ * nothing written for anything else, which key_value then reads the
+ * general way (so it also gives every error).
+ */
+static bool kv_fast(struct jd *j)
+{
+    static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, i = j->lx.pos, mark = j->h->len;
+    if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
+        return false;
+    }
+    size_t k0 = i + 8;
+    i = jsonlex_plain_end(s, k0, n);
+    if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
+        return false;
+    }
+    size_t klen = i - k0;
+    if (vbuf_reserve(j->h, 10 + klen) < 0) {
+        return false; /* the general path reports it */
+    }
+    vbuf_put_uv(j->h, klen);
+    memcpy(j->h->p + j->h->len, s + k0, klen);
+    j->h->len += klen;
+    i += 12;
+    bool ok = false;
+    size_t used = 0;
+    if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
+        size_t v0 = i + 14;
+        i = jsonlex_plain_end(s, v0, n);
+        ok = i < n && s[i] == '"' && vbuf_reserve(j->h, 11 + (i - v0)) == 0;
+        if (ok) {
+            j->h->p[j->h->len++] = VAL_STR;
+            vbuf_put_uv(j->h, i - v0);
+            memcpy(j->h->p + j->h->len, s + v0, i - v0);
+            j->h->len += i - v0;
+            i++;
+        }
+    } else if (memcmp(s + i, "intValue\":", 10) == 0) {
+        bool neg;
+        uint64_t mag;
+        i += 10;
+        ok = jdnum_int(s + i, n - i, &neg, &mag, &used) && mag <= (uint64_t)INT64_MAX + neg &&
+             val_put_int(j->h, neg ? (int64_t)(0 - mag) : (int64_t)mag) == 0;
+        i += used;
+    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
+        double d;
+        i += 13;
+        ok = jdnum_f64(s + i, n - i, &d, &used) && val_put_double(j->h, d) == 0;
+        i += used;
+    } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
+        i += 11;
+        bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
+        ok = (t || f) && val_put_bool(j->h, t) == 0;
+        i += t ? 4 : 5;
+    }
+    if (!ok || n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
+        j->h->len = mark;
+        return false;
+    }
+    j->lx.pos = i + 2;
+    return true;
+}
+
+/*
  * One KeyValue: key, then its value at level |depth|. The usual order
  * ("key" first) is written as it is read; otherwise the value is found
  * again once the key is known.
@@ -1080,6 +1148,9 @@ static int key_value(struct jd *j, int depth)
     int rc;
     if (take_null(j)) { /* an empty KeyValue */
         return val_put_key(j->h, "", 0) < 0 || val_put_empty(j->h) < 0 ? nomem(j) : 0;
+    }
+    if (depth <= VAL_MAX_DEPTH && kv_fast(j)) {
+        return 0;
     }
     if ((rc = obj_open(j, "KeyValue")) < 0) {
         return rc;
