@@ -832,6 +832,17 @@ static int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool 
     const char *p;
     size_t at = (ws(j), j->lx.pos);
     *present = false;
+    /* the usual case: exactly 2 * nb hex digits in quotes */
+    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
+        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
+        uint8_t any = 0;
+        for (size_t i = 0; i < nb; i++) {
+            any |= dst[i];
+        }
+        j->lx.pos = at + 2 * nb + 2;
+        *present = any != 0;
+        return 0;
+    }
     int rc = rd_jstr(j, field, &js);
     if (rc < 0) {
         return rc;
@@ -2445,6 +2456,37 @@ static int request(struct jd *j)
 
 /* ---- entry ---- */
 
+/* utf8_check's answer (the offset of the first byte not part of valid
+ * UTF-8, or |n|), skipping ASCII 32 bytes at a time: a request body is
+ * almost all ASCII. */
+static size_t body_utf8_check(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 32) {
+            uint64_t w[4];
+            memcpy(w, s + i, 32);
+            if (((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ull) == 0) {
+                i += 32;
+                continue;
+            }
+        }
+        size_t end = n - i >= 32 ? i + 32 : n;
+        while (i < end) { /* a sequence may run past |end| */
+            if (s[i] < 0x80) {
+                i++;
+                continue;
+            }
+            size_t k = utf8_seq(s + i, n - i);
+            if (k == 0) {
+                return i;
+            }
+            i += k;
+        }
+    }
+    return n;
+}
+
 int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct batch *out,
                    char *err, size_t errlen)
 {
@@ -2466,7 +2508,7 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
              n_rows = out->n_rows;
     size_t heap_len = out->heap.len;
     int rc;
-    size_t bad = utf8_check((const uint8_t *)body, len);
+    size_t bad = body_utf8_check((const uint8_t *)body, len);
     if (bad < len) {
         rc = fail(&j, bad, "invalid UTF-8");
     } else if (peekc(&j) != '{') {

@@ -48,6 +48,36 @@ static inline bool is_digit(char c)
     return (unsigned char)(c - '0') < 10;
 }
 
+/*
+ * Eight decimal digits at |p| as a number (little-endian SWAR): false if
+ * any byte is not a digit. A byte is one when its high nibble is 3 and
+ * adding 6 keeps it 3 (a carry out of a byte >= 0xfa only reaches a byte
+ * after one that already failed). Then pairs of digits are joined
+ * (10 * d[k] + d[k+1] lands in the even bytes) and the four pairs combined
+ * with two multiplies whose upper halves hold 10^6, 10^4, 10^2 and 1 times
+ * them.
+ */
+static inline bool eight_digits(const char *p, uint64_t *out)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    if (((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) != 0x3333333333333333ull) {
+        return false;
+    }
+    w -= 0x3030303030303030ull;
+    w = w * 10 + (w >> 8);
+    const uint64_t m = 0x000000ff000000ffull;
+    *out = ((w & m) * (100 + (1000000ull << 32)) + ((w >> 16) & m) * (1 + (10000ull << 32))) >> 32;
+    return true;
+#else
+    (void)p;
+    (void)out;
+    return false;
+#endif
+}
+
 bool jdnum_int(const char *p, size_t n, bool *neg, uint64_t *mag, size_t *used)
 {
     size_t i = 0;
@@ -56,7 +86,11 @@ bool jdnum_int(const char *p, size_t n, bool *neg, uint64_t *mag, size_t *used)
     bool minus = i < n && p[i] == '-';
     i += minus;
     size_t d0 = i;
-    uint64_t v = 0;
+    uint64_t v = 0, v8;
+    while (i - d0 <= 19 - 8 && n - i >= 8 && eight_digits(p + i, &v8)) {
+        v = v * 100000000 + v8;
+        i += 8;
+    }
     while (i < n && i - d0 < 19 && is_digit(p[i])) {
         v = v * 10 + (uint64_t)(p[i++] - '0');
     }
@@ -187,4 +221,23 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     *out = minus ? -v : v;
     *used = i;
     return true;
+}
+
+/* Hex digit values plus one; 0 for every other byte. */
+static const uint8_t hex_val1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['A'] = 11, ['b'] = 12, ['B'] = 12, ['c'] = 13, ['C'] = 13,
+    ['d'] = 14, ['D'] = 14, ['e'] = 15, ['E'] = 15, ['f'] = 16, ['F'] = 16,
+};
+
+bool jdnum_hex(uint8_t *dst, const char *p, size_t nb)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    int bad = 0;
+    for (size_t i = 0; i < nb; i++) {
+        int h = hex_val1[u[2 * i]] - 1, l = hex_val1[u[2 * i + 1]] - 1;
+        bad |= h | l;
+        dst[i] = (uint8_t)(h << 4 | l);
+    }
+    return bad >= 0;
 }

@@ -36,4 +36,8 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used);
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
 
+/* |nb| bytes from the 2 * |nb| hex digits (any case) at |p|; false, with
+ * |dst| unspecified, when one is not a hex digit. */
+bool jdnum_hex(uint8_t *dst, const char *p, size_t nb);
+
 #endif
