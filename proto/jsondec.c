@@ -1794,6 +1794,34 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     if ((rc = arr_open(j, what)) < 0) {
         return rc;
     }
+    /* the compact form first: numbers and ',' with no blanks, read in place;
+     * the general loop takes over at anything else (the cursor then at the
+     * ',' before the element it could not read) */
+    const char *s = j->lx.s;
+    for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
+         i = j->lx.pos + 1) {
+        uint64_t v;
+        bool ok, neg = false;
+        if (dbl) {
+            double d;
+            ok = jdnum_f64(s + i, j->lx.n - i, &d, &used);
+            memcpy(&v, &d, 8);
+        } else {
+            ok = jdnum_int(s + i, j->lx.n - i, &neg, &v, &used) && !neg;
+        }
+        if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
+            break;
+        }
+        if (vbuf_put_u64(j->h, v) < 0) {
+            return nomem(j);
+        }
+        n++;
+        first = false;
+        j->lx.pos = i + used;
+        if (s[j->lx.pos] == ']') {
+            break;
+        }
+    }
     while ((rc = arr_next(j, &first)) > 0) {
         if (dbl) {
             double v;
@@ -1819,6 +1847,25 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     }
     vbuf_patch_u32(j->h, hdr, n);
     return 0;
+}
+
+/*
+ * A number list read where it is, |*pos| set to where it starts. When that
+ * fails the heap and cursor are put back and the list is deferred (skipped,
+ * to be read again at |*pos| later), so that errors are those of the
+ * deferred path: returns 1 then, 0 when read in place, or defer's error.
+ */
+static int list_inline(struct jd *j, size_t *pos, const char *what, bool dbl)
+{
+    size_t mark = j->h->len;
+    *pos = (ws(j), j->lx.pos);
+    if (num_list(j, what, dbl) == 0) {
+        return 0;
+    }
+    j->h->len = mark;
+    j->lx.pos = *pos;
+    int rc = defer(j, pos);
+    return rc < 0 ? rc : 1;
 }
 
 /* A number list found at |pos| earlier (or an empty one). */
@@ -2068,6 +2115,10 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
 {
     struct point_row *p = batch_add_point(j->b);
     size_t buckets = NONE, bounds = NONE, pos = NONE, neg = NONE, quant = NONE;
+    /* histogram buckets and bounds read in place (the detail blob then is
+     * heap[d0, d1)): 0 not yet, 1 buckets, 2 both, -1 deferred instead */
+    int hs = 0;
+    size_t d0 = 0, d1 = 0;
     int32_t scale = 0;
     uint64_t zero_count = 0;
     double zero_threshold = 0;
@@ -2137,11 +2188,18 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             case DP_ZERO_THRESHOLD:
                 rc = rd_f64(j, "zeroThreshold", &zero_threshold);
                 break;
-            case DP_BUCKETS:
-                rc = defer(j, &buckets);
+            case DP_BUCKETS: /* read in place when it can be the detail's start */
+                hs = hs == 0 && bounds == NONE ? 1 : -1;
+                d0 = j->h->len;
+                rc = hs == 1 ? list_inline(j, &buckets, "bucketCounts", false) : defer(j, &buckets);
+                hs = rc == 1 ? -1 : hs; /* it fell back to defer */
+                d1 = j->h->len;
                 break;
-            case DP_BOUNDS:
-                rc = defer(j, &bounds);
+            case DP_BOUNDS: /* in place right after the buckets read in place */
+                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
+                rc = hs == 2 ? list_inline(j, &bounds, "explicitBounds", true) : defer(j, &bounds);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
                 break;
             case DP_POSITIVE:
                 rc = defer(j, &pos);
@@ -2162,7 +2220,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         }
     }
     size_t off = j->h->len;
-    if (kind == MK_HISTOGRAM) {
+    if (kind == MK_HISTOGRAM && hs == 1 && bounds == NONE && off == d1) {
+        if (vbuf_put_u32(j->h, 0) < 0) { /* no bounds */
+            return nomem(j);
+        }
+        off = d0;
+    } else if (kind == MK_HISTOGRAM && hs == 2) {
+        p->detail = (struct blob){(uint32_t)d0, (uint32_t)(d1 - d0)};
+        return 0;
+    } else if (kind == MK_HISTOGRAM) {
         if ((rc = num_list_at(j, buckets, "bucketCounts", false)) < 0 ||
             (rc = num_list_at(j, bounds, "explicitBounds", true)) < 0) {
             return rc;
