@@ -1849,25 +1849,6 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     return 0;
 }
 
-/*
- * A number list read where it is, |*pos| set to where it starts. When that
- * fails the heap and cursor are put back and the list is deferred (skipped,
- * to be read again at |*pos| later), so that errors are those of the
- * deferred path: returns 1 then, 0 when read in place, or defer's error.
- */
-static int list_inline(struct jd *j, size_t *pos, const char *what, bool dbl)
-{
-    size_t mark = j->h->len;
-    *pos = (ws(j), j->lx.pos);
-    if (num_list(j, what, dbl) == 0) {
-        return 0;
-    }
-    j->h->len = mark;
-    j->lx.pos = *pos;
-    int rc = defer(j, pos);
-    return rc < 0 ? rc : 1;
-}
-
 /* A number list found at |pos| earlier (or an empty one). */
 static int num_list_at(struct jd *j, size_t pos, const char *what, bool dbl)
 {
@@ -1888,7 +1869,7 @@ static const struct fdef bucket_fields[] = {
 };
 
 /* ExponentialHistogram Buckets found at |pos|: u32 offset, u32 n, n u64. */
-static int buckets_at(struct jd *j, size_t pos, const char *what)
+static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
 {
     size_t hdr = j->h->len, end = j->lx.pos;
     int32_t offset = 0;
@@ -1920,7 +1901,9 @@ static int buckets_at(struct jd *j, size_t pos, const char *what)
         if (rc < 0) {
             return rc;
         }
-        j->lx.pos = end;
+        if (!here) {
+            j->lx.pos = end;
+        }
     }
     if (!have_counts && vbuf_put_u32(j->h, 0) < 0) {
         return nomem(j);
@@ -1936,7 +1919,7 @@ static const struct fdef vaq_fields[] = {
 };
 
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
-static int quantiles_at(struct jd *j, size_t pos)
+static int quantiles_at(struct jd *j, size_t pos, bool here)
 {
     size_t hdr = j->h->len, end = j->lx.pos;
     uint32_t n = 0;
@@ -1983,8 +1966,54 @@ static int quantiles_at(struct jd *j, size_t pos)
         return rc;
     }
     vbuf_patch_u32(j->h, hdr, n);
-    j->lx.pos = end;
+    if (!here) {
+        j->lx.pos = end;
+    }
     return 0;
+}
+
+/* What list_inline reads. */
+enum { LI_COUNTS, LI_BOUNDS, LI_POSITIVE, LI_NEGATIVE, LI_QUANTILES };
+
+/*
+ * A detail member read where it is (for LI_POSITIVE, after a placeholder
+ * for the exponential histogram's scale, zero count and zero threshold),
+ * |*pos| set to where its value starts. When that fails the heap and the
+ * cursor are put back and the member is deferred (skipped, to be read again
+ * at |*pos| later), so that errors are those of the deferred path: returns
+ * 1 then, 0 when read in place, or defer's error.
+ */
+static int list_inline(struct jd *j, size_t *pos, int what)
+{
+    size_t mark = j->h->len;
+    int rc;
+    *pos = (ws(j), j->lx.pos);
+    switch (what) {
+    case LI_COUNTS:
+        rc = num_list(j, "bucketCounts", false);
+        break;
+    case LI_BOUNDS:
+        rc = num_list(j, "explicitBounds", true);
+        break;
+    case LI_POSITIVE:
+        rc = vbuf_put_u32(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0
+                 ? -ENOMEM
+                 : buckets_at(j, *pos, "positive", true);
+        break;
+    case LI_NEGATIVE:
+        rc = buckets_at(j, *pos, "negative", true);
+        break;
+    default:
+        rc = quantiles_at(j, *pos, true);
+        break;
+    }
+    if (rc == 0) {
+        return 0;
+    }
+    j->h->len = mark;
+    j->lx.pos = *pos;
+    rc = defer(j, pos);
+    return rc < 0 ? rc : 1;
 }
 
 enum { EX_ATTRS, EX_TIME, EX_DOUBLE, EX_INT, EX_SPAN, EX_TRACE };
@@ -2191,24 +2220,35 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             case DP_BUCKETS: /* read in place when it can be the detail's start */
                 hs = hs == 0 && bounds == NONE ? 1 : -1;
                 d0 = j->h->len;
-                rc = hs == 1 ? list_inline(j, &buckets, "bucketCounts", false) : defer(j, &buckets);
+                rc = hs == 1 ? list_inline(j, &buckets, LI_COUNTS) : defer(j, &buckets);
                 hs = rc == 1 ? -1 : hs; /* it fell back to defer */
                 d1 = j->h->len;
                 break;
             case DP_BOUNDS: /* in place right after the buckets read in place */
                 hs = hs == 1 && j->h->len == d1 ? 2 : -1;
-                rc = hs == 2 ? list_inline(j, &bounds, "explicitBounds", true) : defer(j, &bounds);
+                rc = hs == 2 ? list_inline(j, &bounds, LI_BOUNDS) : defer(j, &bounds);
                 hs = rc == 1 ? -1 : hs;
                 d1 = j->h->len;
                 break;
-            case DP_POSITIVE:
-                rc = defer(j, &pos);
+            case DP_POSITIVE: /* in place, after a header placeholder */
+                hs = hs == 0 && neg == NONE ? 1 : -1;
+                d0 = j->h->len;
+                rc = hs == 1 ? list_inline(j, &pos, LI_POSITIVE) : defer(j, &pos);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
                 break;
-            case DP_NEGATIVE:
-                rc = defer(j, &neg);
+            case DP_NEGATIVE: /* in place right after the positive buckets */
+                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
+                rc = hs == 2 ? list_inline(j, &neg, LI_NEGATIVE) : defer(j, &neg);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
                 break;
-            default:
-                rc = defer(j, &quant);
+            default: /* quantile values: the whole detail, in place */
+                hs = hs == 0 ? 2 : -1;
+                d0 = j->h->len;
+                rc = hs == 2 ? list_inline(j, &quant, LI_QUANTILES) : defer(j, &quant);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
                 break;
             }
             if (rc < 0) {
@@ -2219,35 +2259,51 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             return rc;
         }
     }
-    size_t off = j->h->len;
+    size_t off = j->h->len, end = NONE; /* the detail: heap[off, end or the heap's end) */
     if (kind == MK_HISTOGRAM && hs == 1 && bounds == NONE && off == d1) {
         if (vbuf_put_u32(j->h, 0) < 0) { /* no bounds */
             return nomem(j);
         }
         off = d0;
     } else if (kind == MK_HISTOGRAM && hs == 2) {
-        p->detail = (struct blob){(uint32_t)d0, (uint32_t)(d1 - d0)};
-        return 0;
+        off = d0;
+        end = d1;
     } else if (kind == MK_HISTOGRAM) {
         if ((rc = num_list_at(j, buckets, "bucketCounts", false)) < 0 ||
             (rc = num_list_at(j, bounds, "explicitBounds", true)) < 0) {
             return rc;
         }
+    } else if (kind == MK_EXP_HISTOGRAM && hs >= 1 && (hs == 2 || (neg == NONE && off == d1))) {
+        if (hs == 1 && (rc = buckets_at(j, NONE, "negative", false)) < 0) {
+            return rc;
+        }
+        end = hs == 2 ? d1 : NONE;
+        uint64_t zt;
+        memcpy(&zt, &zero_threshold, 8);
+        vbuf_patch_u32(j->h, d0, (uint32_t)scale);
+        for (int i = 0; i < 8; i++) { /* the header, little-endian as vbuf_put_u64 writes */
+            j->h->p[d0 + 4 + i] = (uint8_t)(zero_count >> (8 * i));
+            j->h->p[d0 + 12 + i] = (uint8_t)(zt >> (8 * i));
+        }
+        off = d0;
     } else if (kind == MK_EXP_HISTOGRAM) {
         if (vbuf_put_u32(j->h, (uint32_t)scale) < 0 || vbuf_put_u64(j->h, zero_count) < 0 ||
             vbuf_put_f64(j->h, zero_threshold) < 0) {
             return nomem(j);
         }
-        if ((rc = buckets_at(j, pos, "positive")) < 0 ||
-            (rc = buckets_at(j, neg, "negative")) < 0) {
+        if ((rc = buckets_at(j, pos, "positive", false)) < 0 ||
+            (rc = buckets_at(j, neg, "negative", false)) < 0) {
             return rc;
         }
+    } else if (kind == MK_SUMMARY && hs == 2) {
+        off = d0;
+        end = d1;
     } else if (kind == MK_SUMMARY) {
-        if ((rc = quantiles_at(j, quant)) < 0) {
+        if ((rc = quantiles_at(j, quant, false)) < 0) {
             return rc;
         }
     }
-    p->detail = (struct blob){(uint32_t)off, (uint32_t)(j->h->len - off)};
+    p->detail = (struct blob){(uint32_t)off, (uint32_t)((end != NONE ? end : j->h->len) - off)};
     return 0;
 }
 
