@@ -237,7 +237,7 @@ bool jdnum_hex(uint8_t *dst, const char *p, size_t nb)
     for (size_t i = 0; i < nb; i++) {
         int h = hex_val1[u[2 * i]] - 1, l = hex_val1[u[2 * i + 1]] - 1;
         bad |= h | l;
-        dst[i] = (uint8_t)(h << 4 | l);
+        dst[i] = (uint8_t)((unsigned)h << 4 | (unsigned)l);
     }
     return bad >= 0;
 }
