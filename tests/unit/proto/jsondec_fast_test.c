@@ -179,26 +179,38 @@ static void same_as_general(enum signal s, const char *json, struct dec *fast)
     free(sp);
 }
 
-static char *log_req(const char *records)
+/* |items| inside a request's envelope |pre| ... |post| (owned). */
+static char *wrap(const char *pre, const char *items, const char *post)
 {
-    static const char pre[] = "{'resourceLogs':[{'scopeLogs':[{'logRecords':[";
-    static const char post[] = "]}]}]}";
-    char *s = malloc(strlen(pre) + strlen(records) + strlen(post) + 1);
+    char *s = malloc(strlen(pre) + strlen(items) + strlen(post) + 1);
+    cr_assert(s != NULL);
     strcpy(s, pre);
-    strcat(s, records);
+    strcat(s, items);
     strcat(s, post);
     return s;
 }
 
+static char *log_req(const char *records)
+{
+    return wrap("{'resourceLogs':[{'scopeLogs':[{'logRecords':[", records, "]}]}]}");
+}
+
 static char *metric_req(const char *metrics)
 {
-    static const char pre[] = "{'resourceMetrics':[{'scopeMetrics':[{'metrics':[";
-    static const char post[] = "]}]}]}";
-    char *s = malloc(strlen(pre) + strlen(metrics) + strlen(post) + 1);
-    strcpy(s, pre);
-    strcat(s, metrics);
-    strcat(s, post);
-    return s;
+    return wrap("{'resourceMetrics':[{'scopeMetrics':[{'metrics':[", metrics, "]}]}]}");
+}
+
+/* |req| (single-quoted, owned: freed here) is refused with an error naming |needle|. */
+static void refused(enum signal s, char *req, const char *needle)
+{
+    struct dec d;
+    char *body = q(req);
+    free(req);
+    run(&d, s, body);
+    cr_assert_eq(d.rc, -EPROTO, "accepted: %s", body);
+    cr_assert(strstr(d.err, needle) != NULL, "error \"%s\" does not name \"%s\"", d.err, needle);
+    done(&d);
+    free(body);
 }
 
 /* A string attribute of the heap, as val.h writes it. */
@@ -226,26 +238,10 @@ static uint64_t rnd(void)
 
 Test(jsondec_fast, dec_to_f64_matches_strtod)
 {
-    static const uint64_t p10[20] = {1ull,
-                                     10ull,
-                                     100ull,
-                                     1000ull,
-                                     10000ull,
-                                     100000ull,
-                                     1000000ull,
-                                     10000000ull,
-                                     100000000ull,
-                                     1000000000ull,
-                                     10000000000ull,
-                                     100000000000ull,
-                                     1000000000000ull,
-                                     10000000000000ull,
-                                     100000000000000ull,
-                                     1000000000000000ull,
-                                     10000000000000000ull,
-                                     100000000000000000ull,
-                                     1000000000000000000ull,
-                                     10000000000000000000ull};
+    uint64_t p10[20] = {1};
+    for (int k = 1; k < 20; k++) {
+        p10[k] = p10[k - 1] * 10;
+    }
     char text[64];
     for (int k = 0; k < 200000; k++) {
         int digits = 1 + (int)(rnd() % 19);
@@ -517,14 +513,8 @@ Test(jsondec_fast, member_order_may_change_between_objects)
 
 Test(jsondec_fast, bad_hex_ids_still_refused)
 {
-    struct dec d;
-    char *l = log_req("{'traceId':'0123456789abcdef0123456789abcdeg'}"), *r = q(l);
-    free(l);
-    run(&d, SIG_LOGS, r);
-    cr_assert_eq(d.rc, -EPROTO);
-    cr_assert(strstr(d.err, "traceId: not a hex string") != NULL, "%s", d.err);
-    done(&d);
-    free(r);
+    refused(SIG_LOGS, log_req("{'traceId':'0123456789abcdef0123456789abcdeg'}"),
+            "traceId: not a hex string");
 }
 
 /* ---- details read in place ---- */
@@ -597,24 +587,12 @@ Test(jsondec_fast, histogram_detail_in_place_equals_deferred)
 
 Test(jsondec_fast, bad_bucket_list_in_place_gives_the_deferred_error)
 {
-    struct dec d;
-    char *m = metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['1','-2']}]}}"), *r = q(m);
-    free(m);
-    run(&d, SIG_METRICS, r);
-    cr_assert_eq(d.rc, -EPROTO);
-    cr_assert(strstr(d.err, "bucketCounts: negative value for an unsigned field") != NULL, "%s",
-              d.err);
-    done(&d);
-    free(r);
-    /* a syntax error after the list is reported, not the list */
-    m = metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['1','x'],'count':tru}]}}");
-    r = q(m);
-    free(m);
-    run(&d, SIG_METRICS, r);
-    cr_assert_eq(d.rc, -EPROTO);
-    cr_assert(strstr(d.err, "count: expected a number or a numeric string") != NULL, "%s", d.err);
-    done(&d);
-    free(r);
+    refused(SIG_METRICS, metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['1','-2']}]}}"),
+            "bucketCounts: negative value for an unsigned field");
+    /* a syntax error after the list is what is reported, not the list */
+    refused(SIG_METRICS,
+            metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['1','x'],'count':tru}]}}"),
+            "count: expected a number or a numeric string");
 }
 
 Test(jsondec_fast, exponential_histogram_and_summary_in_place_equal_deferred)
