@@ -80,6 +80,10 @@ static inline int jsonlex_peek(struct jsonlex *x)
 /* At '"': validates the string (escapes, surrogate pairs) and moves past it. */
 int jsonlex_str(struct jsonlex *x, struct jsonlex_str *out);
 
+/* The offset of the first '"', '\\' or control byte in s[i, n), or |n|:
+ * where a run of string bytes that need no look ends. */
+size_t jsonlex_plain_end(const char *s, size_t i, size_t n);
+
 /* Writes the js->len unescaped bytes of a string jsonlex_str accepted to |d|. */
 void jsonlex_unescape(const struct jsonlex *x, const struct jsonlex_str *js, char *d);
 

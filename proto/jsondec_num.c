@@ -1,0 +1,179 @@
+/*
+ * jsondec_num.c - number fast paths for the OTLP/JSON decoder (see
+ * jsondec_num.h).
+ *
+ * DOUBLES
+ *   A decimal m * 10^e with m < 10^19 (so m fits 64 bits) and |e| <= 19
+ *   (so 10^|e| fits 64 bits) is converted exactly with 128-bit integers:
+ *   for e >= 0 the product m * 10^e is exact; for e < 0, m is shifted up so
+ *   that the quotient by 10^-e keeps at least 64 bits, and a nonzero
+ *   remainder is remembered ("sticky"). The quotient is cut to 64 bits
+ *   with the cut-off bits folded into the sticky bit, which goes into the
+ *   lowest bit. With at least 55 significant bits the lowest bit lies below
+ *   the rounding position, so the hardware's correctly rounded
+ *   integer-to-double conversion rounds that 64-bit number as it would the
+ *   exact value; scaling by a power of two is then exact (the range keeps
+ *   the result a normal double). Clinger's one-operation case (m <= 2^53,
+ *   |e| <= 22) goes first: both operands exact, one rounding.
+ */
+#include "proto/jsondec_num.h"
+
+#include <string.h>
+
+static const uint64_t pow10_u64[20] = {
+    1ull,
+    10ull,
+    100ull,
+    1000ull,
+    10000ull,
+    100000ull,
+    1000000ull,
+    10000000ull,
+    100000000ull,
+    1000000000ull,
+    10000000000ull,
+    100000000000ull,
+    1000000000000ull,
+    10000000000000ull,
+    100000000000000ull,
+    1000000000000000ull,
+    10000000000000000ull,
+    100000000000000000ull,
+    1000000000000000000ull,
+    10000000000000000000ull,
+};
+
+static inline bool is_digit(char c)
+{
+    return (unsigned char)(c - '0') < 10;
+}
+
+static inline double pow2(int k) /* 2^k, -1022 <= k <= 1023 */
+{
+    uint64_t bits = (uint64_t)(1023 + k) << 52;
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+}
+
+double jdnum_dec_to_f64(uint64_t m, int e)
+{
+    static const double pow10_f64[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                         1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                         1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (m == 0) {
+        return 0.0;
+    }
+    if (m <= 1ull << 53) {
+        return e >= 0 ? (double)m * pow10_f64[e] : (double)m / pow10_f64[-e];
+    }
+    unsigned __int128 q;
+    int scale = 0; /* the value is q * 2^scale (plus the sticky part) */
+    bool sticky = false;
+    if (e >= 0) {
+        q = (unsigned __int128)m * pow10_u64[e];
+    } else {
+        int s = 64 + __builtin_clzll(m); /* m << s has bit 127 set */
+        unsigned __int128 num = (unsigned __int128)m << s;
+        uint64_t d = pow10_u64[-e];
+        q = num / d;
+        sticky = num % d != 0;
+        scale = -s;
+    }
+    uint64_t hi = (uint64_t)(q >> 64), lo = (uint64_t)q, top = lo;
+    if (hi != 0) {
+        int sh = 64 - __builtin_clzll(hi); /* 1..64 */
+        top = (uint64_t)(q >> sh);
+        sticky |= (sh == 64 ? lo : lo & ((1ull << sh) - 1)) != 0;
+        scale += sh;
+    }
+    return (double)(top | (uint64_t)sticky) * pow2(scale);
+}
+
+bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
+{
+    size_t i = 0;
+    bool minus = n != 0 && p[0] == '-';
+    i += minus;
+    if (i >= n || !is_digit(p[i])) {
+        return false;
+    }
+    uint64_t m = 0;
+    int nd = 0, e = 0; /* significant digits taken; power of ten */
+    if (p[i] == '0') {
+        i++;
+    } else {
+        for (; i < n && is_digit(p[i]); i++) {
+            if (nd == 19) {
+                return false;
+            }
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            nd++;
+        }
+    }
+    if (i < n && p[i] == '.') {
+        size_t f0 = ++i;
+        for (; i < n && is_digit(p[i]); i++) {
+            if (m == 0 && p[i] == '0') { /* leading zeros of the fraction */
+                e--;
+                continue;
+            }
+            if (nd == 19) {
+                return false;
+            }
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            nd++;
+            e--;
+        }
+        if (i == f0) {
+            return false;
+        }
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        bool eneg = i < n && p[i] == '-';
+        i += i < n && (p[i] == '-' || p[i] == '+');
+        size_t x0 = i;
+        int x = 0;
+        for (; i < n && is_digit(p[i]); i++) {
+            if (x > 1000) {
+                return false;
+            }
+            x = x * 10 + (p[i] - '0');
+        }
+        if (i == x0) {
+            return false;
+        }
+        e += eneg ? -x : x;
+    }
+    if (i < n && (is_digit(p[i]) || p[i] == '.' || p[i] == 'e' || p[i] == 'E' || p[i] == '+' ||
+                  p[i] == '-')) {
+        return false;
+    }
+    if (m != 0 && (e < -19 || e > 19)) {
+        return false;
+    }
+    double v = jdnum_dec_to_f64(m, e);
+    *out = minus ? -v : v;
+    *used = i;
+    return true;
+}
+
+/* Hex digit values plus one; 0 for every other byte. */
+static const uint8_t hex_val1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['A'] = 11, ['b'] = 12, ['B'] = 12, ['c'] = 13, ['C'] = 13,
+    ['d'] = 14, ['D'] = 14, ['e'] = 15, ['E'] = 15, ['f'] = 16, ['F'] = 16,
+};
+
+bool jdnum_hex(uint8_t *dst, const char *p, size_t nb)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    int bad = 0;
+    for (size_t i = 0; i < nb; i++) {
+        int h = hex_val1[u[2 * i]] - 1, l = hex_val1[u[2 * i + 1]] - 1;
+        bad |= h | l;
+        dst[i] = (uint8_t)((unsigned)h << 4 | (unsigned)l);
+    }
+    return bad >= 0;
+}

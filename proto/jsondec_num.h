@@ -1,0 +1,111 @@
+/*
+ * jsondec_num.h - the OTLP/JSON decoder's fast paths for numbers (used by
+ * proto/jsondec.c): a 64-bit integer written as plain digits, quoted or
+ * bare, and a double written as a JSON number of at most 19 significant
+ * digits, each read straight from the text with no copy and no strtod.
+ *
+ * Each returns false, consuming nothing, when the text is anything else
+ * (an exponent on an integer, leading zeros, 20 or more digits, a quoted
+ * double, an exponent beyond the exact range...): the caller then takes the
+ * general path, which accepts and refuses exactly as before. A true return
+ * is always the value the general path would give (for doubles: the
+ * correctly rounded one, as strtod gives). Pure functions; any thread.
+ */
+#ifndef MIRADB_JSONDEC_NUM_H
+#define MIRADB_JSONDEC_NUM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline bool jdnum_is_digit(char c)
+{
+    return (unsigned char)(c - '0') < 10;
+}
+
+/*
+ * Eight decimal digits at |p| as a number (little-endian SWAR): false if
+ * any byte is not a digit. A byte is one when its high nibble is 3 and
+ * adding 6 keeps it 3 (a carry out of a byte >= 0xfa only reaches a byte
+ * after one that already failed). Then pairs of digits are joined
+ * (10 * d[k] + d[k+1] lands in the even bytes) and the four pairs combined
+ * with two multiplies whose upper halves hold 10^6, 10^4, 10^2 and 1 times
+ * them.
+ */
+static inline bool jdnum_eight_digits(const char *p, uint64_t *out)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    if (((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) != 0x3333333333333333ull) {
+        return false;
+    }
+    w -= 0x3030303030303030ull;
+    w = w * 10 + (w >> 8);
+    const uint64_t m = 0x000000ff000000ffull;
+    *out = ((w & m) * (100 + (1000000ull << 32)) + ((w >> 16) & m) * (1 + (10000ull << 32))) >> 32;
+    return true;
+#else
+    (void)p;
+    (void)out;
+    return false;
+#endif
+}
+
+/*
+ * An integer at p[0..n): "-"? digits, 1..19 of them, no leading zero, bare
+ * (followed by anything but a digit, '.', 'e' or 'E') or in quotes with
+ * nothing else inside. Sets |*neg|, |*mag| and |*used| (bytes read, quotes
+ * included). Inline: it runs once per number of a bucket list.
+ */
+static inline bool jdnum_int(const char *p, size_t n, bool *neg, uint64_t *mag, size_t *used)
+{
+    size_t i = 0;
+    bool quoted = n != 0 && p[0] == '"';
+    i += quoted;
+    bool minus = i < n && p[i] == '-';
+    i += minus;
+    size_t d0 = i;
+    uint64_t v = 0, v8;
+    while (i - d0 <= 19 - 8 && n - i >= 8 && jdnum_eight_digits(p + i, &v8)) {
+        v = v * 100000000 + v8;
+        i += 8;
+    }
+    while (i < n && i - d0 < 19 && jdnum_is_digit(p[i])) {
+        v = v * 10 + (uint64_t)(p[i++] - '0');
+    }
+    size_t nd = i - d0;
+    if (nd == 0 || (p[d0] == '0' && nd > 1) || i >= n) {
+        return false;
+    }
+    if (quoted) {
+        if (p[i] != '"') {
+            return false;
+        }
+        i++;
+    } else if (jdnum_is_digit(p[i]) || p[i] == '.' || p[i] == 'e' || p[i] == 'E') {
+        return false;
+    }
+    *neg = minus;
+    *mag = v;
+    *used = i;
+    return true;
+}
+
+/*
+ * A bare JSON number at p[0..n) with at most 19 significant digits whose
+ * value is m * 10^e with -19 <= e <= 19 (after folding in the exponent):
+ * its nearest double (ties to even) in |*out|, |*used| its length.
+ */
+bool jdnum_f64(const char *p, size_t n, double *out, size_t *used);
+
+/* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
+double jdnum_dec_to_f64(uint64_t m, int e);
+
+/* |nb| bytes from the 2 * |nb| hex digits (any case) at |p|; false, with
+ * |dst| unspecified, when one is not a hex digit. */
+bool jdnum_hex(uint8_t *dst, const char *p, size_t nb);
+
+#endif
