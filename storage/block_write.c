@@ -248,7 +248,7 @@ static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
 
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
-    uint64_t h;  /* key_probe_hash */
+    uint64_t h;  /* bloom_quick_hash */
     uint64_t kh; /* kv_key_hash of the attribute bloom */
     uint32_t off, len;
     uint64_t count, last_row;
@@ -263,28 +263,6 @@ struct keycount {
     size_t an, acap;
     uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
-
-/* The key table's own hash: a few loads and one multiply (keys are short
- * and few; a collision costs a probe, never a wrong answer). */
-static inline uint64_t key_probe_hash(const char *k, size_t kn)
-{
-    uint64_t a = 0, b = 0;
-    if (kn >= 8) {
-        memcpy(&a, k, 8);
-        memcpy(&b, k + kn - 8, 8);
-    } else if (kn >= 4) {
-        uint32_t x, y;
-        memcpy(&x, k, 4);
-        memcpy(&y, k + kn - 4, 4);
-        a = x;
-        b = y;
-    } else if (kn > 0) {
-        a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
-            (unsigned char)k[kn - 1];
-    }
-    uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
-    return h ^ h >> 29;
-}
 
 /* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
  * its kv_key_hash under |seed| to |*kh| (kept in the key's entry: one per
@@ -316,7 +294,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = key_probe_hash(k, kn);
+    uint64_t h = bloom_quick_hash(k, kn);
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
@@ -351,6 +329,7 @@ struct wside {
     bool incomplete[4];
     bool present[4];
     struct bloom_grams grams; /* logs: the string bodies' grams (section 10) */
+    struct bloom_seen seen;   /* logs: recent string bodies, already in the token and gram sets */
     bool grams_incomplete;
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
@@ -538,6 +517,24 @@ static void sort_rows(const oblock *ob, uint64_t rows, uint64_t *perm, struct so
     }
 }
 
+/* A string body's tokens and grams into their sets, unless an equal body
+ * is there already (s->seen). 0 or -ENOMEM. */
+static int body_index(struct wside *s, const char *p, size_t n)
+{
+    if (bloom_seen_check(&s->seen, p, n)) {
+        return 0;
+    }
+    struct bloom_grams *g = NULL;
+    if (!s->grams_incomplete && n >= BLOOM_GRAM_N) {
+        if (bloom_grams_ready(&s->grams) < 0) {
+            s->grams_incomplete = true; /* no room for the set: no gram bloom */
+        } else {
+            g = &s->grams;
+        }
+    }
+    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, p, n, bloom_seed(BLK_BLOOM_TOKENS));
+}
+
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
     uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
@@ -577,16 +574,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            struct bloom_grams *g = NULL;
-            if (!s->grams_incomplete && v.body_str.len >= BLOOM_GRAM_N) {
-                if (bloom_grams_ready(&s->grams) < 0) {
-                    s->grams_incomplete = true; /* no room for the set: no gram bloom */
-                } else {
-                    g = &s->grams;
-                }
-            }
-            rc = bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, v.body_str.p, v.body_str.len,
-                                bloom_seed(BLK_BLOOM_TOKENS));
+            rc = body_index(s, v.body_str.p, v.body_str.len);
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */
@@ -1126,6 +1114,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     }
     bloom_grams_drain(&s->grams, NULL, 0, 0); /* a failed seal may have left grams */
     s->grams_incomplete = false;
+    bloom_seen_reset(&s->seen);
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;

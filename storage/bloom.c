@@ -308,6 +308,13 @@ void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uin
     g->dirty = false;
 }
 
+/* ---- recent bodies ---- */
+
+void bloom_seen_reset(struct bloom_seen *s)
+{
+    memset(s->n, 0, sizeof(s->n));
+}
+
 /* ---- filter ---- */
 
 uint64_t bloom_nbits_for(uint64_t n)
