@@ -248,8 +248,9 @@ static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
 
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
-    uint64_t h;  /* bloom_quick_hash */
-    uint64_t kh; /* kv_key_hash of the attribute bloom */
+    uint64_t h;    /* bloom_quick_hash */
+    uint64_t a, b; /* its words: the key itself when it is 16 bytes or shorter */
+    uint64_t kh;   /* kv_key_hash of the attribute bloom */
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
@@ -294,11 +295,14 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = bloom_quick_hash(k, kn);
+    uint64_t wa, wb;
+    bloom_quick_words(k, kn, &wa, &wb);
+    uint64_t h = bloom_quick_mix(wa, wb, kn);
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
-        if (e->h == h && e->len == kn && memcmp(kc->keys.p + e->off, k, kn) == 0) {
+        if (e->h == h && e->len == kn && e->a == wa && e->b == wb &&
+            (kn <= 16 || memcmp(kc->keys.p + e->off, k, kn) == 0)) {
             if (e->last_row != row) {
                 e->count++;
                 e->last_row = row;
@@ -317,7 +321,8 @@ find_only:;
     if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
         return -ENOMEM;
     }
-    kc->t[i] = (struct kc_ent){h, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->t[i] =
+        (struct kc_ent){h, wa, wb, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
     *id = (uint32_t)kc->n++;
     return 0;
 }
@@ -370,27 +375,31 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
     }
 }
 
+/* bloom_kv of an array value: its string elements. */
+static int bloom_kv_array(struct bloom_acc *set, uint64_t kh, const struct val *v)
+{
+    struct val_rd r = v->inner;
+    for (uint32_t i = 0; i < v->count; i++) {
+        struct val e;
+        if (val_rd_value(&r, &e) < 0) {
+            break;
+        }
+        if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 /* key=value into the bloom for a string value, and for each string element
  * of an array value (a filter on an array attribute matches an element);
  * |kh| is the key's kv_key_hash. */
-static int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
+static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
 {
     if (v->type == VAL_STR) {
         return bloom_acc_add(set, kv_val_hash(kh, v->s, v->n));
     }
-    if (v->type == VAL_ARRAY) {
-        struct val_rd r = v->inner;
-        for (uint32_t i = 0; i < v->count; i++) {
-            struct val e;
-            if (val_rd_value(&r, &e) < 0) {
-                break;
-            }
-            if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
-                return -ENOMEM;
-            }
-        }
-    }
-    return 0;
+    return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
 /* A record's attributes: keys counted, string values into the bloom. */
@@ -405,11 +414,11 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         size_t kn;
         struct val v;
         uint32_t id;
-        if (val_rd_str(&r, &k, &kn) < 0) {
+        if (val_rd_str_in(&r, &k, &kn) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         uint32_t off = (uint32_t)(r.p - a.p) + 1;
-        if (val_rd_value(&r, &v) < 0) {
+        if (val_rd_value_in(&r, &v) < 0) {
             return 0;
         }
         uint64_t kh;

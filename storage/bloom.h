@@ -170,27 +170,39 @@ static inline uint32_t bloom_gram_of(const char *p)
 }
 uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed);
 
-/* A cheap hash of a short string, for in-memory tables only (never
- * stored): a few loads and one multiply. For n <= 16 the words it loads
- * cover every byte of p[0, n). */
-static inline uint64_t bloom_quick_hash(const char *k, size_t kn)
+/* The words bloom_quick_hash mixes: for n <= 16 they hold every byte of
+ * p[0, n), so (the words, n) equal means the strings are equal. */
+static inline void bloom_quick_words(const char *k, size_t kn, uint64_t *a, uint64_t *b)
 {
-    uint64_t a = 0, b = 0;
+    *a = *b = 0;
     if (kn >= 8) {
-        memcpy(&a, k, 8);
-        memcpy(&b, k + kn - 8, 8);
+        memcpy(a, k, 8);
+        memcpy(b, k + kn - 8, 8);
     } else if (kn >= 4) {
         uint32_t x, y;
         memcpy(&x, k, 4);
         memcpy(&y, k + kn - 4, 4);
-        a = x;
-        b = y;
+        *a = x;
+        *b = y;
     } else if (kn > 0) {
-        a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
-            (unsigned char)k[kn - 1];
+        *a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
+             (unsigned char)k[kn - 1];
     }
+}
+
+static inline uint64_t bloom_quick_mix(uint64_t a, uint64_t b, size_t kn)
+{
     uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
     return h ^ h >> 29;
+}
+
+/* A cheap hash of a short string, for in-memory tables only (never
+ * stored): a few loads and one multiply. */
+static inline uint64_t bloom_quick_hash(const char *k, size_t kn)
+{
+    uint64_t a, b;
+    bloom_quick_words(k, kn, &a, &b);
+    return bloom_quick_mix(a, b, kn);
 }
 
 /*
