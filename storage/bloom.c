@@ -118,8 +118,13 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
     }
     double m = BLOOM_HLL_M, sum = 0;
     unsigned zeros = 0;
+    double inv[66]; /* 2^-r: exact, as ldexp(1, -r) is */
+    inv[0] = 1;
+    for (unsigned r = 1; r < 66; r++) {
+        inv[r] = inv[r - 1] / 2;
+    }
     for (unsigned j = 0; j < BLOOM_HLL_M; j++) {
-        sum += ldexp(1.0, -(int)a->reg[j]);
+        sum += inv[a->reg[j]];
         zeros += a->reg[j] == 0;
     }
     double e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
@@ -200,6 +205,7 @@ int bloom_grams_ready(struct bloom_grams *g)
 static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
 {
     uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+#pragma GCC unroll 4
     for (size_t i = 2; i < n; i++) {
         x = x << 7 | gram_code[u[i]];
         uint32_t gr = x & (BLOOM_GRAM_SPACE - 1);
