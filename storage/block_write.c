@@ -264,8 +264,9 @@ static inline uint64_t kv_val_hash(uint64_t kh, const char *v, size_t vn)
 
 /* Record attribute keys counted while the rows are walked (once per row). */
 struct kc_ent {
-    uint64_t h;  /* key_probe_hash */
-    uint64_t kh; /* kv_key_hash of the attribute bloom */
+    uint64_t h;    /* bloom_quick_hash */
+    uint64_t a, b; /* its words: the key itself when it is 16 bytes or shorter */
+    uint64_t kh;   /* kv_key_hash of the attribute bloom */
     uint32_t off, len;
     uint64_t count, last_row;
     uint32_t id; /* order of first sight: stable across rehashes */
@@ -279,28 +280,6 @@ struct keycount {
     size_t an, acap;
     uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
 };
-
-/* The key table's own hash: a few loads and one multiply (keys are short
- * and few; a collision costs a probe, never a wrong answer). */
-static inline uint64_t key_probe_hash(const char *k, size_t kn)
-{
-    uint64_t a = 0, b = 0;
-    if (kn >= 8) {
-        memcpy(&a, k, 8);
-        memcpy(&b, k + kn - 8, 8);
-    } else if (kn >= 4) {
-        uint32_t x, y;
-        memcpy(&x, k, 4);
-        memcpy(&y, k + kn - 4, 4);
-        a = x;
-        b = y;
-    } else if (kn > 0) {
-        a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
-            (unsigned char)k[kn - 1];
-    }
-    uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
-    return h ^ h >> 29;
-}
 
 /* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
  * its kv_key_hash under |seed| to |*kh| (kept in the key's entry: one per
@@ -332,11 +311,14 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
         kc->cap = ncap;
     }
 find_only:;
-    uint64_t h = key_probe_hash(k, kn);
+    uint64_t wa, wb;
+    bloom_quick_words(k, kn, &wa, &wb);
+    uint64_t h = bloom_quick_mix(wa, wb, kn);
     size_t i = (size_t)h & (kc->cap - 1);
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
-        if (e->h == h && e->len == kn && memcmp(kc->keys.p + e->off, k, kn) == 0) {
+        if (e->h == h && e->len == kn && e->a == wa && e->b == wb &&
+            (kn <= 16 || memcmp(kc->keys.p + e->off, k, kn) == 0)) {
             if (e->last_row != row) {
                 e->count++;
                 e->last_row = row;
@@ -355,7 +337,8 @@ find_only:;
     if (kn > 0 && vbuf_put(&kc->keys, k, kn) < 0) {
         return -ENOMEM;
     }
-    kc->t[i] = (struct kc_ent){h, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->t[i] =
+        (struct kc_ent){h, wa, wb, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
     *id = (uint32_t)kc->n++;
     return 0;
 }
@@ -367,6 +350,7 @@ struct wside {
     bool incomplete[4];
     bool present[4];
     struct bloom_grams grams; /* logs: the string bodies' grams (section 10) */
+    struct bloom_seen seen;   /* logs: recent string bodies, already in the token and gram sets */
     bool grams_incomplete;
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
@@ -407,27 +391,31 @@ static void zone_add(struct wside *s, int id, uint64_t v, bool is_signed)
     }
 }
 
+/* bloom_kv of an array value: its string elements. */
+static int bloom_kv_array(struct bloom_acc *set, uint64_t kh, const struct val *v)
+{
+    struct val_rd r = v->inner;
+    for (uint32_t i = 0; i < v->count; i++) {
+        struct val e;
+        if (val_rd_value(&r, &e) < 0) {
+            break;
+        }
+        if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 /* key=value into the bloom for a string value, and for each string element
  * of an array value (a filter on an array attribute matches an element);
  * |kh| is the key's kv_key_hash. */
-static int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
+static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val *v)
 {
     if (v->type == VAL_STR) {
         return bloom_acc_add(set, kv_val_hash(kh, v->s, v->n));
     }
-    if (v->type == VAL_ARRAY) {
-        struct val_rd r = v->inner;
-        for (uint32_t i = 0; i < v->count; i++) {
-            struct val e;
-            if (val_rd_value(&r, &e) < 0) {
-                break;
-            }
-            if (e.type == VAL_STR && bloom_acc_add(set, kv_val_hash(kh, e.s, e.n)) < 0) {
-                return -ENOMEM;
-            }
-        }
-    }
-    return 0;
+    return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
 /* A record's attributes: keys counted, string values into the bloom. */
@@ -442,11 +430,11 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         size_t kn;
         struct val v;
         uint32_t id;
-        if (val_rd_str(&r, &k, &kn) < 0) {
+        if (val_rd_str_in(&r, &k, &kn) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         uint32_t off = (uint32_t)(r.p - a.p) + 1;
-        if (val_rd_value(&r, &v) < 0) {
+        if (val_rd_value_in(&r, &v) < 0) {
             return 0;
         }
         uint64_t kh;
@@ -554,6 +542,24 @@ static void sort_rows(const oblock *ob, uint64_t rows, uint64_t *perm, struct so
     }
 }
 
+/* A string body's tokens and grams into their sets, unless an equal body
+ * is there already (s->seen). 0 or -ENOMEM. */
+static int body_index(struct wside *s, const char *p, size_t n)
+{
+    if (bloom_seen_check(&s->seen, p, n)) {
+        return 0;
+    }
+    struct bloom_grams *g = NULL;
+    if (!s->grams_incomplete && n >= BLOOM_GRAM_N) {
+        if (bloom_grams_ready(&s->grams) < 0) {
+            s->grams_incomplete = true; /* no room for the set: no gram bloom */
+        } else {
+            g = &s->grams;
+        }
+    }
+    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, p, n, bloom_seed(BLK_BLOOM_TOKENS));
+}
+
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
     uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
@@ -593,16 +599,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            struct bloom_grams *g = NULL;
-            if (!s->grams_incomplete && v.body_str.len >= BLOOM_GRAM_N) {
-                if (bloom_grams_ready(&s->grams) < 0) {
-                    s->grams_incomplete = true; /* no room for the set: no gram bloom */
-                } else {
-                    g = &s->grams;
-                }
-            }
-            rc = bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, v.body_str.p, v.body_str.len,
-                                bloom_seed(BLK_BLOOM_TOKENS));
+            rc = body_index(s, v.body_str.p, v.body_str.len);
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */
@@ -1146,6 +1143,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     }
     bloom_grams_drain(&s->grams, NULL, 0, 0); /* a failed seal may have left grams */
     s->grams_incomplete = false;
+    bloom_seen_reset(&s->seen);
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;

@@ -8,6 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define XXH_INLINE_ALL /* short keys: the hash inlines to a few multiplies */
 #include <xxhash.h>
@@ -115,8 +118,13 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
     }
     double m = BLOOM_HLL_M, sum = 0;
     unsigned zeros = 0;
+    double inv[66]; /* 2^-r: exact, as ldexp(1, -r) is */
+    inv[0] = 1;
+    for (unsigned r = 1; r < 66; r++) {
+        inv[r] = inv[r - 1] / 2;
+    }
     for (unsigned j = 0; j < BLOOM_HLL_M; j++) {
-        sum += ldexp(1.0, -(int)a->reg[j]);
+        sum += inv[a->reg[j]];
         zeros += a->reg[j] == 0;
     }
     double e = (0.7213 / (1 + 1.079 / m)) * m * m / sum;
@@ -130,24 +138,41 @@ uint64_t bloom_acc_count(const struct bloom_acc *a)
     return est < a->n ? est : a->n;
 }
 
+/* ---- filter bits (bloom_put) ---- */
+
+static inline uint8_t *block_of(const uint8_t *bits, uint64_t nbits, uint64_t h)
+{
+    uint64_t nblocks = nbits / BLOOM_BLOCK_BITS;
+    return (uint8_t *)bits + (((h >> 32) * nblocks) >> 32) * (BLOOM_BLOCK_BITS / 8);
+}
+
+/* bloom_put, unrolled (the salts become immediates) and inlined into the
+ * fill loops. */
+static inline __attribute__((always_inline)) void put_one(uint8_t *bits, uint64_t nbits, uint64_t h)
+{
+    uint8_t *b = block_of(bits, nbits, h);
+    uint32_t lo = (uint32_t)h;
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < BLOOM_K; w++) {
+        uint64_t v;
+        memcpy(&v, b + 8 * w, 8);
+        v |= 1ull << ((uint32_t)(lo * salt[w]) >> 26);
+        memcpy(b + 8 * w, &v, 8);
+    }
+}
+
 /* ---- gram set ---- */
 
 #define GRAM_WORDS (BLOOM_GRAM_SPACE / 64)
 
-/* Per byte, for the gram set and the body pass (one load a byte): its gram
- * code (bloom_gram_byte, low 7 bits), BODY_TOK for a token byte,
- * BODY_UPPER for an upper case letter. */
-#define BODY_TOK 0x80u
-#define BODY_UPPER 0x100u
-static uint16_t body_code[256];
+/* Per byte, its gram code (bloom_gram_byte). */
+static uint8_t gram_code[256];
 static pthread_once_t body_once = PTHREAD_ONCE_INIT;
 
 static void body_code_init(void)
 {
     for (unsigned c = 0; c < 256; c++) {
-        body_code[c] =
-            (uint16_t)(bloom_gram_byte((unsigned char)c) | (fold[c] != 0 ? BODY_TOK : 0) |
-                       (fold[c] != 0 && fold[c] != c ? BODY_UPPER : 0));
+        gram_code[c] = (uint8_t)bloom_gram_byte((unsigned char)c);
     }
 }
 
@@ -175,6 +200,19 @@ int bloom_grams_ready(struct bloom_grams *g)
     return 0;
 }
 
+/* The grams of u[0, n), n >= 3, into |bits|: a load, a shift and one OR
+ * into the bitmap per byte. */
+static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
+{
+    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+#pragma GCC unroll 4
+    for (size_t i = 2; i < n; i++) {
+        x = x << 7 | gram_code[u[i]];
+        uint32_t gr = x & (BLOOM_GRAM_SPACE - 1);
+        bits[gr >> 6] |= 1ull << (gr & 63);
+    }
+}
+
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
 {
     if (n < BLOOM_GRAM_N) {
@@ -184,13 +222,7 @@ int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
         return -ENOMEM;
     }
     g->dirty = true;
-    uint64_t *bits = g->bits;
-    const unsigned char *u = (const unsigned char *)p;
-    uint32_t x = (body_code[u[0]] & 0x7fu) << 7 | (body_code[u[1]] & 0x7fu);
-    for (size_t i = 2; i < n; i++) {
-        x = ((x << 7) | (body_code[u[i]] & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
-        bits[x >> 6] |= 1ull << (x & 63);
-    }
+    grams_pass(g->bits, (const unsigned char *)p, n);
     return 0;
 }
 
@@ -211,67 +243,96 @@ static inline uint64_t body_token(const unsigned char *p, size_t n, unsigned upp
     return XXH3_64bits_withSeed(buf, n, seed);
 }
 
-/* bloom_acc_body's token state at byte i, whose code is |t|: u[*start, i)
- * is the token so far, |*upper| has BODY_UPPER when it has an upper case
- * letter; a separator closes the token and hashes it. */
-static inline __attribute__((always_inline)) int body_tok(struct bloom_acc *a,
-                                                          const unsigned char *u, size_t i,
-                                                          unsigned t, size_t *start,
-                                                          unsigned *upper, uint64_t seed)
+/* Of the 16 bytes u[0, 16): bit k of |*tok| set when u[k] is a token byte
+ * (fold[] non-zero), of |*up| when it is an upper case letter. */
+static inline void class16(const unsigned char *u, unsigned *tok, unsigned *up)
 {
-    if (t & BODY_TOK) {
-        *upper |= t;
-        return 0;
+#ifdef __SSE2__
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)u);
+    /* v in [lo, lo + span] (unsigned): min(v - lo, span) == v - lo */
+    __m128i l = _mm_sub_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+    __m128i letter = _mm_cmpeq_epi8(_mm_min_epu8(l, _mm_set1_epi8(25)), l);
+    __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('0'));
+    __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d);
+    __m128i under = _mm_cmpeq_epi8(x, _mm_set1_epi8('_'));
+    __m128i c = _mm_sub_epi8(x, _mm_set1_epi8('A'));
+    __m128i capital = _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(25)), c);
+    *tok = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letter, digit), under));
+    *up = (unsigned)_mm_movemask_epi8(capital);
+#else
+    unsigned t = 0, v = 0;
+    for (unsigned k = 0; k < 16; k++) {
+        t |= (unsigned)(fold[u[k]] != 0) << k;
+        v |= (unsigned)(fold[u[k]] != 0 && fold[u[k]] != u[k]) << k;
     }
-    int rc = 0;
-    if (i > *start) {
-        rc = bloom_acc_add(a, body_token(u + *start, i - *start, *upper & BODY_UPPER, seed));
-    }
-    *start = i + 1;
-    *upper = 0;
-    return rc;
+    *tok = t;
+    *up = v;
+#endif
 }
 
-/* bloom_acc_body's pass: the first two bytes only start the first gram. */
-static inline __attribute__((always_inline)) int body_pass(struct bloom_acc *a, uint64_t *bits,
-                                                           const unsigned char *u, size_t n,
-                                                           uint64_t seed, bool grams)
+/*
+ * The tokens of u[0, n), in order, hashed and added: 16 bytes classified
+ * at a time (class16), tokens found by their masks' bit runs, so the loop
+ * runs per token, not per byte. A token open at a chunk's end continues
+ * into the next; the last chunk is read from a zero-padded copy (0 is no
+ * token byte).
+ */
+static inline int tokens_pass(struct bloom_acc *a, const unsigned char *u, size_t n, uint64_t seed)
 {
-    size_t start = 0, i = 0;
+    size_t start = 0;
+    bool in = false;
     unsigned upper = 0;
-    uint32_t x = 0;
-    int rc = 0;
-    if (grams) {
-        for (; i < BLOOM_GRAM_N - 1 && rc == 0; i++) {
-            unsigned t = body_code[u[i]];
-            x = (x << 7) | (t & 0x7fu);
-            rc = body_tok(a, u, i, t, &start, &upper, seed);
+    for (size_t base = 0; base < n; base += 16) {
+        unsigned tok, up;
+        if (n - base >= 16) {
+            class16(u + base, &tok, &up);
+        } else {
+            unsigned char tail[16] = {0};
+            memcpy(tail, u + base, n - base);
+            class16(tail, &tok, &up);
+        }
+        unsigned from = 0xffffu; /* the chunk's bits at and past the scan position */
+        for (;;) {
+            if (in) {
+                unsigned rest = ~tok & from;
+                if (rest == 0) {
+                    upper |= up & from;
+                    break;
+                }
+                unsigned e = (unsigned)__builtin_ctz(rest);
+                upper |= up & from & ((1u << e) - 1);
+                int rc = bloom_acc_add(a, body_token(u + start, base + e - start, upper, seed));
+                if (rc < 0) {
+                    return rc;
+                }
+                in = false;
+                from = 0xffffu << e & 0xffffu;
+            } else {
+                unsigned t = tok & from;
+                if (t == 0) {
+                    break;
+                }
+                unsigned s = (unsigned)__builtin_ctz(t);
+                start = base + s;
+                in = true;
+                upper = 0;
+                from = 0xffffu << s & 0xffffu;
+            }
         }
     }
-    for (; i < n && rc == 0; i++) {
-        unsigned t = body_code[u[i]];
-        if (grams) {
-            x = ((x << 7) | (t & 0x7fu)) & (BLOOM_GRAM_SPACE - 1);
-            bits[x >> 6] |= 1ull << (x & 63);
-        }
-        rc = body_tok(a, u, i, t, &start, &upper, seed);
-    }
-    if (rc == 0 && n > start) {
-        rc = bloom_acc_add(a, body_token(u + start, n - start, upper & BODY_UPPER, seed));
-    }
-    return rc;
+    return in ? bloom_acc_add(a, body_token(u + start, n - start, upper, seed)) : 0;
 }
 
 int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
                    uint64_t seed)
 {
     const unsigned char *u = (const unsigned char *)p;
-    pthread_once(&body_once, body_code_init);
-    if (g == NULL || n < BLOOM_GRAM_N) {
-        return body_pass(a, NULL, u, n, seed, false);
+    if (g != NULL && n >= BLOOM_GRAM_N) {
+        pthread_once(&body_once, body_code_init);
+        g->dirty = true;
+        grams_pass(g->bits, u, n);
     }
-    g->dirty = true;
-    return body_pass(a, g->bits, u, n, seed, true);
+    return tokens_pass(a, u, n, seed);
 }
 
 uint64_t bloom_grams_count(const struct bloom_grams *g)
@@ -300,12 +361,19 @@ void bloom_grams_drain(struct bloom_grams *g, uint8_t *bits, uint64_t nbits, uin
         for (size_t w = 0; w < GRAM_WORDS; w++) {
             for (uint64_t v = g->bits[w]; v != 0; v &= v - 1) {
                 uint32_t gram = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(v));
-                bloom_put(bits, nbits, bloom_hash_gram(gram, seed));
+                put_one(bits, nbits, bloom_hash_gram(gram, seed));
             }
         }
     }
     memset(g->bits, 0, GRAM_WORDS * sizeof(uint64_t));
     g->dirty = false;
+}
+
+/* ---- recent bodies ---- */
+
+void bloom_seen_reset(struct bloom_seen *s)
+{
+    memset(s->n, 0, sizeof(s->n));
 }
 
 /* ---- filter ---- */
@@ -323,22 +391,9 @@ uint64_t bloom_nbits_for(uint64_t n)
     return bits;
 }
 
-static inline uint8_t *block_of(const uint8_t *bits, uint64_t nbits, uint64_t h)
-{
-    uint64_t nblocks = nbits / BLOOM_BLOCK_BITS;
-    return (uint8_t *)bits + (((h >> 32) * nblocks) >> 32) * (BLOOM_BLOCK_BITS / 8);
-}
-
 void bloom_put(uint8_t *bits, uint64_t nbits, uint64_t h)
 {
-    uint8_t *b = block_of(bits, nbits, h);
-    uint32_t lo = (uint32_t)h;
-    for (unsigned w = 0; w < BLOOM_K; w++) {
-        uint64_t v;
-        memcpy(&v, b + 8 * w, 8);
-        v |= 1ull << ((uint32_t)(lo * salt[w]) >> 26);
-        memcpy(b + 8 * w, &v, 8);
-    }
+    put_one(bits, nbits, h);
 }
 
 bool bloom_test(const uint8_t *bits, uint64_t nbits, uint64_t h)
@@ -346,6 +401,7 @@ bool bloom_test(const uint8_t *bits, uint64_t nbits, uint64_t h)
     const uint8_t *b = block_of(bits, nbits, h);
     uint32_t lo = (uint32_t)h;
     uint64_t miss = 0;
+#pragma GCC unroll 8
     for (unsigned w = 0; w < BLOOM_K; w++) {
         uint64_t v;
         memcpy(&v, b + 8 * w, 8);
@@ -357,6 +413,6 @@ bool bloom_test(const uint8_t *bits, uint64_t nbits, uint64_t h)
 void bloom_fill(uint8_t *bits, uint64_t nbits, const struct bloom_acc *a)
 {
     for (size_t i = 0; i < a->n; i++) {
-        bloom_put(bits, nbits, a->h[i]);
+        put_one(bits, nbits, a->h[i]);
     }
 }

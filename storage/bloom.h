@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define BLOOM_ALGO_XXH3_SPLIT 2 /* the only algorithm (above) */
 #define BLOOM_TOKEN_MAX 128
@@ -168,6 +169,78 @@ static inline uint32_t bloom_gram_of(const char *p)
            bloom_gram_byte((unsigned char)p[2]);
 }
 uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed);
+
+/* The words bloom_quick_hash mixes: for n <= 16 they hold every byte of
+ * p[0, n), so (the words, n) equal means the strings are equal. */
+static inline void bloom_quick_words(const char *k, size_t kn, uint64_t *a, uint64_t *b)
+{
+    *a = *b = 0;
+    if (kn >= 8) {
+        memcpy(a, k, 8);
+        memcpy(b, k + kn - 8, 8);
+    } else if (kn >= 4) {
+        uint32_t x, y;
+        memcpy(&x, k, 4);
+        memcpy(&y, k + kn - 4, 4);
+        *a = x;
+        *b = y;
+    } else if (kn > 0) {
+        *a = (uint64_t)(unsigned char)k[0] << 16 | (uint64_t)(unsigned char)k[kn / 2] << 8 |
+             (unsigned char)k[kn - 1];
+    }
+}
+
+static inline uint64_t bloom_quick_mix(uint64_t a, uint64_t b, size_t kn)
+{
+    uint64_t h = (a ^ (b << 29 | b >> 35) ^ kn) * 0x9e3779b97f4a7c15ull;
+    return h ^ h >> 29;
+}
+
+/* A cheap hash of a short string, for in-memory tables only (never
+ * stored): a few loads and one multiply. */
+static inline uint64_t bloom_quick_hash(const char *k, size_t kn)
+{
+    uint64_t a, b;
+    bloom_quick_words(k, kn, &a, &b);
+    return bloom_quick_mix(a, b, kn);
+}
+
+/*
+ * Recent bodies: a direct-mapped table of the strings seen last (pointers
+ * into memory the caller keeps unchanged until the next reset), so that a
+ * body equal to one already indexed in the block is not tokenized and
+ * gram-split again: its tokens and grams are in the sets already, and the
+ * sets (so the filters) are the same without them. Owned by its user; not
+ * thread-safe.
+ */
+#define BLOOM_SEEN 1024
+struct bloom_seen {
+    const char *p[BLOOM_SEEN];
+    uint32_t n[BLOOM_SEEN]; /* 0: an empty slot */
+};
+void bloom_seen_reset(struct bloom_seen *s);
+/* True when p[0, n) equals a string the table holds; else false, and the
+ * string takes its slot. An empty string is never held. */
+static inline bool bloom_seen_check(struct bloom_seen *s, const char *p, size_t n)
+{
+    if (n == 0 || n > UINT32_MAX) {
+        return false;
+    }
+    uint64_t h = bloom_quick_hash(p, n);
+    if (n >= 24) {
+        uint64_t m;
+        memcpy(&m, p + n / 2 - 4, 8);
+        h = (h ^ m) * 0xc2b2ae3d27d4eb4full;
+        h ^= h >> 31;
+    }
+    size_t i = (size_t)(h >> 40) & (BLOOM_SEEN - 1);
+    if (s->n[i] == n && memcmp(s->p[i], p, n) == 0) {
+        return true;
+    }
+    s->p[i] = p;
+    s->n[i] = (uint32_t)n;
+    return false;
+}
 
 /* Bits for |n| items: BLOOM_BITS_PER_ITEM each, a multiple of
  * BLOOM_BLOCK_BITS, at least one block, at most BLOOM_MAX_BITS. */

@@ -128,4 +128,45 @@ int val_rd_kv(struct val_rd *r, const char **key, size_t *keylen, struct val *ou
 /* Checks a whole attribute blob of |count| entries, nesting included. */
 int val_check_attrs(const uint8_t *p, size_t n, uint32_t count);
 
+/* val_rd_str and val_rd_value with their common cases inline (a length or
+ * an integer in one varint byte, a bool) and the rest by the calls above:
+ * the same results, errors included. For per-attribute loops. */
+static inline int val_rd_str_in(struct val_rd *r, const char **s, size_t *n)
+{
+    if (r->p < r->end && *r->p < 0x80 && *r->p < r->end - r->p) {
+        *n = *r->p;
+        *s = (const char *)r->p + 1;
+        r->p += 1 + *n;
+        return 0;
+    }
+    return val_rd_str(r, s, n);
+}
+
+static inline int val_rd_value_in(struct val_rd *r, struct val *out)
+{
+    if (r->end - r->p >= 2) {
+        uint8_t t = r->p[0], c = r->p[1];
+        if ((t == VAL_STR || t == VAL_BYTES) && c < 0x80 && c <= r->end - r->p - 2) {
+            out->type = (enum val_type)t;
+            out->count = 0;
+            out->s = (const char *)r->p + 2;
+            out->n = c;
+            r->p += 2 + c;
+            return 0;
+        }
+        if ((t == VAL_INT && c < 0x80) || (t == VAL_BOOL && c <= 1)) {
+            out->type = (enum val_type)t;
+            out->count = 0;
+            if (t == VAL_INT) {
+                out->i = (int64_t)(c >> 1) ^ -(int64_t)(c & 1);
+            } else {
+                out->b = c != 0;
+            }
+            r->p += 2;
+            return 0;
+        }
+    }
+    return val_rd_value(r, out);
+}
+
 #endif

@@ -203,6 +203,67 @@ Test(bloom, a_bodys_tokens_and_grams_in_one_pass_equal_the_two_passes)
     free(two);
 }
 
+/* The body pass finds tokens 16 bytes at a time: every byte value, tokens
+ * across chunk edges, at the body's ends and runs of every length must give
+ * what bloom_next_token and bloom_hash_token give, in the same order. */
+Test(bloom, the_chunked_token_pass_equals_the_byte_tokenizer)
+{
+    struct bloom_acc *got = malloc(sizeof(*got)), *want = malloc(sizeof(*want));
+    cr_assert(got != NULL && want != NULL);
+    bloom_acc_init(got);
+    bloom_acc_init(want);
+    char body[200];
+    uint64_t s = 12345, tokens = 0;
+    for (int round = 0; round < 3000; round++) {
+        size_t n = (size_t)(round % 97) + (round % 5 == 0 ? 100 : 0);
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(s >> 33);
+            /* mostly letters of both cases and digits, every byte value */
+            body[i] = r % 4 == 0 ? (char)(r >> 8) : "aZ_9 .Qx-M0"[(r >> 8) % 11];
+        }
+        if (round < 256) {
+            body[round % (n ? n : 1)] = (char)round; /* each byte value once at least */
+        }
+        bloom_acc_reset(got);
+        bloom_acc_reset(want);
+        cr_assert_eq(bloom_acc_tokens(got, body, n, 7), 0);
+        size_t pos = 0, st, len;
+        while (bloom_next_token(body, n, &pos, &st, &len)) {
+            cr_assert_eq(bloom_acc_add(want, bloom_hash_token(body + st, len, 7)), 0);
+            tokens++;
+        }
+        cr_assert_eq(got->n, want->n, "round %d: %zu tokens, not %zu", round, got->n, want->n);
+        for (size_t k = 0; k < got->n; k++) {
+            cr_assert_eq(got->h[k], want->h[k], "round %d token %zu", round, k);
+        }
+    }
+    cr_assert_gt(tokens, 30000);
+    /* each of the 256 byte values alone between two tokens */
+    for (unsigned c = 0; c < 256; c++) {
+        char b[40];
+        memset(b, 'k', sizeof(b));
+        b[15] = (char)c; /* at a chunk's last byte */
+        b[16] = ' ';
+        b[31] = (char)c;
+        bloom_acc_reset(got);
+        bloom_acc_reset(want);
+        cr_assert_eq(bloom_acc_tokens(got, b, sizeof(b), 7), 0);
+        size_t pos = 0, st, len;
+        while (bloom_next_token(b, sizeof(b), &pos, &st, &len)) {
+            cr_assert_eq(bloom_acc_add(want, bloom_hash_token(b + st, len, 7)), 0);
+        }
+        cr_assert_eq(got->n, want->n, "byte %u", c);
+        for (size_t k = 0; k < got->n; k++) {
+            cr_assert_eq(got->h[k], want->h[k], "byte %u token %zu", c, k);
+        }
+    }
+    bloom_acc_fini(got);
+    bloom_acc_fini(want);
+    free(got);
+    free(want);
+}
+
 Test(bloom, a_gram_set_counts_distinct_folded_grams_and_drains_empty)
 {
     struct bloom_grams g;

@@ -119,3 +119,69 @@ Test(val, varints_cover_the_whole_range)
     cr_assert_eq(b.len, 1 + 1 + 1 + 2 + 2 + 3 + 5 + 10);
     vbuf_fini(&b);
 }
+
+/* The inline readers give what the called ones give, on every prefix of an
+ * encoding holding each fast case and its edges (lengths 0, 127, 128;
+ * integers -64, 63, 64; both bools; a bad bool) and the slow ones. */
+Test(val, the_inline_readers_equal_the_called_ones)
+{
+    struct vbuf b;
+    vbuf_init(&b);
+    char big[200];
+    memset(big, 'z', sizeof(big));
+    const size_t lens[] = {0, 1, 126, 127, 128, 200};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        cr_assert_eq(val_put_key(&b, big, lens[i]), 0);
+        cr_assert_eq(val_put_str(&b, big, lens[i]), 0);
+        cr_assert_eq(val_put_bytes(&b, big, lens[i]), 0);
+    }
+    const int64_t ints[] = {0, -1, 1, -64, 63, 64, -65, INT64_MIN, INT64_MAX};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        cr_assert_eq(val_put_int(&b, ints[i]), 0);
+    }
+    cr_assert_eq(val_put_bool(&b, true), 0);
+    cr_assert_eq(val_put_bool(&b, false), 0);
+    cr_assert_eq(val_put_double(&b, 2.5), 0);
+    cr_assert_eq(val_put_empty(&b), 0);
+    long arr = val_open(&b, VAL_ARRAY);
+    cr_assert_eq(val_put_str(&b, "x", 1), 0);
+    val_close(&b, arr, 1);
+    const uint8_t badbool[] = {VAL_BOOL, 2, VAL_STR, 0x80};
+    cr_assert_eq(vbuf_put(&b, badbool, sizeof(badbool)), 0);
+    unsigned values = 0;
+    for (size_t cut = 0; cut <= b.len; cut++) {
+        for (size_t at = 0; at < cut; at++) {
+            /* from every start, as a value and as a string */
+            struct val_rd r1 = {b.p + at, b.p + cut}, r2 = r1;
+            struct val v1, v2;
+            memset(&v1, 0xa5, sizeof(v1));
+            memset(&v2, 0xa5, sizeof(v2));
+            int rc1 = val_rd_value(&r1, &v1), rc2 = val_rd_value_in(&r2, &v2);
+            cr_assert_eq(rc1, rc2, "value at %zu cut %zu", at, cut);
+            if (rc1 == 0) {
+                cr_assert_eq(r1.p, r2.p);
+                cr_assert_eq(v1.type, v2.type);
+                cr_assert_eq(v1.count, v2.count);
+                if (v1.type == VAL_STR || v1.type == VAL_BYTES) {
+                    cr_assert(v1.s == v2.s && v1.n == v2.n, "value at %zu cut %zu", at, cut);
+                } else if (v1.type == VAL_INT) {
+                    cr_assert_eq(v1.i, v2.i);
+                } else if (v1.type == VAL_BOOL) {
+                    cr_assert_eq(v1.b, v2.b);
+                }
+                values += cut == b.len;
+            }
+            struct val_rd s1 = {b.p + at, b.p + cut}, s2 = s1;
+            const char *p1 = NULL, *p2 = NULL;
+            size_t n1 = 7, n2 = 7;
+            rc1 = val_rd_str(&s1, &p1, &n1);
+            rc2 = val_rd_str_in(&s2, &p2, &n2);
+            cr_assert_eq(rc1, rc2, "str at %zu cut %zu", at, cut);
+            if (rc1 == 0) {
+                cr_assert(s1.p == s2.p && p1 == p2 && n1 == n2, "str at %zu cut %zu", at, cut);
+            }
+        }
+    }
+    cr_assert_gt(values, 40);
+    vbuf_fini(&b);
+}
