@@ -415,6 +415,7 @@ static void compact_group(enum signal s, blk *const *in, size_t n)
         char why[256];
         rc = blk_open(path, &out, why, sizeof(why));
         if (rc == 0) {
+            blk_drop_tables(out); /* verified; loaded again by its first reader, as a seal's */
             rc = catalog_replace(s, in, n, out, path);
         }
         if (rc < 0) {
