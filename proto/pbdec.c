@@ -54,6 +54,13 @@
  *   records cannot balloon memory before admission charges the batch.
  *
  * On any error the batch is restored to what it held before the call.
+ *
+ * FILES
+ * This file: errors, the field reader's slow path, AnyValue / ArrayValue /
+ * KeyValueList and the general KeyValue, Resource, InstrumentationScope and
+ * the envelopes (request, ResourceX, ScopeX) the three signals share.
+ * pbdec_logs.c, pbdec_traces.c, pbdec_metrics.c: one signal's record decoder
+ * each. pbdec_int.h: what they share, the hot reader and writers inline.
  */
 #include "proto/pbdec.h"
 
