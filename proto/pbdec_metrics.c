@@ -1,0 +1,679 @@
+/*
+ * pbdec_metrics.c - the protobuf decoder's Metric: one metric row and a point row
+ * per data point of each kind (number, histogram, exponential histogram,
+ * summary), with exemplars, buckets and quantiles encoded into the heap
+ * (see pbdec.c for the rules).
+ */
+#include "proto/pbdec_int.h"
+
+/* exemplars blob entry: u64 time, u8 point_value, 8 value bytes, u8 has_trace_id,
+ * 16 trace_id, u8 has_span_id, 8 span_id, u32 count, u32 nbytes, attrs */
+static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range attrs = {0};
+    uint64_t time_ns = 0, value = 0;
+    uint8_t pv = PV_NONE;
+    uint8_t trace[16] = {0}, span[8] = {0};
+    bool has_trace = false, has_span = false;
+    uint32_t count = 0;
+    int rc;
+
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 2:
+            WANT(f, WT_I64, "exemplar.time_unix_nano");
+            time_ns = f.v;
+            break;
+        case 3:
+            WANT(f, WT_I64, "exemplar.as_double");
+            pv = PV_DOUBLE;
+            value = f.v;
+            break;
+        case 4:
+            WANT(f, WT_LEN, "exemplar.span_id");
+            has_span = get_id(&f, span, 8);
+            break;
+        case 5:
+            WANT(f, WT_LEN, "exemplar.trace_id");
+            has_trace = get_id(&f, trace, 16);
+            break;
+        case 6:
+            WANT(f, WT_I64, "exemplar.as_int");
+            pv = PV_INT;
+            value = f.v;
+            break;
+        case 7:
+            WANT(f, WT_LEN, "exemplar.filtered_attributes");
+            range_add(&attrs, &f, &c);
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    TRY(vbuf_reserve(h, 8 + 1 + 8 + 1 + 16 + 1 + 8));
+    put_u64(h, time_ns);
+    put_u8(h, pv);
+    put_u64(h, value);
+    put_u8(h, has_trace);
+    put_raw(h, trace, 16);
+    put_u8(h, has_span);
+    put_raw(h, span, 8);
+    long at = put_attr_header(h);
+    if (at < 0) {
+        return -ENOMEM;
+    }
+    TRY(dec_attrs_range(d, &attrs, 7, &count));
+    patch_attr_header(h, at, count);
+    return 0;
+}
+
+static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, struct point_row *pt)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {r->first, r->end};
+    struct fld f;
+    int rc = 0;
+
+    pt->exemplars.off = (uint32_t)h->len;
+    if (r->first != NULL) {
+        while ((rc = next_field(d, &c, &f)) > 0) {
+            if (f.num == num) {
+                TRY(heap_guard(d, f.at));
+                TRY(dec_exemplar(d, f.p, f.len));
+                pt->n_exemplars++;
+            }
+        }
+    }
+    pt->exemplars.len = (uint32_t)(h->len - pt->exemplars.off);
+    return rc;
+}
+
+/* Checks a repeated fixed64/double occurrence: one I64 value or a packed run. */
+static int check_rep64(struct dec *d, const struct fld *f, const char *name)
+{
+    if (f->wt == WT_LEN) {
+        if (UNLIKELY(f->len % 8 != 0)) {
+            return pbdec_fail(d, f->at, "packed %s length %zu is not a multiple of 8", name,
+                              f->len);
+        }
+        return 0;
+    }
+    WANT(*f, WT_I64, name);
+    return 0;
+}
+
+/* u32 n, then n 8-byte values from every occurrence of |num| in |r|. */
+static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {r->first, r->end};
+    struct fld f;
+    uint32_t count = 0;
+    int rc = 0;
+
+    size_t at = h->len;
+    TRY(put_u32(h, 0));
+    if (r->first != NULL) {
+        while ((rc = next_field(d, &c, &f)) > 0) {
+            if (f.num != num) {
+                continue;
+            }
+            if (f.wt == WT_LEN) {
+                /* Wire and blob are both little-endian 8-byte values. */
+                TRY(put_raw(h, f.p, f.len));
+                count += (uint32_t)(f.len / 8);
+            } else {
+                TRY(put_u64(h, f.v));
+                count++;
+            }
+        }
+    }
+    vbuf_patch_u32(h, at, count);
+    return rc;
+}
+
+/* Buckets: u32 offset, u32 n, n x u64 (merged over every occurrence of |num|). */
+static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {r->first, r->end};
+    struct fld f, g;
+    int32_t offset = 0;
+    uint32_t count = 0;
+    int rc = 0;
+
+    size_t at = h->len;
+    TRY(put_u32(h, 0));
+    TRY(put_u32(h, 0));
+    if (r->first != NULL) {
+        while ((rc = next_field(d, &c, &f)) > 0) {
+            if (f.num != num) {
+                continue;
+            }
+            struct cur bc = {f.p, f.p + f.len};
+            while ((rc = next_field(d, &bc, &g)) > 0) {
+                if (g.num == 1) {
+                    WANT(g, WT_VARINT, "buckets.offset");
+                    offset = unzigzag32(g.v);
+                } else if (g.num == 2) {
+                    if (g.wt == WT_VARINT) {
+                        TRY(put_u64(h, g.v));
+                        count++;
+                        continue;
+                    }
+                    WANT(g, WT_LEN, "buckets.bucket_counts");
+                    const uint8_t *q = g.p, *qend = g.p + g.len;
+                    TRY(vbuf_reserve(h, g.len * 8));
+                    while (q < qend) {
+                        uint64_t v = 0;
+                        TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
+                        hput_u64(h, v);
+                        count++;
+                    }
+                }
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+    }
+    vbuf_patch_u32(h, at, (uint32_t)offset);
+    vbuf_patch_u32(h, at + 4, count);
+    return rc;
+}
+
+/* Summary: u32 n, n x (f64 quantile, f64 value). */
+static int put_quantiles(struct dec *d, const struct range *r)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {r->first, r->end};
+    struct fld f, g;
+    uint32_t count = 0;
+    int rc = 0;
+
+    size_t at = h->len;
+    TRY(put_u32(h, 0));
+    if (r->first != NULL) {
+        while ((rc = next_field(d, &c, &f)) > 0) {
+            if (f.num != 6) {
+                continue;
+            }
+            uint64_t q = 0, v = 0;
+            struct cur qc = {f.p, f.p + f.len};
+            while ((rc = next_field(d, &qc, &g)) > 0) {
+                if (g.num == 1) {
+                    WANT(g, WT_I64, "quantile");
+                    q = g.v;
+                } else if (g.num == 2) {
+                    WANT(g, WT_I64, "value");
+                    v = g.v;
+                }
+            }
+            if (rc < 0) {
+                return rc;
+            }
+            TRY(put_u64(h, q));
+            TRY(put_u64(h, v));
+            count++;
+        }
+    }
+    vbuf_patch_u32(h, at, count);
+    return rc;
+}
+
+static int new_point(struct dec *d, const uint8_t *at, uint32_t metric, struct point_row **out)
+{
+    TRY(heap_guard(d, at));
+    struct point_row *pt = batch_add_point(d->b);
+    if (pt == NULL) {
+        return -ENOMEM;
+    }
+    pt->metric = metric;
+    *out = pt;
+    return 0;
+}
+
+static int dec_number_point(struct dec *d, const uint8_t *p, size_t n, uint32_t metric)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range ex = {0};
+    int rc;
+
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
+    size_t astart = h->len;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 2:
+            WANT(f, WT_I64, "start_time_unix_nano");
+            pt->start_ns = f.v;
+            break;
+        case 3:
+            WANT(f, WT_I64, "time_unix_nano");
+            pt->time_ns = f.v;
+            break;
+        case 4:
+            WANT(f, WT_I64, "as_double");
+            pt->value_type = PV_DOUBLE;
+            pt->value.d = u64_to_f64(f.v);
+            break;
+        case 5:
+            WANT(f, WT_LEN, "exemplars");
+            range_add(&ex, &f, &c);
+            break;
+        case 6:
+            WANT(f, WT_I64, "as_int");
+            pt->value_type = PV_INT;
+            pt->value.i = (int64_t)f.v;
+            break;
+        case 7:
+            WANT(f, WT_LEN, "attributes");
+            TRY(dec_kv(d, f.p, f.len, 1));
+            pt->attrs.count++;
+            break;
+        case 8:
+            WANT(f, WT_VARINT, "flags");
+            pt->flags = (uint32_t)f.v;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    set_attrs(&pt->attrs, astart, h);
+    pt->detail.off = (uint32_t)h->len;
+    return dec_exemplars(d, &ex, 5, pt);
+}
+
+static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32_t metric)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range ex = {0}, counts = {0}, bounds = {0};
+    int rc;
+
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
+    size_t astart = h->len;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 2:
+            WANT(f, WT_I64, "start_time_unix_nano");
+            pt->start_ns = f.v;
+            break;
+        case 3:
+            WANT(f, WT_I64, "time_unix_nano");
+            pt->time_ns = f.v;
+            break;
+        case 4:
+            WANT(f, WT_I64, "count");
+            pt->count = f.v;
+            break;
+        case 5:
+            WANT(f, WT_I64, "sum");
+            pt->has_sum = true;
+            pt->sum = u64_to_f64(f.v);
+            break;
+        case 6:
+            TRY(check_rep64(d, &f, "bucket_counts"));
+            range_add(&counts, &f, &c);
+            break;
+        case 7:
+            TRY(check_rep64(d, &f, "explicit_bounds"));
+            range_add(&bounds, &f, &c);
+            break;
+        case 8:
+            WANT(f, WT_LEN, "exemplars");
+            range_add(&ex, &f, &c);
+            break;
+        case 9:
+            WANT(f, WT_LEN, "attributes");
+            TRY(dec_kv(d, f.p, f.len, 1));
+            pt->attrs.count++;
+            break;
+        case 10:
+            WANT(f, WT_VARINT, "flags");
+            pt->flags = (uint32_t)f.v;
+            break;
+        case 11:
+            WANT(f, WT_I64, "min");
+            pt->has_min = true;
+            pt->min = u64_to_f64(f.v);
+            break;
+        case 12:
+            WANT(f, WT_I64, "max");
+            pt->has_max = true;
+            pt->max = u64_to_f64(f.v);
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    set_attrs(&pt->attrs, astart, h);
+    size_t dstart = h->len;
+    TRY(put_rep64(d, &counts, 6));
+    TRY(put_rep64(d, &bounds, 7));
+    pt->detail.off = (uint32_t)dstart;
+    pt->detail.len = (uint32_t)(h->len - dstart);
+    return dec_exemplars(d, &ex, 8, pt);
+}
+
+static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32_t metric)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range ex = {0}, pos = {0}, neg = {0};
+    int32_t scale = 0;
+    uint64_t zero_count = 0, zero_threshold = 0;
+    int rc;
+
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
+    size_t astart = h->len;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 1:
+            WANT(f, WT_LEN, "attributes");
+            TRY(dec_kv(d, f.p, f.len, 1));
+            pt->attrs.count++;
+            break;
+        case 2:
+            WANT(f, WT_I64, "start_time_unix_nano");
+            pt->start_ns = f.v;
+            break;
+        case 3:
+            WANT(f, WT_I64, "time_unix_nano");
+            pt->time_ns = f.v;
+            break;
+        case 4:
+            WANT(f, WT_I64, "count");
+            pt->count = f.v;
+            break;
+        case 5:
+            WANT(f, WT_I64, "sum");
+            pt->has_sum = true;
+            pt->sum = u64_to_f64(f.v);
+            break;
+        case 6:
+            WANT(f, WT_VARINT, "scale");
+            scale = unzigzag32(f.v);
+            break;
+        case 7:
+            WANT(f, WT_I64, "zero_count");
+            zero_count = f.v;
+            break;
+        case 8:
+            WANT(f, WT_LEN, "positive");
+            range_add(&pos, &f, &c);
+            break;
+        case 9:
+            WANT(f, WT_LEN, "negative");
+            range_add(&neg, &f, &c);
+            break;
+        case 10:
+            WANT(f, WT_VARINT, "flags");
+            pt->flags = (uint32_t)f.v;
+            break;
+        case 11:
+            WANT(f, WT_LEN, "exemplars");
+            range_add(&ex, &f, &c);
+            break;
+        case 12:
+            WANT(f, WT_I64, "min");
+            pt->has_min = true;
+            pt->min = u64_to_f64(f.v);
+            break;
+        case 13:
+            WANT(f, WT_I64, "max");
+            pt->has_max = true;
+            pt->max = u64_to_f64(f.v);
+            break;
+        case 14:
+            WANT(f, WT_I64, "zero_threshold");
+            zero_threshold = f.v;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    set_attrs(&pt->attrs, astart, h);
+    size_t dstart = h->len;
+    TRY(put_u32(h, (uint32_t)scale));
+    TRY(put_u64(h, zero_count));
+    TRY(put_u64(h, zero_threshold));
+    TRY(put_buckets(d, &pos, 8));
+    TRY(put_buckets(d, &neg, 9));
+    pt->detail.off = (uint32_t)dstart;
+    pt->detail.len = (uint32_t)(h->len - dstart);
+    return dec_exemplars(d, &ex, 11, pt);
+}
+
+static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t metric)
+{
+    struct vbuf *h = &d->b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range qs = {0};
+    int rc;
+
+    struct point_row *pt;
+    TRY(new_point(d, p, metric, &pt));
+    pt->has_sum = true;
+    size_t astart = h->len;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 2:
+            WANT(f, WT_I64, "start_time_unix_nano");
+            pt->start_ns = f.v;
+            break;
+        case 3:
+            WANT(f, WT_I64, "time_unix_nano");
+            pt->time_ns = f.v;
+            break;
+        case 4:
+            WANT(f, WT_I64, "count");
+            pt->count = f.v;
+            break;
+        case 5:
+            WANT(f, WT_I64, "sum");
+            pt->sum = u64_to_f64(f.v);
+            break;
+        case 6:
+            WANT(f, WT_LEN, "quantile_values");
+            range_add(&qs, &f, &c);
+            break;
+        case 7:
+            WANT(f, WT_LEN, "attributes");
+            TRY(dec_kv(d, f.p, f.len, 1));
+            pt->attrs.count++;
+            break;
+        case 8:
+            WANT(f, WT_VARINT, "flags");
+            pt->flags = (uint32_t)f.v;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    set_attrs(&pt->attrs, astart, h);
+    size_t dstart = h->len;
+    TRY(put_quantiles(d, &qs));
+    pt->detail.off = (uint32_t)dstart;
+    pt->detail.len = (uint32_t)(h->len - dstart);
+    pt->exemplars.off = (uint32_t)h->len;
+    return 0;
+}
+
+/* Gauge / Sum / Histogram / ExponentialHistogram / Summary of metric |mi|. */
+static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                           uint32_t mi)
+{
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range dps = {0};
+    struct metric_row *m = &d->b->metrics[mi];
+    int rc;
+
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 1:
+            WANT(f, WT_LEN, "data_points");
+            range_add(&dps, &f, &c);
+            break;
+        case 2:
+            if (kind == MK_SUM || kind == MK_HISTOGRAM || kind == MK_EXP_HISTOGRAM) {
+                WANT(f, WT_VARINT, "aggregation_temporality");
+                m->temporality = (int32_t)f.v;
+            }
+            break;
+        case 3:
+            if (kind == MK_SUM) {
+                WANT(f, WT_VARINT, "is_monotonic");
+                m->monotonic = f.v != 0;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0 || dps.first == NULL) {
+        return rc;
+    }
+    c.p = dps.first;
+    c.end = dps.end;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        if (f.num != 1) {
+            continue;
+        }
+        switch (kind) {
+        case MK_GAUGE:
+        case MK_SUM:
+            TRY(dec_number_point(d, f.p, f.len, mi));
+            break;
+        case MK_HISTOGRAM:
+            TRY(dec_histogram_point(d, f.p, f.len, mi));
+            break;
+        case MK_EXP_HISTOGRAM:
+            TRY(dec_exp_histogram_point(d, f.p, f.len, mi));
+            break;
+        case MK_SUMMARY:
+            TRY(dec_summary_point(d, f.p, f.len, mi));
+            break;
+        case MK_NONE:
+            break;
+        }
+    }
+    return rc;
+}
+
+static enum metric_kind data_kind(uint32_t num)
+{
+    switch (num) {
+    case 5:
+        return MK_GAUGE;
+    case 7:
+        return MK_SUM;
+    case 9:
+        return MK_HISTOGRAM;
+    case 10:
+        return MK_EXP_HISTOGRAM;
+    case 11:
+        return MK_SUMMARY;
+    }
+    return MK_NONE;
+}
+
+int pbdec_metric(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
+{
+    struct batch *b = d->b;
+    struct vbuf *h = &b->heap;
+    struct cur c = {p, p + n};
+    struct fld f;
+    struct range data = {0};
+    int rc;
+
+    TRY(heap_guard(d, p));
+    uint32_t mi = b->n_metrics;
+    struct metric_row *m = batch_add_metric(b);
+    if (m == NULL) {
+        return -ENOMEM;
+    }
+    m->scope = scope;
+    size_t astart = h->len;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        switch (f.num) {
+        case 1:
+            TRY(get_str(d, &f, "name", &m->name));
+            break;
+        case 2:
+            TRY(get_str(d, &f, "description", &m->description));
+            break;
+        case 3:
+            TRY(get_str(d, &f, "unit", &m->unit));
+            break;
+        case 5:
+        case 7:
+        case 9:
+        case 10:
+        case 11:
+            WANT(f, WT_LEN, "data");
+            range_add(&data, &f, &c);
+            break;
+        case 12:
+            WANT(f, WT_LEN, "metadata");
+            TRY(dec_kv(d, f.p, f.len, 1));
+            m->metadata.count++;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    set_attrs(&m->metadata, astart, h);
+    if (data.first == NULL) {
+        return 0;
+    }
+    /* oneof data: every member is decoded (and so checked), the last one
+     * stays; an earlier member's points and heap bytes are rolled back. */
+    uint32_t rows0 = b->n_rows;
+    size_t heap0 = h->len;
+    c.p = data.first;
+    c.end = data.end;
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        enum metric_kind kind = data_kind(f.num);
+        if (kind == MK_NONE) {
+            continue;
+        }
+        b->n_rows = rows0;
+        h->len = heap0;
+        m = &b->metrics[mi];
+        m->kind = kind;
+        m->temporality = 0;
+        m->monotonic = false;
+        TRY(dec_metric_data(d, kind, f.p, f.len, mi));
+    }
+    return rc;
+}
