@@ -479,8 +479,8 @@ static double loki_count(int port, const char *filter)
     char q[256], enc[768], path[1200];
     snprintf(q, sizeof(q), "sum(count_over_time({service_name=~\".+\"} %s [1000d]))", filter);
     httpc_url_enc(enc, sizeof(enc), q);
-    snprintf(path, sizeof(path),
-             "/loki/api/v1/query?query=%s&time=1800000000000000000&limit=5", enc);
+    snprintf(path, sizeof(path), "/loki/api/v1/query?query=%s&time=1800000000000000000&limit=5",
+             enc);
     struct http_resp resp;
     int rc = httpc_request(port, "GET", path, NULL, NULL, 0, 0, &resp);
     cr_assert_eq(rc, 0, "GET %s got no answer", q);
@@ -509,8 +509,8 @@ Test(budget, queries_over_all_sealed_blocks_leave_their_tables_under_the_cap)
     for (int i = 0; i < POSTS; i++) {
         int st = 0;
         /* A 16 MiB budget admits one such export while the last is sealed. */
-        for (int tries = 0; tries < 200 && (st = post(d.http_port, "/v1/logs", body, len, false)) ==
-                                              503;
+        for (int tries = 0;
+             tries < 200 && (st = post(d.http_port, "/v1/logs", body, len, false)) == 503;
              tries++) {
             usleep(50 * 1000);
         }
