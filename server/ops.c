@@ -353,10 +353,18 @@ void ops_metrics_text(struct evbuffer *o)
          (double)(bs.quarantined + cs[0].quarantined_at_boot + cs[1].quarantined_at_boot +
                   cs[2].quarantined_at_boot)},
         {"miradb_block_table_heap_bytes", "gauge",
-         "Heap the sealed blocks hold outside the memory budget: loaded tables (decoded "
-         "columns, inflated zstd tables, rebuilt attribute lists and metric detail; a block's "
-         "tables load on its first read) and decoded stream indexes.",
+         "Heap the sealed blocks hold outside their mappings, charged to the memory budget: "
+         "loaded tables (decoded columns, inflated zstd tables, rebuilt attribute lists and "
+         "metric detail, time columns; a block's tables load on its first read) and decoded "
+         "stream indexes.",
          (double)bs.table_heap_bytes},
+        {"miradb_block_table_heap_cap_bytes", "gauge",
+         "Above this, the tables of the least recently read blocks no query holds are dropped "
+         "(a quarter of --memory-budget).",
+         (double)catalog_table_cap()},
+        {"miradb_block_tables_dropped_total", "counter",
+         "Times a sealed block's loaded tables were dropped to stay under the cap.",
+         (double)catalog_tables_dropped()},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
         header(o, plain[k].name, plain[k].type, plain[k].help);

@@ -123,13 +123,26 @@ int blk_open(const char *path, blk **out, char *err, size_t errlen);
 int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t errlen);
 /*
  * Frees what loading |b|'s tables put on the heap (decoded delta columns,
- * inflated zstd tables: 16 bytes a row for logs) and marks them unloaded,
- * so the first reader loads (verifies and binds) them again. Only while the
- * caller holds the only reference: a freshly opened block before it is
- * published. A sealed block that nobody reads then holds no heap for its
- * rows; the mapping's pages are the kernel's to drop.
+ * inflated zstd tables: 16 bytes a row for logs; the time column copy and
+ * the blk_aux attachment built on it) and marks them unloaded, so the next
+ * reader loads (verifies and binds) them again. Readers point into that
+ * memory, so the rule is: only while no one else can hold a reference,
+ * that is either the caller holds the only one (a freshly opened block
+ * before it is published), or the catalog, under the lock every new
+ * reference to a published block is taken under (catalog_snapshot), sees
+ * blk_sole_ref: its own reference is then the only one and none can be
+ * taken until it lets go of the lock. A sealed block that nobody reads
+ * then holds no heap for its rows; the mapping's pages are the kernel's.
  */
 void blk_drop_tables(blk *b);
+/* Whether |b| holds tables blk_drop_tables would free. */
+bool blk_holds_tables(const blk *b);
+/* Whether the caller's reference is the only one (acquire: what released
+ * references did happens before). */
+bool blk_sole_ref(const blk *b);
+/* When |b| was last read: a process-wide tick taken by blk_load and by
+ * each table load (0: never); larger is more recent. */
+uint64_t blk_read_stamp(const blk *b);
 /* Atomic; any thread. blk_unref accepts NULL; the last one unmaps. */
 void blk_ref(blk *b);
 void blk_unref(blk *b);
@@ -376,8 +389,9 @@ struct blk_stats {
     uint64_t quarantined;
     /* heap the open blocks hold outside their mappings: columns decoded
      * and zstd tables inflated at load, attribute lists and metric detail
-     * rebuilt (blk_drop_tables returns these), and format 4's decoded
-     * stream index (kept while the block is open) */
+     * rebuilt, the time column copy (blk_drop_tables returns these), and
+     * format 4's decoded stream index (kept while the block is open).
+     * Charged to the memory budget (adm.h) while held. */
     uint64_t table_heap_bytes;
 };
 void blk_get_stats(struct blk_stats *out);

@@ -22,6 +22,7 @@
 
 #include <zstd.h>
 
+#include "storage/adm.h"
 #include "storage/bloom.h"
 #include "storage/vcache.h"
 
@@ -34,17 +35,36 @@ static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
  * indexes (blk_heap_add; blk_stats.table_heap_bytes). */
 static _Atomic uint64_t st_heap;
 
+/* The read clock: blk_load and the table loads stamp a block with its next
+ * tick (blk_read_stamp), so the catalog can drop the least recently read
+ * tables first. One relaxed add per block per query, none per row. */
+static _Atomic uint64_t read_clock;
+
+static void stamp(blk *b)
+{
+    atomic_store_explicit(&b->read_stamp,
+                          atomic_fetch_add_explicit(&read_clock, 1, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* The heap is charged to the memory budget as committed memory (adm_charge:
+ * a reader cannot wait for ingest to free some); the catalog keeps it under
+ * its cap (catalog_set_table_cap) by dropping idle blocks' tables. */
 void blk_heap_add(const void *p)
 {
     if (p != NULL) {
-        atomic_fetch_add(&st_heap, malloc_usable_size((void *)p));
+        size_t n = malloc_usable_size((void *)p);
+        atomic_fetch_add(&st_heap, n);
+        adm_charge(n);
     }
 }
 
 void blk_heap_free(void *p)
 {
     if (p != NULL) {
-        atomic_fetch_sub(&st_heap, malloc_usable_size(p));
+        size_t n = malloc_usable_size(p);
+        atomic_fetch_sub(&st_heap, n);
+        adm_uncharge(n);
         free(p);
     }
 }
@@ -626,6 +646,7 @@ static int do_table_load(blk *b, int t)
 
 int blk_table_load(blk *b, int t)
 {
+    stamp(b);
     pthread_mutex_lock(&b->lock);
     int st = atomic_load_explicit(&b->tstate[t], memory_order_relaxed);
     int rc = st == TS_OK ? 0 : -EBADMSG;
@@ -641,6 +662,7 @@ int blk_table_load(blk *b, int t)
 
 int blk_load(blk *b, unsigned want)
 {
+    stamp(b);
     return ready(b, want);
 }
 
@@ -1043,7 +1065,7 @@ static void blk_destroy(blk *b)
     blk_heap_free(b->mdet);
     blk_heap_free(b->mdet_off);
     blk_heap_free(b->sbuf);
-    free(atomic_load(&b->col_time));
+    blk_heap_free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));
     }
@@ -1203,6 +1225,7 @@ void blk_ref(blk *b)
 
 void blk_drop_tables(blk *b)
 {
+    void *aux;
     pthread_mutex_lock(&b->lock);
     for (int t = 0; t < N_TABLES; t++) {
         if (atomic_load_explicit(&b->tstate[t], memory_order_relaxed) != TS_OK) {
@@ -1234,8 +1257,33 @@ void blk_drop_tables(blk *b)
         }
         atomic_store_explicit(&b->tstate[t], TS_NONE, memory_order_relaxed);
     }
-    free(atomic_exchange(&b->col_time, NULL));
+    blk_heap_free(atomic_exchange(&b->col_time, NULL));
+    aux = atomic_exchange(&b->aux, NULL); /* built on the time column just freed */
     pthread_mutex_unlock(&b->lock);
+    if (aux != NULL) {
+        b->aux_free(aux);
+    }
+}
+
+bool blk_holds_tables(const blk *b)
+{
+    for (int t = 0; t < N_TABLES; t++) {
+        if (atomic_load_explicit(&((blk *)b)->tstate[t], memory_order_relaxed) == TS_OK) {
+            return true;
+        }
+    }
+    return atomic_load_explicit(&((blk *)b)->col_time, memory_order_relaxed) != NULL ||
+           atomic_load_explicit(&((blk *)b)->aux, memory_order_relaxed) != NULL;
+}
+
+bool blk_sole_ref(const blk *b)
+{
+    return atomic_load_explicit(&((blk *)b)->refs, memory_order_acquire) == 1;
+}
+
+uint64_t blk_read_stamp(const blk *b)
+{
+    return atomic_load_explicit(&((blk *)b)->read_stamp, memory_order_relaxed);
 }
 
 void blk_unref(blk *b)

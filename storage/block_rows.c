@@ -293,6 +293,7 @@ const uint64_t *blk_col_time(blk *b)
     if (t == NULL) {
         t = malloc((b->rows ? b->rows : 1) * sizeof(*t));
         if (t != NULL) {
+            blk_heap_add(t);
             const struct icol *c = &b->I[0]; /* L_TIME, T_START, M_TIME */
             for (uint64_t i = 0; i < b->rows; i++) {
                 t[i] = ic_get(c, i);

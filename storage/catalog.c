@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ static pthread_mutex_t retained_lock = PTHREAD_MUTEX_INITIALIZER; /* retained-<i
 static struct cat_sig sigs[SIG_COUNT];
 static uint64_t cold_next_id = 1; /* under |lock| */
 static char data_dir[512];
+static _Atomic uint64_t table_cap;      /* catalog_set_table_cap; 0: none */
+static _Atomic uint64_t tables_dropped; /* catalog_tables_dropped */
 
 void catalog_init(const char *dir)
 {
@@ -468,6 +471,88 @@ void catalog_snap_release(struct cat_snap *sn)
     free(sn->open_rows);
     free(sn->handles);
     memset(sn, 0, sizeof(*sn));
+    catalog_trim_tables();
+}
+
+void catalog_set_table_cap(uint64_t bytes)
+{
+    atomic_store(&table_cap, bytes);
+}
+
+uint64_t catalog_table_cap(void)
+{
+    return atomic_load(&table_cap);
+}
+
+uint64_t catalog_tables_dropped(void)
+{
+    return atomic_load(&tables_dropped);
+}
+
+static bool over_cap(uint64_t cap)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_heap_bytes > cap;
+}
+
+static int by_stamp(const void *x, const void *y)
+{
+    uint64_t a = blk_read_stamp(*(blk *const *)x), b = blk_read_stamp(*(blk *const *)y);
+    return (a > b) - (a < b);
+}
+
+/* Under the lock: each listed block with tables that only the catalog
+ * holds (catalog.h), into |out| (NULL: only counted). */
+static size_t idle_loaded_locked(blk **out)
+{
+    size_t n = 0;
+    for (int s = 0; s < SIG_COUNT; s++) {
+        for (struct cat_blk *cb = sigs[s].blocks; cb != NULL; cb = cb->next) {
+            if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
+                if (out != NULL) {
+                    out[n] = cb->b;
+                }
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+int catalog_trim_tables(void)
+{
+    uint64_t cap = atomic_load(&table_cap);
+    if (cap == 0 || !over_cap(cap)) {
+        return 0;
+    }
+    int dropped = 0;
+    pthread_mutex_lock(&lock);
+    size_t n = idle_loaded_locked(NULL);
+    blk **v = n > 0 ? malloc(n * sizeof(*v)) : NULL;
+    if (v != NULL) {
+        n = idle_loaded_locked(v);
+        qsort(v, n, sizeof(*v), by_stamp);
+        for (size_t i = 0; i < n && over_cap(cap); i++) {
+            blk_drop_tables(v[i]);
+            dropped++;
+        }
+        free(v);
+    } else {
+        /* Out of memory for the order: oldest data first, still only idle
+         * blocks. */
+        for (int s = 0; s < SIG_COUNT; s++) {
+            for (struct cat_blk *cb = sigs[s].blocks; cb != NULL && over_cap(cap); cb = cb->next) {
+                if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
+                    blk_drop_tables(cb->b);
+                    dropped++;
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    atomic_fetch_add(&tables_dropped, (uint64_t)dropped);
+    return dropped;
 }
 
 static void delete_block(struct cat_blk *cb, enum signal s)

@@ -131,6 +131,31 @@ struct cat_tier {
 /* Sealed blocks of |s| by tier: [0] hot, [1] cold. */
 void catalog_get_tiers(enum signal s, struct cat_tier out[2]);
 
+/* ---- sealed blocks' loaded tables ---- */
+
+/*
+ * A query loads the tables of the sealed blocks it reads (block.h); they
+ * stay loaded for the next query, charged to the memory budget, until the
+ * catalog drops them. The cap bounds them: when blk_stats.table_heap_bytes
+ * is above it, catalog_trim_tables drops the tables of the least recently
+ * read blocks (blk_read_stamp) that no snapshot holds, until it is not.
+ * The rule that makes that safe: under the catalog lock (the only place a
+ * reference to a published block is taken), a block whose reference count
+ * is one is held by the catalog alone; no reader can hold a pointer into
+ * its tables, and none can get one before the lock is let go. A block a
+ * snapshot holds is never dropped, so the heap can exceed the cap by what
+ * running queries have loaded. 0 (the default): no cap. The daemon sets a
+ * quarter of --memory-budget.
+ */
+void catalog_set_table_cap(uint64_t bytes);
+uint64_t catalog_table_cap(void);
+/* Drops idle blocks' tables while the heap is over the cap (see above);
+ * returns how many blocks' tables it dropped. catalog_snap_release runs it
+ * after letting go of its references. Any thread; not the ingest path. */
+int catalog_trim_tables(void);
+/* How many times a block's tables were dropped by the cap, in total. */
+uint64_t catalog_tables_dropped(void);
+
 /* Removes |b| from the catalog (after quarantine). */
 void catalog_forget(blk *b);
 

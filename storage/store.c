@@ -121,6 +121,10 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     }
     boot->shards = n_shards;
     catalog_init(c->data_dir);
+    /* Sealed blocks' loaded tables are charged to the budget; a quarter of
+     * it keeps the blocks queries read most recently decoded and leaves
+     * admission three quarters (catalog.h). */
+    catalog_set_table_cap(c->memory_budget / 4);
     /* Freed open-block chunks are cached for the next block; that memory is
      * charged to the budget while cached, so keep it about one block's worth. */
     oblock_cache_limit(c->memory_budget / 16);

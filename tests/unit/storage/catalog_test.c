@@ -196,3 +196,169 @@ Test(catalog, retention_keeps_the_deleted_blocks_watermark_for_the_next_load)
     cr_expect_eq(quarantined, 0);
     catalog_fini();
 }
+
+/* ---- the cap on sealed blocks' loaded tables ---- */
+
+#define TC_BLOCKS 8
+#define TC_ROWS 400
+
+static uint64_t heap_now(void)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_heap_bytes;
+}
+
+static uint64_t mix(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* A digest of every field of log row |i| of |b|, all tables loaded. */
+static uint64_t row_digest(blk *b, uint64_t i)
+{
+    struct log_view v;
+    cr_assert_eq(blk_log(b, i, BLK_ALL, &v), 0);
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = mix(h, &v.time_ns, sizeof(v.time_ns));
+    h = mix(h, &v.observed_ns, sizeof(v.observed_ns));
+    h = mix(h, &v.severity_number, sizeof(v.severity_number));
+    h = mix(h, v.severity_text.p, v.severity_text.len);
+    h = mix(h, &v.body_type, sizeof(v.body_type));
+    h = mix(h, v.body_str.p, v.body_str.len);
+    h = mix(h, v.body_val.p, v.body_val.len);
+    h = mix(h, v.attrs.p, v.attrs.len);
+    h = mix(h, &v.attrs.count, sizeof(v.attrs.count));
+    h = mix(h, &v.dropped_attrs, sizeof(v.dropped_attrs));
+    h = mix(h, &v.flags, sizeof(v.flags));
+    h = mix(h, v.has_trace_id ? v.trace_id : NULL, v.has_trace_id ? 16 : 0);
+    h = mix(h, v.has_span_id ? v.span_id : NULL, v.has_span_id ? 8 : 0);
+    return mix(h, v.event_name.p, v.event_name.len);
+}
+
+/* Publishes TC_BLOCKS sealed log blocks from |first| on, their tables
+ * dropped as the sealer leaves them; their blk pointers in bs[]. */
+static void publish_blocks(blk **bs, int first, int n)
+{
+    char path[512];
+    for (int k = first; k < first + n; k++) {
+        oblock *ob = gen_oblock(SIG_LOGS, 100 + (uint64_t)k, TC_ROWS, 50);
+        struct cat_open *h = catalog_open_add(SIG_LOGS, ob);
+        cr_assert_not_null(h);
+        bs[k] = write_block(ob, 0, (uint64_t)k + 1, (uint64_t)k + 1, path, sizeof(path));
+        blk_drop_tables(bs[k]);
+        cr_assert_eq(catalog_publish(h, bs[k], path), 0);
+    }
+}
+
+/* One query: a snapshot, every row of bs[k] read into dig[], released. */
+static void read_block(blk *b, uint64_t *dig)
+{
+    struct cat_snap sn;
+    cr_assert_eq(catalog_snapshot(SIG_LOGS, &sn), 0);
+    bool found = false;
+    for (size_t i = 0; i < sn.n_blocks; i++) {
+        found |= sn.blocks[i] == b;
+    }
+    cr_assert(found);
+    cr_assert_eq(blk_load(b, BLK_ALL), 0);
+    for (uint64_t i = 0; i < TC_ROWS; i++) {
+        dig[i] = row_digest(b, i);
+    }
+    catalog_snap_release(&sn);
+}
+
+Test(catalog, the_cap_drops_the_least_recently_read_idle_tables_and_rows_read_back_equal)
+{
+    static blk *bs[TC_BLOCKS];
+    static uint64_t first[TC_BLOCKS][TC_ROWS], again[TC_ROWS];
+    publish_blocks(bs, 0, TC_BLOCKS);
+    cr_assert_eq(heap_now(), 0, "published blocks hold no tables");
+
+    /* No cap: one block's tables, measured, stay after its query. */
+    read_block(bs[0], first[0]);
+    uint64_t one = heap_now();
+    cr_assert_gt(one, 0);
+    cr_expect_eq(catalog_trim_tables(), 0, "no cap, nothing dropped");
+    cr_expect(blk_holds_tables(bs[0]));
+
+    uint64_t cap = one * 5 / 2; /* room for two blocks' tables */
+    catalog_set_table_cap(cap);
+    for (int k = 1; k < TC_BLOCKS; k++) {
+        read_block(bs[k], first[k]);
+        cr_expect_leq(heap_now(), cap, "after reading block %d: %llu > cap %llu", k,
+                      (unsigned long long)heap_now(), (unsigned long long)cap);
+    }
+    /* Least recently read first: only the last two read keep their tables. */
+    for (int k = 0; k < TC_BLOCKS; k++) {
+        cr_expect_eq(blk_holds_tables(bs[k]), k >= TC_BLOCKS - 2, "block %d", k);
+    }
+    cr_expect_eq(catalog_tables_dropped(), TC_BLOCKS - 2);
+    blk_scratch_release(); /* the writer's kept scratch */
+    cr_expect_eq(adm_in_use(), heap_now(), "the tables are charged to the budget: %llu, %llu",
+                 (unsigned long long)adm_in_use(), (unsigned long long)heap_now());
+
+    /* Dropped and reloaded: every row reads back the same. */
+    for (int k = 0; k < TC_BLOCKS; k++) {
+        read_block(bs[k], again);
+        cr_expect_leq(heap_now(), cap);
+        for (uint64_t i = 0; i < TC_ROWS; i++) {
+            cr_assert_eq(again[i], first[k][i], "block %d row %llu", k, (unsigned long long)i);
+        }
+    }
+    cr_expect_eq(catalog_tables_dropped(), 2 * TC_BLOCKS - 2);
+    catalog_fini();
+    cr_expect_eq(heap_now(), 0);
+    cr_expect_eq(adm_in_use(), 0);
+}
+
+Test(catalog, a_block_an_open_snapshot_holds_keeps_its_tables_past_the_cap)
+{
+    static blk *bs[TC_BLOCKS];
+    static uint64_t dig[TC_BLOCKS][TC_ROWS];
+    struct log_view held[TC_ROWS];
+    struct cat_snap sn;
+    publish_blocks(bs, 0, 1);
+    /* A query holds block 0 and pointers into its tables. */
+    cr_assert_eq(catalog_snapshot(SIG_LOGS, &sn), 0);
+    cr_assert_eq(sn.n_blocks, 1);
+    for (uint64_t i = 0; i < TC_ROWS; i++) {
+        dig[0][i] = row_digest(bs[0], i);
+        cr_assert_eq(blk_log(bs[0], i, BLK_ALL, &held[i]), 0);
+    }
+    uint64_t one = heap_now();
+    catalog_set_table_cap(one / 2); /* already over: only block 0 is loaded */
+    cr_expect_eq(catalog_trim_tables(), 0, "the snapshot holds block 0");
+
+    publish_blocks(bs, 1, TC_BLOCKS - 1);
+    for (int k = 1; k < TC_BLOCKS; k++) {
+        read_block(bs[k], dig[k]); /* each of these queries ends over the cap */
+        cr_expect(blk_holds_tables(bs[0]), "block 0 is held, after block %d", k);
+        cr_expect(!blk_holds_tables(bs[k]), "block %d is idle", k);
+        cr_expect_leq(heap_now(), one + one / 2);
+    }
+    /* Its rows, through the pointers taken before, are intact (ASan would
+     * report a use after free). */
+    for (uint64_t i = 0; i < TC_ROWS; i++) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        h = mix(h, &held[i].time_ns, sizeof(held[i].time_ns));
+        h = mix(h, held[i].body_str.p, held[i].body_str.len);
+        h = mix(h, held[i].attrs.p, held[i].attrs.len);
+        struct log_view v;
+        cr_assert_eq(blk_log(bs[0], i, BLK_ALL, &v), 0);
+        uint64_t w = 0xcbf29ce484222325ull;
+        w = mix(w, &v.time_ns, sizeof(v.time_ns));
+        w = mix(w, v.body_str.p, v.body_str.len);
+        w = mix(w, v.attrs.p, v.attrs.len);
+        cr_assert_eq(h, w, "row %llu", (unsigned long long)i);
+        cr_assert_eq(row_digest(bs[0], i), dig[0][i]);
+    }
+    catalog_snap_release(&sn); /* now idle: dropped */
+    cr_expect(!blk_holds_tables(bs[0]));
+    cr_expect_eq(heap_now(), 0);
+    catalog_fini();
+}
