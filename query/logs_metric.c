@@ -8,6 +8,13 @@
 
 #include "query/pool.h"
 
+/* |v| clamped into int64_t: window edges computed in 128 bits (a query may
+ * name any range, offset and time) and then compared with timestamps. */
+static int64_t clamp64(__int128 v)
+{
+    return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
 /* ---- metric queries: series ----------------------------------------------- */
 
 uint64_t logs_hash_bytes(const char *p, size_t n)
@@ -275,18 +282,20 @@ bool logs_on_metric_match(struct rctx *c, uint64_t row)
     } else {
         x = 1;
     }
-    /* steps k with t_k - off - range < ts <= t_k - off */
-    int64_t ts = (int64_t)c->ts + r->offset_ns;
-    int64_t st = (int64_t)s->start, step = (int64_t)(s->step ? s->step : 1);
-    int64_t klo = ts <= st ? 0 : (ts - st + step - 1) / step;
-    int64_t lim = ts + r->range_ns; /* t_k < lim */
-    int64_t khi = lim <= st ? -1 : (lim - st - 1) / step;
-    if (khi >= (int64_t)s->K) {
-        khi = (int64_t)s->K - 1;
+    /* steps k with t_k - off - range < ts <= t_k - off, in 128 bits: a
+     * range or offset of any size a query may name cannot overflow it */
+    __int128 ts = (__int128)c->ts + r->offset_ns;
+    __int128 st = (__int128)s->start, step = (__int128)(s->step ? s->step : 1);
+    __int128 lo = ts <= st ? 0 : (ts - st + step - 1) / step;
+    __int128 lim = ts + r->range_ns; /* t_k < lim */
+    __int128 hi = lim <= st ? -1 : (lim - st - 1) / step;
+    if (hi >= (__int128)s->K) {
+        hi = (__int128)s->K - 1;
     }
-    if (klo > khi) {
+    if (lo > hi) {
         return true;
     }
+    int64_t klo = (int64_t)lo, khi = (int64_t)hi; /* 0 <= klo <= khi < K */
     struct lbl tmp[128];
     uint32_t nl;
     if (s->by_pushdown) {
@@ -434,9 +443,9 @@ static double counter_rate(const struct qsamp *x, size_t n, int64_t end, int64_t
         }
         last = x[i].v;
     }
-    int64_t start = end - range_ns;
-    double to_start = (double)((int64_t)x[0].ts - start) / 1e9;
-    double to_end = (double)(end - (int64_t)x[n - 1].ts) / 1e9;
+    int64_t start = clamp64((__int128)end - range_ns);
+    double to_start = (double)((__int128)x[0].ts - start) / 1e9;
+    double to_end = (double)((__int128)end - (__int128)x[n - 1].ts) / 1e9;
     double sampled = (double)(x[n - 1].ts - x[0].ts) / 1e9;
     double avg = sampled / (double)(n - 1);
     double threshold = avg * 1.1;
@@ -475,8 +484,8 @@ static bool samples_finish(const struct logql_expr *r, size_t K, uint64_t start,
     size_t lo = 0, hi = 0;
     for (size_t k = 0; k < K; k++) {
         /* window (t - off - range, t - off] */
-        int64_t t = (int64_t)(start + k * step) - r->offset_ns;
-        int64_t from = t - r->range_ns;
+        int64_t t = clamp64((__int128)start + (__int128)k * step - r->offset_ns);
+        int64_t from = clamp64((__int128)t - r->range_ns);
         while (lo < s->ns && (int64_t)s->samp[lo].ts <= from) {
             lo++;
         }
@@ -645,10 +654,10 @@ static int eval_range(struct eval *ev, const struct logql_expr *e, const struct 
         s.n_by = e->grouping.n_labels;
     }
     logs_plan_needs(&s, all);
-    int64_t lo = (int64_t)ev->start - e->offset_ns - e->range_ns + 1;
-    int64_t hi = (int64_t)(ev->start + (ev->K - 1) * ev->step) - e->offset_ns + 1;
-    s.lo = lo < 0 ? 0 : (uint64_t)lo;
-    s.hi = hi < 0 ? 0 : (uint64_t)hi;
+    __int128 lo = (__int128)ev->start - e->offset_ns - e->range_ns + 1;
+    __int128 hi = (__int128)ev->start + (__int128)(ev->K - 1) * ev->step - e->offset_ns + 1;
+    s.lo = lo < 0 ? 0 : lo > UINT64_MAX ? UINT64_MAX : (uint64_t)lo;
+    s.hi = hi < 0 ? 0 : hi > UINT64_MAX ? UINT64_MAX : (uint64_t)hi;
     int rc = s.hi > s.lo ? logs_scan_plan(&s) : 0;
     if (rc < 0) {
         qctx_fail(&q->c, rc, "out of memory");

@@ -1360,3 +1360,28 @@ Test(loki, big_answers_are_streamed_in_pieces)
     json_decref(r);
     cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* A range, offset and time near int64's end (nanoseconds) must not
+ * overflow the window arithmetic: each query is answered, exactly, and the
+ * daemon keeps serving (under UBSan an overflow ends the daemon). */
+Test(loki, ranges_and_offsets_near_the_end_of_time_are_answered)
+{
+    struct daemon d;
+    const char *args[] = {"--shards", "1", "--io-threads", "1", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    export_corpus(&d);
+    const int far = 2000000000; /* T0 + 2e9 s: about 3.7e18 ns */
+    expect_instant(&d, "sum(count_over_time({service_name=\"api\"}[100000d]))", far, "{}=10");
+    expect_instant(&d, "sum(count_over_time({service_name=\"api\"}[100000d] offset -10y))", far,
+                   "{}=10");
+    expect_instant(&d,
+                   "quantile_over_time(0.5, {service_name=\"api\"} | unwrap latency [100000d]) "
+                   "by (service_name)",
+                   far, "{service_name=api}=1.125");
+    char got[4096];
+    instant(&d, "sum(rate_counter({service_name=\"api\"} | unwrap latency [100000d]))", far, got,
+            sizeof(got));
+    cr_expect_neq(strlen(got), 0, "rate_counter over the whole corpus has a sample");
+    expect_instant(&d, "sum(count_over_time({service_name=\"api\"}[1h]))", 60, "{}=10");
+    cr_expect_eq(daemon_stop(&d), 0);
+}
