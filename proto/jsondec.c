@@ -109,15 +109,6 @@ int jd_obj_open(struct jd *j, const char *what)
     return 0;
 }
 
-int jd_arr_open(struct jd *j, const char *what)
-{
-    if (peekc(j) != '[') {
-        return jd_fail(j, j->lx.pos, "%s: expected an array", what);
-    }
-    j->lx.pos++;
-    return 0;
-}
-
 /* ---- member names ---- */
 
 /* Index of the member |k| in |t|, or -1 (unknown: skip it). */
@@ -259,18 +250,9 @@ static int scope_env(struct jd *j, uint32_t ri)
         } else if (f == SE_SCHEMA) {
             rc = rd_mstr(j, "schemaUrl", &j->b->scopes[si].schema_url);
         } else {
-            bool efirst = true;
-            if ((rc = jd_arr_open(j, scope_env_fields[f].camel)) < 0) {
-                return rc;
-            }
-            while ((rc = arr_next(j, &efirst)) > 0) {
-                rc = j->sig == SIG_LOGS     ? jd_log_record(j, si)
-                     : j->sig == SIG_TRACES ? jd_span(j, si)
-                                            : jd_metric(j, si);
-                if (rc < 0) {
-                    return rc;
-                }
-            }
+            rc = j->sig == SIG_LOGS     ? jd_log_records(j, si)
+                 : j->sig == SIG_TRACES ? jd_spans(j, si)
+                                        : jd_metrics(j, si);
         }
         if (rc < 0) {
             return rc;
@@ -317,7 +299,7 @@ static int resource_env(struct jd *j)
             rc = rd_mstr(j, "schemaUrl", &j->b->resources[ri].schema_url);
         } else {
             bool efirst = true;
-            if ((rc = jd_arr_open(j, resource_env_fields[f].camel)) < 0) {
+            if ((rc = arr_open(j, resource_env_fields[f].camel)) < 0) {
                 return rc;
             }
             while ((rc = arr_next(j, &efirst)) > 0) {
@@ -354,7 +336,7 @@ static int request(struct jd *j)
             continue;
         }
         bool efirst = true;
-        if ((rc = jd_arr_open(j, request_fields[f].camel)) < 0) {
+        if ((rc = arr_open(j, request_fields[f].camel)) < 0) {
             return rc;
         }
         while ((rc = arr_next(j, &efirst)) > 0) {

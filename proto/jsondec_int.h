@@ -137,9 +137,18 @@ static inline int skip_value(struct jd *j)
 
 /* ---- objects and arrays (jsondec.c) ---- */
 
-/* The cursor past the '{' (or '[') that must come next; -EPROTO naming |what| otherwise. */
+/* The cursor past the '{' that must come next; -EPROTO naming |what| otherwise. */
 int jd_obj_open(struct jd *j, const char *what);
-int jd_arr_open(struct jd *j, const char *what);
+
+/* The same for '['. */
+static inline int arr_open(struct jd *j, const char *what)
+{
+    if (peekc(j) != '[') {
+        return jd_fail(j, j->lx.pos, "%s: expected an array", what);
+    }
+    j->lx.pos++;
+    return 0;
+}
 
 /* 1: a member follows (key set, cursor at its value); 0: the object ended. */
 static inline int obj_next(struct jd *j, struct jsonlex_str *key, bool *first)
@@ -348,10 +357,12 @@ static inline int defer(struct jd *j, size_t *pos)
 
 /* ---- the records, one signal each ---- */
 
-/* One element of logRecords (jsondec_logs.c), spans (jsondec_traces.c) or
- * metrics (jsondec_metrics.c) in scope |si|: a row appended to the batch. */
-int jd_log_record(struct jd *j, uint32_t si);
-int jd_span(struct jd *j, uint32_t si);
-int jd_metric(struct jd *j, uint32_t si);
+/* The value of a scope envelope's logRecords (jsondec_logs.c), spans
+ * (jsondec_traces.c) or metrics (jsondec_metrics.c) member, the records of
+ * scope |si|: a row appended to the batch for each. One call per list, so
+ * that the per-record function is inlined into its loop. */
+int jd_log_records(struct jd *j, uint32_t si);
+int jd_spans(struct jd *j, uint32_t si);
+int jd_metrics(struct jd *j, uint32_t si);
 
 #endif

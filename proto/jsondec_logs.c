@@ -73,7 +73,7 @@ static int log_body(struct jd *j, struct log_row *l)
     return 0;
 }
 
-int jd_log_record(struct jd *j, uint32_t si)
+static int log_record(struct jd *j, uint32_t si)
 {
     struct log_row *l = batch_add_log(j->b);
     bool has;
@@ -135,6 +135,21 @@ int jd_log_record(struct jd *j, uint32_t si)
             break;
         }
         if (rc < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+int jd_log_records(struct jd *j, uint32_t si)
+{
+    bool efirst = true;
+    int rc = arr_open(j, "logRecords");
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &efirst)) > 0) {
+        if ((rc = log_record(j, si)) < 0) {
             return rc;
         }
     }

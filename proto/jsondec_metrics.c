@@ -34,7 +34,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     if (vbuf_put_u32(j->h, 0) < 0) {
         return jd_nomem(j);
     }
-    if ((rc = jd_arr_open(j, what)) < 0) {
+    if ((rc = arr_open(j, what)) < 0) {
         return rc;
     }
     /* the compact form first: numbers and ',' with no blanks, read in place;
@@ -175,7 +175,7 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
         return 0;
     }
     j->lx.pos = pos;
-    if ((rc = jd_arr_open(j, "quantileValues")) < 0) {
+    if ((rc = arr_open(j, "quantileValues")) < 0) {
         return rc;
     }
     while ((rc = arr_next(j, &first)) > 0) {
@@ -583,7 +583,7 @@ static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const c
             rc = jd_rd_bool(j, "isMonotonic", &m->monotonic);
         } else {
             bool efirst = true;
-            if ((rc = jd_arr_open(j, "dataPoints")) < 0) {
+            if ((rc = arr_open(j, "dataPoints")) < 0) {
                 return rc;
             }
             while ((rc = arr_next(j, &efirst)) > 0) {
@@ -612,7 +612,7 @@ static const struct fdef metric_fields[] = {
     [MT_METADATA] = F1("metadata"),
 };
 
-int jd_metric(struct jd *j, uint32_t si)
+static int metric(struct jd *j, uint32_t si)
 {
     uint32_t mi = j->b->n_metrics, rows_mark = j->b->n_rows;
     int rc;
@@ -663,6 +663,21 @@ int jd_metric(struct jd *j, uint32_t si)
         }
         }
         if (rc < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+int jd_metrics(struct jd *j, uint32_t si)
+{
+    bool efirst = true;
+    int rc = arr_open(j, "metrics");
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &efirst)) > 0) {
+        if ((rc = metric(j, si)) < 0) {
             return rc;
         }
     }

@@ -191,7 +191,7 @@ static const struct fdef span_fields[] = {
     [SP_STATUS] = F1("status"),
 };
 
-int jd_span(struct jd *j, uint32_t si)
+static int span(struct jd *j, uint32_t si)
 {
     struct span_row *sp = batch_add_span(j->b);
     bool has;
@@ -266,6 +266,21 @@ int jd_span(struct jd *j, uint32_t si)
             break;
         }
         if (rc < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+int jd_spans(struct jd *j, uint32_t si)
+{
+    bool efirst = true;
+    int rc = arr_open(j, "spans");
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &efirst)) > 0) {
+        if ((rc = span(j, si)) < 0) {
             return rc;
         }
     }

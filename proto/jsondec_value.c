@@ -567,7 +567,7 @@ static int list_value(struct jd *j, int depth, enum val_type t)
         bool efirst = true;
         j->h->len = (size_t)at + 8; /* a repeated "values" replaces the first */
         count = 0;
-        if ((rc = jd_arr_open(j, "values")) < 0) {
+        if ((rc = arr_open(j, "values")) < 0) {
             return rc;
         }
         while ((rc = arr_next(j, &efirst)) > 0) {
@@ -854,7 +854,7 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
     size_t off = j->h->len;
     uint32_t count = 0;
     bool first = true;
-    int rc = jd_arr_open(j, what);
+    int rc = arr_open(j, what);
     if (rc < 0) {
         return rc;
     }
@@ -910,7 +910,7 @@ int jd_blob_list(struct jd *j, const char *what, int (*one)(struct jd *), struct
 {
     size_t off = j->h->len;
     bool first = true;
-    int rc = jd_arr_open(j, what);
+    int rc = arr_open(j, what);
     *n = 0;
     if (rc < 0) {
         return rc;
