@@ -365,4 +365,22 @@ int jd_log_records(struct jd *j, uint32_t si);
 int jd_spans(struct jd *j, uint32_t si);
 int jd_metrics(struct jd *j, uint32_t si);
 
+/* |one| for each element of the list at the cursor (the shared body of the
+ * three above: inlined, with |one| a constant that GCC inlines in turn). */
+__attribute__((always_inline)) static inline int
+record_list(struct jd *j, const char *what, uint32_t si, int (*one)(struct jd *, uint32_t))
+{
+    bool efirst = true;
+    int rc = arr_open(j, what);
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &efirst)) > 0) {
+        if ((rc = one(j, si)) < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
 #endif

@@ -143,15 +143,5 @@ static int log_record(struct jd *j, uint32_t si)
 
 int jd_log_records(struct jd *j, uint32_t si)
 {
-    bool efirst = true;
-    int rc = arr_open(j, "logRecords");
-    if (rc < 0) {
-        return rc;
-    }
-    while ((rc = arr_next(j, &efirst)) > 0) {
-        if ((rc = log_record(j, si)) < 0) {
-            return rc;
-        }
-    }
-    return rc;
+    return record_list(j, "logRecords", si, log_record);
 }

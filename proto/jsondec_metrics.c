@@ -671,15 +671,5 @@ static int metric(struct jd *j, uint32_t si)
 
 int jd_metrics(struct jd *j, uint32_t si)
 {
-    bool efirst = true;
-    int rc = arr_open(j, "metrics");
-    if (rc < 0) {
-        return rc;
-    }
-    while ((rc = arr_next(j, &efirst)) > 0) {
-        if ((rc = metric(j, si)) < 0) {
-            return rc;
-        }
-    }
-    return rc;
+    return record_list(j, "metrics", si, metric);
 }

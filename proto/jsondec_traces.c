@@ -274,15 +274,5 @@ static int span(struct jd *j, uint32_t si)
 
 int jd_spans(struct jd *j, uint32_t si)
 {
-    bool efirst = true;
-    int rc = arr_open(j, "spans");
-    if (rc < 0) {
-        return rc;
-    }
-    while ((rc = arr_next(j, &efirst)) > 0) {
-        if ((rc = span(j, si)) < 0) {
-            return rc;
-        }
-    }
-    return rc;
+    return record_list(j, "spans", si, span);
 }
