@@ -2,6 +2,11 @@
  * jsondec.c - OTLP/JSON request bodies into the row model (proto3 JSON
  * mapping with OTLP's deviations, FACTS.md section 7).
  *
+ * This file holds the entry, the errors, the request, resource and scope
+ * envelopes and the general member-name lookup; the values, each signal's
+ * records and the numbers have files of their own (jsondec_int.h lists
+ * them). What follows describes the whole decoder.
+ *
  * WHY A HAND-WRITTEN PARSER, NOT JANSSON
  *   jansson would build a whole tree (a dozen allocations per record, every
  *   string copied, hash tables per object) only for us to walk it once and
