@@ -1,0 +1,386 @@
+/*
+ * jsondec_int.h - what the files of the OTLP/JSON decoder share; nothing
+ * outside proto/jsondec*.c includes this file. jsondec.h is the module's
+ * public surface; jsondec.c's opening comment says how the decoder works.
+ *
+ * THE FILES
+ *   jsondec.c          the entry (UTF-8 check, the batch put back on failure),
+ *                      errors, the request, resource and scope envelopes, the
+ *                      Resource and InstrumentationScope messages, member
+ *                      names matched the general way
+ *   jsondec_value.c    scalar members (strings, integers, doubles, enums, hex
+ *                      ids), AnyValue, KeyValue (and its compact fast path),
+ *                      attribute lists, counted attributes, blob lists
+ *   jsondec_logs.c     LogRecord
+ *   jsondec_traces.c   Span, its events, links and status
+ *   jsondec_metrics.c  Metric, its data and data points: number lists,
+ *                      histogram and exponential histogram buckets, summary
+ *                      quantiles, exemplars, the in-place detail readers
+ *   jsondec_num.c      numbers and hex ids read from the text (jsondec_num.h)
+ * What every file calls per member (lexing, member-name matching) is static
+ * inline here; the shared functions carry the jd_ prefix.
+ */
+#ifndef MIRADB_JSONDEC_INT_H
+#define MIRADB_JSONDEC_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lib/jsonlex.h"
+#include "storage/arena.h"
+#include "storage/batch.h"
+
+/* The member tables, numbered for the decoder's learned member order (struct fcur). */
+enum {
+    TID_values_fields,
+    TID_any_fields,
+    TID_kv_fields,
+    TID_scope_fields,
+    TID_resource_fields,
+    TID_log_fields,
+    TID_event_fields,
+    TID_link_fields,
+    TID_status_fields,
+    TID_span_fields,
+    TID_bucket_fields,
+    TID_vaq_fields,
+    TID_exemplar_fields,
+    TID_point_fields,
+    TID_data_fields,
+    TID_metric_fields,
+    TID_scope_env_fields,
+    TID_resource_env_fields,
+    TID_request_fields,
+    TID_COUNT,
+};
+#define FMAX 24 /* members a table may have, plus one */
+
+struct jd {
+    struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
+    arena *a;
+    struct batch *b;
+    struct vbuf *h; /* &b->heap */
+    enum signal sig;
+    char *err;
+    size_t errlen;
+    char *sp; /* string carving block in the arena */
+    size_t sleft;
+    /* succ[t][m + 1] - 1: the member of table t that followed member m (or
+     * began the object, m = -1) the last time; 0 when not yet seen. */
+    uint8_t succ[TID_COUNT][FMAX];
+};
+
+#define NONE ((size_t)-1)
+
+/* ---- errors (jsondec.c) ---- */
+
+/* Sets the error text (with " at offset |at|"); returns -EPROTO. */
+__attribute__((format(printf, 3, 4))) int jd_fail(struct jd *j, size_t at, const char *fmt, ...);
+/* Sets the out-of-memory error text; returns -ENOMEM. */
+int jd_nomem(struct jd *j);
+
+/* ---- lexing (lib/jsonlex.h; its errors reported as this decoder's) ---- */
+
+static inline int lexfail(struct jd *j)
+{
+    return jd_fail(j, j->lx.err_at, "%s", j->lx.err);
+}
+
+static inline void ws(struct jd *j)
+{
+    jsonlex_ws(&j->lx);
+}
+
+/* The next non-blank byte, or -1 at the end. */
+static inline int peekc(struct jd *j)
+{
+    return jsonlex_peek(&j->lx);
+}
+
+static inline int lex_str(struct jd *j, struct jsonlex_str *out)
+{
+    return jsonlex_str(&j->lx, out) < 0 ? lexfail(j) : 0;
+}
+
+static inline void unescape(const struct jd *j, const struct jsonlex_str *js, char *d)
+{
+    jsonlex_unescape(&j->lx, js, d);
+}
+
+static inline bool str_bytes(const struct jd *j, const struct jsonlex_str *js, char *buf,
+                             size_t cap, const char **p)
+{
+    return jsonlex_str_bytes(&j->lx, js, buf, cap, p);
+}
+
+static inline int lex_num(struct jd *j, size_t *at, size_t *len)
+{
+    return jsonlex_num(&j->lx, at, len) < 0 ? lexfail(j) : 0;
+}
+
+static inline int lex_lit(struct jd *j, const char *lit, size_t n)
+{
+    return jsonlex_lit(&j->lx, lit, n) < 0 ? lexfail(j) : 0;
+}
+
+static inline bool take_null(struct jd *j)
+{
+    return jsonlex_null(&j->lx);
+}
+
+static inline int skip_value(struct jd *j)
+{
+    return jsonlex_skip(&j->lx) < 0 ? lexfail(j) : 0;
+}
+
+/* ---- objects and arrays (jsondec.c) ---- */
+
+/* The cursor past the '{' that must come next; -EPROTO naming |what| otherwise. */
+int jd_obj_open(struct jd *j, const char *what);
+
+/* The same for '['. */
+static inline int arr_open(struct jd *j, const char *what)
+{
+    if (peekc(j) != '[') {
+        return jd_fail(j, j->lx.pos, "%s: expected an array", what);
+    }
+    j->lx.pos++;
+    return 0;
+}
+
+/* 1: a member follows (key set, cursor at its value); 0: the object ended. */
+static inline int obj_next(struct jd *j, struct jsonlex_str *key, bool *first)
+{
+    int rc = jsonlex_obj_next(&j->lx, key, first);
+    return rc < 0 ? lexfail(j) : rc;
+}
+
+/* 1: an element follows (cursor at it); 0: the array ended. */
+static inline int arr_next(struct jd *j, bool *first)
+{
+    int rc = jsonlex_arr_next(&j->lx, first);
+    return rc < 0 ? lexfail(j) : rc;
+}
+
+/* ---- member names ---- */
+
+/* A member name, camelCase and snake_case. |cq|/|sq| hold the name and its
+ * closing quote, zero-padded, for next_field's word compares. */
+#define FNAME_MAX 31
+struct fdef {
+    const char *camel;
+    const char *snake; /* NULL when the same */
+    uint8_t clen, slen;
+    char cq[FNAME_MAX + 1], sq[FNAME_MAX + 1];
+};
+#define F2(c, s)                                                                                   \
+    {                                                                                              \
+        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\""                                         \
+    }
+#define F1(c)                                                                                      \
+    {                                                                                              \
+        c, NULL, sizeof(c) - 1, 0, c "\"", ""                                                      \
+    }
+#define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
+/*
+ * A cursor over an object's members, matched against a member table. The
+ * member that comes next is guessed from the order the previous object of
+ * the same kind had (producers write members in a fixed order): when the
+ * text at the cursor is exactly that name in quotes, it is taken without
+ * lexing the key or searching the table. Any other key goes the general way
+ * (jsonlex_obj_next + field_of), so escapes, snake_case and unknown keys
+ * read as before and errors are the lexer's.
+ */
+struct fcur {
+    const struct fdef *t;
+    uint8_t *succ; /* j->succ[table] */
+    int nt;
+    int prev; /* the last known member matched, -1 before the first */
+    int f;    /* the member just read: its index in t, or -1 (unknown) */
+    bool first;
+};
+#define FCUR(j, tab)                                                                               \
+    {                                                                                              \
+        .t = (tab), .succ = (j)->succ[TID_##tab], .nt = NF(tab), .prev = -1, .f = -1,              \
+        .first = true                                                                              \
+    }
+
+/*
+ * Whether |p| starts with the |n| bytes of |nm| (a zero-padded FNAME_MAX + 1
+ * array); |p| has at least FNAME_MAX + 1 bytes. Eight bytes at a time, the
+ * last word masked to its |n| % 8 bytes (little-endian order).
+ */
+static inline bool name_eq(const char *p, const char *nm, size_t n)
+{
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, nm + k, 8);
+        if (a != b) {
+            return false;
+        }
+    }
+    if (k < n) {
+        uint64_t a, b;
+        memcpy(&a, p + k, 8);
+        memcpy(&b, nm + k, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return ((a ^ b) & (~0ull << (64 - 8 * (n - k)))) == 0;
+#else
+        return ((a ^ b) & (~0ull >> (64 - 8 * (n - k)))) == 0;
+#endif
+    }
+    return true;
+}
+
+/*
+ * The member whose name (and closing quote) starts the text at |p| (a key's
+ * first byte), trying |h| first: its index, with |*len| its name's length,
+ * or -1. |p| has at least FNAME_MAX + 1 bytes.
+ */
+static inline int name_find(const char *p, const struct fdef *t, int nt, int h, size_t *len)
+{
+    for (int i = 0; i < nt; i++, h = h + 1 == nt ? 0 : h + 1) {
+        const struct fdef *d = &t[h];
+        if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
+            *len = d->clen;
+            return h;
+        }
+        if (d->slen != 0 && p[0] == d->sq[0] && name_eq(p, d->sq, d->slen + 1u)) {
+            *len = d->slen;
+            return h;
+        }
+    }
+    return -1;
+}
+
+/* next_field for a key not matched in place (jsondec.c). */
+int jd_next_field_slow(struct jd *j, struct fcur *c);
+
+/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
+__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
+{
+    struct jsonlex *x = &j->lx;
+    size_t save = x->pos;
+    int ch = jsonlex_peek(x);
+    if (ch == '}') {
+        x->pos++;
+        return 0;
+    }
+    if (!c->first) {
+        ch = ch == ',' ? (x->pos++, jsonlex_peek(x)) : -1;
+    }
+    if (ch == '"' && x->n - x->pos > FNAME_MAX + 1) {
+        int h = c->succ[c->prev + 1];
+        size_t len;
+        h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+        int f = name_find(x->s + x->pos + 1, c->t, c->nt, h, &len);
+        if (f >= 0) {
+            x->pos += len + 2;
+            if (jsonlex_peek(x) == ':') {
+                x->pos++;
+                jsonlex_ws(x);
+                c->first = false;
+                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                c->f = c->prev = f;
+                return 1;
+            }
+        }
+    }
+    x->pos = save;
+    return jd_next_field_slow(j, c);
+}
+
+/* ---- scalar members (jsondec_value.c) ---- */
+
+/* Carves the unescaped string from the arena. */
+int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out);
+/* A string member's text (not yet unescaped). */
+int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js);
+/* Writes uv length + unescaped bytes to the heap. */
+int jd_heap_jstr(struct jd *j, const struct jsonlex_str *js);
+/* Integers: JSON numbers or decimal strings, exact; -EPROTO out of range. */
+int jd_rd_u64(struct jd *j, const char *field, uint64_t *out);
+int jd_rd_i64(struct jd *j, const char *field, int64_t *out);
+int jd_rd_u32(struct jd *j, const char *field, uint32_t *out);
+int jd_rd_i32(struct jd *j, const char *field, int32_t *out);
+/* A double: a number, a numeric string, "NaN", "Infinity" or "-Infinity". */
+int jd_rd_f64(struct jd *j, const char *field, double *out);
+int jd_rd_bool(struct jd *j, const char *field, bool *out);
+/* An enum: an integer (bare or quoted) or one of |names| (index = value). */
+int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out);
+/*
+ * A hex id of exactly |nb| bytes into |dst|. "" leaves |dst| zero and
+ * |present| false; all-zero bytes also read as absent.
+ */
+int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present);
+
+static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
+{
+    struct jsonlex_str js;
+    int rc = jd_rd_jstr(j, field, &js);
+    return rc < 0 ? rc : jd_arena_str(j, &js, out);
+}
+
+/* ---- values (jsondec_value.c; val.h encoding into the heap) ---- */
+
+/* A string log body goes to the arena, not the heap. */
+struct body_sink {
+    bool is_str;
+    struct mstr str;
+};
+
+/*
+ * One AnyValue at nesting level |depth| (1 = an attribute or body value),
+ * written to the heap as one val.h value. With |sink|, a string value goes
+ * to sink->str instead and the heap gets nothing.
+ */
+int jd_any_value(struct jd *j, int depth, struct body_sink *sink);
+/* An attributes list: KeyValue entries back to back in the heap. */
+int jd_attr_list(struct jd *j, const char *what, struct attrs *out);
+/* u32 count + u32 nbytes + the attributes found at |pos|. */
+int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what);
+/* A list of events, links or exemplars into one blob, |*n| of them. */
+int jd_blob_list(struct jd *j, const char *what, int (*one)(struct jd *), struct blob *out,
+                 uint32_t *n);
+
+/* Remembers where a member's value is, and skips it. */
+static inline int defer(struct jd *j, size_t *pos)
+{
+    *pos = (ws(j), j->lx.pos);
+    return skip_value(j);
+}
+
+/* ---- the records, one signal each ---- */
+
+/* The value of a scope envelope's logRecords (jsondec_logs.c), spans
+ * (jsondec_traces.c) or metrics (jsondec_metrics.c) member, the records of
+ * scope |si|: a row appended to the batch for each. One call per list, so
+ * that the per-record function is inlined into its loop. */
+int jd_log_records(struct jd *j, uint32_t si);
+int jd_spans(struct jd *j, uint32_t si);
+int jd_metrics(struct jd *j, uint32_t si);
+
+/* |one| for each element of the list at the cursor (the shared body of the
+ * three above: inlined, with |one| a constant that GCC inlines in turn). */
+__attribute__((always_inline)) static inline int
+record_list(struct jd *j, const char *what, uint32_t si, int (*one)(struct jd *, uint32_t))
+{
+    bool efirst = true;
+    int rc = arr_open(j, what);
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &efirst)) > 0) {
+        if ((rc = one(j, si)) < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+#endif

@@ -1,0 +1,675 @@
+/*
+ * jsondec_metrics.c - one OTLP/JSON Metric into a metric row and its data
+ * points into point rows: gauges, sums, histograms, exponential histograms
+ * and summaries; the detail blobs (bucket counts and bounds, exponential
+ * buckets, quantiles) read in place when they come in the usual order, else
+ * deferred and read at the end of the point; number lists in compact form
+ * read straight from the text; exemplars. jsondec.c says how the decoder
+ * works.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "proto/jsondec_int.h"
+#include "proto/jsondec_num.h"
+#include "storage/val.h"
+
+static const char *const temporality_names[] = {
+    "AGGREGATION_TEMPORALITY_UNSPECIFIED",
+    "AGGREGATION_TEMPORALITY_DELTA",
+    "AGGREGATION_TEMPORALITY_CUMULATIVE",
+};
+
+/* ---- metrics ---- */
+
+/* A list of numbers: u32 n, then n u64 (|dbl| false) or n f64, into the heap. */
+static int num_list(struct jd *j, const char *what, bool dbl)
+{
+    size_t hdr = j->h->len;
+    uint32_t n = 0;
+    bool first = true;
+    int rc;
+    if (vbuf_put_u32(j->h, 0) < 0) {
+        return jd_nomem(j);
+    }
+    if ((rc = arr_open(j, what)) < 0) {
+        return rc;
+    }
+    /* the compact form first: numbers and ',' with no blanks, read in place;
+     * the general loop takes over at anything else (the cursor then at the
+     * ',' before the element it could not read) */
+    const char *s = j->lx.s;
+    for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
+         i = j->lx.pos + 1) {
+        uint64_t v;
+        bool ok, neg = false;
+        if (dbl) {
+            double d;
+            ok = jdnum_f64(s + i, j->lx.n - i, &d, &used);
+            memcpy(&v, &d, 8);
+        } else {
+            ok = jdnum_int(s + i, j->lx.n - i, &neg, &v, &used) && !neg;
+        }
+        if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
+            break;
+        }
+        if (vbuf_put_u64(j->h, v) < 0) {
+            return jd_nomem(j);
+        }
+        n++;
+        first = false;
+        j->lx.pos = i + used;
+        if (s[j->lx.pos] == ']') {
+            break;
+        }
+    }
+    while ((rc = arr_next(j, &first)) > 0) {
+        if (dbl) {
+            double v;
+            if ((rc = jd_rd_f64(j, what, &v)) < 0) {
+                return rc;
+            }
+            if (vbuf_put_f64(j->h, v) < 0) {
+                return jd_nomem(j);
+            }
+        } else {
+            uint64_t v;
+            if ((rc = jd_rd_u64(j, what, &v)) < 0) {
+                return rc;
+            }
+            if (vbuf_put_u64(j->h, v) < 0) {
+                return jd_nomem(j);
+            }
+        }
+        n++;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    vbuf_patch_u32(j->h, hdr, n);
+    return 0;
+}
+
+/* A number list found at |pos| earlier (or an empty one). */
+static int num_list_at(struct jd *j, size_t pos, const char *what, bool dbl)
+{
+    if (pos == NONE) {
+        return vbuf_put_u32(j->h, 0) < 0 ? jd_nomem(j) : 0;
+    }
+    size_t end = j->lx.pos;
+    j->lx.pos = pos;
+    int rc = num_list(j, what, dbl);
+    j->lx.pos = end;
+    return rc;
+}
+
+enum { BK_OFFSET, BK_COUNTS };
+static const struct fdef bucket_fields[] = {
+    [BK_OFFSET] = F1("offset"),
+    [BK_COUNTS] = F2("bucketCounts", "bucket_counts"),
+};
+
+/* ExponentialHistogram Buckets found at |pos|: u32 offset, u32 n, n u64. */
+static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
+{
+    size_t hdr = j->h->len, end = j->lx.pos;
+    int32_t offset = 0;
+    bool have_counts = false;
+    int rc = 0;
+    if (vbuf_put_u32(j->h, 0) < 0) {
+        return jd_nomem(j);
+    }
+    if (pos != NONE) {
+        j->lx.pos = pos;
+        if ((rc = jd_obj_open(j, what)) < 0) {
+            return rc;
+        }
+        for (struct fcur fc = FCUR(j, bucket_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
+            if (f < 0 || take_null(j)) {
+                rc = f < 0 ? skip_value(j) : 0;
+            } else if (f == BK_OFFSET) {
+                rc = jd_rd_i32(j, "offset", &offset);
+            } else {
+                j->h->len = hdr + 4; /* a repeated list replaces the first */
+                rc = num_list(j, "bucketCounts", false);
+                have_counts = true;
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        if (rc < 0) {
+            return rc;
+        }
+        if (!here) {
+            j->lx.pos = end;
+        }
+    }
+    if (!have_counts && vbuf_put_u32(j->h, 0) < 0) {
+        return jd_nomem(j);
+    }
+    vbuf_patch_u32(j->h, hdr, (uint32_t)offset);
+    return 0;
+}
+
+enum { VQ_QUANTILE, VQ_VALUE };
+static const struct fdef vaq_fields[] = {
+    [VQ_QUANTILE] = F1("quantile"),
+    [VQ_VALUE] = F1("value"),
+};
+
+/* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
+static int quantiles_at(struct jd *j, size_t pos, bool here)
+{
+    size_t hdr = j->h->len, end = j->lx.pos;
+    uint32_t n = 0;
+    bool first = true;
+    int rc;
+    if (vbuf_put_u32(j->h, 0) < 0) {
+        return jd_nomem(j);
+    }
+    if (pos == NONE) {
+        return 0;
+    }
+    j->lx.pos = pos;
+    if ((rc = arr_open(j, "quantileValues")) < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &first)) > 0) {
+        double q = 0, v = 0;
+        if (!take_null(j)) {
+            if ((rc = jd_obj_open(j, "quantileValues")) < 0) {
+                return rc;
+            }
+            for (struct fcur fc = FCUR(j, vaq_fields); (rc = next_field(j, &fc)) > 0;) {
+                int f = fc.f;
+                if (f < 0 || take_null(j)) {
+                    rc = f < 0 ? skip_value(j) : 0;
+                } else {
+                    rc = jd_rd_f64(j, f == VQ_QUANTILE ? "quantile" : "value",
+                                   f == VQ_QUANTILE ? &q : &v);
+                }
+                if (rc < 0) {
+                    return rc;
+                }
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        if (vbuf_put_f64(j->h, q) < 0 || vbuf_put_f64(j->h, v) < 0) {
+            return jd_nomem(j);
+        }
+        n++;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    vbuf_patch_u32(j->h, hdr, n);
+    if (!here) {
+        j->lx.pos = end;
+    }
+    return 0;
+}
+
+/* What list_inline reads. */
+enum { LI_COUNTS, LI_BOUNDS, LI_POSITIVE, LI_NEGATIVE, LI_QUANTILES };
+
+/*
+ * A detail member read where it is (for LI_POSITIVE, after a placeholder
+ * for the exponential histogram's scale, zero count and zero threshold),
+ * |*pos| set to where its value starts. When that fails the heap and the
+ * cursor are put back and the member is deferred (skipped, to be read again
+ * at |*pos| later), so that errors are those of the deferred path: returns
+ * 1 then, 0 when read in place, or defer's error.
+ */
+static int list_inline(struct jd *j, size_t *pos, int what)
+{
+    size_t mark = j->h->len;
+    int rc;
+    *pos = (ws(j), j->lx.pos);
+    switch (what) {
+    case LI_COUNTS:
+        rc = num_list(j, "bucketCounts", false);
+        break;
+    case LI_BOUNDS:
+        rc = num_list(j, "explicitBounds", true);
+        break;
+    case LI_POSITIVE:
+        rc = vbuf_put_u32(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0
+                 ? -ENOMEM
+                 : buckets_at(j, *pos, "positive", true);
+        break;
+    case LI_NEGATIVE:
+        rc = buckets_at(j, *pos, "negative", true);
+        break;
+    default:
+        rc = quantiles_at(j, *pos, true);
+        break;
+    }
+    if (rc == 0) {
+        return 0;
+    }
+    j->h->len = mark;
+    j->lx.pos = *pos;
+    rc = defer(j, pos);
+    return rc < 0 ? rc : 1;
+}
+
+enum { EX_ATTRS, EX_TIME, EX_DOUBLE, EX_INT, EX_SPAN, EX_TRACE };
+static const struct fdef exemplar_fields[] = {
+    [EX_ATTRS] = F2("filteredAttributes", "filtered_attributes"),
+    [EX_TIME] = F2("timeUnixNano", "time_unix_nano"),
+    [EX_DOUBLE] = F2("asDouble", "as_double"),
+    [EX_INT] = F2("asInt", "as_int"),
+    [EX_SPAN] = F2("spanId", "span_id"),
+    [EX_TRACE] = F2("traceId", "trace_id"),
+};
+
+/*
+ * One Exemplar: u64 time, u8 point_value, 8 value bytes, u8 has_trace_id,
+ * 16 trace id, u8 has_span_id, 8 span id, u32 count, u32 nbytes, attrs.
+ */
+static int exemplar(struct jd *j)
+{
+    uint64_t t = 0, raw = 0;
+    uint8_t vt = PV_NONE, tid[16] = {0}, sid[8] = {0};
+    bool has_t = false, has_s = false;
+    size_t attrs = NONE;
+    int rc = 0;
+    if (!take_null(j)) {
+        if ((rc = jd_obj_open(j, "exemplars")) < 0) {
+            return rc;
+        }
+        for (struct fcur fc = FCUR(j, exemplar_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
+            if (f < 0 || take_null(j)) {
+                rc = f < 0 ? skip_value(j) : 0;
+            } else if (f == EX_ATTRS) {
+                rc = defer(j, &attrs);
+            } else if (f == EX_TIME) {
+                rc = jd_rd_u64(j, "exemplars.timeUnixNano", &t);
+            } else if (f == EX_DOUBLE) {
+                double d;
+                if ((rc = jd_rd_f64(j, "exemplars.asDouble", &d)) == 0) {
+                    memcpy(&raw, &d, 8);
+                    vt = PV_DOUBLE;
+                }
+            } else if (f == EX_INT) {
+                int64_t i;
+                if ((rc = jd_rd_i64(j, "exemplars.asInt", &i)) == 0) {
+                    raw = (uint64_t)i;
+                    vt = PV_INT;
+                }
+            } else if (f == EX_SPAN) {
+                rc = jd_rd_id(j, "exemplars.spanId", sid, 8, &has_s);
+            } else {
+                rc = jd_rd_id(j, "exemplars.traceId", tid, 16, &has_t);
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (vbuf_put_u64(j->h, t) < 0 || vbuf_put_u8(j->h, vt) < 0 || vbuf_put_u64(j->h, raw) < 0 ||
+        vbuf_put_u8(j->h, has_t) < 0 || vbuf_put(j->h, tid, 16) < 0 ||
+        vbuf_put_u8(j->h, has_s) < 0 || vbuf_put(j->h, sid, 8) < 0) {
+        return jd_nomem(j);
+    }
+    return jd_counted_attrs_at(j, attrs, "exemplars.filteredAttributes");
+}
+
+enum {
+    DP_ATTRS,
+    DP_START,
+    DP_TIME,
+    DP_DOUBLE,
+    DP_INT,
+    DP_EXEMPLARS,
+    DP_FLAGS,
+    DP_COUNT,
+    DP_SUM,
+    DP_BUCKETS,
+    DP_BOUNDS,
+    DP_MIN,
+    DP_MAX,
+    DP_SCALE,
+    DP_ZERO_COUNT,
+    DP_POSITIVE,
+    DP_NEGATIVE,
+    DP_ZERO_THRESHOLD,
+    DP_QUANTILES,
+};
+static const struct fdef point_fields[] = {
+    [DP_ATTRS] = F1("attributes"),
+    [DP_START] = F2("startTimeUnixNano", "start_time_unix_nano"),
+    [DP_TIME] = F2("timeUnixNano", "time_unix_nano"),
+    [DP_DOUBLE] = F2("asDouble", "as_double"),
+    [DP_INT] = F2("asInt", "as_int"),
+    [DP_EXEMPLARS] = F1("exemplars"),
+    [DP_FLAGS] = F1("flags"),
+    [DP_COUNT] = F1("count"),
+    [DP_SUM] = F1("sum"),
+    [DP_BUCKETS] = F2("bucketCounts", "bucket_counts"),
+    [DP_BOUNDS] = F2("explicitBounds", "explicit_bounds"),
+    [DP_MIN] = F1("min"),
+    [DP_MAX] = F1("max"),
+    [DP_SCALE] = F1("scale"),
+    [DP_ZERO_COUNT] = F2("zeroCount", "zero_count"),
+    [DP_POSITIVE] = F1("positive"),
+    [DP_NEGATIVE] = F1("negative"),
+    [DP_ZERO_THRESHOLD] = F2("zeroThreshold", "zero_threshold"),
+    [DP_QUANTILES] = F2("quantileValues", "quantile_values"),
+};
+
+/* The members each kind of data point has (bit per DP_*). */
+#define B(x) (1u << (x))
+#define DP_COMMON (B(DP_ATTRS) | B(DP_START) | B(DP_TIME) | B(DP_FLAGS))
+static const uint32_t point_members[] = {
+    [MK_NONE] = 0,
+    [MK_GAUGE] = DP_COMMON | B(DP_DOUBLE) | B(DP_INT) | B(DP_EXEMPLARS),
+    [MK_SUM] = DP_COMMON | B(DP_DOUBLE) | B(DP_INT) | B(DP_EXEMPLARS),
+    [MK_HISTOGRAM] = DP_COMMON | B(DP_COUNT) | B(DP_SUM) | B(DP_BUCKETS) | B(DP_BOUNDS) |
+                     B(DP_MIN) | B(DP_MAX) | B(DP_EXEMPLARS),
+    [MK_EXP_HISTOGRAM] = DP_COMMON | B(DP_COUNT) | B(DP_SUM) | B(DP_SCALE) | B(DP_ZERO_COUNT) |
+                         B(DP_POSITIVE) | B(DP_NEGATIVE) | B(DP_MIN) | B(DP_MAX) |
+                         B(DP_ZERO_THRESHOLD) | B(DP_EXEMPLARS),
+    [MK_SUMMARY] = DP_COMMON | B(DP_COUNT) | B(DP_SUM) | B(DP_QUANTILES),
+};
+
+static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
+{
+    struct point_row *p = batch_add_point(j->b);
+    size_t buckets = NONE, bounds = NONE, pos = NONE, neg = NONE, quant = NONE;
+    /* histogram buckets and bounds read in place (the detail blob then is
+     * heap[d0, d1)): 0 not yet, 1 buckets, 2 both, -1 deferred instead */
+    int hs = 0;
+    size_t d0 = 0, d1 = 0;
+    int32_t scale = 0;
+    uint64_t zero_count = 0;
+    double zero_threshold = 0;
+    int rc = 0;
+    if (p == NULL) {
+        return jd_nomem(j);
+    }
+    p->metric = mi;
+    p->has_sum = kind == MK_SUMMARY;
+    if (!take_null(j)) {
+        if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
+            return rc;
+        }
+        for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
+            int f = fc.f;
+            if (f < 0 || !(point_members[kind] & B(f)) || take_null(j)) {
+                if ((f < 0 || !(point_members[kind] & B(f))) && (rc = skip_value(j)) < 0) {
+                    return rc;
+                }
+                continue;
+            }
+            switch (f) {
+            case DP_ATTRS:
+                rc = jd_attr_list(j, "attributes", &p->attrs);
+                break;
+            case DP_START:
+                rc = jd_rd_u64(j, "startTimeUnixNano", &p->start_ns);
+                break;
+            case DP_TIME:
+                rc = jd_rd_u64(j, "timeUnixNano", &p->time_ns);
+                break;
+            case DP_DOUBLE:
+                rc = jd_rd_f64(j, "asDouble", &p->value.d);
+                p->value_type = PV_DOUBLE;
+                break;
+            case DP_INT:
+                rc = jd_rd_i64(j, "asInt", &p->value.i);
+                p->value_type = PV_INT;
+                break;
+            case DP_EXEMPLARS:
+                rc = jd_blob_list(j, "exemplars", exemplar, &p->exemplars, &p->n_exemplars);
+                break;
+            case DP_FLAGS:
+                rc = jd_rd_u32(j, "flags", &p->flags);
+                break;
+            case DP_COUNT:
+                rc = jd_rd_u64(j, "count", &p->count);
+                break;
+            case DP_SUM:
+                rc = jd_rd_f64(j, "sum", &p->sum);
+                p->has_sum = true;
+                break;
+            case DP_MIN:
+                rc = jd_rd_f64(j, "min", &p->min);
+                p->has_min = true;
+                break;
+            case DP_MAX:
+                rc = jd_rd_f64(j, "max", &p->max);
+                p->has_max = true;
+                break;
+            case DP_SCALE:
+                rc = jd_rd_i32(j, "scale", &scale);
+                break;
+            case DP_ZERO_COUNT:
+                rc = jd_rd_u64(j, "zeroCount", &zero_count);
+                break;
+            case DP_ZERO_THRESHOLD:
+                rc = jd_rd_f64(j, "zeroThreshold", &zero_threshold);
+                break;
+            case DP_BUCKETS: /* read in place when it can be the detail's start */
+                hs = hs == 0 && bounds == NONE ? 1 : -1;
+                d0 = j->h->len;
+                rc = hs == 1 ? list_inline(j, &buckets, LI_COUNTS) : defer(j, &buckets);
+                hs = rc == 1 ? -1 : hs; /* it fell back to defer */
+                d1 = j->h->len;
+                break;
+            case DP_BOUNDS: /* in place right after the buckets read in place */
+                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
+                rc = hs == 2 ? list_inline(j, &bounds, LI_BOUNDS) : defer(j, &bounds);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
+                break;
+            case DP_POSITIVE: /* in place, after a header placeholder */
+                hs = hs == 0 && neg == NONE ? 1 : -1;
+                d0 = j->h->len;
+                rc = hs == 1 ? list_inline(j, &pos, LI_POSITIVE) : defer(j, &pos);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
+                break;
+            case DP_NEGATIVE: /* in place right after the positive buckets */
+                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
+                rc = hs == 2 ? list_inline(j, &neg, LI_NEGATIVE) : defer(j, &neg);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
+                break;
+            default: /* quantile values: the whole detail, in place */
+                hs = hs == 0 ? 2 : -1;
+                d0 = j->h->len;
+                rc = hs == 2 ? list_inline(j, &quant, LI_QUANTILES) : defer(j, &quant);
+                hs = rc == 1 ? -1 : hs;
+                d1 = j->h->len;
+                break;
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    size_t off = j->h->len, end = NONE; /* the detail: heap[off, end or the heap's end) */
+    if (kind == MK_HISTOGRAM && hs == 1 && bounds == NONE && off == d1) {
+        if (vbuf_put_u32(j->h, 0) < 0) { /* no bounds */
+            return jd_nomem(j);
+        }
+        off = d0;
+    } else if (kind == MK_HISTOGRAM && hs == 2) {
+        off = d0;
+        end = d1;
+    } else if (kind == MK_HISTOGRAM) {
+        if ((rc = num_list_at(j, buckets, "bucketCounts", false)) < 0 ||
+            (rc = num_list_at(j, bounds, "explicitBounds", true)) < 0) {
+            return rc;
+        }
+    } else if (kind == MK_EXP_HISTOGRAM && hs >= 1 && (hs == 2 || (neg == NONE && off == d1))) {
+        if (hs == 1 && (rc = buckets_at(j, NONE, "negative", false)) < 0) {
+            return rc;
+        }
+        end = hs == 2 ? d1 : NONE;
+        uint64_t zt;
+        memcpy(&zt, &zero_threshold, 8);
+        vbuf_patch_u32(j->h, d0, (uint32_t)scale);
+        for (int i = 0; i < 8; i++) { /* the header, little-endian as vbuf_put_u64 writes */
+            j->h->p[d0 + 4 + i] = (uint8_t)(zero_count >> (8 * i));
+            j->h->p[d0 + 12 + i] = (uint8_t)(zt >> (8 * i));
+        }
+        off = d0;
+    } else if (kind == MK_EXP_HISTOGRAM) {
+        if (vbuf_put_u32(j->h, (uint32_t)scale) < 0 || vbuf_put_u64(j->h, zero_count) < 0 ||
+            vbuf_put_f64(j->h, zero_threshold) < 0) {
+            return jd_nomem(j);
+        }
+        if ((rc = buckets_at(j, pos, "positive", false)) < 0 ||
+            (rc = buckets_at(j, neg, "negative", false)) < 0) {
+            return rc;
+        }
+    } else if (kind == MK_SUMMARY && hs == 2) {
+        off = d0;
+        end = d1;
+    } else if (kind == MK_SUMMARY) {
+        if ((rc = quantiles_at(j, quant, false)) < 0) {
+            return rc;
+        }
+    }
+    p->detail = (struct blob){(uint32_t)off, (uint32_t)((end != NONE ? end : j->h->len) - off)};
+    return 0;
+}
+
+enum { MD_POINTS, MD_TEMPORALITY, MD_MONOTONIC };
+static const struct fdef data_fields[] = {
+    [MD_POINTS] = F2("dataPoints", "data_points"),
+    [MD_TEMPORALITY] = F2("aggregationTemporality", "aggregation_temporality"),
+    [MD_MONOTONIC] = F2("isMonotonic", "is_monotonic"),
+};
+
+/* Gauge, Sum, Histogram, ExponentialHistogram or Summary of metric |mi|. */
+static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const char *what)
+{
+    int rc = jd_obj_open(j, what);
+    if (rc < 0) {
+        return rc;
+    }
+    for (struct fcur fc = FCUR(j, data_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
+        struct metric_row *m = &j->b->metrics[mi];
+        bool known = f == MD_POINTS ||
+                     (f == MD_TEMPORALITY && kind != MK_GAUGE && kind != MK_SUMMARY) ||
+                     (f == MD_MONOTONIC && kind == MK_SUM);
+        if (!known || take_null(j)) {
+            if (!known && (rc = skip_value(j)) < 0) {
+                return rc;
+            }
+            continue;
+        }
+        if (f == MD_TEMPORALITY) {
+            rc = jd_rd_enum(j, "aggregationTemporality", temporality_names, NF(temporality_names),
+                            &m->temporality);
+        } else if (f == MD_MONOTONIC) {
+            rc = jd_rd_bool(j, "isMonotonic", &m->monotonic);
+        } else {
+            bool efirst = true;
+            if ((rc = arr_open(j, "dataPoints")) < 0) {
+                return rc;
+            }
+            while ((rc = arr_next(j, &efirst)) > 0) {
+                if ((rc = point(j, mi, kind)) < 0) {
+                    return rc;
+                }
+            }
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+enum { MT_NAME, MT_DESC, MT_UNIT, MT_GAUGE, MT_SUM, MT_HIST, MT_EXP, MT_SUMMARY, MT_METADATA };
+static const struct fdef metric_fields[] = {
+    [MT_NAME] = F1("name"),
+    [MT_DESC] = F1("description"),
+    [MT_UNIT] = F1("unit"),
+    [MT_GAUGE] = F1("gauge"),
+    [MT_SUM] = F1("sum"),
+    [MT_HIST] = F1("histogram"),
+    [MT_EXP] = F2("exponentialHistogram", "exponential_histogram"),
+    [MT_SUMMARY] = F1("summary"),
+    [MT_METADATA] = F1("metadata"),
+};
+
+static int metric(struct jd *j, uint32_t si)
+{
+    uint32_t mi = j->b->n_metrics, rows_mark = j->b->n_rows;
+    int rc;
+    if (batch_add_metric(j->b) == NULL) {
+        return jd_nomem(j);
+    }
+    j->b->metrics[mi].scope = si;
+    if (take_null(j)) {
+        return 0;
+    }
+    if ((rc = jd_obj_open(j, "metrics")) < 0) {
+        return rc;
+    }
+    for (struct fcur fc = FCUR(j, metric_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
+        struct metric_row *m = &j->b->metrics[mi];
+        if (f < 0 || take_null(j)) {
+            if (f < 0 && (rc = skip_value(j)) < 0) {
+                return rc;
+            }
+            continue;
+        }
+        switch (f) {
+        case MT_NAME:
+            rc = rd_mstr(j, "name", &m->name);
+            break;
+        case MT_DESC:
+            rc = rd_mstr(j, "description", &m->description);
+            break;
+        case MT_UNIT:
+            rc = rd_mstr(j, "unit", &m->unit);
+            break;
+        case MT_METADATA:
+            rc = jd_attr_list(j, "metadata", &m->metadata);
+            break;
+        default: {
+            static const enum metric_kind kinds[] = {
+                [MT_GAUGE] = MK_GAUGE,       [MT_SUM] = MK_SUM,         [MT_HIST] = MK_HISTOGRAM,
+                [MT_EXP] = MK_EXP_HISTOGRAM, [MT_SUMMARY] = MK_SUMMARY,
+            };
+            /* the data oneof: the last member wins, with its points only */
+            j->b->n_rows = rows_mark;
+            m->kind = kinds[f];
+            m->temporality = 0;
+            m->monotonic = false;
+            rc = metric_data(j, mi, kinds[f], metric_fields[f].camel);
+            break;
+        }
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+int jd_metrics(struct jd *j, uint32_t si)
+{
+    return record_list(j, "metrics", si, metric);
+}

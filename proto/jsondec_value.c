@@ -1,0 +1,929 @@
+/*
+ * jsondec_value.c - the OTLP/JSON decoder's values: scalar members
+ * (strings into the arena or the heap, integers exact from their digits,
+ * doubles, booleans, enums, hex ids), AnyValue and KeyValue in val.h
+ * encoding (with the compact-KeyValue fast path, kv_fast), attribute lists
+ * and the blob lists of events, links and exemplars. jsondec.c says how the
+ * decoder works; jsondec_int.h lists what these offer the other files.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base64.h"
+#include "lib/hex.h"
+#include "proto/jsondec_int.h"
+#include "proto/jsondec_num.h"
+#include "storage/val.h"
+
+/* Strings up to this size are carved from a shared arena block. */
+#define JD_STR_BLOCK 4096
+
+/* ---- scalar members ---- */
+
+/* Carves the unescaped string from the arena. */
+int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out)
+{
+    char *p;
+    if (js->len == 0) {
+        out->p = "";
+        out->len = 0;
+        return 0;
+    }
+    if (js->len > UINT32_MAX) {
+        return jd_fail(j, js->at, "string longer than 4 GiB");
+    }
+    if (js->len <= j->sleft) {
+        p = j->sp;
+        j->sp += js->len;
+        j->sleft -= js->len;
+    } else if (js->len > JD_STR_BLOCK / 4) {
+        p = arena_alloc(j->a, js->len);
+    } else {
+        p = arena_alloc(j->a, JD_STR_BLOCK);
+        if (p != NULL) {
+            j->sp = p + js->len;
+            j->sleft = JD_STR_BLOCK - js->len;
+        }
+    }
+    if (p == NULL) {
+        return jd_nomem(j);
+    }
+    unescape(j, js, p);
+    out->p = p;
+    out->len = (uint32_t)js->len;
+    return 0;
+}
+
+int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js)
+{
+    if (peekc(j) != '"') {
+        return jd_fail(j, j->lx.pos, "%s: expected a string", field);
+    }
+    return lex_str(j, js);
+}
+
+/* Writes uv length + unescaped bytes to the heap. */
+int jd_heap_jstr(struct jd *j, const struct jsonlex_str *js)
+{
+    if (vbuf_reserve(j->h, 10 + js->len) < 0) {
+        return jd_nomem(j);
+    }
+    vbuf_put_uv(j->h, js->len);
+    unescape(j, js, (char *)j->h->p + j->h->len);
+    j->h->len += js->len;
+    return 0;
+}
+
+/*
+ * The text of a number, bare or quoted (unescaped into |buf| if need be).
+ * |quoted| says which it was.
+ */
+static int num_text(struct jd *j, const char *field, char *buf, size_t cap, const char **p,
+                    size_t *n, bool *quoted)
+{
+    int c = peekc(j), rc;
+    size_t at = j->lx.pos;
+    if (c == '"') {
+        struct jsonlex_str js;
+        if ((rc = lex_str(j, &js)) < 0) {
+            return rc;
+        }
+        if (!str_bytes(j, &js, buf, cap, p)) {
+            return jd_fail(j, at, "%s: number string too long", field);
+        }
+        *n = js.len;
+        *quoted = true;
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        size_t nat;
+        if ((rc = lex_num(j, &nat, n)) < 0) {
+            return rc;
+        }
+        *p = j->lx.s + nat;
+        *quoted = false;
+        return 0;
+    }
+    return jd_fail(j, at, "%s: expected a number or a numeric string", field);
+}
+
+/*
+ * Exact integer value of the JSON number p[0..n): sign and magnitude. False
+ * if it is not a number, not integral, or beyond 2^64-1.
+ */
+static bool num_to_int(const char *p, size_t n, bool *neg, uint64_t *mag)
+{
+    /* the usual case: up to 19 plain digits cannot overflow */
+    size_t i0 = n != 0 && p[0] == '-';
+    if (n > i0 && n - i0 <= 19 && (p[i0] != '0' || n - i0 == 1)) {
+        uint64_t v = 0;
+        size_t k = i0;
+        while (k < n && p[k] >= '0' && p[k] <= '9') {
+            v = v * 10 + (uint64_t)(p[k++] - '0');
+        }
+        if (k == n) {
+            *neg = i0 != 0;
+            *mag = v;
+            return true;
+        }
+    }
+    if (n == 0 || jsonlex_num_span(p, n) != n) {
+        return false;
+    }
+    size_t i = 0;
+    *neg = p[0] == '-';
+    i += *neg;
+    size_t int_at = i, int_end, frac_at = 0, frac_end = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9') {
+        i++;
+    }
+    int_end = i;
+    if (i < n && p[i] == '.') {
+        frac_at = ++i;
+        while (i < n && p[i] >= '0' && p[i] <= '9') {
+            i++;
+        }
+        frac_end = i;
+    }
+    long exp = 0;
+    if (i < n) { /* 'e' / 'E' */
+        bool eneg = false;
+        i++;
+        if (p[i] == '+' || p[i] == '-') {
+            eneg = p[i] == '-';
+            i++;
+        }
+        for (; i < n; i++) {
+            if (exp < 100000) {
+                exp = exp * 10 + (p[i] - '0');
+            }
+        }
+        exp = eneg ? -exp : exp;
+    }
+    /* digits d[0..nd) = integer part then fraction; value = d * 10^e10 */
+    size_t nint = int_end - int_at, nfrac = frac_end - frac_at, nd = nint + nfrac;
+    long e10 = exp - (long)nfrac;
+#define DIG(k) ((k) < nint ? p[int_at + (k)] : p[frac_at + (k)-nint])
+    size_t keep = nd;
+    if (e10 < 0) {
+        size_t drop = (size_t)-e10 > nd ? nd : (size_t)-e10;
+        for (size_t k = nd - drop; k < nd; k++) {
+            if (DIG(k) != '0') {
+                return false;
+            }
+        }
+        keep = nd - drop;
+        e10 = 0;
+    }
+    uint64_t v = 0;
+    for (size_t k = 0; k < keep; k++) {
+        unsigned d = (unsigned)(DIG(k) - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+#undef DIG
+    if (v != 0) {
+        for (long k = 0; k < e10; k++) {
+            if (v > UINT64_MAX / 10) {
+                return false;
+            }
+            v *= 10;
+        }
+    }
+    *mag = v;
+    return true;
+}
+
+int jd_rd_u64(struct jd *j, const char *field, uint64_t *out)
+{
+    char buf[128];
+    const char *p;
+    size_t n, at = (ws(j), j->lx.pos);
+    bool quoted, neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
+        j->lx.pos += n;
+        *out = mag;
+        return 0;
+    }
+    int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!num_to_int(p, n, &neg, &mag)) {
+        return jd_fail(j, at, "%s: not an integer in range", field);
+    }
+    if (neg && mag != 0) {
+        return jd_fail(j, at, "%s: negative value for an unsigned field", field);
+    }
+    *out = mag;
+    return 0;
+}
+
+int jd_rd_i64(struct jd *j, const char *field, int64_t *out)
+{
+    char buf[128];
+    const char *p;
+    size_t n, at = (ws(j), j->lx.pos);
+    bool quoted, neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
+        j->lx.pos += n;
+        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        return 0;
+    }
+    int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!num_to_int(p, n, &neg, &mag) || mag > (uint64_t)INT64_MAX + neg) {
+        return jd_fail(j, at, "%s: not a 64-bit signed integer", field);
+    }
+    *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    return 0;
+}
+
+int jd_rd_u32(struct jd *j, const char *field, uint32_t *out)
+{
+    size_t at = (ws(j), j->lx.pos);
+    uint64_t v;
+    int rc = jd_rd_u64(j, field, &v);
+    if (rc < 0) {
+        return rc;
+    }
+    if (v > UINT32_MAX) {
+        return jd_fail(j, at, "%s: out of range for 32 bits", field);
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int jd_rd_i32(struct jd *j, const char *field, int32_t *out)
+{
+    size_t at = (ws(j), j->lx.pos);
+    int64_t v;
+    int rc = jd_rd_i64(j, field, &v);
+    if (rc < 0) {
+        return rc;
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+        return jd_fail(j, at, "%s: out of range for 32 bits", field);
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+/*
+ * Clinger's fast path: a decimal mantissa of at most 2^53 and a power of ten
+ * of at most 22 are both exact doubles, so one multiply or divide gives the
+ * correctly rounded value, the same as strtod. False: use strtod. |p| is a
+ * valid JSON number.
+ */
+static bool f64_fast(const char *p, size_t n, double *out)
+{
+    static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const uint64_t max = 1ull << 53;
+    size_t i = 0;
+    bool neg = p[0] == '-';
+    uint64_t m = 0;
+    long e10 = 0;
+    i += neg;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+        m = m * 10 + (uint64_t)(p[i] - '0');
+        if (m > max) {
+            return false;
+        }
+    }
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            e10--;
+            if (m > max) {
+                return false;
+            }
+        }
+    }
+    if (i < n) { /* exponent */
+        bool eneg = false;
+        long e = 0;
+        i++;
+        if (p[i] == '+' || p[i] == '-') {
+            eneg = p[i++] == '-';
+        }
+        for (; i < n; i++) {
+            e = e * 10 + (p[i] - '0');
+            if (e > 1000) {
+                return false;
+            }
+        }
+        e10 += eneg ? -e : e;
+    }
+    double v;
+    if (m == 0) {
+        v = 0.0;
+    } else if (e10 >= 0 && e10 <= 22) {
+        v = (double)m * pow10[e10];
+    } else if (e10 < 0 && e10 >= -22) {
+        v = (double)m / pow10[-e10];
+    } else {
+        return false;
+    }
+    *out = neg ? -v : v;
+    return true;
+}
+
+int jd_rd_f64(struct jd *j, const char *field, double *out)
+{
+    char buf[512];
+    const char *p;
+    size_t n, at = (ws(j), j->lx.pos);
+    bool quoted;
+    int c = peekc(j);
+    if (c != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
+        j->lx.pos += n;
+        return 0;
+    }
+    if (c == '"') {
+        struct jsonlex_str js;
+        int rc = lex_str(j, &js);
+        if (rc < 0) {
+            return rc;
+        }
+        if (!str_bytes(j, &js, buf, sizeof(buf) - 1, &p)) {
+            return jd_fail(j, at, "%s: number string too long", field);
+        }
+        n = js.len;
+        if (n == 3 && memcmp(p, "NaN", 3) == 0) {
+            *out = NAN;
+            return 0;
+        }
+        if (n == 8 && memcmp(p, "Infinity", 8) == 0) {
+            *out = INFINITY;
+            return 0;
+        }
+        if (n == 9 && memcmp(p, "-Infinity", 9) == 0) {
+            *out = -INFINITY;
+            return 0;
+        }
+        quoted = true;
+    } else {
+        int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (n == 0 || jsonlex_num_span(p, n) != n) {
+        return jd_fail(j, at, "%s: not a number", field);
+    }
+    if (f64_fast(p, n, out)) {
+        return 0;
+    }
+    if (n >= sizeof(buf)) {
+        return jd_fail(j, at, "%s: number too long", field);
+    }
+    if (p != buf) {
+        memcpy(buf, p, n);
+    }
+    buf[n] = '\0';
+    double v = strtod(buf, NULL);
+    if (isinf(v)) {
+        return jd_fail(j, at, "%s: number out of range for a double", field);
+    }
+    *out = v;
+    return 0;
+}
+
+int jd_rd_bool(struct jd *j, const char *field, bool *out)
+{
+    int c = peekc(j);
+    if (c == 't' && lex_lit(j, "true", 4) == 0) {
+        *out = true;
+        return 0;
+    }
+    if (c == 'f' && lex_lit(j, "false", 5) == 0) {
+        *out = false;
+        return 0;
+    }
+    return jd_fail(j, j->lx.pos, "%s: expected true or false", field);
+}
+
+/* An enum: an integer (bare or quoted) or one of |names| (index = value). */
+int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)
+{
+    size_t at = (ws(j), j->lx.pos);
+    if (peekc(j) == '"') {
+        struct jsonlex_str js;
+        char buf[64];
+        const char *p;
+        int rc = lex_str(j, &js);
+        if (rc < 0) {
+            return rc;
+        }
+        if (str_bytes(j, &js, buf, sizeof(buf), &p)) {
+            for (int i = 0; i < nn; i++) {
+                if (names[i] != NULL && strlen(names[i]) == js.len &&
+                    memcmp(names[i], p, js.len) == 0) {
+                    *out = i;
+                    return 0;
+                }
+            }
+            bool neg;
+            uint64_t mag;
+            if (num_to_int(p, js.len, &neg, &mag) && mag <= (uint64_t)INT32_MAX + neg) {
+                *out = neg ? (int32_t)(0 - (int64_t)mag) : (int32_t)mag;
+                return 0;
+            }
+        }
+        return jd_fail(j, at, "%s: unknown enum value \"%.*s\"", field,
+                       (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->lx.s + js.at);
+    }
+    return jd_rd_i32(j, field, out);
+}
+
+/*
+ * A hex id of exactly |nb| bytes into |dst|. "" leaves |dst| zero and
+ * |present| false; all-zero bytes also read as absent.
+ */
+int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)
+{
+    struct jsonlex_str js;
+    char buf[64];
+    const char *p;
+    size_t at = (ws(j), j->lx.pos);
+    *present = false;
+    /* the usual case: exactly 2 * nb hex digits in quotes */
+    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
+        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
+        uint8_t any = 0;
+        for (size_t i = 0; i < nb; i++) {
+            any |= dst[i];
+        }
+        j->lx.pos = at + 2 * nb + 2;
+        *present = any != 0;
+        return 0;
+    }
+    int rc = jd_rd_jstr(j, field, &js);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(dst, 0, nb);
+    if (js.len == 0) {
+        return 0;
+    }
+    if (js.len != 2 * nb || !str_bytes(j, &js, buf, sizeof(buf), &p)) {
+        return jd_fail(j, at, "%s: %zu hex digits, want %zu", field, js.len, 2 * nb);
+    }
+    if (hex_decode(dst, p, nb) < 0) {
+        return jd_fail(j, at, "%s: not a hex string", field);
+    }
+    uint8_t any = 0;
+    for (size_t i = 0; i < nb; i++) {
+        any |= dst[i];
+    }
+    *present = any != 0;
+    return 0;
+}
+
+/* ---- values (val.h encoding into the heap) ---- */
+
+/* bytesValue: base64 (standard or URL-safe, padded or not) -> VAL_BYTES. */
+static int bytes_value(struct jd *j)
+{
+    struct jsonlex_str js;
+    const char *p;
+    size_t at = (ws(j), j->lx.pos);
+    int rc = jd_rd_jstr(j, "bytesValue", &js);
+    if (rc < 0) {
+        return rc;
+    }
+    if (js.esc) { /* rare: unescape into the arena first */
+        char *t = arena_alloc(j->a, js.len);
+        if (t == NULL) {
+            return jd_nomem(j);
+        }
+        unescape(j, &js, t);
+        p = t;
+    } else {
+        p = j->lx.s + js.at;
+    }
+    size_t n = base64_unpad(p, js.len);
+    long out = base64_decoded_len(n);
+    if (out < 0) {
+        return jd_fail(j, at, "bytesValue: bad base64 length");
+    }
+    if (vbuf_put_u8(j->h, VAL_BYTES) < 0 || vbuf_put_uv(j->h, (uint64_t)out) < 0 ||
+        vbuf_reserve(j->h, (size_t)out) < 0) {
+        return jd_nomem(j);
+    }
+    if (base64_decode(j->h->p + j->h->len, p, n) < 0) {
+        return jd_fail(j, at, "bytesValue: not base64");
+    }
+    j->h->len += (size_t)out;
+    return 0;
+}
+
+enum { AV_STR, AV_BOOL, AV_INT, AV_DOUBLE, AV_ARRAY, AV_KVLIST, AV_BYTES, AV_STRINDEX };
+static const struct fdef any_fields[] = {
+    [AV_STR] = F2("stringValue", "string_value"),
+    [AV_BOOL] = F2("boolValue", "bool_value"),
+    [AV_INT] = F2("intValue", "int_value"),
+    [AV_DOUBLE] = F2("doubleValue", "double_value"),
+    [AV_ARRAY] = F2("arrayValue", "array_value"),
+    [AV_KVLIST] = F2("kvlistValue", "kvlist_value"),
+    [AV_BYTES] = F2("bytesValue", "bytes_value"),
+    [AV_STRINDEX] = F2("stringValueStrindex", "string_value_strindex"),
+};
+static const struct fdef values_fields[] = {F1("values")};
+
+static int key_value(struct jd *j, int depth);
+
+/* ArrayValue or KeyValueList at depth |depth| (its members one deeper). */
+static int list_value(struct jd *j, int depth, enum val_type t)
+{
+    long at = val_open(j->h, t);
+    uint32_t count = 0;
+    int rc;
+    if (at < 0) {
+        return jd_nomem(j);
+    }
+    if ((rc = jd_obj_open(j, t == VAL_ARRAY ? "arrayValue" : "kvlistValue")) < 0) {
+        return rc;
+    }
+    for (struct fcur fc = FCUR(j, values_fields); (rc = next_field(j, &fc)) > 0;) {
+        if (fc.f != 0 || take_null(j)) {
+            if ((rc = skip_value(j)) < 0) {
+                return rc;
+            }
+            continue;
+        }
+        bool efirst = true;
+        j->h->len = (size_t)at + 8; /* a repeated "values" replaces the first */
+        count = 0;
+        if ((rc = arr_open(j, "values")) < 0) {
+            return rc;
+        }
+        while ((rc = arr_next(j, &efirst)) > 0) {
+            rc = t == VAL_ARRAY ? jd_any_value(j, depth + 1, NULL) : key_value(j, depth + 1);
+            if (rc < 0) {
+                return rc;
+            }
+            count++;
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    val_close(j->h, at, count);
+    return 0;
+}
+
+/*
+ * One AnyValue at nesting level |depth| (1 = an attribute or body value),
+ * written to the heap as one val.h value. With |sink|, a string value goes
+ * to sink->str instead and the heap gets nothing.
+ */
+int jd_any_value(struct jd *j, int depth, struct body_sink *sink)
+{
+    size_t mark = j->h->len, at = (ws(j), j->lx.pos);
+    bool set = false;
+    int rc;
+    if (depth > VAL_MAX_DEPTH) {
+        return jd_fail(j, at, "AnyValue nested deeper than %d levels", VAL_MAX_DEPTH);
+    }
+    if (sink != NULL) {
+        sink->is_str = false;
+    }
+    if (take_null(j)) {
+        return val_put_empty(j->h) < 0 ? jd_nomem(j) : 0;
+    }
+    if ((rc = jd_obj_open(j, "AnyValue")) < 0) {
+        return rc;
+    }
+    for (struct fcur fc = FCUR(j, any_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
+        if (f < 0 || take_null(j)) {
+            if (f < 0 && (rc = skip_value(j)) < 0) {
+                return rc;
+            }
+            continue;
+        }
+        /* the last member set wins */
+        j->h->len = mark;
+        set = true;
+        if (sink != NULL) {
+            sink->is_str = false;
+        }
+        switch (f) {
+        case AV_STR: {
+            struct jsonlex_str js;
+            if ((rc = jd_rd_jstr(j, "stringValue", &js)) < 0) {
+                return rc;
+            }
+            if (sink != NULL) {
+                rc = jd_arena_str(j, &js, &sink->str);
+                sink->is_str = true;
+            } else if (vbuf_put_u8(j->h, VAL_STR) < 0) {
+                return jd_nomem(j);
+            } else {
+                rc = jd_heap_jstr(j, &js);
+            }
+            break;
+        }
+        case AV_BOOL: {
+            bool v;
+            if ((rc = jd_rd_bool(j, "boolValue", &v)) == 0 && val_put_bool(j->h, v) < 0) {
+                return jd_nomem(j);
+            }
+            break;
+        }
+        case AV_INT: {
+            int64_t v;
+            if ((rc = jd_rd_i64(j, "intValue", &v)) == 0 && val_put_int(j->h, v) < 0) {
+                return jd_nomem(j);
+            }
+            break;
+        }
+        case AV_DOUBLE: {
+            double v;
+            if ((rc = jd_rd_f64(j, "doubleValue", &v)) == 0 && val_put_double(j->h, v) < 0) {
+                return jd_nomem(j);
+            }
+            break;
+        }
+        case AV_ARRAY:
+            rc = list_value(j, depth, VAL_ARRAY);
+            break;
+        case AV_KVLIST:
+            rc = list_value(j, depth, VAL_KVLIST);
+            break;
+        case AV_BYTES:
+            rc = bytes_value(j);
+            break;
+        default: /* string_value_strindex: profiles only; the value reads as empty */
+            set = false;
+            rc = skip_value(j);
+            break;
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (!set) {
+        j->h->len = mark;
+        if (val_put_empty(j->h) < 0) {
+            return jd_nomem(j);
+        }
+    }
+    return 0;
+}
+
+enum { KV_KEY, KV_VALUE, KV_KEYSTRINDEX };
+static const struct fdef kv_fields[] = {
+    [KV_KEY] = F1("key"),
+    [KV_VALUE] = F1("value"),
+    [KV_KEYSTRINDEX] = F2("keyStrindex", "key_strindex"),
+};
+
+/*
+ * The KeyValue every OTLP exporter writes, compact and in schema order:
+ * {"key":"k","value":{"stringValue":"v"}} (or intValue, doubleValue,
+ * boolValue) with no escape in the strings. Read by exact comparison and
+ * written to the heap as key_value would; false with nothing consumed and
+ * nothing written for anything else, which key_value then reads the
+ * general way (so it also gives every error).
+ */
+static bool kv_fast(struct jd *j)
+{
+    static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, i = j->lx.pos, mark = j->h->len;
+    if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
+        return false;
+    }
+    size_t k0 = i + 8;
+    i = jsonlex_plain_end(s, k0, n);
+    if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
+        return false;
+    }
+    size_t klen = i - k0;
+    if (vbuf_reserve(j->h, 10 + klen) < 0) {
+        return false; /* the general path reports it */
+    }
+    vbuf_put_uv(j->h, klen);
+    memcpy(j->h->p + j->h->len, s + k0, klen);
+    j->h->len += klen;
+    i += 12;
+    bool ok = false;
+    size_t used = 0;
+    if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
+        size_t v0 = i + 14;
+        i = jsonlex_plain_end(s, v0, n);
+        ok = i < n && s[i] == '"' && vbuf_reserve(j->h, 11 + (i - v0)) == 0;
+        if (ok) {
+            j->h->p[j->h->len++] = VAL_STR;
+            vbuf_put_uv(j->h, i - v0);
+            memcpy(j->h->p + j->h->len, s + v0, i - v0);
+            j->h->len += i - v0;
+            i++;
+        }
+    } else if (memcmp(s + i, "intValue\":", 10) == 0) {
+        bool neg;
+        uint64_t mag;
+        i += 10;
+        ok = jdnum_int(s + i, n - i, &neg, &mag, &used) && mag <= (uint64_t)INT64_MAX + neg &&
+             val_put_int(j->h, neg ? (int64_t)(0 - mag) : (int64_t)mag) == 0;
+        i += used;
+    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
+        double d;
+        i += 13;
+        ok = jdnum_f64(s + i, n - i, &d, &used) && val_put_double(j->h, d) == 0;
+        i += used;
+    } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
+        i += 11;
+        bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
+        ok = (t || f) && val_put_bool(j->h, t) == 0;
+        i += t ? 4 : 5;
+    }
+    if (!ok || n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
+        j->h->len = mark;
+        return false;
+    }
+    j->lx.pos = i + 2;
+    return true;
+}
+
+/*
+ * One KeyValue: key, then its value at level |depth|. The usual order
+ * ("key" first) is written as it is read; otherwise the value is found
+ * again once the key is known.
+ */
+static int key_value(struct jd *j, int depth)
+{
+    size_t start = j->h->len, val_pos = NONE;
+    struct jsonlex_str key = {0};
+    bool key_written = false, val_written = false, redo = false;
+    int rc;
+    if (take_null(j)) { /* an empty KeyValue */
+        return val_put_key(j->h, "", 0) < 0 || val_put_empty(j->h) < 0 ? jd_nomem(j) : 0;
+    }
+    if (depth <= VAL_MAX_DEPTH && kv_fast(j)) {
+        return 0;
+    }
+    if ((rc = jd_obj_open(j, "KeyValue")) < 0) {
+        return rc;
+    }
+    for (struct fcur fc = FCUR(j, kv_fields); (rc = next_field(j, &fc)) > 0;) {
+        int f = fc.f;
+        if (f == KV_KEY) {
+            if (take_null(j)) {
+                key = (struct jsonlex_str){0};
+                redo = true;
+                continue;
+            }
+            if ((rc = jd_rd_jstr(j, "key", &key)) < 0) {
+                return rc;
+            }
+            if (key_written || val_pos != NONE) {
+                redo = true;
+            } else {
+                if (jd_heap_jstr(j, &key) < 0) {
+                    return -ENOMEM;
+                }
+                key_written = true;
+            }
+        } else if (f == KV_VALUE) {
+            if (val_pos != NONE) {
+                redo = true;
+            }
+            val_pos = (ws(j), j->lx.pos);
+            if (key_written && !redo) {
+                rc = jd_any_value(j, depth, NULL);
+                val_written = true;
+            } else {
+                rc = skip_value(j);
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        } else if ((rc = skip_value(j)) < 0) { /* keyStrindex (profiles only) and unknown */
+            return rc;
+        }
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (redo || !key_written) {
+        j->h->len = start;
+        if (jd_heap_jstr(j, &key) < 0) { /* a zeroed jstr writes "" */
+            return -ENOMEM;
+        }
+        val_written = false;
+        if (val_pos != NONE) {
+            size_t end = j->lx.pos;
+            j->lx.pos = val_pos;
+            if ((rc = jd_any_value(j, depth, NULL)) < 0) {
+                return rc;
+            }
+            j->lx.pos = end;
+            val_written = true;
+        }
+    }
+    if (!val_written && val_put_empty(j->h) < 0) {
+        return jd_nomem(j);
+    }
+    return 0;
+}
+
+/* An attributes list: KeyValue entries back to back in the heap. */
+int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
+{
+    size_t off = j->h->len;
+    uint32_t count = 0;
+    bool first = true;
+    int rc = arr_open(j, what);
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &first)) > 0) {
+        if ((rc = key_value(j, 1)) < 0) {
+            return rc;
+        }
+        count++;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    out->blob.off = (uint32_t)off;
+    out->blob.len = (uint32_t)(j->h->len - off);
+    out->count = count;
+    return 0;
+}
+
+/* The attributes list found at |pos| earlier, written now; the cursor is restored. */
+static int attr_list_at(struct jd *j, size_t pos, const char *what, struct attrs *out)
+{
+    *out = (struct attrs){{(uint32_t)j->h->len, 0}, 0};
+    if (pos == NONE) {
+        return 0;
+    }
+    size_t end = j->lx.pos;
+    j->lx.pos = pos;
+    int rc = jd_attr_list(j, what, out);
+    j->lx.pos = end;
+    return rc;
+}
+
+/* u32 count + u32 nbytes + the attributes found at |pos|. */
+int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what)
+{
+    size_t hdr = j->h->len;
+    struct attrs at;
+    int rc;
+    if (vbuf_put_u32(j->h, 0) < 0 || vbuf_put_u32(j->h, 0) < 0) {
+        return jd_nomem(j);
+    }
+    if ((rc = attr_list_at(j, pos, what, &at)) < 0) {
+        return rc;
+    }
+    vbuf_patch_u32(j->h, hdr, at.count);
+    vbuf_patch_u32(j->h, hdr + 4, at.blob.len);
+    return 0;
+}
+
+/* A list of events or links into one blob. */
+int jd_blob_list(struct jd *j, const char *what, int (*one)(struct jd *), struct blob *out,
+                 uint32_t *n)
+{
+    size_t off = j->h->len;
+    bool first = true;
+    int rc = arr_open(j, what);
+    *n = 0;
+    if (rc < 0) {
+        return rc;
+    }
+    while ((rc = arr_next(j, &first)) > 0) {
+        if ((rc = one(j)) < 0) {
+            return rc;
+        }
+        (*n)++;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    *out = (struct blob){(uint32_t)off, (uint32_t)(j->h->len - off)};
+    return 0;
+}
