@@ -45,7 +45,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <libdeflate.h>
@@ -59,10 +58,8 @@
 #include "server/promcheck.h"
 #include "storage/adm.h"
 #include "storage/arena.h"
-#include "storage/block.h"
 #include "storage/diskfree.h"
 #include "storage/store.h"
-#include "storage/wal.h"
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
@@ -970,75 +967,6 @@ void ingest_req_free(struct ingest_req *r)
 void ingest_count_rejection(struct iot *t, enum reject_reason why)
 {
     t->stats.rejections[why]++;
-}
-
-/* ---- metrics ---- */
-
-static void hist_text(struct evbuffer *o, const char *name, const char *label,
-                      const struct lathist *h)
-{
-    const char *sep = label[0] != '\0' ? "," : "";
-    uint64_t cum = 0;
-    for (int i = 0; i <= LH_BUCKETS; i++) {
-        cum += h->n[i];
-        if (i < LH_BUCKETS) {
-            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep,
-                                (double)lathist_bound_us(i) / 1e6, (unsigned long long)cum);
-        } else {
-            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
-                                (unsigned long long)cum);
-        }
-    }
-    const char *open = label[0] != '\0' ? "{" : "", *close = label[0] != '\0' ? "}" : "";
-    evbuffer_add_printf(o, "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", name, open, label, close,
-                        (double)h->sum_ns / 1e9, name, open, label, close, (unsigned long long)cum);
-}
-
-void ingest_metrics_text(struct evbuffer *o)
-{
-    static const char *const names[PH_COUNT] = {"admit", "body",  "decode",
-                                                "shard", "reply", "total"};
-    struct lathist ph[PH_COUNT];
-    uint64_t cache[2] = {0, 0};
-    memset(ph, 0, sizeof(ph));
-    for (int i = 0; i < iot_count(); i++) {
-        const struct io_stats *st = &iot_get(i)->stats;
-        for (int p = 0; p < PH_COUNT; p++) {
-            lathist_sum(&ph[p], &st->phase[p]);
-        }
-        cache[0] += __atomic_load_n(&st->cache_bytes[0], __ATOMIC_RELAXED);
-        cache[1] += __atomic_load_n(&st->cache_bytes[1], __ATOMIC_RELAXED);
-    }
-    evbuffer_add_printf(o, "# HELP miradb_ack_phase_seconds Where acknowledged exports' time "
-                           "went: admit (waiting for a queue slot and memory), body (reading it), "
-                           "decode (gunzip and decode), shard (the shard's queue, WAL write and "
-                           "append), reply (back to the I/O thread), total.\n"
-                           "# TYPE miradb_ack_phase_seconds histogram\n");
-    for (int p = 0; p < PH_COUNT; p++) {
-        char label[32];
-        snprintf(label, sizeof(label), "phase=\"%s\"", names[p]);
-        hist_text(o, "miradb_ack_phase_seconds", label, &ph[p]);
-    }
-    struct lathist wh;
-    memset(&wh, 0, sizeof(wh));
-    wal_append_hist(&wh);
-    evbuffer_add_printf(o, "# HELP miradb_wal_append_seconds How long WAL appends took (the "
-                           "write, and a segment rotation when one was due).\n"
-                           "# TYPE miradb_wal_append_seconds histogram\n");
-    hist_text(o, "miradb_wal_append_seconds", "", &wh);
-    memset(&wh, 0, sizeof(wh));
-    blk_fsync_hist(&wh);
-    evbuffer_add_printf(o, "# HELP miradb_block_fsync_seconds How long the fsync of a sealed "
-                           "block file took.\n"
-                           "# TYPE miradb_block_fsync_seconds histogram\n");
-    hist_text(o, "miradb_block_fsync_seconds", "", &wh);
-    evbuffer_add_printf(o,
-                        "# HELP miradb_ingest_cache_bytes Buffers, batches and arenas the "
-                        "I/O threads keep for reuse (charged to the memory budget).\n"
-                        "# TYPE miradb_ingest_cache_bytes gauge\n"
-                        "miradb_ingest_cache_bytes{kind=\"buffers\"} %llu\n"
-                        "miradb_ingest_cache_bytes{kind=\"batches\"} %llu\n",
-                        (unsigned long long)cache[0], (unsigned long long)cache[1]);
 }
 
 /* ---- replay and lifecycle ---- */

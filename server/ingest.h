@@ -118,11 +118,4 @@ void ingest_req_free(struct ingest_req *r);
 /* Counts a request refused before an ingest_req existed (404, 405, 415). */
 void ingest_count_rejection(struct iot *t, enum reject_reason why);
 
-struct evbuffer;
-/* /metrics: where acknowledged exports' time went (miradb_ack_phase_seconds,
- * enum ack_phase), how long WAL appends took (miradb_wal_append_seconds),
- * and the bytes ingest's per-thread caches keep (charged to the budget).
- * Any thread. */
-void ingest_metrics_text(struct evbuffer *o);
-
 #endif

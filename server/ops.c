@@ -27,6 +27,7 @@
 #include "storage/diskfree.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
+#include "storage/wal.h"
 
 bool ops_ready(void)
 {
@@ -168,6 +169,75 @@ static void per_signal_transport(struct evbuffer *o, const char *name, const cha
     }
 }
 
+static void hist_text(struct evbuffer *o, const char *name, const char *label,
+                      const struct lathist *h)
+{
+    const char *sep = label[0] != '\0' ? "," : "";
+    uint64_t cum = 0;
+    for (int i = 0; i <= LH_BUCKETS; i++) {
+        cum += h->n[i];
+        if (i < LH_BUCKETS) {
+            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep,
+                                (double)lathist_bound_us(i) / 1e6, (unsigned long long)cum);
+        } else {
+            evbuffer_add_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+                                (unsigned long long)cum);
+        }
+    }
+    const char *open = label[0] != '\0' ? "{" : "", *close = label[0] != '\0' ? "}" : "";
+    evbuffer_add_printf(o, "%s_sum%s%s%s %.6f\n%s_count%s%s%s %llu\n", name, open, label, close,
+                        (double)h->sum_ns / 1e9, name, open, label, close, (unsigned long long)cum);
+}
+
+/* The ack-phase, WAL append and block fsync histograms and ingest's kept
+ * caches (server/stats.h, storage/wal.h, storage/block.h). */
+static void ack_metrics_text(struct evbuffer *o)
+{
+    static const char *const names[PH_COUNT] = {"admit", "body",  "decode",
+                                                "shard", "reply", "total"};
+    struct lathist ph[PH_COUNT];
+    uint64_t cache[2] = {0, 0};
+    memset(ph, 0, sizeof(ph));
+    for (int i = 0; i < iot_count(); i++) {
+        const struct io_stats *st = &iot_get(i)->stats;
+        for (int p = 0; p < PH_COUNT; p++) {
+            lathist_sum(&ph[p], &st->phase[p]);
+        }
+        cache[0] += __atomic_load_n(&st->cache_bytes[0], __ATOMIC_RELAXED);
+        cache[1] += __atomic_load_n(&st->cache_bytes[1], __ATOMIC_RELAXED);
+    }
+    evbuffer_add_printf(o, "# HELP miradb_ack_phase_seconds Where acknowledged exports' time "
+                           "went: admit (waiting for a queue slot and memory), body (reading it), "
+                           "decode (gunzip and decode), shard (the shard's queue, WAL write and "
+                           "append), reply (back to the I/O thread), total.\n"
+                           "# TYPE miradb_ack_phase_seconds histogram\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        char label[32];
+        snprintf(label, sizeof(label), "phase=\"%s\"", names[p]);
+        hist_text(o, "miradb_ack_phase_seconds", label, &ph[p]);
+    }
+    struct lathist wh;
+    memset(&wh, 0, sizeof(wh));
+    wal_append_hist(&wh);
+    evbuffer_add_printf(o, "# HELP miradb_wal_append_seconds How long WAL appends took (the "
+                           "write, and a segment rotation when one was due).\n"
+                           "# TYPE miradb_wal_append_seconds histogram\n");
+    hist_text(o, "miradb_wal_append_seconds", "", &wh);
+    memset(&wh, 0, sizeof(wh));
+    blk_fsync_hist(&wh);
+    evbuffer_add_printf(o, "# HELP miradb_block_fsync_seconds How long the fsync of a sealed "
+                           "block file took.\n"
+                           "# TYPE miradb_block_fsync_seconds histogram\n");
+    hist_text(o, "miradb_block_fsync_seconds", "", &wh);
+    evbuffer_add_printf(o,
+                        "# HELP miradb_ingest_cache_bytes Buffers, batches and arenas the "
+                        "I/O threads keep for reuse (charged to the memory budget).\n"
+                        "# TYPE miradb_ingest_cache_bytes gauge\n"
+                        "miradb_ingest_cache_bytes{kind=\"buffers\"} %llu\n"
+                        "miradb_ingest_cache_bytes{kind=\"batches\"} %llu\n",
+                        (unsigned long long)cache[0], (unsigned long long)cache[1]);
+}
+
 void ops_metrics_text(struct evbuffer *o)
 {
     struct io_stats s;
@@ -211,7 +281,7 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_admission_shed_total", "counter",
            "Requests refused (503 / UNAVAILABLE) when the admission wait ran out.");
     evbuffer_add_printf(o, "miradb_admission_shed_total %llu\n", (unsigned long long)s.shed);
-    ingest_metrics_text(o);
+    ack_metrics_text(o);
     header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
     evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",
                         (unsigned long long)s.connections_accepted);
