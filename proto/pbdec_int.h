@@ -515,7 +515,8 @@ int pbdec_kv_slow(struct dec *d, const uint8_t *p, size_t n, int depth);
  * anything else, which pbdec_anyvalue then reads (and checks) the general
  * way; -EPROTO for a string that is not UTF-8.
  */
-static inline int dec_scalar(struct dec *d, const uint8_t *v, size_t n, struct vbuf *h)
+static inline __attribute__((always_inline)) int dec_scalar(struct dec *d, const uint8_t *v,
+                                                            size_t n, struct vbuf *h)
 {
     if (n >= 2 && v[0] == 0x0a && (size_t)v[1] == n - 2) { /* string_value */
         if (UNLIKELY(!utf8_valid(v + 2, n - 2))) {
@@ -625,10 +626,19 @@ static inline long put_attr_header(struct vbuf *h)
     return at;
 }
 
+/* vbuf_patch_u32, inlined (a call per exemplar, event and bucket run). */
+static inline void hpatch_u32(struct vbuf *h, size_t at, uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(h->p + at, &v, 4);
+}
+
 static inline void patch_attr_header(struct vbuf *h, long at, uint32_t count)
 {
-    vbuf_patch_u32(h, (size_t)at, count);
-    vbuf_patch_u32(h, (size_t)at + 4, (uint32_t)(h->len - (size_t)at - 8));
+    hpatch_u32(h, (size_t)at, count);
+    hpatch_u32(h, (size_t)at + 4, (uint32_t)(h->len - (size_t)at - 8));
 }
 
 /* ---- guards and row bookkeeping, shared by the record decoders ---- */
@@ -652,6 +662,21 @@ static inline int heap_guard(struct dec *d, const uint8_t *at)
         return pbdec_fail_nomem(d, "decoded batch larger than 2 GiB");
     }
     return 0;
+}
+
+/*
+ * The inlined common case of batch_add_log/span/point: a zeroed row of
+ * |size| bytes when the rows array has room (it keeps its capacity across
+ * batch_reset), else NULL and the caller calls the batch_add_* function.
+ */
+static inline void *next_row(struct batch *b, size_t size)
+{
+    if (LIKELY(b->n_rows < b->cap_rows)) {
+        void *r = (char *)b->rows + (size_t)b->n_rows++ * size;
+        memset(r, 0, size);
+        return r;
+    }
+    return NULL;
 }
 
 static inline void set_attrs(struct attrs *a, size_t start, const struct vbuf *h)

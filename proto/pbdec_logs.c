@@ -16,7 +16,10 @@ int pbdec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     int rc;
 
     TRY(heap_guard(d, p));
-    struct log_row *r = batch_add_log(d->b);
+    struct log_row *r = next_row(d->b, sizeof(*r));
+    if (r == NULL) {
+        r = batch_add_log(d->b);
+    }
     if (r == NULL) {
         return -ENOMEM;
     }

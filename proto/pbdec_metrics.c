@@ -134,7 +134,7 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
             }
         }
     }
-    vbuf_patch_u32(h, at, count);
+    hpatch_u32(h, at, count);
     return rc;
 }
 
@@ -183,8 +183,8 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
             }
         }
     }
-    vbuf_patch_u32(h, at, (uint32_t)offset);
-    vbuf_patch_u32(h, at + 4, count);
+    hpatch_u32(h, at, (uint32_t)offset);
+    hpatch_u32(h, at + 4, count);
     return rc;
 }
 
@@ -223,14 +223,17 @@ static int put_quantiles(struct dec *d, const struct range *r)
             count++;
         }
     }
-    vbuf_patch_u32(h, at, count);
+    hpatch_u32(h, at, count);
     return rc;
 }
 
 static int new_point(struct dec *d, const uint8_t *at, uint32_t metric, struct point_row **out)
 {
     TRY(heap_guard(d, at));
-    struct point_row *pt = batch_add_point(d->b);
+    struct point_row *pt = next_row(d->b, sizeof(*pt));
+    if (pt == NULL) {
+        pt = batch_add_point(d->b);
+    }
     if (pt == NULL) {
         return -ENOMEM;
     }

@@ -141,7 +141,10 @@ int pbdec_span(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     int rc;
 
     TRY(heap_guard(d, p));
-    struct span_row *r = batch_add_span(d->b);
+    struct span_row *r = next_row(d->b, sizeof(*r));
+    if (r == NULL) {
+        r = batch_add_span(d->b);
+    }
     if (r == NULL) {
         return -ENOMEM;
     }
