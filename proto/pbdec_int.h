@@ -391,6 +391,63 @@ static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
     h->len += n;
 }
 
+/*
+ * copy_short for a string, telling whether it was all ASCII (true) from the
+ * words it moved anyway: the UTF-8 check of short attribute keys and values
+ * costs nothing when it is. False means "not known": check it with
+ * utf8_valid.
+ */
+static inline bool copy_short_ascii(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    const uint64_t hi = 0x8080808080808080ull;
+    if (n > 32) {
+        memcpy(dst, src, n);
+        return false;
+    } else if (n > 16) {
+        uint64_t a, b, c, e;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + 8, 8);
+        memcpy(&c, src + n - 16, 8);
+        memcpy(&e, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + 8, &b, 8);
+        memcpy(dst + n - 16, &c, 8);
+        memcpy(dst + n - 8, &e, 8);
+        return ((a | b | c | e) & hi) == 0;
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+        return ((a | b) & hi) == 0;
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+        return ((a | b) & 0x80808080u) == 0;
+    } else if (n > 0) {
+        uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+        return ((a | b | c) & 0x80) == 0;
+    }
+    return true;
+}
+
+/* A string of fewer than 128 bytes as uv len + bytes (room reserved),
+ * checked as UTF-8: false when it is not. */
+static inline bool hput_str127(struct vbuf *h, const uint8_t *k, size_t n)
+{
+    h->p[h->len++] = (uint8_t)n;
+    bool ascii = copy_short_ascii(h->p + h->len, k, n);
+    h->len += n;
+    return LIKELY(ascii) || utf8_valid(k, n);
+}
+
 /* A key: uv len + bytes. */
 static inline int put_key(struct vbuf *h, const void *k, size_t n)
 {
@@ -519,11 +576,10 @@ static inline __attribute__((always_inline)) int dec_scalar(struct dec *d, const
                                                             size_t n, struct vbuf *h)
 {
     if (n >= 2 && v[0] == 0x0a && (size_t)v[1] == n - 2) { /* string_value */
-        if (UNLIKELY(!utf8_valid(v + 2, n - 2))) {
+        h->p[h->len++] = VAL_STR;
+        if (UNLIKELY(!hput_str127(h, v + 2, n - 2))) {
             return pbdec_fail(d, v, "invalid UTF-8 in string field string_value");
         }
-        h->p[h->len++] = VAL_STR;
-        hput_lenbytes(h, v + 2, n - 2);
         return 1;
     }
     if (n >= 2 && v[0] == 0x18) { /* int_value */
@@ -570,13 +626,13 @@ static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uin
         const uint8_t *q = k + p[1];
         if (q == end || (end - q >= 2 && q[0] == 0x12 && q[1] < 0x80 &&
                          (size_t)q[1] == (size_t)(end - q - 2))) {
-            if (UNLIKELY(!utf8_valid(k, p[1]))) {
+            /* The encoding is never longer than the wire form (+ 2 for an
+             * absent value), so one reservation covers the whole entry. A
+             * failed call leaves the heap to the caller's rollback. */
+            TRY(hreserve(h, n + 16));
+            if (UNLIKELY(!hput_str127(h, k, p[1]))) {
                 return pbdec_fail(d, p, "invalid UTF-8 in string field key");
             }
-            /* The encoding is never longer than the wire form (+ 2 for an
-             * absent value), so one reservation covers the whole entry. */
-            TRY(hreserve(h, n + 16));
-            hput_lenbytes(h, k, p[1]);
             struct av_state st = {.type = VAL_EMPTY, .start = h->len};
             if (q != end) {
                 int r = dec_scalar(d, q + 2, q[1], h);
@@ -594,6 +650,29 @@ static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uin
     return pbdec_kv_slow(d, p, n, depth);
 }
 
+/*
+ * After one attribute (field |num| < 16) was read through next_field, the
+ * ones that follow it directly with a one-byte tag and length (as encoders
+ * write a list) go straight to dec_kv: next_field would read the same
+ * field and WANT would pass it. Stops at anything else and leaves it to
+ * next_field.
+ */
+static inline __attribute__((always_inline)) int dec_attr_run(struct dec *d, struct cur *c,
+                                                              uint32_t num, uint32_t *count)
+{
+    const uint8_t tag = (uint8_t)(num << 3 | WT_LEN);
+    const uint8_t *p = c->p;
+    const uint8_t *end = c->end;
+
+    while (end - p >= 2 && p[0] == tag && p[1] < 0x80 && (size_t)p[1] <= (size_t)(end - p - 2)) {
+        TRY(dec_kv(d, p + 2, p[1], 1));
+        (*count)++;
+        p += 2 + p[1];
+    }
+    c->p = p;
+    return 0;
+}
+
 /* Walks |r| and calls dec_kv on every occurrence of field |num|. */
 static inline int dec_attrs_range(struct dec *d, const struct range *r, uint32_t num,
                                   uint32_t *count)
@@ -609,6 +688,7 @@ static inline int dec_attrs_range(struct dec *d, const struct range *r, uint32_t
         if (f.num == num) {
             TRY(dec_kv(d, f.p, f.len, 1));
             (*count)++;
+            TRY(dec_attr_run(d, &c, num, count));
         }
     }
     return rc;

@@ -49,6 +49,7 @@ int pbdec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             r->attrs.count++;
+            TRY(dec_attr_run(d, &c, 6, &r->attrs.count));
             break;
         case 7:
             WANT(f, WT_VARINT, "dropped_attributes_count");

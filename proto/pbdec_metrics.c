@@ -281,6 +281,7 @@ static int dec_number_point(struct dec *d, const uint8_t *p, size_t n, uint32_t 
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             pt->attrs.count++;
+            TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
             break;
         case 8:
             WANT(f, WT_VARINT, "flags");
@@ -344,6 +345,7 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             pt->attrs.count++;
+            TRY(dec_attr_run(d, &c, 9, &pt->attrs.count));
             break;
         case 10:
             WANT(f, WT_VARINT, "flags");
@@ -394,6 +396,7 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             pt->attrs.count++;
+            TRY(dec_attr_run(d, &c, 1, &pt->attrs.count));
             break;
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
@@ -507,6 +510,7 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             pt->attrs.count++;
+            TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
             break;
         case 8:
             WANT(f, WT_VARINT, "flags");

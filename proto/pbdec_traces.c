@@ -186,6 +186,7 @@ int pbdec_span(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
             WANT(f, WT_LEN, "attributes");
             TRY(dec_kv(d, f.p, f.len, 1));
             r->attrs.count++;
+            TRY(dec_attr_run(d, &c, 9, &r->attrs.count));
             break;
         case 10:
             WANT(f, WT_VARINT, "dropped_attributes_count");
