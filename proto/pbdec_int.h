@@ -397,7 +397,8 @@ static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
  * costs nothing when it is. False means "not known": check it with
  * utf8_valid.
  */
-static inline bool copy_short_ascii(uint8_t *dst, const uint8_t *src, size_t n)
+static inline __attribute__((always_inline)) bool copy_short_ascii(uint8_t *dst, const uint8_t *src,
+                                                                   size_t n)
 {
     const uint64_t hi = 0x8080808080808080ull;
     if (n > 32) {
@@ -440,7 +441,8 @@ static inline bool copy_short_ascii(uint8_t *dst, const uint8_t *src, size_t n)
 
 /* A string of fewer than 128 bytes as uv len + bytes (room reserved),
  * checked as UTF-8: false when it is not. */
-static inline bool hput_str127(struct vbuf *h, const uint8_t *k, size_t n)
+static inline __attribute__((always_inline)) bool hput_str127(struct vbuf *h, const uint8_t *k,
+                                                              size_t n)
 {
     h->p[h->len++] = (uint8_t)n;
     bool ascii = copy_short_ascii(h->p + h->len, k, n);

@@ -2631,3 +2631,146 @@ Test(pbdec, scope_fields_after_the_items_and_errors_keep_the_two_pass_result)
     w_free(&log);
     batch_free(b);
 }
+
+/* The offset pbdec reports for |needle|'s message: |back| bytes before
+ * where |needle| (unique in the request) starts. */
+static size_t offset_of(const struct pbw *w, const char *needle, size_t n, size_t back)
+{
+    const uint8_t *at = memmem(w->p, w->n, needle, n);
+    cr_assert_not_null(at, "needle not in the request");
+    return (size_t)(at - w->p) - back;
+}
+
+Test(pbdec, attribute_runs_check_utf8_at_every_byte_of_short_keys_and_values)
+{
+    /* The second attribute of a record is read by the attribute run and its
+     * key and value checked from the words that copy it: a byte >= 0x80 at
+     * any position of a string of any length class must be found. */
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256], s[48], needle[96];
+
+    for (size_t len = 1; len <= 40; len++) {
+        for (size_t pos = 0; pos < len; pos++) {
+            for (int in_key = 0; in_key <= 1; in_key++) {
+                for (size_t k = 0; k < len; k++) {
+                    s[k] = (char)('A' + (len + k) % 26);
+                }
+                s[len] = '\0';
+                s[pos] = (char)0x80; /* a lone continuation byte */
+                struct pbw log = {0};
+                w_kv_str(&log, 6, "first", "attr");
+                w_kv_str(&log, 6, in_key ? s : "key", in_key ? "val" : s);
+                struct pbw req = wrap_item(&log);
+                /* key: the KeyValue's offset; value: the AnyValue's */
+                snprintf(needle, sizeof(needle), "invalid UTF-8 in string field %s at offset %zu",
+                         in_key ? "key" : "string_value", offset_of(&req, s, len, 2));
+                expect_eproto_w(SIG_LOGS, &req, needle);
+                w_free(&req);
+
+                /* valid: é over the same place (or ending there) */
+                size_t at = pos + 1 < len ? pos : pos - (pos > 0);
+                if (len >= 2) {
+                    s[at] = (char)0xc3;
+                    s[at + 1] = (char)0xa9;
+                    w_kv_str(&log, 6, "first", "attr");
+                    w_kv_str(&log, 6, in_key ? s : "key", in_key ? "val" : s);
+                    req = wrap_item(&log);
+                    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+                    cr_assert_eq(b->logs[0].attrs.count, 2);
+                    diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+                    w_free(&req);
+                }
+                w_free(&log);
+            }
+        }
+    }
+    batch_free(b);
+}
+
+/* Attributes of field |num| as a run broken the ways the run must stop at:
+ * a two-byte length, a value-first KeyValue, another field between. Each
+ * comes out as protobuf-c reads it. Returns the count written (7). */
+static uint32_t w_broken_run(struct pbw *w, uint32_t num, uint32_t other)
+{
+    char big[201];
+    memset(big, 'b', 200);
+    big[200] = '\0';
+    w_kv_str(w, num, "r1", "one");
+    w_kv_str(w, num, "r2", "two");
+    w_kv_str(w, num, "r3", big); /* 2-byte length: next_field's */
+    w_kv_str(w, num, "r4", "four");
+    w_kv_int(w, num, "r5", -5); /* value before key: pbdec_kv_slow */
+    w_kv_str(w, num, "r6", "six");
+    w_uv(w, other, 1); /* another field between */
+    w_kv_str(w, num, "r7", "seven");
+    return 7;
+}
+
+Test(pbdec, attribute_runs_of_every_record_kind_stop_where_the_run_breaks)
+{
+    struct batch *b = batch_new(SIG_LOGS);
+    char err[256];
+    struct pbw rec = {0}, sub = {0}, data = {0}, m = {0}, sub2 = {0};
+
+    /* log attributes (6; 7 = dropped_attributes_count between) */
+    uint32_t n = w_broken_run(&rec, 6, 7);
+    struct pbw req = wrap_item(&rec);
+    cr_assert_eq(decode(SIG_LOGS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->logs[0].attrs.count, n);
+    cr_assert_eq(b->logs[0].dropped_attrs, 1);
+    diff_with_protobuf_c(SIG_LOGS, req.p, req.n, b);
+    w_free(&req);
+
+    /* span attributes (9), event attributes (3), link attributes (4) */
+    w_broken_run(&sub, 3, 4);
+    w_msg(&rec, 11, &sub);
+    w_broken_run(&sub, 4, 5);
+    w_msg(&rec, 13, &sub);
+    w_broken_run(&rec, 9, 10);
+    req = wrap_item(&rec);
+    cr_assert_eq(decode(SIG_TRACES, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->spans[0].attrs.count, n);
+    cr_assert(b->spans[0].n_events == 1 && b->spans[0].n_links == 1);
+    diff_with_protobuf_c(SIG_TRACES, req.p, req.n, b);
+    w_free(&req);
+
+    /* number point (7; exemplar filtered attributes 7), histogram point (9),
+     * exponential histogram point (1), summary point (7) */
+    static const struct {
+        uint32_t data, attrs, other, exemplars;
+    } kinds[] = {{5, 7, 8, 5}, {9, 9, 10, 8}, {10, 1, 10, 11}, {11, 7, 8, 0}};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        w_broken_run(&rec, kinds[k].attrs, kinds[k].other);
+        if (kinds[k].exemplars != 0) {
+            w_broken_run(&sub2, 7, 15); /* 15: unknown, skipped */
+            w_msg(&rec, kinds[k].exemplars, &sub2);
+        }
+        w_msg(&data, 1, &rec);
+        w_str(&m, 1, "m");
+        w_msg(&m, kinds[k].data, &data);
+        req = wrap_item(&m);
+        cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
+        cr_assert_eq(b->n_rows, 1);
+        cr_assert_eq(b->points[0].attrs.count, n, "kind %zu", k);
+        cr_assert_eq(b->points[0].n_exemplars, kinds[k].exemplars != 0);
+        diff_with_protobuf_c(SIG_METRICS, req.p, req.n, b);
+        w_free(&req);
+    }
+
+    /* A run whose last attribute's length passes the record's end: the run
+     * leaves it to next_field, which refuses it as before. */
+    w_kv_str(&rec, 6, "a", "1");
+    w_kv_str(&rec, 6, "b", "2");
+    uint8_t cut[] = {0x32, 0x09, 0x0a, 0x01, 'c'};
+    w_raw(&rec, cut, sizeof(cut));
+    req = wrap_item(&rec);
+    expect_eproto_w(SIG_LOGS, &req, "bad length 9 in field 6: past the end of the message");
+    w_free(&req);
+
+    w_free(&rec);
+    w_free(&sub);
+    w_free(&sub2);
+    w_free(&data);
+    w_free(&m);
+    batch_free(b);
+}
