@@ -332,7 +332,7 @@ static inline int hreserve(struct vbuf *h, size_t n)
 }
 
 /* Room must have been reserved. */
-static inline void hput_uv(struct vbuf *h, uint64_t v)
+static inline __attribute__((always_inline)) void hput_uv(struct vbuf *h, uint64_t v)
 {
     uint8_t *q = h->p + h->len;
     while (v >= 0x80) {
