@@ -392,18 +392,30 @@ static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
 }
 
 /*
- * copy_short for a string, telling whether it was all ASCII (true) from the
- * words it moved anyway: the UTF-8 check of short attribute keys and values
- * costs nothing when it is. False means "not known": check it with
- * utf8_valid.
+ * Copies a string of fewer than 128 bytes with 8-byte moves and tells
+ * whether it was all ASCII (true) from the words it moved anyway: the UTF-8
+ * check of an attribute's key and value costs nothing when it is. False
+ * means "not known": check it with utf8_valid. Longer than 32 bytes: 16 at
+ * a time, the last 16 overlapping what was copied.
  */
 static inline __attribute__((always_inline)) bool copy_short_ascii(uint8_t *dst, const uint8_t *src,
                                                                    size_t n)
 {
     const uint64_t hi = 0x8080808080808080ull;
     if (n > 32) {
-        memcpy(dst, src, n);
-        return false;
+        uint64_t acc = 0, a, b;
+        for (size_t i = 0; i + 16 < n; i += 16) {
+            memcpy(&a, src + i, 8);
+            memcpy(&b, src + i + 8, 8);
+            memcpy(dst + i, &a, 8);
+            memcpy(dst + i + 8, &b, 8);
+            acc |= a | b;
+        }
+        memcpy(&a, src + n - 16, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst + n - 16, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+        return ((acc | a | b) & hi) == 0;
     } else if (n > 16) {
         uint64_t a, b, c, e;
         memcpy(&a, src, 8);

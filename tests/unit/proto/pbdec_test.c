@@ -2646,10 +2646,13 @@ Test(pbdec, attribute_runs_check_utf8_at_every_byte_of_short_keys_and_values)
     /* The second attribute of a record is read by the attribute run and its
      * key and value checked from the words that copy it: a byte >= 0x80 at
      * any position of a string of any length class must be found. */
+    static const size_t lens[] = {1,  2,  3,  4,  5,  7,  8,  9,  15, 16, 17, 24,  31, 32,
+                                  33, 34, 47, 48, 49, 63, 64, 65, 80, 96, 97, 126, 127};
     struct batch *b = batch_new(SIG_LOGS);
-    char err[256], s[48], needle[96];
+    char err[256], s[128], needle[96];
 
-    for (size_t len = 1; len <= 40; len++) {
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        size_t len = lens[li];
         for (size_t pos = 0; pos < len; pos++) {
             for (int in_key = 0; in_key <= 1; in_key++) {
                 for (size_t k = 0; k < len; k++) {
