@@ -711,7 +711,7 @@ static inline int dec_attrs_range(struct dec *d, const struct range *r, uint32_t
 /* Writes a u32 count placeholder and a u32 nbytes placeholder; returns where. */
 static inline long put_attr_header(struct vbuf *h)
 {
-    if (vbuf_reserve(h, 8) < 0) {
+    if (hreserve(h, 8) < 0) {
         return -ENOMEM;
     }
     long at = (long)h->len;

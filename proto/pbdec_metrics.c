@@ -56,7 +56,7 @@ static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
     if (rc < 0) {
         return rc;
     }
-    TRY(vbuf_reserve(h, 8 + 1 + 8 + 1 + 16 + 1 + 8));
+    TRY(hreserve(h, 8 + 1 + 8 + 1 + 16 + 1 + 8));
     put_u64(h, time_ns);
     put_u8(h, pv);
     put_u64(h, value);
@@ -169,7 +169,7 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     }
                     WANT(g, WT_LEN, "buckets.bucket_counts");
                     const uint8_t *q = g.p, *qend = g.p + g.len;
-                    TRY(vbuf_reserve(h, g.len * 8));
+                    TRY(hreserve(h, g.len * 8));
                     while (q < qend) {
                         uint64_t v = 0;
                         TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
