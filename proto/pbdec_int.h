@@ -344,54 +344,6 @@ static inline __attribute__((always_inline)) void hput_uv(struct vbuf *h, uint64
 }
 
 /*
- * memcpy for the short strings of attributes: a variable-length memcpy
- * bounded by a small constant is otherwise expanded by the compiler into
- * `rep movsq`, whose start-up alone costs more than the copy. Two
- * overlapping loads and stores for up to 16 bytes, four for up to 32.
- */
-static inline void copy_short(uint8_t *dst, const uint8_t *src, size_t n)
-{
-    if (n > 32) {
-        memcpy(dst, src, n);
-    } else if (n > 16) {
-        uint64_t a, b, c, e;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + 8, 8);
-        memcpy(&c, src + n - 16, 8);
-        memcpy(&e, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + 8, &b, 8);
-        memcpy(dst + n - 16, &c, 8);
-        memcpy(dst + n - 8, &e, 8);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n > 0) {
-        uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
-        dst[0] = a;
-        dst[n / 2] = b;
-        dst[n - 1] = c;
-    }
-}
-
-/* uv len + bytes; room must have been reserved. */
-static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
-{
-    hput_uv(h, n);
-    copy_short(h->p + h->len, k, n);
-    h->len += n;
-}
-
-/*
  * Copies a string of fewer than 128 bytes with 8-byte moves and tells
  * whether it was all ASCII (true) from the words it moved anyway: the UTF-8
  * check of an attribute's key and value costs nothing when it is. False
@@ -449,6 +401,30 @@ static inline __attribute__((always_inline)) bool copy_short_ascii(uint8_t *dst,
         return ((a | b | c) & 0x80) == 0;
     }
     return true;
+}
+
+/*
+ * memcpy for the short strings of attributes: a variable-length memcpy
+ * bounded by a small constant is otherwise expanded by the compiler into
+ * `rep movsq`, whose start-up alone costs more than the copy. Two
+ * overlapping loads and stores for up to 16 bytes, four for up to 32
+ * (copy_short_ascii's moves, its ASCII answer unused).
+ */
+static inline void copy_short(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n > 32) {
+        memcpy(dst, src, n);
+    } else {
+        (void)copy_short_ascii(dst, src, n);
+    }
+}
+
+/* uv len + bytes; room must have been reserved. */
+static inline void hput_lenbytes(struct vbuf *h, const void *k, size_t n)
+{
+    hput_uv(h, n);
+    copy_short(h->p + h->len, k, n);
+    h->len += n;
 }
 
 /* A string of fewer than 128 bytes as uv len + bytes (room reserved),
