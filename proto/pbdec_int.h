@@ -289,7 +289,8 @@ static inline void range_add(struct range *r, const struct fld *f, const struct 
     r->end = after->p;
 }
 
-static inline int get_str(struct dec *d, const struct fld *f, const char *name, struct mstr *out)
+static inline __attribute__((always_inline)) int get_str(struct dec *d, const struct fld *f,
+                                                         const char *name, struct mstr *out)
 {
     WANT(*f, WT_LEN, name);
     if (UNLIKELY(!utf8_valid(f->p, f->len))) {
