@@ -21,8 +21,10 @@
  * APPEND. One pwritev(2) of header + payload at the end of the segment
  * (continued if short). If it fails, the file is cut back to the frame's
  * start, so the file always ends on a frame boundary and the failed seq is
- * given to the next frame. No fsync: wal_sync() is fdatasync. Creating a
- * segment fsyncs the directory, so a synced frame cannot lose its file.
+ * given to the next frame. No fsync: wal_sync() is fdatasync. Creating or
+ * deleting segments leaves the directory to be fsynced by the dirsync
+ * thread (below), off the appending thread; wal_sync also fsyncs it itself
+ * after a creation, so a synced frame cannot lose its file.
  * A segment rotated away before a wal_sync stays open until the next
  * wal_sync (or rotation) syncs it, so one wal_sync covers every frame of a
  * drain even when the drain crossed a segment boundary.
@@ -56,6 +58,7 @@
 #include <libdeflate.h>
 
 #include "lib/clock.h"
+#include <pthread.h>
 
 #define WAL_HDR 20
 #define WAL_READ_BUF (1u << 20)
@@ -71,9 +74,10 @@ struct seg {
 /* Owned by its shard thread (see wal.h). segs[nseg - 1] is the newest. */
 struct wal {
     int dirfd;
-    int fd;      /* newest segment, open for appends; -1 until one is needed */
-    int prev_fd; /* the segment before it, rotated away with unsynced frames; or -1 */
-    bool dirty;  /* fd written since its last fdatasync */
+    int fd;         /* newest segment, open for appends; -1 until one is needed */
+    int prev_fd;    /* the segment before it, rotated away with unsynced frames; or -1 */
+    bool dirty;     /* fd written since its last fdatasync */
+    bool dir_dirty; /* a segment was created since the directory's last fsync by wal_sync */
     uint64_t cur_size;
     uint64_t last_seq;
     size_t seg_max;
@@ -494,6 +498,89 @@ fail_free:
     return rc;
 }
 
+/* ---- the dirsync thread ----
+ *
+ * A directory fsync on ext4 waits for a journal commit, which in
+ * data=ordered mode first writes out the data of every file with newly
+ * allocated blocks in the transaction: a block file being sealed, the WAL
+ * itself. Done on the shard thread at each rotation and each release, it
+ * held up the next export's append for 3-32 ms. One process-wide thread does
+ * those fsyncs instead, each on a dup of the directory's fd (so wal_close
+ * need not wait for it). Nothing acknowledged depends on them under --ack
+ * wal; under --ack fsync, wal_sync fsyncs the directory itself after a
+ * creation, before it returns. If the thread cannot be started (or a dup
+ * or malloc fails), the fsync is done in place, as before. */
+
+struct dirsync_job {
+    struct dirsync_job *next;
+    int fd;
+};
+
+static pthread_mutex_t ds_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ds_wake = PTHREAD_COND_INITIALIZER;
+static struct dirsync_job *ds_head, *ds_tail;
+static pthread_once_t ds_once = PTHREAD_ONCE_INIT;
+static bool ds_running;
+
+static void *dirsync_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "wal-dirsync");
+    pthread_mutex_lock(&ds_lock);
+    for (;;) {
+        while (ds_head == NULL) {
+            pthread_cond_wait(&ds_wake, &ds_lock);
+        }
+        struct dirsync_job *j = ds_head;
+        ds_head = j->next;
+        if (ds_head == NULL) {
+            ds_tail = NULL;
+        }
+        pthread_mutex_unlock(&ds_lock);
+        fsync(j->fd); /* a failure is the next wal_sync's (or boot's) to see */
+        close(j->fd);
+        free(j);
+        pthread_mutex_lock(&ds_lock);
+    }
+    return NULL;
+}
+
+static void dirsync_start(void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    if (pthread_attr_init(&a) != 0) {
+        return;
+    }
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    ds_running = pthread_create(&t, &a, dirsync_main, NULL) == 0;
+    pthread_attr_destroy(&a);
+}
+
+/* Has |w|'s directory fsynced soon, by the dirsync thread. */
+static void dirsync_later(wal *w)
+{
+    pthread_once(&ds_once, dirsync_start);
+    struct dirsync_job *j = ds_running ? malloc(sizeof(*j)) : NULL;
+    int fd = j != NULL ? fcntl(w->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (fd < 0) {
+        free(j);
+        fsync(w->dirfd);
+        return;
+    }
+    j->fd = fd;
+    j->next = NULL;
+    pthread_mutex_lock(&ds_lock);
+    if (ds_tail != NULL) {
+        ds_tail->next = j;
+    } else {
+        ds_head = j;
+    }
+    ds_tail = j;
+    pthread_mutex_unlock(&ds_lock);
+    pthread_cond_broadcast(&ds_wake);
+}
+
 /* ---- append ---- */
 
 /* Starts segment |first|. The old newest segment, if it has frames no
@@ -530,13 +617,8 @@ static int rotate(wal *w, uint64_t first)
         unlinkat(w->dirfd, name, 0);
         return rc;
     }
-    if (fsync(w->dirfd) < 0) {
-        /* The file may or may not be durable: leave it (empty segments are
-         * removed at the next open) and let the next append retry. */
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
+    w->dir_dirty = true;
+    dirsync_later(w);
     w->fd = fd;
     w->cur_size = 0;
     return 0;
@@ -573,7 +655,7 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
     uint64_t seq = w->last_seq + 1;
     if (w->fd < 0 || w->cur_size >= w->seg_max) {
         if (w->fd < 0 && w->nseg > 0 && w->segs[w->nseg - 1].first == seq) {
-            /* A rotation whose directory fsync failed left this empty file. */
+            /* A rotation that failed after creating this empty file. */
             unlink_seg(w, seq);
             seg_remove_at(w, w->nseg - 1);
         }
@@ -630,6 +712,13 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
 
 int wal_sync(wal *w)
 {
+    if (w->dir_dirty) {
+        /* The newest segment's name, before the frames in it are called durable. */
+        if (fsync(w->dirfd) < 0) {
+            return -errno;
+        }
+        w->dir_dirty = false;
+    }
     if (w->prev_fd >= 0) {
         if (fdatasync(w->prev_fd) < 0) {
             return -errno;
@@ -665,8 +754,8 @@ int wal_release_upto(wal *w, uint64_t upto)
         seg_remove_at(w, 0);
         deleted++;
     }
-    if (deleted > 0 && fsync(w->dirfd) < 0 && rc == 0) {
-        rc = -errno;
+    if (deleted > 0) {
+        dirsync_later(w); /* a deletion lost to a crash is redone at boot */
     }
     return rc < 0 ? rc : deleted;
 }
