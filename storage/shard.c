@@ -377,6 +377,7 @@ static void *shard_main(void *arg)
     pthread_setname_np(pthread_self(), name);
 
     if (s->cfg.ack != SHARD_ACK_SEAL) {
+        sealer_background(); /* nobody's ack waits for a seal */
         int rc = wal_open(s->wal_dir, s->cfg.wal_after, replay_frame, s, &s->wal);
         if (rc < 0) {
             pthread_mutex_lock(&s->lock);
