@@ -40,6 +40,7 @@ static uint64_t ret_age_ns, ret_bytes;
 static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
 static sealer_failure_fn failure_hook; /* under |lock| */
 static bool background;                /* sealer_background() was called; under |lock| */
+static int test_delay_ms;              /* sealer_test_delay */
 
 /* Shards whose seal failed for good (at shutdown), under |lock|. */
 #define FAILED_MAX 256
@@ -109,6 +110,10 @@ static void seal_one(struct seal_job *j)
 {
     uint64_t t0 = clock_mono_ns();
     int rc;
+    if (test_delay_ms > 0) {
+        struct timespec ts = {test_delay_ms / 1000, (long)(test_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     for (unsigned attempt = 1;; attempt++) {
         struct seal_failure f = {.shard = j->meta.shard,
                                  .seal_id = j->meta.seal_id,
@@ -265,6 +270,11 @@ void sealer_submit_take(struct seal_job *j)
     tail = j;
     pthread_mutex_unlock(&lock);
     pthread_cond_broadcast(&wake);
+}
+
+void sealer_test_delay(int ms)
+{
+    test_delay_ms = ms;
 }
 
 void sealer_background(void)

@@ -75,6 +75,8 @@ int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes);
  * each thread's next job.
  */
 void sealer_background(void);
+/* Tests only: every seal first sleeps |ms| (a sealer that lags). */
+void sealer_test_delay(int ms);
 /* Queues |j| (taken). Any thread. */
 void sealer_submit_take(struct seal_job *j);
 /* Shutdown: a seal that fails at or after |deadline_ns| (CLOCK_MONOTONIC)
