@@ -80,5 +80,6 @@ uint64_t adm_pace_ns(void)
     if (over >= span) {
         return ADM_PACE_MAX_NS;
     }
-    return (uint64_t)((double)ADM_PACE_MAX_NS * (double)over / (double)span);
+    double f = (double)over / (double)span;
+    return (uint64_t)((double)ADM_PACE_MAX_NS * f * f + 0.5);
 }

@@ -13,7 +13,9 @@ memory in use seen while it ran (sampled every 500 ms). Then the medians per bin
 connection count.
 
 Environment: TAIL_CONNS (default "1,4"), TAIL_PASSES (3), TAIL_SECONDS (10), TAIL_ACK (wal),
-TAIL_ARGS (more daemon arguments, split on spaces), PEER_PAYLOAD (as the peer case).
+TAIL_ARGS (more daemon arguments, split on spaces), TAIL_CLIENT (wrk, or grpc: build/otlp-load
+over gRPC, TAIL_BUILD naming the build directory, default build; its latencies in the wrk_
+columns), PEER_PAYLOAD (as the peer case).
 """
 
 import json
@@ -83,14 +85,18 @@ class Sampler(threading.Thread):
             time.sleep(0.5)
 
 
-def one(binary, conns, secs, ack, args, payload, lua):
+def one(binary, conns, secs, ack, args, payload, lua, client):
     data = bl.fresh_data("tail")
     d = bl.Daemon(binary, data, ["--ack", ack] + args, name="tail").start()
     try:
         s = Sampler(d)
         s.start()
         cpu0 = bl.proc_cpu_s(d.proc.pid)
-        r = peer.run_wrk(d.http_port, "logs", conns, secs, payload, lua)
+        if client == "wrk":
+            r = peer.run_wrk(d.http_port, "logs", conns, secs, payload, lua)
+        else:  # otlp-load over gRPC, its own generator's 1,000-record requests
+            r = peer.run_load(bl.build_dir(["", os.environ.get("TAIL_BUILD", "build")]),
+                              d.grpc_port, "grpc", "logs", conns, secs, False)
         cpu = bl.proc_cpu_s(d.proc.pid) - cpu0
         s.stop_ = True
         s.join()
@@ -145,6 +151,7 @@ def main():
     secs = int(os.environ.get("TAIL_SECONDS", "10"))
     ack = os.environ.get("TAIL_ACK", "wal")
     args = os.environ.get("TAIL_ARGS", "").split()
+    client = os.environ.get("TAIL_CLIENT", "wrk")
     payload = peer.payload_path()
     workdir = tempfile.mkdtemp(prefix="miradb-tail-")
     lua = os.path.join(workdir, "post.lua")
@@ -156,7 +163,7 @@ def main():
             for c in conns:
                 order = bins if p % 2 == 0 else bins[::-1]
                 for b in order:
-                    r = one(b, c, secs, ack, args, payload, lua)
+                    r = one(b, c, secs, ack, args, payload, lua, client)
                     runs.setdefault((b, c), []).append(r)
                     print("pass %d c%d %s: %s" % (p + 1, c, b, fmt(r)), flush=True)
     finally:

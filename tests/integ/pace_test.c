@@ -117,12 +117,12 @@ Test(pace, a_lagging_sealer_paces_admission_never_refuses_and_loses_nothing, .ti
     cr_expect_eq(daemon_metric(&d, "miradb_otlp_request_errors_total{reason=\"overloaded\"}"), 0);
     cr_expect_eq(daemon_metric(&d, "miradb_admission_shed_total"), 0);
     /* The sealer lagged: admissions were paced, and the delays they got
-     * are accounted (each at most ADM_PACE_MAX_NS, 10 ms). */
+     * are accounted (each at most ADM_PACE_MAX_NS, 40 ms). */
     double paced = daemon_metric(&d, "miradb_admission_paced_total");
     double paced_s = daemon_metric(&d, "miradb_admission_paced_seconds_total");
     cr_expect_geq(paced, 1, "no admission was paced (%g)", paced);
     cr_expect_gt(paced_s, 0);
-    cr_expect_leq(paced_s, paced * 0.010 + 1e-6, "%g s over %g paced", paced_s, paced);
+    cr_expect_leq(paced_s, paced * 0.040 + 1e-6, "%g s over %g paced", paced_s, paced);
     /* Every acknowledged row is held, sealed or not. */
     cr_expect_eq(rows_held(&d), want);
 

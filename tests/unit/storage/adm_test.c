@@ -26,14 +26,14 @@ Test(adm, no_pacing_up_to_half_the_admission_limit)
     cr_expect_eq(adm_pace_ns(), 0);
 }
 
-Test(adm, pacing_grows_in_proportion_past_half)
+Test(adm, pacing_grows_with_the_square_of_the_way_past_half)
 {
-    setup(1000, 0, 750, 1000);
-    cr_expect_eq(adm_pace_ns(), 5 * MS);
-    setup(1000, 0, 600, 1000);
-    cr_expect_eq(adm_pace_ns(), 2 * MS);
+    setup(1000, 0, 750, 1000); /* half way: 40 ms / 4 */
+    cr_expect_eq(adm_pace_ns(), 10 * MS);
+    setup(1000, 0, 600, 1000); /* a fifth: 40 ms / 25 */
+    cr_expect_eq(adm_pace_ns(), 1600000);
     setup(1000, 200, 600, 1000); /* limit 800, half 400: 200 / 400 past it */
-    cr_expect_eq(adm_pace_ns(), 5 * MS);
+    cr_expect_eq(adm_pace_ns(), 10 * MS);
 }
 
 Test(adm, only_memory_the_sealer_holds_paces)
@@ -41,7 +41,7 @@ Test(adm, only_memory_the_sealer_holds_paces)
     setup(1000, 0, 900, 0); /* full of other charges (tables, caches): no lag to pace */
     cr_expect_eq(adm_pace_ns(), 0);
     setup(1000, 0, 900, 100); /* 400 past half, but the sealer holds only 100 */
-    cr_expect_eq(adm_pace_ns(), 2 * MS);
+    cr_expect_eq(adm_pace_ns(), 1600000);
     adm_sealing_add(-100); /* sealed and freed */
     cr_expect_eq(adm_sealing(), 0);
     cr_expect_eq(adm_pace_ns(), 0);
@@ -53,5 +53,5 @@ Test(adm, the_most_at_the_limit_and_past_it)
     cr_expect_eq(adm_pace_ns(), ADM_PACE_MAX_NS);
     setup(1000, 0, 1300, 1300); /* committed charges may overdraw the budget */
     cr_expect_eq(adm_pace_ns(), ADM_PACE_MAX_NS);
-    cr_expect_eq(ADM_PACE_MAX_NS, 10 * MS);
+    cr_expect_eq(ADM_PACE_MAX_NS, 40 * MS);
 }
