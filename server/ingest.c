@@ -130,6 +130,7 @@ struct ingest_thr {
     /* Waiting requests, FIFO per signal: a full logs queue does not hold up traces. */
     struct ingest_req *whead[SIG_COUNT], *wtail[SIG_COUNT];
     struct event *retry_ev;
+    uint64_t retry_at;             /* CLOCK_MONOTONIC when retry_ev fires, while pending */
     const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
     const struct timeval *rate_tv; /* --receive-rate-window, likewise */
     struct libdeflate_decompressor *dec;
@@ -452,8 +453,11 @@ static void arm_retry(struct ingest_thr *h)
             }
         }
     }
-    if (any) {
+    /* Never postpone a pending wake-up: arrivals every < RETRY_MS would
+     * otherwise keep pushing it out while the head waits for room. */
+    if (any && (!evtimer_pending(h->retry_ev, NULL) || now + in < h->retry_at)) {
         struct timeval tv = {(time_t)(in / 1000000000u), (suseconds_t)(in % 1000000000u / 1000)};
+        h->retry_at = now + in;
         evtimer_add(h->retry_ev, &tv);
     }
 }
