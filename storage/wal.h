@@ -84,12 +84,16 @@ extern size_t wal_segment_bytes;
  * No-op when nothing was written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);
 
-/* Deletes whole segments whose frames all have seq <= |upto|, oldest first
- * (never the newest segment, the one appended to); the directory is fsynced
- * in the background (a deletion a crash undoes is redone after the next
- * boot's replay). Returns how many were deleted, or -errno (segments
- * deleted before the error stay deleted). */
+/* Releases whole segments whose frames all have seq <= |upto|, oldest
+ * first (never the newest segment, the one appended to): they leave the
+ * WAL's books at once and are unlinked, then the directory fsynced, by a
+ * background thread (wal_settle waits for it); a deletion that fails or
+ * that a crash undoes is redone after the next boot's replay. Returns how
+ * many were released. */
 int wal_release_upto(wal *w, uint64_t upto);
+/* Waits until the background thread has done every unlink and directory
+ * fsync handed to it so far (tests; any thread). */
+void wal_settle(void);
 
 /* The highest seq appended or replayed (or |after| of wal_open, if higher);
  * the next append gets this + 1. */
@@ -100,7 +104,7 @@ const struct wal_stats *wal_stats(const wal *w);
  * (the write, and a segment rotation when one was due). Any thread. */
 void wal_append_hist(struct lathist *out);
 /* Closes the files without syncing them (call wal_sync first if the frames
- * must be durable). Accepts NULL. */
+ * must be durable), after wal_settle. Accepts NULL. */
 void wal_close(wal *w);
 
 #endif
