@@ -1,7 +1,9 @@
 /*
  * lathist.h - a fixed latency histogram for /metrics: LH_BUCKETS upper
- * bounds doubling from 250 us to 1.024 s, then +Inf, and the sum. Adding is
- * a dozen compares and two increments; lathist_add for a single writer
+ * bounds from 250 us to 1.024 s, then +Inf, and the sum. The bounds are 1 ms
+ * apart from 1 to 6 ms, 2 ms apart to 12 ms, then 16, 24, 32, 48, 64 ms and
+ * doubling, so that a 5 or 10 ms ack target can be read off them. Adding is
+ * at most a score of compares and two increments; lathist_add for a single writer
  * (plain stores, read with relaxed loads), lathist_add_shared for several.
  */
 #ifndef MIRADB_LATHIST_H
@@ -9,7 +11,7 @@
 
 #include <stdint.h>
 
-#define LH_BUCKETS 13 /* finite bounds; n[LH_BUCKETS] counts the rest */
+#define LH_BUCKETS 20 /* finite bounds; n[LH_BUCKETS] counts the rest */
 
 struct lathist {
     uint64_t n[LH_BUCKETS + 1];
@@ -19,7 +21,10 @@ struct lathist {
 /* Bucket |i|'s upper bound in microseconds (i < LH_BUCKETS). */
 static inline uint64_t lathist_bound_us(int i)
 {
-    return 250ull << i;
+    static const uint32_t us[LH_BUCKETS] = {250,   500,   1000,   2000,   3000,   4000,   5000,
+                                            6000,  8000,  10000,  12000,  16000,  24000,  32000,
+                                            48000, 64000, 128000, 256000, 512000, 1024000};
+    return us[i];
 }
 
 static inline int lathist_bucket(uint64_t ns)

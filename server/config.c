@@ -159,6 +159,8 @@ static const struct opt opts[] = {
      "the listener's address, localhost, 127.0.0.1, [::1] and the host name"},
     {"test-shard-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_shard_delay_ms),
      "testing only: ms every shard sleeps per drain, to simulate a slow disk"},
+    {"test-seal-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_seal_delay_ms),
+     "testing only: ms the sealer sleeps before each seal, to simulate a sealer that lags"},
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 

@@ -117,6 +117,8 @@ struct ingest_req {
     struct ingest_result res;
     struct ingest_req *wnext, *wprev;
     uint64_t wait_start_ns;
+    uint64_t pace_until; /* CLOCK_MONOTONIC: not admitted before (adm_pace_ns); 0: no pacing */
+    bool waited;         /* counted in admit_waits (it found no room) */
     /* CLOCK_MONOTONIC at ingest_admit, admission, ingest_finish, the
      * hand-off to the shard and the shard's ack (enum ack_phase) */
     uint64_t t_new, t_admitted, t_finish, t_submit, t_done;
@@ -128,6 +130,7 @@ struct ingest_thr {
     /* Waiting requests, FIFO per signal: a full logs queue does not hold up traces. */
     struct ingest_req *whead[SIG_COUNT], *wtail[SIG_COUNT];
     struct event *retry_ev;
+    uint64_t retry_at;             /* CLOCK_MONOTONIC when retry_ev fires, while pending */
     const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
     const struct timeval *rate_tv; /* --receive-rate-window, likewise */
     struct libdeflate_decompressor *dec;
@@ -434,14 +437,27 @@ static void waiter_remove(struct ingest_thr *h, struct ingest_req *r)
     r->wnext = r->wprev = NULL;
 }
 
+/* Wakes the waiters at the first queue head's pace, or every RETRY_MS
+ * while a head is waiting for room. */
 static void arm_retry(struct ingest_thr *h)
 {
-    struct timeval tv = {0, RETRY_MS * 1000};
+    uint64_t now = clock_mono_ns();
+    uint64_t in = (uint64_t)RETRY_MS * 1000000u;
     bool any = false;
     for (int g = 0; g < SIG_COUNT; g++) {
-        any = any || h->whead[g] != NULL;
+        const struct ingest_req *r = h->whead[g];
+        if (r != NULL) {
+            any = true;
+            if (r->pace_until > now && r->pace_until - now < in) {
+                in = r->pace_until - now;
+            }
+        }
     }
-    if (any && !evtimer_pending(h->retry_ev, NULL)) {
+    /* Never postpone a pending wake-up: arrivals every < RETRY_MS would
+     * otherwise keep pushing it out while the head waits for room. */
+    if (any && (!evtimer_pending(h->retry_ev, NULL) || now + in < h->retry_at)) {
+        struct timeval tv = {(time_t)(in / 1000000000u), (suseconds_t)(in % 1000000000u / 1000)};
+        h->retry_at = now + in;
         evtimer_add(h->retry_ev, &tv);
     }
 }
@@ -451,9 +467,15 @@ static void arm_retry(struct ingest_thr *h)
 static void retry_one(struct iot *t, struct ingest_thr *h, struct ingest_req *r, uint64_t now,
                       uint64_t wait_ns, bool *blocked)
 {
+    if (!*blocked && now < r->pace_until) {
+        *blocked = true; /* paced: its turn comes at pace_until */
+        return;
+    }
     if (!*blocked && try_admit(r)) {
         waiter_remove(h, r);
-        t->stats.admit_wait_ns += now - r->wait_start_ns;
+        if (r->waited) {
+            t->stats.admit_wait_ns += now - r->wait_start_ns;
+        }
         r->t_admitted = now;
         r->state = RQ_ADMITTED;
         r->res.status = IS_ADMITTED;
@@ -461,9 +483,17 @@ static void retry_one(struct iot *t, struct ingest_thr *h, struct ingest_req *r,
         return;
     }
     *blocked = true; /* nobody overtakes an earlier waiter */
-    if (now - r->wait_start_ns >= wait_ns || iot_stopping()) {
+    if (!r->waited && now >= r->pace_until) {
+        /* Its pace is over but there is no room: from now on a wait. */
+        r->waited = true;
+        r->wait_start_ns = now;
+        t->stats.admit_waits++;
+    }
+    if ((r->waited && now - r->wait_start_ns >= wait_ns) || iot_stopping()) {
         waiter_remove(h, r);
-        t->stats.admit_wait_ns += now - r->wait_start_ns;
+        if (r->waited) {
+            t->stats.admit_wait_ns += now - r->wait_start_ns;
+        }
         t->stats.shed++;
         fail(r, IS_OVERLOADED,
              "server busy: %s queue or memory budget stayed full for %d ms; retry later",
@@ -560,7 +590,12 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
     r->expected = expected_bytes;
     r->t_new = clock_mono_ns();
     int g = r->sig - 1;
-    if (h->whead[g] == NULL && try_admit(r)) {
+    /* Under --admit-wait 0 nobody waits, so nobody is paced either. */
+    uint64_t pace = cfg->admit_wait_ms > 0 ? adm_pace_ns() : 0;
+    if (pace > (uint64_t)cfg->admit_wait_ms * 1000000u) {
+        pace = (uint64_t)cfg->admit_wait_ms * 1000000u;
+    }
+    if (pace == 0 && h->whead[g] == NULL && try_admit(r)) {
         r->t_admitted = r->t_new;
         r->state = RQ_ADMITTED;
         r->res.status = IS_ADMITTED;
@@ -575,7 +610,15 @@ void ingest_admit(struct ingest_req *r, long expected_bytes)
     }
     r->state = RQ_WAITING;
     r->wait_start_ns = clock_mono_ns();
-    r->t->stats.admit_waits++;
+    if (pace > 0) {
+        /* Paced: it waits |pace| before trying, behind anyone queued first. */
+        r->pace_until = r->t_new + pace;
+        r->t->stats.paced++;
+        r->t->stats.paced_ns += pace;
+    } else {
+        r->waited = true;
+        r->t->stats.admit_waits++;
+    }
     r->wprev = h->wtail[g];
     if (h->wtail[g] != NULL) {
         h->wtail[g]->wnext = r;

@@ -310,6 +310,7 @@ static int open_store(const struct config *c, char *err, size_t errlen)
         .min_free_bytes = c->min_free_bytes,
         .disk_changed = ops_disk_changed,
         .test_shard_delay_ms = c->test_shard_delay_ms,
+        .test_seal_delay_ms = c->test_seal_delay_ms,
     };
     struct store_boot boot;
     int rc = store_open(&sc, &boot, err, errlen);

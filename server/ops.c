@@ -92,6 +92,8 @@ static void sum_stats(struct io_stats *out)
         out->admit_waits += ld(&s->admit_waits);
         out->admit_wait_ns += ld(&s->admit_wait_ns);
         out->shed += ld(&s->shed);
+        out->paced += ld(&s->paced);
+        out->paced_ns += ld(&s->paced_ns);
         out->connections_accepted += ld(&s->connections_accepted);
     }
 }
@@ -281,6 +283,11 @@ void ops_metrics_text(struct evbuffer *o)
     header(o, "miradb_admission_shed_total", "counter",
            "Requests refused (503 / UNAVAILABLE) when the admission wait ran out.");
     evbuffer_add_printf(o, "miradb_admission_shed_total %llu\n", (unsigned long long)s.shed);
+    header(o, "miradb_admission_paced_total", "counter",
+           "Requests whose admission was delayed a little because the sealer lagged.");
+    evbuffer_add_printf(o, "miradb_admission_paced_total %llu\n", (unsigned long long)s.paced);
+    header(o, "miradb_admission_paced_seconds_total", "counter", "Total delay paced requests got.");
+    evbuffer_add_printf(o, "miradb_admission_paced_seconds_total %.6f\n", (double)s.paced_ns / 1e9);
     ack_metrics_text(o);
     header(o, "miradb_connections_accepted_total", "counter", "Connections accepted.");
     evbuffer_add_printf(o, "miradb_connections_accepted_total %llu\n",

@@ -54,6 +54,8 @@ struct io_stats {
     uint64_t admit_waits;           /* requests that had to wait */
     uint64_t admit_wait_ns;         /* total time waited */
     uint64_t shed;                  /* requests refused when the wait ran out */
+    uint64_t paced;                 /* requests delayed while the sealer lagged (adm_pace_ns) */
+    uint64_t paced_ns;              /* total delay they were given */
     uint64_t connections_accepted;
     struct lathist phase[PH_COUNT]; /* acknowledged exports only */
     uint64_t cache_bytes[2]; /* kept for reuse (charged): [0] body buffers, [1] batches, arenas */

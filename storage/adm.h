@@ -29,4 +29,25 @@ void adm_uncharge(uint64_t n);
 uint64_t adm_in_use(void);
 uint64_t adm_budget(void);
 
+/*
+ * Pacing. The sealer is slower than decode + append, so under a closed loop
+ * open blocks waiting to be sealed fill the budget, and admission would
+ * then stop every request until a whole block is sealed and freed: a few
+ * requests would wait ~100 ms each (the ack p99) while the rest went
+ * through. Instead, once the budget is more than half used, each admission
+ * is delayed by ADM_PACE_MAX_NS times the square of how far past half it is
+ * (as a share of the other half): small steps while the lag is small, and
+ * up to ADM_PACE_MAX_NS at the admission limit, enough to hold ingest back
+ * when the seal threads get little CPU. The same total slowdown, spread
+ * over every request. Only memory the sealer holds counts (open blocks handed to it and
+ * not yet sealed, adm_sealing_add), so a budget filled by other charges
+ * (query tables, caches) does not slow ingest that the sealer keeps up with.
+ */
+#define ADM_PACE_MAX_NS (40ull * 1000000u)
+/* |n| bytes (already charged) were handed to the sealer, or (negative) sealed. */
+void adm_sealing_add(int64_t n);
+uint64_t adm_sealing(void);
+/* How long an admission arriving now should wait first (ns); 0: at once. */
+uint64_t adm_pace_ns(void);
+
 #endif

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "lib/clock.h"
 #include "storage/diskfree.h"
@@ -25,6 +28,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct seal_job *head, *tail;
 #define SEALER_THREADS 2
+#define SEALER_NICE 10 /* the seal threads' nice value (sealer_main) */
 static bool stopping;
 static int n_started;
 static pthread_t threads[SEALER_THREADS];
@@ -35,6 +39,8 @@ static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
 static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
 static sealer_failure_fn failure_hook; /* under |lock| */
+static bool background;                /* sealer_background() was called; under |lock| */
+static int test_delay_ms;              /* sealer_test_delay */
 
 /* Shards whose seal failed for good (at shutdown), under |lock|. */
 #define FAILED_MAX 256
@@ -104,6 +110,10 @@ static void seal_one(struct seal_job *j)
 {
     uint64_t t0 = clock_mono_ns();
     int rc;
+    if (test_delay_ms > 0) {
+        struct timespec ts = {test_delay_ms / 1000, (long)(test_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     for (unsigned attempt = 1;; attempt++) {
         struct seal_failure f = {.shard = j->meta.shard,
                                  .seal_id = j->meta.seal_id,
@@ -195,8 +205,14 @@ static void *sealer_main(void *arg)
     int me = (int)(intptr_t)arg;
     uint64_t last_retain = 0;
     pthread_setname_np(pthread_self(), "sealer");
+    bool niced = false;
     pthread_mutex_lock(&lock);
     for (;;) {
+        if (background && !niced) {
+            /* Best effort: an error leaves the thread where it was. */
+            setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SEALER_NICE);
+            niced = true;
+        }
         struct seal_job *j = take_job();
         if (j == NULL) {
             if (stopping && head == NULL) {
@@ -252,6 +268,19 @@ void sealer_submit_take(struct seal_job *j)
         head = j;
     }
     tail = j;
+    pthread_mutex_unlock(&lock);
+    pthread_cond_broadcast(&wake);
+}
+
+void sealer_test_delay(int ms)
+{
+    test_delay_ms = ms;
+}
+
+void sealer_background(void)
+{
+    pthread_mutex_lock(&lock);
+    background = true;
     pthread_mutex_unlock(&lock);
     pthread_cond_broadcast(&wake);
 }

@@ -64,6 +64,19 @@ void sealer_set_failure_hook(sealer_failure_fn fn);
 /* Starts the seal threads. |retention_*| as catalog_retain, checked every
  * second (by one of them). 0 or -errno. */
 int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes);
+/*
+ * Seals are background work: no export waits for one (--ack wal / fsync).
+ * The seal threads then run at nice SEALER_NICE (10), below the I/O and
+ * shard threads, so that an export being read, decoded or logged preempts a
+ * seal at once instead of waiting out its slice for a core. The sealer
+ * still keeps up: admission paces ingest against the memory it holds
+ * (adm.h), and that idle time is the sealer's. Not called under --ack
+ * seal, where the seal is the ack. Any thread, any time; applied before
+ * each thread's next job.
+ */
+void sealer_background(void);
+/* Tests only: every seal first sleeps |ms| (a sealer that lags). */
+void sealer_test_delay(int ms);
 /* Queues |j| (taken). Any thread. */
 void sealer_submit_take(struct seal_job *j);
 /* Shutdown: a seal that fails at or after |deadline_ns| (CLOCK_MONOTONIC)

@@ -72,6 +72,7 @@ struct shard {
 struct shard_seal {
     struct seal_job job; /* first: on_sealed gets &job back */
     struct shard_job *acks;
+    size_t charged; /* the block's budget charge, counted as the sealer's (adm_sealing_add) */
 };
 
 static oblock *cur_block(shard *s)
@@ -170,6 +171,7 @@ static void on_sealed(struct seal_job *j, int rc)
      * then publishes no later block of this shard, so no watermark passes
      * the failed block and its rows stay in the WAL for the next boot. */
     uint64_t seq = j->meta.wal_seq;
+    adm_sealing_add(-(int64_t)ss->charged);
     free(ss);
     /* Last touch of |s|: shard_stop waits for seals_in_flight to reach 0
      * under this lock, and the signal is sent before the unlock. */
@@ -213,6 +215,8 @@ static int seal_now(shard *s)
     j->sealed = on_sealed;
     j->owner = s;
     catalog_open_set_charged(s->cur, s->ob_charged);
+    ss->charged = s->ob_charged;
+    adm_sealing_add((int64_t)ss->charged);
     s->ob_charged = 0;
     s->cur = h;
     s->cur_born_ns = 0;
@@ -373,6 +377,7 @@ static void *shard_main(void *arg)
     pthread_setname_np(pthread_self(), name);
 
     if (s->cfg.ack != SHARD_ACK_SEAL) {
+        sealer_background(); /* nobody's ack waits for a seal */
         int rc = wal_open(s->wal_dir, s->cfg.wal_after, replay_frame, s, &s->wal);
         if (rc < 0) {
             pthread_mutex_lock(&s->lock);

@@ -138,6 +138,7 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
         snprintf(err, errlen, "cannot watch the free space of %s: %s", c->data_dir, strerror(-rc));
         return rc;
     }
+    sealer_test_delay(c->test_seal_delay_ms);
     rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));

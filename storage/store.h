@@ -48,6 +48,7 @@ struct store_cfg {
     uint64_t min_free_bytes;       /* refuse exports below this free space (diskfree.h); 0: never */
     diskfree_fn disk_changed;      /* NULL: none; called when the low-space flag changes */
     int test_shard_delay_ms;       /* tests only: a slow shard */
+    int test_seal_delay_ms;        /* tests only: a lagging sealer (sealer_test_delay) */
 };
 
 /* What store_open found, for the boot log (filled as far as it got, also

@@ -21,8 +21,10 @@
  * APPEND. One pwritev(2) of header + payload at the end of the segment
  * (continued if short). If it fails, the file is cut back to the frame's
  * start, so the file always ends on a frame boundary and the failed seq is
- * given to the next frame. No fsync: wal_sync() is fdatasync. Creating a
- * segment fsyncs the directory, so a synced frame cannot lose its file.
+ * given to the next frame. No fsync: wal_sync() is fdatasync. Creating or
+ * deleting segments leaves the directory to be fsynced by the dirsync
+ * thread (below), off the appending thread; wal_sync also fsyncs it itself
+ * after a creation, so a synced frame cannot lose its file.
  * A segment rotated away before a wal_sync stays open until the next
  * wal_sync (or rotation) syncs it, so one wal_sync covers every frame of a
  * drain even when the drain crossed a segment boundary.
@@ -56,6 +58,7 @@
 #include <libdeflate.h>
 
 #include "lib/clock.h"
+#include <pthread.h>
 
 #define WAL_HDR 20
 #define WAL_READ_BUF (1u << 20)
@@ -71,9 +74,10 @@ struct seg {
 /* Owned by its shard thread (see wal.h). segs[nseg - 1] is the newest. */
 struct wal {
     int dirfd;
-    int fd;      /* newest segment, open for appends; -1 until one is needed */
-    int prev_fd; /* the segment before it, rotated away with unsynced frames; or -1 */
-    bool dirty;  /* fd written since its last fdatasync */
+    int fd;         /* newest segment, open for appends; -1 until one is needed */
+    int prev_fd;    /* the segment before it, rotated away with unsynced frames; or -1 */
+    bool dirty;     /* fd written since its last fdatasync */
+    bool dir_dirty; /* a segment was created since the directory's last fsync by wal_sync */
     uint64_t cur_size;
     uint64_t last_seq;
     size_t seg_max;
@@ -494,6 +498,130 @@ fail_free:
     return rc;
 }
 
+/* ---- the dirsync thread ----
+ *
+ * A directory fsync on ext4 waits for a journal commit, which in
+ * data=ordered mode first writes out the data of every file with newly
+ * allocated blocks in the transaction: a block file being sealed, the WAL
+ * itself. Done on the shard thread at each rotation and each release, it
+ * held up the next export's append for 3-32 ms; the unlink of a released
+ * 64 MiB segment can wait for that commit too (5-64 ms seen). One
+ * process-wide thread does both instead: it unlinks the released segments
+ * and then fsyncs the directory, on a dup of the directory's fd (so
+ * wal_close need not wait for it). Nothing acknowledged depends on that
+ * under --ack wal; under --ack fsync, wal_sync fsyncs the directory itself
+ * after a creation, before it returns. A segment the thread failed to
+ * unlink is covered, so the next boot deletes it again after its replay.
+ * If the thread cannot be started (or a dup or malloc fails), the work is
+ * done in place, as before. */
+
+struct dirsync_job {
+    struct dirsync_job *next;
+    int fd;
+    int n;                          /* segments to unlink first */
+    char names[][SEG_NAME_LEN + 1]; /* n of them */
+};
+
+static pthread_mutex_t ds_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ds_wake = PTHREAD_COND_INITIALIZER;
+static struct dirsync_job *ds_head, *ds_tail;
+static pthread_once_t ds_once = PTHREAD_ONCE_INIT;
+static bool ds_running;
+static uint64_t ds_queued, ds_done; /* jobs handed over, jobs finished; under ds_lock */
+
+static void dirsync_run(int fd, const struct dirsync_job *j)
+{
+    for (int i = 0; j != NULL && i < j->n; i++) {
+        unlinkat(fd, j->names[i], 0);
+    }
+    fsync(fd); /* a failure is the next wal_sync's (or boot's) to see */
+}
+
+static void *dirsync_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "wal-dirsync");
+    pthread_mutex_lock(&ds_lock);
+    for (;;) {
+        while (ds_head == NULL) {
+            pthread_cond_wait(&ds_wake, &ds_lock);
+        }
+        struct dirsync_job *j = ds_head;
+        ds_head = j->next;
+        if (ds_head == NULL) {
+            ds_tail = NULL;
+        }
+        pthread_mutex_unlock(&ds_lock);
+        dirsync_run(j->fd, j);
+        close(j->fd);
+        free(j);
+        pthread_mutex_lock(&ds_lock);
+        ds_done++;
+        pthread_cond_broadcast(&ds_wake);
+    }
+    return NULL;
+}
+
+static void dirsync_start(void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    if (pthread_attr_init(&a) != 0) {
+        return;
+    }
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    ds_running = pthread_create(&t, &a, dirsync_main, NULL) == 0;
+    pthread_attr_destroy(&a);
+}
+
+/* Has the dirsync thread unlink the segments |firsts[0..n)| of |w| and
+ * then fsync its directory. */
+static void dirsync_later(wal *w, const uint64_t *firsts, int n)
+{
+    pthread_once(&ds_once, dirsync_start);
+    struct dirsync_job *j =
+        ds_running ? malloc(sizeof(*j) + (size_t)n * sizeof(j->names[0])) : NULL;
+    int fd = j != NULL ? fcntl(w->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (j != NULL) {
+        j->n = n;
+        for (int i = 0; i < n; i++) {
+            seg_name(j->names[i], firsts[i]);
+        }
+    }
+    if (fd < 0) {
+        if (j == NULL) {
+            for (int i = 0; i < n; i++) {
+                unlink_seg(w, firsts[i]);
+            }
+        }
+        dirsync_run(w->dirfd, j);
+        free(j);
+        return;
+    }
+    j->fd = fd;
+    j->next = NULL;
+    pthread_mutex_lock(&ds_lock);
+    if (ds_tail != NULL) {
+        ds_tail->next = j;
+    } else {
+        ds_head = j;
+    }
+    ds_tail = j;
+    ds_queued++;
+    pthread_mutex_unlock(&ds_lock);
+    pthread_cond_broadcast(&ds_wake);
+}
+
+void wal_settle(void)
+{
+    pthread_mutex_lock(&ds_lock);
+    uint64_t want = ds_queued;
+    while (ds_done < want) {
+        pthread_cond_wait(&ds_wake, &ds_lock);
+    }
+    pthread_mutex_unlock(&ds_lock);
+}
+
 /* ---- append ---- */
 
 /* Starts segment |first|. The old newest segment, if it has frames no
@@ -530,13 +658,8 @@ static int rotate(wal *w, uint64_t first)
         unlinkat(w->dirfd, name, 0);
         return rc;
     }
-    if (fsync(w->dirfd) < 0) {
-        /* The file may or may not be durable: leave it (empty segments are
-         * removed at the next open) and let the next append retry. */
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
+    w->dir_dirty = true;
+    dirsync_later(w, NULL, 0);
     w->fd = fd;
     w->cur_size = 0;
     return 0;
@@ -573,7 +696,7 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
     uint64_t seq = w->last_seq + 1;
     if (w->fd < 0 || w->cur_size >= w->seg_max) {
         if (w->fd < 0 && w->nseg > 0 && w->segs[w->nseg - 1].first == seq) {
-            /* A rotation whose directory fsync failed left this empty file. */
+            /* A rotation that failed after creating this empty file. */
             unlink_seg(w, seq);
             seg_remove_at(w, w->nseg - 1);
         }
@@ -630,6 +753,13 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
 
 int wal_sync(wal *w)
 {
+    if (w->dir_dirty) {
+        /* The newest segment's name, before the frames in it are called durable. */
+        if (fsync(w->dirfd) < 0) {
+            return -errno;
+        }
+        w->dir_dirty = false;
+    }
     if (w->prev_fd >= 0) {
         if (fdatasync(w->prev_fd) < 0) {
             return -errno;
@@ -650,13 +780,15 @@ int wal_sync(wal *w)
 
 int wal_release_upto(wal *w, uint64_t upto)
 {
-    int deleted = 0, rc = 0;
+    uint64_t firsts[64];
+    int deleted = 0, n = 0;
     /* segs[0] is covered when the next segment starts at or below upto + 1. */
     while (w->nseg > 1 && w->segs[1].first - 1 <= upto) {
-        rc = unlink_seg(w, w->segs[0].first);
-        if (rc < 0) {
-            break;
+        if (n == (int)(sizeof(firsts) / sizeof(firsts[0]))) {
+            dirsync_later(w, firsts, n);
+            n = 0;
         }
+        firsts[n++] = w->segs[0].first;
         if (w->nseg == 2 && w->prev_fd >= 0) {
             /* Its frames are sealed: no need to sync them any more. */
             close(w->prev_fd);
@@ -665,10 +797,10 @@ int wal_release_upto(wal *w, uint64_t upto)
         seg_remove_at(w, 0);
         deleted++;
     }
-    if (deleted > 0 && fsync(w->dirfd) < 0 && rc == 0) {
-        rc = -errno;
+    if (n > 0) {
+        dirsync_later(w, firsts, n); /* unlinked there; one a crash undoes is redone at boot */
     }
-    return rc < 0 ? rc : deleted;
+    return deleted;
 }
 
 uint64_t wal_last_seq(const wal *w)
@@ -686,6 +818,8 @@ void wal_close(wal *w)
     if (w == NULL) {
         return;
     }
+    /* Its released segments are gone before the directory can be opened again. */
+    wal_settle();
     if (w->prev_fd >= 0) {
         close(w->prev_fd);
     }

@@ -65,8 +65,9 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  * exceeds WAL_FRAME_MAX; -EINVAL if |n| is 0 (a zero length marks the end
  * of the log, so an empty body must not be logged) or |sig|/|fmt| is not
  * one of the enums. No fsync (see wal_sync). A new segment is started
- * first when the current one holds wal_segment_bytes or more (the
- * directory is fsynced when a segment is created).
+ * first when the current one holds wal_segment_bytes or more (its
+ * directory entry is fsynced by a background thread, and by the next
+ * wal_sync before it returns).
  */
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n);
 #define WAL_FRAME_MAX (256u << 20)
@@ -78,14 +79,21 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
 extern size_t wal_segment_bytes;
 
 /* fdatasync of the current segment (and of the previous one if it was
- * rotated away with unsynced frames), so every frame appended so far is
- * durable. No-op when nothing was written since the last sync. 0 or -errno. */
+ * rotated away with unsynced frames), and an fsync of the directory if a
+ * segment was created since, so every frame appended so far is durable.
+ * No-op when nothing was written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);
 
-/* Deletes whole segments whose frames all have seq <= |upto|, oldest first
- * (never the newest segment, the one appended to). Returns how many were
- * deleted, or -errno (segments deleted before the error stay deleted). */
+/* Releases whole segments whose frames all have seq <= |upto|, oldest
+ * first (never the newest segment, the one appended to): they leave the
+ * WAL's books at once and are unlinked, then the directory fsynced, by a
+ * background thread (wal_settle waits for it); a deletion that fails or
+ * that a crash undoes is redone after the next boot's replay. Returns how
+ * many were released. */
 int wal_release_upto(wal *w, uint64_t upto);
+/* Waits until the background thread has done every unlink and directory
+ * fsync handed to it so far (tests; any thread). */
+void wal_settle(void);
 
 /* The highest seq appended or replayed (or |after| of wal_open, if higher);
  * the next append gets this + 1. */
@@ -96,7 +104,7 @@ const struct wal_stats *wal_stats(const wal *w);
  * (the write, and a segment rotation when one was due). Any thread. */
 void wal_append_hist(struct lathist *out);
 /* Closes the files without syncing them (call wal_sync first if the frames
- * must be durable). Accepts NULL. */
+ * must be durable), after wal_settle. Accepts NULL. */
 void wal_close(wal *w);
 
 #endif

@@ -1,0 +1,57 @@
+/*
+ * adm_test.c - the memory budget's admission pacing (adm_pace_ns): zero up
+ * to half the admission limit, then in proportion to how far past half the
+ * budget is, counting only what the sealer holds, ADM_PACE_MAX_NS at the
+ * limit and beyond.
+ */
+#include <criterion/criterion.h>
+
+#include "storage/adm.h"
+
+#define MS 1000000ull
+
+static void setup(uint64_t budget, uint64_t reserve, uint64_t in_use, uint64_t sealing)
+{
+    adm_init(budget);
+    adm_set_reserve(reserve);
+    adm_charge(in_use);
+    adm_sealing_add((int64_t)sealing);
+}
+
+Test(adm, no_pacing_up_to_half_the_admission_limit)
+{
+    setup(1000, 0, 500, 500);
+    cr_expect_eq(adm_pace_ns(), 0);
+    setup(1000, 200, 400, 400); /* limit 800: half is 400 */
+    cr_expect_eq(adm_pace_ns(), 0);
+}
+
+Test(adm, pacing_grows_with_the_square_of_the_way_past_half)
+{
+    setup(1000, 0, 750, 1000); /* half way: 40 ms / 4 */
+    cr_expect_eq(adm_pace_ns(), 10 * MS);
+    setup(1000, 0, 600, 1000); /* a fifth: 40 ms / 25 */
+    cr_expect_eq(adm_pace_ns(), 1600000);
+    setup(1000, 200, 600, 1000); /* limit 800, half 400: 200 / 400 past it */
+    cr_expect_eq(adm_pace_ns(), 10 * MS);
+}
+
+Test(adm, only_memory_the_sealer_holds_paces)
+{
+    setup(1000, 0, 900, 0); /* full of other charges (tables, caches): no lag to pace */
+    cr_expect_eq(adm_pace_ns(), 0);
+    setup(1000, 0, 900, 100); /* 400 past half, but the sealer holds only 100 */
+    cr_expect_eq(adm_pace_ns(), 1600000);
+    adm_sealing_add(-100); /* sealed and freed */
+    cr_expect_eq(adm_sealing(), 0);
+    cr_expect_eq(adm_pace_ns(), 0);
+}
+
+Test(adm, the_most_at_the_limit_and_past_it)
+{
+    setup(1000, 0, 1000, 1000);
+    cr_expect_eq(adm_pace_ns(), ADM_PACE_MAX_NS);
+    setup(1000, 0, 1300, 1300); /* committed charges may overdraw the budget */
+    cr_expect_eq(adm_pace_ns(), ADM_PACE_MAX_NS);
+    cr_expect_eq(ADM_PACE_MAX_NS, 40 * MS);
+}
