@@ -398,14 +398,17 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         const struct ent *e = &sp->e[i];
         switch (e->type) {
         case 'K':
+        case 'V':
         case 'F': {
             /* an S of its own count: the key dictionary (at most KC_MAX
-             * keys), or (v4) the f64 lists (at most one a row, each but
-             * one empty with bytes) */
+             * keys), (v5) the value dictionary (at most VD_MAX entries of
+             * 2 bytes or more), or (v4) the f64 lists (at most one a row,
+             * each but one empty with bytes) */
             struct scol *sc = &b->S[e->idx];
             uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
-            if (n1 == 0 ||
-                (e->type == 'K' ? n1 > KC_MAX + 1 : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
+            if (n1 == 0 || (e->type == 'K'   ? n1 > KC_MAX + 1
+                            : e->type == 'V' ? n1 > VD_MAX + 1 || n1 - 1 > cl[c + 1] / 2
+                                             : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
                 return -EBADMSG;
             }
             if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
@@ -415,7 +418,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 return -EBADMSG;
             }
             sc->data = cp[c + 1];
-            *(e->type == 'K' ? &b->n_keys : &n_flists) = n1 - 1;
+            *(e->type == 'K' ? &b->n_keys : e->type == 'V' ? &b->n_vals : &n_flists) = n1 - 1;
             c += 2;
             break;
         }
@@ -520,6 +523,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'K':
+        case 'V':
         case 'Z':
         case 'F':
         case 'P':
@@ -566,7 +570,9 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
             return -EBADMSG; /* the key dictionary follows in a file we wrote */
         }
-        rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, &b->alists, &b->alists_off);
+        bool vd = b->version >= 5 && b->sig != SIG_METRICS; /* a V column (v5 ATTRS) */
+        rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, vd ? &b->S[X_VALS] : NULL,
+                           vd ? b->n_vals : 0, &b->alists, &b->alists_off);
         if (rc < 0) {
             return rc;
         }

@@ -35,6 +35,7 @@ struct strb {
 struct wcols {
     uint64_t rows;
     uint64_t nkeys; /* format 3: entries of the key dictionary (S[X_KEYS]) */
+    uint64_t nvals; /* format 5: entries of the value dictionary (S[X_VALS]) */
     uint64_t *I[MAX_I];
     size_t cap_I[MAX_I];
     struct strb S[MAX_S];
@@ -48,6 +49,53 @@ struct wcols {
     uint32_t *pht; /* span id -> row + 1 */
     size_t cap_pht;
 };
+
+/*
+ * Format 5: the writer's value table (block_vdict.c). While the rows are
+ * walked, each counted key-value of a log or span block is looked up by
+ * key id and hash (the attribute bloom's kv_val_hash for strings) and
+ * counted; a key whose values look unique (more than half distinct after
+ * VD_PROBE of them) is no longer looked up, and the table holds at most
+ * VD_MAX entries and VD_BYTES value bytes (values over VD_VAL_MAX are
+ * never entered). Kept between seals (capacities only). Owned by its
+ * sealer thread.
+ */
+#define VD_PROBE 64
+#define VD_BYTES (1u << 20)
+#define VD_VAL_MAX 512
+struct vd_ent {
+    uint64_t h;
+    uint32_t key, off, len, count;
+};
+struct vd_key {
+    uint32_t occ, dist; /* occ UINT32_MAX: the key's values are not entered */
+};
+struct vdict {
+    struct vd_ent *e;
+    size_t n, cap;
+    uint64_t *slot; /* (high 32 hash bits << 32) | (entry + 1); 0 empty */
+    size_t scap;
+    struct vbuf bytes;       /* the entries' values, as val.h encodes them */
+    struct vd_key k[KC_MAX]; /* by key id */
+    uint32_t *code;          /* by entry: its list code, 0 inline (vdict_finish) */
+    uint32_t *order;         /* the coded entries, in code order */
+};
+
+void vdict_reset(struct vdict *d);
+void vdict_free(struct vdict *d);
+/*
+ * Key-value (key id |key| < KC_MAX, hash |h|, value v[0, n) as val.h
+ * encodes it) of one row: *ve = 1 + its entry, or 0 when the key's values
+ * are not entered or the table is full. 0 or -ENOMEM.
+ */
+int vdict_add(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n,
+              uint32_t *ve);
+/*
+ * Gives each entry seen twice or more a code (nkeys + 1 upwards, the most
+ * frequent first; d->code) and writes those entries, uv key id then the
+ * value, as the value dictionary |out| (*nvals entries). 0 or -ENOMEM.
+ */
+int vdict_finish(struct vdict *d, uint64_t nkeys, struct strb *out, uint64_t *nvals);
 
 /* Format 4: the parent references of a span block's rows (w->pref, the
  * raw ids in w->praw) from its span and parent id columns: 0 or -ENOMEM. */
