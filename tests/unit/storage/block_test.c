@@ -539,7 +539,7 @@ Test(block, an_unknown_format_version_is_refused_with_a_clear_message)
     put_file(path, file, len);
     blk *b;
     cr_assert_eq(try_open(path, &b, err, sizeof(err)), -EBADMSG);
-    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (4)");
+    cr_assert_str_eq(err, "block format version 7 is newer than this miradb (5)");
     v = 0;
     memcpy(file + 8, &v, 4);
     put_file(path, file, len);
