@@ -13,14 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-void vdict_reset(struct vdict *d)
+int vdict_reset(struct vdict *d)
 {
     d->n = 0;
     vbuf_reset(&d->bytes);
-    if (d->slot != NULL) {
+    if (d->slot == NULL) {
+        d->slot = calloc(1024, sizeof(*d->slot));
+        if (d->slot == NULL) {
+            return -ENOMEM;
+        }
+        d->scap = 1024;
+    } else {
         memset(d->slot, 0, d->scap * sizeof(*d->slot));
     }
-    memset(d->k, 0, sizeof(d->k));
+    memset(d->k, 0, d->nk * sizeof(d->k[0]));
+    d->nk = KC_MAX; /* until vdict_finish knows the block's keys */
+    return 0;
 }
 
 void vdict_free(struct vdict *d)
@@ -33,8 +41,8 @@ void vdict_free(struct vdict *d)
     memset(d, 0, sizeof(*d));
 }
 
-/* Doubles the slot table (at most 2 x VD_MAX slots: never more than half
- * full). 0 or -ENOMEM. */
+/* Doubles the slot table (at most 4 x VD_MAX slots: never more than a
+ * quarter full). 0 or -ENOMEM. */
 static int grow_slots(struct vdict *d)
 {
     size_t ncap = d->scap ? d->scap * 2 : 1024;
@@ -57,36 +65,15 @@ static int grow_slots(struct vdict *d)
     return 0;
 }
 
-int vdict_add(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n, uint32_t *ve)
+int vdict_insert(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n,
+                 uint64_t a, uint64_t b, size_t i, uint32_t *ve)
 {
     struct vd_key *k = &d->k[key];
     *ve = 0;
-    if (k->occ == UINT32_MAX) {
-        return 0;
-    }
-    if (k->occ >= VD_PROBE && k->dist * 2 > k->occ) {
+    if (++k->dist * 2 > k->occ && k->occ >= VD_PROBE) {
         k->occ = UINT32_MAX; /* unique-looking values: inline from here on */
         return 0;
     }
-    k->occ++;
-    if (d->scap == 0 && grow_slots(d) < 0) {
-        return -ENOMEM;
-    }
-    uint64_t tag = h & 0xffffffff00000000ull;
-    size_t i = (size_t)h & (d->scap - 1);
-    while (d->slot[i] != 0) {
-        uint64_t s = d->slot[i];
-        if ((s & 0xffffffff00000000ull) == tag) {
-            struct vd_ent *e = &d->e[(uint32_t)s - 1];
-            if (e->key == key && e->len == n && memcmp(d->bytes.p + e->off, v, n) == 0) {
-                e->count++;
-                *ve = (uint32_t)s;
-                return 0;
-            }
-        }
-        i = (i + 1) & (d->scap - 1);
-    }
-    k->dist++;
     if (d->n >= VD_MAX || n > VD_VAL_MAX || d->bytes.len + n > VD_BYTES) {
         return 0; /* full: the value stays inline */
     }
@@ -102,10 +89,10 @@ int vdict_add(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint3
     if (vbuf_put(&d->bytes, v, n) < 0) {
         return -ENOMEM;
     }
-    d->e[d->n] = (struct vd_ent){h, key, (uint32_t)(d->bytes.len - n), n, 1};
-    d->slot[i] = tag | (uint64_t)(d->n + 1);
+    d->e[d->n] = (struct vd_ent){a, b, (uint64_t)key << 32 | n, h, (uint32_t)(d->bytes.len - n), 1};
+    d->slot[i] = (h >> 32) << 32 | (uint64_t)(d->n + 1);
     *ve = (uint32_t)++d->n;
-    if ((d->n + 1) * 2 > d->scap) {
+    if ((d->n + 1) * 4 > d->scap) {
         return grow_slots(d);
     }
     return 0;
@@ -126,6 +113,7 @@ static int by_count(const void *a, const void *b, void *arg)
 int vdict_finish(struct vdict *d, uint64_t nkeys, struct strb *out, uint64_t *nvals)
 {
     *nvals = 0;
+    d->nk = nkeys; /* the ids the block's keys took */
     vbuf_reset(&out->data);
     size_t need = d->n ? d->n : 1;
     uint32_t *nc = realloc(d->code, need * sizeof(*nc));
@@ -157,9 +145,9 @@ int vdict_finish(struct vdict *d, uint64_t nkeys, struct strb *out, uint64_t *nv
     for (size_t r = 0; r < m; r++) {
         const struct vd_ent *e = &d->e[d->order[r]];
         uint8_t kb[10];
-        size_t kn = (size_t)(uv_put(kb, e->key) - kb);
+        size_t kn = (size_t)(uv_put(kb, e->kl >> 32) - kb);
         if (vbuf_put(&out->data, kb, kn) < 0 ||
-            vbuf_put(&out->data, d->bytes.p + e->off, e->len) < 0) {
+            vbuf_put(&out->data, d->bytes.p + e->off, (uint32_t)e->kl) < 0) {
             return -ENOMEM;
         }
         out->offs[r + 1] = out->data.len;

@@ -9,7 +9,10 @@
 
 #include <sys/uio.h>
 
+#include <xxhash.h>
+
 #include "storage/block_int.h"
+#include "storage/bloom.h" /* bloom_quick_words: the value table's words */
 
 /* A dictionary column being built: codes per row, distinct strings once. */
 struct dictb {
@@ -64,8 +67,10 @@ struct wcols {
 #define VD_BYTES (1u << 20)
 #define VD_VAL_MAX 512
 struct vd_ent {
+    uint64_t a, b; /* bloom_quick_words of the value: the value itself up to 16 bytes */
+    uint64_t kl;   /* key id << 32 | value length */
     uint64_t h;
-    uint32_t key, off, len, count;
+    uint32_t off, count;
 };
 struct vd_key {
     uint32_t occ, dist; /* occ UINT32_MAX: the key's values are not entered */
@@ -73,23 +78,62 @@ struct vd_key {
 struct vdict {
     struct vd_ent *e;
     size_t n, cap;
-    uint64_t *slot; /* (high 32 hash bits << 32) | (entry + 1); 0 empty */
+    uint64_t *slot; /* (high 32 hash bits << 32) | (entry + 1); 0 empty; at
+                     * most a quarter full (short probes) */
     size_t scap;
     struct vbuf bytes;       /* the entries' values, as val.h encodes them */
     struct vd_key k[KC_MAX]; /* by key id */
+    size_t nk;               /* k[0, nk) may be in use (vdict_reset clears them) */
     uint32_t *code;          /* by entry: its list code, 0 inline (vdict_finish) */
     uint32_t *order;         /* the coded entries, in code order */
 };
 
-void vdict_reset(struct vdict *d);
+/* Readies |d| (zeroed once, or used by an earlier seal) for a block: 0 or
+ * -ENOMEM. */
+int vdict_reset(struct vdict *d);
 void vdict_free(struct vdict *d);
+/* vdict_add's miss: enters the value at free slot |i|. */
+int vdict_insert(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n,
+                 uint64_t a, uint64_t b, size_t i, uint32_t *ve);
+
+/* Whether key id |key|'s values are still entered. */
+static inline bool vdict_wants(const struct vdict *d, uint32_t key)
+{
+    return d->k[key].occ != UINT32_MAX;
+}
+
 /*
- * Key-value (key id |key| < KC_MAX, hash |h|, value v[0, n) as val.h
- * encodes it) of one row: *ve = 1 + its entry, or 0 when the key's values
- * are not entered or the table is full. 0 or -ENOMEM.
+ * Key-value of one row: key id |key| (< KC_MAX, vdict_wants), the value
+ * v[0, n) as val.h encodes it, hashed by |h| when |have_h| (a string: the
+ * attribute bloom's kv_val_hash), else here from |kh| (the key's hash).
+ * *ve = 1 + its entry, or 0 when not entered (its key's values looked
+ * unique, the table is full, the value is too long). 0 or -ENOMEM.
  */
-int vdict_add(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n,
-              uint32_t *ve);
+static inline int vdict_add(struct vdict *d, uint32_t key, bool have_h, uint64_t h, uint64_t kh,
+                            const uint8_t *v, uint32_t n, uint32_t *ve)
+{
+    uint64_t a, b;
+    bloom_quick_words((const char *)v, n, &a, &b);
+    if (!have_h) {
+        h = n > 16 ? XXH3_64bits_withSeed(v, n, kh) : bloom_quick_mix(a ^ kh, b, n);
+    }
+    d->k[key].occ++;
+    uint64_t tag = h >> 32, kl = (uint64_t)key << 32 | n;
+    size_t mask = d->scap - 1, i = (size_t)h & mask;
+    for (uint64_t s; (s = d->slot[i]) != 0; i = (i + 1) & mask) {
+        if (s >> 32 != tag) {
+            continue;
+        }
+        struct vd_ent *e = &d->e[(uint32_t)s - 1];
+        if (((e->a ^ a) | (e->b ^ b) | (e->kl ^ kl)) == 0 &&
+            (n <= 16 || memcmp(d->bytes.p + e->off, v, n) == 0)) {
+            e->count++;
+            *ve = (uint32_t)s;
+            return 0;
+        }
+    }
+    return vdict_insert(d, key, h, v, n, a, b, i, ve);
+}
 /*
  * Gives each entry seen twice or more a code (nkeys + 1 upwards, the most
  * frequent first; d->code) and writes those entries, uv key id then the

@@ -423,19 +423,6 @@ static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val 
     return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
-/* The value table's hash of a counted key-value (|kh|: the key's
- * kv_key_hash) whose value is not a string: a short one's words mixed,
- * a longer one (arrays, kvlists) hashed. */
-static inline uint64_t vd_hash(uint64_t kh, const uint8_t *v, size_t n)
-{
-    if (n > 16) {
-        return XXH3_64bits_withSeed(v, n, kh);
-    }
-    uint64_t wa, wb;
-    bloom_quick_words((const char *)v, n, &wa, &wb);
-    return bloom_quick_mix(wa ^ kh, wb, n);
-}
-
 /* A record's attributes: keys counted, string values into the bloom, and
  * (format 5's log and span blocks) values into the value table, the
  * strings by the bloom's hash. */
@@ -464,10 +451,9 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         uint64_t hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
         if (id != UINT32_MAX) {
             uint32_t ve = 0;
-            if (s->vd_on && s->vd.k[id].occ != UINT32_MAX) {
+            if (s->vd_on && vdict_wants(&s->vd, id)) {
                 const uint8_t *vb = a.p + off - 1;
-                uint32_t vn = (uint32_t)(r.p - vb);
-                if (vdict_add(&s->vd, id, v.type == VAL_STR ? hv : vd_hash(kh, vb, vn), vb, vn,
+                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, (uint32_t)(r.p - vb),
                               &ve) < 0) {
                     return -ENOMEM;
                 }
@@ -1174,8 +1160,8 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     /* format 5: a value dictionary in the attribute table (logs, spans) */
     const struct spec *as = spec_of(BLK_VERSION, sig, 1);
     s->vd_on = as->e[as->n - 1].type == 'V';
-    if (s->vd_on) {
-        vdict_reset(&s->vd);
+    if (s->vd_on && vdict_reset(&s->vd) < 0) {
+        return -ENOMEM;
     }
     for (int k = 0; k < 4; k++) {
         bloom_acc_reset(&s->set[k]);
