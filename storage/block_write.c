@@ -321,7 +321,7 @@ find_only:;
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
         if (e->h == h && e->len == kn && e->a == wa && e->b == wb &&
-            (kn <= 16 || memcmp(kc->keys.p + e->off, k, kn) == 0)) {
+            (kn <= 16 || words_eq(kc->keys.p + e->off, k, kn))) {
             if (e->last_row != row) {
                 e->count++;
                 e->last_row = row;
