@@ -637,6 +637,7 @@ struct blk {
     uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
     uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
     uint64_t *alists_off;
+    uint8_t *hotpos;       /* format 5: the hot key columns, found at load (hot[] points here) */
     uint64_t n_keys;       /* entries of the key dictionary (S[X_KEYS]) */
     uint64_t n_vals;       /* format 5: entries of the value dictionary (S[X_VALS]) */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
@@ -702,16 +703,29 @@ struct kc_pos {
 int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
                  const struct kc_pos *ap, uint64_t nap, const uint32_t *klen,
                  const uint32_t *vcode);
+/* Format 5: the hot key positions akeys_rebuild finds (the file has no
+ * hot key columns). Borrowed from the caller. */
+struct akeys_hot {
+    unsigned n;             /* hot keys */
+    const struct mstr *key; /* their bytes */
+    const int8_t *kslot;    /* key id -> hot slot, -1 none (nkeys entries) */
+    uint64_t *pos;          /* nd x n, zeroed: 1 + where entry c's (first) value of
+                             * hot key h starts, at pos[c * n + h]; 0 absent */
+};
+
 /*
  * Rebuilds the |nd| key-coded dictionary entries of |dc| with the key
  * dictionary |keys| (nkeys entries) and (format 5) the value dictionary
  * |vals| (nvals entries; 0 before format 5) into a fresh buffer and
  * offsets (*buf, NULL when all are empty, and *offs: the caller frees
- * both) and rebinds dc's dictionary to them. 0, -EBADMSG (a code out of
- * range, a value or value entry that does not parse), -ENOMEM.
+ * both) and rebinds dc's dictionary to them; with |hp| (format 5, else
+ * NULL) it notes where each entry's hot key values start. 0, -EBADMSG (a
+ * code out of range, a value or value entry that does not parse),
+ * -ENOMEM.
  */
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
-                  const struct scol *vals, uint64_t nvals, uint8_t **buf, uint64_t **offs);
+                  const struct scol *vals, uint64_t nvals, const struct akeys_hot *hp,
+                  uint8_t **buf, uint64_t **offs);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16

@@ -160,7 +160,8 @@ static const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
  * entry), -ENOMEM.
  */
 static int vals_expand(const struct scol *vals, uint64_t nvals, const struct vbuf *kenc,
-                       const uint32_t *kat, uint64_t nkeys, struct vbuf *vx, uint64_t *vat)
+                       const uint32_t *kat, uint64_t nkeys, struct vbuf *vx, uint64_t *vat,
+                       uint32_t *vkey)
 {
     vat[0] = 0;
     for (uint64_t v = 0; v < nvals; v++) {
@@ -171,6 +172,7 @@ static int vals_expand(const struct scol *vals, uint64_t nvals, const struct vbu
         if (bad || key >= nkeys || value_end(p, end) != end) {
             return -EBADMSG;
         }
+        vkey[v] = (uint32_t)key;
         if (vbuf_put(vx, kenc->p + kat[key], kat[key + 1] - kat[key]) < 0 ||
             vbuf_put(vx, p, (size_t)(end - p)) < 0) {
             return -ENOMEM;
@@ -180,8 +182,22 @@ static int vals_expand(const struct scol *vals, uint64_t nvals, const struct vbu
     return vbuf_reserve(vx, COPY_SLACK) < 0 ? -ENOMEM : 0; /* copy16 reads past the last */
 }
 
+/* The hot slot of literal key k[0, kn) (kn: its encoding's length, uv
+ * length first), or -1. */
+static int literal_slot(const uint8_t *k, size_t kn, const struct akeys_hot *hp)
+{
+    for (unsigned h = 0; h < hp->n; h++) {
+        size_t hn = hp->key[h].len;
+        if (kn == hn + (size_t)pbw_varint_size(hn) && memcmp(k + kn - hn, hp->key[h].p, hn) == 0) {
+            return (int)h;
+        }
+    }
+    return -1;
+}
+
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
-                  const struct scol *vals, uint64_t nvals, uint8_t **buf, uint64_t **offs)
+                  const struct scol *vals, uint64_t nvals, const struct akeys_hot *hp,
+                  uint8_t **buf, uint64_t **offs)
 {
     uint64_t *o = malloc((nd + 1) * sizeof(*o));
     /* Each key's encoding (uv length, bytes) as a list holds it; each value
@@ -189,12 +205,14 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
     struct vbuf kenc, vx;
     uint32_t *kat = malloc((nkeys + 1) * sizeof(*kat));
     uint64_t *vat = malloc((nvals + 1) * sizeof(*vat));
+    uint32_t *vkey = malloc((nvals + 1) * sizeof(*vkey));
     vbuf_init(&kenc);
     vbuf_init(&vx);
-    if (o == NULL || kat == NULL || vat == NULL) {
+    if (o == NULL || kat == NULL || vat == NULL || vkey == NULL) {
         free(o);
         free(kat);
         free(vat);
+        free(vkey);
         return -ENOMEM;
     }
     int rc = 0;
@@ -208,7 +226,7 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
         rc = vbuf_reserve(&kenc, COPY_SLACK); /* copy16 may read past the last key */
     }
     if (rc == 0 && nvals > 0) {
-        rc = vals_expand(vals, nvals, &kenc, kat, nkeys, &vx, vat);
+        rc = vals_expand(vals, nvals, &kenc, kat, nkeys, &vx, vat, vkey);
     }
     /* The lists come out at most (longest key + 1) per byte larger, or
      * (format 5) the longest value entry per byte. */
@@ -245,7 +263,8 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
                 }
             }
             const uint8_t *ks = NULL, *vs = p, *ve;
-            size_t kn = 0;
+            size_t kn = 0, vat_in = 0; /* the value's offset in the key-value */
+            int h = -1;
             if (code == 0) { /* a literal key-value: uv length, key, value */
                 struct val_rd r = {p, end};
                 const char *k;
@@ -254,17 +273,22 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
                     break;
                 }
                 ks = p;
-                kn = (size_t)(r.p - p);
+                kn = vat_in = (size_t)(r.p - p);
                 vs = r.p;
                 ve = value_end(vs, end);
+                h = hp != NULL ? literal_slot(ks, kn, hp) : -1;
             } else if (code <= nkeys) {
                 ks = kenc.p + kat[code - 1];
-                kn = kat[code] - kat[code - 1];
+                kn = vat_in = kat[code] - kat[code - 1];
                 ve = value_end(vs, end);
+                h = hp != NULL ? hp->kslot[code - 1] : -1;
             } else if (code - nkeys <= nvals) { /* a whole key-value, nothing follows */
+                uint32_t key = vkey[code - nkeys - 1];
                 ks = vx.p + vat[code - nkeys - 1];
                 kn = vat[code - nkeys] - vat[code - nkeys - 1];
+                vat_in = kat[key + 1] - kat[key];
                 ve = vs;
+                h = hp != NULL ? hp->kslot[key] : -1;
             } else {
                 rc = -EBADMSG;
                 break;
@@ -280,6 +304,9 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
                 rc = -ENOMEM;
                 break;
             }
+            if (h >= 0 && hp->pos[c * hp->n + (unsigned)h] == 0) { /* a key's first value */
+                hp->pos[c * hp->n + (unsigned)h] = out.len - o[c] + vat_in + 1;
+            }
             copy16(out.p + out.len, ks, kn);
             copy16(out.p + out.len + kn, vs, vn);
             out.len += need;
@@ -289,6 +316,7 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
     }
     free(kat);
     free(vat);
+    free(vkey);
     vbuf_fini(&kenc);
     vbuf_fini(&vx);
     if (rc < 0) {

@@ -368,6 +368,50 @@ static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, con
 }
 
 /*
+ * Format 5: the hot key columns of the rows from each list's positions
+ * (hp->pos, by list dictionary entry, of |nd| entries), into memory the
+ * block owns, as narrow as the largest position. 0 or -ENOMEM.
+ */
+static int hot_expand(blk *b, const struct akeys_hot *hp, uint64_t nd)
+{
+    uint64_t rows = b->rows, max = 0;
+    for (uint64_t i = 0; i < nd * hp->n; i++) {
+        max = hp->pos[i] > max ? hp->pos[i] : max;
+    }
+    unsigned w = max < 256 ? 1 : max < 65536 ? 2 : max <= UINT32_MAX ? 4 : 8;
+    blk_heap_free(b->hotpos);
+    b->hotpos = malloc(rows ? rows * hp->n * w : 1);
+    if (b->hotpos == NULL) {
+        return -ENOMEM;
+    }
+    blk_heap_add(b->hotpos);
+    const struct icol *codes = &b->D[X_ADICT].codes;
+    for (unsigned h = 0; h < hp->n; h++) {
+        uint8_t *col = b->hotpos + (size_t)h * rows * w;
+        for (uint64_t r = 0; r < rows; r++) {
+            uint64_t v = hp->pos[ic_get(codes, r) * hp->n + h];
+            switch (w) {
+            case 1:
+                col[r] = (uint8_t)v;
+                break;
+            case 2: {
+                uint16_t x = (uint16_t)v;
+                memcpy(col + 2 * r, &x, 2);
+                break;
+            }
+            case 4:
+                wr32(col + 4 * r, (uint32_t)v);
+                break;
+            default:
+                wr64(col + 8 * r, v);
+            }
+        }
+        b->hot[h] = (struct icol){col, 0, w};
+    }
+    return 0;
+}
+
+/*
  * Binds the columns of table |t| from its raw bytes. Two passes: first
  * every column's size against the row count (cheap, and it bounds the row
  * count by real bytes: a column of width w > 0 holds rows x w bytes), then
@@ -376,7 +420,10 @@ static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, con
 static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
 {
     const struct spec *sp = spec_of(b->version, b->sig, t);
-    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 ? b->n_hot : 0);
+    /* v5 logs and spans: a value dictionary, and no hot key columns (found
+     * while the lists are rebuilt) */
+    bool vd = t == 1 && b->version >= 5 && b->sig != SIG_METRICS;
+    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 && !vd ? b->n_hot : 0);
     uint64_t **dec = b->dec[t];
     int rc;
     if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
@@ -570,14 +617,37 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
             return -EBADMSG; /* the key dictionary follows in a file we wrote */
         }
-        bool vd = b->version >= 5 && b->sig != SIG_METRICS; /* a V column (v5 ATTRS) */
+        struct akeys_hot hk = {0};
+        int8_t kslot[KC_MAX];
+        if (vd && b->n_hot > 0) {
+            hk = (struct akeys_hot){b->n_hot, b->hot_key, kslot, calloc(nd ? nd * b->n_hot : 1, 8)};
+            if (hk.pos == NULL) {
+                return -ENOMEM;
+            }
+            for (uint64_t k = 0; k < b->n_keys; k++) {
+                struct mstr ks = sc_get(&b->S[X_KEYS], k);
+                kslot[k] = -1;
+                for (unsigned h = 0; h < b->n_hot && kslot[k] < 0; h++) {
+                    if (ks.len == b->hot_key[h].len && memcmp(ks.p, b->hot_key[h].p, ks.len) == 0) {
+                        kslot[k] = (int8_t)h;
+                    }
+                }
+            }
+        }
         rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, vd ? &b->S[X_VALS] : NULL,
-                           vd ? b->n_vals : 0, &b->alists, &b->alists_off);
+                           vd ? b->n_vals : 0, hk.pos != NULL ? &hk : NULL, &b->alists,
+                           &b->alists_off);
+        if (rc == 0) {
+            blk_heap_add(b->alists);
+            blk_heap_add(b->alists_off);
+            if (hk.pos != NULL) {
+                rc = hot_expand(b, &hk, nd);
+            }
+        }
+        free(hk.pos);
         if (rc < 0) {
             return rc;
         }
-        blk_heap_add(b->alists);
-        blk_heap_add(b->alists_off);
     }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
@@ -1065,6 +1135,7 @@ static void blk_destroy(blk *b)
     }
     blk_heap_free(b->alists);
     blk_heap_free(b->alists_off);
+    blk_heap_free(b->hotpos);
     for (int i = 0; i < MAX_R; i++) {
         blk_heap_free(b->zfull[i]);
     }
@@ -1252,8 +1323,10 @@ void blk_drop_tables(blk *b)
         if (t == 1) {
             blk_heap_free(b->alists);
             blk_heap_free(b->alists_off);
+            blk_heap_free(b->hotpos);
             b->alists = NULL;
             b->alists_off = NULL;
+            b->hotpos = NULL;
         }
         if (t == 2) { /* format 4's rebuilt metric detail */
             blk_heap_free(b->mdet);

@@ -960,9 +960,10 @@ static int cmp_hot(const void *a, const void *b, void *arg)
  * Keys present in at least half the rows (most frequent first, then by
  * bytes; at most HOT_MAX) get a position column: where in each row's
  * attribute list the key's value starts, so a filter on the key decodes
- * that value alone instead of walking the list.
+ * that value alone instead of walking the list. The columns are written
+ * when |positions| (format 5's log and span readers find them at load).
  */
-static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
+static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, bool positions)
 {
     hot->n = 0;
     if (w->rows == 0 || kc->n == 0) {
@@ -988,11 +989,16 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
         hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
         hot->len[hot->n] = cand[i].len;
         hot->id[hot->n] = cand[i].id;
-        if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
-            return -ENOMEM;
+        if (positions) {
+            if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
+                return -ENOMEM;
+            }
+            memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         }
-        memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         hot->n++;
+    }
+    if (!positions) {
+        return 0;
     }
     /* Key id -> hot slot; the rows' attributes as record_attrs saw them. */
     int8_t *slot = hot->slot;
@@ -1299,7 +1305,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
-        rc = hot_build(hot, &side->kc, w);
+        rc = hot_build(hot, &side->kc, w, !side->vd_on);
     }
     if (rc == 0) {
         rc = akeys_build(sc, sig);
@@ -1329,7 +1335,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
-        if (t == 1) {
+        if (t == 1 && !side->vd_on) {         /* format 5's logs and spans: found at load */
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
