@@ -279,3 +279,54 @@ Test(block_fmt5, format_5_codes_repeating_values_through_a_value_dictionary)
     oblock_free(ob);
     batch_free(bt);
 }
+
+/*
+ * Past the writer's 4096 counted keys a row's list is stored literal
+ * (code 0 and the whole key-value): the hot key columns the load finds
+ * must still point at the hot key's value in those rows. 4200 rows, each
+ * "h" = "x" (hot: every row) then a key of its own, "k0" .. "k4199": the
+ * keys from row 4095 on are not counted.
+ */
+Test(block_fmt5, format_5_finds_hot_values_in_literal_lists)
+{
+    enum { N = 4200 };
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        struct log_row *r = batch_add_log(bt);
+        cr_assert_not_null(r);
+        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000ull;
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        char k[16];
+        snprintf(k, sizeof(k), "k%u", i);
+        put_kv_str(h, "h", "x", 1);
+        cr_assert_eq(val_put_key(h, k, strlen(k)), 0);
+        cr_assert_eq(val_put_int(h, i), 0);
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 2};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, N, 0, 91, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_n_hot_attrs(b), 1);
+    for (uint64_t j = 0; j < N; j++) { /* rows in time order: as appended */
+        struct val v;
+        cr_assert_eq(blk_hot_attr(b, 0, j, &v), 1, "row %llu", (unsigned long long)j);
+        cr_assert(v.type == VAL_STR && v.n == 1 && v.s[0] == 'x', "row %llu",
+                  (unsigned long long)j);
+        struct log_view got, want;
+        cr_assert_eq(blk_log(b, j, BLK_ATTRS, &got), 0);
+        cr_assert_eq(oblock_log(ob, j, &want), 0);
+        cr_assert(got.attrs.count == 2 && got.attrs.len == want.attrs.len &&
+                      memcmp(got.attrs.p, want.attrs.p, want.attrs.len) == 0,
+                  "row %llu", (unsigned long long)j);
+    }
+    blk_unref(b);
+    oblock_free(ob);
+    batch_free(bt);
+}
