@@ -709,7 +709,7 @@ struct akeys_hot {
     unsigned n;             /* hot keys */
     const struct mstr *key; /* their bytes */
     const int8_t *kslot;    /* key id -> hot slot, -1 none (nkeys entries) */
-    uint64_t *pos;          /* nd x n, zeroed: 1 + where entry c's (first) value of
+    uint32_t *pos;          /* nd x n, zeroed: 1 + where entry c's (first) value of
                              * hot key h starts, at pos[c * n + h]; 0 absent */
 };
 

@@ -305,7 +305,7 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
                 break;
             }
             if (h >= 0 && hp->pos[c * hp->n + (unsigned)h] == 0) { /* a key's first value */
-                hp->pos[c * hp->n + (unsigned)h] = out.len - o[c] + vat_in + 1;
+                hp->pos[c * hp->n + (unsigned)h] = (uint32_t)(out.len - o[c] + vat_in + 1);
             }
             copy16(out.p + out.len, ks, kn);
             copy16(out.p + out.len + kn, vs, vn);

@@ -374,39 +374,41 @@ static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, con
  */
 static int hot_expand(blk *b, const struct akeys_hot *hp, uint64_t nd)
 {
-    uint64_t rows = b->rows, max = 0;
-    for (uint64_t i = 0; i < nd * hp->n; i++) {
+    uint64_t rows = b->rows;
+    uint32_t max = 0;
+    unsigned n = hp->n;
+    for (uint64_t i = 0; i < nd * n; i++) {
         max = hp->pos[i] > max ? hp->pos[i] : max;
     }
-    unsigned w = max < 256 ? 1 : max < 65536 ? 2 : max <= UINT32_MAX ? 4 : 8;
+    unsigned w = max < 256 ? 1 : max < 65536 ? 2 : 4;
     blk_heap_free(b->hotpos);
-    b->hotpos = malloc(rows ? rows * hp->n * w : 1);
+    b->hotpos = malloc(rows ? rows * n * w : 1);
     if (b->hotpos == NULL) {
         return -ENOMEM;
     }
     blk_heap_add(b->hotpos);
     const struct icol *codes = &b->D[X_ADICT].codes;
-    for (unsigned h = 0; h < hp->n; h++) {
-        uint8_t *col = b->hotpos + (size_t)h * rows * w;
-        for (uint64_t r = 0; r < rows; r++) {
-            uint64_t v = hp->pos[ic_get(codes, r) * hp->n + h];
-            switch (w) {
-            case 1:
-                col[r] = (uint8_t)v;
-                break;
-            case 2: {
-                uint16_t x = (uint16_t)v;
-                memcpy(col + 2 * r, &x, 2);
-                break;
+    uint8_t *p1 = b->hotpos;
+    uint16_t *p2 = (uint16_t *)(void *)b->hotpos;
+    uint32_t *p4 = (uint32_t *)(void *)b->hotpos;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint32_t *pp = hp->pos + ic_get(codes, r) * n;
+        if (w == 1) {
+            for (unsigned h = 0; h < n; h++) {
+                p1[h * rows + r] = (uint8_t)pp[h];
             }
-            case 4:
-                wr32(col + 4 * r, (uint32_t)v);
-                break;
-            default:
-                wr64(col + 8 * r, v);
+        } else if (w == 2) {
+            for (unsigned h = 0; h < n; h++) {
+                p2[h * rows + r] = (uint16_t)pp[h];
+            }
+        } else {
+            for (unsigned h = 0; h < n; h++) {
+                p4[h * rows + r] = pp[h];
             }
         }
-        b->hot[h] = (struct icol){col, 0, w};
+    }
+    for (unsigned h = 0; h < n; h++) {
+        b->hot[h] = (struct icol){b->hotpos + (size_t)h * rows * w, 0, w};
     }
     return 0;
 }
@@ -620,7 +622,8 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         struct akeys_hot hk = {0};
         int8_t kslot[KC_MAX];
         if (vd && b->n_hot > 0) {
-            hk = (struct akeys_hot){b->n_hot, b->hot_key, kslot, calloc(nd ? nd * b->n_hot : 1, 8)};
+            hk = (struct akeys_hot){b->n_hot, b->hot_key, kslot,
+                                    calloc(nd ? nd * b->n_hot : 1, sizeof(uint32_t))};
             if (hk.pos == NULL) {
                 return -ENOMEM;
             }
