@@ -155,7 +155,10 @@
  *   past K or a value that does not parse fails the load.
  *   v5 ATTRS of logs and traces (metric blocks keep v3's: their lists
  *   are a dictionary of whole lists already): I attribute count, D
- *   attributes, K keys, V values, then the hot key columns.
+ *   attributes, K keys, V values, and no hot key columns: a table load
+ *   finds each row's hot key positions (section 8's keys) while it
+ *   rebuilds the lists, into memory the block owns (1, 2 or 4 bytes a
+ *   row and hot key), so readers see the same columns as from a v4 file.
  *     V  (v5, the value dictionary) INT of nvals + 1 offsets (1 <= nvals
  *        + 1 <= VD_MAX + 1), then RAW data, as an S of its own count;
  *        entry v is uv key id (below nkeys) then one value as val.h
