@@ -7,7 +7,9 @@
  * The files, one job each:
  *   block_write.c    the writer: an open block sealed into one file
  *   block_wtable.c   the writer's table serializer (block_wint.h)
- *   block_keys.c     format 3's key-coded attribute lists, both ways
+ *   block_keys.c     format 3's key-coded attribute lists, both ways, and
+ *                    (format 5) the load's hot key columns
+ *   block_vdict.c    format 5's value dictionary, the writer's side
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
@@ -729,6 +731,13 @@ struct akeys_hot {
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
                   const struct scol *vals, uint64_t nvals, const struct akeys_hot *hp,
                   uint8_t **buf, uint64_t **offs);
+/*
+ * The attribute table's lists of |b| (|nd| dictionary entries, bound),
+ * rebuilt into b->alists (akeys_rebuild), and with |vd| (format 5's logs
+ * and spans) its hot key columns found and bound (b->hotpos). The caller
+ * freed the previous ones. 0, -EBADMSG, -ENOMEM.
+ */
+int akeys_load(blk *b, uint64_t nd, bool vd);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16

@@ -330,3 +330,84 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
     dc->dict.data = out.p != NULL ? out.p : (const uint8_t *)empty;
     return 0;
 }
+
+/*
+ * Format 5: the hot key columns of the rows from each list's positions
+ * (hp->pos, by list dictionary entry, of |nd| entries), into memory the
+ * block owns, as narrow as the largest position. 0 or -ENOMEM.
+ */
+static int hot_expand(blk *b, const struct akeys_hot *hp, uint64_t nd)
+{
+    uint64_t rows = b->rows;
+    uint32_t max = 0;
+    unsigned n = hp->n;
+    for (uint64_t i = 0; i < nd * n; i++) {
+        max = hp->pos[i] > max ? hp->pos[i] : max;
+    }
+    unsigned w = max < 256 ? 1 : max < 65536 ? 2 : 4;
+    blk_heap_free(b->hotpos);
+    b->hotpos = malloc(rows ? rows * n * w : 1);
+    if (b->hotpos == NULL) {
+        return -ENOMEM;
+    }
+    blk_heap_add(b->hotpos);
+    const struct icol *codes = &b->D[X_ADICT].codes;
+    uint8_t *p1 = b->hotpos;
+    uint16_t *p2 = (uint16_t *)(void *)b->hotpos;
+    uint32_t *p4 = (uint32_t *)(void *)b->hotpos;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint32_t *pp = hp->pos + ic_get(codes, r) * n;
+        if (w == 1) {
+            for (unsigned h = 0; h < n; h++) {
+                p1[h * rows + r] = (uint8_t)pp[h];
+            }
+        } else if (w == 2) {
+            for (unsigned h = 0; h < n; h++) {
+                p2[h * rows + r] = (uint16_t)pp[h];
+            }
+        } else {
+            for (unsigned h = 0; h < n; h++) {
+                p4[h * rows + r] = pp[h];
+            }
+        }
+    }
+    for (unsigned h = 0; h < n; h++) {
+        b->hot[h] = (struct icol){b->hotpos + (size_t)h * rows * w, 0, w};
+    }
+    return 0;
+}
+
+int akeys_load(blk *b, uint64_t nd, bool vd)
+{
+    struct dcol *ad = &b->D[X_ADICT];
+    struct akeys_hot hk = {0};
+    int8_t kslot[KC_MAX];
+    if (vd && b->n_hot > 0) {
+        hk = (struct akeys_hot){b->n_hot, b->hot_key, kslot,
+                                calloc(nd ? nd * b->n_hot : 1, sizeof(uint32_t))};
+        if (hk.pos == NULL) {
+            return -ENOMEM;
+        }
+        for (uint64_t k = 0; k < b->n_keys; k++) {
+            struct mstr ks = sc_get(&b->S[X_KEYS], k);
+            kslot[k] = -1;
+            for (unsigned h = 0; h < b->n_hot && kslot[k] < 0; h++) {
+                if (ks.len == b->hot_key[h].len && memcmp(ks.p, b->hot_key[h].p, ks.len) == 0) {
+                    kslot[k] = (int8_t)h;
+                }
+            }
+        }
+    }
+    int rc =
+        akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, vd ? &b->S[X_VALS] : NULL,
+                      vd ? b->n_vals : 0, hk.pos != NULL ? &hk : NULL, &b->alists, &b->alists_off);
+    if (rc == 0) {
+        blk_heap_add(b->alists);
+        blk_heap_add(b->alists_off);
+        if (hk.pos != NULL) {
+            rc = hot_expand(b, &hk, nd);
+        }
+    }
+    free(hk.pos);
+    return rc;
+}
