@@ -26,6 +26,25 @@ static void put_kv_str(struct vbuf *h, const char *k, const char *v, size_t vn)
     cr_assert_eq(val_put_str(h, v, vn), 0);
 }
 
+/* A log batch of one resource and scope. */
+static struct batch *log_batch(void)
+{
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    return bt;
+}
+
+/* A log record of |bt| at |t| ns (time and observed time). */
+static struct log_row *log_at(struct batch *bt, uint64_t t)
+{
+    struct log_row *r = batch_add_log(bt);
+    cr_assert_not_null(r);
+    r->time_ns = r->observed_ns = t;
+    return r;
+}
+
 /*
  * Row i (time i s): every tenth row (i % 10 == 9) has no attributes, the
  * others, in this key order (key ids 0..10):
@@ -41,16 +60,11 @@ static void put_kv_str(struct vbuf *h, const char *k, const char *v, size_t vn)
 static struct batch *dict_logs(void)
 {
     static const char *const methods[] = {"GET", "POST", "PUT"};
-    struct batch *bt = batch_new(SIG_LOGS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
+    struct batch *bt = log_batch();
     char big[BIG], tmp[32];
     memset(big, 'z', sizeof(big));
     for (uint32_t i = 0; i < ROWS; i++) {
-        struct log_row *r = batch_add_log(bt);
-        cr_assert_not_null(r);
-        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000000ull;
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000000ull);
         struct vbuf *h = &bt->heap;
         size_t off = h->len;
         uint32_t n = 0;
@@ -290,14 +304,9 @@ Test(block_fmt5, format_5_codes_repeating_values_through_a_value_dictionary)
 Test(block_fmt5, format_5_finds_hot_values_in_literal_lists)
 {
     enum { N = 4200 };
-    struct batch *bt = batch_new(SIG_LOGS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
+    struct batch *bt = log_batch();
     for (uint32_t i = 0; i < N; i++) {
-        struct log_row *r = batch_add_log(bt);
-        cr_assert_not_null(r);
-        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000ull;
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
         struct vbuf *h = &bt->heap;
         size_t off = h->len;
         char k[16];
