@@ -39,8 +39,9 @@
 /* The format this miradb writes; it reads BLK_VERSION_MIN (block_int.h) up
  * to this one and refuses any other. 2: split-block blooms (algorithm 2);
  * 3: delta-coded INT columns, attribute lists as a per-block dictionary;
- * 4: sparse metric values, coded metric detail, a varint stream index. */
-#define BLK_VERSION 4
+ * 4: sparse metric values, coded metric detail, a varint stream index;
+ * 5: a per-block value dictionary in log and span attribute lists. */
+#define BLK_VERSION 5
 
 struct blk_meta {
     uint32_t shard;

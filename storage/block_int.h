@@ -7,24 +7,26 @@
  * The files, one job each:
  *   block_write.c    the writer: an open block sealed into one file
  *   block_wtable.c   the writer's table serializer (block_wint.h)
- *   block_keys.c     format 3's key-coded attribute lists, both ways
+ *   block_keys.c     format 3's key-coded attribute lists, both ways, and
+ *                    (format 5) the load's hot key columns
+ *   block_vdict.c    format 5's value dictionary, the writer's side
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 4 (this miradb writes 4 and reads 2, 3 and 4; what
- * format 3 changed is marked "v3", what format 4 changed "v4" (metric
- * blocks only: logs and traces are laid out as in 3), and a reader of an
- * older format refuses a newer file at open with "block format version 4
- * is newer than this miradb (3)") (integers little-endian; "zz" = zigzag
- * of a two's-complement int64: (x << 1) ^ (x >> 63); "uv" = unsigned
- * LEB128; every table, column and footer section starts at a multiple of
- * 8 bytes, padding is zero)
+ * FILE FORMAT, version 5 (this miradb writes 5 and reads 2, 3, 4 and 5;
+ * what format 3 changed is marked "v3", what format 4 changed "v4" (metric
+ * blocks and the span root), what format 5 changed "v5" (the log and span
+ * attribute tables), and a reader of an older format refuses a newer file
+ * at open with "block format version 5 is newer than this miradb (4)")
+ * (integers little-endian; "zz" = zigzag of a two's-complement int64:
+ * (x << 1) ^ (x >> 63); "uv" = unsigned LEB128; every table, column and
+ * footer section starts at a multiple of 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (4; 3 and 2 for files of earlier releases)
+ *     8  u32 format version (5; 4, 3 and 2 for files of earlier releases)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -153,6 +155,23 @@
  *   hand out the same bytes as from a v2 file, and the hot positions are
  *   offsets into the rebuilt lists. Rebuilding parses every value: a code
  *   past K or a value that does not parse fails the load.
+ *   v5 ATTRS of logs and traces (metric blocks keep v3's: their lists
+ *   are a dictionary of whole lists already): I attribute count, D
+ *   attributes, K keys, V values, and no hot key columns: a table load
+ *   finds each row's hot key positions (section 8's keys) while it
+ *   rebuilds the lists, into memory the block owns (1, 2 or 4 bytes a
+ *   row and hot key), so readers see the same columns as from a v4 file.
+ *     V  (v5, the value dictionary) INT of nvals + 1 offsets (1 <= nvals
+ *        + 1 <= VD_MAX + 1), then RAW data, as an S of its own count;
+ *        entry v is uv key id (below nkeys) then one value as val.h
+ *        encodes it, exactly filling the entry
+ *   A list key-value is then uv code: 0 a literal key-value, 1 .. nkeys a
+ *   key (its value follows, as in v3), nkeys + 1 + v the whole key-value
+ *   of value entry v (nothing follows). Codes take at most 3 bytes. The
+ *   writer puts a key-value in V when it occurs in two rows or more and
+ *   its key's values repeat (block_vdict.c), the most frequent first so
+ *   that they take the shortest codes. A code past V, an entry whose key
+ *   is past K or whose value does not fill it exactly, fails the load.
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -347,9 +366,13 @@ enum { X_ADICT = 2 };
 enum { X_KEYS = 5 };
 /* Format 4: the metric detail table's f64 list dictionary (S slot X_FLISTS). */
 enum { X_FLISTS = 4 };
+/* Format 5: the attribute table's value dictionary (S slot X_VALS). */
+enum { X_VALS = 6 };
+/* Value dictionary entries per block, at most (block_int.h, "v5 ATTRS"). */
+#define VD_MAX 65536
 
 #define MAX_I 13
-#define MAX_S 6
+#define MAX_S 7
 #define MAX_D 3
 #define MAX_R 4
 
@@ -359,7 +382,8 @@ enum lim { LIM_NONE, LIM_SCOPES, LIM_METRICS, LIM_VALTYPE, LIM_PV, LIM_BITS2, LI
 struct ent {
     char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count),
                 * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count),
-                * 'P' (v4: parent span ids as row references) */
+                * 'P' (v4: parent span ids as row references), 'V' (v5: the value
+                * dictionary, an S of its own count) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -403,6 +427,11 @@ static const struct ent points_detail[] = {
 static const struct ent logs_attrs3[] = {{'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
 static const struct ent spans_attrs3[] = {{'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
 static const struct ent points_attrs3[] = {{'I', M_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}};
+/* Format 5's log and span attribute tables: a value dictionary after the keys. */
+static const struct ent logs_attrs5[] = {
+    {'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}};
+static const struct ent spans_attrs5[] = {
+    {'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}};
 
 #define SPEC(a)                                                                                    \
     {                                                                                              \
@@ -434,8 +463,8 @@ static const struct ent points_detail4[] = {{'I', M_FLAGS, 0},
                                             {'I', M_NEX, 0},
                                             {'F', X_FLISTS, 0}};
 
-/* By format version - 2 (2, 3 or 4), signal - 1, table. */
-static const struct spec specs[3][SIG_COUNT][N_TABLES] = {
+/* By format version - 2 (2, 3, 4 or 5), signal - 1, table. */
+static const struct spec specs[4][SIG_COUNT][N_TABLES] = {
     {
         {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
         {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
@@ -451,11 +480,16 @@ static const struct spec specs[3][SIG_COUNT][N_TABLES] = {
         {SPEC(spans_root4), SPEC(spans_attrs3), SPEC(spans_detail)},
         {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
     },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs5), SPEC(logs_detail)},
+        {SPEC(spans_root4), SPEC(spans_attrs5), SPEC(spans_detail)},
+        {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
+    },
 };
 
 static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
 {
-    return &specs[version >= 4 ? 2 : version >= 3 ? 1 : 0][sig - 1][t];
+    return &specs[version >= 5 ? 3 : version >= 4 ? 2 : version >= 3 ? 1 : 0][sig - 1][t];
 }
 
 /* The oldest format this miradb reads. */
@@ -466,7 +500,9 @@ static inline unsigned phys_cols(const struct spec *sp)
     unsigned n = 0;
     for (unsigned i = 0; i < sp->n; i++) {
         char ty = sp->e[i].type;
-        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' || ty == 'P' ? 2 : ty == 'D' ? 3 : 1;
+        n += ty == 'S' || ty == 'K' || ty == 'Z' || ty == 'F' || ty == 'P' || ty == 'V' ? 2
+             : ty == 'D'                                                                ? 3
+                                                                                        : 1;
     }
     return n;
 }
@@ -606,7 +642,9 @@ struct blk {
     uint64_t *dec[N_TABLES][MAX_PHYS]; /* format 3: delta INT columns, decoded at load */
     uint8_t *alists;                   /* format 3: the attribute lists, rebuilt at load */
     uint64_t *alists_off;
+    uint8_t *hotpos;       /* format 5: the hot key columns, found at load (hot[] points here) */
     uint64_t n_keys;       /* entries of the key dictionary (S[X_KEYS]) */
+    uint64_t n_vals;       /* format 5: entries of the value dictionary (S[X_VALS]) */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
@@ -652,30 +690,54 @@ struct blk {
 /* ---- key-coded attribute lists (block_keys.c) ---- */
 
 /* One counted attribute of a row as the writer walked it: its key's id
- * (block_write.c's key count) and 1 + where its value starts in the list. */
+ * (block_write.c's key count), 1 + where its value starts in the list,
+ * and (format 5) 1 + its entry in the writer's value table (0: none). */
 struct kc_pos {
-    uint32_t id, off;
+    uint32_t id, off, ve;
 };
 
 /*
  * Appends list p[0, len) (|count| attributes; AKEYS_SLACK bytes past
  * p + len must be readable) to |out| key-coded: each
- * key-value as uv (key id + 1) then the value's bytes, when |ap| (nap
- * entries) names every attribute, each key id's length in |klen|; else
- * each as uv 0 then the key-value's bytes. 0, -EINVAL (a list that does
- * not parse), -ENOMEM.
+ * key-value as uv (key id + 1) then the value's bytes, or (format 5, a
+ * |vcode| map given) as the uv code vcode[ve - 1] alone when that is not
+ * 0, when |ap| (nap entries) names every attribute, each key id's length
+ * in |klen|; else each as uv 0 then the key-value's bytes. 0, -EINVAL (a
+ * list that does not parse), -ENOMEM.
  */
 int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
-                 const struct kc_pos *ap, uint64_t nap, const uint32_t *klen);
+                 const struct kc_pos *ap, uint64_t nap, const uint32_t *klen,
+                 const uint32_t *vcode);
+/* Format 5: the hot key positions akeys_rebuild finds (the file has no
+ * hot key columns). Borrowed from the caller. */
+struct akeys_hot {
+    unsigned n;             /* hot keys */
+    const struct mstr *key; /* their bytes */
+    const int8_t *kslot;    /* key id -> hot slot, -1 none (nkeys entries) */
+    uint32_t *pos;          /* nd x n, zeroed: 1 + where entry c's (first) value of
+                             * hot key h starts, at pos[c * n + h]; 0 absent */
+};
+
 /*
  * Rebuilds the |nd| key-coded dictionary entries of |dc| with the key
- * dictionary |keys| (nkeys entries) into a fresh buffer and offsets
- * (*buf, NULL when all are empty, and *offs: the caller frees both) and
- * rebinds dc's dictionary to them. 0, -EBADMSG (a code out of range, a
- * value that does not parse), -ENOMEM.
+ * dictionary |keys| (nkeys entries) and (format 5) the value dictionary
+ * |vals| (nvals entries; 0 before format 5) into a fresh buffer and
+ * offsets (*buf, NULL when all are empty, and *offs: the caller frees
+ * both) and rebinds dc's dictionary to them; with |hp| (format 5, else
+ * NULL) it notes where each entry's hot key values start. 0, -EBADMSG (a
+ * code out of range, a value or value entry that does not parse),
+ * -ENOMEM.
  */
 int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_t nkeys,
+                  const struct scol *vals, uint64_t nvals, const struct akeys_hot *hp,
                   uint8_t **buf, uint64_t **offs);
+/*
+ * The attribute table's lists of |b| (|nd| dictionary entries, bound),
+ * rebuilt into b->alists (akeys_rebuild), and with |vd| (format 5's logs
+ * and spans) its hot key columns found and bound (b->hotpos). The caller
+ * freed the previous ones. 0, -EBADMSG, -ENOMEM.
+ */
+int akeys_load(blk *b, uint64_t nd, bool vd);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16

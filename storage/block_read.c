@@ -376,7 +376,10 @@ static int bind_sparse(blk *b, unsigned idx, const uint8_t *bm, uint64_t bn, con
 static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
 {
     const struct spec *sp = spec_of(b->version, b->sig, t);
-    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 ? b->n_hot : 0);
+    /* v5 logs and spans: a value dictionary, and no hot key columns (found
+     * while the lists are rebuilt) */
+    bool vd = t == 1 && b->version >= 5 && b->sig != SIG_METRICS;
+    unsigned nfixed = phys_cols(sp), nphys = nfixed + (t == 1 && !vd ? b->n_hot : 0);
     uint64_t **dec = b->dec[t];
     int rc;
     if (len < 8 || rd32(p) != nphys || (len - 8) / 16 < nphys) {
@@ -398,14 +401,17 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         const struct ent *e = &sp->e[i];
         switch (e->type) {
         case 'K':
+        case 'V':
         case 'F': {
             /* an S of its own count: the key dictionary (at most KC_MAX
-             * keys), or (v4) the f64 lists (at most one a row, each but
-             * one empty with bytes) */
+             * keys), (v5) the value dictionary (at most VD_MAX entries of
+             * 2 bytes or more), or (v4) the f64 lists (at most one a row,
+             * each but one empty with bytes) */
             struct scol *sc = &b->S[e->idx];
             uint64_t n1 = cl[c] >= INT_HDR ? rd64(cp[c]) : 0;
-            if (n1 == 0 ||
-                (e->type == 'K' ? n1 > KC_MAX + 1 : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
+            if (n1 == 0 || (e->type == 'K'   ? n1 > KC_MAX + 1
+                            : e->type == 'V' ? n1 > VD_MAX + 1 || n1 - 1 > cl[c + 1] / 2
+                                             : n1 > rows + 1 || n1 - 1 > cl[c + 1] / 8 + 1)) {
                 return -EBADMSG;
             }
             if ((rc = bind_int(b, cp[c], cl[c], n1, &sc->off, &dec[c])) < 0) {
@@ -415,7 +421,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 return -EBADMSG;
             }
             sc->data = cp[c + 1];
-            *(e->type == 'K' ? &b->n_keys : &n_flists) = n1 - 1;
+            *(e->type == 'K' ? &b->n_keys : e->type == 'V' ? &b->n_vals : &n_flists) = n1 - 1;
             c += 2;
             break;
         }
@@ -520,6 +526,7 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'K':
+        case 'V':
         case 'Z':
         case 'F':
         case 'P':
@@ -560,18 +567,15 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         blk_heap_free(b->alists_off);
         b->alists = NULL;
         b->alists_off = NULL;
-        struct dcol *ad = &b->D[X_ADICT];
         /* the count column, then the dictionary's codes, offsets, data */
         uint64_t nd = rd64(cp[2]) - 1;
         if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
             return -EBADMSG; /* the key dictionary follows in a file we wrote */
         }
-        rc = akeys_rebuild(ad, nd, &b->S[X_KEYS], b->n_keys, &b->alists, &b->alists_off);
+        rc = akeys_load(b, nd, vd);
         if (rc < 0) {
             return rc;
         }
-        blk_heap_add(b->alists);
-        blk_heap_add(b->alists_off);
     }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
@@ -1059,6 +1063,7 @@ static void blk_destroy(blk *b)
     }
     blk_heap_free(b->alists);
     blk_heap_free(b->alists_off);
+    blk_heap_free(b->hotpos);
     for (int i = 0; i < MAX_R; i++) {
         blk_heap_free(b->zfull[i]);
     }
@@ -1246,8 +1251,10 @@ void blk_drop_tables(blk *b)
         if (t == 1) {
             blk_heap_free(b->alists);
             blk_heap_free(b->alists_off);
+            blk_heap_free(b->hotpos);
             b->alists = NULL;
             b->alists_off = NULL;
+            b->hotpos = NULL;
         }
         if (t == 2) { /* format 4's rebuilt metric detail */
             blk_heap_free(b->mdet);

@@ -9,7 +9,10 @@
 
 #include <sys/uio.h>
 
+#include <xxhash.h>
+
 #include "storage/block_int.h"
+#include "storage/bloom.h" /* bloom_quick_words: the value table's words */
 
 /* A dictionary column being built: codes per row, distinct strings once. */
 struct dictb {
@@ -35,6 +38,7 @@ struct strb {
 struct wcols {
     uint64_t rows;
     uint64_t nkeys; /* format 3: entries of the key dictionary (S[X_KEYS]) */
+    uint64_t nvals; /* format 5: entries of the value dictionary (S[X_VALS]) */
     uint64_t *I[MAX_I];
     size_t cap_I[MAX_I];
     struct strb S[MAX_S];
@@ -48,6 +52,108 @@ struct wcols {
     uint32_t *pht; /* span id -> row + 1 */
     size_t cap_pht;
 };
+
+/*
+ * Format 5: the writer's value table (block_vdict.c). While the rows are
+ * walked, each counted key-value of a log or span block is looked up by
+ * key id and hash (the attribute bloom's kv_val_hash for strings) and
+ * counted; a key whose values look unique (more than half distinct after
+ * VD_PROBE of them) is no longer looked up, and the table holds at most
+ * VD_MAX entries and VD_BYTES value bytes (values over VD_VAL_MAX are
+ * never entered). Kept between seals (capacities only). Owned by its
+ * sealer thread.
+ */
+#define VD_PROBE 64
+#define VD_BYTES (1u << 20)
+#define VD_VAL_MAX 512
+struct vd_ent {
+    uint64_t a, b; /* bloom_quick_words of the value: the value itself up to 16 bytes */
+    uint64_t kl;   /* key id << 32 | value length */
+    uint64_t h;
+    uint32_t off, count;
+};
+struct vd_key {
+    uint32_t occ, dist; /* occ UINT32_MAX: the key's values are not entered */
+};
+struct vdict {
+    struct vd_ent *e;
+    size_t n, cap;
+    uint64_t *slot; /* (high 32 hash bits << 32) | (entry + 1); 0 empty; at
+                     * most a quarter full (short probes) */
+    size_t scap;
+    struct vbuf bytes;       /* the entries' values, as val.h encodes them */
+    struct vd_key k[KC_MAX]; /* by key id */
+    size_t nk;               /* k[0, nk) may be in use (vdict_reset clears them) */
+    uint32_t *code;          /* by entry: its list code, 0 inline (vdict_finish) */
+    uint32_t *order;         /* the coded entries, in code order */
+};
+
+/* Readies |d| (zeroed once, or used by an earlier seal) for a block: 0 or
+ * -ENOMEM. */
+int vdict_reset(struct vdict *d);
+void vdict_free(struct vdict *d);
+/* vdict_add's miss: enters the value at free slot |i|. */
+int vdict_insert(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, uint32_t n,
+                 uint64_t a, uint64_t b, size_t i, uint32_t *ve);
+
+/* x[0, n) == y[0, n) for n >= 8, compared as 8-byte words (the last one
+ * overlapping): the writer's key and value tables compare short strings
+ * inline rather than through memcmp. */
+static inline bool words_eq(const void *x, const void *y, size_t n)
+{
+    const uint8_t *p = x, *q = y;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        if (rd64(p + i) != rd64(q + i)) {
+            return false;
+        }
+    }
+    return rd64(p + n - 8) == rd64(q + n - 8);
+}
+
+/* Whether key id |key|'s values are still entered. */
+static inline bool vdict_wants(const struct vdict *d, uint32_t key)
+{
+    return d->k[key].occ != UINT32_MAX;
+}
+
+/*
+ * Key-value of one row: key id |key| (< KC_MAX, vdict_wants), the value
+ * v[0, n) as val.h encodes it, hashed by |h| when |have_h| (a string: the
+ * attribute bloom's kv_val_hash), else here from |kh| (the key's hash).
+ * *ve = 1 + its entry, or 0 when not entered (its key's values looked
+ * unique, the table is full, the value is too long). 0 or -ENOMEM.
+ */
+static inline int vdict_add(struct vdict *d, uint32_t key, bool have_h, uint64_t h, uint64_t kh,
+                            const uint8_t *v, uint32_t n, uint32_t *ve)
+{
+    uint64_t a, b;
+    bloom_quick_words((const char *)v, n, &a, &b);
+    if (!have_h) {
+        h = n > 16 ? XXH3_64bits_withSeed(v, n, kh) : bloom_quick_mix(a ^ kh, b, n);
+    }
+    d->k[key].occ++;
+    uint64_t tag = h >> 32, kl = (uint64_t)key << 32 | n;
+    size_t mask = d->scap - 1, i = (size_t)h & mask;
+    for (uint64_t s; (s = d->slot[i]) != 0; i = (i + 1) & mask) {
+        if (s >> 32 != tag) {
+            continue;
+        }
+        struct vd_ent *e = &d->e[(uint32_t)s - 1];
+        if (((e->a ^ a) | (e->b ^ b) | (e->kl ^ kl)) == 0 &&
+            (n <= 16 || words_eq(d->bytes.p + e->off, v, n))) {
+            e->count++;
+            *ve = (uint32_t)s;
+            return 0;
+        }
+    }
+    return vdict_insert(d, key, h, v, n, a, b, i, ve);
+}
+/*
+ * Gives each entry seen twice or more a code (nkeys + 1 upwards, the most
+ * frequent first; d->code) and writes those entries, uv key id then the
+ * value, as the value dictionary |out| (*nvals entries). 0 or -ENOMEM.
+ */
+int vdict_finish(struct vdict *d, uint64_t nkeys, struct strb *out, uint64_t *nvals);
 
 /* Format 4: the parent references of a span block's rows (w->pref, the
  * raw ids in w->praw) from its span and parent id columns: 0 or -ENOMEM. */

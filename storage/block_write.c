@@ -226,6 +226,9 @@ static int wcols_prepare(struct wcols *w, enum signal sig, uint64_t rows)
                 vbuf_reset(&w->S[e->idx].data);
                 w->nkeys = 0;
                 break;
+            case 'V': /* filled by vdict_finish */
+                w->nvals = 0;
+                break;
             case 'F': /* filled by mdet_encode */
                 fldict_reset(&w->fl);
                 break;
@@ -318,7 +321,7 @@ find_only:;
     while (kc->t[i].count != 0) {
         struct kc_ent *e = &kc->t[i];
         if (e->h == h && e->len == kn && e->a == wa && e->b == wb &&
-            (kn <= 16 || memcmp(kc->keys.p + e->off, k, kn) == 0)) {
+            (kn <= 16 || words_eq(kc->keys.p + e->off, k, kn))) {
             if (e->last_row != row) {
                 e->count++;
                 e->last_row = row;
@@ -346,6 +349,8 @@ find_only:;
 /* Blooms and zones gathered while the rows are walked. */
 struct wside {
     struct keycount kc;
+    struct vdict vd; /* format 5: log and span attribute values */
+    bool vd_on;
     struct bloom_acc set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
     bool present[4];
@@ -418,7 +423,9 @@ static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val 
     return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
-/* A record's attributes: keys counted, string values into the bloom. */
+/* A record's attributes: keys counted, string values into the bloom, and
+ * (format 5's log and span blocks) values into the value table, the
+ * strings by the bloom's hash. */
 static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
 {
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
@@ -441,7 +448,16 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
         if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
             return -ENOMEM;
         }
+        uint64_t hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
         if (id != UINT32_MAX) {
+            uint32_t ve = 0;
+            if (s->vd_on && vdict_wants(&s->vd, id)) {
+                const uint8_t *vb = a.p + off - 1;
+                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, (uint32_t)(r.p - vb),
+                              &ve) < 0) {
+                    return -ENOMEM;
+                }
+            }
             if (kc->an == kc->acap) {
                 size_t ncap = kc->acap ? kc->acap * 2 : 4096;
                 struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
@@ -451,9 +467,12 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
                 kc->ap = np;
                 kc->acap = ncap;
             }
-            kc->ap[kc->an++] = (struct kc_pos){id, off};
+            kc->ap[kc->an++] = (struct kc_pos){id, off, ve};
         }
-        if (bloom_kv(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v) < 0) {
+        int rc = v.type == VAL_STR     ? bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv)
+                 : v.type == VAL_ARRAY ? bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v)
+                                       : 0;
+        if (rc < 0) {
             return -ENOMEM;
         }
     }
@@ -941,9 +960,10 @@ static int cmp_hot(const void *a, const void *b, void *arg)
  * Keys present in at least half the rows (most frequent first, then by
  * bytes; at most HOT_MAX) get a position column: where in each row's
  * attribute list the key's value starts, so a filter on the key decodes
- * that value alone instead of walking the list.
+ * that value alone instead of walking the list. The columns are written
+ * when |positions| (format 5's log and span readers find them at load).
  */
-static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
+static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, bool positions)
 {
     hot->n = 0;
     if (w->rows == 0 || kc->n == 0) {
@@ -969,11 +989,16 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w)
         hot->key[hot->n] = (const char *)kc->keys.p + cand[i].off;
         hot->len[hot->n] = cand[i].len;
         hot->id[hot->n] = cand[i].id;
-        if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
-            return -ENOMEM;
+        if (positions) {
+            if (cap_u64(&hot->pos[hot->n], &hot->cap[hot->n], w->rows) < 0) {
+                return -ENOMEM;
+            }
+            memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         }
-        memset(hot->pos[hot->n], 0, w->rows * sizeof(uint64_t));
         hot->n++;
+    }
+    if (!positions) {
+        return 0;
     }
     /* Key id -> hot slot; the rows' attributes as record_attrs saw them. */
     int8_t *slot = hot->slot;
@@ -1066,6 +1091,7 @@ static void scratch_free(struct scratch *sc)
     free(sc->side.kc.ap);
     free(sc->side.kc.arow);
     vbuf_fini(&sc->side.kc.keys);
+    vdict_free(&sc->side.vd);
     sidx_free(&sc->side.streams);
     hot_free(&sc->hot);
     vbuf_fini(&sc->tb.out);
@@ -1137,6 +1163,12 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
+    /* format 5: a value dictionary in the attribute table (logs, spans) */
+    const struct spec *as = spec_of(BLK_VERSION, sig, 1);
+    s->vd_on = as->e[as->n - 1].type == 'V';
+    if (s->vd_on && vdict_reset(&s->vd) < 0) {
+        return -ENOMEM;
+    }
     for (int k = 0; k < 4; k++) {
         bloom_acc_reset(&s->set[k]);
         s->incomplete[k] = s->present[k] = false;
@@ -1192,6 +1224,11 @@ static int akeys_build(struct scratch *sc, enum signal sig)
         }
     }
     w->nkeys = kc->n;
+    w->nvals = 0;
+    if (sc->side.vd_on && vdict_finish(&sc->side.vd, kc->n, &w->S[X_VALS], &w->nvals) < 0) {
+        return -ENOMEM;
+    }
+    const uint32_t *vcode = sc->side.vd_on ? sc->side.vd.code : NULL;
     if (cap_u64(&sc->ak_first, &sc->cap_ak_first, d->nd + 1) < 0 ||
         cap_u64(&sc->ak_offs, &sc->cap_ak_offs, d->nd + 2) < 0) {
         return -ENOMEM;
@@ -1211,7 +1248,7 @@ static int akeys_build(struct scratch *sc, enum signal sig)
         uint64_t j = sc->ak_first[c];
         int rc = akeys_encode(&sc->ak_data, d->data.p + d->offs[c],
                               (uint32_t)(d->offs[c + 1] - d->offs[c]), (uint32_t)count[j],
-                              kc->ap + kc->arow[j], kc->arow[j + 1] - kc->arow[j], sc->klen);
+                              kc->ap + kc->arow[j], kc->arow[j + 1] - kc->arow[j], sc->klen, vcode);
         if (rc < 0) {
             return rc;
         }
@@ -1268,7 +1305,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
-        rc = hot_build(hot, &side->kc, w);
+        rc = hot_build(hot, &side->kc, w, !side->vd_on);
     }
     if (rc == 0) {
         rc = akeys_build(sc, sig);
@@ -1298,7 +1335,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
-        if (t == 1) {
+        if (t == 1 && !side->vd_on) {         /* format 5's logs and spans: found at load */
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);

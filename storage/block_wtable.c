@@ -280,6 +280,15 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
             emit_int(t, w->S[e->idx].offs, w->nkeys + 1);
             emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
             break;
+        case 'V':
+            if (w->nvals > 0) {
+                emit_int(t, w->S[e->idx].offs, w->nvals + 1);
+            } else {
+                uint64_t zero = 0; /* width 0: no piece points at it */
+                emit_int(t, &zero, 1);
+            }
+            emit_raw(t, w->S[e->idx].data.p, w->S[e->idx].data.len);
+            break;
         case 'Z':
             emit_sparse(t, &w->R[e->idx], &w->Zb[e->idx], w->rows);
             break;

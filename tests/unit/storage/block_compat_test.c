@@ -242,3 +242,13 @@ Test(block_compat, format_4_blocks_of_every_signal_read_back_exactly)
         open_vector(4, &fixtures[i]);
     }
 }
+
+/* Written by blk_write of the first format 5 release (h-avals branch):
+ * the log and span vectors' attribute tables hold value dictionaries (23
+ * entries in logs-grams-60, 15 in traces-40). */
+Test(block_compat, format_5_blocks_of_every_signal_read_back_exactly)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        open_vector(5, &fixtures[i]);
+    }
+}
