@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "query/pool.h"
 #include "query/qlex.h"
+#include "storage/adm.h"
 
 int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
 {
@@ -26,7 +28,11 @@ int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, co
     }
     q->n_src = q->snap.n_blocks + q->snap.n_open;
     q->src = calloc(q->n_src + 1, sizeof(*q->src));
-    if (q->src == NULL) {
+    q->pg_cap = q->snap.n_blocks;
+    q->pg_ring = calloc(q->pg_cap + 1, sizeof(*q->pg_ring));
+    if (q->src == NULL || q->pg_ring == NULL) {
+        free(q->src);
+        free(q->pg_ring);
         catalog_snap_release(&q->snap);
         return -ENOMEM;
     }
@@ -60,6 +66,13 @@ void qctx_close(struct qctx *q)
         w = n;
     }
     q->warnings = NULL;
+    for (size_t i = 0; i < q->snap.n_blocks; i++) {
+        blk_drop_pages(q->src[i].b);
+    }
+    adm_uncharge(q->pg_bytes);
+    q->pg_bytes = 0;
+    free(q->pg_ring);
+    q->pg_ring = NULL;
     free(q->src);
     q->src = NULL;
     q->n_src = 0;
@@ -244,6 +257,32 @@ void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped)
               skipped, q->noun);
 }
 
+/* Enters sealed source |s| into the page window and lets the oldest
+ * leave while it is over its bound (qctx.h). */
+static void page_window_add(struct qctx *q, struct qctx_src *s)
+{
+    if (s < q->src || s >= q->src + q->pg_cap) {
+        return; /* not one of this query's sealed sources */
+    }
+    uint64_t cap = catalog_table_cap(), bytes = blk_file_bytes(s->b);
+    size_t keep = qpool_workers() > 1 ? (size_t)qpool_workers() : 1;
+    adm_charge(bytes);
+    pthread_mutex_lock(&q->lock);
+    q->pg_ring[(q->pg_head + q->pg_n++) % q->pg_cap] = (uint32_t)(s - q->src);
+    q->pg_bytes += bytes;
+    while (cap > 0 && q->pg_bytes > cap && q->pg_n > keep) {
+        struct qctx_src *old = &q->src[q->pg_ring[q->pg_head]];
+        q->pg_head = (q->pg_head + 1) % q->pg_cap;
+        q->pg_n--;
+        uint64_t ob = blk_file_bytes(old->b);
+        q->pg_bytes -= ob;
+        blk_drop_pages(old->b);
+        adm_uncharge(ob);
+        __atomic_store_n(&old->paged, 0, __ATOMIC_RELAXED); /* a later load enters it again */
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
 {
     if (s->b == NULL) {
@@ -253,6 +292,9 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
         return -EBADMSG;
     }
     int rc = blk_load(s->b, want);
+    if (rc == 0 && __atomic_exchange_n(&s->paged, 1, __ATOMIC_RELAXED) == 0) {
+        page_window_add(q, s);
+    }
     if (rc == -EBADMSG) {
         qctx_src_fail(q, s, s->rows);
     } else if (rc < 0) {

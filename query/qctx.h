@@ -93,6 +93,7 @@ struct qctx_src {
     uint64_t rows;       /* sealed: blk_rows; open: rows visible in the snapshot */
     uint64_t tmin, tmax; /* sealed: the zone map; open: 0, UINT64_MAX */
     int failed;          /* atomic: quarantined during this query */
+    int paged;           /* atomic: in the query's page window (see qctx_load) */
 };
 
 struct qctx_warning {
@@ -115,6 +116,12 @@ struct qctx {
     char msg[256];                 /* err's message (under lock until err is set) */
     struct qctx_warning *warnings; /* in order of arrival (under lock) */
     struct qs_scan st;             /* the planner/scan tally */
+    /* The page window (qctx_load), under lock: a ring of the sealed
+     * sources loaded whose mapped pages may be resident, oldest first,
+     * and the file bytes they stand for (charged to the memory budget). */
+    uint32_t *pg_ring;
+    size_t pg_head, pg_n, pg_cap;
+    uint64_t pg_bytes;
 };
 
 /*
@@ -172,7 +179,18 @@ bool qctx_quarantined_next(char *out, size_t cap);
 /* Loads the tables |want| of a sealed source (open: nothing to do): 0;
  * -EBADMSG when they fail verification or |s| failed already (then it is
  * quarantined and the query goes on); or blk_load's other errors (-ENOMEM,
- * which is the query's error then). */
+ * which is the query's error then).
+ *
+ * PAGE WINDOW: the rows a scan reads are in the block's file mapping, so
+ * its pages count in the process's RSS once read. A loaded source enters
+ * the query's window, its file size charged to the memory budget
+ * (adm_charge: an upper bound on what it can make resident); when the
+ * window's bytes exceed catalog_table_cap() (a quarter of the budget in
+ * the daemon; 0: no bound) the oldest sources leave it, their pages
+ * dropped (blk_drop_pages: safe whoever reads them; a later read of the
+ * source faults them back in), while more than qpool_workers() remain.
+ * qctx_close drops the pages of every sealed source (planning reads the
+ * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
 
 /* Counter bump from a scan item. */

@@ -135,6 +135,16 @@ int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t e
  * then holds no heap for its rows; the mapping's pages are the kernel's.
  */
 void blk_drop_tables(blk *b);
+/* Drops this process's resident pages of |b|'s file mapping (RSS), as
+ * MADV_DONTNEED does on a shared read-only mapping of a file nobody
+ * writes: the page cache keeps the bytes (the kernel's to evict), the next
+ * read faults them back in, so readers running at the same time read the
+ * same bytes. Any thread, any time, whoever holds references; never
+ * fails. A scan that read a block's tables through the mapping otherwise
+ * keeps those pages counted in the process's RSS until the last reference
+ * goes. blk_pages_dropped: how many calls, process-wide. */
+void blk_drop_pages(blk *b);
+uint64_t blk_pages_dropped(void);
 /* Whether |b| holds tables blk_drop_tables would free. */
 bool blk_holds_tables(const blk *b);
 /* Whether the caller's reference is the only one (acquire: what released

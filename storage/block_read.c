@@ -1265,6 +1265,25 @@ void blk_drop_tables(blk *b)
     }
 }
 
+/* Page drops (blk_pages_dropped). */
+static _Atomic uint64_t st_page_drops;
+
+void blk_drop_pages(blk *b)
+{
+    if (b->map != NULL) {
+        /* The mapping is shared and read-only, over a file nobody writes:
+         * this only clears the process's page-table entries; the page cache
+         * keeps the bytes and the next read faults them back in. */
+        madvise(b->map, b->size, MADV_DONTNEED);
+        atomic_fetch_add_explicit(&st_page_drops, 1, memory_order_relaxed);
+    }
+}
+
+uint64_t blk_pages_dropped(void)
+{
+    return atomic_load_explicit(&st_page_drops, memory_order_relaxed);
+}
+
 bool blk_holds_tables(const blk *b)
 {
     for (int t = 0; t < N_TABLES; t++) {

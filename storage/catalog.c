@@ -15,9 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "storage/adm.h"
@@ -144,60 +142,6 @@ static void reserve_seal_id(const char *name, int n_shards, uint64_t *next_seal_
 }
 
 static uint64_t read_retained(enum signal s, uint32_t shard);
-
-/*
- * Drops this process's page-table entries for the mappings of one block
- * file (|path|), or of every *.blk file when |path| is NULL. blk_open maps
- * the whole file and verifies its footer and root table through the
- * mapping; the pages it touched (and the kernel's fault-around neighbours,
- * all in the page cache since the seal just wrote them) would stay counted
- * in RSS for as long as the block is open, which is for ever: 4-5 MiB per
- * sealed block. MADV_DONTNEED on a shared read-only file mapping only
- * unmaps: the page cache keeps the data and a later reader faults it back
- * in, so a query running on the block at the same time reads the same
- * bytes. Found through /proc/self/maps because blk does not expose its
- * mapping; once per seal and once per signal at boot, never per request.
- */
-static void drop_mapped_pages(const char *path)
-{
-    struct stat st;
-    if (path != NULL && stat(path, &st) < 0) {
-        return;
-    }
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (f == NULL) {
-        return;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        unsigned long lo, hi, off, ino;
-        unsigned maj, min;
-        int name = 0;
-        char perms[8];
-        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &lo, &hi, perms, &off, &maj, &min, &ino,
-                   &name) < 7 ||
-            ino == 0 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 's') {
-            continue;
-        }
-        bool match;
-        if (path != NULL) {
-            match = ino == (unsigned long)st.st_ino && maj == major(st.st_dev) &&
-                    min == minor(st.st_dev);
-        } else {
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' ')) {
-                line[--n] = '\0';
-            }
-            match = name > 0 && n - name >= 4 && strcmp(line + n - 4, ".blk") == 0;
-        }
-        if (match) {
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
-    }
-    free(line);
-    fclose(f);
-}
 
 /* Is |hot| one of cold block |cold|'s sources? */
 static bool is_source_of(const blk *hot, const blk *cold)
@@ -336,6 +280,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
             }
         }
         blk_drop_tables(b); /* verified; loaded again by its first reader (block.h) */
+        blk_drop_pages(b);  /* what the checks touched (see catalog_publish) */
         pthread_mutex_lock(&lock);
         rc = add_block_locked(s, b, path, file_bytes(path));
         pthread_mutex_unlock(&lock);
@@ -348,7 +293,6 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
     }
     closedir(dp);
     remove_compacted(s);
-    drop_mapped_pages(NULL);
     return 0;
 }
 
@@ -394,6 +338,13 @@ int catalog_publish(struct cat_open *h, blk *b, const char *path)
     struct cat_open *to_free = NULL;
     int rc = 0;
     uint64_t bytes = b != NULL ? file_bytes(path) : 0;
+    if (b != NULL) {
+        /* The pages the seal's checks touched through the mapping (and the
+         * kernel's fault-around neighbours, in the page cache since the
+         * write) would stay in RSS for the block's life: 4-5 MiB a block.
+         * Before the lock: once published, |b| is the catalog's. */
+        blk_drop_pages(b);
+    }
     pthread_mutex_lock(&lock);
     if (b != NULL) {
         rc = add_block_locked(h->sig, b, path, bytes);
@@ -406,9 +357,6 @@ int catalog_publish(struct cat_open *h, blk *b, const char *path)
     open_unref_locked(h, &to_free);
     pthread_mutex_unlock(&lock);
     free_handles(to_free);
-    if (b != NULL) {
-        drop_mapped_pages(path);
-    }
     return 0;
 }
 
@@ -729,6 +677,7 @@ int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const cha
 {
     struct cat_blk *gone = NULL;
     uint64_t bytes = file_bytes(path);
+    blk_drop_pages(out); /* what compaction's checks touched (see catalog_publish) */
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n; i++) {
         struct cat_blk *cb = sigs[s - 1].blocks;
@@ -767,7 +716,6 @@ int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const cha
         free(gone);
         gone = next;
     }
-    drop_mapped_pages(path);
     return 0;
 }
 
