@@ -291,6 +291,16 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
     if (qctx_src_failed(s)) {
         return -EBADMSG;
     }
+    size_t i = (size_t)(s - q->src);
+    if (i < q->snap.n_blocks) {
+        pthread_mutex_lock(&q->lock);
+        s->users++;
+        if (s->unpinned) {
+            catalog_snap_pin(&q->snap, i); /* before the load: see catalog.h */
+            s->unpinned = false;
+        }
+        pthread_mutex_unlock(&q->lock);
+    }
     int rc = blk_load(s->b, want);
     if (rc == 0 && __atomic_exchange_n(&s->paged, 1, __ATOMIC_RELAXED) == 0) {
         page_window_add(q, s);
@@ -301,6 +311,25 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
         qctx_fail(q, -ENOMEM, "out of memory reading a block");
     }
     return rc;
+}
+
+void qctx_done(struct qctx *q, struct qctx_src *s)
+{
+    size_t i = (size_t)(s - q->src);
+    if (s->b == NULL || i >= q->snap.n_blocks) {
+        return;
+    }
+    bool trim = false;
+    pthread_mutex_lock(&q->lock);
+    if (s->users > 0 && --s->users == 0 && !s->unpinned) {
+        catalog_snap_unpin(&q->snap, i);
+        s->unpinned = true;
+        trim = true;
+    }
+    pthread_mutex_unlock(&q->lock);
+    if (trim) {
+        catalog_trim_tables();
+    }
 }
 
 void qctx_scan_begin(struct qctx_scan *it, struct qctx *q, uint64_t lo, uint64_t hi, bool bwd,

@@ -94,6 +94,8 @@ struct qctx_src {
     uint64_t tmin, tmax; /* sealed: the zone map; open: 0, UINT64_MAX */
     int failed;          /* atomic: quarantined during this query */
     int paged;           /* atomic: in the query's page window (see qctx_load) */
+    int users;           /* under lock: items between qctx_load and qctx_done */
+    bool unpinned;       /* under lock: the snapshot's pin given up (qctx_done) */
 };
 
 struct qctx_warning {
@@ -192,6 +194,18 @@ bool qctx_quarantined_next(char *out, size_t cap);
  * qctx_close drops the pages of every sealed source (planning reads the
  * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
+
+/*
+ * An item that called qctx_load on sealed source |s| is done with it: once
+ * every item that loaded it is, the query gives up the snapshot's pin on
+ * the block (catalog.h) and the table cap may drop its tables, which it
+ * does at once when over (catalog_trim_tables), so a query scanning many
+ * blocks holds about one block's tables per item running, not all of
+ * them. The caller promises that the query keeps no pointer into the
+ * block's tables (row views, strings) and reads none of its rows again
+ * without a qctx_load first (which pins it again). Open sources: nothing.
+ */
+void qctx_done(struct qctx *q, struct qctx_src *s);
 
 /* Counter bump from a scan item. */
 static inline void qctx_add(uint64_t *counter, uint64_t n)

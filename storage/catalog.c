@@ -381,14 +381,17 @@ int catalog_snapshot(enum signal s, struct cat_snap *out)
     out->open = calloc(no + 1, sizeof(*out->open));
     out->open_rows = calloc(no + 1, sizeof(*out->open_rows));
     out->handles = calloc(no + 1, sizeof(*out->handles));
+    out->pinned = calloc(nb + 1, sizeof(*out->pinned));
     if (out->blocks == NULL || out->open == NULL || out->open_rows == NULL ||
-        out->handles == NULL) {
+        out->handles == NULL || out->pinned == NULL) {
         pthread_mutex_unlock(&lock);
         catalog_snap_release(out);
         return -ENOMEM;
     }
     for (struct cat_blk *cb = sigs[s - 1].blocks; cb != NULL; cb = cb->next) {
         blk_ref(cb->b);
+        blk_pin(cb->b);
+        out->pinned[out->n_blocks] = 1;
         out->blocks[out->n_blocks++] = cb->b;
     }
     for (struct cat_open *h = sigs[s - 1].open; h != NULL; h = h->next) {
@@ -406,6 +409,9 @@ void catalog_snap_release(struct cat_snap *sn)
 {
     struct cat_open *to_free = NULL;
     for (size_t i = 0; i < sn->n_blocks; i++) {
+        if (sn->pinned[i]) {
+            blk_unpin(sn->blocks[i]);
+        }
         blk_unref(sn->blocks[i]);
     }
     pthread_mutex_lock(&lock);
@@ -418,8 +424,25 @@ void catalog_snap_release(struct cat_snap *sn)
     free(sn->open);
     free(sn->open_rows);
     free(sn->handles);
+    free(sn->pinned);
     memset(sn, 0, sizeof(*sn));
     catalog_trim_tables();
+}
+
+void catalog_snap_unpin(struct cat_snap *sn, size_t i)
+{
+    if (i < sn->n_blocks && sn->pinned[i]) {
+        sn->pinned[i] = 0;
+        blk_unpin(sn->blocks[i]);
+    }
+}
+
+void catalog_snap_pin(struct cat_snap *sn, size_t i)
+{
+    if (i < sn->n_blocks && !sn->pinned[i]) {
+        blk_pin(sn->blocks[i]);
+        sn->pinned[i] = 1;
+    }
 }
 
 void catalog_set_table_cap(uint64_t bytes)
@@ -450,14 +473,14 @@ static int by_stamp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Under the lock: each listed block with tables that only the catalog
- * holds (catalog.h), into |out| (NULL: only counted). */
+/* Under the lock: each listed block holding tables, into |out| (NULL:
+ * only counted); the drop skips those pinned (catalog.h). */
 static size_t idle_loaded_locked(blk **out)
 {
     size_t n = 0;
     for (int s = 0; s < SIG_COUNT; s++) {
         for (struct cat_blk *cb = sigs[s].blocks; cb != NULL; cb = cb->next) {
-            if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
+            if (blk_holds_tables(cb->b)) {
                 if (out != NULL) {
                     out[n] = cb->b;
                 }
@@ -482,8 +505,7 @@ int catalog_trim_tables(void)
         n = idle_loaded_locked(v);
         qsort(v, n, sizeof(*v), by_stamp);
         for (size_t i = 0; i < n && over_cap(cap); i++) {
-            blk_drop_tables(v[i]);
-            dropped++;
+            dropped += blk_drop_tables_unpinned(v[i]);
         }
         free(v);
     } else {
@@ -491,9 +513,8 @@ int catalog_trim_tables(void)
          * blocks. */
         for (int s = 0; s < SIG_COUNT; s++) {
             for (struct cat_blk *cb = sigs[s].blocks; cb != NULL && over_cap(cap); cb = cb->next) {
-                if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
-                    blk_drop_tables(cb->b);
-                    dropped++;
+                if (blk_holds_tables(cb->b)) {
+                    dropped += blk_drop_tables_unpinned(cb->b);
                 }
             }
         }
