@@ -15,6 +15,9 @@
 #include "query/qlex.h"
 #include "storage/adm.h"
 
+/* Bytes every open query holds (qctx_memory_held). */
+static int64_t mem_all;
+
 int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
 {
     memset(q, 0, sizeof(*q));
@@ -71,6 +74,9 @@ void qctx_close(struct qctx *q)
     }
     adm_uncharge(q->pg_bytes);
     q->pg_bytes = 0;
+    __atomic_sub_fetch(&mem_all, __atomic_load_n(&q->mem, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    adm_uncharge(__atomic_load_n(&q->adm, __ATOMIC_RELAXED));
+    q->adm = 0;
     free(q->pg_ring);
     q->pg_ring = NULL;
     free(q->src);
@@ -152,8 +158,17 @@ int qctx_tick(struct qctx *q)
     return qctx_check(q);
 }
 
+uint64_t qctx_memory_held(void)
+{
+    int64_t n = __atomic_load_n(&mem_all, __ATOMIC_RELAXED);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 int qctx_charge(struct qctx *q, uint64_t n)
 {
+    __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    adm_charge(n); /* held already: ingest's admission makes room for it */
+    __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
     int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
     if (n > 0 && q->lim.max_memory > 0 && now > (int64_t)q->lim.max_memory) {
         fail_cause(q, -ENOMEM, QCTX_MEMORY,
@@ -167,6 +182,14 @@ int qctx_charge(struct qctx *q, uint64_t n)
 
 void qctx_uncharge(struct qctx *q, uint64_t n)
 {
+    __atomic_sub_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    /* never more than this query charged (the budget's count is shared) */
+    uint64_t had = __atomic_load_n(&q->adm, __ATOMIC_RELAXED), take;
+    do {
+        take = n < had ? n : had;
+    } while (!__atomic_compare_exchange_n(&q->adm, &had, had - take, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    adm_uncharge(take);
     __atomic_fetch_sub(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
 }
 

@@ -112,6 +112,7 @@ struct qctx {
     const char *noun; /* what a quarantine warning counts: "rows", "spans" */
     uint64_t rows;    /* atomic: rows scanned by the whole query */
     int64_t mem;      /* atomic: bytes held */
+    uint64_t adm;     /* atomic: of those, charged to the memory budget (adm.h) */
     int err;          /* atomic: the first error */
     int cause;        /* atomic: enum qctx_cause of err */
     pthread_mutex_t lock;
@@ -160,10 +161,14 @@ int qctx_check(struct qctx *q);
  * limit out row after row until the deadline). Returns qctx_err. */
 int qctx_tick(struct qctx *q);
 
-/* Charges |n| bytes of query state: 0, or -ENOMEM over max_memory (the
- * query's error then). */
+/* Charges |n| bytes of query state, to the query and to the memory budget
+ * (adm_charge: the ingest admission then makes room): 0, or -ENOMEM over
+ * max_memory (the query's error then). qctx_uncharge returns at most what
+ * the query charged; qctx_close the rest. */
 int qctx_charge(struct qctx *q, uint64_t n);
 void qctx_uncharge(struct qctx *q, uint64_t n);
+/* What the open queries hold by their qctx_charge counts, together. */
+uint64_t qctx_memory_held(void);
 
 /* Appends a warning (dropped if it cannot be allocated). */
 void qctx_warn(struct qctx *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
