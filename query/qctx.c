@@ -15,8 +15,15 @@
 #include "query/qlex.h"
 #include "storage/adm.h"
 
-/* Bytes every open query holds (qctx_memory_held). */
+/* Bytes every open query holds (qctx_memory_held), and its page windows'
+ * file bytes (qctx_window_bytes). */
 static int64_t mem_all;
+static uint64_t window_all;
+
+uint64_t qctx_window_bytes(void)
+{
+    return __atomic_load_n(&window_all, __ATOMIC_RELAXED);
+}
 
 int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
 {
@@ -73,6 +80,7 @@ void qctx_close(struct qctx *q)
         blk_drop_pages(q->src[i].b);
     }
     adm_uncharge(q->pg_bytes);
+    __atomic_sub_fetch(&window_all, q->pg_bytes, __ATOMIC_RELAXED);
     q->pg_bytes = 0;
     __atomic_sub_fetch(&mem_all, __atomic_load_n(&q->mem, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     adm_uncharge(__atomic_load_n(&q->adm, __ATOMIC_RELAXED));
@@ -290,6 +298,7 @@ static void page_window_add(struct qctx *q, struct qctx_src *s)
     uint64_t cap = catalog_table_cap(), bytes = blk_file_bytes(s->b);
     size_t keep = qpool_workers() > 1 ? (size_t)qpool_workers() : 1;
     adm_charge(bytes);
+    __atomic_add_fetch(&window_all, bytes, __ATOMIC_RELAXED);
     pthread_mutex_lock(&q->lock);
     q->pg_ring[(q->pg_head + q->pg_n++) % q->pg_cap] = (uint32_t)(s - q->src);
     q->pg_bytes += bytes;
@@ -301,6 +310,7 @@ static void page_window_add(struct qctx *q, struct qctx_src *s)
         q->pg_bytes -= ob;
         blk_drop_pages(old->b);
         adm_uncharge(ob);
+        __atomic_sub_fetch(&window_all, ob, __ATOMIC_RELAXED);
         __atomic_store_n(&old->paged, 0, __ATOMIC_RELAXED); /* a later load enters it again */
     }
     pthread_mutex_unlock(&q->lock);

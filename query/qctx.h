@@ -167,8 +167,10 @@ int qctx_tick(struct qctx *q);
  * the query charged; qctx_close the rest. */
 int qctx_charge(struct qctx *q, uint64_t n);
 void qctx_uncharge(struct qctx *q, uint64_t n);
-/* What the open queries hold by their qctx_charge counts, together. */
+/* What the open queries hold by their qctx_charge counts, together; and
+ * the file bytes their page windows charge (qctx_load). */
 uint64_t qctx_memory_held(void);
+uint64_t qctx_window_bytes(void);
 
 /* Appends a warning (dropped if it cannot be allocated). */
 void qctx_warn(struct qctx *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

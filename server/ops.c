@@ -444,6 +444,10 @@ void ops_metrics_text(struct evbuffer *o)
          "Memory the running queries hold by their own count (series, candidates, results; "
          "each bounded by --query-memory).",
          (double)qctx_memory_held()},
+        {"miradb_query_page_window_bytes", "gauge",
+         "File bytes of the sealed blocks the running queries read through their mappings, "
+         "charged to the memory budget (bounded by the table cap, pages dropped past it).",
+         (double)qctx_window_bytes()},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
         header(o, plain[k].name, plain[k].type, plain[k].help);
