@@ -651,3 +651,85 @@ Test(qctx_pages, over_the_bound_a_running_scan_keeps_only_its_current_block_resi
     qctx_close(&q);
     cr_assert_eq(resident(NULL), 0);
 }
+
+static uint64_t table_heap(void)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_heap_bytes;
+}
+
+/* Loads and reads every row of |s| (the attribute table too). */
+static void pw_read(struct qctx *q, struct qctx_src *s)
+{
+    cr_assert_eq(qctx_load(q, s, BLK_ROOT | BLK_ATTRS), 0);
+    for (uint64_t r = 0; r < s->rows; r++) {
+        struct log_view v;
+        cr_assert_eq(qctx_read_log(s, r, BLK_ROOT | BLK_ATTRS, &v), 0);
+    }
+}
+
+Test(qctx_pages, a_scan_done_with_each_block_holds_one_blocks_tables_over_the_cap)
+{
+    uint64_t first[PW_BLOCKS], again[PW_BLOCKS];
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, first, NULL);
+    qctx_close(&q); /* no cap: every block keeps its tables */
+    uint64_t all = table_heap();
+    cr_assert_gt(all, 0);
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    catalog_set_table_cap(1);
+    cr_assert_eq(catalog_trim_tables(), 0, "the snapshot pins every block: nothing dropped");
+    cr_assert_eq(table_heap(), all);
+    qctx_close(&q); /* ... until it lets go */
+    cr_assert_eq(table_heap(), 0);
+
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    uint64_t most = 0;
+    for (size_t i = 0; i < q.n_src; i++) {
+        pw_read(&q, &q.src[i]);
+        uint64_t h = table_heap();
+        most = h > most ? h : most;
+        qctx_done(&q, &q.src[i]);
+        cr_expect(!blk_holds_tables(q.src[i].b), "block %zu dropped once done", i);
+        cr_expect(q.src[i].unpinned);
+    }
+    cr_expect_eq(table_heap(), 0, "every block done: %llu", (unsigned long long)table_heap());
+    cr_expect_lt(most, all / 2, "at most one block's tables at a time: %llu of %llu",
+                 (unsigned long long)most, (unsigned long long)all);
+    /* Read again after done: qctx_load pins and loads; the same rows. */
+    pw_scan(&q, again, NULL);
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        cr_assert_eq(again[k], first[k], "block %d", k);
+        cr_expect(!q.src[k].unpinned, "pinned again by its load");
+    }
+    qctx_close(&q);
+    cr_expect_eq(table_heap(), 0, "released: dropped under the cap");
+}
+
+Test(qctx_pages, a_block_two_items_loaded_is_kept_until_both_are_done)
+{
+    catalog_set_table_cap(1);
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    struct qctx_src *s = &q.src[0];
+    pw_read(&q, s); /* item 1 */
+    struct log_view held;
+    cr_assert_eq(qctx_read_log(s, 0, BLK_ROOT | BLK_ATTRS, &held), 0);
+    pw_read(&q, s); /* item 2, still running */
+    cr_assert_eq(s->users, 2);
+    qctx_done(&q, s); /* item 1 */
+    cr_expect(blk_holds_tables(s->b), "item 2 still reads it");
+    cr_expect(!s->unpinned);
+    struct log_view v;
+    cr_assert_eq(qctx_read_log(s, 0, BLK_ROOT | BLK_ATTRS, &v), 0);
+    cr_assert_eq(v.attrs.len, held.attrs.len);
+    cr_assert_eq(memcmp(v.attrs.p, held.attrs.p, v.attrs.len), 0); /* ASan: not freed */
+    qctx_done(&q, s);                                              /* item 2 */
+    cr_expect(!blk_holds_tables(s->b));
+    cr_expect(s->unpinned);
+    qctx_done(&q, s); /* one done too many: nothing more */
+    cr_expect_eq(s->users, 0);
+    qctx_close(&q);
+}
