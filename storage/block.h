@@ -156,7 +156,8 @@ uint64_t blk_pages_dropped(void);
  */
 void blk_pin(blk *b);
 void blk_unpin(blk *b);
-/* blk_drop_tables when no pin is held: true when it dropped. */
+/* blk_drop_tables when no pin is held and the lock is free (a block being
+ * loaded is skipped, never waited for): true when it dropped. */
 bool blk_drop_tables_unpinned(blk *b);
 /* Whether |b| holds tables blk_drop_tables would free. */
 bool blk_holds_tables(const blk *b);

@@ -1288,7 +1288,11 @@ void blk_drop_tables(blk *b)
 bool blk_drop_tables_unpinned(blk *b)
 {
     void *aux = NULL;
-    pthread_mutex_lock(&b->lock);
+    /* Busy: a reader is loading a table (or pinning) under the lock; the
+     * catalog calls this under its own lock, which must not wait on that. */
+    if (pthread_mutex_trylock(&b->lock) != 0) {
+        return false;
+    }
     bool drop = b->pins == 0;
     if (drop) {
         aux = drop_tables_locked(b);
