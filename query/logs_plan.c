@@ -347,6 +347,8 @@ void logs_scan_item_log(void *arg, size_t i)
         return;
     }
     logs_scan_src_run(s, &s->srcs[i], on_log_match);
+    /* Candidates are (time, source, row): pass 2 loads the block again. */
+    qctx_done(&s->q->c, s->srcs[i].qs);
 }
 
 void logs_scan_item_metric(void *arg, size_t i)
@@ -356,6 +358,7 @@ void logs_scan_item_metric(void *arg, size_t i)
         return;
     }
     logs_scan_src_run(s, &s->srcs[i], logs_on_metric_match);
+    qctx_done(&s->q->c, s->srcs[i].qs); /* the series copied what they keep */
 }
 
 /* ---- what a scan must read ------------------------------------------------ */

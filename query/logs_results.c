@@ -158,6 +158,15 @@ static int idx_src_cmp(const void *a, const void *b, void *arg)
     return x->row < y->row ? -1 : x->row > y->row;
 }
 
+/* Pass 2 materialized every entry of source |i| (copies in the query's
+ * arena): the native rendering reads its rows again, the others do not. */
+static void pass2_done(struct logs_result *res, uint32_t i)
+{
+    if (!res->native) {
+        qctx_done(&res->q.c, res->scan.srcs[i].qs);
+    }
+}
+
 int logs_run_log_query(struct logs_result *res)
 {
     struct query *q = &res->q;
@@ -270,9 +279,16 @@ int logs_run_log_query(struct logs_result *res)
             if (have_ctx) {
                 logs_rctx_fini(&c);
                 have_ctx = false;
+                pass2_done(res, cur);
             }
             cur = best[i].src;
+            /* pass 1 let it go (logs_scan_item_log): pinned and loaded again */
+            rc = qctx_load(&q->c, s->srcs[cur].qs, s->want);
+            if (rc < 0) {
+                break;
+            }
             if (logs_rctx_init(&c, s, &s->srcs[cur]) < 0) {
+                pass2_done(res, cur);
                 rc = -ENOMEM;
                 break;
             }
@@ -290,6 +306,7 @@ int logs_run_log_query(struct logs_result *res)
     }
     if (have_ctx) {
         logs_rctx_fini(&c);
+        pass2_done(res, cur);
     }
     free(idx);
     res->n_e = n_out;

@@ -11,7 +11,19 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "query/pool.h"
 #include "query/qlex.h"
+#include "storage/adm.h"
+
+/* Bytes every open query holds (qctx_memory_held), and its page windows'
+ * file bytes (qctx_window_bytes). */
+static int64_t mem_all;
+static uint64_t window_all;
+
+uint64_t qctx_window_bytes(void)
+{
+    return __atomic_load_n(&window_all, __ATOMIC_RELAXED);
+}
 
 int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, const char *noun)
 {
@@ -26,7 +38,11 @@ int qctx_open(struct qctx *q, enum signal sig, const struct qctx_limits *lim, co
     }
     q->n_src = q->snap.n_blocks + q->snap.n_open;
     q->src = calloc(q->n_src + 1, sizeof(*q->src));
-    if (q->src == NULL) {
+    q->pg_cap = q->snap.n_blocks;
+    q->pg_ring = calloc(q->pg_cap + 1, sizeof(*q->pg_ring));
+    if (q->src == NULL || q->pg_ring == NULL) {
+        free(q->src);
+        free(q->pg_ring);
         catalog_snap_release(&q->snap);
         return -ENOMEM;
     }
@@ -60,6 +76,17 @@ void qctx_close(struct qctx *q)
         w = n;
     }
     q->warnings = NULL;
+    for (size_t i = 0; i < q->snap.n_blocks; i++) {
+        blk_drop_pages(q->src[i].b);
+    }
+    adm_uncharge(q->pg_bytes);
+    __atomic_sub_fetch(&window_all, q->pg_bytes, __ATOMIC_RELAXED);
+    q->pg_bytes = 0;
+    __atomic_sub_fetch(&mem_all, __atomic_load_n(&q->mem, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    adm_uncharge(__atomic_load_n(&q->adm, __ATOMIC_RELAXED));
+    q->adm = 0;
+    free(q->pg_ring);
+    q->pg_ring = NULL;
     free(q->src);
     q->src = NULL;
     q->n_src = 0;
@@ -139,8 +166,17 @@ int qctx_tick(struct qctx *q)
     return qctx_check(q);
 }
 
+uint64_t qctx_memory_held(void)
+{
+    int64_t n = __atomic_load_n(&mem_all, __ATOMIC_RELAXED);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 int qctx_charge(struct qctx *q, uint64_t n)
 {
+    __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    adm_charge(n); /* held already: ingest's admission makes room for it */
+    __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
     int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
     if (n > 0 && q->lim.max_memory > 0 && now > (int64_t)q->lim.max_memory) {
         fail_cause(q, -ENOMEM, QCTX_MEMORY,
@@ -154,6 +190,14 @@ int qctx_charge(struct qctx *q, uint64_t n)
 
 void qctx_uncharge(struct qctx *q, uint64_t n)
 {
+    __atomic_sub_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    /* never more than this query charged (the budget's count is shared) */
+    uint64_t had = __atomic_load_n(&q->adm, __ATOMIC_RELAXED), take;
+    do {
+        take = n < had ? n : had;
+    } while (!__atomic_compare_exchange_n(&q->adm, &had, had - take, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    adm_uncharge(take);
     __atomic_fetch_sub(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
 }
 
@@ -244,6 +288,34 @@ void qctx_src_fail(struct qctx *q, struct qctx_src *s, uint64_t skipped)
               skipped, q->noun);
 }
 
+/* Enters sealed source |s| into the page window and lets the oldest
+ * leave while it is over its bound (qctx.h). */
+static void page_window_add(struct qctx *q, struct qctx_src *s)
+{
+    if (s < q->src || s >= q->src + q->pg_cap) {
+        return; /* not one of this query's sealed sources */
+    }
+    uint64_t cap = catalog_table_cap(), bytes = blk_file_bytes(s->b);
+    size_t keep = qpool_workers() > 1 ? (size_t)qpool_workers() : 1;
+    adm_charge(bytes);
+    __atomic_add_fetch(&window_all, bytes, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&q->lock);
+    q->pg_ring[(q->pg_head + q->pg_n++) % q->pg_cap] = (uint32_t)(s - q->src);
+    q->pg_bytes += bytes;
+    while (cap > 0 && q->pg_bytes > cap && q->pg_n > keep) {
+        struct qctx_src *old = &q->src[q->pg_ring[q->pg_head]];
+        q->pg_head = (q->pg_head + 1) % q->pg_cap;
+        q->pg_n--;
+        uint64_t ob = blk_file_bytes(old->b);
+        q->pg_bytes -= ob;
+        blk_drop_pages(old->b);
+        adm_uncharge(ob);
+        __atomic_sub_fetch(&window_all, ob, __ATOMIC_RELAXED);
+        __atomic_store_n(&old->paged, 0, __ATOMIC_RELAXED); /* a later load enters it again */
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
 {
     if (s->b == NULL) {
@@ -252,13 +324,45 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
     if (qctx_src_failed(s)) {
         return -EBADMSG;
     }
+    size_t i = (size_t)(s - q->src);
+    if (i < q->snap.n_blocks) {
+        pthread_mutex_lock(&q->lock);
+        s->users++;
+        if (s->unpinned) {
+            catalog_snap_pin(&q->snap, i); /* before the load: see catalog.h */
+            s->unpinned = false;
+        }
+        pthread_mutex_unlock(&q->lock);
+    }
     int rc = blk_load(s->b, want);
+    if (rc == 0 && __atomic_exchange_n(&s->paged, 1, __ATOMIC_RELAXED) == 0) {
+        page_window_add(q, s);
+    }
     if (rc == -EBADMSG) {
         qctx_src_fail(q, s, s->rows);
     } else if (rc < 0) {
         qctx_fail(q, -ENOMEM, "out of memory reading a block");
     }
     return rc;
+}
+
+void qctx_done(struct qctx *q, struct qctx_src *s)
+{
+    size_t i = (size_t)(s - q->src);
+    if (s->b == NULL || i >= q->snap.n_blocks) {
+        return;
+    }
+    bool trim = false;
+    pthread_mutex_lock(&q->lock);
+    if (s->users > 0 && --s->users == 0 && !s->unpinned) {
+        catalog_snap_unpin(&q->snap, i);
+        s->unpinned = true;
+        trim = true;
+    }
+    pthread_mutex_unlock(&q->lock);
+    if (trim) {
+        catalog_trim_tables();
+    }
 }
 
 void qctx_scan_begin(struct qctx_scan *it, struct qctx *q, uint64_t lo, uint64_t hi, bool bwd,

@@ -93,6 +93,9 @@ struct qctx_src {
     uint64_t rows;       /* sealed: blk_rows; open: rows visible in the snapshot */
     uint64_t tmin, tmax; /* sealed: the zone map; open: 0, UINT64_MAX */
     int failed;          /* atomic: quarantined during this query */
+    int paged;           /* atomic: in the query's page window (see qctx_load) */
+    int users;           /* under lock: items between qctx_load and qctx_done */
+    bool unpinned;       /* under lock: the snapshot's pin given up (qctx_done) */
 };
 
 struct qctx_warning {
@@ -109,12 +112,19 @@ struct qctx {
     const char *noun; /* what a quarantine warning counts: "rows", "spans" */
     uint64_t rows;    /* atomic: rows scanned by the whole query */
     int64_t mem;      /* atomic: bytes held */
+    uint64_t adm;     /* atomic: of those, charged to the memory budget (adm.h) */
     int err;          /* atomic: the first error */
     int cause;        /* atomic: enum qctx_cause of err */
     pthread_mutex_t lock;
     char msg[256];                 /* err's message (under lock until err is set) */
     struct qctx_warning *warnings; /* in order of arrival (under lock) */
     struct qs_scan st;             /* the planner/scan tally */
+    /* The page window (qctx_load), under lock: a ring of the sealed
+     * sources loaded whose mapped pages may be resident, oldest first,
+     * and the file bytes they stand for (charged to the memory budget). */
+    uint32_t *pg_ring;
+    size_t pg_head, pg_n, pg_cap;
+    uint64_t pg_bytes;
 };
 
 /*
@@ -151,10 +161,16 @@ int qctx_check(struct qctx *q);
  * limit out row after row until the deadline). Returns qctx_err. */
 int qctx_tick(struct qctx *q);
 
-/* Charges |n| bytes of query state: 0, or -ENOMEM over max_memory (the
- * query's error then). */
+/* Charges |n| bytes of query state, to the query and to the memory budget
+ * (adm_charge: the ingest admission then makes room): 0, or -ENOMEM over
+ * max_memory (the query's error then). qctx_uncharge returns at most what
+ * the query charged; qctx_close the rest. */
 int qctx_charge(struct qctx *q, uint64_t n);
 void qctx_uncharge(struct qctx *q, uint64_t n);
+/* What the open queries hold by their qctx_charge counts, together; and
+ * the file bytes their page windows charge (qctx_load). */
+uint64_t qctx_memory_held(void);
+uint64_t qctx_window_bytes(void);
 
 /* Appends a warning (dropped if it cannot be allocated). */
 void qctx_warn(struct qctx *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -172,8 +188,31 @@ bool qctx_quarantined_next(char *out, size_t cap);
 /* Loads the tables |want| of a sealed source (open: nothing to do): 0;
  * -EBADMSG when they fail verification or |s| failed already (then it is
  * quarantined and the query goes on); or blk_load's other errors (-ENOMEM,
- * which is the query's error then). */
+ * which is the query's error then).
+ *
+ * PAGE WINDOW: the rows a scan reads are in the block's file mapping, so
+ * its pages count in the process's RSS once read. A loaded source enters
+ * the query's window, its file size charged to the memory budget
+ * (adm_charge: an upper bound on what it can make resident); when the
+ * window's bytes exceed catalog_table_cap() (a quarter of the budget in
+ * the daemon; 0: no bound) the oldest sources leave it, their pages
+ * dropped (blk_drop_pages: safe whoever reads them; a later read of the
+ * source faults them back in), while more than qpool_workers() remain.
+ * qctx_close drops the pages of every sealed source (planning reads the
+ * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
+
+/*
+ * An item that called qctx_load on sealed source |s| is done with it: once
+ * every item that loaded it is, the query gives up the snapshot's pin on
+ * the block (catalog.h) and the table cap may drop its tables, which it
+ * does at once when over (catalog_trim_tables), so a query scanning many
+ * blocks holds about one block's tables per item running, not all of
+ * them. The caller promises that the query keeps no pointer into the
+ * block's tables (row views, strings) and reads none of its rows again
+ * without a qctx_load first (which pins it again). Open sources: nothing.
+ */
+void qctx_done(struct qctx *q, struct qctx_src *s);
 
 /* Counter bump from a scan item. */
 static inline void qctx_add(uint64_t *counter, uint64_t n)

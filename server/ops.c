@@ -10,6 +10,7 @@
 
 #include <event2/buffer.h>
 
+#include "query/qctx.h"
 #include "query/qstats.h"
 #include "server/auth.h"
 #include "server/ingest.h"
@@ -442,6 +443,18 @@ void ops_metrics_text(struct evbuffer *o)
         {"miradb_block_tables_dropped_total", "counter",
          "Times a sealed block's loaded tables were dropped to stay under the cap.",
          (double)catalog_tables_dropped()},
+        {"miradb_block_page_drops_total", "counter",
+         "Times a sealed block's file pages were dropped from the process (a query done with "
+         "it, its page window full, a seal); the page cache keeps them.",
+         (double)blk_pages_dropped()},
+        {"miradb_query_memory_bytes", "gauge",
+         "Memory the running queries hold by their own count (series, candidates, results; "
+         "each bounded by --query-memory).",
+         (double)qctx_memory_held()},
+        {"miradb_query_page_window_bytes", "gauge",
+         "File bytes of the sealed blocks the running queries read through their mappings, "
+         "charged to the memory budget (bounded by the table cap, pages dropped past it).",
+         (double)qctx_window_bytes()},
     };
     for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
         header(o, plain[k].name, plain[k].type, plain[k].help);

@@ -134,8 +134,32 @@ int blk_open_ex(const char *path, unsigned flags, blk **out, char *err, size_t e
  * blk_sole_ref: its own reference is then the only one and none can be
  * taken until it lets go of the lock. A sealed block that nobody reads
  * then holds no heap for its rows; the mapping's pages are the kernel's.
+ * The catalog's cap uses pins instead (blk_drop_tables_unpinned below).
  */
 void blk_drop_tables(blk *b);
+/* Drops this process's resident pages of |b|'s file mapping (RSS), as
+ * MADV_DONTNEED does on a shared read-only mapping of a file nobody
+ * writes: the page cache keeps the bytes (the kernel's to evict), the next
+ * read faults them back in, so readers running at the same time read the
+ * same bytes. Any thread, any time, whoever holds references; never
+ * fails. A scan that read a block's tables through the mapping otherwise
+ * keeps those pages counted in the process's RSS until the last reference
+ * goes. blk_pages_dropped: how many calls, process-wide. */
+void blk_drop_pages(blk *b);
+uint64_t blk_pages_dropped(void);
+/*
+ * Pins: a holder that may read |b|'s tables, or keeps pointers into them,
+ * pins it (the catalog pins every block of a snapshot for its holder,
+ * catalog.h); blk_drop_tables_unpinned frees the tables only while no pin
+ * is held. Pin, unpin and that drop take the block's lock, so a reader
+ * that pinned and then loads (blk_load) sees either the old tables or
+ * loads them again. Any thread.
+ */
+void blk_pin(blk *b);
+void blk_unpin(blk *b);
+/* blk_drop_tables when no pin is held and the lock is free (a block being
+ * loaded is skipped, never waited for): true when it dropped. */
+bool blk_drop_tables_unpinned(blk *b);
 /* Whether |b| holds tables blk_drop_tables would free. */
 bool blk_holds_tables(const blk *b);
 /* Whether the caller's reference is the only one (acquire: what released

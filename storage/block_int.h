@@ -621,6 +621,7 @@ enum { TS_NONE = 0, TS_OK = 1, TS_BAD = 2 };
 
 struct blk {
     _Atomic int refs;
+    int pins;                    /* blk_pin (block.h); under lock */
     _Atomic uint64_t read_stamp; /* blk_read_stamp */
     char *path;
     char *old_path; /* freed at the last unref (a reader may still hold it) */

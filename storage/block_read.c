@@ -1228,10 +1228,24 @@ void blk_ref(blk *b)
     atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
 }
 
-void blk_drop_tables(blk *b)
+void blk_pin(blk *b)
 {
-    void *aux;
     pthread_mutex_lock(&b->lock);
+    b->pins++;
+    pthread_mutex_unlock(&b->lock);
+}
+
+void blk_unpin(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    b->pins--;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Frees the tables; b->lock held. Returns the aux attachment to free
+ * after unlocking. */
+static void *drop_tables_locked(blk *b)
+{
     for (int t = 0; t < N_TABLES; t++) {
         if (atomic_load_explicit(&b->tstate[t], memory_order_relaxed) != TS_OK) {
             continue;
@@ -1265,11 +1279,55 @@ void blk_drop_tables(blk *b)
         atomic_store_explicit(&b->tstate[t], TS_NONE, memory_order_relaxed);
     }
     blk_heap_free(atomic_exchange(&b->col_time, NULL));
-    aux = atomic_exchange(&b->aux, NULL); /* built on the time column just freed */
+    return atomic_exchange(&b->aux, NULL); /* built on the time column just freed */
+}
+
+void blk_drop_tables(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    void *aux = drop_tables_locked(b);
     pthread_mutex_unlock(&b->lock);
     if (aux != NULL) {
         b->aux_free(aux);
     }
+}
+
+bool blk_drop_tables_unpinned(blk *b)
+{
+    void *aux = NULL;
+    /* Busy: a reader is loading a table (or pinning) under the lock; the
+     * catalog calls this under its own lock, which must not wait on that. */
+    if (pthread_mutex_trylock(&b->lock) != 0) {
+        return false;
+    }
+    bool drop = b->pins == 0;
+    if (drop) {
+        aux = drop_tables_locked(b);
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (aux != NULL) {
+        b->aux_free(aux);
+    }
+    return drop;
+}
+
+/* Page drops (blk_pages_dropped). */
+static _Atomic uint64_t st_page_drops;
+
+void blk_drop_pages(blk *b)
+{
+    if (b->map != NULL) {
+        /* The mapping is shared and read-only, over a file nobody writes:
+         * this only clears the process's page-table entries; the page cache
+         * keeps the bytes and the next read faults them back in. */
+        madvise(b->map, b->size, MADV_DONTNEED);
+        atomic_fetch_add_explicit(&st_page_drops, 1, memory_order_relaxed);
+    }
+}
+
+uint64_t blk_pages_dropped(void)
+{
+    return atomic_load_explicit(&st_page_drops, memory_order_relaxed);
 }
 
 bool blk_holds_tables(const blk *b)

@@ -15,9 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "storage/adm.h"
@@ -144,60 +142,6 @@ static void reserve_seal_id(const char *name, int n_shards, uint64_t *next_seal_
 }
 
 static uint64_t read_retained(enum signal s, uint32_t shard);
-
-/*
- * Drops this process's page-table entries for the mappings of one block
- * file (|path|), or of every *.blk file when |path| is NULL. blk_open maps
- * the whole file and verifies its footer and root table through the
- * mapping; the pages it touched (and the kernel's fault-around neighbours,
- * all in the page cache since the seal just wrote them) would stay counted
- * in RSS for as long as the block is open, which is for ever: 4-5 MiB per
- * sealed block. MADV_DONTNEED on a shared read-only file mapping only
- * unmaps: the page cache keeps the data and a later reader faults it back
- * in, so a query running on the block at the same time reads the same
- * bytes. Found through /proc/self/maps because blk does not expose its
- * mapping; once per seal and once per signal at boot, never per request.
- */
-static void drop_mapped_pages(const char *path)
-{
-    struct stat st;
-    if (path != NULL && stat(path, &st) < 0) {
-        return;
-    }
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (f == NULL) {
-        return;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        unsigned long lo, hi, off, ino;
-        unsigned maj, min;
-        int name = 0;
-        char perms[8];
-        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &lo, &hi, perms, &off, &maj, &min, &ino,
-                   &name) < 7 ||
-            ino == 0 || perms[0] != 'r' || perms[1] != '-' || perms[3] != 's') {
-            continue;
-        }
-        bool match;
-        if (path != NULL) {
-            match = ino == (unsigned long)st.st_ino && maj == major(st.st_dev) &&
-                    min == minor(st.st_dev);
-        } else {
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' ')) {
-                line[--n] = '\0';
-            }
-            match = name > 0 && n - name >= 4 && strcmp(line + n - 4, ".blk") == 0;
-        }
-        if (match) {
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
-    }
-    free(line);
-    fclose(f);
-}
 
 /* Is |hot| one of cold block |cold|'s sources? */
 static bool is_source_of(const blk *hot, const blk *cold)
@@ -336,6 +280,7 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
             }
         }
         blk_drop_tables(b); /* verified; loaded again by its first reader (block.h) */
+        blk_drop_pages(b);  /* what the checks touched (see catalog_publish) */
         pthread_mutex_lock(&lock);
         rc = add_block_locked(s, b, path, file_bytes(path));
         pthread_mutex_unlock(&lock);
@@ -348,7 +293,6 @@ int catalog_load(enum signal s, int n_shards, uint64_t *watermarks, uint64_t *ne
     }
     closedir(dp);
     remove_compacted(s);
-    drop_mapped_pages(NULL);
     return 0;
 }
 
@@ -394,6 +338,13 @@ int catalog_publish(struct cat_open *h, blk *b, const char *path)
     struct cat_open *to_free = NULL;
     int rc = 0;
     uint64_t bytes = b != NULL ? file_bytes(path) : 0;
+    if (b != NULL) {
+        /* The pages the seal's checks touched through the mapping (and the
+         * kernel's fault-around neighbours, in the page cache since the
+         * write) would stay in RSS for the block's life: 4-5 MiB a block.
+         * Before the lock: once published, |b| is the catalog's. */
+        blk_drop_pages(b);
+    }
     pthread_mutex_lock(&lock);
     if (b != NULL) {
         rc = add_block_locked(h->sig, b, path, bytes);
@@ -406,9 +357,6 @@ int catalog_publish(struct cat_open *h, blk *b, const char *path)
     open_unref_locked(h, &to_free);
     pthread_mutex_unlock(&lock);
     free_handles(to_free);
-    if (b != NULL) {
-        drop_mapped_pages(path);
-    }
     return 0;
 }
 
@@ -433,14 +381,17 @@ int catalog_snapshot(enum signal s, struct cat_snap *out)
     out->open = calloc(no + 1, sizeof(*out->open));
     out->open_rows = calloc(no + 1, sizeof(*out->open_rows));
     out->handles = calloc(no + 1, sizeof(*out->handles));
+    out->pinned = calloc(nb + 1, sizeof(*out->pinned));
     if (out->blocks == NULL || out->open == NULL || out->open_rows == NULL ||
-        out->handles == NULL) {
+        out->handles == NULL || out->pinned == NULL) {
         pthread_mutex_unlock(&lock);
         catalog_snap_release(out);
         return -ENOMEM;
     }
     for (struct cat_blk *cb = sigs[s - 1].blocks; cb != NULL; cb = cb->next) {
         blk_ref(cb->b);
+        blk_pin(cb->b);
+        out->pinned[out->n_blocks] = 1;
         out->blocks[out->n_blocks++] = cb->b;
     }
     for (struct cat_open *h = sigs[s - 1].open; h != NULL; h = h->next) {
@@ -458,6 +409,9 @@ void catalog_snap_release(struct cat_snap *sn)
 {
     struct cat_open *to_free = NULL;
     for (size_t i = 0; i < sn->n_blocks; i++) {
+        if (sn->pinned[i]) {
+            blk_unpin(sn->blocks[i]);
+        }
         blk_unref(sn->blocks[i]);
     }
     pthread_mutex_lock(&lock);
@@ -470,8 +424,25 @@ void catalog_snap_release(struct cat_snap *sn)
     free(sn->open);
     free(sn->open_rows);
     free(sn->handles);
+    free(sn->pinned);
     memset(sn, 0, sizeof(*sn));
     catalog_trim_tables();
+}
+
+void catalog_snap_unpin(struct cat_snap *sn, size_t i)
+{
+    if (i < sn->n_blocks && sn->pinned[i]) {
+        sn->pinned[i] = 0;
+        blk_unpin(sn->blocks[i]);
+    }
+}
+
+void catalog_snap_pin(struct cat_snap *sn, size_t i)
+{
+    if (i < sn->n_blocks && !sn->pinned[i]) {
+        blk_pin(sn->blocks[i]);
+        sn->pinned[i] = 1;
+    }
 }
 
 void catalog_set_table_cap(uint64_t bytes)
@@ -502,14 +473,14 @@ static int by_stamp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Under the lock: each listed block with tables that only the catalog
- * holds (catalog.h), into |out| (NULL: only counted). */
+/* Under the lock: each listed block holding tables, into |out| (NULL:
+ * only counted); the drop skips those pinned (catalog.h). */
 static size_t idle_loaded_locked(blk **out)
 {
     size_t n = 0;
     for (int s = 0; s < SIG_COUNT; s++) {
         for (struct cat_blk *cb = sigs[s].blocks; cb != NULL; cb = cb->next) {
-            if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
+            if (blk_holds_tables(cb->b)) {
                 if (out != NULL) {
                     out[n] = cb->b;
                 }
@@ -534,8 +505,7 @@ int catalog_trim_tables(void)
         n = idle_loaded_locked(v);
         qsort(v, n, sizeof(*v), by_stamp);
         for (size_t i = 0; i < n && over_cap(cap); i++) {
-            blk_drop_tables(v[i]);
-            dropped++;
+            dropped += blk_drop_tables_unpinned(v[i]);
         }
         free(v);
     } else {
@@ -543,9 +513,8 @@ int catalog_trim_tables(void)
          * blocks. */
         for (int s = 0; s < SIG_COUNT; s++) {
             for (struct cat_blk *cb = sigs[s].blocks; cb != NULL && over_cap(cap); cb = cb->next) {
-                if (blk_holds_tables(cb->b) && blk_sole_ref(cb->b)) {
-                    blk_drop_tables(cb->b);
-                    dropped++;
+                if (blk_holds_tables(cb->b)) {
+                    dropped += blk_drop_tables_unpinned(cb->b);
                 }
             }
         }
@@ -729,6 +698,7 @@ int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const cha
 {
     struct cat_blk *gone = NULL;
     uint64_t bytes = file_bytes(path);
+    blk_drop_pages(out); /* what compaction's checks touched (see catalog_publish) */
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n; i++) {
         struct cat_blk *cb = sigs[s - 1].blocks;
@@ -767,7 +737,6 @@ int catalog_replace(enum signal s, blk *const *in, size_t n, blk *out, const cha
         free(gone);
         gone = next;
     }
-    drop_mapped_pages(path);
     return 0;
 }
 

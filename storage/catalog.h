@@ -32,6 +32,7 @@ struct cat_snap {
     uint64_t *open_rows; /* rows visible when the snapshot was taken */
     struct cat_open **handles;
     size_t n_open;
+    uint8_t *pinned; /* per block: pinned for the holder (catalog_snap_unpin) */
 };
 
 struct cat_stats {
@@ -138,17 +139,25 @@ void catalog_get_tiers(enum signal s, struct cat_tier out[2]);
  * stay loaded for the next query, charged to the memory budget, until the
  * catalog drops them. The cap bounds them: when blk_stats.table_heap_bytes
  * is above it, catalog_trim_tables drops the tables of the least recently
- * read blocks (blk_read_stamp) that no snapshot holds, until it is not.
- * The rule that makes that safe: under the catalog lock (the only place a
- * reference to a published block is taken), a block whose reference count
- * is one is held by the catalog alone; no reader can hold a pointer into
- * its tables, and none can get one before the lock is let go. A block a
- * snapshot holds is never dropped, so the heap can exceed the cap by what
- * running queries have loaded. 0 (the default): no cap. The daemon sets a
+ * read blocks (blk_read_stamp) that nobody has pinned, until it is not.
+ * The rule that makes that safe: a snapshot pins every block it holds
+ * (blk_pin) for its holder, who may read the block's tables and keep
+ * pointers into them as long as the pin is held; the drop takes the
+ * block's lock and does nothing while a pin is held. A holder that is done
+ * with one block before the rest (a scan that finished it and kept no
+ * pointer into it) gives that pin up early with catalog_snap_unpin, and
+ * from then on the cap may drop the block's tables; to read the block
+ * again it pins first (catalog_snap_pin) and loads (blk_load). Without
+ * that, a running query's blocks keep their tables past the cap until it
+ * releases its snapshot. 0 (the default): no cap. The daemon sets a
  * quarter of --memory-budget.
  */
 void catalog_set_table_cap(uint64_t bytes);
 uint64_t catalog_table_cap(void);
+/* Gives up / takes again the pin of sn->blocks[i] (see above): once each
+ * way, by one thread at a time per block. */
+void catalog_snap_unpin(struct cat_snap *sn, size_t i);
+void catalog_snap_pin(struct cat_snap *sn, size_t i);
 /* Drops idle blocks' tables while the heap is over the cap (see above);
  * returns how many blocks' tables it dropped. catalog_snap_release runs it
  * after letting go of its references. Any thread; not the ingest path. */

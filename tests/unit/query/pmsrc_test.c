@@ -1203,12 +1203,12 @@ Test(pmsrc, label_calls_count_unmapped_metrics_once_each)
  * freed with it: retention deletes the block once the last query holding
  * it is done. */
 /* The budget's charges other than the blocks' loaded tables (also charged,
- * block.h). */
+ * block.h) and the open queries' own memory and page windows (qctx.h). */
 static uint64_t charged_but_tables(void)
 {
     struct blk_stats bs;
     blk_get_stats(&bs);
-    return adm_in_use() - bs.table_heap_bytes;
+    return adm_in_use() - bs.table_heap_bytes - qctx_memory_held() - qctx_window_bytes();
 }
 
 Test(pmsrc, the_label_index_is_charged_and_freed_with_its_block)

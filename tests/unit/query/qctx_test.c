@@ -481,3 +481,255 @@ Test(qctx_damaged, a_row_failing_verification_mid_scan_quarantines_the_block)
     cr_assert_eq(qctx_err(&q), 0);
     qctx_close(&q);
 }
+
+/* ---- the page window (qctx_load) ---- */
+
+#include "storage/adm.h"
+#include "tests/unit/storage/blkgen.h"
+
+#define PW_BLOCKS 6
+#define PW_ROWS 3000
+
+static blk *pw_blocks[PW_BLOCKS];
+
+/* PW_BLOCKS sealed log blocks of PW_ROWS random rows each (blkgen.h),
+ * published as the sealer does, no open block. */
+static void pages_corpus(void)
+{
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    catalog_init(dir);
+    adm_init(1ull << 34);
+    char sub[300], path[512], err[256];
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "logs"), 0);
+    mkdir(sub, 0755);
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        oblock *ob = gen_oblock(SIG_LOGS, 500 + (uint64_t)k, PW_ROWS, 200);
+        struct cat_open *h = catalog_open_add(SIG_LOGS, ob);
+        cr_assert_not_null(h);
+        struct blk_meta m = {.shard = 0, .wal_seq = (uint64_t)k + 1, .seal_id = (uint64_t)k + 1};
+        cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+        cr_assert_eq(blk_open(path, &pw_blocks[k], err, sizeof(err)), 0, "%s", err);
+        blk_drop_tables(pw_blocks[k]);
+        cr_assert_eq(catalog_publish(h, pw_blocks[k], path), 0);
+    }
+}
+
+static void pages_teardown(void)
+{
+    catalog_set_table_cap(0);
+    catalog_fini();
+}
+
+/* Resident bytes of the mappings of |path| (/proc/self/smaps), or of
+ * every *.blk file for NULL. */
+static uint64_t resident(const char *path)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    cr_assert_not_null(f);
+    char line[1024];
+    bool in = false;
+    uint64_t sum = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        int name = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &name) == 2 && name > 0) {
+            char *p = line + name;
+            p[strcspn(p, "\n")] = '\0';
+            size_t n = strlen(p);
+            in = path != NULL ? strcmp(p, path) == 0 : n > 4 && strcmp(p + n - 4, ".blk") == 0;
+        } else if (in && strncmp(line, "Rss:", 4) == 0) {
+            sum += strtoull(line + 4, NULL, 10) * 1024;
+        }
+    }
+    fclose(f);
+    return sum;
+}
+
+/* Every row of every sealed source, loaded with the attribute table: a
+ * digest per block into dig[] (NULL: none); after each block, |after|. */
+static void pw_scan(struct qctx *q, uint64_t dig[PW_BLOCKS],
+                    void (*after)(struct qctx *q, size_t i))
+{
+    for (size_t i = 0; i < q->n_src; i++) {
+        struct qctx_src *s = &q->src[i];
+        cr_assert_not_null(s->b);
+        cr_assert_eq(qctx_load(q, s, BLK_ROOT | BLK_ATTRS), 0);
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (uint64_t r = 0; r < s->rows; r++) {
+            struct log_view v;
+            cr_assert_eq(qctx_read_log(s, r, BLK_ROOT | BLK_ATTRS, &v), 0);
+            const uint8_t *p[] = {(const uint8_t *)&v.time_ns, (const uint8_t *)v.body_str.p,
+                                  (const uint8_t *)v.attrs.p};
+            size_t n[] = {sizeof(v.time_ns), v.body_str.len, v.attrs.len};
+            for (int f = 0; f < 3; f++) {
+                for (size_t j = 0; j < n[f]; j++) {
+                    h = (h ^ p[f][j]) * 0x100000001b3ull;
+                }
+            }
+        }
+        if (dig != NULL) {
+            dig[i] = h;
+        }
+        if (after != NULL) {
+            after(q, i);
+        }
+    }
+}
+
+TestSuite(qctx_pages, .init = pages_corpus, .fini = pages_teardown);
+
+Test(qctx_pages, a_finished_query_leaves_no_block_pages_resident_and_reads_the_same_after)
+{
+    cr_assert_eq(resident(NULL), 0, "published blocks are not resident");
+    uint64_t in_use = adm_in_use();
+    struct qctx q;
+    uint64_t first[PW_BLOCKS], again[PW_BLOCKS];
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(q.n_src, PW_BLOCKS);
+    pw_scan(&q, first, NULL);
+    uint64_t during = resident(NULL);
+    cr_assert_gt(during, 16 * 4096, "the scan read the tables through the mapping: %llu",
+                 (unsigned long long)during);
+    uint64_t files = 0;
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        files += blk_file_bytes(pw_blocks[k]);
+    }
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    cr_assert_eq(adm_in_use() - in_use, files + bs.table_heap_bytes,
+                 "no cap: every loaded block's file is charged while in the window");
+    qctx_close(&q);
+    cr_assert_eq(resident(NULL), 0, "after the query: %llu bytes still resident",
+                 (unsigned long long)resident(NULL));
+    blk_get_stats(&bs);
+    cr_assert_eq(adm_in_use() - in_use, bs.table_heap_bytes, "the window's charge is returned");
+
+    /* The pages come back from the page cache: the same rows. */
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, again, NULL);
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        cr_assert_eq(again[k], first[k], "block %d", k);
+    }
+    qctx_close(&q);
+    cr_assert_eq(resident(NULL), 0);
+}
+
+/* After block i of a scan under a 1-byte bound: only block i is in the
+ * window (qpool_workers() is 0 here: one kept), nothing before it is
+ * resident. */
+static void only_the_last_is_resident(struct qctx *q, size_t i)
+{
+    cr_assert_gt(resident(blk_path(q->src[i].b)), 0, "block %zu, just read", i);
+    for (size_t j = 0; j < i; j++) {
+        cr_assert_eq(resident(blk_path(q->src[j].b)), 0, "block %zu after block %zu", j, i);
+        cr_assert_eq(q->src[j].paged, 0);
+    }
+    cr_assert_eq(q->pg_n, 1);
+    cr_assert_eq(q->pg_bytes, blk_file_bytes(q->src[i].b));
+}
+
+Test(qctx_pages, over_the_bound_a_running_scan_keeps_only_its_current_block_resident)
+{
+    uint64_t first[PW_BLOCKS], again[PW_BLOCKS];
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, first, NULL);
+    qctx_close(&q);
+
+    uint64_t dropped = blk_pages_dropped();
+    catalog_set_table_cap(1);
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, again, only_the_last_is_resident);
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        cr_assert_eq(again[k], first[k], "block %d", k);
+    }
+    cr_assert_eq(blk_pages_dropped() - dropped, PW_BLOCKS - 1, "one drop per block left behind");
+    /* A block read again after it left the window enters it again. */
+    cr_assert_eq(qctx_load(&q, &q.src[0], BLK_ROOT), 0);
+    cr_assert_eq(q.src[0].paged, 1);
+    cr_assert_eq(q.pg_n, 1);
+    qctx_close(&q);
+    cr_assert_eq(resident(NULL), 0);
+}
+
+static uint64_t table_heap(void)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_heap_bytes;
+}
+
+/* Loads and reads every row of |s| (the attribute table too). */
+static void pw_read(struct qctx *q, struct qctx_src *s)
+{
+    cr_assert_eq(qctx_load(q, s, BLK_ROOT | BLK_ATTRS), 0);
+    for (uint64_t r = 0; r < s->rows; r++) {
+        struct log_view v;
+        cr_assert_eq(qctx_read_log(s, r, BLK_ROOT | BLK_ATTRS, &v), 0);
+    }
+}
+
+Test(qctx_pages, a_scan_done_with_each_block_holds_one_blocks_tables_over_the_cap)
+{
+    uint64_t first[PW_BLOCKS], again[PW_BLOCKS];
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, first, NULL);
+    qctx_close(&q); /* no cap: every block keeps its tables */
+    uint64_t all = table_heap();
+    cr_assert_gt(all, 0);
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    catalog_set_table_cap(1);
+    cr_assert_eq(catalog_trim_tables(), 0, "the snapshot pins every block: nothing dropped");
+    cr_assert_eq(table_heap(), all);
+    qctx_close(&q); /* ... until it lets go */
+    cr_assert_eq(table_heap(), 0);
+
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    uint64_t most = 0;
+    for (size_t i = 0; i < q.n_src; i++) {
+        pw_read(&q, &q.src[i]);
+        uint64_t h = table_heap();
+        most = h > most ? h : most;
+        qctx_done(&q, &q.src[i]);
+        cr_expect(!blk_holds_tables(q.src[i].b), "block %zu dropped once done", i);
+        cr_expect(q.src[i].unpinned);
+    }
+    cr_expect_eq(table_heap(), 0, "every block done: %llu", (unsigned long long)table_heap());
+    cr_expect_lt(most, all / 2, "at most one block's tables at a time: %llu of %llu",
+                 (unsigned long long)most, (unsigned long long)all);
+    /* Read again after done: qctx_load pins and loads; the same rows. */
+    pw_scan(&q, again, NULL);
+    for (int k = 0; k < PW_BLOCKS; k++) {
+        cr_assert_eq(again[k], first[k], "block %d", k);
+        cr_expect(!q.src[k].unpinned, "pinned again by its load");
+    }
+    qctx_close(&q);
+    cr_expect_eq(table_heap(), 0, "released: dropped under the cap");
+}
+
+Test(qctx_pages, a_block_two_items_loaded_is_kept_until_both_are_done)
+{
+    catalog_set_table_cap(1);
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    struct qctx_src *s = &q.src[0];
+    pw_read(&q, s); /* item 1 */
+    struct log_view held;
+    cr_assert_eq(qctx_read_log(s, 0, BLK_ROOT | BLK_ATTRS, &held), 0);
+    pw_read(&q, s); /* item 2, still running */
+    cr_assert_eq(s->users, 2);
+    qctx_done(&q, s); /* item 1 */
+    cr_expect(blk_holds_tables(s->b), "item 2 still reads it");
+    cr_expect(!s->unpinned);
+    struct log_view v;
+    cr_assert_eq(qctx_read_log(s, 0, BLK_ROOT | BLK_ATTRS, &v), 0);
+    cr_assert_eq(v.attrs.len, held.attrs.len);
+    cr_assert_eq(memcmp(v.attrs.p, held.attrs.p, v.attrs.len), 0); /* ASan: not freed */
+    qctx_done(&q, s);                                              /* item 2 */
+    cr_expect(!blk_holds_tables(s->b));
+    cr_expect(s->unpinned);
+    qctx_done(&q, s); /* one done too many: nothing more */
+    cr_expect_eq(s->users, 0);
+    qctx_close(&q);
+}
