@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "lib/jsonlex.h"
+#include "proto/jsondec_num.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 
@@ -303,7 +304,9 @@ int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out);
 int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js);
 /* Writes uv length + unescaped bytes to the heap. */
 int jd_heap_jstr(struct jd *j, const struct jsonlex_str *js);
-/* Integers: JSON numbers or decimal strings, exact; -EPROTO out of range. */
+/* The general readers of scalar members (the rd_* below take the usual
+ * case inline and call these for the rest; they read every form).
+ * Integers: JSON numbers or decimal strings, exact; -EPROTO out of range. */
 int jd_rd_u64(struct jd *j, const char *field, uint64_t *out);
 int jd_rd_i64(struct jd *j, const char *field, int64_t *out);
 int jd_rd_u32(struct jd *j, const char *field, uint32_t *out);
@@ -318,6 +321,90 @@ int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn
  * |present| false; all-zero bytes also read as absent.
  */
 int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present);
+
+/*
+ * The same readers with their usual case inline (the callers' per-field
+ * cost): a plain integer, a bare number or a quoted 2 * |nb|-digit hex id
+ * is read here; anything else (and every error) goes to the jd_ function,
+ * which reads it from the start as before.
+ */
+static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    bool neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
+        j->lx.pos += n;
+        *out = mag;
+        return 0;
+    }
+    return jd_rd_u64(j, field, out);
+}
+
+static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    bool neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
+        j->lx.pos += n;
+        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        return 0;
+    }
+    return jd_rd_i64(j, field, out);
+}
+
+static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    bool neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg && mag <= UINT32_MAX) {
+        j->lx.pos += n;
+        *out = (uint32_t)mag;
+        return 0;
+    }
+    return jd_rd_u32(j, field, out);
+}
+
+static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    bool neg;
+    uint64_t mag;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT32_MAX + neg) {
+        j->lx.pos += n;
+        *out = neg ? (int32_t)(0 - (int64_t)mag) : (int32_t)mag;
+        return 0;
+    }
+    return jd_rd_i32(j, field, out);
+}
+
+static inline int rd_f64(struct jd *j, const char *field, double *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
+        j->lx.pos += n;
+        return 0;
+    }
+    return jd_rd_f64(j, field, out);
+}
+
+static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)
+{
+    size_t at = (ws(j), j->lx.pos);
+    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
+        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
+        uint8_t any = 0;
+        for (size_t i = 0; i < nb; i++) {
+            any |= dst[i];
+        }
+        j->lx.pos = at + 2 * nb + 2;
+        *present = any != 0;
+        return 0;
+    }
+    return jd_rd_id(j, field, dst, nb, present);
+}
 
 static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
 {

@@ -68,7 +68,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     while ((rc = arr_next(j, &first)) > 0) {
         if (dbl) {
             double v;
-            if ((rc = jd_rd_f64(j, what, &v)) < 0) {
+            if ((rc = rd_f64(j, what, &v)) < 0) {
                 return rc;
             }
             if (vbuf_put_f64(j->h, v) < 0) {
@@ -76,7 +76,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
             }
         } else {
             uint64_t v;
-            if ((rc = jd_rd_u64(j, what, &v)) < 0) {
+            if ((rc = rd_u64(j, what, &v)) < 0) {
                 return rc;
             }
             if (vbuf_put_u64(j->h, v) < 0) {
@@ -131,7 +131,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == BK_OFFSET) {
-                rc = jd_rd_i32(j, "offset", &offset);
+                rc = rd_i32(j, "offset", &offset);
             } else {
                 j->h->len = hdr + 4; /* a repeated list replaces the first */
                 rc = num_list(j, "bucketCounts", false);
@@ -189,8 +189,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
                 if (f < 0 || take_null(j)) {
                     rc = f < 0 ? skip_value(j) : 0;
                 } else {
-                    rc = jd_rd_f64(j, f == VQ_QUANTILE ? "quantile" : "value",
-                                   f == VQ_QUANTILE ? &q : &v);
+                    rc = rd_f64(j, f == VQ_QUANTILE ? "quantile" : "value",
+                                f == VQ_QUANTILE ? &q : &v);
                 }
                 if (rc < 0) {
                     return rc;
@@ -291,23 +291,23 @@ static int exemplar(struct jd *j)
             } else if (f == EX_ATTRS) {
                 rc = defer(j, &attrs);
             } else if (f == EX_TIME) {
-                rc = jd_rd_u64(j, "exemplars.timeUnixNano", &t);
+                rc = rd_u64(j, "exemplars.timeUnixNano", &t);
             } else if (f == EX_DOUBLE) {
                 double d;
-                if ((rc = jd_rd_f64(j, "exemplars.asDouble", &d)) == 0) {
+                if ((rc = rd_f64(j, "exemplars.asDouble", &d)) == 0) {
                     memcpy(&raw, &d, 8);
                     vt = PV_DOUBLE;
                 }
             } else if (f == EX_INT) {
                 int64_t i;
-                if ((rc = jd_rd_i64(j, "exemplars.asInt", &i)) == 0) {
+                if ((rc = rd_i64(j, "exemplars.asInt", &i)) == 0) {
                     raw = (uint64_t)i;
                     vt = PV_INT;
                 }
             } else if (f == EX_SPAN) {
-                rc = jd_rd_id(j, "exemplars.spanId", sid, 8, &has_s);
+                rc = rd_id(j, "exemplars.spanId", sid, 8, &has_s);
             } else {
-                rc = jd_rd_id(j, "exemplars.traceId", tid, 16, &has_t);
+                rc = rd_id(j, "exemplars.traceId", tid, 16, &has_t);
             }
             if (rc < 0) {
                 return rc;
@@ -417,48 +417,48 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = jd_attr_list(j, "attributes", &p->attrs);
                 break;
             case DP_START:
-                rc = jd_rd_u64(j, "startTimeUnixNano", &p->start_ns);
+                rc = rd_u64(j, "startTimeUnixNano", &p->start_ns);
                 break;
             case DP_TIME:
-                rc = jd_rd_u64(j, "timeUnixNano", &p->time_ns);
+                rc = rd_u64(j, "timeUnixNano", &p->time_ns);
                 break;
             case DP_DOUBLE:
-                rc = jd_rd_f64(j, "asDouble", &p->value.d);
+                rc = rd_f64(j, "asDouble", &p->value.d);
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
-                rc = jd_rd_i64(j, "asInt", &p->value.i);
+                rc = rd_i64(j, "asInt", &p->value.i);
                 p->value_type = PV_INT;
                 break;
             case DP_EXEMPLARS:
                 rc = jd_blob_list(j, "exemplars", exemplar, &p->exemplars, &p->n_exemplars);
                 break;
             case DP_FLAGS:
-                rc = jd_rd_u32(j, "flags", &p->flags);
+                rc = rd_u32(j, "flags", &p->flags);
                 break;
             case DP_COUNT:
-                rc = jd_rd_u64(j, "count", &p->count);
+                rc = rd_u64(j, "count", &p->count);
                 break;
             case DP_SUM:
-                rc = jd_rd_f64(j, "sum", &p->sum);
+                rc = rd_f64(j, "sum", &p->sum);
                 p->has_sum = true;
                 break;
             case DP_MIN:
-                rc = jd_rd_f64(j, "min", &p->min);
+                rc = rd_f64(j, "min", &p->min);
                 p->has_min = true;
                 break;
             case DP_MAX:
-                rc = jd_rd_f64(j, "max", &p->max);
+                rc = rd_f64(j, "max", &p->max);
                 p->has_max = true;
                 break;
             case DP_SCALE:
-                rc = jd_rd_i32(j, "scale", &scale);
+                rc = rd_i32(j, "scale", &scale);
                 break;
             case DP_ZERO_COUNT:
-                rc = jd_rd_u64(j, "zeroCount", &zero_count);
+                rc = rd_u64(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
-                rc = jd_rd_f64(j, "zeroThreshold", &zero_threshold);
+                rc = rd_f64(j, "zeroThreshold", &zero_threshold);
                 break;
             case DP_BUCKETS: /* read in place when it can be the detail's start */
                 hs = hs == 0 && bounds == NONE ? 1 : -1;

@@ -207,11 +207,6 @@ int jd_rd_u64(struct jd *j, const char *field, uint64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
-        j->lx.pos += n;
-        *out = mag;
-        return 0;
-    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -233,11 +228,6 @@ int jd_rd_i64(struct jd *j, const char *field, int64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
-        j->lx.pos += n;
-        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        return 0;
-    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -253,7 +243,7 @@ int jd_rd_u32(struct jd *j, const char *field, uint32_t *out)
 {
     size_t at = (ws(j), j->lx.pos);
     uint64_t v;
-    int rc = jd_rd_u64(j, field, &v);
+    int rc = rd_u64(j, field, &v);
     if (rc < 0) {
         return rc;
     }
@@ -268,7 +258,7 @@ int jd_rd_i32(struct jd *j, const char *field, int32_t *out)
 {
     size_t at = (ws(j), j->lx.pos);
     int64_t v;
-    int rc = jd_rd_i64(j, field, &v);
+    int rc = rd_i64(j, field, &v);
     if (rc < 0) {
         return rc;
     }
@@ -347,10 +337,6 @@ int jd_rd_f64(struct jd *j, const char *field, double *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted;
     int c = peekc(j);
-    if (c != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
-        j->lx.pos += n;
-        return 0;
-    }
     if (c == '"') {
         struct jsonlex_str js;
         int rc = lex_str(j, &js);
@@ -445,7 +431,7 @@ int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn
         return jd_fail(j, at, "%s: unknown enum value \"%.*s\"", field,
                        (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->lx.s + js.at);
     }
-    return jd_rd_i32(j, field, out);
+    return rd_i32(j, field, out);
 }
 
 /*
@@ -459,17 +445,6 @@ int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *pre
     const char *p;
     size_t at = (ws(j), j->lx.pos);
     *present = false;
-    /* the usual case: exactly 2 * nb hex digits in quotes */
-    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
-        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < nb; i++) {
-            any |= dst[i];
-        }
-        j->lx.pos = at + 2 * nb + 2;
-        *present = any != 0;
-        return 0;
-    }
     int rc = jd_rd_jstr(j, field, &js);
     if (rc < 0) {
         return rc;
@@ -649,14 +624,14 @@ int jd_any_value(struct jd *j, int depth, struct body_sink *sink)
         }
         case AV_INT: {
             int64_t v;
-            if ((rc = jd_rd_i64(j, "intValue", &v)) == 0 && val_put_int(j->h, v) < 0) {
+            if ((rc = rd_i64(j, "intValue", &v)) == 0 && val_put_int(j->h, v) < 0) {
                 return jd_nomem(j);
             }
             break;
         }
         case AV_DOUBLE: {
             double v;
-            if ((rc = jd_rd_f64(j, "doubleValue", &v)) == 0 && val_put_double(j->h, v) < 0) {
+            if ((rc = rd_f64(j, "doubleValue", &v)) == 0 && val_put_double(j->h, v) < 0) {
                 return jd_nomem(j);
             }
             break;
