@@ -136,6 +136,63 @@ static inline int skip_value(struct jd *j)
     return jsonlex_skip(&j->lx) < 0 ? lexfail(j) : 0;
 }
 
+/* ---- the heap written in place (val.h's little-endian fixed widths) ---- */
+
+/* Room for |n| more heap bytes: 0, or -ENOMEM with the error set. */
+static inline int hroom(struct jd *j, size_t n)
+{
+    return j->h->cap - j->h->len >= n || vbuf_reserve(j->h, n) == 0 ? 0 : jd_nomem(j);
+}
+
+/* Stores at the heap's end; the caller made room (hroom). */
+static inline void hstore_u64(struct jd *j, uint64_t v)
+{
+    uint8_t *d = j->h->p + j->h->len;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(d, &v, 8);
+#else
+    for (int i = 0; i < 8; i++) {
+        d[i] = (uint8_t)(v >> (8 * i));
+    }
+#endif
+    j->h->len += 8;
+}
+
+static inline void hstore_u32(struct jd *j, uint32_t v)
+{
+    uint8_t *d = j->h->p + j->h->len;
+    d[0] = (uint8_t)v;
+    d[1] = (uint8_t)(v >> 8);
+    d[2] = (uint8_t)(v >> 16);
+    d[3] = (uint8_t)(v >> 24);
+    j->h->len += 4;
+}
+
+static inline int hput_u64(struct jd *j, uint64_t v)
+{
+    int rc = hroom(j, 8);
+    if (rc == 0) {
+        hstore_u64(j, v);
+    }
+    return rc;
+}
+
+static inline int hput_f64(struct jd *j, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return hput_u64(j, u);
+}
+
+static inline int hput_u32(struct jd *j, uint32_t v)
+{
+    int rc = hroom(j, 4);
+    if (rc == 0) {
+        hstore_u32(j, v);
+    }
+    return rc;
+}
+
 /* ---- objects and arrays (jsondec.c) ---- */
 
 /* The cursor past the '{' that must come next; -EPROTO naming |what| otherwise. */

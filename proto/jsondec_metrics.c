@@ -31,8 +31,8 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     uint32_t n = 0;
     bool first = true;
     int rc;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if ((rc = hput_u32(j, 0)) < 0) {
+        return rc;
     }
     if ((rc = arr_open(j, what)) < 0) {
         return rc;
@@ -55,9 +55,10 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
             break;
         }
-        if (vbuf_put_u64(j->h, v) < 0) {
-            return jd_nomem(j);
+        if ((rc = hroom(j, 8 * 16)) < 0) {
+            return rc;
         }
+        hstore_u64(j, v);
         n++;
         first = false;
         j->lx.pos = i + used;
@@ -66,22 +67,18 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         }
     }
     while ((rc = arr_next(j, &first)) > 0) {
+        uint64_t v;
         if (dbl) {
-            double v;
-            if ((rc = rd_f64(j, what, &v)) < 0) {
+            double d;
+            if ((rc = rd_f64(j, what, &d)) < 0) {
                 return rc;
             }
-            if (vbuf_put_f64(j->h, v) < 0) {
-                return jd_nomem(j);
-            }
-        } else {
-            uint64_t v;
-            if ((rc = rd_u64(j, what, &v)) < 0) {
-                return rc;
-            }
-            if (vbuf_put_u64(j->h, v) < 0) {
-                return jd_nomem(j);
-            }
+            memcpy(&v, &d, 8);
+        } else if ((rc = rd_u64(j, what, &v)) < 0) {
+            return rc;
+        }
+        if ((rc = hput_u64(j, v)) < 0) {
+            return rc;
         }
         n++;
     }
@@ -96,7 +93,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
 static int num_list_at(struct jd *j, size_t pos, const char *what, bool dbl)
 {
     if (pos == NONE) {
-        return vbuf_put_u32(j->h, 0) < 0 ? jd_nomem(j) : 0;
+        return hput_u32(j, 0);
     }
     size_t end = j->lx.pos;
     j->lx.pos = pos;
@@ -118,8 +115,8 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
     int32_t offset = 0;
     bool have_counts = false;
     int rc = 0;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     if (pos != NONE) {
         j->lx.pos = pos;
@@ -148,8 +145,8 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
             j->lx.pos = end;
         }
     }
-    if (!have_counts && vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (!have_counts && hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     vbuf_patch_u32(j->h, hdr, (uint32_t)offset);
     return 0;
@@ -168,8 +165,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     uint32_t n = 0;
     bool first = true;
     int rc;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     if (pos == NONE) {
         return 0;
@@ -200,8 +197,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
                 return rc;
             }
         }
-        if (vbuf_put_f64(j->h, q) < 0 || vbuf_put_f64(j->h, v) < 0) {
-            return jd_nomem(j);
+        if (hput_f64(j, q) < 0 || hput_f64(j, v) < 0) {
+            return -ENOMEM;
         }
         n++;
     }

@@ -20,7 +20,7 @@
 
 #include <string.h>
 
-static const uint64_t pow10_u64[20] = {
+const uint64_t jdnum_pow10[20] = {
     1ull,
     10ull,
     100ull,
@@ -71,11 +71,11 @@ double jdnum_dec_to_f64(uint64_t m, int e)
     int scale = 0; /* the value is q * 2^scale (plus the sticky part) */
     bool sticky = false;
     if (e >= 0) {
-        q = (unsigned __int128)m * pow10_u64[e];
+        q = (unsigned __int128)m * jdnum_pow10[e];
     } else {
         int s = 64 + __builtin_clzll(m); /* m << s has bit 127 set */
         unsigned __int128 num = (unsigned __int128)m << s;
-        uint64_t d = pow10_u64[-e];
+        uint64_t d = jdnum_pow10[-e];
         q = num / d;
         sticky = num % d != 0;
         scale = -s;
@@ -88,6 +88,27 @@ double jdnum_dec_to_f64(uint64_t m, int e)
         scale += sh;
     }
     return (double)(top | (uint64_t)sticky) * pow2(scale);
+}
+
+/* Digits at p[*i..n) appended to |*m|, eight at a time while eight bytes
+ * remain; |*nd| counts them. Stops early (|*nd| > 19, |*m| then
+ * meaningless) once there are more than 19. */
+static inline void digits(const char *p, size_t n, size_t *i, uint64_t *m, int *nd)
+{
+    unsigned k = 8;
+    while (k == 8 && *nd <= 19 && n - *i >= 8) {
+        uint64_t v;
+        k = jdnum_run8(p + *i, &v);
+        *m = *m * jdnum_pow10[k] + v;
+        *i += k;
+        *nd += (int)k;
+    }
+    if (k == 8) {
+        for (; *i < n && *nd <= 19 && is_digit(p[*i]); ++*i) {
+            *m = *m * 10 + (uint64_t)(p[*i] - '0');
+            ++*nd;
+        }
+    }
 }
 
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
@@ -103,31 +124,24 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     if (p[i] == '0') {
         i++;
     } else {
-        for (; i < n && is_digit(p[i]); i++) {
-            if (nd == 19) {
-                return false;
-            }
-            m = m * 10 + (uint64_t)(p[i] - '0');
-            nd++;
-        }
+        digits(p, n, &i, &m, &nd);
     }
     if (i < n && p[i] == '.') {
         size_t f0 = ++i;
-        for (; i < n && is_digit(p[i]); i++) {
-            if (m == 0 && p[i] == '0') { /* leading zeros of the fraction */
+        if (m == 0) { /* leading zeros of the fraction */
+            for (; i < n && p[i] == '0'; i++) {
                 e--;
-                continue;
             }
-            if (nd == 19) {
-                return false;
-            }
-            m = m * 10 + (uint64_t)(p[i] - '0');
-            nd++;
-            e--;
         }
+        int nd0 = nd;
+        digits(p, n, &i, &m, &nd);
+        e -= nd - nd0;
         if (i == f0) {
             return false;
         }
+    }
+    if (nd > 19) {
+        return false;
     }
     if (i < n && (p[i] == 'e' || p[i] == 'E')) {
         i++;
