@@ -93,22 +93,72 @@ double jdnum_dec_to_f64(uint64_t m, int e)
 /* Digits at p[*i..n) appended to |*m|, eight at a time while eight bytes
  * remain; |*nd| counts them. Stops early (|*nd| > 19, |*m| then
  * meaningless) once there are more than 19. */
-static inline void digits(const char *p, size_t n, size_t *i, uint64_t *m, int *nd)
+__attribute__((always_inline)) static inline void digits(const char *p, size_t n, size_t *ip,
+                                                         uint64_t *mp, int *ndp)
 {
+    size_t i = *ip;
+    uint64_t m = *mp;
+    int nd = *ndp;
     unsigned k = 8;
-    while (k == 8 && *nd <= 19 && n - *i >= 8) {
+    while (k == 8 && nd <= 19 && n - i >= 8) {
         uint64_t v;
-        k = jdnum_run8(p + *i, &v);
-        *m = *m * jdnum_pow10[k] + v;
-        *i += k;
-        *nd += (int)k;
+        k = jdnum_run8(p + i, &v);
+        m = m * jdnum_pow10[k] + v;
+        i += k;
+        nd += (int)k;
     }
     if (k == 8) {
-        for (; *i < n && *nd <= 19 && is_digit(p[*i]); ++*i) {
-            *m = *m * 10 + (uint64_t)(p[*i] - '0');
-            ++*nd;
+        for (; i < n && nd <= 19 && is_digit(p[i]); ++i) {
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            ++nd;
         }
     }
+    *ip = i;
+    *mp = m;
+    *ndp = nd;
+}
+
+/*
+ * The usual shape, 8 bytes at a time: an integer part of 1..7 digits, then
+ * optionally '.' and a fraction, and no exponent, with at most 19 digits in
+ * all (an upper bound on the significant ones) and room to load 8 bytes at
+ * each step. m and e come out as the general loop computes them (leading
+ * zeros add nothing to m either way). False, nothing decided, otherwise.
+ */
+static inline bool f64_short(const char *p, size_t n, size_t i, double *v, size_t *used)
+{
+    uint64_t m, f;
+    if (n - i < 8) {
+        return false;
+    }
+    unsigned k = jdnum_run8(p + i, &m), kf = 0, r;
+    bool int0 = p[i] == '0';
+    if (k == 0 || k == 8 || (int0 && k > 1)) {
+        return false;
+    }
+    i += k;
+    if (p[i] == '.') {
+        i++;
+        do {
+            if (n - i < 8) {
+                return false;
+            }
+            r = jdnum_run8(p + i, &f);
+            m = m * jdnum_pow10[r] + f;
+            i += r;
+            kf += r;
+        } while (r == 8 && kf <= 19);
+        if (r == 8 || kf == 0 || (int0 ? 0 : k) + kf > 19) {
+            return false;
+        }
+    }
+    char c = p[i];
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        return false;
+    }
+    *v = jdnum_dec_to_f64(m, -(int)kf);
+    *used = i;
+    return true;
 }
 
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
@@ -116,6 +166,11 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     size_t i = 0;
     bool minus = n != 0 && p[0] == '-';
     i += minus;
+    double v;
+    if (f64_short(p, n, i, &v, used)) {
+        *out = minus ? -v : v;
+        return true;
+    }
     if (i >= n || !is_digit(p[i])) {
         return false;
     }
@@ -167,7 +222,7 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     if (m != 0 && (e < -19 || e > 19)) {
         return false;
     }
-    double v = jdnum_dec_to_f64(m, e);
+    v = jdnum_dec_to_f64(m, e);
     *out = minus ? -v : v;
     *used = i;
     return true;

@@ -71,7 +71,7 @@ static inline bool jdnum_eight_digits(const char *p, uint64_t *out)
  * run are shifted out and the room filled with '0' digits in front, so one
  * conversion serves every length.
  */
-static inline unsigned jdnum_run8(const char *p, uint64_t *val)
+__attribute__((always_inline)) static inline unsigned jdnum_run8(const char *p, uint64_t *val)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     uint64_t w;
