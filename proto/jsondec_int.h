@@ -144,6 +144,16 @@ static inline int hroom(struct jd *j, size_t n)
     return j->h->cap - j->h->len >= n || vbuf_reserve(j->h, n) == 0 ? 0 : jd_nomem(j);
 }
 
+/* |v| as an unsigned varint at |d| (up to 10 bytes); returns the end. */
+static inline uint8_t *put_uv(uint8_t *d, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7) {
+        *d++ = (uint8_t)(v | 0x80);
+    }
+    *d++ = (uint8_t)v;
+    return d;
+}
+
 /* Stores at the heap's end; the caller made room (hroom). */
 static inline void hstore_u64(struct jd *j, uint64_t v)
 {
