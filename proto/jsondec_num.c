@@ -20,6 +20,10 @@
 
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 const uint64_t jdnum_pow10[20] = {
     1ull,
     10ull,
@@ -239,7 +243,31 @@ bool jdnum_hex(uint8_t *dst, const char *p, size_t nb)
 {
     const unsigned char *u = (const unsigned char *)p;
     int bad = 0;
-    for (size_t i = 0; i < nb; i++) {
+    size_t i = 0;
+#ifdef __SSE2__
+    /* 16 digits at a time: a byte is a digit when it lies in '0'..'9', a
+     * letter when it lies in 'a'..'f' after setting the case bit (only
+     * 'A'..'F' and 'a'..'f' land there; bytes >= 0x80 compare negative
+     * and fail both); its value is its low nibble, plus 9 for a letter.
+     * The pairs of nibbles are joined in 16-bit lanes and packed to bytes. */
+    const __m128i d_lo = _mm_set1_epi8('0' - 1), d_hi = _mm_set1_epi8('9' + 1),
+                  a_lo = _mm_set1_epi8('a' - 1), a_hi = _mm_set1_epi8('f' + 1),
+                  nib = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9),
+                  case_bit = _mm_set1_epi8(0x20), low8 = _mm_set1_epi16(0x00ff);
+    for (; i + 8 <= nb; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(u + 2 * i));
+        __m128i lc = _mm_or_si128(v, case_bit);
+        __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(v, d_lo), _mm_cmplt_epi8(v, d_hi));
+        __m128i alp = _mm_and_si128(_mm_cmpgt_epi8(lc, a_lo), _mm_cmplt_epi8(lc, a_hi));
+        if (_mm_movemask_epi8(_mm_or_si128(dig, alp)) != 0xffff) {
+            return false;
+        }
+        __m128i n = _mm_add_epi8(_mm_and_si128(v, nib), _mm_and_si128(alp, nine));
+        __m128i w = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(n, low8), 4), _mm_srli_epi16(n, 8));
+        _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm_packus_epi16(w, w));
+    }
+#endif
+    for (; i < nb; i++) {
         int h = hex_val1[u[2 * i]] - 1, l = hex_val1[u[2 * i + 1]] - 1;
         bad |= h | l;
         dst[i] = (uint8_t)((unsigned)h << 4 | (unsigned)l);
