@@ -57,6 +57,7 @@ enum {
     TID_COUNT,
 };
 #define FMAX 24 /* members a table may have, plus one */
+#define JD_DL_MAX 32
 
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
@@ -71,6 +72,14 @@ struct jd {
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
      * began the object, m = -1) the last time; 0 when not yet seen. */
     uint8_t succ[TID_COUNT][FMAX];
+    /* The last list of doubles read whole (its text from '[' through ']'
+     * and the values it gave, at most JD_DL_MAX): a list with the same
+     * text, as the explicit bounds of one histogram's points are, is
+     * copied instead of read again (jsondec_metrics.c num_list). */
+    const char *dl_text;
+    size_t dl_len;
+    uint32_t dl_n;
+    uint64_t dl_v[JD_DL_MAX];
 };
 
 #define NONE ((size_t)-1)

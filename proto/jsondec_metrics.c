@@ -37,10 +37,22 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     if ((rc = arr_open(j, what)) < 0) {
         return rc;
     }
+    const char *s = j->lx.s;
+    size_t open = j->lx.pos - 1; /* the '[' */
+    if (dbl && j->dl_len != 0 && j->lx.n - open >= j->dl_len &&
+        memcmp(s + open, j->dl_text, j->dl_len) == 0) {
+        if ((rc = hroom(j, 8 * (size_t)j->dl_n)) < 0) {
+            return rc;
+        }
+        memcpy(j->h->p + j->h->len, j->dl_v, 8 * (size_t)j->dl_n);
+        j->h->len += 8 * (size_t)j->dl_n;
+        vbuf_patch_u32(j->h, hdr, j->dl_n);
+        j->lx.pos = open + j->dl_len;
+        return 0;
+    }
     /* the compact form first: numbers and ',' with no blanks, read in place;
      * the general loop takes over at anything else (the cursor then at the
      * ',' before the element it could not read) */
-    const char *s = j->lx.s;
     for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
          i = j->lx.pos + 1) {
         uint64_t v;
@@ -86,6 +98,12 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         return rc;
     }
     vbuf_patch_u32(j->h, hdr, n);
+    if (dbl && n <= JD_DL_MAX) {
+        j->dl_text = s + open;
+        j->dl_len = j->lx.pos - open;
+        j->dl_n = n;
+        memcpy(j->dl_v, j->h->p + hdr + 4, 8 * (size_t)n);
+    }
     return 0;
 }
 
@@ -158,6 +176,42 @@ static const struct fdef vaq_fields[] = {
     [VQ_VALUE] = F1("value"),
 };
 
+/*
+ * The ValueAtQuantile exporters write, compact and in schema order:
+ * {"quantile":Q,"value":V} or {"value":V} (a zero quantile left out), both
+ * numbers bare. Read by exact comparison; false with nothing consumed for
+ * anything else (blanks, other members, duplicates, quoted numbers...),
+ * which the general loop then reads as before.
+ */
+static bool vaq_fast(struct jd *j, double *qp, double *vp)
+{
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, i = j->lx.pos, used;
+    double qv = 0, vv, *q = &qv, *v = &vv;
+    if (n - i < 32 || s[i] != '{') {
+        return false;
+    }
+    i++;
+    if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+        i += 11;
+        if (!jdnum_f64(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
+            return false;
+        }
+        i += used + 1;
+    }
+    if (memcmp(s + i, "\"value\":", 8) != 0) {
+        return false;
+    }
+    i += 8;
+    if (!jdnum_f64(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
+        return false;
+    }
+    j->lx.pos = i + used + 1;
+    *qp = qv;
+    *vp = vv;
+    return true;
+}
+
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
 static int quantiles_at(struct jd *j, size_t pos, bool here)
 {
@@ -177,7 +231,9 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
-        if (!take_null(j)) {
+        if (vaq_fast(j, &q, &v)) {
+            /* read in place */
+        } else if (!take_null(j)) {
             if ((rc = jd_obj_open(j, "quantileValues")) < 0) {
                 return rc;
             }
