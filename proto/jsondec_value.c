@@ -695,7 +695,7 @@ static bool kv_fast(struct jd *j)
         return false;
     }
     size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
-    uint8_t sv[10] = {0}; /* a scalar value as val.h writes it: type, then its bytes */
+    uint8_t sv[11] = {0}; /* a scalar value as val.h writes it: type, then its bytes */
     size_t svn = 0;
     i += 12;
     if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
