@@ -404,13 +404,25 @@ int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *pre
  * is read here; anything else (and every error) goes to the jd_ function,
  * which reads it from the start as before.
  */
-static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
+/* The integer at the cursor when jdnum_int reads it and it is in range
+ * (|sign|: -|max|-1..|max|, else 0..|max|): the cursor moved past it. */
+__attribute__((always_inline)) static inline bool int_fast(struct jd *j, bool sign, uint64_t max,
+                                                           bool *neg, uint64_t *mag)
 {
     size_t at = (ws(j), j->lx.pos), n;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, neg, mag, &n) &&
+        (sign ? *mag <= max + *neg : !*neg && *mag <= max)) {
+        j->lx.pos += n;
+        return true;
+    }
+    return false;
+}
+
+static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
+{
     bool neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
-        j->lx.pos += n;
+    if (int_fast(j, false, UINT64_MAX, &neg, &mag)) {
         *out = mag;
         return 0;
     }
@@ -419,11 +431,9 @@ static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
 
 static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), n;
     bool neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
-        j->lx.pos += n;
+    if (int_fast(j, true, INT64_MAX, &neg, &mag)) {
         *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
         return 0;
     }
@@ -432,11 +442,9 @@ static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
 
 static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), n;
     bool neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg && mag <= UINT32_MAX) {
-        j->lx.pos += n;
+    if (int_fast(j, false, UINT32_MAX, &neg, &mag)) {
         *out = (uint32_t)mag;
         return 0;
     }
@@ -445,11 +453,9 @@ static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
 
 static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), n;
     bool neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT32_MAX + neg) {
-        j->lx.pos += n;
+    if (int_fast(j, true, INT32_MAX, &neg, &mag)) {
         *out = neg ? (int32_t)(0 - (int64_t)mag) : (int32_t)mag;
         return 0;
     }
