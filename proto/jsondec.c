@@ -177,7 +177,7 @@ static int scope_msg(struct jd *j, uint32_t si)
         } else if (f == SC_ATTRS) {
             rc = jd_attr_list(j, "scope.attributes", &sc->attrs);
         } else {
-            rc = jd_rd_u32(j, "scope.droppedAttributesCount", &sc->dropped_attrs);
+            rc = rd_u32(j, "scope.droppedAttributesCount", &sc->dropped_attrs);
         }
         if (rc < 0) {
             return rc;
@@ -206,7 +206,7 @@ static int resource_msg(struct jd *j, uint32_t ri)
         } else if (f == RS_ATTRS) {
             rc = jd_attr_list(j, "resource.attributes", &r->attrs);
         } else {
-            rc = jd_rd_u32(j, "resource.droppedAttributesCount", &r->dropped_attrs);
+            rc = rd_u32(j, "resource.droppedAttributesCount", &r->dropped_attrs);
         }
         if (rc < 0) {
             return rc;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "lib/jsonlex.h"
+#include "proto/jsondec_num.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 
@@ -56,6 +57,7 @@ enum {
     TID_COUNT,
 };
 #define FMAX 24 /* members a table may have, plus one */
+#define JD_DL_MAX 32
 
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
@@ -70,6 +72,14 @@ struct jd {
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
      * began the object, m = -1) the last time; 0 when not yet seen. */
     uint8_t succ[TID_COUNT][FMAX];
+    /* The last list of doubles read whole (its text from '[' through ']'
+     * and the values it gave, at most JD_DL_MAX): a list with the same
+     * text, as the explicit bounds of one histogram's points are, is
+     * copied instead of read again (jsondec_metrics.c num_list). */
+    const char *dl_text;
+    size_t dl_len;
+    uint32_t dl_n;
+    uint64_t dl_v[JD_DL_MAX];
 };
 
 #define NONE ((size_t)-1)
@@ -133,6 +143,73 @@ static inline bool take_null(struct jd *j)
 static inline int skip_value(struct jd *j)
 {
     return jsonlex_skip(&j->lx) < 0 ? lexfail(j) : 0;
+}
+
+/* ---- the heap written in place (val.h's little-endian fixed widths) ---- */
+
+/* Room for |n| more heap bytes: 0, or -ENOMEM with the error set. */
+static inline int hroom(struct jd *j, size_t n)
+{
+    return j->h->cap - j->h->len >= n || vbuf_reserve(j->h, n) == 0 ? 0 : jd_nomem(j);
+}
+
+/* |v| as an unsigned varint at |d| (up to 10 bytes); returns the end. */
+static inline uint8_t *put_uv(uint8_t *d, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7) {
+        *d++ = (uint8_t)(v | 0x80);
+    }
+    *d++ = (uint8_t)v;
+    return d;
+}
+
+/* Stores at the heap's end; the caller made room (hroom). */
+static inline void hstore_u64(struct jd *j, uint64_t v)
+{
+    uint8_t *d = j->h->p + j->h->len;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(d, &v, 8);
+#else
+    for (int i = 0; i < 8; i++) {
+        d[i] = (uint8_t)(v >> (8 * i));
+    }
+#endif
+    j->h->len += 8;
+}
+
+static inline void hstore_u32(struct jd *j, uint32_t v)
+{
+    uint8_t *d = j->h->p + j->h->len;
+    d[0] = (uint8_t)v;
+    d[1] = (uint8_t)(v >> 8);
+    d[2] = (uint8_t)(v >> 16);
+    d[3] = (uint8_t)(v >> 24);
+    j->h->len += 4;
+}
+
+static inline int hput_u64(struct jd *j, uint64_t v)
+{
+    int rc = hroom(j, 8);
+    if (rc == 0) {
+        hstore_u64(j, v);
+    }
+    return rc;
+}
+
+static inline int hput_f64(struct jd *j, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return hput_u64(j, u);
+}
+
+static inline int hput_u32(struct jd *j, uint32_t v)
+{
+    int rc = hroom(j, 4);
+    if (rc == 0) {
+        hstore_u32(j, v);
+    }
+    return rc;
 }
 
 /* ---- objects and arrays (jsondec.c) ---- */
@@ -303,7 +380,9 @@ int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out);
 int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js);
 /* Writes uv length + unescaped bytes to the heap. */
 int jd_heap_jstr(struct jd *j, const struct jsonlex_str *js);
-/* Integers: JSON numbers or decimal strings, exact; -EPROTO out of range. */
+/* The general readers of scalar members (the rd_* below take the usual
+ * case inline and call these for the rest; they read every form).
+ * Integers: JSON numbers or decimal strings, exact; -EPROTO out of range. */
 int jd_rd_u64(struct jd *j, const char *field, uint64_t *out);
 int jd_rd_i64(struct jd *j, const char *field, int64_t *out);
 int jd_rd_u32(struct jd *j, const char *field, uint32_t *out);
@@ -318,6 +397,96 @@ int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn
  * |present| false; all-zero bytes also read as absent.
  */
 int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present);
+
+/*
+ * The same readers with their usual case inline (the callers' per-field
+ * cost): a plain integer, a bare number or a quoted 2 * |nb|-digit hex id
+ * is read here; anything else (and every error) goes to the jd_ function,
+ * which reads it from the start as before.
+ */
+/* The integer at the cursor when jdnum_int reads it and it is in range
+ * (|sign|: -|max|-1..|max|, else 0..|max|): the cursor moved past it. */
+__attribute__((always_inline)) static inline bool int_fast(struct jd *j, bool sign, uint64_t max,
+                                                           bool *neg, uint64_t *mag)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    if (jdnum_int(j->lx.s + at, j->lx.n - at, neg, mag, &n) &&
+        (sign ? *mag <= max + *neg : !*neg && *mag <= max)) {
+        j->lx.pos += n;
+        return true;
+    }
+    return false;
+}
+
+static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    if (int_fast(j, false, UINT64_MAX, &neg, &mag)) {
+        *out = mag;
+        return 0;
+    }
+    return jd_rd_u64(j, field, out);
+}
+
+static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    if (int_fast(j, true, INT64_MAX, &neg, &mag)) {
+        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        return 0;
+    }
+    return jd_rd_i64(j, field, out);
+}
+
+static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    if (int_fast(j, false, UINT32_MAX, &neg, &mag)) {
+        *out = (uint32_t)mag;
+        return 0;
+    }
+    return jd_rd_u32(j, field, out);
+}
+
+static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    if (int_fast(j, true, INT32_MAX, &neg, &mag)) {
+        *out = neg ? (int32_t)(0 - (int64_t)mag) : (int32_t)mag;
+        return 0;
+    }
+    return jd_rd_i32(j, field, out);
+}
+
+static inline int rd_f64(struct jd *j, const char *field, double *out)
+{
+    size_t at = (ws(j), j->lx.pos), n;
+    if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
+        j->lx.pos += n;
+        return 0;
+    }
+    return jd_rd_f64(j, field, out);
+}
+
+static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)
+{
+    size_t at = (ws(j), j->lx.pos);
+    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
+        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
+        uint8_t any = 0;
+        for (size_t i = 0; i < nb; i++) {
+            any |= dst[i];
+        }
+        j->lx.pos = at + 2 * nb + 2;
+        *present = any != 0;
+        return 0;
+    }
+    return jd_rd_id(j, field, dst, nb, present);
+}
 
 static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
 {

@@ -98,10 +98,10 @@ static int log_record(struct jd *j, uint32_t si)
         }
         switch (f) {
         case LR_TIME:
-            rc = jd_rd_u64(j, "timeUnixNano", &l->time_ns);
+            rc = rd_u64(j, "timeUnixNano", &l->time_ns);
             break;
         case LR_OBSERVED:
-            rc = jd_rd_u64(j, "observedTimeUnixNano", &l->observed_ns);
+            rc = rd_u64(j, "observedTimeUnixNano", &l->observed_ns);
             break;
         case LR_SEVNUM:
             rc = jd_rd_enum(j, "severityNumber", severity_names, NF(severity_names),
@@ -117,17 +117,17 @@ static int log_record(struct jd *j, uint32_t si)
             rc = jd_attr_list(j, "attributes", &l->attrs);
             break;
         case LR_DROPPED:
-            rc = jd_rd_u32(j, "droppedAttributesCount", &l->dropped_attrs);
+            rc = rd_u32(j, "droppedAttributesCount", &l->dropped_attrs);
             break;
         case LR_FLAGS:
-            rc = jd_rd_u32(j, "flags", &l->flags);
+            rc = rd_u32(j, "flags", &l->flags);
             break;
         case LR_TRACE:
-            rc = jd_rd_id(j, "traceId", l->trace_id, 16, &has);
+            rc = rd_id(j, "traceId", l->trace_id, 16, &has);
             l->has_trace_id = has;
             break;
         case LR_SPAN:
-            rc = jd_rd_id(j, "spanId", l->span_id, 8, &has);
+            rc = rd_id(j, "spanId", l->span_id, 8, &has);
             l->has_span_id = has;
             break;
         default:

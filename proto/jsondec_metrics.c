@@ -31,16 +31,28 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     uint32_t n = 0;
     bool first = true;
     int rc;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if ((rc = hput_u32(j, 0)) < 0) {
+        return rc;
     }
     if ((rc = arr_open(j, what)) < 0) {
         return rc;
     }
+    const char *s = j->lx.s;
+    size_t open = j->lx.pos - 1; /* the '[' */
+    if (dbl && j->dl_len != 0 && j->lx.n - open >= j->dl_len &&
+        memcmp(s + open, j->dl_text, j->dl_len) == 0) {
+        if ((rc = hroom(j, 8 * (size_t)j->dl_n)) < 0) {
+            return rc;
+        }
+        memcpy(j->h->p + j->h->len, j->dl_v, 8 * (size_t)j->dl_n);
+        j->h->len += 8 * (size_t)j->dl_n;
+        vbuf_patch_u32(j->h, hdr, j->dl_n);
+        j->lx.pos = open + j->dl_len;
+        return 0;
+    }
     /* the compact form first: numbers and ',' with no blanks, read in place;
      * the general loop takes over at anything else (the cursor then at the
      * ',' before the element it could not read) */
-    const char *s = j->lx.s;
     for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
          i = j->lx.pos + 1) {
         uint64_t v;
@@ -55,9 +67,10 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
             break;
         }
-        if (vbuf_put_u64(j->h, v) < 0) {
-            return jd_nomem(j);
+        if ((rc = hroom(j, 8 * 16)) < 0) {
+            return rc;
         }
+        hstore_u64(j, v);
         n++;
         first = false;
         j->lx.pos = i + used;
@@ -66,22 +79,18 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         }
     }
     while ((rc = arr_next(j, &first)) > 0) {
+        uint64_t v;
         if (dbl) {
-            double v;
-            if ((rc = jd_rd_f64(j, what, &v)) < 0) {
+            double d;
+            if ((rc = rd_f64(j, what, &d)) < 0) {
                 return rc;
             }
-            if (vbuf_put_f64(j->h, v) < 0) {
-                return jd_nomem(j);
-            }
-        } else {
-            uint64_t v;
-            if ((rc = jd_rd_u64(j, what, &v)) < 0) {
-                return rc;
-            }
-            if (vbuf_put_u64(j->h, v) < 0) {
-                return jd_nomem(j);
-            }
+            memcpy(&v, &d, 8);
+        } else if ((rc = rd_u64(j, what, &v)) < 0) {
+            return rc;
+        }
+        if ((rc = hput_u64(j, v)) < 0) {
+            return rc;
         }
         n++;
     }
@@ -89,6 +98,12 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         return rc;
     }
     vbuf_patch_u32(j->h, hdr, n);
+    if (dbl && n <= JD_DL_MAX) {
+        j->dl_text = s + open;
+        j->dl_len = j->lx.pos - open;
+        j->dl_n = n;
+        memcpy(j->dl_v, j->h->p + hdr + 4, 8 * (size_t)n);
+    }
     return 0;
 }
 
@@ -96,7 +111,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
 static int num_list_at(struct jd *j, size_t pos, const char *what, bool dbl)
 {
     if (pos == NONE) {
-        return vbuf_put_u32(j->h, 0) < 0 ? jd_nomem(j) : 0;
+        return hput_u32(j, 0);
     }
     size_t end = j->lx.pos;
     j->lx.pos = pos;
@@ -118,8 +133,8 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
     int32_t offset = 0;
     bool have_counts = false;
     int rc = 0;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     if (pos != NONE) {
         j->lx.pos = pos;
@@ -131,7 +146,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == BK_OFFSET) {
-                rc = jd_rd_i32(j, "offset", &offset);
+                rc = rd_i32(j, "offset", &offset);
             } else {
                 j->h->len = hdr + 4; /* a repeated list replaces the first */
                 rc = num_list(j, "bucketCounts", false);
@@ -148,8 +163,8 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
             j->lx.pos = end;
         }
     }
-    if (!have_counts && vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (!have_counts && hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     vbuf_patch_u32(j->h, hdr, (uint32_t)offset);
     return 0;
@@ -161,6 +176,42 @@ static const struct fdef vaq_fields[] = {
     [VQ_VALUE] = F1("value"),
 };
 
+/*
+ * The ValueAtQuantile exporters write, compact and in schema order:
+ * {"quantile":Q,"value":V} or {"value":V} (a zero quantile left out), both
+ * numbers bare. Read by exact comparison; false with nothing consumed for
+ * anything else (blanks, other members, duplicates, quoted numbers...),
+ * which the general loop then reads as before.
+ */
+static bool vaq_fast(struct jd *j, double *qp, double *vp)
+{
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, i = j->lx.pos, used;
+    double qv = 0, vv, *q = &qv, *v = &vv;
+    if (n - i < 32 || s[i] != '{') {
+        return false;
+    }
+    i++;
+    if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+        i += 11;
+        if (!jdnum_f64(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
+            return false;
+        }
+        i += used + 1;
+    }
+    if (memcmp(s + i, "\"value\":", 8) != 0) {
+        return false;
+    }
+    i += 8;
+    if (!jdnum_f64(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
+        return false;
+    }
+    j->lx.pos = i + used + 1;
+    *qp = qv;
+    *vp = vv;
+    return true;
+}
+
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
 static int quantiles_at(struct jd *j, size_t pos, bool here)
 {
@@ -168,8 +219,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     uint32_t n = 0;
     bool first = true;
     int rc;
-    if (vbuf_put_u32(j->h, 0) < 0) {
-        return jd_nomem(j);
+    if (hput_u32(j, 0) < 0) {
+        return -ENOMEM;
     }
     if (pos == NONE) {
         return 0;
@@ -180,7 +231,9 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
-        if (!take_null(j)) {
+        if (vaq_fast(j, &q, &v)) {
+            /* read in place */
+        } else if (!take_null(j)) {
             if ((rc = jd_obj_open(j, "quantileValues")) < 0) {
                 return rc;
             }
@@ -189,8 +242,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
                 if (f < 0 || take_null(j)) {
                     rc = f < 0 ? skip_value(j) : 0;
                 } else {
-                    rc = jd_rd_f64(j, f == VQ_QUANTILE ? "quantile" : "value",
-                                   f == VQ_QUANTILE ? &q : &v);
+                    rc = rd_f64(j, f == VQ_QUANTILE ? "quantile" : "value",
+                                f == VQ_QUANTILE ? &q : &v);
                 }
                 if (rc < 0) {
                     return rc;
@@ -200,8 +253,8 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
                 return rc;
             }
         }
-        if (vbuf_put_f64(j->h, q) < 0 || vbuf_put_f64(j->h, v) < 0) {
-            return jd_nomem(j);
+        if (hput_f64(j, q) < 0 || hput_f64(j, v) < 0) {
+            return -ENOMEM;
         }
         n++;
     }
@@ -291,23 +344,23 @@ static int exemplar(struct jd *j)
             } else if (f == EX_ATTRS) {
                 rc = defer(j, &attrs);
             } else if (f == EX_TIME) {
-                rc = jd_rd_u64(j, "exemplars.timeUnixNano", &t);
+                rc = rd_u64(j, "exemplars.timeUnixNano", &t);
             } else if (f == EX_DOUBLE) {
                 double d;
-                if ((rc = jd_rd_f64(j, "exemplars.asDouble", &d)) == 0) {
+                if ((rc = rd_f64(j, "exemplars.asDouble", &d)) == 0) {
                     memcpy(&raw, &d, 8);
                     vt = PV_DOUBLE;
                 }
             } else if (f == EX_INT) {
                 int64_t i;
-                if ((rc = jd_rd_i64(j, "exemplars.asInt", &i)) == 0) {
+                if ((rc = rd_i64(j, "exemplars.asInt", &i)) == 0) {
                     raw = (uint64_t)i;
                     vt = PV_INT;
                 }
             } else if (f == EX_SPAN) {
-                rc = jd_rd_id(j, "exemplars.spanId", sid, 8, &has_s);
+                rc = rd_id(j, "exemplars.spanId", sid, 8, &has_s);
             } else {
-                rc = jd_rd_id(j, "exemplars.traceId", tid, 16, &has_t);
+                rc = rd_id(j, "exemplars.traceId", tid, 16, &has_t);
             }
             if (rc < 0) {
                 return rc;
@@ -417,48 +470,48 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = jd_attr_list(j, "attributes", &p->attrs);
                 break;
             case DP_START:
-                rc = jd_rd_u64(j, "startTimeUnixNano", &p->start_ns);
+                rc = rd_u64(j, "startTimeUnixNano", &p->start_ns);
                 break;
             case DP_TIME:
-                rc = jd_rd_u64(j, "timeUnixNano", &p->time_ns);
+                rc = rd_u64(j, "timeUnixNano", &p->time_ns);
                 break;
             case DP_DOUBLE:
-                rc = jd_rd_f64(j, "asDouble", &p->value.d);
+                rc = rd_f64(j, "asDouble", &p->value.d);
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
-                rc = jd_rd_i64(j, "asInt", &p->value.i);
+                rc = rd_i64(j, "asInt", &p->value.i);
                 p->value_type = PV_INT;
                 break;
             case DP_EXEMPLARS:
                 rc = jd_blob_list(j, "exemplars", exemplar, &p->exemplars, &p->n_exemplars);
                 break;
             case DP_FLAGS:
-                rc = jd_rd_u32(j, "flags", &p->flags);
+                rc = rd_u32(j, "flags", &p->flags);
                 break;
             case DP_COUNT:
-                rc = jd_rd_u64(j, "count", &p->count);
+                rc = rd_u64(j, "count", &p->count);
                 break;
             case DP_SUM:
-                rc = jd_rd_f64(j, "sum", &p->sum);
+                rc = rd_f64(j, "sum", &p->sum);
                 p->has_sum = true;
                 break;
             case DP_MIN:
-                rc = jd_rd_f64(j, "min", &p->min);
+                rc = rd_f64(j, "min", &p->min);
                 p->has_min = true;
                 break;
             case DP_MAX:
-                rc = jd_rd_f64(j, "max", &p->max);
+                rc = rd_f64(j, "max", &p->max);
                 p->has_max = true;
                 break;
             case DP_SCALE:
-                rc = jd_rd_i32(j, "scale", &scale);
+                rc = rd_i32(j, "scale", &scale);
                 break;
             case DP_ZERO_COUNT:
-                rc = jd_rd_u64(j, "zeroCount", &zero_count);
+                rc = rd_u64(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
-                rc = jd_rd_f64(j, "zeroThreshold", &zero_threshold);
+                rc = rd_f64(j, "zeroThreshold", &zero_threshold);
                 break;
             case DP_BUCKETS: /* read in place when it can be the detail's start */
                 hs = hs == 0 && bounds == NONE ? 1 : -1;

@@ -20,7 +20,11 @@
 
 #include <string.h>
 
-static const uint64_t pow10_u64[20] = {
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+const uint64_t jdnum_pow10[20] = {
     1ull,
     10ull,
     100ull,
@@ -71,11 +75,11 @@ double jdnum_dec_to_f64(uint64_t m, int e)
     int scale = 0; /* the value is q * 2^scale (plus the sticky part) */
     bool sticky = false;
     if (e >= 0) {
-        q = (unsigned __int128)m * pow10_u64[e];
+        q = (unsigned __int128)m * jdnum_pow10[e];
     } else {
         int s = 64 + __builtin_clzll(m); /* m << s has bit 127 set */
         unsigned __int128 num = (unsigned __int128)m << s;
-        uint64_t d = pow10_u64[-e];
+        uint64_t d = jdnum_pow10[-e];
         q = num / d;
         sticky = num % d != 0;
         scale = -s;
@@ -90,11 +94,87 @@ double jdnum_dec_to_f64(uint64_t m, int e)
     return (double)(top | (uint64_t)sticky) * pow2(scale);
 }
 
+/* Digits at p[*i..n) appended to |*m|, eight at a time while eight bytes
+ * remain; |*nd| counts them. Stops early (|*nd| > 19, |*m| then
+ * meaningless) once there are more than 19. */
+__attribute__((always_inline)) static inline void digits(const char *p, size_t n, size_t *ip,
+                                                         uint64_t *mp, int *ndp)
+{
+    size_t i = *ip;
+    uint64_t m = *mp;
+    int nd = *ndp;
+    unsigned k = 8;
+    while (k == 8 && nd <= 19 && n - i >= 8) {
+        uint64_t v;
+        k = jdnum_run8(p + i, &v);
+        m = m * jdnum_pow10[k] + v;
+        i += k;
+        nd += (int)k;
+    }
+    if (k == 8) {
+        for (; i < n && nd <= 19 && is_digit(p[i]); ++i) {
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            ++nd;
+        }
+    }
+    *ip = i;
+    *mp = m;
+    *ndp = nd;
+}
+
+/*
+ * The usual shape, 8 bytes at a time: an integer part of 1..7 digits, then
+ * optionally '.' and a fraction, and no exponent, with at most 19 digits in
+ * all (an upper bound on the significant ones) and room to load 8 bytes at
+ * each step. m and e come out as the general loop computes them (leading
+ * zeros add nothing to m either way). False, nothing decided, otherwise.
+ */
+static inline bool f64_short(const char *p, size_t n, size_t i, double *v, size_t *used)
+{
+    uint64_t m, f;
+    if (n - i < 8) {
+        return false;
+    }
+    unsigned k = jdnum_run8(p + i, &m), kf = 0, r;
+    bool int0 = p[i] == '0';
+    if (k == 0 || k == 8 || (int0 && k > 1)) {
+        return false;
+    }
+    i += k;
+    if (p[i] == '.') {
+        i++;
+        do {
+            if (n - i < 8) {
+                return false;
+            }
+            r = jdnum_run8(p + i, &f);
+            m = m * jdnum_pow10[r] + f;
+            i += r;
+            kf += r;
+        } while (r == 8 && kf <= 19);
+        if (r == 8 || kf == 0 || (int0 ? 0 : k) + kf > 19) {
+            return false;
+        }
+    }
+    char c = p[i];
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        return false;
+    }
+    *v = jdnum_dec_to_f64(m, -(int)kf);
+    *used = i;
+    return true;
+}
+
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
 {
     size_t i = 0;
     bool minus = n != 0 && p[0] == '-';
     i += minus;
+    double v;
+    if (f64_short(p, n, i, &v, used)) {
+        *out = minus ? -v : v;
+        return true;
+    }
     if (i >= n || !is_digit(p[i])) {
         return false;
     }
@@ -103,31 +183,24 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     if (p[i] == '0') {
         i++;
     } else {
-        for (; i < n && is_digit(p[i]); i++) {
-            if (nd == 19) {
-                return false;
-            }
-            m = m * 10 + (uint64_t)(p[i] - '0');
-            nd++;
-        }
+        digits(p, n, &i, &m, &nd);
     }
     if (i < n && p[i] == '.') {
         size_t f0 = ++i;
-        for (; i < n && is_digit(p[i]); i++) {
-            if (m == 0 && p[i] == '0') { /* leading zeros of the fraction */
+        if (m == 0) { /* leading zeros of the fraction */
+            for (; i < n && p[i] == '0'; i++) {
                 e--;
-                continue;
             }
-            if (nd == 19) {
-                return false;
-            }
-            m = m * 10 + (uint64_t)(p[i] - '0');
-            nd++;
-            e--;
         }
+        int nd0 = nd;
+        digits(p, n, &i, &m, &nd);
+        e -= nd - nd0;
         if (i == f0) {
             return false;
         }
+    }
+    if (nd > 19) {
+        return false;
     }
     if (i < n && (p[i] == 'e' || p[i] == 'E')) {
         i++;
@@ -153,7 +226,7 @@ bool jdnum_f64(const char *p, size_t n, double *out, size_t *used)
     if (m != 0 && (e < -19 || e > 19)) {
         return false;
     }
-    double v = jdnum_dec_to_f64(m, e);
+    v = jdnum_dec_to_f64(m, e);
     *out = minus ? -v : v;
     *used = i;
     return true;
@@ -170,7 +243,31 @@ bool jdnum_hex(uint8_t *dst, const char *p, size_t nb)
 {
     const unsigned char *u = (const unsigned char *)p;
     int bad = 0;
-    for (size_t i = 0; i < nb; i++) {
+    size_t i = 0;
+#ifdef __SSE2__
+    /* 16 digits at a time: a byte is a digit when it lies in '0'..'9', a
+     * letter when it lies in 'a'..'f' after setting the case bit (only
+     * 'A'..'F' and 'a'..'f' land there; bytes >= 0x80 compare negative
+     * and fail both); its value is its low nibble, plus 9 for a letter.
+     * The pairs of nibbles are joined in 16-bit lanes and packed to bytes. */
+    const __m128i d_lo = _mm_set1_epi8('0' - 1), d_hi = _mm_set1_epi8('9' + 1),
+                  a_lo = _mm_set1_epi8('a' - 1), a_hi = _mm_set1_epi8('f' + 1),
+                  nib = _mm_set1_epi8(0x0f), nine = _mm_set1_epi8(9),
+                  case_bit = _mm_set1_epi8(0x20), low8 = _mm_set1_epi16(0x00ff);
+    for (; i + 8 <= nb; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(u + 2 * i));
+        __m128i lc = _mm_or_si128(v, case_bit);
+        __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(v, d_lo), _mm_cmplt_epi8(v, d_hi));
+        __m128i alp = _mm_and_si128(_mm_cmpgt_epi8(lc, a_lo), _mm_cmplt_epi8(lc, a_hi));
+        if (_mm_movemask_epi8(_mm_or_si128(dig, alp)) != 0xffff) {
+            return false;
+        }
+        __m128i n = _mm_add_epi8(_mm_and_si128(v, nib), _mm_and_si128(alp, nine));
+        __m128i w = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(n, low8), 4), _mm_srli_epi16(n, 8));
+        _mm_storel_epi64((__m128i *)(void *)(dst + i), _mm_packus_epi16(w, w));
+    }
+#endif
+    for (; i < nb; i++) {
         int h = hex_val1[u[2 * i]] - 1, l = hex_val1[u[2 * i + 1]] - 1;
         bad |= h | l;
         dst[i] = (uint8_t)((unsigned)h << 4 | (unsigned)l);

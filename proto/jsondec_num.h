@@ -24,28 +24,39 @@ static inline bool jdnum_is_digit(char c)
     return (unsigned char)(c - '0') < 10;
 }
 
-/*
- * Eight decimal digits at |p| as a number (little-endian SWAR): false if
- * any byte is not a digit. A byte is one when its high nibble is 3 and
- * adding 6 keeps it 3 (a carry out of a byte >= 0xfa only reaches a byte
- * after one that already failed). Then pairs of digits are joined
- * (10 * d[k] + d[k+1] lands in the even bytes) and the four pairs combined
- * with two multiplies whose upper halves hold 10^6, 10^4, 10^2 and 1 times
- * them.
- */
+/* The nonzero bytes of the result mark the bytes of |w| (eight text bytes,
+ * little-endian) that are not digits. A byte is a digit when its high
+ * nibble is 3 and adding 6 keeps it 3 (a carry out of a byte >= 0xfa only
+ * reaches bytes after one that already failed, so the first non-digit is
+ * always found). */
+static inline uint64_t jdnum_nondigits(uint64_t w)
+{
+    const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull;
+    return ((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) ^ 0x3333333333333333ull;
+}
+
+/* The value of eight digit bytes |w| (the first in the lowest byte): pairs
+ * of digits joined (10 * d[k] + d[k+1] lands in the even bytes), then the
+ * four pairs combined with two multiplies whose upper halves hold 10^6,
+ * 10^4, 10^2 and 1 times them. */
+static inline uint64_t jdnum_eight_value(uint64_t w)
+{
+    const uint64_t m = 0x000000ff000000ffull;
+    w -= 0x3030303030303030ull;
+    w = w * 10 + (w >> 8);
+    return ((w & m) * (100 + (1000000ull << 32)) + ((w >> 16) & m) * (1 + (10000ull << 32))) >> 32;
+}
+
+/* Eight decimal digits at |p| as a number: false if any byte is not a digit. */
 static inline bool jdnum_eight_digits(const char *p, uint64_t *out)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t hi = 0xf0f0f0f0f0f0f0f0ull;
     uint64_t w;
     memcpy(&w, p, 8);
-    if (((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) != 0x3333333333333333ull) {
+    if (jdnum_nondigits(w) != 0) {
         return false;
     }
-    w -= 0x3030303030303030ull;
-    w = w * 10 + (w >> 8);
-    const uint64_t m = 0x000000ff000000ffull;
-    *out = ((w & m) * (100 + (1000000ull << 32)) + ((w >> 16) & m) * (1 + (10000ull << 32))) >> 32;
+    *out = jdnum_eight_value(w);
     return true;
 #else
     (void)p;
@@ -55,12 +66,51 @@ static inline bool jdnum_eight_digits(const char *p, uint64_t *out)
 }
 
 /*
+ * The run of digits that starts |p| (which has 8 readable bytes), up to
+ * eight of them: their count, with |*val| their value. The bytes after the
+ * run are shifted out and the room filled with '0' digits in front, so one
+ * conversion serves every length.
+ */
+__attribute__((always_inline)) static inline unsigned jdnum_run8(const char *p, uint64_t *val)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t t = jdnum_nondigits(w);
+    if (t == 0) {
+        *val = jdnum_eight_value(w);
+        return 8;
+    }
+    unsigned k = (unsigned)__builtin_ctzll(t) >> 3;
+    if (k == 0) {
+        *val = 0;
+        return 0;
+    }
+    *val = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+    return k;
+#else
+    unsigned k = 0;
+    uint64_t v = 0;
+    for (; k < 8 && jdnum_is_digit(p[k]); k++) {
+        v = v * 10 + (uint64_t)(p[k] - '0');
+    }
+    *val = v;
+    return k;
+#endif
+}
+
+/* 10^k for k <= 19. */
+extern const uint64_t jdnum_pow10[20];
+
+/*
  * An integer at p[0..n): "-"? digits, 1..19 of them, no leading zero, bare
  * (followed by anything but a digit, '.', 'e' or 'E') or in quotes with
  * nothing else inside. Sets |*neg|, |*mag| and |*used| (bytes read, quotes
- * included). Inline: it runs once per number of a bucket list.
+ * included). Inline: it runs once per number of a bucket list. Digits are
+ * read eight at a time where eight bytes remain, one at a time after.
  */
-static inline bool jdnum_int(const char *p, size_t n, bool *neg, uint64_t *mag, size_t *used)
+__attribute__((always_inline)) static inline bool jdnum_int(const char *p, size_t n, bool *neg,
+                                                            uint64_t *mag, size_t *used)
 {
     size_t i = 0;
     bool quoted = n != 0 && p[0] == '"';
@@ -69,15 +119,19 @@ static inline bool jdnum_int(const char *p, size_t n, bool *neg, uint64_t *mag, 
     i += minus;
     size_t d0 = i;
     uint64_t v = 0, v8;
-    while (i - d0 <= 19 - 8 && n - i >= 8 && jdnum_eight_digits(p + i, &v8)) {
-        v = v * 100000000 + v8;
-        i += 8;
+    unsigned k = 8;
+    while (k == 8 && i - d0 <= 19 && n - i >= 8) {
+        k = jdnum_run8(p + i, &v8);
+        v = v * jdnum_pow10[k] + v8;
+        i += k;
     }
-    while (i < n && i - d0 < 19 && jdnum_is_digit(p[i])) {
-        v = v * 10 + (uint64_t)(p[i++] - '0');
+    if (k == 8) {
+        while (i < n && i - d0 <= 19 && jdnum_is_digit(p[i])) {
+            v = v * 10 + (uint64_t)(p[i++] - '0');
+        }
     }
     size_t nd = i - d0;
-    if (nd == 0 || (p[d0] == '0' && nd > 1) || i >= n) {
+    if (nd == 0 || nd > 19 || (p[d0] == '0' && nd > 1) || i >= n) {
         return false;
     }
     if (quoted) {

@@ -48,13 +48,13 @@ static int event(struct jd *j)
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == EV_TIME) {
-                rc = jd_rd_u64(j, "events.timeUnixNano", &t);
+                rc = rd_u64(j, "events.timeUnixNano", &t);
             } else if (f == EV_NAME) {
                 rc = jd_rd_jstr(j, "events.name", &name);
             } else if (f == EV_ATTRS) {
                 rc = defer(j, &attrs);
             } else {
-                rc = jd_rd_u32(j, "events.droppedAttributesCount", &dropped);
+                rc = rd_u32(j, "events.droppedAttributesCount", &dropped);
             }
             if (rc < 0) {
                 return rc;
@@ -99,17 +99,17 @@ static int link(struct jd *j)
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
             } else if (f == LK_TRACE) {
-                rc = jd_rd_id(j, "links.traceId", tid, 16, &has);
+                rc = rd_id(j, "links.traceId", tid, 16, &has);
             } else if (f == LK_SPAN) {
-                rc = jd_rd_id(j, "links.spanId", sid, 8, &has);
+                rc = rd_id(j, "links.spanId", sid, 8, &has);
             } else if (f == LK_STATE) {
                 rc = jd_rd_jstr(j, "links.traceState", &state);
             } else if (f == LK_ATTRS) {
                 rc = defer(j, &attrs);
             } else if (f == LK_DROPPED) {
-                rc = jd_rd_u32(j, "links.droppedAttributesCount", &dropped);
+                rc = rd_u32(j, "links.droppedAttributesCount", &dropped);
             } else {
-                rc = jd_rd_u32(j, "links.flags", &flags);
+                rc = rd_u32(j, "links.flags", &flags);
             }
             if (rc < 0) {
                 return rc;
@@ -216,20 +216,20 @@ static int span(struct jd *j, uint32_t si)
         }
         switch (f) {
         case SP_TRACE:
-            rc = jd_rd_id(j, "traceId", sp->trace_id, 16, &has);
+            rc = rd_id(j, "traceId", sp->trace_id, 16, &has);
             break;
         case SP_SPAN:
-            rc = jd_rd_id(j, "spanId", sp->span_id, 8, &has);
+            rc = rd_id(j, "spanId", sp->span_id, 8, &has);
             break;
         case SP_STATE:
             rc = rd_mstr(j, "traceState", &sp->trace_state);
             break;
         case SP_PARENT:
-            rc = jd_rd_id(j, "parentSpanId", sp->parent_span_id, 8, &has);
+            rc = rd_id(j, "parentSpanId", sp->parent_span_id, 8, &has);
             sp->has_parent = has;
             break;
         case SP_FLAGS:
-            rc = jd_rd_u32(j, "flags", &sp->flags);
+            rc = rd_u32(j, "flags", &sp->flags);
             break;
         case SP_NAME:
             rc = rd_mstr(j, "name", &sp->name);
@@ -238,28 +238,28 @@ static int span(struct jd *j, uint32_t si)
             rc = jd_rd_enum(j, "kind", span_kind_names, NF(span_kind_names), &sp->kind);
             break;
         case SP_START:
-            rc = jd_rd_u64(j, "startTimeUnixNano", &sp->start_ns);
+            rc = rd_u64(j, "startTimeUnixNano", &sp->start_ns);
             break;
         case SP_END:
-            rc = jd_rd_u64(j, "endTimeUnixNano", &sp->end_ns);
+            rc = rd_u64(j, "endTimeUnixNano", &sp->end_ns);
             break;
         case SP_ATTRS:
             rc = jd_attr_list(j, "attributes", &sp->attrs);
             break;
         case SP_DROPPED_ATTRS:
-            rc = jd_rd_u32(j, "droppedAttributesCount", &sp->dropped_attrs);
+            rc = rd_u32(j, "droppedAttributesCount", &sp->dropped_attrs);
             break;
         case SP_EVENTS:
             rc = jd_blob_list(j, "events", event, &sp->events, &sp->n_events);
             break;
         case SP_DROPPED_EVENTS:
-            rc = jd_rd_u32(j, "droppedEventsCount", &sp->dropped_events);
+            rc = rd_u32(j, "droppedEventsCount", &sp->dropped_events);
             break;
         case SP_LINKS:
             rc = jd_blob_list(j, "links", link, &sp->links, &sp->n_links);
             break;
         case SP_DROPPED_LINKS:
-            rc = jd_rd_u32(j, "droppedLinksCount", &sp->dropped_links);
+            rc = rd_u32(j, "droppedLinksCount", &sp->dropped_links);
             break;
         default:
             rc = status_msg(j, sp);

@@ -72,7 +72,7 @@ int jd_heap_jstr(struct jd *j, const struct jsonlex_str *js)
     if (vbuf_reserve(j->h, 10 + js->len) < 0) {
         return jd_nomem(j);
     }
-    vbuf_put_uv(j->h, js->len);
+    j->h->len = (size_t)(put_uv(j->h->p + j->h->len, js->len) - j->h->p);
     unescape(j, js, (char *)j->h->p + j->h->len);
     j->h->len += js->len;
     return 0;
@@ -207,11 +207,6 @@ int jd_rd_u64(struct jd *j, const char *field, uint64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && !neg) {
-        j->lx.pos += n;
-        *out = mag;
-        return 0;
-    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -233,11 +228,6 @@ int jd_rd_i64(struct jd *j, const char *field, int64_t *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted, neg;
     uint64_t mag;
-    if (jdnum_int(j->lx.s + at, j->lx.n - at, &neg, &mag, &n) && mag <= (uint64_t)INT64_MAX + neg) {
-        j->lx.pos += n;
-        *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        return 0;
-    }
     int rc = num_text(j, field, buf, sizeof(buf), &p, &n, &quoted);
     if (rc < 0) {
         return rc;
@@ -253,7 +243,7 @@ int jd_rd_u32(struct jd *j, const char *field, uint32_t *out)
 {
     size_t at = (ws(j), j->lx.pos);
     uint64_t v;
-    int rc = jd_rd_u64(j, field, &v);
+    int rc = rd_u64(j, field, &v);
     if (rc < 0) {
         return rc;
     }
@@ -268,7 +258,7 @@ int jd_rd_i32(struct jd *j, const char *field, int32_t *out)
 {
     size_t at = (ws(j), j->lx.pos);
     int64_t v;
-    int rc = jd_rd_i64(j, field, &v);
+    int rc = rd_i64(j, field, &v);
     if (rc < 0) {
         return rc;
     }
@@ -347,10 +337,6 @@ int jd_rd_f64(struct jd *j, const char *field, double *out)
     size_t n, at = (ws(j), j->lx.pos);
     bool quoted;
     int c = peekc(j);
-    if (c != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
-        j->lx.pos += n;
-        return 0;
-    }
     if (c == '"') {
         struct jsonlex_str js;
         int rc = lex_str(j, &js);
@@ -445,7 +431,7 @@ int jd_rd_enum(struct jd *j, const char *field, const char *const *names, int nn
         return jd_fail(j, at, "%s: unknown enum value \"%.*s\"", field,
                        (int)(js.len > 40 ? 40 : js.len), js.esc ? "(escaped)" : j->lx.s + js.at);
     }
-    return jd_rd_i32(j, field, out);
+    return rd_i32(j, field, out);
 }
 
 /*
@@ -459,17 +445,6 @@ int jd_rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *pre
     const char *p;
     size_t at = (ws(j), j->lx.pos);
     *present = false;
-    /* the usual case: exactly 2 * nb hex digits in quotes */
-    if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
-        jdnum_hex(dst, j->lx.s + at + 1, nb)) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < nb; i++) {
-            any |= dst[i];
-        }
-        j->lx.pos = at + 2 * nb + 2;
-        *present = any != 0;
-        return 0;
-    }
     int rc = jd_rd_jstr(j, field, &js);
     if (rc < 0) {
         return rc;
@@ -649,14 +624,14 @@ int jd_any_value(struct jd *j, int depth, struct body_sink *sink)
         }
         case AV_INT: {
             int64_t v;
-            if ((rc = jd_rd_i64(j, "intValue", &v)) == 0 && val_put_int(j->h, v) < 0) {
+            if ((rc = rd_i64(j, "intValue", &v)) == 0 && val_put_int(j->h, v) < 0) {
                 return jd_nomem(j);
             }
             break;
         }
         case AV_DOUBLE: {
             double v;
-            if ((rc = jd_rd_f64(j, "doubleValue", &v)) == 0 && val_put_double(j->h, v) < 0) {
+            if ((rc = rd_f64(j, "doubleValue", &v)) == 0 && val_put_double(j->h, v) < 0) {
                 return jd_nomem(j);
             }
             break;
@@ -710,7 +685,7 @@ static bool kv_fast(struct jd *j)
 {
     static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
     const char *s = j->lx.s;
-    size_t n = j->lx.n, i = j->lx.pos, mark = j->h->len;
+    size_t n = j->lx.n, i = j->lx.pos;
     if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
         return false;
     }
@@ -719,49 +694,79 @@ static bool kv_fast(struct jd *j)
     if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
         return false;
     }
-    size_t klen = i - k0;
-    if (vbuf_reserve(j->h, 10 + klen) < 0) {
-        return false; /* the general path reports it */
-    }
-    vbuf_put_uv(j->h, klen);
-    memcpy(j->h->p + j->h->len, s + k0, klen);
-    j->h->len += klen;
+    size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
+    uint8_t sv[11] = {0}; /* a scalar value as val.h writes it: type, then its bytes */
+    size_t svn = 0;
     i += 12;
-    bool ok = false;
-    size_t used = 0;
     if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
-        size_t v0 = i + 14;
+        v0 = i + 14;
         i = jsonlex_plain_end(s, v0, n);
-        ok = i < n && s[i] == '"' && vbuf_reserve(j->h, 11 + (i - v0)) == 0;
-        if (ok) {
-            j->h->p[j->h->len++] = VAL_STR;
-            vbuf_put_uv(j->h, i - v0);
-            memcpy(j->h->p + j->h->len, s + v0, i - v0);
-            j->h->len += i - v0;
-            i++;
+        if (i >= n || s[i] != '"') {
+            return false;
         }
+        vlen = i - v0;
+        i++;
     } else if (memcmp(s + i, "intValue\":", 10) == 0) {
         bool neg;
         uint64_t mag;
         i += 10;
-        ok = jdnum_int(s + i, n - i, &neg, &mag, &used) && mag <= (uint64_t)INT64_MAX + neg &&
-             val_put_int(j->h, neg ? (int64_t)(0 - mag) : (int64_t)mag) == 0;
+        if (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg) {
+            return false;
+        }
+        int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+        sv[svn++] = VAL_INT;
+        for (; z >= 0x80; z >>= 7) {
+            sv[svn++] = (uint8_t)(z | 0x80);
+        }
+        sv[svn++] = (uint8_t)z;
         i += used;
     } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
         double d;
         i += 13;
-        ok = jdnum_f64(s + i, n - i, &d, &used) && val_put_double(j->h, d) == 0;
+        if (!jdnum_f64(s + i, n - i, &d, &used)) {
+            return false;
+        }
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        sv[svn++] = VAL_DOUBLE;
+        for (int k = 0; k < 8; k++) {
+            sv[svn++] = (uint8_t)(u >> (8 * k));
+        }
         i += used;
     } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
         i += 11;
         bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
-        ok = (t || f) && val_put_bool(j->h, t) == 0;
+        if (!t && !f) {
+            return false;
+        }
+        sv[svn++] = VAL_BOOL;
+        sv[svn++] = t;
         i += t ? 4 : 5;
-    }
-    if (!ok || n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
-        j->h->len = mark;
+    } else {
         return false;
     }
+    if (n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
+        return false;
+    }
+    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the scalar */
+    if (vbuf_reserve(j->h, 40 + klen + vlen) < 0) {
+        return false; /* the general path reports it */
+    }
+    uint8_t *d = j->h->p + j->h->len;
+    d = put_uv(d, klen);
+    memcpy(d, s + k0, klen);
+    d += klen;
+    if (svn == 0) {
+        *d++ = VAL_STR;
+        d = put_uv(d, vlen);
+        memcpy(d, s + v0, vlen);
+        d += vlen;
+    } else {
+        memcpy(d, sv, sizeof(sv)); /* room for it all; svn of them count */
+        d += svn;
+    }
+    j->h->len = (size_t)(d - j->h->p);
     j->lx.pos = i + 2;
     return true;
 }
@@ -857,6 +862,20 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
     int rc = arr_open(j, what);
     if (rc < 0) {
         return rc;
+    }
+    /* compact KeyValues back to back go to kv_fast in a loop of their own;
+     * the general loop takes over at anything else (the cursor then at the
+     * element or the ',' before it) */
+    const char *s = j->lx.s;
+    while (j->lx.pos < j->lx.n && s[j->lx.pos] == (first ? '{' : ',')) {
+        size_t save = j->lx.pos;
+        j->lx.pos += !first;
+        if (!kv_fast(j)) {
+            j->lx.pos = save;
+            break;
+        }
+        first = false;
+        count++;
     }
     while ((rc = arr_next(j, &first)) > 0) {
         if ((rc = key_value(j, 1)) < 0) {

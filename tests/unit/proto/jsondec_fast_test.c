@@ -645,3 +645,279 @@ Test(jsondec_fast, exponential_histogram_and_summary_in_place_equal_deferred)
                  "[{'quantile':1,'value':2}]}]}}",
                  "{'summary':{'dataPoints':[{'quantileValues':[{'quantile':1,'value':2}]}]}}");
 }
+
+/* ---- round 2: digit runs, short doubles, SSE2 hex, KeyValue loop,
+ * ValueAtQuantile, repeated bound lists ---- */
+
+/* Every length of digit run, quoted and bare, with every kind of byte
+ * after it inside the 8-byte window (the non-digit mask must find the
+ * first one, ':' and '/' border the digits, 0xfa..0xff carry), and at the
+ * very end of the text (no window: the byte loop). */
+Test(jsondec_fast, int_digit_runs_of_every_length_and_neighbour)
+{
+    static const char after[] = {',', ']', '}', ':', '/', ' ', '"', (char)0xfa, (char)0xff, 'x'};
+    for (int nd = 1; nd <= 20; nd++) {
+        char digits[24];
+        for (int i = 0; i < nd; i++) {
+            digits[i] = (char)('1' + (i * 7 + nd) % 9);
+        }
+        digits[nd] = '\0';
+        unsigned long long want = strtoull(digits, NULL, 10);
+        for (size_t a = 0; a < sizeof(after); a++) {
+            for (int quoted = 0; quoted <= 1; quoted++) {
+                char text[64];
+                int len = snprintf(text, sizeof(text), "%s%s%s%c0123456789", quoted ? "\"" : "",
+                                   digits, quoted ? "\"" : "", after[a]);
+                bool neg;
+                uint64_t m;
+                size_t u;
+                bool took = jdnum_int(text, (size_t)len, &neg, &m, &u);
+                bool expect = nd <= 19;
+                cr_assert_eq(took, expect, "%s: taken %d", text, took);
+                if (took) {
+                    cr_assert_eq(m, want, "%s: %llu", text, (unsigned long long)m);
+                    cr_assert_eq(u, (size_t)(nd + 2 * quoted), "%s: used %zu", text, u);
+                    cr_assert(!neg);
+                }
+                /* the same digits ending the text: a quoted one still reads */
+                size_t end = (size_t)(nd + 2 * quoted);
+                took = jdnum_int(text, end, &neg, &m, &u);
+                cr_assert_eq(took, quoted && nd <= 19, "%.*s at the end", (int)end, text);
+                if (took) {
+                    cr_assert_eq(m, want);
+                }
+            }
+        }
+    }
+    int_declines("\"0123456\""); /* a leading zero inside one run */
+    int_declines("01234567,,");  /* and in a full run of eight */
+    int_is("-1234567,xxxxxxxx", true, 1234567, 8);
+}
+
+/* Doubles of the 8-byte-run shape (1-7 integer digits, a fraction of up to
+ * 19 digits, leading zeros of the fraction) against strtod, with what ends
+ * them; the shapes it must leave to the general loop still read right. */
+Test(jsondec_fast, short_doubles_of_every_shape_equal_strtod)
+{
+    static const char *const ends[] = {",", "]", "}", " ", "e5", "E-2", "e+1", ".5", "+", "-", "x"};
+    for (int k = 0; k < 40000; k++) {
+        char text[96];
+        int ni = 1 + (int)(rnd() % 8), nf = (int)(rnd() % 23), lz = (int)(rnd() % 4), len = 0;
+        if (rnd() % 4 == 0) {
+            text[len++] = '-';
+        }
+        for (int i = 0; i < ni; i++) {
+            text[len++] = (char)(i == 0 ? (ni == 1 && rnd() % 3 == 0 ? '0' : '1' + rnd() % 9)
+                                        : '0' + rnd() % 10);
+        }
+        if (nf > 0) {
+            text[len++] = '.';
+            for (int i = 0; i < nf; i++) {
+                text[len++] = (char)(i < lz ? '0' : '0' + rnd() % 10);
+            }
+        }
+        const char *e = ends[rnd() % (sizeof(ends) / sizeof(ends[0]))];
+        size_t nlen = (size_t)len;
+        len += snprintf(text + len, 40, "%s0123456789abcdef", e);
+        double got;
+        size_t used;
+        if (jdnum_f64(text, (size_t)len, &got, &used)) {
+            char c[96];
+            memcpy(c, text, used);
+            c[used] = '\0';
+            double want = strtod(c, NULL);
+            cr_assert(memcmp(&got, &want, 8) == 0, "%s: %.17g, strtod %.17g", text, got, want);
+            bool ext = e[0] == 'e' || e[0] == 'E' || (e[0] == '.' && nf == 0);
+            cr_assert(used == nlen || (ext && used > nlen), "%s: used %zu", text, used);
+        } else {
+            /* declined: only for what the fast paths do not read */
+            int sig = 0;
+            for (size_t i = 0; i < nlen; i++) {
+                sig += text[i] >= '0' && text[i] <= '9';
+            }
+            cr_assert(sig > 19 || strchr(".+-", e[0]) != NULL || e[0] == 'e' || e[0] == 'E',
+                      "%s declined", text);
+        }
+    }
+    f64_is("0.005,0.01", 0.005, 5);
+    f64_is("1234567.123456789012,", 1234567.123456789012, 20);
+    f64_is("0.0000001234567890123,", 1.234567890123e-7, 21); /* leading zeros: 19 digits */
+    f64_declines("12345678.123456789012x");                  /* 20 significant digits */
+    f64_declines("1.5.0000000000");
+    f64_declines("1.-00000000000");
+}
+
+/* The 16-digit SSE2 hex loop: a bad byte at every position of a trace id,
+ * bytes just outside each range, both cases. */
+Test(jsondec_fast, hex_sixteen_at_a_time_refuses_a_bad_byte_anywhere)
+{
+    static const char good[] = "0123456789abcdefABCDEF0a1b2c3d4e";
+    static const uint8_t want[16] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                                     0xab, 0xcd, 0xef, 0x0a, 0x1b, 0x2c, 0x3d, 0x4e};
+    static const char bad[] = {'/', ':', '@',        'G',        '`',        'g',
+                               ' ', '"', (char)0x80, (char)0xc1, (char)0xe6, (char)0xff};
+    uint8_t out[16];
+    cr_assert(jdnum_hex(out, good, 16));
+    cr_assert(memcmp(out, want, 16) == 0);
+    for (int pos = 0; pos < 32; pos++) {
+        for (size_t b = 0; b < sizeof(bad); b++) {
+            char t[33];
+            memcpy(t, good, 33);
+            t[pos] = bad[b];
+            cr_assert(!jdnum_hex(out, t, 16), "bad byte 0x%02x at %d taken", (uint8_t)bad[b], pos);
+        }
+    }
+    /* 8 + 2: the SSE2 block, then the byte loop */
+    uint8_t ten[10];
+    cr_assert(jdnum_hex(ten, "00ff10EeDd99887766aa", 10));
+    cr_assert_eq(ten[1], 0xff);
+    cr_assert_eq(ten[3], 0xee);
+    cr_assert_eq(ten[4], 0xdd);
+    cr_assert_eq(ten[9], 0xaa);
+    cr_assert(!jdnum_hex(ten, "00ff10EeDd998877g6aa", 10));
+}
+
+/* Compact KeyValues in a loop of their own: the loop hands over to the
+ * general one at a blank, a null, a reordered or a duplicated member, an
+ * unknown member or an escape, and takes nothing it cannot read. */
+Test(jsondec_fast, keyvalue_loop_hands_over_and_equals_the_general_path)
+{
+    struct dec d;
+    char *r = log_req("{'attributes':["
+                      "{'key':'a','value':{'stringValue':'x'}},"
+                      "{'key':'b','value':{'intValue':'-5'}}, "
+                      "{'key':'c','value':{'doubleValue':1.25}},"
+                      "null,"
+                      "{'key':'d','value':{'boolValue':true}},"
+                      "{'key':'e','value':{'intValue':'1'},'value':{'intValue':'2'}},"
+                      "{'key':'f','value':{'stringValue':'y'},'x':1},"
+                      "{'value':{'stringValue':'z'},'key':'g'},"
+                      "{'key':'h\\u0041','value':{'stringValue':'w'}},"
+                      "{'key':'i','value':{'doubleValue':1e300}},"
+                      "{'key':'j','value':{'stringValue':'last'}}]}");
+    same_as_general(SIG_LOGS, r, &d);
+    const struct log_row *l = &d.b->logs[0];
+    cr_assert_eq(l->attrs.count, 11);
+    struct val_rd rd = {batch_blob(d.b, l->attrs.blob),
+                        batch_blob(d.b, l->attrs.blob) + l->attrs.blob.len};
+    const char *k;
+    size_t kn;
+    struct val v;
+    char keys[16] = {0};
+    int n = 0;
+    while (rd.p < rd.end && val_rd_str(&rd, &k, &kn) == 0 && val_rd_value(&rd, &v) == 0) {
+        keys[n] = kn > 0 ? k[0] : '-';
+        if (kn == 1 && k[0] == 'b') {
+            cr_assert_eq(v.type, VAL_INT);
+            cr_assert_eq(v.i, -5);
+        } else if (kn == 1 && k[0] == 'c') {
+            cr_assert_eq(v.type, VAL_DOUBLE);
+            cr_assert_eq(v.d, 1.25);
+        } else if (kn == 1 && k[0] == 'e') {
+            cr_assert_eq(v.type, VAL_INT);
+            cr_assert_eq(v.i, 2, "the last value member wins");
+        } else if (kn == 1 && k[0] == 'i') {
+            cr_assert_eq(v.type, VAL_DOUBLE);
+            cr_assert_eq(v.d, 1e300); /* beyond the fast paths: strtod */
+        }
+        n++;
+    }
+    cr_assert_eq(n, 11);
+    cr_assert_str_eq(keys, "abc-defghij");
+    done(&d);
+    free(r);
+}
+
+/* ValueAtQuantile read in place: both compact shapes, and every other
+ * shape handed to the general loop with the same result. */
+Test(jsondec_fast, quantile_objects_compact_and_not_read_the_same)
+{
+    struct dec d;
+    char *r = metric_req("{'summary':{'dataPoints':[{'quantileValues':["
+                         "{'value':0.99070177646468893},"
+                         "{'quantile':0.5,'value':2.9721053293940667},"
+                         "{'value':3,'quantile':0.25},"
+                         "{'quantile':0.9,'value':'7.5'},"
+                         "{'quantile':0.95,'value':1,'value':8},"
+                         "{'quantile':0.99,'value':9,'x':[1]},"
+                         "{'quantile':null,'value':10},"
+                         "{'quantile':1,'value':1.1e1},"
+                         "null]}]}}");
+    char *body = q(r);
+    run(&d, SIG_METRICS, body);
+    cr_assert_eq(d.rc, 0, "%s", d.err);
+    const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+    static const double want[][2] = {{0, 0.99070177646468893},
+                                     {0.5, 2.9721053293940667},
+                                     {0.25, 3},
+                                     {0.9, 7.5},
+                                     {0.95, 8},
+                                     {0.99, 9},
+                                     {0, 10},
+                                     {1, 11},
+                                     {0, 0}};
+    uint32_t n;
+    memcpy(&n, p, 4);
+    cr_assert_eq(n, 9);
+    cr_assert_eq(d.b->points[0].detail.len, 4 + 9 * 16);
+    for (uint32_t i = 0; i < n; i++) {
+        double qv, vv;
+        memcpy(&qv, p + 4 + 16 * i, 8);
+        memcpy(&vv, p + 12 + 16 * i, 8);
+        cr_assert(qv == want[i][0] && vv == want[i][1], "quantile %u: %.17g %.17g", i, qv, vv);
+    }
+    done(&d);
+    free(body);
+    free(r);
+    same_details("{'summary':{'dataPoints':[{'quantileValues':[{'quantile':0.5,'value':1.5e-3},"
+                 "{'value':-2}]}]}}",
+                 "{'summary':{'dataPoints':[{'quantileValues':[ {'quantile': 0.5,'value':1.5e-3},"
+                 "{ 'value':-2}]}]}}");
+    refused(
+        SIG_METRICS,
+        metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'quantile':0.5,'value':1.}]}]}}"),
+        "malformed number");
+}
+
+/* A bound list equal to the previous one is copied; one that differs in
+ * any byte up to its ']' is read. */
+Test(jsondec_fast, repeated_bound_lists_copied_only_when_equal)
+{
+    struct dec d;
+    char *r = metric_req("{'histogram':{'dataPoints':["
+                         "{'bucketCounts':['1'],'explicitBounds':[0.5,1]},"
+                         "{'bucketCounts':['2'],'explicitBounds':[0.5,1]},"
+                         "{'bucketCounts':['3'],'explicitBounds':[0.5,10]},"
+                         "{'bucketCounts':['4'],'explicitBounds':[0.5,1,2]},"
+                         "{'bucketCounts':['5'],'explicitBounds':[0.5,1]},"
+                         "{'bucketCounts':['6'],'explicitBounds':[0.5, 1]},"
+                         "{'bucketCounts':['7'],'explicitBounds':[]},"
+                         "{'bucketCounts':['8'],'explicitBounds':[]}]}}");
+    char *body = q(r);
+    run(&d, SIG_METRICS, body);
+    cr_assert_eq(d.rc, 0, "%s", d.err);
+    static const double b[][3] = {{0.5, 1}, {0.5, 1}, {0.5, 10}, {0.5, 1, 2},
+                                  {0.5, 1}, {0.5, 1}, {0},       {0}};
+    static const uint32_t nb[] = {2, 2, 2, 3, 2, 2, 0, 0};
+    cr_assert_eq(d.b->n_rows, 8);
+    for (uint32_t i = 0; i < 8; i++) {
+        const uint8_t *p = batch_blob(d.b, d.b->points[i].detail);
+        uint32_t nc, n;
+        uint64_t c;
+        memcpy(&nc, p, 4);
+        memcpy(&c, p + 4, 8);
+        memcpy(&n, p + 12, 4);
+        cr_assert_eq(nc, 1);
+        cr_assert_eq(c, i + 1);
+        cr_assert_eq(n, nb[i], "point %u: %u bounds", i, n);
+        cr_assert_eq(d.b->points[i].detail.len, 16 + 8 * nb[i]);
+        for (uint32_t k = 0; k < n; k++) {
+            double v;
+            memcpy(&v, p + 16 + 8 * k, 8);
+            cr_assert_eq(v, b[i][k], "point %u bound %u: %g", i, k, v);
+        }
+    }
+    done(&d);
+    free(body);
+    free(r);
+}
