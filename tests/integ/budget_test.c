@@ -29,20 +29,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* |n| copies of the logs vector: still one valid ExportLogsServiceRequest
- * (protobuf merges repeated fields of concatenated messages), n * 10 records. */
+/* |n| copies of the logs vector (httpc_vector_repeat), n * 10 records. */
 static uint8_t *logs_body(int n, size_t *len)
 {
-    size_t vl;
-    uint8_t *v = httpc_vector("http-protobuf-logs.pb", &vl);
-    uint8_t *p = malloc(vl * (size_t)n);
-    cr_assert_not_null(p);
-    for (int i = 0; i < n; i++) {
-        memcpy(p + vl * (size_t)i, v, vl);
-    }
-    free(v);
-    *len = vl * (size_t)n;
-    return p;
+    return httpc_vector_repeat("http-protobuf-logs.pb", n, len);
 }
 
 static int post(int port, const char *path, const uint8_t *body, size_t len, bool gzip)

@@ -493,6 +493,23 @@ uint8_t *httpc_vector(const char *name, size_t *len)
     return p;
 }
 
+uint8_t *httpc_vector_repeat(const char *name, int n, size_t *len)
+{
+    size_t vl;
+    uint8_t *v = httpc_vector(name, &vl);
+    uint8_t *p = malloc(vl * (size_t)n);
+    if (p == NULL) {
+        fprintf(stderr, "out of memory for %d copies of %s\n", n, name);
+        abort();
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(p + vl * (size_t)i, v, vl);
+    }
+    free(v);
+    *len = vl * (size_t)n;
+    return p;
+}
+
 void httpc_url_enc(char *out, size_t cap, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";

@@ -60,5 +60,9 @@ const char *httpc_vectors_dir(void);
 /* The bytes of vector |name| in that folder (malloc'd; the caller frees
  * them) and their length; a vector that cannot be read aborts the test. */
 uint8_t *httpc_vector(const char *name, size_t *len);
+/* |n| copies of vector |name| back to back (malloc'd), *len bytes: for a
+ * protobuf export still one valid request, since protobuf merges the
+ * repeated fields of concatenated messages. Aborts the test as above. */
+uint8_t *httpc_vector_repeat(const char *name, int n, size_t *len);
 
 #endif
