@@ -5,7 +5,8 @@
 For every pass, every connection count and every binary (the binaries' order alternating pass
 by pass), a fresh daemon (defaults, TAIL_ACK: --ack wal unless set; fresh data directory on a
 real disk) takes wrk's HTTP/1.1 keep-alive POSTs of the peer case's 1,000-record log request
-for TAIL_SECONDS. Printed per run: records/s, records per CPU-second, wrk's p50/p99, and from
+for TAIL_SECONDS. Printed per run: records/s, records per CPU-second (the CPU of the drain after
+the run counted too, as in the peer case), wrk's p50/p99, and from
 the daemon's own /metrics histograms the p99 (bucket upper bound) of each ack phase (admit,
 body, decode, shard, reply, total), of the WAL append and of the block fsync, the share of
 acks over 5 and 10 ms, the admission waits, and the largest number of unsealed blocks and of
@@ -100,6 +101,7 @@ def one(binary, conns, secs, ack, args, payload, lua, client):
         cpu = bl.proc_cpu_s(d.proc.pid) - cpu0
         s.stop_ = True
         s.join()
+        cpu += peer.drain(d.proc.pid)  # the seal work the run left behind is the records' too
         m = d.metrics()
     finally:
         d.stop()
