@@ -41,7 +41,7 @@ void vdict_free(struct vdict *d)
     memset(d, 0, sizeof(*d));
 }
 
-/* Doubles the slot table (at most 4 x VD_MAX slots: never more than a
+/* Doubles the slot table (at most 4 x VD_WMAX slots: never more than a
  * quarter full). 0 or -ENOMEM. */
 static int grow_slots(struct vdict *d)
 {
@@ -74,7 +74,7 @@ int vdict_insert(struct vdict *d, uint32_t key, uint64_t h, const uint8_t *v, ui
         k->occ = UINT32_MAX; /* unique-looking values: inline from here on */
         return 0;
     }
-    if (d->n >= VD_MAX || n > VD_VAL_MAX || d->bytes.len + n > VD_BYTES) {
+    if (d->n >= VD_WMAX || n > VD_VAL_MAX || d->bytes.len + n > VD_BYTES) {
         return 0; /* full: the value stays inline */
     }
     if (d->n == d->cap) {

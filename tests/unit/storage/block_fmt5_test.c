@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "storage/block.h"
+#include "storage/block_wint.h" /* VD_WMAX */
 #include "tests/unit/storage/blkcheck.h"
 #include "tests/unit/storage/blkfile.h"
 
@@ -289,6 +290,46 @@ Test(block_fmt5, format_5_codes_repeating_values_through_a_value_dictionary)
         cr_assert_eq(load_attrs(path), -EBADMSG, "forge %d", forge);
     }
     free(g);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
+ * The writer's value table holds at most VD_WMAX entries (a bigger table
+ * made every lookup a cache miss): VD_WMAX + 200 distinct values, each in
+ * three adjacent rows (so the key never looks unique), put the first
+ * VD_WMAX in the V column and leave the rest inline; every list still
+ * reads back byte for byte.
+ */
+Test(block_fmt5, format_5_value_table_stops_at_the_writers_cap)
+{
+    enum { DISTINCT = VD_WMAX + 200, NROWS = 3 * DISTINCT };
+    struct batch *bt = log_batch();
+    char tmp[32];
+    for (uint32_t i = 0; i < NROWS; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        snprintf(tmp, sizeof(tmp), "val%06u", i / 3);
+        put_kv_str(h, "v", tmp, strlen(tmp));
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, NROWS, 0, 90, NULL, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    cr_assert_eq(f[8], 5, "format 5");
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), VD_WMAX + 1, "value offsets: %llu",
+                 (unsigned long long)get64(f + at));
+    blk *b = open_ok(path);
+    check_block(b, ob, NROWS);
+    blk_unref(b);
     free(f);
     oblock_free(ob);
     batch_free(bt);
