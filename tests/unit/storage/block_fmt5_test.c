@@ -108,6 +108,20 @@ static struct batch *dict_logs(void)
     return bt;
 }
 
+/* |bt|'s |rows| appended to a new open block (*ob) and sealed at |path|;
+ * the file's bytes (*n of them, malloc'd), checked to be format 5. */
+static uint8_t *seal_v5(struct batch *bt, uint64_t rows, oblock **ob, char *path, size_t cap,
+                        size_t *n)
+{
+    cr_assert_eq(oblock_new(SIG_LOGS, ob), 0);
+    cr_assert_eq(oblock_append(*ob, bt, 1), 0);
+    write_block(*ob, rows, 0, 90, NULL, path, cap);
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
+    cr_assert_not_null(f);
+    cr_assert_eq(f[8], 5, "format 5");
+    return f;
+}
+
 /* The value encoding of |put| into |out| after uv key id |key| (< 128). */
 static void entry(struct vbuf *out, uint8_t key, int (*put)(struct vbuf *))
 {
@@ -204,14 +218,9 @@ Test(block_fmt5, format_5_codes_repeating_values_through_a_value_dictionary)
 {
     struct batch *bt = dict_logs();
     oblock *ob;
-    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
-    cr_assert_eq(oblock_append(ob, bt, 1), 0);
     char path[512];
-    write_block(ob, ROWS, 0, 90, NULL, path, sizeof(path));
     size_t n;
-    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
-    cr_assert_not_null(f);
-    cr_assert_eq(f[8], 5, "format 5");
+    uint8_t *f = seal_v5(bt, ROWS, &ob, path, sizeof(path), &n);
 
     /* attrs: count, list codes, offsets, data, key offsets, key data,
      * value offsets (14 entries + 1), value data */
@@ -316,14 +325,9 @@ Test(block_fmt5, format_5_value_table_stops_at_the_writers_cap)
         r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
     }
     oblock *ob;
-    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
-    cr_assert_eq(oblock_append(ob, bt, 1), 0);
     char path[512];
-    write_block(ob, NROWS, 0, 90, NULL, path, sizeof(path));
     size_t n;
-    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
-    cr_assert_not_null(f);
-    cr_assert_eq(f[8], 5, "format 5");
+    uint8_t *f = seal_v5(bt, NROWS, &ob, path, sizeof(path), &n);
     uint64_t len, at = column_at(f, n, 1, 6, &len);
     cr_assert_eq(get64(f + at), VD_WMAX + 1, "value offsets: %llu",
                  (unsigned long long)get64(f + at));
