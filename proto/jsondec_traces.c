@@ -8,18 +8,8 @@
 #include <stdint.h>
 
 #include "proto/jsondec_int.h"
+#include "proto/otlpnames.h"
 #include "storage/val.h"
-
-static const char *const span_kind_names[] = {
-    "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
-    "SPAN_KIND_CLIENT",      "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER",
-};
-
-static const char *const status_names[] = {
-    "STATUS_CODE_UNSET",
-    "STATUS_CODE_OK",
-    "STATUS_CODE_ERROR",
-};
 
 /* ---- traces ---- */
 
@@ -145,7 +135,8 @@ static int status_msg(struct jd *j, struct span_row *sp)
         } else if (f == ST_MESSAGE) {
             rc = rd_mstr(j, "status.message", &sp->status_message);
         } else {
-            rc = jd_rd_enum(j, "status.code", status_names, NF(status_names), &sp->status_code);
+            rc = jd_rd_enum(j, "status.code", otlp_status_names, NF(otlp_status_names),
+                            &sp->status_code);
         }
         if (rc < 0) {
             return rc;
@@ -235,7 +226,7 @@ static int span(struct jd *j, uint32_t si)
             rc = rd_mstr(j, "name", &sp->name);
             break;
         case SP_KIND:
-            rc = jd_rd_enum(j, "kind", span_kind_names, NF(span_kind_names), &sp->kind);
+            rc = jd_rd_enum(j, "kind", otlp_span_kind_names, NF(otlp_span_kind_names), &sp->kind);
             break;
         case SP_START:
             rc = rd_u64(j, "startTimeUnixNano", &sp->start_ns);

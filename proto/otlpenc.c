@@ -21,6 +21,7 @@
 #include "lib/base64.h"
 #include "lib/jsonw.h"
 #include "lib/pbw.h"
+#include "proto/otlpnames.h"
 
 /* lib/jsonw.h cannot see storage/val.h: its depth must hold the deepest
  * AnyValue the decoders accept, at 4 JSON levels per value level, plus an
@@ -434,16 +435,6 @@ void otlpenc_json_scope(struct jsonw *w, const struct scope_view *sc)
     jsonw_obj_end(w);
 }
 
-static const char *const kind_names[] = {
-    "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
-    "SPAN_KIND_CLIENT",      "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER",
-};
-static const char *const status_names[] = {
-    "STATUS_CODE_UNSET",
-    "STATUS_CODE_OK",
-    "STATUS_CODE_ERROR",
-};
-
 static void json_u64s(struct jsonw *w, const char *key, uint64_t v)
 {
     if (v != 0) {
@@ -482,8 +473,8 @@ void otlpenc_json_span(struct jsonw *w, const struct span_view *v)
     }
     if (v->kind != 0) {
         jsonw_key(w, "kind");
-        if (v->kind > 0 && v->kind < 6) {
-            jsonw_cstr(w, kind_names[v->kind]);
+        if (v->kind > 0 && v->kind < OTLP_SPAN_KINDS) {
+            jsonw_cstr(w, otlp_span_kind_names[v->kind]);
         } else {
             jsonw_int(w, v->kind); /* jsonpb: an unknown enum value as its number */
         }
@@ -553,8 +544,8 @@ void otlpenc_json_span(struct jsonw *w, const struct span_view *v)
         }
         if (v->status_code != 0) {
             jsonw_key(w, "code");
-            if (v->status_code > 0 && v->status_code < 3) {
-                jsonw_cstr(w, status_names[v->status_code]);
+            if (v->status_code > 0 && v->status_code < OTLP_STATUS_CODES) {
+                jsonw_cstr(w, otlp_status_names[v->status_code]);
             } else {
                 jsonw_int(w, v->status_code);
             }
