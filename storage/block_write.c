@@ -281,7 +281,8 @@ struct keycount {
     struct vbuf keys;
     struct kc_pos *ap; /* every counted attribute, rows in order */
     size_t an, acap;
-    uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
+    uint64_t *arow;        /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
+    uint32_t slot[KC_MAX]; /* key id -> its entry's index in t (kc_count) */
 };
 
 /* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
@@ -307,6 +308,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
                     j = (j + 1) & (ncap - 1);
                 }
                 nt[j] = kc->t[i];
+                kc->slot[nt[j].id] = (uint32_t)j;
             }
         }
         free(kc->t);
@@ -342,14 +344,60 @@ find_only:;
     }
     kc->t[i] =
         (struct kc_ent){h, wa, wb, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->slot[kc->n] = (uint32_t)i;
     *id = (uint32_t)kc->n++;
     return 0;
 }
 
+/* kc_add's count for key id |id| (< kc->n), known without the lookup. */
+static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
+{
+    struct kc_ent *e = &kc->t[kc->slot[id]];
+    if (e->last_row != row) {
+        e->count++;
+        e->last_row = row;
+    }
+}
+
+/*
+ * What record_attrs remembers between rows, so that a key or key-value it
+ * saw recently costs a compare rather than hashes and table probes
+ * (exporters write a call site's keys in one order, and most values of a
+ * counted key repeat: methods, routes, status codes, bools):
+ *   pos  the previous rows' key at each list position: its bytes (in the
+ *        open block), id and kv_key_hash
+ *   val  by key id, its last AV_WAYS distinct values (most recent first):
+ *        the bytes (in the open block), kv_val_hash for a string, and the
+ *        value table entry (1 + entry, 0 none)
+ * A hit gives what the lookups would (the same bytes have the same hash,
+ * id and entry), and the counts are kept the same way (kc_count,
+ * vdict_count), so the block is byte for byte what it was without it. A
+ * cached value whose entry is 0 while its key is still entered goes the
+ * slow way (the lookup may enter it now). Cleared per block: the pointers
+ * are into the block being sealed.
+ */
+#define AK_POS 16
+#define AV_WAYS 2
+struct av_way {
+    const uint8_t *v;
+    uint32_t n, ve; /* n 0: empty (a value takes a byte at least) */
+    uint64_t hv;
+};
+struct akmem {
+    struct {
+        const char *k;
+        uint64_t kn; /* UINT64_MAX: empty */
+        uint32_t id;
+        uint64_t kh;
+    } pos[AK_POS];
+    struct av_way val[KC_MAX][AV_WAYS];
+};
+
 /* Blooms and zones gathered while the rows are walked. */
 struct wside {
     struct keycount kc;
-    struct vdict vd; /* format 5: log and span attribute values */
+    struct akmem *am; /* record_attrs's recent keys and values (scratch_prepare) */
+    struct vdict vd;  /* format 5: log and span attribute values */
     bool vd_on;
     struct bloom_acc set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
@@ -423,51 +471,123 @@ static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val 
     return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
+/*
+ * val_rd_value_in for record_attrs, which reads a scalar's type and where
+ * it ends, never its number: a double (8 bytes) and an int of up to 9
+ * varint bytes (what val_rd_value would accept) are skipped here instead
+ * of through val_rd_value's call. *out's number is not set for them.
+ */
+static inline int attr_value(struct val_rd *r, struct val *out)
+{
+    const uint8_t *p = r->p;
+    if (r->end - p >= 9 && p[0] == VAL_DOUBLE) {
+        out->type = VAL_DOUBLE;
+        out->count = 0;
+        r->p = p + 9;
+        return 0;
+    }
+    if (r->end - p >= 3 && p[0] == VAL_INT && p[1] >= 0x80) {
+        size_t lim = (size_t)(r->end - p) - 1;
+        lim = lim < 9 ? lim : 9;
+        for (size_t k = 1; k < lim; k++) {
+            if (p[1 + k] < 0x80) {
+                out->type = VAL_INT;
+                out->count = 0;
+                r->p = p + 2 + k;
+                return 0;
+            }
+        }
+    }
+    return val_rd_value_in(r, out);
+}
+
 /* A record's attributes: keys counted, string values into the bloom, and
  * (format 5's log and span blocks) values into the value table, the
- * strings by the bloom's hash. */
+ * strings by the bloom's hash; keys and values seen recently through
+ * s->am (struct akmem). */
 static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
 {
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
     struct keycount *kc = &s->kc;
+    struct akmem *am = s->am;
     struct val_rd r = {a.p, a.p + a.len};
     kc->arow[row] = kc->an;
+    if (kc->an + a.count > kc->acap) { /* at most one counted attribute each */
+        size_t ncap = kc->acap ? kc->acap * 2 : 4096;
+        while (ncap < kc->an + a.count) {
+            ncap *= 2;
+        }
+        struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
+        if (np == NULL) {
+            return -ENOMEM;
+        }
+        kc->ap = np;
+        kc->acap = ncap;
+    }
     for (uint32_t i = 0; i < a.count; i++) {
         const char *k;
         size_t kn;
         struct val v;
         uint32_t id;
+        uint64_t kh;
         if (val_rd_str_in(&r, &k, &kn) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         uint32_t off = (uint32_t)(r.p - a.p) + 1;
-        if (val_rd_value_in(&r, &v) < 0) {
+        if (attr_value(&r, &v) < 0) {
             return 0;
         }
-        uint64_t kh;
-        if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
-            return -ENOMEM;
-        }
-        uint64_t hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
-        if (id != UINT32_MAX) {
-            uint32_t ve = 0;
-            if (s->vd_on && vdict_wants(&s->vd, id)) {
-                const uint8_t *vb = a.p + off - 1;
-                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, (uint32_t)(r.p - vb),
-                              &ve) < 0) {
-                    return -ENOMEM;
-                }
+        if (i < AK_POS && am->pos[i].kn == kn && short_eq(am->pos[i].k, k, kn)) {
+            id = am->pos[i].id;
+            kh = am->pos[i].kh;
+            if (id != UINT32_MAX) {
+                kc_count(kc, row, id);
             }
-            if (kc->an == kc->acap) {
-                size_t ncap = kc->acap ? kc->acap * 2 : 4096;
-                struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
-                if (np == NULL) {
+        } else {
+            if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
+                return -ENOMEM;
+            }
+            if (i < AK_POS) {
+                am->pos[i].k = k;
+                am->pos[i].kn = kn;
+                am->pos[i].id = id;
+                am->pos[i].kh = kh;
+            }
+        }
+        uint64_t hv;
+        if (id != UINT32_MAX && s->vd_on && vdict_wants(&s->vd, id)) {
+            const uint8_t *vb = a.p + off - 1;
+            uint32_t vn = (uint32_t)(r.p - vb), ve = 0;
+            struct av_way *w = am->val[id];
+            int hit = w[0].n == vn && short_eq(w[0].v, vb, vn)   ? 0
+                      : w[1].n == vn && short_eq(w[1].v, vb, vn) ? 1
+                                                                 : -1;
+            if (hit >= 0 && w[hit].ve != 0) {
+                hv = w[hit].hv;
+                ve = w[hit].ve;
+                vdict_count(&s->vd, id, ve);
+                if (hit == 1) {
+                    struct av_way t = w[0];
+                    w[0] = w[1];
+                    w[1] = t;
+                }
+            } else {
+                hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
+                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, vn, &ve) < 0) {
                     return -ENOMEM;
                 }
-                kc->ap = np;
-                kc->acap = ncap;
+                if (hit < 0) {
+                    w[1] = w[0];
+                    hit = 0;
+                }
+                w[hit] = (struct av_way){vb, vn, ve, hv};
             }
             kc->ap[kc->an++] = (struct kc_pos){id, off, ve};
+        } else {
+            hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
+            if (id != UINT32_MAX) {
+                kc->ap[kc->an++] = (struct kc_pos){id, off, 0};
+            }
         }
         int rc = v.type == VAL_STR     ? bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv)
                  : v.type == VAL_ARRAY ? bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v)
@@ -1088,6 +1208,7 @@ static void scratch_free(struct scratch *sc)
     }
     bloom_grams_fini(&sc->side.grams);
     free(sc->side.kc.t);
+    free(sc->side.am);
     free(sc->side.kc.ap);
     free(sc->side.kc.arow);
     vbuf_fini(&sc->side.kc.keys);
@@ -1160,6 +1281,15 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     if (s->kc.t != NULL) {
         memset(s->kc.t, 0, s->kc.cap * sizeof(*s->kc.t));
     }
+    if (s->am == NULL) {
+        s->am = calloc(1, sizeof(*s->am));
+        if (s->am == NULL) {
+            return -ENOMEM;
+        }
+    } else { /* the ids the last block used (kc.n), the positions */
+        memset(s->am->val, 0, s->kc.n * sizeof(s->am->val[0]));
+    }
+    memset(s->am->pos, 0xff, sizeof(s->am->pos));
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
