@@ -53,6 +53,10 @@ static int64_t dict_push(struct dictb *d, const char *p, size_t n)
     return (int64_t)d->nd++;
 }
 
+/* |p, n| as row |row|'s string (rows in order from 0): the code of an
+ * equal entry (the previous row's checked first: columns like severity
+ * text and span names repeat row after row), else a new entry. 0 or
+ * -ENOMEM. */
 static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
@@ -74,6 +78,14 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
         free(d->ht);
         d->ht = nh;
         d->ht_cap = ncap;
+    }
+    if (row > 0) { /* the previous row's string again: its code, no hash */
+        uint64_t c = d->codes[row - 1];
+        if (d->offs[c + 1] - d->offs[c] == n &&
+            (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            d->codes[row] = c;
+            return 0;
+        }
     }
     uint64_t tag = XXH3_64bits(n ? p : empty, n) << 32;
     size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);
@@ -369,6 +381,9 @@ static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
  *   val  by key id, its last AV_WAYS distinct values (most recent first):
  *        the bytes (in the open block), kv_val_hash for a string, and the
  *        value table entry (1 + entry, 0 none)
+ *   rhv  the last row walked: the string values' kv_val_hash in list
+ *        order (rok: it had at most AK_ROW attributes, no array values,
+ *        and parsed to the end), for attrs_repeat
  * A hit gives what the lookups would (the same bytes have the same hash,
  * id and entry), and the counts are kept the same way (kc_count,
  * vdict_count), so the block is byte for byte what it was without it. A
@@ -377,6 +392,7 @@ static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
  * are into the block being sealed.
  */
 #define AK_POS 16
+#define AK_ROW 64
 #define AV_WAYS 2
 struct av_way {
     const uint8_t *v;
@@ -391,6 +407,9 @@ struct akmem {
         uint64_t kh;
     } pos[AK_POS];
     struct av_way val[KC_MAX][AV_WAYS];
+    uint64_t rhv[AK_ROW];
+    uint32_t nrhv;
+    bool rok;
 };
 
 /* Blooms and zones gathered while the rows are walked. */
@@ -501,29 +520,100 @@ static inline int attr_value(struct val_rd *r, struct val *out)
     return val_rd_value_in(r, out);
 }
 
+/* Room in kc->ap for |count| more (one per counted attribute at most). */
+static int ap_reserve(struct keycount *kc, uint32_t count)
+{
+    if (kc->an + count <= kc->acap) {
+        return 0;
+    }
+    size_t ncap = kc->acap ? kc->acap * 2 : 4096;
+    while (ncap < kc->an + count) {
+        ncap *= 2;
+    }
+    struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    kc->ap = np;
+    kc->acap = ncap;
+    return 0;
+}
+
+/*
+ * record_attrs of row |row| (> 0) whose list is byte for byte row - 1's
+ * (the attribute dictionary gave both one code): row - 1's counted
+ * attributes again (same ids and value positions, the counts a walk would
+ * add, each entry's code unless its key stopped being entered since) and
+ * its string hashes into the bloom in the same order, with no parse, hash
+ * or probe. 1 when it cannot (row - 1 not rok, or a counted value had no
+ * entry while its key is still entered: the walk may enter it now), and
+ * then nothing was changed; 0 or -ENOMEM.
+ */
+static int attrs_repeat(struct wside *s, uint64_t row)
+{
+    struct keycount *kc = &s->kc;
+    struct akmem *am = s->am;
+    if (!am->rok) {
+        return 1;
+    }
+    uint64_t b = kc->arow[row - 1], n = kc->an - b;
+    if (ap_reserve(kc, (uint32_t)n) < 0) { /* capacity only: nothing a walk would see */
+        return -ENOMEM;
+    }
+    const struct kc_pos *src = kc->ap + b;
+    struct kc_pos *dst = kc->ap + kc->an;
+    struct vd_key *vk = s->vd.k;
+    bool vd = s->vd_on;
+    for (uint64_t x = 0; x < n; x++) {
+        if (src[x].ve == 0 && vd && vk[src[x].id].occ != UINT32_MAX) {
+            return 1;
+        }
+    }
+    for (uint64_t x = 0; x < n; x++) {
+        struct kc_pos p = src[x];
+        kc_count(kc, row, p.id);
+        if (p.ve != 0) { /* vd_on: only the value table gives entries */
+            if (vk[p.id].occ != UINT32_MAX) {
+                vdict_count(&s->vd, p.id, p.ve);
+            } else {
+                p.ve = 0; /* the key stopped being entered since */
+            }
+        }
+        dst[x] = p;
+    }
+    kc->arow[row] = kc->an;
+    kc->an += n;
+    for (uint32_t i = 0; i < am->nrhv; i++) {
+        if (bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], am->rhv[i]) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 /* A record's attributes: keys counted, string values into the bloom, and
  * (format 5's log and span blocks) values into the value table, the
  * strings by the bloom's hash; keys and values seen recently through
- * s->am (struct akmem). */
-static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
+ * s->am (struct akmem). |same|: the list is row - 1's (attrs_repeat). */
+static int record_attrs(struct wside *s, uint64_t row, struct oattrs a, bool same)
 {
+    if (same && row > 0) {
+        int rc = attrs_repeat(s, row);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
     struct keycount *kc = &s->kc;
     struct akmem *am = s->am;
     struct val_rd r = {a.p, a.p + a.len};
     kc->arow[row] = kc->an;
-    if (kc->an + a.count > kc->acap) { /* at most one counted attribute each */
-        size_t ncap = kc->acap ? kc->acap * 2 : 4096;
-        while (ncap < kc->an + a.count) {
-            ncap *= 2;
-        }
-        struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
-        if (np == NULL) {
-            return -ENOMEM;
-        }
-        kc->ap = np;
-        kc->acap = ncap;
+    if (ap_reserve(kc, a.count) < 0) {
+        return -ENOMEM;
     }
+    am->rok = false;
+    am->nrhv = 0;
+    bool rok = a.count <= AK_ROW;
     for (uint32_t i = 0; i < a.count; i++) {
         const char *k;
         size_t kn;
@@ -589,13 +679,21 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
                 kc->ap[kc->an++] = (struct kc_pos){id, off, 0};
             }
         }
-        int rc = v.type == VAL_STR     ? bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv)
-                 : v.type == VAL_ARRAY ? bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v)
-                                       : 0;
+        int rc = 0;
+        if (v.type == VAL_STR) {
+            if (rok) {
+                am->rhv[am->nrhv++] = hv;
+            }
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv);
+        } else if (v.type == VAL_ARRAY) {
+            rok = false;
+            rc = bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v);
+        }
         if (rc < 0) {
             return -ENOMEM;
         }
     }
+    am->rok = rok;
     return 0;
 }
 
@@ -746,7 +844,8 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
             s->grams_incomplete = true;
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {
             return rc;
@@ -804,7 +903,8 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {
             return rc;
@@ -843,7 +943,8 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc == 0) {
             rc = sidx_add(&s->streams, j, v.metric_id, v.attrs.p, v.attrs.len);
@@ -1290,6 +1391,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
         memset(s->am->val, 0, s->kc.n * sizeof(s->am->val[0]));
     }
     memset(s->am->pos, 0xff, sizeof(s->am->pos));
+    s->am->rok = false;
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
