@@ -53,11 +53,8 @@ static int64_t dict_push(struct dictb *d, const char *p, size_t n)
     return (int64_t)d->nd++;
 }
 
-/* |p, n| as row |row|'s string (rows in order from 0): the code of an
- * equal entry (the previous row's checked first: columns like severity
- * text and span names repeat row after row), else a new entry. 0 or
- * -ENOMEM. */
-static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+/* dict_add past the previous row's entry: the hash table. */
+static int dict_add_hash(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
         size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
@@ -79,14 +76,6 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
         d->ht = nh;
         d->ht_cap = ncap;
     }
-    if (row > 0) { /* the previous row's string again: its code, no hash */
-        uint64_t c = d->codes[row - 1];
-        if (d->offs[c + 1] - d->offs[c] == n &&
-            (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
-            d->codes[row] = c;
-            return 0;
-        }
-    }
     uint64_t tag = XXH3_64bits(n ? p : empty, n) << 32;
     size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);
     while (d->ht[i] != 0) {
@@ -106,6 +95,24 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
     d->ht[i] = tag | ((uint64_t)c + 1);
     d->codes[row] = (uint64_t)c;
     return 0;
+}
+
+/* |p, n| as row |row|'s string (rows in order from 0): the code of an
+ * equal entry (the previous row's checked first, inline: columns like
+ * severity text and span names repeat row after row), else a new entry.
+ * 0 or -ENOMEM. */
+static inline int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if (row > 0) {
+        uint64_t c = d->codes[row - 1];
+        if (d->offs[c + 1] - d->offs[c] == n &&
+            (n <= 32 ? short_eq(d->data.p + d->offs[c], p, n)
+                     : memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            d->codes[row] = c;
+            return 0;
+        }
+    }
+    return dict_add_hash(d, row, p, n);
 }
 
 /*
@@ -520,12 +527,9 @@ static inline int attr_value(struct val_rd *r, struct val *out)
     return val_rd_value_in(r, out);
 }
 
-/* Room in kc->ap for |count| more (one per counted attribute at most). */
-static int ap_reserve(struct keycount *kc, uint32_t count)
+/* kc->ap's growth (ap_reserve). */
+static int ap_grow(struct keycount *kc, uint32_t count)
 {
-    if (kc->an + count <= kc->acap) {
-        return 0;
-    }
     size_t ncap = kc->acap ? kc->acap * 2 : 4096;
     while (ncap < kc->an + count) {
         ncap *= 2;
@@ -537,6 +541,12 @@ static int ap_reserve(struct keycount *kc, uint32_t count)
     kc->ap = np;
     kc->acap = ncap;
     return 0;
+}
+
+/* Room in kc->ap for |count| more (one per counted attribute at most). */
+static inline int ap_reserve(struct keycount *kc, uint32_t count)
+{
+    return kc->an + count <= kc->acap ? 0 : ap_grow(kc, count);
 }
 
 /*
@@ -583,8 +593,13 @@ static int attrs_repeat(struct wside *s, uint64_t row)
     }
     kc->arow[row] = kc->an;
     kc->an += n;
+    /* A hash its recent slot still holds was added by row - 1: adding it
+     * again would change nothing (bloom_acc_add: not fresh, the sketch
+     * already at least its rank), so only the others are added. */
+    struct bloom_acc *set = &s->set[BLK_BLOOM_ATTRS - 1];
     for (uint32_t i = 0; i < am->nrhv; i++) {
-        if (bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], am->rhv[i]) < 0) {
+        uint64_t h = am->rhv[i];
+        if (set->recent[h & (BLOOM_RECENT - 1)] != h && bloom_acc_add(set, h) < 0) {
             return -ENOMEM;
         }
     }
