@@ -846,7 +846,11 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
         }
         memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
         memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
-        if (rc == 0 && v.has_trace_id) {
+        /* The previous row's trace id again: its hash was the last one
+         * added to this set, so adding it again would change nothing. */
+        bool same_tr = j > 0 && (w->I[L_IDF][j - 1] & 1u) != 0 &&
+                       memcmp(w->R[L_TRACE].p + 16 * (j - 1), v.trace_id, 16) == 0;
+        if (rc == 0 && v.has_trace_id && !same_tr) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
@@ -913,7 +917,9 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         }
         memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
         memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
-        if (rc == 0) {
+        /* The previous row's trace (one dictionary code): its hash was the
+         * last one added to this set, adding it again would change nothing. */
+        if (rc == 0 && (j == 0 || w->D[X_TRACES].codes[j] != w->D[X_TRACES].codes[j - 1])) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
