@@ -662,3 +662,45 @@ Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
     oblock_free(ob);
     batch_free(bt);
 }
+
+/*
+ * Rows side by side with one trace id add it to the trace id bloom once
+ * (block_write.c skips the repeats): rows 0-2 trace A, row 3 A's bytes
+ * but no trace id, row 4 A, row 5 B. The bloom holds exactly A and B.
+ */
+Test(block_fmt5, adjacent_rows_of_one_trace_fill_the_trace_bloom_as_before)
+{
+    struct batch *bt = log_batch();
+    uint8_t a[16], b2[16], c[16];
+    memset(a, 0xa1, sizeof(a));
+    memset(b2, 0xb2, sizeof(b2));
+    memset(c, 0xc3, sizeof(c));
+    for (uint32_t i = 0; i < 6; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        memcpy(r->trace_id, i == 5 ? b2 : a, 16);
+        r->has_trace_id = i != 3;
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, 6, &ob, path, sizeof(path), &n);
+    blk *b = open_ok(path);
+    check_block(b, ob, 6);
+    cr_assert(blk_may_have_trace(b, a));
+    cr_assert(blk_may_have_trace(b, b2));
+    cr_assert_not(blk_may_have_trace(b, c));
+    struct blk_bloom_info bi;
+    bool found = false;
+    for (uint32_t i = 0; i < blk_n_blooms(b); i++) {
+        cr_assert_eq(blk_bloom_info(b, i, &bi), 0);
+        if (bi.kind == BLK_BLOOM_TRACE_IDS) {
+            found = true;
+            cr_assert_eq(bi.n_items, 2, "%llu", (unsigned long long)bi.n_items);
+        }
+    }
+    cr_assert(found);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
