@@ -1408,10 +1408,10 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
         if (s->am == NULL) {
             return -ENOMEM;
         }
-    } else { /* the ids the last block used (kc.n), the positions */
+    } else { /* the key ids the last block used (kc.n, not reset yet) */
         memset(s->am->val, 0, s->kc.n * sizeof(s->am->val[0]));
     }
-    memset(s->am->pos, 0xff, sizeof(s->am->pos));
+    memset(s->am->pos, 0xff, sizeof(s->am->pos)); /* kn UINT64_MAX: empty */
     s->am->rok = false;
     s->kc.n = 0;
     s->kc.an = 0;
