@@ -21,8 +21,7 @@
 
 struct pmsrc {
     struct qctx *q;
-    arena *a;         /* the results */
-    size_t charged_a; /* arena_footprint(a) charged to the qctx so far */
+    arena *a; /* the results (charged to q: qctx_arena_bind) */
 };
 
 /* A delta sample before it is accumulated. */
@@ -81,7 +80,6 @@ struct pms_run {
     struct pmsrc *s;
     struct qctx *q;
     arena *a, *call, *blk;
-    size_t charged_call, charged_blk;
     const struct promql_matcher *m;
     size_t n_m;
     int64_t mint, maxt;
@@ -165,7 +163,9 @@ int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher
 void pms_run_fini(struct pms_run *r);
 /* One source: plan, then its rows (or its index). 0, or the query's error. */
 int pms_do_block(struct pms_run *r, struct qctx_src *qs);
-/* Charges the run's arenas' growth to the qctx: 0 or -ENOMEM. */
+/* The run's arenas charge their chunks to the qctx as they grow
+ * (qctx_arena_bind); this returns qctx_err, so a memory limit the growth
+ * hit ends the loop that calls it. */
 int pms_charge(struct pms_run *r);
 /* The call's series of |ls| (hash |h| = pm_labels_hash), created when new:
  * its index, or -ENOMEM. |copy|: a label index's series, which its
