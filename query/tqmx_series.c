@@ -782,8 +782,12 @@ int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errl
         traces_set_err(err, errlen, -ENOMEM);
         return -ENOMEM;
     }
-    arena_set_limit(x.a, rq->max_memory != 0 ? rq->max_memory : (size_t)1 << 30);
-    qctx_arena_bind(&x.q, x.a); /* the series and their buckets count as the query's memory */
+    if (rq->max_memory == 0) {
+        arena_set_limit(x.a, (size_t)1 << 30);
+    }
+    /* the series and their buckets are the query's memory: bounded by its
+     * charge (max_memory), chunk by chunk */
+    qctx_arena_bind(&x.q, x.a);
     struct tqmx_set out;
     rc = eval_node(&x, rq->expr->root, &out);
     for (size_t i = 0; rc == 0 && i < out.n; i++) {

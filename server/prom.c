@@ -10,7 +10,7 @@
  * I/O thread; the rest becomes a qhttp job, answered by qhttp's table in
  * the Prometheus column ({"status":"error","errorType":..,"error":..}).
  *
- * A job, on a worker: an arena capped at --query-memory, a qctx snapshot
+ * A job, on a worker: an arena charged to the query (--query-memory), a qctx snapshot
  * of the metrics signal with the runner's limits (and the deadline of the
  * `timeout` parameter when it is sooner), a pmsrc over it, then pm_eval
  * or the pmsrc call the endpoint needs, and the whole answer rendered in
@@ -195,7 +195,6 @@ static int run_open(struct pjob *j, struct run *st)
     if (st->a == NULL) {
         return -ENOMEM;
     }
-    arena_set_limit(st->a, l->max_memory);
     struct qctx_limits lim = {.max_rows = l->max_rows,
                               .max_memory = l->max_memory,
                               .deadline_ns = j->deadline_ns,
