@@ -262,6 +262,12 @@ bool pmx_cache_room(size_t bytes);
  * that did not fit is not repeated by every query); pmx_note_built feeds it. */
 size_t pmx_guess(const blk *b);
 void pmx_note_built(const blk *b, size_t bytes);
+/* A build of |b| was dropped past |allowed| bytes of scratch: a build
+ * needs more than that per stream (or row) of its block, so
+ * pmx_build_fits refuses one that would need more than its allowance by
+ * that measure, and queries do not each run a build that cannot finish. */
+void pmx_note_too_big(const blk *b, size_t allowed);
+bool pmx_build_fits(const blk *b, size_t allowed);
 bool pmx_charge(struct pmx *x);
 
 /* Whether series |i| has a row with time in [lo_ns, hi_ns). */

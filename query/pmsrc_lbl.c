@@ -21,6 +21,13 @@
  * query's qctx: its rows count and its deadline holds. NULL with the
  * query's error set, or NULL (no error) when the block failed verification.
  */
+/* What an index build may hold: what the query has left (0: no bound). */
+static uint64_t build_allowance(const struct qctx *q)
+{
+    uint64_t max = q->lim.max_memory, held = (uint64_t)__atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+    return max == 0 ? 0 : held < max ? max - held : 1;
+}
+
 static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
@@ -46,9 +53,9 @@ static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
         qctx_fail(q, -ENOMEM, "out of memory");
         return NULL;
     }
-    uint64_t max = q->lim.max_memory, held = (uint64_t)__atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+    uint64_t allowed = build_allowance(q);
     struct qctx sub;
-    qctx_sub_open(&sub, q, max == 0 ? 0 : held < max ? max - held : 1);
+    qctx_sub_open(&sub, q, allowed);
     qctx_arena_bind(&sub, labels);
     struct pmsrc ps = {.q = &sub, .a = labels};
     struct pms_run ir;
@@ -76,6 +83,7 @@ static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
     arena_free(labels);
     if (qctx_sub_close(&sub, q) == -ENOMEM) {
         r->no_index = true; /* too big for what the query has left: row by row */
+        pmx_note_too_big(qs->b, allowed);
     }
     if (rc == 0) {
         rc = qctx_err(q);
@@ -97,7 +105,7 @@ const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs)
     if (x != NULL || r->no_index) {
         return x;
     }
-    if (!pmx_cache_room(pmx_guess(qs->b))) {
+    if (!pmx_cache_room(pmx_guess(qs->b)) || !pmx_build_fits(qs->b, build_allowance(r->q))) {
         r->no_index = true;
         return NULL;
     }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
@@ -198,5 +199,44 @@ Test(qmem, a_traceql_metrics_query_past_the_budgets_share_fails_and_the_daemon_g
     cr_expect_eq(st, 200, "%d %s", st, body);
     cr_expect(strstr(body, "\"value\":349},") != NULL, "%s", body);
     free(body);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* A label index build that needs more than the query has left is dropped
+ * and the block read without one: the query answers, and later queries
+ * do not try the build again (the rows they read are the block's own). */
+Test(qmem, an_index_build_past_the_querys_room_is_dropped_and_the_query_answers, .timeout = 120)
+{
+    struct daemon d;
+    const char *args[] = {"--shards", "1", "--block-max-age", "1s", "--query-memory", "3MiB", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    char *b = gauges("load", N_SERIES, 0);
+    post(&d, "/v1/metrics", b);
+    free(b);
+    /* in the same block, series the query does not select but the index
+     * build must: its scratch is several times the query's */
+    b = gauges("other", 6 * N_SERIES, 0);
+    post(&d, "/v1/metrics", b);
+    free(b);
+    for (int i = 0; daemon_metric(&d, "miradb_blocks{signal=\"metrics\"}") < 1 ||
+                    daemon_metric(&d, "miradb_open_block_rows{signal=\"metrics\"}") != 0;
+         i++) {
+        cr_assert_lt(i, 1500, "the metric block was not sealed in 30 s");
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        double before = daemon_metric(&d, "miradb_promql_points_scanned_total");
+        expect(&d, "/api/v1/query?query=count(load)&time=1700000010", 200,
+               PROM_OK("{\"resultType\":\"vector\",\"result\":[{\"metric\":{},\"value\":["
+                       "1700000010,\"1000\"]}]}"));
+        double read = daemon_metric(&d, "miradb_promql_points_scanned_total") - before;
+        cr_expect_eq(daemon_metric(&d, "miradb_promql_label_index_bytes"), 0, "pass %d", pass);
+        if (pass > 0) {
+            cr_expect_eq(read, N_SERIES, "pass %d: the block's points, no build: %.0f", pass, read);
+        } else {
+            cr_expect_gt(read, N_SERIES, "the build tried, and read rows of its own: %.0f", read);
+        }
+    }
     cr_assert_eq(daemon_stop(&d), 0);
 }
