@@ -27,6 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "lib/jsonlex.h"
 #include "proto/jsondec_num.h"
@@ -98,15 +101,55 @@ static inline int lexfail(struct jd *j)
     return jd_fail(j, j->lx.err_at, "%s", j->lx.err);
 }
 
+/* jsonlex_ws with the usual case first: compact JSON has no blank here. */
+static inline void jd_ws(struct jsonlex *x)
+{
+    if (x->pos < x->n && (unsigned char)x->s[x->pos] > ' ') {
+        return;
+    }
+    jsonlex_ws(x);
+}
+
+/* jsonlex_peek the same way. */
+static inline int jd_peek(struct jsonlex *x)
+{
+    jd_ws(x);
+    return x->pos < x->n ? (unsigned char)x->s[x->pos] : -1;
+}
+
 static inline void ws(struct jd *j)
 {
-    jsonlex_ws(&j->lx);
+    jd_ws(&j->lx);
 }
 
 /* The next non-blank byte, or -1 at the end. */
 static inline int peekc(struct jd *j)
 {
-    return jsonlex_peek(&j->lx);
+    return jd_peek(&j->lx);
+}
+
+/*
+ * jsonlex_plain_end (the first '"', '\\' or control byte in s[i, n), or
+ * |n|) with its first 16 bytes inline: most keys and short values end
+ * there.
+ */
+static inline size_t plain_end(const char *s, size_t i, size_t n)
+{
+#ifdef __SSE2__
+    if (n - i >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                         _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f)));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m != 0) {
+            return i + (size_t)__builtin_ctz(m);
+        }
+        return jsonlex_plain_end(s, i + 16, n);
+    }
+#endif
+    return jsonlex_plain_end(s, i, n);
 }
 
 static inline int lex_str(struct jd *j, struct jsonlex_str *out)
@@ -137,7 +180,13 @@ static inline int lex_lit(struct jd *j, const char *lit, size_t n)
 
 static inline bool take_null(struct jd *j)
 {
-    return jsonlex_null(&j->lx);
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    if (x->n - x->pos >= 4 && memcmp(x->s + x->pos, "null", 4) == 0) {
+        x->pos += 4;
+        return true;
+    }
+    return false;
 }
 
 static inline int skip_value(struct jd *j)
@@ -343,13 +392,13 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
 {
     struct jsonlex *x = &j->lx;
     size_t save = x->pos;
-    int ch = jsonlex_peek(x);
+    int ch = jd_peek(x);
     if (ch == '}') {
         x->pos++;
         return 0;
     }
     if (!c->first) {
-        ch = ch == ',' ? (x->pos++, jsonlex_peek(x)) : -1;
+        ch = ch == ',' ? (x->pos++, jd_peek(x)) : -1;
     }
     if (ch == '"' && x->n - x->pos > FNAME_MAX + 1) {
         int h = c->succ[c->prev + 1];
@@ -358,9 +407,9 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
         int f = name_find(x->s + x->pos + 1, c->t, c->nt, h, &len);
         if (f >= 0) {
             x->pos += len + 2;
-            if (jsonlex_peek(x) == ':') {
+            if (jd_peek(x) == ':') {
                 x->pos++;
-                jsonlex_ws(x);
+                jd_ws(x);
                 c->first = false;
                 c->succ[c->prev + 1] = (uint8_t)(f + 1);
                 c->f = c->prev = f;

@@ -690,17 +690,18 @@ static bool kv_fast(struct jd *j)
         return false;
     }
     size_t k0 = i + 8;
-    i = jsonlex_plain_end(s, k0, n);
+    i = plain_end(s, k0, n);
     if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
         return false;
     }
     size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
-    uint8_t sv[11] = {0}; /* a scalar value as val.h writes it: type, then its bytes */
+    uint64_t sv = 0; /* a scalar value's bytes after its type tag (val.h) */
     size_t svn = 0;
+    uint8_t tag = VAL_STR;
     i += 12;
     if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
         v0 = i + 14;
-        i = jsonlex_plain_end(s, v0, n);
+        i = plain_end(s, v0, n);
         if (i >= n || s[i] != '"') {
             return false;
         }
@@ -714,12 +715,8 @@ static bool kv_fast(struct jd *j)
             return false;
         }
         int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-        sv[svn++] = VAL_INT;
-        for (; z >= 0x80; z >>= 7) {
-            sv[svn++] = (uint8_t)(z | 0x80);
-        }
-        sv[svn++] = (uint8_t)z;
+        sv = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); /* zigzag, written as a varint */
+        tag = VAL_INT;
         i += used;
     } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
         double d;
@@ -727,12 +724,9 @@ static bool kv_fast(struct jd *j)
         if (!jdnum_f64(s + i, n - i, &d, &used)) {
             return false;
         }
-        uint64_t u;
-        memcpy(&u, &d, 8);
-        sv[svn++] = VAL_DOUBLE;
-        for (int k = 0; k < 8; k++) {
-            sv[svn++] = (uint8_t)(u >> (8 * k));
-        }
+        memcpy(&sv, &d, 8);
+        tag = VAL_DOUBLE;
+        svn = 8;
         i += used;
     } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
         i += 11;
@@ -740,8 +734,9 @@ static bool kv_fast(struct jd *j)
         if (!t && !f) {
             return false;
         }
-        sv[svn++] = VAL_BOOL;
-        sv[svn++] = t;
+        sv = t;
+        tag = VAL_BOOL;
+        svn = 1;
         i += t ? 4 : 5;
     } else {
         return false;
@@ -749,24 +744,46 @@ static bool kv_fast(struct jd *j)
     if (n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
         return false;
     }
-    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the scalar */
-    if (vbuf_reserve(j->h, 40 + klen + vlen) < 0) {
+    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the
+     * scalar. Room for 32-byte copies past the end: a key or string value
+     * of up to 32 bytes is copied whole by two 16-byte moves (its text has
+     * at least 32 bytes after it: the 48 checked above, or the value's
+     * closing '"}}' plus what follows when n allows). */
+    struct vbuf *h = j->h;
+    size_t need = 96 + klen + vlen;
+    if (h->cap - h->len < need && vbuf_reserve(h, need) < 0) {
         return false; /* the general path reports it */
     }
-    uint8_t *d = j->h->p + j->h->len;
+    uint8_t *d = h->p + h->len;
     d = put_uv(d, klen);
-    memcpy(d, s + k0, klen);
-    d += klen;
-    if (svn == 0) {
-        *d++ = VAL_STR;
-        d = put_uv(d, vlen);
-        memcpy(d, s + v0, vlen);
-        d += vlen;
+    if (klen <= 32) {
+        memcpy(d, s + k0, 32); /* s + k0 + 32 <= s + n: the 48 after the key */
     } else {
-        memcpy(d, sv, sizeof(sv)); /* room for it all; svn of them count */
+        memcpy(d, s + k0, klen);
+    }
+    d += klen;
+    *d++ = tag;
+    if (tag == VAL_STR) {
+        d = put_uv(d, vlen);
+        if (vlen <= 32 && n - v0 >= 32) {
+            memcpy(d, s + v0, 32);
+        } else {
+            memcpy(d, s + v0, vlen);
+        }
+        d += vlen;
+    } else if (tag == VAL_INT) {
+        d = put_uv(d, sv);
+    } else {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(d, &sv, 8); /* room for all 8; svn of them count */
+#else
+        for (int k = 0; k < 8; k++) {
+            d[k] = (uint8_t)(sv >> (8 * k));
+        }
+#endif
         d += svn;
     }
-    j->h->len = (size_t)(d - j->h->p);
+    h->len = (size_t)(d - h->p);
     j->lx.pos = i + 2;
     return true;
 }
