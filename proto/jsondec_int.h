@@ -341,6 +341,22 @@ struct fcur {
  */
 static inline bool name_eq(const char *p, const char *nm, size_t n)
 {
+#ifdef __SSE2__
+    /* one or two 16-byte compares; the bits of the first |n| bytes must all be set */
+    unsigned m = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p),
+                       _mm_loadu_si128((const __m128i *)(const void *)nm)));
+    if (n <= 16) {
+        unsigned want = (1u << n) - 1;
+        return (m & want) == want;
+    }
+    m |= (unsigned)_mm_movemask_epi8(
+             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)),
+                            _mm_loadu_si128((const __m128i *)(const void *)(nm + 16))))
+         << 16;
+    uint32_t want = n >= 32 ? UINT32_MAX : (1u << n) - 1;
+    return (m & want) == want;
+#else
     size_t k = 0;
     for (; k + 8 <= n; k += 8) {
         uint64_t a, b;
@@ -361,6 +377,7 @@ static inline bool name_eq(const char *p, const char *nm, size_t n)
 #endif
     }
     return true;
+#endif
 }
 
 /*
@@ -392,6 +409,29 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
 {
     struct jsonlex *x = &j->lx;
     size_t save = x->pos;
+    int h = c->succ[c->prev + 1];
+    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+    /* compact text first: '}', or [','] '"' name '"' ':' with no blank */
+    if (x->n - x->pos > FNAME_MAX + 3) {
+        const char *p = x->s + x->pos;
+        char c0 = *p;
+        if (c0 == '}') {
+            x->pos++;
+            return 0;
+        }
+        if (!c->first) {
+            c0 = c0 == ',' ? *++p : 0;
+        }
+        size_t len;
+        int f;
+        if (c0 == '"' && (f = name_find(p + 1, c->t, c->nt, h, &len)) >= 0 && p[len + 2] == ':') {
+            x->pos = (size_t)(p - x->s) + len + 3;
+            c->first = false;
+            c->succ[c->prev + 1] = (uint8_t)(f + 1);
+            c->f = c->prev = f;
+            return 1;
+        }
+    }
     int ch = jd_peek(x);
     if (ch == '}') {
         x->pos++;
@@ -401,9 +441,7 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
         ch = ch == ',' ? (x->pos++, jd_peek(x)) : -1;
     }
     if (ch == '"' && x->n - x->pos > FNAME_MAX + 1) {
-        int h = c->succ[c->prev + 1];
         size_t len;
-        h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
         int f = name_find(x->s + x->pos + 1, c->t, c->nt, h, &len);
         if (f >= 0) {
             x->pos += len + 2;
@@ -467,8 +505,37 @@ __attribute__((always_inline)) static inline bool int_fast(struct jd *j, bool si
     return false;
 }
 
+/* A quoted 19-digit integer (a nanosecond timestamp of this century) by
+ * three 8-byte loads: what jdnum_int reads it as, in fewer steps. */
+static inline bool u64_19(const char *p, size_t n, uint64_t *out)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w0, w1, w2;
+    if (n < 24 || p[0] != '"' || p[20] != '"' || p[1] == '0') {
+        return false;
+    }
+    memcpy(&w0, p + 1, 8);
+    memcpy(&w1, p + 9, 8);
+    memcpy(&w2, p + 12, 8); /* digits 12-19, the last three in its top bytes */
+    if ((jdnum_nondigits(w0) | jdnum_nondigits(w1) | jdnum_nondigits(w2)) != 0) {
+        return false;
+    }
+    *out = jdnum_eight_value(w0) * 100000000000ull + jdnum_eight_value(w1) * 1000u +
+           jdnum_eight_value(w2) % 1000u;
+    return true;
+#else
+    (void)p, (void)n, (void)out;
+    return false;
+#endif
+}
+
 static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
 {
+    size_t at = (ws(j), j->lx.pos);
+    if (u64_19(j->lx.s + at, j->lx.n - at, out)) {
+        j->lx.pos = at + 21;
+        return 0;
+    }
     bool neg;
     uint64_t mag;
     if (int_fast(j, false, UINT64_MAX, &neg, &mag)) {
