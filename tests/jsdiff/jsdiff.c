@@ -18,6 +18,7 @@
  * Built by tests/jsdiff/run.sh against two libmiradb.a archives.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,9 +242,9 @@ struct input {
 
 static int mode_all(int argc, char **argv)
 {
-    struct input in[128];
+    struct input in[160];
     int ni = 0;
-    for (int i = 2; i < argc && ni < 128; i++) {
+    for (int i = 2; i < argc && ni < 160; i++) {
         FILE *f = fopen(argv[i], "rb");
         if (f == NULL) {
             perror(argv[i]);
@@ -264,7 +265,7 @@ static int mode_all(int argc, char **argv)
     static const uint32_t sizes[] = {1, 3, 40, 1000};
     for (int s = SIG_LOGS; s <= SIG_METRICS; s++) {
         for (uint64_t seed = 1; seed <= 6; seed++) {
-            for (int z = 0; z < 4 && ni < 128; z++) {
+            for (int z = 0; z < 4 && ni < 160; z++) {
                 if (seed > 2 && sizes[z] == 1000) {
                     continue;
                 }
@@ -284,6 +285,33 @@ static int mode_all(int argc, char **argv)
                 ni++;
             }
         }
+    }
+    /* every input up to 64 KiB also with blanks after each structural byte
+     * outside strings (pretty-printed text takes the general paths) */
+    for (int i = 0, n0 = ni; i < n0 && ni < 160; i++) {
+        if (in[i].n > 65536) {
+            continue;
+        }
+        uint8_t *d = malloc(in[i].n * 3 + 1);
+        size_t k = 0;
+        bool str = false, esc = false;
+        for (size_t q = 0; q < in[i].n; q++) {
+            uint8_t c = in[i].p[q];
+            d[k++] = c;
+            if (str) {
+                str = esc || c != '"';
+                esc = !esc && c == '\\';
+            } else if (c == '"') {
+                str = true;
+            } else if (c == ':' || c == ',' || c == '{' || c == '[') {
+                d[k++] = (q & 1) ? ' ' : '\n';
+                d[k++] = '\t';
+            }
+        }
+        in[ni].p = d;
+        in[ni].n = k;
+        snprintf(in[ni].name, sizeof in[ni].name, "spaced-%s", in[i].name);
+        ni++;
     }
     for (int i = 0; i < ni; i++) {
         decode3(in[i].name, in[i].p, in[i].n);
