@@ -137,6 +137,23 @@ static int field_of(const struct jd *j, const struct jsonlex_str *k, const struc
     return -1;
 }
 
+/* The guess |h| (its camelCase name already tried) first, then the others in order. */
+int jd_name_find_all(const char *p, const struct fdef *t, int nt, int h, size_t *len)
+{
+    for (int i = 0; i < nt; i++, h = h + 1 == nt ? 0 : h + 1) {
+        const struct fdef *d = &t[h];
+        if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
+            *len = d->clen;
+            return h;
+        }
+        if (d->slen != 0 && p[0] == d->sq[0] && name_eq(p, d->sq, d->slen + 1u)) {
+            *len = d->slen;
+            return h;
+        }
+    }
+    return -1;
+}
+
 __attribute__((noinline)) int jd_next_field_slow(struct jd *j, struct fcur *c)
 {
     struct jsonlex_str k;

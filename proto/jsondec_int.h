@@ -385,20 +385,17 @@ static inline bool name_eq(const char *p, const char *nm, size_t n)
  * first byte), trying |h| first: its index, with |*len| its name's length,
  * or -1. |p| has at least FNAME_MAX + 1 bytes.
  */
+/* name_find's search of the whole table (jsondec.c). */
+int jd_name_find_all(const char *p, const struct fdef *t, int nt, int h, size_t *len);
+
 static inline int name_find(const char *p, const struct fdef *t, int nt, int h, size_t *len)
 {
-    for (int i = 0; i < nt; i++, h = h + 1 == nt ? 0 : h + 1) {
-        const struct fdef *d = &t[h];
-        if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
-            *len = d->clen;
-            return h;
-        }
-        if (d->slen != 0 && p[0] == d->sq[0] && name_eq(p, d->sq, d->slen + 1u)) {
-            *len = d->slen;
-            return h;
-        }
+    const struct fdef *d = &t[h];
+    if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
+        *len = d->clen;
+        return h;
     }
-    return -1;
+    return jd_name_find_all(p, t, nt, h, len);
 }
 
 /* next_field for a key not matched in place (jsondec.c). */
@@ -581,7 +578,7 @@ static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
 static inline int rd_f64(struct jd *j, const char *field, double *out)
 {
     size_t at = (ws(j), j->lx.pos), n;
-    if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64(j->lx.s + at, j->lx.n - at, out, &n)) {
+    if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64_fast(j->lx.s + at, j->lx.n - at, out, &n)) {
         j->lx.pos += n;
         return 0;
     }

@@ -59,7 +59,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         bool ok, neg = false;
         if (dbl) {
             double d;
-            ok = jdnum_f64(s + i, j->lx.n - i, &d, &used);
+            ok = jdnum_f64_fast(s + i, j->lx.n - i, &d, &used);
             memcpy(&v, &d, 8);
         } else {
             ok = jdnum_int(s + i, j->lx.n - i, &neg, &v, &used) && !neg;
@@ -194,7 +194,7 @@ static bool vaq_fast(struct jd *j, double *qp, double *vp)
     i++;
     if (memcmp(s + i, "\"quantile\":", 11) == 0) {
         i += 11;
-        if (!jdnum_f64(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
+        if (!jdnum_f64_fast(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
             return false;
         }
         i += used + 1;
@@ -203,7 +203,7 @@ static bool vaq_fast(struct jd *j, double *qp, double *vp)
         return false;
     }
     i += 8;
-    if (!jdnum_f64(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
+    if (!jdnum_f64_fast(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
         return false;
     }
     j->lx.pos = i + used + 1;

@@ -681,7 +681,7 @@ static const struct fdef kv_fields[] = {
  * nothing written for anything else, which key_value then reads the
  * general way (so it also gives every error).
  */
-static bool kv_fast(struct jd *j)
+__attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
 {
     static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
     const char *s = j->lx.s;
@@ -721,7 +721,7 @@ static bool kv_fast(struct jd *j)
     } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
         double d;
         i += 13;
-        if (!jdnum_f64(s + i, n - i, &d, &used)) {
+        if (!jdnum_f64_fast(s + i, n - i, &d, &used)) {
             return false;
         }
         memcpy(&sv, &d, 8);
