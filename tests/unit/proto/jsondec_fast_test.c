@@ -921,3 +921,93 @@ Test(jsondec_fast, repeated_bound_lists_copied_only_when_equal)
     free(body);
     free(r);
 }
+
+/* jdnum_f64_fast (the inline short shape) against jdnum_f64 over texts of
+ * every nearby shape: leading zeros, 0-9 digits on each side of the point,
+ * a point with nothing after it, exponents and signs after, and texts
+ * shorter than its 18-byte minimum. Same acceptance, bits and length. */
+Test(jsondec_fast, inline_short_doubles_equal_the_general_reader)
+{
+    static const char *const ends[] = {",", "]",  "}", " ", "e5", "E-2",
+                                       ".", ".5", "+", "-", "x",  "\""};
+    for (int k = 0; k < 200000; k++) {
+        char text[64];
+        int ni = (int)(rnd() % 10), nf = (int)(rnd() % 10), len = 0;
+        if (rnd() % 4 == 0) {
+            text[len++] = '-';
+        }
+        for (int i = 0; i < ni; i++) {
+            text[len++] = (char)('0' + rnd() % (i == 0 && rnd() % 2 ? 1 : 10));
+        }
+        if (rnd() % 5 != 0) {
+            text[len++] = '.';
+            for (int i = 0; i < nf; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+        }
+        const char *e = ends[rnd() % (sizeof(ends) / sizeof(ends[0]))];
+        len += snprintf(text + len, 32, "%s0123456789abcdefghij", e);
+        size_t n = rnd() % 3 == 0 ? (size_t)(rnd() % (unsigned)len) : (size_t)len;
+        double a = -1, b = -1;
+        size_t ua = 0, ub = 0;
+        bool ta = jdnum_f64_fast(text, n, &a, &ua), tb = jdnum_f64(text, n, &b, &ub);
+        cr_assert_eq(ta, tb, "%.*s: fast %d, general %d", (int)n, text, ta, tb);
+        if (ta) {
+            cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub, "%.*s: %.17g/%zu vs %.17g/%zu", (int)n,
+                      text, a, ua, b, ub);
+        }
+    }
+    double v;
+    size_t u;
+    cr_assert(jdnum_f64_fast("651.62,\"0123456789abcdef", 24, &v, &u));
+    cr_assert(v == 651.62 && u == 6);
+    cr_assert(jdnum_f64_fast("-0,0123456789abcdefgh", 21, &v, &u));
+    cr_assert(v == 0 && signbit(v) && u == 2);
+}
+
+static uint64_t log_time(const char *ts)
+{
+    char json[512];
+    struct dec d;
+    snprintf(json, sizeof json,
+             "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'timeUnixNano':%s,'body':{}}]}]}]}",
+             ts);
+    ok(&d, SIG_LOGS, json);
+    cr_assert_eq(d.b->n_rows, 1);
+    uint64_t t = d.b->logs[0].time_ns;
+    done(&d);
+    return t;
+}
+
+static void log_time_refused(const char *ts)
+{
+    char json[512];
+    struct dec d;
+    snprintf(json, sizeof json,
+             "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'timeUnixNano':%s,'body':{}}]}]}]}",
+             ts);
+    char *body = q(json);
+    run(&d, SIG_LOGS, body);
+    cr_assert_eq(d.rc, -EPROTO, "%s accepted", ts);
+    cr_assert(strstr(d.err, "timeUnixNano") != NULL, "%s: %s", ts, d.err);
+    free(body);
+    done(&d);
+}
+
+/* Quoted 19-digit integers (u64_19: three 8-byte loads) give the exact
+ * value, and a bad byte at any of the 19 places is still refused by the
+ * general reader; the lengths around 19 read as before. */
+Test(jsondec_fast, nineteen_digit_timestamps_read_exactly)
+{
+    cr_assert_eq(log_time("'1767225600000288020'"), 1767225600000288020ull);
+    cr_assert_eq(log_time("'9999999999999999999'"), 9999999999999999999ull);
+    cr_assert_eq(log_time("'1000000000000000001'"), 1000000000000000001ull);
+    cr_assert_eq(log_time("'176722560000028802'"), 176722560000028802ull);     /* 18 */
+    cr_assert_eq(log_time("'17672256000002880201'"), 17672256000002880201ull); /* 20 */
+    cr_assert_eq(log_time("1767225600000288020"), 1767225600000288020ull);     /* bare */
+    for (int k = 0; k < 19; k++) {
+        char ts[32] = "'1767225600000288020'";
+        ts[1 + k] = k % 3 == 0 ? 'a' : k % 3 == 1 ? '/' : ':';
+        log_time_refused(ts);
+    }
+}
