@@ -56,13 +56,13 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
          i = j->lx.pos + 1) {
         uint64_t v;
-        bool ok, neg = false;
+        bool ok;
         if (dbl) {
             double d;
             ok = jdnum_f64_fast(s + i, j->lx.n - i, &d, &used);
             memcpy(&v, &d, 8);
         } else {
-            ok = jdnum_int(s + i, j->lx.n - i, &neg, &v, &used) && !neg;
+            ok = jdnum_uint_q(s + i, j->lx.n - i, &v, &used);
         }
         if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
             break;

@@ -149,6 +149,31 @@ __attribute__((always_inline)) static inline bool jdnum_int(const char *p, size_
 }
 
 /*
+ * jdnum_int for a non-negative integer in quotes, with the short case
+ * inline: '"', 1-7 digits (no leading zero), '"' read with one 8-byte load
+ * (bucket counts are written so). The rest goes to jdnum_int.
+ */
+__attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, size_t n,
+                                                               uint64_t *mag, size_t *used)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n >= 10 && p[0] == '"') {
+        uint64_t w;
+        memcpy(&w, p + 1, 8);
+        uint64_t t = jdnum_nondigits(w);
+        unsigned k = (unsigned)__builtin_ctzll(t | (1ull << 63)) >> 3;
+        if (k != 0 && p[1 + k] == '"' && (p[1] != '0' || k == 1)) {
+            *mag = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+            *used = k + 2;
+            return true;
+        }
+    }
+#endif
+    bool neg;
+    return jdnum_int(p, n, &neg, mag, used) && !neg;
+}
+
+/*
  * A bare JSON number at p[0..n) with at most 19 significant digits whose
  * value is m * 10^e with -19 <= e <= 19 (after folding in the exponent):
  * its nearest double (ties to even) in |*out|, |*used| its length.
