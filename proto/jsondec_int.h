@@ -601,11 +601,48 @@ static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb
     return jd_rd_id(j, field, dst, nb, present);
 }
 
+/* A string member into the arena. One with no escape (no '\\', no control
+ * byte before its closing quote) is found by plain_end and carved here
+ * when the current string block has room, as jd_arena_str would (a string
+ * of that kind is valid JSON as it stands); anything else is lexed by
+ * jd_rd_jstr and carved by jd_arena_str. */
 static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
 {
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    size_t at = x->pos;
+    if (at < x->n && x->s[at] == '"') {
+        size_t e = plain_end(x->s, at + 1, x->n), len = e - at - 1;
+        if (e < x->n && x->s[e] == '"' && len <= j->sleft) {
+            if (len == 0) {
+                out->p = "";
+            } else {
+                memcpy(j->sp, x->s + at + 1, len);
+                out->p = j->sp;
+                j->sp += len;
+                j->sleft -= len;
+            }
+            out->len = (uint32_t)len;
+            x->pos = e + 1;
+            return 0;
+        }
+    }
     struct jsonlex_str js;
     int rc = jd_rd_jstr(j, field, &js);
     return rc < 0 ? rc : jd_arena_str(j, &js, out);
+}
+
+/* An enum member: a bare integer read inline, anything else by jd_rd_enum. */
+static inline int rd_enum(struct jd *j, const char *field, const char *const *names, int nn,
+                          int32_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    if (int_fast(j, true, INT32_MAX, &neg, &mag)) {
+        *out = neg ? (int32_t)(0 - (int64_t)mag) : (int32_t)mag;
+        return 0;
+    }
+    return jd_rd_enum(j, field, names, nn, out);
 }
 
 /* ---- values (jsondec_value.c; val.h encoding into the heap) ---- */

@@ -104,8 +104,8 @@ static int log_record(struct jd *j, uint32_t si)
             rc = rd_u64(j, "observedTimeUnixNano", &l->observed_ns);
             break;
         case LR_SEVNUM:
-            rc = jd_rd_enum(j, "severityNumber", severity_names, NF(severity_names),
-                            &l->severity_number);
+            rc = rd_enum(j, "severityNumber", severity_names, NF(severity_names),
+                         &l->severity_number);
             break;
         case LR_SEVTEXT:
             rc = rd_mstr(j, "severityText", &l->severity_text);

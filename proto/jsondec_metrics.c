@@ -630,8 +630,8 @@ static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const c
             continue;
         }
         if (f == MD_TEMPORALITY) {
-            rc = jd_rd_enum(j, "aggregationTemporality", temporality_names, NF(temporality_names),
-                            &m->temporality);
+            rc = rd_enum(j, "aggregationTemporality", temporality_names, NF(temporality_names),
+                         &m->temporality);
         } else if (f == MD_MONOTONIC) {
             rc = jd_rd_bool(j, "isMonotonic", &m->monotonic);
         } else {

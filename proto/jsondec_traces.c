@@ -135,8 +135,8 @@ static int status_msg(struct jd *j, struct span_row *sp)
         } else if (f == ST_MESSAGE) {
             rc = rd_mstr(j, "status.message", &sp->status_message);
         } else {
-            rc = jd_rd_enum(j, "status.code", otlp_status_names, NF(otlp_status_names),
-                            &sp->status_code);
+            rc = rd_enum(j, "status.code", otlp_status_names, NF(otlp_status_names),
+                         &sp->status_code);
         }
         if (rc < 0) {
             return rc;
@@ -226,7 +226,7 @@ static int span(struct jd *j, uint32_t si)
             rc = rd_mstr(j, "name", &sp->name);
             break;
         case SP_KIND:
-            rc = jd_rd_enum(j, "kind", otlp_span_kind_names, NF(otlp_span_kind_names), &sp->kind);
+            rc = rd_enum(j, "kind", otlp_span_kind_names, NF(otlp_span_kind_names), &sp->kind);
             break;
         case SP_START:
             rc = rd_u64(j, "startTimeUnixNano", &sp->start_ns);
