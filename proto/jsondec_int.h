@@ -663,6 +663,12 @@ int jd_any_value(struct jd *j, int depth, struct body_sink *sink);
 int jd_attr_list(struct jd *j, const char *what, struct attrs *out);
 /* u32 count + u32 nbytes + the attributes found at |pos|. */
 int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what);
+/* An attributes member of an event or link read in place when it can be,
+ * else deferred to |*pos| (jsondec_value.c says how). */
+int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *here);
+/* After the fixed part was written at the heap's end from |fixed|: moved
+ * before the attributes read in place at |here|. 0 or -ENOMEM. */
+int jd_counted_attrs_put_first(struct jd *j, size_t here, size_t fixed);
 /* A list of events, links or exemplars into one blob, |*n| of them. */
 int jd_blob_list(struct jd *j, const char *what, int (*one)(struct jd *), struct blob *out,
                  uint32_t *n);

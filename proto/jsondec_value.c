@@ -940,6 +940,58 @@ int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what)
     return 0;
 }
 
+/*
+ * The attributes member of a blob whose fixed part comes first (span
+ * events and links), met at the cursor: read now when no other has been
+ * (*here: the offset at the heap's end of its u32 count, u32 nbytes and
+ * attributes), instead of skipped now and read again at the end. When the
+ * read fails, heap, cursor and error text are put back and the member is
+ * deferred as before (*pos), so a refusal comes where and as it did: the
+ * deferred read fails the same way unless a later member fails first. A
+ * second attributes member replaces the first, as before.
+ */
+int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *here)
+{
+    size_t mark = j->h->len, start = (ws(j), j->lx.pos);
+    if (*here != NONE) { /* a repeat: the last one wins */
+        j->h->len = *here;
+        mark = *here;
+        *here = NONE;
+    }
+    if (j->h->cap - mark >= 8 || vbuf_reserve(j->h, 8) == 0) {
+        struct attrs at;
+        j->h->len = mark + 8;
+        if (jd_attr_list(j, what, &at) == 0) {
+            vbuf_patch_u32(j->h, mark, at.count);
+            vbuf_patch_u32(j->h, mark + 4, at.blob.len);
+            *here = mark;
+            *pos = NONE;
+            return 0;
+        }
+        if (j->err != NULL && j->errlen != 0) {
+            j->err[0] = '\0';
+        }
+    }
+    j->h->len = mark;
+    j->lx.pos = start;
+    return defer(j, pos);
+}
+
+/* The fixed part just written at |fixed| (the heap's end) moved before the
+ * attributes read in place at |here|, as the blob's layout has it. */
+int jd_counted_attrs_put_first(struct jd *j, size_t here, size_t fixed)
+{
+    size_t h = j->h->len - fixed, l = fixed - here;
+    if (vbuf_reserve(j->h, h) < 0) {
+        return jd_nomem(j);
+    }
+    uint8_t *p = j->h->p;
+    memcpy(p + fixed + h, p + fixed, h); /* past the end: the fixed part saved */
+    memmove(p + here + h, p + here, l);
+    memcpy(p + here, p + fixed + h, h);
+    return 0;
+}
+
 /* A list of events or links into one blob. */
 int jd_blob_list(struct jd *j, const char *what, int (*one)(struct jd *), struct blob *out,
                  uint32_t *n)
