@@ -1011,3 +1011,109 @@ Test(jsondec_fast, nineteen_digit_timestamps_read_exactly)
         log_time_refused(ts);
     }
 }
+
+static char *span_events(const char *events)
+{
+    return wrap("{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':"
+                "'0123456789abcdef0123456789abcdef','spanId':'0123456789abcdef','events':[",
+                events, "]}]}]}]}");
+}
+
+/* The events blob of the one span of |req| (single-quoted, owned). */
+static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+{
+    struct dec d;
+    ok(&d, SIG_TRACES, req);
+    free(req);
+    cr_assert_eq(d.b->n_rows, 1);
+    struct blob b = d.b->spans[0].events;
+    cr_assert_leq(b.len, cap);
+    memcpy(out, batch_blob(d.b, b), b.len);
+    *n = b.len;
+    *count = d.b->spans[0].n_events;
+    done(&d);
+}
+
+/* An event's attributes are read where they come (time, attributes, name is
+ * the generator's and the collector's order) and the fixed part moved
+ * before them: the blob equals the one from the schema order, byte for
+ * byte; a repeated attributes member still replaces the first; a bad
+ * attribute still loses to an earlier-read member's error and gives its own
+ * otherwise. */
+Test(jsondec_fast, event_attributes_in_place_equal_the_schema_order)
+{
+    uint8_t a[512], b[512];
+    size_t na, nb;
+    uint32_t ca, cb;
+    events_blob(
+        span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'7'}},"
+                    "{'key':'s','value':{'stringValue':'v'}}],'name':'ev','droppedAttribu"
+                    "tesCount':2},{'timeUnixNano':'6','attributes':[],'name':'e2'}"),
+        a, sizeof a, &na, &ca);
+    events_blob(span_events("{'name':'ev','timeUnixNano':'5','droppedAttributesCount':2,'attributes"
+                            "':[{'key':'k','value':{'intValue':'7'}},{'key':'s','value':{'stringVa"
+                            "lue':'v'}}]},{'name':'e2','attributes':[],'timeUnixNano':'6'}"),
+                b, sizeof b, &nb, &cb);
+    cr_assert_eq(ca, 2);
+    cr_assert_eq(cb, 2);
+    cr_assert_eq(na, nb);
+    cr_assert(memcmp(a, b, na) == 0);
+    /* u64 time 5, name "ev", u32 dropped 2, u32 count 2, u32 nbytes: the event's layout */
+    cr_assert_eq(a[0], 5);
+    cr_assert(a[8] == 2 && a[9] == 'e' && a[10] == 'v');
+    cr_assert(a[11] == 2 && a[15] == 2);
+
+    /* the last attributes member wins, whether the first was good or bad */
+    events_blob(span_events("{'attributes':[{'key':'k','value':{'intValue':'x'}}],'attributes':"
+                            "[{'key':'j','value':{'boolValue':true}}],'name':'n'}"),
+                a, sizeof a, &na, &ca);
+    events_blob(span_events("{'attributes':[{'key':'q','value':{'intValue':'1'}}],'name':'n',"
+                            "'attributes':[{'key':'j','value':{'boolValue':true}}]}"),
+                b, sizeof b, &nb, &cb);
+    events_blob(span_events("{'name':'n','attributes':[{'key':'j','value':{'boolValue':true}}]}"),
+                b, sizeof b, &nb, &cb);
+    cr_assert_eq(na, nb);
+    cr_assert(memcmp(a, b, na) == 0);
+
+    /* errors as when the attributes were skipped first and read last */
+    refused(SIG_TRACES,
+            span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'x'}}],"
+                        "'name':tru}"),
+            "events.name: expected a string");
+    refused(SIG_TRACES,
+            span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'x'}}],"
+                        "'name':'n'}"),
+            "intValue: not a 64-bit signed integer");
+    refused(SIG_TRACES,
+            span_events("{'attributes':[{'key':'k','value':{'intValue':'x'}}],'timeUnixNano':'q'}"),
+            "events.timeUnixNano: not an integer in range");
+    refused(SIG_TRACES, span_events("{'attributes':[{'key':'k','value':{'intValue':'1'}},]}"),
+            "at offset");
+}
+
+/* Links too: attributes between the ids and the flags. */
+Test(jsondec_fast, link_attributes_in_place_equal_the_schema_order)
+{
+    const char *env = "{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':'0123456789abcdef01"
+                      "23456789abcdef','spanId':'0123456789abcdef','links':[";
+    char *x = wrap(env,
+                   "{'traceId':'00000000000000000000000000000001','spanId':'0000000000000002',"
+                   "'attributes':[{'key':'a','value':{'stringValue':'b'}}],'flags':257,"
+                   "'traceState':'t=1'}",
+                   "]}]}]}]}");
+    char *y = wrap(env,
+                   "{'traceId':'00000000000000000000000000000001','spanId':'0000000000000002',"
+                   "'traceState':'t=1','flags':257,'attributes':[{'key':'a','value':{'stringValue"
+                   "':'b'}}]}",
+                   "]}]}]}]}");
+    struct dec d, e;
+    ok(&d, SIG_TRACES, x);
+    ok(&e, SIG_TRACES, y);
+    cr_assert_eq(d.b->spans[0].n_links, 1);
+    same_blob(d.b, d.b->spans[0].links, e.b, e.b->spans[0].links, "links");
+    cr_assert_eq(d.b->spans[0].links.len, 16 + 8 + 4 + 4 + 4 + 4 + 4 + 1 + 1 + 1 + 1 + 1);
+    done(&d);
+    done(&e);
+    free(x);
+    free(y);
+}
