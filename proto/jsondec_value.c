@@ -58,6 +58,87 @@ int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out)
     return 0;
 }
 
+bool jd_arena_str_now(struct jd *j, struct mstr *out)
+{
+#ifdef __SSE2__
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    const char *s = x->s;
+    size_t n = x->n, i = x->pos + 1, d = 0, cap = j->sleft;
+    char *dst = j->sp;
+    if (x->pos >= n || s[x->pos] != '"') {
+        return false;
+    }
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  ctl = _mm_set1_epi8(0x1f);
+    for (;;) {
+        if (n - i < 16 || cap - d < 16) {
+            return false;
+        }
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        _mm_storeu_si128((__m128i *)(void *)(dst + d), v);
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                         _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m == 0) {
+            i += 16;
+            d += 16;
+            continue;
+        }
+        unsigned k = (unsigned)__builtin_ctz(m);
+        i += k;
+        d += k;
+        if (s[i] == '"') {
+            break;
+        }
+        if (s[i] != '\\') {
+            return false; /* a control byte: the lexer's error */
+        }
+        char e;
+        switch (s[i + 1]) { /* s[i + 1] is inside the 16 bytes read or the text */
+        case '"':
+        case '\\':
+        case '/':
+            e = s[i + 1];
+            break;
+        case 'b':
+            e = '\b';
+            break;
+        case 'f':
+            e = '\f';
+            break;
+        case 'n':
+            e = '\n';
+            break;
+        case 'r':
+            e = '\r';
+            break;
+        case 't':
+            e = '\t';
+            break;
+        default: /* \u (surrogates to check) and bad escapes: the general way */
+            return false;
+        }
+        dst[d++] = e;
+        i += 2;
+    }
+    if (d == 0) {
+        out->p = "";
+    } else {
+        out->p = dst;
+        j->sp += d;
+        j->sleft -= d;
+    }
+    out->len = (uint32_t)d;
+    x->pos = i + 1;
+    return true;
+#else
+    (void)j, (void)out;
+    return false;
+#endif
+}
+
 int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js)
 {
     if (peekc(j) != '"') {
@@ -602,6 +683,10 @@ int jd_any_value(struct jd *j, int depth, struct body_sink *sink)
         switch (f) {
         case AV_STR: {
             struct jsonlex_str js;
+            if (sink != NULL && jd_arena_str_now(j, &sink->str)) {
+                sink->is_str = true;
+                break;
+            }
             if ((rc = jd_rd_jstr(j, "stringValue", &js)) < 0) {
                 return rc;
             }
