@@ -424,7 +424,9 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
         if (c0 == '"' && (f = name_find(p + 1, c->t, c->nt, h, &len)) >= 0 && p[len + 2] == ':') {
             x->pos = (size_t)(p - x->s) + len + 3;
             c->first = false;
-            c->succ[c->prev + 1] = (uint8_t)(f + 1);
+            if (f != h) { /* learned: the guess for next time */
+                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+            }
             c->f = c->prev = f;
             return 1;
         }
