@@ -766,18 +766,17 @@ static const struct fdef kv_fields[] = {
  * nothing written for anything else, which key_value then reads the
  * general way (so it also gives every error).
  */
-__attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
+__attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, const char *s,
+                                                               size_t n, size_t i)
 {
-    static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
-    const char *s = j->lx.s;
-    size_t n = j->lx.n, i = j->lx.pos;
+    static const char kv_open[] = "{\"key\":\"", kv_mid[] = "\",\"value\":{\"";
     if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
-        return false;
+        return 0;
     }
     size_t k0 = i + 8;
     i = plain_end(s, k0, n);
-    if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
-        return false;
+    if (n - i < 48 || memcmp(s + i, kv_mid, 12) != 0) {
+        return 0;
     }
     size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
     uint64_t sv = 0; /* a scalar value's bytes after its type tag (val.h) */
@@ -788,7 +787,7 @@ __attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
         v0 = i + 14;
         i = plain_end(s, v0, n);
         if (i >= n || s[i] != '"') {
-            return false;
+            return 0;
         }
         vlen = i - v0;
         i++;
@@ -797,7 +796,7 @@ __attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
         uint64_t mag;
         i += 10;
         if (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg) {
-            return false;
+            return 0;
         }
         int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
         sv = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); /* zigzag, written as a varint */
@@ -807,7 +806,7 @@ __attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
         double d;
         i += 13;
         if (!jdnum_f64_fast(s + i, n - i, &d, &used)) {
-            return false;
+            return 0;
         }
         memcpy(&sv, &d, 8);
         tag = VAL_DOUBLE;
@@ -817,27 +816,26 @@ __attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
         i += 11;
         bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
         if (!t && !f) {
-            return false;
+            return 0;
         }
         sv = t;
         tag = VAL_BOOL;
         svn = 1;
         i += t ? 4 : 5;
     } else {
-        return false;
+        return 0;
     }
-    if (n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
-        return false;
+    if (n - i < 2 || memcmp(s + i, "}}", 2) != 0) {
+        return 0;
     }
     /* key (uv length + bytes), then VAL_STR + uv length + bytes or the
      * scalar. Room for 32-byte copies past the end: a key or string value
      * of up to 32 bytes is copied whole by two 16-byte moves (its text has
      * at least 32 bytes after it: the 48 checked above, or the value's
      * closing '"}}' plus what follows when n allows). */
-    struct vbuf *h = j->h;
     size_t need = 96 + klen + vlen;
     if (h->cap - h->len < need && vbuf_reserve(h, need) < 0) {
-        return false; /* the general path reports it */
+        return 0; /* the general path reports it */
     }
     uint8_t *d = h->p + h->len;
     d = put_uv(d, klen);
@@ -869,7 +867,17 @@ __attribute__((always_inline)) static inline bool kv_fast(struct jd *j)
         d += svn;
     }
     h->len = (size_t)(d - h->p);
-    j->lx.pos = i + 2;
+    return i + 2;
+}
+
+/* kv_fast_at at the cursor, the cursor moved past it when it read one. */
+static bool kv_fast(struct jd *j)
+{
+    size_t e = kv_fast_at(j->h, j->lx.s, j->lx.n, j->lx.pos);
+    if (e == 0) {
+        return false;
+    }
+    j->lx.pos = e;
     return true;
 }
 
@@ -969,16 +977,16 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
      * the general loop takes over at anything else (the cursor then at the
      * element or the ',' before it) */
     const char *s = j->lx.s;
-    while (j->lx.pos < j->lx.n && s[j->lx.pos] == (first ? '{' : ',')) {
-        size_t save = j->lx.pos;
-        j->lx.pos += !first;
-        if (!kv_fast(j)) {
-            j->lx.pos = save;
-            break;
-        }
+    size_t n = j->lx.n, pos = j->lx.pos, e;
+    struct vbuf *h = j->h;
+    /* locals, not j->lx: the heap's byte stores may alias it */
+    while (pos < n && s[pos] == (first ? '{' : ',') &&
+           (e = kv_fast_at(h, s, n, pos + !first)) != 0) {
+        pos = e;
         first = false;
         count++;
     }
+    j->lx.pos = pos;
     while ((rc = arr_next(j, &first)) > 0) {
         if ((rc = key_value(j, 1)) < 0) {
             return rc;
