@@ -137,18 +137,24 @@ static int field_of(const struct jd *j, const struct jsonlex_str *k, const struc
     return -1;
 }
 
-/* The guess |h| (its camelCase name already tried) first, then the others in order. */
+/* After the guess |h| (its camelCase name already tried): the camelCase
+ * names from |h| on, then the snake_case ones (producers write one form;
+ * most share their first byte with the other form's name). */
 int jd_name_find_all(const char *p, const struct fdef *t, int nt, int h, size_t *len)
 {
-    for (int i = 0; i < nt; i++, h = h + 1 == nt ? 0 : h + 1) {
-        const struct fdef *d = &t[h];
+    int k = h;
+    for (int i = 0; i < nt; i++, k = k + 1 == nt ? 0 : k + 1) {
+        const struct fdef *d = &t[k];
         if (p[0] == d->cq[0] && name_eq(p, d->cq, d->clen + 1u)) {
             *len = d->clen;
-            return h;
+            return k;
         }
+    }
+    for (int i = 0; i < nt; i++, k = k + 1 == nt ? 0 : k + 1) {
+        const struct fdef *d = &t[k];
         if (d->slen != 0 && p[0] == d->sq[0] && name_eq(p, d->sq, d->slen + 1u)) {
             *len = d->slen;
-            return h;
+            return k;
         }
     }
     return -1;
