@@ -92,11 +92,11 @@ bool jd_arena_str_now(struct jd *j, struct mstr *out)
         if (s[i] == '"') {
             break;
         }
-        if (s[i] != '\\') {
-            return false; /* a control byte: the lexer's error */
+        if (s[i] != '\\' || i + 1 >= n) {
+            return false; /* a control byte or a '\\' ending the text: the lexer's error */
         }
         char e;
-        switch (s[i + 1]) { /* s[i + 1] is inside the 16 bytes read or the text */
+        switch (s[i + 1]) {
         case '"':
         case '\\':
         case '/':

@@ -1117,3 +1117,33 @@ Test(jsondec_fast, link_attributes_in_place_equal_the_schema_order)
     free(x);
     free(y);
 }
+
+/* A body string cut right after a '\' at every offset of the one-pass
+ * unescape's 16-byte chunks: refused, and nothing read past the text (the
+ * body is copied into a buffer of exactly its length, for ASan). */
+Test(jsondec_fast, body_cut_after_a_backslash_is_refused_without_reading_past_it)
+{
+    /* severityText first: it takes the string block the body is unescaped into */
+    const char *pre = "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"severityText\":"
+                      "\"x\",\"body\":{\"stringValue\":\"";
+    for (int k = 0; k < 48; k++) {
+        char text[256];
+        int n = snprintf(text, sizeof text, "%s%.*s\\", pre, k,
+                         "a\\tbcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+        if (text[n - 2] == '\\') { /* keep the cut escape the last byte */
+            continue;
+        }
+        char *exact = malloc((size_t)n);
+        cr_assert(exact != NULL);
+        memcpy(exact, text, (size_t)n);
+        arena *a = arena_new(0);
+        struct batch *b = batch_new(SIG_LOGS);
+        char err[256];
+        int rc = jsondec_decode(SIG_LOGS, exact, (size_t)n, a, b, err, sizeof err);
+        cr_assert_eq(rc, -EPROTO, "%d bytes accepted", n);
+        cr_assert_eq(b->n_rows, 0);
+        batch_free(b);
+        arena_free(a);
+        free(exact);
+    }
+}
