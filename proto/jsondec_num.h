@@ -180,6 +180,45 @@ __attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, si
  */
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used);
 
+/*
+ * jdnum_f64_fast's smaller sibling for attribute values: "-"? 1-7 integer digits
+ * (no leading zero), optionally '.' and 1-7 fraction digits, no exponent.
+ * Then m < 10^14 < 2^53 and 10^kf are exact doubles, so m / 10^kf is the
+ * correctly rounded value, the one jdnum_dec_to_f64 gives too (its first
+ * case). Anything else, and a text under 18 bytes, goes to jdnum_f64.
+ */
+__attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, size_t n, double *out,
+                                                              size_t *used)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    static const double p10[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
+    if (n >= 18) {
+        size_t i = p[0] == '-';
+        uint64_t m, f;
+        unsigned k = jdnum_run8(p + i, &m), kf = 0;
+        bool dot = false;
+        if (k != 0 && k != 8 && (p[i] != '0' || k == 1)) {
+            i += k;
+            if (p[i] == '.') {
+                dot = true;
+                kf = jdnum_run8(p + i + 1, &f);
+                m = m * jdnum_pow10[kf] + f;
+                i += 1 + kf;
+            }
+            char c = p[i];
+            if (kf != 8 && (!dot || kf != 0) && c != '.' && c != 'e' && c != 'E' && c != '+' &&
+                c != '-') {
+                double v = (double)m / p10[kf];
+                *out = p[0] == '-' ? -v : v;
+                *used = i;
+                return true;
+            }
+        }
+    }
+#endif
+    return jdnum_f64(p, n, out, used);
+}
+
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
 

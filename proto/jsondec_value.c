@@ -805,7 +805,7 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
     } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
         double d;
         i += 13;
-        if (!jdnum_f64_fast(s + i, n - i, &d, &used)) {
+        if (!jdnum_f64_7(s + i, n - i, &d, &used)) { /* smaller code in this hot loop */
             return 0;
         }
         memcpy(&sv, &d, 8);

@@ -922,7 +922,7 @@ Test(jsondec_fast, repeated_bound_lists_copied_only_when_equal)
     free(r);
 }
 
-/* jdnum_f64_fast (the inline short shape) against jdnum_f64 over texts of
+/* jdnum_f64_fast and jdnum_f64_7 (the inline short shapes) against jdnum_f64 over texts of
  * every nearby shape: leading zeros, 0-9 integer and 0-21 fraction digits,
  * a point with nothing after it, exponents and signs after, and texts
  * shorter than its 18-byte minimum. Same acceptance, bits and length. */
@@ -955,6 +955,13 @@ Test(jsondec_fast, inline_short_doubles_equal_the_general_reader)
         if (ta) {
             cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub, "%.*s: %.17g/%zu vs %.17g/%zu", (int)n,
                       text, a, ua, b, ub);
+        }
+        a = -1, ua = 0;
+        ta = jdnum_f64_7(text, n, &a, &ua); /* the attribute loop's smaller one */
+        cr_assert_eq(ta, tb, "%.*s: f64_7 %d, general %d", (int)n, text, ta, tb);
+        if (ta) {
+            cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub, "%.*s: f64_7 %.17g/%zu vs %.17g/%zu",
+                      (int)n, text, a, ua, b, ub);
         }
     }
     double v;
