@@ -40,7 +40,14 @@
  *   compact KeyValue (kv_fast); integers, doubles and hex ids read from the
  *   text (jsondec_num.h); number lists in compact form; histogram, exponential
  *   histogram and summary details read in place when they come in the usual
- *   order (list_inline) instead of skipped and read again.
+ *   order (list_inline) instead of skipped and read again. Round 3: names
+ *   matched on compact text with SSE2 compares; quoted 19-digit timestamps,
+ *   short quoted list integers and short doubles read by 8-byte runs inline;
+ *   strings with no escape (or only the short escapes, unescaped in one
+ *   pass) carved straight into the string block; the usual log body read
+ *   without the AnyValue loop; event and link attributes read in place
+ *   (a failed read is put back and deferred as before); the UTF-8 pre-pass
+ *   64 bytes per step.
  *
  * DEPTH
  *   The schema bounds the nesting of messages; AnyValue nesting is bounded by
