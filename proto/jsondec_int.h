@@ -538,7 +538,8 @@ static inline bool u64_19(const char *p, size_t n, uint64_t *out)
 #endif
 }
 
-static inline int rd_u64(struct jd *j, const char *field, uint64_t *out)
+__attribute__((always_inline)) static inline int rd_u64(struct jd *j, const char *field,
+                                                        uint64_t *out)
 {
     size_t at = (ws(j), j->lx.pos);
     if (u64_19(j->lx.s + at, j->lx.n - at, out)) {
