@@ -5,6 +5,7 @@
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "proto/jsondec_int.h"
 #include "storage/val.h"
@@ -53,6 +54,29 @@ static const struct fdef log_fields[] = {
 static int log_body(struct jd *j, struct log_row *l)
 {
     struct body_sink sink;
+    struct jsonlex *x = &j->lx;
+    /* {"stringValue":"..."} with nothing else, the usual body: the string
+     * carved here (jd_arena_str_now), as jd_any_value would; anything else,
+     * with that carve undone, is read by jd_any_value */
+    jd_ws(x);
+    if (x->n - x->pos > 15 && memcmp(x->s + x->pos, "{\"stringValue\":", 15) == 0) {
+        size_t save = x->pos;
+        x->pos += 15;
+        if (jd_arena_str_now(j, &sink.str)) {
+            if (x->pos < x->n && x->s[x->pos] == '}') {
+                x->pos++;
+                l->body_type = VAL_STR;
+                l->body_str = sink.str;
+                l->body_val = (struct blob){0};
+                return 0;
+            }
+            if (sink.str.len != 0) { /* the last carve: given back */
+                j->sp -= sink.str.len;
+                j->sleft += sink.str.len;
+            }
+        }
+        x->pos = save;
+    }
     size_t mark = j->h->len;
     int rc = jd_any_value(j, 1, &sink);
     if (rc < 0) {
@@ -104,8 +128,8 @@ static int log_record(struct jd *j, uint32_t si)
             rc = rd_u64(j, "observedTimeUnixNano", &l->observed_ns);
             break;
         case LR_SEVNUM:
-            rc = jd_rd_enum(j, "severityNumber", severity_names, NF(severity_names),
-                            &l->severity_number);
+            rc = rd_enum(j, "severityNumber", severity_names, NF(severity_names),
+                         &l->severity_number);
             break;
         case LR_SEVTEXT:
             rc = rd_mstr(j, "severityText", &l->severity_text);

@@ -56,13 +56,13 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     for (size_t i = j->lx.pos + !first, used; i < j->lx.n && (first || s[i - 1] == ',');
          i = j->lx.pos + 1) {
         uint64_t v;
-        bool ok, neg = false;
+        bool ok;
         if (dbl) {
             double d;
-            ok = jdnum_f64(s + i, j->lx.n - i, &d, &used);
+            ok = jdnum_f64_fast(s + i, j->lx.n - i, &d, &used);
             memcpy(&v, &d, 8);
         } else {
-            ok = jdnum_int(s + i, j->lx.n - i, &neg, &v, &used) && !neg;
+            ok = jdnum_uint_q(s + i, j->lx.n - i, &v, &used);
         }
         if (!ok || i + used >= j->lx.n || (s[i + used] != ',' && s[i + used] != ']')) {
             break;
@@ -194,7 +194,7 @@ static bool vaq_fast(struct jd *j, double *qp, double *vp)
     i++;
     if (memcmp(s + i, "\"quantile\":", 11) == 0) {
         i += 11;
-        if (!jdnum_f64(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
+        if (!jdnum_f64_fast(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
             return false;
         }
         i += used + 1;
@@ -203,7 +203,7 @@ static bool vaq_fast(struct jd *j, double *qp, double *vp)
         return false;
     }
     i += 8;
-    if (!jdnum_f64(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
+    if (!jdnum_f64_fast(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
         return false;
     }
     j->lx.pos = i + used + 1;
@@ -630,8 +630,8 @@ static int metric_data(struct jd *j, uint32_t mi, enum metric_kind kind, const c
             continue;
         }
         if (f == MD_TEMPORALITY) {
-            rc = jd_rd_enum(j, "aggregationTemporality", temporality_names, NF(temporality_names),
-                            &m->temporality);
+            rc = rd_enum(j, "aggregationTemporality", temporality_names, NF(temporality_names),
+                         &m->temporality);
         } else if (f == MD_MONOTONIC) {
             rc = jd_rd_bool(j, "isMonotonic", &m->monotonic);
         } else {

@@ -149,14 +149,130 @@ __attribute__((always_inline)) static inline bool jdnum_int(const char *p, size_
 }
 
 /*
+ * jdnum_int for a non-negative integer in quotes, with the short case
+ * inline: '"', 1-7 digits (no leading zero), '"' read with one 8-byte load
+ * (bucket counts are written so). The rest goes to jdnum_int.
+ */
+__attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, size_t n,
+                                                               uint64_t *mag, size_t *used)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n >= 10 && p[0] == '"') {
+        uint64_t w;
+        memcpy(&w, p + 1, 8);
+        uint64_t t = jdnum_nondigits(w);
+        unsigned k = (unsigned)__builtin_ctzll(t | (1ull << 63)) >> 3;
+        if (k != 0 && p[1 + k] == '"' && (p[1] != '0' || k == 1)) {
+            *mag = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+            *used = k + 2;
+            return true;
+        }
+    }
+#endif
+    bool neg;
+    return jdnum_int(p, n, &neg, mag, used) && !neg;
+}
+
+/*
  * A bare JSON number at p[0..n) with at most 19 significant digits whose
  * value is m * 10^e with -19 <= e <= 19 (after folding in the exponent):
  * its nearest double (ties to even) in |*out|, |*used| its length.
  */
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used);
 
+/*
+ * jdnum_f64_fast's smaller sibling for attribute values: "-"? 1-7 integer digits
+ * (no leading zero), optionally '.' and 1-7 fraction digits, no exponent.
+ * Then m < 10^14 < 2^53 and 10^kf are exact doubles, so m / 10^kf is the
+ * correctly rounded value, the one jdnum_dec_to_f64 gives too (its first
+ * case). Anything else, and a text under 18 bytes, goes to jdnum_f64.
+ */
+__attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, size_t n, double *out,
+                                                              size_t *used)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    static const double p10[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
+    if (n >= 18) {
+        size_t i = p[0] == '-';
+        uint64_t m, f;
+        unsigned k = jdnum_run8(p + i, &m), kf = 0;
+        bool dot = false;
+        if (k != 0 && k != 8 && (p[i] != '0' || k == 1)) {
+            i += k;
+            if (p[i] == '.') {
+                dot = true;
+                kf = jdnum_run8(p + i + 1, &f);
+                m = m * jdnum_pow10[kf] + f;
+                i += 1 + kf;
+            }
+            char c = p[i];
+            if (kf != 8 && (!dot || kf != 0) && c != '.' && c != 'e' && c != 'E' && c != '+' &&
+                c != '-') {
+                double v = (double)m / p10[kf];
+                *out = p[0] == '-' ? -v : v;
+                *used = i;
+                return true;
+            }
+        }
+    }
+#endif
+    return jdnum_f64(p, n, out, used);
+}
+
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
+
+/*
+ * jdnum_f64 with its most common shape inline: "-"? 1-7 integer digits
+ * (no leading zero), optionally '.' and fraction digits, at most 19 digits
+ * in all, no exponent: the shape jdnum_f64 itself reads first (its
+ * f64_short), read the same way, by 8-byte runs. Then m < 10^19 is exact:
+ * m / 10^kf when m <= 2^53 (both exact doubles: the correctly rounded
+ * quotient, jdnum_dec_to_f64's first case), else jdnum_dec_to_f64 (exact
+ * 128-bit arithmetic). Anything else goes to jdnum_f64.
+ */
+__attribute__((always_inline)) static inline bool jdnum_f64_fast(const char *p, size_t n,
+                                                                 double *out, size_t *used)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    static const double p10[20] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
+                                   1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
+    bool minus = n != 0 && p[0] == '-';
+    size_t i = minus;
+    uint64_t m, f;
+    if (n - i >= 8) {
+        unsigned k = jdnum_run8(p + i, &m), kf = 0, r = 0;
+        bool int0 = p[i] == '0', ok = k != 0 && k != 8 && (!int0 || k == 1);
+        if (ok) {
+            i += k;
+            if (p[i] == '.') {
+                i++;
+                do {
+                    if (n - i < 8) {
+                        ok = false;
+                        break;
+                    }
+                    r = jdnum_run8(p + i, &f);
+                    m = m * jdnum_pow10[r] + f;
+                    i += r;
+                    kf += r;
+                } while (r == 8 && kf <= 19);
+                ok = ok && r != 8 && kf != 0 && (int0 ? 0 : k) + kf <= 19;
+            }
+        }
+        if (ok) {
+            char c = p[i];
+            if (c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-') {
+                double v = m <= 1ull << 53 ? (double)m / p10[kf] : jdnum_dec_to_f64(m, -(int)kf);
+                *out = minus ? -v : v;
+                *used = i;
+                return true;
+            }
+        }
+    }
+#endif
+    return jdnum_f64(p, n, out, used);
+}
 
 /* |nb| bytes from the 2 * |nb| hex digits (any case) at |p|; false, with
  * |dst| unspecified, when one is not a hex digit. */

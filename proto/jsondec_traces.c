@@ -27,7 +27,7 @@ static int event(struct jd *j)
     uint64_t t = 0;
     uint32_t dropped = 0;
     struct jsonlex_str name = {0};
-    size_t attrs = NONE;
+    size_t attrs = NONE, here = NONE;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "events")) < 0) {
@@ -42,7 +42,7 @@ static int event(struct jd *j)
             } else if (f == EV_NAME) {
                 rc = jd_rd_jstr(j, "events.name", &name);
             } else if (f == EV_ATTRS) {
-                rc = defer(j, &attrs);
+                rc = jd_counted_attrs_now(j, "events.attributes", &attrs, &here);
             } else {
                 rc = rd_u32(j, "events.droppedAttributesCount", &dropped);
             }
@@ -54,9 +54,13 @@ static int event(struct jd *j)
             return rc;
         }
     }
+    size_t fixed = j->h->len;
     if (vbuf_put_u64(j->h, t) < 0 || jd_heap_jstr(j, &name) < 0 ||
         vbuf_put_u32(j->h, dropped) < 0) {
         return jd_nomem(j);
+    }
+    if (here != NONE) {
+        return jd_counted_attrs_put_first(j, here, fixed);
     }
     return jd_counted_attrs_at(j, attrs, "events.attributes");
 }
@@ -77,7 +81,7 @@ static int link(struct jd *j)
     uint8_t tid[16] = {0}, sid[8] = {0};
     uint32_t flags = 0, dropped = 0;
     struct jsonlex_str state = {0};
-    size_t attrs = NONE;
+    size_t attrs = NONE, here = NONE;
     bool has;
     int rc = 0;
     if (!take_null(j)) {
@@ -95,7 +99,7 @@ static int link(struct jd *j)
             } else if (f == LK_STATE) {
                 rc = jd_rd_jstr(j, "links.traceState", &state);
             } else if (f == LK_ATTRS) {
-                rc = defer(j, &attrs);
+                rc = jd_counted_attrs_now(j, "links.attributes", &attrs, &here);
             } else if (f == LK_DROPPED) {
                 rc = rd_u32(j, "links.droppedAttributesCount", &dropped);
             } else {
@@ -109,9 +113,13 @@ static int link(struct jd *j)
             return rc;
         }
     }
+    size_t fixed = j->h->len;
     if (vbuf_put(j->h, tid, 16) < 0 || vbuf_put(j->h, sid, 8) < 0 || jd_heap_jstr(j, &state) < 0 ||
         vbuf_put_u32(j->h, flags) < 0 || vbuf_put_u32(j->h, dropped) < 0) {
         return jd_nomem(j);
+    }
+    if (here != NONE) {
+        return jd_counted_attrs_put_first(j, here, fixed);
     }
     return jd_counted_attrs_at(j, attrs, "links.attributes");
 }
@@ -135,8 +143,8 @@ static int status_msg(struct jd *j, struct span_row *sp)
         } else if (f == ST_MESSAGE) {
             rc = rd_mstr(j, "status.message", &sp->status_message);
         } else {
-            rc = jd_rd_enum(j, "status.code", otlp_status_names, NF(otlp_status_names),
-                            &sp->status_code);
+            rc = rd_enum(j, "status.code", otlp_status_names, NF(otlp_status_names),
+                         &sp->status_code);
         }
         if (rc < 0) {
             return rc;
@@ -226,7 +234,7 @@ static int span(struct jd *j, uint32_t si)
             rc = rd_mstr(j, "name", &sp->name);
             break;
         case SP_KIND:
-            rc = jd_rd_enum(j, "kind", otlp_span_kind_names, NF(otlp_span_kind_names), &sp->kind);
+            rc = rd_enum(j, "kind", otlp_span_kind_names, NF(otlp_span_kind_names), &sp->kind);
             break;
         case SP_START:
             rc = rd_u64(j, "startTimeUnixNano", &sp->start_ns);

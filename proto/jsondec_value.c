@@ -58,6 +58,87 @@ int jd_arena_str(struct jd *j, const struct jsonlex_str *js, struct mstr *out)
     return 0;
 }
 
+bool jd_arena_str_now(struct jd *j, struct mstr *out)
+{
+#ifdef __SSE2__
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    const char *s = x->s;
+    size_t n = x->n, i = x->pos + 1, d = 0, cap = j->sleft;
+    char *dst = j->sp;
+    if (x->pos >= n || s[x->pos] != '"') {
+        return false;
+    }
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  ctl = _mm_set1_epi8(0x1f);
+    for (;;) {
+        if (n - i < 16 || cap - d < 16) {
+            return false;
+        }
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        _mm_storeu_si128((__m128i *)(void *)(dst + d), v);
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                         _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m == 0) {
+            i += 16;
+            d += 16;
+            continue;
+        }
+        unsigned k = (unsigned)__builtin_ctz(m);
+        i += k;
+        d += k;
+        if (s[i] == '"') {
+            break;
+        }
+        if (s[i] != '\\' || i + 1 >= n) {
+            return false; /* a control byte or a '\\' ending the text: the lexer's error */
+        }
+        char e;
+        switch (s[i + 1]) {
+        case '"':
+        case '\\':
+        case '/':
+            e = s[i + 1];
+            break;
+        case 'b':
+            e = '\b';
+            break;
+        case 'f':
+            e = '\f';
+            break;
+        case 'n':
+            e = '\n';
+            break;
+        case 'r':
+            e = '\r';
+            break;
+        case 't':
+            e = '\t';
+            break;
+        default: /* \u (surrogates to check) and bad escapes: the general way */
+            return false;
+        }
+        dst[d++] = e;
+        i += 2;
+    }
+    if (d == 0) {
+        out->p = "";
+    } else {
+        out->p = dst;
+        j->sp += d;
+        j->sleft -= d;
+    }
+    out->len = (uint32_t)d;
+    x->pos = i + 1;
+    return true;
+#else
+    (void)j, (void)out;
+    return false;
+#endif
+}
+
 int jd_rd_jstr(struct jd *j, const char *field, struct jsonlex_str *js)
 {
     if (peekc(j) != '"') {
@@ -602,6 +683,10 @@ int jd_any_value(struct jd *j, int depth, struct body_sink *sink)
         switch (f) {
         case AV_STR: {
             struct jsonlex_str js;
+            if (sink != NULL && jd_arena_str_now(j, &sink->str)) {
+                sink->is_str = true;
+                break;
+            }
             if ((rc = jd_rd_jstr(j, "stringValue", &js)) < 0) {
                 return rc;
             }
@@ -681,28 +766,28 @@ static const struct fdef kv_fields[] = {
  * nothing written for anything else, which key_value then reads the
  * general way (so it also gives every error).
  */
-static bool kv_fast(struct jd *j)
+__attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, const char *s,
+                                                               size_t n, size_t i)
 {
-    static const char kv_open[] = "{\"key\":\"", kv_mid[] = ",\"value\":{\"";
-    const char *s = j->lx.s;
-    size_t n = j->lx.n, i = j->lx.pos;
+    static const char kv_open[] = "{\"key\":\"", kv_mid[] = "\",\"value\":{\"";
     if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
-        return false;
+        return 0;
     }
     size_t k0 = i + 8;
-    i = jsonlex_plain_end(s, k0, n);
-    if (n - i < 48 || s[i] != '"' || memcmp(s + i + 1, kv_mid, 11) != 0) {
-        return false;
+    i = plain_end(s, k0, n);
+    if (n - i < 48 || memcmp(s + i, kv_mid, 12) != 0) {
+        return 0;
     }
     size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
-    uint8_t sv[11] = {0}; /* a scalar value as val.h writes it: type, then its bytes */
+    uint64_t sv = 0; /* a scalar value's bytes after its type tag (val.h) */
     size_t svn = 0;
+    uint8_t tag = VAL_STR;
     i += 12;
     if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
         v0 = i + 14;
-        i = jsonlex_plain_end(s, v0, n);
+        i = plain_end(s, v0, n);
         if (i >= n || s[i] != '"') {
-            return false;
+            return 0;
         }
         vlen = i - v0;
         i++;
@@ -711,63 +796,88 @@ static bool kv_fast(struct jd *j)
         uint64_t mag;
         i += 10;
         if (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg) {
-            return false;
+            return 0;
         }
         int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-        sv[svn++] = VAL_INT;
-        for (; z >= 0x80; z >>= 7) {
-            sv[svn++] = (uint8_t)(z | 0x80);
-        }
-        sv[svn++] = (uint8_t)z;
+        sv = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); /* zigzag, written as a varint */
+        tag = VAL_INT;
         i += used;
     } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
         double d;
         i += 13;
-        if (!jdnum_f64(s + i, n - i, &d, &used)) {
-            return false;
+        if (!jdnum_f64_7(s + i, n - i, &d, &used)) { /* smaller code in this hot loop */
+            return 0;
         }
-        uint64_t u;
-        memcpy(&u, &d, 8);
-        sv[svn++] = VAL_DOUBLE;
-        for (int k = 0; k < 8; k++) {
-            sv[svn++] = (uint8_t)(u >> (8 * k));
-        }
+        memcpy(&sv, &d, 8);
+        tag = VAL_DOUBLE;
+        svn = 8;
         i += used;
     } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
         i += 11;
         bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
         if (!t && !f) {
-            return false;
+            return 0;
         }
-        sv[svn++] = VAL_BOOL;
-        sv[svn++] = t;
+        sv = t;
+        tag = VAL_BOOL;
+        svn = 1;
         i += t ? 4 : 5;
     } else {
-        return false;
+        return 0;
     }
-    if (n - i < 2 || s[i] != '}' || s[i + 1] != '}') {
-        return false;
+    if (n - i < 2 || memcmp(s + i, "}}", 2) != 0) {
+        return 0;
     }
-    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the scalar */
-    if (vbuf_reserve(j->h, 40 + klen + vlen) < 0) {
-        return false; /* the general path reports it */
+    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the
+     * scalar. Room for 32-byte copies past the end: a key or string value
+     * of up to 32 bytes is copied whole by two 16-byte moves (its text has
+     * at least 32 bytes after it: the 48 checked above, or the value's
+     * closing '"}}' plus what follows when n allows). */
+    size_t need = 96 + klen + vlen;
+    if (h->cap - h->len < need && vbuf_reserve(h, need) < 0) {
+        return 0; /* the general path reports it */
     }
-    uint8_t *d = j->h->p + j->h->len;
+    uint8_t *d = h->p + h->len;
     d = put_uv(d, klen);
-    memcpy(d, s + k0, klen);
-    d += klen;
-    if (svn == 0) {
-        *d++ = VAL_STR;
-        d = put_uv(d, vlen);
-        memcpy(d, s + v0, vlen);
-        d += vlen;
+    if (klen <= 32) {
+        memcpy(d, s + k0, 32); /* s + k0 + 32 <= s + n: the 48 after the key */
     } else {
-        memcpy(d, sv, sizeof(sv)); /* room for it all; svn of them count */
+        memcpy(d, s + k0, klen);
+    }
+    d += klen;
+    *d++ = tag;
+    if (tag == VAL_STR) {
+        d = put_uv(d, vlen);
+        if (vlen <= 32 && n - v0 >= 32) {
+            memcpy(d, s + v0, 32);
+        } else {
+            memcpy(d, s + v0, vlen);
+        }
+        d += vlen;
+    } else if (tag == VAL_INT) {
+        d = put_uv(d, sv);
+    } else {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(d, &sv, 8); /* room for all 8; svn of them count */
+#else
+        for (int k = 0; k < 8; k++) {
+            d[k] = (uint8_t)(sv >> (8 * k));
+        }
+#endif
         d += svn;
     }
-    j->h->len = (size_t)(d - j->h->p);
-    j->lx.pos = i + 2;
+    h->len = (size_t)(d - h->p);
+    return i + 2;
+}
+
+/* kv_fast_at at the cursor, the cursor moved past it when it read one. */
+static bool kv_fast(struct jd *j)
+{
+    size_t e = kv_fast_at(j->h, j->lx.s, j->lx.n, j->lx.pos);
+    if (e == 0) {
+        return false;
+    }
+    j->lx.pos = e;
     return true;
 }
 
@@ -867,16 +977,16 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
      * the general loop takes over at anything else (the cursor then at the
      * element or the ',' before it) */
     const char *s = j->lx.s;
-    while (j->lx.pos < j->lx.n && s[j->lx.pos] == (first ? '{' : ',')) {
-        size_t save = j->lx.pos;
-        j->lx.pos += !first;
-        if (!kv_fast(j)) {
-            j->lx.pos = save;
-            break;
-        }
+    size_t n = j->lx.n, pos = j->lx.pos, e;
+    struct vbuf *h = j->h;
+    /* locals, not j->lx: the heap's byte stores may alias it */
+    while (pos < n && s[pos] == (first ? '{' : ',') &&
+           (e = kv_fast_at(h, s, n, pos + !first)) != 0) {
+        pos = e;
         first = false;
         count++;
     }
+    j->lx.pos = pos;
     while ((rc = arr_next(j, &first)) > 0) {
         if ((rc = key_value(j, 1)) < 0) {
             return rc;
@@ -920,6 +1030,58 @@ int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what)
     }
     vbuf_patch_u32(j->h, hdr, at.count);
     vbuf_patch_u32(j->h, hdr + 4, at.blob.len);
+    return 0;
+}
+
+/*
+ * The attributes member of a blob whose fixed part comes first (span
+ * events and links), met at the cursor: read now when no other has been
+ * (*here: the offset at the heap's end of its u32 count, u32 nbytes and
+ * attributes), instead of skipped now and read again at the end. When the
+ * read fails, heap, cursor and error text are put back and the member is
+ * deferred as before (*pos), so a refusal comes where and as it did: the
+ * deferred read fails the same way unless a later member fails first. A
+ * second attributes member replaces the first, as before.
+ */
+int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *here)
+{
+    size_t mark = j->h->len, start = (ws(j), j->lx.pos);
+    if (*here != NONE) { /* a repeat: the last one wins */
+        j->h->len = *here;
+        mark = *here;
+        *here = NONE;
+    }
+    if (j->h->cap - mark >= 8 || vbuf_reserve(j->h, 8) == 0) {
+        struct attrs at;
+        j->h->len = mark + 8;
+        if (jd_attr_list(j, what, &at) == 0) {
+            vbuf_patch_u32(j->h, mark, at.count);
+            vbuf_patch_u32(j->h, mark + 4, at.blob.len);
+            *here = mark;
+            *pos = NONE;
+            return 0;
+        }
+        if (j->err != NULL && j->errlen != 0) {
+            j->err[0] = '\0';
+        }
+    }
+    j->h->len = mark;
+    j->lx.pos = start;
+    return defer(j, pos);
+}
+
+/* The fixed part just written at |fixed| (the heap's end) moved before the
+ * attributes read in place at |here|, as the blob's layout has it. */
+int jd_counted_attrs_put_first(struct jd *j, size_t here, size_t fixed)
+{
+    size_t h = j->h->len - fixed, l = fixed - here;
+    if (vbuf_reserve(j->h, h) < 0) {
+        return jd_nomem(j);
+    }
+    uint8_t *p = j->h->p;
+    memcpy(p + fixed + h, p + fixed, h); /* past the end: the fixed part saved */
+    memmove(p + here + h, p + here, l);
+    memcpy(p + here, p + fixed + h, h);
     return 0;
 }
 

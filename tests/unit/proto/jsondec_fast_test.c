@@ -921,3 +921,236 @@ Test(jsondec_fast, repeated_bound_lists_copied_only_when_equal)
     free(body);
     free(r);
 }
+
+/* jdnum_f64_fast and jdnum_f64_7 (the inline short shapes) against jdnum_f64 over texts of
+ * every nearby shape: leading zeros, 0-9 integer and 0-21 fraction digits,
+ * a point with nothing after it, exponents and signs after, and texts
+ * shorter than its 18-byte minimum. Same acceptance, bits and length. */
+Test(jsondec_fast, inline_short_doubles_equal_the_general_reader)
+{
+    static const char *const ends[] = {",", "]",  "}", " ", "e5", "E-2",
+                                       ".", ".5", "+", "-", "x",  "\""};
+    for (int k = 0; k < 200000; k++) {
+        char text[64];
+        int ni = (int)(rnd() % 10), nf = (int)(rnd() % 22), len = 0;
+        if (rnd() % 4 == 0) {
+            text[len++] = '-';
+        }
+        for (int i = 0; i < ni; i++) {
+            text[len++] = (char)('0' + rnd() % (i == 0 && rnd() % 2 ? 1 : 10));
+        }
+        if (rnd() % 5 != 0) {
+            text[len++] = '.';
+            for (int i = 0; i < nf; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+        }
+        const char *e = ends[rnd() % (sizeof(ends) / sizeof(ends[0]))];
+        len += snprintf(text + len, 32, "%s0123456789abcdefghij", e);
+        size_t n = rnd() % 3 == 0 ? (size_t)(rnd() % (unsigned)len) : (size_t)len;
+        double a = -1, b = -1;
+        size_t ua = 0, ub = 0;
+        bool ta = jdnum_f64_fast(text, n, &a, &ua), tb = jdnum_f64(text, n, &b, &ub);
+        cr_assert_eq(ta, tb, "%.*s: fast %d, general %d", (int)n, text, ta, tb);
+        if (ta) {
+            cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub, "%.*s: %.17g/%zu vs %.17g/%zu", (int)n,
+                      text, a, ua, b, ub);
+        }
+        a = -1, ua = 0;
+        ta = jdnum_f64_7(text, n, &a, &ua); /* the attribute loop's smaller one */
+        cr_assert_eq(ta, tb, "%.*s: f64_7 %d, general %d", (int)n, text, ta, tb);
+        if (ta) {
+            cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub, "%.*s: f64_7 %.17g/%zu vs %.17g/%zu",
+                      (int)n, text, a, ua, b, ub);
+        }
+    }
+    double v;
+    size_t u;
+    cr_assert(jdnum_f64_fast("651.62,\"0123456789abcdef", 24, &v, &u));
+    cr_assert(v == 651.62 && u == 6);
+    cr_assert(jdnum_f64_fast("-0,0123456789abcdefgh", 21, &v, &u));
+    cr_assert(v == 0 && signbit(v) && u == 2);
+}
+
+static uint64_t log_time(const char *ts)
+{
+    char json[512];
+    struct dec d;
+    snprintf(json, sizeof json,
+             "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'timeUnixNano':%s,'body':{}}]}]}]}",
+             ts);
+    ok(&d, SIG_LOGS, json);
+    cr_assert_eq(d.b->n_rows, 1);
+    uint64_t t = d.b->logs[0].time_ns;
+    done(&d);
+    return t;
+}
+
+static void log_time_refused(const char *ts)
+{
+    char json[512];
+    struct dec d;
+    snprintf(json, sizeof json,
+             "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'timeUnixNano':%s,'body':{}}]}]}]}",
+             ts);
+    char *body = q(json);
+    run(&d, SIG_LOGS, body);
+    cr_assert_eq(d.rc, -EPROTO, "%s accepted", ts);
+    cr_assert(strstr(d.err, "timeUnixNano") != NULL, "%s: %s", ts, d.err);
+    free(body);
+    done(&d);
+}
+
+/* Quoted 19-digit integers (u64_19: three 8-byte loads) give the exact
+ * value, and a bad byte at any of the 19 places is still refused by the
+ * general reader; the lengths around 19 read as before. */
+Test(jsondec_fast, nineteen_digit_timestamps_read_exactly)
+{
+    cr_assert_eq(log_time("'1767225600000288020'"), 1767225600000288020ull);
+    cr_assert_eq(log_time("'9999999999999999999'"), 9999999999999999999ull);
+    cr_assert_eq(log_time("'1000000000000000001'"), 1000000000000000001ull);
+    cr_assert_eq(log_time("'176722560000028802'"), 176722560000028802ull);     /* 18 */
+    cr_assert_eq(log_time("'17672256000002880201'"), 17672256000002880201ull); /* 20 */
+    cr_assert_eq(log_time("1767225600000288020"), 1767225600000288020ull);     /* bare */
+    for (int k = 0; k < 19; k++) {
+        char ts[32] = "'1767225600000288020'";
+        ts[1 + k] = k % 3 == 0 ? 'a' : k % 3 == 1 ? '/' : ':';
+        log_time_refused(ts);
+    }
+}
+
+static char *span_events(const char *events)
+{
+    return wrap("{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':"
+                "'0123456789abcdef0123456789abcdef','spanId':'0123456789abcdef','events':[",
+                events, "]}]}]}]}");
+}
+
+/* The events blob of the one span of |req| (single-quoted, owned). */
+static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+{
+    struct dec d;
+    ok(&d, SIG_TRACES, req);
+    free(req);
+    cr_assert_eq(d.b->n_rows, 1);
+    struct blob b = d.b->spans[0].events;
+    cr_assert_leq(b.len, cap);
+    memcpy(out, batch_blob(d.b, b), b.len);
+    *n = b.len;
+    *count = d.b->spans[0].n_events;
+    done(&d);
+}
+
+/* An event's attributes are read where they come (time, attributes, name is
+ * the generator's and the collector's order) and the fixed part moved
+ * before them: the blob equals the one from the schema order, byte for
+ * byte; a repeated attributes member still replaces the first; a bad
+ * attribute still loses to an earlier-read member's error and gives its own
+ * otherwise. */
+Test(jsondec_fast, event_attributes_in_place_equal_the_schema_order)
+{
+    uint8_t a[512], b[512];
+    size_t na, nb;
+    uint32_t ca, cb;
+    events_blob(
+        span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'7'}},"
+                    "{'key':'s','value':{'stringValue':'v'}}],'name':'ev','droppedAttribu"
+                    "tesCount':2},{'timeUnixNano':'6','attributes':[],'name':'e2'}"),
+        a, sizeof a, &na, &ca);
+    events_blob(span_events("{'name':'ev','timeUnixNano':'5','droppedAttributesCount':2,'attributes"
+                            "':[{'key':'k','value':{'intValue':'7'}},{'key':'s','value':{'stringVa"
+                            "lue':'v'}}]},{'name':'e2','attributes':[],'timeUnixNano':'6'}"),
+                b, sizeof b, &nb, &cb);
+    cr_assert_eq(ca, 2);
+    cr_assert_eq(cb, 2);
+    cr_assert_eq(na, nb);
+    cr_assert(memcmp(a, b, na) == 0);
+    /* u64 time 5, name "ev", u32 dropped 2, u32 count 2, u32 nbytes: the event's layout */
+    cr_assert_eq(a[0], 5);
+    cr_assert(a[8] == 2 && a[9] == 'e' && a[10] == 'v');
+    cr_assert(a[11] == 2 && a[15] == 2);
+
+    /* the last attributes member wins, whether the first was good or bad */
+    events_blob(span_events("{'attributes':[{'key':'k','value':{'intValue':'x'}}],'attributes':"
+                            "[{'key':'j','value':{'boolValue':true}}],'name':'n'}"),
+                a, sizeof a, &na, &ca);
+    events_blob(span_events("{'attributes':[{'key':'q','value':{'intValue':'1'}}],'name':'n',"
+                            "'attributes':[{'key':'j','value':{'boolValue':true}}]}"),
+                b, sizeof b, &nb, &cb);
+    events_blob(span_events("{'name':'n','attributes':[{'key':'j','value':{'boolValue':true}}]}"),
+                b, sizeof b, &nb, &cb);
+    cr_assert_eq(na, nb);
+    cr_assert(memcmp(a, b, na) == 0);
+
+    /* errors as when the attributes were skipped first and read last */
+    refused(SIG_TRACES,
+            span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'x'}}],"
+                        "'name':tru}"),
+            "events.name: expected a string");
+    refused(SIG_TRACES,
+            span_events("{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'x'}}],"
+                        "'name':'n'}"),
+            "intValue: not a 64-bit signed integer");
+    refused(SIG_TRACES,
+            span_events("{'attributes':[{'key':'k','value':{'intValue':'x'}}],'timeUnixNano':'q'}"),
+            "events.timeUnixNano: not an integer in range");
+    refused(SIG_TRACES, span_events("{'attributes':[{'key':'k','value':{'intValue':'1'}},]}"),
+            "at offset");
+}
+
+/* Links too: attributes between the ids and the flags. */
+Test(jsondec_fast, link_attributes_in_place_equal_the_schema_order)
+{
+    const char *env = "{'resourceSpans':[{'scopeSpans':[{'spans':[{'traceId':'0123456789abcdef01"
+                      "23456789abcdef','spanId':'0123456789abcdef','links':[";
+    char *x = wrap(env,
+                   "{'traceId':'00000000000000000000000000000001','spanId':'0000000000000002',"
+                   "'attributes':[{'key':'a','value':{'stringValue':'b'}}],'flags':257,"
+                   "'traceState':'t=1'}",
+                   "]}]}]}]}");
+    char *y = wrap(env,
+                   "{'traceId':'00000000000000000000000000000001','spanId':'0000000000000002',"
+                   "'traceState':'t=1','flags':257,'attributes':[{'key':'a','value':{'stringValue"
+                   "':'b'}}]}",
+                   "]}]}]}]}");
+    struct dec d, e;
+    ok(&d, SIG_TRACES, x);
+    ok(&e, SIG_TRACES, y);
+    cr_assert_eq(d.b->spans[0].n_links, 1);
+    same_blob(d.b, d.b->spans[0].links, e.b, e.b->spans[0].links, "links");
+    cr_assert_eq(d.b->spans[0].links.len, 16 + 8 + 4 + 4 + 4 + 4 + 4 + 1 + 1 + 1 + 1 + 1);
+    done(&d);
+    done(&e);
+    free(x);
+    free(y);
+}
+
+/* A body string cut right after a '\' at every offset of the one-pass
+ * unescape's 16-byte chunks: refused, and nothing read past the text (the
+ * body is copied into a buffer of exactly its length, for ASan). */
+Test(jsondec_fast, body_cut_after_a_backslash_is_refused_without_reading_past_it)
+{
+    /* severityText first: it takes the string block the body is unescaped into */
+    const char *pre = "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"severityText\":"
+                      "\"x\",\"body\":{\"stringValue\":\"";
+    for (int k = 0; k < 48; k++) {
+        char text[256];
+        int n = snprintf(text, sizeof text, "%s%.*s\\", pre, k,
+                         "a\\tbcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+        if (text[n - 2] == '\\') { /* keep the cut escape the last byte */
+            continue;
+        }
+        char *exact = malloc((size_t)n);
+        cr_assert(exact != NULL);
+        memcpy(exact, text, (size_t)n);
+        arena *a = arena_new(0);
+        struct batch *b = batch_new(SIG_LOGS);
+        char err[256];
+        int rc = jsondec_decode(SIG_LOGS, exact, (size_t)n, a, b, err, sizeof err);
+        cr_assert_eq(rc, -EPROTO, "%d bytes accepted", n);
+        cr_assert_eq(b->n_rows, 0);
+        batch_free(b);
+        arena_free(a);
+        free(exact);
+    }
+}
