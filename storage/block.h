@@ -64,6 +64,13 @@ struct blk_source {
     uint64_t wal_seq;
 };
 
+/* The hot seal's default zstd level (sealer.h, the daemon's
+ * --hot-zstd-level): every table of a sealed block, root included, one
+ * zstd frame at this level. Level 1 is the cheapest that keeps all three
+ * signals under issue 12's hot target (bench/STORAGE.md, "Hot blocks
+ * compressed at the seal"). */
+#define BLK_HOT_ZSTD_LEVEL 1
+
 struct blk_wopts {
     enum blk_codec codec; /* for the attribute and detail tables (and root, see below) */
     int zstd_level;       /* 0 = default (3) */
@@ -73,6 +80,13 @@ struct blk_wopts {
     const struct blk_source *sources;
     uint32_t n_sources;
 };
+
+/* The options of a hot seal at zstd |level| (> 0): every table, root
+ * included, zstd at |level|. */
+static inline struct blk_wopts blk_hot_wopts(int level)
+{
+    return (struct blk_wopts){.codec = BLK_CODEC_ZSTD, .zstd_level = level, .zstd_root = true};
+}
 
 /*
  * Writes rows [0, rows) of |ob| (no longer appended to; rows <=

@@ -1094,7 +1094,7 @@ static void scratch_free(struct scratch *sc)
     vdict_free(&sc->side.vd);
     sidx_free(&sc->side.streams);
     hot_free(&sc->hot);
-    vbuf_fini(&sc->tb.out);
+    blkw_tbw_fini(&sc->tb);
     vbuf_fini(&sc->foot);
     free(sc->perm);
     free(sc->keys);
