@@ -126,6 +126,11 @@ typedef struct blk blk;
 #define BLK_OPEN_NO_CACHE 1u /* hash every table verified, ignore and do not feed the cache */
 #define BLK_OPEN_LENIENT_ROOT                                                                      \
     2u /* a root table that fails does not fail the open (fsck, inspect) */
+/* The root table's CRC is checked at open but it is neither decoded nor
+ * bound: its first reader does that (the state blk_drop_tables leaves).
+ * The seal's read-back, which would otherwise inflate a zstd root only
+ * to drop it (blk_drop_tables) before anyone reads it. */
+#define BLK_OPEN_DEFER_ROOT 4u
 
 /*
  * Opens |path|, verifying the trailer, footer and root table. Returns 0

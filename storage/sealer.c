@@ -80,7 +80,10 @@ static int write_and_publish(struct seal_job *j, struct seal_failure *f)
         blk_write_ex(j->dir, ob, j->rows, &j->meta, zl > 0 ? &o : NULL, f->path, sizeof(f->path));
     if (rc == 0) {
         f->step = "open";
-        rc = blk_open(f->path, &b, f->detail, sizeof(f->detail));
+        /* Read back: the header, footer and the root's CRC; the root is
+         * decoded by its first reader (a zstd root inflated here would be
+         * dropped again below). */
+        rc = blk_open_ex(f->path, BLK_OPEN_DEFER_ROOT, &b, f->detail, sizeof(f->detail));
     }
     if (rc == 0) {
         /* Read back and verified; until a query reads it the block need not

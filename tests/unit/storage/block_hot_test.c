@@ -234,6 +234,25 @@ Test(block_hot, a_damaged_root_frame_fails_the_open_with_ebadmsg_and_its_reason)
     cr_expect_null(b);
     cr_expect(strstr(err, "root table") != NULL, "reason: %s", err);
 
+    /* The seal's read-back (BLK_OPEN_DEFER_ROOT) checks the CRC only: the
+     * damage is found by the first reader, which gets -EBADMSG. */
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE | BLK_OPEN_DEFER_ROOT, &b, err, sizeof(err)),
+                 0, "%s", err);
+    cr_expect(!blk_holds_tables(b));
+    struct log_view v;
+    cr_expect_eq(blk_log(b, 0, BLK_ROOT, &v), -EBADMSG);
+    cr_expect_eq(blk_log(b, 0, BLK_ATTRS, &v), 0, "the attribute table is intact");
+    blk_unref(b);
+    /* ... and refuses a root whose CRC does not match. */
+    uint64_t rl, ra = table_at(f, n, 0, &rl);
+    f[ra + rl / 2] ^= 0x10;
+    put_file(path, f, n);
+    b = NULL;
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE | BLK_OPEN_DEFER_ROOT, &b, err, sizeof(err)),
+                 -EBADMSG);
+    cr_expect_null(b);
+    cr_expect(strstr(err, "root table checksum") != NULL, "reason: %s", err);
+
     /* A frame that says it holds another length than the directory. */
     free(f);
     oblock_free(ob);
