@@ -65,27 +65,39 @@ struct blk_source {
 };
 
 /* The hot seal's default zstd level (sealer.h, the daemon's
- * --hot-zstd-level): every table of a sealed block, root included, one
- * zstd frame at this level. Level 1 is the cheapest that keeps all three
- * signals under issue 12's hot target (bench/STORAGE.md, "Hot blocks
- * compressed at the seal"). */
+ * --hot-zstd-level). Level 1 is the cheapest that keeps all three signals
+ * under issue 12's hot target (bench/STORAGE.md, "Hot blocks compressed
+ * at the seal"). */
 #define BLK_HOT_ZSTD_LEVEL 1
 
 struct blk_wopts {
     enum blk_codec codec; /* for the attribute and detail tables (and root, see below) */
     int zstd_level;       /* 0 = default (3) */
     bool zstd_root;       /* also compress the root table (cold tier) */
+    /* Bit t (0 root, 1 attrs, 2 detail): table t stays plain whatever the
+     * codec (the hot seal's per-signal choice, blk_hot_wopts). */
+    unsigned plain_tables;
     /* n_sources > 0 writes a cold block (footer section 11): the blocks
      * whose rows it holds (borrowed for the call). */
     const struct blk_source *sources;
     uint32_t n_sources;
 };
 
-/* The options of a hot seal at zstd |level| (> 0): every table, root
- * included, zstd at |level|. */
-static inline struct blk_wopts blk_hot_wopts(int level)
+/* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest
+ * set of zstd tables that reaches issue 12's hot bytes target on the
+ * generator's corpus (bench/STORAGE.md, "Hot blocks compressed at the
+ * seal"): logs the root (the bodies) and detail, attributes plain; spans
+ * attributes and detail, the root plain (what trace lookups read stays
+ * in the mapping); points every table. */
+static inline struct blk_wopts blk_hot_wopts(int level, enum signal sig)
 {
-    return (struct blk_wopts){.codec = BLK_CODEC_ZSTD, .zstd_level = level, .zstd_root = true};
+    struct blk_wopts o = {.codec = BLK_CODEC_ZSTD, .zstd_level = level, .zstd_root = true};
+    if (sig == SIG_LOGS) {
+        o.plain_tables = 1u << 1;
+    } else if (sig == SIG_TRACES) {
+        o.zstd_root = false;
+    }
+    return o;
 }
 
 /*

@@ -1331,7 +1331,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
         enum blk_codec codec = BLK_CODEC_PLAIN;
-        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root) &&
+            (o->plain_tables & (1u << t)) == 0) {
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */

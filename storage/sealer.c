@@ -75,7 +75,7 @@ static int write_and_publish(struct seal_job *j, struct seal_failure *f)
     f->detail[0] = '\0';
     f->step = "write";
     int zl = atomic_load_explicit(&zlevel, memory_order_relaxed);
-    struct blk_wopts o = blk_hot_wopts(zl);
+    struct blk_wopts o = blk_hot_wopts(zl, f->signal);
     int rc =
         blk_write_ex(j->dir, ob, j->rows, &j->meta, zl > 0 ? &o : NULL, f->path, sizeof(f->path));
     if (rc == 0) {

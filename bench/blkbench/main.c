@@ -14,8 +14,8 @@
  *
  *   seal     blk_write of that open block, --seal-reps times plain and once
  *            zstd (attrs and detail tables; root plain), and --seal-reps times
- *            as the daemon seals (every table zstd at --hot-level, default
- *            BLK_HOT_ZSTD_LEVEL: "hot"): CPU ns
+ *            as the daemon seals (block.h's blk_hot_wopts: the signal's zstd
+ *            tables at --hot-level, default BLK_HOT_ZSTD_LEVEL: "hot"): CPU ns
  *            per record of this thread (CLOCK_THREAD_CPUTIME_ID; the fsync
  *            waits are not CPU) and wall ns per record; medians.
  *   cold     the plain file compacted alone into a cold block (compact_merge:
@@ -262,7 +262,7 @@ static void seal_bench(const char *dir, const oblock *ob, int reps, struct seal_
     seal_one(dir, ob, 1000, &zo, &f->zstd_cpu_ns, &f->zstd_wall_ns, f->zstd_path,
              sizeof(f->zstd_path));
     /* The daemon's seal (storage/sealer.c): every table zstd at hot_level. */
-    struct blk_wopts ho = blk_hot_wopts(hot_level);
+    struct blk_wopts ho = blk_hot_wopts(hot_level, oblock_signal(ob));
     for (int r = 0; r < reps; r++) {
         seal_one(dir, ob, 2000 + (uint64_t)r, &ho, &f->hot_cpu_ns[r], &f->hot_wall_ns[r],
                  f->hot_path, sizeof(f->hot_path));
