@@ -39,7 +39,8 @@
  * MEMORY
  *   Results (labels, samples, histograms) in the pmsrc's arena; the call's
  *   sample vectors in a call arena, per-block tables in a block arena reset
- *   after each block. All three are charged to the qctx as they grow. A
+ *   after each block. All three charge their chunks to the qctx as they come
+ *   and go (qctx_arena_bind), so the query's count is what they hold. A
  *   stream-read series' floats live in the results' arena, grown per
  *   block by its row count and folded in place at the end.
  */
@@ -209,21 +210,8 @@ static const char *const sfx_str[4] = {"", "_bucket", "_sum", "_count"};
 
 int pms_charge(struct pms_run *r)
 {
-    size_t fa = arena_footprint(r->a), fc = arena_footprint(r->call), fb = arena_footprint(r->blk);
-    int rc = 0;
-    if (fa > r->s->charged_a) {
-        rc = qctx_charge(r->q, fa - r->s->charged_a);
-        r->s->charged_a = fa;
-    }
-    if (rc == 0 && fc > r->charged_call) {
-        rc = qctx_charge(r->q, fc - r->charged_call);
-        r->charged_call = fc;
-    }
-    if (rc == 0 && fb > r->charged_blk) {
-        rc = qctx_charge(r->q, fb - r->charged_blk);
-        r->charged_blk = fb;
-    }
-    return rc;
+    /* the arenas charge their chunks as they come (qctx_arena_bind) */
+    return qctx_err(r->q);
 }
 
 static bool name_admitted(const struct pms_run *r, const char *name, size_t len)
@@ -1504,12 +1492,13 @@ int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher
         qctx_fail(s->q, -ENOMEM, "out of memory");
         return -ENOMEM;
     }
+    qctx_arena_bind(r->q, r->call);
+    qctx_arena_bind(r->q, r->blk);
     return 0;
 }
 
 void pms_run_fini(struct pms_run *r)
 {
-    qctx_uncharge(r->q, r->charged_call + r->charged_blk);
     arena_free(r->call);
     arena_free(r->blk);
 }
@@ -1521,6 +1510,12 @@ static int run_blocks(struct pms_run *r)
     }
     for (size_t i = 0; i < r->q->n_src; i++) {
         int rc = pms_do_block(r, &r->q->src[i]);
+        /* What the run keeps of a block (labels, names, samples, exemplars)
+         * is copied into its arenas: the snapshot's pin can go, so the
+         * table cap may drop the block's tables and the page window its
+         * pages while the run reads the next ones (qctx_done_all: an index
+         * build loads the block once more inside the run's load). */
+        qctx_done_all(r->q, &r->q->src[i]);
         if (rc < 0) {
             return rc;
         }
@@ -1532,20 +1527,20 @@ static int run_blocks(struct pms_run *r)
 
 int pmsrc_open(struct pmsrc **out, struct qctx *q, arena *a)
 {
-    struct pmsrc *s = arena_alloc(a, sizeof(*s));
+    struct pmsrc *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return -ENOMEM;
     }
     s->q = q;
     s->a = a;
-    s->charged_a = 0;
+    qctx_arena_bind(q, a);
     *out = s;
     return 0;
 }
 
 void pmsrc_close(struct pmsrc *s)
 {
-    (void)s; /* arena memory; the qctx keeps the charge until it closes */
+    free(s); /* the results are the arena's; it uncharges them when it frees them */
 }
 
 static int collect(struct pmsrc *s, const struct promql_matcher *m, size_t n, int64_t mint,

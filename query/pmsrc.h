@@ -65,7 +65,9 @@
 struct pmsrc;
 
 /* A source over the qctx |q| (opened on SIG_METRICS), allocating its
- * results in |a|. 0 or -ENOMEM. */
+ * results in |a|, which it binds to |q| (qctx_arena_bind: a fresh arena,
+ * freed by the caller after pmsrc_close; whatever else the caller
+ * allocates there is charged to the query too). 0 or -ENOMEM. */
 int pmsrc_open(struct pmsrc **out, struct qctx *q, arena *a);
 void pmsrc_close(struct pmsrc *s);
 

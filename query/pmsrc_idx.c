@@ -79,6 +79,26 @@ size_t pmx_guess(const blk *b)
     return (size_t)(units_of(b) * (per > 16 ? per : 16));
 }
 
+/* The most scratch per unit a dropped build proved a build needs. */
+static _Atomic uint64_t scratch_per_unit;
+
+void pmx_note_too_big(const blk *b, size_t allowed)
+{
+    uint64_t u = units_of(b), per = u > 0 ? allowed / u : 0;
+    uint64_t cur = atomic_load(&scratch_per_unit);
+    while (per > cur && !atomic_compare_exchange_weak(&scratch_per_unit, &cur, per)) {
+    }
+}
+
+bool pmx_build_fits(const blk *b, size_t allowed)
+{
+    uint64_t per = atomic_load(&scratch_per_unit);
+    /* only once the room is twice what a build was proven to need: a
+     * query with a little more room than the one that failed would fail
+     * again, its scratch thrown away */
+    return allowed == 0 || per == 0 || 2 * units_of(b) * per <= allowed;
+}
+
 bool pmx_charge(struct pmx *x)
 {
     if (adm_budget() == 0) {

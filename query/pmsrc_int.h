@@ -21,8 +21,7 @@
 
 struct pmsrc {
     struct qctx *q;
-    arena *a;         /* the results */
-    size_t charged_a; /* arena_footprint(a) charged to the qctx so far */
+    arena *a; /* the results (charged to q: qctx_arena_bind) */
 };
 
 /* A delta sample before it is accumulated. */
@@ -81,7 +80,6 @@ struct pms_run {
     struct pmsrc *s;
     struct qctx *q;
     arena *a, *call, *blk;
-    size_t charged_call, charged_blk;
     const struct promql_matcher *m;
     size_t n_m;
     int64_t mint, maxt;
@@ -165,7 +163,9 @@ int pms_run_init(struct pms_run *r, struct pmsrc *s, const struct promql_matcher
 void pms_run_fini(struct pms_run *r);
 /* One source: plan, then its rows (or its index). 0, or the query's error. */
 int pms_do_block(struct pms_run *r, struct qctx_src *qs);
-/* Charges the run's arenas' growth to the qctx: 0 or -ENOMEM. */
+/* The run's arenas charge their chunks to the qctx as they grow
+ * (qctx_arena_bind); this returns qctx_err, so a memory limit the growth
+ * hit ends the loop that calls it. */
 int pms_charge(struct pms_run *r);
 /* The call's series of |ls| (hash |h| = pm_labels_hash), created when new:
  * its index, or -ENOMEM. |copy|: a label index's series, which its
@@ -262,6 +262,12 @@ bool pmx_cache_room(size_t bytes);
  * that did not fit is not repeated by every query); pmx_note_built feeds it. */
 size_t pmx_guess(const blk *b);
 void pmx_note_built(const blk *b, size_t bytes);
+/* A build of |b| was dropped past |allowed| bytes of scratch: a build
+ * needs more than that per stream (or row) of its block, so
+ * pmx_build_fits refuses one that would need more than its allowance by
+ * that measure, and queries do not each run a build that cannot finish. */
+void pmx_note_too_big(const blk *b, size_t allowed);
+bool pmx_build_fits(const blk *b, size_t allowed);
 bool pmx_charge(struct pmx *x);
 
 /* Whether series |i| has a row with time in [lo_ns, hi_ns). */

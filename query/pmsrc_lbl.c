@@ -21,52 +21,73 @@
  * query's qctx: its rows count and its deadline holds. NULL with the
  * query's error set, or NULL (no error) when the block failed verification.
  */
+/* What an index build may hold: what the query has left (0: no bound). */
+static uint64_t build_allowance(const struct qctx *q)
+{
+    uint64_t max = q->lim.max_memory, held = (uint64_t)__atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+    return max == 0 ? 0 : held < max ? max - held : 1;
+}
+
 static struct pmx *index_build(struct pms_run *r, struct qctx_src *qs)
 {
     struct qctx *q = r->q;
+    /* The build reads the block through the query's load (its pin and
+     * page window; run_blocks' qctx_done_all lets it go) and runs on a
+     * child context bounded by what the query has left: its scratch (every
+     * series of the block, labels and all) can be many times the index it
+     * leaves and the query's own series, so one that does not fit is
+     * dropped and the block read without an index, the query unharmed. */
+    int rc = qctx_load(q, qs, BLK_ALL);
+    if (rc < 0) {
+        return NULL; /* quarantined, or the query's error */
+    }
     struct pmx *x = calloc(1, sizeof(*x));
     if (x == NULL || (x->a = arena_new(64 << 10)) == NULL) {
         free(x);
         qctx_fail(q, -ENOMEM, "out of memory");
         return NULL;
     }
-    struct qs_scan saved = q->st;
     arena *labels = arena_new(256 << 10); /* the run's labels: copied compactly, then freed */
     if (labels == NULL) {
         pmx_free(x);
         qctx_fail(q, -ENOMEM, "out of memory");
         return NULL;
     }
-    struct pmsrc ps = {.q = q, .a = labels};
+    uint64_t allowed = build_allowance(q);
+    struct qctx sub;
+    qctx_sub_open(&sub, q, allowed);
+    qctx_arena_bind(&sub, labels);
+    struct pmsrc ps = {.q = &sub, .a = labels};
     struct pms_run ir;
-    int rc = pms_run_init(&ir, &ps, NULL, 0, 0, INT64_MAX, PMS_INDEX);
+    rc = pms_run_init(&ir, &ps, NULL, 0, 0, INT64_MAX, PMS_INDEX);
     bool have_run = rc == 0;
     if (rc == 0) {
         pms_note_record(x);
         rc = pms_do_block(&ir, qs);
         pms_note_record(NULL);
     }
-    /* The planner's block tally is the query's own; the rows are real. */
-    q->st.blocks_considered = saved.blocks_considered;
-    q->st.blocks_skipped_zone = saved.blocks_skipped_zone;
-    q->st.blocks_skipped_dict = saved.blocks_skipped_dict;
-    q->st.blocks_scanned = saved.blocks_scanned;
     if (rc == 0 && !qctx_src_failed(qs)) {
         blk_time_range(qs->b, &x->tmin, &x->tmax);
         x->time = blk_col_time(qs->b);
         rc = x->time == NULL ? -ENOMEM : pmx_assemble(x, qs->b, ir.ser, ir.nser, ir.call);
         if (rc < 0) {
-            qctx_fail(q, rc, "out of memory");
+            qctx_fail(&sub, rc, "out of memory");
         }
+    }
+    if (rc == 0) {
+        rc = qctx_err(&sub);
+    }
+    if (have_run) {
+        pms_run_fini(&ir);
+    }
+    arena_free(labels);
+    if (qctx_sub_close(&sub, q) == -ENOMEM) {
+        r->no_index = true; /* too big for what the query has left: row by row */
+        pmx_note_too_big(qs->b, allowed);
     }
     if (rc == 0) {
         rc = qctx_err(q);
     }
-    if (have_run) {
-        qctx_uncharge(q, ps.charged_a);
-        pms_run_fini(&ir);
-    }
-    arena_free(labels);
     if (rc < 0 || qctx_src_failed(qs)) {
         pmx_free(x);
         return NULL;
@@ -84,7 +105,7 @@ const struct pmx *pms_index_of(struct pms_run *r, struct qctx_src *qs)
     if (x != NULL || r->no_index) {
         return x;
     }
-    if (!pmx_cache_room(pmx_guess(qs->b))) {
+    if (!pmx_cache_room(pmx_guess(qs->b)) || !pmx_build_fits(qs->b, build_allowance(r->q))) {
         r->no_index = true;
         return NULL;
     }
@@ -291,6 +312,7 @@ int pmsrc_label_values(struct pmsrc *s, const char *name, size_t len, int64_t mi
         } else if (rc == 0) {
             rc = pms_do_block(&r, qs); /* open, failed, out of range, or no index */
         }
+        qctx_done_all(q, qs); /* the strings are copied (run_blocks) */
     }
     for (uint32_t i = 0; rc == 0 && i < r.nser; i++) {
         const struct pm_labels *ls = &r.ser[i].labels;

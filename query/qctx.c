@@ -82,9 +82,11 @@ void qctx_close(struct qctx *q)
     adm_uncharge(q->pg_bytes);
     __atomic_sub_fetch(&window_all, q->pg_bytes, __ATOMIC_RELAXED);
     q->pg_bytes = 0;
-    __atomic_sub_fetch(&mem_all, __atomic_load_n(&q->mem, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-    adm_uncharge(__atomic_load_n(&q->adm, __ATOMIC_RELAXED));
-    q->adm = 0;
+    int64_t held = __atomic_exchange_n(&q->mem, 0, __ATOMIC_RELAXED);
+    if (held > 0) {
+        __atomic_sub_fetch(&mem_all, held, __ATOMIC_RELAXED);
+    }
+    adm_uncharge(__atomic_exchange_n(&q->adm, 0, __ATOMIC_RELAXED));
     free(q->pg_ring);
     q->pg_ring = NULL;
     free(q->src);
@@ -172,9 +174,21 @@ uint64_t qctx_memory_held(void)
     return n > 0 ? (uint64_t)n : 0;
 }
 
+static uint64_t total_cap; /* qctx_set_total_memory */
+
+void qctx_set_total_memory(uint64_t n)
+{
+    __atomic_store_n(&total_cap, n, __ATOMIC_RELAXED);
+}
+
+uint64_t qctx_total_memory(void)
+{
+    return __atomic_load_n(&total_cap, __ATOMIC_RELAXED);
+}
+
 int qctx_charge(struct qctx *q, uint64_t n)
 {
-    __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    int64_t all = __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
     adm_charge(n); /* held already: ingest's admission makes room for it */
     __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
     int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
@@ -185,20 +199,55 @@ int qctx_charge(struct qctx *q, uint64_t n)
                    q->lim.max_memory);
         return -ENOMEM;
     }
+    uint64_t cap = qctx_total_memory();
+    if (n > 0 && cap > 0 && all > (int64_t)cap) {
+        fail_cause(q, -ENOMEM, QCTX_SHARED,
+                   "the queries running now need more than %" PRIu64 " bytes of memory together "
+                   "(the server's query share of --memory-budget); retry later, or narrow the "
+                   "time range or the selector",
+                   cap);
+        return -ENOMEM;
+    }
     return 0;
 }
 
 void qctx_uncharge(struct qctx *q, uint64_t n)
 {
-    __atomic_sub_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
-    /* never more than this query charged (the budget's count is shared) */
+    /* never more than this query holds (qctx_close settles the rest, and
+     * an uncharge after it is a no-op), nor, to the budget, more than it
+     * charged there (the budget's count is shared) */
+    int64_t held = __atomic_load_n(&q->mem, __ATOMIC_RELAXED), m;
+    do {
+        m = held <= 0 ? 0 : (int64_t)n < held ? (int64_t)n : held;
+    } while (m > 0 && !__atomic_compare_exchange_n(&q->mem, &held, held - m, true, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED));
+    __atomic_sub_fetch(&mem_all, m, __ATOMIC_RELAXED);
     uint64_t had = __atomic_load_n(&q->adm, __ATOMIC_RELAXED), take;
     do {
         take = n < had ? n : had;
     } while (!__atomic_compare_exchange_n(&q->adm, &had, had - take, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
     adm_uncharge(take);
-    __atomic_fetch_sub(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
+}
+
+static int arena_charge_cb(void *ctx, size_t n)
+{
+    struct qctx *q = ctx;
+    if (qctx_charge(q, n) < 0) {
+        qctx_uncharge(q, n); /* the chunk is not allocated */
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void arena_uncharge_cb(void *ctx, size_t n)
+{
+    qctx_uncharge(ctx, n);
+}
+
+void qctx_arena_bind(struct qctx *q, arena *a)
+{
+    arena_set_charge(a, arena_charge_cb, arena_uncharge_cb, q);
 }
 
 void qctx_warn(struct qctx *q, const char *fmt, ...)
@@ -335,7 +384,8 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
         pthread_mutex_unlock(&q->lock);
     }
     int rc = blk_load(s->b, want);
-    if (rc == 0 && __atomic_exchange_n(&s->paged, 1, __ATOMIC_RELAXED) == 0) {
+    /* a child context (pg_cap 0) leaves the page window to its parent */
+    if (rc == 0 && q->pg_cap > 0 && __atomic_exchange_n(&s->paged, 1, __ATOMIC_RELAXED) == 0) {
         page_window_add(q, s);
     }
     if (rc == -EBADMSG) {
@@ -346,7 +396,7 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
     return rc;
 }
 
-void qctx_done(struct qctx *q, struct qctx_src *s)
+static void done_n(struct qctx *q, struct qctx_src *s, bool all)
 {
     size_t i = (size_t)(s - q->src);
     if (s->b == NULL || i >= q->snap.n_blocks) {
@@ -354,6 +404,9 @@ void qctx_done(struct qctx *q, struct qctx_src *s)
     }
     bool trim = false;
     pthread_mutex_lock(&q->lock);
+    if (all && s->users > 1) {
+        s->users = 1;
+    }
     if (s->users > 0 && --s->users == 0 && !s->unpinned) {
         catalog_snap_unpin(&q->snap, i);
         s->unpinned = true;
@@ -363,6 +416,16 @@ void qctx_done(struct qctx *q, struct qctx_src *s)
     if (trim) {
         catalog_trim_tables();
     }
+}
+
+void qctx_done(struct qctx *q, struct qctx_src *s)
+{
+    done_n(q, s, false);
+}
+
+void qctx_done_all(struct qctx *q, struct qctx_src *s)
+{
+    done_n(q, s, true);
 }
 
 void qctx_scan_begin(struct qctx_scan *it, struct qctx *q, uint64_t lo, uint64_t hi, bool bwd,
@@ -397,4 +460,46 @@ int qctx_scan_end(struct qctx_scan *it)
         rc = qctx_tick(it->q);
     }
     return rc;
+}
+
+void qctx_sub_open(struct qctx *sub, struct qctx *parent, uint64_t max_memory)
+{
+    memset(sub, 0, sizeof(*sub));
+    sub->lim = parent->lim;
+    sub->lim.max_rows = 0; /* counted into the parent's at the close */
+    sub->lim.max_memory = max_memory;
+    sub->noun = parent->noun;
+    /* the sources, not the snapshot: n_blocks 0, so no pins and no page
+     * window (qctx_load, qctx_done), and qctx_close would do nothing */
+    sub->src = parent->src;
+    sub->n_src = parent->n_src;
+    pthread_mutex_init(&sub->lock, NULL);
+}
+
+int qctx_sub_close(struct qctx *sub, struct qctx *parent)
+{
+    int err = qctx_err(sub);
+    int64_t held = __atomic_exchange_n(&sub->mem, 0, __ATOMIC_RELAXED);
+    if (held > 0) {
+        __atomic_sub_fetch(&mem_all, held, __ATOMIC_RELAXED);
+    }
+    adm_uncharge(__atomic_exchange_n(&sub->adm, 0, __ATOMIC_RELAXED));
+    qctx_add(&parent->st.blocks_failed, sub->st.blocks_failed);
+    struct qctx_warning *w = sub->warnings;
+    sub->warnings = NULL;
+    pthread_mutex_lock(&parent->lock);
+    struct qctx_warning **pp = &parent->warnings;
+    while (*pp != NULL) {
+        pp = &(*pp)->next;
+    }
+    *pp = w;
+    pthread_mutex_unlock(&parent->lock);
+    (void)qctx_rows(parent, __atomic_load_n(&sub->rows, __ATOMIC_RELAXED));
+    if (err != 0 && err != -ENOMEM) {
+        fail_cause(parent, err, (enum qctx_cause)qctx_cause(sub), "%s", sub->msg);
+    }
+    pthread_mutex_destroy(&sub->lock);
+    sub->src = NULL;
+    sub->n_src = 0;
+    return err;
 }

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "query/qstats.h"
+#include "storage/arena.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
 #include "storage/oblock.h"
@@ -82,6 +83,7 @@ enum qctx_cause {
     QCTX_ROWS,     /* -E2BIG: max_rows */
     QCTX_REGEX,    /* -E2BIG: a regex hit its PCRE2 match limit */
     QCTX_MEMORY,   /* -ENOMEM: max_memory */
+    QCTX_SHARED,   /* -ENOMEM: the open queries together (qctx_set_total_memory) */
     QCTX_DEADLINE, /* -ETIMEDOUT */
     QCTX_CANCEL,   /* -ECANCELED */
     QCTX_OTHER,    /* qctx_fail */
@@ -167,10 +169,43 @@ int qctx_tick(struct qctx *q);
  * the query charged; qctx_close the rest. */
 int qctx_charge(struct qctx *q, uint64_t n);
 void qctx_uncharge(struct qctx *q, uint64_t n);
+/*
+ * Charges arena |a|'s chunks to the query as they are allocated and
+ * freed (arena_set_charge): a chunk that would take the query past
+ * max_memory, or the open queries together past qctx_set_total_memory's
+ * bound, is not allocated (arena_alloc returns NULL) and the query has
+ * its -ENOMEM. Bind a fresh arena; free it before qctx_close, or after
+ * (the late uncharges are then no-ops: qctx_close settled them).
+ */
+void qctx_arena_bind(struct qctx *q, arena *a);
+/*
+ * The bound on what the open queries hold together by their qctx_charge
+ * counts (0, the default: none). A charge that takes the total past it
+ * fails like max_memory (-ENOMEM, the query's error) with a message that
+ * says it is the server's share, not this query's. Set before the first
+ * query; any thread.
+ */
+void qctx_set_total_memory(uint64_t n);
+uint64_t qctx_total_memory(void);
 /* What the open queries hold by their qctx_charge counts, together; and
  * the file bytes their page windows charge (qctx_load). */
 uint64_t qctx_memory_held(void);
 uint64_t qctx_window_bytes(void);
+
+/*
+ * A child context for work a query may do without, run on the query's
+ * thread: |sub| reads |parent|'s sources (the caller keeps the one it
+ * reads pinned and loaded through |parent|: the child neither pins nor
+ * pages) under |parent|'s deadline and cancel flag, with its own
+ * max_memory (0: none); its charges count in the budget and the open
+ * queries' total like any query's. qctx_sub_close folds it back: its rows
+ * into |parent|'s (and limit), its warnings and quarantined blocks, and
+ * its error unless that was a memory one (-ENOMEM: the work is dropped,
+ * the query goes on); it returns the child's error. Free what the child
+ * charged (bound arenas) before closing it.
+ */
+void qctx_sub_open(struct qctx *sub, struct qctx *parent, uint64_t max_memory);
+int qctx_sub_close(struct qctx *sub, struct qctx *parent);
 
 /* Appends a warning (dropped if it cannot be allocated). */
 void qctx_warn(struct qctx *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -213,6 +248,10 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
  * without a qctx_load first (which pins it again). Open sources: nothing.
  */
 void qctx_done(struct qctx *q, struct qctx_src *s);
+/* qctx_done for every qctx_load of |s| so far, however many: for an
+ * executor that reads sources one at a time on one thread (PromQL's
+ * source, whose label index build loads a block inside its own load). */
+void qctx_done_all(struct qctx *q, struct qctx_src *s);
 
 /* Counter bump from a scan item. */
 static inline void qctx_add(uint64_t *counter, uint64_t n)

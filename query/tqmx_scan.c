@@ -92,6 +92,9 @@ static int scan_spans(struct tqmx_run *x, struct qrun *qr, const struct traces_s
             }
         }
         qctx_scan_end(&it);
+        /* what observing kept (labels, exemplar ids) is copied: the block
+         * can go (its pin; the table cap and the page window drop it) */
+        qctx_done(q, src);
     }
     return qctx_err(q);
 }
@@ -273,6 +276,7 @@ static int scan_traces(struct tqmx_run *x, struct qrun *qr, const struct traces_
             }
         }
         qctx_scan_end(&it);
+        qctx_done(q, &q->src[si]); /* ids copied; pass 2 loads what it reads again */
     }
     if (qctx_err(q) != 0 || ids.n == 0) {
         return qctx_err(q);
@@ -317,6 +321,8 @@ static int scan_traces(struct tqmx_run *x, struct qrun *qr, const struct traces_
     arena *ta = arena_new(0);
     if (ta == NULL) {
         qctx_fail(q, -ENOMEM, "out of memory");
+    } else {
+        qctx_arena_bind(q, ta); /* one trace's spans at a time, charged */
     }
     if (qctx_err(q) == 0 && n > 0) {
         qsort(refs, n, sizeof(*refs), sref_cmp);

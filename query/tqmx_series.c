@@ -782,7 +782,12 @@ int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errl
         traces_set_err(err, errlen, -ENOMEM);
         return -ENOMEM;
     }
-    arena_set_limit(x.a, rq->max_memory != 0 ? rq->max_memory : (size_t)1 << 30);
+    if (rq->max_memory == 0) {
+        arena_set_limit(x.a, (size_t)1 << 30);
+    }
+    /* the series and their buckets are the query's memory: bounded by its
+     * charge (max_memory), chunk by chunk */
+    qctx_arena_bind(&x.q, x.a);
     struct tqmx_set out;
     rc = eval_node(&x, rq->expr->root, &out);
     for (size_t i = 0; rc == 0 && i < out.n; i++) {
@@ -793,8 +798,12 @@ int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errl
     }
     qstats_scan_add(&x.q.st);
     if (rc != 0) {
-        if (qctx_cause(&x.q) == QCTX_OTHER && qctx_message(&x.q)[0] != '\0') {
+        enum qctx_cause c = qctx_cause(&x.q);
+        if ((c == QCTX_OTHER || c == QCTX_SHARED) && qctx_message(&x.q)[0] != '\0') {
             snprintf(err, errlen, "%s", qctx_message(&x.q));
+        } else if (c == QCTX_MEMORY) {
+            /* the arena's charge (qctx_arena_bind) or the key buffer's */
+            snprintf(err, errlen, "the metrics query needs more memory than allowed");
         } else {
             traces_err_msg(&x.q, err, errlen, rc);
         }

@@ -124,7 +124,8 @@ static const struct opt opts[] = {
     {"zstd-level", OPT_INT, "3", NULL, 1, 19, NUM(zstd_level),
      "zstd level of the cold blocks' tables"},
     {"hot-zstd-level", OPT_INT, "1", NULL, 0, 19, NUM(hot_zstd_level),
-     "zstd level of the tables the seal writes (every table, the root included; 0 = plain)"},
+     "zstd level of the tables the seal writes (logs: root and detail; spans: attributes and "
+     "detail; points: every table); 0 = plain tables"},
     {"min-free-bytes", OPT_BYTES, "256MiB", NULL, 0, 1ll << 50, NUM(min_free_bytes),
      "refuse exports (503 / UNAVAILABLE, /ready 503) while the data directory's filesystem has "
      "less free space; the rest stays for the seals that free WAL space (0 = until full)"},
@@ -134,8 +135,10 @@ static const struct opt opts[] = {
      "a query running longer is ended with an error"},
     {"query-max-rows", OPT_COUNT, "1000000", NULL, 1, 1ll << 40, NUM(query_max_rows),
      "most rows a query may scan before it is ended with an error"},
-    {"query-memory", OPT_BYTES, "256MiB", NULL, 1 << 20, 1ll << 40, NUM(query_memory),
-     "most memory one query may hold (series, partial results) before it is ended"},
+    {"query-memory", OPT_BYTES, NULL, NULL, 1 << 20, 1ll << 40, NUM(query_memory),
+     "most memory one query may hold (series, partial results) before it is ended (default: a "
+     "quarter of --memory-budget; the open queries together hold at most that quarter, or this "
+     "when set larger)"},
     {"shutdown-timeout", OPT_DUR, "10s", NULL, 0, 3600000ll, NUM(shutdown_timeout_ms),
      "on SIGTERM, how long requests in flight and failing seals may take; then connections "
      "close and unsealed rows are left in the WAL for the next start"},
@@ -589,6 +592,14 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
                 return -EINVAL;
             }
         }
+    }
+    if (c->query_memory == 0) {
+        /* A quarter of the budget: the share the table cap (storage/store.c)
+         * and each query's page window (query/qctx.h) also get, so tables,
+         * pages and query state together leave ingest's admission the rest.
+         * At the 64 MiB floor that is 16 MiB, enough for the series of a
+         * range query over a few hundred thousand points. */
+        c->query_memory = c->memory_budget / 4 > (1u << 20) ? c->memory_budget / 4 : 1u << 20;
     }
     if (print) {
         config_print(stdout, c);

@@ -10,7 +10,7 @@
  * I/O thread; the rest becomes a qhttp job, answered by qhttp's table in
  * the Prometheus column ({"status":"error","errorType":..,"error":..}).
  *
- * A job, on a worker: an arena capped at --query-memory, a qctx snapshot
+ * A job, on a worker: an arena charged to the query (--query-memory), a qctx snapshot
  * of the metrics signal with the runner's limits (and the deadline of the
  * `timeout` parameter when it is sooner), a pmsrc over it, then pm_eval
  * or the pmsrc call the endpoint needs, and the whole answer rendered in
@@ -195,7 +195,6 @@ static int run_open(struct pjob *j, struct run *st)
     if (st->a == NULL) {
         return -ENOMEM;
     }
-    arena_set_limit(st->a, l->max_memory);
     struct qctx_limits lim = {.max_rows = l->max_rows,
                               .max_memory = l->max_memory,
                               .deadline_ns = j->deadline_ns,
@@ -204,6 +203,8 @@ static int run_open(struct pjob *j, struct run *st)
         return -ENOMEM;
     }
     st->have_qc = true;
+    /* binds st->a to the qctx: the evaluator's values and the source's
+     * series are charged to the query, chunk by chunk, as they grow */
     return pmsrc_open(&st->src, &st->qc, st->a);
 }
 
@@ -213,6 +214,8 @@ static void run_close(struct run *st)
         pmsrc_close(st->src);
         promcheck_reads();
     }
+    arena_free(st->a); /* uncharges its chunks from the qctx: before it closes */
+    st->a = NULL;
     if (st->have_qc) {
         qstats_scan_add(&st->qc.st);
         bump(&n_points_scanned, __atomic_load_n(&st->qc.rows, __ATOMIC_RELAXED));
@@ -220,7 +223,6 @@ static void run_close(struct run *st)
     }
     bump(&n_series_selected, st->series);
     bump(&n_samples_selected, st->samples);
-    arena_free(st->a);
 }
 
 /* The message of a failed run: Prometheus's words for a deadline or a
@@ -232,6 +234,9 @@ static int failed(struct run *st, int rc, const char *msg, struct qhttp_answer *
         snprintf(a->err, sizeof(a->err), "query timed out in expression evaluation");
     } else if (rc == -ECANCELED) {
         snprintf(a->err, sizeof(a->err), "query was canceled in expression evaluation");
+    } else if (rc == -ENOMEM && qerr == rc && qctx_message(&st->qc)[0] != '\0') {
+        /* a memory limit's words over the allocation failure it caused */
+        snprintf(a->err, sizeof(a->err), "%s", qctx_message(&st->qc));
     } else if (msg != NULL && msg[0] != '\0') {
         snprintf(a->err, sizeof(a->err), "%s", msg);
     } else if (qerr == rc && qctx_message(&st->qc)[0] != '\0') {

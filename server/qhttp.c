@@ -52,6 +52,11 @@ int qhttp_start(const struct config *c)
     lims.timeout_ms = c->query_timeout_ms;
     lims.max_rows = c->query_max_rows;
     lims.max_memory = c->query_memory;
+    /* The open queries together: the budget's query quarter (config.c's
+     * --query-memory default), or one query's bound when that was set
+     * larger, so that a query allowed alone is allowed. */
+    uint64_t share = c->memory_budget / 4;
+    qctx_set_total_memory(c->query_memory > share ? c->query_memory : share);
     int workers = c->query_workers;
     if (workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

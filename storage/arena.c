@@ -23,6 +23,9 @@ struct arena {
     size_t chunk_size;
     size_t footprint;
     size_t limit;
+    int (*charge)(void *ctx, size_t n); /* arena_set_charge, or NULL */
+    void (*uncharge)(void *ctx, size_t n);
+    void *charge_ctx;
 };
 
 #define ALIGN16(n) (((n) + 15u) & ~(size_t)15u)
@@ -37,13 +40,12 @@ arena *arena_new(size_t chunk)
     return a;
 }
 
-static void free_chunks(struct chunk *c, struct chunk *stop)
+static void chunk_free(arena *a, struct chunk *c)
 {
-    while (c != NULL && c != stop) {
-        struct chunk *next = c->next;
-        free(c);
-        c = next;
+    if (a->uncharge != NULL) {
+        a->uncharge(a->charge_ctx, sizeof(struct chunk) + c->size);
     }
+    free(c);
 }
 
 void arena_free(arena *a)
@@ -51,7 +53,12 @@ void arena_free(arena *a)
     if (a == NULL) {
         return;
     }
-    free_chunks(a->head, NULL);
+    struct chunk *c = a->head;
+    while (c != NULL) {
+        struct chunk *next = c->next;
+        chunk_free(a, c);
+        c = next;
+    }
     free(a);
 }
 
@@ -61,8 +68,14 @@ static struct chunk *chunk_new(arena *a, size_t size)
     if (a->limit != 0 && a->footprint + total > a->limit) {
         return NULL;
     }
+    if (a->charge != NULL && a->charge(a->charge_ctx, total) != 0) {
+        return NULL;
+    }
     struct chunk *c = aligned_alloc(16, ALIGN16(total));
     if (c == NULL) {
+        if (a->uncharge != NULL) {
+            a->uncharge(a->charge_ctx, total);
+        }
         return NULL;
     }
     c->size = size;
@@ -129,7 +142,7 @@ void arena_reset(arena *a)
     while (c != NULL) {
         struct chunk *next = c->next;
         if (c != keep) {
-            free(c);
+            chunk_free(a, c);
         }
         c = next;
     }
@@ -150,4 +163,12 @@ size_t arena_footprint(const arena *a)
 void arena_set_limit(arena *a, size_t limit)
 {
     a->limit = limit;
+}
+
+void arena_set_charge(arena *a, int (*charge)(void *ctx, size_t n),
+                      void (*uncharge)(void *ctx, size_t n), void *ctx)
+{
+    a->charge = charge;
+    a->uncharge = uncharge;
+    a->charge_ctx = ctx;
 }

@@ -33,4 +33,16 @@ size_t arena_footprint(const arena *a);
 /* Caps arena_footprint(); 0 means no cap. */
 void arena_set_limit(arena *a, size_t limit);
 
+/*
+ * Charges the arena's chunks to an account as they come and go: |charge|
+ * is called with a chunk's bytes before the chunk is allocated (nonzero:
+ * the allocation fails, nothing held, nothing to uncharge), |uncharge|
+ * with the bytes of every chunk freed (arena_reset, arena_free). Set it on
+ * a fresh arena (the chunks held already are not charged); NULL functions
+ * turn it off (the chunks charged so far then stay charged: the account's
+ * owner settles them). One call per chunk, never per allocation.
+ */
+void arena_set_charge(arena *a, int (*charge)(void *ctx, size_t n),
+                      void (*uncharge)(void *ctx, size_t n), void *ctx);
+
 #endif

@@ -114,6 +114,29 @@ static inline bool words_eq(const void *x, const void *y, size_t n)
     return rd64(p + n - 8) == rd64(q + n - 8);
 }
 
+/* x[0, n) == y[0, n) for any n, without a call: 8-byte words from 8
+ * bytes up (words_eq), else two overlapping 4- or 2-byte loads, else the
+ * byte. For record_attrs's short keys and values (never reads past n). */
+static inline bool short_eq(const void *x, const void *y, size_t n)
+{
+    const uint8_t *p = x, *q = y;
+    if (n >= 8) {
+        return words_eq(p, q, n);
+    }
+    if (n >= 4) {
+        return ((rd32(p) ^ rd32(q)) | (rd32(p + n - 4) ^ rd32(q + n - 4))) == 0;
+    }
+    if (n >= 2) {
+        uint16_t a0, a1, b0, b1;
+        memcpy(&a0, p, 2);
+        memcpy(&b0, q, 2);
+        memcpy(&a1, p + n - 2, 2);
+        memcpy(&b1, q + n - 2, 2);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return n == 0 || *p == *q;
+}
+
 /* Whether key id |key|'s values are still entered. */
 static inline bool vdict_wants(const struct vdict *d, uint32_t key)
 {
@@ -152,6 +175,17 @@ static inline int vdict_add(struct vdict *d, uint32_t key, bool have_h, uint64_t
     }
     return vdict_insert(d, key, h, v, n, a, b, i, ve);
 }
+/*
+ * vdict_add's result for a key-value known to be entry |ve| (>= 1) of key
+ * |key|, still entered (vdict_wants): the same counts as the lookup would
+ * leave, without the hash or the probe (record_attrs's recent values).
+ */
+static inline void vdict_count(struct vdict *d, uint32_t key, uint32_t ve)
+{
+    d->k[key].occ++;
+    d->e[ve - 1].count++;
+}
+
 /*
  * Gives each entry seen twice or more a code (nkeys + 1 upwards, the most
  * frequent first; d->code) and writes those entries, uv key id then the

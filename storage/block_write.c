@@ -53,7 +53,8 @@ static int64_t dict_push(struct dictb *d, const char *p, size_t n)
     return (int64_t)d->nd++;
 }
 
-static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+/* dict_add past the previous row's entry: the hash table. */
+static int dict_add_hash(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if ((d->nd + 1) * 2 > d->ht_cap) {
         size_t ncap = d->ht_cap ? d->ht_cap * 2 : 256;
@@ -94,6 +95,24 @@ static int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
     d->ht[i] = tag | ((uint64_t)c + 1);
     d->codes[row] = (uint64_t)c;
     return 0;
+}
+
+/* |p, n| as row |row|'s string (rows in order from 0): the code of an
+ * equal entry (the previous row's checked first, inline: columns like
+ * severity text and span names repeat row after row), else a new entry.
+ * 0 or -ENOMEM. */
+static inline int dict_add(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    if (row > 0) {
+        uint64_t c = d->codes[row - 1];
+        if (d->offs[c + 1] - d->offs[c] == n &&
+            (n <= 32 ? short_eq(d->data.p + d->offs[c], p, n)
+                     : memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            d->codes[row] = c;
+            return 0;
+        }
+    }
+    return dict_add_hash(d, row, p, n);
 }
 
 /*
@@ -281,7 +300,8 @@ struct keycount {
     struct vbuf keys;
     struct kc_pos *ap; /* every counted attribute, rows in order */
     size_t an, acap;
-    uint64_t *arow; /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
+    uint64_t *arow;        /* rows + 1: row j's attributes are ap[arow[j], arow[j + 1]) */
+    uint32_t slot[KC_MAX]; /* key id -> its entry's index in t (kc_count) */
 };
 
 /* Counts key |k| in |row|; its id goes to |*id| (UINT32_MAX: not counted),
@@ -307,6 +327,7 @@ static int kc_add(struct keycount *kc, uint64_t row, const char *k, size_t kn, u
                     j = (j + 1) & (ncap - 1);
                 }
                 nt[j] = kc->t[i];
+                kc->slot[nt[j].id] = (uint32_t)j;
             }
         }
         free(kc->t);
@@ -342,14 +363,67 @@ find_only:;
     }
     kc->t[i] =
         (struct kc_ent){h, wa, wb, *kh, (uint32_t)off, (uint32_t)kn, 1, row, (uint32_t)kc->n};
+    kc->slot[kc->n] = (uint32_t)i;
     *id = (uint32_t)kc->n++;
     return 0;
 }
 
+/* kc_add's count for key id |id| (< kc->n), known without the lookup. */
+static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
+{
+    struct kc_ent *e = &kc->t[kc->slot[id]];
+    if (e->last_row != row) {
+        e->count++;
+        e->last_row = row;
+    }
+}
+
+/*
+ * What record_attrs remembers between rows, so that a key or key-value it
+ * saw recently costs a compare rather than hashes and table probes
+ * (exporters write a call site's keys in one order, and most values of a
+ * counted key repeat: methods, routes, status codes, bools):
+ *   pos  the previous rows' key at each list position: its bytes (in the
+ *        open block), id and kv_key_hash
+ *   val  by key id, its last AV_WAYS distinct values (most recent first):
+ *        the bytes (in the open block), kv_val_hash for a string, and the
+ *        value table entry (1 + entry, 0 none)
+ *   rhv  the last row walked: the string values' kv_val_hash in list
+ *        order (rok: it had at most AK_ROW attributes, no array values,
+ *        and parsed to the end), for attrs_repeat
+ * A hit gives what the lookups would (the same bytes have the same hash,
+ * id and entry), and the counts are kept the same way (kc_count,
+ * vdict_count), so the block is byte for byte what it was without it. A
+ * cached value whose entry is 0 while its key is still entered goes the
+ * slow way (the lookup may enter it now). Cleared per block: the pointers
+ * are into the block being sealed.
+ */
+#define AK_POS 16
+#define AK_ROW 64
+#define AV_WAYS 2
+struct av_way {
+    const uint8_t *v;
+    uint32_t n, ve; /* n 0: empty (a value takes a byte at least) */
+    uint64_t hv;
+};
+struct akmem {
+    struct {
+        const char *k;
+        uint64_t kn; /* UINT64_MAX: empty */
+        uint32_t id;
+        uint64_t kh;
+    } pos[AK_POS];
+    struct av_way val[KC_MAX][AV_WAYS];
+    uint64_t rhv[AK_ROW];
+    uint32_t nrhv;
+    bool rok;
+};
+
 /* Blooms and zones gathered while the rows are walked. */
 struct wside {
     struct keycount kc;
-    struct vdict vd; /* format 5: log and span attribute values */
+    struct akmem *am; /* record_attrs's recent keys and values (scratch_prepare) */
+    struct vdict vd;  /* format 5: log and span attribute values */
     bool vd_on;
     struct bloom_acc set[4]; /* by bloom kind - 1 */
     bool incomplete[4];
@@ -423,59 +497,218 @@ static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val 
     return v->type == VAL_ARRAY ? bloom_kv_array(set, kh, v) : 0;
 }
 
+/*
+ * val_rd_value_in for record_attrs, which reads a scalar's type and where
+ * it ends, never its number: a double (8 bytes) and an int of up to 9
+ * varint bytes (what val_rd_value would accept) are skipped here instead
+ * of through val_rd_value's call. *out's number is not set for them.
+ */
+static inline int attr_value(struct val_rd *r, struct val *out)
+{
+    const uint8_t *p = r->p;
+    if (r->end - p >= 9 && p[0] == VAL_DOUBLE) {
+        out->type = VAL_DOUBLE;
+        out->count = 0;
+        r->p = p + 9;
+        return 0;
+    }
+    if (r->end - p >= 3 && p[0] == VAL_INT && p[1] >= 0x80) {
+        size_t lim = (size_t)(r->end - p) - 1;
+        lim = lim < 9 ? lim : 9;
+        for (size_t k = 1; k < lim; k++) {
+            if (p[1 + k] < 0x80) {
+                out->type = VAL_INT;
+                out->count = 0;
+                r->p = p + 2 + k;
+                return 0;
+            }
+        }
+    }
+    return val_rd_value_in(r, out);
+}
+
+/* kc->ap's growth (ap_reserve). */
+static int ap_grow(struct keycount *kc, uint32_t count)
+{
+    size_t ncap = kc->acap ? kc->acap * 2 : 4096;
+    while (ncap < kc->an + count) {
+        ncap *= 2;
+    }
+    struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    kc->ap = np;
+    kc->acap = ncap;
+    return 0;
+}
+
+/* Room in kc->ap for |count| more (one per counted attribute at most). */
+static inline int ap_reserve(struct keycount *kc, uint32_t count)
+{
+    return kc->an + count <= kc->acap ? 0 : ap_grow(kc, count);
+}
+
+/*
+ * record_attrs of row |row| (> 0) whose list is byte for byte row - 1's
+ * (the attribute dictionary gave both one code): row - 1's counted
+ * attributes again (same ids and value positions, the counts a walk would
+ * add, each entry's code unless its key stopped being entered since) and
+ * its string hashes into the bloom in the same order, with no parse, hash
+ * or probe. 1 when it cannot (row - 1 not rok, or a counted value had no
+ * entry while its key is still entered: the walk may enter it now), and
+ * then nothing was changed; 0 or -ENOMEM.
+ */
+static int attrs_repeat(struct wside *s, uint64_t row)
+{
+    struct keycount *kc = &s->kc;
+    struct akmem *am = s->am;
+    if (!am->rok) {
+        return 1;
+    }
+    uint64_t b = kc->arow[row - 1], n = kc->an - b;
+    if (ap_reserve(kc, (uint32_t)n) < 0) { /* capacity only: nothing a walk would see */
+        return -ENOMEM;
+    }
+    const struct kc_pos *src = kc->ap + b;
+    struct kc_pos *dst = kc->ap + kc->an;
+    struct vd_key *vk = s->vd.k;
+    bool vd = s->vd_on;
+    for (uint64_t x = 0; x < n; x++) {
+        if (src[x].ve == 0 && vd && vk[src[x].id].occ != UINT32_MAX) {
+            return 1;
+        }
+    }
+    for (uint64_t x = 0; x < n; x++) {
+        struct kc_pos p = src[x];
+        kc_count(kc, row, p.id);
+        if (p.ve != 0) { /* vd_on: only the value table gives entries */
+            if (vk[p.id].occ != UINT32_MAX) {
+                vdict_count(&s->vd, p.id, p.ve);
+            } else {
+                p.ve = 0; /* the key stopped being entered since */
+            }
+        }
+        dst[x] = p;
+    }
+    kc->arow[row] = kc->an;
+    kc->an += n;
+    /* A hash its recent slot still holds was added by row - 1: adding it
+     * again would change nothing (bloom_acc_add: not fresh, the sketch
+     * already at least its rank), so only the others are added. */
+    struct bloom_acc *set = &s->set[BLK_BLOOM_ATTRS - 1];
+    for (uint32_t i = 0; i < am->nrhv; i++) {
+        uint64_t h = am->rhv[i];
+        if (set->recent[h & (BLOOM_RECENT - 1)] != h && bloom_acc_add(set, h) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 /* A record's attributes: keys counted, string values into the bloom, and
  * (format 5's log and span blocks) values into the value table, the
- * strings by the bloom's hash. */
-static int record_attrs(struct wside *s, uint64_t row, struct oattrs a)
+ * strings by the bloom's hash; keys and values seen recently through
+ * s->am (struct akmem). |same|: the list is row - 1's (attrs_repeat). */
+static int record_attrs(struct wside *s, uint64_t row, struct oattrs a, bool same)
 {
+    if (same && row > 0) {
+        int rc = attrs_repeat(s, row);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
     struct keycount *kc = &s->kc;
+    struct akmem *am = s->am;
     struct val_rd r = {a.p, a.p + a.len};
     kc->arow[row] = kc->an;
+    if (ap_reserve(kc, a.count) < 0) {
+        return -ENOMEM;
+    }
+    am->rok = false;
+    am->nrhv = 0;
+    bool rok = a.count <= AK_ROW;
     for (uint32_t i = 0; i < a.count; i++) {
         const char *k;
         size_t kn;
         struct val v;
         uint32_t id;
+        uint64_t kh;
         if (val_rd_str_in(&r, &k, &kn) < 0) {
             return 0; /* the open block checked its blobs; nothing more to index */
         }
         uint32_t off = (uint32_t)(r.p - a.p) + 1;
-        if (val_rd_value_in(&r, &v) < 0) {
+        if (attr_value(&r, &v) < 0) {
             return 0;
         }
-        uint64_t kh;
-        if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
-            return -ENOMEM;
-        }
-        uint64_t hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
-        if (id != UINT32_MAX) {
-            uint32_t ve = 0;
-            if (s->vd_on && vdict_wants(&s->vd, id)) {
-                const uint8_t *vb = a.p + off - 1;
-                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, (uint32_t)(r.p - vb),
-                              &ve) < 0) {
-                    return -ENOMEM;
-                }
+        if (i < AK_POS && am->pos[i].kn == kn && short_eq(am->pos[i].k, k, kn)) {
+            id = am->pos[i].id;
+            kh = am->pos[i].kh;
+            if (id != UINT32_MAX) {
+                kc_count(kc, row, id);
             }
-            if (kc->an == kc->acap) {
-                size_t ncap = kc->acap ? kc->acap * 2 : 4096;
-                struct kc_pos *np = realloc(kc->ap, ncap * sizeof(*np));
-                if (np == NULL) {
+        } else {
+            if (kc_add(kc, row, k, kn, seed, &kh, &id) < 0) {
+                return -ENOMEM;
+            }
+            if (i < AK_POS) {
+                am->pos[i].k = k;
+                am->pos[i].kn = kn;
+                am->pos[i].id = id;
+                am->pos[i].kh = kh;
+            }
+        }
+        uint64_t hv;
+        if (id != UINT32_MAX && s->vd_on && vdict_wants(&s->vd, id)) {
+            const uint8_t *vb = a.p + off - 1;
+            uint32_t vn = (uint32_t)(r.p - vb), ve = 0;
+            struct av_way *w = am->val[id];
+            int hit = w[0].n == vn && short_eq(w[0].v, vb, vn)   ? 0
+                      : w[1].n == vn && short_eq(w[1].v, vb, vn) ? 1
+                                                                 : -1;
+            if (hit >= 0 && w[hit].ve != 0) {
+                hv = w[hit].hv;
+                ve = w[hit].ve;
+                vdict_count(&s->vd, id, ve);
+                if (hit == 1) {
+                    struct av_way t = w[0];
+                    w[0] = w[1];
+                    w[1] = t;
+                }
+            } else {
+                hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
+                if (vdict_add(&s->vd, id, v.type == VAL_STR, hv, kh, vb, vn, &ve) < 0) {
                     return -ENOMEM;
                 }
-                kc->ap = np;
-                kc->acap = ncap;
+                if (hit < 0) {
+                    w[1] = w[0];
+                    hit = 0;
+                }
+                w[hit] = (struct av_way){vb, vn, ve, hv};
             }
             kc->ap[kc->an++] = (struct kc_pos){id, off, ve};
+        } else {
+            hv = v.type == VAL_STR ? kv_val_hash(kh, v.s, v.n) : 0;
+            if (id != UINT32_MAX) {
+                kc->ap[kc->an++] = (struct kc_pos){id, off, 0};
+            }
         }
-        int rc = v.type == VAL_STR     ? bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv)
-                 : v.type == VAL_ARRAY ? bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v)
-                                       : 0;
+        int rc = 0;
+        if (v.type == VAL_STR) {
+            if (rok) {
+                am->rhv[am->nrhv++] = hv;
+            }
+            rc = bloom_acc_add(&s->set[BLK_BLOOM_ATTRS - 1], hv);
+        } else if (v.type == VAL_ARRAY) {
+            rok = false;
+            rc = bloom_kv_array(&s->set[BLK_BLOOM_ATTRS - 1], kh, &v);
+        }
         if (rc < 0) {
             return -ENOMEM;
         }
     }
+    am->rok = rok;
     return 0;
 }
 
@@ -613,7 +846,11 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
         }
         memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
         memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
-        if (rc == 0 && v.has_trace_id) {
+        /* The previous row's trace id again: its hash was the last one
+         * added to this set, so adding it again would change nothing. */
+        bool same_tr = j > 0 && (w->I[L_IDF][j - 1] & 1u) != 0 &&
+                       memcmp(w->R[L_TRACE].p + 16 * (j - 1), v.trace_id, 16) == 0;
+        if (rc == 0 && v.has_trace_id && !same_tr) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
@@ -626,7 +863,8 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
             s->grams_incomplete = true;
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {
             return rc;
@@ -679,12 +917,15 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         }
         memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
         memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
-        if (rc == 0) {
+        /* The previous row's trace (one dictionary code): its hash was the
+         * last one added to this set, adding it again would change nothing. */
+        if (rc == 0 && (j == 0 || w->D[X_TRACES].codes[j] != w->D[X_TRACES].codes[j - 1])) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {
             return rc;
@@ -723,7 +964,8 @@ static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, 
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs);
+            rc = record_attrs(s, j, v.attrs,
+                              j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc == 0) {
             rc = sidx_add(&s->streams, j, v.metric_id, v.attrs.p, v.attrs.len);
@@ -1088,6 +1330,7 @@ static void scratch_free(struct scratch *sc)
     }
     bloom_grams_fini(&sc->side.grams);
     free(sc->side.kc.t);
+    free(sc->side.am);
     free(sc->side.kc.ap);
     free(sc->side.kc.arow);
     vbuf_fini(&sc->side.kc.keys);
@@ -1160,6 +1403,16 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     if (s->kc.t != NULL) {
         memset(s->kc.t, 0, s->kc.cap * sizeof(*s->kc.t));
     }
+    if (s->am == NULL) {
+        s->am = calloc(1, sizeof(*s->am));
+        if (s->am == NULL) {
+            return -ENOMEM;
+        }
+    } else { /* the key ids the last block used (kc.n, not reset yet) */
+        memset(s->am->val, 0, s->kc.n * sizeof(s->am->val[0]));
+    }
+    memset(s->am->pos, 0xff, sizeof(s->am->pos)); /* kn UINT64_MAX: empty */
+    s->am->rok = false;
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);

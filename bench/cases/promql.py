@@ -112,15 +112,27 @@ def get(port, path, timeout=HTTP_TIMEOUT):
     return st, body, time.perf_counter() - t0
 
 
-def post(port, path, data):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    try:
-        c.request("POST", path, body=data,
-                  headers={"Content-Type": "application/x-protobuf"})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
+def post(port, path, data, patience=120.0):
+    """POSTs |data|; a 429 or 503 (the memory budget full while the sealer
+    catches up) is retried after its Retry-After, as an OTLP exporter
+    retries, for at most |patience| seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            c.request("POST", path, body=data,
+                      headers={"Content-Type": "application/x-protobuf"})
+            r = c.getresponse()
+            st, body, after = r.status, r.read(), r.getheader("Retry-After")
+        finally:
+            c.close()
+        if st not in (429, 503) or time.monotonic() >= deadline:
+            return st, body
+        try:
+            wait = min(max(float(after), 0.05), 5.0) if after else 0.5
+        except ValueError:
+            wait = 0.5
+        time.sleep(wait)
 
 
 def qs(params):

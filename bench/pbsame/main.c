@@ -12,7 +12,10 @@
  *                      1: decode only)
  *
  * The corpus is otlp-load's generator, seed 42, 16 requests of 1,000
- * records. Two builds' `seal` files and `heap` output must `cmp` equal.
+ * records; or, with PBSAME_PAYLOAD=FILE, that protobuf export request 16
+ * times (e.g. peer.py's wrk payload, ../shared/peers/fluent-bit/
+ * logs-1000.pb: one request repeated, as wrk sends it). Two builds' `seal`
+ * files and `heap` output must `cmp` equal.
  * bench/PERFORMANCE.md "Protobuf decode and append per core" uses it.
  */
 #include <stdio.h>
@@ -67,12 +70,29 @@ int main(int argc, char **argv)
                                                  : SIG_METRICS;
     struct gen_config gc = {
         .signal = s, .seed = 42, .time_base_ns = 1767225600000000000ull, .records = 1000};
+    const char *payload = getenv("PBSAME_PAYLOAD");
+    FILE *pf = payload != NULL ? fopen(payload, "rb") : NULL;
+    if (payload != NULL && pf == NULL) {
+        perror(payload);
+        return 1;
+    }
     for (int i = 0; i < N; i++) {
         vbuf_init(&req[i]);
-        if (gen_request(&gc, (uint64_t)i, GEN_PROTOBUF, &req[i], NULL) < 0)
+        if (pf != NULL) {
+            char chunk[65536];
+            size_t n;
+            rewind(pf);
+            while ((n = fread(chunk, 1, sizeof chunk, pf)) > 0) {
+                if (vbuf_put(&req[i], chunk, n) < 0)
+                    return 1;
+            }
+        } else if (gen_request(&gc, (uint64_t)i, GEN_PROTOBUF, &req[i], NULL) < 0) {
             return 1;
+        }
         bt[i] = batch_new(s);
     }
+    if (pf != NULL)
+        fclose(pf);
     oblock *ob;
     if (oblock_new(s, &ob) < 0)
         return 1;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "query/qctx.h"
+#include "storage/arena.h"
 #include "storage/batch.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -271,6 +272,77 @@ Test(qctx, memory_over_the_limit_is_enomem)
     cr_assert_eq(qctx_charge(&q, 1), -ENOMEM);
     cr_assert_eq(qctx_err(&q), -ENOMEM);
     cr_assert_eq(qctx_cause(&q), QCTX_MEMORY);
+    qctx_close(&q);
+}
+
+Test(qctx, a_bound_arena_charges_its_chunks_and_stops_at_the_limit)
+{
+    struct qctx q;
+    struct qctx_limits lim = {.max_memory = 200 << 10};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    uint64_t before = qctx_memory_held();
+    arena *a = arena_new(64 << 10);
+    qctx_arena_bind(&q, a);
+    cr_assert_not_null(arena_alloc(a, 100));
+    cr_expect_eq(q.mem, (int64_t)arena_footprint(a));
+    cr_expect_eq(qctx_memory_held(), before + arena_footprint(a));
+    cr_assert_not_null(arena_alloc(a, 100 << 10)); /* a chunk of its own */
+    cr_expect_eq(q.mem, (int64_t)arena_footprint(a));
+    /* past the limit: no chunk, the query's error, nothing more held */
+    size_t had = arena_footprint(a);
+    cr_expect_null(arena_alloc(a, 100 << 10));
+    cr_expect_eq(arena_footprint(a), had);
+    cr_expect_eq(q.mem, (int64_t)had);
+    cr_expect_eq(qctx_err(&q), -ENOMEM);
+    cr_expect_eq(qctx_cause(&q), QCTX_MEMORY);
+    arena_reset(a); /* keeps one chunk */
+    cr_expect_eq(q.mem, (int64_t)arena_footprint(a));
+    arena_free(a);
+    cr_expect_eq(q.mem, 0);
+    cr_expect_eq(qctx_memory_held(), before);
+    qctx_close(&q);
+}
+
+Test(qctx, the_open_queries_together_stop_at_the_total)
+{
+    struct qctx q1, q2;
+    qctx_set_total_memory(1000);
+    cr_assert_eq(qctx_open(&q1, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(qctx_open(&q2, SIG_LOGS, NULL, "rows"), 0);
+    cr_expect_eq(qctx_charge(&q1, 600), 0);
+    cr_expect_eq(qctx_charge(&q2, 400), 0);
+    cr_expect_eq(qctx_charge(&q2, 1), -ENOMEM);
+    cr_expect_eq(qctx_cause(&q2), QCTX_SHARED);
+    cr_expect(strstr(qctx_message(&q2), "1000 bytes of memory together") != NULL, "%s",
+              qctx_message(&q2));
+    cr_expect_eq(qctx_err(&q1), 0, "the other query goes on");
+    qctx_close(&q2);
+    cr_expect_eq(qctx_memory_held(), 600);
+    qctx_uncharge(&q1, 600);
+    qctx_uncharge(&q1, 600); /* past what it holds: nothing */
+    cr_expect_eq(qctx_memory_held(), 0);
+    qctx_close(&q1);
+    qctx_set_total_memory(0);
+}
+
+Test(qctx, a_child_context_drops_its_memory_error_and_passes_the_others)
+{
+    struct qctx q, sub;
+    struct qctx_limits lim = {.max_rows = 100};
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, &lim, "rows"), 0);
+    qctx_sub_open(&sub, &q, 500);
+    cr_expect_eq(sub.n_src, q.n_src);
+    cr_expect_eq(qctx_rows(&sub, 30), 0);
+    cr_expect_eq(qctx_charge(&sub, 501), -ENOMEM);
+    cr_expect_eq(qctx_memory_held(), 501);
+    cr_expect_eq(qctx_sub_close(&sub, &q), -ENOMEM);
+    cr_expect_eq(qctx_memory_held(), 0);
+    cr_expect_eq(qctx_err(&q), 0, "a memory error stays the child's");
+    cr_expect_eq(q.rows, 30);
+    qctx_sub_open(&sub, &q, 0);
+    cr_expect_eq(qctx_rows(&sub, 80), 0, "the child counts no row limit of its own");
+    cr_expect_eq(qctx_sub_close(&sub, &q), 0);
+    cr_expect_eq(qctx_err(&q), -E2BIG, "its rows count in the parent's limit");
     qctx_close(&q);
 }
 

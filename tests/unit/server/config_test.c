@@ -21,6 +21,24 @@ Test(config, defaults_then_flags)
     cr_assert_geq(c.io_threads, 1);
 }
 
+Test(config, query_memory_defaults_to_a_quarter_of_the_budget_unless_set)
+{
+    struct config c;
+    char err[200];
+    char *a0[] = {"serve", NULL};
+    cr_assert_eq(config_parse(&c, 1, a0, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.query_memory, 64ull << 20); /* the 256 MiB default budget */
+    char *a1[] = {"serve", "--memory-budget", "64MiB", NULL};
+    cr_assert_eq(config_parse(&c, 3, a1, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.query_memory, 16ull << 20);
+    char *a2[] = {"serve", "--query-memory", "10MiB", "--memory-budget", "1GiB", NULL};
+    cr_assert_eq(config_parse(&c, 5, a2, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.query_memory, 10ull << 20);
+    char *a3[] = {"serve", "--memory-budget", "1GiB", "--query-memory", "2GiB", NULL};
+    cr_assert_eq(config_parse(&c, 5, a3, err, sizeof(err)), 0, "%s", err);
+    cr_expect_eq(c.query_memory, 2ull << 30);
+}
+
 Test(config, bad_values_are_refused_with_a_message)
 {
     struct config c;

@@ -384,3 +384,323 @@ Test(block_fmt5, format_5_finds_hot_values_in_literal_lists)
     oblock_free(ob);
     batch_free(bt);
 }
+
+static int put_25(struct vbuf *b)
+{
+    return val_put_double(b, 2.5);
+}
+static int put_300(struct vbuf *b)
+{
+    return val_put_int(b, 300);
+}
+static int put_sx(struct vbuf *b)
+{
+    return val_put_str(b, "x", 1);
+}
+static int put_sy(struct vbuf *b)
+{
+    return val_put_str(b, "y", 1);
+}
+
+/*
+ * The writer remembers each list position's last key and each entered
+ * key's last two values (block_write.c, struct akmem); what it finds there
+ * must count exactly as the lookups would. 13 rows, keys in first sight
+ * order k n d ab ba (ids 0..4):
+ *   k   "x" in rows 0-4 (five in a row: the last value), then "y" in the
+ *       odd rows 5-11 between unique "p6" .. "p12" (the older of the two
+ *       values each time)
+ *   n   int 300 (two varint bytes), but 5 in row 3 and INT64_MIN (ten
+ *       varint bytes) in row 8
+ *   d   double 2.5 in every row
+ *   ab  true and ba false, in that order in even rows and swapped in odd
+ *       rows: the same key lengths at the same positions, other keys
+ * So V is d, ab, ba (13 each, first sight order), n=300 (11), k=x (5),
+ * k=y (4): codes 6 .. 11 after the 5 keys, and every row's coded list is
+ * known byte for byte.
+ */
+Test(block_fmt5, format_5_recent_keys_and_values_count_as_lookups)
+{
+    enum { NR = 13 };
+    struct batch *bt = log_batch();
+    char tmp[16];
+    for (uint32_t i = 0; i < NR; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        if (i < 5) {
+            put_kv_str(h, "k", "x", 1);
+        } else if (i % 2) {
+            put_kv_str(h, "k", "y", 1);
+        } else {
+            snprintf(tmp, sizeof(tmp), "p%u", i);
+            put_kv_str(h, "k", tmp, strlen(tmp));
+        }
+        cr_assert_eq(val_put_key(h, "n", 1), 0);
+        cr_assert_eq(val_put_int(h, i == 3 ? 5 : i == 8 ? INT64_MIN : 300), 0);
+        cr_assert_eq(val_put_key(h, "d", 1), 0);
+        cr_assert_eq(val_put_double(h, 2.5), 0);
+        for (int e = 0; e < 2; e++) {
+            bool ab = (e == 0) == (i % 2 == 0);
+            cr_assert_eq(val_put_key(h, ab ? "ab" : "ba", 2), 0);
+            cr_assert_eq(val_put_bool(h, ab), 0);
+        }
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 5};
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), 7, "6 value entries");
+    struct vbuf want;
+    vbuf_init(&want);
+    entry(&want, 2, put_25);
+    entry(&want, 3, put_t);
+    entry(&want, 4, put_f);
+    entry(&want, 1, put_300);
+    entry(&want, 0, put_sx);
+    entry(&want, 0, put_sy);
+    at = column_at(f, n, 1, 7, &len);
+    cr_assert_eq(len, want.len);
+    cr_assert_arr_eq(f + at, want.p, want.len);
+
+    /* Each row's list differs from the row before: 13 lists, in row order. */
+    vbuf_reset(&want);
+    for (uint32_t i = 0; i < NR; i++) {
+        if (i < 5 || i % 2) {
+            cr_assert_eq(vbuf_put_u8(&want, i < 5 ? 10 : 11), 0);
+        } else {
+            snprintf(tmp, sizeof(tmp), "p%u", i);
+            cr_assert_eq(vbuf_put_u8(&want, 1), 0);
+            cr_assert_eq(val_put_str(&want, tmp, strlen(tmp)), 0);
+        }
+        if (i == 3 || i == 8) {
+            cr_assert_eq(vbuf_put_u8(&want, 2), 0);
+            cr_assert_eq(val_put_int(&want, i == 3 ? 5 : INT64_MIN), 0);
+        } else {
+            cr_assert_eq(vbuf_put_u8(&want, 9), 0);
+        }
+        uint8_t tail[3] = {6, i % 2 ? 8 : 7, i % 2 ? 7 : 8};
+        cr_assert_eq(vbuf_put(&want, tail, 3), 0);
+    }
+    at = column_at(f, n, 1, 3, &len);
+    cr_assert_eq(len, want.len, "lists: %llu bytes", (unsigned long long)len);
+    cr_assert_arr_eq(f + at, want.p, want.len);
+    vbuf_fini(&want);
+
+    blk *b = open_ok(path);
+    check_block(b, ob, NR);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
+ * What the writer remembers of a block's keys and values is forgotten at
+ * the next seal: block 1 enters k="p" then k="q", block 2 (the same
+ * writer's scratch, block 1's open block freed) sees "q" first and more
+ * often, so its V must be q then p, counted from its own rows only.
+ */
+Test(block_fmt5, format_5_recent_values_do_not_outlive_their_block)
+{
+    static const char *const seq[2][5] = {{"p", "p", "q", "p", "q"}, {"q", "q", "p", "q", "p"}};
+    for (int blkno = 0; blkno < 2; blkno++) {
+        struct batch *bt = log_batch();
+        for (uint32_t i = 0; i < 5; i++) {
+            struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+            struct vbuf *h = &bt->heap;
+            size_t off = h->len;
+            put_kv_str(h, "k", seq[blkno][i], 1);
+            r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
+        }
+        oblock *ob;
+        char path[512];
+        size_t n;
+        uint8_t *f = seal_v5(bt, 5, &ob, path, sizeof(path), &n);
+        uint64_t len, at = column_at(f, n, 1, 6, &len);
+        cr_assert_eq(get64(f + at), 3, "block %d: 2 value entries", blkno);
+        const uint8_t want[] = {0, VAL_STR, 1, (uint8_t)seq[blkno][0][0],
+                                0, VAL_STR, 1, (uint8_t)seq[blkno][2][0]};
+        at = column_at(f, n, 1, 7, &len);
+        cr_assert_eq(len, sizeof(want), "block %d", blkno);
+        cr_assert_arr_eq(f + at, want, sizeof(want), "block %d", blkno);
+        blk *b = open_ok(path);
+        check_block(b, ob, 5);
+        blk_unref(b);
+        free(f);
+        oblock_free(ob);
+        batch_free(bt);
+    }
+}
+
+/*
+ * A row whose list is byte for byte the row before's is counted without
+ * a walk (block_write.c, attrs_repeat) unless the row before had an array
+ * value or a value its key's table did not take: the counts, codes, hot
+ * keys and bloom come out as walked. 12 rows, four runs:
+ *   0-3   m "GET", n 300             (rows 1-3 repeat)
+ *   4-6   arr ["x", 7], m "GET"      (an array: walked again)
+ *   7-8   big 600 'z', m "GET"       (big is never entered: walked again)
+ *   9-11  m "GET", n 300             (rows 10-11 repeat)
+ * Keys m n arr big (ids 0..3); V is m=GET (12), n=300 (7), arr (3): codes
+ * 5, 6, 7 (n=300 ahead of arr only if the repeats were counted); the hot
+ * keys m (12 rows) and n (7); one list per run.
+ */
+Test(block_fmt5, format_5_repeated_lists_count_as_walked)
+{
+    enum { NR = 12 };
+    struct batch *bt = log_batch();
+    char big[BIG];
+    memset(big, 'z', sizeof(big));
+    for (uint32_t i = 0; i < NR; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        if (i >= 4 && i < 7) {
+            cr_assert_eq(val_put_key(h, "arr", 3), 0);
+            cr_assert_eq(put_arr(h), 0);
+        } else if (i >= 7 && i < 9) {
+            put_kv_str(h, "big", big, sizeof(big));
+        }
+        put_kv_str(h, "m", "GET", 3);
+        if (i < 4 || i >= 9) {
+            cr_assert_eq(val_put_key(h, "n", 1), 0);
+            cr_assert_eq(val_put_int(h, 300), 0);
+        }
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 2};
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), 4, "3 value entries");
+    struct vbuf want;
+    vbuf_init(&want);
+    entry(&want, 0, put_get);
+    entry(&want, 1, put_300);
+    entry(&want, 2, put_arr);
+    at = column_at(f, n, 1, 7, &len);
+    cr_assert_eq(len, want.len);
+    cr_assert_arr_eq(f + at, want.p, want.len);
+
+    vbuf_reset(&want);
+    static const uint8_t l1[] = {5, 6}, l2[] = {7, 5};
+    cr_assert_eq(vbuf_put(&want, l1, 2), 0);
+    cr_assert_eq(vbuf_put(&want, l2, 2), 0);
+    cr_assert_eq(vbuf_put_u8(&want, 4), 0);
+    cr_assert_eq(val_put_str(&want, big, sizeof(big)), 0);
+    cr_assert_eq(vbuf_put_u8(&want, 5), 0);
+    cr_assert_eq(vbuf_put(&want, l1, 2), 0);
+    at = column_at(f, n, 1, 3, &len);
+    cr_assert_eq(len, want.len, "lists: %llu bytes", (unsigned long long)len);
+    cr_assert_arr_eq(f + at, want.p, want.len);
+    vbuf_fini(&want);
+
+    blk *b = open_ok(path);
+    check_block(b, ob, NR); /* the hot keys recounted from the rows */
+    cr_assert_eq(blk_n_hot_attrs(b), 2);
+    cr_assert(blk_may_have_attr(b, "m", 1, "GET", 3));
+    cr_assert(blk_may_have_attr(b, "arr", 3, "x", 1));
+    cr_assert(blk_may_have_attr(b, "big", 3, big, sizeof(big)));
+    struct blk_bloom_info bi;
+    bool found = false;
+    for (uint32_t i = 0; i < blk_n_blooms(b); i++) {
+        cr_assert_eq(blk_bloom_info(b, i, &bi), 0);
+        if (bi.kind == BLK_BLOOM_ATTRS) {
+            found = true;
+            cr_assert_eq(bi.n_items, 3, "m=GET, arr=x, big=z..: %llu",
+                         (unsigned long long)bi.n_items);
+        }
+    }
+    cr_assert(found);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
+ * A repeated list whose value its key's table left out is walked again,
+ * so the value still counts towards the key looking unique: 70 equal
+ * lists z = 600 'z' (too long to enter: each one a distinct-looking value
+ * to the table, which stops entering z's values after 64), then 5 rows of
+ * z = "s". Counted so, "s" stays inline and V is empty; had the repeats
+ * been skipped, z would still be entered and "s" (5 rows) in V.
+ */
+Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
+{
+    enum { NLONG = 70, NR = NLONG + 5 };
+    struct batch *bt = log_batch();
+    char big[BIG];
+    memset(big, 'z', sizeof(big));
+    for (uint32_t i = 0; i < NR; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        if (i < NLONG) {
+            put_kv_str(h, "z", big, sizeof(big));
+        } else {
+            put_kv_str(h, "z", "s", 1);
+        }
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), 1, "no value entries: %llu", (unsigned long long)get64(f + at));
+    blk *b = open_ok(path);
+    check_block(b, ob, NR);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
+ * Rows side by side with one trace id add it to the trace id bloom once
+ * (block_write.c skips the repeats): rows 0-2 trace A, row 3 A's bytes
+ * but no trace id, row 4 A, row 5 B. The bloom holds exactly A and B.
+ */
+Test(block_fmt5, adjacent_rows_of_one_trace_fill_the_trace_bloom_as_before)
+{
+    struct batch *bt = log_batch();
+    uint8_t a[16], b2[16], c[16];
+    memset(a, 0xa1, sizeof(a));
+    memset(b2, 0xb2, sizeof(b2));
+    memset(c, 0xc3, sizeof(c));
+    for (uint32_t i = 0; i < 6; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        memcpy(r->trace_id, i == 5 ? b2 : a, 16);
+        r->has_trace_id = i != 3;
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, 6, &ob, path, sizeof(path), &n);
+    blk *b = open_ok(path);
+    check_block(b, ob, 6);
+    cr_assert(blk_may_have_trace(b, a));
+    cr_assert(blk_may_have_trace(b, b2));
+    cr_assert_not(blk_may_have_trace(b, c));
+    struct blk_bloom_info bi;
+    bool found = false;
+    for (uint32_t i = 0; i < blk_n_blooms(b); i++) {
+        cr_assert_eq(blk_bloom_info(b, i, &bi), 0);
+        if (bi.kind == BLK_BLOOM_TRACE_IDS) {
+            found = true;
+            cr_assert_eq(bi.n_items, 2, "%llu", (unsigned long long)bi.n_items);
+        }
+    }
+    cr_assert(found);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
