@@ -123,6 +123,9 @@ static const struct opt opts[] = {
      "budget: the merge holds its rows in memory)"},
     {"zstd-level", OPT_INT, "3", NULL, 1, 19, NUM(zstd_level),
      "zstd level of the cold blocks' tables"},
+    {"hot-zstd-level", OPT_INT, "1", NULL, 0, 19, NUM(hot_zstd_level),
+     "zstd level of the tables the seal writes (logs: root and detail; spans: attributes and "
+     "detail; points: every table); 0 = plain tables"},
     {"min-free-bytes", OPT_BYTES, "256MiB", NULL, 0, 1ll << 50, NUM(min_free_bytes),
      "refuse exports (503 / UNAVAILABLE, /ready 503) while the data directory's filesystem has "
      "less free space; the rest stays for the seals that free WAL space (0 = until full)"},

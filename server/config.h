@@ -44,6 +44,7 @@ struct config {
     uint64_t compact_after_ms; /* the cold tier (storage/compact.h); 0: off */
     uint64_t cold_target;
     int zstd_level;
+    int hot_zstd_level;      /* 0: plain hot blocks */
     uint64_t min_free_bytes; /* refuse exports below this free space; 0: never */
     /* SIGTERM to exit, at most (plus one seal attempt) */
     uint64_t shutdown_timeout_ms;

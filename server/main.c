@@ -305,6 +305,7 @@ static int open_store(const struct config *c, char *err, size_t errlen)
         .compact_after_ms = c->compact_after_ms,
         .cold_target = c->cold_target,
         .zstd_level = c->zstd_level,
+        .hot_zstd_level = c->hot_zstd_level > 0 ? c->hot_zstd_level : -1,
         .replay = ingest_replay_decode,
         .seal_failed = log_seal_failure,
         .min_free_bytes = c->min_free_bytes,

@@ -64,15 +64,41 @@ struct blk_source {
     uint64_t wal_seq;
 };
 
+/* The hot seal's default zstd level (sealer.h, the daemon's
+ * --hot-zstd-level). Level 1 is the cheapest that keeps all three signals
+ * under issue 12's hot target (bench/STORAGE.md, "Hot blocks compressed
+ * at the seal"). */
+#define BLK_HOT_ZSTD_LEVEL 1
+
 struct blk_wopts {
     enum blk_codec codec; /* for the attribute and detail tables (and root, see below) */
     int zstd_level;       /* 0 = default (3) */
     bool zstd_root;       /* also compress the root table (cold tier) */
+    /* Bit t (0 root, 1 attrs, 2 detail): table t stays plain whatever the
+     * codec (the hot seal's per-signal choice, blk_hot_wopts). */
+    unsigned plain_tables;
     /* n_sources > 0 writes a cold block (footer section 11): the blocks
      * whose rows it holds (borrowed for the call). */
     const struct blk_source *sources;
     uint32_t n_sources;
 };
+
+/* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest
+ * set of zstd tables that reaches issue 12's hot bytes target on the
+ * generator's corpus (bench/STORAGE.md, "Hot blocks compressed at the
+ * seal"): logs the root (the bodies) and detail, attributes plain; spans
+ * attributes and detail, the root plain (what trace lookups read stays
+ * in the mapping); points every table. */
+static inline struct blk_wopts blk_hot_wopts(int level, enum signal sig)
+{
+    struct blk_wopts o = {.codec = BLK_CODEC_ZSTD, .zstd_level = level, .zstd_root = true};
+    if (sig == SIG_LOGS) {
+        o.plain_tables = 1u << 1;
+    } else if (sig == SIG_TRACES) {
+        o.zstd_root = false;
+    }
+    return o;
+}
 
 /*
  * Writes rows [0, rows) of |ob| (no longer appended to; rows <=
@@ -112,6 +138,11 @@ typedef struct blk blk;
 #define BLK_OPEN_NO_CACHE 1u /* hash every table verified, ignore and do not feed the cache */
 #define BLK_OPEN_LENIENT_ROOT                                                                      \
     2u /* a root table that fails does not fail the open (fsck, inspect) */
+/* The root table's CRC is checked at open but it is neither decoded nor
+ * bound: its first reader does that (the state blk_drop_tables leaves).
+ * The seal's read-back, which would otherwise inflate a zstd root only
+ * to drop it (blk_drop_tables) before anyone reads it. */
+#define BLK_OPEN_DEFER_ROOT 4u
 
 /*
  * Opens |path|, verifying the trailer, footer and root table. Returns 0

@@ -1151,6 +1151,14 @@ static int open_checked(blk *b, char *err, size_t errlen)
     if (rc < 0) {
         return rc;
     }
+    if (b->flags & BLK_OPEN_DEFER_ROOT) {
+        const struct tdir *d = &b->dir[0];
+        if (hash_counted(b->map + d->off, d->len, true) != d->crc) {
+            atomic_fetch_add(&st_failures, 1);
+            return fail(err, errlen, "root table checksum mismatch");
+        }
+        return 0;
+    }
     rc = blk_table_load(b, 0);
     if (rc == -ENOMEM) {
         return rc;

@@ -211,10 +211,14 @@ struct tbw {
     uint8_t ihdr[MAX_PHYS][INT_HDR + 8]; /* + a delta column's first value */
     struct iovec iov[TBW_PIECES];
     unsigned niov, ncols, at;
-    size_t len;      /* raw table bytes so far */
-    bool no_var;     /* no varint INT columns (a zstd table: they compress worse) */
-    struct vbuf out; /* the table in one buffer, for a zstd table only */
+    size_t len;             /* raw table bytes so far */
+    bool no_var;            /* no varint INT columns (a zstd table: they compress worse) */
+    struct vbuf out;        /* the table in one buffer, for a zstd table only */
+    struct ZSTD_CCtx_s *zc; /* kept between seals (zstd tables; NULL until one) */
 };
+
+/* Frees what |t| keeps between seals (its buffer and zstd context). */
+void blkw_tbw_fini(struct tbw *t);
 
 /* The table of |sp| from |w|'s columns, then |n_extra| more INT columns of
  * |w->rows| values each (the hot key positions), into |t|'s pieces. The

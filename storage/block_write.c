@@ -1337,7 +1337,7 @@ static void scratch_free(struct scratch *sc)
     vdict_free(&sc->side.vd);
     sidx_free(&sc->side.streams);
     hot_free(&sc->hot);
-    vbuf_fini(&sc->tb.out);
+    blkw_tbw_fini(&sc->tb);
     vbuf_fini(&sc->foot);
     free(sc->perm);
     free(sc->keys);
@@ -1584,7 +1584,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     uint64_t off = HDR_SIZE;
     for (int t = 0; t < N_TABLES; t++) {
         enum blk_codec codec = BLK_CODEC_PLAIN;
-        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root)) {
+        if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root) &&
+            (o->plain_tables & (1u << t)) == 0) {
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */

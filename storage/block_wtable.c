@@ -403,6 +403,13 @@ static int writev_all(int fd, struct iovec *iov, unsigned n)
     return 0;
 }
 
+void blkw_tbw_fini(struct tbw *t)
+{
+    vbuf_fini(&t->out);
+    ZSTD_freeCCtx(t->zc); /* accepts NULL */
+    t->zc = NULL;
+}
+
 /* Writes table |t| (compressing it if asked) at |*off|; pads to 8. A plain
  * table is written from its pieces, its CRC chained over them. */
 int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
@@ -425,10 +432,22 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
         if (z == NULL) {
             return -ENOMEM;
         }
-        size_t zn = ZSTD_compress(z, cap, t->out.p, t->out.len, level ? level : 3);
+        /* One context per scratch set, kept: a fresh one per table costs
+         * its allocation and the clearing of its match tables. */
+        if (t->zc == NULL && (t->zc = ZSTD_createCCtx()) == NULL) {
+            free(z);
+            return -ENOMEM;
+        }
+        size_t zn = ZSTD_compressCCtx(t->zc, z, cap, t->out.p, t->out.len, level ? level : 3);
         if (ZSTD_isError(zn)) {
             free(z);
             return -EIO;
+        }
+        if (zn >= t->len) {
+            /* Does not pay (a block of a few rows): plain, and no inflate
+             * at every load. */
+            free(z);
+            goto plain;
         }
         d->codec = BLK_CODEC_ZSTD;
         d->len = zn;
@@ -440,6 +459,7 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
         *off += zn + padn;
         return rc;
     }
+plain:;
     uint32_t crc = 0;
     for (unsigned i = 0; i < t->niov; i++) {
         crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,16 @@ static struct busy {
 } busy[SEALER_THREADS]; /* shards with a seal running, under |lock| */
 static struct sealer_stats stats;
 static uint64_t ret_age_ns, ret_bytes;
-static uint64_t give_up_ns;            /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
-static sealer_failure_fn failure_hook; /* under |lock| */
-static bool background;                /* sealer_background() was called; under |lock| */
-static int test_delay_ms;              /* sealer_test_delay */
+static uint64_t give_up_ns;                     /* CLOCK_MONOTONIC; 0: retry until sealer_stop */
+static sealer_failure_fn failure_hook;          /* under |lock| */
+static bool background;                         /* sealer_background() was called; under |lock| */
+static int test_delay_ms;                       /* sealer_test_delay */
+static _Atomic int zlevel = BLK_HOT_ZSTD_LEVEL; /* sealer_set_zstd_level */
+
+void sealer_set_zstd_level(int zstd_level)
+{
+    atomic_store_explicit(&zlevel, zstd_level, memory_order_relaxed);
+}
 
 /* Shards whose seal failed for good (at shutdown), under |lock|. */
 #define FAILED_MAX 256
@@ -67,10 +74,16 @@ static int write_and_publish(struct seal_job *j, struct seal_failure *f)
     f->path[0] = '\0';
     f->detail[0] = '\0';
     f->step = "write";
-    int rc = blk_write(j->dir, ob, j->rows, &j->meta, f->path, sizeof(f->path));
+    int zl = atomic_load_explicit(&zlevel, memory_order_relaxed);
+    struct blk_wopts o = blk_hot_wopts(zl, f->signal);
+    int rc =
+        blk_write_ex(j->dir, ob, j->rows, &j->meta, zl > 0 ? &o : NULL, f->path, sizeof(f->path));
     if (rc == 0) {
         f->step = "open";
-        rc = blk_open(f->path, &b, f->detail, sizeof(f->detail));
+        /* Read back: the header, footer and the root's CRC; the root is
+         * decoded by its first reader (a zstd root inflated here would be
+         * dropped again below). */
+        rc = blk_open_ex(f->path, BLK_OPEN_DEFER_ROOT, &b, f->detail, sizeof(f->detail));
     }
     if (rc == 0) {
         /* Read back and verified; until a query reads it the block need not

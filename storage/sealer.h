@@ -77,6 +77,11 @@ int sealer_start(uint64_t retention_age_ns, uint64_t retention_bytes);
 void sealer_background(void);
 /* Tests only: every seal first sleeps |ms| (a sealer that lags). */
 void sealer_test_delay(int ms);
+/* The codec of the blocks seals write from now on: |zstd_level| > 0 the
+ * signal's zstd tables (block.h, blk_hot_wopts) at that level, 0 plain.
+ * The default is BLK_HOT_ZSTD_LEVEL (block.h). Any thread (read by each
+ * seal). */
+void sealer_set_zstd_level(int zstd_level);
 /* Queues |j| (taken). Any thread. */
 void sealer_submit_take(struct seal_job *j);
 /* Shutdown: a seal that fails at or after |deadline_ns| (CLOCK_MONOTONIC)

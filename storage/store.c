@@ -139,6 +139,9 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
         return rc;
     }
     sealer_test_delay(c->test_seal_delay_ms);
+    sealer_set_zstd_level(c->hot_zstd_level == 0  ? BLK_HOT_ZSTD_LEVEL
+                          : c->hot_zstd_level < 0 ? 0
+                                                  : c->hot_zstd_level);
     rc = sealer_start(c->retention_age_ms * 1000000u, c->retention_bytes);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the sealer: %s", strerror(-rc));

@@ -43,6 +43,7 @@ struct store_cfg {
     uint64_t compact_after_ms;     /* the cold tier (compact.h); 0: off */
     uint64_t cold_target;          /* 0: COMPACT_TARGET_DEFAULT */
     int zstd_level;                /* cold tables; 0: 3 */
+    int hot_zstd_level;            /* sealed (hot) tables; 0: BLK_HOT_ZSTD_LEVEL; -1: plain */
     shard_decode_fn replay;        /* the replay hook: decodes one WAL payload */
     sealer_failure_fn seal_failed; /* NULL: none; called as sealer_set_failure_hook says */
     uint64_t min_free_bytes;       /* refuse exports below this free space (diskfree.h); 0: never */

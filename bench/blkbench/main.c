@@ -4,7 +4,7 @@
  *
  *   build/blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N]
  *                  [--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N]
- *                  [--keep 0|1] [--open-only 0|1] [--cold-level N]
+ *                  [--keep 0|1] [--open-only 0|1] [--cold-level N] [--hot-level N]
  *
  * Rows come from otlp-load's generator (bench/otlp-load/gen.h): request i,
  * i = 0, 1, ... (distinct requests, times ascending as on a live shard), is
@@ -13,7 +13,9 @@
  * append are not timed. Then, per signal:
  *
  *   seal     blk_write of that open block, --seal-reps times plain and once
- *            zstd (attrs and detail tables; root plain, the default): CPU ns
+ *            zstd (attrs and detail tables; root plain), and --seal-reps times
+ *            as the daemon seals (block.h's blk_hot_wopts: the signal's zstd
+ *            tables at --hot-level, default BLK_HOT_ZSTD_LEVEL: "hot"): CPU ns
  *            per record of this thread (CLOCK_THREAD_CPUTIME_ID; the fsync
  *            waits are not CPU) and wall ns per record; medians.
  *   cold     the plain file compacted alone into a cold block (compact_merge:
@@ -222,7 +224,8 @@ struct seal_fig {
     int reps;
     double cpu_ns[MAX_REPS], wall_ns[MAX_REPS]; /* per record */
     double zstd_cpu_ns, zstd_wall_ns;
-    char plain_path[600], zstd_path[600]; /* the files kept for bytes and open */
+    double hot_cpu_ns[MAX_REPS], hot_wall_ns[MAX_REPS];  /* the seal's default */
+    char plain_path[600], zstd_path[600], hot_path[600]; /* the files kept for bytes and open */
 };
 
 static void seal_one(const char *dir, const oblock *ob, uint64_t id, const struct blk_wopts *o,
@@ -238,6 +241,8 @@ static void seal_one(const char *dir, const oblock *ob, uint64_t id, const struc
         die("blk_write", rc);
     }
 }
+
+static int hot_level = BLK_HOT_ZSTD_LEVEL; /* --hot-level */
 
 static void seal_bench(const char *dir, const oblock *ob, int reps, struct seal_fig *f)
 {
@@ -256,6 +261,15 @@ static void seal_bench(const char *dir, const oblock *ob, int reps, struct seal_
     struct blk_wopts zo = {.codec = BLK_CODEC_ZSTD};
     seal_one(dir, ob, 1000, &zo, &f->zstd_cpu_ns, &f->zstd_wall_ns, f->zstd_path,
              sizeof(f->zstd_path));
+    /* The daemon's seal (storage/sealer.c): every table zstd at hot_level. */
+    struct blk_wopts ho = blk_hot_wopts(hot_level, oblock_signal(ob));
+    for (int r = 0; r < reps; r++) {
+        seal_one(dir, ob, 2000 + (uint64_t)r, &ho, &f->hot_cpu_ns[r], &f->hot_wall_ns[r],
+                 f->hot_path, sizeof(f->hot_path));
+        if (r < reps - 1) {
+            unlink(f->hot_path);
+        }
+    }
 }
 
 /* ---- the cold tier: the plain block compacted (storage/compact.h) ---- */
@@ -678,7 +692,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: blkbench [--dir DIR] [--block-bytes BYTES] [--records-per-request N] "
                     "[--seal-reps N] [--open-reps N] [--wal-frames N] [--replay-reps N] "
-                    "[--keep 0|1] [--open-only 0|1] [--cold-level N]\n");
+                    "[--keep 0|1] [--open-only 0|1] [--cold-level N] [--hot-level N]\n");
 }
 
 int main(int argc, char **argv)
@@ -708,6 +722,8 @@ int main(int argc, char **argv)
             replay_reps = atoi(v);
         } else if (strcmp(argv[i], "--cold-level") == 0) {
             cold_level = atoi(v);
+        } else if (strcmp(argv[i], "--hot-level") == 0) {
+            hot_level = atoi(v);
         } else if (strcmp(argv[i], "--keep") == 0) {
             keep = atoi(v);
         } else if (strcmp(argv[i], "--open-only") == 0) {
@@ -738,9 +754,9 @@ int main(int argc, char **argv)
 
     double load0 = loadavg();
     static struct seal_fig seal[4];
-    static struct bytes_fig plain[4], zstd[4], cold[4];
+    static struct bytes_fig plain[4], zstd[4], hot[4], cold[4];
     static struct cold_fig cf[4];
-    static struct open_fig opn[4], opn_z[4];
+    static struct open_fig opn[4], opn_z[4], opn_h[4];
     static struct replay_fig rep[4];
     double settle_from = 0;
 
@@ -761,6 +777,7 @@ int main(int argc, char **argv)
         settle_from = now_s();
         bytes_of(seal[s].plain_path, &plain[s]);
         bytes_of(seal[s].zstd_path, &zstd[s]);
+        bytes_of(seal[s].hot_path, &hot[s]);
         cold_bench(sdir, seal[s].plain_path, &cf[s]);
         bytes_of(cf[s].path, &cold[s]);
         gen_fini(&g);
@@ -775,6 +792,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "blkbench: %s: open\n", signal_names[s]);
         open_bench(seal[s].plain_path, seal[s].rows, open_reps, &opn[s]);
         open_bench(seal[s].zstd_path, seal[s].rows, open_reps, &opn_z[s]);
+        open_bench(seal[s].hot_path, seal[s].rows, open_reps, &opn_h[s]);
     }
     for (int s = 1; s <= 3; s++) {
         struct gen g;
@@ -794,10 +812,12 @@ int main(int argc, char **argv)
         const struct seal_fig *f = &seal[s];
         printf(",\"%s\":{\"rows\":%llu,\"open_block_bytes\":%zu,\"reps\":%d,"
                "\"cpu_ns_per_record\":%.1f,\"wall_ns_per_record\":%.1f,"
-               "\"zstd_cpu_ns_per_record\":%.1f,\"zstd_wall_ns_per_record\":%.1f}",
+               "\"zstd_cpu_ns_per_record\":%.1f,\"zstd_wall_ns_per_record\":%.1f,"
+               "\"hot_level\":%d,\"hot_cpu_ns_per_record\":%.1f,\"hot_wall_ns_per_record\":%.1f}",
                signal_names[s], (unsigned long long)f->rows, f->oblock_bytes, f->reps,
                median(f->cpu_ns, f->reps), median(f->wall_ns, f->reps), f->zstd_cpu_ns,
-               f->zstd_wall_ns);
+               f->zstd_wall_ns, hot_level, median(f->hot_cpu_ns, f->reps),
+               median(f->hot_wall_ns, f->reps));
     }
     printf("},\"bytes\":{");
     for (int s = 1; s <= 3; s++) {
@@ -805,6 +825,8 @@ int main(int argc, char **argv)
         print_bytes("plain", &plain[s]);
         printf(",");
         print_bytes("zstd", &zstd[s]);
+        printf(",");
+        print_bytes("hot", &hot[s]);
         printf(",");
         print_bytes("cold", &cold[s]);
         printf(",\"cold_merge\":{\"cpu_ns_per_record\":%.1f,\"wall_ns_per_record\":%.1f}",
@@ -817,6 +839,8 @@ int main(int argc, char **argv)
         print_open("plain", &opn[s], seal[s].rows);
         printf(",");
         print_open("zstd", &opn_z[s], seal[s].rows);
+        printf(",");
+        print_open("hot", &opn_h[s], seal[s].rows);
         printf("}");
     }
     printf("},\"replay\":{\"decode\":\"pbdec + oblock_append, no seal\"");

@@ -51,17 +51,26 @@ static blk *open_path(const char *path)
     return b;
 }
 
-/* A hot block of gen_oblock(sig, seed, rows) sealed into DATA/<signal>/. */
-static blk *hot_block(enum signal s, uint64_t seed, uint64_t rows, uint32_t shard, uint64_t wal_seq,
-                      uint64_t seal_id)
+/* A hot block of gen_oblock(sig, seed, rows) sealed into DATA/<signal>/
+ * with |o| (NULL: plain, as releases before the compressed seal wrote). */
+static blk *hot_block_ex(enum signal s, uint64_t seed, uint64_t rows, uint32_t shard,
+                         uint64_t wal_seq, uint64_t seal_id, const struct blk_wopts *o)
 {
     char sub[300], path[512];
     sigdir(s, sub, sizeof(sub));
     oblock *ob = gen_oblock(s, seed, rows, 9);
     struct blk_meta m = {.shard = shard, .wal_seq = wal_seq, .seal_id = seal_id};
-    cr_assert_eq(blk_write(sub, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+    cr_assert_eq(blk_write_ex(sub, ob, oblock_rows(ob), &m, o, path, sizeof(path)), 0);
     oblock_free(ob);
     return open_path(path);
+}
+
+/* ... as the seal writes it by default (every table zstd, block.h). */
+static blk *hot_block(enum signal s, uint64_t seed, uint64_t rows, uint32_t shard, uint64_t wal_seq,
+                      uint64_t seal_id)
+{
+    struct blk_wopts o = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, s);
+    return hot_block_ex(s, seed, rows, shard, wal_seq, seal_id, &o);
 }
 
 /* ---- a row by content: every field, and what its ids name ---- */
@@ -251,8 +260,20 @@ static void check_merged(blk *c, blk *const *in, size_t n)
 static void merge_signal(enum signal s)
 {
     char sub[300], path[600];
+    /* Two blocks as the seal writes them (every table zstd), one plain (a
+     * data directory of an earlier release). */
     blk *in[3] = {hot_block(s, 101, 700, 0, 11, 1), hot_block(s, 102, 5000, 1, 40, 1),
-                  hot_block(s, 103, 1, 0, 12, 2)};
+                  hot_block_ex(s, 103, 1, 0, 12, 2, NULL)};
+    struct blk_table_info ti;
+    for (uint32_t t = 0; t < 3; t++) {
+        cr_assert_eq(blk_table_info(in[1], t, &ti), 0);
+        struct blk_wopts o = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, s);
+        bool z = (t > 0 || o.zstd_root) && (o.plain_tables & (1u << t)) == 0;
+        cr_expect_eq(ti.codec, z ? BLK_CODEC_ZSTD : BLK_CODEC_PLAIN, "table %u of a sealed block",
+                     t);
+        cr_assert_eq(blk_table_info(in[2], t, &ti), 0);
+        cr_expect_eq(ti.codec, BLK_CODEC_PLAIN, "table %u of the plain block", t);
+    }
     sigdir(s, sub, sizeof(sub));
     size_t bad = 99;
     cr_assert_eq(compact_merge(sub, in, 3, 7, 3, NULL, &bad, path, sizeof(path)), 0);
