@@ -142,6 +142,8 @@ $(BUILD)/percore: $(REL)/bench/otlp-load/gen.o
 $(BUILD)/blkbench: $(REL)/bench/otlp-load/gen.o
 # pbsame: a fixed corpus sealed, to cmp two builds (issue 13).
 $(BUILD)/pbsame: $(REL)/bench/otlp-load/gen.o
+# sealir: one block sealed, for callgrind and the seal time alone (issue 13).
+$(BUILD)/sealir: $(REL)/bench/otlp-load/gen.o
 
 run: deps
 	@$(SUBMAKE) all

@@ -430,6 +430,7 @@ struct wside {
     bool present[4];
     struct bloom_grams grams; /* logs: the string bodies' grams (section 10) */
     struct bloom_seen seen;   /* logs: recent string bodies, already in the token and gram sets */
+    struct bloom_tokc tokc;   /* logs: short tokens already in the token set */
     bool grams_incomplete;
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
@@ -809,7 +810,8 @@ static int body_index(struct wside *s, const char *p, size_t n)
             g = &s->grams;
         }
     }
-    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, p, n, bloom_seed(BLK_BLOOM_TOKENS));
+    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, &s->tokc, p, n,
+                          bloom_seed(BLK_BLOOM_TOKENS));
 }
 
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
@@ -1429,6 +1431,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     bloom_grams_drain(&s->grams, NULL, 0, 0); /* a failed seal may have left grams */
     s->grams_incomplete = false;
     bloom_seen_reset(&s->seen);
+    bloom_tokc_reset(&s->tokc);
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;

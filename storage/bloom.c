@@ -108,7 +108,7 @@ int bloom_acc_grow(struct bloom_acc *a)
 
 int bloom_acc_tokens(struct bloom_acc *a, const char *p, size_t n, uint64_t seed)
 {
-    return bloom_acc_body(a, NULL, p, n, seed);
+    return bloom_acc_body(a, NULL, NULL, p, n, seed);
 }
 
 uint64_t bloom_acc_count(const struct bloom_acc *a)
@@ -227,13 +227,13 @@ int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
 }
 
 /* The token p[0, n) hashed as bloom_hash_token: straight from the body
- * when it has no upper case letter (|upper| zero), else folded first. */
-static inline uint64_t body_token(const unsigned char *p, size_t n, unsigned upper, uint64_t seed)
+ * when it has no upper case letter (!upper), else folded first. */
+static inline uint64_t body_token(const unsigned char *p, size_t n, bool upper, uint64_t seed)
 {
     if (n > BLOOM_TOKEN_MAX) {
         n = BLOOM_TOKEN_MAX;
     }
-    if (upper == 0) {
+    if (!upper) {
         return XXH3_64bits_withSeed(p, n, seed);
     }
     char buf[BLOOM_TOKEN_MAX];
@@ -270,69 +270,176 @@ static inline void class16(const unsigned char *u, unsigned *tok, unsigned *up)
 #endif
 }
 
-/*
- * The tokens of u[0, n), in order, hashed and added: 16 bytes classified
- * at a time (class16), tokens found by their masks' bit runs, so the loop
- * runs per token, not per byte. A token open at a chunk's end continues
- * into the next; the last chunk is read from a zero-padded copy (0 is no
- * token byte).
- */
-static inline int tokens_pass(struct bloom_acc *a, const unsigned char *u, size_t n, uint64_t seed)
+/* One body's pass: where its tokens go. */
+struct body_pass {
+    struct bloom_acc *a;
+    struct bloom_tokc *c;
+    uint64_t seed;
+    const unsigned char *u;
+    size_t n;
+    size_t pad_at; /* u[pad_at, n) is at pad[0], then zeros: the last chunk */
+                   /* and the short tokens near the end read 64 and 16 bytes */
+    _Alignas(16) unsigned char pad[96];
+};
+
+#define TOKC_SHIFT (64 - BLOOM_TOKC_BITS)
+
+/* A short token's cache key: its bytes ASCII case-folded, zero-padded to
+ * 16 (no token byte is 0, so the padding gives the length), into k[0, 2)
+ * as two little-endian words; |t| is readable for 16 bytes. */
+static inline void tok_key(const unsigned char *t, size_t len, uint64_t k[2])
 {
-    size_t start = 0;
-    bool in = false;
-    unsigned upper = 0;
-    for (size_t base = 0; base < n; base += 16) {
-        unsigned tok, up;
-        if (n - base >= 16) {
-            class16(u + base, &tok, &up);
-        } else {
-            unsigned char tail[16] = {0};
-            memcpy(tail, u + base, n - base);
-            class16(tail, &tok, &up);
+#ifdef __SSE2__
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)t);
+    __m128i keep =
+        _mm_cmpgt_epi8(_mm_set1_epi8((char)len),
+                       _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    x = _mm_and_si128(x, keep);
+    __m128i c = _mm_sub_epi8(x, _mm_set1_epi8('A'));
+    __m128i capital = _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(25)), c);
+    x = _mm_add_epi8(x, _mm_and_si128(capital, _mm_set1_epi8('a' - 'A')));
+    _mm_storeu_si128((__m128i *)(void *)k, x);
+#else
+    unsigned char b[16] = {0};
+    for (size_t i = 0; i < len; i++) {
+        b[i] = fold[t[i]];
+    }
+    memcpy(k, b, 16);
+#endif
+}
+
+/* The token u[s, e) (|upper| when it has an upper case letter)
+ * into the accumulator, unless the cache holds it. A short token's 16
+ * bytes are read from the body, or near its end from |bp->pad|. */
+static inline __attribute__((always_inline)) int body_token_add(struct body_pass *bp, size_t s,
+                                                                size_t e, bool upper)
+{
+    size_t len = e - s;
+    const unsigned char *t = bp->u + s;
+    if (bp->c == NULL || len > BLOOM_TOKC_LEN) {
+        return bloom_acc_add(bp->a, body_token(t, len, upper, bp->seed));
+    }
+    /* chosen without a branch: which one it is depends on where the body
+     * ends, which the CPU cannot predict */
+    uintptr_t near_end = (uintptr_t)0 - (uintptr_t)(s + 16 > bp->n);
+    uintptr_t from =
+        ((uintptr_t)t & ~near_end) | (((uintptr_t)bp->pad + (s - bp->pad_at)) & near_end);
+    uint64_t k[2];
+    tok_key((const unsigned char *)from, len, k);
+    struct bloom_tokc *c = bp->c;
+    uint64_t m = k[0] * 0x9e3779b97f4a7c15ull ^ k[1] * 0xc2b2ae3d27d4eb4full;
+    size_t i = (size_t)(m >> TOKC_SHIFT);
+    if (c->w[i][0] == k[0] && c->w[i][1] == k[1]) {
+        return 0; /* in the accumulator already */
+    }
+    /* the key holds the folded token */
+    int rc = bloom_acc_add(bp->a, XXH3_64bits_withSeed(k, len, bp->seed));
+    if (rc < 0) {
+        return rc;
+    }
+    c->w[i][0] = k[0];
+    c->w[i][1] = k[1];
+    return 0;
+}
+
+/* class16 over the 64 bytes u[0, 64). */
+static inline void class64(const unsigned char *u, uint64_t *tok, uint64_t *up)
+{
+    uint64_t t = 0, v = 0;
+#pragma GCC unroll 4
+    for (unsigned q = 0; q < 4; q++) {
+        unsigned a, b;
+        class16(u + 16 * q, &a, &b);
+        t |= (uint64_t)a << (16 * q);
+        v |= (uint64_t)b << (16 * q);
+    }
+    *tok = t;
+    *up = v;
+}
+
+/* The bits of a 64-bit mask from bit |s| (< 64) up. */
+static inline uint64_t bits_from(unsigned s)
+{
+    return ~0ull << s;
+}
+
+/*
+ * The tokens of u[0, n), in order, hashed and added: 64 bytes classified
+ * at a time (class16), tokens found from the masks' run starts (a token
+ * byte after a non-token byte) and ends (the reverse), so the loop turns
+ * once per token and the branch that leaves it once per 64 bytes. A token
+ * open at a chunk's end continues into the next; the last chunk is read
+ * from bp->pad (0 is no token byte).
+ */
+static inline int tokens_pass(struct body_pass *bp)
+{
+    const unsigned char *u = bp->u;
+    size_t n = bp->n, start = 0;
+    uint64_t in = 0; /* 1: a token is open, from |start| */
+    uint64_t upper = 0;
+    for (size_t base = 0; base < n; base += 64) {
+        uint64_t tok, up;
+        class64(n - base >= 64 ? u + base : bp->pad + (base - bp->pad_at), &tok, &up);
+        uint64_t prev = tok << 1 | in; /* bit i: byte i - 1 is a token byte */
+        uint64_t st = tok & ~prev, en = ~tok & prev;
+        if (in) {
+            if (en == 0) {
+                upper |= up;
+                continue;
+            }
+            unsigned e = (unsigned)__builtin_ctzll(en);
+            en &= en - 1;
+            int rc = body_token_add(bp, start, base + e, (upper | (up & ~bits_from(e))) != 0);
+            if (rc < 0) {
+                return rc;
+            }
+            in = 0;
         }
-        unsigned from = 0xffffu; /* the chunk's bits at and past the scan position */
-        for (;;) {
-            if (in) {
-                unsigned rest = ~tok & from;
-                if (rest == 0) {
-                    upper |= up & from;
-                    break;
-                }
-                unsigned e = (unsigned)__builtin_ctz(rest);
-                upper |= up & from & ((1u << e) - 1);
-                int rc = bloom_acc_add(a, body_token(u + start, base + e - start, upper, seed));
-                if (rc < 0) {
-                    return rc;
-                }
-                in = false;
-                from = 0xffffu << e & 0xffffu;
-            } else {
-                unsigned t = tok & from;
-                if (t == 0) {
-                    break;
-                }
-                unsigned s = (unsigned)__builtin_ctz(t);
+        while (st != 0) {
+            unsigned s = (unsigned)__builtin_ctzll(st);
+            st &= st - 1;
+            if (en == 0) { /* open at the chunk's end */
                 start = base + s;
-                in = true;
-                upper = 0;
-                from = 0xffffu << s & 0xffffu;
+                upper = up & bits_from(s);
+                in = 1;
+                break;
+            }
+            unsigned e = (unsigned)__builtin_ctzll(en);
+            en &= en - 1;
+            int rc =
+                body_token_add(bp, base + s, base + e, (up & bits_from(s) & ~bits_from(e)) != 0);
+            if (rc < 0) {
+                return rc;
             }
         }
     }
-    return in ? bloom_acc_add(a, body_token(u + start, n - start, upper, seed)) : 0;
+    return in ? body_token_add(bp, start, n, upper != 0) : 0;
 }
 
-int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
-                   uint64_t seed)
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc *c, const char *p,
+                   size_t n, uint64_t seed)
 {
-    const unsigned char *u = (const unsigned char *)p;
+    struct body_pass bp; /* not zeroed whole: pad is written before it is read */
+    bp.a = a;
+    bp.c = c;
+    bp.seed = seed;
+    bp.u = (const unsigned char *)p;
+    bp.n = n;
+    size_t last = n / 64 * 64; /* the last chunk, when n is not a multiple of 64 */
+    bp.pad_at = n >= 16 && n - 16 < last ? n - 16 : last;
+    memset(bp.pad, 0, sizeof(bp.pad));
+    memcpy(bp.pad, bp.u + bp.pad_at, n - bp.pad_at);
     if (g != NULL && n >= BLOOM_GRAM_N) {
         pthread_once(&body_once, body_code_init);
         g->dirty = true;
-        grams_pass(g->bits, u, n);
+        grams_pass(g->bits, bp.u, n);
     }
-    return tokens_pass(a, u, n, seed);
+    return tokens_pass(&bp);
+}
+
+void bloom_tokc_reset(struct bloom_tokc *c)
+{
+    memset(c->w, 0, sizeof(c->w));
 }
 
 uint64_t bloom_grams_count(const struct bloom_grams *g)

@@ -142,11 +142,29 @@ void bloom_grams_fini(struct bloom_grams *g);
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n);
 /* Allocates the bitmap (once): 0 or -ENOMEM. */
 int bloom_grams_ready(struct bloom_grams *g);
+/*
+ * A token cache: the short tokens (up to BLOOM_TOKC_LEN bytes, ASCII
+ * case-folded) already added to one accumulator, so that a token met again
+ * in the block is neither hashed nor added: the accumulator's set is the
+ * same without it, its kept hashes fewer. Direct-mapped over BLOOM_TOKC
+ * slots (32 KiB) that hold the folded token's bytes, so a hit is exact. It
+ * belongs to one accumulator and is reset with it; not thread-safe.
+ */
+#define BLOOM_TOKC_BITS 11
+#define BLOOM_TOKC (1u << BLOOM_TOKC_BITS)
+#define BLOOM_TOKC_LEN 16
+struct bloom_tokc {
+    uint64_t w[BLOOM_TOKC][2]; /* the folded token zero-padded to 16 bytes; zeros: empty */
+};
+void bloom_tokc_reset(struct bloom_tokc *c);
+
 /* bloom_acc_tokens(a, p, n, seed) and, when |g| is not NULL (made ready by
  * bloom_grams_ready), bloom_grams_add(g, p, n) in one pass over the bytes.
+ * With a token cache |c| (not NULL; used with this |a| only, reset when |a|
+ * is), the short tokens it holds are skipped and the others put in it.
  * 0 or -ENOMEM (from |a|). */
-int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, const char *p, size_t n,
-                   uint64_t seed);
+int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc *c, const char *p,
+                   size_t n, uint64_t seed);
 /* The number of distinct grams added. */
 uint64_t bloom_grams_count(const struct bloom_grams *g);
 /* Sets each gram in |bits| (nbits/8 bytes, zeroed by the caller; NULL:

@@ -468,3 +468,105 @@ Test(block_grams, repeated_bodies_keep_their_tokens_and_grams)
     }
     oblock_free(ob);
 }
+
+/*
+ * The writer's token cache (bloom.h) skips a short token it added earlier
+ * in the block. Every token of every body must still pass the block's
+ * token filter, in any case, and every substring of 3 or more bytes its
+ * gram filter: bodies that share words in mixed case, tokens around the
+ * cache's 16-byte cap and over BLOOM_TOKEN_MAX, thousands of distinct
+ * short tokens (slots evicted), UTF-8, empty bodies. Three blocks in turn
+ * reuse the writer's scratch: a later block whose bodies reuse the earlier
+ * blocks' tokens must still hold them (the cache is emptied per seal).
+ */
+Test(block_grams, every_token_and_substring_passes_with_the_token_cache)
+{
+    enum { NROWS = 1500 };
+    static char text[NROWS][200];
+    const char *bodies[NROWS];
+    uint32_t order[NROWS];
+    static const char *const words[] = {
+        "Timeout",           "error",      "GET", "user_id", "a", "x9", "pool", "SIXTEEN_BYTES_16",
+        "seventeen_bytes17", "caf\xc3\xa9"};
+    uint64_t s = 4242;
+    for (int blkn = 0; blkn < 3; blkn++) {
+        for (uint32_t i = 0; i < NROWS; i++) {
+            char *p = text[i];
+            size_t n = 0;
+            int nw = i % 11 == 0 ? 0 : 1 + (int)gen_below(&s, 12);
+            for (int w = 0; w < nw; w++) {
+                char tok[160];
+                uint64_t r = gen_below(&s, 10);
+                if (r < 5) {
+                    snprintf(tok, sizeof(tok), "%s", words[gen_below(&s, 10)]);
+                    for (char *q = tok; *q; q++) { /* a random case per letter */
+                        if (*q >= 'a' && *q <= 'z' && gen_below(&s, 2)) {
+                            *q = (char)(*q - 32);
+                        } else if (*q >= 'A' && *q <= 'Z' && gen_below(&s, 2)) {
+                            *q = (char)(*q + 32);
+                        }
+                    }
+                } else if (r < 8) { /* distinct short tokens: evictions */
+                    snprintf(tok, sizeof(tok), "t%u_%d", i * 13 + (uint32_t)w, blkn % 2);
+                } else if (r < 9) {
+                    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)gen_below(&s, 100));
+                } else { /* over BLOOM_TOKEN_MAX */
+                    memset(tok, 'L', 140);
+                    snprintf(tok + 140, sizeof(tok) - 140, "%d", (int)gen_below(&s, 50));
+                }
+                size_t tn = strlen(tok);
+                if (n + tn + 2 >= sizeof(text[i])) {
+                    break;
+                }
+                memcpy(p + n, tok, tn);
+                n += tn;
+                p[n++] = " =:,/"[gen_below(&s, 5)];
+            }
+            p[n] = '\0';
+            bodies[i] = p;
+            order[i] = i;
+        }
+        oblock *ob = bodies_oblock(bodies, order, NROWS);
+        char path[512];
+        write_block(ob, 400 + (uint64_t)blkn, path, sizeof(path));
+        blk *b = open_ok(path);
+        uint64_t tokens = 0, subs = 0;
+        for (uint32_t i = 0; i < NROWS; i++) {
+            const char *p = bodies[i];
+            size_t n = strlen(p), pos = 0, st, tl;
+            while (bloom_next_token(p, n, &pos, &st, &tl)) {
+                char up[200], lo[200];
+                for (size_t k = 0; k < tl; k++) {
+                    up[k] =
+                        p[st + k] >= 'a' && p[st + k] <= 'z' ? (char)(p[st + k] - 32) : p[st + k];
+                    lo[k] = fold(p[st + k]);
+                }
+                cr_assert(blk_may_have_token(b, p + st, tl), "block %d row %u: %.*s", blkn, i,
+                          (int)tl, p + st);
+                cr_assert(blk_may_have_token(b, up, tl), "block %d: upper %.*s", blkn, (int)tl, up);
+                cr_assert(blk_may_have_token(b, lo, tl), "block %d: lower %.*s", blkn, (int)tl, lo);
+                tokens++;
+            }
+            for (size_t at = 0; at + 3 <= n; at++) {
+                for (size_t len = 3; at + len <= n && len <= 12; len++) {
+                    cr_assert(blk_may_have_substr(b, p + at, len), "block %d row %u: %.*s", blkn, i,
+                              (int)len, p + at);
+                    subs++;
+                }
+            }
+            cr_assert(n < 3 || blk_may_have_substr(b, p, n), "block %d row %u", blkn, i);
+        }
+        cr_assert_gt(tokens, 5000);
+        cr_assert_gt(subs, 100000);
+        /* absent short tokens: the filter is sized for the distinct ones */
+        int fp = 0;
+        for (int t = 0; t < 2000; t++) {
+            char tok[24];
+            snprintf(tok, sizeof(tok), "absent%dq", t);
+            fp += blk_may_have_token(b, tok, strlen(tok));
+        }
+        cr_assert_lt(fp, 60, "block %d: absent tokens %d of 2000 maybe", blkn, fp);
+        blk_unref(b);
+        oblock_free(ob);
+    }
+}

@@ -3,6 +3,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,7 +166,7 @@ Test(bloom, a_bodys_tokens_and_grams_in_one_pass_equal_the_two_passes)
     bloom_grams_init(&g2);
     cr_assert_eq(bloom_grams_ready(&g1), 0);
     for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
-        cr_assert_eq(bloom_acc_body(one, &g1, in[i].p, in[i].n, 5), 0);
+        cr_assert_eq(bloom_acc_body(one, &g1, NULL, in[i].p, in[i].n, 5), 0);
         cr_assert_eq(bloom_acc_tokens(two, in[i].p, in[i].n, 5), 0);
         cr_assert_eq(bloom_grams_add(&g2, in[i].p, in[i].n), 0);
         cr_assert_eq(one->n, two->n, "body %zu: %zu tokens kept, not %zu", i, one->n, two->n);
@@ -182,7 +183,7 @@ Test(bloom, a_bodys_tokens_and_grams_in_one_pass_equal_the_two_passes)
     /* without a gram set only the tokens are added */
     size_t before = one->n;
     uint64_t grams = bloom_grams_count(&g1);
-    cr_assert_eq(bloom_acc_body(one, NULL, "Zz9 q", 5, 5), 0);
+    cr_assert_eq(bloom_acc_body(one, NULL, NULL, "Zz9 q", 5, 5), 0);
     cr_assert_eq(one->n, before + 2);
     cr_assert_eq(one->h[before], bloom_hash_token("zz9", 3, 5));
     cr_assert_eq(bloom_grams_count(&g1), grams);
@@ -310,4 +311,231 @@ Test(bloom, a_gram_set_counts_distinct_folded_grams_and_drains_empty)
     free(bits);
     bloom_grams_fini(&g);
     bloom_grams_fini(&g); /* twice is fine */
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct kept hashes of |a|, sorted, into |out| (room for a->n). */
+static size_t distinct_hashes(const struct bloom_acc *a, uint64_t *out)
+{
+    memcpy(out, a->h, a->n * sizeof(*out));
+    qsort(out, a->n, sizeof(*out), cmp_u64);
+    size_t m = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (m == 0 || out[m - 1] != out[i]) {
+            out[m++] = out[i];
+        }
+    }
+    return m;
+}
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* Appends to b[*n] (room for 400) one adversarial body: vocabulary words
+ * in random case (repeats), numbers, tokens around the cache's 16-byte cap
+ * and over BLOOM_TOKEN_MAX, UTF-8 and other bytes, random separators; or
+ * an empty body; lengths near the 64-byte chunks. */
+static size_t adversarial_body(uint64_t *s, char *b, int round)
+{
+    static const char *const words[] = {
+        "timeout",          "error", "GET",    "user_id", "a",   "x9",
+        "Connection",       "pool",  "SELECT", "ab",      "req", "sixteen_bytes_16",
+        "seventeen_bytes17"};
+    size_t cap = (size_t)(round % 7 == 0 ? 0 : round % 5 == 0 ? 60 + lcg(s) % 10 : lcg(s) % 390);
+    size_t n = 0;
+    while (n < cap) {
+        unsigned r = (unsigned)lcg(s);
+        char tok[220];
+        size_t tn = 0;
+        switch (r % 8) {
+        case 0:
+        case 1:
+        case 2: { /* a vocabulary word, each letter's case random */
+            const char *w = words[(r >> 3) % (sizeof(words) / sizeof(words[0]))];
+            for (tn = 0; w[tn] != '\0'; tn++) {
+                char c = w[tn];
+                tok[tn] = (lcg(s) & 1) && c >= 'a' && c <= 'z' ? (char)(c - 32) : c;
+            }
+            break;
+        }
+        case 3: /* a number, often repeated */
+            tn = (size_t)snprintf(tok, sizeof(tok), "%u", (r >> 3) % 300);
+            break;
+        case 4: /* 14 to 18 bytes: around the cache's cap */
+            tn = 14 + (r >> 3) % 5;
+            for (size_t i = 0; i < tn; i++) {
+                tok[i] = "aB_7qZ"[(r >> (i % 20)) % 6];
+            }
+            break;
+        case 5: /* over BLOOM_TOKEN_MAX now and then, else a fresh token */
+            tn = (r >> 3) % 16 == 0 ? 129 + (r >> 7) % 80 : 1 + (r >> 3) % 12;
+            for (size_t i = 0; i < tn; i++) {
+                tok[i] = "abcXYZ019_"[lcg(s) % 10];
+            }
+            break;
+        case 6: /* UTF-8 and other non-token bytes */
+            tn = 1 + (r >> 3) % 4;
+            for (size_t i = 0; i < tn; i++) {
+                tok[i] = "\xc3\xa9\xe2\x82\xac\x01\x7f\xff"[lcg(s) % 8];
+            }
+            break;
+        default: /* separators */
+            tn = 1 + (r >> 3) % 3;
+            for (size_t i = 0; i < tn; i++) {
+                tok[i] = " .=:-/\t,"[lcg(s) % 8];
+            }
+        }
+        if (n + tn > 390) {
+            break;
+        }
+        memcpy(b + n, tok, tn);
+        n += tn;
+        if (r % 3 != 0 && n < 390) {
+            b[n++] = ' ';
+        }
+    }
+    return n;
+}
+
+/*
+ * The token cache drops repeats only: over adversarial bodies (each in a
+ * buffer of its exact size, so a read past a body's end is a sanitizer
+ * failure), the distinct token hashes and the gram set equal the plain
+ * tokenizer's and the plain gram pass's, block after block (both reset),
+ * while fewer hashes are kept (the plain pass drops only the repeats of
+ * the accumulator's recent table). More distinct short tokens than the cache
+ * has slots evict one another.
+ */
+Test(bloom, the_token_cache_keeps_every_distinct_token_and_drops_only_repeats)
+{
+    struct bloom_acc *got = malloc(sizeof(*got)), *want = malloc(sizeof(*want));
+    struct bloom_tokc *c = malloc(sizeof(*c));
+    cr_assert(got != NULL && want != NULL && c != NULL);
+    bloom_acc_init(got);
+    bloom_acc_init(want);
+    struct bloom_grams g1, g2;
+    bloom_grams_init(&g1);
+    bloom_grams_init(&g2);
+    cr_assert_eq(bloom_grams_ready(&g1), 0);
+    uint64_t s = 99;
+    for (int blkn = 0; blkn < 3; blkn++) {
+        bloom_acc_reset(got);
+        bloom_acc_reset(want);
+        bloom_tokc_reset(c);
+        for (int round = 0; round < 1500; round++) {
+            char tmp[400];
+            size_t n = adversarial_body(&s, tmp, round);
+            if (round < 256 && n > 0) {
+                tmp[(size_t)round % n] = (char)round; /* every byte value */
+            }
+            if (round % 3 == 1) { /* 3,000 distinct short tokens: evictions */
+                n = (size_t)snprintf(tmp, sizeof(tmp), "k%dq%d Z%d", blkn, round, round);
+            }
+            char *body = malloc(n ? n : 1);
+            cr_assert_not_null(body);
+            memcpy(body, tmp, n);
+            cr_assert_eq(bloom_acc_body(got, &g1, c, body, n, 7), 0);
+            size_t pos = 0, st, len;
+            while (bloom_next_token(body, n, &pos, &st, &len)) {
+                cr_assert_eq(bloom_acc_add(want, bloom_hash_token(body + st, len, 7)), 0);
+            }
+            cr_assert_eq(bloom_grams_add(&g2, body, n), 0);
+            free(body);
+        }
+        uint64_t *hg = malloc(got->n * sizeof(*hg) + 8), *hw = malloc(want->n * sizeof(*hw) + 8);
+        cr_assert(hg != NULL && hw != NULL);
+        size_t ng = distinct_hashes(got, hg), nw = distinct_hashes(want, hw);
+        cr_assert_eq(ng, nw, "block %d: %zu distinct tokens, not %zu", blkn, ng, nw);
+        cr_assert_eq(memcmp(hg, hw, ng * sizeof(*hg)), 0, "block %d", blkn);
+        cr_assert_gt(nw, 5000, "block %d: %zu distinct", blkn, nw);
+        cr_assert_lt(got->n, want->n, "block %d: kept %zu of %zu", blkn, got->n, want->n);
+        free(hg);
+        free(hw);
+        uint64_t grams = bloom_grams_count(&g2);
+        cr_assert_eq(bloom_grams_count(&g1), grams, "block %d", blkn);
+        uint64_t nbits = bloom_nbits_for(grams);
+        uint8_t *b1 = calloc(nbits / 8, 1), *b2 = calloc(nbits / 8, 1);
+        cr_assert(b1 != NULL && b2 != NULL);
+        bloom_grams_drain(&g1, b1, nbits, 3);
+        bloom_grams_drain(&g2, b2, nbits, 3);
+        cr_assert_eq(memcmp(b1, b2, nbits / 8), 0, "block %d", blkn);
+        free(b1);
+        free(b2);
+    }
+    bloom_grams_fini(&g1);
+    bloom_grams_fini(&g2);
+    bloom_acc_fini(got);
+    bloom_acc_fini(want);
+    free(got);
+    free(want);
+    free(c);
+}
+
+/* Tokens across the 64-byte chunks of the token pass: a token of every
+ * length from 1 to 80 at every offset from 0 to 70 of a body of every
+ * length up to 140, with and without the cache, gives the plain
+ * tokenizer's hashes in order (without) and its set (with). */
+Test(bloom, tokens_across_64_byte_chunks_and_body_ends)
+{
+    struct bloom_acc *got = malloc(sizeof(*got)), *want = malloc(sizeof(*want));
+    struct bloom_acc *cached = malloc(sizeof(*cached));
+    struct bloom_tokc *c = malloc(sizeof(*c));
+    cr_assert(got != NULL && want != NULL && cached != NULL && c != NULL);
+    bloom_acc_init(got);
+    bloom_acc_init(want);
+    bloom_acc_init(cached);
+    uint64_t checked = 0;
+    for (size_t len = 1; len <= 80; len += (len < 20 ? 1 : 7)) {
+        for (size_t at = 0; at <= 70; at++) {
+            size_t n = at + len + (at + len) % 3; /* ends at, 1 or 2 past the token */
+            char *b = malloc(n + 1);
+            cr_assert_not_null(b);
+            for (size_t i = 0; i < n; i++) {
+                b[i] =
+                    i < at || i >= at + len ? (i % 5 == 0 ? 'w' : '-') : "Tq_8x"[(i * 7 + len) % 5];
+            }
+            bloom_acc_reset(got);
+            bloom_acc_reset(want);
+            bloom_acc_reset(cached);
+            bloom_tokc_reset(c);
+            cr_assert_eq(bloom_acc_tokens(got, b, n, 11), 0);
+            cr_assert_eq(bloom_acc_body(cached, NULL, c, b, n, 11), 0);
+            /* again: adds nothing (the short tokens are cache hits, the long
+             * ones the accumulator's recent repeats) */
+            size_t first = cached->n;
+            cr_assert_eq(bloom_acc_body(cached, NULL, c, b, n, 11), 0);
+            size_t pos = 0, st, tl;
+            while (bloom_next_token(b, n, &pos, &st, &tl)) {
+                cr_assert_eq(bloom_acc_add(want, bloom_hash_token(b + st, tl, 11)), 0);
+            }
+            cr_assert_eq(got->n, want->n, "len %zu at %zu", len, at);
+            for (size_t k = 0; k < got->n; k++) {
+                cr_assert_eq(got->h[k], want->h[k], "len %zu at %zu token %zu", len, at, k);
+            }
+            uint64_t hc[64], hw[64];
+            cr_assert_leq(want->n, 64);
+            cr_assert_eq(cached->n, first, "len %zu at %zu: repeats kept", len, at);
+            size_t nc = distinct_hashes(cached, hc), nw = distinct_hashes(want, hw);
+            cr_assert_eq(nc, nw, "len %zu at %zu", len, at);
+            cr_assert_eq(memcmp(hc, hw, nc * sizeof(hc[0])), 0, "len %zu at %zu", len, at);
+            free(b);
+            checked++;
+        }
+    }
+    cr_assert_gt(checked, 1500);
+    bloom_acc_fini(got);
+    bloom_acc_fini(want);
+    bloom_acc_fini(cached);
+    free(got);
+    free(want);
+    free(cached);
+    free(c);
 }

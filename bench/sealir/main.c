@@ -1,0 +1,104 @@
+/*
+ * sealir - one open block filled from otlp-load's generator and sealed,
+ * for callgrind (--toggle-collect=blk_write_ex) and for the seal's CPU time
+ * alone; the files it keeps let two builds be `cmp`-ed.
+ *
+ *   build/sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep]
+ *
+ * 16 requests of RECORDS records each (seed 42) are decoded and appended,
+ * cycled, until the block holds MIB MiB; it is then sealed SEALS times
+ * into DIR (plain codec). Prints the thread CPU ns per record of each seal
+ * and their median. Without "keep" the files are removed after each seal.
+ * bench/PERFORMANCE.md "The body pass" uses it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "bench/otlp-load/gen.h"
+#include "proto/pbdec.h"
+#include "storage/block.h"
+#include "storage/oblock.h"
+
+#define N 16
+#define MAX_SEALS 64
+
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep]\n");
+        return 2;
+    }
+    enum signal s = !strcmp(argv[1], "logs")     ? SIG_LOGS
+                    : !strcmp(argv[1], "traces") ? SIG_TRACES
+                                                 : SIG_METRICS;
+    uint32_t records = (uint32_t)strtoul(argv[2], NULL, 10);
+    uint64_t limit = strtoull(argv[3], NULL, 10) << 20;
+    int seals = atoi(argv[4]);
+    bool keep = argc > 6 && !strcmp(argv[6], "keep");
+    if (records == 0 || limit == 0 || seals < 1 || seals > MAX_SEALS) {
+        fprintf(stderr, "sealir: bad arguments\n");
+        return 2;
+    }
+    struct gen_config gc = {
+        .signal = s, .seed = 42, .time_base_ns = 1767225600000000000ull, .records = records};
+    static struct batch *bt[N];
+    static struct vbuf req[N]; /* the batches point into them */
+    for (int i = 0; i < N; i++) {
+        char err[200];
+        vbuf_init(&req[i]);
+        bt[i] = batch_new(s);
+        if (gen_request(&gc, (uint64_t)i, GEN_PROTOBUF, &req[i], NULL) < 0 ||
+            pbdec_decode(s, req[i].p, req[i].len, bt[i], err, sizeof err) < 0) {
+            fprintf(stderr, "sealir: request %d\n", i);
+            return 1;
+        }
+    }
+    oblock *ob;
+    if (oblock_new(s, &ob) < 0) {
+        return 1;
+    }
+    for (uint64_t i = 0; oblock_bytes(ob) < limit && i < 100000; i++) {
+        if (oblock_append(ob, bt[i % N], i + 1) < 0) {
+            fprintf(stderr, "sealir: append\n");
+            return 1;
+        }
+    }
+    uint64_t rows = oblock_rows(ob);
+    double ns[MAX_SEALS];
+    for (int k = 0; k < seals; k++) {
+        struct blk_meta m = {.shard = 0, .wal_seq = oblock_max_seq(ob), .seal_id = (uint64_t)k + 1};
+        char path[700];
+        double t0 = cpu_now();
+        int rc = blk_write_ex(argv[5], ob, rows, &m, NULL, path, sizeof path);
+        double t1 = cpu_now();
+        if (rc < 0) {
+            fprintf(stderr, "sealir: seal %d\n", rc);
+            return 1;
+        }
+        ns[k] = (t1 - t0) / (double)rows;
+        printf("seal %d %s %.0f ns/record\n", k, path, ns[k]);
+        if (!keep) {
+            unlink(path);
+        }
+    }
+    qsort(ns, (size_t)seals, sizeof ns[0], cmp_d);
+    printf("%s %llu rows, median seal %.0f ns/record\n", argv[1], (unsigned long long)rows,
+           ns[seals / 2]);
+    oblock_free(ob);
+    return 0;
+}
