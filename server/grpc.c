@@ -29,7 +29,11 @@
  * for admission therefore holds no body bytes at all: its data stays with
  * the client, and under overload other streams on the same connection keep
  * flowing. The cost is one round trip per export (HEADERS+prefix, then
- * WINDOW_UPDATE, then the message). The connection window is raised to
+ * WINDOW_UPDATE, then the message); when ingest_admit() admits at once
+ * (the usual case) the window opens inside the same read, so that
+ * WINDOW_UPDATE leaves with the read's own flush, not a loop pass later
+ * after the admission callback (which still comes, and which END_STREAM
+ * waits for: "early" in stream_data). The connection window is raised to
  * CONN_WINDOW at once (it does not follow SETTINGS, FACTS.md 8.4).
  * Admission charges a declared size whole when it is small against the
  * budget, else only its first 64 KiB and the rest as DATA arrives
@@ -187,6 +191,8 @@ struct gstream {
     bool rst_after;     /* RST_STREAM(NO_ERROR) once our final HEADERS are out */
     bool compressed;    /* the message's compressed flag */
     bool auth_seen;     /* an authorization header was checked */
+    bool early;         /* admitted at once; ingest's IS_ADMITTED callback still to come */
+    bool excess;        /* bytes past the message arrived while |early| */
     uint8_t auth;       /* enum auth_result of that check */
     uint8_t prefix_len;
     uint8_t prefix[PREFIX_LEN];
@@ -516,10 +522,40 @@ static void stream_body(struct gstream *s, const uint8_t *p, size_t n)
         s->msg_got += (uint32_t)take;
     }
     if (n > take) {
+        if (s->early) {
+            /* ingest_fail must wait for the pending callback (one at a time) */
+            s->excess = true;
+            stream_discard(s);
+            return;
+        }
         stream_fail_ingest(s, IS_UNSUPPORTED, "a unary Export call carries exactly one message");
         return;
     }
     stream_consume(s);
+}
+
+/*
+ * The stream is admitted: its window opens to STREAM_WINDOW, and what was
+ * staged (or just the prefix) is taken and given back to flow control.
+ */
+static void stream_admitted(struct gstream *s)
+{
+    struct gconn *c = s->c;
+    s->state = GS_BODY;
+    if (!s->remote_closed) {
+        nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id, STREAM_WINDOW);
+    }
+    if (s->stage_len > 0) {
+        uint8_t *stage = s->stage;
+        uint32_t n = s->stage_len;
+        s->stage = NULL;
+        s->stage_len = s->stage_cap = 0;
+        c->staged -= n;
+        stream_body(s, stage, n);
+        free(stage);
+    } else {
+        stream_consume(s); /* the prefix */
+    }
 }
 
 /* Keeps first-flight bytes that arrived before admission (see the file header). */
@@ -587,6 +623,24 @@ static void stream_data(struct gstream *s, const uint8_t *p, size_t n)
         s->state = GS_ADMIT;
         /* the declared size: over --max-request-bytes is refused before any read */
         ingest_admit(s->req, (long)s->msg_len);
+        if (ingest_result(s->req)->status == IS_ADMITTED) {
+            /*
+             * Admitted at once (the budget had room, nobody queued): the
+             * window opens now, so the WINDOW_UPDATE leaves with this read's
+             * flush rather than one event-loop pass later, after the
+             * callback; the client's message is one round trip sooner, and
+             * first-flight bytes go straight to the body, not the stage.
+             * The callback still comes; until then nothing here may call
+             * ingest_finish or ingest_fail (END_STREAM and excess bytes wait
+             * for it: stream_on_ingest).
+             */
+            s->early = true;
+            stream_admitted(s);
+            if (n > 0 && s->state == GS_BODY) {
+                stream_body(s, p, n);
+            }
+            return;
+        }
         if (n > 0) {
             stream_stage(s, p, n);
         }
@@ -628,9 +682,11 @@ static void stream_end(struct gstream *s)
         }
         return;
     case GS_BODY:
-        stream_finish(s);
+        if (!s->early) {
+            stream_finish(s);
+        }
         return;
-    default: /* GS_ADMIT finishes after its callback; others are past this */
+    default: /* GS_ADMIT (and an early GS_BODY) finish after the callback; others are past this */
         return;
     }
 }
@@ -921,26 +977,23 @@ static void stream_on_ingest(struct ingest_req *r, void *ctx)
     struct gconn *c = s->c;
     const struct ingest_result *res = ingest_result(r);
 
-    if (s->state == GS_ADMIT && res->status == IS_ADMITTED) {
-        s->state = GS_BODY;
-        if (!s->remote_closed) {
-            nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, s->id, STREAM_WINDOW);
+    if (s->early && res->status == IS_ADMITTED) {
+        /* the admission stream_data already acted on (a stream answered
+         * meanwhile freed its request, so its callback never comes) */
+        s->early = false;
+        if (s->excess) {
+            stream_fail_ingest(s, IS_UNSUPPORTED,
+                               "a unary Export call carries exactly one message");
+        } else if (s->state == GS_BODY && s->remote_closed) {
+            stream_finish(s);
         }
-        if (s->stage_len > 0) {
-            uint8_t *stage = s->stage;
-            uint32_t n = s->stage_len;
-            s->stage = NULL;
-            s->stage_len = s->stage_cap = 0;
-            c->staged -= n;
-            stream_body(s, stage, n);
-            free(stage);
-        } else {
-            stream_consume(s); /* the prefix */
-        }
+    } else if (s->state == GS_ADMIT && res->status == IS_ADMITTED) {
+        stream_admitted(s);
         if (s->state == GS_BODY && s->remote_closed) {
             stream_finish(s);
         }
     } else if (s->state == GS_ADMIT || s->state == GS_INGEST || s->state == GS_BODY) {
+        s->early = false;
         /* a refusal, the export's outcome, or (GS_BODY) the body deadline
          * or a body slower than --min-receive-rate */
         if (s->state == GS_BODY && res->status == IS_TIMEOUT) {
