@@ -425,6 +425,111 @@ Test(grpc, a_message_larger_than_the_stream_window_succeeds)
     stop_clean(&d);
 }
 
+/*
+ * One message delivered in odd pieces: the 5-byte prefix itself split, a
+ * 1-byte DATA frame, pieces just past a 16 KiB frame, each piece sent
+ * after a PING round trip so the server takes them in separate reads
+ * (pacing only: nothing asserted depends on it). The same message sent
+ * whole on another stream must store exactly the same: the same records
+ * and the same bytes.
+ */
+Test(grpc, a_message_split_over_many_data_frames_and_reads_stores_the_same_records)
+{
+    struct daemon d;
+    const int n = 2000;
+    struct pb msg = logs_request(n);
+    size_t len;
+    uint8_t *body = h2c_frame(msg.p, msg.len, false, &len);
+    const size_t cuts[] = {3, 5, 6, 1000, 1000 + 16385, 90000, 90000 + 16384, 200000};
+    struct h2c *h;
+
+    cr_assert_gt(len, 300000u, "built only %zu bytes", len);
+    start(&d, NULL);
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    struct h2c_call split = {
+        .body = body, .body_len = len, .send_limit = cuts[0], .keep_open = true};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &split), 0);
+    cr_assert_eq(h2c_pump(h, &split), 0);
+    for (size_t i = 1; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        cr_assert_eq(h2c_ping(h, 20), 0);
+        cr_assert_eq(h2c_resume(h, &split, cuts[i], true), 0);
+        cr_assert_eq(h2c_pump(h, &split), 0);
+        cr_assert_eq(split.sent, cuts[i], "piece %zu: %zu bytes sent", i, split.sent);
+        cr_assert(!split.closed, "answered after %zu of %zu bytes", split.sent, len);
+    }
+    cr_assert_eq(h2c_ping(h, 20), 0);
+    cr_assert_eq(h2c_resume(h, &split, SIZE_MAX, false), 0);
+    cr_assert_eq(h2c_wait(h), 0, "no answer to the split export");
+    expect_ok(&split, "split export");
+    cr_assert_eq(split.sent, len);
+    h2c_call_free(&split);
+    cr_expect_eq(records(&d, "logs"), (double)n);
+    cr_expect_eq(metric(&d, "miradb_otlp_bytes_total", "signal=\"logs\",transport=\"grpc\""),
+                 (double)msg.len);
+
+    struct h2c_call whole = {.body = body, .body_len = len};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &whole), 0);
+    cr_assert_eq(h2c_wait(h), 0, "no answer to the whole export");
+    expect_ok(&whole, "whole export");
+    h2c_call_free(&whole);
+    h2c_free(h);
+    cr_expect_eq(records(&d, "logs"), 2.0 * n);
+    cr_expect_eq(metric(&d, "miradb_otlp_bytes_total", "signal=\"logs\",transport=\"grpc\""),
+                 2.0 * (double)msg.len);
+    free(msg.p);
+    free(body);
+    stop_clean(&d);
+}
+
+/*
+ * A first flight (sent before the server's SETTINGS, under the RFC's
+ * 64 KiB windows): the prefix and the whole message in one DATA frame,
+ * admitted at once and taken from that one frame, with no answer before
+ * END_STREAM. Then the same with a second message behind the first in
+ * that frame: exactly one message per unary call, so UNIMPLEMENTED, and
+ * the connection serves on.
+ */
+Test(grpc, a_first_flight_message_in_one_frame_is_stored_and_a_second_one_refused)
+{
+    struct daemon d;
+    size_t vlen;
+    uint8_t *v = httpc_vector("grpc-logs.grpc-frame", &vlen);
+    struct h2c *h;
+
+    cr_assert_lt(vlen, 16384u, "the vector no longer fits one DATA frame");
+    start(&d, NULL);
+    for (int i = 0; i < 3; i++) {
+        struct h2c_call c = {.body = v, .body_len = vlen};
+        cr_assert_eq(h2c_connect(d.grpc_port, false, &h), 0);
+        cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &c), 0);
+        cr_assert_eq(h2c_wait(h), 0, "first flight %d: no answer", i);
+        expect_ok(&c, "first flight");
+        h2c_call_free(&c);
+        h2c_free(h);
+    }
+    cr_expect_eq(records(&d, "logs"), 3 * 10.0);
+    cr_expect_eq(metric(&d, "miradb_otlp_bytes_total", "signal=\"logs\",transport=\"grpc\""),
+                 3.0 * (double)(vlen - 5));
+
+    uint8_t *two = malloc(2 * vlen);
+    cr_assert_not_null(two);
+    memcpy(two, v, vlen);
+    memcpy(two + vlen, v, vlen);
+    struct h2c_call twice = {.body = two, .body_len = 2 * vlen};
+    cr_assert_eq(h2c_connect(d.grpc_port, false, &h), 0);
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, NULL, &twice), 0);
+    cr_assert_eq(h2c_wait(h), 0, "two messages: no answer");
+    expect_trailers_only(&twice, 12, "two messages in one first-flight frame");
+    h2c_call_free(&twice);
+    good_export(h, "after two messages");
+    h2c_free(h);
+    cr_expect_eq(records(&d, "logs"), 4 * 10.0);
+    cr_expect_eq(errors(&d, "unsupported"), 1);
+    free(two);
+    free(v);
+    stop_clean(&d);
+}
+
 /* ---- errors ---- */
 
 Test(grpc, every_error_is_a_trailers_only_answer_with_the_right_code)
