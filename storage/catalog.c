@@ -468,8 +468,8 @@ static bool over_cap(uint64_t cap)
 {
     struct blk_stats bs;
     blk_get_stats(&bs);
-    return bs.table_heap_bytes - bs.table_inflated_bytes > cap ||
-           bs.table_inflated_bytes > cap / 2;
+    uint64_t z = bs.table_inflated_bytes; /* read apart: may run ahead of the heap */
+    return (bs.table_heap_bytes > z ? bs.table_heap_bytes - z : 0) > cap || z > cap / 2;
 }
 
 static int by_stamp(const void *x, const void *y)
