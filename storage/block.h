@@ -449,6 +449,9 @@ struct blk_stats {
      * format 4's decoded stream index (kept while the block is open).
      * Charged to the memory budget (adm.h) while held. */
     uint64_t table_heap_bytes;
+    /* of table_heap_bytes, the inflated copies of zstd tables: the bytes a
+     * plain table would leave in the file mapping (catalog.h: the cap) */
+    uint64_t table_inflated_bytes;
 };
 void blk_get_stats(struct blk_stats *out);
 struct lathist;

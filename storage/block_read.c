@@ -34,6 +34,9 @@ static _Atomic uint64_t st_verified, st_hashed, st_failures, st_quarantined;
  * columns, zstd table copies, rebuilt lists and detail, decoded stream
  * indexes (blk_heap_add; blk_stats.table_heap_bytes). */
 static _Atomic uint64_t st_heap;
+/* Of st_heap, the inflated copies of zstd tables (b->zbuf): what a plain
+ * table leaves in the file mapping (blk_stats.table_inflated_bytes). */
+static _Atomic uint64_t st_inflated;
 
 /* The read clock: blk_load and the table loads stamp a block with its next
  * tick (blk_read_stamp), so the catalog can drop the least recently read
@@ -69,6 +72,53 @@ void blk_heap_free(void *p)
     }
 }
 
+/* An inflated table copy: counted in the heap and apart (st_inflated). */
+static void zbuf_add(const void *p)
+{
+    blk_heap_add(p);
+    atomic_fetch_add(&st_inflated, malloc_usable_size((void *)p));
+}
+
+static void zbuf_free(uint8_t **pp)
+{
+    if (*pp != NULL) {
+        atomic_fetch_sub(&st_inflated, malloc_usable_size(*pp));
+        blk_heap_free(*pp);
+        *pp = NULL;
+    }
+}
+
+/* One decompression context per thread that inflates, kept for its next
+ * table (ZSTD_decompress would make and free one per call); freed when the
+ * thread exits. NULL if none could be made: the caller falls back. */
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+static bool dctx_key_ok;
+
+static void dctx_destroy(void *p)
+{
+    ZSTD_freeDCtx(p);
+}
+
+static void dctx_key_make(void)
+{
+    dctx_key_ok = pthread_key_create(&dctx_key, dctx_destroy) == 0;
+}
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+    pthread_once(&dctx_once, dctx_key_make);
+    if (!dctx_key_ok) {
+        return NULL;
+    }
+    ZSTD_DCtx *d = pthread_getspecific(dctx_key);
+    if (d == NULL && (d = ZSTD_createDCtx()) != NULL && pthread_setspecific(dctx_key, d) != 0) {
+        ZSTD_freeDCtx(d);
+        d = NULL;
+    }
+    return d;
+}
+
 void blk_get_stats(struct blk_stats *out)
 {
     struct vcache_stats vs;
@@ -81,6 +131,7 @@ void blk_get_stats(struct blk_stats *out)
     out->cache_clears = vs.clears;
     out->quarantined = atomic_load(&st_quarantined);
     out->table_heap_bytes = atomic_load(&st_heap);
+    out->table_inflated_bytes = atomic_load(&st_inflated);
 }
 
 /* |table|: a table (counted as verified) rather than the footer. */
@@ -628,13 +679,15 @@ static int do_table_load(blk *b, int t)
         if (z == NULL) {
             return -ENOMEM;
         }
-        blk_heap_add(z);
-        size_t zn = ZSTD_decompress(z, d->raw, raw, d->len);
+        zbuf_add(z);
+        ZSTD_DCtx *dc = thread_dctx();
+        size_t zn = dc != NULL ? ZSTD_decompressDCtx(dc, z, d->raw, raw, d->len)
+                               : ZSTD_decompress(z, d->raw, raw, d->len);
         if (ZSTD_isError(zn) || zn != d->raw) {
-            blk_heap_free(z);
+            zbuf_free(&z);
             return -EBADMSG;
         }
-        blk_heap_free(b->zbuf[t]); /* a load that ran out of memory may have left one */
+        zbuf_free(&b->zbuf[t]); /* a load that ran out of memory may have left one */
         b->zbuf[t] = z;
         raw = z;
     }
@@ -1056,7 +1109,7 @@ static void blk_destroy(blk *b)
         munmap(b->map, b->size);
     }
     for (int t = 0; t < N_TABLES; t++) {
-        blk_heap_free(b->zbuf[t]);
+        zbuf_free(&b->zbuf[t]);
         for (int c = 0; c < MAX_PHYS; c++) {
             blk_heap_free(b->dec[t][c]);
         }
@@ -1258,8 +1311,7 @@ static void *drop_tables_locked(blk *b)
         if (atomic_load_explicit(&b->tstate[t], memory_order_relaxed) != TS_OK) {
             continue;
         }
-        blk_heap_free(b->zbuf[t]);
-        b->zbuf[t] = NULL;
+        zbuf_free(&b->zbuf[t]);
         for (int c = 0; c < MAX_PHYS; c++) {
             blk_heap_free(b->dec[t][c]);
             b->dec[t][c] = NULL;

@@ -137,8 +137,10 @@ void catalog_get_tiers(enum signal s, struct cat_tier out[2]);
 /*
  * A query loads the tables of the sealed blocks it reads (block.h); they
  * stay loaded for the next query, charged to the memory budget, until the
- * catalog drops them. The cap bounds them: when blk_stats.table_heap_bytes
- * is above it, catalog_trim_tables drops the tables of the least recently
+ * catalog drops them. The cap bounds them: when what they built on the
+ * heap (blk_stats.table_heap_bytes less table_inflated_bytes) is above it,
+ * or the inflated copies of zstd tables (table_inflated_bytes) are above
+ * half of it, catalog_trim_tables drops the tables of the least recently
  * read blocks (blk_read_stamp) that nobody has pinned, until it is not.
  * The rule that makes that safe: a snapshot pins every block it holds
  * (blk_pin) for its holder, who may read the block's tables and keep
@@ -150,7 +152,12 @@ void catalog_get_tiers(enum signal s, struct cat_tier out[2]);
  * again it pins first (catalog_snap_pin) and loads (blk_load). Without
  * that, a running query's blocks keep their tables past the cap until it
  * releases its snapshot. 0 (the default): no cap. The daemon sets a
- * quarter of --memory-budget.
+ * quarter of --memory-budget, so loaded tables hold at most three eighths
+ * of it. The inflated copies have an allowance apart because a plain
+ * table is read from the file mapping (page cache, not charged): counted
+ * under one cap, a compressed seal's tables would get less room for the
+ * same rows than a plain seal's and be dropped and inflated again on every
+ * query (bench/STORAGE.md, "Compressed hot blocks at query time").
  */
 void catalog_set_table_cap(uint64_t bytes);
 uint64_t catalog_table_cap(void);
@@ -158,7 +165,7 @@ uint64_t catalog_table_cap(void);
  * way, by one thread at a time per block. */
 void catalog_snap_unpin(struct cat_snap *sn, size_t i);
 void catalog_snap_pin(struct cat_snap *sn, size_t i);
-/* Drops idle blocks' tables while the heap is over the cap (see above);
+/* Drops idle blocks' tables while either is over the cap (see above);
  * returns how many blocks' tables it dropped. catalog_snap_release runs it
  * after letting go of its references. Any thread; not the ingest path. */
 int catalog_trim_tables(void);

@@ -316,6 +316,120 @@ Test(catalog, the_cap_drops_the_least_recently_read_idle_tables_and_rows_read_ba
     cr_expect_eq(adm_in_use(), 0);
 }
 
+static uint64_t inflated_now(void)
+{
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_inflated_bytes;
+}
+
+/* As publish_blocks, sealed as the hot seal writes logs (root and detail
+ * zstd: their inflated copies are counted apart). */
+static void publish_hot_blocks(blk **bs, int n)
+{
+    char path[512], sub[300], err[256];
+    cr_assert_eq(tmpdir_join(sub, sizeof(sub), dir, "logs"), 0);
+    mkdir(sub, 0755);
+    struct blk_wopts o = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, SIG_LOGS);
+    for (int k = 0; k < n; k++) {
+        oblock *ob = gen_oblock(SIG_LOGS, 300 + (uint64_t)k, TC_ROWS, 50);
+        struct cat_open *h = catalog_open_add(SIG_LOGS, ob);
+        cr_assert_not_null(h);
+        struct blk_meta m = {.shard = 0, .wal_seq = (uint64_t)k + 1, .seal_id = (uint64_t)k + 1};
+        cr_assert_eq(blk_write_ex(sub, ob, oblock_rows(ob), &m, &o, path, sizeof(path)), 0);
+        cr_assert_eq(blk_open(path, &bs[k], err, sizeof(err)), 0, "%s", err);
+        blk_drop_tables(bs[k]);
+        cr_assert_eq(catalog_publish(h, bs[k], path), 0);
+    }
+}
+
+/* The blocks the cap keeps, least recently read dropped first: the
+ * longest run of the last read whose built heap (d) stays within |cap| and
+ * whose inflated copies (z) stay within half of it. */
+static int expect_kept(const uint64_t *d, const uint64_t *z, int n, uint64_t cap)
+{
+    uint64_t sd = 0, sz = 0;
+    int first = n;
+    while (first > 0 && sd + d[first - 1] <= cap && sz + z[first - 1] <= cap / 2) {
+        first--;
+        sd += d[first];
+        sz += z[first];
+    }
+    return first;
+}
+
+Test(catalog, inflated_zstd_tables_have_an_allowance_of_their_own_under_the_cap)
+{
+    enum { N = 4 };
+    static blk *bs[N];
+    static uint64_t first[N][TC_ROWS], again[TC_ROWS];
+    uint64_t d[N], z[N], sd = 0, sz = 0;
+    publish_hot_blocks(bs, N);
+    cr_assert_eq(heap_now(), 0);
+    /* Each block's loaded tables, measured alone: what they built on the
+     * heap and their inflated root and detail. */
+    for (int k = 0; k < N; k++) {
+        read_block(bs[k], first[k]);
+        z[k] = inflated_now();
+        d[k] = heap_now() - z[k];
+        cr_assert_gt(z[k], 0, "block %d: the root is zstd", k);
+        cr_assert_gt(d[k], 0);
+        blk_drop_tables(bs[k]);
+        cr_assert_eq(heap_now(), 0);
+        cr_assert_eq(inflated_now(), 0, "the inflated copies are freed with the tables");
+        sd += d[k];
+        sz += z[k];
+    }
+    for (int k = 0; k < N; k++) {
+        read_block(bs[k], again);
+    }
+    cr_assert_eq(heap_now(), sd + sz);
+    cr_assert_eq(inflated_now(), sz);
+
+    /* Room for every block's built heap and twice their inflated copies:
+     * nothing is dropped, though the whole heap is over the cap. */
+    uint64_t cap = sd > 2 * sz ? sd : 2 * sz;
+    cr_assert_gt(heap_now(), cap);
+    catalog_set_table_cap(cap);
+    cr_expect_eq(catalog_trim_tables(), 0);
+    for (int k = 0; k < N; k++) {
+        cr_expect(blk_holds_tables(bs[k]), "block %d", k);
+    }
+
+    /* The inflated copies over half the cap: the least recently read go
+     * until they fit; and again with the built heap the tighter bound. */
+    uint64_t caps[2] = {sz + z[N - 1] / 2, sd - d[0] / 2};
+    for (int c = 0; c < 2; c++) {
+        for (int k = 0; k < N; k++) {
+            read_block(bs[k], again); /* all loaded, read in order */
+            for (uint64_t i = 0; i < TC_ROWS; i++) {
+                cr_assert_eq(again[i], first[k][i], "block %d row %llu", k, (unsigned long long)i);
+            }
+        }
+        catalog_set_table_cap(0);
+        catalog_trim_tables();
+        for (int k = 0; k < N; k++) {
+            cr_assert(blk_holds_tables(bs[k]));
+        }
+        int keep = expect_kept(d, z, N, caps[c]);
+        cr_assert(keep > 0 && keep < N, "cap %d drops some but not all (%d)", c, keep);
+        catalog_set_table_cap(caps[c]);
+        cr_expect_eq(catalog_trim_tables(), keep, "cap %d", c);
+        for (int k = 0; k < N; k++) {
+            cr_expect_eq(blk_holds_tables(bs[k]), k >= keep, "cap %d block %d", c, k);
+        }
+        cr_expect_leq(inflated_now(), caps[c] / 2);
+        cr_expect_leq(heap_now() - inflated_now(), caps[c]);
+        catalog_set_table_cap(0);
+    }
+    blk_scratch_release();
+    cr_expect_eq(adm_in_use(), heap_now(), "charged to the budget, the inflated copies too");
+    catalog_fini();
+    cr_expect_eq(heap_now(), 0);
+    cr_expect_eq(inflated_now(), 0);
+    cr_expect_eq(adm_in_use(), 0);
+}
+
 Test(catalog, a_block_an_open_snapshot_holds_keeps_its_tables_past_the_cap)
 {
     static blk *bs[TC_BLOCKS];
