@@ -478,15 +478,21 @@ static int by_stamp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Under the lock: each listed block holding tables, into |out| (NULL:
- * only counted); the drop skips those pinned (catalog.h). */
-static size_t idle_loaded_locked(blk **out)
+/* Under the lock: the listed blocks holding tables, at most |cap| of them
+ * into |out| (NULL: only counted); the drop skips those pinned
+ * (catalog.h). A query may load a table between the count and the fill
+ * (tables load under the block's lock, not this one), so the fill is
+ * bounded by what was counted. */
+static size_t idle_loaded_locked(blk **out, size_t cap)
 {
     size_t n = 0;
     for (int s = 0; s < SIG_COUNT; s++) {
         for (struct cat_blk *cb = sigs[s].blocks; cb != NULL; cb = cb->next) {
             if (blk_holds_tables(cb->b)) {
                 if (out != NULL) {
+                    if (n == cap) {
+                        return n;
+                    }
                     out[n] = cb->b;
                 }
                 n++;
@@ -504,10 +510,10 @@ int catalog_trim_tables(void)
     }
     int dropped = 0;
     pthread_mutex_lock(&lock);
-    size_t n = idle_loaded_locked(NULL);
+    size_t n = idle_loaded_locked(NULL, 0);
     blk **v = n > 0 ? malloc(n * sizeof(*v)) : NULL;
     if (v != NULL) {
-        n = idle_loaded_locked(v);
+        n = idle_loaded_locked(v, n);
         qsort(v, n, sizeof(*v), by_stamp);
         for (size_t i = 0; i < n && over_cap(cap); i++) {
             dropped += blk_drop_tables_unpinned(v[i]);
