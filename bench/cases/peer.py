@@ -10,6 +10,11 @@ Arms (client, protocol, signal):
   wrk      HTTP/1.1 keep-alive POST of one fixed 1,000-record ExportLogsServiceRequest
            (PEER_PAYLOAD, default ../shared/peers/fluent-bit/logs-1000.pb, 359 KB) to
            /v1/logs: a client that is not MiraDB's own code. Latency = wrk's own percentiles.
+  h2load   nghttp2's h2load over gRPC (HTTP/2, one stream per connection) posting the same
+           request as the wrk arm, framed as one gRPC message, to LogsService/Export: the gRPC
+           figure that depends neither on MiraDB's own client nor on its generator's payload.
+           h2load sees only :status, so MiraDB's count of records is checked on its /metrics
+           (acked_match); latency from h2load's per-request log (--log-file).
   load     build/otlp-load, 1,000-record requests from its generator pool, over gRPC and over
            HTTP/1.1 protobuf (--any-2xx: Fluent Bit answers 201), logs; traces and metrics over
            gRPC.
@@ -145,9 +150,11 @@ class FluentBit:
 def grid():
     """(arm, protocol, signal, connections, miradb --ack or None for Fluent Bit's point)."""
     if bl.QUICK:
-        pts = [("wrk", "http/protobuf", "logs", 4), ("load", "grpc", "logs", 4)]
+        pts = [("wrk", "http/protobuf", "logs", 4), ("h2load", "grpc", "logs", 4),
+               ("load", "grpc", "logs", 4)]
         return pts, [("wrk", "http/protobuf", "logs", 4)]
     pts = [("wrk", "http/protobuf", "logs", c) for c in (1, 4, 16)]
+    pts += [("h2load", "grpc", "logs", c) for c in (4, 16)]
     pts += [("load", p, "logs", c) for p in ("grpc", "http/protobuf") for c in (4, 16)]
     pts += [("load", "grpc", s, 4) for s in ("traces", "metrics")]
     fsync = [("wrk", "http/protobuf", "logs", c) for c in (4, 16)] + [("load", "grpc", "logs", 4)]
@@ -177,6 +184,46 @@ def run_wrk(port, signal_, conns, secs, payload, lua):
         "ack_p50_ms": j["p50_us"] / 1000.0,
         "ack_p99_ms": j["p99_us"] / 1000.0,
         "ack_max_ms": j["max_us"] / 1000.0,
+    }
+
+
+def run_h2load(port, conns, secs, payload, workdir):
+    """h2load over gRPC: |payload| (an ExportLogsServiceRequest) as one uncompressed message."""
+    msg = os.path.join(workdir, "payload.grpc")
+    with open(payload, "rb") as f:
+        body = f.read()
+    with open(msg, "wb") as f:
+        f.write(b"\x00" + len(body).to_bytes(4, "big") + body)
+    logf = os.path.join(workdir, "h2load.log")
+    argv = ["h2load", "-D", str(secs), "-c", str(conns), "-t", str(min(conns, 2)), "-m", "1",
+            "-d", msg, "-H", "content-type: application/grpc", "-H", "te: trailers",
+            "--log-file=" + logf,
+            "http://127.0.0.1:%d/opentelemetry.proto.collector.logs.v1.LogsService/Export" % port]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=secs + 90,
+                       preexec_fn=bl._pdeathsig)
+    m = re.search(r"finished in ([0-9.]+)(m?s)", p.stdout)
+    r = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, "
+                  r"(\d+) errored, (\d+) timeout", p.stdout)
+    if p.returncode != 0 or not m or not r:
+        raise RuntimeError("h2load failed (%s): %s" % (p.returncode, (p.stdout + p.stderr)[-500:]))
+    lat = []
+    with open(logf) as f:
+        for ln in f:
+            c = ln.split()
+            if len(c) == 3 and c[1].startswith("2"):
+                lat.append(int(c[2]) / 1000.0)
+    lat.sort()
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
+    ok = int(r.group(2))
+    return {
+        "elapsed_s": float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0),
+        "requests_acked": ok,
+        "records_acked": ok * 1000,
+        "errors_total": int(r.group(3)) + int(r.group(4)) + int(r.group(5)),
+        "ack_samples": len(lat),
+        "ack_p50_ms": pct(0.50),
+        "ack_p99_ms": pct(0.99),
+        "ack_max_ms": lat[-1] if lat else None,
     }
 
 
@@ -212,6 +259,8 @@ def one(build, pt, ack, server, secs, payload, lua, fbbin, workdir):
         cpu0 = bl.proc_cpu_s(srv.pid)
         if arm == "wrk":
             r = run_wrk(port, sig, conns, secs, payload, lua)
+        elif arm == "h2load":
+            r = run_h2load(port, conns, secs, payload, workdir)
         else:
             r = run_load(build, port, proto, sig, conns, secs, fb)
         cpu = bl.proc_cpu_s(srv.pid) - cpu0
@@ -278,15 +327,16 @@ def main():
         bl.emit({"case": "peer", "skipped": "no Fluent Bit binary"})
         return 0
     payload = payload_path()
-    have_wrk = shutil.which("wrk") is not None
     pts, fsync_pts = grid()
     skipped = []
-    if payload is None or not have_wrk:
-        why = "no wrk (apt-get install wrk)" if not have_wrk else "no payload file"
-        bl.log("peer: wrk arm skipped: %s" % why)
-        skipped.append("wrk: " + why)
-        pts = [p for p in pts if p[0] != "wrk"]
-        fsync_pts = [p for p in fsync_pts if p[0] != "wrk"]
+    for client, pkg in (("wrk", "wrk"), ("h2load", "nghttp2-client")):
+        have = shutil.which(client) is not None
+        if payload is None or not have:
+            why = "no %s (apt-get install %s)" % (client, pkg) if not have else "no payload file"
+            bl.log("peer: %s arm skipped: %s" % (client, why))
+            skipped.append("%s: %s" % (client, why))
+            pts = [p for p in pts if p[0] != client]
+            fsync_pts = [p for p in fsync_pts if p[0] != client]
     workdir = tempfile.mkdtemp(prefix="miradb-peer-")
     lua = os.path.join(workdir, "post.lua")
     with open(lua, "w") as f:
