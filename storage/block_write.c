@@ -183,6 +183,8 @@ static void wcols_free(struct wcols *w)
     free(w->pref);
     free(w->pht);
     vbuf_fini(&w->praw);
+    vbuf_fini(&w->tdir);
+    vbuf_fini(&w->tdata);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1420,7 +1422,10 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     vbuf_reset(&s->kc.keys);
     /* format 5: a value dictionary in the attribute table (logs, spans) */
     const struct spec *as = spec_of(BLK_VERSION, sig, 1);
-    s->vd_on = as->e[as->n - 1].type == 'V';
+    s->vd_on = false;
+    for (unsigned i = 0; i < as->n; i++) {
+        s->vd_on = s->vd_on || as->e[i].type == 'V';
+    }
     if (s->vd_on && vdict_reset(&s->vd) < 0) {
         return -ENOMEM;
     }
@@ -1565,6 +1570,16 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         rc = akeys_build(sc, sig);
+    }
+    vbuf_reset(&w->tdir);
+    if (rc == 0 && o != NULL && o->attrs_by_key && sig != SIG_METRICS) {
+        struct dictb *d = &w->D[X_ADICT];
+        rc = akeys_by_key(d->data.p, d->data.len, w->nkeys, w->nvals, &w->tdata, &w->tdir);
+        if (rc == 0) { /* the same bytes by key take the lists' place */
+            struct vbuf tv = d->data;
+            d->data = w->tdata;
+            w->tdata = tv;
+        }
     }
     if (rc < 0) {
         goto out;
