@@ -563,7 +563,7 @@ int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t 
             rc = -EBADMSG;
             break;
         }
-        memcpy(q, cs, (size_t)(cur[0] - cs));
+        copy16(q, cs, (size_t)(cur[0] - cs)); /* see COPY_SLACK: the data column's slack */
         q += cur[0] - cs;
         uint64_t k = 0;
         if (code == 0) {
@@ -580,7 +580,7 @@ int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t 
             rc = -EBADMSG;
             break;
         }
-        memcpy(q, cur[k], (size_t)(ve - cur[k]));
+        copy16(q, cur[k], (size_t)(ve - cur[k]));
         q += ve - cur[k];
         cur[k] = ve;
     }
