@@ -777,8 +777,8 @@ int akeys_load(blk *b, uint64_t nd, bool vd);
  * u64, nothing when nkeys is 0: then |out| is data as it is). 0, -EINVAL
  * (a list that does not parse), -ENOMEM.
  */
-int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals,
-                 struct vbuf *out, struct vbuf *dir);
+int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals, struct vbuf *out,
+                 struct vbuf *dir);
 /*
  * The inverse: data[0, len) stored by key with stream lengths dir[0,
  * dirlen) back into the lists' layout, into a fresh buffer of len +

@@ -452,8 +452,8 @@ static const uint8_t *literal_end(const uint8_t *p, const uint8_t *end)
  * keys are at most KC_MAX, so the per-key arrays are one allocation per
  * table, not per row.
  */
-int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals,
-                 struct vbuf *out, struct vbuf *dir)
+int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals, struct vbuf *out,
+                 struct vbuf *dir)
 {
     vbuf_reset(out);
     vbuf_reset(dir);

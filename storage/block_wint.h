@@ -51,7 +51,7 @@ struct wcols {
     struct vbuf praw;
     struct vbuf tdir;  /* format 6: the T column (empty: lists not by key) */
     struct vbuf tdata; /* format 6: the lists by key, swapped with D[X_ADICT].data */
-    uint32_t *pht; /* span id -> row + 1 */
+    uint32_t *pht;     /* span id -> row + 1 */
     size_t cap_pht;
 };
 

@@ -70,16 +70,16 @@ static int load_attrs(const char *path)
 /* The lists as format 5 lays them out, row by row: code 1, "x<i>"; code
  * 2, zz(1000 i); code 4 (c="same"). */
 static const uint8_t interleaved[] = {
-    1, VAL_STR, 2, 'x', '0', 2, VAL_INT, 0,    4, /* row 0 */
+    1, VAL_STR, 2, 'x', '0', 2, VAL_INT, 0,    4,       /* row 0 */
     1, VAL_STR, 2, 'x', '1', 2, VAL_INT, 0xd0, 0x0f, 4, /* zz(1000) = 2000 */
     1, VAL_STR, 2, 'x', '2', 2, VAL_INT, 0xa0, 0x1f, 4, /* zz(2000) = 4000 */
 };
 /* The same bytes by key: the codes, then key 0's values, key 1's, key 2's
  * (none: its only value is the dictionary's). */
 static const uint8_t by_key[] = {
-    1,       2,   4,   1,       2,   4,   1,       2,    4,    /* codes */
-    VAL_STR, 2,   'x', '0',     VAL_STR, 2, 'x',   '1',  VAL_STR, 2, 'x', '2', /* s */
-    VAL_INT, 0,   VAL_INT, 0xd0, 0x0f, VAL_INT, 0xa0, 0x1f, /* n */
+    1,       2, 4,       1,    2,       4,       1,    2,    4,                    /* codes */
+    VAL_STR, 2, 'x',     '0',  VAL_STR, 2,       'x',  '1',  VAL_STR, 2, 'x', '2', /* s */
+    VAL_INT, 0, VAL_INT, 0xd0, 0x0f,    VAL_INT, 0xa0, 0x1f,                       /* n */
 };
 
 /*
@@ -195,8 +195,8 @@ Test(block_fmt6, format_6_span_lists_by_key_read_back_and_shrink)
     struct blk_table_info i5, i6;
     cr_assert_eq(blk_table_info(b5, 1, &i5), 0);
     cr_assert_eq(blk_table_info(b6, 1, &i6), 0);
-    cr_assert_lt(i6.length, i5.length, "%llu vs %llu",
-                 (unsigned long long)i6.length, (unsigned long long)i5.length);
+    cr_assert_lt(i6.length, i5.length, "%llu vs %llu", (unsigned long long)i6.length,
+                 (unsigned long long)i5.length);
     blk_unref(b5);
     blk_unref(b6);
     oblock_free(ob);
