@@ -201,3 +201,67 @@ Test(block_fmt6, format_6_span_lists_by_key_read_back_and_shrink)
     blk_unref(b6);
     oblock_free(ob);
 }
+
+/*
+ * Past the writer's 4096 counted keys a list is stored literal (code 0,
+ * then the whole key-value): by key, a literal stays in the code stream.
+ * 4200 rows, each "h" = "x" (in every row: a value dictionary code) then
+ * a key of its own "k0" .. "k4199" with int i: T has 4096 lengths (h and
+ * k0 .. k4094), h's stream is empty, each k's holds its one int, and
+ * every row (literal ones from 4095 on) and hot value reads back.
+ */
+Test(block_fmt6, format_6_keeps_literal_lists_in_the_code_stream)
+{
+    enum { N = 4200 };
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        struct log_row *r = batch_add_log(bt);
+        cr_assert_not_null(r);
+        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000ull;
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        char k[16];
+        snprintf(k, sizeof(k), "k%u", i);
+        cr_assert_eq(val_put_key(h, "h", 1), 0);
+        cr_assert_eq(val_put_str(h, "x", 1), 0);
+        cr_assert_eq(val_put_key(h, k, strlen(k)), 0);
+        cr_assert_eq(val_put_int(h, i), 0);
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 2};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .attrs_by_key = true};
+    char path[512];
+    write_block(ob, N, 0, 65, &o, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    uint64_t len, t = column_at(f, n, 1, 8, &len);
+    cr_assert_eq(len, 8 * 4096);
+    cr_assert_eq(get64(f + t), 0, "h: every value a dictionary code");
+    for (uint32_t k = 1; k < 4096; k++) {
+        uint64_t want = 1 + (k - 1 < 64 ? 1 : k - 1 < 8192 ? 2 : 3); /* type + uv zz(i) */
+        cr_assert_eq(get64(f + t + 8 * k), want, "key %u", k);
+    }
+    free(f);
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_n_hot_attrs(b), 1);
+    for (uint64_t j = 0; j < N; j++) { /* rows in time order: as appended */
+        struct val v;
+        cr_assert_eq(blk_hot_attr(b, 0, j, &v), 1, "row %llu", (unsigned long long)j);
+        cr_assert(v.type == VAL_STR && v.n == 1 && v.s[0] == 'x');
+        struct log_view got, want;
+        cr_assert_eq(blk_log(b, j, BLK_ATTRS, &got), 0);
+        cr_assert_eq(oblock_log(ob, j, &want), 0);
+        cr_assert(got.attrs.count == 2 && got.attrs.len == want.attrs.len &&
+                      memcmp(got.attrs.p, want.attrs.p, want.attrs.len) == 0,
+                  "row %llu", (unsigned long long)j);
+    }
+    blk_unref(b);
+    oblock_free(ob);
+    batch_free(bt);
+}
