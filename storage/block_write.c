@@ -184,7 +184,6 @@ static void wcols_free(struct wcols *w)
     free(w->pht);
     vbuf_fini(&w->praw);
     vbuf_fini(&w->tdir);
-    vbuf_fini(&w->tdata);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1574,11 +1573,13 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     vbuf_reset(&w->tdir);
     if (rc == 0 && o != NULL && o->attrs_by_key && sig != SIG_METRICS) {
         struct dictb *d = &w->D[X_ADICT];
-        rc = akeys_by_key(d->data.p, d->data.len, w->nkeys, w->nvals, &w->tdata, &w->tdir);
-        if (rc == 0) { /* the same bytes by key take the lists' place */
+        /* into the buffer of the lists before akeys_build coded them (not
+         * read again): the same bytes by key take the coded lists' place */
+        rc = akeys_by_key(d->data.p, d->data.len, w->nkeys, w->nvals, &sc->ak_data, &w->tdir);
+        if (rc == 0) {
             struct vbuf tv = d->data;
-            d->data = w->tdata;
-            w->tdata = tv;
+            d->data = sc->ak_data;
+            sc->ak_data = tv;
         }
     }
     if (rc < 0) {
