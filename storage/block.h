@@ -40,8 +40,9 @@
  * to this one and refuses any other. 2: split-block blooms (algorithm 2);
  * 3: delta-coded INT columns, attribute lists as a per-block dictionary;
  * 4: sparse metric values, coded metric detail, a varint stream index;
- * 5: a per-block value dictionary in log and span attribute lists. */
-#define BLK_VERSION 5
+ * 5: a per-block value dictionary in log and span attribute lists;
+ * 6: log and span attribute lists may be stored by key (cold blocks). */
+#define BLK_VERSION 6
 
 struct blk_meta {
     uint32_t shard;
@@ -81,6 +82,11 @@ struct blk_wopts {
      * whose rows it holds (borrowed for the call). */
     const struct blk_source *sources;
     uint32_t n_sources;
+    /* Logs and spans: store the attribute lists' values by key, each key's
+     * values of every row together (block_int.h, "v6 ATTRS"): smaller
+     * under zstd (a key's values look alike), one more pass at the write
+     * and at each table load. The cold tier's choice (compact.c). */
+    bool attrs_by_key;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest

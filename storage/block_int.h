@@ -15,18 +15,19 @@
  *   block_rows.c     row views and column access over loaded tables
  *   block_inspect.c  introspection (`miradb inspect`, `miradb fsck`)
  *
- * FILE FORMAT, version 5 (this miradb writes 5 and reads 2, 3, 4 and 5;
- * what format 3 changed is marked "v3", what format 4 changed "v4" (metric
- * blocks and the span root), what format 5 changed "v5" (the log and span
- * attribute tables), and a reader of an older format refuses a newer file
- * at open with "block format version 5 is newer than this miradb (4)")
+ * FILE FORMAT, version 6 (this miradb writes 6 and reads 2, 3, 4, 5 and
+ * 6; what format 3 changed is marked "v3", what format 4 changed "v4"
+ * (metric blocks and the span root), what format 5 changed "v5" (the log
+ * and span attribute tables), what format 6 changed "v6" (the same
+ * tables, by key), and a reader of an older format refuses a newer file
+ * at open with "block format version 6 is newer than this miradb (5)")
  * (integers little-endian; "zz" = zigzag of a two's-complement int64:
  * (x << 1) ^ (x >> 63); "uv" = unsigned LEB128; every table, column and
  * footer section starts at a multiple of 8 bytes, padding is zero)
  *
  *   HEADER (64 bytes, at 0)
  *     0  8   magic "MiraBlk\0"
- *     8  u32 format version (5; 4, 3 and 2 for files of earlier releases)
+ *     8  u32 format version (6; 5, 4, 3 and 2 for files of earlier releases)
  *    12  u32 header size (64)
  *    16  u8  signal (1 logs, 2 traces, 3 metrics), then 3 zero bytes
  *    20  u32 shard
@@ -172,6 +173,19 @@
  *   its key's values repeat (block_vdict.c), the most frequent first so
  *   that they take the shortest codes. A code past V, an entry whose key
  *   is past K or whose value does not fill it exactly, fails the load.
+ *   v6 ATTRS of logs and traces: as v5, then one more column:
+ *     T  (v6, the lists by key) RAW of 0 bytes: the D data is laid out
+ *        as in v5 (the hot seal); or of nkeys x u64: the D data (the same
+ *        bytes, the same offsets) is stored by key, the byte at a time
+ *        permuted: first the code stream (every list's codes in dictionary
+ *        entry order, each literal key-value after its code 0), then for
+ *        key id k = 0 .. nkeys - 1 the values of code k + 1, in the same
+ *        order, T's u64 k bytes of them. The load walks the code stream
+ *        and takes each value from its key's stream (val.h says where it
+ *        ends) back into v5's layout; a value past its stream, a stream
+ *        not used up, or lengths over the data fail the load. zstd finds
+ *        a key's values alike (4.8 B a log record, 3.0 a span less on the
+ *        generator's corpus; bench/STORAGE.md, h-cold).
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -383,7 +397,8 @@ struct ent {
     char type; /* 'I', 'S', 'D', 'R', 'K' (the key dictionary: an S of its own count),
                 * 'Z' (v4: sparse R), 'F' (v4: the f64 list dictionary, an S of its own count),
                 * 'P' (v4: parent span ids as row references), 'V' (v5: the value
-                * dictionary, an S of its own count) */
+                * dictionary, an S of its own count), 'T' (v6: the attribute
+                * lists' stream lengths when stored by key, one RAW) */
     uint8_t idx;
     uint8_t arg; /* R: element size; I: enum lim */
 };
@@ -432,6 +447,11 @@ static const struct ent logs_attrs5[] = {
     {'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}};
 static const struct ent spans_attrs5[] = {
     {'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}};
+/* Format 6's: the lists' stream lengths (empty: not by key) at the end. */
+static const struct ent logs_attrs6[] = {
+    {'I', L_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}, {'T', 0, 0}};
+static const struct ent spans_attrs6[] = {
+    {'I', T_ACOUNT, 0}, {'D', X_ADICT, 0}, {'K', X_KEYS, 0}, {'V', X_VALS, 0}, {'T', 0, 0}};
 
 #define SPEC(a)                                                                                    \
     {                                                                                              \
@@ -463,8 +483,8 @@ static const struct ent points_detail4[] = {{'I', M_FLAGS, 0},
                                             {'I', M_NEX, 0},
                                             {'F', X_FLISTS, 0}};
 
-/* By format version - 2 (2, 3, 4 or 5), signal - 1, table. */
-static const struct spec specs[4][SIG_COUNT][N_TABLES] = {
+/* By format version - 2 (2, 3, 4, 5 or 6), signal - 1, table. */
+static const struct spec specs[5][SIG_COUNT][N_TABLES] = {
     {
         {SPEC(logs_root), SPEC(logs_attrs), SPEC(logs_detail)},
         {SPEC(spans_root), SPEC(spans_attrs), SPEC(spans_detail)},
@@ -485,11 +505,20 @@ static const struct spec specs[4][SIG_COUNT][N_TABLES] = {
         {SPEC(spans_root4), SPEC(spans_attrs5), SPEC(spans_detail)},
         {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
     },
+    {
+        {SPEC(logs_root), SPEC(logs_attrs6), SPEC(logs_detail)},
+        {SPEC(spans_root4), SPEC(spans_attrs6), SPEC(spans_detail)},
+        {SPEC(points_root4), SPEC(points_attrs3), SPEC(points_detail4)},
+    },
 };
 
 static inline const struct spec *spec_of(unsigned version, enum signal sig, int t)
 {
-    return &specs[version >= 5 ? 3 : version >= 4 ? 2 : version >= 3 ? 1 : 0][sig - 1][t];
+    return &specs[version >= 6   ? 4
+                  : version >= 5 ? 3
+                  : version >= 4 ? 2
+                  : version >= 3 ? 1
+                                 : 0][sig - 1][t];
 }
 
 /* The oldest format this miradb reads. */
@@ -646,6 +675,8 @@ struct blk {
     uint8_t *hotpos;       /* format 5: the hot key columns, found at load (hot[] points here) */
     uint64_t n_keys;       /* entries of the key dictionary (S[X_KEYS]) */
     uint64_t n_vals;       /* format 5: entries of the value dictionary (S[X_VALS]) */
+    const uint8_t *atrans; /* format 6: the T column (in the attrs table), or NULL */
+    uint64_t atrans_len;
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
@@ -739,6 +770,24 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
  * freed the previous ones. 0, -EBADMSG, -ENOMEM.
  */
 int akeys_load(blk *b, uint64_t nd, bool vd);
+/*
+ * Format 6: the key-coded lists data[0, len) (nkeys keys, nvals value
+ * entries: the D data as akeys_encode made it) by key into |out| (reset
+ * first; len bytes), their stream lengths into |dir| (reset first; nkeys
+ * u64, nothing when nkeys is 0: then |out| is data as it is). 0, -EINVAL
+ * (a list that does not parse), -ENOMEM.
+ */
+int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals, struct vbuf *out,
+                 struct vbuf *dir);
+/*
+ * The inverse: data[0, len) stored by key with stream lengths dir[0,
+ * dirlen) back into the lists' layout, into a fresh buffer of len +
+ * AKEYS_SLACK bytes (*out; the caller frees it). 0, -EBADMSG (dirlen not
+ * 8 x nkeys, lengths over len, a code or value out of place, a stream
+ * not used up), -ENOMEM.
+ */
+int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t dirlen,
+                    uint64_t nkeys, uint64_t nvals, uint8_t **out);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16

@@ -411,3 +411,190 @@ int akeys_load(blk *b, uint64_t nd, bool vd)
     free(hk.pos);
     return rc;
 }
+
+/* The code at *p (1 to 3 bytes, as akeys_encode writes it: below 2^21),
+ * advanced; false when it runs past |end| or a third byte continues. */
+static bool code_take(const uint8_t **p, const uint8_t *end, uint64_t *code)
+{
+    const uint8_t *q = *p;
+    uint64_t c = 0;
+    for (unsigned k = 0; k < 3; k++) {
+        if (q == end) {
+            return false;
+        }
+        uint8_t b = *q++;
+        c |= (uint64_t)(b & 0x7f) << (7 * k);
+        if ((b & 0x80) == 0) {
+            *p = q;
+            *code = c;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Where the literal key-value at p (uv key length, key, value) ends, or
+ * NULL past |end|. */
+static const uint8_t *literal_end(const uint8_t *p, const uint8_t *end)
+{
+    struct val_rd r = {p, end};
+    const char *k;
+    size_t kn;
+    if (val_rd_str(&r, &k, &kn) < 0) {
+        return NULL;
+    }
+    return value_end(r.p, end);
+}
+
+/*
+ * Both directions walk the same code stream. The writer's first pass
+ * finds each value's key and length (sizes per key), its second copies;
+ * keys are at most KC_MAX, so the per-key arrays are one allocation per
+ * table, not per row.
+ */
+int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals, struct vbuf *out,
+                 struct vbuf *dir)
+{
+    vbuf_reset(out);
+    vbuf_reset(dir);
+    if (nkeys == 0 || len == 0) {
+        return vbuf_put(out, data, len);
+    }
+    uint64_t *at = calloc(nkeys + 1, sizeof(*at)); /* at[0] codes, at[k + 1] key k */
+    if (at == NULL) {
+        return -ENOMEM;
+    }
+    int rc = 0;
+    const uint8_t *end = data + len;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        if (pass == 1) {
+            uint64_t off = 0;
+            for (uint64_t k = 0; k <= nkeys; k++) { /* lengths into starts */
+                uint64_t n = at[k];
+                at[k] = off;
+                off += n;
+                if (k > 0 && vbuf_put_u64(dir, n) < 0) {
+                    rc = -ENOMEM;
+                }
+            }
+            if (rc == 0 && vbuf_reserve(out, len) < 0) {
+                rc = -ENOMEM;
+            }
+            if (rc < 0) {
+                break;
+            }
+            out->len = len;
+        }
+        for (const uint8_t *p = data; p < end;) {
+            const uint8_t *cs = p, *ve;
+            uint64_t code, k = 0;
+            if (!code_take(&p, end, &code)) {
+                rc = -EINVAL;
+                break;
+            }
+            if (code == 0) {
+                ve = literal_end(p, end);
+                p = cs; /* the literal stays behind its code */
+            } else if (code <= nkeys) {
+                ve = value_end(p, end);
+                k = code;
+            } else if (code - nkeys <= nvals) {
+                ve = p;
+            } else {
+                ve = NULL;
+            }
+            if (ve == NULL) {
+                rc = -EINVAL;
+                break;
+            }
+            if (pass == 0) {
+                at[0] += (uint64_t)(p - cs);
+                at[k] += (uint64_t)(ve - p);
+            } else {
+                memcpy(out->p + at[0], cs, (size_t)(p - cs));
+                at[0] += (uint64_t)(p - cs);
+                memcpy(out->p + at[k], p, (size_t)(ve - p));
+                at[k] += (uint64_t)(ve - p);
+            }
+            p = ve;
+        }
+    }
+    free(at);
+    return rc;
+}
+
+int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t dirlen,
+                    uint64_t nkeys, uint64_t nvals, uint8_t **out)
+{
+    if (dirlen != 8 * nkeys || nkeys == 0) {
+        return -EBADMSG;
+    }
+    /* cur[k] / lim[k]: key k's stream (k = 0 the codes, k + 1 key k) */
+    const uint8_t **cur = malloc(2 * (nkeys + 1) * sizeof(*cur));
+    uint8_t *o = malloc(len + COPY_SLACK);
+    if (cur == NULL || o == NULL) {
+        free(cur);
+        free(o);
+        return -ENOMEM;
+    }
+    const uint8_t **lim = cur + nkeys + 1;
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < nkeys; k++) {
+        uint64_t n = rd64(dir + 8 * k);
+        if (n > len - sum) {
+            free(cur);
+            free(o);
+            return -EBADMSG;
+        }
+        sum += n;
+    }
+    cur[0] = data;
+    lim[0] = data + (len - sum);
+    for (uint64_t k = 0; k < nkeys; k++) {
+        cur[k + 1] = lim[k];
+        lim[k + 1] = lim[k] + rd64(dir + 8 * k);
+    }
+    uint8_t *q = o;
+    int rc = 0;
+    while (cur[0] < lim[0]) {
+        const uint8_t *cs = cur[0], *ve;
+        uint64_t code;
+        if (!code_take(&cur[0], lim[0], &code)) {
+            rc = -EBADMSG;
+            break;
+        }
+        copy16(q, cs, (size_t)(cur[0] - cs)); /* see COPY_SLACK: the data column's slack */
+        q += cur[0] - cs;
+        uint64_t k = 0;
+        if (code == 0) {
+            ve = literal_end(cur[0], lim[0]);
+        } else if (code <= nkeys) {
+            k = code;
+            ve = value_end(cur[k], lim[k]);
+        } else if (code - nkeys <= nvals) {
+            continue;
+        } else {
+            ve = NULL;
+        }
+        if (ve == NULL) {
+            rc = -EBADMSG;
+            break;
+        }
+        copy16(q, cur[k], (size_t)(ve - cur[k]));
+        q += ve - cur[k];
+        cur[k] = ve;
+    }
+    for (uint64_t k = 1; k <= nkeys && rc == 0; k++) {
+        if (cur[k] != lim[k]) {
+            rc = -EBADMSG;
+        }
+    }
+    free(cur);
+    if (rc < 0) {
+        free(o);
+        return rc;
+    }
+    memset(q, 0, COPY_SLACK); /* q == o + len: every byte came from a stream */
+    *out = o;
+    return 0;
+}

@@ -543,6 +543,11 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             c += 2;
             break;
         }
+        case 'T': /* format 6: the lists' stream lengths, checked when they are used */
+            b->atrans = cl[c] > 0 ? cp[c] : NULL;
+            b->atrans_len = cl[c];
+            c += 1;
+            break;
         }
     }
     for (unsigned h = 0; c + h < nphys; h++) {
@@ -623,7 +628,22 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if ((uint64_t)(p + len - (cp[3] + cl[3])) < AKEYS_SLACK) {
             return -EBADMSG; /* the key dictionary follows in a file we wrote */
         }
+        uint8_t *lists = NULL;
+        if (b->version >= 6 && b->atrans != NULL) {
+            /* Format 6: the lists stored by key, back in their layout for
+             * the rebuild (this copy lives only as long as it). */
+            rc = akeys_from_keys(cp[3], cl[3], b->atrans, b->atrans_len, b->n_keys,
+                                 vd ? b->n_vals : 0, &lists);
+            if (rc < 0) {
+                return rc;
+            }
+            b->D[X_ADICT].dict.data = lists;
+        }
         rc = akeys_load(b, nd, vd);
+        if (rc < 0 && lists != NULL) {
+            b->D[X_ADICT].dict.data = cp[3];
+        }
+        free(lists);
         if (rc < 0) {
             return rc;
         }

@@ -49,7 +49,8 @@ struct wcols {
     uint64_t *pref;        /* format 4: parent references (block_parents.c) */
     size_t cap_pref;
     struct vbuf praw;
-    uint32_t *pht; /* span id -> row + 1 */
+    struct vbuf tdir; /* format 6: the T column (empty: lists not by key) */
+    uint32_t *pht;    /* span id -> row + 1 */
     size_t cap_pht;
 };
 

@@ -183,6 +183,7 @@ static void wcols_free(struct wcols *w)
     free(w->pref);
     free(w->pht);
     vbuf_fini(&w->praw);
+    vbuf_fini(&w->tdir);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1420,7 +1421,10 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     vbuf_reset(&s->kc.keys);
     /* format 5: a value dictionary in the attribute table (logs, spans) */
     const struct spec *as = spec_of(BLK_VERSION, sig, 1);
-    s->vd_on = as->e[as->n - 1].type == 'V';
+    s->vd_on = false;
+    for (unsigned i = 0; i < as->n; i++) {
+        s->vd_on = s->vd_on || as->e[i].type == 'V';
+    }
     if (s->vd_on && vdict_reset(&s->vd) < 0) {
         return -ENOMEM;
     }
@@ -1565,6 +1569,18 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     if (rc == 0) {
         rc = akeys_build(sc, sig);
+    }
+    vbuf_reset(&w->tdir);
+    if (rc == 0 && o != NULL && o->attrs_by_key && sig != SIG_METRICS) {
+        struct dictb *d = &w->D[X_ADICT];
+        /* into the buffer of the lists before akeys_build coded them (not
+         * read again): the same bytes by key take the coded lists' place */
+        rc = akeys_by_key(d->data.p, d->data.len, w->nkeys, w->nvals, &sc->ak_data, &w->tdir);
+        if (rc == 0) {
+            struct vbuf tv = d->data;
+            d->data = sc->ak_data;
+            sc->ak_data = tv;
+        }
     }
     if (rc < 0) {
         goto out;

@@ -296,6 +296,9 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
             emit_int(t, w->pref, w->rows);
             emit_raw(t, w->praw.p, w->praw.len);
             break;
+        case 'T':
+            emit_raw(t, w->tdir.p, w->tdir.len);
+            break;
         case 'F':
             if (w->fl.n > 0) {
                 emit_int(t, w->fl.offs, w->fl.n + 1);

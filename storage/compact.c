@@ -353,7 +353,8 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .zstd_level = zstd_level,
                           .zstd_root = true,
                           .sources = src,
-                          .n_sources = (uint32_t)n};
+                          .n_sources = (uint32_t)n,
+                          .attrs_by_key = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 
 out:

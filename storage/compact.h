@@ -17,7 +17,9 @@
  *   writer sorts them by time (readers rely on time order: blk_lower_bound,
  *   the scans) and rebuilds blooms, zone maps, hot keys, the stream index
  *   and the gram bloom as for a seal. A cold block is never compacted
- *   again; its inputs may be of format 2 or 3, it is written as format 3.
+ *   again; its inputs may be of any format this miradb reads (2 to 6),
+ *   it is written in the current one (6) with its log and span attribute
+ *   lists by key (blk_wopts.attrs_by_key).
  *
  * A COLD BLOCK ON DISK
  *   Named s65535-<cold id>.blk (BLK_COLD_SHARD: no shard's), header WAL

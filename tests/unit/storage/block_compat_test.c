@@ -7,7 +7,8 @@
  *
  * The files were written by blk_write of the release named in each entry
  * below from gen_oblock(sig, seed, rows, batch). With MIRADB_BLK_FIXTURE_DIR
- * set, the first test writes the same blocks with this release's writer as
+ * set, the first test writes the same blocks with this release's writer (the
+ * zstd fixtures with their lists by key, as the cold tier writes them) as
  * v<BLK_VERSION>-<name> into that directory (how the files were made): add
  * them to tests/vectors/blocks/ when the format version changes.
  */
@@ -177,7 +178,8 @@ static void check_fixture(blk *b, const struct fixture *f, uint32_t version)
 Test(block_compat, this_release_writes_every_fixture_and_reads_it_back)
 {
     const char *out = getenv("MIRADB_BLK_FIXTURE_DIR");
-    struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_root = true};
+    /* the zstd fixtures as the cold tier writes them (format 6: lists by key) */
+    struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_root = true, .attrs_by_key = true};
     for (size_t i = 0; i < N_FIXTURES; i++) {
         const struct fixture *f = &fixtures[i];
         oblock *ob = fixture_oblock(f);
@@ -250,5 +252,15 @@ Test(block_compat, format_5_blocks_of_every_signal_read_back_exactly)
 {
     for (size_t i = 0; i < N_FIXTURES; i++) {
         open_vector(5, &fixtures[i]);
+    }
+}
+
+/* Written by blk_write of the first format 6 release (h-cold branch): the
+ * zstd log and span vectors hold their attribute lists by key (as the
+ * cold tier writes them), the plain ones in format 5's layout. */
+Test(block_compat, format_6_blocks_of_every_signal_read_back_exactly)
+{
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        open_vector(6, &fixtures[i]);
     }
 }

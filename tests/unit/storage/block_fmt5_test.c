@@ -109,7 +109,8 @@ static struct batch *dict_logs(void)
 }
 
 /* |bt|'s |rows| appended to a new open block (*ob) and sealed at |path|;
- * the file's bytes (*n of them, malloc'd), checked to be format 5. */
+ * the file's bytes (*n of them, malloc'd), checked to be format 6 with
+ * format 5's layout (the lists not by key: blk_write's default). */
 static uint8_t *seal_v5(struct batch *bt, uint64_t rows, oblock **ob, char *path, size_t cap,
                         size_t *n)
 {
@@ -118,7 +119,7 @@ static uint8_t *seal_v5(struct batch *bt, uint64_t rows, oblock **ob, char *path
     write_block(*ob, rows, 0, 90, NULL, path, cap);
     uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
     cr_assert_not_null(f);
-    cr_assert_eq(f[8], 5, "format 5");
+    cr_assert_eq(f[8], 6, "format 6, format 5's layout (lists not by key)");
     return f;
 }
 

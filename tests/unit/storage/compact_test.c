@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -257,6 +259,53 @@ static void check_merged(blk *c, blk *const *in, size_t n)
     cr_expect_eq(lay.version, BLK_VERSION);
 }
 
+static uint64_t rd64_at(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/*
+ * Format 6: the length of the attribute table's T column (its last, the
+ * lists' stream lengths when they are stored by key) in block file
+ * |path|, read from the file's bytes: the trailer, the footer's table
+ * directory (section 2), the attrs table's zstd frame, its column
+ * directory.
+ */
+static uint64_t attrs_t_len(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    size_t n = (size_t)ftell(fp);
+    uint8_t *f = malloc(n);
+    cr_assert_not_null(f);
+    rewind(fp);
+    cr_assert_eq(fread(f, 1, n, fp), n);
+    fclose(fp);
+    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
+    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
+        len = rd64_at(f + p + 8);
+        if ((uint32_t)rd64_at(f + p) == 2) {
+            break;
+        }
+    }
+    const uint8_t *e = f + p + 16 + 8 + 32; /* the directory's second entry: attrs */
+    cr_assert_eq(e[0], 2, "the attrs table");
+    cr_assert_eq(e[1], BLK_CODEC_ZSTD);
+    size_t raw = rd64_at(e + 24);
+    uint8_t *t = malloc(raw);
+    cr_assert_not_null(t);
+    cr_assert_eq(ZSTD_decompress(t, raw, f + rd64_at(e + 8), rd64_at(e + 16)), raw);
+    uint32_t ncols = (uint32_t)rd64_at(t);
+    cr_assert_eq(ncols, 9, "count, list dictionary (3), keys (2), values (2), T");
+    uint64_t tl = rd64_at(t + 8 + 16 * 8 + 8);
+    free(t);
+    free(f);
+    return tl;
+}
+
 static void merge_signal(enum signal s)
 {
     char sub[300], path[600];
@@ -286,6 +335,9 @@ static void merge_signal(enum signal s)
     cr_expect_eq(blk_n_sources(in[0]), 0, "a sealed block is hot");
     if (s == SIG_METRICS) {
         cr_expect_gt(blk_n_streams(c), 0, "the stream index is rebuilt");
+    } else { /* logs and spans: the lists by key, one length a key */
+        uint64_t tl = attrs_t_len(path);
+        cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
     blk_unref(c);
     for (int k = 0; k < 3; k++) {
