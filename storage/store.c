@@ -234,6 +234,15 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     return rc;
 }
 
+void store_memory_tick(uint64_t rss)
+{
+    uint64_t counted = adm_in_use();
+    adm_set_uncounted(rss > counted ? rss - counted : 0);
+    if (adm_excess() > 0) {
+        catalog_trim_tables();
+    }
+}
+
 bool store_ready(void)
 {
     struct shard_stats st;
