@@ -182,6 +182,13 @@ void qctx_set_total_memory(uint64_t n)
     __atomic_store_n(&total_cap, n, __ATOMIC_RELAXED);
 }
 
+void qctx_set_test_held(uint64_t n)
+{
+    static uint64_t held;
+    __atomic_add_fetch(&mem_all, (int64_t)n - (int64_t)held, __ATOMIC_RELAXED);
+    held = n;
+}
+
 uint64_t qctx_total_memory(void)
 {
     return __atomic_load_n(&total_cap, __ATOMIC_RELAXED);
@@ -249,35 +256,37 @@ static bool shared_take(struct qctx *q, uint64_t n, uint64_t cap)
 int qctx_charge(struct qctx *q, uint64_t n)
 {
     uint64_t cap = qctx_total_memory();
-    if (n > 0 && cap > 0 && !shared_take(q, n, cap)) {
-        /* counted anyway, as before: qctx_uncharge and qctx_close return it */
+    int64_t mine = __atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+    /* over its own bound, the query fails as such (422) without waiting */
+    bool own_over =
+        n > 0 && q->lim.max_memory > 0 && mine + (int64_t)n > (int64_t)q->lim.max_memory;
+    bool taken = !own_over && n > 0 && cap > 0 && shared_take(q, n, cap);
+    bool shared_over = !own_over && n > 0 && cap > 0 && !taken;
+    if (!taken) {
+        /* counted either way: qctx_uncharge and qctx_close return it */
         __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
-        adm_charge(n);
-        __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
-        fail_cause(q, -ENOMEM, QCTX_SHARED,
-                   "the queries running now need more than %" PRIu64 " bytes of memory together "
-                   "(the server's query share of --memory-budget); retry later",
-                   cap);
-        return -ENOMEM;
-    }
-    if (cap == 0) {
-        __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED); /* else shared_take did */
     }
     adm_charge(n); /* held already: ingest's admission makes room for it */
     __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
-    int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
-    if (n > 0 && q->lim.max_memory > 0 && now > (int64_t)q->lim.max_memory) {
+    __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
+    if (own_over) {
         fail_cause(q, -ENOMEM, QCTX_MEMORY,
                    "the query needs more than %" PRIu64 " bytes of memory (--query-memory); "
                    "narrow the time range or the selector",
                    q->lim.max_memory);
         return -ENOMEM;
     }
+    if (shared_over) {
+        fail_cause(q, -ENOMEM, QCTX_SHARED,
+                   "the queries running now need more than %" PRIu64 " bytes of memory together "
+                   "(the server's query share of --memory-budget); retry later",
+                   cap);
+        return -ENOMEM;
+    }
     /* Work the query can do without (a child context: an index build) is
      * charged only while the process stays inside the admission limit:
      * it must not be what takes the process past the budget. */
-    if (n > 0 && q->optional && !adm_fits(0, adm_admit_limit()) && adm_budget() > 0) {
+    if (n > 0 && q->optional && adm_excess() > 0) {
         fail_cause(q, -ENOMEM, QCTX_MEMORY, "no room in the memory budget for optional work");
         return -ENOMEM;
     }

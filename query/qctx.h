@@ -107,7 +107,7 @@ struct qctx_warning {
 
 /* Memory waits (qctx_load's room in the budget, qctx_charge's shared
  * bound): how long each may last, and the step. */
-#define QCTX_ROOM_WAIT_NS (1000ull * 1000000u) /* per query, all loads together */
+#define QCTX_ROOM_WAIT_NS (200ull * 1000000u) /* per query, all loads together */
 #define QCTX_SHARED_WAIT_NS (250ull * 1000000u)
 #define QCTX_WAIT_STEP_NS (2 * 1000000)
 /* qctx_load waits while a load would take the process past the budget
@@ -158,6 +158,14 @@ static inline enum qctx_cause qctx_cause(struct qctx *q)
 {
     return (enum qctx_cause)__atomic_load_n(&q->cause, __ATOMIC_ACQUIRE);
 }
+/* The code an executor answers for error |rc| of |q|: -EBUSY when the
+ * query stopped at the open queries' bound (QCTX_SHARED: other queries'
+ * memory is the cause, so the server answers 503 with Retry-After, not
+ * the per-query 422), else |rc|. */
+static inline int qctx_answer_rc(struct qctx *q, int rc)
+{
+    return rc == -ENOMEM && qctx_cause(q) == QCTX_SHARED ? -EBUSY : rc;
+}
 /* Its message ("" for none); stable once qctx_err is nonzero. */
 const char *qctx_message(const struct qctx *q);
 
@@ -202,6 +210,10 @@ void qctx_arena_bind(struct qctx *q, arena *a);
  * query; any thread.
  */
 void qctx_set_total_memory(uint64_t n);
+/* Tests only: |n| bytes counted as held by some other query against that
+ * bound (not charged to the budget), so that one query meets it. Set
+ * before the first query. */
+void qctx_set_test_held(uint64_t n);
 uint64_t qctx_total_memory(void);
 /* Totals of the memory waits, for /metrics. Any thread. */
 struct qctx_wait_stats {

@@ -289,7 +289,7 @@ out:
     free(f.cand);
     qstats_scan_add(&q->st);
     if (rc < 0) {
-        traces_set_err(err, errlen, rc);
+        rc = traces_err_msg(q, err, errlen, rc);
         traces_trace_free(t);
         return rc;
     }

@@ -1251,7 +1251,7 @@ out:
     }
     qctx_close(q);
     if (rc != 0) {
-        traces_err_msg(q, err, errlen, rc);
+        rc = traces_err_msg(q, err, errlen, rc);
     }
     return rc;
 }

@@ -25,12 +25,27 @@ void adm_set_reserve(uint64_t n)
     admit_limit = n < budget ? budget - n : 0;
 }
 
-/* The admission limit less the uncounted part and the queries' demand. */
+/* Where admission stops now: the admission limit, or lower when the
+ * uncounted part and room for committed growth (ADM_COMMIT_DIV) do not fit
+ * in the reserve; the reserve is what they were set aside in, so they
+ * are not taken out twice. */
+static uint64_t eff_limit(void)
+{
+    uint64_t u = adm_uncounted();
+    if (u == 0) {
+        return admit_limit; /* nothing measured (tests): the reserve as set */
+    }
+    uint64_t off = u + budget / ADM_COMMIT_DIV;
+    uint64_t lim = off < budget ? budget - off : 0;
+    return lim < admit_limit ? lim : admit_limit;
+}
+
+/* eff_limit less what queries wait for. */
 static uint64_t admit_room(void)
 {
     int64_t d = __atomic_load_n(&demand, __ATOMIC_RELAXED);
-    uint64_t off = adm_uncounted() + (d > 0 ? (uint64_t)d : 0);
-    return off < admit_limit ? admit_limit - off : 0;
+    uint64_t lim = eff_limit(), off = d > 0 ? (uint64_t)d : 0;
+    return off < lim ? lim - off : 0;
 }
 
 bool adm_try_charge(uint64_t n)
@@ -91,8 +106,8 @@ uint64_t adm_excess(void)
     if (budget == 0) {
         return 0; /* no budget set (tests): nothing to give back */
     }
-    uint64_t held = adm_in_use() + adm_uncounted();
-    return held > admit_limit ? held - admit_limit : 0;
+    uint64_t held = adm_in_use(), lim = eff_limit();
+    return held > lim ? held - lim : 0;
 }
 
 bool adm_fits(uint64_t n, uint64_t limit)

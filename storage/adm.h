@@ -19,9 +19,12 @@ void adm_init(uint64_t budget);
  * take the process past it. 0 (the default) admits up to the budget.
  */
 void adm_set_reserve(uint64_t n);
-/* Charges |n| if it fits under the budget less the reserve, less what
- * the process holds uncounted (adm_set_uncounted) and less what queries
- * wait for (adm_demand_add); false (nothing charged) if not. */
+/* Charges |n| if it fits under the budget less the reserve (lower when
+ * what the process holds uncounted, adm_set_uncounted, plus
+ * 1/ADM_COMMIT_DIV of the budget for committed growth is more than the
+ * reserve), less what queries wait for (adm_demand_add); false (nothing
+ * charged) if not. */
+#define ADM_COMMIT_DIV 16
 bool adm_try_charge(uint64_t n);
 /* Charges |n| even past the budget: only for memory already committed
  * (an open block's growth after its WAL frame was written). */
@@ -46,9 +49,10 @@ uint64_t adm_uncounted(void);
  * leaves them free meanwhile, so that ingest does not take the room a
  * seal frees before the query gets it (qctx_load). */
 void adm_demand_add(int64_t n);
-/* How far the budget's count plus the uncounted part is above the
- * admission limit (0: not): what caches (idle tables, page windows) give
- * back so that they do not hold memory ingest could be admitted to. */
+/* How far the budget's count is above where admission stops now (as
+ * adm_try_charge, without the queries' demand; 0: not): what caches (idle
+ * tables, page windows) give back so that they do not hold memory ingest
+ * could be admitted to. */
 uint64_t adm_excess(void);
 /* Whether |n| more bytes keep the count plus the uncounted part within
  * |limit| bytes. */

@@ -95,8 +95,8 @@ def smaps_split(pid):
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
 # /metrics gauges kept at the sample with the largest VmRSS: what the budget counted there.
-PEAK_GAUGES = ("miradb_memory_in_use_bytes", "miradb_memory_ingest_bytes",
-               "miradb_memory_fixed_reserve_bytes", "miradb_block_table_heap_bytes",
+PEAK_GAUGES = ("miradb_memory_in_use_bytes", "miradb_memory_uncounted_bytes",
+               "miradb_block_table_heap_bytes",
                "miradb_query_memory_bytes", "miradb_query_page_window_bytes",
                'miradb_ingest_cache_bytes{kind="buffers"}', 'miradb_ingest_cache_bytes{kind="batches"}')
 
@@ -324,6 +324,14 @@ def main():
                       mib(ap.get("miradb_block_table_heap_bytes", 0)),
                       mib(ap.get("miradb_query_memory_bytes", 0)),
                       mib(ap.get("miradb_query_page_window_bytes", 0))))
+            mt = r["metrics"]
+            bl.log("rss:   query loads that waited for room %d (%.2f s), shared-bound waits %d "
+                   "(%.2f s); uncounted at the RSS peak %.1f MiB"
+                   % (mt.get("miradb_query_memory_waits_total", 0),
+                      mt.get("miradb_query_memory_wait_seconds_total", 0),
+                      mt.get("miradb_query_shared_waits_total", 0),
+                      mt.get("miradb_query_shared_wait_seconds_total", 0),
+                      mib(ap.get("miradb_memory_uncounted_bytes", 0))))
             if "queries" in r:
                 bl.log("rss:   queries: " + ", ".join(
                     "%s %d (%d not 200, %.0f ms)" % (k, v["runs"], v["not_200"], v["mean_ms"])
