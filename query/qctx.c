@@ -80,6 +80,8 @@ void qctx_close(struct qctx *q)
     for (size_t i = 0; i < q->snap.n_blocks; i++) {
         blk_drop_pages(q->src[i].b);
     }
+    adm_demand_add(-(int64_t)q->demand);
+    q->demand = 0;
     adm_uncharge(q->pg_bytes);
     __atomic_sub_fetch(&window_all, q->pg_bytes, __ATOMIC_RELAXED);
     q->pg_bytes = 0;
@@ -473,18 +475,28 @@ static void wait_for_room(struct qctx *q, struct qctx_src *s)
     if (adm_fits(need, limit)) {
         return;
     }
+    /* From the first load that found no room to the query's end,
+     * admission keeps the largest such load's bytes free (qctx_close gives
+     * them back): a query under ingest at the limit reads block after
+     * block, and without it ingest would take each seal's room back
+     * before the next load. */
+    uint64_t keep = need < budget / QCTX_DEMAND_DIV ? need : budget / QCTX_DEMAND_DIV;
+    pthread_mutex_lock(&q->lock);
+    if (keep > q->demand) {
+        adm_demand_add((int64_t)(keep - q->demand));
+        q->demand = keep;
+    }
+    pthread_mutex_unlock(&q->lock);
     uint64_t spent = __atomic_load_n(&q->room_wait_ns, __ATOMIC_RELAXED);
     if (spent >= QCTX_ROOM_WAIT_NS) {
         return;
     }
     uint64_t t0 = clock_mono_ns(), end = wait_until(q, QCTX_ROOM_WAIT_NS - spent);
-    adm_demand_add((int64_t)need);
     __atomic_add_fetch(&room_waits, 1, __ATOMIC_RELAXED);
     while (!adm_fits(need, limit) && clock_mono_ns() < end && qctx_check(q) == 0) {
         nap();
         catalog_trim_tables();
     }
-    adm_demand_add(-(int64_t)need);
     uint64_t took = clock_mono_ns() - t0;
     __atomic_add_fetch(&q->room_wait_ns, took, __ATOMIC_RELAXED);
     __atomic_add_fetch(&room_wait_ns, took, __ATOMIC_RELAXED);

@@ -113,6 +113,9 @@ struct qctx_warning {
 /* qctx_load waits while a load would take the process past the budget
  * less 1/QCTX_ROOM_DIV of it (room for ingest's committed growth). */
 #define QCTX_ROOM_DIV 16
+/* ... and from then on until it closes, admission keeps the largest load's
+ * estimate free, at most 1/QCTX_DEMAND_DIV of the budget. */
+#define QCTX_DEMAND_DIV 8
 
 struct qctx {
     struct cat_snap snap;
@@ -137,6 +140,7 @@ struct qctx {
     size_t pg_head, pg_n, pg_cap;
     uint64_t pg_bytes;
     uint64_t room_wait_ns; /* atomic: qctx_load's waits for room so far */
+    uint64_t demand;       /* under lock: bytes admission keeps free for it (adm_demand_add) */
     bool optional;         /* a child context (qctx_sub_open) */
 };
 
@@ -270,8 +274,10 @@ bool qctx_quarantined_next(char *out, size_t cap);
  * source faults them back in), while more than qpool_workers() remain;
  * so do they while the process is over the admission limit (adm_excess).
  * ROOM: a load that adds memory first waits for room in the budget
- * (wait_for_room in qctx.c: at most QCTX_ROOM_WAIT_NS per query, ingest
- * admission held back meanwhile), then loads whatever the room.
+ * (wait_for_room in qctx.c: at most QCTX_ROOM_WAIT_NS per query), then
+ * loads whatever the room; from the first load that found none until
+ * qctx_close, ingest admission keeps that load's estimate free
+ * (QCTX_DEMAND_DIV).
  * qctx_close drops the pages of every sealed source (planning reads the
  * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);

@@ -50,6 +50,7 @@
 #include "server/notify.h"
 #include "server/ops.h"
 #include "server/version.h"
+#include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
@@ -365,6 +366,45 @@ static void reload(void)
              b < 0 ? "kept_old" : "ok");
 }
 
+/* Resident bytes from /proc/self/statm (|fd| open on it), or 0. */
+static uint64_t resident_bytes(int fd, uint64_t page)
+{
+    char buf[128];
+    unsigned long long vm, res;
+    ssize_t got = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+    if (got <= 0) {
+        return 0;
+    }
+    buf[got] = '\0';
+    return sscanf(buf, "%llu %llu", &vm, &res) == 2 ? res * page : 0;
+}
+
+/* Freed heap glibc keeps inside its arenas (the middle of a thread's heap,
+ * below a chunk still in use) counts in RSS like memory in use: when what
+ * the charges do not cover passes 1/TRIM_DIV of the budget, malloc_trim
+ * gives those pages back, at most every TRIM_GAP_NS. */
+#define TRIM_DIV 32
+#define TRIM_GAP_NS (200 * 1000000ull)
+
+static uint64_t last_trim_ns;
+
+/* Every tick of the main loop: the budget against the whole process. */
+static void memory_tick(int fd, uint64_t page, uint64_t budget)
+{
+    uint64_t rss = resident_bytes(fd, page);
+    if (rss == 0) {
+        return;
+    }
+    uint64_t counted = adm_in_use(), now = clock_mono_ns();
+    if (rss > counted + budget / TRIM_DIV && now - last_trim_ns >= TRIM_GAP_NS) {
+        malloc_trim(0);
+        last_trim_ns = now;
+        ops_note_trim(clock_mono_ns() - now);
+        rss = resident_bytes(fd, page);
+    }
+    store_memory_tick(rss);
+}
+
 static int serve(int argc, char **argv)
 {
     static struct config c; /* static: a few kilobytes of paths */
@@ -489,17 +529,7 @@ static int serve(int argc, char **argv)
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     for (;;) {
         int sig = sigtimedwait(&sigs, NULL, &tick);
-        if (statm_fd >= 0) {
-            char buf[128];
-            ssize_t got = pread(statm_fd, buf, sizeof(buf) - 1, 0);
-            unsigned long long vm, res;
-            if (got > 0) {
-                buf[got] = '\0';
-                if (sscanf(buf, "%llu %llu", &vm, &res) == 2) {
-                    store_memory_tick(res * page);
-                }
-            }
-        }
+        memory_tick(statm_fd, page, c.memory_budget);
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("main", "event=stopping signal=%s", sig == SIGTERM ? "TERM" : "INT");
             tell_manager("STOPPING=1\nSTATUS=stopping: finishing requests in flight");

@@ -241,6 +241,14 @@ static void ack_metrics_text(struct evbuffer *o)
                         (unsigned long long)cache[0], (unsigned long long)cache[1]);
 }
 
+static uint64_t trims, trim_ns; /* ops_note_trim */
+
+void ops_note_trim(uint64_t ns)
+{
+    __atomic_add_fetch(&trims, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&trim_ns, ns, __ATOMIC_RELAXED);
+}
+
 void ops_metrics_text(struct evbuffer *o)
 {
     struct io_stats s;
@@ -415,6 +423,12 @@ void ops_metrics_text(struct evbuffer *o)
          "The daemon's resident memory beyond miradb_memory_in_use_bytes (0 when the charges "
          "exceed it), measured every 20 ms: admission leaves it out of what it admits.",
          (double)adm_uncounted()},
+        {"miradb_heap_trims_total", "counter",
+         "Times freed heap was given back to the system (malloc_trim) because the resident "
+         "memory passed the charges by 1/32 of the budget.",
+         (double)__atomic_load_n(&trims, __ATOMIC_RELAXED)},
+        {"miradb_heap_trim_seconds_total", "counter", "Time those trims took.",
+         (double)__atomic_load_n(&trim_ns, __ATOMIC_RELAXED) / 1e9},
         {"miradb_query_memory_waits_total", "counter",
          "Block loads that waited for room in the memory budget (ingest admission held back "
          "meanwhile; at most 0.2 s per query).",

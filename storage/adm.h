@@ -19,12 +19,9 @@ void adm_init(uint64_t budget);
  * take the process past it. 0 (the default) admits up to the budget.
  */
 void adm_set_reserve(uint64_t n);
-/* Charges |n| if it fits under the budget less the reserve (lower when
- * what the process holds uncounted, adm_set_uncounted, plus
- * 1/ADM_COMMIT_DIV of the budget for committed growth is more than the
- * reserve), less what queries wait for (adm_demand_add); false (nothing
- * charged) if not. */
-#define ADM_COMMIT_DIV 16
+/* Charges |n| if it fits under the budget less the reserve, less what the
+ * process holds uncounted (adm_set_uncounted) and what queries keep free
+ * (adm_demand_add); false (nothing charged) if not. */
 bool adm_try_charge(uint64_t n);
 /* Charges |n| even past the budget: only for memory already committed
  * (an open block's growth after its WAL frame was written). */

@@ -96,7 +96,7 @@ def smaps_split(pid):
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
 # /metrics gauges kept at the sample with the largest VmRSS: what the budget counted there.
 PEAK_GAUGES = ("miradb_memory_in_use_bytes", "miradb_memory_uncounted_bytes",
-               "miradb_block_table_heap_bytes",
+               "miradb_block_table_heap_bytes", "miradb_heap_trims_total",
                "miradb_query_memory_bytes", "miradb_query_page_window_bytes",
                'miradb_ingest_cache_bytes{kind="buffers"}', 'miradb_ingest_cache_bytes{kind="batches"}')
 
@@ -251,7 +251,7 @@ def one(build, client, budget, conns, secs, payload, lua, extra, arm):
         m = d.metrics()
         r["metrics"] = {k: v for k, v in m.items() if k.startswith((
             "miradb_admission", "miradb_ack_", "miradb_memory", "miradb_wal_append",
-            "miradb_block_fsync", "miradb_ingest_cache", "miradb_block_table",
+            "miradb_block_fsync", "miradb_heap_trim", "miradb_ingest_cache", "miradb_block_table",
             "miradb_seal", "miradb_query"))}
         smp = s.samples
         r["peak_in_use_bytes"] = max((x[2] for x in smp), default=0)
