@@ -476,11 +476,12 @@ static void wait_for_room(struct qctx *q, struct qctx_src *s)
         return;
     }
     /* From the first load that found no room to the query's end,
-     * admission keeps the largest such load's bytes free (qctx_close gives
-     * them back): a query under ingest at the limit reads block after
-     * block, and without it ingest would take each seal's room back
-     * before the next load. */
-    uint64_t keep = need < budget / QCTX_DEMAND_DIV ? need : budget / QCTX_DEMAND_DIV;
+     * admission keeps room for the query's working set free (one such
+     * load per pool worker; qctx_close gives it back): a query under
+     * ingest at the limit reads block after block, and without it ingest
+     * would take each seal's room back before the next load. */
+    uint64_t set = need * (uint64_t)(qpool_workers() > 1 ? qpool_workers() : 1);
+    uint64_t keep = set < budget / QCTX_DEMAND_DIV ? set : budget / QCTX_DEMAND_DIV;
     pthread_mutex_lock(&q->lock);
     if (keep > q->demand) {
         adm_demand_add((int64_t)(keep - q->demand));

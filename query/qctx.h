@@ -114,7 +114,8 @@ struct qctx_warning {
  * less 1/QCTX_ROOM_DIV of it (room for ingest's committed growth). */
 #define QCTX_ROOM_DIV 16
 /* ... and from then on until it closes, admission keeps the largest load's
- * estimate free, at most 1/QCTX_DEMAND_DIV of the budget. */
+ * estimate free once per pool worker, at most 1/QCTX_DEMAND_DIV of the
+ * budget. */
 #define QCTX_DEMAND_DIV 8
 
 struct qctx {
@@ -276,8 +277,8 @@ bool qctx_quarantined_next(char *out, size_t cap);
  * ROOM: a load that adds memory first waits for room in the budget
  * (wait_for_room in qctx.c: at most QCTX_ROOM_WAIT_NS per query), then
  * loads whatever the room; from the first load that found none until
- * qctx_close, ingest admission keeps that load's estimate free
- * (QCTX_DEMAND_DIV).
+ * qctx_close, ingest admission keeps that load's estimate free per pool
+ * worker (QCTX_DEMAND_DIV).
  * qctx_close drops the pages of every sealed source (planning reads the
  * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);
