@@ -34,6 +34,11 @@
 #include "storage/oblock.h"
 
 #define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
+/* ... and this much more for what queries load on top of ingest at its
+ * limit (tables, pages: the rss bench's query arm at 256 MiB peaked at
+ * 254-257 MiB with the eighth alone, 244 with this; bench/PERFORMANCE.md,
+ * "Peak RSS inside the budget"). */
+#define ADM_RESERVE_QUERY_DIV 32
 #define MAX_SHARDS_ON_DISK 64
 
 static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
@@ -113,7 +118,7 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * 96 gRPC connections) and the committed charges that may land after
      * admission filled the budget come out of this reserve, not past the
      * budget. */
-    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV);
+    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV + c->memory_budget / ADM_RESERVE_QUERY_DIV);
     n_shards = c->shards;
     if (shards_on_disk(c->data_dir) > n_shards) {
         n_shards = shards_on_disk(c->data_dir);
