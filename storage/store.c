@@ -113,11 +113,12 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     memset(boot, 0, sizeof(*boot));
     sealer_set_failure_hook(c->seal_failed);
     adm_init(c->memory_budget);
-    /* What the process holds uncharged (thread stacks, the listeners' and
-     * ingest's per-thread buffers, allocator slack: 25-30 MiB measured at
-     * 96 gRPC connections) and the committed charges that may land after
-     * admission filled the budget come out of this reserve, not past the
-     * budget. */
+    /* The committed charges that may land after admission filled the
+     * budget (open-block growth, seal scratch, what queries load) come out
+     * of this reserve, not past the budget. What the process holds
+     * uncharged (thread stacks, the listeners' and ingest's per-thread
+     * buffers, allocator slack, the mapped binary) is measured from its
+     * RSS and comes off admission besides (store_memory_tick). */
     adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV + c->memory_budget / ADM_RESERVE_QUERY_DIV);
     n_shards = c->shards;
     if (shards_on_disk(c->data_dir) > n_shards) {
