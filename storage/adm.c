@@ -6,7 +6,7 @@
 static uint64_t budget;
 static uint64_t admit_limit; /* budget less the reserve */
 static uint64_t in_use;
-static int64_t sealing; /* charged bytes the sealer holds */
+static int64_t sealing;    /* charged bytes the sealer holds */
 static uint64_t uncounted; /* adm_set_uncounted */
 static int64_t demand;     /* adm_demand_add */
 

@@ -256,7 +256,7 @@ static void expect_busy(const struct daemon *d, const char *path, const char *wa
 }
 
 #define SHARED_MSG                                                                                 \
-    "the queries running now need more than 16777216 bytes of memory together (the server's "     \
+    "the queries running now need more than 16777216 bytes of memory together (the server's "      \
     "query share of --memory-budget); retry later"
 
 /* A daemon whose open queries' bound (16 MiB at a 64 MiB budget) is held
@@ -293,10 +293,11 @@ Test(qmem, logql_at_the_shared_bound_answers_503_with_retry_after, .timeout = 12
 {
     struct daemon d;
     start_held(&d);
-    const char *logs = "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
-                       "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeLogs\":[{\"logRecords\":[{"
-                       "\"timeUnixNano\":\"1700000001000000000\",\"body\":{\"stringValue\":\"hello "
-                       "world\"}}]}]}]}";
+    const char *logs =
+        "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeLogs\":[{\"logRecords\":[{"
+        "\"timeUnixNano\":\"1700000001000000000\",\"body\":{\"stringValue\":\"hello "
+        "world\"}}]}]}]}";
     post(&d, "/v1/logs", logs);
     expect_busy(&d,
                 "/loki/api/v1/query_range?query=%7Bservice_name%3D%22svc%22%7D&start="
@@ -326,8 +327,8 @@ Test(qmem, tempo_search_at_the_shared_bound_answers_503_with_retry_after, .timeo
 Test(qmem, the_per_query_bound_stays_422_beside_a_held_share, .timeout = 120)
 {
     struct daemon d;
-    const char *args[] = {"--memory-budget", "64MiB", "--query-memory", "8MiB",
-                          "--test-query-held", "1MiB", NULL};
+    const char *args[] = {
+        "--memory-budget", "64MiB", "--query-memory", "8MiB", "--test-query-held", "1MiB", NULL};
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     char *b = gauges("load", N_SERIES, 0);
     post(&d, "/v1/metrics", b);
