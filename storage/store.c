@@ -39,6 +39,10 @@
  * 254-257 MiB with the eighth alone, 244 with this; bench/PERFORMANCE.md,
  * "Peak RSS inside the budget"). */
 #define ADM_RESERVE_QUERY_DIV 32
+/* ... and at least this (or a 16th, below 64 MiB): at the 64 MiB floor a
+ * query's tables and pages are a larger share of the budget (query arm at
+ * 64 MiB: 65.0-65.5 MiB peak with the 32nd alone, 63.9-64.1 with this). */
+#define ADM_RESERVE_QUERY_MIN (4u << 20)
 #define MAX_SHARDS_ON_DISK 64
 
 static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
@@ -119,7 +123,9 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * uncharged (thread stacks, the listeners' and ingest's per-thread
      * buffers, allocator slack, the mapped binary) is measured from its
      * RSS and comes off admission besides (store_memory_tick). */
-    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV + c->memory_budget / ADM_RESERVE_QUERY_DIV);
+    uint64_t qres = c->memory_budget / ADM_RESERVE_QUERY_DIV, qmin = c->memory_budget / 16;
+    qmin = qmin < ADM_RESERVE_QUERY_MIN ? qmin : ADM_RESERVE_QUERY_MIN;
+    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV + (qres > qmin ? qres : qmin));
     n_shards = c->shards;
     if (shards_on_disk(c->data_dir) > n_shards) {
         n_shards = shards_on_disk(c->data_dir);
