@@ -103,6 +103,7 @@ static int exec_common(const struct logs_req *rq, bool native, struct logs_resul
     if (rc < 0) {
         const char *m = qctx_message(&r->q.c);
         snprintf(err, errlen, "%s", m[0] ? m : strerror(-rc));
+        rc = qctx_answer_rc(&r->q.c, rc);
         logs_result_free(r);
         return rc;
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/clock.h"
 #include "query/pool.h"
@@ -79,6 +80,8 @@ void qctx_close(struct qctx *q)
     for (size_t i = 0; i < q->snap.n_blocks; i++) {
         blk_drop_pages(q->src[i].b);
     }
+    adm_demand_add(-(int64_t)q->demand);
+    q->demand = 0;
     adm_uncharge(q->pg_bytes);
     __atomic_sub_fetch(&window_all, q->pg_bytes, __ATOMIC_RELAXED);
     q->pg_bytes = 0;
@@ -181,31 +184,112 @@ void qctx_set_total_memory(uint64_t n)
     __atomic_store_n(&total_cap, n, __ATOMIC_RELAXED);
 }
 
+void qctx_set_test_held(uint64_t n)
+{
+    static uint64_t held;
+    __atomic_add_fetch(&mem_all, (int64_t)n - (int64_t)held, __ATOMIC_RELAXED);
+    held = n;
+}
+
 uint64_t qctx_total_memory(void)
 {
     return __atomic_load_n(&total_cap, __ATOMIC_RELAXED);
 }
 
+static uint64_t room_waits, room_wait_ns, shared_waits, shared_wait_ns; /* qctx_wait_stats */
+
+void qctx_wait_stats(struct qctx_wait_stats *out)
+{
+    out->room_waits = __atomic_load_n(&room_waits, __ATOMIC_RELAXED);
+    out->room_wait_ns = __atomic_load_n(&room_wait_ns, __ATOMIC_RELAXED);
+    out->shared_waits = __atomic_load_n(&shared_waits, __ATOMIC_RELAXED);
+    out->shared_wait_ns = __atomic_load_n(&shared_wait_ns, __ATOMIC_RELAXED);
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, QCTX_WAIT_STEP_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* The end of a wait that may last |ns|: sooner if the query's deadline is. */
+static uint64_t wait_until(const struct qctx *q, uint64_t ns)
+{
+    uint64_t t = clock_mono_ns() + ns;
+    return q->lim.deadline_ns > 0 && q->lim.deadline_ns < t ? q->lim.deadline_ns : t;
+}
+
+/* Adds |n| to what the open queries hold if that stays within |cap|;
+ * while it would not and other queries hold memory, waits for them up to
+ * QCTX_SHARED_WAIT_NS (they finish, or give blocks up). False: no room. */
+static bool shared_take(struct qctx *q, uint64_t n, uint64_t cap)
+{
+    uint64_t t0 = 0, end = 0;
+    for (;;) {
+        int64_t all = __atomic_load_n(&mem_all, __ATOMIC_RELAXED);
+        while (all + (int64_t)n <= (int64_t)cap) {
+            if (__atomic_compare_exchange_n(&mem_all, &all, all + (int64_t)n, true,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                if (t0 != 0) {
+                    __atomic_add_fetch(&shared_wait_ns, clock_mono_ns() - t0, __ATOMIC_RELAXED);
+                }
+                return true;
+            }
+        }
+        int64_t mine = __atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+        if (all <= mine || qctx_check(q) != 0) {
+            break; /* nobody else to wait for: this query alone is too big */
+        }
+        if (t0 == 0) {
+            t0 = clock_mono_ns();
+            end = wait_until(q, QCTX_SHARED_WAIT_NS);
+            __atomic_add_fetch(&shared_waits, 1, __ATOMIC_RELAXED);
+        } else if (clock_mono_ns() >= end) {
+            break;
+        }
+        nap();
+    }
+    if (t0 != 0) {
+        __atomic_add_fetch(&shared_wait_ns, clock_mono_ns() - t0, __ATOMIC_RELAXED);
+    }
+    return false;
+}
+
 int qctx_charge(struct qctx *q, uint64_t n)
 {
-    int64_t all = __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    uint64_t cap = qctx_total_memory();
+    int64_t mine = __atomic_load_n(&q->mem, __ATOMIC_RELAXED);
+    /* over its own bound, the query fails as such (422) without waiting */
+    bool own_over =
+        n > 0 && q->lim.max_memory > 0 && mine + (int64_t)n > (int64_t)q->lim.max_memory;
+    bool taken = !own_over && n > 0 && cap > 0 && shared_take(q, n, cap);
+    bool shared_over = !own_over && n > 0 && cap > 0 && !taken;
+    if (!taken) {
+        /* counted either way: qctx_uncharge and qctx_close return it */
+        __atomic_add_fetch(&mem_all, (int64_t)n, __ATOMIC_RELAXED);
+    }
     adm_charge(n); /* held already: ingest's admission makes room for it */
     __atomic_add_fetch(&q->adm, n, __ATOMIC_RELAXED);
-    int64_t now = __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
-    if (n > 0 && q->lim.max_memory > 0 && now > (int64_t)q->lim.max_memory) {
+    __atomic_add_fetch(&q->mem, (int64_t)n, __ATOMIC_RELAXED);
+    if (own_over) {
         fail_cause(q, -ENOMEM, QCTX_MEMORY,
                    "the query needs more than %" PRIu64 " bytes of memory (--query-memory); "
                    "narrow the time range or the selector",
                    q->lim.max_memory);
         return -ENOMEM;
     }
-    uint64_t cap = qctx_total_memory();
-    if (n > 0 && cap > 0 && all > (int64_t)cap) {
+    if (shared_over) {
         fail_cause(q, -ENOMEM, QCTX_SHARED,
                    "the queries running now need more than %" PRIu64 " bytes of memory together "
-                   "(the server's query share of --memory-budget); retry later, or narrow the "
-                   "time range or the selector",
+                   "(the server's query share of --memory-budget); retry later",
                    cap);
+        return -ENOMEM;
+    }
+    /* Work the query can do without (a child context: an index build) is
+     * charged only while the process stays inside the admission limit:
+     * it must not be what takes the process past the budget. */
+    if (n > 0 && q->optional && adm_excess() > 0) {
+        fail_cause(q, -ENOMEM, QCTX_MEMORY, "no room in the memory budget for optional work");
         return -ENOMEM;
     }
     return 0;
@@ -351,7 +435,7 @@ static void page_window_add(struct qctx *q, struct qctx_src *s)
     pthread_mutex_lock(&q->lock);
     q->pg_ring[(q->pg_head + q->pg_n++) % q->pg_cap] = (uint32_t)(s - q->src);
     q->pg_bytes += bytes;
-    while (cap > 0 && q->pg_bytes > cap && q->pg_n > keep) {
+    while (((cap > 0 && q->pg_bytes > cap) || adm_excess() > 0) && q->pg_n > keep) {
         struct qctx_src *old = &q->src[q->pg_ring[q->pg_head]];
         q->pg_head = (q->pg_head + 1) % q->pg_cap;
         q->pg_n--;
@@ -363,6 +447,60 @@ static void page_window_add(struct qctx *q, struct qctx_src *s)
         __atomic_store_n(&old->paged, 0, __ATOMIC_RELAXED); /* a later load enters it again */
     }
     pthread_mutex_unlock(&q->lock);
+}
+
+/*
+ * Before a load that adds memory (the block's tables, not loaded yet; its
+ * file pages, not in the window yet: each estimated at the file's size),
+ * while that would take the process past QCTX_ROOM_LIMIT of the budget:
+ * idle tables are dropped, admission leaves the bytes free
+ * (adm_demand_add) and the query waits for seals to free ingest's memory,
+ * at most QCTX_ROOM_WAIT_NS in all per query. The load then goes on
+ * whatever the room: a query is not refused for memory ingest holds.
+ */
+static void wait_for_room(struct qctx *q, struct qctx_src *s)
+{
+    uint64_t budget = adm_budget();
+    if (budget == 0) {
+        return;
+    }
+    uint64_t file = blk_file_bytes(s->b);
+    uint64_t need = (blk_holds_tables(s->b) ? 0 : file) +
+                    (__atomic_load_n(&s->paged, __ATOMIC_RELAXED) ? 0 : file);
+    uint64_t limit = budget - budget / QCTX_ROOM_DIV;
+    if (need == 0 || adm_fits(need, limit)) {
+        return;
+    }
+    catalog_trim_tables();
+    if (adm_fits(need, limit)) {
+        return;
+    }
+    /* From the first load that found no room to the query's end,
+     * admission keeps room for the query's working set free (one such
+     * load per pool worker; qctx_close gives it back): a query under
+     * ingest at the limit reads block after block, and without it ingest
+     * would take each seal's room back before the next load. */
+    uint64_t set = need * (uint64_t)(qpool_workers() > 1 ? qpool_workers() : 1);
+    uint64_t keep = set < budget / QCTX_DEMAND_DIV ? set : budget / QCTX_DEMAND_DIV;
+    pthread_mutex_lock(&q->lock);
+    if (keep > q->demand) {
+        adm_demand_add((int64_t)(keep - q->demand));
+        q->demand = keep;
+    }
+    pthread_mutex_unlock(&q->lock);
+    uint64_t spent = __atomic_load_n(&q->room_wait_ns, __ATOMIC_RELAXED);
+    if (spent >= QCTX_ROOM_WAIT_NS) {
+        return;
+    }
+    uint64_t t0 = clock_mono_ns(), end = wait_until(q, QCTX_ROOM_WAIT_NS - spent);
+    __atomic_add_fetch(&room_waits, 1, __ATOMIC_RELAXED);
+    while (!adm_fits(need, limit) && clock_mono_ns() < end && qctx_check(q) == 0) {
+        nap();
+        catalog_trim_tables();
+    }
+    uint64_t took = clock_mono_ns() - t0;
+    __atomic_add_fetch(&q->room_wait_ns, took, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&room_wait_ns, took, __ATOMIC_RELAXED);
 }
 
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
@@ -382,6 +520,9 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
             s->unpinned = false;
         }
         pthread_mutex_unlock(&q->lock);
+    }
+    if (q->pg_cap > 0) {
+        wait_for_room(q, s);
     }
     int rc = blk_load(s->b, want);
     /* a child context (pg_cap 0) leaves the page window to its parent */
@@ -468,6 +609,7 @@ void qctx_sub_open(struct qctx *sub, struct qctx *parent, uint64_t max_memory)
     sub->lim = parent->lim;
     sub->lim.max_rows = 0; /* counted into the parent's at the close */
     sub->lim.max_memory = max_memory;
+    sub->optional = true;
     sub->noun = parent->noun;
     /* the sources, not the snapshot: n_blocks 0, so no pins and no page
      * window (qctx_load, qctx_done), and qctx_close would do nothing */

@@ -105,6 +105,19 @@ struct qctx_warning {
     char msg[256];
 };
 
+/* Memory waits (qctx_load's room in the budget, qctx_charge's shared
+ * bound): how long each may last, and the step. */
+#define QCTX_ROOM_WAIT_NS (200ull * 1000000u) /* per query, all loads together */
+#define QCTX_SHARED_WAIT_NS (250ull * 1000000u)
+#define QCTX_WAIT_STEP_NS (2 * 1000000)
+/* qctx_load waits while a load would take the process past the budget
+ * less 1/QCTX_ROOM_DIV of it (room for ingest's committed growth). */
+#define QCTX_ROOM_DIV 16
+/* ... and from then on until it closes, admission keeps the largest load's
+ * estimate free once per pool worker, at most 1/QCTX_DEMAND_DIV of the
+ * budget. */
+#define QCTX_DEMAND_DIV 8
+
 struct qctx {
     struct cat_snap snap;
     bool have_snap;
@@ -127,6 +140,9 @@ struct qctx {
     uint32_t *pg_ring;
     size_t pg_head, pg_n, pg_cap;
     uint64_t pg_bytes;
+    uint64_t room_wait_ns; /* atomic: qctx_load's waits for room so far */
+    uint64_t demand;       /* under lock: bytes admission keeps free for it (adm_demand_add) */
+    bool optional;         /* a child context (qctx_sub_open) */
 };
 
 /*
@@ -147,6 +163,14 @@ static inline enum qctx_cause qctx_cause(struct qctx *q)
 {
     return (enum qctx_cause)__atomic_load_n(&q->cause, __ATOMIC_ACQUIRE);
 }
+/* The code an executor answers for error |rc| of |q|: -EBUSY when the
+ * query stopped at the open queries' bound (QCTX_SHARED: other queries'
+ * memory is the cause, so the server answers 503 with Retry-After, not
+ * the per-query 422), else |rc|. */
+static inline int qctx_answer_rc(struct qctx *q, int rc)
+{
+    return rc == -ENOMEM && qctx_cause(q) == QCTX_SHARED ? -EBUSY : rc;
+}
 /* Its message ("" for none); stable once qctx_err is nonzero. */
 const char *qctx_message(const struct qctx *q);
 
@@ -164,9 +188,14 @@ int qctx_check(struct qctx *q);
 int qctx_tick(struct qctx *q);
 
 /* Charges |n| bytes of query state, to the query and to the memory budget
- * (adm_charge: the ingest admission then makes room): 0, or -ENOMEM over
- * max_memory (the query's error then). qctx_uncharge returns at most what
- * the query charged; qctx_close the rest. */
+ * (adm_charge: the ingest admission then makes room): 0, or -ENOMEM (the
+ * query's error then) over max_memory (QCTX_MEMORY), over the open
+ * queries' bound once other queries held on to their memory for
+ * QCTX_SHARED_WAIT_NS (QCTX_SHARED; no wait when this query alone is
+ * over it), or, on a child context, when the process is over the
+ * admission limit (QCTX_MEMORY: the optional work is dropped). May sleep
+ * (the shared wait). qctx_uncharge returns at most what the query
+ * charged; qctx_close the rest. */
 int qctx_charge(struct qctx *q, uint64_t n);
 void qctx_uncharge(struct qctx *q, uint64_t n);
 /*
@@ -186,7 +215,17 @@ void qctx_arena_bind(struct qctx *q, arena *a);
  * query; any thread.
  */
 void qctx_set_total_memory(uint64_t n);
+/* Tests only: |n| bytes counted as held by some other query against that
+ * bound (not charged to the budget), so that one query meets it. Set
+ * before the first query. */
+void qctx_set_test_held(uint64_t n);
 uint64_t qctx_total_memory(void);
+/* Totals of the memory waits, for /metrics. Any thread. */
+struct qctx_wait_stats {
+    uint64_t room_waits, room_wait_ns;     /* qctx_load: room in the budget */
+    uint64_t shared_waits, shared_wait_ns; /* qctx_charge: the open queries' bound */
+};
+void qctx_wait_stats(struct qctx_wait_stats *out);
 /* What the open queries hold by their qctx_charge counts, together; and
  * the file bytes their page windows charge (qctx_load). */
 uint64_t qctx_memory_held(void);
@@ -196,9 +235,10 @@ uint64_t qctx_window_bytes(void);
  * A child context for work a query may do without, run on the query's
  * thread: |sub| reads |parent|'s sources (the caller keeps the one it
  * reads pinned and loaded through |parent|: the child neither pins nor
- * pages) under |parent|'s deadline and cancel flag, with its own
- * max_memory (0: none); its charges count in the budget and the open
- * queries' total like any query's. qctx_sub_close folds it back: its rows
+ * pages, nor waits for room) under |parent|'s deadline and cancel flag,
+ * with its own max_memory (0: none); its charges count in the budget and
+ * the open queries' total like any query's, and fail while the process
+ * is over the admission limit (adm_excess). qctx_sub_close folds it back: its rows
  * into |parent|'s (and limit), its warnings and quarantined blocks, and
  * its error unless that was a memory one (-ENOMEM: the work is dropped,
  * the query goes on); it returns the child's error. Free what the child
@@ -232,7 +272,13 @@ bool qctx_quarantined_next(char *out, size_t cap);
  * window's bytes exceed catalog_table_cap() (a quarter of the budget in
  * the daemon; 0: no bound) the oldest sources leave it, their pages
  * dropped (blk_drop_pages: safe whoever reads them; a later read of the
- * source faults them back in), while more than qpool_workers() remain.
+ * source faults them back in), while more than qpool_workers() remain;
+ * so do they while the process is over the admission limit (adm_excess).
+ * ROOM: a load that adds memory first waits for room in the budget
+ * (wait_for_room in qctx.c: at most QCTX_ROOM_WAIT_NS per query), then
+ * loads whatever the room; from the first load that found none until
+ * qctx_close, ingest admission keeps that load's estimate free per pool
+ * worker (QCTX_DEMAND_DIV).
  * qctx_close drops the pages of every sealed source (planning reads the
  * footers too) and returns the charge. */
 int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want);

@@ -807,6 +807,7 @@ int tqmx_eval(const struct tqmx_req *rq, struct jsonw *w, char *err, size_t errl
         } else {
             traces_err_msg(&x.q, err, errlen, rc);
         }
+        rc = qctx_answer_rc(&x.q, rc);
     }
     arena_free(x.a);
     qctx_uncharge(&x.q, x.kcap);

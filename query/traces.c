@@ -59,16 +59,21 @@ void traces_set_err(char *err, size_t errlen, int rc)
 }
 
 /* set_err for the query's error, with the regex case told apart. */
-void traces_err_msg(struct qctx *q, char *err, size_t errlen, int rc)
+int traces_err_msg(struct qctx *q, char *err, size_t errlen, int rc)
 {
     if (rc == -E2BIG && qctx_cause(q) == QCTX_REGEX) {
         snprintf(err, errlen,
                  "a regular expression of the query needs too much backtracking (PCRE2 match "
                  "limit); simplify it, e.g. avoid nested or overlapping repetitions such as "
                  "(a|aa)+ or (a+)+");
-        return;
+        return rc;
+    }
+    if (qctx_answer_rc(q, rc) != rc) {
+        snprintf(err, errlen, "%s", qctx_message(q));
+        return qctx_answer_rc(q, rc);
     }
     traces_set_err(err, errlen, rc);
+    return rc;
 }
 
 int traces_parse_id(const char *s, size_t n, uint8_t id[16])

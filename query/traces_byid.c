@@ -100,9 +100,15 @@ static void find_item(void *arg, size_t i)
     if (qctx_scan_end(&it) != 0) {
         return;
     }
+    if (h->n == 0) {
+        /* none of the trace's spans here, nothing kept of the block: its
+         * tables and pages may go before the trace is rendered */
+        qctx_done(q, s);
+        return;
+    }
     /* Rendering reads every table: verify them now, so a damaged block
      * is left out before the first byte goes out rather than midway. */
-    if (h->n > 0 && qctx_load(q, s, BLK_ALL) < 0) {
+    if (qctx_load(q, s, BLK_ALL) < 0) {
         h->n = 0;
     }
 }
@@ -289,7 +295,7 @@ out:
     free(f.cand);
     qstats_scan_add(&q->st);
     if (rc < 0) {
-        traces_set_err(err, errlen, rc);
+        rc = traces_err_msg(q, err, errlen, rc);
         traces_trace_free(t);
         return rc;
     }

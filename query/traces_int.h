@@ -157,7 +157,9 @@ struct cand {
 
 int traces_query_open(struct qctx *q, const struct traces_limits *lim);
 void traces_set_err(char *err, size_t errlen, int rc);
-void traces_err_msg(struct qctx *q, char *err, size_t errlen, int rc);
+/* ... and returns the code to answer (qctx_answer_rc: -EBUSY for the open
+ * queries' bound). */
+int traces_err_msg(struct qctx *q, char *err, size_t errlen, int rc);
 int traces_parse_id(const char *s, size_t n, uint8_t id[16]);
 
 /* ---- traces_byid.c: trace by id ---- */

@@ -448,6 +448,7 @@ struct search {
     /* phase 2 */
     struct cmap batch; /* id -> index in |cands| (start field) */
     struct hits *item_hits;
+    bool *item_loaded; /* run_batch: loaded again for the batch */
     uint64_t inspected;
 };
 
@@ -507,6 +508,8 @@ int traces_source_may(const struct qctx *q, const struct traces_search_req *rq,
     return sd->n > 0 ? why : MAY;
 }
 
+static void seed_scan(struct search *s, size_t si);
+
 static void seed_item(void *arg, size_t si)
 {
     struct search *s = arg;
@@ -526,6 +529,16 @@ static void seed_item(void *arg, size_t si)
     if (qctx_load(q, src, BLK_ROOT | s->seed_want) < 0) {
         return;
     }
+    seed_scan(s, si);
+    /* the candidates hold copies (ids, times), nothing of the block: its
+     * tables and pages may go until the gather loads it again */
+    qctx_done(q, src);
+}
+
+static void seed_scan(struct search *s, size_t si)
+{
+    struct qctx *q = &s->q;
+    struct qctx_src *src = &q->src[si];
     qctx_add(&q->st.blocks_scanned, 1);
     uint64_t lo, hi, r;
     traces_row_window(q, s->rq, si, &lo, &hi);
@@ -566,6 +579,8 @@ static int cand_cmp(const void *pa, const void *pb)
 
 /* ---- search: gathering and evaluating whole traces ------------------------ */
 
+static void gather_scan(struct search *s, size_t si);
+
 static void gather_item(void *arg, size_t si)
 {
     struct search *s = arg;
@@ -589,6 +604,17 @@ static void gather_item(void *arg, size_t si)
     if (qctx_load(q, src, BLK_ROOT | s->trace_want) < 0) {
         return;
     }
+    gather_scan(s, si);
+    /* the hits are (source, row) refs: run_batch loads the block again
+     * before it reads their spans */
+    qctx_done(q, src);
+}
+
+static void gather_scan(struct search *s, size_t si)
+{
+    struct qctx *q = &s->q;
+    struct qctx_src *src = &q->src[si];
+    struct hits *h = &s->item_hits[si];
     qctx_add(&q->st.blocks_scanned, 1);
     struct qctx_scan it;
     uint64_t r;
@@ -994,6 +1020,9 @@ static int result_cmp(const void *pa, const void *pb)
 }
 
 /* Gathers and evaluates candidates [from, to): appends matches to res. */
+static int batch_eval(struct search *s, const struct cand *cands, size_t from, size_t nb,
+                      struct result *res, size_t *n_res, const struct shown *sh, arena *a);
+
 static int run_batch(struct search *s, const struct cand *cands, size_t from, size_t to,
                      struct result *res, size_t *n_res, const struct shown *sh, arena *a)
 {
@@ -1013,6 +1042,35 @@ static int run_batch(struct search *s, const struct cand *cands, size_t from, si
     if (rc != 0) {
         return rc;
     }
+    /* The blocks holding hits, loaded (and pinned) again while this batch's
+     * traces are read, evaluated and rendered (span views point into
+     * their tables); given up at the batch's end. */
+    for (size_t si = 0; si < q->n_src; si++) {
+        if (s->item_hits[si].n > 0 && qctx_load(q, &q->src[si], BLK_ROOT | s->trace_want) < 0) {
+            s->item_hits[si].n = 0; /* quarantined: its spans are lost */
+            if (qctx_err(q) != 0) {
+                return qctx_err(q);
+            }
+        } else if (s->item_hits[si].n > 0) {
+            s->item_loaded[si] = true;
+        }
+    }
+    rc = batch_eval(s, cands, from, nb, res, n_res, sh, a);
+    for (size_t si = 0; si < q->n_src; si++) {
+        if (s->item_loaded[si]) {
+            s->item_loaded[si] = false;
+            qctx_done(q, &q->src[si]);
+        }
+    }
+    return rc;
+}
+
+/* run_batch's evaluation of the gathered hits. */
+static int batch_eval(struct search *s, const struct cand *cands, size_t from, size_t nb,
+                      struct result *res, size_t *n_res, const struct shown *sh, arena *a)
+{
+    struct qctx *q = &s->q;
+    int rc = 0;
     /* bucket the hits by candidate */
     size_t *cnt = calloc(nb + 1, sizeof(size_t));
     size_t total = 0;
@@ -1142,8 +1200,10 @@ int traces_search(const struct traces_search_req *rq, struct jsonw *w, struct qs
     }
     s.item_maps = calloc(q->n_src + 1, sizeof(*s.item_maps));
     s.item_hits = calloc(q->n_src + 1, sizeof(*s.item_hits));
+    s.item_loaded = calloc(q->n_src + 1, sizeof(*s.item_loaded));
     res = calloc((size_t)rq->limit + 1, sizeof(*res));
-    if (a == NULL || s.item_maps == NULL || s.item_hits == NULL || res == NULL) {
+    if (a == NULL || s.item_maps == NULL || s.item_hits == NULL || s.item_loaded == NULL ||
+        res == NULL) {
         rc = -ENOMEM;
         goto out;
     }
@@ -1243,6 +1303,7 @@ out:
     }
     free(s.item_maps);
     free(s.item_hits);
+    free(s.item_loaded);
     cmap_free(q, &s.batch);
     arena_free(a);
     qstats_scan_add(&q->st);
@@ -1251,7 +1312,7 @@ out:
     }
     qctx_close(q);
     if (rc != 0) {
-        traces_err_msg(q, err, errlen, rc);
+        rc = traces_err_msg(q, err, errlen, rc);
     }
     return rc;
 }

@@ -549,7 +549,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
         t.scopes = keep;
     }
     if (rc != 0) {
-        traces_err_msg(&t.q, err, errlen, rc);
+        rc = traces_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }
@@ -608,7 +608,7 @@ int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, si
     jsonw_obj_end(w);
     tagscan_close(&t);
     if (rc != 0) {
-        traces_err_msg(&t.q, err, errlen, rc);
+        rc = traces_err_msg(&t.q, err, errlen, rc);
     }
     return rc;
 }
@@ -687,7 +687,7 @@ int traces_tag_values(const struct traces_tags_req *rq, const char *tag, size_t 
         rc = tag_walk(&t, !rows, rows_for_values);
     }
     if (rc != 0) {
-        traces_err_msg(&t.q, err, errlen, rc);
+        rc = traces_err_msg(&t.q, err, errlen, rc);
         tagscan_close(&t);
         return rc;
     }

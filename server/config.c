@@ -166,6 +166,9 @@ static const struct opt opts[] = {
      "testing only: ms every shard sleeps per drain, to simulate a slow disk"},
     {"test-seal-delay", OPT_INT, "0", NULL, 0, 60000, NUM(test_seal_delay_ms),
      "testing only: ms the sealer sleeps before each seal, to simulate a sealer that lags"},
+    {"test-query-held", OPT_BYTES, "0", NULL, 0, 1ll << 40, NUM(test_query_held),
+     "testing only: bytes counted as held by other queries against the open queries' memory "
+     "bound, to refuse a query at it"},
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 

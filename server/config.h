@@ -53,8 +53,9 @@ struct config {
     uint64_t query_timeout_ms;
     uint64_t query_max_rows;
     uint64_t query_memory;
-    int test_shard_delay_ms; /* tests only: a slow shard */
-    int test_seal_delay_ms;  /* tests only: a lagging sealer */
+    int test_shard_delay_ms;  /* tests only: a slow shard */
+    int test_seal_delay_ms;   /* tests only: a lagging sealer */
+    uint64_t test_query_held; /* tests only: bytes other queries seem to hold */
     /* TLS, tokens and browsers (server/tls.h, auth.h, origin.h); "" = off */
     char tls_cert[512];
     char tls_key[512];

@@ -241,6 +241,14 @@ static void ack_metrics_text(struct evbuffer *o)
                         (unsigned long long)cache[0], (unsigned long long)cache[1]);
 }
 
+static uint64_t trims, trim_ns; /* ops_note_trim */
+
+void ops_note_trim(uint64_t ns)
+{
+    __atomic_add_fetch(&trims, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&trim_ns, ns, __ATOMIC_RELAXED);
+}
+
 void ops_metrics_text(struct evbuffer *o)
 {
     struct io_stats s;
@@ -405,10 +413,34 @@ void ops_metrics_text(struct evbuffer *o)
     sealer_get_stats(&ss);
     struct blk_stats bs;
     blk_get_stats(&bs);
+    struct qctx_wait_stats qw;
+    qctx_wait_stats(&qw);
     const struct {
         const char *name, *type, *help;
         double v;
     } plain[] = {
+        {"miradb_memory_uncounted_bytes", "gauge",
+         "The daemon's resident memory beyond miradb_memory_in_use_bytes (0 when the charges "
+         "exceed it), measured every 20 ms: admission leaves it out of what it admits.",
+         (double)adm_uncounted()},
+        {"miradb_heap_trims_total", "counter",
+         "Times freed heap was given back to the system (malloc_trim) because the resident "
+         "memory passed the charges by 1/32 of the budget.",
+         (double)__atomic_load_n(&trims, __ATOMIC_RELAXED)},
+        {"miradb_heap_trim_seconds_total", "counter", "Time those trims took.",
+         (double)__atomic_load_n(&trim_ns, __ATOMIC_RELAXED) / 1e9},
+        {"miradb_query_memory_waits_total", "counter",
+         "Block loads that waited for room in the memory budget (ingest admission held back "
+         "meanwhile; at most 0.2 s per query).",
+         (double)qw.room_waits},
+        {"miradb_query_memory_wait_seconds_total", "counter", "Time those loads waited.",
+         (double)qw.room_wait_ns / 1e9},
+        {"miradb_query_shared_waits_total", "counter",
+         "Query charges that waited for other queries to release memory (the open queries' "
+         "bound).",
+         (double)qw.shared_waits},
+        {"miradb_query_shared_wait_seconds_total", "counter", "Time those charges waited.",
+         (double)qw.shared_wait_ns / 1e9},
         {"miradb_seals_total", "counter", "Open blocks sealed into block files.", (double)ss.seals},
         {"miradb_seal_failures_total", "counter", "Seals that failed (rows stay in the WAL).",
          (double)ss.seal_failures},

@@ -19,6 +19,9 @@ bool ops_ready(void);
 const char *ops_not_ready_reason(char *buf, size_t cap);
 /* The store's disk_changed hook (diskfree.h): logs low / recovered. */
 void ops_disk_changed(bool low, uint64_t free_bytes, uint64_t min_free);
+/* The main loop gave freed heap back (malloc_trim) in |ns|: counted for
+ * /metrics. Any thread. */
+void ops_note_trim(uint64_t ns);
 /* Appends the whole /metrics page to |out|. */
 void ops_metrics_text(struct evbuffer *out);
 

@@ -246,7 +246,8 @@ static int failed(struct run *st, int rc, const char *msg, struct qhttp_answer *
                  "the query needs more than %" PRIu64 " bytes of memory (--query-memory)",
                  qhttp_limits()->max_memory);
     }
-    return rc;
+    /* the open queries' bound: 503 + Retry-After, not the per-query 422 */
+    return st->have_qc && qerr == rc ? qctx_answer_rc(&st->qc, rc) : rc;
 }
 
 /* The warnings of the result and of the qctx (a quarantined block). */

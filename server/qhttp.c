@@ -57,6 +57,7 @@ int qhttp_start(const struct config *c)
      * larger, so that a query allowed alone is allowed. */
     uint64_t share = c->memory_budget / 4;
     qctx_set_total_memory(c->query_memory > share ? c->query_memory : share);
+    qctx_set_test_held(c->test_query_held);
     int workers = c->query_workers;
     if (workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -84,6 +85,8 @@ int qhttp_register(const struct config *c, const struct qhttp_route *routes, siz
 
 static const char TIMEOUT_MSG[] = "query timed out (--query-timeout)";
 static const char OVERLOADED_MSG[] = "too many queries in flight; retry later";
+static const char SHARED_MSG[] = "the queries running now hold the server's query memory; retry "
+                                 "later";
 
 static const struct qhttp_error errors[] = {
     {-EINVAL, QS_BAD_REQUEST, {400, 400, 400}, false, "bad_data", "bad request"},
@@ -95,6 +98,7 @@ static const struct qhttp_error errors[] = {
     {-ECANCELED, QS_CANCELED, {499, 499, 503}, false, "canceled", "canceled"},
     {-EAGAIN, QS_OVERLOADED, {503, 503, 503}, true, "unavailable", OVERLOADED_MSG},
     {-ENOBUFS, QS_ERROR, {503, 503, 503}, false, "unavailable", "out of memory"},
+    {-EBUSY, QS_OVERLOADED, {503, 503, 503}, true, "unavailable", SHARED_MSG},
     {0, QS_ERROR, {500, 500, 500}, false, "internal", "internal error"},
 };
 

@@ -30,6 +30,9 @@
  *   -ECANCELED  canceled      499  499  503 canceled     the client left (sees no answer)
  *   -EAGAIN     overloaded    503  503  503 unavailable  pool queue full; Retry-After: 1
  *   -ENOBUFS    error         503  503  503 unavailable  out of memory before the query ran
+ *   -EBUSY      overloaded    503  503  503 unavailable  over the open queries' memory bound
+ *                                                     (qctx_answer_rc: other queries' memory
+ *                                                     is the cause); Retry-After: 1
  *   any other   error         500  500  500 internal
  *
  * Where Loki and Tempo disagreed, each keeps the status its tests assert:

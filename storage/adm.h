@@ -19,8 +19,9 @@ void adm_init(uint64_t budget);
  * take the process past it. 0 (the default) admits up to the budget.
  */
 void adm_set_reserve(uint64_t n);
-/* Charges |n| if it fits under the budget less the reserve; false
- * (nothing charged) if not. */
+/* Charges |n| if it fits under the budget less the reserve, less what the
+ * process holds uncounted (adm_set_uncounted) and what queries keep free
+ * (adm_demand_add); false (nothing charged) if not. */
 bool adm_try_charge(uint64_t n);
 /* Charges |n| even past the budget: only for memory already committed
  * (an open block's growth after its WAL frame was written). */
@@ -28,6 +29,31 @@ void adm_charge(uint64_t n);
 void adm_uncharge(uint64_t n);
 uint64_t adm_in_use(void);
 uint64_t adm_budget(void);
+/* The budget less the reserve (where admission stops). */
+uint64_t adm_admit_limit(void);
+
+/*
+ * What the process holds that no charge counts (its RSS less adm_in_use,
+ * never below 0: thread stacks, allocator slack, the libraries' buffers,
+ * zstd contexts), measured by the caller (the daemon's main loop reads
+ * /proc/self/statm every 20 ms): admission leaves it out of what it
+ * admits, so the budget compares with the whole process, not only with
+ * what was charged. Any thread.
+ */
+void adm_set_uncounted(uint64_t n);
+uint64_t adm_uncounted(void);
+/* Bytes a query waits for (n > 0 while it waits, -n when done): admission
+ * leaves them free meanwhile, so that ingest does not take the room a
+ * seal frees before the query gets it (qctx_load). */
+void adm_demand_add(int64_t n);
+/* How far the budget's count is above where admission stops now (as
+ * adm_try_charge, without the queries' demand; 0: not): what caches (idle
+ * tables, page windows) give back so that they do not hold memory ingest
+ * could be admitted to. */
+uint64_t adm_excess(void);
+/* Whether |n| more bytes keep the count plus the uncounted part within
+ * |limit| bytes. */
+bool adm_fits(uint64_t n, uint64_t limit);
 
 /*
  * Pacing. The sealer is slower than decode + append, so under a closed loop

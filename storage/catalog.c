@@ -502,10 +502,27 @@ static size_t idle_loaded_locked(blk **out, size_t cap)
     return n;
 }
 
+/* Over the cap, or the process over the admission limit while tables are
+ * loaded: idle tables are a cache, and a cache gives its memory back
+ * before ingest is kept waiting or committed charges take the process
+ * past the budget (adm_excess; each drop lowers it at once). */
+static bool trim_due(uint64_t cap)
+{
+    if (cap > 0 && over_cap(cap)) {
+        return true;
+    }
+    if (adm_excess() == 0) {
+        return false;
+    }
+    struct blk_stats bs;
+    blk_get_stats(&bs);
+    return bs.table_heap_bytes > 0;
+}
+
 int catalog_trim_tables(void)
 {
     uint64_t cap = atomic_load(&table_cap);
-    if (cap == 0 || !over_cap(cap)) {
+    if (!trim_due(cap)) {
         return 0;
     }
     int dropped = 0;
@@ -515,7 +532,7 @@ int catalog_trim_tables(void)
     if (v != NULL) {
         n = idle_loaded_locked(v, n);
         qsort(v, n, sizeof(*v), by_stamp);
-        for (size_t i = 0; i < n && over_cap(cap); i++) {
+        for (size_t i = 0; i < n && trim_due(cap); i++) {
             dropped += blk_drop_tables_unpinned(v[i]);
         }
         free(v);
@@ -523,7 +540,7 @@ int catalog_trim_tables(void)
         /* Out of memory for the order: oldest data first, still only idle
          * blocks. */
         for (int s = 0; s < SIG_COUNT; s++) {
-            for (struct cat_blk *cb = sigs[s].blocks; cb != NULL && over_cap(cap); cb = cb->next) {
+            for (struct cat_blk *cb = sigs[s].blocks; cb != NULL && trim_due(cap); cb = cb->next) {
                 if (blk_holds_tables(cb->b)) {
                     dropped += blk_drop_tables_unpinned(cb->b);
                 }

@@ -165,8 +165,10 @@ uint64_t catalog_table_cap(void);
  * way, by one thread at a time per block. */
 void catalog_snap_unpin(struct cat_snap *sn, size_t i);
 void catalog_snap_pin(struct cat_snap *sn, size_t i);
-/* Drops idle blocks' tables while either is over the cap (see above);
- * returns how many blocks' tables it dropped. catalog_snap_release runs it
+/* Drops idle blocks' tables while either is over the cap (see above), or
+ * while the process is over the admission limit (adm_excess: a cache
+ * yields to ingest and to committed charges); returns how many blocks'
+ * tables it dropped. catalog_snap_release runs it
  * after letting go of its references. Any thread; not the ingest path. */
 int catalog_trim_tables(void);
 /* How many times a block's tables were dropped by the cap, in total. */

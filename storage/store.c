@@ -34,6 +34,15 @@
 #include "storage/oblock.h"
 
 #define ADM_RESERVE_DIV 8 /* the budget's share admission leaves free */
+/* ... and this much more for what queries load on top of ingest at its
+ * limit (tables, pages: the rss bench's query arm at 256 MiB peaked at
+ * 254-257 MiB with the eighth alone, 244 with this; bench/PERFORMANCE.md,
+ * "Peak RSS inside the budget"). */
+#define ADM_RESERVE_QUERY_DIV 32
+/* ... and at least this (or a 16th, below 64 MiB): at the 64 MiB floor a
+ * query's tables and pages are a larger share of the budget (query arm at
+ * 64 MiB: 65.0-65.5 MiB peak with the 32nd alone, 63.9-64.1 with this). */
+#define ADM_RESERVE_QUERY_MIN (4u << 20)
 #define MAX_SHARDS_ON_DISK 64
 
 static shard **shards[SIG_COUNT]; /* [signal - 1][i] */
@@ -108,12 +117,15 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     memset(boot, 0, sizeof(*boot));
     sealer_set_failure_hook(c->seal_failed);
     adm_init(c->memory_budget);
-    /* What the process holds uncharged (thread stacks, the listeners' and
-     * ingest's per-thread buffers, allocator slack: 25-30 MiB measured at
-     * 96 gRPC connections) and the committed charges that may land after
-     * admission filled the budget come out of this reserve, not past the
-     * budget. */
-    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV);
+    /* The committed charges that may land after admission filled the
+     * budget (open-block growth, seal scratch, what queries load) come out
+     * of this reserve, not past the budget. What the process holds
+     * uncharged (thread stacks, the listeners' and ingest's per-thread
+     * buffers, allocator slack, the mapped binary) is measured from its
+     * RSS and comes off admission besides (store_memory_tick). */
+    uint64_t qres = c->memory_budget / ADM_RESERVE_QUERY_DIV, qmin = c->memory_budget / 16;
+    qmin = qmin < ADM_RESERVE_QUERY_MIN ? qmin : ADM_RESERVE_QUERY_MIN;
+    adm_set_reserve(c->memory_budget / ADM_RESERVE_DIV + (qres > qmin ? qres : qmin));
     n_shards = c->shards;
     if (shards_on_disk(c->data_dir) > n_shards) {
         n_shards = shards_on_disk(c->data_dir);
@@ -232,6 +244,15 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
         }
     }
     return rc;
+}
+
+void store_memory_tick(uint64_t rss)
+{
+    uint64_t counted = adm_in_use();
+    adm_set_uncounted(rss > counted ? rss - counted : 0);
+    if (adm_excess() > 0) {
+        catalog_trim_tables();
+    }
 }
 
 bool store_ready(void)

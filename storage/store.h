@@ -79,6 +79,14 @@ void store_close(uint64_t give_up_ns);
 
 /* True once every shard has replayed its WAL. */
 bool store_ready(void);
+/*
+ * The process's resident bytes now (|rss|, read by the caller from
+ * /proc/self/statm): what the budget's count does not cover becomes
+ * adm_set_uncounted, and when that takes the process past the admission
+ * limit the idle tables are dropped (catalog_trim_tables). The daemon's
+ * main loop calls it every 20 ms; any one thread.
+ */
+void store_memory_tick(uint64_t rss);
 /* WAL segment bytes on disk when the shards started (replay's 100%). */
 uint64_t store_wal_bytes_at_boot(void);
 /* Shards per signal, and a copy of one shard's counters. */

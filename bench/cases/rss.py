@@ -94,6 +94,11 @@ def smaps_split(pid):
 
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+# /metrics gauges kept at the sample with the largest VmRSS: what the budget counted there.
+PEAK_GAUGES = ("miradb_memory_in_use_bytes", "miradb_memory_uncounted_bytes",
+               "miradb_block_table_heap_bytes", "miradb_heap_trims_total",
+               "miradb_query_memory_bytes", "miradb_query_page_window_bytes",
+               'miradb_ingest_cache_bytes{kind="buffers"}', 'miradb_ingest_cache_bytes{kind="batches"}')
 
 
 class Sampler(threading.Thread):
@@ -105,6 +110,7 @@ class Sampler(threading.Thread):
         self.peaks = dict.fromkeys(FIELDS, 0)
         self.peak_heap = 0  # miradb_block_table_heap_bytes
         self.smaps = None  # the split with the largest total seen
+        self.at_peak = {}  # the accounting at the sample with the largest VmRSS
 
     def run(self):
         t0 = time.monotonic()
@@ -119,6 +125,9 @@ class Sampler(threading.Thread):
                                      int(m.get("miradb_block_table_heap_bytes", 0)))
                 self.samples.append((round(time.monotonic() - t0, 2), st["VmRSS"],
                                      int(m.get("miradb_memory_in_use_bytes", 0))))
+                if st["VmRSS"] >= self.at_peak.get("VmRSS", 0):
+                    self.at_peak = dict(st)
+                    self.at_peak.update({k: int(m.get(k, 0)) for k in PEAK_GAUGES})
                 if i % 10 == 0:
                     sp = smaps_split(self.d.pid)
                     if self.smaps is None or sp["total"] > self.smaps["total"]:
@@ -242,7 +251,7 @@ def one(build, client, budget, conns, secs, payload, lua, extra, arm):
         m = d.metrics()
         r["metrics"] = {k: v for k, v in m.items() if k.startswith((
             "miradb_admission", "miradb_ack_", "miradb_memory", "miradb_wal_append",
-            "miradb_block_fsync", "miradb_ingest_cache", "miradb_block_table",
+            "miradb_block_fsync", "miradb_heap_trim", "miradb_ingest_cache", "miradb_block_table",
             "miradb_seal", "miradb_query"))}
         smp = s.samples
         r["peak_in_use_bytes"] = max((x[2] for x in smp), default=0)
@@ -250,6 +259,7 @@ def one(build, client, budget, conns, secs, payload, lua, extra, arm):
         r["peaks"] = {k: v for k, v in s.peaks.items()}
         r["peak_table_heap_bytes"] = s.peak_heap
         r["smaps_at_peak"] = s.smaps
+        r["at_peak_rss"] = s.at_peak
         r["samples"] = smp[::10]  # (s, RSS, in_use) about once a second
         if q is not None:
             r["queries"] = {k: {"runs": v[0], "not_200": v[1],
@@ -306,6 +316,22 @@ def main():
                       mib(r["peak_table_heap_bytes"]), mib(sm.get("anon", 0)),
                       mib(sm.get("blocks", 0)), sm.get("blocks_n", 0), mib(sm.get("wal", 0)),
                       mib(sm.get("files", 0))))
+            ap = r["at_peak_rss"]
+            bl.log("rss:   at the RSS peak (%.1f MiB: anon %.1f, file %.1f): in_use %.1f, of it "
+                   "table heap %.1f, query memory %.1f, page windows %.1f MiB"
+                   % (mib(ap.get("VmRSS", 0)), mib(ap.get("RssAnon", 0)), mib(ap.get("RssFile", 0)),
+                      mib(ap.get("miradb_memory_in_use_bytes", 0)),
+                      mib(ap.get("miradb_block_table_heap_bytes", 0)),
+                      mib(ap.get("miradb_query_memory_bytes", 0)),
+                      mib(ap.get("miradb_query_page_window_bytes", 0))))
+            mt = r["metrics"]
+            bl.log("rss:   query loads that waited for room %d (%.2f s), shared-bound waits %d "
+                   "(%.2f s); uncounted at the RSS peak %.1f MiB"
+                   % (mt.get("miradb_query_memory_waits_total", 0),
+                      mt.get("miradb_query_memory_wait_seconds_total", 0),
+                      mt.get("miradb_query_shared_waits_total", 0),
+                      mt.get("miradb_query_shared_wait_seconds_total", 0),
+                      mib(ap.get("miradb_memory_uncounted_bytes", 0))))
             if "queries" in r:
                 bl.log("rss:   queries: " + ", ".join(
                     "%s %d (%d not 200, %.0f ms)" % (k, v["runs"], v["not_200"], v["mean_ms"])

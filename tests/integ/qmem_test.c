@@ -240,3 +240,103 @@ Test(qmem, an_index_build_past_the_querys_room_is_dropped_and_the_query_answers,
     }
     cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* ---- the open queries' bound: other queries' memory is the cause ---- */
+
+/* GET |path|: expects 503 with Retry-After: 1 and exactly |want|. */
+static void expect_busy(const struct daemon *d, const char *path, const char *want)
+{
+    struct http_resp r;
+    char ra[16];
+    cr_assert_eq(httpc_request(d->http_port, "GET", path, NULL, NULL, 0, 0, &r), 0, "GET %s", path);
+    cr_expect_eq(r.status, 503, "GET %s: %d %s", path, r.status, r.body ? (char *)r.body : "");
+    cr_expect_str_eq(http_resp_header(&r, "Retry-After", ra, sizeof(ra)) ? ra : "(none)", "1");
+    cr_expect_str_eq(r.body ? (char *)r.body : "", want, "GET %s", path);
+    http_resp_free(&r);
+}
+
+#define SHARED_MSG                                                                                 \
+    "the queries running now need more than 16777216 bytes of memory together (the server's "      \
+    "query share of --memory-budget); retry later"
+
+/* A daemon whose open queries' bound (16 MiB at a 64 MiB budget) is held
+ * whole by some other query (--test-query-held): every query that charges
+ * memory waits for it (250 ms) and is refused with 503 + Retry-After on
+ * each API, not with the per-query 422; the wait is counted. */
+static void start_held(struct daemon *d)
+{
+    const char *args[] = {"--memory-budget", "64MiB", "--test-query-held", "16MiB", NULL};
+    cr_assert_eq(daemon_start(d, NULL, args), 0);
+}
+
+Test(qmem, promql_at_the_shared_bound_answers_503_with_retry_after, .timeout = 120)
+{
+    struct daemon d;
+    start_held(&d);
+    char *b = gauges("load", 10, 0);
+    post(&d, "/v1/metrics", b);
+    free(b);
+    expect_busy(&d, "/api/v1/query_range?query=load&start=1700000000&end=1700000100&step=10",
+                "{\"status\":\"error\",\"errorType\":\"unavailable\",\"error\":\"" SHARED_MSG
+                "\"}");
+    cr_expect_eq(daemon_metric(&d, "miradb_queries_total{endpoint=\"prom_query_range\","
+                                   "outcome=\"overloaded\"}"),
+                 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_query_shared_waits_total"), 1);
+    cr_expect_geq(daemon_metric(&d, "miradb_query_shared_wait_seconds_total"), 0.25);
+    /* what the refused query charged is back: only the stand-in is held */
+    cr_expect_eq(daemon_metric(&d, "miradb_query_memory_bytes"), 16 << 20);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+Test(qmem, logql_at_the_shared_bound_answers_503_with_retry_after, .timeout = 120)
+{
+    struct daemon d;
+    start_held(&d);
+    const char *logs =
+        "{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeLogs\":[{\"logRecords\":[{"
+        "\"timeUnixNano\":\"1700000001000000000\",\"body\":{\"stringValue\":\"hello "
+        "world\"}}]}]}]}";
+    post(&d, "/v1/logs", logs);
+    expect_busy(&d,
+                "/loki/api/v1/query_range?query=%7Bservice_name%3D%22svc%22%7D&start="
+                "1700000000000000000&end=1700000010000000000&limit=10",
+                SHARED_MSG);
+    cr_expect_eq(daemon_metric(&d, "miradb_query_shared_waits_total"), 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_query_memory_bytes"), 16 << 20);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+Test(qmem, tempo_search_at_the_shared_bound_answers_503_with_retry_after, .timeout = 120)
+{
+    struct daemon d;
+    start_held(&d);
+    char *b = spans(3);
+    post(&d, "/v1/traces", b);
+    free(b);
+    expect_busy(&d, "/api/search?q=%7B%7D&start=1700000000&end=1700000100&limit=20", SHARED_MSG);
+    cr_expect_eq(daemon_metric(&d, "miradb_query_shared_waits_total"), 1);
+    cr_expect_eq(daemon_metric(&d, "miradb_query_memory_bytes"), 16 << 20);
+    cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* The per-query bound stays 422 while another query holds memory, when
+ * the query meets its own bound first (8 MiB of its own, 1 MiB held by
+ * another, 16 MiB together): no wait, the limit's answer. */
+Test(qmem, the_per_query_bound_stays_422_beside_a_held_share, .timeout = 120)
+{
+    struct daemon d;
+    const char *args[] = {
+        "--memory-budget", "64MiB", "--query-memory", "8MiB", "--test-query-held", "1MiB", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    char *b = gauges("load", N_SERIES, 0);
+    post(&d, "/v1/metrics", b);
+    free(b);
+    expect(&d, BIG_RANGE, 422,
+           "{\"status\":\"error\",\"errorType\":\"execution\",\"error\":\"the query needs more "
+           "than 8388608 bytes of memory (--query-memory); narrow the time range or the "
+           "selector\"}");
+    cr_expect_eq(daemon_metric(&d, "miradb_query_shared_waits_total"), 0);
+    cr_assert_eq(daemon_stop(&d), 0);
+}

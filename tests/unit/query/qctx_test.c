@@ -805,3 +805,146 @@ Test(qctx_pages, a_block_two_items_loaded_is_kept_until_both_are_done)
     cr_expect_eq(s->users, 0);
     qctx_close(&q);
 }
+
+/* ---- memory waits and the budget's pressure (issue 13) ---- */
+
+static struct qctx *release_q;
+
+static void *release_later(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 40 * 1000000};
+    nanosleep(&ts, NULL);
+    qctx_uncharge(release_q, 600);
+    return NULL;
+}
+
+Test(qctx, at_the_shared_bound_a_charge_waits_for_another_query_to_release)
+{
+    struct qctx q1, q2;
+    struct qctx_wait_stats w0, w1;
+    qctx_set_total_memory(1000);
+    cr_assert_eq(qctx_open(&q1, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(qctx_open(&q2, SIG_LOGS, NULL, "rows"), 0);
+    cr_expect_eq(qctx_charge(&q1, 600), 0);
+    qctx_wait_stats(&w0);
+    release_q = &q1;
+    pthread_t t;
+    pthread_create(&t, NULL, release_later, NULL);
+    cr_expect_eq(qctx_charge(&q2, 500), 0, "q1 let go within the wait");
+    pthread_join(t, NULL);
+    qctx_wait_stats(&w1);
+    cr_expect_eq(w1.shared_waits - w0.shared_waits, 1);
+    cr_expect_geq(w1.shared_wait_ns - w0.shared_wait_ns, 30 * 1000000ull);
+    cr_expect_lt(w1.shared_wait_ns - w0.shared_wait_ns, QCTX_SHARED_WAIT_NS);
+    cr_expect_eq(qctx_err(&q2), 0);
+    cr_expect_eq(qctx_memory_held(), 500);
+    qctx_close(&q1);
+    qctx_close(&q2);
+    cr_expect_eq(qctx_memory_held(), 0);
+    qctx_set_total_memory(0);
+}
+
+Test(qctx, a_shared_refusal_answers_ebusy_and_the_own_bound_enomem_without_a_wait)
+{
+    struct qctx q1, q2, q3;
+    struct qctx_wait_stats w0, w1;
+    struct qctx_limits lim = {.max_memory = 300};
+    qctx_set_total_memory(1000);
+    cr_assert_eq(qctx_open(&q1, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(qctx_open(&q2, SIG_LOGS, NULL, "rows"), 0);
+    cr_assert_eq(qctx_open(&q3, SIG_LOGS, &lim, "rows"), 0);
+    cr_expect_eq(qctx_charge(&q1, 900), 0);
+    qctx_wait_stats(&w0);
+    /* over its own bound first: 422's cause, at once */
+    cr_expect_eq(qctx_charge(&q3, 301), -ENOMEM);
+    cr_expect_eq(qctx_cause(&q3), QCTX_MEMORY);
+    cr_expect_eq(qctx_answer_rc(&q3, qctx_err(&q3)), -ENOMEM);
+    qctx_wait_stats(&w1);
+    cr_expect_eq(w1.shared_waits, w0.shared_waits, "no wait for its own bound");
+    /* the shared bound, q1 holding on: a wait, then -EBUSY to answer */
+    uint64_t t0 = tclock_ns();
+    cr_expect_eq(qctx_charge(&q2, 200), -ENOMEM);
+    cr_expect_geq(tclock_ns() - t0, QCTX_SHARED_WAIT_NS);
+    cr_expect_eq(qctx_cause(&q2), QCTX_SHARED);
+    cr_expect_eq(qctx_answer_rc(&q2, qctx_err(&q2)), -EBUSY);
+    cr_expect_eq(qctx_answer_rc(&q2, -E2BIG), -E2BIG, "only the memory error is mapped");
+    qctx_wait_stats(&w1);
+    cr_expect_eq(w1.shared_waits - w0.shared_waits, 1);
+    qctx_close(&q2);
+    qctx_close(&q3);
+    /* alone over the bound: nobody to wait for */
+    qctx_wait_stats(&w0);
+    cr_expect_eq(qctx_charge(&q1, 200), -ENOMEM);
+    cr_expect_eq(qctx_cause(&q1), QCTX_SHARED);
+    qctx_wait_stats(&w1);
+    cr_expect_eq(w1.shared_waits, w0.shared_waits);
+    qctx_close(&q1);
+    cr_expect_eq(qctx_memory_held(), 0);
+    qctx_set_total_memory(0);
+}
+
+Test(qctx, a_child_contexts_charges_fail_while_the_process_is_over_the_admission_limit)
+{
+    struct qctx q, sub;
+    adm_init(1 << 20);
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    qctx_sub_open(&sub, &q, 0);
+    cr_expect_eq(qctx_charge(&sub, 1000), 0, "inside the limit");
+    adm_set_uncounted(1 << 20); /* the process holds the budget outside the charges */
+    cr_expect_gt(adm_excess(), 0);
+    cr_expect_eq(qctx_charge(&sub, 1000), -ENOMEM);
+    cr_expect_eq(qctx_cause(&sub), QCTX_MEMORY);
+    cr_expect_eq(qctx_sub_close(&sub, &q), -ENOMEM);
+    cr_expect_eq(qctx_err(&q), 0, "the query goes on without the optional work");
+    cr_expect_eq(qctx_charge(&q, 1000), 0, "its own charges are committed");
+    qctx_close(&q);
+    cr_expect_eq(adm_in_use(), 0);
+    adm_init(0);
+}
+
+Test(qctx_pages, idle_tables_are_dropped_while_the_process_is_over_the_admission_limit)
+{
+    uint64_t first[PW_BLOCKS];
+    struct qctx q;
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    pw_scan(&q, first, NULL);
+    qctx_close(&q); /* no cap: the tables stay, a cache */
+    uint64_t all = table_heap();
+    cr_assert_gt(all, 0);
+    cr_expect_eq(catalog_trim_tables(), 0, "inside the limit: kept");
+    cr_expect_eq(table_heap(), all);
+    /* uncounted memory takes the process past the limit by 1 byte of
+     * tables: the least recently read block's tables go, the rest stay */
+    uint64_t in = adm_in_use(), b = adm_budget();
+    cr_assert_lt(in, adm_admit_limit());
+    adm_set_uncounted(adm_admit_limit() - in + 1);
+    cr_expect_eq(catalog_trim_tables(), 1);
+    cr_expect_lt(table_heap(), all);
+    cr_expect_gt(table_heap(), 0);
+    cr_expect_eq(adm_excess(), 0);
+    adm_set_uncounted(b); /* far past: every idle block's tables */
+    catalog_trim_tables();
+    cr_expect_eq(table_heap(), 0);
+    adm_set_uncounted(0);
+}
+
+Test(qctx_pages, a_load_waits_for_room_at_most_the_querys_allowance_and_then_loads)
+{
+    struct qctx q;
+    struct qctx_wait_stats w0, w1;
+    adm_set_uncounted(adm_budget()); /* no room at all */
+    cr_assert_eq(qctx_open(&q, SIG_LOGS, NULL, "rows"), 0);
+    qctx_wait_stats(&w0);
+    uint64_t t0 = tclock_ns();
+    cr_expect_eq(qctx_load(&q, &q.src[0], BLK_ROOT), 0, "loaded after the wait");
+    cr_expect_geq(tclock_ns() - t0, QCTX_ROOM_WAIT_NS);
+    cr_expect_eq(qctx_load(&q, &q.src[1], BLK_ROOT), 0, "no allowance left: no wait");
+    qctx_wait_stats(&w1);
+    cr_expect_eq(w1.room_waits - w0.room_waits, 1);
+    cr_expect_geq(w1.room_wait_ns - w0.room_wait_ns, QCTX_ROOM_WAIT_NS);
+    qctx_close(&q);
+    adm_set_uncounted(0);
+    /* the demand was given back: admission takes the whole limit again */
+    cr_expect(adm_try_charge(adm_admit_limit() - adm_in_use()));
+}

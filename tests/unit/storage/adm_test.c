@@ -55,3 +55,32 @@ Test(adm, the_most_at_the_limit_and_past_it)
     cr_expect_eq(adm_pace_ns(), ADM_PACE_MAX_NS);
     cr_expect_eq(ADM_PACE_MAX_NS, 40 * MS);
 }
+
+/* ---- the budget against the whole process (adm_set_uncounted) ---- */
+
+Test(adm, uncounted_memory_comes_out_of_admission_on_top_of_the_reserve)
+{
+    setup(1600, 200, 0, 0); /* limit 1400 */
+    adm_set_uncounted(200); /* the limit is 1200 */
+    cr_expect_not(adm_try_charge(1201));
+    cr_expect(adm_try_charge(1200));
+    cr_expect_eq(adm_excess(), 0);
+    adm_set_uncounted(300); /* measured again, larger: 100 over */
+    cr_expect_eq(adm_excess(), 100);
+    cr_expect_not(adm_try_charge(1));
+    adm_uncharge(100);
+    cr_expect_eq(adm_excess(), 0);
+    cr_expect(adm_fits(0, 1400));
+    cr_expect_not(adm_fits(1, 1400), "1100 charged + 300 uncounted + 1");
+}
+
+Test(adm, a_querys_demand_is_kept_free_while_it_waits)
+{
+    setup(1000, 0, 0, 0);
+    adm_demand_add(300);
+    cr_expect_not(adm_try_charge(701));
+    cr_expect(adm_try_charge(700));
+    cr_expect_eq(adm_excess(), 0, "the demand is not an excess");
+    adm_demand_add(-300);
+    cr_expect(adm_try_charge(300));
+}
