@@ -200,17 +200,73 @@ int bloom_grams_ready(struct bloom_grams *g)
     return 0;
 }
 
-/* The grams of u[0, n), n >= 3, into |bits|: a load, a shift and one OR
- * into the bitmap per byte. */
-static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
+/* The grams starting at u[from, n - 2) into |bits|, one byte at a time:
+ * a load, a shift and one OR into the bitmap per byte. */
+static inline void grams_scalar(uint64_t *bits, const unsigned char *u, size_t from, size_t n)
 {
-    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+    if (n < from + BLOOM_GRAM_N) {
+        return;
+    }
+    uint32_t x = (uint32_t)gram_code[u[from]] << 7 | gram_code[u[from + 1]];
 #pragma GCC unroll 4
-    for (size_t i = 2; i < n; i++) {
+    for (size_t i = from + 2; i < n; i++) {
         x = x << 7 | gram_code[u[i]];
         uint32_t gr = x & (BLOOM_GRAM_SPACE - 1);
         bits[gr >> 6] |= 1ull << (gr & 63);
     }
+}
+
+#ifdef __SSE2__
+/* The gram codes of 16 ASCII bytes (bloom_gram_byte below 0x80): upper
+ * case letters folded, every other byte as it is. */
+static inline __m128i gram_codes16(__m128i x)
+{
+    __m128i c = _mm_sub_epi8(x, _mm_set1_epi8('A'));
+    __m128i capital = _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(25)), c);
+    return _mm_add_epi8(x, _mm_and_si128(capital, _mm_set1_epi8('a' - 'A')));
+}
+#endif
+
+/*
+ * The grams of u[0, n), n >= 3, into |bits|. With SSE2, 16 grams at a
+ * time where their 18 bytes are all ASCII: gram c0 << 14 | c1 << 7 | c2
+ * sets bit c2 & 63 of word c0 << 8 | c1 << 1 | c2 >> 6, and both are
+ * computed for the 16 at once (the word index fits 16 bits), leaving one
+ * OR into the bitmap per gram; 16 grams with a byte >= 0x80 (its code
+ * from the table) and the last < 16 go one byte at a time. The set is
+ * the same whichever way a gram is reached.
+ */
+static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
+{
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 16 + BLOOM_GRAM_N - 1 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(u + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(u + i + 1));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(u + i + 2));
+        if (_mm_movemask_epi8(_mm_or_si128(a, c)) != 0) { /* a byte >= 0x80 */
+            grams_scalar(bits, u, i, i + 16 + BLOOM_GRAM_N - 1);
+            continue;
+        }
+        a = gram_codes16(a);
+        b = gram_codes16(b);
+        c = gram_codes16(c);
+        /* c1 << 1 | c2 >> 6 in a byte (c2 < 0x80: c2 >> 6 is c2 > 63) */
+        __m128i lo =
+            _mm_or_si128(_mm_add_epi8(b, b),
+                         _mm_and_si128(_mm_cmpgt_epi8(c, _mm_set1_epi8(63)), _mm_set1_epi8(1)));
+        _Alignas(16) uint16_t w[16];
+        _Alignas(16) uint8_t sh[16];
+        _mm_store_si128((__m128i *)(void *)w, _mm_unpacklo_epi8(lo, a));
+        _mm_store_si128((__m128i *)(void *)(w + 8), _mm_unpackhi_epi8(lo, a));
+        _mm_store_si128((__m128i *)(void *)sh, _mm_and_si128(c, _mm_set1_epi8(63)));
+#pragma GCC unroll 16
+        for (unsigned k = 0; k < 16; k++) {
+            bits[w[k]] |= 1ull << sh[k];
+        }
+    }
+#endif
+    grams_scalar(bits, u, i, n);
 }
 
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
