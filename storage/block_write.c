@@ -432,7 +432,8 @@ struct wside {
     struct bloom_seen seen;   /* logs: recent string bodies, already in the token and gram sets */
     struct bloom_tokc tokc;   /* logs: short tokens already in the token set */
     /* logs: bit j set when row j's body goes to the gram set (grams_rows):
-     * a string body not in |seen|; rows / 8 bytes, grown with the rows */
+     * a string body not in |seen|; rows / 8 bytes, grown with the rows
+     * (under 0.1% of a block: inside SCRATCH_FACTOR's margin) */
     uint64_t *gram_rows;
     size_t gram_rows_cap; /* words */
     bool grams_incomplete;
