@@ -326,6 +326,9 @@ static inline void class16(const unsigned char *u, unsigned *tok, unsigned *up)
 #endif
 }
 
+/* Bodies up to this long are tokenized from a zero-padded copy on the stack. */
+#define BODY_COPY 1024
+
 /* One body's pass: where its tokens go. */
 struct body_pass {
     struct bloom_acc *a;
@@ -366,9 +369,10 @@ static inline void tok_key(const unsigned char *t, size_t len, uint64_t k[2])
 
 /* The token u[s, e) (|upper| when it has an upper case letter)
  * into the accumulator, unless the cache holds it. A short token's 16
- * bytes are read from the body, or near its end from |bp->pad|. */
+ * bytes are read from the body, or near its end from |bp->pad|; with
+ * |padded| (a constant) u itself is readable 16 bytes past its end. */
 static inline __attribute__((always_inline)) int body_token_add(struct body_pass *bp, size_t s,
-                                                                size_t e, bool upper)
+                                                                size_t e, bool upper, bool padded)
 {
     size_t len = e - s;
     const unsigned char *t = bp->u + s;
@@ -377,7 +381,7 @@ static inline __attribute__((always_inline)) int body_token_add(struct body_pass
     }
     /* chosen without a branch: which one it is depends on where the body
      * ends, which the CPU cannot predict */
-    uintptr_t near_end = (uintptr_t)0 - (uintptr_t)(s + 16 > bp->n);
+    uintptr_t near_end = padded ? 0 : (uintptr_t)0 - (uintptr_t)(s + 16 > bp->n);
     uintptr_t from =
         ((uintptr_t)t & ~near_end) | (((uintptr_t)bp->pad + (s - bp->pad_at)) & near_end);
     uint64_t k[2];
@@ -425,9 +429,10 @@ static inline uint64_t bits_from(unsigned s)
  * byte after a non-token byte) and ends (the reverse), so the loop turns
  * once per token and the branch that leaves it once per 64 bytes. A token
  * open at a chunk's end continues into the next; the last chunk is read
- * from bp->pad (0 is no token byte).
+ * from bp->pad (0 is no token byte), or with |padded| (a constant) from u,
+ * readable to the next multiple of 64 past its end.
  */
-static inline int tokens_pass(struct body_pass *bp)
+static inline __attribute__((always_inline)) int tokens_pass(struct body_pass *bp, bool padded)
 {
     const unsigned char *u = bp->u;
     size_t n = bp->n, start = 0;
@@ -435,7 +440,7 @@ static inline int tokens_pass(struct body_pass *bp)
     uint64_t upper = 0;
     for (size_t base = 0; base < n; base += 64) {
         uint64_t tok, up;
-        class64(n - base >= 64 ? u + base : bp->pad + (base - bp->pad_at), &tok, &up);
+        class64(padded || n - base >= 64 ? u + base : bp->pad + (base - bp->pad_at), &tok, &up);
         uint64_t prev = tok << 1 | in; /* bit i: byte i - 1 is a token byte */
         uint64_t st = tok & ~prev, en = ~tok & prev;
         if (in) {
@@ -445,7 +450,8 @@ static inline int tokens_pass(struct body_pass *bp)
             }
             unsigned e = (unsigned)__builtin_ctzll(en);
             en &= en - 1;
-            int rc = body_token_add(bp, start, base + e, (upper | (up & ~bits_from(e))) != 0);
+            int rc =
+                body_token_add(bp, start, base + e, (upper | (up & ~bits_from(e))) != 0, padded);
             if (rc < 0) {
                 return rc;
             }
@@ -462,14 +468,14 @@ static inline int tokens_pass(struct body_pass *bp)
             }
             unsigned e = (unsigned)__builtin_ctzll(en);
             en &= en - 1;
-            int rc =
-                body_token_add(bp, base + s, base + e, (up & bits_from(s) & ~bits_from(e)) != 0);
+            int rc = body_token_add(bp, base + s, base + e,
+                                    (up & bits_from(s) & ~bits_from(e)) != 0, padded);
             if (rc < 0) {
                 return rc;
             }
         }
     }
-    return in ? body_token_add(bp, start, n, upper != 0) : 0;
+    return in ? body_token_add(bp, start, n, upper != 0, padded) : 0;
 }
 
 int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc *c, const char *p,
@@ -481,16 +487,27 @@ int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc
     bp.seed = seed;
     bp.u = (const unsigned char *)p;
     bp.n = n;
-    size_t last = n / 64 * 64; /* the last chunk, when n is not a multiple of 64 */
-    bp.pad_at = n >= 16 && n - 16 < last ? n - 16 : last;
-    memset(bp.pad, 0, sizeof(bp.pad));
-    memcpy(bp.pad, bp.u + bp.pad_at, n - bp.pad_at);
     if (g != NULL && n >= BLOOM_GRAM_N) {
         pthread_once(&body_once, body_code_init);
         g->dirty = true;
         grams_pass(g->bits, bp.u, n);
     }
-    return tokens_pass(&bp);
+    if (n <= BODY_COPY) {
+        /* A short body (most) is copied whole with zeros to the 64 bytes
+         * past its last chunk: every read of the pass is then in the copy,
+         * and no token asks where its 16 bytes come from. */
+        _Alignas(16) unsigned char copy[BODY_COPY + 64 + 16];
+        size_t end = ((n + 63) & ~(size_t)63) + 16;
+        memcpy(copy, p, n);
+        memset(copy + n, 0, end - n);
+        bp.u = copy;
+        return tokens_pass(&bp, true);
+    }
+    size_t last = n / 64 * 64; /* the last chunk, when n is not a multiple of 64 */
+    bp.pad_at = n >= 16 && n - 16 < last ? n - 16 : last;
+    memset(bp.pad, 0, sizeof(bp.pad));
+    memcpy(bp.pad, bp.u + bp.pad_at, n - bp.pad_at);
+    return tokens_pass(&bp, false);
 }
 
 void bloom_tokc_reset(struct bloom_tokc *c)
