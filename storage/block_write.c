@@ -432,6 +432,11 @@ struct wside {
     struct bloom_grams grams; /* logs: the string bodies' grams (section 10) */
     struct bloom_seen seen;   /* logs: recent string bodies, already in the token and gram sets */
     struct bloom_tokc tokc;   /* logs: short tokens already in the token set */
+    /* logs: bit j set when row j's body goes to the gram set (grams_rows):
+     * a string body not in |seen|; rows / 8 bytes, grown with the rows
+     * (under 0.1% of a block: inside SCRATCH_FACTOR's margin) */
+    uint64_t *gram_rows;
+    size_t gram_rows_cap; /* words */
     bool grams_incomplete;
     uint64_t zmin[ZONE_MAX + 1], zmax[ZONE_MAX + 1];
     bool zsigned[ZONE_MAX + 1];
@@ -796,23 +801,47 @@ static void sort_rows(const oblock *ob, uint64_t rows, uint64_t *perm, struct so
     }
 }
 
-/* A string body's tokens and grams into their sets, unless an equal body
- * is there already (s->seen). 0 or -ENOMEM. */
-static int body_index(struct wside *s, const char *p, size_t n)
+/* Row |row|'s string body p[0, n): its tokens into their set and the row
+ * marked for grams_rows, unless an equal body is there already (s->seen).
+ * 0 or -ENOMEM. */
+static int body_index(struct wside *s, uint64_t row, const char *p, size_t n)
 {
     if (bloom_seen_check(&s->seen, p, n)) {
         return 0;
     }
-    struct bloom_grams *g = NULL;
-    if (!s->grams_incomplete && n >= BLOOM_GRAM_N) {
-        if (bloom_grams_ready(&s->grams) < 0) {
-            s->grams_incomplete = true; /* no room for the set: no gram bloom */
-        } else {
-            g = &s->grams;
+    if (n >= BLOOM_GRAM_N) {
+        s->gram_rows[row >> 6] |= 1ull << (row & 63);
+    }
+    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], NULL, &s->tokc, p, n,
+                          bloom_seed(BLK_BLOOM_TOKENS));
+}
+
+/*
+ * The grams of the bodies body_index marked, read back from the body
+ * column, once every row is in. A pass of their own rather than one with
+ * the tokens: the gram set's 256 KiB bitmap, written at random, then no
+ * longer evicts the token cache and the accumulators' tables (what the
+ * row loop reads) from L1 at every row; the set is the same, so the filter
+ * is. 0 (a set that cannot be allocated leaves the block without a gram
+ * bloom).
+ */
+static int grams_rows(const struct strb *body, uint64_t rows, struct wside *s)
+{
+    if (s->grams_incomplete) {
+        return 0;
+    }
+    if (bloom_grams_ready(&s->grams) < 0) {
+        s->grams_incomplete = true; /* no room for the set: no gram bloom */
+        return 0;
+    }
+    for (uint64_t w = 0; w < (rows + 63) / 64; w++) {
+        for (uint64_t m = s->gram_rows[w]; m != 0; m &= m - 1) {
+            uint64_t j = w * 64 + (uint64_t)__builtin_ctzll(m);
+            uint64_t a = body->offs[j];
+            (void)bloom_grams_add(&s->grams, (const char *)body->data.p + a, body->offs[j + 1] - a);
         }
     }
-    return bloom_acc_body(&s->set[BLK_BLOOM_TOKENS - 1], g, &s->tokc, p, n,
-                          bloom_seed(BLK_BLOOM_TOKENS));
+    return 0;
 }
 
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
@@ -858,7 +887,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0 && v.body_type == VAL_STR) {
-            rc = body_index(s, v.body_str.p, v.body_str.len);
+            rc = body_index(s, j, v.body_str.p, v.body_str.len);
         } else if (v.body_type != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */
@@ -873,7 +902,7 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
             return rc;
         }
     }
-    return 0;
+    return grams_rows(&w->S[L_BODY], w->rows, s);
 }
 
 static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
@@ -1332,6 +1361,7 @@ static void scratch_free(struct scratch *sc)
         bloom_acc_fini(&sc->side.set[k]);
     }
     bloom_grams_fini(&sc->side.grams);
+    free(sc->side.gram_rows);
     free(sc->side.kc.t);
     free(sc->side.am);
     free(sc->side.kc.ap);
@@ -1436,6 +1466,19 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     s->grams_incomplete = false;
     bloom_seen_reset(&s->seen);
     bloom_tokc_reset(&s->tokc);
+    if (sig == SIG_LOGS) {
+        size_t words = (size_t)(rows + 63) / 64;
+        if (s->gram_rows == NULL || words > s->gram_rows_cap) {
+            free(s->gram_rows);
+            s->gram_rows_cap = 0;
+            s->gram_rows = malloc((words + words / 8 + 1) * sizeof(uint64_t));
+            if (s->gram_rows == NULL) {
+                return -ENOMEM;
+            }
+            s->gram_rows_cap = words + words / 8 + 1;
+        }
+        memset(s->gram_rows, 0, words * sizeof(uint64_t));
+    }
     memset(s->zhave, 0, sizeof(s->zhave));
     vbuf_reset(&sc->foot);
     sc->hot.n = 0;

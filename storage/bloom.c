@@ -200,17 +200,73 @@ int bloom_grams_ready(struct bloom_grams *g)
     return 0;
 }
 
-/* The grams of u[0, n), n >= 3, into |bits|: a load, a shift and one OR
- * into the bitmap per byte. */
-static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
+/* The grams starting at u[from, n - 2) into |bits|, one byte at a time:
+ * a load, a shift and one OR into the bitmap per byte. */
+static inline void grams_scalar(uint64_t *bits, const unsigned char *u, size_t from, size_t n)
 {
-    uint32_t x = (uint32_t)gram_code[u[0]] << 7 | gram_code[u[1]];
+    if (n < from + BLOOM_GRAM_N) {
+        return;
+    }
+    uint32_t x = (uint32_t)gram_code[u[from]] << 7 | gram_code[u[from + 1]];
 #pragma GCC unroll 4
-    for (size_t i = 2; i < n; i++) {
+    for (size_t i = from + 2; i < n; i++) {
         x = x << 7 | gram_code[u[i]];
         uint32_t gr = x & (BLOOM_GRAM_SPACE - 1);
         bits[gr >> 6] |= 1ull << (gr & 63);
     }
+}
+
+#ifdef __SSE2__
+/* The gram codes of 16 ASCII bytes (bloom_gram_byte below 0x80): upper
+ * case letters folded, every other byte as it is. */
+static inline __m128i gram_codes16(__m128i x)
+{
+    __m128i c = _mm_sub_epi8(x, _mm_set1_epi8('A'));
+    __m128i capital = _mm_cmpeq_epi8(_mm_min_epu8(c, _mm_set1_epi8(25)), c);
+    return _mm_add_epi8(x, _mm_and_si128(capital, _mm_set1_epi8('a' - 'A')));
+}
+#endif
+
+/*
+ * The grams of u[0, n), n >= 3, into |bits|. With SSE2, 16 grams at a
+ * time where their 18 bytes are all ASCII: gram c0 << 14 | c1 << 7 | c2
+ * sets bit c2 & 63 of word c0 << 8 | c1 << 1 | c2 >> 6, and both are
+ * computed for the 16 at once (the word index fits 16 bits), leaving one
+ * OR into the bitmap per gram; 16 grams with a byte >= 0x80 (its code
+ * from the table) and the last < 16 go one byte at a time. The set is
+ * the same whichever way a gram is reached.
+ */
+static inline void grams_pass(uint64_t *bits, const unsigned char *u, size_t n)
+{
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 16 + BLOOM_GRAM_N - 1 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(u + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(u + i + 1));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(u + i + 2));
+        if (_mm_movemask_epi8(_mm_or_si128(a, c)) != 0) { /* a byte >= 0x80 */
+            grams_scalar(bits, u, i, i + 16 + BLOOM_GRAM_N - 1);
+            continue;
+        }
+        a = gram_codes16(a);
+        b = gram_codes16(b);
+        c = gram_codes16(c);
+        /* c1 << 1 | c2 >> 6 in a byte (c2 < 0x80: c2 >> 6 is c2 > 63) */
+        __m128i lo =
+            _mm_or_si128(_mm_add_epi8(b, b),
+                         _mm_and_si128(_mm_cmpgt_epi8(c, _mm_set1_epi8(63)), _mm_set1_epi8(1)));
+        _Alignas(16) uint16_t w[16];
+        _Alignas(16) uint8_t sh[16];
+        _mm_store_si128((__m128i *)(void *)w, _mm_unpacklo_epi8(lo, a));
+        _mm_store_si128((__m128i *)(void *)(w + 8), _mm_unpackhi_epi8(lo, a));
+        _mm_store_si128((__m128i *)(void *)sh, _mm_and_si128(c, _mm_set1_epi8(63)));
+#pragma GCC unroll 16
+        for (unsigned k = 0; k < 16; k++) {
+            bits[w[k]] |= 1ull << sh[k];
+        }
+    }
+#endif
+    grams_scalar(bits, u, i, n);
 }
 
 int bloom_grams_add(struct bloom_grams *g, const char *p, size_t n)
@@ -270,6 +326,9 @@ static inline void class16(const unsigned char *u, unsigned *tok, unsigned *up)
 #endif
 }
 
+/* Bodies up to this long are tokenized from a zero-padded copy on the stack. */
+#define BODY_COPY 1024
+
 /* One body's pass: where its tokens go. */
 struct body_pass {
     struct bloom_acc *a;
@@ -310,9 +369,10 @@ static inline void tok_key(const unsigned char *t, size_t len, uint64_t k[2])
 
 /* The token u[s, e) (|upper| when it has an upper case letter)
  * into the accumulator, unless the cache holds it. A short token's 16
- * bytes are read from the body, or near its end from |bp->pad|. */
+ * bytes are read from the body, or near its end from |bp->pad|; with
+ * |padded| (a constant) u itself is readable 16 bytes past its end. */
 static inline __attribute__((always_inline)) int body_token_add(struct body_pass *bp, size_t s,
-                                                                size_t e, bool upper)
+                                                                size_t e, bool upper, bool padded)
 {
     size_t len = e - s;
     const unsigned char *t = bp->u + s;
@@ -321,7 +381,7 @@ static inline __attribute__((always_inline)) int body_token_add(struct body_pass
     }
     /* chosen without a branch: which one it is depends on where the body
      * ends, which the CPU cannot predict */
-    uintptr_t near_end = (uintptr_t)0 - (uintptr_t)(s + 16 > bp->n);
+    uintptr_t near_end = padded ? 0 : (uintptr_t)0 - (uintptr_t)(s + 16 > bp->n);
     uintptr_t from =
         ((uintptr_t)t & ~near_end) | (((uintptr_t)bp->pad + (s - bp->pad_at)) & near_end);
     uint64_t k[2];
@@ -369,9 +429,10 @@ static inline uint64_t bits_from(unsigned s)
  * byte after a non-token byte) and ends (the reverse), so the loop turns
  * once per token and the branch that leaves it once per 64 bytes. A token
  * open at a chunk's end continues into the next; the last chunk is read
- * from bp->pad (0 is no token byte).
+ * from bp->pad (0 is no token byte), or with |padded| (a constant) from u,
+ * readable to the next multiple of 64 past its end.
  */
-static inline int tokens_pass(struct body_pass *bp)
+static inline __attribute__((always_inline)) int tokens_pass(struct body_pass *bp, bool padded)
 {
     const unsigned char *u = bp->u;
     size_t n = bp->n, start = 0;
@@ -379,7 +440,7 @@ static inline int tokens_pass(struct body_pass *bp)
     uint64_t upper = 0;
     for (size_t base = 0; base < n; base += 64) {
         uint64_t tok, up;
-        class64(n - base >= 64 ? u + base : bp->pad + (base - bp->pad_at), &tok, &up);
+        class64(padded || n - base >= 64 ? u + base : bp->pad + (base - bp->pad_at), &tok, &up);
         uint64_t prev = tok << 1 | in; /* bit i: byte i - 1 is a token byte */
         uint64_t st = tok & ~prev, en = ~tok & prev;
         if (in) {
@@ -389,7 +450,8 @@ static inline int tokens_pass(struct body_pass *bp)
             }
             unsigned e = (unsigned)__builtin_ctzll(en);
             en &= en - 1;
-            int rc = body_token_add(bp, start, base + e, (upper | (up & ~bits_from(e))) != 0);
+            int rc =
+                body_token_add(bp, start, base + e, (upper | (up & ~bits_from(e))) != 0, padded);
             if (rc < 0) {
                 return rc;
             }
@@ -406,14 +468,14 @@ static inline int tokens_pass(struct body_pass *bp)
             }
             unsigned e = (unsigned)__builtin_ctzll(en);
             en &= en - 1;
-            int rc =
-                body_token_add(bp, base + s, base + e, (up & bits_from(s) & ~bits_from(e)) != 0);
+            int rc = body_token_add(bp, base + s, base + e,
+                                    (up & bits_from(s) & ~bits_from(e)) != 0, padded);
             if (rc < 0) {
                 return rc;
             }
         }
     }
-    return in ? body_token_add(bp, start, n, upper != 0) : 0;
+    return in ? body_token_add(bp, start, n, upper != 0, padded) : 0;
 }
 
 int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc *c, const char *p,
@@ -425,16 +487,27 @@ int bloom_acc_body(struct bloom_acc *a, struct bloom_grams *g, struct bloom_tokc
     bp.seed = seed;
     bp.u = (const unsigned char *)p;
     bp.n = n;
-    size_t last = n / 64 * 64; /* the last chunk, when n is not a multiple of 64 */
-    bp.pad_at = n >= 16 && n - 16 < last ? n - 16 : last;
-    memset(bp.pad, 0, sizeof(bp.pad));
-    memcpy(bp.pad, bp.u + bp.pad_at, n - bp.pad_at);
     if (g != NULL && n >= BLOOM_GRAM_N) {
         pthread_once(&body_once, body_code_init);
         g->dirty = true;
         grams_pass(g->bits, bp.u, n);
     }
-    return tokens_pass(&bp);
+    if (n <= BODY_COPY) {
+        /* A short body (most) is copied whole with zeros to the 64 bytes
+         * past its last chunk: every read of the pass is then in the copy,
+         * and no token asks where its 16 bytes come from. */
+        _Alignas(16) unsigned char copy[BODY_COPY + 64 + 16];
+        size_t end = ((n + 63) & ~(size_t)63) + 16;
+        memcpy(copy, p, n);
+        memset(copy + n, 0, end - n);
+        bp.u = copy;
+        return tokens_pass(&bp, true);
+    }
+    size_t last = n / 64 * 64; /* the last chunk, when n is not a multiple of 64 */
+    bp.pad_at = n >= 16 && n - 16 < last ? n - 16 : last;
+    memset(bp.pad, 0, sizeof(bp.pad));
+    memcpy(bp.pad, bp.u + bp.pad_at, n - bp.pad_at);
+    return tokens_pass(&bp, false);
 }
 
 void bloom_tokc_reset(struct bloom_tokc *c)

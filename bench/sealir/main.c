@@ -3,12 +3,17 @@
  * for callgrind (--toggle-collect=blk_write_ex) and for the seal's CPU time
  * alone; the files it keeps let two builds be `cmp`-ed.
  *
- *   build/sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep]
+ *   build/sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep] [hot] [uniq]
  *
  * 16 requests of RECORDS records each (seed 42) are decoded and appended,
  * cycled, until the block holds MIB MiB; it is then sealed SEALS times
- * into DIR (plain codec). Prints the thread CPU ns per record of each seal
+ * into DIR (plain codec; with "hot", as the daemon seals: blk_hot_wopts at
+ * BLK_HOT_ZSTD_LEVEL). Prints the thread CPU ns per record of each seal
  * and their median. Without "keep" the files are removed after each seal.
+ * With "uniq" every request appended is a fresh one (request i for append
+ * i, as blkbench fills its blocks and otlp-load's pool is larger than a
+ * block): the 16 cycled requests repeat rows the time sort puts side by
+ * side, which zstd compresses as no live corpus does.
  * bench/PERFORMANCE.md "The body pass" uses it.
  */
 #include <stdio.h>
@@ -40,7 +45,7 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 6) {
-        fprintf(stderr, "sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep]\n");
+        fprintf(stderr, "sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep] [hot] [uniq]\n");
         return 2;
     }
     enum signal s = !strcmp(argv[1], "logs")     ? SIG_LOGS
@@ -49,7 +54,13 @@ int main(int argc, char **argv)
     uint32_t records = (uint32_t)strtoul(argv[2], NULL, 10);
     uint64_t limit = strtoull(argv[3], NULL, 10) << 20;
     int seals = atoi(argv[4]);
-    bool keep = argc > 6 && !strcmp(argv[6], "keep");
+    bool keep = false, hot = false, uniq = false;
+    for (int i = 6; i < argc; i++) {
+        keep |= !strcmp(argv[i], "keep");
+        hot |= !strcmp(argv[i], "hot");
+        uniq |= !strcmp(argv[i], "uniq");
+    }
+    struct blk_wopts ho = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, s);
     if (records == 0 || limit == 0 || seals < 1 || seals > MAX_SEALS) {
         fprintf(stderr, "sealir: bad arguments\n");
         return 2;
@@ -73,6 +84,17 @@ int main(int argc, char **argv)
         return 1;
     }
     for (uint64_t i = 0; oblock_bytes(ob) < limit && i < 100000; i++) {
+        if (uniq && i >= N) {
+            char err[200];
+            struct batch *b = bt[i % N];
+            req[i % N].len = 0;
+            batch_reset(b, s);
+            if (gen_request(&gc, i, GEN_PROTOBUF, &req[i % N], NULL) < 0 ||
+                pbdec_decode(s, req[i % N].p, req[i % N].len, b, err, sizeof err) < 0) {
+                fprintf(stderr, "sealir: request %llu\n", (unsigned long long)i);
+                return 1;
+            }
+        }
         if (oblock_append(ob, bt[i % N], i + 1) < 0) {
             fprintf(stderr, "sealir: append\n");
             return 1;
@@ -84,7 +106,7 @@ int main(int argc, char **argv)
         struct blk_meta m = {.shard = 0, .wal_seq = oblock_max_seq(ob), .seal_id = (uint64_t)k + 1};
         char path[700];
         double t0 = cpu_now();
-        int rc = blk_write_ex(argv[5], ob, rows, &m, NULL, path, sizeof path);
+        int rc = blk_write_ex(argv[5], ob, rows, &m, hot ? &ho : NULL, path, sizeof path);
         double t1 = cpu_now();
         if (rc < 0) {
             fprintf(stderr, "sealir: seal %d\n", rc);
