@@ -102,7 +102,7 @@ static inline int lexfail(struct jd *j)
 }
 
 /* jsonlex_ws with the usual case first: compact JSON has no blank here. */
-static inline void jd_ws(struct jsonlex *x)
+__attribute__((always_inline)) static inline void jd_ws(struct jsonlex *x)
 {
     if (x->pos < x->n && (unsigned char)x->s[x->pos] > ' ') {
         return;
@@ -555,7 +555,8 @@ __attribute__((always_inline)) static inline int rd_u64(struct jd *j, const char
     return jd_rd_u64(j, field, out);
 }
 
-static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
+__attribute__((always_inline)) static inline int rd_i64(struct jd *j, const char *field,
+                                                        int64_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -566,7 +567,8 @@ static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
     return jd_rd_i64(j, field, out);
 }
 
-static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
+__attribute__((always_inline)) static inline int rd_u32(struct jd *j, const char *field,
+                                                        uint32_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -577,7 +579,8 @@ static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
     return jd_rd_u32(j, field, out);
 }
 
-static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
+__attribute__((always_inline)) static inline int rd_i32(struct jd *j, const char *field,
+                                                        int32_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -588,7 +591,8 @@ static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
     return jd_rd_i32(j, field, out);
 }
 
-static inline int rd_f64(struct jd *j, const char *field, double *out)
+__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
+                                                        double *out)
 {
     size_t at = (ws(j), j->lx.pos), n;
     if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64_fast(j->lx.s + at, j->lx.n - at, out, &n)) {
@@ -619,7 +623,8 @@ static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb
  * when the current string block has room, as jd_arena_str would (a string
  * of that kind is valid JSON as it stands); anything else is lexed by
  * jd_rd_jstr and carved by jd_arena_str. */
-static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
+__attribute__((always_inline)) static inline int rd_mstr(struct jd *j, const char *field,
+                                                         struct mstr *out)
 {
     struct jsonlex *x = &j->lx;
     jd_ws(x);
@@ -649,8 +654,8 @@ static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
 }
 
 /* An enum member: a bare integer read inline, anything else by jd_rd_enum. */
-static inline int rd_enum(struct jd *j, const char *field, const char *const *names, int nn,
-                          int32_t *out)
+__attribute__((always_inline)) static inline int
+rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)
 {
     bool neg;
     uint64_t mag;
