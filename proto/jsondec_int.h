@@ -653,6 +653,26 @@ __attribute__((always_inline)) static inline int rd_mstr(struct jd *j, const cha
     return rc < 0 ? rc : jd_arena_str(j, &js, out);
 }
 
+/* jd_rd_jstr with a string that has no escape (no '\\', no control byte
+ * before its closing quote: valid JSON as it stands) found by plain_end
+ * inline, as the lexer would give it. */
+__attribute__((always_inline)) static inline int rd_jstr(struct jd *j, const char *field,
+                                                         struct jsonlex_str *js)
+{
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    size_t at = x->pos;
+    if (at < x->n && x->s[at] == '"') {
+        size_t e = plain_end(x->s, at + 1, x->n);
+        if (e < x->n && x->s[e] == '"') {
+            *js = (struct jsonlex_str){.at = at + 1, .raw = e - at - 1, .len = e - at - 1};
+            x->pos = e + 1;
+            return 0;
+        }
+    }
+    return jd_rd_jstr(j, field, js);
+}
+
 /* An enum member: a bare integer read inline, anything else by jd_rd_enum. */
 __attribute__((always_inline)) static inline int
 rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)

@@ -1358,3 +1358,35 @@ Test(jsondec_fast, quoted_count_with_a_leading_zero_as_the_general_path)
         free(rb);
     }
 }
+
+/* An event's name read in place when it has no escape, unescaped when it
+ * has: the blob's bytes (u64 time, uv length, name, u32 dropped) either
+ * way, a missing name as "", a control byte or a bad escape refused. */
+Test(jsondec_fast, event_names_plain_escaped_and_missing)
+{
+    static const struct {
+        const char *ev, *name;
+    } cases[] = {
+        {"{'timeUnixNano':'9','name':'plain.name','attributes':[]}", "plain.name"},
+        {"{'timeUnixNano':'9','name':'a\\'b\\u00e9\\n','attributes':[]}", "a\"b\xc3\xa9\n"},
+        {"{'timeUnixNano':'9','name':'','attributes':[]}", ""},
+        {"{'timeUnixNano':'9','attributes':[]}", ""},
+        {"{'timeUnixNano':'9','attributes':[],'name':'a-name-longer-than-sixteen-bytes-here'}",
+         "a-name-longer-than-sixteen-bytes-here"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t a[512];
+        size_t na;
+        uint32_t ca;
+        events_blob(span_events(cases[i].ev), a, sizeof a, &na, &ca);
+        size_t nl = strlen(cases[i].name);
+        cr_assert_eq(ca, 1);
+        cr_assert_eq(a[0], 9, "%s", cases[i].ev);
+        cr_assert_eq(a[8], nl, "%s: name length %u", cases[i].ev, a[8]);
+        cr_assert(memcmp(a + 9, cases[i].name, nl) == 0, "%s", cases[i].ev);
+        cr_assert_eq(na, 8 + 1 + nl + 4 + 4 + 4, "%s: %zu bytes", cases[i].ev, na);
+    }
+    refused(SIG_TRACES, span_events("{'name':'a\tb'}"), "at offset");
+    refused(SIG_TRACES, span_events("{'name':'a\\qb'}"), "at offset");
+    refused(SIG_TRACES, span_events("{'name':'unterminated"), "at offset");
+}
