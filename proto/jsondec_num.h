@@ -242,8 +242,9 @@ double jdnum_dec_to_f64(uint64_t m, int e);
  * in all, no exponent: the shape jdnum_f64 itself reads first (its
  * f64_short), read the same way, by 8-byte runs. Then m < 10^19 is exact:
  * m / 10^kf when m <= 2^53 (both exact doubles: the correctly rounded
- * quotient, jdnum_dec_to_f64's first case), else jdnum_dec_to_f64 (exact
- * 128-bit arithmetic). Anything else goes to jdnum_f64.
+ * quotient, jdnum_dec_to_f64's first case), else jdnum_dec_to_f64 (a
+ * 64 x 64-bit multiply, exact 128-bit arithmetic near a midpoint). Anything
+ * else goes to jdnum_f64.
  */
 __attribute__((always_inline)) static inline bool jdnum_f64_fast(const char *p, size_t n,
                                                                  double *out, size_t *used)
