@@ -47,7 +47,12 @@
  *   pass) carved straight into the string block; the usual log body read
  *   without the AnyValue loop; event and link attributes read in place
  *   (a failed read is put back and deferred as before); the UTF-8 pre-pass
- *   64 bytes per step.
+ *   64 bytes per step. Round 4: quoted bucket counts by a loop of their own
+ *   (num_list's uint_q_run); doubles with m > 2^53 and e < 0 by a multiply
+ *   with a truncated 10^e, the exact division only near a midpoint
+ *   (jsondec_num.c); quoted intValue attributes of 1-7 digits by one load;
+ *   an event's plain name found inline and its fixed part written after
+ *   one reserve.
  *
  * DEPTH
  *   The schema bounds the nesting of messages; AnyValue nesting is bounded by

@@ -102,7 +102,7 @@ static inline int lexfail(struct jd *j)
 }
 
 /* jsonlex_ws with the usual case first: compact JSON has no blank here. */
-static inline void jd_ws(struct jsonlex *x)
+__attribute__((always_inline)) static inline void jd_ws(struct jsonlex *x)
 {
     if (x->pos < x->n && (unsigned char)x->s[x->pos] > ' ') {
         return;
@@ -555,7 +555,8 @@ __attribute__((always_inline)) static inline int rd_u64(struct jd *j, const char
     return jd_rd_u64(j, field, out);
 }
 
-static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
+__attribute__((always_inline)) static inline int rd_i64(struct jd *j, const char *field,
+                                                        int64_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -566,7 +567,8 @@ static inline int rd_i64(struct jd *j, const char *field, int64_t *out)
     return jd_rd_i64(j, field, out);
 }
 
-static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
+__attribute__((always_inline)) static inline int rd_u32(struct jd *j, const char *field,
+                                                        uint32_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -577,7 +579,8 @@ static inline int rd_u32(struct jd *j, const char *field, uint32_t *out)
     return jd_rd_u32(j, field, out);
 }
 
-static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
+__attribute__((always_inline)) static inline int rd_i32(struct jd *j, const char *field,
+                                                        int32_t *out)
 {
     bool neg;
     uint64_t mag;
@@ -588,7 +591,8 @@ static inline int rd_i32(struct jd *j, const char *field, int32_t *out)
     return jd_rd_i32(j, field, out);
 }
 
-static inline int rd_f64(struct jd *j, const char *field, double *out)
+__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
+                                                        double *out)
 {
     size_t at = (ws(j), j->lx.pos), n;
     if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64_fast(j->lx.s + at, j->lx.n - at, out, &n)) {
@@ -619,7 +623,8 @@ static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb
  * when the current string block has room, as jd_arena_str would (a string
  * of that kind is valid JSON as it stands); anything else is lexed by
  * jd_rd_jstr and carved by jd_arena_str. */
-static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
+__attribute__((always_inline)) static inline int rd_mstr(struct jd *j, const char *field,
+                                                         struct mstr *out)
 {
     struct jsonlex *x = &j->lx;
     jd_ws(x);
@@ -648,9 +653,29 @@ static inline int rd_mstr(struct jd *j, const char *field, struct mstr *out)
     return rc < 0 ? rc : jd_arena_str(j, &js, out);
 }
 
+/* jd_rd_jstr with a string that has no escape (no '\\', no control byte
+ * before its closing quote: valid JSON as it stands) found by plain_end
+ * inline, as the lexer would give it. */
+__attribute__((always_inline)) static inline int rd_jstr(struct jd *j, const char *field,
+                                                         struct jsonlex_str *js)
+{
+    struct jsonlex *x = &j->lx;
+    jd_ws(x);
+    size_t at = x->pos;
+    if (at < x->n && x->s[at] == '"') {
+        size_t e = plain_end(x->s, at + 1, x->n);
+        if (e < x->n && x->s[e] == '"') {
+            *js = (struct jsonlex_str){.at = at + 1, .raw = e - at - 1, .len = e - at - 1};
+            x->pos = e + 1;
+            return 0;
+        }
+    }
+    return jd_rd_jstr(j, field, js);
+}
+
 /* An enum member: a bare integer read inline, anything else by jd_rd_enum. */
-static inline int rd_enum(struct jd *j, const char *field, const char *const *names, int nn,
-                          int32_t *out)
+__attribute__((always_inline)) static inline int
+rd_enum(struct jd *j, const char *field, const char *const *names, int nn, int32_t *out)
 {
     bool neg;
     uint64_t mag;

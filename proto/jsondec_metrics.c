@@ -24,6 +24,64 @@ static const char *const temporality_names[] = {
 
 /* ---- metrics ---- */
 
+/*
+ * The usual bucket counts, "3","20",...: quoted integers of 1-7 digits (no
+ * leading zero) back to back with no blanks, read from the element at |i|
+ * (just past the '[') by a loop of its own that keeps the cursor and the
+ * heap's end in locals (the heap's byte stores may alias j->lx), each
+ * element by one 8-byte load as jdnum_uint_q reads it. Adds the count read
+ * to |*n| and returns the offset of the ',' or ']' after the last element
+ * read (every element it read is in the heap), or |i| unchanged when it read
+ * none (also when the heap could not grow). What it does not read is left to
+ * num_list's general loops, as before.
+ */
+static size_t uint_q_run(struct jd *j, size_t i, uint32_t *n)
+{
+    const char *s = j->lx.s;
+    size_t len = j->lx.n, stop = i;
+    uint32_t cnt = 0;
+    struct vbuf *h = j->h;
+    for (;;) {
+        if (h->cap - h->len < 8 * 32 && vbuf_reserve(h, 8 * 32) < 0) {
+            break;
+        }
+        uint8_t *d = h->p + h->len, *dend = d + 8 * 32;
+        for (; d != dend; d += 8) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if (len - i < 10 || s[i] != '"') {
+                break;
+            }
+            uint64_t w;
+            memcpy(&w, s + i + 1, 8);
+            unsigned k = (unsigned)__builtin_ctzll(jdnum_nondigits(w) | (1ull << 63)) >> 3;
+            char c = s[i + 2 + k]; /* i + 9 < len at most */
+            if (k == 0 || s[i + 1 + k] != '"' || (s[i + 1] == '0' && k != 1) ||
+                (c != ',' && c != ']')) {
+                break;
+            }
+            uint64_t v =
+                jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+            memcpy(d, &v, 8);
+            cnt++;
+            stop = i + 2 + k;
+            i = stop + 1;
+            if (c == ']') {
+                d += 8;
+                break;
+            }
+#else
+            break;
+#endif
+        }
+        h->len = (size_t)(d - h->p);
+        if (d != dend || s[stop] == ']') {
+            break;
+        }
+    }
+    *n += cnt;
+    return stop;
+}
+
 /* A list of numbers: u32 n, then n u64 (|dbl| false) or n f64, into the heap. */
 static int num_list(struct jd *j, const char *what, bool dbl)
 {
@@ -49,6 +107,17 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         vbuf_patch_u32(j->h, hdr, j->dl_n);
         j->lx.pos = open + j->dl_len;
         return 0;
+    }
+    if (!dbl) {
+        size_t at = uint_q_run(j, j->lx.pos, &n);
+        if (n != 0) {
+            first = false;
+            j->lx.pos = at; /* the ',' or the ']' */
+            if (s[at] == ']') {
+                j->lx.pos = at + 1; /* as arr_next leaves it */
+                goto done;
+            }
+        }
     }
     /* the compact form first: numbers and ',' with no blanks, read in place;
      * the general loop takes over at anything else (the cursor then at the
@@ -97,6 +166,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
     if (rc < 0) {
         return rc;
     }
+done:
     vbuf_patch_u32(j->h, hdr, n);
     if (dbl && n <= JD_DL_MAX) {
         j->dl_text = s + open;

@@ -39,7 +39,7 @@ static inline uint64_t jdnum_nondigits(uint64_t w)
  * of digits joined (10 * d[k] + d[k+1] lands in the even bytes), then the
  * four pairs combined with two multiplies whose upper halves hold 10^6,
  * 10^4, 10^2 and 1 times them. */
-static inline uint64_t jdnum_eight_value(uint64_t w)
+__attribute__((always_inline)) static inline uint64_t jdnum_eight_value(uint64_t w)
 {
     const uint64_t m = 0x000000ff000000ffull;
     w -= 0x3030303030303030ull;
@@ -149,12 +149,13 @@ __attribute__((always_inline)) static inline bool jdnum_int(const char *p, size_
 }
 
 /*
- * jdnum_int for a non-negative integer in quotes, with the short case
- * inline: '"', 1-7 digits (no leading zero), '"' read with one 8-byte load
- * (bucket counts are written so). The rest goes to jdnum_int.
+ * The short case of jdnum_int for a non-negative integer in quotes: '"',
+ * 1-7 digits (no leading zero), '"' read with one 8-byte load (bucket
+ * counts and most integer attributes are written so); false, nothing
+ * decided, for anything else.
  */
-__attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, size_t n,
-                                                               uint64_t *mag, size_t *used)
+__attribute__((always_inline)) static inline bool jdnum_uint_q7(const char *p, size_t n,
+                                                                uint64_t *mag, size_t *used)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if (n >= 10 && p[0] == '"') {
@@ -168,7 +169,20 @@ __attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, si
             return true;
         }
     }
+#else
+    (void)p, (void)n, (void)mag, (void)used;
 #endif
+    return false;
+}
+
+/* jdnum_int for a non-negative integer in quotes, the short case
+ * (jdnum_uint_q7) inline. */
+__attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, size_t n,
+                                                               uint64_t *mag, size_t *used)
+{
+    if (jdnum_uint_q7(p, n, mag, used)) {
+        return true;
+    }
     bool neg;
     return jdnum_int(p, n, &neg, mag, used) && !neg;
 }
@@ -228,8 +242,9 @@ double jdnum_dec_to_f64(uint64_t m, int e);
  * in all, no exponent: the shape jdnum_f64 itself reads first (its
  * f64_short), read the same way, by 8-byte runs. Then m < 10^19 is exact:
  * m / 10^kf when m <= 2^53 (both exact doubles: the correctly rounded
- * quotient, jdnum_dec_to_f64's first case), else jdnum_dec_to_f64 (exact
- * 128-bit arithmetic). Anything else goes to jdnum_f64.
+ * quotient, jdnum_dec_to_f64's first case), else jdnum_dec_to_f64 (a
+ * 64 x 64-bit multiply, exact 128-bit arithmetic near a midpoint). Anything
+ * else goes to jdnum_f64.
  */
 __attribute__((always_inline)) static inline bool jdnum_f64_fast(const char *p, size_t n,
                                                                  double *out, size_t *used)

@@ -4,8 +4,10 @@
  * each read last, after its fixed-size part). jsondec.c says how the
  * decoder works.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "proto/jsondec_int.h"
 #include "proto/otlpnames.h"
@@ -40,7 +42,7 @@ static int event(struct jd *j)
             } else if (f == EV_TIME) {
                 rc = rd_u64(j, "events.timeUnixNano", &t);
             } else if (f == EV_NAME) {
-                rc = jd_rd_jstr(j, "events.name", &name);
+                rc = rd_jstr(j, "events.name", &name);
             } else if (f == EV_ATTRS) {
                 rc = jd_counted_attrs_now(j, "events.attributes", &attrs, &here);
             } else {
@@ -55,10 +57,22 @@ static int event(struct jd *j)
         }
     }
     size_t fixed = j->h->len;
-    if (vbuf_put_u64(j->h, t) < 0 || jd_heap_jstr(j, &name) < 0 ||
-        vbuf_put_u32(j->h, dropped) < 0) {
-        return jd_nomem(j);
+    if (hroom(j, 8 + 10 + name.len + 4) < 0) {
+        return -ENOMEM;
     }
+    hstore_u64(j, t);
+    if (name.esc) {
+        j->h->len = (size_t)(put_uv(j->h->p + j->h->len, name.len) - j->h->p);
+        unescape(j, &name, (char *)j->h->p + j->h->len);
+    } else { /* a zeroed jstr (no name member) writes "" */
+        uint8_t *d = put_uv(j->h->p + j->h->len, name.len);
+        if (name.len != 0) {
+            memcpy(d, j->lx.s + name.at, name.len);
+        }
+        j->h->len = (size_t)(d - j->h->p);
+    }
+    j->h->len += name.len;
+    hstore_u32(j, dropped);
     if (here != NONE) {
         return jd_counted_attrs_put_first(j, here, fixed);
     }

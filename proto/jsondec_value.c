@@ -792,10 +792,11 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
         vlen = i - v0;
         i++;
     } else if (memcmp(s + i, "intValue\":", 10) == 0) {
-        bool neg;
+        bool neg = false;
         uint64_t mag;
         i += 10;
-        if (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg) {
+        if (!jdnum_uint_q7(s + i, n - i, &mag, &used) &&
+            (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg)) {
             return 0;
         }
         int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;

@@ -11,6 +11,11 @@
  * (we accept the former where OTLP has uint64, and skip both inside unknown
  * members).
  *
+ * The number readers are checked against strtod on the same bytes: every
+ * number jdnum_f64_fast / jdnum_f64 accept where a value may start (after
+ * ':', '[' or ','), and jdnum_dec_to_f64 on the input's first bytes taken
+ * as a mantissa and an exponent.
+ *
  * Seeds: tests/fuzz/corpus/jsondec/ (the captured http-json vectors and a few
  * hand-made requests covering every metric kind and the quirks).
  */
@@ -23,6 +28,7 @@
 #include <jansson.h>
 
 #include "proto/jsondec.h"
+#include "proto/jsondec_num.h"
 #include "storage/arena.h"
 #include "storage/batch.h"
 #include "storage/val.h"
@@ -243,6 +249,50 @@ static void check_json(const uint8_t *data, size_t size)
     }
 }
 
+static void same_double(double got, const char *text, size_t n)
+{
+    char buf[128];
+    if (n >= sizeof(buf)) {
+        return;
+    }
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    double want = strtod(buf, NULL);
+    if (memcmp(&got, &want, 8) != 0) {
+        fprintf(stderr, "fuzz_jsondec: %s read as %.17g, strtod %.17g\n", buf, got, want);
+        abort();
+    }
+}
+
+static void check_numbers(const uint8_t *data, size_t size)
+{
+    const char *s = (const char *)data;
+    if (size >= 9) {
+        uint64_t m;
+        memcpy(&m, data, 8);
+        int e = (int)(data[8] % 39) - 19;
+        char buf[48];
+        snprintf(buf, sizeof(buf), "%llue%d", (unsigned long long)m, e);
+        double got = jdnum_dec_to_f64(m, e);
+        same_double(got, buf, strlen(buf));
+    }
+    int tried = 0;
+    for (size_t i = 0; i + 1 < size && tried < 256; i++) {
+        if (s[i] != ':' && s[i] != '[' && s[i] != ',') {
+            continue;
+        }
+        tried++;
+        double d;
+        size_t used;
+        if (jdnum_f64_fast(s + i + 1, size - i - 1, &d, &used)) {
+            same_double(d, s + i + 1, used);
+        }
+        if (jdnum_f64(s + i + 1, size - i - 1, &d, &used)) {
+            same_double(d, s + i + 1, used);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct batch *b;
@@ -279,5 +329,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (accepted) {
         check_json(data, size);
     }
+    check_numbers(data, size);
     return 0;
 }

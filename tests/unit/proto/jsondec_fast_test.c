@@ -262,6 +262,121 @@ Test(jsondec_fast, dec_to_f64_matches_strtod)
     cr_assert_eq(jdnum_dec_to_f64(18446744073709551615ull, -19), 1.8446744073709551615);
 }
 
+/* How many inputs the multiply tests below take: MIRADB_F64_CASES when
+ * set (a longer run by hand), else |def|. */
+static long f64_cases(long def)
+{
+    const char *e = getenv("MIRADB_F64_CASES");
+    return e != NULL && atol(e) > 0 ? atol(e) : def;
+}
+
+static void dec_is_strtod(uint64_t m, int e)
+{
+    char text[64];
+    snprintf(text, sizeof(text), "%llue%d", (unsigned long long)m, e);
+    double want = strtod(text, NULL), got = jdnum_dec_to_f64(m, e);
+    cr_assert(memcmp(&want, &got, 8) == 0, "%s: %.17g, strtod %.17g", text, got, want);
+}
+
+/*
+ * e < 0 with m > 2^53 goes through the multiply by a truncated 10^e (the
+ * Eisel-Lemire shape) unless a midpoint could lie within its error; every
+ * case must equal strtod. Random mantissas of 16-20 digits at every
+ * negative exponent; exact midpoints between doubles (odd * 5^j / 10^j,
+ * also with trailing zeros) and their neighbours, which must fall back or
+ * round the same; mantissas at powers of two and ten, and the largest.
+ */
+Test(jsondec_fast, negative_exponents_by_multiply_equal_strtod)
+{
+    long cases = f64_cases(1000000);
+    for (long c = 0; c < cases; c++) {
+        uint64_t m = rnd();
+        switch (c % 4) {
+        case 0: /* any 64-bit mantissa above 2^53 */
+            m |= 1ull << 53;
+            break;
+        case 1: /* 17 digits, as the generator's doubles */
+            m = 10000000000000000ull + m % 90000000000000000ull;
+            break;
+        case 2: /* 18-19 digits */
+            m = 100000000000000000ull + m % 9900000000000000000ull;
+            break;
+        default: /* 54-64 significant bits */
+            m >>= rnd() % 11;
+            m |= 1ull << 53;
+            break;
+        }
+        dec_is_strtod(m, -1 - (int)(rnd() % 19));
+    }
+    static const uint64_t p5[5] = {1, 5, 25, 125, 625};
+    for (long c = 0; c < cases / 4; c++) {
+        int jx = 1 + (int)(rnd() % 4);
+        uint64_t a = (1ull << 52) | (rnd() >> 12), odd = 2 * a + 1;
+        if (c % 64 == 0) {
+            odd = (1ull << 54) - 1; /* rounds up into the next binade */
+        }
+        uint64_t mid = odd * p5[jx];
+        for (int t = 0; jx + t <= 19 && mid <= UINT64_MAX / 10 + (t == 0); t++) {
+            for (int64_t dm = -2; dm <= 2; dm++) {
+                dec_is_strtod(mid + (uint64_t)dm, -(jx + t));
+            }
+            if (mid > UINT64_MAX / 10) {
+                break;
+            }
+            mid *= 10;
+        }
+    }
+    for (int e = -19; e <= -1; e++) {
+        for (int b = 54; b < 64; b++) {
+            for (int64_t dm = -3; dm <= 3; dm++) {
+                dec_is_strtod((1ull << b) + (uint64_t)dm, e);
+            }
+        }
+        for (uint64_t p = 100000000000000000ull; p != 0;
+             p = p == 10000000000000000000ull ? 0 : p * 10) {
+            for (int64_t dm = -3; dm <= 3; dm++) {
+                dec_is_strtod(p + (uint64_t)dm, e);
+            }
+        }
+        dec_is_strtod(UINT64_MAX, e);
+        dec_is_strtod(UINT64_MAX - 1, e);
+        dec_is_strtod(9999999999999999999ull, e);
+    }
+}
+
+/* The same as JSON text: 16-19 digits with the point anywhere (and "0."
+ * with leading fraction zeros), read by jdnum_f64_fast and jdnum_f64;
+ * every accepted text equals strtod, and every one of this shape is
+ * accepted. */
+Test(jsondec_fast, long_fraction_texts_equal_strtod)
+{
+    long cases = f64_cases(1000000) / 2;
+    char digs[32], text[64];
+    for (long c = 0; c < cases; c++) {
+        int nd = 16 + (int)(rnd() % 4);
+        for (int i = 0; i < nd; i++) {
+            digs[i] = (char)('0' + rnd() % 10);
+        }
+        digs[0] = (char)('1' + rnd() % 9);
+        digs[nd] = '\0';
+        int ip = (int)(rnd() % 8); /* integer digits; 0: "0." and the fraction */
+        int lz = ip == 0 ? (int)(rnd() % 3) : 0;
+        if (nd + lz > 19) {
+            lz = 19 - nd;
+        }
+        int len = snprintf(text, sizeof(text), "%s%.*s%s%.*s%s,        ", c % 2 ? "-" : "",
+                           ip == 0 ? 1 : ip, ip == 0 ? "0" : digs, ".", lz, "000", digs + ip);
+        double want = strtod(text, NULL), got1, got2;
+        size_t u1, u2;
+        cr_assert(jdnum_f64_fast(text, (size_t)len, &got1, &u1), "%s declined", text);
+        cr_assert(jdnum_f64(text, (size_t)len, &got2, &u2), "%s declined", text);
+        cr_assert(memcmp(&got1, &want, 8) == 0, "%s: %.17g, strtod %.17g", text, got1, want);
+        cr_assert(memcmp(&got2, &want, 8) == 0, "%s: %.17g, strtod %.17g", text, got2, want);
+        cr_assert_eq(u1, (size_t)len - 9);
+        cr_assert_eq(u2, (size_t)len - 9);
+    }
+}
+
 static void f64_is(const char *text, double want, size_t used)
 {
     double got;
@@ -1153,4 +1268,125 @@ Test(jsondec_fast, body_cut_after_a_backslash_is_refused_without_reading_past_it
         arena_free(a);
         free(exact);
     }
+}
+
+/*
+ * Bucket counts read by num_list's loop of quoted 1-7 digit counts (which
+ * refills its heap room every 32 elements) against exact values and
+ * against the same lists with blanks (every fast path declines those):
+ * lists of 0-80 counts of 1-8 digits, some with an element the loop hands
+ * over at (a bare number, "0", a 20-digit count, a blank), in histograms
+ * and exponential histograms.
+ */
+Test(jsondec_fast, quoted_count_lists_equal_exact_values_and_the_general_path)
+{
+    static const char *odd[] = {"7", "'0'", "'18446744073709551615'", " '5'", "'12345678'", "0"};
+    static const uint64_t odd_v[] = {7, 0, UINT64_MAX, 5, 12345678, 0};
+    char list[4096], m[8192];
+    uint64_t want[96];
+    for (int c = 0; c < 400; c++) {
+        int nv = c < 81 ? c : (int)(rnd() % 81), at = c % 3 == 0 ? (int)(rnd() % (nv + 1)) : -1;
+        size_t len = 0;
+        list[len++] = '[';
+        for (int i = 0; i < nv; i++) {
+            if (i != 0) {
+                list[len++] = ',';
+            }
+            if (i == at) {
+                int o = (int)(rnd() % 6);
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s", odd[o]);
+                want[i] = odd_v[o];
+                continue;
+            }
+            int digits = 1 + (int)(rnd() % 8);
+            uint64_t v = rnd() % jdnum_pow10[digits];
+            want[i] = v;
+            len +=
+                (size_t)snprintf(list + len, sizeof(list) - len, "'%llu'", (unsigned long long)v);
+        }
+        list[len++] = ']';
+        list[len] = '\0';
+        const char *kind = c % 2 ? "histogram" : "exponentialHistogram";
+        const char *pre = c % 2 ? "" : "'positive':{'offset':3,";
+        snprintf(m, sizeof(m), "{'%s':{'dataPoints':[{'count':'1',%s'bucketCounts':%s%s}]}}", kind,
+                 pre, list, c % 2 ? "" : "}");
+        char *sp = spaced(m);
+        same_details(m, sp);
+        free(sp);
+        struct dec d;
+        char *r = metric_req(m);
+        ok(&d, SIG_METRICS, r);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+        size_t off = c % 2 ? 0 : 4 + 8 + 8 + 4; /* scale, zero count, zero threshold, offset */
+        uint32_t n;
+        memcpy(&n, p + off, 4);
+        cr_assert_eq(n, (uint32_t)nv, "%s: %u counts", m, n);
+        for (int i = 0; i < nv; i++) {
+            uint64_t v;
+            memcpy(&v, p + off + 4 + 8 * (size_t)i, 8);
+            cr_assert_eq(v, want[i], "%s: count %d is %llu", m, i, (unsigned long long)v);
+        }
+        done(&d);
+        free(r);
+    }
+}
+
+/* A count with a leading zero is what the general path makes of it (the
+ * quoted-count loop declines it), compact or with blanks. */
+Test(jsondec_fast, quoted_count_with_a_leading_zero_as_the_general_path)
+{
+    static const char *lists[] = {"['1','05','2']", "['00']", "['1','2','3','007']", "['0','0']"};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        char m[256];
+        snprintf(m, sizeof(m), "{'histogram':{'dataPoints':[{'bucketCounts':%s}]}}", lists[i]);
+        char *sp = spaced(m), *ma = metric_req(m), *mb = metric_req(sp), *ra = q(ma), *rb = q(mb);
+        struct dec x, y;
+        run(&x, SIG_METRICS, ra);
+        run(&y, SIG_METRICS, rb);
+        cr_assert_eq(x.rc, y.rc, "%s: %d vs %d", m, x.rc, y.rc);
+        if (x.rc == 0) {
+            same_blob(x.b, x.b->points[0].detail, y.b, y.b->points[0].detail, "detail");
+        } else {
+            cr_assert(strstr(x.err, "bucketCounts") != NULL, "%s: %s", m, x.err);
+        }
+        done(&x);
+        done(&y);
+        free(sp);
+        free(ma);
+        free(mb);
+        free(ra);
+        free(rb);
+    }
+}
+
+/* An event's name read in place when it has no escape, unescaped when it
+ * has: the blob's bytes (u64 time, uv length, name, u32 dropped) either
+ * way, a missing name as "", a control byte or a bad escape refused. */
+Test(jsondec_fast, event_names_plain_escaped_and_missing)
+{
+    static const struct {
+        const char *ev, *name;
+    } cases[] = {
+        {"{'timeUnixNano':'9','name':'plain.name','attributes':[]}", "plain.name"},
+        {"{'timeUnixNano':'9','name':'a\\'b\\u00e9\\n','attributes':[]}", "a\"b\xc3\xa9\n"},
+        {"{'timeUnixNano':'9','name':'','attributes':[]}", ""},
+        {"{'timeUnixNano':'9','attributes':[]}", ""},
+        {"{'timeUnixNano':'9','attributes':[],'name':'a-name-longer-than-sixteen-bytes-here'}",
+         "a-name-longer-than-sixteen-bytes-here"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t a[512];
+        size_t na;
+        uint32_t ca;
+        events_blob(span_events(cases[i].ev), a, sizeof a, &na, &ca);
+        size_t nl = strlen(cases[i].name);
+        cr_assert_eq(ca, 1);
+        cr_assert_eq(a[0], 9, "%s", cases[i].ev);
+        cr_assert_eq(a[8], nl, "%s: name length %u", cases[i].ev, a[8]);
+        cr_assert(memcmp(a + 9, cases[i].name, nl) == 0, "%s", cases[i].ev);
+        cr_assert_eq(na, 8 + 1 + nl + 4 + 4 + 4, "%s: %zu bytes", cases[i].ev, na);
+    }
+    refused(SIG_TRACES, span_events("{'name':'a\tb'}"), "at offset");
+    refused(SIG_TRACES, span_events("{'name':'a\\qb'}"), "at offset");
+    refused(SIG_TRACES, span_events("{'name':'unterminated"), "at offset");
 }
