@@ -95,7 +95,8 @@ static int prefill(const char *dir, int i, const uint8_t *zeros)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: walcopy DIR append|keep|recycle|direct|dontneed [MiB] [FRAME_BYTES]\n");
+        fprintf(stderr,
+                "usage: walcopy DIR append|keep|recycle|direct|dontneed [MiB] [FRAME_BYTES]\n");
         return 2;
     }
     const char *dir = argv[1], *mode = argv[2];
