@@ -86,11 +86,12 @@ void iot_post(struct iot *t, struct iot_msg *m)
  * CLOCK_MONOTONIC_COARSE, which advances once a kernel tick (4 ms at
  * HZ=250): every timer shorter than a tick then fired a tick or more
  * late. The admission pace (ingest.c) and the waiters' retry are timers
- * of 0.01-2 ms, so a request paced 10 us waited ~4 ms in admission; that
- * was most of the ack p99 at one connection (bench/PERFORMANCE.md, "The
- * ack tail at one connection"). The precise clock costs a vDSO
- * clock_gettime where the coarse one cost a memory read, and a
- * timerfd_settime per loop pass with a timer pending.
+ * of 0.01-2 ms, so a request paced 10 us waited a median 3.3 ms in
+ * admission: most of the acks over 5 ms at one connection
+ * (bench/PERFORMANCE.md, "The ack tail at one connection"). The precise
+ * clock costs a vDSO clock_gettime where the coarse one cost a memory
+ * read, and a timerfd_settime per loop pass with a timer pending (~6 a
+ * 1,000-record request).
  */
 static struct event_base *new_base(void)
 {
