@@ -1,7 +1,9 @@
 /*
  * iot.h - I/O threads: each runs its own libevent event_base, owns the
  * connections accepted on its listening sockets, and never touches disk.
- * Other threads reach an I/O thread only through iot_post().
+ * Other threads reach an I/O thread only through iot_post(). The bases
+ * keep precise time (EVENT_BASE_FLAG_PRECISE_TIMER): a timer fires when
+ * due, not at the next kernel tick.
  */
 #ifndef MIRADB_IOT_H
 #define MIRADB_IOT_H

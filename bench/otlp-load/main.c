@@ -1138,7 +1138,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    l->base = event_base_new();
+    /* Precise timers: libevent's default clock (CLOCK_MONOTONIC_COARSE) moves
+     * once a kernel tick (4 ms at HZ=250), so under --rate the schedule's
+     * timer fired up to a tick late and that lag counted in every latency
+     * (measured from the scheduled send time). */
+    struct event_config *ecfg = event_config_new();
+    if (ecfg != NULL && event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER) == 0) {
+        l->base = event_base_new_with_config(ecfg);
+    }
+    if (ecfg != NULL) {
+        event_config_free(ecfg);
+    }
     l->conns = calloc(l->o.connections, sizeof(*l->conns));
     l->reconnect_ev = calloc(l->o.connections, sizeof(*l->reconnect_ev));
     if (l->base == NULL || l->conns == NULL || l->reconnect_ev == NULL) {
