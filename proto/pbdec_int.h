@@ -281,6 +281,15 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
     return pbdec_next_field_slow(d, c, f);
 }
 
+/*
+ * The one-byte tag of field |num| (< 16) with wire type |wt|. The record
+ * decoders switch on the tag byte itself before calling next_field: a
+ * fixed64 field whose 8 bytes are there is then a load, and a field that
+ * arrives with another wire type is another byte, so it takes next_field
+ * and the switch on f.num, which checks the type (WANT) and says why.
+ */
+#define TAG1(num, wt) ((uint8_t)((num) << 3 | (wt)))
+
 static inline void range_add(struct range *r, const struct fld *f, const struct cur *after)
 {
     if (r->first == NULL) {

@@ -253,7 +253,41 @@ static int dec_number_point(struct dec *d, const uint8_t *p, size_t n, uint32_t 
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->value_type = PV_DOUBLE;
+                pt->value.d = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(6, WT_I64):
+                pt->value_type = PV_INT;
+                pt->value.i = (int64_t)le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(7, WT_LEN):
+                TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
