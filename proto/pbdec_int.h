@@ -483,14 +483,19 @@ static inline int put_u64(struct vbuf *h, uint64_t v)
     return 0;
 }
 
-static inline int put_u32(struct vbuf *h, uint32_t v)
+static inline void hput_u32(struct vbuf *h, uint32_t v)
 {
-    TRY(hreserve(h, 4));
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap32(v);
 #endif
     memcpy(h->p + h->len, &v, 4);
     h->len += 4;
+}
+
+static inline int put_u32(struct vbuf *h, uint32_t v)
+{
+    TRY(hreserve(h, 4));
+    hput_u32(h, v);
     return 0;
 }
 

@@ -108,8 +108,12 @@ static int check_rep64(struct dec *d, const struct fld *f, const char *name)
     return 0;
 }
 
-/* u32 n, then n 8-byte values from every occurrence of |num| in |r|. */
-static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
+/*
+ * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
+ * is the first occurrence. A single packed occurrence (how encoders write
+ * it) is copied without walking the range again.
+ */
+static int put_rep64(struct dec *d, const struct range *r, const struct fld *first, uint32_t num)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -117,6 +121,13 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
     uint32_t count = 0;
     int rc = 0;
 
+    if (r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len) {
+        TRY(hreserve(h, 4 + first->len));
+        hput_u32(h, (uint32_t)(first->len / 8));
+        memcpy(h->p + h->len, first->p, first->len);
+        h->len += first->len;
+        return 0;
+    }
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
@@ -200,7 +211,32 @@ static int put_quantiles(struct dec *d, const struct range *r)
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
-        while ((rc = next_field(d, &c, &f)) > 0) {
+        for (;;) {
+            /* A ValueAtQuantile as encoders write it, `1: quantile` then
+             * `2: value` (or the value alone, quantile 0 being the
+             * default): its 8-byte values are the blob's, in that order. */
+            const uint8_t *p = c.p;
+            if (LIKELY(c.end - p >= 20 && p[0] == TAG1(6, WT_LEN) && p[1] == 18 &&
+                       p[2] == TAG1(1, WT_I64) && p[11] == TAG1(2, WT_I64))) {
+                TRY(hreserve(h, 16));
+                hput_u64(h, le64(p + 3));
+                hput_u64(h, le64(p + 12));
+                c.p = p + 20;
+                count++;
+                continue;
+            }
+            if (c.end - p >= 11 && p[0] == TAG1(6, WT_LEN) && p[1] == 9 &&
+                p[2] == TAG1(2, WT_I64)) {
+                TRY(hreserve(h, 16));
+                hput_u64(h, 0);
+                hput_u64(h, le64(p + 3));
+                c.p = p + 11;
+                count++;
+                continue;
+            }
+            if ((rc = next_field(d, &c, &f)) <= 0) {
+                break;
+            }
             if (f.num != 6) {
                 continue;
             }
@@ -339,12 +375,56 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
     struct cur c = {p, p + n};
     struct fld f;
     struct range ex = {0}, counts = {0}, bounds = {0};
+    struct fld counts1 = {0}, bounds1 = {0}; /* the first occurrence of each */
     int rc;
 
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->has_sum = true;
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(9, WT_LEN):
+                TRY(dec_attr_run(d, &c, 9, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            case TAG1(11, WT_I64):
+                pt->has_min = true;
+                pt->min = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(12, WT_I64):
+                pt->has_max = true;
+                pt->max = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
@@ -365,10 +445,16 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
             break;
         case 6:
             TRY(check_rep64(d, &f, "bucket_counts"));
+            if (counts.first == NULL) {
+                counts1 = f;
+            }
             range_add(&counts, &f, &c);
             break;
         case 7:
             TRY(check_rep64(d, &f, "explicit_bounds"));
+            if (bounds.first == NULL) {
+                bounds1 = f;
+            }
             range_add(&bounds, &f, &c);
             break;
         case 8:
@@ -404,8 +490,8 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
     }
     set_attrs(&pt->attrs, astart, h);
     size_t dstart = h->len;
-    TRY(put_rep64(d, &counts, 6));
-    TRY(put_rep64(d, &bounds, 7));
+    TRY(put_rep64(d, &counts, &counts1, 6));
+    TRY(put_rep64(d, &bounds, &bounds1, 7));
     pt->detail.off = (uint32_t)dstart;
     pt->detail.len = (uint32_t)(h->len - dstart);
     return dec_exemplars(d, &ex, 8, pt);
@@ -424,7 +510,58 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(1, WT_LEN):
+                TRY(dec_attr_run(d, &c, 1, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->has_sum = true;
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(7, WT_I64):
+                zero_count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(12, WT_I64):
+                pt->has_min = true;
+                pt->min = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(13, WT_I64):
+                pt->has_max = true;
+                pt->max = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(14, WT_I64):
+                zero_threshold = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 1:
             WANT(f, WT_LEN, "attributes");
@@ -518,7 +655,50 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
     TRY(new_point(d, p, metric, &pt));
     pt->has_sum = true;
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(6, WT_LEN):
+                /* A quantile: its range only (put_quantiles reads it). */
+                if (q[1] < 0x80 && (size_t)q[1] <= (size_t)(c.end - q - 2)) {
+                    if (qs.first == NULL) {
+                        qs.first = q;
+                    }
+                    c.p = q + 2 + q[1];
+                    qs.end = c.p;
+                    continue;
+                }
+                break;
+            case TAG1(7, WT_LEN):
+                TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
