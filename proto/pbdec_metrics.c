@@ -6,6 +6,10 @@
  */
 #include "proto/pbdec_int.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* exemplars blob entry: u64 time, u8 point_value, 8 value bytes, u8 has_trace_id,
  * 16 trace_id, u8 has_span_id, 8 span_id, u32 count, u32 nbytes, attrs */
 static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
@@ -149,6 +153,29 @@ static int put_rep64(struct dec *d, const struct range *r, const struct fld *fir
     return rc;
 }
 
+/* Eight bytes (|w|, little-endian) stored as eight little-endian u64s at |dst|. */
+static inline void widen8(uint8_t *dst, uint64_t w)
+{
+#if defined(__SSE2__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const __m128i z = _mm_setzero_si128();
+    __m128i b = _mm_cvtsi64_si128((long long)w);
+    __m128i h16 = _mm_unpacklo_epi8(b, z);
+    __m128i lo32 = _mm_unpacklo_epi16(h16, z), hi32 = _mm_unpackhi_epi16(h16, z);
+    _mm_storeu_si128((__m128i *)(void *)dst, _mm_unpacklo_epi32(lo32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 16), _mm_unpackhi_epi32(lo32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 32), _mm_unpacklo_epi32(hi32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 48), _mm_unpackhi_epi32(hi32, z));
+#else
+    for (int i = 0; i < 8; i++) {
+        uint64_t v = (w >> (8 * i)) & 0xff;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        memcpy(dst + 8 * i, &v, 8);
+    }
+#endif
+}
+
 /* Buckets: u32 offset, u32 n, n x u64 (merged over every occurrence of |num|). */
 static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
 {
@@ -181,6 +208,18 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     WANT(g, WT_LEN, "buckets.bucket_counts");
                     const uint8_t *q = g.p, *qend = g.p + g.len;
                     TRY(hreserve(h, g.len * 8));
+                    /* Counts below 128 are one byte each: eight at a time
+                     * while all eight are (no varint continues in them). */
+                    while (qend - q >= 8) {
+                        uint64_t w = le64(q);
+                        if ((w & 0x8080808080808080ull) != 0) {
+                            break;
+                        }
+                        widen8(h->p + h->len, w);
+                        h->len += 64;
+                        q += 8;
+                        count += 8;
+                    }
                     while (q < qend) {
                         uint64_t v = 0;
                         TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
