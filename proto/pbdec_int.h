@@ -635,9 +635,38 @@ static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uin
              * absent value), so one reservation covers the whole entry. A
              * failed call leaves the heap to the caller's rollback. */
             TRY(hreserve(h, n + 16));
-            if (UNLIKELY(!hput_str127(h, k, p[1]))) {
+            /* Written through a local pointer: a byte store through h->p
+             * may alias h->len, which the compiler then reloads each time. */
+            size_t kl = p[1];
+            uint8_t *w = h->p + h->len;
+            w[0] = (uint8_t)kl;
+            bool ka = copy_short_ascii(w + 1, k, kl);
+            w += 1 + kl;
+            if (LIKELY(q != end)) {
+                /* A string value of one-byte lengths (dec_scalar's first
+                 * case), copied here so that one branch checks both. */
+                const uint8_t *v = q + 2;
+                size_t vn = q[1];
+                if (vn >= 2 && v[0] == 0x0a && (size_t)v[1] == vn - 2) {
+                    w[0] = VAL_STR;
+                    w[1] = (uint8_t)(vn - 2);
+                    bool va = copy_short_ascii(w + 2, v + 2, vn - 2);
+                    if (UNLIKELY(!(ka && va))) {
+                        if (!ka && !utf8_valid(k, kl)) {
+                            return pbdec_fail(d, p, "invalid UTF-8 in string field key");
+                        }
+                        if (!va && !utf8_valid(v + 2, vn - 2)) {
+                            return pbdec_fail(d, v, "invalid UTF-8 in string field string_value");
+                        }
+                    }
+                    h->len = (size_t)(w + vn - h->p);
+                    return 0;
+                }
+            }
+            if (UNLIKELY(!ka) && !utf8_valid(k, kl)) {
                 return pbdec_fail(d, p, "invalid UTF-8 in string field key");
             }
+            h->len = (size_t)(w - h->p);
             struct av_state st = {.type = VAL_EMPTY, .start = h->len};
             if (q != end) {
                 int r = dec_scalar(d, q + 2, q[1], h);
