@@ -77,7 +77,8 @@ static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, struct point_row *pt)
+static int dec_exemplars_slow(struct dec *d, const struct range *r, uint32_t num,
+                              struct point_row *pt)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -96,6 +97,18 @@ static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, str
     }
     pt->exemplars.len = (uint32_t)(h->len - pt->exemplars.off);
     return rc;
+}
+
+/* A point without exemplars (nearly all) costs two stores, not a call. */
+static inline int dec_exemplars(struct dec *d, const struct range *r, uint32_t num,
+                                struct point_row *pt)
+{
+    if (LIKELY(r->first == NULL)) {
+        pt->exemplars.off = (uint32_t)d->b->heap.len;
+        pt->exemplars.len = 0;
+        return 0;
+    }
+    return dec_exemplars_slow(d, r, num, pt);
 }
 
 /* Checks a repeated fixed64/double occurrence: one I64 value or a packed run. */
@@ -302,7 +315,9 @@ static int put_quantiles(struct dec *d, const struct range *r)
     return rc;
 }
 
-static int new_point(struct dec *d, const uint8_t *at, uint32_t metric, struct point_row **out)
+static inline __attribute__((always_inline)) int new_point(struct dec *d, const uint8_t *at,
+                                                            uint32_t metric,
+                                                            struct point_row **out)
 {
     TRY(heap_guard(d, at));
     struct point_row *pt = next_row(d->b, sizeof(*pt));
@@ -441,6 +456,26 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
                 pt->sum = u64_to_f64(le64(q + 1));
                 c.p = q + 9;
                 continue;
+            case TAG1(6, WT_LEN):
+            case TAG1(7, WT_LEN): {
+                /* Packed bucket_counts / explicit_bounds, one-byte length:
+                 * what the generic case does (check_rep64, range_add). */
+                size_t len = q[1];
+                if (q[1] < 0x80 && len % 8 == 0 && len <= (size_t)(c.end - q - 2)) {
+                    struct range *r = q[0] == TAG1(6, WT_LEN) ? &counts : &bounds;
+                    struct fld *one = q[0] == TAG1(6, WT_LEN) ? &counts1 : &bounds1;
+                    c.p = q + 2 + len;
+                    if (r->first == NULL) {
+                        r->first = q;
+                        one->wt = WT_LEN;
+                        one->p = q + 2;
+                        one->len = len;
+                    }
+                    r->end = c.p;
+                    continue;
+                }
+                break;
+            }
             case TAG1(9, WT_LEN):
                 TRY(dec_attr_run(d, &c, 9, &pt->attrs.count));
                 if (c.p != q) {
