@@ -310,14 +310,15 @@ static inline __attribute__((always_inline)) int get_str(struct dec *d, const st
     return 0;
 }
 
-/* Copies a 16- or 8-byte id; false (and zeros) for a wrong length or all zeros. */
-static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+/* Copies a 16- or 8-byte id of |len| bytes at |p|; false (and zeros) for a
+ * wrong length or all zeros. */
+static inline bool get_id_at(const uint8_t *p, size_t len, uint8_t *dst, size_t n)
 {
-    if (f->len == n) {
+    if (len == n) {
         uint64_t a, b = 0;
-        memcpy(&a, f->p, 8);
+        memcpy(&a, p, 8);
         if (n == 16) {
-            memcpy(&b, f->p + 8, 8);
+            memcpy(&b, p + 8, 8);
         }
         if ((a | b) != 0) {
             memcpy(dst, &a, 8);
@@ -328,6 +329,29 @@ static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
         }
     }
     memset(dst, 0, n);
+    return false;
+}
+
+static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+{
+    return get_id_at(f->p, f->len, dst, n);
+}
+
+/*
+ * A string field of one-byte length at |q| (its tag byte), for the tag-byte
+ * paths (TAG1): true and |out| set when it is there and valid UTF-8; false
+ * leaves it to next_field and get_str, which give a failure its text.
+ */
+static inline __attribute__((always_inline)) bool take_str1(struct cur *c, const uint8_t *q,
+                                                            struct mstr *out)
+{
+    size_t len = q[1];
+    if (q[1] < 0x80 && len <= (size_t)(c->end - q - 2) && utf8_valid(q + 2, len)) {
+        out->p = (const char *)(q + 2);
+        out->len = (uint32_t)len;
+        c->p = q + 2 + len;
+        return true;
+    }
     return false;
 }
 
