@@ -2777,3 +2777,216 @@ Test(pbdec, attribute_runs_of_every_record_kind_stop_where_the_run_breaks)
     w_free(&m);
     batch_free(b);
 }
+
+/* ------------------------------------------------------------------ */
+/* tag-byte paths (TAG1 in pbdec_int.h)                                */
+
+/* Record fields as separate byte strings, to be laid out in any order. */
+struct flist {
+    struct pbw f[24];
+    int n;
+};
+
+static struct pbw *fl_next(struct flist *l)
+{
+    cr_assert_lt(l->n, 24);
+    return &l->f[l->n++];
+}
+
+static void fl_free(struct flist *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        w_free(&l->f[i]);
+    }
+    l->n = 0;
+}
+
+/* Field |i| of the order: rotation |rot|, reversed when |rev|. */
+static const struct pbw *fl_at(const struct flist *l, int i, int rot, bool rev)
+{
+    int k = (i + rot) % l->n;
+    return &l->f[rev ? l->n - 1 - k : k];
+}
+
+/*
+ * Lays the fields of |l| out in every rotation, forwards and backwards,
+ * wraps the record as item of |s| (a point of Metric kind field |kind|
+ * for metrics), decodes and diffs each against protobuf-c. Every field
+ * is thereby first, last (fewer bytes behind it than a tag-byte path
+ * wants) and in between; a field listed twice is read twice, the last
+ * occurrence winning or the occurrences merging as protobuf-c has it.
+ */
+static void diff_every_order(enum signal s, uint32_t kind, const struct flist *l)
+{
+    for (int rev = 0; rev < 2; rev++) {
+        for (int rot = 0; rot < l->n; rot++) {
+            struct pbw rec = {0}, data = {0}, m = {0};
+            for (int i = 0; i < l->n; i++) {
+                const struct pbw *f = fl_at(l, i, rot, rev);
+                w_raw(&rec, f->p, f->n);
+            }
+            struct pbw req;
+            if (s == SIG_METRICS) {
+                w_msg(&data, 1, &rec);
+                w_str(&m, 1, "m");
+                w_msg(&m, kind, &data);
+                req = wrap_item(&m);
+            } else {
+                req = wrap_item(&rec);
+            }
+            struct batch *b = decode_and_diff(s, req.p, req.n);
+            cr_assert_eq(b->n_rows, 1, "rot %d rev %d", rot, rev);
+            batch_free(b);
+            w_free(&req);
+            w_free(&rec);
+            w_free(&data);
+            w_free(&m);
+        }
+    }
+}
+
+static void w_exemplar(struct pbw *w, uint32_t num)
+{
+    struct pbw ex = {0};
+    w_f64(&ex, 2, 77);
+    w_dbl(&ex, 3, 0.5);
+    w_bytes(&ex, 4, SPAN, 8);
+    w_bytes(&ex, 5, TRACE, 16);
+    w_kv_str(&ex, 7, "user.id", "u1");
+    w_msg(w, num, &ex);
+    w_free(&ex);
+}
+
+Test(pbdec, tag_byte_fields_decode_like_protobuf_c_in_every_order)
+{
+    struct flist l = {0};
+    uint64_t cnt[3] = {4, 0, 9};
+    double bnd[2] = {0.5, 2.5};
+
+    /* number point (gauge): both value members, each twice */
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_dbl(fl_next(&l), 4, 1.25);
+    w_f64(fl_next(&l), 6, (uint64_t)-7);
+    w_kv_str(fl_next(&l), 7, "http.route", "/a");
+    w_kv_int(fl_next(&l), 7, "code", 200);
+    w_uv(fl_next(&l), 8, 1);
+    w_f64(fl_next(&l), 2, 21);
+    w_dbl(fl_next(&l), 4, -3.5);
+    w_exemplar(fl_next(&l), 5);
+    w_f64(fl_next(&l), 3, 22);
+    diff_every_order(SIG_METRICS, 5, &l);
+    fl_free(&l);
+
+    /* histogram point: packed counts and bounds, one of them split */
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_bytes(fl_next(&l), 6, cnt, sizeof cnt);
+    w_bytes(fl_next(&l), 7, bnd, sizeof bnd);
+    w_kv_str(fl_next(&l), 9, "k", "v");
+    w_uv(fl_next(&l), 10, 1);
+    w_dbl(fl_next(&l), 11, 0.1);
+    w_dbl(fl_next(&l), 12, 7.5);
+    w_f64(fl_next(&l), 6, 5);
+    w_exemplar(fl_next(&l), 8);
+    w_dbl(fl_next(&l), 12, 8.5);
+    diff_every_order(SIG_METRICS, 9, &l);
+    fl_free(&l);
+
+    /* exponential histogram point */
+    struct pbw bk = {0}, pk = {0};
+    for (uint64_t i = 0; i < 11; i++) {
+        w_varint(&pk, i * 13);
+    }
+    w_uv(&bk, 1, 7);
+    w_bytes(&bk, 2, pk.p, pk.n);
+    w_kv_str(fl_next(&l), 1, "k", "v");
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_uv(fl_next(&l), 6, 3);
+    w_f64(fl_next(&l), 7, 2);
+    w_msg(fl_next(&l), 8, &bk);
+    w_uv(&bk, 1, 1);
+    w_uv(&bk, 2, 300);
+    w_msg(fl_next(&l), 9, &bk);
+    w_uv(fl_next(&l), 10, 1);
+    w_dbl(fl_next(&l), 12, 0.1);
+    w_dbl(fl_next(&l), 13, 7.5);
+    w_dbl(fl_next(&l), 14, 0.001);
+    w_f64(fl_next(&l), 7, 3);
+    w_exemplar(fl_next(&l), 11);
+    diff_every_order(SIG_METRICS, 10, &l);
+    fl_free(&l);
+
+    /* summary point: quantiles of the usual shape and others */
+    struct pbw q = {0};
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_dbl(&q, 1, 0.5);
+    w_dbl(&q, 2, 1.5);
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 2, 2.5); /* value only: quantile 0 */
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 2, 3.5); /* value first */
+    w_dbl(&q, 1, 0.9);
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 1, 0.99); /* quantile only */
+    w_msg(fl_next(&l), 6, &q);
+    w_kv_str(fl_next(&l), 7, "k", "v");
+    w_uv(fl_next(&l), 8, 1);
+    w_dbl(fl_next(&l), 5, 1.75);
+    diff_every_order(SIG_METRICS, 11, &l);
+    fl_free(&l);
+
+    /* span: ids, name, kind (a one- and a two-byte varint), times */
+    struct pbw st = {0};
+    w_bytes(fl_next(&l), 1, TRACE, 16);
+    w_bytes(fl_next(&l), 2, SPAN, 8);
+    w_str(fl_next(&l), 3, "a=b");
+    w_bytes(fl_next(&l), 4, SPAN, 8);
+    w_str(fl_next(&l), 5, "GET /a");
+    w_uv(fl_next(&l), 6, 2);
+    w_f64(fl_next(&l), 7, 100);
+    w_f64(fl_next(&l), 8, 200);
+    w_kv_str(fl_next(&l), 9, "http.method", "GET");
+    w_kv_int(fl_next(&l), 9, "n", -1);
+    w_uv(fl_next(&l), 10, 2);
+    w_uv(&st, 3, 2);
+    w_msg(fl_next(&l), 15, &st);
+    w_f32(fl_next(&l), 16, 0x101);
+    w_uv(fl_next(&l), 6, 300);
+    w_bytes(fl_next(&l), 4, ZERO, 8); /* all zeros: no parent */
+    w_str(fl_next(&l), 5, "GET /b");
+    diff_every_order(SIG_TRACES, 0, &l);
+    fl_free(&l);
+
+    /* log record */
+    w_f64(fl_next(&l), 1, 100);
+    w_uv(fl_next(&l), 2, 9);
+    w_str(fl_next(&l), 3, "INFO");
+    w_str(&q, 1, "a body");
+    w_msg(fl_next(&l), 5, &q);
+    w_kv_str(fl_next(&l), 6, "k", "v");
+    w_uv(fl_next(&l), 7, 1);
+    w_f32(fl_next(&l), 8, 1);
+    w_bytes(fl_next(&l), 9, TRACE, 16);
+    w_bytes(fl_next(&l), 10, SPAN, 8);
+    w_f64(fl_next(&l), 11, 101);
+    w_str(fl_next(&l), 12, "ev");
+    w_uv(fl_next(&l), 2, 200); /* two-byte varint */
+    w_str(fl_next(&l), 3, "WARN");
+    w_bytes(fl_next(&l), 9, ZERO, 16);
+    diff_every_order(SIG_LOGS, 0, &l);
+    fl_free(&l);
+
+    w_free(&bk);
+    w_free(&pk);
+    w_free(&q);
+    w_free(&st);
+}
