@@ -2990,3 +2990,99 @@ Test(pbdec, tag_byte_fields_decode_like_protobuf_c_in_every_order)
     w_free(&q);
     w_free(&st);
 }
+
+Test(pbdec, packed_bucket_counts_of_every_length_with_a_long_varint_anywhere)
+{
+    /* One-byte counts are widened eight at a time; a count of two bytes or
+     * more at position |at| (or none: at == n) stops that at its word. */
+    for (uint32_t n = 0; n <= 40; n++) {
+        for (uint32_t at = 0; at <= n; at++) {
+            struct pbw pk = {0}, bk = {0}, dp = {0}, exp = {0}, m = {0};
+            for (uint32_t i = 0; i < n; i++) {
+                w_varint(&pk, i == at ? 128 + 1000 * i : (i * 37) % 128);
+            }
+            w_uv(&bk, 1, 4);
+            w_bytes(&bk, 2, n ? pk.p : (uint8_t *)"", pk.n);
+            w_msg(&dp, 8, &bk);
+            w_msg(&exp, 1, &dp);
+            w_str(&m, 1, "e");
+            w_msg(&m, 10, &exp);
+            struct pbw req = wrap_item(&m);
+            struct batch *b = decode_and_diff(SIG_METRICS, req.p, req.n);
+            const struct point_row *pt = &b->points[0];
+            /* scale, zero_count, zero_threshold, offset, n, then the counts */
+            cr_assert_eq(pt->detail.len, 4 + 8 + 8 + 4 + 4 + 8 * n + 8, "n %u at %u", n, at);
+            const uint8_t *c = bp(b, pt->detail) + 28;
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t v;
+                memcpy(&v, c + 8 * i, 8);
+                cr_assert_eq(v, i == at ? 128 + 1000 * i : (i * 37) % 128, "n %u at %u i %u", n,
+                             at, i);
+            }
+            batch_free(b);
+            w_free(&req);
+            w_free(&pk);
+            w_free(&bk);
+            w_free(&dp);
+            w_free(&exp);
+            w_free(&m);
+        }
+    }
+}
+
+Test(pbdec, tag_byte_fields_that_do_not_fit_their_path_fail_with_the_usual_reason)
+{
+    struct pbw r = {0}, dp = {0}, data = {0}, m = {0}, req;
+
+    /* a span name, a severity text: one-byte length, not UTF-8 */
+    w_bytes(&r, 1, TRACE, 16);
+    w_str(&r, 5, "bad \xc3\x28 name");
+    w_f64(&r, 7, 1);
+    w_f64(&r, 8, 2);
+    req = wrap_item(&r);
+    expect_eproto_w(SIG_TRACES, &req, "invalid UTF-8 in string field name");
+    w_free(&req);
+    w_f64(&r, 1, 1);
+    w_str(&r, 3, "\xff");
+    w_f64(&r, 11, 2);
+    w_bytes(&r, 9, TRACE, 16);
+    req = wrap_item(&r);
+    expect_eproto_w(SIG_LOGS, &req, "invalid UTF-8 in string field severity_text");
+    w_free(&req);
+
+    /* packed explicit_bounds of one-byte length, not a multiple of 8 */
+    w_bytes(&dp, 7, "123456789", 9);
+    w_f64(&dp, 2, 1);
+    w_f64(&dp, 3, 2);
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 9, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "packed explicit_bounds length 9 is not a multiple of 8");
+    w_free(&req);
+
+    /* a fixed64 field whose tag byte a tag-byte path takes, cut short
+     * with more than 8 bytes of the message left (as a sub-message's
+     * length says) is still bounded by the message: truncated */
+    w_f64(&dp, 2, 1);
+    w_raw(&dp, "\x19\x01\x02\x03", 4); /* time_unix_nano, 3 of its 8 bytes */
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 5, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "truncated fixed64");
+    w_free(&req);
+
+    /* the wire type is part of the tag byte: as_double sent as a varint */
+    w_f64(&dp, 2, 1);
+    w_f64(&dp, 3, 2);
+    w_uv(&dp, 4, 1);
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 5, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field as_double");
+    w_free(&req);
+
+    w_free(&r);
+    w_free(&dp);
+    w_free(&data);
+    w_free(&m);
+}
