@@ -316,8 +316,7 @@ static int put_quantiles(struct dec *d, const struct range *r)
 }
 
 static inline __attribute__((always_inline)) int new_point(struct dec *d, const uint8_t *at,
-                                                            uint32_t metric,
-                                                            struct point_row **out)
+                                                           uint32_t metric, struct point_row **out)
 {
     TRY(heap_guard(d, at));
     struct point_row *pt = next_row(d->b, sizeof(*pt));

@@ -3016,8 +3016,8 @@ Test(pbdec, packed_bucket_counts_of_every_length_with_a_long_varint_anywhere)
             for (uint32_t i = 0; i < n; i++) {
                 uint64_t v;
                 memcpy(&v, c + 8 * i, 8);
-                cr_assert_eq(v, i == at ? 128 + 1000 * i : (i * 37) % 128, "n %u at %u i %u", n,
-                             at, i);
+                cr_assert_eq(v, i == at ? 128 + 1000 * i : (i * 37) % 128, "n %u at %u i %u", n, at,
+                             i);
             }
             batch_free(b);
             w_free(&req);
