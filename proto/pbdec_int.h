@@ -3,7 +3,8 @@
  * nothing outside the module includes it).
  *
  * The decoder state, the field reader (next_field and the wire primitives),
- * the inlined heap writers (the val.h encoding), KeyValue decoding (dec_kv)
+ * the tag-byte paths in front of it (TAG1, take_str1, get_id_at), the
+ * inlined heap writers (the val.h encoding), KeyValue decoding (dec_kv)
  * and the guards every record passes. The hot readers and writers are
  * static inline here so that each signal's file inlines them as pbdec.c does.
  * pbdec.c: the reader's slow path, errors, AnyValue, resource, scope and the
