@@ -19,6 +19,13 @@
  * the same way, so a resource or scope row is complete before its children
  * name it.
  *
+ * The record decoders (log record, span, the four data points) first look
+ * at a field's tag byte itself: a one-byte tag whose wire type is the
+ * field's, with its fixed value, one-byte length or attribute run there, is
+ * read in place (TAG1 in pbdec_int.h). Everything else, including every
+ * field that would fail, takes the general reader and its checks, so
+ * results and error texts are those of the general path.
+ *
  * PROTOBUF RULES FOLLOWED
  * - Unknown fields with a valid wire type are skipped (reserved numbers too).
  * - Wrong wire type for a known field, wire types 3/4 (groups) and 6/7,

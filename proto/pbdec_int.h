@@ -3,7 +3,8 @@
  * nothing outside the module includes it).
  *
  * The decoder state, the field reader (next_field and the wire primitives),
- * the inlined heap writers (the val.h encoding), KeyValue decoding (dec_kv)
+ * the tag-byte paths in front of it (TAG1, take_str1, get_id_at), the
+ * inlined heap writers (the val.h encoding), KeyValue decoding (dec_kv)
  * and the guards every record passes. The hot readers and writers are
  * static inline here so that each signal's file inlines them as pbdec.c does.
  * pbdec.c: the reader's slow path, errors, AnyValue, resource, scope and the
@@ -18,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "lib/utf8.h"
 #include "proto/pbdec.h"
@@ -281,6 +286,15 @@ static inline __attribute__((always_inline)) int next_field(struct dec *d, struc
     return pbdec_next_field_slow(d, c, f);
 }
 
+/*
+ * The one-byte tag of field |num| (< 16) with wire type |wt|. The record
+ * decoders switch on the tag byte itself before calling next_field: a
+ * fixed64 field whose 8 bytes are there is then a load, and a field that
+ * arrives with another wire type is another byte, so it takes next_field
+ * and the switch on f.num, which checks the type (WANT) and says why.
+ */
+#define TAG1(num, wt) ((uint8_t)((num) << 3 | (wt)))
+
 static inline void range_add(struct range *r, const struct fld *f, const struct cur *after)
 {
     if (r->first == NULL) {
@@ -301,14 +315,15 @@ static inline __attribute__((always_inline)) int get_str(struct dec *d, const st
     return 0;
 }
 
-/* Copies a 16- or 8-byte id; false (and zeros) for a wrong length or all zeros. */
-static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+/* Copies a 16- or 8-byte id of |len| bytes at |p|; false (and zeros) for a
+ * wrong length or all zeros. */
+static inline bool get_id_at(const uint8_t *p, size_t len, uint8_t *dst, size_t n)
 {
-    if (f->len == n) {
+    if (len == n) {
         uint64_t a, b = 0;
-        memcpy(&a, f->p, 8);
+        memcpy(&a, p, 8);
         if (n == 16) {
-            memcpy(&b, f->p + 8, 8);
+            memcpy(&b, p + 8, 8);
         }
         if ((a | b) != 0) {
             memcpy(dst, &a, 8);
@@ -319,6 +334,29 @@ static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
         }
     }
     memset(dst, 0, n);
+    return false;
+}
+
+static inline bool get_id(const struct fld *f, uint8_t *dst, size_t n)
+{
+    return get_id_at(f->p, f->len, dst, n);
+}
+
+/*
+ * A string field of one-byte length at |q| (its tag byte), for the tag-byte
+ * paths (TAG1): true and |out| set when it is there and valid UTF-8; false
+ * leaves it to next_field and get_str, which give a failure its text.
+ */
+static inline __attribute__((always_inline)) bool take_str1(struct cur *c, const uint8_t *q,
+                                                            struct mstr *out)
+{
+    size_t len = q[1];
+    if (q[1] < 0x80 && len <= (size_t)(c->end - q - 2) && utf8_valid(q + 2, len)) {
+        out->p = (const char *)(q + 2);
+        out->len = (uint32_t)len;
+        c->p = q + 2 + len;
+        return true;
+    }
     return false;
 }
 
@@ -474,14 +512,19 @@ static inline int put_u64(struct vbuf *h, uint64_t v)
     return 0;
 }
 
-static inline int put_u32(struct vbuf *h, uint32_t v)
+static inline void hput_u32(struct vbuf *h, uint32_t v)
 {
-    TRY(hreserve(h, 4));
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     v = __builtin_bswap32(v);
 #endif
     memcpy(h->p + h->len, &v, 4);
     h->len += 4;
+}
+
+static inline int put_u32(struct vbuf *h, uint32_t v)
+{
+    TRY(hreserve(h, 4));
+    hput_u32(h, v);
     return 0;
 }
 
@@ -621,9 +664,38 @@ static inline __attribute__((always_inline)) int dec_kv(struct dec *d, const uin
              * absent value), so one reservation covers the whole entry. A
              * failed call leaves the heap to the caller's rollback. */
             TRY(hreserve(h, n + 16));
-            if (UNLIKELY(!hput_str127(h, k, p[1]))) {
+            /* Written through a local pointer: a byte store through h->p
+             * may alias h->len, which the compiler then reloads each time. */
+            size_t kl = p[1];
+            uint8_t *w = h->p + h->len;
+            w[0] = (uint8_t)kl;
+            bool ka = copy_short_ascii(w + 1, k, kl);
+            w += 1 + kl;
+            if (LIKELY(q != end)) {
+                /* A string value of one-byte lengths (dec_scalar's first
+                 * case), copied here so that one branch checks both. */
+                const uint8_t *v = q + 2;
+                size_t vn = q[1];
+                if (vn >= 2 && v[0] == 0x0a && (size_t)v[1] == vn - 2) {
+                    w[0] = VAL_STR;
+                    w[1] = (uint8_t)(vn - 2);
+                    bool va = copy_short_ascii(w + 2, v + 2, vn - 2);
+                    if (UNLIKELY(!(ka && va))) {
+                        if (!ka && !utf8_valid(k, kl)) {
+                            return pbdec_fail(d, p, "invalid UTF-8 in string field key");
+                        }
+                        if (!va && !utf8_valid(v + 2, vn - 2)) {
+                            return pbdec_fail(d, v, "invalid UTF-8 in string field string_value");
+                        }
+                    }
+                    h->len = (size_t)(w + vn - h->p);
+                    return 0;
+                }
+            }
+            if (UNLIKELY(!ka) && !utf8_valid(k, kl)) {
                 return pbdec_fail(d, p, "invalid UTF-8 in string field key");
             }
+            h->len = (size_t)(w - h->p);
             struct av_state st = {.type = VAL_EMPTY, .start = h->len};
             if (q != end) {
                 int r = dec_scalar(d, q + 2, q[1], h);
@@ -744,7 +816,21 @@ static inline void *next_row(struct batch *b, size_t size)
 {
     if (LIKELY(b->n_rows < b->cap_rows)) {
         void *r = (char *)b->rows + (size_t)b->n_rows++ * size;
+#if defined(__SSE2__)
+        /* 16-byte stores: GCC turns a memset of a span or log row into
+         * `rep stos`, whose start-up costs more than the stores. The rows
+         * are multiples of 8 bytes; the last store overlaps when not 16. */
+        const __m128i z = _mm_setzero_si128();
+        size_t i = 0;
+        for (; i + 16 <= size; i += 16) {
+            _mm_storeu_si128((__m128i *)(void *)((char *)r + i), z);
+        }
+        if (i < size) {
+            _mm_storeu_si128((__m128i *)(void *)((char *)r + size - 16), z);
+        }
+#else
         memset(r, 0, size);
+#endif
         return r;
     }
     return NULL;

@@ -25,7 +25,61 @@ int pbdec_log(struct dec *d, const uint8_t *p, size_t n, uint32_t scope)
     }
     r->scope = scope;
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 17)) { /* see TAG1; room for a trace id */
+            switch (q[0]) {
+            case TAG1(1, WT_I64):
+                r->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(2, WT_VARINT):
+                if (q[1] < 0x80) {
+                    r->severity_number = q[1];
+                    c.p = q + 2;
+                    continue;
+                }
+                break;
+            case TAG1(3, WT_LEN):
+                if (take_str1(&c, q, &r->severity_text)) {
+                    continue;
+                }
+                break;
+            case TAG1(6, WT_LEN):
+                TRY(dec_attr_run(d, &c, 6, &r->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            case TAG1(8, WT_I32):
+                r->flags = le32(q + 1);
+                c.p = q + 5;
+                continue;
+            case TAG1(9, WT_LEN):
+                if (q[1] == 16) {
+                    r->has_trace_id = get_id_at(q + 2, 16, r->trace_id, 16);
+                    c.p = q + 18;
+                    continue;
+                }
+                break;
+            case TAG1(10, WT_LEN):
+                if (q[1] == 8) {
+                    r->has_span_id = get_id_at(q + 2, 8, r->span_id, 8);
+                    c.p = q + 10;
+                    continue;
+                }
+                break;
+            case TAG1(11, WT_I64):
+                r->observed_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 1:
             WANT(f, WT_I64, "time_unix_nano");

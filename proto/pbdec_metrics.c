@@ -6,6 +6,10 @@
  */
 #include "proto/pbdec_int.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* exemplars blob entry: u64 time, u8 point_value, 8 value bytes, u8 has_trace_id,
  * 16 trace_id, u8 has_span_id, 8 span_id, u32 count, u32 nbytes, attrs */
 static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
@@ -73,7 +77,8 @@ static int dec_exemplar(struct dec *d, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, struct point_row *pt)
+static int dec_exemplars_slow(struct dec *d, const struct range *r, uint32_t num,
+                              struct point_row *pt)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -94,6 +99,18 @@ static int dec_exemplars(struct dec *d, const struct range *r, uint32_t num, str
     return rc;
 }
 
+/* A point without exemplars (nearly all) costs two stores, not a call. */
+static inline int dec_exemplars(struct dec *d, const struct range *r, uint32_t num,
+                                struct point_row *pt)
+{
+    if (LIKELY(r->first == NULL)) {
+        pt->exemplars.off = (uint32_t)d->b->heap.len;
+        pt->exemplars.len = 0;
+        return 0;
+    }
+    return dec_exemplars_slow(d, r, num, pt);
+}
+
 /* Checks a repeated fixed64/double occurrence: one I64 value or a packed run. */
 static int check_rep64(struct dec *d, const struct fld *f, const char *name)
 {
@@ -108,8 +125,12 @@ static int check_rep64(struct dec *d, const struct fld *f, const char *name)
     return 0;
 }
 
-/* u32 n, then n 8-byte values from every occurrence of |num| in |r|. */
-static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
+/*
+ * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
+ * is the first occurrence. A single packed occurrence (how encoders write
+ * it) is copied without walking the range again.
+ */
+static int put_rep64(struct dec *d, const struct range *r, const struct fld *first, uint32_t num)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -117,6 +138,13 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
     uint32_t count = 0;
     int rc = 0;
 
+    if (r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len) {
+        TRY(hreserve(h, 4 + first->len));
+        hput_u32(h, (uint32_t)(first->len / 8));
+        memcpy(h->p + h->len, first->p, first->len);
+        h->len += first->len;
+        return 0;
+    }
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
@@ -136,6 +164,29 @@ static int put_rep64(struct dec *d, const struct range *r, uint32_t num)
     }
     hpatch_u32(h, at, count);
     return rc;
+}
+
+/* Eight bytes (|w|, little-endian) stored as eight little-endian u64s at |dst|. */
+static inline void widen8(uint8_t *dst, uint64_t w)
+{
+#if defined(__SSE2__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const __m128i z = _mm_setzero_si128();
+    __m128i b = _mm_cvtsi64_si128((long long)w);
+    __m128i h16 = _mm_unpacklo_epi8(b, z);
+    __m128i lo32 = _mm_unpacklo_epi16(h16, z), hi32 = _mm_unpackhi_epi16(h16, z);
+    _mm_storeu_si128((__m128i *)(void *)dst, _mm_unpacklo_epi32(lo32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 16), _mm_unpackhi_epi32(lo32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 32), _mm_unpacklo_epi32(hi32, z));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 48), _mm_unpackhi_epi32(hi32, z));
+#else
+    for (int i = 0; i < 8; i++) {
+        uint64_t v = (w >> (8 * i)) & 0xff;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        memcpy(dst + 8 * i, &v, 8);
+    }
+#endif
 }
 
 /* Buckets: u32 offset, u32 n, n x u64 (merged over every occurrence of |num|). */
@@ -170,6 +221,18 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
                     WANT(g, WT_LEN, "buckets.bucket_counts");
                     const uint8_t *q = g.p, *qend = g.p + g.len;
                     TRY(hreserve(h, g.len * 8));
+                    /* Counts below 128 are one byte each: eight at a time
+                     * while all eight are (no varint continues in them). */
+                    while (qend - q >= 8) {
+                        uint64_t w = le64(q);
+                        if ((w & 0x8080808080808080ull) != 0) {
+                            break;
+                        }
+                        widen8(h->p + h->len, w);
+                        h->len += 64;
+                        q += 8;
+                        count += 8;
+                    }
                     while (q < qend) {
                         uint64_t v = 0;
                         TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
@@ -200,7 +263,32 @@ static int put_quantiles(struct dec *d, const struct range *r)
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
-        while ((rc = next_field(d, &c, &f)) > 0) {
+        for (;;) {
+            /* A ValueAtQuantile as encoders write it, `1: quantile` then
+             * `2: value` (or the value alone, quantile 0 being the
+             * default): its 8-byte values are the blob's, in that order. */
+            const uint8_t *p = c.p;
+            if (LIKELY(c.end - p >= 20 && p[0] == TAG1(6, WT_LEN) && p[1] == 18 &&
+                       p[2] == TAG1(1, WT_I64) && p[11] == TAG1(2, WT_I64))) {
+                TRY(hreserve(h, 16));
+                hput_u64(h, le64(p + 3));
+                hput_u64(h, le64(p + 12));
+                c.p = p + 20;
+                count++;
+                continue;
+            }
+            if (c.end - p >= 11 && p[0] == TAG1(6, WT_LEN) && p[1] == 9 &&
+                p[2] == TAG1(2, WT_I64)) {
+                TRY(hreserve(h, 16));
+                hput_u64(h, 0);
+                hput_u64(h, le64(p + 3));
+                c.p = p + 11;
+                count++;
+                continue;
+            }
+            if ((rc = next_field(d, &c, &f)) <= 0) {
+                break;
+            }
             if (f.num != 6) {
                 continue;
             }
@@ -227,7 +315,8 @@ static int put_quantiles(struct dec *d, const struct range *r)
     return rc;
 }
 
-static int new_point(struct dec *d, const uint8_t *at, uint32_t metric, struct point_row **out)
+static inline __attribute__((always_inline)) int new_point(struct dec *d, const uint8_t *at,
+                                                           uint32_t metric, struct point_row **out)
 {
     TRY(heap_guard(d, at));
     struct point_row *pt = next_row(d->b, sizeof(*pt));
@@ -253,7 +342,41 @@ static int dec_number_point(struct dec *d, const uint8_t *p, size_t n, uint32_t 
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->value_type = PV_DOUBLE;
+                pt->value.d = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(6, WT_I64):
+                pt->value_type = PV_INT;
+                pt->value.i = (int64_t)le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(7, WT_LEN):
+                TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
@@ -305,12 +428,76 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
     struct cur c = {p, p + n};
     struct fld f;
     struct range ex = {0}, counts = {0}, bounds = {0};
+    struct fld counts1 = {0}, bounds1 = {0}; /* the first occurrence of each */
     int rc;
 
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->has_sum = true;
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(6, WT_LEN):
+            case TAG1(7, WT_LEN): {
+                /* Packed bucket_counts / explicit_bounds, one-byte length:
+                 * what the generic case does (check_rep64, range_add). */
+                size_t len = q[1];
+                if (q[1] < 0x80 && len % 8 == 0 && len <= (size_t)(c.end - q - 2)) {
+                    struct range *r = q[0] == TAG1(6, WT_LEN) ? &counts : &bounds;
+                    struct fld *one = q[0] == TAG1(6, WT_LEN) ? &counts1 : &bounds1;
+                    c.p = q + 2 + len;
+                    if (r->first == NULL) {
+                        r->first = q;
+                        one->wt = WT_LEN;
+                        one->p = q + 2;
+                        one->len = len;
+                    }
+                    r->end = c.p;
+                    continue;
+                }
+                break;
+            }
+            case TAG1(9, WT_LEN):
+                TRY(dec_attr_run(d, &c, 9, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            case TAG1(11, WT_I64):
+                pt->has_min = true;
+                pt->min = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(12, WT_I64):
+                pt->has_max = true;
+                pt->max = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");
@@ -331,10 +518,16 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
             break;
         case 6:
             TRY(check_rep64(d, &f, "bucket_counts"));
+            if (counts.first == NULL) {
+                counts1 = f;
+            }
             range_add(&counts, &f, &c);
             break;
         case 7:
             TRY(check_rep64(d, &f, "explicit_bounds"));
+            if (bounds.first == NULL) {
+                bounds1 = f;
+            }
             range_add(&bounds, &f, &c);
             break;
         case 8:
@@ -370,8 +563,8 @@ static int dec_histogram_point(struct dec *d, const uint8_t *p, size_t n, uint32
     }
     set_attrs(&pt->attrs, astart, h);
     size_t dstart = h->len;
-    TRY(put_rep64(d, &counts, 6));
-    TRY(put_rep64(d, &bounds, 7));
+    TRY(put_rep64(d, &counts, &counts1, 6));
+    TRY(put_rep64(d, &bounds, &bounds1, 7));
     pt->detail.off = (uint32_t)dstart;
     pt->detail.len = (uint32_t)(h->len - dstart);
     return dec_exemplars(d, &ex, 8, pt);
@@ -390,7 +583,58 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
     struct point_row *pt;
     TRY(new_point(d, p, metric, &pt));
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(1, WT_LEN):
+                TRY(dec_attr_run(d, &c, 1, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->has_sum = true;
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(7, WT_I64):
+                zero_count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(12, WT_I64):
+                pt->has_min = true;
+                pt->min = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(13, WT_I64):
+                pt->has_max = true;
+                pt->max = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(14, WT_I64):
+                zero_threshold = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 1:
             WANT(f, WT_LEN, "attributes");
@@ -484,7 +728,50 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
     TRY(new_point(d, p, metric, &pt));
     pt->has_sum = true;
     size_t astart = h->len;
-    while ((rc = next_field(d, &c, &f)) > 0) {
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q > 8)) { /* see TAG1 */
+            switch (q[0]) {
+            case TAG1(2, WT_I64):
+                pt->start_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(3, WT_I64):
+                pt->time_ns = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(4, WT_I64):
+                pt->count = le64(q + 1);
+                c.p = q + 9;
+                continue;
+            case TAG1(5, WT_I64):
+                pt->sum = u64_to_f64(le64(q + 1));
+                c.p = q + 9;
+                continue;
+            case TAG1(6, WT_LEN):
+                /* A quantile: its range only (put_quantiles reads it). */
+                if (q[1] < 0x80 && (size_t)q[1] <= (size_t)(c.end - q - 2)) {
+                    if (qs.first == NULL) {
+                        qs.first = q;
+                    }
+                    c.p = q + 2 + q[1];
+                    qs.end = c.p;
+                    continue;
+                }
+                break;
+            case TAG1(7, WT_LEN):
+                TRY(dec_attr_run(d, &c, 7, &pt->attrs.count));
+                if (c.p != q) {
+                    continue;
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
         switch (f.num) {
         case 2:
             WANT(f, WT_I64, "start_time_unix_nano");

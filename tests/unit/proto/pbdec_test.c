@@ -2777,3 +2777,312 @@ Test(pbdec, attribute_runs_of_every_record_kind_stop_where_the_run_breaks)
     w_free(&m);
     batch_free(b);
 }
+
+/* ------------------------------------------------------------------ */
+/* tag-byte paths (TAG1 in pbdec_int.h)                                */
+
+/* Record fields as separate byte strings, to be laid out in any order. */
+struct flist {
+    struct pbw f[24];
+    int n;
+};
+
+static struct pbw *fl_next(struct flist *l)
+{
+    cr_assert_lt(l->n, 24);
+    return &l->f[l->n++];
+}
+
+static void fl_free(struct flist *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        w_free(&l->f[i]);
+    }
+    l->n = 0;
+}
+
+/* Field |i| of the order: rotation |rot|, reversed when |rev|. */
+static const struct pbw *fl_at(const struct flist *l, int i, int rot, bool rev)
+{
+    int k = (i + rot) % l->n;
+    return &l->f[rev ? l->n - 1 - k : k];
+}
+
+/*
+ * Lays the fields of |l| out in every rotation, forwards and backwards,
+ * wraps the record as item of |s| (a point of Metric kind field |kind|
+ * for metrics), decodes and diffs each against protobuf-c. Every field
+ * is thereby first, last (fewer bytes behind it than a tag-byte path
+ * wants) and in between; a field listed twice is read twice, the last
+ * occurrence winning or the occurrences merging as protobuf-c has it.
+ */
+static void diff_every_order(enum signal s, uint32_t kind, const struct flist *l)
+{
+    for (int rev = 0; rev < 2; rev++) {
+        for (int rot = 0; rot < l->n; rot++) {
+            struct pbw rec = {0}, data = {0}, m = {0};
+            for (int i = 0; i < l->n; i++) {
+                const struct pbw *f = fl_at(l, i, rot, rev);
+                w_raw(&rec, f->p, f->n);
+            }
+            struct pbw req;
+            if (s == SIG_METRICS) {
+                w_msg(&data, 1, &rec);
+                w_str(&m, 1, "m");
+                w_msg(&m, kind, &data);
+                req = wrap_item(&m);
+            } else {
+                req = wrap_item(&rec);
+            }
+            struct batch *b = decode_and_diff(s, req.p, req.n);
+            cr_assert_eq(b->n_rows, 1, "rot %d rev %d", rot, rev);
+            batch_free(b);
+            w_free(&req);
+            w_free(&rec);
+            w_free(&data);
+            w_free(&m);
+        }
+    }
+}
+
+static void w_exemplar(struct pbw *w, uint32_t num)
+{
+    struct pbw ex = {0};
+    w_f64(&ex, 2, 77);
+    w_dbl(&ex, 3, 0.5);
+    w_bytes(&ex, 4, SPAN, 8);
+    w_bytes(&ex, 5, TRACE, 16);
+    w_kv_str(&ex, 7, "user.id", "u1");
+    w_msg(w, num, &ex);
+    w_free(&ex);
+}
+
+Test(pbdec, tag_byte_fields_decode_like_protobuf_c_in_every_order)
+{
+    struct flist l = {0};
+    uint64_t cnt[3] = {4, 0, 9};
+    double bnd[2] = {0.5, 2.5};
+
+    /* number point (gauge): both value members, each twice */
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_dbl(fl_next(&l), 4, 1.25);
+    w_f64(fl_next(&l), 6, (uint64_t)-7);
+    w_kv_str(fl_next(&l), 7, "http.route", "/a");
+    w_kv_int(fl_next(&l), 7, "code", 200);
+    w_uv(fl_next(&l), 8, 1);
+    w_f64(fl_next(&l), 2, 21);
+    w_dbl(fl_next(&l), 4, -3.5);
+    w_exemplar(fl_next(&l), 5);
+    w_f64(fl_next(&l), 3, 22);
+    diff_every_order(SIG_METRICS, 5, &l);
+    fl_free(&l);
+
+    /* histogram point: packed counts and bounds, one of them split */
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_bytes(fl_next(&l), 6, cnt, sizeof cnt);
+    w_bytes(fl_next(&l), 7, bnd, sizeof bnd);
+    w_kv_str(fl_next(&l), 9, "k", "v");
+    w_uv(fl_next(&l), 10, 1);
+    w_dbl(fl_next(&l), 11, 0.1);
+    w_dbl(fl_next(&l), 12, 7.5);
+    w_f64(fl_next(&l), 6, 5);
+    w_exemplar(fl_next(&l), 8);
+    w_dbl(fl_next(&l), 12, 8.5);
+    diff_every_order(SIG_METRICS, 9, &l);
+    fl_free(&l);
+
+    /* exponential histogram point */
+    struct pbw bk = {0}, pk = {0};
+    for (uint64_t i = 0; i < 11; i++) {
+        w_varint(&pk, i * 13);
+    }
+    w_uv(&bk, 1, 7);
+    w_bytes(&bk, 2, pk.p, pk.n);
+    w_kv_str(fl_next(&l), 1, "k", "v");
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_uv(fl_next(&l), 6, 3);
+    w_f64(fl_next(&l), 7, 2);
+    w_msg(fl_next(&l), 8, &bk);
+    w_uv(&bk, 1, 1);
+    w_uv(&bk, 2, 300);
+    w_msg(fl_next(&l), 9, &bk);
+    w_uv(fl_next(&l), 10, 1);
+    w_dbl(fl_next(&l), 12, 0.1);
+    w_dbl(fl_next(&l), 13, 7.5);
+    w_dbl(fl_next(&l), 14, 0.001);
+    w_f64(fl_next(&l), 7, 3);
+    w_exemplar(fl_next(&l), 11);
+    diff_every_order(SIG_METRICS, 10, &l);
+    fl_free(&l);
+
+    /* summary point: quantiles of the usual shape and others */
+    struct pbw q = {0};
+    w_f64(fl_next(&l), 2, 11);
+    w_f64(fl_next(&l), 3, 12);
+    w_f64(fl_next(&l), 4, 13);
+    w_dbl(fl_next(&l), 5, 9.75);
+    w_dbl(&q, 1, 0.5);
+    w_dbl(&q, 2, 1.5);
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 2, 2.5); /* value only: quantile 0 */
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 2, 3.5); /* value first */
+    w_dbl(&q, 1, 0.9);
+    w_msg(fl_next(&l), 6, &q);
+    w_dbl(&q, 1, 0.99); /* quantile only */
+    w_msg(fl_next(&l), 6, &q);
+    w_kv_str(fl_next(&l), 7, "k", "v");
+    w_uv(fl_next(&l), 8, 1);
+    w_dbl(fl_next(&l), 5, 1.75);
+    diff_every_order(SIG_METRICS, 11, &l);
+    fl_free(&l);
+
+    /* span: ids, name, kind (a one- and a two-byte varint), times */
+    struct pbw st = {0};
+    w_bytes(fl_next(&l), 1, TRACE, 16);
+    w_bytes(fl_next(&l), 2, SPAN, 8);
+    w_str(fl_next(&l), 3, "a=b");
+    w_bytes(fl_next(&l), 4, SPAN, 8);
+    w_str(fl_next(&l), 5, "GET /a");
+    w_uv(fl_next(&l), 6, 2);
+    w_f64(fl_next(&l), 7, 100);
+    w_f64(fl_next(&l), 8, 200);
+    w_kv_str(fl_next(&l), 9, "http.method", "GET");
+    w_kv_int(fl_next(&l), 9, "n", -1);
+    w_uv(fl_next(&l), 10, 2);
+    w_uv(&st, 3, 2);
+    w_msg(fl_next(&l), 15, &st);
+    w_f32(fl_next(&l), 16, 0x101);
+    w_uv(fl_next(&l), 6, 300);
+    w_bytes(fl_next(&l), 4, ZERO, 8); /* all zeros: no parent */
+    w_str(fl_next(&l), 5, "GET /b");
+    diff_every_order(SIG_TRACES, 0, &l);
+    fl_free(&l);
+
+    /* log record */
+    w_f64(fl_next(&l), 1, 100);
+    w_uv(fl_next(&l), 2, 9);
+    w_str(fl_next(&l), 3, "INFO");
+    w_str(&q, 1, "a body");
+    w_msg(fl_next(&l), 5, &q);
+    w_kv_str(fl_next(&l), 6, "k", "v");
+    w_uv(fl_next(&l), 7, 1);
+    w_f32(fl_next(&l), 8, 1);
+    w_bytes(fl_next(&l), 9, TRACE, 16);
+    w_bytes(fl_next(&l), 10, SPAN, 8);
+    w_f64(fl_next(&l), 11, 101);
+    w_str(fl_next(&l), 12, "ev");
+    w_uv(fl_next(&l), 2, 200); /* two-byte varint */
+    w_str(fl_next(&l), 3, "WARN");
+    w_bytes(fl_next(&l), 9, ZERO, 16);
+    diff_every_order(SIG_LOGS, 0, &l);
+    fl_free(&l);
+
+    w_free(&bk);
+    w_free(&pk);
+    w_free(&q);
+    w_free(&st);
+}
+
+Test(pbdec, packed_bucket_counts_of_every_length_with_a_long_varint_anywhere)
+{
+    /* One-byte counts are widened eight at a time; a count of two bytes or
+     * more at position |at| (or none: at == n) stops that at its word. */
+    for (uint32_t n = 0; n <= 40; n++) {
+        for (uint32_t at = 0; at <= n; at++) {
+            struct pbw pk = {0}, bk = {0}, dp = {0}, exp = {0}, m = {0};
+            for (uint32_t i = 0; i < n; i++) {
+                w_varint(&pk, i == at ? 128 + 1000 * i : (i * 37) % 128);
+            }
+            w_uv(&bk, 1, 4);
+            w_bytes(&bk, 2, n ? pk.p : (uint8_t *)"", pk.n);
+            w_msg(&dp, 8, &bk);
+            w_msg(&exp, 1, &dp);
+            w_str(&m, 1, "e");
+            w_msg(&m, 10, &exp);
+            struct pbw req = wrap_item(&m);
+            struct batch *b = decode_and_diff(SIG_METRICS, req.p, req.n);
+            const struct point_row *pt = &b->points[0];
+            /* scale, zero_count, zero_threshold, offset, n, then the counts */
+            cr_assert_eq(pt->detail.len, 4 + 8 + 8 + 4 + 4 + 8 * n + 8, "n %u at %u", n, at);
+            const uint8_t *c = bp(b, pt->detail) + 28;
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t v;
+                memcpy(&v, c + 8 * i, 8);
+                cr_assert_eq(v, i == at ? 128 + 1000 * i : (i * 37) % 128, "n %u at %u i %u", n, at,
+                             i);
+            }
+            batch_free(b);
+            w_free(&req);
+            w_free(&pk);
+            w_free(&bk);
+            w_free(&dp);
+            w_free(&exp);
+            w_free(&m);
+        }
+    }
+}
+
+Test(pbdec, tag_byte_fields_that_do_not_fit_their_path_fail_with_the_usual_reason)
+{
+    struct pbw r = {0}, dp = {0}, data = {0}, m = {0}, req;
+
+    /* a span name, a severity text: one-byte length, not UTF-8 */
+    w_bytes(&r, 1, TRACE, 16);
+    w_str(&r, 5, "bad \xc3\x28 name");
+    w_f64(&r, 7, 1);
+    w_f64(&r, 8, 2);
+    req = wrap_item(&r);
+    expect_eproto_w(SIG_TRACES, &req, "invalid UTF-8 in string field name");
+    w_free(&req);
+    w_f64(&r, 1, 1);
+    w_str(&r, 3, "\xff");
+    w_f64(&r, 11, 2);
+    w_bytes(&r, 9, TRACE, 16);
+    req = wrap_item(&r);
+    expect_eproto_w(SIG_LOGS, &req, "invalid UTF-8 in string field severity_text");
+    w_free(&req);
+
+    /* packed explicit_bounds of one-byte length, not a multiple of 8 */
+    w_bytes(&dp, 7, "123456789", 9);
+    w_f64(&dp, 2, 1);
+    w_f64(&dp, 3, 2);
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 9, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "packed explicit_bounds length 9 is not a multiple of 8");
+    w_free(&req);
+
+    /* a fixed64 field whose tag byte a tag-byte path takes, cut short
+     * with more than 8 bytes of the message left (as a sub-message's
+     * length says) is still bounded by the message: truncated */
+    w_f64(&dp, 2, 1);
+    w_raw(&dp, "\x19\x01\x02\x03", 4); /* time_unix_nano, 3 of its 8 bytes */
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 5, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "truncated fixed64");
+    w_free(&req);
+
+    /* the wire type is part of the tag byte: as_double sent as a varint */
+    w_f64(&dp, 2, 1);
+    w_f64(&dp, 3, 2);
+    w_uv(&dp, 4, 1);
+    w_msg(&data, 1, &dp);
+    w_msg(&m, 5, &data);
+    req = wrap_item(&m);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field as_double");
+    w_free(&req);
+
+    w_free(&r);
+    w_free(&dp);
+    w_free(&data);
+    w_free(&m);
+}
