@@ -690,8 +690,8 @@ struct blk {
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
-    bool sdet_coded;      /* format 6: META flag bit 1, span events and links coded */
-    uint8_t *sdet[2];     /* ... and rebuilt at load (events, links) */
+    bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
+    uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */

@@ -138,7 +138,7 @@ static int detail_matches(const char *path, oblock *ob)
 
 /* What the writer stores for three_spans, coded. */
 static const uint8_t events_coded[] = {
-    10, 1, 'e', 0, 0, 0, /* row 0: zz(5), "e", 0 dropped, 0 attrs, 0 bytes */
+    10, 1, 'e',  0,    0, 0, /* row 0: zz(5), "e", 0 dropped, 0 attrs, 0 bytes */
     3,  0, 0xac, 0x02, 0, 0, /* row 2: zz(-2), "", 300 dropped */
 };
 
