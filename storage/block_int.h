@@ -255,6 +255,13 @@
  *                 as uv (row - previous row - 1). Same order and rules
  *                 as above; decoded at open into the v3 layout in memory
  *                 the block owns (4 bytes a row, 16 a stream)
+ *                 v6 also codec 2 (3: one zstd frame of it), by row (the
+ *                 compactor's, blk_wopts.streams_by_row): n x uv metric id
+ *                 of the streams in order of first row, then per block row
+ *                 uv 0 (its stream is the next new one) or c >= 1 (the
+ *                 stream opened c streams before the next new one); every
+ *                 stream opened, decoded at open into the same layout
+ *                 (streams by metric, then first row)
  *    10 GRAMS     log blocks (optional: blocks sealed before it have none
  *                 and answer "maybe"; older readers skip the section, and
  *                 it is not in section 4, whose readers refuse a kind they
@@ -886,9 +893,10 @@ int sidx_prepare(struct sidx *x, uint64_t rows);
 /* Block row |row| (rows come in order from 0): 0 or -ENOMEM. */
 int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len);
 /* Appends the STREAMS section body to |f| in format |version|'s layout,
- * (format 4) zstd compressed at |zlevel| when it is not 0: 0 or -ENOMEM
- * (-EIO when zstd fails). */
-int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel);
+ * (format 4) zstd compressed at |zlevel| when it is not 0, (format 6)
+ * by row when |by_row| (codec 2, 3): 0 or -ENOMEM (-EIO when zstd
+ * fails). */
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel, bool by_row);
 void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */

@@ -1688,7 +1688,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             /* zstd with the tables (cold blocks: compaction asks for it) */
             int zl =
                 o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3) : 0;
-            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl);
+            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl, o != NULL && o->streams_by_row);
         }
         if (rc == 0) {
             sec_end(foot, at);

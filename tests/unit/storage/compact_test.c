@@ -306,8 +306,8 @@ static uint64_t attrs_t_len(const char *path)
     return tl;
 }
 
-/* The META flags (footer section 1) of the block at |path|. */
-static uint64_t meta_flags_of(const char *path)
+/* The u64 at |at| in footer section |id| of the block at |path|. */
+static uint64_t footer_u64(const char *path, uint32_t id, uint64_t at)
 {
     FILE *fp = fopen(path, "rb");
     cr_assert_not_null(fp);
@@ -322,8 +322,8 @@ static uint64_t meta_flags_of(const char *path)
     uint64_t flags = UINT64_MAX;
     for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
         len = rd64_at(f + p + 8);
-        if ((uint32_t)rd64_at(f + p) == 1) {
-            flags = rd64_at(f + p + 16 + 32);
+        if ((uint32_t)rd64_at(f + p) == id) {
+            flags = rd64_at(f + p + 16 + at);
             break;
         }
     }
@@ -365,7 +365,10 @@ static void merge_signal(enum signal s)
         cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
     /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL") */
-    cr_expect_eq(meta_flags_of(path), s == SIG_TRACES ? 3 : 1);
+    cr_expect_eq(footer_u64(path, 1, 32), s == SIG_TRACES ? 3 : 1);
+    if (s == SIG_METRICS) { /* the stream index by row, zstd (codec 3) */
+        cr_expect_eq(footer_u64(path, 9, 0) >> 32, 3);
+    }
     blk_unref(c);
     for (int k = 0; k < 3; k++) {
         blk_unref(in[k]);
