@@ -150,6 +150,10 @@ Test(block_spandet, span_refs_code_event_times_and_link_ids_exactly)
     size_t n;
     uint8_t *f = seal(bt, true, 71, &ob, path, sizeof(path), &n);
     cr_assert_eq(meta_flags(f, n), 3, "sorted, span detail coded");
+    const char *corpus = getenv("MIRADB_BLK_CORPUS_DIR"); /* a fuzz seed (block_test.c) */
+    if (corpus != NULL) {
+        cr_assert_eq(tmpdir_write_file(corpus, "v6-span-refs-3.blk", f, n), 0);
+    }
     uint64_t elen, ev = column_at(f, n, 2, 5, &elen);
     cr_assert_eq(elen, sizeof(events_coded));
     cr_assert_eq(memcmp(f + ev, events_coded, elen), 0);
