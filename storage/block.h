@@ -87,6 +87,15 @@ struct blk_wopts {
      * under zstd (a key's values look alike), one more pass at the write
      * and at each table load. The cold tier's choice (compact.c). */
     bool attrs_by_key;
+    /* Spans: code the events and links (block_int.h, "v6 SPAN DETAIL"):
+     * event times from the span's start, link ids as references to a
+     * span of the block; a table load of the detail rebuilds them (and
+     * binds the root first). The cold tier's choice (compact.c). */
+    bool span_refs;
+    /* Points: the stream index by row (block_int.h, section 9's codec 2):
+     * which stream each row is, ~0.6 B a point less than by stream on
+     * the generator's corpus; decoded at open. The cold tier's choice. */
+    bool streams_by_row;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest

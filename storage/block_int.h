@@ -186,6 +186,14 @@
  *        not used up, or lengths over the data fail the load. zstd finds
  *        a key's values alike (4.8 B a log record, 3.0 a span less on the
  *        generator's corpus; bench/STORAGE.md, h-cold).
+ *   v6 SPAN DETAIL (META flag bit 1; the compactor's, blk_wopts.span_refs):
+ *   the S events and S links entries are coded (block_spans.c): event
+ *   times as uv zz(time - the span's start), link ids as uv 1 + zz(j -
+ *   row) of a block row with both the same trace and span id (0: the 24
+ *   bytes follow), the u32 fields as uv. A table load (which binds the
+ *   root first) rebuilds batch.h's bytes into memory the block owns; an
+ *   entry that does not rebuild exactly fails the load. Without the flag
+ *   the entries are batch.h's bytes, as in v2-v5.
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -197,7 +205,9 @@
  *        { u32 id, u32 zero, u64 length, length bytes, zero pad to 8 }
  *     Unknown section ids are skipped. Sections:
  *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
- *                 u64 seal id, u64 flags (bit 0: rows sorted by time)
+ *                 u64 seal id, u64 flags (bit 0: rows sorted by time;
+ *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" below; other
+ *                 bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
@@ -245,6 +255,13 @@
  *                 as uv (row - previous row - 1). Same order and rules
  *                 as above; decoded at open into the v3 layout in memory
  *                 the block owns (4 bytes a row, 16 a stream)
+ *                 v6 also codec 2 (3: one zstd frame of it), by row (the
+ *                 compactor's, blk_wopts.streams_by_row): n x uv metric id
+ *                 of the streams in order of first row, then per block row
+ *                 uv 0 (its stream is the next new one) or c >= 1 (the
+ *                 stream opened c streams before the next new one); every
+ *                 stream opened, decoded at open into the same layout
+ *                 (streams by metric, then first row)
  *    10 GRAMS     log blocks (optional: blocks sealed before it have none
  *                 and answer "maybe"; older readers skip the section, and
  *                 it is not in section 4, whose readers refuse a kind they
@@ -680,6 +697,9 @@ struct blk {
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
+    bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
+    uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
+    uint64_t *sdet_off[2];
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
@@ -821,6 +841,15 @@ int mdet_encode(struct vbuf *out, struct fldict *d, enum metric_kind kind, const
 int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_t nfl,
                  uint8_t **buf, uint64_t **offs);
 
+/*
+ * Format 6 (block_spans.c): rebuilds span detail column |enc| (c 0 the
+ * events, 1 the links, coded: META flag bit 1) of |b| into batch.h's
+ * bytes, as mdet_rebuild; reads b's root table (bound by the caller).
+ * 0, -EBADMSG (an entry that does not decode exactly, a link reference
+ * outside the block), -ENOMEM.
+ */
+int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs);
+
 /* ---- format 4's parent span ids (block_parents.c) ---- */
 
 /* Expands a 'P' column (references |refs|, raw ids raw[0, raw_len)) into
@@ -864,9 +893,10 @@ int sidx_prepare(struct sidx *x, uint64_t rows);
 /* Block row |row| (rows come in order from 0): 0 or -ENOMEM. */
 int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *attrs, uint32_t len);
 /* Appends the STREAMS section body to |f| in format |version|'s layout,
- * (format 4) zstd compressed at |zlevel| when it is not 0: 0 or -ENOMEM
- * (-EIO when zstd fails). */
-int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel);
+ * (format 4) zstd compressed at |zlevel| when it is not 0, (format 6)
+ * by row when |by_row| (codec 2, 3): 0 or -ENOMEM (-EIO when zstd
+ * fails). */
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel, bool by_row);
 void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */

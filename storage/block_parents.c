@@ -96,6 +96,21 @@ int prefs_build(struct wcols *w)
     return 0;
 }
 
+int64_t prefs_row(const struct wcols *w, uint64_t id)
+{
+    const uint32_t *ht = w->pht;
+    const uint8_t *span = w->R[T_SPAN].p;
+    size_t cap = 64; /* as prefs_build sized it */
+    while (cap < 2 * w->rows) {
+        cap *= 2;
+    }
+    size_t mask = cap - 1, i = id_slot(id, mask);
+    while (ht[i] != 0 && rd64(span + 8 * (size_t)(ht[i] - 1)) != id) {
+        i = (i + 1) & mask;
+    }
+    return ht[i] != 0 ? (int64_t)ht[i] - 1 : -1;
+}
+
 int prefs_expand(blk *b, unsigned idx, const struct icol *refs, const uint8_t *raw,
                  uint64_t raw_len)
 {

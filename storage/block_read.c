@@ -617,6 +617,22 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         blk_heap_add(b->mdet);
         blk_heap_add(b->mdet_off);
     }
+    if (t == 2 && b->sdet_coded) {
+        /* Format 6: the events and links, rebuilt against the root. */
+        for (int k = 0; k < 2; k++) {
+            blk_heap_free(b->sdet[k]);
+            blk_heap_free(b->sdet_off[k]);
+            b->sdet[k] = NULL;
+            b->sdet_off[k] = NULL;
+            rc = sdet_rebuild(b, &b->S[k == 0 ? T_EVENTS : T_LINKS], k, &b->sdet[k],
+                              &b->sdet_off[k]);
+            if (rc < 0) {
+                return rc;
+            }
+            blk_heap_add(b->sdet[k]);
+            blk_heap_add(b->sdet_off[k]);
+        }
+    }
     if (t == 1 && b->version >= 3) {
         /* The lists, rebuilt: what the views and the hot positions read. */
         blk_heap_free(b->alists);
@@ -711,7 +727,23 @@ static int do_table_load(blk *b, int t)
         b->zbuf[t] = z;
         raw = z;
     }
-    int rc = bind_table(b, t, raw, d->raw);
+    int rc = 0;
+    if (t == 2 && b->sdet_coded) {
+        /* the coded events and links read the root's starts and ids */
+        int st = atomic_load_explicit(&b->tstate[0], memory_order_relaxed);
+        if (st == TS_NONE) {
+            rc = do_table_load(b, 0);
+            if (rc != -ENOMEM) {
+                atomic_store_explicit(&b->tstate[0], rc == 0 ? TS_OK : TS_BAD,
+                                      memory_order_release);
+            }
+        } else if (st != TS_OK) {
+            rc = -EBADMSG;
+        }
+    }
+    if (rc == 0) {
+        rc = bind_table(b, t, raw, d->raw);
+    }
     if (rc < 0) {
         return rc;
     }
@@ -1055,6 +1087,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         seal_id != b->meta.seal_id) {
         return fail(err, errlen, "footer meta disagrees with the header");
     }
+    if (b->version >= 6 && (flags > 3 || ((flags & 2) != 0 && b->sig != SIG_TRACES))) {
+        return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
+    }
+    b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
 
     struct rd t = secs[SEC_TABLES];
     uint32_t nt = 0;
@@ -1142,6 +1178,10 @@ static void blk_destroy(blk *b)
     }
     blk_heap_free(b->mdet);
     blk_heap_free(b->mdet_off);
+    for (int k = 0; k < 2; k++) {
+        blk_heap_free(b->sdet[k]);
+        blk_heap_free(b->sdet_off[k]);
+    }
     blk_heap_free(b->sbuf);
     blk_heap_free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
@@ -1355,6 +1395,12 @@ static void *drop_tables_locked(blk *b)
             blk_heap_free(b->mdet_off);
             b->mdet = NULL;
             b->mdet_off = NULL;
+            for (int k = 0; k < 2; k++) { /* format 6's rebuilt span events and links */
+                blk_heap_free(b->sdet[k]);
+                blk_heap_free(b->sdet_off[k]);
+                b->sdet[k] = NULL;
+                b->sdet_off[k] = NULL;
+            }
         }
         atomic_store_explicit(&b->tstate[t], TS_NONE, memory_order_relaxed);
     }

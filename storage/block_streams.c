@@ -126,6 +126,8 @@ int sidx_add(struct sidx *x, uint64_t row, uint32_t metric_id, const uint8_t *at
     }
 }
 
+static int put_body(struct sidx *x, struct vbuf *f, int zlevel, uint32_t form);
+
 /* Format 4's section: the streams in |order|, varint coded (block_int.h),
  * then zstd at |zlevel| unless 0 or it does not pay. */
 static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_t *rank, int zlevel)
@@ -169,8 +171,37 @@ static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_
         off += c;
     }
     x->body.len = (size_t)(q - x->body.p);
+    return put_body(x, f, zlevel, 0);
+}
+
+/* Format 6's by-row body (codec 2, 3): each stream's metric in order of
+ * first row, then per row 0 (the next new stream) or how many streams
+ * back its stream was opened. */
+static int put_by_row(struct sidx *x, struct vbuf *f, int zlevel)
+{
+    vbuf_reset(&x->body);
+    if (vbuf_reserve(&x->body, 10 * ((size_t)x->n + x->rows) + 1) < 0) {
+        return -ENOMEM;
+    }
+    uint8_t *q = x->body.p;
+    for (uint32_t k = 0; k < x->n; k++) {
+        q = uv_put(q, x->st[k].metric);
+    }
+    uint32_t next = 0;
+    for (uint64_t r = 0; r < x->rows; r++) {
+        uint32_t sid = x->row_sid[r];
+        q = uv_put(q, sid == next ? 0 : next - sid);
+        next += sid == next;
+    }
+    x->body.len = (size_t)(q - x->body.p);
+    return put_body(x, f, zlevel, 2);
+}
+
+/* The section: n, codec (|form|, + 1 when zstd pays), raw length, body. */
+static int put_body(struct sidx *x, struct vbuf *f, int zlevel, uint32_t form)
+{
     const struct vbuf *out = &x->body;
-    uint32_t codec = 0;
+    uint32_t codec = form;
     if (zlevel != 0 && x->body.len > 0) {
         size_t cap = ZSTD_compressBound(x->body.len);
         vbuf_reset(&x->zbody);
@@ -184,7 +215,7 @@ static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_
         x->zbody.len = zn;
         if (zn < x->body.len) {
             out = &x->zbody;
-            codec = 1;
+            codec = form + 1;
         }
     }
     int rc = vbuf_put_u32(f, x->n) | vbuf_put_u32(f, codec) | vbuf_put_u64(f, x->body.len);
@@ -192,8 +223,11 @@ static int put_v4(struct sidx *x, struct vbuf *f, const uint32_t *order, uint32_
     return rc != 0 ? -ENOMEM : 0;
 }
 
-int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel)
+int sidx_put(struct sidx *x, struct vbuf *f, unsigned version, int zlevel, bool by_row)
 {
+    if (version >= 6 && by_row) {
+        return put_by_row(x, f, zlevel);
+    }
     /* Streams by (metric id, first row); each one's rows ascending. */
     if (x->n > x->cap_order) {
         free(x->order);
@@ -296,6 +330,106 @@ static bool parse_plain(blk *b, const uint8_t *p, const uint8_t *end)
     return true;
 }
 
+/* |out| (format 3's layout of |n| streams, the header not yet written)
+ * checked and kept as the block's index; freed when it fails. */
+static bool adopt(blk *b, uint8_t *out, uint32_t n)
+{
+    wr32(out, n);
+    wr32(out + 4, 0);
+    if (!parse_plain(b, out, out + 8 + 16 * (size_t)n + 4 * (size_t)b->rows)) {
+        free(out);
+        return false;
+    }
+    blk_heap_free(b->sbuf);
+    b->sbuf = out;
+    blk_heap_add(out);
+    return true;
+}
+
+/*
+ * Format 6's by-row body (codec 2, 3) into format 3's layout: streams by
+ * metric, then first row (a stable counting sort of the streams, which
+ * the body numbers by first row), each one's rows ascending. Every
+ * stream takes at least a byte and every row one. NULL when malformed:
+ * a code past the streams opened so far, a stream never opened, a metric
+ * past the block's.
+ */
+static uint8_t *decode_by_row(blk *b, uint32_t n, const uint8_t *body, uint64_t raw)
+{
+    uint64_t rows = b->rows;
+    if ((uint64_t)n + rows > raw || n > rows) {
+        return NULL;
+    }
+    uint8_t *out = malloc(8 + 16 * (size_t)n + 4 * (size_t)rows);
+    uint32_t *tmp = malloc((2 * (size_t)n + rows + (size_t)b->n_metrics + 1) * sizeof(*tmp));
+    if (out == NULL || tmp == NULL) {
+        free(out);
+        free(tmp);
+        return NULL;
+    }
+    uint32_t *metric = tmp, *count = tmp + n, *sid = tmp + 2 * (size_t)n;
+    uint32_t *start = sid + rows; /* n_metrics + 1 */
+    const uint8_t *q = body, *qe = body + raw;
+    bool bad = false;
+    for (uint32_t k = 0; k < n && !bad; k++) {
+        uint64_t m = uv_take(&q, qe, &bad);
+        bad = bad || m >= b->n_metrics;
+        metric[k] = (uint32_t)m;
+        count[k] = 0;
+    }
+    uint32_t next = 0;
+    for (uint64_t r = 0; r < rows && !bad; r++) {
+        uint64_t c = uv_take(&q, qe, &bad);
+        if (c == 0) {
+            bad = bad || next == n;
+            sid[r] = next++;
+        } else {
+            bad = bad || c > next;
+            sid[r] = next - (uint32_t)c;
+        }
+        if (!bad) {
+            count[sid[r]]++;
+        }
+    }
+    if (bad || next != n || q != qe) {
+        free(out);
+        free(tmp);
+        return NULL;
+    }
+    memset(start, 0, ((size_t)b->n_metrics + 1) * sizeof(*start));
+    for (uint32_t k = 0; k < n; k++) {
+        start[metric[k] + 1]++;
+    }
+    for (uint32_t m = 0; m < b->n_metrics; m++) {
+        start[m + 1] += start[m];
+    }
+    /* stream k goes to entry start[metric[k]]++ (stable: k is the order
+     * of first rows); then count[k] becomes stream k's next row slot */
+    uint32_t off = 0, *slot = count;
+    uint8_t *e0 = out + 8;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = start[metric[k]]++;
+        uint8_t *e = e0 + 16 * (size_t)i;
+        wr32(e, metric[k]);
+        wr32(e + 4, count[k]);
+        wr32(e + 12, k); /* the stream's number, until the offsets below */
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t *e = e0 + 16 * (size_t)i;
+        uint32_t k = rd32(e + 12), c = rd32(e + 4);
+        wr32(e + 8, off);
+        wr32(e + 12, 0);
+        slot[k] = off;
+        off += c;
+    }
+    uint8_t *rw = e0 + 16 * (size_t)n;
+    for (uint64_t r = 0; r < rows; r++) {
+        wr32(rw + 4 * (size_t)slot[sid[r]]++, (uint32_t)r);
+    }
+    free(tmp);
+    return out;
+}
+
 /*
  * Format 4: the varint body (zstd decoded first when its codec says so)
  * decoded into format 3's layout in memory the block owns (b->sbuf),
@@ -312,6 +446,10 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
     uint64_t raw = rd64(p + 8), have = (uint64_t)(end - p - 16);
     const uint8_t *body = p + 16;
     uint8_t *z = NULL;
+    bool by_row = codec >= 2 && b->version >= 6;
+    if (by_row) {
+        codec -= 2;
+    }
     if (codec == 1) {
         if (raw == 0 || raw > ZSTD_RAW_MAX || raw / ZSTD_RATIO_CAP > have ||
             ZSTD_getFrameContentSize(body, have) != raw || (z = malloc(raw)) == NULL) {
@@ -325,6 +463,11 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
         body = z;
     } else if (codec != 0 || raw != have) {
         return false;
+    }
+    if (by_row) {
+        uint8_t *out = decode_by_row(b, n, body, raw);
+        free(z);
+        return out != NULL && adopt(b, out, n);
     }
     const uint8_t *q = body, *qe = body + raw;
     bool ok = n <= raw / 2 && b->rows <= raw;
@@ -364,16 +507,7 @@ static bool parse_v4(blk *b, const uint8_t *p, const uint8_t *end)
         free(out);
         return false;
     }
-    wr32(out, n);
-    wr32(out + 4, 0);
-    if (!parse_plain(b, out, rows + 4 * (size_t)b->rows)) {
-        free(out);
-        return false;
-    }
-    blk_heap_free(b->sbuf);
-    b->sbuf = out;
-    blk_heap_add(out);
-    return true;
+    return adopt(b, out, n);
 }
 
 bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)

@@ -52,6 +52,7 @@ struct wcols {
     struct vbuf tdir; /* format 6: the T column (empty: lists not by key) */
     uint32_t *pht;    /* span id -> row + 1 */
     size_t cap_pht;
+    struct strb sx[2]; /* format 6: coded span events and links (block_spans.c) */
 };
 
 /*
@@ -197,6 +198,15 @@ int vdict_finish(struct vdict *d, uint64_t nkeys, struct strb *out, uint64_t *nv
 /* Format 4: the parent references of a span block's rows (w->pref, the
  * raw ids in w->praw) from its span and parent id columns: 0 or -ENOMEM. */
 int prefs_build(struct wcols *w);
+/* After prefs_build: the first row of span id |id|, or -1. */
+int64_t prefs_row(const struct wcols *w, uint64_t id);
+
+/* Format 6 (block_spans.c): a span block's events and links columns
+ * (w->S[T_EVENTS], w->S[T_LINKS]) coded into xs[0] and xs[1] (kept
+ * between seals) after prefs_build, the trace id dictionary and the start
+ * column filled; *coded false (and 0) when an entry is not batch.h's
+ * bytes: the block then stores them as given. 0 or -ENOMEM. */
+int sdet_build(struct wcols *w, struct strb *xs, bool *coded);
 
 /*
  * A table being serialized as pieces rather than one buffer: the directory

@@ -184,6 +184,10 @@ static void wcols_free(struct wcols *w)
     free(w->pht);
     vbuf_fini(&w->praw);
     vbuf_fini(&w->tdir);
+    for (int i = 0; i < 2; i++) {
+        free(w->sx[i].offs);
+        vbuf_fini(&w->sx[i].data);
+    }
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1603,8 +1607,17 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
+    bool sdet = false;
     if (rc == 0 && sig == SIG_TRACES) {
         rc = prefs_build(w);
+    }
+    if (rc == 0 && sig == SIG_TRACES && o != NULL && o->span_refs) {
+        rc = sdet_build(w, w->sx, &sdet);
+        for (int i = 0; i < 2 && sdet; i++) { /* the coded columns take their place */
+            struct strb tv = w->S[i == 0 ? T_EVENTS : T_LINKS];
+            w->S[i == 0 ? T_EVENTS : T_LINKS] = w->sx[i];
+            w->sx[i] = tv;
+        }
     }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
@@ -1673,7 +1686,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc |= vbuf_put_u64(foot, rows);
     rc |= vbuf_put_u64(foot, m->wal_seq);
     rc |= vbuf_put_u64(foot, m->seal_id);
-    rc |= vbuf_put_u64(foot, 1); /* sorted by time */
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0)); /* sorted by time, (v6) span detail coded */
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
@@ -1718,7 +1731,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             /* zstd with the tables (cold blocks: compaction asks for it) */
             int zl =
                 o != NULL && o->codec == BLK_CODEC_ZSTD ? (o->zstd_level ? o->zstd_level : 3) : 0;
-            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl);
+            rc = sidx_put(&side->streams, foot, BLK_VERSION, zl, o != NULL && o->streams_by_row);
         }
         if (rc == 0) {
             sec_end(foot, at);

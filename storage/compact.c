@@ -354,7 +354,9 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .zstd_root = true,
                           .sources = src,
                           .n_sources = (uint32_t)n,
-                          .attrs_by_key = true};
+                          .attrs_by_key = true,
+                          .span_refs = true,
+                          .streams_by_row = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 
 out:

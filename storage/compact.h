@@ -19,7 +19,9 @@
  *   and the gram bloom as for a seal. A cold block is never compacted
  *   again; its inputs may be of any format this miradb reads (2 to 6),
  *   it is written in the current one (6) with its log and span attribute
- *   lists by key (blk_wopts.attrs_by_key).
+ *   lists by key (blk_wopts.attrs_by_key), its span events and links
+ *   coded (blk_wopts.span_refs) and its point stream index by row
+ *   (blk_wopts.streams_by_row).
  *
  * A COLD BLOCK ON DISK
  *   Named s65535-<cold id>.blk (BLK_COLD_SHARD: no shard's), header WAL

@@ -46,7 +46,7 @@ Test(block_fmt4, format_4_codes_the_stream_index_as_varints)
         uint8_t *g = malloc(n);
         memcpy(g, f, n);
         if (forge == 0) {
-            g[at + 4] = 2;
+            g[at + 4] = 4; /* (2 and 3 are format 6's by-row bodies) */
         } else if (forge == 1) {
             g[at + 8] = 11;
         } else if (forge == 2) {

@@ -265,3 +265,90 @@ Test(block_fmt6, format_6_keeps_literal_lists_in_the_code_stream)
     oblock_free(ob);
     batch_free(bt);
 }
+
+/* ---- format 6's stream index by row (section 9, codec 2) ---- */
+
+/* The two gauges' index by row: the streams' metrics in order of first
+ * row (b, a{k=1}, a{k=2}), then per row 0 for a new stream or how many
+ * streams back: rows 0-2 new, row 3 b (3 back), rows 4 and 5 a{k=1} (2). */
+Test(block_fmt6, streams_by_row_code_each_rows_stream)
+{
+    struct batch *bt = two_gauges();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .streams_by_row = true};
+    write_block(ob, 6, 0, 81, &o, path, sizeof(path));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, &n);
+    cr_assert_not_null(f);
+    uint64_t len, at = section(f, n, 9, &len);
+    cr_assert_neq(at, 0);
+    static const uint8_t want[] = {3, 0, 0, 0, 2, 0, 0, 0, 9, 0,
+                                   0, 0, 0, 0, 0, 0, 1, 0, 0, /* metrics: b, a, a */
+                                   0, 0, 0, 3, 2, 2};         /* rows 0..5 */
+    cr_assert_eq(len, sizeof(want));
+    cr_assert_arr_eq(f + at, want, sizeof(want));
+    blk *b = open_ok(path);
+    cr_assert_eq(blk_n_streams(b), 3);
+    static const uint32_t metric[3] = {0, 0, 1}, nrows[3] = {3, 1, 2};
+    static const uint32_t rows[3][3] = {{1, 4, 5}, {2}, {0, 3}};
+    for (uint32_t i = 0; i < 3; i++) {
+        struct blk_stream st;
+        cr_assert_eq(blk_stream(b, i, &st), 0);
+        cr_assert_eq(st.metric_id, metric[i], "stream %u", i);
+        cr_assert_eq(st.n_rows, nrows[i], "stream %u", i);
+        cr_assert_arr_eq(st.rows, rows[i], 4 * nrows[i], "stream %u", i);
+    }
+    blk_unref(b);
+    /* forgeries: a code past the streams opened, a metric past the
+     * block's, a fourth new stream of three, a body length one short */
+    for (int forge = 0; forge < 4; forge++) {
+        uint8_t *g = malloc(n);
+        cr_assert_not_null(g);
+        memcpy(g, f, n);
+        if (forge == 0) {
+            g[at + 16 + 6] = 4;
+        } else if (forge == 1) {
+            g[at + 16 + 0] = 2;
+        } else if (forge == 2) {
+            g[at + 16 + 8] = 0;
+        } else {
+            g[at + 8] = 8;
+        }
+        streams_refused(g, n, forge);
+        free(g);
+    }
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* The generator's points, zstd (the cold tier's options) with the index by
+ * row and without: the same streams, metrics and rows, and fewer bytes. */
+Test(block_fmt6, streams_by_row_give_the_same_index)
+{
+    oblock *ob = gen_oblock(SIG_METRICS, 8008, 600, 60);
+    uint64_t rows = oblock_rows(ob);
+    struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_root = true};
+    char p4[512], p6[512];
+    write_block(ob, rows, 0, 82, &z, p4, sizeof(p4));
+    z.streams_by_row = true;
+    write_block(ob, rows, 0, 83, &z, p6, sizeof(p6));
+    blk *b4 = open_ok(p4), *b6 = open_ok(p6);
+    check_block(b6, ob, rows);
+    cr_assert_gt(blk_n_streams(b4), 1);
+    cr_assert_eq(blk_n_streams(b6), blk_n_streams(b4));
+    for (uint32_t i = 0; i < blk_n_streams(b4); i++) {
+        struct blk_stream s4, s6;
+        cr_assert_eq(blk_stream(b4, i, &s4), 0);
+        cr_assert_eq(blk_stream(b6, i, &s6), 0);
+        cr_assert_eq(s6.metric_id, s4.metric_id, "stream %u", i);
+        cr_assert_eq(s6.n_rows, s4.n_rows, "stream %u", i);
+        cr_assert_arr_eq(s6.rows, s4.rows, 4 * (size_t)s4.n_rows, "stream %u", i);
+    }
+    blk_unref(b4);
+    blk_unref(b6);
+    oblock_free(ob);
+}

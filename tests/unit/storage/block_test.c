@@ -755,21 +755,32 @@ Test(block, small_blocks_of_every_kind_round_trip_and_seed_the_fuzzer)
 {
     const char *corpus = getenv("MIRADB_BLK_CORPUS_DIR");
     struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_root = true};
+    /* format 6's cold encodings, plain (mutations reach their decoders) */
+    struct blk_wopts c = {.attrs_by_key = true, .span_refs = true, .streams_by_row = true};
     struct {
         enum signal sig;
         uint64_t rows;
-        bool zstd;
+        int opts; /* 0 plain, 1 zstd, 2 cold plain */
         const char *name;
     } seeds[] = {
-        {SIG_LOGS, 6, false, "logs-6.blk"},           {SIG_LOGS, 0, false, "logs-empty.blk"},
-        {SIG_TRACES, 5, false, "traces-5.blk"},       {SIG_METRICS, 8, false, "metrics-8.blk"},
-        {SIG_LOGS, 4, true, "logs-4-zstd.blk"},       {SIG_TRACES, 3, true, "traces-3-zstd.blk"},
-        {SIG_METRICS, 4, true, "metrics-4-zstd.blk"},
+        {SIG_LOGS, 6, 0, "logs-6.blk"},
+        {SIG_LOGS, 0, 0, "logs-empty.blk"},
+        {SIG_TRACES, 5, 0, "traces-5.blk"},
+        {SIG_METRICS, 8, 0, "metrics-8.blk"},
+        {SIG_LOGS, 4, 1, "logs-4-zstd.blk"},
+        {SIG_TRACES, 3, 1, "traces-3-zstd.blk"},
+        {SIG_METRICS, 4, 1, "metrics-4-zstd.blk"},
+        {SIG_TRACES, 5, 2, "v6-cold-traces-5.blk"},
+        {SIG_METRICS, 8, 2, "v6-cold-metrics-8.blk"},
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
         char path[512];
         oblock *ob = gen_oblock(seeds[i].sig, 500 + i, seeds[i].rows ? seeds[i].rows : 3, 3);
-        write_block(ob, seeds[i].rows, 0, 500 + i, seeds[i].zstd ? &z : NULL, path, sizeof(path));
+        write_block(ob, seeds[i].rows, 0, 500 + i,
+                    seeds[i].opts == 1   ? &z
+                    : seeds[i].opts == 2 ? &c
+                                         : NULL,
+                    path, sizeof(path));
         blk *b = open_ok(path);
         check_block(b, ob, seeds[i].rows);
         blk_unref(b);

@@ -306,6 +306,31 @@ static uint64_t attrs_t_len(const char *path)
     return tl;
 }
 
+/* The u64 at |at| in footer section |id| of the block at |path|. */
+static uint64_t footer_u64(const char *path, uint32_t id, uint64_t at)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    size_t n = (size_t)ftell(fp);
+    uint8_t *f = malloc(n);
+    cr_assert_not_null(f);
+    rewind(fp);
+    cr_assert_eq(fread(f, 1, n, fp), n);
+    fclose(fp);
+    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
+    uint64_t flags = UINT64_MAX;
+    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
+        len = rd64_at(f + p + 8);
+        if ((uint32_t)rd64_at(f + p) == id) {
+            flags = rd64_at(f + p + 16 + at);
+            break;
+        }
+    }
+    free(f);
+    return flags;
+}
+
 static void merge_signal(enum signal s)
 {
     char sub[300], path[600];
@@ -338,6 +363,11 @@ static void merge_signal(enum signal s)
     } else { /* logs and spans: the lists by key, one length a key */
         uint64_t tl = attrs_t_len(path);
         cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
+    }
+    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL") */
+    cr_expect_eq(footer_u64(path, 1, 32), s == SIG_TRACES ? 3 : 1);
+    if (s == SIG_METRICS) { /* the stream index by row, zstd (codec 3) */
+        cr_expect_eq(footer_u64(path, 9, 0) >> 32, 3);
     }
     blk_unref(c);
     for (int k = 0; k < 3; k++) {
