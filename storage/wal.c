@@ -668,8 +668,10 @@ void wal_settle(void)
 
 /* ---- append ---- */
 
-/* Starts segment |first|. The old newest segment, if it has frames no
- * fdatasync covered, waits in prev_fd for the next wal_sync. */
+/* Starts segment |first|: the spare renamed, or a new file. The old newest
+ * segment, first truncated to its last frame if it was recycled, waits in
+ * prev_fd for the next wal_sync if it has frames (or a truncation) no
+ * fdatasync covered. */
 static int rotate(wal *w, uint64_t first)
 {
     if (w->fd >= 0) {
