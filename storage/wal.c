@@ -86,7 +86,7 @@
 
 #define WAL_HDR 20
 #define WAL_READ_BUF (1u << 20)
-#define SEG_NAME_LEN 24 /* 20 digits + ".wal" */
+#define SEG_NAME_LEN 24            /* 20 digits + ".wal" */
 #define SPARE_NAME "spare-segment" /* not a segment name, nor "*.wal" */
 
 size_t wal_segment_bytes = WAL_SEGMENT_BYTES;
@@ -891,8 +891,7 @@ int wal_release_upto(wal *w, uint64_t upto)
         }
         char name[SEG_NAME_LEN + 1];
         seg_name(name, w->segs[0].first);
-        if (!w->spare &&
-            renameat2(w->dirfd, name, w->dirfd, SPARE_NAME, RENAME_NOREPLACE) == 0) {
+        if (!w->spare && renameat2(w->dirfd, name, w->dirfd, SPARE_NAME, RENAME_NOREPLACE) == 0) {
             /* Kept to be recycled (a crash before the directory's fsync
              * brings it back under its name, covered, to be released again). */
             w->spare = true;

@@ -83,9 +83,9 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
 extern size_t wal_segment_bytes;
 
 /* fdatasync of the current segment (and of the previous one if it was
- * rotated away with unsynced frames or truncated at the rotation), and an fsync of the directory if a
- * segment was created since, so every frame appended so far is durable.
- * No-op when nothing was written since the last sync. 0 or -errno. */
+ * rotated away with unsynced frames or truncated at the rotation), and an fsync of the directory if
+ * a segment was created since, so every frame appended so far is durable. No-op when nothing was
+ * written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);
 
 /* Releases whole segments whose frames all have seq <= |upto|, oldest
