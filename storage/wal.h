@@ -79,7 +79,8 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
 /* Segment size: a segment is closed once it holds at least this much. */
 #define WAL_SEGMENT_BYTES (64u << 20)
 /* The threshold wal_open copies into each new wal: WAL_SEGMENT_BYTES unless
- * a test lowers it before wal_open (tests only; not thread-safe). */
+ * the daemon (--wal-segment) or a test sets it before wal_open (not
+ * thread-safe: set it before any WAL is opened). */
 extern size_t wal_segment_bytes;
 
 /* fdatasync of the current segment (and of the previous one if it was
