@@ -109,6 +109,9 @@ static const struct opt opts[] = {
     {"block-target", OPT_BYTES, "32MiB", NULL, 2ll << 20, 1ll << 34, NUM(block_target),
      "seal an open block once it holds this many bytes (capped at a third of the memory "
      "budget shared by all shards)"},
+    {"wal-segment", OPT_BYTES, "64MiB", NULL, 64ll << 10, 1ll << 30, NUM(wal_segment),
+     "start a new WAL segment once the current one holds this many bytes (a released one "
+     "is kept as a spare and overwritten)"},
     {"block-max-age", OPT_DUR, "0", NULL, 0, 86400000ll, NUM(block_max_age_ms),
      "seal an open block once its first row is this old; 0 = 60s, or 1s with --ack seal"},
     {"retention-age", OPT_DUR, "0", NULL, 0, 1ll << 50, NUM(retention_age_ms),

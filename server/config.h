@@ -38,6 +38,7 @@ struct config {
     uint64_t max_request_bytes;
     int ack; /* enum shard_ack: the option's choices in that order */
     uint64_t block_target;
+    uint64_t wal_segment;      /* wal_segment_bytes (storage/wal.h) */
     uint64_t block_max_age_ms; /* 0: automatic (60 s, or 1 s under --ack seal) */
     uint64_t retention_age_ms; /* 0: keep */
     uint64_t retention_bytes;  /* 0: keep */

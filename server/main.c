@@ -54,6 +54,7 @@
 #include "storage/block.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
+#include "storage/wal.h"
 #include "server/loki.h"
 #include "server/prom.h"
 #include "server/tempo.h"
@@ -293,6 +294,7 @@ static void log_seal_failure(const struct seal_failure *f)
  * blocks that failed to open. 0 or -errno with a message in |err|. */
 static int open_store(const struct config *c, char *err, size_t errlen)
 {
+    wal_segment_bytes = (size_t)c->wal_segment; /* before any wal_open */
     struct store_cfg sc = {
         .data_dir = c->data_dir,
         .shards = c->shards,

@@ -29,6 +29,30 @@
  * wal_sync (or rotation) syncs it, so one wal_sync covers every frame of a
  * drain even when the drain crossed a segment boundary.
  *
+ * RECYCLING. A released segment is not unlinked but renamed to SPARE_NAME
+ * (at most one spare; further released segments are unlinked), and the
+ * next rotation renames the spare (RENAME_NOREPLACE) to the new segment's
+ * name and overwrites it from offset 0: overwriting allocated pages costs
+ * the writer about a third of the CPU of extending a fresh file (bench/
+ * PERFORMANCE.md, "Recycled WAL segments"). Such a segment holds old
+ * frames past its logical end (cur_size; the file is cur_size + extra
+ * bytes), so before the rotation away from it it is truncated to its last
+ * frame, and it is put in prev_fd so that the next wal_sync's fdatasync
+ * makes the truncation durable before frames of the next segment count as
+ * durable; wal_close truncates the newest. The spare has a name that is not
+ * a segment's, so a crash can leave only these states, each of which replay
+ * handles: old bytes past the end of the newest segment (all of a lower seq
+ * than the frame before them, or garbage: cut as a torn tail); a released
+ * segment still under its old name (the rename not durable: its frames are
+ * at or below |after|, skipped, and it is released again); the spare renamed
+ * but not yet written (its first frame's seq is not its name: cut at 0 and
+ * removed; it is the newest, so nothing after it is lost); the spare's
+ * rename to a segment not durable while frames written into it are (only
+ * frames no wal_sync covered: wal_sync fsyncs the directory first). Were
+ * the spare kept under its old name instead, that last case would leave
+ * new frames in the OLDEST segment's file and replay would cut the log
+ * there, removing every later segment.
+ *
  * REPLAY (wal_open). Segments are read in seq order through one buffer
  * (WAL_READ_BUF bytes, grown only to hold a frame larger than that), never
  * a whole segment at once. Each frame is checked: a length of 0 or above
@@ -62,7 +86,8 @@
 
 #define WAL_HDR 20
 #define WAL_READ_BUF (1u << 20)
-#define SEG_NAME_LEN 24 /* 20 digits + ".wal" */
+#define SEG_NAME_LEN 24            /* 20 digits + ".wal" */
+#define SPARE_NAME "spare-segment" /* not a segment name, nor "*.wal" */
 
 size_t wal_segment_bytes = WAL_SEGMENT_BYTES;
 
@@ -78,7 +103,10 @@ struct wal {
     int prev_fd;    /* the segment before it, rotated away with unsynced frames; or -1 */
     bool dirty;     /* fd written since its last fdatasync */
     bool dir_dirty; /* a segment was created since the directory's last fsync by wal_sync */
+    bool spare;     /* SPARE_NAME holds a released segment to recycle */
     uint64_t cur_size;
+    uint64_t extra;       /* bytes of the newest segment's file past cur_size (recycled) */
+    uint64_t spare_bytes; /* the spare's size */
     uint64_t last_seq;
     size_t seg_max;
     struct seg *segs;
@@ -143,11 +171,12 @@ static void seg_stats(wal *w)
     for (uint32_t i = 0; i < w->nseg; i++) {
         b += w->segs[i].bytes;
     }
-    w->st.segments = w->nseg;
-    w->st.disk_bytes = b;
+    w->st.segments = w->nseg + (w->spare ? 1 : 0);
+    w->st.disk_bytes = b + w->extra + (w->spare ? w->spare_bytes : 0);
 }
 
-static int seg_push(wal *w, uint64_t first, uint64_t bytes)
+/* Room for one more segment in w->segs. */
+static int seg_reserve(wal *w)
 {
     if (w->nseg == w->capseg) {
         uint32_t cap = w->capseg ? w->capseg * 2 : 16;
@@ -157,6 +186,15 @@ static int seg_push(wal *w, uint64_t first, uint64_t bytes)
         }
         w->segs = p;
         w->capseg = cap;
+    }
+    return 0;
+}
+
+static int seg_push(wal *w, uint64_t first, uint64_t bytes)
+{
+    int rc = seg_reserve(w);
+    if (rc < 0) {
+        return rc;
     }
     w->segs[w->nseg].first = first;
     w->segs[w->nseg].bytes = bytes;
@@ -483,6 +521,12 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
         goto fail_fd;
     }
     w->last_seq = r.last > after ? r.last : after;
+    struct stat sst;
+    if (fstatat(w->dirfd, SPARE_NAME, &sst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sst.st_mode)) {
+        w->spare = true; /* any bytes: the next rotation overwrites them from 0 */
+        w->spare_bytes = (uint64_t)sst.st_size;
+        seg_stats(w);
+    }
     *out = w;
     return 0;
 
@@ -624,11 +668,24 @@ void wal_settle(void)
 
 /* ---- append ---- */
 
-/* Starts segment |first|. The old newest segment, if it has frames no
- * fdatasync covered, waits in prev_fd for the next wal_sync. */
+/* Starts segment |first|: the spare renamed, or a new file. The old newest
+ * segment, first truncated to its last frame if it was recycled, waits in
+ * prev_fd for the next wal_sync if it has frames (or a truncation) no
+ * fdatasync covered. */
 static int rotate(wal *w, uint64_t first)
 {
     if (w->fd >= 0) {
+        if (w->extra > 0) {
+            /* Recycled: the old frames past the last one must not be in a
+             * segment that is not the newest (replay would cut the log
+             * there). The truncation is synced with the frames, below. */
+            if (ftruncate(w->fd, (off_t)w->cur_size) < 0) {
+                return -errno;
+            }
+            w->extra = 0;
+            w->dirty = true;
+            seg_stats(w);
+        }
         if (w->prev_fd >= 0) {
             /* Two rotations without a wal_sync between them: settle the older. */
             if (fdatasync(w->prev_fd) < 0) {
@@ -648,16 +705,48 @@ static int rotate(wal *w, uint64_t first)
     }
     char name[SEG_NAME_LEN + 1];
     seg_name(name, first);
-    int fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        return -errno;
-    }
-    int rc = seg_push(w, first, 0);
+    int rc = seg_reserve(w);
     if (rc < 0) {
-        close(fd);
-        unlinkat(w->dirfd, name, 0);
         return rc;
     }
+    int fd = -1;
+    uint64_t phys = 0;
+    if (w->spare) {
+        if (renameat2(w->dirfd, SPARE_NAME, w->dirfd, name, RENAME_NOREPLACE) == 0) {
+            w->spare = false;
+            fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
+            if (fd < 0) {
+                rc = -errno;
+                if (renameat2(w->dirfd, name, w->dirfd, SPARE_NAME, RENAME_NOREPLACE) == 0) {
+                    w->spare = true;
+                } else {
+                    unlinkat(w->dirfd, name, 0);
+                }
+                seg_stats(w);
+                return rc;
+            }
+            phys = w->spare_bytes;
+        } else if (errno == ENOENT) {
+            w->spare = false; /* gone (removed by hand): create instead */
+        }
+        /* Any other failure (EINVAL: no RENAME_NOREPLACE here) creates the
+         * segment instead, and the spare stays for the next try. */
+    }
+    if (fd < 0) {
+        fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            seg_stats(w);
+            return -errno;
+        }
+    }
+    w->segs[w->nseg].first = first;
+    w->segs[w->nseg].bytes = 0;
+    w->nseg++;
+    w->extra = phys;
+    if (!w->spare) {
+        w->spare_bytes = 0;
+    }
+    seg_stats(w);
     w->dir_dirty = true;
     dirsync_later(w, NULL, 0);
     w->fd = fd;
@@ -736,14 +825,25 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
              * from |off| and replay cuts whatever trails the last frame. */
             if (ftruncate(w->fd, (off_t)off) < 0) {
                 w->dirty = true;
+            } else if (w->extra > 0) {
+                w->extra = 0; /* the recycled file's old bytes went with it */
+                seg_stats(w);
             }
             return rc;
         }
         done += (size_t)k;
     }
-    w->cur_size = off + total;
-    w->st.disk_bytes += w->cur_size - w->segs[w->nseg - 1].bytes;
-    w->segs[w->nseg - 1].bytes = w->cur_size;
+    /* The file is off + extra bytes: an overwrite of a recycled one grows
+     * the WAL on disk only by what it writes past that. */
+    uint64_t phys = off + w->extra, end = off + total;
+    if (end >= phys) {
+        w->st.disk_bytes += end - phys;
+        w->extra = 0;
+    } else {
+        w->extra = phys - end;
+    }
+    w->cur_size = end;
+    w->segs[w->nseg - 1].bytes = end;
     w->dirty = true;
     w->last_seq = seq;
     w->st.frames_appended++;
@@ -782,13 +882,24 @@ int wal_release_upto(wal *w, uint64_t upto)
 {
     uint64_t firsts[64];
     int deleted = 0, n = 0;
+    bool spared = false;
     /* segs[0] is covered when the next segment starts at or below upto + 1. */
     while (w->nseg > 1 && w->segs[1].first - 1 <= upto) {
         if (n == (int)(sizeof(firsts) / sizeof(firsts[0]))) {
             dirsync_later(w, firsts, n);
             n = 0;
         }
-        firsts[n++] = w->segs[0].first;
+        char name[SEG_NAME_LEN + 1];
+        seg_name(name, w->segs[0].first);
+        if (!w->spare && renameat2(w->dirfd, name, w->dirfd, SPARE_NAME, RENAME_NOREPLACE) == 0) {
+            /* Kept to be recycled (a crash before the directory's fsync
+             * brings it back under its name, covered, to be released again). */
+            w->spare = true;
+            w->spare_bytes = w->segs[0].bytes;
+            spared = true;
+        } else {
+            firsts[n++] = w->segs[0].first;
+        }
         if (w->nseg == 2 && w->prev_fd >= 0) {
             /* Its frames are sealed: no need to sync them any more. */
             close(w->prev_fd);
@@ -797,7 +908,7 @@ int wal_release_upto(wal *w, uint64_t upto)
         seg_remove_at(w, 0);
         deleted++;
     }
-    if (n > 0) {
+    if (n > 0 || spared) {
         dirsync_later(w, firsts, n); /* unlinked there; one a crash undoes is redone at boot */
     }
     return deleted;
@@ -820,6 +931,13 @@ void wal_close(wal *w)
     }
     /* Its released segments are gone before the directory can be opened again. */
     wal_settle();
+    if (w->fd >= 0 && w->extra > 0) {
+        /* A recycled newest segment ends at its last frame, so the next
+         * open does not count its old bytes as a torn tail. */
+        if (ftruncate(w->fd, (off_t)w->cur_size) < 0) {
+            /* then the next open cuts them, as a torn tail */
+        }
+    }
     if (w->prev_fd >= 0) {
         close(w->prev_fd);
     }

@@ -27,8 +27,10 @@ struct wal_stats {
     uint64_t frames_skipped; /* intact frames at or below |after| */
     uint64_t torn_frames;    /* torn or corrupt tails truncated at open (0 or 1 per open) */
     uint64_t torn_bytes;     /* bytes cut off by those truncations */
-    uint64_t segments;       /* segment files now open or on disk */
-    uint64_t disk_bytes;     /* their bytes: what the WAL takes on disk now */
+    uint64_t segments;       /* segment files now open or on disk, the spare included */
+    uint64_t disk_bytes;     /* their bytes (whole files: a recycled segment's old bytes
+                              * past its last frame, the spare): what the WAL takes on
+                              * disk now */
 };
 
 /* A frame's payload format is byte 17 (enum otlp_fmt, batch.h); byte 16
@@ -65,9 +67,11 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  * exceeds WAL_FRAME_MAX; -EINVAL if |n| is 0 (a zero length marks the end
  * of the log, so an empty body must not be logged) or |sig|/|fmt| is not
  * one of the enums. No fsync (see wal_sync). A new segment is started
- * first when the current one holds wal_segment_bytes or more (its
- * directory entry is fsynced by a background thread, and by the next
- * wal_sync before it returns).
+ * first when the current one holds wal_segment_bytes or more: the spare
+ * (see wal_release_upto) renamed and overwritten in place, or else a new
+ * file (its directory entry is fsynced by a background thread, and by the
+ * next wal_sync before it returns). A recycled segment is truncated to its
+ * last frame before that rotation away from it.
  */
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n);
 #define WAL_FRAME_MAX (256u << 20)
@@ -75,21 +79,24 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
 /* Segment size: a segment is closed once it holds at least this much. */
 #define WAL_SEGMENT_BYTES (64u << 20)
 /* The threshold wal_open copies into each new wal: WAL_SEGMENT_BYTES unless
- * a test lowers it before wal_open (tests only; not thread-safe). */
+ * the daemon (--wal-segment) or a test sets it before wal_open (not
+ * thread-safe: set it before any WAL is opened). */
 extern size_t wal_segment_bytes;
 
 /* fdatasync of the current segment (and of the previous one if it was
- * rotated away with unsynced frames), and an fsync of the directory if a
- * segment was created since, so every frame appended so far is durable.
- * No-op when nothing was written since the last sync. 0 or -errno. */
+ * rotated away with unsynced frames or truncated at the rotation), and an fsync of the directory if
+ * a segment was created since, so every frame appended so far is durable. No-op when nothing was
+ * written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);
 
 /* Releases whole segments whose frames all have seq <= |upto|, oldest
  * first (never the newest segment, the one appended to): they leave the
- * WAL's books at once and are unlinked, then the directory fsynced, by a
- * background thread (wal_settle waits for it); a deletion that fails or
- * that a crash undoes is redone after the next boot's replay. Returns how
- * many were released. */
+ * WAL's segments at once. The first, if no spare is held, is renamed to
+ * the spare ("spare-segment" in |dir|, not a segment name) for the next
+ * rotation to recycle; the others are unlinked, then the directory fsynced,
+ * by a background thread (wal_settle waits for it); a deletion or rename
+ * that fails or that a crash undoes is redone after the next boot's replay.
+ * Returns how many were released. */
 int wal_release_upto(wal *w, uint64_t upto);
 /* Waits until the background thread has done every unlink and directory
  * fsync handed to it so far (tests; any thread). */
@@ -104,7 +111,8 @@ const struct wal_stats *wal_stats(const wal *w);
  * (the write, and a segment rotation when one was due). Any thread. */
 void wal_append_hist(struct lathist *out);
 /* Closes the files without syncing them (call wal_sync first if the frames
- * must be durable), after wal_settle. Accepts NULL. */
+ * must be durable), after wal_settle; a recycled newest segment is first
+ * truncated to its last frame. Accepts NULL. */
 void wal_close(wal *w);
 
 #endif

@@ -17,6 +17,10 @@
  *             the partial last page is written again by the next append
  *   dontneed  append, plus every 4 MiB sync_file_range(WRITE) of that step and
  *             POSIX_FADV_DONTNEED of the step before it (written back by then)
+ *   wal       storage/wal.c itself (wal_append of SIG_LOGS frames, releasing
+ *             all but the last two segments' worth of frames after each
+ *             append, wal_sync at the end): whatever the library linked in
+ *             does (h-walrec: recycled segments), so two builds compare
  * Prints one JSON object: the process's user and system CPU (getrusage; the
  * kernel's writeback threads are not in it), the CPU of the whole machine from
  * /proc/stat over the run (others' work included: use it on a quiet machine),
@@ -33,6 +37,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "storage/wal.h"
 
 #define SEG (64ull << 20)
 #define PAGE 4096u
@@ -92,11 +98,61 @@ static int prefill(const char *dir, int i, const uint8_t *zeros)
     return rc;
 }
 
+/* Mode wal: the WAL module's own appends. */
+static int wal_mode(const char *dir, uint64_t total, size_t frame, const uint8_t *payload)
+{
+    wal *w;
+    int rc = wal_open(dir, 0, NULL, NULL, &w);
+    if (rc < 0) {
+        fprintf(stderr, "walcopy: wal_open: %s\n", strerror(-rc));
+        return 1;
+    }
+    uint64_t keep = 2 * (SEG / frame + 1); /* frames of two segments */
+    size_t nlat = total / frame + 2, k = 0;
+    uint64_t *lat = calloc(nlat, sizeof(*lat));
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    double m0 = machine_busy_s();
+    uint64_t t0 = now_ns();
+    for (uint64_t done = 0; done < total; done += frame) {
+        uint64_t a0 = now_ns();
+        int64_t seq = wal_append(w, SIG_LOGS, OTLP_PROTOBUF, payload, frame);
+        if (seq < 0) {
+            fprintf(stderr, "walcopy: wal_append: %s\n", strerror((int)-seq));
+            return 1;
+        }
+        lat[k++] = now_ns() - a0;
+        if ((uint64_t)seq > keep) {
+            wal_release_upto(w, (uint64_t)seq - keep);
+        }
+    }
+    wal_sync(w);
+    uint64_t wall = now_ns() - t0;
+    wal_settle();
+    double m1 = machine_busy_s();
+    getrusage(RUSAGE_SELF, &r1);
+    qsort(lat, k, sizeof(*lat), cmp_u64);
+    double us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+                (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e6;
+    double sy = (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+    printf("{\"mode\": \"wal\", \"mib\": %llu, \"frame\": %zu, \"appends\": %zu, \"user_s\": %.3f, "
+           "\"sys_s\": %.3f, \"cpu_ns_per_mib\": %.0f, \"machine_cpu_s\": %.2f, \"wall_s\": %.3f, "
+           "\"append_us_p50\": %.1f, \"p99\": %.1f, \"max\": %.1f, \"disk_bytes\": %llu}\n",
+           (unsigned long long)(total >> 20), frame, k, us, sy,
+           (us + sy) * 1e9 / (double)(total >> 20), m1 - m0, (double)wall / 1e9,
+           (double)lat[k / 2] / 1e3, (double)lat[k * 99 / 100] / 1e3, (double)lat[k - 1] / 1e3,
+           (unsigned long long)wal_stats(w)->disk_bytes);
+    wal_close(w);
+    free(lat);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: walcopy DIR append|keep|recycle|direct|dontneed [MiB] [FRAME_BYTES]\n");
+                "usage: walcopy DIR append|keep|recycle|direct|dontneed|wal [MiB] [FRAME_BYTES]\n");
         return 2;
     }
     const char *dir = argv[1], *mode = argv[2];
@@ -104,8 +160,8 @@ int main(int argc, char **argv)
     size_t frame = argc > 4 ? strtoull(argv[4], NULL, 10) : 367000;
     bool recycled = strcmp(mode, "recycle") == 0 || strcmp(mode, "direct") == 0;
     bool direct = strcmp(mode, "direct") == 0, dontneed = strcmp(mode, "dontneed") == 0;
-    bool keep = strcmp(mode, "keep") == 0;
-    if (!recycled && !dontneed && !keep && strcmp(mode, "append") != 0) {
+    bool keep = strcmp(mode, "keep") == 0, walmod = strcmp(mode, "wal") == 0;
+    if (!recycled && !dontneed && !keep && !walmod && strcmp(mode, "append") != 0) {
         fprintf(stderr, "walcopy: unknown mode %s\n", mode);
         return 2;
     }
@@ -116,6 +172,13 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < frame; i++) {
         payload[i] = (uint8_t)(i * 131u + 7u);
+    }
+    if (walmod) {
+        int rc = wal_mode(dir, total, frame, payload);
+        free(payload);
+        free(stage);
+        free(zeros);
+        return rc; /* the caller removes DIR: the segments, and a spare */
     }
     mkdir(dir, 0755);
     if (recycled) {

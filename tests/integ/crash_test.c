@@ -457,14 +457,29 @@ static void battery(const char *ack)
     const char *age = strcmp(ack, "seal") == 0 ? "50ms" : "150ms";
     /* The records are dated 2026-01-01: with --compact-after 1s every
      * sealed block is compacted at the next pass (every 250 ms). */
-    const char *args[] = {
-        "--shards",        "2", "--io-threads",    "2",  "--ack", ack, "--block-target", "2MiB",
-        "--block-max-age", age, "--compact-after", "1s", NULL};
+    /* 64 KiB WAL segments: every epoch rotates, releases and recycles them
+     * (storage/wal.c), so kills land between those steps too. */
+    const char *args[] = {"--shards",
+                          "2",
+                          "--io-threads",
+                          "2",
+                          "--ack",
+                          ack,
+                          "--block-target",
+                          "2MiB",
+                          "--block-max-age",
+                          age,
+                          "--compact-after",
+                          "1s",
+                          "--wal-segment",
+                          "64KiB",
+                          NULL};
     /* Every tenth epoch runs with blocks that never seal and lasts longer, so
      * the next boot (a kill at ready) replays more than a block and seals
      * while replaying. */
-    const char *hoard[] = {"--shards",       "2",     "--io-threads",    "2",  "--ack", ack,
-                           "--block-target", "64MiB", "--block-max-age", "1h", NULL};
+    const char *hoard[] = {
+        "--shards",        "2",  "--io-threads",  "2",     "--ack", ack, "--block-target", "64MiB",
+        "--block-max-age", "1h", "--wal-segment", "64KiB", NULL};
     struct client cl[N_CLIENTS];
     memset(cl, 0, sizeof(cl));
     for (int c = 0; c < N_CLIENTS; c++) {

@@ -132,6 +132,17 @@ static const char *seg(uint64_t first)
     return name[k];
 }
 
+#define SPARE "spare-segment"
+
+/* Renames |from| to |to| in the WAL directory, as a crash may leave it. */
+static void mv(const char *from, const char *to)
+{
+    char a[512], b[512];
+    snprintf(a, sizeof(a), "%s/%s", dir, from);
+    snprintf(b, sizeof(b), "%s/%s", dir, to);
+    cr_assert_eq(rename(a, b), 0, "%s -> %s", from, to);
+}
+
 static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -483,20 +494,25 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     cr_expect_eq(wal_stats(w)->fsyncs, 7, "nothing new to sync");
 
     cr_assert_eq(wal_release_upto(w, 2), 0);
+    cr_assert_eq(tmpdir_file_size(dir, SPARE), -ENOENT);
     cr_assert_eq(wal_release_upto(w, 3), 1);
     wal_settle(); /* the unlinks run on the dirsync thread */
     cr_assert_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
+    cr_assert_eq(tmpdir_file_size(dir, SPARE), 300, "the first released one is kept");
     cr_assert_eq(tmpdir_file_size(dir, seg(4)), 300);
+    cr_expect_eq(wal_stats(w)->segments, 7, "the spare counts");
+    cr_expect_eq(wal_stats(w)->disk_bytes, 6 * 300 + 200);
     cr_assert_eq(wal_release_upto(w, 8), 1);
     cr_assert_eq(tmpdir_file_size(dir, seg(7)), 300);
     cr_assert_eq(wal_release_upto(w, 1000), 4, "never the newest segment");
     wal_settle();
-    cr_assert_eq(wal_stats(w)->segments, 1);
-    cr_expect_eq(wal_stats(w)->disk_bytes, 200, "the released segments' bytes are gone");
+    cr_assert_eq(wal_stats(w)->segments, 2, "the newest and the spare");
+    cr_expect_eq(wal_stats(w)->disk_bytes, 200 + 300, "only the spare's bytes stay");
     for (int i = 0; i < 6; i++) {
         cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), -ENOENT);
     }
     cr_assert_eq(tmpdir_file_size(dir, seg(19)), 200);
+    cr_assert_eq(tmpdir_file_size(dir, SPARE), 300, "one spare at most: the others unlinked");
     cr_assert_eq(wal_release_upto(w, 1000), 0);
     wal_close(w);
 
@@ -504,18 +520,23 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     w = reopen(0, &c);
     expect_range(&c, 19, 20);
     cr_expect_eq(wal_last_seq(w), 20);
-    cr_expect_eq(wal_stats(w)->disk_bytes, 200, "counted from the files at open");
+    cr_expect_eq(wal_stats(w)->disk_bytes, 200 + 300, "counted from the files at open");
+    cr_expect_eq(wal_stats(w)->segments, 2);
     cr_assert_eq(put(w, 21, 80), 21); /* fills segment 19 to 300 */
-    cr_assert_eq(put(w, 22, 80), 22); /* starts segment 22 */
+    cr_assert_eq(put(w, 22, 80), 22); /* segment 22 is the spare, overwritten from 0 */
     cr_expect_eq(wal_stats(w)->segments, 2);
     cr_expect_eq(tmpdir_file_size(dir, seg(19)), 300);
-    cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100);
-    cr_expect_eq(wal_stats(w)->disk_bytes, 400);
+    cr_expect_eq(tmpdir_file_size(dir, seg(22)), 300, "in place: the file did not grow");
+    cr_expect_eq(tmpdir_file_size(dir, SPARE), -ENOENT);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 600);
     cr_assert_eq(wal_release_upto(w, 21), 1);
-    cr_expect_eq(wal_stats(w)->disk_bytes, 100);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 600, "segment 19 is the spare now");
+    cr_expect_eq(tmpdir_file_size(dir, SPARE), 300);
     wal_close(w);
+    cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100, "a clean close cuts the old frames");
     w = reopen(0, &c);
     expect_range(&c, 22, 22);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
     wal_close(w);
 
     /* A full newest segment is not appended to after a reopen. */
@@ -523,7 +544,12 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     w = reopen(0, &c);
     cr_assert_eq(put(w, 23, 80), 23);
     cr_expect_eq(tmpdir_file_size(dir, seg(22)), 100);
+    cr_expect_eq(tmpdir_file_size(dir, seg(23)), 300, "the spare (frames 19-21)");
+    wal_close(w);
     cr_expect_eq(tmpdir_file_size(dir, seg(23)), 100);
+    w = reopen(0, &c);
+    expect_range(&c, 22, 23);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
     wal_close(w);
 }
 
@@ -643,4 +669,151 @@ Test(wal, append_refuses_bad_arguments_without_writing)
     cr_expect_eq(wal_stats(w)->fsyncs, 1);
     wal_close(w);
     wal_close(NULL);
+}
+
+/* ---- recycled segments ---- */
+
+/* Frames 1-6 of 100 bytes in 300-byte segments 1 and 4; segment 1 released
+ * to the spare (its frames 1-3 still in it). Left open. */
+static wal *two_segments_and_a_spare(void)
+{
+    wal_segment_bytes = 300;
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 6; s++) {
+        cr_assert_eq(put(w, s, 80), (int64_t)s);
+    }
+    cr_assert_eq(wal_release_upto(w, 3), 1);
+    wal_settle();
+    cr_assert_eq(tmpdir_file_size(dir, SPARE), 300);
+    return w;
+}
+
+Test(wal, old_frames_past_the_end_of_a_recycled_newest_segment_are_a_torn_tail)
+{
+    /* Frame 7 ends exactly where old frame 2 (intact, CRC valid) starts;
+     * frame 7 of 50 bytes ends inside old frame 1. Both: cut there. */
+    static const size_t len7[] = {80, 30};
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+        wal *w = two_segments_and_a_spare();
+        cr_assert_eq(put(w, 7, len7[k]), 7); /* segment 7 is the spare */
+        cr_assert_eq(tmpdir_file_size(dir, SPARE), -ENOENT);
+        cr_assert_eq(tmpdir_file_size(dir, seg(7)), 300);
+        cr_expect_eq(wal_stats(w)->disk_bytes, 600);
+        cr_expect_eq(wal_stats(w)->segments, 2);
+        /* The crash: the files as they are before the close cuts segment 7. */
+        size_t flen;
+        uint8_t *f = tmpdir_read_file(dir, seg(7), &flen);
+        cr_assert_not_null(f);
+        cr_assert_eq(flen, 300);
+        wal_close(w);
+        cr_assert_eq(tmpdir_file_size(dir, seg(7)), (int64_t)(20 + len7[k]));
+        cr_assert_eq(tmpdir_write_file(dir, seg(7), f, flen), 0);
+        free(f);
+
+        static struct col c;
+        w = reopen(0, &c);
+        expect_range(&c, 4, 7);
+        cr_expect_eq(wal_stats(w)->torn_frames, 1, "case %d", k);
+        cr_expect_eq(wal_stats(w)->torn_bytes, 300 - 20 - len7[k]);
+        cr_expect_eq(tmpdir_file_size(dir, seg(7)), (int64_t)(20 + len7[k]));
+        cr_expect_eq(wal_stats(w)->disk_bytes, 300 + 20 + len7[k]);
+        cr_assert_eq(put(w, 8, 80), 8);
+        wal_close(w);
+        w = reopen(0, &c);
+        expect_range(&c, 4, 8);
+        cr_expect_eq(wal_stats(w)->torn_frames, 0);
+        wal_close(w);
+    }
+}
+
+Test(wal, rotation_away_from_a_recycled_segment_cuts_its_old_frames_first)
+{
+    wal *w = two_segments_and_a_spare();
+    for (uint64_t s = 7; s <= 9; s++) {
+        cr_assert_eq(put(w, s, 80), (int64_t)s); /* segment 7: the spare, overwritten whole */
+    }
+    cr_assert_eq(tmpdir_file_size(dir, seg(7)), 300);
+    cr_assert_eq(wal_release_upto(w, 6), 1); /* segment 4 is the spare now */
+    wal_close(w);
+
+    /* Smaller segments from now on: the recycled one (300 bytes) is full
+     * at 200, with old frame 6 (intact) right after its last frame. */
+    wal_segment_bytes = 200;
+    static struct col c;
+    w = reopen(6, &c);
+    expect_range(&c, 7, 9);
+    cr_assert_eq(put(w, 10, 80), 10); /* segment 10: the spare (frames 4-6) */
+    cr_assert_eq(put(w, 11, 80), 11);
+    cr_assert_eq(tmpdir_file_size(dir, seg(10)), 300);
+    cr_assert_eq(wal_sync(w), 0);
+    uint64_t fs = wal_stats(w)->fsyncs;
+    cr_assert_eq(put(w, 12, 80), 12); /* rotates: segment 10 cut, 12 created */
+    cr_assert_eq(tmpdir_file_size(dir, seg(10)), 200, "cut before the rotation");
+    cr_assert_eq(tmpdir_file_size(dir, seg(12)), 100);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 300 + 200 + 100);
+    /* Segment 10 had no unsynced frame, but its cut must be durable before
+     * frame 12 is: this wal_sync syncs both. */
+    cr_assert_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, fs + 2);
+    for (uint64_t s = 13; s <= 14; s++) {
+        cr_assert_eq(put(w, s, 80), (int64_t)s);
+    }
+    /* No close: every file as a crash leaves it. */
+    size_t n10, n12, n14;
+    uint8_t *f10 = tmpdir_read_file(dir, seg(10), &n10);
+    uint8_t *f12 = tmpdir_read_file(dir, seg(12), &n12);
+    uint8_t *f14 = tmpdir_read_file(dir, seg(14), &n14);
+    cr_assert(f10 != NULL && f12 != NULL && f14 != NULL);
+    wal_close(w);
+    cr_assert_eq(tmpdir_write_file(dir, seg(10), f10, n10), 0);
+    cr_assert_eq(tmpdir_write_file(dir, seg(12), f12, n12), 0);
+    cr_assert_eq(tmpdir_write_file(dir, seg(14), f14, n14), 0);
+    free(f10);
+    free(f12);
+    free(f14);
+    w = reopen(6, &c);
+    expect_range(&c, 7, 14);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    cr_expect_eq(wal_last_seq(w), 14);
+    wal_close(w);
+    wal_segment_bytes = WAL_SEGMENT_BYTES;
+}
+
+Test(wal, a_crash_around_the_spare_renames_loses_no_frame)
+{
+    /* The spare's release not durable: segment 1 is back under its name. */
+    wal *w = two_segments_and_a_spare();
+    wal_close(w);
+    mv(SPARE, seg(1));
+    static struct col c;
+    w = reopen(3, &c);
+    expect_range(&c, 4, 6);
+    cr_expect_eq(wal_stats(w)->frames_skipped, 3);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    cr_assert_eq(wal_release_upto(w, 3), 1, "released again");
+    wal_settle();
+    cr_expect_eq(tmpdir_file_size(dir, seg(1)), -ENOENT);
+    cr_expect_eq(tmpdir_file_size(dir, SPARE), 300);
+    wal_close(w);
+
+    /* Renamed to segment 7 but not yet written: frame 1 in it, cut at 0. */
+    mv(SPARE, seg(7));
+    w = reopen(3, &c);
+    expect_range(&c, 4, 6);
+    cr_expect_eq(wal_stats(w)->torn_frames, 1);
+    cr_expect_eq(wal_stats(w)->torn_bytes, 300);
+    cr_expect_eq(tmpdir_file_size(dir, seg(7)), -ENOENT);
+    cr_expect_eq(tmpdir_file_size(dir, seg(4)), 300);
+    cr_expect_eq(wal_stats(w)->segments, 1);
+    cr_expect_eq(wal_stats(w)->disk_bytes, 300);
+    cr_assert_eq(put(w, 7, 80), 7); /* no spare now: a fresh segment 7 */
+    cr_expect_eq(tmpdir_file_size(dir, seg(7)), 100);
+    wal_close(w);
+    w = reopen(3, &c);
+    expect_range(&c, 4, 7);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    wal_close(w);
+    wal_segment_bytes = WAL_SEGMENT_BYTES;
 }
