@@ -34,7 +34,8 @@ too, since a server whose sealer lags would otherwise look cheaper by the seal w
 
 Environment: FLUENT_BIT (path of the binary; default ../shared/peers/fluent-bit/fluent-bit),
 PEER_PASSES (default 3; 1 with BENCH_QUICK=1), PEER_SECONDS (per point; default 10, 3 quick),
-PEER_PAYLOAD. Without a Fluent Bit binary, or without wrk, the case says so and skips that part.
+PEER_PAYLOAD, PEER_POINTS (other points than the grid's: see grid()). Without a Fluent Bit
+binary, or without wrk or h2load, the case says so and skips that part.
 
     python3 bench/cases/peer.py BUILD_DIR
 """
@@ -148,7 +149,22 @@ class FluentBit:
 
 
 def grid():
-    """(arm, protocol, signal, connections, miradb --ack or None for Fluent Bit's point)."""
+    """The points: ([(arm, protocol, signal, connections)] with --ack wal, [...] with --ack
+    fsync). PEER_POINTS picks them instead: a comma-separated list of
+    arm/protocol/signal/connections[/fsync], the protocol written grpc, http-protobuf or
+    http-json, e.g. "wrk/http-protobuf/logs/1,h2load/grpc/logs/16,wrk/http-protobuf/logs/4/fsync"
+    (an fsync point's Fluent Bit figure is that of the same point without /fsync, if listed)."""
+    env = os.environ.get("PEER_POINTS")
+    if env:
+        pts, fsync = [], []
+        for item in env.split(","):
+            f = item.strip().split("/")
+            if len(f) not in (4, 5) or (len(f) == 5 and f[4] != "fsync"):
+                raise SystemExit("PEER_POINTS: bad point %r (arm/protocol/signal/conns[/fsync])"
+                                 % item)
+            pt = (f[0], f[1].replace("-", "/"), f[2], int(f[3]))
+            (fsync if len(f) == 5 else pts).append(pt)
+        return pts, fsync
     if bl.QUICK:
         pts = [("wrk", "http/protobuf", "logs", 4), ("h2load", "grpc", "logs", 4),
                ("load", "grpc", "logs", 4)]
