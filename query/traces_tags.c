@@ -19,9 +19,9 @@ struct sentry {
 struct strset {
     struct sentry *v;
     size_t cap, n, max;
-    arena *a;           /* the query's (qctx_arena_bind) */
-    struct qctx *q;     /* charged for the table */
-    size_t charged;     /* bytes of v charged to q */
+    arena *a;       /* the query's (qctx_arena_bind) */
+    struct qctx *q; /* charged for the table */
+    size_t charged; /* bytes of v charged to q */
     bool full;
 };
 

@@ -652,9 +652,9 @@ static void many_blocks(void)
             snprintf(attrs[k][j], sizeof(attrs[k][j]),
                      "shard=sthe value only block %d holds;shared=severy block;block_%d=i%d", k, k,
                      j);
-            sp[j] = (struct sspec){
-                10 + k, ids[k][j], NULL, k % 3, "mb", 2, 1, 5000 + (uint64_t)k * 10 + j, 1,
-                attrs[k][j]};
+            sp[j] = (struct sspec){10 + k, ids[k][j],  NULL, k % 3,
+                                   "mb",   2,          1,    5000 + (uint64_t)k * 10 + j,
+                                   1,      attrs[k][j]};
         }
         seal(make_block(sp, 2), 10 + (uint64_t)k);
     }
@@ -672,12 +672,13 @@ Test(traces_search, tag_scans_give_each_block_up_and_answer_the_same)
     char want[2048] = "[";
     for (int k = 0; k < MB_BLOCKS; k++) {
         char one[96];
-        snprintf(one, sizeof(one), "%s{\"type\":\"string\",\"value\":\"the value only block %d holds\"}",
+        snprintf(one, sizeof(one),
+                 "%s{\"type\":\"string\",\"value\":\"the value only block %d holds\"}",
                  k ? "," : "", k);
         strcat(want, one);
     }
     strcat(want, "]");
-    char *kept[3];
+    char *kept[2] = {NULL, NULL};
     for (int cap = 0; cap < 2; cap++) {
         catalog_set_table_cap((uint64_t)cap); /* 1: every idle block's tables go */
         uint64_t given = qctx_blocks_given_up();
