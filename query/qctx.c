@@ -537,6 +537,13 @@ int qctx_load(struct qctx *q, struct qctx_src *s, unsigned want)
     return rc;
 }
 
+static uint64_t given_up; /* atomic: qctx_blocks_given_up */
+
+uint64_t qctx_blocks_given_up(void)
+{
+    return __atomic_load_n(&given_up, __ATOMIC_RELAXED);
+}
+
 static void done_n(struct qctx *q, struct qctx_src *s, bool all)
 {
     size_t i = (size_t)(s - q->src);
@@ -552,6 +559,7 @@ static void done_n(struct qctx *q, struct qctx_src *s, bool all)
         catalog_snap_unpin(&q->snap, i);
         s->unpinned = true;
         trim = true;
+        __atomic_add_fetch(&given_up, 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&q->lock);
     if (trim) {

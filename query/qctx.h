@@ -298,6 +298,10 @@ void qctx_done(struct qctx *q, struct qctx_src *s);
  * executor that reads sources one at a time on one thread (PromQL's
  * source, whose label index build loads a block inside its own load). */
 void qctx_done_all(struct qctx *q, struct qctx_src *s);
+/* How many times, in total, qctx_done gave up a block's pin before its
+ * query closed (tests: an executor lets go of the blocks it is done with).
+ * Any thread. */
+uint64_t qctx_blocks_given_up(void);
 
 /* Counter bump from a scan item. */
 static inline void qctx_add(uint64_t *counter, uint64_t n)

@@ -143,6 +143,10 @@ struct traces_tags_req {
 /*
  * /api/search/tags (v1: {"tagNames":[...]}) and /api/v2/search/tags
  * ({"scopes":[{"name":..,"tags":[...]}...]}). 0, or an error as search.
+ * Tags and tag values read the sources one at a time, newest first; the
+ * names and values they collect are copies in an arena charged to the
+ * query (max_memory), so each sealed block is given up (qctx_done) once
+ * its scan is done: over the table cap, one block's tables at a time.
  */
 int traces_tags(const struct traces_tags_req *rq, struct jsonw *w, char *err, size_t errlen);
 

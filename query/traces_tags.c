@@ -19,7 +19,9 @@ struct sentry {
 struct strset {
     struct sentry *v;
     size_t cap, n, max;
-    arena *a;
+    arena *a;       /* the query's (qctx_arena_bind) */
+    struct qctx *q; /* charged for the table */
+    size_t charged; /* bytes of v charged to q */
     bool full;
 };
 
@@ -38,8 +40,12 @@ static int strset_add(struct strset *ss, uint8_t type, const char *s, size_t n)
     uint64_t h = str_hash(type, s, n);
     if ((ss->n + 1) * 2 > ss->cap) {
         size_t cap = ss->cap ? ss->cap * 2 : 64;
+        if (qctx_charge(ss->q, cap * sizeof(struct sentry)) < 0) {
+            return -ENOMEM;
+        }
         struct sentry *v = calloc(cap, sizeof(*v));
         if (v == NULL) {
+            qctx_uncharge(ss->q, cap * sizeof(struct sentry));
             return -ENOMEM;
         }
         for (size_t i = 0; i < ss->cap; i++) {
@@ -52,6 +58,8 @@ static int strset_add(struct strset *ss, uint8_t type, const char *s, size_t n)
             }
         }
         free(ss->v);
+        qctx_uncharge(ss->q, ss->charged);
+        ss->charged = cap * sizeof(struct sentry);
         ss->v = v;
         ss->cap = cap;
     }
@@ -105,6 +113,8 @@ static void strset_fini(struct strset *ss)
 {
     free(ss->v);
     ss->v = NULL;
+    qctx_uncharge(ss->q, ss->charged);
+    ss->charged = 0;
 }
 
 static const char *const type_names[] = {
@@ -433,6 +443,9 @@ static int tag_walk(struct tagscan *t, bool dict_only, bool (*want_rows)(struct 
         if (rc == 0) {
             rc = qctx_tick(q);
         }
+        /* the sets hold copies (strset_add: the query's arena), nothing of
+         * the block: its pin goes, and over the table cap its tables */
+        qctx_done(q, &q->src[si]);
         q->st.rows_scanned += done;
         q->rows += done;
         if (q->lim.max_rows != 0 && q->rows >= q->lim.max_rows) {
@@ -457,8 +470,10 @@ static int tagscan_open(struct tagscan *t, const struct traces_tags_req *rq)
         qctx_close(&t->q);
         return -ENOMEM;
     }
+    qctx_arena_bind(&t->q, a); /* the copied strings, charged to the query */
     for (int i = 0; i < TS_N; i++) {
         t->sets[i].a = a;
+        t->sets[i].q = &t->q;
         t->sets[i].max = rq->limit ? rq->limit : TRACES_TAGS_MAX;
     }
     if (rq->expr != NULL && rq->expr->root != NULL) {

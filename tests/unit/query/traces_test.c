@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "lib/jsonw.h"
+#include "query/qctx.h"
 #include "query/traceql.h"
 #include "query/traces.h"
 #include "storage/batch.h"
@@ -634,6 +635,94 @@ Test(traces_search, tag_values)
                   "\"web\"}]");
     expect_values(true, "instrumentation:name", NULL, "[{\"type\":\"string\",\"value\":\"lib\"}]");
     expect_values(true, "not an identifier", NULL, "EINVAL");
+}
+
+/* MB_BLOCKS more sealed blocks, block k with two spans: span.shard a
+ * value of its own (and one every block shares), span.block_<k> a key of
+ * its own. */
+#define MB_BLOCKS 8
+
+static void many_blocks(void)
+{
+    for (int k = 0; k < MB_BLOCKS; k++) {
+        static char ids[MB_BLOCKS][2][17], attrs[MB_BLOCKS][2][128];
+        struct sspec sp[2];
+        for (int j = 0; j < 2; j++) {
+            snprintf(ids[k][j], sizeof(ids[k][j]), "00000000000010%02x", k * 2 + j);
+            snprintf(attrs[k][j], sizeof(attrs[k][j]),
+                     "shard=sthe value only block %d holds;shared=severy block;block_%d=i%d", k, k,
+                     j);
+            sp[j] = (struct sspec){10 + k, ids[k][j],  NULL, k % 3,
+                                   "mb",   2,          1,    5000 + (uint64_t)k * 10 + j,
+                                   1,      attrs[k][j]};
+        }
+        seal(make_block(sp, 2), 10 + (uint64_t)k);
+    }
+}
+
+/* Tag values and tag names over many blocks give each sealed block up as
+ * soon as its scan is done (qctx_done: the sets hold copies in the query's
+ * arena). Over the table cap each block's tables go right then, while the
+ * query reads the next ones; the answers are exact and the same as with
+ * every block kept. */
+Test(traces_search, tag_scans_give_each_block_up_and_answer_the_same)
+{
+    many_blocks();
+    const int sealed = MB_BLOCKS + 1; /* and the corpus's */
+    char want[2048] = "[";
+    for (int k = 0; k < MB_BLOCKS; k++) {
+        char one[96];
+        snprintf(one, sizeof(one),
+                 "%s{\"type\":\"string\",\"value\":\"the value only block %d holds\"}",
+                 k ? "," : "", k);
+        strcat(want, one);
+    }
+    strcat(want, "]");
+    char *kept[2] = {NULL, NULL};
+    for (int cap = 0; cap < 2; cap++) {
+        catalog_set_table_cap((uint64_t)cap); /* 1: every idle block's tables go */
+        uint64_t given = qctx_blocks_given_up();
+        char *s = values(true, "span.shard", NULL);
+        cr_expect_str_eq(s, want, "cap %d", cap);
+        cr_expect_eq(qctx_blocks_given_up() - given, (uint64_t)sealed, "cap %d: one per block",
+                     cap);
+        if (cap == 0) {
+            kept[0] = s;
+        } else {
+            cr_expect_str_eq(s, kept[0]);
+            free(s);
+        }
+
+        given = qctx_blocks_given_up();
+        s = values(false, "shared", NULL);
+        cr_expect_str_eq(s, "[\"every block\"]", "cap %d", cap);
+        cr_expect_eq(qctx_blocks_given_up() - given, (uint64_t)sealed, "cap %d: v1", cap);
+        free(s);
+
+        given = qctx_blocks_given_up();
+        json_t *j = tags(true, TRACES_SCOPE_SPAN, NULL);
+        s = dumps(json_object_get(j, "scopes"));
+        json_decref(j);
+        cr_expect_eq(qctx_blocks_given_up() - given, (uint64_t)sealed, "cap %d: tag names", cap);
+        if (cap == 0) {
+            kept[1] = s;
+            char names[1024] = "[{\"name\":\"span\",\"tags\":[";
+            for (int k = 0; k < MB_BLOCKS; k++) {
+                char one[32];
+                snprintf(one, sizeof(one), "\"block_%d\",", k);
+                strcat(names, one);
+            }
+            strcat(names, "\"db.system\",\"http.method\",\"http.status_code\",\"ratio\",\"retry\","
+                          "\"shard\",\"shared\",\"tags\"]}]");
+            cr_expect_str_eq(s, names);
+        } else {
+            cr_expect_str_eq(s, kept[1], "cap 1");
+            free(s);
+        }
+    }
+    catalog_set_table_cap(0);
+    free(kept[0]);
+    free(kept[1]);
 }
 
 Test(traces_search, trace_by_id_across_sealed_and_open)
