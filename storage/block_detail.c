@@ -349,35 +349,22 @@ static int decode_one(struct vbuf *o, const uint8_t *e, uint64_t n, const struct
     return r.bad || r.p != r.end ? -EBADMSG : 0;
 }
 
+struct mdet_ctx {
+    const struct scol *fl;
+    uint64_t nfl;
+};
+
+static int mdet_row(const void *ctx, uint64_t i, const uint8_t *p, const uint8_t *end,
+                    struct vbuf *o)
+{
+    const struct mdet_ctx *x = ctx;
+    (void)i;
+    return decode_one(o, p, (uint64_t)(end - p), x->fl, x->nfl);
+}
+
 int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_t nfl,
                  uint8_t **buf, uint64_t **offs)
 {
-    *buf = NULL;
-    *offs = malloc((rows + 1) * sizeof(**offs));
-    if (*offs == NULL) {
-        return -ENOMEM;
-    }
-    struct vbuf o;
-    vbuf_init(&o);
-    uint64_t *off = *offs;
-    off[0] = 0;
-    int rc = 0;
-    for (uint64_t i = 0; i < rows && rc == 0; i++) {
-        uint64_t a = ic_get(&enc->off, i), b = ic_get(&enc->off, i + 1);
-        rc = decode_one(&o, enc->data + a, b - a, fl, nfl);
-        if (rc == 0 && o.len > MDET_OUT_MAX) {
-            rc = -EBADMSG;
-        }
-        off[i + 1] = o.len;
-    }
-    if (rc < 0) {
-        vbuf_fini(&o);
-        free(*offs);
-        *offs = NULL;
-        return rc;
-    }
-    *buf = o.p;
-    enc->off = (struct icol){(const uint8_t *)off, 0, 8};
-    enc->data = o.p != NULL ? o.p : (const uint8_t *)empty;
-    return 0;
+    struct mdet_ctx x = {fl, nfl};
+    return det_rebuild(enc, rows, mdet_row, &x, MDET_OUT_MAX, buf, offs);
 }

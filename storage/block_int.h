@@ -306,10 +306,12 @@
 #ifndef MIRADB_BLOCK_INT_H
 #define MIRADB_BLOCK_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -977,5 +979,51 @@ static inline int ready(blk *b, unsigned want)
  * (NULL ignored by both). */
 void blk_heap_add(const void *p);
 void blk_heap_free(void *p);
+
+/*
+ * What mdet_rebuild and sdet_rebuild share: each of the |rows| entries of
+ * |enc| re-encoded by |row| (which appends entry |i|, bytes [p, end), to
+ * |o|) into a fresh buffer and offsets (*buf, NULL when all are empty, and
+ * *offs: the caller frees both), then |enc| rebound to them. An output
+ * past |out_max| bytes is -EBADMSG; |row|'s error is returned as it is,
+ * with nothing allocated left behind. Inline, so that |row| is a direct
+ * call in each caller.
+ */
+typedef int (*det_row_fn)(const void *ctx, uint64_t i, const uint8_t *p, const uint8_t *end,
+                          struct vbuf *o);
+static inline __attribute__((always_inline)) int det_rebuild(struct scol *enc, uint64_t rows,
+                                                             det_row_fn row, const void *ctx,
+                                                             size_t out_max, uint8_t **buf,
+                                                             uint64_t **offs)
+{
+    *buf = NULL;
+    *offs = malloc((rows + 1) * sizeof(**offs));
+    if (*offs == NULL) {
+        return -ENOMEM;
+    }
+    struct vbuf o;
+    vbuf_init(&o);
+    uint64_t *off = *offs;
+    off[0] = 0;
+    int rc = 0;
+    for (uint64_t i = 0; i < rows && rc == 0; i++) {
+        uint64_t a = ic_get(&enc->off, i), e = ic_get(&enc->off, i + 1);
+        rc = row(ctx, i, enc->data + a, enc->data + e, &o);
+        if (rc == 0 && o.len > out_max) {
+            rc = -EBADMSG;
+        }
+        off[i + 1] = o.len;
+    }
+    if (rc < 0) {
+        vbuf_fini(&o);
+        free(*offs);
+        *offs = NULL;
+        return rc;
+    }
+    *buf = o.p;
+    enc->off = (struct icol){(const uint8_t *)off, 0, 8};
+    enc->data = o.p != NULL ? o.p : (const uint8_t *)empty;
+    return 0;
+}
 
 #endif

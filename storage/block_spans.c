@@ -257,32 +257,20 @@ static int rebuild_one(const blk *b, int c, uint64_t j, const uint8_t *p, const 
     return 0;
 }
 
+struct sdet_ctx {
+    const blk *b;
+    int c;
+};
+
+static int sdet_row(const void *ctx, uint64_t i, const uint8_t *p, const uint8_t *end,
+                    struct vbuf *o)
+{
+    const struct sdet_ctx *x = ctx;
+    return rebuild_one(x->b, x->c, i, p, end, o);
+}
+
 int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs)
 {
-    uint64_t rows = b->rows;
-    *buf = NULL;
-    *offs = malloc((rows + 1) * sizeof(**offs));
-    if (*offs == NULL) {
-        return -ENOMEM;
-    }
-    struct vbuf o;
-    vbuf_init(&o);
-    uint64_t *off = *offs;
-    off[0] = 0;
-    int rc = 0;
-    for (uint64_t i = 0; i < rows && rc == 0; i++) {
-        uint64_t a = ic_get(&enc->off, i), e = ic_get(&enc->off, i + 1);
-        rc = rebuild_one(b, c, i, enc->data + a, enc->data + e, &o);
-        off[i + 1] = o.len;
-    }
-    if (rc < 0) {
-        vbuf_fini(&o);
-        free(*offs);
-        *offs = NULL;
-        return rc;
-    }
-    *buf = o.p;
-    enc->off = (struct icol){(const uint8_t *)off, 0, 8};
-    enc->data = o.p != NULL ? o.p : (const uint8_t *)empty;
-    return 0;
+    struct sdet_ctx x = {b, c};
+    return det_rebuild(enc, b->rows, sdet_row, &x, SDET_OUT_MAX, buf, offs);
 }
