@@ -702,6 +702,9 @@ struct blk {
     bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
+    bool body_tmpl; /* format 6: META flag bit 2, log bodies by template ... */
+    uint8_t *bbody; /* ... and rebuilt at the root's load (block_body.c) */
+    uint64_t *bbody_off;
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */
 
@@ -851,6 +854,16 @@ int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_
  * outside the block), -ENOMEM.
  */
 int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs);
+
+/*
+ * Format 6 (block_body.c): rebuilds the log body column |enc| (META flag
+ * bit 2: its offsets width 0, its data the enc_len bytes "v6 LOG BODIES"
+ * describe) of a block of |rows| rows into a fresh buffer and offsets
+ * (*buf, *offs: the caller frees both) and rebinds enc to them. 0,
+ * -EBADMSG (an encoding that does not rebuild exactly), -ENOMEM.
+ */
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf,
+                  uint64_t **offs);
 
 /* ---- format 4's parent span ids (block_parents.c) ---- */
 

@@ -1,0 +1,540 @@
+/*
+ * block_body.c - format 6's log bodies by template (cold blocks,
+ * blk_wopts.body_tmpl, META flag bit 2), both ways. A log body is mostly a
+ * printf template with variables: numbers, hex ids, words from a small
+ * vocabulary. zstd codes a vocabulary word as several literals or matches
+ * and a number as its digits; split into a template and typed variables,
+ * each kind in a stream of its own, the same bodies take about 40% fewer
+ * bytes under zstd (bench/STORAGE.md, h-tmpl). The writer recodes the root's
+ * body column; a root table load rebuilds every body byte for byte into
+ * memory the block owns, so views, filters and queries read the same bytes
+ * as from a file without the flag.
+ *
+ * A body is cut into tokens, the maximal runs of ASCII letters and digits,
+ * and the bytes between them. A token is
+ *   an int      digits only, no leading zero (or "0"), at most 19 digits:
+ *               uv value in the ints stream, template byte BT_INT
+ *   a hex run   digits only otherwise (leading zeros, 20 digits or more),
+ *               or hex digits of one case with a digit among them, at most
+ *               BT_HEX_MAX: uv number of digits n in the lens stream and
+ *               ceil(n / 2) bytes in the hex stream (an odd n: the first
+ *               byte's high nibble 0), template byte BT_HEXL (lower case
+ *               or digits) or BT_HEXU
+ *   a word      letters only, or any token longer than BT_HEX_MAX: uv
+ *               entry of the word dictionary in the words stream, template
+ *               byte BT_WORD
+ *   split       any other token (letters and digits, not one hex case):
+ *               its runs of digits and of letters, each as above
+ * and the rest of the body (separators, bytes >= 0x80) is the template's
+ * text. A body that holds a byte BT_INT .. BT_WORD (1 .. 4), and a body
+ * that is not a string (the encoded value), is a literal.
+ *
+ * THE ENCODED COLUMN (the root's S body column under META flag bit 2:
+ * its rows + 1 offsets all 0, width 0; the data):
+ *   uv rows (the block's), uv templates T, uv words W, uv bytes of the
+ *   rebuilt bodies, then uv the byte length of each section below, then
+ *   the sections, each used up exactly:
+ *     templates  T x { uv length, bytes }, template t is code t + 1
+ *     words      W x { uv length, bytes }
+ *     codes      rows x uv: 0 a literal, t + 1 template t
+ *     word refs  uv word entry, one per BT_WORD of the rows in order
+ *     ints       uv value, one per BT_INT
+ *     lens       uv digits, one per BT_HEXL / BT_HEXU
+ *     hex        the digits' bytes, big-endian nibbles
+ *     literals   per literal row, uv length, bytes
+ * The rebuild refuses (-EBADMSG) a code or word past its dictionary, a
+ * stream read past its end or not used up, a count that does not match,
+ * an odd hex run with a high nibble set, more bytes than announced.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include "storage/block_wint.h"
+
+enum { BT_INT = 1, BT_HEXL = 2, BT_HEXU = 3, BT_WORD = 4 };
+#define BT_HEX_MAX 256 /* digits of one hex variable, at most */
+#define BT_INT_MAX 19  /* digits of one int variable (10^19 - 1 < 2^64) */
+enum { SEC_TPL, SEC_WORD, SEC_CODE, SEC_WREF, SEC_INT, SEC_LEN, SEC_HEX, SEC_LIT, BT_NSEC };
+
+/* Rebuilt bytes a block may claim, at most: 4096 x the encoded column
+ * plus 1 MiB, and never above 2 GiB (the writer keeps the plain layout
+ * past it). */
+static inline bool out_fits(uint64_t out, uint64_t enc)
+{
+    return out <= (1ull << 31) && out <= 4096 * enc + (1u << 20);
+}
+
+/* ---- writer ---- */
+
+static void bt_dict_reset(struct bt_dict *d)
+{
+    d->n = 0;
+    vbuf_reset(&d->data);
+    if (d->ht != NULL) {
+        memset(d->ht, 0, d->ht_cap * sizeof(*d->ht));
+    }
+}
+
+static void bt_dict_free(struct bt_dict *d)
+{
+    free(d->offs);
+    free(d->ht);
+    vbuf_fini(&d->data);
+    memset(d, 0, sizeof(*d));
+}
+
+/* The code of |p, n| in |d|, entered when new: >= 0 or -ENOMEM. */
+static int64_t bt_intern(struct bt_dict *d, const uint8_t *p, size_t n)
+{
+    if ((d->n + 1) * 2 > d->ht_cap) {
+        size_t ncap = d->ht_cap ? d->ht_cap * 2 : 1024;
+        uint64_t *nh = calloc(ncap, sizeof(*nh));
+        if (nh == NULL || ncap > (1ull << 32)) {
+            free(nh);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < d->ht_cap; i++) {
+            if (d->ht[i] != 0) {
+                size_t j = (size_t)(d->ht[i] >> 32) & (ncap - 1);
+                while (nh[j] != 0) {
+                    j = (j + 1) & (ncap - 1);
+                }
+                nh[j] = d->ht[i];
+            }
+        }
+        free(d->ht);
+        d->ht = nh;
+        d->ht_cap = ncap;
+    }
+    uint64_t tag = XXH3_64bits(n ? (const void *)p : empty, n) << 32;
+    size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);
+    while (d->ht[i] != 0) {
+        uint64_t e = d->ht[i];
+        size_t c = (uint32_t)e - 1;
+        if ((e & ~0xffffffffull) == tag && d->offs[c + 1] - d->offs[c] == n &&
+            (n == 0 || memcmp(d->data.p + d->offs[c], p, n) == 0)) {
+            return (int64_t)c;
+        }
+        i = (i + 1) & (d->ht_cap - 1);
+    }
+    if (d->n + 2 > d->cap_offs) {
+        size_t ncap = d->cap_offs ? d->cap_offs * 2 : 256;
+        uint64_t *no = realloc(d->offs, ncap * sizeof(*no));
+        if (no == NULL) {
+            return -ENOMEM;
+        }
+        d->offs = no;
+        d->cap_offs = ncap;
+    }
+    if (vbuf_put(&d->data, n ? (const void *)p : empty, n) < 0) {
+        return -ENOMEM;
+    }
+    d->offs[0] = 0;
+    d->offs[d->n + 1] = d->data.len;
+    d->ht[i] = tag | ((uint64_t)d->n + 1);
+    return (int64_t)d->n++;
+}
+
+void btmpl_free(struct btmpl *t)
+{
+    bt_dict_free(&t->tpl);
+    bt_dict_free(&t->word);
+    for (int i = 0; i < BT_NSTREAM; i++) {
+        vbuf_fini(&t->s[i]);
+    }
+    vbuf_fini(&t->cur);
+}
+
+static inline bool is_digit(uint8_t c)
+{
+    return (uint8_t)(c - '0') < 10;
+}
+
+static inline bool is_alnum(uint8_t c)
+{
+    return is_digit(c) || (uint8_t)((c | 0x20) - 'a') < 26;
+}
+
+/* Streams of struct btmpl: word refs, ints, lens, hex. */
+enum { S_WREF, S_INT, S_LEN, S_HEX };
+
+static const char hexd[2][16] = {
+    {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'},
+    {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'A', 'B', 'C', 'D', 'E', 'F'},
+};
+
+static inline unsigned nib(uint8_t c)
+{
+    return is_digit(c) ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
+}
+
+static int put_word(struct btmpl *t, const uint8_t *p, size_t n)
+{
+    int64_t c = bt_intern(&t->word, p, n);
+    if (c < 0) {
+        return (int)c;
+    }
+    return vbuf_put_uv(&t->s[S_WREF], (uint64_t)c) | vbuf_put_u8(&t->cur, BT_WORD) ? -ENOMEM : 0;
+}
+
+static int put_hex(struct btmpl *t, const uint8_t *p, size_t n, uint8_t kind)
+{
+    struct vbuf *h = &t->s[S_HEX];
+    if (vbuf_put_uv(&t->s[S_LEN], n) < 0 || vbuf_reserve(h, n / 2 + 1) < 0 ||
+        vbuf_put_u8(&t->cur, kind) < 0) {
+        return -ENOMEM;
+    }
+    size_t i = 0;
+    if (n & 1) {
+        h->p[h->len++] = (uint8_t)nib(p[i++]);
+    }
+    for (; i < n; i += 2) {
+        h->p[h->len++] = (uint8_t)(nib(p[i]) << 4 | nib(p[i + 1]));
+    }
+    return 0;
+}
+
+/* A run of digits. */
+static int put_digits(struct btmpl *t, const uint8_t *p, size_t n)
+{
+    if ((n == 1 || p[0] != '0') && n <= BT_INT_MAX) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < n; i++) {
+            v = v * 10 + (uint64_t)(p[i] - '0');
+        }
+        return vbuf_put_uv(&t->s[S_INT], v) | vbuf_put_u8(&t->cur, BT_INT) ? -ENOMEM : 0;
+    }
+    return n <= BT_HEX_MAX ? put_hex(t, p, n, BT_HEXL) : put_word(t, p, n);
+}
+
+static int put_token(struct btmpl *t, const uint8_t *p, size_t n)
+{
+    size_t nd = 0, lo = 0, up = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        nd += is_digit(c);
+        lo += (uint8_t)(c - 'a') < 6;
+        up += (uint8_t)(c - 'A') < 6;
+    }
+    if (nd == n) {
+        return put_digits(t, p, n);
+    }
+    if (n > BT_HEX_MAX || nd == 0) {
+        return put_word(t, p, n);
+    }
+    if (nd + lo == n || nd + up == n) {
+        return put_hex(t, p, n, nd + lo == n ? BT_HEXL : BT_HEXU);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        size_t j = i;
+        bool d = is_digit(p[i]);
+        while (j < n && is_digit(p[j]) == d) {
+            j++;
+        }
+        rc = d ? put_digits(t, p + i, j - i) : put_word(t, p + i, j - i);
+        i = j;
+    }
+    return rc;
+}
+
+/* Body p[0, n) into the streams and its template into t->cur: 0, 1 (a
+ * literal: the streams as they were), -ENOMEM. */
+static int put_body(struct btmpl *t, const uint8_t *p, size_t n)
+{
+    size_t at[4];
+    for (int k = 0; k < 4; k++) {
+        at[k] = t->s[k].len;
+    }
+    vbuf_reset(&t->cur);
+    if (vbuf_reserve(&t->cur, n) < 0) {
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        uint8_t c = p[i];
+        if (!is_alnum(c)) {
+            if ((uint8_t)(c - BT_INT) <= BT_WORD - BT_INT) {
+                rc = 1;
+                break;
+            }
+            size_t j = i + 1;
+            while (j < n && !is_alnum(p[j]) && (uint8_t)(p[j] - BT_INT) > BT_WORD - BT_INT) {
+                j++;
+            }
+            rc = vbuf_put(&t->cur, p + i, j - i);
+            i = j;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && is_alnum(p[j])) {
+            j++;
+        }
+        rc = put_token(t, p + i, j - i);
+        i = j;
+    }
+    if (rc == 1) {
+        for (int k = 0; k < 4; k++) {
+            t->s[k].len = at[k];
+        }
+    }
+    return rc;
+}
+
+static int put_dict(struct vbuf *o, const struct bt_dict *d)
+{
+    for (size_t c = 0; c < d->n; c++) {
+        uint64_t a = d->offs[c], e = d->offs[c + 1];
+        if (vbuf_put_uv(o, e - a) < 0 || vbuf_put(o, d->data.p + a, e - a) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, uint64_t rows,
+                struct strb *x, bool *coded)
+{
+    *coded = false;
+    bt_dict_reset(&t->tpl);
+    bt_dict_reset(&t->word);
+    for (int i = 0; i < BT_NSTREAM; i++) {
+        vbuf_reset(&t->s[i]);
+    }
+    struct vbuf *codes = &t->s[4], *lit = &t->s[5], *o = &x->data;
+    const uint8_t *base = s->data.p != NULL ? s->data.p : (const uint8_t *)empty;
+    for (uint64_t j = 0; j < rows; j++) {
+        const uint8_t *p = base + s->offs[j];
+        size_t n = (size_t)(s->offs[j + 1] - s->offs[j]);
+        int rc = btype[j] == VAL_STR ? put_body(t, p, n) : 1;
+        if (rc == 0) {
+            int64_t c = bt_intern(&t->tpl, t->cur.p, t->cur.len);
+            rc = c < 0 ? (int)c : vbuf_put_uv(codes, (uint64_t)c + 1);
+        } else if (rc == 1) {
+            rc = vbuf_put_uv(codes, 0) | vbuf_put_uv(lit, n) | vbuf_put(lit, p, n) ? -ENOMEM : 0;
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (rows + 1 > x->cap_offs) {
+        free(x->offs);
+        x->offs = malloc((rows + 1) * sizeof(*x->offs));
+        x->cap_offs = x->offs != NULL ? rows + 1 : 0;
+        if (x->offs == NULL) {
+            return -ENOMEM;
+        }
+    }
+    memset(x->offs, 0, (rows + 1) * sizeof(*x->offs));
+    vbuf_reset(o);
+    size_t tlen = 0, wlen = 0;
+    for (size_t c = 0; c < t->tpl.n; c++) {
+        uint64_t n = t->tpl.offs[c + 1] - t->tpl.offs[c];
+        tlen += (size_t)pbw_varint_size(n) + n;
+    }
+    for (size_t c = 0; c < t->word.n; c++) {
+        uint64_t n = t->word.offs[c + 1] - t->word.offs[c];
+        wlen += (size_t)pbw_varint_size(n) + n;
+    }
+    uint64_t sec[BT_NSEC] = {tlen,           wlen,           codes->len,  t->s[S_WREF].len,
+                             t->s[S_INT].len, t->s[S_LEN].len, t->s[S_HEX].len, lit->len};
+    uint64_t out = s->offs[rows];
+    int rc = vbuf_put_uv(o, rows) | vbuf_put_uv(o, t->tpl.n) | vbuf_put_uv(o, t->word.n) |
+             vbuf_put_uv(o, out);
+    for (int k = 0; k < BT_NSEC; k++) {
+        rc |= vbuf_put_uv(o, sec[k]);
+    }
+    if (rc != 0 || put_dict(o, &t->tpl) < 0 || put_dict(o, &t->word) < 0) {
+        return -ENOMEM;
+    }
+    static const int order[] = {4, S_WREF, S_INT, S_LEN, S_HEX, 5};
+    for (int k = 0; k < 6; k++) {
+        if (vbuf_put(o, t->s[order[k]].p ? t->s[order[k]].p : (const uint8_t *)empty,
+                     t->s[order[k]].len) < 0) {
+            return -ENOMEM;
+        }
+    }
+    *coded = out_fits(out, o->len);
+    return 0;
+}
+
+/* ---- reader ---- */
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+/* Into the rebuild's output: |q| has room for |n| more bytes. */
+#define ROOM(n) ((uint64_t)(qend - q) >= (uint64_t)(n))
+
+/* The |n| entries { uv length, bytes } of [p, end) as pointers and
+ * lengths (n + 1 offsets into p): false when they do not fill it. */
+static bool take_dict(const uint8_t *p, const uint8_t *end, uint64_t n, const uint8_t **at,
+                      uint32_t *len)
+{
+    bool bad = false;
+    for (uint64_t c = 0; c < n; c++) {
+        uint64_t l = uv_take(&p, end, &bad);
+        if (bad || l > (uint64_t)(end - p)) {
+            return false;
+        }
+        at[c] = p;
+        len[c] = (uint32_t)l;
+        p += l;
+    }
+    return p == end;
+}
+
+static uint8_t *put_u64(uint8_t *q, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0) {
+        *q++ = (uint8_t)tmp[--n];
+    }
+    return q;
+}
+
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf,
+                  uint64_t **offs)
+{
+    const uint8_t *p = enc->data, *end = p + enc_len;
+    bool bad = false;
+    *buf = NULL;
+    *offs = NULL;
+    if (enc->off.width != 0 || enc->off.base != 0) {
+        return -EBADMSG;
+    }
+    uint64_t nrows = uv_take(&p, end, &bad), nt = uv_take(&p, end, &bad);
+    uint64_t nw = uv_take(&p, end, &bad), out = uv_take(&p, end, &bad);
+    const uint8_t *sp[BT_NSEC + 1];
+    uint64_t sec[BT_NSEC], total = 0;
+    for (int k = 0; k < BT_NSEC; k++) {
+        sec[k] = uv_take(&p, end, &bad);
+        total += sec[k] > enc_len ? enc_len + 1 : sec[k];
+    }
+    if (bad || nrows != rows || total != (uint64_t)(end - p) || !out_fits(out, enc_len) ||
+        nt > sec[SEC_TPL] || nw > sec[SEC_WORD]) {
+        return -EBADMSG;
+    }
+    for (int k = 0; k < BT_NSEC; k++) {
+        sp[k] = p;
+        p += sec[k];
+    }
+    sp[BT_NSEC] = p;
+    int rc = -ENOMEM;
+    const uint8_t **at = malloc((nt + nw + 1) * sizeof(*at));
+    uint32_t *len = malloc((nt + nw + 1) * sizeof(*len));
+    uint64_t *off = malloc((rows + 1) * sizeof(*off));
+    uint8_t *o = malloc(out + 1);
+    if (at == NULL || len == NULL || off == NULL || o == NULL) {
+        goto fail;
+    }
+    rc = -EBADMSG;
+    if (!take_dict(sp[SEC_TPL], sp[SEC_TPL + 1], nt, at, len) ||
+        !take_dict(sp[SEC_WORD], sp[SEC_WORD + 1], nw, at + nt, len + nt)) {
+        goto fail;
+    }
+    struct rd cd = {sp[SEC_CODE], sp[SEC_CODE + 1]}, wr = {sp[SEC_WREF], sp[SEC_WREF + 1]};
+    struct rd in = {sp[SEC_INT], sp[SEC_INT + 1]}, ln = {sp[SEC_LEN], sp[SEC_LEN + 1]};
+    struct rd hx = {sp[SEC_HEX], sp[SEC_HEX + 1]}, li = {sp[SEC_LIT], sp[SEC_LIT + 1]};
+    uint8_t *q = o, *qend = o + out;
+    off[0] = 0;
+    for (uint64_t j = 0; j < rows; j++) {
+        uint64_t c = uv_take(&cd.p, cd.end, &bad);
+        if (bad || c > nt) {
+            goto fail;
+        }
+        if (c == 0) {
+            uint64_t n = uv_take(&li.p, li.end, &bad);
+            if (bad || n > (uint64_t)(li.end - li.p) || !ROOM(n)) {
+                goto fail;
+            }
+            memcpy(q, li.p, n);
+            q += n;
+            li.p += n;
+            off[j + 1] = (uint64_t)(q - o);
+            continue;
+        }
+        const uint8_t *tp = at[c - 1], *te = tp + len[c - 1];
+        while (tp < te) {
+            const uint8_t *r = tp;
+            while (r < te && (uint8_t)(*r - BT_INT) > BT_WORD - BT_INT) {
+                r++;
+            }
+            if (!ROOM(r - tp)) {
+                goto fail;
+            }
+            memcpy(q, tp, (size_t)(r - tp));
+            q += r - tp;
+            if (r == te) {
+                break;
+            }
+            tp = r + 1;
+            if (*r == BT_INT) {
+                uint64_t v = uv_take(&in.p, in.end, &bad);
+                if (bad) {
+                    goto fail;
+                }
+                uint8_t tmp[20];
+                size_t n = (size_t)(put_u64(tmp, v) - tmp);
+                if (!ROOM(n)) {
+                    goto fail;
+                }
+                memcpy(q, tmp, n);
+                q += n;
+            } else if (*r == BT_WORD) {
+                uint64_t w = uv_take(&wr.p, wr.end, &bad);
+                if (bad || w >= nw || !ROOM(len[nt + w])) {
+                    goto fail;
+                }
+                memcpy(q, at[nt + w], len[nt + w]);
+                q += len[nt + w];
+            } else {
+                uint64_t n = uv_take(&ln.p, ln.end, &bad);
+                uint64_t nb = (n + 1) / 2;
+                if (bad || n == 0 || n > BT_HEX_MAX || nb > (uint64_t)(hx.end - hx.p) || !ROOM(n)) {
+                    goto fail;
+                }
+                const char *dg = hexd[*r == BT_HEXU];
+                const uint8_t *h = hx.p;
+                hx.p += nb;
+                if (n & 1) {
+                    if (*h > 15) {
+                        goto fail;
+                    }
+                    *q++ = (uint8_t)dg[*h++];
+                }
+                for (; h < hx.p; h++) {
+                    *q++ = (uint8_t)dg[*h >> 4];
+                    *q++ = (uint8_t)dg[*h & 15];
+                }
+            }
+        }
+        off[j + 1] = (uint64_t)(q - o);
+    }
+    if (q != qend || cd.p != cd.end || wr.p != wr.end || in.p != in.end || ln.p != ln.end ||
+        hx.p != hx.end || li.p != li.end) {
+        goto fail;
+    }
+    free(at);
+    free(len);
+    *buf = o;
+    *offs = off;
+    enc->off = (struct icol){(const uint8_t *)off, 0, 8};
+    enc->data = out > 0 ? o : (const uint8_t *)empty;
+    return 0;
+
+fail:
+    free(at);
+    free(len);
+    free(off);
+    free(o);
+    return rc;
+}
