@@ -338,8 +338,14 @@ int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, ui
         uint64_t n = t->word.offs[c + 1] - t->word.offs[c];
         wlen += (size_t)pbw_varint_size(n) + n;
     }
-    uint64_t sec[BT_NSEC] = {tlen,           wlen,           codes->len,  t->s[S_WREF].len,
-                             t->s[S_INT].len, t->s[S_LEN].len, t->s[S_HEX].len, lit->len};
+    uint64_t sec[BT_NSEC] = {tlen,
+                             wlen,
+                             codes->len,
+                             t->s[S_WREF].len,
+                             t->s[S_INT].len,
+                             t->s[S_LEN].len,
+                             t->s[S_HEX].len,
+                             lit->len};
     uint64_t out = s->offs[rows];
     int rc = vbuf_put_uv(o, rows) | vbuf_put_uv(o, t->tpl.n) | vbuf_put_uv(o, t->word.n) |
              vbuf_put_uv(o, out);
@@ -401,8 +407,7 @@ static uint8_t *put_u64(uint8_t *q, uint64_t v)
     return q;
 }
 
-int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf,
-                  uint64_t **offs)
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf, uint64_t **offs)
 {
     const uint8_t *p = enc->data, *end = p + enc_len;
     bool bad = false;
