@@ -10,6 +10,7 @@
  *   block_keys.c     format 3's key-coded attribute lists, both ways, and
  *                    (format 5) the load's hot key columns
  *   block_vdict.c    format 5's value dictionary, the writer's side
+ *   block_body.c     format 6's log bodies by template, both ways
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
@@ -194,6 +195,23 @@
  *   root first) rebuilds batch.h's bytes into memory the block owns; an
  *   entry that does not rebuild exactly fails the load. Without the flag
  *   the entries are batch.h's bytes, as in v2-v5.
+ *   v6 LOG BODIES (META flag bit 2, log blocks only; the compactor's,
+ *   blk_wopts.body_tmpl): the root's S body column holds rows + 1 offsets
+ *   all 0 (one INT header, width 0) and, as its data, the bodies by
+ *   template (block_body.c says it byte by byte): each body cut into
+ *   tokens (runs of ASCII letters and digits); canonical decimal ints up
+ *   to 19 digits, hex runs of one case (and digit runs with leading
+ *   zeros) and words (letter runs) replaced in the body's template by a
+ *   placeholder byte 1 .. 4 and stored in a stream of their kind (ints as
+ *   uv, hex as nibbles, words as uv codes into a word dictionary); each
+ *   distinct template once, one uv template code a row; a body that is
+ *   not a string or holds a byte 1 .. 4 is a literal (code 0). The root's
+ *   load rebuilds every body byte for byte into memory the block owns, so
+ *   views, filters and queries read what a file without the flag gives;
+ *   an encoding that does not rebuild exactly (a code or word past its
+ *   dictionary, a stream overrun or not used up, a byte count that does
+ *   not match) fails the load. Blooms and grams are built from the
+ *   bodies before coding. Without the flag the column is v2-v5's.
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -206,8 +224,9 @@
  *     Unknown section ids are skipped. Sections:
  *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
  *                 u64 seal id, u64 flags (bit 0: rows sorted by time;
- *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" below; other
- *                 bits zero from v6)
+ *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
+ *                 v6 log blocks: "v6 LOG BODIES" above; other bits zero
+ *                 from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32

@@ -58,7 +58,8 @@ static struct body crafted[] = {
     STR("odd hex abc1f ABC1F f 1 a1 A1"),
     STR("mixed case aBc1F 0xDEADbeef1"),
     STR("mixed tokens 12ms v2 abc123def 3rd 1x1z"),
-    STR("unicode caf\xc3\xa9 \xe2\x82\xac" "42 \xf0\x9f\x98\x80 9"),
+    STR("unicode caf\xc3\xa9 \xe2\x82\xac"
+        "42 \xf0\x9f\x98\x80 9"),
     STR("not utf-8 \xff\xfe\x80 9 \xc3"),
     STR("a placeholder \x01 byte 5"),
     STR("\x02"),
@@ -153,16 +154,16 @@ Test(block_body, crafted_bodies_rebuild_byte_for_byte)
  * hex run. */
 static const struct body two[] = {STR("user 42 ok"), STR("user 7 ff0a")};
 static const uint8_t two_coded[] = {
-    2,    2,    2,    21, /* rows, templates, words, rebuilt bytes */
-    12,   8,    2,    3,    2, 1, 2, 0, /* section lengths */
-    5,    4,    ' ',  1,    ' ', 4,   /* template 0: word int word */
-    5,    4,    ' ',  1,    ' ', 2,   /* template 1: word int hex */
-    4,    'u',  's',  'e',  'r', 2,   'o', 'k', /* words */
-    1,    2,                          /* codes */
-    0,    1,    0,                    /* word refs */
-    42,   7,                          /* ints */
-    4,                                /* hex digits */
-    0xff, 0x0a,                       /* hex */
+    2,    2,    2,   21,                    /* rows, templates, words, rebuilt bytes */
+    12,   8,    2,   3,   2,   1, 2,   0,   /* section lengths */
+    5,    4,    ' ', 1,   ' ', 4,           /* template 0: word int word */
+    5,    4,    ' ', 1,   ' ', 2,           /* template 1: word int hex */
+    4,    'u',  's', 'e', 'r', 2, 'o', 'k', /* words */
+    1,    2,                                /* codes */
+    0,    1,    0,                          /* word refs */
+    42,   7,                                /* ints */
+    4,                                      /* hex digits */
+    0xff, 0x0a,                             /* hex */
 };
 
 Test(block_body, two_bodies_take_the_documented_bytes)
@@ -345,10 +346,8 @@ Test(block_body, a_cold_block_reads_as_its_hot_one)
     char ph[600], pc[600];
     size_t nh, nc;
     struct blk_wopts hot = blk_hot_wopts(1, SIG_LOGS);
-    struct blk_wopts cold = {.codec = BLK_CODEC_ZSTD,
-                             .zstd_root = true,
-                             .attrs_by_key = true,
-                             .body_tmpl = true};
+    struct blk_wopts cold = {
+        .codec = BLK_CODEC_ZSTD, .zstd_root = true, .attrs_by_key = true, .body_tmpl = true};
     uint8_t *fh = seal_as(ob, rows, 1, &hot, ph, &nh);
     uint8_t *fc = seal_as(ob, rows, 2, &cold, pc, &nc);
     cr_assert_eq(meta_flags(fh, nh), 1);
