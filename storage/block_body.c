@@ -170,22 +170,33 @@ static inline unsigned nib(uint8_t c)
     return is_digit(c) ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
 }
 
+/* put_body reserved the room of every write below (put_room). */
+static inline void emit_uv(struct vbuf *b, uint64_t v)
+{
+    b->len = (size_t)(uv_put(b->p + b->len, v) - b->p);
+}
+
+static inline void emit_u8(struct vbuf *b, uint8_t v)
+{
+    b->p[b->len++] = v;
+}
+
 static int put_word(struct btmpl *t, const uint8_t *p, size_t n)
 {
     int64_t c = bt_intern(&t->word, p, n);
     if (c < 0) {
         return (int)c;
     }
-    return vbuf_put_uv(&t->s[S_WREF], (uint64_t)c) | vbuf_put_u8(&t->cur, BT_WORD) ? -ENOMEM : 0;
+    emit_uv(&t->s[S_WREF], (uint64_t)c);
+    emit_u8(&t->cur, BT_WORD);
+    return 0;
 }
 
 static int put_hex(struct btmpl *t, const uint8_t *p, size_t n, uint8_t kind)
 {
     struct vbuf *h = &t->s[S_HEX];
-    if (vbuf_put_uv(&t->s[S_LEN], n) < 0 || vbuf_reserve(h, n / 2 + 1) < 0 ||
-        vbuf_put_u8(&t->cur, kind) < 0) {
-        return -ENOMEM;
-    }
+    emit_uv(&t->s[S_LEN], n);
+    emit_u8(&t->cur, kind);
     size_t i = 0;
     if (n & 1) {
         h->p[h->len++] = (uint8_t)nib(p[i++]);
@@ -204,7 +215,9 @@ static int put_digits(struct btmpl *t, const uint8_t *p, size_t n)
         for (size_t i = 0; i < n; i++) {
             v = v * 10 + (uint64_t)(p[i] - '0');
         }
-        return vbuf_put_uv(&t->s[S_INT], v) | vbuf_put_u8(&t->cur, BT_INT) ? -ENOMEM : 0;
+        emit_uv(&t->s[S_INT], v);
+        emit_u8(&t->cur, BT_INT);
+        return 0;
     }
     return n <= BT_HEX_MAX ? put_hex(t, p, n, BT_HEXL) : put_word(t, p, n);
 }
@@ -249,7 +262,12 @@ static int put_body(struct btmpl *t, const uint8_t *p, size_t n)
         at[k] = t->s[k].len;
     }
     vbuf_reset(&t->cur);
-    if (vbuf_reserve(&t->cur, n) < 0) {
+    /* Each variable takes a byte of the body or more: its template byte
+     * one, an int of d digits at most d bytes of uv, hex digits half a
+     * byte each and their count (up to BT_HEX_MAX) 2, a word's code 5. */
+    if (vbuf_reserve(&t->cur, n) < 0 || vbuf_reserve(&t->s[S_WREF], 5 * n) < 0 ||
+        vbuf_reserve(&t->s[S_INT], n) < 0 || vbuf_reserve(&t->s[S_LEN], 2 * n) < 0 ||
+        vbuf_reserve(&t->s[S_HEX], n) < 0) {
         return -ENOMEM;
     }
     int rc = 0;
@@ -264,7 +282,8 @@ static int put_body(struct btmpl *t, const uint8_t *p, size_t n)
             while (j < n && !is_alnum(p[j]) && (uint8_t)(p[j] - BT_INT) > BT_WORD - BT_INT) {
                 j++;
             }
-            rc = vbuf_put(&t->cur, p + i, j - i);
+            memcpy(t->cur.p + t->cur.len, p + i, j - i);
+            t->cur.len += j - i;
             i = j;
             continue;
         }
