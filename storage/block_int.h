@@ -203,8 +203,9 @@
  *   to 19 digits, hex runs of one case (and digit runs with leading
  *   zeros) and words (letter runs) replaced in the body's template by a
  *   placeholder byte 1 .. 4 and stored in a stream of their kind (ints as
- *   uv, hex as nibbles, words as uv codes into a word dictionary); each
- *   distinct template once, one uv template code a row; a body that is
+ *   uv, hex as nibbles, words as uv codes into a word dictionary), the
+ *   streams grouped by template (a directory gives each template's part);
+ *   each distinct template once, one uv template code a row; a body that is
  *   not a string or holds a byte 1 .. 4 is a literal (code 0). The root's
  *   load rebuilds every body byte for byte into memory the block owns, so
  *   views, filters and queries read what a file without the flag gives;

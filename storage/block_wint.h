@@ -45,8 +45,15 @@ struct bt_dict {
 #define BT_NSTREAM 6
 struct btmpl {
     struct bt_dict tpl, word;
-    struct vbuf s[BT_NSTREAM]; /* word refs, ints, hex lengths, hex, codes, literals */
+    struct vbuf s[BT_NSTREAM]; /* word refs, ints, hex lengths, hex (row order), codes, literals */
+    struct vbuf g[4];          /* the first four of s grouped by template */
+    struct vbuf dir;           /* per template, its bytes of each of g */
     struct vbuf cur;           /* the template of the body being coded */
+    uint64_t *rat;             /* (rows + 1) x 4: where row j's bytes of s[k] start */
+    uint32_t *rcode;           /* by row: its template code, 0 a literal */
+    uint32_t *order;           /* rows by template code */
+    uint64_t *tpos;            /* by code: where its rows start in order */
+    size_t cap_rat, cap_rcode, cap_order, cap_tpos;
 };
 /*
  * Codes the log body column |s| (|rows| rows, body types |btype|) into |x|

@@ -154,16 +154,18 @@ Test(block_body, crafted_bodies_rebuild_byte_for_byte)
  * hex run. */
 static const struct body two[] = {STR("user 42 ok"), STR("user 7 ff0a")};
 static const uint8_t two_coded[] = {
-    2,    2,    2,   21,                    /* rows, templates, words, rebuilt bytes */
-    12,   8,    2,   3,   2,   1, 2,   0,   /* section lengths */
-    5,    4,    ' ', 1,   ' ', 4,           /* template 0: word int word */
-    5,    4,    ' ', 1,   ' ', 2,           /* template 1: word int hex */
-    4,    'u',  's', 'e', 'r', 2, 'o', 'k', /* words */
-    1,    2,                                /* codes */
-    0,    1,    0,                          /* word refs */
-    42,   7,                                /* ints */
-    4,                                      /* hex digits */
-    0xff, 0x0a,                             /* hex */
+    2,    2,    2,   21,                       /* rows, templates, words, rebuilt bytes */
+    12,   8,    2,   8,   3,   2, 1,   2,   0, /* section lengths */
+    5,    4,    ' ', 1,   ' ', 4,              /* template 0: word int word */
+    5,    4,    ' ', 1,   ' ', 2,              /* template 1: word int hex */
+    4,    'u',  's', 'e', 'r', 2, 'o', 'k',    /* words */
+    1,    2,                                   /* codes */
+    2,    1,    0,   0, /* template 0's bytes of word refs, ints, hex digits, hex */
+    1,    1,    1,   2, /* template 1's */
+    0,    1,    0,      /* word refs */
+    42,   7,            /* ints */
+    4,                  /* hex digits */
+    0xff, 0x0a,         /* hex */
 };
 
 Test(block_body, two_bodies_take_the_documented_bytes)
@@ -207,29 +209,32 @@ Test(block_body, forged_encodings_fail_the_rebuild)
     cr_assert_eq(forged(3, 20, c, n), -EBADMSG, "fewer bytes announced");
     cr_assert_eq(forged(1, 13, c, n), -EBADMSG, "more templates than their bytes");
     cr_assert_eq(forged(4, 13, c, n), -EBADMSG, "sections past the data");
-    cr_assert_eq(forged(32, 3, c, n), -EBADMSG, "a code past the templates");
-    cr_assert_eq(forged(35, 2, c, n), -EBADMSG, "a word past the dictionary");
-    cr_assert_eq(forged(32, 0, c, n), -EBADMSG, "a literal with no literal stream");
-    cr_assert_eq(forged(12, 9, c, n), -EBADMSG, "a template entry past its section");
-    cr_assert_eq(forged(39, 3, c, n), -EBADMSG, "an odd hex run needs the bytes of an even one");
-    cr_assert_eq(forged(39, 0, c, n), -EBADMSG, "a hex run of no digits");
-    /* ints 42 then 0x87 0x01 (a two-byte varint): the int stream runs past */
-    cr_assert_eq(forged(37, 0x87, c, n), -EBADMSG, "a varint past its stream");
+    cr_assert_eq(forged(33, 3, c, n), -EBADMSG, "a code past the templates");
+    cr_assert_eq(forged(44, 2, c, n), -EBADMSG, "a word past the dictionary");
+    cr_assert_eq(forged(33, 0, c, n), -EBADMSG, "a literal with no literal stream");
+    cr_assert_eq(forged(13, 9, c, n), -EBADMSG, "a template entry past its section");
+    cr_assert_eq(forged(48, 3, c, n), -EBADMSG, "an odd hex run needs the bytes of an even one");
+    cr_assert_eq(forged(48, 0, c, n), -EBADMSG, "a hex run of no digits");
+    /* template 0's int 42 as 0x87, a varint that runs past template 0's ints */
+    cr_assert_eq(forged(46, 0x87, c, n), -EBADMSG, "a varint past its stream");
+    cr_assert_eq(forged(36, 2, c, n), -EBADMSG, "template parts over the int stream");
+    cr_assert_eq(forged(35, 1, c, n), -EBADMSG, "template parts short of the word refs");
 
     /* A stream not used up: one int more, its section one byte longer. */
     uint8_t f[64];
-    memcpy(f, c, 39);
-    f[39] = 9; /* the extra int */
-    memcpy(f + 40, c + 39, n - 39);
-    f[8] = 3;
+    memcpy(f, c, 48);
+    f[48] = 9; /* the extra int, template 1's */
+    memcpy(f + 49, c + 48, n - 48);
+    f[9] = 3;
+    f[40] = 2;
     cr_assert_eq(forged(-1, 0, f, n + 1), -EBADMSG, "an int left over");
     /* An odd run with its high nibble set: digits 3, bytes 0x1f 0x0a. */
     memcpy(f, c, n);
     f[3] = 20;
-    f[39] = 3;
-    f[40] = 0x1f;
+    f[48] = 3;
+    f[49] = 0x1f;
     cr_assert_eq(forged(-1, 0, f, n), -EBADMSG, "odd hex run, high nibble set");
-    f[40] = 0x0f;
+    f[49] = 0x0f;
     cr_assert_eq(forged(-1, 0, f, n), 0, "odd hex run f0a");
 
     /* Offsets that are not all zero. */
@@ -305,7 +310,7 @@ Test(block_body, the_root_holds_the_coded_bodies_under_meta_bit_2)
 
     /* A code past the dictionary: the root, and so the open, fails. */
     at = column_at(fb, nb, 0, 8, &len);
-    fb[at + 32] = 3;
+    fb[at + 33] = 3;
     fix_crcs(fb, nb);
     put_file(pb, fb, nb);
     char err[256];
