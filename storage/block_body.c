@@ -240,8 +240,10 @@ static int group(struct btmpl *t, uint64_t rows)
             const uint64_t *r = t->rat + 4 * (uint64_t)t->order[i];
             for (int k = 0; k < 4; k++) {
                 size_t n = (size_t)(r[4 + k] - r[k]);
-                memcpy(t->g[k].p + t->g[k].len, t->s[k].p + r[k], n);
-                t->g[k].len += n;
+                if (n > 0) { /* a stream no row uses may have no buffer */
+                    memcpy(t->g[k].p + t->g[k].len, t->s[k].p + r[k], n);
+                    t->g[k].len += n;
+                }
             }
         }
         for (int k = 0; k < 4; k++) {
@@ -399,7 +401,8 @@ static int put_dict(struct vbuf *o, const struct bt_dict *d)
 {
     for (size_t c = 0; c < d->n; c++) {
         uint64_t a = d->offs[c], e = d->offs[c + 1];
-        if (vbuf_put_uv(o, e - a) < 0 || vbuf_put(o, d->data.p + a, e - a) < 0) {
+        const uint8_t *p = e > a ? d->data.p + a : (const uint8_t *)empty;
+        if (vbuf_put_uv(o, e - a) < 0 || vbuf_put(o, p, e - a) < 0) {
             return -ENOMEM;
         }
     }

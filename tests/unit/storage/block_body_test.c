@@ -150,6 +150,36 @@ Test(block_body, crafted_bodies_rebuild_byte_for_byte)
     vbuf_fini(&x.data);
 }
 
+/* Blocks that leave streams or dictionaries empty (no buffer behind
+ * them: the fuzzer's first find) rebuild too. */
+Test(block_body, sparse_blocks_rebuild)
+{
+    static const struct body sets[][2] = {
+        {STR("only words"), STR("no numbers")},
+        {STR(""), STR("")},
+        {{"\x03\x02", 2, VAL_INT}, {"", 0, VAL_EMPTY}},
+        {STR("42"), STR("7 ")},
+        {STR("ff0a"), STR(", ")},
+    };
+    for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+        struct strb x;
+        bool coded;
+        encode(sets[k], 2, &x, &coded);
+        cr_assert(coded);
+        uint8_t *buf;
+        uint64_t *offs;
+        cr_assert_eq(rebuild(x.data.p, x.data.len, 2, &buf, &offs), 0, "set %zu", k);
+        for (int i = 0; i < 2; i++) {
+            cr_assert_eq(offs[i + 1] - offs[i], sets[k][i].n, "set %zu body %d", k, i);
+            cr_assert_eq(memcmp(buf + offs[i], sets[k][i].p, sets[k][i].n), 0);
+        }
+        free(buf);
+        free(offs);
+        free(x.offs);
+        vbuf_fini(&x.data);
+    }
+}
+
 /* "user 42 ok" and "user 7 ff0a": two templates, two words, two ints, one
  * hex run. */
 static const struct body two[] = {STR("user 42 ok"), STR("user 7 ff0a")};
