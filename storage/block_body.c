@@ -527,18 +527,21 @@ static bool take_dict(const uint8_t *p, const uint8_t *end, uint64_t n, const ui
     return p == end;
 }
 
-static uint8_t *put_u64(uint8_t *q, uint64_t v)
+/* The rebuild's copies: buffers with SLACK bytes past what they hold, so a
+ * short piece (most are) is one 16-byte copy. */
+#define SLACK 16
+struct seg {
+    uint32_t off, len; /* the text before the placeholder, in the dictionary copy */
+    uint32_t kind;     /* the placeholder (BT_INT .. BT_WORD), 0 the template's end */
+};
+
+static inline void copy_slack(uint8_t *q, const uint8_t *s, size_t n)
 {
-    char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (n > 0) {
-        *q++ = (uint8_t)tmp[--n];
+    if (n <= SLACK) {
+        memcpy(q, s, SLACK);
+    } else {
+        memcpy(q, s, n);
     }
-    return q;
 }
 
 int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf, uint64_t **offs)
@@ -571,15 +574,39 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
     const uint8_t **at = malloc((nt + nw + 1) * sizeof(*at));
     uint32_t *len = malloc((nt + nw + 1) * sizeof(*len));
     uint64_t *off = malloc((rows + 1) * sizeof(*off));
-    uint8_t *o = malloc(out + 1);
+    uint8_t *o = malloc(out + SLACK);
     struct rd *cur = malloc((4 * nt + 1) * sizeof(*cur)); /* template t's streams at 4 t */
-    if (at == NULL || len == NULL || off == NULL || o == NULL || cur == NULL) {
+    /* the dictionaries, copied with SLACK bytes after them; each template
+     * as its pieces of text, each but the last before a placeholder */
+    uint64_t dl = sec[SEC_TPL] + sec[SEC_WORD];
+    uint8_t *dict = malloc(dl + SLACK);
+    struct seg *sg = malloc((sec[SEC_TPL] + nt + 1) * sizeof(*sg));
+    uint64_t *tseg = malloc((nt + 1) * sizeof(*tseg));
+    if (at == NULL || len == NULL || off == NULL || o == NULL || cur == NULL || dict == NULL ||
+        sg == NULL || tseg == NULL) {
         goto fail;
     }
+    memcpy(dict, sp[SEC_TPL], dl);
+    memset(dict + dl, 0, SLACK);
     rc = -EBADMSG;
-    if (!take_dict(sp[SEC_TPL], sp[SEC_TPL + 1], nt, at, len) ||
-        !take_dict(sp[SEC_WORD], sp[SEC_WORD + 1], nw, at + nt, len + nt)) {
+    if (!take_dict(dict, dict + sec[SEC_TPL], nt, at, len) ||
+        !take_dict(dict + sec[SEC_TPL], dict + dl, nw, at + nt, len + nt)) {
         goto fail;
+    }
+    uint64_t ns = 0;
+    for (uint64_t c = 0; c < nt; c++) {
+        const uint8_t *tp = at[c], *te = tp + len[c], *r = tp;
+        tseg[c] = ns;
+        for (;; r++) {
+            if (r == te || (uint8_t)(*r - BT_INT) <= BT_WORD - BT_INT) {
+                sg[ns++] =
+                    (struct seg){(uint32_t)(tp - dict), (uint32_t)(r - tp), r == te ? 0 : *r};
+                if (r == te) {
+                    break;
+                }
+                tp = r + 1;
+            }
+        }
     }
     /* Each template's part of the four variable streams, in template order. */
     const uint8_t *dp = sp[SEC_DIR], *sat[4];
@@ -623,40 +650,35 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
             off[j + 1] = (uint64_t)(q - o);
             continue;
         }
-        const uint8_t *tp = at[c - 1], *te = tp + len[c - 1];
         struct rd *wr = &cur[4 * (c - 1)], *in = wr + 1, *ln = wr + 2, *hx = wr + 3;
-        while (tp < te) {
-            const uint8_t *r = tp;
-            while (r < te && (uint8_t)(*r - BT_INT) > BT_WORD - BT_INT) {
-                r++;
-            }
-            if (!ROOM(r - tp)) {
+        for (const struct seg *g = sg + tseg[c - 1];; g++) {
+            if (!ROOM(g->len)) {
                 goto fail;
             }
-            memcpy(q, tp, (size_t)(r - tp));
-            q += r - tp;
-            if (r == te) {
+            copy_slack(q, dict + g->off, g->len);
+            q += g->len;
+            if (g->kind == 0) {
                 break;
             }
-            tp = r + 1;
-            if (*r == BT_INT) {
+            if (g->kind == BT_INT) {
                 uint64_t v = uv_take(&in->p, in->end, &bad);
-                if (bad) {
+                unsigned nd = 1;
+                for (uint64_t x = v; x >= 10; x /= 10) {
+                    nd++;
+                }
+                if (bad || !ROOM(nd)) {
                     goto fail;
                 }
-                uint8_t tmp[20];
-                size_t n = (size_t)(put_u64(tmp, v) - tmp);
-                if (!ROOM(n)) {
-                    goto fail;
+                for (unsigned i = nd; i-- > 0; v /= 10) {
+                    q[i] = (uint8_t)('0' + v % 10);
                 }
-                memcpy(q, tmp, n);
-                q += n;
-            } else if (*r == BT_WORD) {
+                q += nd;
+            } else if (g->kind == BT_WORD) {
                 uint64_t w = uv_take(&wr->p, wr->end, &bad);
                 if (bad || w >= nw || !ROOM(len[nt + w])) {
                     goto fail;
                 }
-                memcpy(q, at[nt + w], len[nt + w]);
+                copy_slack(q, at[nt + w], len[nt + w]);
                 q += len[nt + w];
             } else {
                 uint64_t n = uv_take(&ln->p, ln->end, &bad);
@@ -665,7 +687,7 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
                     !ROOM(n)) {
                     goto fail;
                 }
-                const char *dg = hexd[*r == BT_HEXU];
+                const char *dg = hexd[g->kind == BT_HEXU];
                 const uint8_t *h = hx->p;
                 hx->p += nb;
                 if (n & 1) {
@@ -693,6 +715,9 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
     free(cur);
     free(at);
     free(len);
+    free(dict);
+    free(sg);
+    free(tseg);
     *buf = o;
     *offs = off;
     enc->off = (struct icol){(const uint8_t *)off, 0, 8};
@@ -701,6 +726,9 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
 
 fail:
     free(cur);
+    free(dict);
+    free(sg);
+    free(tseg);
     free(at);
     free(len);
     free(off);
