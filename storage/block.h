@@ -450,6 +450,7 @@ struct blk_layout {
     uint64_t footer_bytes;
     uint64_t dict_bytes[3]; /* resources, scopes, metrics sections */
     uint64_t bloom_bytes;
+    uint64_t meta_flags; /* footer META flags (block_int.h, section 1) */
 };
 void blk_layout(const blk *b, struct blk_layout *out);
 

@@ -722,8 +722,9 @@ struct blk {
     bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
-    bool body_tmpl; /* format 6: META flag bit 2, log bodies by template ... */
-    uint8_t *bbody; /* ... and rebuilt at the root's load (block_body.c) */
+    uint64_t meta_flags; /* footer section 1's flags */
+    bool body_tmpl;      /* format 6: META flag bit 2, log bodies by template ... */
+    uint8_t *bbody;      /* ... and rebuilt at the root's load (block_body.c) */
     uint64_t *bbody_off;
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     pthread_mutex_t lock; /* table loads, column decodes, quarantine */

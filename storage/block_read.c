@@ -1105,6 +1105,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0;
+    b->meta_flags = flags;
 
     struct rd t = secs[SEC_TABLES];
     uint32_t nt = 0;
