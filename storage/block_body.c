@@ -4,7 +4,7 @@
  * printf template with variables: numbers, hex ids, words from a small
  * vocabulary. zstd codes a vocabulary word as several literals or matches
  * and a number as its digits; split into a template and typed variables,
- * each kind in a stream of its own, the same bodies take about 40% fewer
+ * each kind in a stream of its own, the same bodies take about 45% fewer
  * bytes under zstd (bench/STORAGE.md, h-tmpl). The writer recodes the root's
  * body column; a root table load rebuilds every body byte for byte into
  * memory the block owns, so views, filters and queries read the same bytes
