@@ -364,8 +364,9 @@ static void merge_signal(enum signal s)
         uint64_t tl = attrs_t_len(path);
         cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
-    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL") */
-    cr_expect_eq(footer_u64(path, 1, 32), s == SIG_TRACES ? 3 : 1);
+    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL"); logs:
+     * bodies by template ("v6 LOG BODIES") */
+    cr_expect_eq(footer_u64(path, 1, 32), s == SIG_TRACES ? 3 : s == SIG_LOGS ? 5 : 1);
     if (s == SIG_METRICS) { /* the stream index by row, zstd (codec 3) */
         cr_expect_eq(footer_u64(path, 9, 0) >> 32, 3);
     }
