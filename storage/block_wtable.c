@@ -19,6 +19,7 @@
 
 #include "lib/clock.h"
 #include "lib/lathist.h"
+#include "lib/u64range.h"
 
 static const uint8_t zeros8[8];
 
@@ -135,15 +136,9 @@ static void var_narrow(uint64_t *v, uint64_t n)
 static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
 {
     size_t start = tbw_col_start(t);
-    uint64_t mn = n ? v[0] : 0, mx = mn;
-    uint64_t dmn = UINT64_MAX, dmx = 0;
-    for (uint64_t i = 1; i < n; i++) {
-        uint64_t x = v[i], d = x - v[i - 1];
-        mn = x < mn ? x : mn;
-        mx = x > mx ? x : mx;
-        dmn = d < dmn ? d : dmn;
-        dmx = d > dmx ? d : dmx;
-    }
+    struct u64_range rg;
+    u64_range(v, n, &rg);
+    uint64_t mn = rg.mn, mx = rg.mx, dmn = rg.dmn, dmx = rg.dmx;
     unsigned w = width_of(mx - mn);
     uint8_t *h = t->ihdr[t->at];
     memset(h, 0, INT_HDR + 8);
