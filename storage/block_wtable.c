@@ -73,27 +73,39 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
 {
     uint8_t *p = (uint8_t *)v;
     uint64_t prev = v[0];
-    for (uint64_t i = 1; i < n; i++) {
-        uint64_t cur = v[i], d = cur - prev - dmn;
-        prev = cur;
-        switch (w) {
-        case 1:
-            p[i - 1] = (uint8_t)d;
-            break;
-        case 2: {
-            uint16_t x = (uint16_t)d;
+    /* one loop per width: the width is the column's, not the value's */
+    switch (w) {
+    case 1:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            p[i - 1] = (uint8_t)(cur - prev - dmn);
+            prev = cur;
+        }
+        break;
+    case 2:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            uint16_t x = (uint16_t)(cur - prev - dmn);
             memcpy(p + 2 * (i - 1), &x, 2);
-            break;
+            prev = cur;
         }
-        case 4:
-            wr32(p + 4 * (i - 1), (uint32_t)d);
-            break;
-        case 8:
-            wr64(p + 8 * (i - 1), d);
-            break;
-        default:
-            break;
+        break;
+    case 4:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            wr32(p + 4 * (i - 1), (uint32_t)(cur - prev - dmn));
+            prev = cur;
         }
+        break;
+    case 8:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            wr64(p + 8 * (i - 1), cur - prev - dmn);
+            prev = cur;
+        }
+        break;
+    default:
+        break;
     }
 }
 
