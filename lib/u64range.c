@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -73,6 +74,85 @@ __attribute__((target("avx2"))) static void range_avx2(const uint64_t *v, uint64
     range_tail(v, i, n, r);
 }
 #endif
+
+/* From value |i| on (the values below are written already). */
+static void narrow_tail(uint64_t *v, uint64_t i, uint64_t n, uint64_t base, unsigned w)
+{
+    uint8_t *p = (uint8_t *)v;
+    switch (w) {
+    case 1:
+        for (; i < n; i++) {
+            p[i] = (uint8_t)(v[i] - base);
+        }
+        break;
+    case 2:
+        for (; i < n; i++) {
+            uint16_t x = (uint16_t)(v[i] - base);
+            memcpy(p + 2 * i, &x, 2);
+        }
+        break;
+    case 4:
+        for (; i < n; i++) {
+            uint32_t x = (uint32_t)(v[i] - base);
+            memcpy(p + 4 * i, &x, 4);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+void u64_narrow_scalar(uint64_t *v, uint64_t n, uint64_t base, unsigned w)
+{
+    narrow_tail(v, 0, n, base, w);
+}
+
+#ifdef U64R_AVX2
+/* The low 32 bits of four values less |b|, in the low 128 bits. */
+__attribute__((target("avx2"))) static inline __m128i low4(const uint64_t *v, __m256i b)
+{
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)v);
+    return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_sub_epi64(x, b), even));
+}
+
+/* 16 output bytes a step, from 16 / w values all loaded before the store:
+ * the store covers bytes [i*w, i*w + 16), below 8 (i + 16 / w) and, from
+ * the second step on, below 8 i (values already read); packs saturate
+ * nothing, each difference fitting w bytes. */
+__attribute__((target("avx2"))) static void narrow_avx2(uint64_t *v, uint64_t n, uint64_t base,
+                                                        unsigned w)
+{
+    uint8_t *p = (uint8_t *)v;
+    __m256i b = _mm256_set1_epi64x((int64_t)base);
+    uint64_t i = 0, step = 16 / w;
+    for (; i + step <= n; i += step) {
+        __m128i out;
+        if (w == 4) {
+            out = low4(v + i, b);
+        } else if (w == 2) {
+            out = _mm_packus_epi32(low4(v + i, b), low4(v + i + 4, b));
+        } else {
+            __m128i lo = _mm_packus_epi32(low4(v + i, b), low4(v + i + 4, b));
+            __m128i hi = _mm_packus_epi32(low4(v + i + 8, b), low4(v + i + 12, b));
+            out = _mm_packus_epi16(lo, hi);
+        }
+        _mm_storeu_si128((__m128i *)(void *)(p + i * w), out);
+    }
+    narrow_tail(v, i, n, base, w);
+}
+#endif
+
+void u64_narrow(uint64_t *v, uint64_t n, uint64_t base, unsigned w)
+{
+#ifdef U64R_AVX2
+    if ((w == 1 || w == 2 || w == 4) && n >= 16 && u64_range_simd()) {
+        narrow_avx2(v, n, base, w);
+        return;
+    }
+#endif
+    u64_narrow_scalar(v, n, base, w);
+}
 
 bool u64_range_simd(void)
 {

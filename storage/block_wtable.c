@@ -192,30 +192,12 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
      * bytes lie below value i + 1: narrowing in place is safe. */
     uint8_t *p = (uint8_t *)v;
-    switch (w) {
-    case 1:
-        for (uint64_t i = 0; i < n; i++) {
-            p[i] = (uint8_t)(v[i] - mn);
-        }
-        break;
-    case 2:
-        for (uint64_t i = 0; i < n; i++) {
-            uint16_t x = (uint16_t)(v[i] - mn);
-            memcpy(p + 2 * i, &x, 2);
-        }
-        break;
-    case 4:
-        for (uint64_t i = 0; i < n; i++) {
-            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
-        }
-        break;
-    case 8:
+    if (w == 8) {
         for (uint64_t i = 0; i < n; i++) {
             wr64(p + 8 * i, v[i] - mn);
         }
-        break;
-    default:
-        break;
+    } else if (w > 0) {
+        u64_narrow(v, n, mn, w);
     }
     if (n * w > 0) {
         tbw_piece(t, p, n * w);

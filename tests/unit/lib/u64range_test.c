@@ -1,6 +1,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/u64range.h"
 
@@ -85,6 +86,54 @@ Test(u64range, matches_the_scalar_reference_at_every_length)
             cr_assert(a.mn == b.mn && a.mx == b.mx && a.dmn == b.dmn && a.dmx == b.dmx,
                       "round %d, n %llu", round, (unsigned long long)n);
         }
+    }
+}
+
+/* Frame of reference in place, by width: the bytes are the values less
+ * the base, little-endian, value after value, whatever the length (the
+ * vector steps, the scalar tail, both); each array exactly n long, so
+ * that a read or write past it is the sanitizer's error. */
+Test(u64range, narrows_in_place_to_exact_bytes)
+{
+    uint64_t keep[80];
+    uint64_t s = 0x243f6a8885a308d3ull, base = UINT64_C(0xfffffffffff00000);
+    static const unsigned widths[] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
+        unsigned w = widths[k];
+        uint64_t lim = w == 4 ? UINT64_C(0xffffffff) : (UINT64_C(1) << (8 * w)) - 1;
+        for (uint64_t n = 0; n <= 80; n++) {
+            uint64_t *v = malloc((n ? n : 1) * sizeof(*v));
+            cr_assert_not_null(v);
+            for (uint64_t i = 0; i < n; i++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                uint64_t d = i % 7 == 0 ? lim : i % 5 == 0 ? 0 : s % (lim + 1);
+                v[i] = keep[i] = base + d; /* wraps past 2^64: the difference still fits */
+            }
+            u64_narrow(v, n, base, w);
+            const uint8_t *p = (const uint8_t *)v;
+            for (uint64_t i = 0; i < n; i++) {
+                uint64_t got = 0;
+                for (unsigned b = 0; b < w; b++) {
+                    got |= (uint64_t)p[i * w + b] << (8 * b);
+                }
+                cr_assert_eq(got, keep[i] - base, "w %u, n %llu, value %llu", w,
+                             (unsigned long long)n, (unsigned long long)i);
+            }
+            free(v);
+        }
+    }
+}
+
+Test(u64range, narrows_as_the_scalar_reference)
+{
+    uint64_t a[64], b[64];
+    for (unsigned w = 1; w <= 4; w *= 2) {
+        for (uint64_t i = 0; i < 64; i++) {
+            a[i] = b[i] = 1000 + (i * 2654435761u) % ((UINT64_C(1) << (8 * w)) - 1);
+        }
+        u64_narrow(a, 64, 1000, w);
+        u64_narrow_scalar(b, 64, 1000, w);
+        cr_assert(memcmp(a, b, 64 * w) == 0, "w %u", w);
     }
 }
 
