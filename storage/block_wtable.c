@@ -19,6 +19,7 @@
 
 #include "lib/clock.h"
 #include "lib/lathist.h"
+#include "lib/u64range.h"
 
 static const uint8_t zeros8[8];
 
@@ -72,27 +73,39 @@ static void delta_narrow(uint64_t *v, uint64_t n, uint64_t dmn, unsigned w)
 {
     uint8_t *p = (uint8_t *)v;
     uint64_t prev = v[0];
-    for (uint64_t i = 1; i < n; i++) {
-        uint64_t cur = v[i], d = cur - prev - dmn;
-        prev = cur;
-        switch (w) {
-        case 1:
-            p[i - 1] = (uint8_t)d;
-            break;
-        case 2: {
-            uint16_t x = (uint16_t)d;
+    /* one loop per width: the width is the column's, not the value's */
+    switch (w) {
+    case 1:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            p[i - 1] = (uint8_t)(cur - prev - dmn);
+            prev = cur;
+        }
+        break;
+    case 2:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            uint16_t x = (uint16_t)(cur - prev - dmn);
             memcpy(p + 2 * (i - 1), &x, 2);
-            break;
+            prev = cur;
         }
-        case 4:
-            wr32(p + 4 * (i - 1), (uint32_t)d);
-            break;
-        case 8:
-            wr64(p + 8 * (i - 1), d);
-            break;
-        default:
-            break;
+        break;
+    case 4:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            wr32(p + 4 * (i - 1), (uint32_t)(cur - prev - dmn));
+            prev = cur;
         }
+        break;
+    case 8:
+        for (uint64_t i = 1; i < n; i++) {
+            uint64_t cur = v[i];
+            wr64(p + 8 * (i - 1), cur - prev - dmn);
+            prev = cur;
+        }
+        break;
+    default:
+        break;
     }
 }
 
@@ -135,15 +148,9 @@ static void var_narrow(uint64_t *v, uint64_t n)
 static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
 {
     size_t start = tbw_col_start(t);
-    uint64_t mn = n ? v[0] : 0, mx = mn;
-    uint64_t dmn = UINT64_MAX, dmx = 0;
-    for (uint64_t i = 1; i < n; i++) {
-        uint64_t x = v[i], d = x - v[i - 1];
-        mn = x < mn ? x : mn;
-        mx = x > mx ? x : mx;
-        dmn = d < dmn ? d : dmn;
-        dmx = d > dmx ? d : dmx;
-    }
+    struct u64_range rg;
+    u64_range(v, n, &rg);
+    uint64_t mn = rg.mn, mx = rg.mx, dmn = rg.dmn, dmx = rg.dmx;
     unsigned w = width_of(mx - mn);
     uint8_t *h = t->ihdr[t->at];
     memset(h, 0, INT_HDR + 8);
@@ -185,30 +192,12 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     /* Value i is read before bytes [i*w, (i+1)*w) are written, and those
      * bytes lie below value i + 1: narrowing in place is safe. */
     uint8_t *p = (uint8_t *)v;
-    switch (w) {
-    case 1:
-        for (uint64_t i = 0; i < n; i++) {
-            p[i] = (uint8_t)(v[i] - mn);
-        }
-        break;
-    case 2:
-        for (uint64_t i = 0; i < n; i++) {
-            uint16_t x = (uint16_t)(v[i] - mn);
-            memcpy(p + 2 * i, &x, 2);
-        }
-        break;
-    case 4:
-        for (uint64_t i = 0; i < n; i++) {
-            wr32(p + 4 * i, (uint32_t)(v[i] - mn));
-        }
-        break;
-    case 8:
+    if (w == 8) {
         for (uint64_t i = 0; i < n; i++) {
             wr64(p + 8 * i, v[i] - mn);
         }
-        break;
-    default:
-        break;
+    } else if (w > 0) {
+        u64_narrow(v, n, mn, w);
     }
     if (n * w > 0) {
         tbw_piece(t, p, n * w);
