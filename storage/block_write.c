@@ -510,62 +510,14 @@ static inline int bloom_kv(struct bloom_acc *set, uint64_t kh, const struct val 
 }
 
 /*
- * A scalar value's length for attr_value, by its type byte's row
- * (av_row: VAL_* below 8, the zero row 8 for any other byte) and the byte
- * after it: a string with a one-byte length, a bool 0 or 1, the empty
- * value, a double; 0 for any other (an int's is its varint's, av_int
- * says where that is added; arrays and kvlists are read by val.h).
- */
-static uint8_t av_len[9][256];
-static uint8_t av_row[256], av_int[256];
-static pthread_once_t av_once = PTHREAD_ONCE_INIT;
-
-static void av_len_init(void)
-{
-    for (unsigned c = 0; c < 256; c++) {
-        av_row[c] = c < 8 ? (uint8_t)c : 8;
-        av_int[c] = c == VAL_INT ? 0xff : 0;
-        av_len[VAL_EMPTY][c] = 1;
-        av_len[VAL_DOUBLE][c] = 9;
-        if (c < 0x80) {
-            av_len[VAL_STR][c] = av_len[VAL_BYTES][c] = (uint8_t)(2 + c);
-        }
-        if (c <= 1) {
-            av_len[VAL_BOOL][c] = 2;
-        }
-    }
-}
-
-/*
  * val_rd_value_in for record_attrs, which reads a scalar's type and where
- * it ends, never its number (*out's number is not set), and a string's
- * bytes. With 9 bytes left, the length comes from av_len, or for an int
- * of up to 8 varint bytes from where the varint stops, without a branch
- * on the type (in logs and spans the types follow no pattern the CPU
- * could learn). Anything else (and the end of the list) is
- * val_rd_value_in's.
+ * it ends, never its number: a double (8 bytes) and an int of up to 9
+ * varint bytes (what val_rd_value would accept) are skipped here instead
+ * of through val_rd_value's call. *out's number is not set for them.
  */
 static inline int attr_value(struct val_rd *r, struct val *out)
 {
     const uint8_t *p = r->p;
-    size_t left = (size_t)(r->end - p);
-    if (left >= 9) {
-        unsigned t = p[0], c = p[1];
-        /* bit 8k + 7 of |stop|: byte 1 + k ends the varint; its lowest
-         * one (0 when the varint is longer than 8 bytes) times the
-         * constant puts the value's length, k + 2, in the top byte */
-        uint64_t stop = ~rd64(p + 1) & 0x8080808080808080ull;
-        unsigned ilen = (unsigned)((((stop & -stop) >> 7) * 0x0203040506070809ull) >> 56);
-        unsigned len = av_len[av_row[t]][c] | (ilen & av_int[t]);
-        if ((size_t)len - 1 < left) { /* a length it knows (not 0), inside the list */
-            out->type = (enum val_type)t;
-            out->count = 0;
-            out->s = (const char *)p + 2;
-            out->n = c;
-            r->p = p + len;
-            return 0;
-        }
-    }
     if (r->end - p >= 9 && p[0] == VAL_DOUBLE) {
         out->type = VAL_DOUBLE;
         out->count = 0;
@@ -1653,7 +1605,6 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             goto out;
         }
     }
-    pthread_once(&av_once, av_len_init); /* record_attrs's value lengths */
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
