@@ -203,6 +203,7 @@ static struct {
     struct cached *head[CC_N];
     size_t bytes;
     size_t limit;
+    uint64_t reused, fresh, dropped, trimmed; /* struct oblock_cache_stats */
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .limit = OBLOCK_CACHE_DEFAULT};
 
 /* Under ASan a cached chunk is poisoned (but for its list link), so a view
@@ -224,7 +225,10 @@ static void *cache_get(int cls, size_t size)
     if (c != NULL) {
         cache.head[cls] = c->next;
         cache.bytes -= size;
+        cache.reused++;
         adm_uncharge(size); /* the block taking it charges it from here on */
+    } else {
+        cache.fresh++;
     }
     pthread_mutex_unlock(&cache.lock);
     if (c == NULL) {
@@ -238,6 +242,7 @@ static void *cache_get(int cls, size_t size)
 static void do_cache_put(int cls, void *p, size_t size)
 {
     if (cache.bytes + size > cache.limit) {
+        cache.dropped++;
         free(p);
         return;
     }
@@ -262,20 +267,53 @@ static size_t class_size(int cls)
     return sizeof(struct bchunk) + BYTES_CHUNK;
 }
 
-void oblock_cache_limit(size_t bytes)
+/* Frees cached chunks until the cache holds at most |keep| bytes; returns
+ * the bytes freed. Called with cache.lock held. */
+static size_t do_cache_shrink(size_t keep)
 {
-    pthread_mutex_lock(&cache.lock);
-    cache.limit = bytes;
-    for (int cls = 0; cls < CC_N && cache.bytes > cache.limit; cls++) {
-        while (cache.head[cls] != NULL && cache.bytes > cache.limit) {
+    size_t freed = 0;
+    for (int cls = 0; cls < CC_N && cache.bytes > keep; cls++) {
+        while (cache.head[cls] != NULL && cache.bytes > keep) {
             struct cached *c = cache.head[cls];
             cache.head[cls] = c->next;
             cache.bytes -= class_size(cls);
+            cache.trimmed++;
+            freed += class_size(cls);
             adm_uncharge(class_size(cls));
             CACHE_UNPOISON((char *)c + sizeof(*c), class_size(cls) - sizeof(*c));
             free(c);
         }
     }
+    return freed;
+}
+
+void oblock_cache_limit(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    cache.limit = bytes;
+    do_cache_shrink(bytes);
+    pthread_mutex_unlock(&cache.lock);
+}
+
+size_t oblock_cache_trim(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    size_t freed = do_cache_shrink(bytes < cache.bytes ? cache.bytes - bytes : 0);
+    pthread_mutex_unlock(&cache.lock);
+    return freed;
+}
+
+void oblock_cache_get_stats(struct oblock_cache_stats *out)
+{
+    pthread_mutex_lock(&cache.lock);
+    *out = (struct oblock_cache_stats){
+        .bytes = cache.bytes,
+        .limit = cache.limit,
+        .reused = cache.reused,
+        .fresh = cache.fresh,
+        .dropped = cache.dropped,
+        .trimmed = cache.trimmed,
+    };
     pthread_mutex_unlock(&cache.lock);
 }
 

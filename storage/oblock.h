@@ -187,6 +187,24 @@ int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
 #define OBLOCK_CACHE_DEFAULT (64u << 20)
 void oblock_cache_limit(size_t bytes);
 size_t oblock_cache_bytes(void);
+/* Frees cached chunks (and uncharges them) until |bytes| are freed or the
+ * cache is empty; returns the bytes freed. Any thread. */
+size_t oblock_cache_trim(size_t bytes);
+
+/* Counts since the process started, for tests, benches and the idle trim:
+ * |reused| chunks a block took from the cache, |fresh| cacheable chunks it
+ * had to allocate instead (each costs a page fault per page on first
+ * touch), |dropped| chunks a freed block could not cache (over the limit)
+ * and |trimmed| ones oblock_cache_trim or a lower limit freed. */
+struct oblock_cache_stats {
+    size_t bytes;
+    size_t limit;
+    uint64_t reused;
+    uint64_t fresh;
+    uint64_t dropped;
+    uint64_t trimmed;
+};
+void oblock_cache_get_stats(struct oblock_cache_stats *out);
 
 /* ---- any thread ---- */
 

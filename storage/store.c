@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/clock.h"
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -137,9 +138,6 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * it keeps the blocks queries read most recently decoded and leaves
      * admission three quarters (catalog.h). */
     catalog_set_table_cap(c->memory_budget / 4);
-    /* Freed open-block chunks are cached for the next block; that memory is
-     * charged to the budget while cached, so keep it about one block's worth. */
-    oblock_cache_limit(c->memory_budget / 16);
     /* Before the shards: a start on a nearly full disk refuses from the
      * first export. mkdir first, statvfs needs the directory. */
     rc = mkdir_p(c->data_dir);
@@ -175,6 +173,16 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * about the target (sealed after the batch that passed it); the scratch
      * of a block one huge export made is freed and its charge returned. */
     blk_scratch_keep(target + target / 2);
+    /* A sealed block's chunks are cached for the shard's next block: room
+     * for one block (and the batch that passed the target) per shard, or
+     * the chunks of one of two shards sealing at once would be freed and
+     * their successors fill fresh memory, a page fault and a kernel zeroing
+     * per 4 KiB (bench/PERFORMANCE.md, h-oblk). No more than what is already
+     * allowed for: a cached chunk is one a sealed block held until it was
+     * freed, or one its successor would otherwise hold; it is charged to
+     * the budget while cached, and given back under pressure or when no
+     * block has taken a chunk for a while (store_memory_tick). */
+    oblock_cache_limit((size_t)SIG_COUNT * (size_t)n_shards * (target + target / 8));
     uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
                           : c->ack == SHARD_ACK_SEAL ? 1000
                                                      : 60000;
@@ -246,12 +254,35 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     return rc;
 }
 
+/* The chunk cache is emptied once no open block has taken a chunk from it
+ * (or allocated one) for this long: ingest stopped, and the memory goes back
+ * to the system rather than staying resident for a load that may not come. */
+#define CACHE_IDLE_NS (10 * 1000000000ull)
+
+static uint64_t cache_draws, cache_draw_ns; /* store_memory_tick's thread only */
+
 void store_memory_tick(uint64_t rss)
 {
-    uint64_t counted = adm_in_use();
+    uint64_t counted = adm_in_use(), now = clock_mono_ns();
     adm_set_uncounted(rss > counted ? rss - counted : 0);
-    if (adm_excess() > 0) {
-        catalog_trim_tables();
+    struct oblock_cache_stats cs;
+    oblock_cache_get_stats(&cs);
+    if (cs.reused + cs.fresh != cache_draws) {
+        cache_draws = cs.reused + cs.fresh;
+        cache_draw_ns = now;
+    } else if (cs.bytes > 0 && now - cache_draw_ns >= CACHE_IDLE_NS) {
+        oblock_cache_trim(cs.bytes);
+    }
+    uint64_t over = adm_excess();
+    if (over > 0) {
+        /* Chunks kept for blocks not yet begun go before tables a query may
+         * read again. */
+        if (cs.bytes > 0) {
+            oblock_cache_trim(over);
+        }
+        if (adm_excess() > 0) {
+            catalog_trim_tables();
+        }
     }
 }
 
