@@ -98,6 +98,18 @@ void adm_demand_add(int64_t n)
     __atomic_add_fetch(&demand, n, __ATOMIC_RELAXED);
 }
 
+uint64_t adm_demand(void)
+{
+    int64_t d = __atomic_load_n(&demand, __ATOMIC_RELAXED);
+    return d > 0 ? (uint64_t)d : 0;
+}
+
+uint64_t adm_room(void)
+{
+    uint64_t lim = admit_room(), cur = adm_in_use();
+    return lim > cur ? lim - cur : 0;
+}
+
 uint64_t adm_excess(void)
 {
     if (budget == 0) {

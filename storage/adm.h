@@ -46,6 +46,10 @@ uint64_t adm_uncounted(void);
  * leaves them free meanwhile, so that ingest does not take the room a
  * seal frees before the query gets it (qctx_load). */
 void adm_demand_add(int64_t n);
+/* The bytes queries wait for now (0: none waits). */
+uint64_t adm_demand(void);
+/* The bytes adm_try_charge would admit now (0: none). */
+uint64_t adm_room(void);
 /* How far the budget's count is above where admission stops now (as
  * adm_try_charge, without the queries' demand; 0: not): what caches (idle
  * tables, page windows) give back so that they do not hold memory ingest

@@ -173,15 +173,17 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * about the target (sealed after the batch that passed it); the scratch
      * of a block one huge export made is freed and its charge returned. */
     blk_scratch_keep(target + target / 2);
-    /* A sealed block's chunks are cached for the shard's next block: room
+    /* A sealed block's chunks are cached for the next block to fill: room
      * for one block (and the batch that passed the target) per shard, or
-     * the chunks of one of two shards sealing at once would be freed and
-     * their successors fill fresh memory, a page fault and a kernel zeroing
-     * per 4 KiB (bench/PERFORMANCE.md, h-oblk). No more than what is already
-     * allowed for: a cached chunk is one a sealed block held until it was
-     * freed, or one its successor would otherwise hold; it is charged to
-     * the budget while cached, and given back under pressure or when no
-     * block has taken a chunk for a while (store_memory_tick). */
+     * the chunks of a seal that completes before its successor drew the
+     * last one's are freed and the next blocks fill fresh memory, a page
+     * fault and a kernel zeroing per 4 KiB (bench/PERFORMANCE.md, h-oblk:
+     * room for one signal's shards measured 2-3 times the faults of this).
+     * A third of the budget at most (the open blocks' share, above): what
+     * the cache holds is what sealed blocks held, charged while cached,
+     * and given back as soon as admission runs short of room, a query
+     * waits for room, or no block has drawn a chunk for a while
+     * (store_memory_tick). */
     oblock_cache_limit((size_t)SIG_COUNT * (size_t)n_shards * (target + target / 8));
     uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
                           : c->ack == SHARD_ACK_SEAL ? 1000
@@ -258,6 +260,9 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
  * (or allocated one) for this long: ingest stopped, and the memory goes back
  * to the system rather than staying resident for a load that may not come. */
 #define CACHE_IDLE_NS (10 * 1000000000ull)
+/* ... and emptied as far as needed to leave admission this share of the
+ * budget (16 MiB of 256: dozens of the peer case's 1,000-record exports). */
+#define CACHE_ROOM_DIV 16
 
 static uint64_t cache_draws, cache_draw_ns; /* store_memory_tick's thread only */
 
@@ -273,16 +278,20 @@ void store_memory_tick(uint64_t rss)
     } else if (cs.bytes > 0 && now - cache_draw_ns >= CACHE_IDLE_NS) {
         oblock_cache_trim(cs.bytes);
     }
-    uint64_t over = adm_excess();
-    if (over > 0) {
-        /* Chunks kept for blocks not yet begun go before tables a query may
-         * read again. */
-        if (cs.bytes > 0) {
-            oblock_cache_trim(over);
-        }
-        if (adm_excess() > 0) {
-            catalog_trim_tables();
-        }
+    /* The cache goes first when memory is short: before admission stops
+     * (less than CACHE_ROOM_DIV of the budget left to admit), while a query
+     * waits for room (qctx.c waits for what seals free, which the cache
+     * would keep), and before the tables a query may read again. */
+    uint64_t over = adm_excess(), want = adm_demand(), margin = adm_budget() / CACHE_ROOM_DIV;
+    uint64_t room = adm_room();
+    if (room < margin && margin - room > want) {
+        want = margin - room;
+    }
+    if (cs.bytes > 0 && (over > 0 || want > 0)) {
+        oblock_cache_trim(over > want ? over : want);
+    }
+    if (over > 0 && adm_excess() > 0) {
+        catalog_trim_tables();
     }
 }
 
