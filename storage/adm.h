@@ -77,6 +77,11 @@ bool adm_fits(uint64_t n, uint64_t limit);
 /* |n| bytes (already charged) were handed to the sealer, or (negative) sealed. */
 void adm_sealing_add(int64_t n);
 uint64_t adm_sealing(void);
+/* Charges |n| bytes a cache keeps for reuse and gives back on demand (the
+ * open blocks' chunk cache), or uncharges -|n|: counted in adm_in_use like
+ * any charge, but not by pacing, since it is not the sealer's lag. */
+void adm_cached_add(int64_t n);
+uint64_t adm_cached(void);
 /* How long an admission arriving now should wait first (ns); 0: at once. */
 uint64_t adm_pace_ns(void);
 

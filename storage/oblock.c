@@ -226,7 +226,7 @@ static void *cache_get(int cls, size_t size)
         cache.head[cls] = c->next;
         cache.bytes -= size;
         cache.reused++;
-        adm_uncharge(size); /* the block taking it charges it from here on */
+        adm_cached_add(-(int64_t)size); /* the block taking it charges it from here on */
     } else {
         cache.fresh++;
     }
@@ -250,7 +250,7 @@ static void do_cache_put(int cls, void *p, size_t size)
     c->next = cache.head[cls];
     cache.head[cls] = c;
     cache.bytes += size;
-    adm_charge(size);
+    adm_cached_add((int64_t)size);
     CACHE_POISON((char *)c + sizeof(*c), size - sizeof(*c));
 }
 
@@ -279,7 +279,7 @@ static size_t do_cache_shrink(size_t keep)
             cache.bytes -= class_size(cls);
             cache.trimmed++;
             freed += class_size(cls);
-            adm_uncharge(class_size(cls));
+            adm_cached_add(-(int64_t)class_size(cls));
             CACHE_UNPOISON((char *)c + sizeof(*c), class_size(cls) - sizeof(*c));
             free(c);
         }
