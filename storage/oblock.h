@@ -181,8 +181,11 @@ int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
  * zeroing per page on first touch: about half of the append time). At most
  * |bytes| are kept (default OBLOCK_CACHE_DEFAULT; 0 keeps none). Memory in
  * the cache belongs to no block's oblock_bytes; it is charged to the memory
- * budget (adm.h) while it is cached, and handed over uncharged to the block
- * that takes it (whose owner charges oblock_bytes). Any thread.
+ * budget while it is cached (adm_cached_add: admission counts it, pacing
+ * does not), and handed over uncharged to the block that takes it (whose
+ * owner charges oblock_bytes). The daemon sizes the cache to one block per
+ * shard and empties it when memory runs short or ingest stops
+ * (store_memory_tick). Any thread.
  */
 #define OBLOCK_CACHE_DEFAULT (64u << 20)
 void oblock_cache_limit(size_t bytes);
