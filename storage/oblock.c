@@ -203,6 +203,7 @@ static struct {
     struct cached *head[CC_N];
     size_t bytes;
     size_t limit;
+    size_t keep_room;                         /* oblock_cache_keep_room */
     uint64_t reused, fresh, dropped, trimmed; /* struct oblock_cache_stats */
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .limit = OBLOCK_CACHE_DEFAULT};
 
@@ -241,7 +242,7 @@ static void *cache_get(int cls, size_t size)
 /* Called with cache.lock held. */
 static void do_cache_put(int cls, void *p, size_t size)
 {
-    if (cache.bytes + size > cache.limit) {
+    if (cache.bytes + size > cache.limit || (cache.keep_room > 0 && adm_room() < cache.keep_room)) {
         cache.dropped++;
         free(p);
         return;
@@ -292,6 +293,13 @@ void oblock_cache_limit(size_t bytes)
     pthread_mutex_lock(&cache.lock);
     cache.limit = bytes;
     do_cache_shrink(bytes);
+    pthread_mutex_unlock(&cache.lock);
+}
+
+void oblock_cache_keep_room(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    cache.keep_room = bytes;
     pthread_mutex_unlock(&cache.lock);
 }
 

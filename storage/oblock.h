@@ -190,6 +190,10 @@ int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
 #define OBLOCK_CACHE_DEFAULT (64u << 20)
 void oblock_cache_limit(size_t bytes);
 size_t oblock_cache_bytes(void);
+/* A freed block's chunk is cached only while admission has at least
+ * |bytes| of room left (adm_room; default 0: no such rule), so that the
+ * cache does not fill when memory is short. Any thread. */
+void oblock_cache_keep_room(size_t bytes);
 /* Frees cached chunks (and uncharges them) until |bytes| are freed or the
  * cache is empty; returns the bytes freed. Any thread. */
 size_t oblock_cache_trim(size_t bytes);

@@ -110,6 +110,15 @@ static int shards_on_disk(const char *data_dir)
     return n;
 }
 
+/* The chunk cache is emptied once no open block has taken a chunk from it
+ * (or allocated one) for this long: ingest stopped, and the memory goes back
+ * to the system rather than staying resident for a load that may not come. */
+#define CACHE_IDLE_NS (10 * 1000000000ull)
+/* ... and not filled, or emptied as far as needed, to leave admission this
+ * share of the budget (16 MiB of 256: dozens of the peer case's 1,000-record
+ * exports). */
+#define CACHE_ROOM_DIV 16
+
 int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, size_t errlen)
 {
     char dir[600];
@@ -185,6 +194,7 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * waits for room, or no block has drawn a chunk for a while
      * (store_memory_tick). */
     oblock_cache_limit((size_t)SIG_COUNT * (size_t)n_shards * (target + target / 8));
+    oblock_cache_keep_room(c->memory_budget / CACHE_ROOM_DIV);
     uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
                           : c->ack == SHARD_ACK_SEAL ? 1000
                                                      : 60000;
@@ -255,14 +265,6 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     }
     return rc;
 }
-
-/* The chunk cache is emptied once no open block has taken a chunk from it
- * (or allocated one) for this long: ingest stopped, and the memory goes back
- * to the system rather than staying resident for a load that may not come. */
-#define CACHE_IDLE_NS (10 * 1000000000ull)
-/* ... and emptied as far as needed to leave admission this share of the
- * budget (16 MiB of 256: dozens of the peer case's 1,000-record exports). */
-#define CACHE_ROOM_DIV 16
 
 static uint64_t cache_draws, cache_draw_ns; /* store_memory_tick's thread only */
 

@@ -1091,6 +1091,39 @@ Test(oblock, cache_trim_frees_what_is_asked_and_uncharges_it)
     cr_expect_eq(oblock_cache_trim(1), 0);
 }
 
+Test(oblock, a_freed_block_is_not_cached_while_admission_is_short_of_room)
+{
+    adm_init(64u << 20);
+    oblock_cache_limit(64u << 20);
+    oblock_cache_keep_room(40u << 20);
+    oblock *ob;
+    struct oblock_cache_stats s0, s1;
+
+    /* 16 MiB charged elsewhere: 48 MiB of room, 8 MiB more than kept, and
+     * the block's chunks (its own charge is its owner's) fit in that. */
+    adm_charge(16u << 20);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 6000, 2000);
+    oblock_free(ob);
+    oblock_cache_get_stats(&s0);
+    cr_expect_gt(s0.bytes, 1u << 20);
+    cr_expect_lt(s0.bytes, 8u << 20);
+    cr_expect_eq(s0.dropped, 0);
+    cr_expect_eq(adm_in_use(), (16u << 20) + s0.bytes);
+    oblock_cache_trim(SIZE_MAX);
+
+    /* 24 MiB and a byte: less room than kept, and the freed chunks go back
+     * to the system. */
+    adm_charge((8u << 20) + 1);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 6000, 2000);
+    oblock_free(ob);
+    oblock_cache_get_stats(&s1);
+    cr_expect_eq(s1.bytes, 0);
+    cr_expect_gt(s1.dropped, s0.dropped);
+    cr_expect_eq(adm_in_use(), (24u << 20) + 1, "nothing cached, nothing charged");
+}
+
 /* ---- a reader thread racing the writer ---- */
 
 struct race {
