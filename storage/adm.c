@@ -10,6 +10,7 @@ static int64_t sealing;    /* charged bytes the sealer holds */
 static uint64_t uncounted; /* adm_set_uncounted */
 static int64_t demand;     /* adm_demand_add */
 static int64_t cached;     /* adm_cached_add: part of in_use */
+static uint64_t refusals;  /* adm_refusals */
 
 void adm_init(uint64_t b)
 {
@@ -20,6 +21,7 @@ void adm_init(uint64_t b)
     __atomic_store_n(&uncounted, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&demand, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&cached, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&refusals, 0, __ATOMIC_RELAXED);
 }
 
 void adm_set_reserve(uint64_t n)
@@ -53,6 +55,7 @@ bool adm_try_charge(uint64_t n)
     uint64_t cur = __atomic_load_n(&in_use, __ATOMIC_RELAXED);
     do {
         if (cur + n > lim) {
+            __atomic_add_fetch(&refusals, 1, __ATOMIC_RELAXED);
             return false;
         }
     } while (!__atomic_compare_exchange_n(&in_use, &cur, cur + n, true, __ATOMIC_RELAXED,
@@ -104,6 +107,11 @@ uint64_t adm_demand(void)
 {
     int64_t d = __atomic_load_n(&demand, __ATOMIC_RELAXED);
     return d > 0 ? (uint64_t)d : 0;
+}
+
+uint64_t adm_refusals(void)
+{
+    return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
 }
 
 uint64_t adm_room(void)

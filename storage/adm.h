@@ -50,6 +50,9 @@ void adm_demand_add(int64_t n);
 uint64_t adm_demand(void);
 /* The bytes adm_try_charge would admit now (0: none). */
 uint64_t adm_room(void);
+/* How many adm_try_charge calls found no room, since adm_init: caches
+ * watch it to give memory back as soon as admission runs short. */
+uint64_t adm_refusals(void);
 /* How far the budget's count is above where admission stops now (as
  * adm_try_charge, without the queries' demand; 0: not): what caches (idle
  * tables, page windows) give back so that they do not hold memory ingest

@@ -266,7 +266,8 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     return rc;
 }
 
-static uint64_t cache_draws, cache_draw_ns; /* store_memory_tick's thread only */
+/* store_memory_tick's thread only */
+static uint64_t cache_draws, cache_draw_ns, seen_refusals;
 
 void store_memory_tick(uint64_t rss)
 {
@@ -285,9 +286,16 @@ void store_memory_tick(uint64_t rss)
      * waits for room (qctx.c waits for what seals free, which the cache
      * would keep), and before the tables a query may read again. */
     uint64_t over = adm_excess(), want = adm_demand(), margin = adm_budget() / CACHE_ROOM_DIV;
-    uint64_t room = adm_room();
+    uint64_t room = adm_room(), refusals = adm_refusals();
     if (room < margin && margin - room > want) {
         want = margin - room;
+    }
+    /* An export found no room since the last tick: the cache is memory
+     * admission could have had, whatever the margin (an export may need
+     * more than it). */
+    if (refusals != seen_refusals) {
+        seen_refusals = refusals;
+        want = UINT64_MAX;
     }
     if (cs.bytes > 0 && (over > 0 || want > 0)) {
         oblock_cache_trim(over > want ? over : want);

@@ -67,6 +67,20 @@ Test(adm, a_caches_charges_count_in_use_but_do_not_pace)
     cr_expect_eq(adm_pace_ns(), 1600000);
 }
 
+Test(adm, refusals_count_the_charges_that_found_no_room)
+{
+    setup(1000, 0, 600, 0);
+    cr_expect_eq(adm_refusals(), 0);
+    cr_expect(adm_try_charge(400));
+    cr_expect_eq(adm_refusals(), 0);
+    cr_expect(!adm_try_charge(1));
+    cr_expect(!adm_try_charge(500));
+    cr_expect_eq(adm_refusals(), 2);
+    cr_expect_eq(adm_room(), 0);
+    adm_init(1000);
+    cr_expect_eq(adm_refusals(), 0);
+}
+
 Test(adm, the_most_at_the_limit_and_past_it)
 {
     setup(1000, 0, 1000, 1000);

@@ -218,4 +218,16 @@ Test(store, memory_tick_empties_the_chunk_cache_as_far_as_admission_needs_room)
     cr_expect_eq(oblock_cache_bytes(), 0);
     cr_expect_eq(adm_in_use(), 0);
     adm_demand_add(-(int64_t)budget);
+
+    /* An export that found no room empties it too, margin or not (one
+     * export may need more than the margin). */
+    cache_a_block(20000);
+    cached = oblock_cache_bytes();
+    cr_assert_gt(cached, 6u << 20);
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), cached, "room to spare");
+    cr_expect(!adm_try_charge(budget));
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    cr_expect_eq(adm_in_use(), 0);
 }
