@@ -26,6 +26,7 @@
 #include "storage/catalog.h"
 #include "storage/compact.h"
 #include "storage/diskfree.h"
+#include "storage/oblock.h"
 #include "storage/sealer.h"
 #include "storage/store.h"
 #include "storage/wal.h"
@@ -415,6 +416,8 @@ void ops_metrics_text(struct evbuffer *o)
     blk_get_stats(&bs);
     struct qctx_wait_stats qw;
     qctx_wait_stats(&qw);
+    struct oblock_cache_stats oc;
+    oblock_cache_get_stats(&oc);
     const struct {
         const char *name, *type, *help;
         double v;
@@ -429,6 +432,20 @@ void ops_metrics_text(struct evbuffer *o)
          (double)__atomic_load_n(&trims, __ATOMIC_RELAXED)},
         {"miradb_heap_trim_seconds_total", "counter", "Time those trims took.",
          (double)__atomic_load_n(&trim_ns, __ATOMIC_RELAXED) / 1e9},
+        {"miradb_open_block_cache_bytes", "gauge",
+         "Chunks of sealed open blocks kept for the next blocks to fill (charged to the memory "
+         "budget; emptied after 10 s without a draw or when the budget is short).",
+         (double)oc.bytes},
+        {"miradb_open_block_chunks_reused_total", "counter",
+         "Open-block chunks taken from that cache.", (double)oc.reused},
+        {"miradb_open_block_chunks_fresh_total", "counter",
+         "Open-block chunks allocated because the cache had none (fresh memory: a page fault "
+         "per page on first write).",
+         (double)oc.fresh},
+        {"miradb_open_block_chunks_dropped_total", "counter",
+         "Chunks of a freed open block the cache had no room for.", (double)oc.dropped},
+        {"miradb_open_block_chunks_trimmed_total", "counter",
+         "Cached chunks freed again (idle, or the memory budget short).", (double)oc.trimmed},
         {"miradb_query_memory_waits_total", "counter",
          "Block loads that waited for room in the memory budget (ingest admission held back "
          "meanwhile; at most 0.2 s per query).",

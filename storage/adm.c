@@ -9,6 +9,8 @@ static uint64_t in_use;
 static int64_t sealing;    /* charged bytes the sealer holds */
 static uint64_t uncounted; /* adm_set_uncounted */
 static int64_t demand;     /* adm_demand_add */
+static int64_t cached;     /* adm_cached_add: part of in_use */
+static uint64_t refusals;  /* adm_refusals */
 
 void adm_init(uint64_t b)
 {
@@ -18,6 +20,8 @@ void adm_init(uint64_t b)
     __atomic_store_n(&sealing, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&uncounted, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&demand, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cached, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&refusals, 0, __ATOMIC_RELAXED);
 }
 
 void adm_set_reserve(uint64_t n)
@@ -51,6 +55,7 @@ bool adm_try_charge(uint64_t n)
     uint64_t cur = __atomic_load_n(&in_use, __ATOMIC_RELAXED);
     do {
         if (cur + n > lim) {
+            __atomic_add_fetch(&refusals, 1, __ATOMIC_RELAXED);
             return false;
         }
     } while (!__atomic_compare_exchange_n(&in_use, &cur, cur + n, true, __ATOMIC_RELAXED,
@@ -98,6 +103,23 @@ void adm_demand_add(int64_t n)
     __atomic_add_fetch(&demand, n, __ATOMIC_RELAXED);
 }
 
+uint64_t adm_demand(void)
+{
+    int64_t d = __atomic_load_n(&demand, __ATOMIC_RELAXED);
+    return d > 0 ? (uint64_t)d : 0;
+}
+
+uint64_t adm_refusals(void)
+{
+    return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
+}
+
+uint64_t adm_room(void)
+{
+    uint64_t lim = admit_room(), cur = adm_in_use();
+    return lim > cur ? lim - cur : 0;
+}
+
 uint64_t adm_excess(void)
 {
     if (budget == 0) {
@@ -123,10 +145,30 @@ uint64_t adm_sealing(void)
     return n > 0 ? (uint64_t)n : 0;
 }
 
+void adm_cached_add(int64_t n)
+{
+    /* The cache's count first on a charge, last on an uncharge, so that
+     * in_use - cached never goes below what else is charged. */
+    if (n >= 0) {
+        __atomic_add_fetch(&in_use, (uint64_t)n, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&cached, n, __ATOMIC_RELAXED);
+    } else {
+        __atomic_add_fetch(&cached, n, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&in_use, (uint64_t)-n, __ATOMIC_RELAXED);
+    }
+}
+
+uint64_t adm_cached(void)
+{
+    int64_t n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 uint64_t adm_pace_ns(void)
 {
     uint64_t soft = admit_limit / 2;
-    uint64_t cur = adm_in_use();
+    uint64_t cur = adm_in_use(), c = adm_cached();
+    cur = cur > c ? cur - c : 0;
     if (cur <= soft || admit_limit <= soft) {
         return 0;
     }

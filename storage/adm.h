@@ -46,6 +46,13 @@ uint64_t adm_uncounted(void);
  * leaves them free meanwhile, so that ingest does not take the room a
  * seal frees before the query gets it (qctx_load). */
 void adm_demand_add(int64_t n);
+/* The bytes queries wait for now (0: none waits). */
+uint64_t adm_demand(void);
+/* The bytes adm_try_charge would admit now (0: none). */
+uint64_t adm_room(void);
+/* How many adm_try_charge calls found no room, since adm_init: caches
+ * watch it to give memory back as soon as admission runs short. */
+uint64_t adm_refusals(void);
 /* How far the budget's count is above where admission stops now (as
  * adm_try_charge, without the queries' demand; 0: not): what caches (idle
  * tables, page windows) give back so that they do not hold memory ingest
@@ -73,6 +80,11 @@ bool adm_fits(uint64_t n, uint64_t limit);
 /* |n| bytes (already charged) were handed to the sealer, or (negative) sealed. */
 void adm_sealing_add(int64_t n);
 uint64_t adm_sealing(void);
+/* Charges |n| bytes a cache keeps for reuse and gives back on demand (the
+ * open blocks' chunk cache), or uncharges -|n|: counted in adm_in_use like
+ * any charge, but not by pacing, since it is not the sealer's lag. */
+void adm_cached_add(int64_t n);
+uint64_t adm_cached(void);
 /* How long an admission arriving now should wait first (ns); 0: at once. */
 uint64_t adm_pace_ns(void);
 

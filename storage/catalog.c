@@ -522,6 +522,12 @@ static bool trim_due(uint64_t cap)
 int catalog_trim_tables(void)
 {
     uint64_t cap = atomic_load(&table_cap);
+    /* The open blocks' chunk cache gives way before tables a query may read
+     * again: it costs only page faults to refill. */
+    uint64_t over = adm_excess();
+    if (over > 0) {
+        oblock_cache_trim(over);
+    }
     if (!trim_due(cap)) {
         return 0;
     }

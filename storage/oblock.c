@@ -203,6 +203,8 @@ static struct {
     struct cached *head[CC_N];
     size_t bytes;
     size_t limit;
+    size_t keep_room;                         /* oblock_cache_keep_room */
+    uint64_t reused, fresh, dropped, trimmed; /* struct oblock_cache_stats */
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .limit = OBLOCK_CACHE_DEFAULT};
 
 /* Under ASan a cached chunk is poisoned (but for its list link), so a view
@@ -224,7 +226,10 @@ static void *cache_get(int cls, size_t size)
     if (c != NULL) {
         cache.head[cls] = c->next;
         cache.bytes -= size;
-        adm_uncharge(size); /* the block taking it charges it from here on */
+        cache.reused++;
+        adm_cached_add(-(int64_t)size); /* the block taking it charges it from here on */
+    } else {
+        cache.fresh++;
     }
     pthread_mutex_unlock(&cache.lock);
     if (c == NULL) {
@@ -237,7 +242,8 @@ static void *cache_get(int cls, size_t size)
 /* Called with cache.lock held. */
 static void do_cache_put(int cls, void *p, size_t size)
 {
-    if (cache.bytes + size > cache.limit) {
+    if (cache.bytes + size > cache.limit || (cache.keep_room > 0 && adm_room() < cache.keep_room)) {
+        cache.dropped++;
         free(p);
         return;
     }
@@ -245,7 +251,7 @@ static void do_cache_put(int cls, void *p, size_t size)
     c->next = cache.head[cls];
     cache.head[cls] = c;
     cache.bytes += size;
-    adm_charge(size);
+    adm_cached_add((int64_t)size);
     CACHE_POISON((char *)c + sizeof(*c), size - sizeof(*c));
 }
 
@@ -262,20 +268,60 @@ static size_t class_size(int cls)
     return sizeof(struct bchunk) + BYTES_CHUNK;
 }
 
-void oblock_cache_limit(size_t bytes)
+/* Frees cached chunks until the cache holds at most |keep| bytes; returns
+ * the bytes freed. Called with cache.lock held. */
+static size_t do_cache_shrink(size_t keep)
 {
-    pthread_mutex_lock(&cache.lock);
-    cache.limit = bytes;
-    for (int cls = 0; cls < CC_N && cache.bytes > cache.limit; cls++) {
-        while (cache.head[cls] != NULL && cache.bytes > cache.limit) {
+    size_t freed = 0;
+    for (int cls = 0; cls < CC_N && cache.bytes > keep; cls++) {
+        while (cache.head[cls] != NULL && cache.bytes > keep) {
             struct cached *c = cache.head[cls];
             cache.head[cls] = c->next;
             cache.bytes -= class_size(cls);
-            adm_uncharge(class_size(cls));
+            cache.trimmed++;
+            freed += class_size(cls);
+            adm_cached_add(-(int64_t)class_size(cls));
             CACHE_UNPOISON((char *)c + sizeof(*c), class_size(cls) - sizeof(*c));
             free(c);
         }
     }
+    return freed;
+}
+
+void oblock_cache_limit(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    cache.limit = bytes;
+    do_cache_shrink(bytes);
+    pthread_mutex_unlock(&cache.lock);
+}
+
+void oblock_cache_keep_room(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    cache.keep_room = bytes;
+    pthread_mutex_unlock(&cache.lock);
+}
+
+size_t oblock_cache_trim(size_t bytes)
+{
+    pthread_mutex_lock(&cache.lock);
+    size_t freed = do_cache_shrink(bytes < cache.bytes ? cache.bytes - bytes : 0);
+    pthread_mutex_unlock(&cache.lock);
+    return freed;
+}
+
+void oblock_cache_get_stats(struct oblock_cache_stats *out)
+{
+    pthread_mutex_lock(&cache.lock);
+    *out = (struct oblock_cache_stats){
+        .bytes = cache.bytes,
+        .limit = cache.limit,
+        .reused = cache.reused,
+        .fresh = cache.fresh,
+        .dropped = cache.dropped,
+        .trimmed = cache.trimmed,
+    };
     pthread_mutex_unlock(&cache.lock);
 }
 

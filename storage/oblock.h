@@ -181,12 +181,37 @@ int oblock_append(oblock *b, const struct batch *batch, uint64_t wal_seq);
  * zeroing per page on first touch: about half of the append time). At most
  * |bytes| are kept (default OBLOCK_CACHE_DEFAULT; 0 keeps none). Memory in
  * the cache belongs to no block's oblock_bytes; it is charged to the memory
- * budget (adm.h) while it is cached, and handed over uncharged to the block
- * that takes it (whose owner charges oblock_bytes). Any thread.
+ * budget while it is cached (adm_cached_add: admission counts it, pacing
+ * does not), and handed over uncharged to the block that takes it (whose
+ * owner charges oblock_bytes). The daemon sizes the cache to one block per
+ * shard and empties it when memory runs short or ingest stops
+ * (store_memory_tick). Any thread.
  */
 #define OBLOCK_CACHE_DEFAULT (64u << 20)
 void oblock_cache_limit(size_t bytes);
 size_t oblock_cache_bytes(void);
+/* A freed block's chunk is cached only while admission has at least
+ * |bytes| of room left (adm_room; default 0: no such rule), so that the
+ * cache does not fill when memory is short. Any thread. */
+void oblock_cache_keep_room(size_t bytes);
+/* Frees cached chunks (and uncharges them) until |bytes| are freed or the
+ * cache is empty; returns the bytes freed. Any thread. */
+size_t oblock_cache_trim(size_t bytes);
+
+/* Counts since the process started, for tests, benches and the idle trim:
+ * |reused| chunks a block took from the cache, |fresh| cacheable chunks it
+ * had to allocate instead (each costs a page fault per page on first
+ * touch), |dropped| chunks a freed block could not cache (over the limit)
+ * and |trimmed| ones oblock_cache_trim or a lower limit freed. */
+struct oblock_cache_stats {
+    size_t bytes;
+    size_t limit;
+    uint64_t reused;
+    uint64_t fresh;
+    uint64_t dropped;
+    uint64_t trimmed;
+};
+void oblock_cache_get_stats(struct oblock_cache_stats *out);
 
 /* ---- any thread ---- */
 

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/clock.h"
 #include "storage/adm.h"
 #include "storage/block.h"
 #include "storage/catalog.h"
@@ -109,6 +110,15 @@ static int shards_on_disk(const char *data_dir)
     return n;
 }
 
+/* The chunk cache is emptied once no open block has taken a chunk from it
+ * (or allocated one) for this long: ingest stopped, and the memory goes back
+ * to the system rather than staying resident for a load that may not come. */
+#define CACHE_IDLE_NS (10 * 1000000000ull)
+/* ... and not filled, or emptied as far as needed, to leave admission this
+ * share of the budget (16 MiB of 256: dozens of the peer case's 1,000-record
+ * exports). */
+#define CACHE_ROOM_DIV 16
+
 int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, size_t errlen)
 {
     char dir[600];
@@ -137,9 +147,6 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * it keeps the blocks queries read most recently decoded and leaves
      * admission three quarters (catalog.h). */
     catalog_set_table_cap(c->memory_budget / 4);
-    /* Freed open-block chunks are cached for the next block; that memory is
-     * charged to the budget while cached, so keep it about one block's worth. */
-    oblock_cache_limit(c->memory_budget / 16);
     /* Before the shards: a start on a nearly full disk refuses from the
      * first export. mkdir first, statvfs needs the directory. */
     rc = mkdir_p(c->data_dir);
@@ -175,6 +182,19 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
      * about the target (sealed after the batch that passed it); the scratch
      * of a block one huge export made is freed and its charge returned. */
     blk_scratch_keep(target + target / 2);
+    /* A sealed block's chunks are cached for the next block to fill: room
+     * for one block (and the batch that passed the target) per shard, or
+     * the chunks of a seal that completes before its successor drew the
+     * last one's are freed and the next blocks fill fresh memory, a page
+     * fault and a kernel zeroing per 4 KiB (bench/PERFORMANCE.md, h-oblk:
+     * room for one signal's shards measured 2-3 times the faults of this).
+     * A third of the budget at most (the open blocks' share, above): what
+     * the cache holds is what sealed blocks held, charged while cached,
+     * and given back as soon as admission runs short of room, a query
+     * waits for room, or no block has drawn a chunk for a while
+     * (store_memory_tick). */
+    oblock_cache_limit((size_t)SIG_COUNT * (size_t)n_shards * (target + target / 8));
+    oblock_cache_keep_room(c->memory_budget / CACHE_ROOM_DIV);
     uint64_t max_age_ms = c->block_max_age_ms != 0   ? c->block_max_age_ms
                           : c->ack == SHARD_ACK_SEAL ? 1000
                                                      : 60000;
@@ -246,11 +266,41 @@ int store_open(const struct store_cfg *c, struct store_boot *boot, char *err, si
     return rc;
 }
 
+/* store_memory_tick's thread only */
+static uint64_t cache_draws, cache_draw_ns, seen_refusals;
+
 void store_memory_tick(uint64_t rss)
 {
-    uint64_t counted = adm_in_use();
+    uint64_t counted = adm_in_use(), now = clock_mono_ns();
     adm_set_uncounted(rss > counted ? rss - counted : 0);
-    if (adm_excess() > 0) {
+    struct oblock_cache_stats cs;
+    oblock_cache_get_stats(&cs);
+    if (cs.reused + cs.fresh != cache_draws) {
+        cache_draws = cs.reused + cs.fresh;
+        cache_draw_ns = now;
+    } else if (cs.bytes > 0 && now - cache_draw_ns >= CACHE_IDLE_NS) {
+        oblock_cache_trim(cs.bytes);
+    }
+    /* The cache goes first when memory is short: before admission stops
+     * (less than CACHE_ROOM_DIV of the budget left to admit), while a query
+     * waits for room (qctx.c waits for what seals free, which the cache
+     * would keep), and before the tables a query may read again. */
+    uint64_t over = adm_excess(), want = adm_demand(), margin = adm_budget() / CACHE_ROOM_DIV;
+    uint64_t room = adm_room(), refusals = adm_refusals();
+    if (room < margin && margin - room > want) {
+        want = margin - room;
+    }
+    /* An export found no room since the last tick: the cache is memory
+     * admission could have had, whatever the margin (an export may need
+     * more than it). */
+    if (refusals != seen_refusals) {
+        seen_refusals = refusals;
+        want = UINT64_MAX;
+    }
+    if (cs.bytes > 0 && (over > 0 || want > 0)) {
+        oblock_cache_trim(over > want ? over : want);
+    }
+    if (over > 0 && adm_excess() > 0) {
         catalog_trim_tables();
     }
 }

@@ -83,8 +83,12 @@ bool store_ready(void);
  * The process's resident bytes now (|rss|, read by the caller from
  * /proc/self/statm): what the budget's count does not cover becomes
  * adm_set_uncounted, and when that takes the process past the admission
- * limit the idle tables are dropped (catalog_trim_tables). The daemon's
- * main loop calls it every 20 ms; any one thread.
+ * limit the open blocks' chunk cache is emptied first and then the idle
+ * tables are dropped (catalog_trim_tables); the cache is also emptied
+ * while a query waits for room (adm_demand), as far as needed to leave
+ * admission a sixteenth of the budget, wholly once an export found no
+ * room (adm_refusals), and once no open block has drawn a chunk for 10 s.
+ * The daemon's main loop calls it every 20 ms; any one thread.
  */
 void store_memory_tick(uint64_t rss);
 /* WAL segment bytes on disk when the shards started (replay's 100%). */

@@ -30,10 +30,17 @@ def main():
     passes = int(os.environ.get("PEER_PASSES", "4"))
     secs = int(os.environ.get("PEER_SECONDS", "8"))
     workdir = tempfile.mkdtemp(prefix="miradb-peerpt-")
+    # The wrk and h2load arms post peer.py's payload file (wrk through its script).
+    payload = peer.payload_path() if pt[0] in ("wrk", "h2load") else None
+    lua = None
+    if pt[0] == "wrk":
+        lua = os.path.join(workdir, "post.lua")
+        with open(lua, "w") as f:
+            f.write(peer.WRK_LUA)
     runs = {"A": [], "B": []}
     for p in range(passes):
         for arm in ("A", "B") if p % 2 == 0 else ("B", "A"):
-            r = peer.one(builds[arm], pt, "wal", "miradb", secs, None, None, None, workdir)
+            r = peer.one(builds[arm], pt, "wal", "miradb", secs, payload, lua, None, workdir)
             runs[arm].append(r)
             bl.log("peer_point: pass %d %s %s: %s rec/s, %s rec/CPU-s (%s drained), errors %s, "
                    "acked_match %s" % (p + 1, arm, builds[arm], r["records_per_s"],

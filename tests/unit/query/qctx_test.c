@@ -914,6 +914,17 @@ Test(qctx_pages, idle_tables_are_dropped_while_the_process_is_over_the_admission
     cr_assert_gt(all, 0);
     cr_expect_eq(catalog_trim_tables(), 0, "inside the limit: kept");
     cr_expect_eq(table_heap(), all);
+    /* The chunks of the open blocks these blocks were sealed from are
+     * cached (charged): past the limit, they go before any table. */
+    size_t cached = oblock_cache_bytes();
+    cr_assert_gt(cached, 0);
+    adm_set_uncounted(adm_admit_limit() - adm_in_use() + 1);
+    cr_expect_eq(catalog_trim_tables(), 0, "the chunk cache gave way");
+    cr_expect_eq(table_heap(), all);
+    cr_expect_lt(oblock_cache_bytes(), cached);
+    cr_expect_eq(adm_excess(), 0);
+    adm_set_uncounted(0);
+    oblock_cache_limit(0); /* from here on, the tables alone */
     /* uncounted memory takes the process past the limit by 1 byte of
      * tables: the least recently read block's tables go, the rest stay */
     uint64_t in = adm_in_use(), b = adm_budget();

@@ -47,6 +47,40 @@ Test(adm, only_memory_the_sealer_holds_paces)
     cr_expect_eq(adm_pace_ns(), 0);
 }
 
+Test(adm, a_caches_charges_count_in_use_but_do_not_pace)
+{
+    setup(1000, 0, 600, 1000); /* a fifth past half: 40 ms / 25 */
+    cr_expect_eq(adm_pace_ns(), 1600000);
+    adm_cached_add(150); /* the open blocks' chunk cache */
+    cr_expect_eq(adm_in_use(), 750);
+    cr_expect_eq(adm_cached(), 150);
+    cr_expect_eq(adm_pace_ns(), 1600000, "as before the cache took them");
+    cr_expect(!adm_try_charge(251), "admission counts them");
+    cr_expect(adm_try_charge(250));
+    adm_uncharge(250);
+    adm_charge(150); /* the same bytes as an ordinary charge: half way */
+    cr_expect_eq(adm_pace_ns(), 10 * MS);
+    adm_uncharge(150);
+    adm_cached_add(-150);
+    cr_expect_eq(adm_in_use(), 600);
+    cr_expect_eq(adm_cached(), 0);
+    cr_expect_eq(adm_pace_ns(), 1600000);
+}
+
+Test(adm, refusals_count_the_charges_that_found_no_room)
+{
+    setup(1000, 0, 600, 0);
+    cr_expect_eq(adm_refusals(), 0);
+    cr_expect(adm_try_charge(400));
+    cr_expect_eq(adm_refusals(), 0);
+    cr_expect(!adm_try_charge(1));
+    cr_expect(!adm_try_charge(500));
+    cr_expect_eq(adm_refusals(), 2);
+    cr_expect_eq(adm_room(), 0);
+    adm_init(1000);
+    cr_expect_eq(adm_refusals(), 0);
+}
+
 Test(adm, the_most_at_the_limit_and_past_it)
 {
     setup(1000, 0, 1000, 1000);

@@ -20,8 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "storage/adm.h"
 #include "storage/arena.h"
+#include "storage/block.h"
 #include "storage/oblock.h"
+#include "tests/util/tmpdir.h"
 
 #define OK(x)                                                                                      \
     do {                                                                                           \
@@ -628,9 +631,9 @@ static const char *check_rows(const oblock *ob, uint64_t first, uint64_t n, stru
     return NULL;
 }
 
-/* Appends rows 0..total-1 in batches of varying size, each batch freed
- * right after its append. */
-static void fill(oblock *ob, uint64_t total, uint32_t max_batch)
+/* Appends the rows of keys first..first+total-1 in batches of varying
+ * size, each batch freed right after its append. */
+static void fill_keys(oblock *ob, uint64_t first, uint64_t total, uint32_t max_batch)
 {
     gen_fn gen = gen_for(oblock_signal(ob));
     uint64_t k = 0, seq = 10;
@@ -642,7 +645,7 @@ static void fill(oblock *ob, uint64_t total, uint32_t max_batch)
         struct batch *b = batch_new(oblock_signal(ob));
         arena *a = arena_new(0);
         cr_assert(b != NULL && a != NULL);
-        gen(b, a, k, n, n_batch % 2 == 1);
+        gen(b, a, first + k, n, n_batch % 2 == 1);
         cr_assert_eq(oblock_append(ob, b, seq), 0);
         batch_free(b);
         arena_free(a);
@@ -651,6 +654,12 @@ static void fill(oblock *ob, uint64_t total, uint32_t max_batch)
         cr_assert_eq(oblock_rows(ob), k);
         cr_assert_eq(oblock_max_seq(ob), seq - 2);
     }
+}
+
+/* Rows 0..total-1. */
+static void fill(oblock *ob, uint64_t total, uint32_t max_batch)
+{
+    fill_keys(ob, 0, total, max_batch);
 }
 
 static void check_all(const oblock *ob, uint64_t total)
@@ -971,6 +980,148 @@ Test(oblock, chunks_of_freed_blocks_are_reused_within_the_cache_limit)
     fill(ob, 100, 50);
     oblock_free(ob);
     cr_expect_eq(oblock_cache_bytes(), 0);
+}
+
+/* The whole file at |path| (|*n| bytes), malloc'd. */
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    cr_assert_gt(len, 0);
+    rewind(f);
+    uint8_t *p = malloc((size_t)len);
+    cr_assert_not_null(p);
+    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+/* Seals rows [0, oblock_rows) of |ob| into a fresh directory; the file's
+ * bytes are returned (malloc'd). */
+static uint8_t *seal_bytes(const oblock *ob, size_t *n)
+{
+    char dir[256], path[512];
+    cr_assert_eq(tmpdir_make(dir, sizeof(dir)), 0);
+    struct blk_meta m = {.shard = 1, .wal_seq = 77, .seal_id = 5};
+    cr_assert_eq(blk_write(dir, ob, oblock_rows(ob), &m, path, sizeof(path)), 0);
+    return slurp(path, n);
+}
+
+Test(oblock, a_block_on_recycled_chunks_holds_only_its_own_rows_and_seals_as_a_fresh_one)
+{
+    for (int sig = SIG_LOGS; sig <= SIG_METRICS; sig++) {
+        oblock_cache_limit(256u << 20);
+        size_t base = adm_in_use();
+        struct oblock_cache_stats s0, s1, s2;
+        oblock_cache_get_stats(&s0);
+
+        /* A block of other rows (keys from 700000: other strings, times,
+         * ids, bodies) fills more chunks than the next one needs, and is
+         * freed: every chunk of it goes to the cache, charged there. */
+        oblock *old, *ob, *fresh;
+        cr_assert_eq(oblock_new(sig, &old), 0);
+        fill_keys(old, 700000, 14000, 2500);
+        oblock_free(old);
+        oblock_cache_get_stats(&s1);
+        cr_assert_gt(s1.bytes, 14000u * 100, "signal %d", sig);
+        cr_expect_eq(adm_in_use(), base + s1.bytes, "cached chunks are charged");
+
+        /* The next block takes only recycled chunks (none fresh) and reads
+         * back exactly the rows appended to it. */
+        cr_assert_eq(oblock_new(sig, &ob), 0);
+        fill(ob, 9000, 1700);
+        oblock_cache_get_stats(&s2);
+        cr_expect_eq(s2.fresh, s1.fresh, "signal %d: no fresh chunk", sig);
+        cr_expect_gt(s2.reused, s1.reused, "signal %d", sig);
+        cr_expect_gt(s2.bytes, 0, "the old block was the bigger one");
+        cr_expect_eq(adm_in_use(), base + s2.bytes,
+                     "a chunk taken is uncharged: its block's owner charges oblock_bytes");
+        check_all(ob, 9000);
+
+        /* The same rows in a block of fresh memory: the same size, and the
+         * same sealed file, byte for byte. Nothing of the old rows shows. */
+        oblock_cache_limit(0);
+        cr_expect_eq(adm_in_use(), base, "signal %d: the charges all returned", sig);
+        cr_assert_eq(oblock_new(sig, &fresh), 0);
+        fill(fresh, 9000, 1700);
+        cr_expect_eq(oblock_bytes(ob), oblock_bytes(fresh), "signal %d", sig);
+        size_t na, nb;
+        uint8_t *a = seal_bytes(ob, &na), *b = seal_bytes(fresh, &nb);
+        cr_expect_eq(na, nb, "signal %d", sig);
+        cr_expect(na == nb && memcmp(a, b, na) == 0, "signal %d: sealed files differ", sig);
+        free(a);
+        free(b);
+        size_t sealed = adm_in_use(); /* with the seal's scratch (block.h) */
+        oblock_free(ob);
+        oblock_free(fresh);
+        cr_expect_eq(adm_in_use(), sealed, "no limit: nothing cached, nothing charged");
+        cr_expect_eq(oblock_cache_bytes(), 0);
+    }
+}
+
+Test(oblock, cache_trim_frees_what_is_asked_and_uncharges_it)
+{
+    oblock_cache_limit(64u << 20);
+    size_t base = adm_in_use();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 12000, 3000);
+    oblock_free(ob);
+    struct oblock_cache_stats s0, s1;
+    oblock_cache_get_stats(&s0);
+    cr_assert_gt(s0.bytes, 2u << 20);
+    cr_expect_eq(s0.limit, 64u << 20);
+
+    /* At least the bytes asked for, in whole chunks (at most one more). */
+    size_t freed = oblock_cache_trim(1u << 20);
+    oblock_cache_get_stats(&s1);
+    cr_expect_geq(freed, 1u << 20);
+    cr_expect_leq(freed, (2u << 20) + 64, "whole chunks: one of them at most past the ask");
+    cr_expect_eq(s1.bytes, s0.bytes - freed);
+    cr_expect_gt(s1.trimmed, s0.trimmed);
+    cr_expect_eq(adm_in_use(), base + s1.bytes);
+
+    /* Asking for more than it holds empties it. */
+    cr_expect_eq(oblock_cache_trim(SIZE_MAX), s1.bytes);
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    cr_expect_eq(adm_in_use(), base);
+    cr_expect_eq(oblock_cache_trim(1), 0);
+}
+
+Test(oblock, a_freed_block_is_not_cached_while_admission_is_short_of_room)
+{
+    adm_init(64u << 20);
+    oblock_cache_limit(64u << 20);
+    oblock_cache_keep_room(40u << 20);
+    oblock *ob;
+    struct oblock_cache_stats s0, s1;
+
+    /* 16 MiB charged elsewhere: 48 MiB of room, 8 MiB more than kept, and
+     * the block's chunks (its own charge is its owner's) fit in that. */
+    adm_charge(16u << 20);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 6000, 2000);
+    oblock_free(ob);
+    oblock_cache_get_stats(&s0);
+    cr_expect_gt(s0.bytes, 1u << 20);
+    cr_expect_lt(s0.bytes, 8u << 20);
+    cr_expect_eq(s0.dropped, 0);
+    cr_expect_eq(adm_in_use(), (16u << 20) + s0.bytes);
+    oblock_cache_trim(SIZE_MAX);
+
+    /* 24 MiB and a byte: less room than kept, and the freed chunks go back
+     * to the system. */
+    adm_charge((8u << 20) + 1);
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    fill(ob, 6000, 2000);
+    oblock_free(ob);
+    oblock_cache_get_stats(&s1);
+    cr_expect_eq(s1.bytes, 0);
+    cr_expect_gt(s1.dropped, s0.dropped);
+    cr_expect_eq(adm_in_use(), (24u << 20) + 1, "nothing cached, nothing charged");
 }
 
 /* ---- a reader thread racing the writer ---- */

@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "storage/adm.h"
+#include "storage/batch.h"
+#include "storage/oblock.h"
 #include "storage/store.h"
 #include "storage/wal.h"
 #include "tests/util/tmpdir.h"
@@ -158,4 +160,74 @@ Test(store, ack_seal_keeps_no_wal)
     cr_assert(wait_ready());
     cr_expect_not(exists("wal"));
     store_close(tclock_ns() + 5000000000ull);
+}
+
+/* A freed logs block of |rows| rows with 300-byte bodies: its chunks go to
+ * the open blocks' chunk cache. */
+static void cache_a_block(uint32_t rows)
+{
+    static char body[300];
+    memset(body, 'b', sizeof(body));
+    struct batch *b = batch_new(SIG_LOGS);
+    cr_assert_not_null(b);
+    cr_assert_not_null(batch_add_resource(b));
+    cr_assert_not_null(batch_add_scope(b));
+    for (uint32_t i = 0; i < rows; i++) {
+        struct log_row *r = batch_add_log(b);
+        cr_assert_not_null(r);
+        r->time_ns = 1000 + i;
+        r->body_type = VAL_STR;
+        r->body_str = (struct mstr){body, sizeof(body)};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, b, 1), 0);
+    batch_free(b);
+    oblock_free(ob);
+}
+
+Test(store, memory_tick_empties_the_chunk_cache_as_far_as_admission_needs_room)
+{
+    const uint64_t budget = 64u << 20, margin = budget / 16;
+    adm_init(budget);
+    oblock_cache_limit(32u << 20);
+    cache_a_block(20000); /* ~8 MiB of bodies and rows */
+    size_t cached = oblock_cache_bytes();
+    cr_assert_gt(cached, 6u << 20);
+    cr_assert_eq(adm_in_use(), cached);
+
+    /* Room to spare: the cache stays. */
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), cached);
+
+    /* Other charges leave admission 1 MiB: the cache gives back what it
+     * takes to leave the margin free again, in whole chunks, no more
+     * than a chunk past it. */
+    adm_charge(budget - cached - (1u << 20));
+    store_memory_tick(adm_in_use());
+    size_t left = oblock_cache_bytes();
+    cr_expect_lt(left, cached);
+    cr_expect_geq(adm_room(), margin);
+    cr_expect_lt(adm_room(), margin + (2u << 20));
+    cr_expect_eq(adm_in_use(), budget - (1u << 20) - cached + left);
+
+    /* A query waiting for room (adm_demand) takes the rest. */
+    adm_uncharge(budget - cached - (1u << 20));
+    adm_demand_add((int64_t)budget);
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    cr_expect_eq(adm_in_use(), 0);
+    adm_demand_add(-(int64_t)budget);
+
+    /* An export that found no room empties it too, margin or not (one
+     * export may need more than the margin). */
+    cache_a_block(20000);
+    cached = oblock_cache_bytes();
+    cr_assert_gt(cached, 6u << 20);
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), cached, "room to spare");
+    cr_expect(!adm_try_charge(budget));
+    store_memory_tick(adm_in_use());
+    cr_expect_eq(oblock_cache_bytes(), 0);
+    cr_expect_eq(adm_in_use(), 0);
 }
