@@ -31,6 +31,24 @@ uint64_t adm_in_use(void);
 uint64_t adm_budget(void);
 /* The budget less the reserve (where admission stops). */
 uint64_t adm_admit_limit(void);
+/* adm_try_charge calls that found no room, since adm_init: how often
+ * admission was refused memory (a request then waits or is shed). The
+ * compactor watches it to step back while ingest is short of room. */
+uint64_t adm_refusals(void);
+/* Room admission has now: where it stops (as adm_try_charge, with the
+ * queries' demand) less what is charged; 0 when none. */
+uint64_t adm_room(void);
+
+/*
+ * Tracking one thread's charges: between adm_track_begin and adm_track_end
+ * every adm_charge, adm_try_charge that succeeds and adm_uncharge made on
+ * the calling thread is summed (net), and adm_track_peak returns the
+ * highest that sum reached: what one merge held at most (compact.c).
+ * Charges another thread returns are not seen (an upper bound then).
+ */
+void adm_track_begin(void);
+uint64_t adm_track_peak(void);
+void adm_track_end(void);
 
 /*
  * What the process holds that no charge counts (its RSS less adm_in_use,

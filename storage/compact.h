@@ -105,6 +105,15 @@ void compact_stop(void);
 int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, int zstd_level,
                   const _Atomic int *stop, size_t *bad, char *path, size_t cap);
 
+/*
+ * The input file bytes of one merge of signal |s|: |cold_target|, or less
+ * so that the merge's peak memory (the measured peak per input byte of
+ * the last merge of |s|, compact.c) stays within budget/COMPACT_MEM_DIV.
+ * A single larger input is still merged alone. |budget| 0: cold_target.
+ */
+#define COMPACT_MEM_DIV 16
+uint64_t compact_group_cap(enum signal s, uint64_t cold_target, uint64_t budget);
+
 /* Is the window of a block whose newest row is at |max_ns| settled at
  * |now_ns|: its end (the next multiple of |after_ns|) at least |after_ns|
  * in the past? False for after_ns 0 (no overflow for times near 2^64). */
@@ -120,6 +129,13 @@ struct compact_stats {
     uint64_t rows;               /* rows rewritten */
     uint64_t ns;                 /* wall time spent merging */
     uint64_t backlog[SIG_COUNT]; /* [signal - 1]: hot blocks older than compact_after */
+    uint64_t peak_bytes;         /* the most one merge held charged (adm_track_peak) */
+    uint64_t peak_bytes_in;      /* that merge's input file bytes */
+    uint64_t last_peak_bytes;    /* the same for the last merge (also compact_merge alone) */
+    uint64_t last_bytes_in;
+    uint64_t deferrals;   /* times a merge waited for ingest to leave room */
+    uint64_t deferred_ns; /* time spent so */
+    uint64_t yields;      /* merges given up for lack of room (retried later) */
 };
 void compact_get_stats(struct compact_stats *out);
 
