@@ -54,8 +54,10 @@ static _Atomic uint64_t st_deferrals, st_deferred_ns, st_yields;
 
 /*
  * Whether ingest is short of room now: admission refused memory since
- * *seen (adm_refusals), or fewer than |need| bytes are left before
- * admission stops. No budget (tests, tools): never.
+ * *seen (adm_refusals), admission is being paced (the sealer lags with
+ * the budget more than half full, adm_pace_ns: a closed-loop load fills
+ * whatever room the merge leaves), or fewer than |need| bytes are left
+ * before admission stops. No budget (tests, tools): never.
  */
 static bool room_short(uint64_t need, uint64_t *seen)
 {
@@ -65,7 +67,7 @@ static bool room_short(uint64_t need, uint64_t *seen)
     uint64_t r = adm_refusals();
     bool refused = r != *seen;
     *seen = r;
-    return refused || adm_room() < need;
+    return refused || adm_pace_ns() > 0 || adm_room() < need;
 }
 
 /*

@@ -111,7 +111,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
  * the last merge of |s|, compact.c) stays within budget/COMPACT_MEM_DIV.
  * A single larger input is still merged alone. |budget| 0: cold_target.
  */
-#define COMPACT_MEM_DIV 16
+#define COMPACT_MEM_DIV 8
 uint64_t compact_group_cap(enum signal s, uint64_t cold_target, uint64_t budget);
 
 /* Is the window of a block whose newest row is at |max_ns| settled at
