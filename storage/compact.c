@@ -48,6 +48,9 @@ static uint64_t merge_need(enum signal s, uint64_t in_bytes)
  * room for its next step, and it gives everything back (-EAGAIN). The step
  * is how often it looks again. */
 #define ROOM_WAIT_NS (1000ull * 1000000u)
+/* After ingest was short of room, how long it must not be before a merge
+ * starts: a burst of ingest between two looks is not taken for room. */
+#define ROOM_QUIET_NS (200ull * 1000000u)
 #define ROOM_STEP_NS (10ull * 1000000u)
 
 static _Atomic uint64_t st_deferrals, st_deferred_ns, st_yields;
@@ -82,7 +85,7 @@ static int wait_room(uint64_t need, uint64_t max_ns, const _Atomic int *stop, ui
     if (!room_short(need, seen)) {
         return 0;
     }
-    uint64_t t0 = clock_mono_ns(), waited = 0;
+    uint64_t t0 = clock_mono_ns(), waited = 0, quiet = 0;
     int rc = -EAGAIN;
     atomic_fetch_add(&st_deferrals, 1);
     while (waited < max_ns) {
@@ -92,16 +95,15 @@ static int wait_room(uint64_t need, uint64_t max_ns, const _Atomic int *stop, ui
         }
         struct timespec ts = {0, (long)ROOM_STEP_NS};
         nanosleep(&ts, NULL);
-        waited = clock_mono_ns() - t0;
-        if (!room_short(need, seen)) {
-            rc = 0;
+        uint64_t now = clock_mono_ns() - t0;
+        quiet = room_short(need, seen) ? 0 : quiet + (now - waited);
+        waited = now;
+        if (quiet >= ROOM_QUIET_NS) {
+            rc = 0; /* room, and no refusal or pacing, for ROOM_QUIET_NS */
             break;
         }
     }
     atomic_fetch_add(&st_deferred_ns, waited);
-    if (rc == -EAGAIN) {
-        atomic_fetch_add(&st_yields, 1);
-    }
     return rc;
 }
 
@@ -376,6 +378,7 @@ static int append_block(oblock *ob, struct batch *bt, blk *b, const _Atomic int 
     if (rc < 0) {
         return rc;
     }
+    /* room is looked at before each chunk: the first just after the load */
     uint64_t rows = blk_rows(b), step = 0;
     for (uint64_t start = 0; start < rows && rc == 0; start += MERGE_CHUNK) {
         if (stop != NULL && atomic_load(stop)) {
@@ -408,6 +411,25 @@ static int append_block(oblock *ob, struct batch *bt, blk *b, const _Atomic int 
     return rc;
 }
 
+/* Whether the calling thread's merge inputs carry one pin of its own (a
+ * catalog snapshot's: compact_group sets it), which give_back_tables lifts
+ * for its drop. */
+static _Thread_local bool inputs_pinned;
+
+/* Frees the tables the merge loaded of |b| once its rows are in the
+ * merged block (they are charged to the budget ingest is admitted
+ * against), unless a reader other than the merge pins it. */
+static void give_back_tables(blk *b)
+{
+    if (inputs_pinned) {
+        blk_unpin(b);
+    }
+    blk_drop_tables_unpinned(b);
+    if (inputs_pinned) {
+        blk_pin(b);
+    }
+}
+
 static void sources_of(blk *const *in, size_t n, struct blk_source *src)
 {
     for (size_t i = 0; i < n; i++) {
@@ -434,6 +456,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
     struct batch *bt = NULL;
     size_t charged = 0;
     uint64_t in_bytes = 0;
+    bool started = false; /* past the wait for room */
     struct blk_source *src = calloc(n, sizeof(*src));
     if (src == NULL) {
         return -ENOMEM;
@@ -455,10 +478,15 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
     in_bytes = in_bytes == 0 ? 1 : in_bytes;
     adm_track_begin();
     rc = wait_room(merge_need(sig, in_bytes), ROOM_WAIT_NS, stop, &seen);
+    started = rc == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
+        bool had = blk_holds_tables(in[i]);
         rc = append_block(ob, bt, in[i], stop, &charged, &seen);
         if (rc == -EBADMSG && bad != NULL) {
             *bad = i;
+        }
+        if (!had) {
+            give_back_tables(in[i]);
         }
     }
     if (rc == 0) {
@@ -484,6 +512,9 @@ out:
     oblock_free(ob);
     adm_uncharge(charged);
     free(src);
+    if (rc == -EAGAIN && started) {
+        atomic_fetch_add(&st_yields, 1);
+    }
     if (in_bytes > 0) { /* past the start */
         uint64_t peak = adm_track_peak();
         adm_track_end();
@@ -533,8 +564,10 @@ static int compact_group(enum signal s, blk *const *in, size_t n)
         rc = catalog_persist_watermarks(s, src, (uint32_t)n);
     }
     if (rc == 0) {
+        inputs_pinned = true; /* by the pass's snapshot */
         rc = compact_merge(dir, in, n, catalog_cold_id_take(), cfg.zstd_level, &stopping, &bad,
                            path, sizeof(path));
+        inputs_pinned = false;
     }
     if (rc == -EBADMSG && bad < n) {
         blk_quarantine(in[bad]); /* as a query that found it damaged does */
