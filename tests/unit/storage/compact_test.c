@@ -658,10 +658,14 @@ Test(compact, a_merge_of_many_inputs_across_chunk_edges_keeps_every_row_once_in_
         for (size_t k = 0; k < N_EDGE; k++) {
             in[k] =
                 hot_block((enum signal)s, 300 + k, edge_rows[k], (uint32_t)(k % 3), 5 + k, 1 + k);
+            blk_drop_tables(in[k]); /* as the catalog holds a sealed block */
         }
         sigdir((enum signal)s, sub, sizeof(sub));
         cr_assert_eq(
             compact_merge(sub, in, N_EDGE, 20 + (uint64_t)s, 3, NULL, NULL, path, sizeof(path)), 0);
+        for (size_t k = 0; k < N_EDGE; k++) {
+            cr_expect(!blk_holds_tables(in[k]), "input %zu: what the merge loaded is freed", k);
+        }
         blk *c = open_path(path);
         check_merged(c, in, N_EDGE);
         cr_expect_eq(blk_n_sources(c), N_EDGE);
