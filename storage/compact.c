@@ -477,7 +477,10 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
     }
     in_bytes = in_bytes == 0 ? 1 : in_bytes;
     adm_track_begin();
-    rc = wait_room(merge_need(sig, in_bytes), ROOM_WAIT_NS, stop, &seen);
+    /* The pass waits for room before its snapshot (compact_signal): a wait
+     * here would keep every block of it pinned, its tables out of the
+     * catalog's reach when admission needs them trimmed. */
+    rc = wait_room(merge_need(sig, in_bytes), inputs_pinned ? 0 : ROOM_WAIT_NS, stop, &seen);
     started = rc == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         bool had = blk_holds_tables(in[i]);
@@ -624,6 +627,10 @@ bool compact_window_settled(uint64_t max_ns, uint64_t after_ns, uint64_t now_ns)
 static void compact_signal(enum signal s)
 {
     struct cat_snap sn;
+    uint64_t seen = adm_refusals();
+    if (wait_room(0, ROOM_WAIT_NS, &stopping, &seen) < 0) {
+        return; /* ingest is short of room: no snapshot (its pins), no merge */
+    }
     if (catalog_snapshot(s, &sn) < 0) {
         return;
     }

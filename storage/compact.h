@@ -61,10 +61,14 @@
  * STEPPING BACK FOR INGEST
  *   What a merge holds is charged to the budget ingest is admitted
  *   against, and a closed-loop load fills whatever room is left, so a
- *   merge only takes memory while ingest is not short of it: it starts
- *   once admission has had room for the merge's measured need, no refusal
+ *   merge only takes memory while ingest is not short of it: a pass over
+ *   a signal starts (takes its snapshot, whose pins keep the catalog from
+ *   trimming those blocks' tables) once admission has had no refusal
  *   (adm_refusals) and no pacing (adm_pace_ns) for 200 ms, waiting up to
- *   1 s for that; before each row chunk and before the write it looks
+ *   1 s for that, else it is skipped; each merge starts only with room for
+ *   its measured need and neither refusal nor pacing since (it does not
+ *   wait holding the snapshot; compact_merge called alone waits up to 1 s
+ *   for 200 ms of room); before each row chunk and before the write it looks
  *   again, and at the first refusal, pacing or lack of room it gives up
  *   (-EAGAIN: everything freed, nothing written, counted in yields) and
  *   the pass stops; the window is retried on the next pass. It never holds

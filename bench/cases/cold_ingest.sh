@@ -30,19 +30,21 @@ for t in $(seq 1 "$TRIALS"); do
         cp -al bench/data/ab/corpus $D
         CA=0
         [ $arm = on ] && CA=1s
-        P=$((47300 + t * 10))
-        [ $arm = on ] && P=$((P + 1))
+        P=$(python3 -c 'import sys; sys.path.insert(0, "bench/cases"); import benchlib; print(benchlib.free_port())')
+        H=$(python3 -c 'import sys; sys.path.insert(0, "bench/cases"); import benchlib; print(benchlib.free_port())')
         # shellcheck disable=SC2086
-        $B/miradb serve --data $D --grpc-listen 127.0.0.1:$P --http-listen 127.0.0.1:$((P + 5)) \
+        $B/miradb serve --data $D --grpc-listen 127.0.0.1:$P --http-listen 127.0.0.1:$H \
             --compact-after $CA $EXTRA 2>bench/data/ingest-$arm.log &
         PID=$!
         for i in $(seq 1 200); do
-            curl -sf http://127.0.0.1:$((P + 5))/ready >/dev/null 2>&1 && break
+            curl -sf http://127.0.0.1:$H/ready >/dev/null 2>&1 && break
             sleep 0.1
         done
+        curl -sf http://127.0.0.1:$H/ready >/dev/null 2>&1 ||
+            { echo "cold_ingest: the daemon did not become ready (bench/data/ingest-$arm.log)" >&2; exit 1; }
         # the highest memory_in_use while the load runs (bounded: 12 s)
         (for i in $(seq 1 240); do
-            curl -s http://127.0.0.1:$((P + 5))/metrics 2>/dev/null |
+            curl -s http://127.0.0.1:$H/metrics 2>/dev/null |
                 awk '/^miradb_memory_in_use_bytes/ {print $2}'
             sleep 0.05
         done) >bench/data/ingest-$arm.poll &
@@ -51,7 +53,7 @@ for t in $(seq 1 "$TRIALS"); do
             --records-per-request 1000 --server-pid $PID)
         kill $POLL 2>/dev/null || true
         wait $POLL 2>/dev/null || true
-        M=$(curl -s http://127.0.0.1:$((P + 5))/metrics)
+        M=$(curl -s http://127.0.0.1:$H/metrics)
         kill $PID
         wait $PID || true
         PEAK=$(sort -n bench/data/ingest-$arm.poll | tail -1)
