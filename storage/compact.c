@@ -29,8 +29,8 @@
  * open block, then the writer's scratch at twice the open block) per input
  * file byte, in sixteenths, per signal: measured by every merge
  * (adm_track_peak), MERGE_RATIO_START until the first. bench/STORAGE.md
- * (h-merge) has the figures: 8x on blkgen's rows, about 25x on bench/ab's
- * corpus (which compresses better, and an open block starts at 1.6 MiB).
+ * (h-merge) has the figures: 8x on blkgen's rows, 14x to 24x on bench/ab's
+ * corpora (which compress better, and an open block starts at 1.6 MiB).
  */
 #define MERGE_RATIO_START (16u * 16u)
 static _Atomic uint64_t merge_ratio16[SIG_COUNT];
@@ -43,10 +43,11 @@ static uint64_t merge_need(enum signal s, uint64_t in_bytes)
 
 /* ---- stepping back while admission is short of room ---- */
 
-/* How long a merge waits for room before it starts (it holds nothing
- * yet); once it holds rows it waits for nothing: a refusal, or too little
- * room for its next step, and it gives everything back (-EAGAIN). The step
- * is how often it looks again. */
+/* How long a pass waits for room before its snapshot (and compact_merge
+ * called alone before it starts: it holds nothing yet); once a merge holds
+ * rows it waits for nothing: a refusal, pacing or too little room for its
+ * next step, and it gives everything back (-EAGAIN). The step is how often
+ * it looks again. */
 #define ROOM_WAIT_NS (1000ull * 1000000u)
 /* After ingest was short of room, how long it must not be before a merge
  * starts: a burst of ingest between two looks is not taken for room. */
