@@ -153,11 +153,30 @@ static void cold_metrics(struct evbuffer *o)
          (double)cs.bytes_out},
         {"miradb_compaction_rows_total", "Rows rewritten by compaction.", (double)cs.rows},
         {"miradb_compaction_seconds_total", "Time spent compacting.", (double)cs.ns / 1e9},
+        {"miradb_compaction_deferrals_total",
+         "Times a merge waited because ingest was short of memory room.", (double)cs.deferrals},
+        {"miradb_compaction_deferred_seconds_total", "Time merges spent waiting for room.",
+         (double)cs.deferred_ns / 1e9},
+        {"miradb_compaction_yields_total",
+         "Merges given up (their memory returned) because ingest stayed short of room.",
+         (double)cs.yields},
     };
     for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
         header(o, c[k].name, "counter", c[k].help);
         evbuffer_add_printf(o, "%s %.17g\n", c[k].name, c[k].v);
     }
+    header(o, "miradb_compaction_peak_bytes", "gauge",
+           "The most memory one merge held charged to the budget.");
+    evbuffer_add_printf(o, "miradb_compaction_peak_bytes %llu\n",
+                        (unsigned long long)cs.peak_bytes);
+    header(o, "miradb_compaction_peak_input_bytes", "gauge",
+           "The input file bytes of the merge that held the most.");
+    evbuffer_add_printf(o, "miradb_compaction_peak_input_bytes %llu\n",
+                        (unsigned long long)cs.peak_bytes_in);
+    header(o, "miradb_admission_memory_refusals_total", "counter",
+           "Admission attempts that found no memory room (a request then waits or is shed).");
+    evbuffer_add_printf(o, "miradb_admission_memory_refusals_total %llu\n",
+                        (unsigned long long)adm_refusals());
 }
 
 static void per_signal_transport(struct evbuffer *o, const char *name, const char *help,

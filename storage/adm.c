@@ -3,6 +3,8 @@
  */
 #include "storage/adm.h"
 
+#include <stdbool.h>
+
 static uint64_t budget;
 static uint64_t admit_limit; /* budget less the reserve */
 static uint64_t in_use;
@@ -10,7 +12,21 @@ static int64_t sealing;    /* charged bytes the sealer holds */
 static uint64_t uncounted; /* adm_set_uncounted */
 static int64_t demand;     /* adm_demand_add */
 static int64_t cached;     /* adm_cached_add: part of in_use */
-static uint64_t refusals;  /* adm_refusals */
+static uint64_t refusals;  /* adm_try_charge that found no room */
+
+/* adm_track_begin: this thread's net charges and their peak. */
+static _Thread_local bool track_on;
+static _Thread_local int64_t track_net, track_peak;
+
+static inline void track(int64_t n)
+{
+    if (track_on) {
+        track_net += n;
+        if (track_net > track_peak) {
+            track_peak = track_net;
+        }
+    }
+}
 
 void adm_init(uint64_t b)
 {
@@ -60,17 +76,48 @@ bool adm_try_charge(uint64_t n)
         }
     } while (!__atomic_compare_exchange_n(&in_use, &cur, cur + n, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
+    track((int64_t)n);
     return true;
 }
 
 void adm_charge(uint64_t n)
 {
     __atomic_add_fetch(&in_use, n, __ATOMIC_RELAXED);
+    track((int64_t)n);
 }
 
 void adm_uncharge(uint64_t n)
 {
     __atomic_sub_fetch(&in_use, n, __ATOMIC_RELAXED);
+    track(-(int64_t)n);
+}
+
+uint64_t adm_refusals(void)
+{
+    return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
+}
+
+uint64_t adm_room(void)
+{
+    uint64_t lim = admit_room(), cur = adm_in_use();
+    return cur < lim ? lim - cur : 0;
+}
+
+void adm_track_begin(void)
+{
+    track_on = true;
+    track_net = 0;
+    track_peak = 0;
+}
+
+uint64_t adm_track_peak(void)
+{
+    return track_peak > 0 ? (uint64_t)track_peak : 0;
+}
+
+void adm_track_end(void)
+{
+    track_on = false;
 }
 
 uint64_t adm_in_use(void)
@@ -109,16 +156,6 @@ uint64_t adm_demand(void)
     return d > 0 ? (uint64_t)d : 0;
 }
 
-uint64_t adm_refusals(void)
-{
-    return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
-}
-
-uint64_t adm_room(void)
-{
-    uint64_t lim = admit_room(), cur = adm_in_use();
-    return lim > cur ? lim - cur : 0;
-}
 
 uint64_t adm_excess(void)
 {

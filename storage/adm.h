@@ -31,6 +31,16 @@ uint64_t adm_in_use(void);
 uint64_t adm_budget(void);
 /* The budget less the reserve (where admission stops). */
 uint64_t adm_admit_limit(void);
+/*
+ * Tracking one thread's charges: between adm_track_begin and adm_track_end
+ * every adm_charge, adm_try_charge that succeeds and adm_uncharge made on
+ * the calling thread is summed (net), and adm_track_peak returns the
+ * highest that sum reached: what one merge held at most (compact.c).
+ * Charges another thread returns are not seen (an upper bound then).
+ */
+void adm_track_begin(void);
+uint64_t adm_track_peak(void);
+void adm_track_end(void);
 
 /*
  * What the process holds that no charge counts (its RSS less adm_in_use,
@@ -50,8 +60,10 @@ void adm_demand_add(int64_t n);
 uint64_t adm_demand(void);
 /* The bytes adm_try_charge would admit now (0: none). */
 uint64_t adm_room(void);
-/* How many adm_try_charge calls found no room, since adm_init: caches
- * watch it to give memory back as soon as admission runs short. */
+/* How many adm_try_charge calls found no room, since adm_init: how often
+ * admission was refused memory (a request then waits or is shed). Caches
+ * watch it to give memory back as soon as admission runs short, the
+ * compactor to step back while ingest is short of room. */
 uint64_t adm_refusals(void);
 /* How far the budget's count is above where admission stops now (as
  * adm_try_charge, without the queries' demand; 0: not): what caches (idle

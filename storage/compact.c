@@ -24,6 +24,110 @@
 
 #define MERGE_CHUNK 4096 /* rows per batch appended to the merged open block */
 #define NO_ID UINT32_MAX
+/*
+ * What a merge holds at its peak (charged: the inputs' loaded tables, the
+ * open block, then the writer's scratch at twice the open block) per input
+ * file byte, in sixteenths, per signal: measured by every merge
+ * (adm_track_peak), MERGE_RATIO_START until the first. bench/STORAGE.md
+ * (h-merge) has the figures: 8x on blkgen's rows, 14x to 24x on bench/ab's
+ * corpora (which compress better, and an open block starts at 1.6 MiB).
+ */
+#define MERGE_RATIO_START (16u * 16u)
+static _Atomic uint64_t merge_ratio16[SIG_COUNT];
+
+static uint64_t merge_need(enum signal s, uint64_t in_bytes)
+{
+    uint64_t r = atomic_load(&merge_ratio16[s - 1]);
+    return (r == 0 ? MERGE_RATIO_START : r) * in_bytes / 16;
+}
+
+/* ---- stepping back while admission is short of room ---- */
+
+/* How long a pass waits for room before its snapshot (and compact_merge
+ * called alone before it starts: it holds nothing yet); once a merge holds
+ * rows it waits for nothing: a refusal, pacing or too little room for its
+ * next step, and it gives everything back (-EAGAIN). The step is how often
+ * it looks again. */
+#define ROOM_WAIT_NS (1000ull * 1000000u)
+/* After ingest was short of room, how long it must not be before a merge
+ * starts: a burst of ingest between two looks is not taken for room. */
+#define ROOM_QUIET_NS (200ull * 1000000u)
+#define ROOM_STEP_NS (10ull * 1000000u)
+
+static _Atomic uint64_t st_deferrals, st_deferred_ns, st_yields;
+
+/*
+ * Whether ingest is short of room now: admission refused memory since
+ * *seen (adm_refusals), admission is being paced (the sealer lags with
+ * the budget more than half full, adm_pace_ns: a closed-loop load fills
+ * whatever room the merge leaves), or fewer than |need| bytes are left
+ * before admission stops. No budget (tests, tools): never.
+ */
+static bool room_short(uint64_t need, uint64_t *seen)
+{
+    if (adm_budget() == 0) {
+        return false;
+    }
+    uint64_t r = adm_refusals();
+    bool refused = r != *seen;
+    *seen = r;
+    return refused || adm_pace_ns() > 0 || adm_room() < need;
+}
+
+/*
+ * Waits while ingest is short of room (room_short) for a merge that needs
+ * |need| more bytes: 0 once there is room; -EAGAIN when it waited |max_ns|
+ * without (the caller gives up what it holds and the window is retried on
+ * a later pass); -ECANCELED on stop. Never holds a lock, so ingest is
+ * never blocked by it.
+ */
+static int wait_room(uint64_t need, uint64_t max_ns, const _Atomic int *stop, uint64_t *seen)
+{
+    if (!room_short(need, seen)) {
+        return 0;
+    }
+    uint64_t t0 = clock_mono_ns(), waited = 0, quiet = 0;
+    int rc = -EAGAIN;
+    atomic_fetch_add(&st_deferrals, 1);
+    while (waited < max_ns) {
+        if (stop != NULL && atomic_load(stop)) {
+            rc = -ECANCELED;
+            break;
+        }
+        struct timespec ts = {0, (long)ROOM_STEP_NS};
+        nanosleep(&ts, NULL);
+        uint64_t now = clock_mono_ns() - t0;
+        quiet = room_short(need, seen) ? 0 : quiet + (now - waited);
+        waited = now;
+        if (quiet >= ROOM_QUIET_NS) {
+            rc = 0; /* room, and no refusal or pacing, for ROOM_QUIET_NS */
+            break;
+        }
+    }
+    atomic_fetch_add(&st_deferred_ns, waited);
+    return rc;
+}
+
+static pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t st_peak, st_peak_in, st_last_peak, st_last_in; /* under peak_lock */
+
+/* A merge of |in_bytes| held |peak| at most: the stats, and (for one that
+ * completed: an abandoned one stopped short of its peak) the ratio. */
+static void note_peak(enum signal s, uint64_t peak, uint64_t in_bytes, bool done)
+{
+    pthread_mutex_lock(&peak_lock);
+    st_last_peak = peak;
+    st_last_in = in_bytes;
+    if (peak > st_peak) {
+        st_peak = peak;
+        st_peak_in = in_bytes;
+    }
+    pthread_mutex_unlock(&peak_lock);
+    if (done) {
+        uint64_t r = peak * 16 / in_bytes;
+        atomic_store(&merge_ratio16[s - 1], r < 16 ? 16 : r);
+    }
+}
 
 /* ---- the merge: rows of sealed blocks into one open block ---- */
 
@@ -259,9 +363,11 @@ static int add_point(struct batch *bt, struct idmap *m, blk *b, uint64_t i)
 }
 
 /* Appends every row of |b| to |ob|, MERGE_CHUNK rows a batch. The merged
- * block's growth is charged to the budget as it happens (*charged). */
+ * block's growth is charged to the budget as it happens (*charged); before
+ * each chunk it gives up (-EAGAIN) if ingest is short of room for about
+ * what the last chunk took (wait_room). */
 static int append_block(oblock *ob, struct batch *bt, blk *b, const _Atomic int *stop,
-                        size_t *charged)
+                        size_t *charged, uint64_t *seen)
 {
     enum signal sig = blk_signal(b);
     struct idmap m;
@@ -273,10 +379,15 @@ static int append_block(oblock *ob, struct batch *bt, blk *b, const _Atomic int 
     if (rc < 0) {
         return rc;
     }
-    uint64_t rows = blk_rows(b);
+    /* room is looked at before each chunk: the first just after the load */
+    uint64_t rows = blk_rows(b), step = 0;
     for (uint64_t start = 0; start < rows && rc == 0; start += MERGE_CHUNK) {
         if (stop != NULL && atomic_load(stop)) {
             rc = -ECANCELED;
+            break;
+        }
+        rc = wait_room(step, 0, stop, seen);
+        if (rc < 0) {
             break;
         }
         uint64_t end = start + MERGE_CHUNK < rows ? start + MERGE_CHUNK : rows;
@@ -292,12 +403,32 @@ static int append_block(oblock *ob, struct batch *bt, blk *b, const _Atomic int 
         }
         size_t now = oblock_bytes(ob);
         if (now > *charged) {
-            adm_charge(now - *charged);
+            step = now - *charged;
+            adm_charge(step);
             *charged = now;
         }
     }
     idmap_free(&m);
     return rc;
+}
+
+/* Whether the calling thread's merge inputs carry one pin of its own (a
+ * catalog snapshot's: compact_group sets it), which give_back_tables lifts
+ * for its drop. */
+static _Thread_local bool inputs_pinned;
+
+/* Frees the tables the merge loaded of |b| once its rows are in the
+ * merged block (they are charged to the budget ingest is admitted
+ * against), unless a reader other than the merge pins it. */
+static void give_back_tables(blk *b)
+{
+    if (inputs_pinned) {
+        blk_unpin(b);
+    }
+    blk_drop_tables_unpinned(b);
+    if (inputs_pinned) {
+        blk_pin(b);
+    }
 }
 
 static void sources_of(blk *const *in, size_t n, struct blk_source *src)
@@ -325,6 +456,8 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
     oblock *ob = NULL;
     struct batch *bt = NULL;
     size_t charged = 0;
+    uint64_t in_bytes = 0;
+    bool started = false; /* past the wait for room */
     struct blk_source *src = calloc(n, sizeof(*src));
     if (src == NULL) {
         return -ENOMEM;
@@ -339,11 +472,30 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
         goto out;
     }
     sources_of(in, n, src);
+    uint64_t seen = adm_refusals();
+    for (size_t i = 0; i < n; i++) {
+        in_bytes += blk_file_bytes(in[i]);
+    }
+    in_bytes = in_bytes == 0 ? 1 : in_bytes;
+    adm_track_begin();
+    /* The pass waits for room before its snapshot (compact_signal): a wait
+     * here would keep every block of it pinned, its tables out of the
+     * catalog's reach when admission needs them trimmed. */
+    rc = wait_room(merge_need(sig, in_bytes), inputs_pinned ? 0 : ROOM_WAIT_NS, stop, &seen);
+    started = rc == 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = append_block(ob, bt, in[i], stop, &charged);
+        bool had = blk_holds_tables(in[i]);
+        rc = append_block(ob, bt, in[i], stop, &charged, &seen);
         if (rc == -EBADMSG && bad != NULL) {
             *bad = i;
         }
+        if (!had) {
+            give_back_tables(in[i]);
+        }
+    }
+    if (rc == 0) {
+        /* the writer's scratch (block.h: 2x the open block) */
+        rc = wait_room(2 * (uint64_t)charged, 0, stop, &seen);
     }
     if (rc < 0) {
         goto out;
@@ -365,6 +517,14 @@ out:
     oblock_free(ob);
     adm_uncharge(charged);
     free(src);
+    if (rc == -EAGAIN && started) {
+        atomic_fetch_add(&st_yields, 1);
+    }
+    if (in_bytes > 0) { /* past the start */
+        uint64_t peak = adm_track_peak();
+        adm_track_end();
+        note_peak(sig, peak, in_bytes, rc == 0);
+    }
     return rc;
 }
 
@@ -386,8 +546,9 @@ static uint64_t block_max_ns(const blk *b)
     return mx;
 }
 
-/* Merges in[0, n) and swaps them for the result. */
-static void compact_group(enum signal s, blk *const *in, size_t n)
+/* Merges in[0, n) and swaps them for the result: 0, -EAGAIN (it stepped
+ * back for ingest: nothing changed), or another failure. */
+static int compact_group(enum signal s, blk *const *in, size_t n)
 {
     char dir[600], path[700];
     uint64_t t0 = clock_mono_ns(), bytes_in = 0, rows = 0;
@@ -408,8 +569,10 @@ static void compact_group(enum signal s, blk *const *in, size_t n)
         rc = catalog_persist_watermarks(s, src, (uint32_t)n);
     }
     if (rc == 0) {
+        inputs_pinned = true; /* by the pass's snapshot */
         rc = compact_merge(dir, in, n, catalog_cold_id_take(), cfg.zstd_level, &stopping, &bad,
                            path, sizeof(path));
+        inputs_pinned = false;
     }
     if (rc == -EBADMSG && bad < n) {
         blk_quarantine(in[bad]); /* as a query that found it damaged does */
@@ -435,11 +598,22 @@ static void compact_group(enum signal s, blk *const *in, size_t n)
         stats.bytes_in += bytes_in;
         stats.bytes_out += blk_file_bytes(out);
         stats.rows += rows;
-    } else if (rc != -ECANCELED && rc != -ESTALE) {
+    } else if (rc != -ECANCELED && rc != -ESTALE && rc != -EAGAIN) {
         stats.failures++;
     }
     stats.ns += clock_mono_ns() - t0;
     pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+uint64_t compact_group_cap(enum signal s, uint64_t cold_target, uint64_t budget)
+{
+    if (budget == 0) {
+        return cold_target;
+    }
+    uint64_t r = atomic_load(&merge_ratio16[s - 1]);
+    uint64_t cap = budget / COMPACT_MEM_DIV * 16 / (r == 0 ? MERGE_RATIO_START : r);
+    return cap < cold_target ? cap : cold_target;
 }
 
 bool compact_window_settled(uint64_t max_ns, uint64_t after_ns, uint64_t now_ns)
@@ -455,6 +629,10 @@ bool compact_window_settled(uint64_t max_ns, uint64_t after_ns, uint64_t now_ns)
 static void compact_signal(enum signal s)
 {
     struct cat_snap sn;
+    uint64_t seen = adm_refusals();
+    if (wait_room(0, ROOM_WAIT_NS, &stopping, &seen) < 0) {
+        return; /* ingest is short of room: no snapshot (its pins), no merge */
+    }
     if (catalog_snapshot(s, &sn) < 0) {
         return;
     }
@@ -468,14 +646,7 @@ static void compact_signal(enum signal s)
     pthread_mutex_lock(&lock);
     stats.backlog[s - 1] = backlog;
     pthread_mutex_unlock(&lock);
-    /* Building the merged block holds about 5x its input bytes (the open
-     * block, then the writer's scratch), charged to the budget ingest is
-     * admitted against: a group is capped at a sixteenth of the budget,
-     * and waits for a pass with room for 6x its bytes. */
-    uint64_t cap = cfg.cold_target_bytes;
-    if (adm_budget() != 0 && adm_budget() / 16 < cap) {
-        cap = adm_budget() / 16;
-    }
+    uint64_t cap = compact_group_cap(s, cfg.cold_target_bytes, adm_budget());
     blk **group = calloc(sn.n_blocks + 1, sizeof(*group));
     /* Blocks come in the catalog's order: by newest row, oldest first. */
     for (size_t i = 0; group != NULL && i < sn.n_blocks && !atomic_load(&stopping);) {
@@ -500,10 +671,9 @@ static void compact_signal(enum signal s)
             bytes += blk_file_bytes(c);
             i++;
         }
-        if (adm_budget() != 0 && adm_in_use() + 6 * bytes > adm_budget()) {
-            continue;
+        if (compact_group(s, group, n) == -EAGAIN) {
+            break; /* ingest is short of room: the next pass retries */
         }
-        compact_group(s, group, n);
     }
     free(group);
     catalog_snap_release(&sn); /* the last reference to a replaced input unlinks it */
@@ -579,4 +749,13 @@ void compact_get_stats(struct compact_stats *out)
     pthread_mutex_lock(&lock);
     *out = stats;
     pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&peak_lock);
+    out->peak_bytes = st_peak;
+    out->peak_bytes_in = st_peak_in;
+    out->last_peak_bytes = st_last_peak;
+    out->last_bytes_in = st_last_in;
+    pthread_mutex_unlock(&peak_lock);
+    out->deferrals = atomic_load(&st_deferrals);
+    out->deferred_ns = atomic_load(&st_deferred_ns);
+    out->yields = atomic_load(&st_yields);
 }

@@ -7,11 +7,13 @@
  *   than compact_after are grouped by time window (the window of a block
  *   is its newest row's time divided by compact_after; a window is taken
  *   once its end is compact_after in the past), and each window's blocks,
- *   oldest first, are merged into cold blocks of at most cold_target
- *   input bytes each, and at most a sixteenth of the memory budget (the
- *   merge holds the rows in memory, about 5x the input bytes; a pass with
- *   less room waits); a single input larger than that is still rewritten
- *   alone. The rows are read back whole, appended into one open block
+ *   oldest first, are merged into cold blocks of at most
+ *   compact_group_cap input bytes each: cold_target, or less so that the
+ *   merge holds at most an eighth of the memory budget (it holds its rows
+ *   in memory: the inputs' tables, the open block, then the writer's
+ *   scratch at twice the open block; measured by each merge, 8x to 25x
+ *   the input file bytes); a single input larger than that is still
+ *   rewritten alone. The rows are read back whole, appended into one open block
  *   (its dictionaries hold each distinct resource, scope and metric once)
  *   and written by blk_write_ex with every table zstd at zstd_level: the
  *   writer sorts them by time (readers rely on time order: blk_lower_bound,
@@ -56,6 +58,24 @@
  *   crash in that gap keeps the cold block, with the rows retention had
  *   deleted, until retention deletes the cold block (it is as old).
  *
+ * STEPPING BACK FOR INGEST
+ *   What a merge holds is charged to the budget ingest is admitted
+ *   against, and a closed-loop load fills whatever room is left, so a
+ *   merge only takes memory while ingest is not short of it: a pass over
+ *   a signal starts (takes its snapshot, whose pins keep the catalog from
+ *   trimming those blocks' tables) once admission has had no refusal
+ *   (adm_refusals) and no pacing (adm_pace_ns) for 200 ms, waiting up to
+ *   1 s for that, else it is skipped; each merge starts only with room for
+ *   its measured need and neither refusal nor pacing since (it does not
+ *   wait holding the snapshot; compact_merge called alone waits up to 1 s
+ *   for 200 ms of room); before each row chunk and before the write it looks
+ *   again, and at the first refusal, pacing or lack of room it gives up
+ *   (-EAGAIN: everything freed, nothing written, counted in yields) and
+ *   the pass stops; the window is retried on the next pass. It never holds
+ *   a lock ingest takes, so it cannot block ingest; it makes progress
+ *   whenever ingest leaves room, and under a load that never does it
+ *   waits (the backlog gauge shows it).
+ *
  * The verification cache keys files by device, inode, size and mtime
  * (vcache.h), and a cold block has a new name and inode: no entry of an
  * input can match it.
@@ -97,13 +117,23 @@ void compact_stop(void);
  * into one cold block in |dir| with seal id |cold_id|, every table zstd at
  * |zstd_level|, sources listing the inputs: the path in |path|. Does not
  * touch the catalog or the watermarks (compact.c's pass does; the unit
- * tests call this alone). With |stop| non-NULL, an abandoned merge (*stop
- * set) returns -ECANCELED. 0; -EINVAL (no input, mixed signals); -EBADMSG
- * (an input table fails its check: *bad is that input); -ENOMEM; -errno.
- * Nothing is left behind on failure.
+ * tests call this alone). The tables it loads of an input are freed once
+ * that input's rows are in (unless another reader pins it). With |stop| non-NULL, an abandoned
+ * merge (*stop set) returns -ECANCELED; one that stepped back for ingest (STEPPING BACK above;
+ * never with no budget set) -EAGAIN. 0; -EINVAL (no input, mixed signals); -EBADMSG (an input table
+ * fails its check: *bad is that input); -ENOMEM; -errno. Nothing is left behind on failure.
  */
 int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, int zstd_level,
                   const _Atomic int *stop, size_t *bad, char *path, size_t cap);
+
+/*
+ * The input file bytes of one merge of signal |s|: |cold_target|, or less
+ * so that the merge's peak memory (the measured peak per input byte of
+ * the last merge of |s|, compact.c) stays within budget/COMPACT_MEM_DIV.
+ * A single larger input is still merged alone. |budget| 0: cold_target.
+ */
+#define COMPACT_MEM_DIV 8
+uint64_t compact_group_cap(enum signal s, uint64_t cold_target, uint64_t budget);
 
 /* Is the window of a block whose newest row is at |max_ns| settled at
  * |now_ns|: its end (the next multiple of |after_ns|) at least |after_ns|
@@ -120,6 +150,13 @@ struct compact_stats {
     uint64_t rows;               /* rows rewritten */
     uint64_t ns;                 /* wall time spent merging */
     uint64_t backlog[SIG_COUNT]; /* [signal - 1]: hot blocks older than compact_after */
+    uint64_t peak_bytes;         /* the most one merge held charged (adm_track_peak) */
+    uint64_t peak_bytes_in;      /* that merge's input file bytes */
+    uint64_t last_peak_bytes;    /* the same for the last merge (also compact_merge alone) */
+    uint64_t last_bytes_in;
+    uint64_t deferrals;   /* times a merge waited for ingest to leave room */
+    uint64_t deferred_ns; /* time spent so */
+    uint64_t yields;      /* merges given up for lack of room (retried later) */
 };
 void compact_get_stats(struct compact_stats *out);
 

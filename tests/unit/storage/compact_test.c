@@ -10,9 +10,12 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -640,4 +643,197 @@ Test(compact, a_window_is_settled_once_its_end_is_compact_after_past)
     cr_expect_not(compact_window_settled(UINT64_MAX, 1000000000ull, UINT64_MAX - 1));
     cr_expect_not(compact_window_settled(0, h, h - 1), "now before compact_after");
     cr_expect_not(compact_window_settled(0, 0, t), "compact_after 0: off");
+}
+
+/* ---- the merge's memory, and stepping back for ingest ---- */
+
+/* The row counts of many inputs, across MERGE_CHUNK's (4096) edges. */
+static const uint64_t edge_rows[] = {1, 4095, 4096, 4097, 8191, 8193, 2, 12288, 100};
+#define N_EDGE (sizeof(edge_rows) / sizeof(edge_rows[0]))
+
+Test(compact, a_merge_of_many_inputs_across_chunk_edges_keeps_every_row_once_in_time_order)
+{
+    char sub[300], path[600];
+    for (int s = 1; s <= SIG_COUNT; s++) {
+        blk *in[N_EDGE];
+        for (size_t k = 0; k < N_EDGE; k++) {
+            in[k] =
+                hot_block((enum signal)s, 300 + k, edge_rows[k], (uint32_t)(k % 3), 5 + k, 1 + k);
+            blk_drop_tables(in[k]); /* as the catalog holds a sealed block */
+        }
+        sigdir((enum signal)s, sub, sizeof(sub));
+        cr_assert_eq(
+            compact_merge(sub, in, N_EDGE, 20 + (uint64_t)s, 3, NULL, NULL, path, sizeof(path)), 0);
+        for (size_t k = 0; k < N_EDGE; k++) {
+            cr_expect(!blk_holds_tables(in[k]), "input %zu: what the merge loaded is freed", k);
+        }
+        blk *c = open_path(path);
+        check_merged(c, in, N_EDGE);
+        cr_expect_eq(blk_n_sources(c), N_EDGE);
+        blk_unref(c);
+        for (size_t k = 0; k < N_EDGE; k++) {
+            blk_unref(in[k]);
+        }
+    }
+    blk_scratch_release();
+    cr_expect_eq(adm_in_use(), 0, "the merges return what they charged");
+}
+
+/*
+ * Inputs many times a merge's cap: each group compact_group_cap allows
+ * (as compact.c's pass forms them: whole inputs, oldest first, at least
+ * one) holds at most budget / COMPACT_MEM_DIV at its peak, and the groups
+ * together give back every row once. (An empty open block and its
+ * writer's scratch are about 5 MiB whatever the input: the budget is
+ * large enough for groups of several inputs.)
+ */
+Test(compact, groups_within_the_cap_hold_at_most_an_eighth_of_the_budget)
+{
+    const uint64_t budget = 160ull << 20;
+    adm_init(budget);
+    char sub[300], path[600];
+    enum { N = 12 };
+    blk *in[N];
+    uint64_t total = 0;
+    for (int k = 0; k < N; k++) {
+        in[k] = hot_block(SIG_LOGS, 400 + k, 6000, 0, 10 + k, 1 + k);
+        total += blk_file_bytes(in[k]);
+    }
+    blk_scratch_release();
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    uint64_t first = compact_group_cap(SIG_LOGS, 1ull << 30, budget);
+    cr_expect_eq(first, budget / COMPACT_MEM_DIV / 16, "before any merge: 16x its input bytes");
+    /* A first merge (one input) measures the peak per input byte. */
+    cr_assert_eq(compact_merge(sub, in, 1, 1, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk_unref(open_path(path));
+    blk_scratch_release();
+    struct compact_stats st;
+    compact_get_stats(&st);
+    cr_assert_gt(st.last_peak_bytes, 4 * st.last_bytes_in,
+                 "a merge holds several times its input (%llu for %llu)",
+                 (unsigned long long)st.last_peak_bytes, (unsigned long long)st.last_bytes_in);
+    uint64_t cap = compact_group_cap(SIG_LOGS, 1ull << 30, budget);
+    cr_assert_lt(3 * cap, total - blk_file_bytes(in[0]), "the inputs are several caps");
+    cr_expect_eq(compact_group_cap(SIG_LOGS, cap / 2, budget), cap / 2, "the target when lower");
+    cr_expect_eq(compact_group_cap(SIG_LOGS, 7, 0), 7, "no budget: the target");
+    size_t groups = 0;
+    uint64_t rows = 0;
+    for (size_t i = 1; i < N;) {
+        size_t n = 0;
+        uint64_t bytes = 0;
+        while (i + n < N && (n == 0 || bytes + blk_file_bytes(in[i + n]) <= cap)) {
+            bytes += blk_file_bytes(in[i + n]);
+            n++;
+        }
+        cr_assert_eq(compact_merge(sub, in + i, n, 100 + groups, 3, NULL, NULL, path, sizeof(path)),
+                     0);
+        compact_get_stats(&st);
+        cr_expect_leq(st.last_peak_bytes, budget / COMPACT_MEM_DIV,
+                      "group %zu (%zu inputs, %llu bytes) held %llu", groups, n,
+                      (unsigned long long)bytes, (unsigned long long)st.last_peak_bytes);
+        cr_expect_eq(st.last_bytes_in, bytes);
+        blk *c = open_path(path);
+        check_merged(c, in + i, n);
+        rows += blk_rows(c);
+        blk_unref(c);
+        blk_scratch_release();
+        groups++;
+        i += n;
+    }
+    cr_expect_geq(groups, 3);
+    cr_expect_lt(groups, N - 1, "groups of more than one input");
+    cr_expect_eq(rows, (N - 1) * 6000ull);
+    for (int k = 0; k < N; k++) {
+        blk_unref(in[k]);
+    }
+    cr_expect_eq(adm_in_use(), 0);
+}
+
+static size_t blk_files(const char *sub)
+{
+    size_t n = 0;
+    char name[64];
+    for (int id = 1; id < 64; id++) {
+        snprintf(name, sizeof(name), "s65535-%016x.blk", id);
+        n += tmpdir_file_size(sub, name) >= 0;
+        snprintf(name, sizeof(name), "s65535-%016x.blk.tmp", id);
+        n += tmpdir_file_size(sub, name) >= 0;
+    }
+    return n;
+}
+
+/* Too little room before admission stops: the merge waits, then gives up
+ * (-EAGAIN) leaving nothing behind; with room it goes through. */
+Test(compact, a_merge_waits_for_room_and_gives_up_leaving_nothing)
+{
+    const uint64_t budget = 64ull << 20;
+    adm_init(budget);
+    char sub[300], path[600];
+    blk *in[2] = {hot_block(SIG_LOGS, 7, 2000, 0, 3, 1), hot_block(SIG_LOGS, 8, 2000, 1, 4, 1)};
+    blk_scratch_release();
+    uint64_t need = 16 * (blk_file_bytes(in[0]) + blk_file_bytes(in[1]));
+    uint64_t held = adm_in_use();
+    adm_charge(budget - held - need / 2); /* ingest leaves half of what the merge needs */
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    struct compact_stats st;
+    compact_get_stats(&st);
+    uint64_t yields = st.yields;
+    cr_expect_eq(compact_merge(sub, in, 2, 1, 3, NULL, NULL, path, sizeof(path)), -EAGAIN);
+    compact_get_stats(&st);
+    cr_expect_eq(st.yields, yields, "it never started: nothing to give up");
+    cr_expect_geq(st.deferrals, 1);
+    cr_expect_eq(blk_files(sub), 0, "nothing written");
+    cr_expect_eq(adm_in_use(), budget - need / 2, "nothing kept");
+    adm_uncharge(budget - held - need / 2);
+    cr_assert_eq(compact_merge(sub, in, 2, 2, 3, NULL, NULL, path, sizeof(path)), 0,
+                 "with room it goes through");
+    blk *c = open_path(path);
+    check_merged(c, in, 2);
+    blk_unref(c);
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+    blk_scratch_release();
+    cr_expect_eq(adm_in_use(), 0);
+}
+
+static _Atomic int refusing;
+
+/* Ingest being refused memory the whole time (adm_refusals moves). */
+static void *refuse_main(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&refusing)) {
+        cr_assert(!adm_try_charge(1ull << 62));
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+Test(compact, a_merge_gives_up_while_admission_refuses_ingest)
+{
+    adm_init(1ull << 30); /* room enough: only the refusals stop it */
+    char sub[300], path[600];
+    blk *in[2] = {hot_block(SIG_LOGS, 9, 9000, 0, 3, 1), hot_block(SIG_LOGS, 10, 9000, 1, 4, 1)};
+    blk_scratch_release();
+    sigdir(SIG_LOGS, sub, sizeof(sub));
+    blk_drop_tables(in[0]);
+    blk_drop_tables(in[1]);
+    uint64_t held = adm_in_use();
+    atomic_store(&refusing, 1);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, refuse_main, NULL), 0);
+    int rc = compact_merge(sub, in, 2, 1, 3, NULL, NULL, path, sizeof(path));
+    atomic_store(&refusing, 0);
+    pthread_join(t, NULL);
+    cr_expect_eq(rc, -EAGAIN);
+    cr_expect_eq(blk_files(sub), 0, "nothing written");
+    blk_drop_tables(in[0]); /* what the merge loaded of its inputs */
+    blk_drop_tables(in[1]);
+    cr_expect_eq(adm_in_use(), held, "everything given back");
+    cr_expect_eq(compact_merge(sub, in, 2, 2, 3, NULL, NULL, path, sizeof(path)), 0,
+                 "once the refusals stop it goes through");
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+    blk_scratch_release();
 }
