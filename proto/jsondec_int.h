@@ -293,21 +293,32 @@ static inline int arr_next(struct jd *j, bool *first)
 /* ---- member names ---- */
 
 /* A member name, camelCase and snake_case. |cq|/|sq| hold the name and its
- * closing quote, zero-padded, for next_field's word compares. */
+ * closing quote, zero-padded, for next_field's word compares. |cm| is the
+ * text a compact object has from the ',' before the camelCase name through
+ * the ':' after it (,"name":), zero-padded, and |cmwant| the bits of its
+ * bytes in a 32-byte compare's mask (bit 32 alone, never matched, when the
+ * text is longer than 32 bytes): next_field's one-compare member. */
 #define FNAME_MAX 31
+#define FCM_LEN(c) (sizeof(c) - 1 + 4)
 struct fdef {
     const char *camel;
     const char *snake; /* NULL when the same */
     uint8_t clen, slen;
     char cq[FNAME_MAX + 1], sq[FNAME_MAX + 1];
+    uint8_t cmlen;
+    uint64_t cmwant;
+    char cm[32];
 };
+#define FCM(c)                                                                                     \
+    FCM_LEN(c), FCM_LEN(c) <= 32 ? (1ull << FCM_LEN(c)) - 1 : 1ull << 32,                          \
+        ",\"" c "\":" /* a camelCase name of 29+ bytes: GCC warns the text is too long */
 #define F2(c, s)                                                                                   \
     {                                                                                              \
-        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\""                                         \
+        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\"", FCM(c)                                 \
     }
 #define F1(c)                                                                                      \
     {                                                                                              \
-        c, NULL, sizeof(c) - 1, 0, c "\"", ""                                                      \
+        c, NULL, sizeof(c) - 1, 0, c "\"", "", FCM(c)                                              \
     }
 #define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
@@ -411,6 +422,26 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
     /* compact text first: '}', or [','] '"' name '"' ':' with no blank */
     if (x->n - x->pos > FNAME_MAX + 3) {
         const char *p = x->s + x->pos;
+#ifdef __SSE2__
+        /* the guess by one 32-byte compare with its ,"name": text: from
+         * the ',' (after the first member), or from the byte before the
+         * quote, the object's '{', whose bit is not asked for (the first) */
+        const struct fdef *g = &c->t[h];
+        const char *q = p - c->first; /* x->pos >= 1 past a '{' */
+        uint64_t m = (uint32_t)_mm_movemask_epi8(
+                         _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+                                        _mm_loadu_si128((const __m128i *)(const void *)g->cm))) |
+                     (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                         _mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
+                         _mm_loadu_si128((const __m128i *)(const void *)(g->cm + 16))))
+                         << 16;
+        if (((m | c->first) & g->cmwant) == g->cmwant) {
+            x->pos = (size_t)(q - x->s) + g->cmlen;
+            c->first = false;
+            c->f = c->prev = h;
+            return 1;
+        }
+#endif
         char c0 = *p;
         if (c0 == '}') {
             x->pos++;
