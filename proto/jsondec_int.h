@@ -181,6 +181,10 @@ static inline int lex_lit(struct jd *j, const char *lit, size_t n)
 static inline bool take_null(struct jd *j)
 {
     struct jsonlex *x = &j->lx;
+    /* the usual answer from the byte at the cursor: a value that is not a blank and not 'n' */
+    if (x->pos < x->n && x->s[x->pos] != 'n' && (unsigned char)x->s[x->pos] > ' ') {
+        return false;
+    }
     jd_ws(x);
     if (x->n - x->pos >= 4 && memcmp(x->s + x->pos, "null", 4) == 0) {
         x->pos += 4;
