@@ -75,6 +75,9 @@ struct jd {
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
      * began the object, m = -1) the last time; 0 when not yet seen. */
     uint8_t succ[TID_COUNT][FMAX];
+    /* succ2[t][m + 1] - 1: the member that followed m before the one in
+     * succ, tried second when the first guess misses (0: none). */
+    uint8_t succ2[TID_COUNT][FMAX];
     /* The last list of doubles read whole (its text from '[' through ']'
      * and the values it gave, at most JD_DL_MAX): a list with the same
      * text, as the explicit bounds of one histogram's points are, is
@@ -337,7 +340,8 @@ struct fdef {
  */
 struct fcur {
     const struct fdef *t;
-    uint8_t *succ; /* j->succ[table] */
+    uint8_t *succ;  /* j->succ[table] */
+    uint8_t *succ2; /* j->succ2[table] */
     int nt;
     int prev; /* the last known member matched, -1 before the first */
     int f;    /* the member just read: its index in t, or -1 (unknown) */
@@ -345,8 +349,8 @@ struct fcur {
 };
 #define FCUR(j, tab)                                                                               \
     {                                                                                              \
-        .t = (tab), .succ = (j)->succ[TID_##tab], .nt = NF(tab), .prev = -1, .f = -1,              \
-        .first = true                                                                              \
+        .t = (tab), .succ = (j)->succ[TID_##tab], .succ2 = (j)->succ2[TID_##tab], .nt = NF(tab),   \
+        .prev = -1, .f = -1, .first = true                                                         \
     }
 
 /*
@@ -416,36 +420,58 @@ static inline int name_find(const char *p, const struct fdef *t, int nt, int h, 
 /* next_field for a key not matched in place (jsondec.c). */
 int jd_next_field_slow(struct jd *j, struct fcur *c);
 
-/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
-__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
+/* Member |f| followed c->prev: the guess for next time, the one it
+ * replaces kept as the second guess. */
+static inline void fc_learn(struct fcur *c, int f)
+{
+    uint8_t *g = &c->succ[c->prev + 1];
+    if (*g != f + 1) {
+        c->succ2[c->prev + 1] = *g;
+        *g = (uint8_t)(f + 1);
+    }
+}
+
+#ifdef __SSE2__
+/*
+ * Member |h| by one 32-byte compare with its ,"name": text (struct fdef's
+ * cm): from the ',' (after the first member), or from the byte before the
+ * quote, the object's '{', whose bit is not asked for (the first). The
+ * cursor past the ':' when it matched (c->f, c->prev set): true. The text
+ * has more than FNAME_MAX + 3 bytes after the cursor, which is >= 1 (past
+ * a '{').
+ */
+__attribute__((always_inline)) static inline bool fc_take_cm(struct jsonlex *x, struct fcur *c,
+                                                             int h)
+{
+    const struct fdef *d = &c->t[h];
+    const char *q = x->s + x->pos - c->first;
+    uint64_t m = (uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+                                    _mm_loadu_si128((const __m128i *)(const void *)d->cm))) |
+                 (uint64_t)(uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(d->cm + 16))))
+                     << 16;
+    if (((m | c->first) & d->cmwant) != d->cmwant) {
+        return false;
+    }
+    x->pos = (size_t)(q - x->s) + d->cmlen;
+    c->first = false;
+    c->f = c->prev = h;
+    return true;
+}
+#endif
+
+/* next_field after the guess |h| missed its one-compare path (or there
+ * are too few bytes for it): the member matched in place without a blank,
+ * or with blanks, or lexed (jd_next_field_slow). */
+static inline int next_field_rest(struct jd *j, struct fcur *c, int h)
 {
     struct jsonlex *x = &j->lx;
     size_t save = x->pos;
-    int h = c->succ[c->prev + 1];
-    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
     /* compact text first: '}', or [','] '"' name '"' ':' with no blank */
     if (x->n - x->pos > FNAME_MAX + 3) {
         const char *p = x->s + x->pos;
-#ifdef __SSE2__
-        /* the guess by one 32-byte compare with its ,"name": text: from
-         * the ',' (after the first member), or from the byte before the
-         * quote, the object's '{', whose bit is not asked for (the first) */
-        const struct fdef *g = &c->t[h];
-        const char *q = p - c->first; /* x->pos >= 1 past a '{' */
-        uint64_t m = (uint32_t)_mm_movemask_epi8(
-                         _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
-                                        _mm_loadu_si128((const __m128i *)(const void *)g->cm))) |
-                     (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
-                         _mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
-                         _mm_loadu_si128((const __m128i *)(const void *)(g->cm + 16))))
-                         << 16;
-        if (((m | c->first) & g->cmwant) == g->cmwant) {
-            x->pos = (size_t)(q - x->s) + g->cmlen;
-            c->first = false;
-            c->f = c->prev = h;
-            return 1;
-        }
-#endif
         char c0 = *p;
         if (c0 == '}') {
             x->pos++;
@@ -460,7 +486,7 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
             x->pos = (size_t)(p - x->s) + len + 3;
             c->first = false;
             if (f != h) { /* learned: the guess for next time */
-                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                fc_learn(c, f);
             }
             c->f = c->prev = f;
             return 1;
@@ -483,7 +509,7 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
                 x->pos++;
                 jd_ws(x);
                 c->first = false;
-                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                fc_learn(c, f);
                 c->f = c->prev = f;
                 return 1;
             }
@@ -491,6 +517,33 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
     }
     x->pos = save;
     return jd_next_field_slow(j, c);
+}
+
+/* next_field after its guess |h| missed: the second guess, then
+ * next_field_rest (jsondec.c; out of line, so that each inlined
+ * next_field stays short). */
+int jd_next_field_miss(struct jd *j, struct fcur *c, int h);
+
+/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
+__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
+{
+    int h = c->succ[c->prev + 1];
+    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+#ifdef __SSE2__
+    struct jsonlex *x = &j->lx;
+    if (x->n - x->pos > FNAME_MAX + 3) {
+        if (fc_take_cm(x, c, h)) {
+            return 1;
+        }
+        if (x->s[x->pos] == '}') {
+            x->pos++;
+            return 0;
+        }
+    }
+    return jd_next_field_miss(j, c, h);
+#else
+    return next_field_rest(j, c, h);
+#endif
 }
 
 /* ---- scalar members (jsondec_value.c) ---- */
