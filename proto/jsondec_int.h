@@ -602,23 +602,47 @@ __attribute__((always_inline)) static inline bool int_fast(struct jd *j, bool si
     return false;
 }
 
-/* A quoted 19-digit integer (a nanosecond timestamp of this century) by
- * three 8-byte loads: what jdnum_int reads it as, in fewer steps. */
+/* A quoted 19-digit integer (a nanosecond timestamp of this century): what
+ * jdnum_int reads it as, in fewer steps. SSE2: the first 16 digits checked
+ * and joined in one register (digit pairs by a 16-bit multiply-add, then
+ * 4-digit and 8-digit groups by pmaddwd), the last three by one 8-byte
+ * load; else three 8-byte loads. */
 static inline bool u64_19(const char *p, size_t n, uint64_t *out)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t w0, w1, w2;
+    uint64_t w2;
     if (n < 24 || p[0] != '"' || p[20] != '"' || p[1] == '0') {
         return false;
     }
+    memcpy(&w2, p + 12, 8); /* digits 12-19, the last three in its top bytes */
+#ifdef __SSE2__
+    __m128i d =
+        _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 1)), _mm_set1_epi8('0'));
+    /* a digit is a byte d <= 9 (unsigned) */
+    if ((_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d)) != 0xffff) |
+        (jdnum_nondigits(w2) != 0)) {
+        return false;
+    }
+    /* 16-bit lanes: 10 * first + second digit of each pair */
+    __m128i p2 =
+        _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(d, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
+                      _mm_srli_epi16(d, 8));
+    /* 32-bit lanes: 100 * pair + next pair (4 digits); packed back to 16 bits
+     * (< 10^4), then 10^4 * group + next group (8 digits) */
+    __m128i p4 = _mm_madd_epi16(p2, _mm_set1_epi32(100 | (1 << 16)));
+    __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_set1_epi32(10000 | (1 << 16)));
+    uint64_t hl = (uint64_t)_mm_cvtsi128_si64(p8); /* digits 1-8 low, 9-16 high */
+    *out = ((hl & 0xffffffffu) * 100000000u + (hl >> 32)) * 1000u + jdnum_eight_value(w2) % 1000u;
+#else
+    uint64_t w0, w1;
     memcpy(&w0, p + 1, 8);
     memcpy(&w1, p + 9, 8);
-    memcpy(&w2, p + 12, 8); /* digits 12-19, the last three in its top bytes */
     if ((jdnum_nondigits(w0) | jdnum_nondigits(w1) | jdnum_nondigits(w2)) != 0) {
         return false;
     }
     *out = jdnum_eight_value(w0) * 100000000000ull + jdnum_eight_value(w1) * 1000u +
            jdnum_eight_value(w2) % 1000u;
+#endif
     return true;
 #else
     (void)p, (void)n, (void)out;
