@@ -719,8 +719,13 @@ static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb
     size_t at = (ws(j), j->lx.pos);
     if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
         jdnum_hex(dst, j->lx.s + at + 1, nb)) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < nb; i++) {
+        uint64_t any = 0, w; /* nb is 8 or 16 where it is inlined: one or two loads */
+        size_t i = 0;
+        for (; i + 8 <= nb; i += 8) {
+            memcpy(&w, dst + i, 8);
+            any |= w;
+        }
+        for (; i < nb; i++) {
             any |= dst[i];
         }
         j->lx.pos = at + 2 * nb + 2;

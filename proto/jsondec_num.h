@@ -226,10 +226,7 @@ __attribute__((always_inline)) static inline unsigned jdnum_dec8(const char *p, 
             return 0; /* the fraction runs past the eight bytes */
         }
         e = (unsigned)__builtin_ctzll(rest) >> 3;
-        f = e - a - 1;
-        if (f == 0) {
-            return 0;
-        }
+        f = e - a - 1; /* 0 for "5.": its terminator is then the '.', declined below */
         uint64_t lo = (1ull << (8 * a)) - 1; /* a <= 6 here */
         w = (w & lo) | ((w >> 8) & ~lo);     /* the '.' taken out: e - 1 digits */
         e--;
