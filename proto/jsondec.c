@@ -172,6 +172,23 @@ int jd_name_find_all(const char *p, const struct fdef *t, int nt, int h, size_t 
     return -1;
 }
 
+int jd_next_field_miss(struct jd *j, struct fcur *c, int h)
+{
+#ifdef __SSE2__
+    struct jsonlex *x = &j->lx;
+    int h2 = c->succ2[c->prev + 1] - 1;
+    if (h2 >= 0 && h2 != h && x->n - x->pos > FNAME_MAX + 3) {
+        int p = c->prev;
+        if (fc_take_cm(x, c, h2)) { /* the second guess: now the first */
+            c->succ2[p + 1] = (uint8_t)(h + 1);
+            c->succ[p + 1] = (uint8_t)(h2 + 1);
+            return 1;
+        }
+    }
+#endif
+    return next_field_rest(j, c, h);
+}
+
 __attribute__((noinline)) int jd_next_field_slow(struct jd *j, struct fcur *c)
 {
     struct jsonlex_str k;
@@ -181,7 +198,7 @@ __attribute__((noinline)) int jd_next_field_slow(struct jd *j, struct fcur *c)
     }
     c->f = field_of(j, &k, c->t, c->nt);
     if (c->f >= 0) {
-        c->succ[c->prev + 1] = (uint8_t)(c->f + 1);
+        fc_learn(c, c->f);
         c->prev = c->f;
     }
     return 1;

@@ -75,6 +75,9 @@ struct jd {
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
      * began the object, m = -1) the last time; 0 when not yet seen. */
     uint8_t succ[TID_COUNT][FMAX];
+    /* succ2[t][m + 1] - 1: the member that followed m before the one in
+     * succ, tried second when the first guess misses (0: none). */
+    uint8_t succ2[TID_COUNT][FMAX];
     /* The last list of doubles read whole (its text from '[' through ']'
      * and the values it gave, at most JD_DL_MAX): a list with the same
      * text, as the explicit bounds of one histogram's points are, is
@@ -181,6 +184,10 @@ static inline int lex_lit(struct jd *j, const char *lit, size_t n)
 static inline bool take_null(struct jd *j)
 {
     struct jsonlex *x = &j->lx;
+    /* the usual answer from the byte at the cursor: a value that is not a blank and not 'n' */
+    if (x->pos < x->n && x->s[x->pos] != 'n' && (unsigned char)x->s[x->pos] > ' ') {
+        return false;
+    }
     jd_ws(x);
     if (x->n - x->pos >= 4 && memcmp(x->s + x->pos, "null", 4) == 0) {
         x->pos += 4;
@@ -293,21 +300,32 @@ static inline int arr_next(struct jd *j, bool *first)
 /* ---- member names ---- */
 
 /* A member name, camelCase and snake_case. |cq|/|sq| hold the name and its
- * closing quote, zero-padded, for next_field's word compares. */
+ * closing quote, zero-padded, for next_field's word compares. |cm| is the
+ * text a compact object has from the ',' before the camelCase name through
+ * the ':' after it (,"name":), zero-padded, and |cmwant| the bits of its
+ * bytes in a 32-byte compare's mask (bit 32 alone, never matched, when the
+ * text is longer than 32 bytes): next_field's one-compare member. */
 #define FNAME_MAX 31
+#define FCM_LEN(c) (sizeof(c) - 1 + 4)
 struct fdef {
     const char *camel;
     const char *snake; /* NULL when the same */
     uint8_t clen, slen;
     char cq[FNAME_MAX + 1], sq[FNAME_MAX + 1];
+    uint8_t cmlen;
+    uint64_t cmwant;
+    char cm[32];
 };
+#define FCM(c)                                                                                     \
+    FCM_LEN(c), FCM_LEN(c) <= 32 ? (1ull << FCM_LEN(c)) - 1 : 1ull << 32,                          \
+        ",\"" c "\":" /* a camelCase name of 29+ bytes: GCC warns the text is too long */
 #define F2(c, s)                                                                                   \
     {                                                                                              \
-        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\""                                         \
+        c, s, sizeof(c) - 1, sizeof(s) - 1, c "\"", s "\"", FCM(c)                                 \
     }
 #define F1(c)                                                                                      \
     {                                                                                              \
-        c, NULL, sizeof(c) - 1, 0, c "\"", ""                                                      \
+        c, NULL, sizeof(c) - 1, 0, c "\"", "", FCM(c)                                              \
     }
 #define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
@@ -322,7 +340,8 @@ struct fdef {
  */
 struct fcur {
     const struct fdef *t;
-    uint8_t *succ; /* j->succ[table] */
+    uint8_t *succ;  /* j->succ[table] */
+    uint8_t *succ2; /* j->succ2[table] */
     int nt;
     int prev; /* the last known member matched, -1 before the first */
     int f;    /* the member just read: its index in t, or -1 (unknown) */
@@ -330,8 +349,8 @@ struct fcur {
 };
 #define FCUR(j, tab)                                                                               \
     {                                                                                              \
-        .t = (tab), .succ = (j)->succ[TID_##tab], .nt = NF(tab), .prev = -1, .f = -1,              \
-        .first = true                                                                              \
+        .t = (tab), .succ = (j)->succ[TID_##tab], .succ2 = (j)->succ2[TID_##tab], .nt = NF(tab),   \
+        .prev = -1, .f = -1, .first = true                                                         \
     }
 
 /*
@@ -401,13 +420,55 @@ static inline int name_find(const char *p, const struct fdef *t, int nt, int h, 
 /* next_field for a key not matched in place (jsondec.c). */
 int jd_next_field_slow(struct jd *j, struct fcur *c);
 
-/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
-__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
+/* Member |f| followed c->prev: the guess for next time, the one it
+ * replaces kept as the second guess. */
+static inline void fc_learn(struct fcur *c, int f)
+{
+    uint8_t *g = &c->succ[c->prev + 1];
+    if (*g != f + 1) {
+        c->succ2[c->prev + 1] = *g;
+        *g = (uint8_t)(f + 1);
+    }
+}
+
+#ifdef __SSE2__
+/*
+ * Member |h| by one 32-byte compare with its ,"name": text (struct fdef's
+ * cm): from the ',' (after the first member), or from the byte before the
+ * quote, the object's '{', whose bit is not asked for (the first). The
+ * cursor past the ':' when it matched (c->f, c->prev set): true. The text
+ * has more than FNAME_MAX + 3 bytes after the cursor, which is >= 1 (past
+ * a '{').
+ */
+__attribute__((always_inline)) static inline bool fc_take_cm(struct jsonlex *x, struct fcur *c,
+                                                             int h)
+{
+    const struct fdef *d = &c->t[h];
+    const char *q = x->s + x->pos - c->first;
+    uint64_t m = (uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+                                    _mm_loadu_si128((const __m128i *)(const void *)d->cm))) |
+                 (uint64_t)(uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(d->cm + 16))))
+                     << 16;
+    if (((m | c->first) & d->cmwant) != d->cmwant) {
+        return false;
+    }
+    x->pos = (size_t)(q - x->s) + d->cmlen;
+    c->first = false;
+    c->f = c->prev = h;
+    return true;
+}
+#endif
+
+/* next_field after the guess |h| missed its one-compare path (or there
+ * are too few bytes for it): the member matched in place without a blank,
+ * or with blanks, or lexed (jd_next_field_slow). */
+static inline int next_field_rest(struct jd *j, struct fcur *c, int h)
 {
     struct jsonlex *x = &j->lx;
     size_t save = x->pos;
-    int h = c->succ[c->prev + 1];
-    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
     /* compact text first: '}', or [','] '"' name '"' ':' with no blank */
     if (x->n - x->pos > FNAME_MAX + 3) {
         const char *p = x->s + x->pos;
@@ -425,7 +486,7 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
             x->pos = (size_t)(p - x->s) + len + 3;
             c->first = false;
             if (f != h) { /* learned: the guess for next time */
-                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                fc_learn(c, f);
             }
             c->f = c->prev = f;
             return 1;
@@ -448,7 +509,7 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
                 x->pos++;
                 jd_ws(x);
                 c->first = false;
-                c->succ[c->prev + 1] = (uint8_t)(f + 1);
+                fc_learn(c, f);
                 c->f = c->prev = f;
                 return 1;
             }
@@ -456,6 +517,33 @@ __attribute__((always_inline)) static inline int next_field(struct jd *j, struct
     }
     x->pos = save;
     return jd_next_field_slow(j, c);
+}
+
+/* next_field after its guess |h| missed: the second guess, then
+ * next_field_rest (jsondec.c; out of line, so that each inlined
+ * next_field stays short). */
+int jd_next_field_miss(struct jd *j, struct fcur *c, int h);
+
+/* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
+__attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
+{
+    int h = c->succ[c->prev + 1];
+    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+#ifdef __SSE2__
+    struct jsonlex *x = &j->lx;
+    if (x->n - x->pos > FNAME_MAX + 3) {
+        if (fc_take_cm(x, c, h)) {
+            return 1;
+        }
+        if (x->s[x->pos] == '}') {
+            x->pos++;
+            return 0;
+        }
+    }
+    return jd_next_field_miss(j, c, h);
+#else
+    return next_field_rest(j, c, h);
+#endif
 }
 
 /* ---- scalar members (jsondec_value.c) ---- */
@@ -514,23 +602,47 @@ __attribute__((always_inline)) static inline bool int_fast(struct jd *j, bool si
     return false;
 }
 
-/* A quoted 19-digit integer (a nanosecond timestamp of this century) by
- * three 8-byte loads: what jdnum_int reads it as, in fewer steps. */
+/* A quoted 19-digit integer (a nanosecond timestamp of this century): what
+ * jdnum_int reads it as, in fewer steps. SSE2: the first 16 digits checked
+ * and joined in one register (digit pairs by a 16-bit multiply-add, then
+ * 4-digit and 8-digit groups by pmaddwd), the last three by one 8-byte
+ * load; else three 8-byte loads. */
 static inline bool u64_19(const char *p, size_t n, uint64_t *out)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t w0, w1, w2;
+    uint64_t w2;
     if (n < 24 || p[0] != '"' || p[20] != '"' || p[1] == '0') {
         return false;
     }
+    memcpy(&w2, p + 12, 8); /* digits 12-19, the last three in its top bytes */
+#ifdef __SSE2__
+    __m128i d =
+        _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 1)), _mm_set1_epi8('0'));
+    /* a digit is a byte d <= 9 (unsigned) */
+    if ((_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d)) != 0xffff) |
+        (jdnum_nondigits(w2) != 0)) {
+        return false;
+    }
+    /* 16-bit lanes: 10 * first + second digit of each pair */
+    __m128i p2 =
+        _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(d, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
+                      _mm_srli_epi16(d, 8));
+    /* 32-bit lanes: 100 * pair + next pair (4 digits); packed back to 16 bits
+     * (< 10^4), then 10^4 * group + next group (8 digits) */
+    __m128i p4 = _mm_madd_epi16(p2, _mm_set1_epi32(100 | (1 << 16)));
+    __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_set1_epi32(10000 | (1 << 16)));
+    uint64_t hl = (uint64_t)_mm_cvtsi128_si64(p8); /* digits 1-8 low, 9-16 high */
+    *out = ((hl & 0xffffffffu) * 100000000u + (hl >> 32)) * 1000u + jdnum_eight_value(w2) % 1000u;
+#else
+    uint64_t w0, w1;
     memcpy(&w0, p + 1, 8);
     memcpy(&w1, p + 9, 8);
-    memcpy(&w2, p + 12, 8); /* digits 12-19, the last three in its top bytes */
     if ((jdnum_nondigits(w0) | jdnum_nondigits(w1) | jdnum_nondigits(w2)) != 0) {
         return false;
     }
     *out = jdnum_eight_value(w0) * 100000000000ull + jdnum_eight_value(w1) * 1000u +
            jdnum_eight_value(w2) % 1000u;
+#endif
     return true;
 #else
     (void)p, (void)n, (void)out;
@@ -607,8 +719,13 @@ static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb
     size_t at = (ws(j), j->lx.pos);
     if (j->lx.n - at > 2 * nb + 1 && j->lx.s[at] == '"' && j->lx.s[at + 2 * nb + 1] == '"' &&
         jdnum_hex(dst, j->lx.s + at + 1, nb)) {
-        uint8_t any = 0;
-        for (size_t i = 0; i < nb; i++) {
+        uint64_t any = 0, w; /* nb is 8 or 16 where it is inlined: one or two loads */
+        size_t i = 0;
+        for (; i + 8 <= nb; i += 8) {
+            memcpy(&w, dst + i, 8);
+            any |= w;
+        }
+        for (; i < nb; i++) {
             any |= dst[i];
         }
         j->lx.pos = at + 2 * nb + 2;

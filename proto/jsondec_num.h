@@ -195,6 +195,56 @@ __attribute__((always_inline)) static inline bool jdnum_uint_q(const char *p, si
 bool jdnum_f64(const char *p, size_t n, double *out, size_t *used);
 
 /*
+ * A decimal that ends within the eight bytes at |p| (which must be
+ * readable): 1-7 integer digits (no leading zero), optionally '.' and
+ * fraction digits, then a byte that is not a digit (the terminator, any
+ * byte but '.', 'e', 'E', '+' and '-'). Its digits as one integer |*m|
+ * (the '.' taken out of the word and the digits converted once) and
+ * |*kf| the fraction digits: the value is m / 10^kf, m < 10^7. Returns
+ * the text's length, 0 (nothing decided) for anything else.
+ */
+__attribute__((always_inline)) static inline unsigned jdnum_dec8(const char *p, uint64_t *m,
+                                                                 unsigned *kf)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t t = jdnum_nondigits(w);
+    if (t == 0) {
+        return 0; /* eight digits or more */
+    }
+    unsigned a = (unsigned)__builtin_ctzll(t) >> 3, e = a, f = 0; /* a: the integer digits */
+    if (a == 0 || (p[0] == '0' && a != 1)) {
+        return 0;
+    }
+    if (p[a] == '.') {
+        if (a == 7) {
+            return 0; /* no fraction digit within the eight bytes */
+        }
+        uint64_t rest = t & (~0ull << (8 * a + 8)); /* the non-digits after the '.' */
+        if (rest == 0) {
+            return 0; /* the fraction runs past the eight bytes */
+        }
+        e = (unsigned)__builtin_ctzll(rest) >> 3;
+        f = e - a - 1; /* 0 for "5.": its terminator is then the '.', declined below */
+        uint64_t lo = (1ull << (8 * a)) - 1; /* a <= 6 here */
+        w = (w & lo) | ((w >> 8) & ~lo);     /* the '.' taken out: e - 1 digits */
+        e--;
+    }
+    char c = p[e + (f != 0)];
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        return 0;
+    }
+    *m = jdnum_eight_value((w << (64 - 8 * e)) | (0x3030303030303030ull >> (8 * e)));
+    *kf = f;
+    return e + (f != 0);
+#else
+    (void)p, (void)m, (void)kf;
+    return 0;
+#endif
+}
+
+/*
  * jdnum_f64_fast's smaller sibling for attribute values: "-"? 1-7 integer digits
  * (no leading zero), optionally '.' and 1-7 fraction digits, no exponent.
  * Then m < 10^14 < 2^53 and 10^kf are exact doubles, so m / 10^kf is the
@@ -209,6 +259,13 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
     if (n >= 18) {
         size_t i = p[0] == '-';
         uint64_t m, f;
+        unsigned kd, len = jdnum_dec8(p + i, &m, &kd);
+        if (len != 0) { /* the usual short text: one conversion */
+            double v = (double)m / p10[kd];
+            *out = p[0] == '-' ? -v : v;
+            *used = i + len;
+            return true;
+        }
         unsigned k = jdnum_run8(p + i, &m), kf = 0;
         bool dot = false;
         if (k != 0 && k != 8 && (p[i] != '0' || k == 1)) {

@@ -758,6 +758,31 @@ static const struct fdef kv_fields[] = {
     [KV_KEYSTRINDEX] = F2("keyStrindex", "key_strindex"),
 };
 
+/* kv_fast_at's key: uv length + bytes at |d| (room made); returns the end.
+ * A key of up to 32 bytes is copied whole by two 16-byte moves (its text
+ * has at least 32 bytes after it: the 48 kv_fast_at checked). */
+__attribute__((always_inline)) static inline uint8_t *kv_put_key(uint8_t *d, const char *k,
+                                                                 size_t klen)
+{
+    d = put_uv(d, klen);
+    if (klen <= 32) {
+        memcpy(d, k, 32);
+    } else {
+        memcpy(d, k, klen);
+    }
+    return d + klen;
+}
+
+/* Room for |need| heap bytes and the heap's end, or NULL (the general
+ * path then reports it). */
+__attribute__((always_inline)) static inline uint8_t *kv_room(struct vbuf *h, size_t need)
+{
+    if (h->cap - h->len < need && vbuf_reserve(h, need) < 0) {
+        return NULL;
+    }
+    return h->p + h->len;
+}
+
 /*
  * The KeyValue every OTLP exporter writes, compact and in schema order:
  * {"key":"k","value":{"stringValue":"v"}} (or intValue, doubleValue,
@@ -778,20 +803,37 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
     if (n - i < 48 || memcmp(s + i, kv_mid, 12) != 0) {
         return 0;
     }
-    size_t klen = i - k0, v0 = 0, vlen = 0, used = 0;
-    uint64_t sv = 0; /* a scalar value's bytes after its type tag (val.h) */
-    size_t svn = 0;
-    uint8_t tag = VAL_STR;
+    size_t klen = i - k0, used = 0;
+    uint8_t *d;
     i += 12;
+    /* each type written in its own branch: key (uv length + bytes), then
+     * VAL_STR + uv length + bytes or the scalar (val.h); room for 32-byte
+     * copies past the end */
     if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
-        v0 = i + 14;
+        size_t v0 = i + 14;
         i = plain_end(s, v0, n);
-        if (i >= n || s[i] != '"') {
+        if (i >= n || s[i] != '"' || n - i < 3 || memcmp(s + i + 1, "}}", 2) != 0) {
             return 0;
         }
-        vlen = i - v0;
-        i++;
-    } else if (memcmp(s + i, "intValue\":", 10) == 0) {
+        size_t vlen = i - v0;
+        if ((d = kv_room(h, 96 + klen + vlen)) == NULL) {
+            return 0;
+        }
+        d = kv_put_key(d, s + k0, klen);
+        *d++ = VAL_STR;
+        d = put_uv(d, vlen);
+        if (vlen <= 32 && n - v0 >= 32) { /* the value's '"}}' plus what follows */
+            memcpy(d, s + v0, 32);
+        } else {
+            memcpy(d, s + v0, vlen);
+        }
+        h->len = (size_t)(d + vlen - h->p);
+        return i + 3;
+    }
+    uint64_t sv; /* a scalar value's bytes after its type tag (val.h) */
+    size_t svn;
+    uint8_t tag;
+    if (memcmp(s + i, "intValue\":", 10) == 0) {
         bool neg = false;
         uint64_t mag;
         i += 10;
@@ -799,17 +841,23 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
             (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg)) {
             return 0;
         }
-        int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        sv = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); /* zigzag, written as a varint */
-        tag = VAL_INT;
         i += used;
-    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
-        double d;
-        i += 13;
-        if (!jdnum_f64_7(s + i, n - i, &d, &used)) { /* smaller code in this hot loop */
+        if (n - i < 2 || memcmp(s + i, "}}", 2) != 0 || (d = kv_room(h, 96 + klen)) == NULL) {
             return 0;
         }
-        memcpy(&sv, &d, 8);
+        int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        d = kv_put_key(d, s + k0, klen);
+        *d++ = VAL_INT;
+        d = put_uv(d, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); /* zigzag */
+        h->len = (size_t)(d - h->p);
+        return i + 2;
+    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
+        double dv;
+        i += 13;
+        if (!jdnum_f64_7(s + i, n - i, &dv, &used)) { /* smaller code in this hot loop */
+            return 0;
+        }
+        memcpy(&sv, &dv, 8);
         tag = VAL_DOUBLE;
         svn = 8;
         i += used;
@@ -826,48 +874,19 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
     } else {
         return 0;
     }
-    if (n - i < 2 || memcmp(s + i, "}}", 2) != 0) {
+    if (n - i < 2 || memcmp(s + i, "}}", 2) != 0 || (d = kv_room(h, 96 + klen)) == NULL) {
         return 0;
     }
-    /* key (uv length + bytes), then VAL_STR + uv length + bytes or the
-     * scalar. Room for 32-byte copies past the end: a key or string value
-     * of up to 32 bytes is copied whole by two 16-byte moves (its text has
-     * at least 32 bytes after it: the 48 checked above, or the value's
-     * closing '"}}' plus what follows when n allows). */
-    size_t need = 96 + klen + vlen;
-    if (h->cap - h->len < need && vbuf_reserve(h, need) < 0) {
-        return 0; /* the general path reports it */
-    }
-    uint8_t *d = h->p + h->len;
-    d = put_uv(d, klen);
-    if (klen <= 32) {
-        memcpy(d, s + k0, 32); /* s + k0 + 32 <= s + n: the 48 after the key */
-    } else {
-        memcpy(d, s + k0, klen);
-    }
-    d += klen;
+    d = kv_put_key(d, s + k0, klen);
     *d++ = tag;
-    if (tag == VAL_STR) {
-        d = put_uv(d, vlen);
-        if (vlen <= 32 && n - v0 >= 32) {
-            memcpy(d, s + v0, 32);
-        } else {
-            memcpy(d, s + v0, vlen);
-        }
-        d += vlen;
-    } else if (tag == VAL_INT) {
-        d = put_uv(d, sv);
-    } else {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        memcpy(d, &sv, 8); /* room for all 8; svn of them count */
+    memcpy(d, &sv, 8); /* room for all 8; svn of them count */
 #else
-        for (int k = 0; k < 8; k++) {
-            d[k] = (uint8_t)(sv >> (8 * k));
-        }
-#endif
-        d += svn;
+    for (int k = 0; k < 8; k++) {
+        d[k] = (uint8_t)(sv >> (8 * k));
     }
-    h->len = (size_t)(d - h->p);
+#endif
+    h->len = (size_t)(d + svn - h->p);
     return i + 2;
 }
 

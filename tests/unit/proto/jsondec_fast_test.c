@@ -1390,3 +1390,153 @@ Test(jsondec_fast, event_names_plain_escaped_and_missing)
     refused(SIG_TRACES, span_events("{'name':'a\\qb'}"), "at offset");
     refused(SIG_TRACES, span_events("{'name':'unterminated"), "at offset");
 }
+
+/* ---- h-json5: the one-compare member path, the second guess, the SSE2 timestamp ---- */
+
+static char *span_req(const char *spans)
+{
+    return wrap("{'resourceSpans':[{'scopeSpans':[{'spans':[", spans, "]}]}]}");
+}
+
+/*
+ * next_field takes the guessed member by one 32-byte compare of ,"name":
+ * and, when that misses, the member that came before it in that place.
+ * Spans whose optional members rotate (so the first guess, the second guess
+ * and a table search each take some), a blank before a ':' or after the '{',
+ * keys one byte longer or shorter than a member's name (unknown: skipped),
+ * an escaped key and snake_case: every span's values exact.
+ */
+Test(jsondec_fast, member_guesses_rotating_blank_and_near_names)
+{
+    static const char *const tails[] = {
+        "'attributes':[],'flags':1",
+        "'attributes':[],'status':{'code':2},'flags':2",
+        "'attributes':[],'events':[{'name':'e'}],'flags':3",
+        "'attributes':[],'flags':4",
+        "'attributes':[],'status':{'code':1},'flags':5",
+        "'attributes':[],'flags' :6",
+        "'attributes':[],'flagsX':99,'flags':7",
+        "'attributes':[],'flag':98,'flags':8",
+        "'attributes':[],'fl\\u0061gs':9",
+        "'attributes':[],'events':[],'status':{'code':2},'flags':10",
+    };
+    char buf[8192], *p = buf;
+    int n = 0;
+    for (int r = 0; r < 3; r++) {
+        for (size_t k = 0; k < sizeof(tails) / sizeof(tails[0]); k++, n++) {
+            const char *open = n % 7 == 3 ? "{ " : "{";
+            const char *name = n % 5 == 4 ? "'name' :" : "'name':";
+            const char *start = n % 6 == 5 ? "'start_time_unix_nano'" : "'startTimeUnixNano'";
+            p += snprintf(p, (size_t)(buf + sizeof buf - p),
+                          "%s%s'traceId':'0123456789abcdef0123456789abcdef','spanId':"
+                          "'0123456789abcdef',%s's%d','kind':%d,%s:'%d',%s}",
+                          n ? "," : "", open, name, n, n % 5 + 1, start, 1000 + n, tails[k]);
+        }
+    }
+    char *req = span_req(buf);
+    struct dec d;
+    ok(&d, SIG_TRACES, req);
+    cr_assert_eq(d.b->n_rows, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        const struct span_row *s = &d.b->spans[i];
+        char want[16];
+        int wl = snprintf(want, sizeof want, "s%d", i);
+        same_mstr(s->name, (struct mstr){want, (uint32_t)wl}, "name");
+        cr_assert_eq(s->kind, i % 5 + 1, "span %d kind %d", i, s->kind);
+        cr_assert_eq(s->start_ns, (uint64_t)(1000 + i), "span %d start", i);
+        int t = i % 10;
+        cr_assert_eq(s->flags, (uint32_t)(t + 1), "span %d flags %u", i, s->flags);
+        int code = t == 1 || t == 9 ? 2 : t == 4 ? 1 : 0;
+        cr_assert_eq(s->status_code, code, "span %d status %d", i, s->status_code);
+        cr_assert_eq(s->n_events, t == 2 ? 1u : 0u, "span %d events", i);
+    }
+    done(&d);
+    free(req);
+}
+
+/* Quoted 19-digit timestamps read by the SSE2 path: random values exact,
+ * and a byte that is not a digit (below '0', above '9', 0x80 and up, the
+ * bytes that wrap below '0' to large values) at each of the 19 places is
+ * refused by the general reader. */
+Test(jsondec_fast, nineteen_digit_timestamps_random_and_every_bad_byte)
+{
+    char ts[32];
+    for (int k = 0; k < 3000; k++) {
+        char dig[20];
+        for (int i = 0; i < 19; i++) {
+            dig[i] = (char)('0' + (i == 0 ? 1 + rnd() % 9 : k % 3 == 0 ? 9 : rnd() % 10));
+        }
+        dig[19] = '\0';
+        snprintf(ts, sizeof ts, "'%s'", dig);
+        uint64_t want = strtoull(dig, NULL, 10);
+        cr_assert_eq(log_time(ts), want, "%s", ts);
+    }
+    static const char bad[] = {'/', ':', ' ', 'a', '\\'};
+    for (size_t b = 0; b < sizeof(bad); b++) {
+        for (int k = 0; k < 19; k++) {
+            snprintf(ts, sizeof ts, "'1767225600000288020'");
+            ts[1 + k] = bad[b];
+            if (bad[b] != '\\') {
+                log_time_refused(ts);
+            }
+        }
+    }
+    /* bytes 0x80 and up (which wrap to small values if compared signed):
+     * a two-byte UTF-8 sequence in place of two digits, so that the text
+     * stays 19 bytes and valid UTF-8 */
+    static const unsigned char two[][2] = {{0xc2, 0x80}, {0xd0, 0x90}, {0xdf, 0xbf}};
+    for (size_t b = 0; b < sizeof(two) / sizeof(two[0]); b++) {
+        for (int k = 0; k < 18; k++) {
+            snprintf(ts, sizeof ts, "'1767225600000288020'");
+            ts[1 + k] = (char)two[b][0];
+            ts[2 + k] = (char)two[b][1];
+            log_time_refused(ts);
+        }
+    }
+}
+
+/* jdnum_dec8 through jdnum_f64_7: every shape of "-"? 0-8 integer digits,
+ * an optional '.' with 0-8 fraction digits and each terminator, leading
+ * zeros included, against jdnum_f64 (acceptance, bits and length). */
+Test(jsondec_fast, eight_byte_decimals_of_every_shape_equal_the_general_reader)
+{
+    static const char *const ends[] = {",", "]", "}", " ", "e5", "E-2", ".", ".5", "+", "-", "x"};
+    int tried = 0, taken = 0;
+    for (int neg = 0; neg < 2; neg++) {
+        for (int ni = 0; ni <= 8; ni++) {
+            for (int nf = -1; nf <= 8; nf++) {
+                for (int lead = 0; lead < 3; lead++) {
+                    for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++) {
+                        char text[64];
+                        int len = 0;
+                        if (neg) {
+                            text[len++] = '-';
+                        }
+                        for (int i = 0; i < ni; i++) {
+                            text[len++] = (char)(i == 0 && lead == 1 ? '0' : '1' + (i + lead) % 9);
+                        }
+                        if (nf >= 0) {
+                            text[len++] = '.';
+                            for (int i = 0; i < nf; i++) {
+                                text[len++] = (char)('0' + (7 * i + lead) % 10);
+                            }
+                        }
+                        len += snprintf(text + len, 32, "%s0123456789abcdefghij", ends[e]);
+                        double a = -1, b = -1;
+                        size_t ua = 0, ub = 0;
+                        bool ta = jdnum_f64_7(text, (size_t)len, &a, &ua),
+                             tb = jdnum_f64(text, (size_t)len, &b, &ub);
+                        cr_assert_eq(ta, tb, "%s: f64_7 %d, general %d", text, ta, tb);
+                        if (ta) {
+                            cr_assert(memcmp(&a, &b, 8) == 0 && ua == ub,
+                                      "%s: %.17g/%zu vs %.17g/%zu", text, a, ua, b, ub);
+                            taken++;
+                        }
+                        tried++;
+                    }
+                }
+            }
+        }
+    }
+    cr_assert_gt(taken, tried / 4, "%d of %d", taken, tried);
+}
