@@ -96,6 +96,12 @@ struct blk_wopts {
      * which stream each row is, ~0.6 B a point less than by stream on
      * the generator's corpus; decoded at open. The cold tier's choice. */
     bool streams_by_row;
+    /* Points: no stream index in the footer (footer META flag bit 2,
+     * block_int.h "v6 STREAMS FROM ROWS"): the reader derives it from the
+     * root's metric column and the attribute list codes when the attribute
+     * table first loads (blk_n_streams loads it). Overrides streams_by_row.
+     * The cold tier's choice (compact.c). */
+    bool streams_derived;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest
@@ -277,12 +283,17 @@ const struct res_view *blk_resource(const blk *b, uint32_t id);
 const struct scope_view *blk_scope(const blk *b, uint32_t id);
 const struct metric_view *blk_metric(const blk *b, uint32_t id);
 
-/* ---- metric streams (footer; no table is read) ----
+/* ---- metric streams (footer; no table is read, but see below) ----
  *
  * A metric block sealed by this release indexes its points by stream: the
  * points of one metric with one attribute list (an OTLP stream; the metric
  * names its scope and resource). Blocks sealed before the index existed
- * have no streams (blk_n_streams 0): a reader scans their rows instead. */
+ * have no streams (blk_n_streams 0): a reader scans their rows instead.
+ * A cold block written with blk_wopts.streams_derived stores no index:
+ * the first blk_n_streams (any thread) loads its root and attribute
+ * tables, which derive it (kept while the block is open, as a footer's);
+ * when that load fails it answers 0, and the reader's own table load then
+ * meets the same error. */
 
 struct blk_stream {
     uint32_t metric_id;

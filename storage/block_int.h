@@ -194,6 +194,16 @@
  *   root first) rebuilds batch.h's bytes into memory the block owns; an
  *   entry that does not rebuild exactly fails the load. Without the flag
  *   the entries are batch.h's bytes, as in v2-v5.
+ *   v6 STREAMS FROM ROWS (metric blocks, META flag bit 2; the compactor's,
+ *   blk_wopts.streams_derived): no section 9. A stream is a (root metric
+ *   id, attribute list dictionary code) pair: the writer's list
+ *   dictionary holds each distinct list once, so that is the (metric,
+ *   list bytes) of section 9. The first load of the attrs table (which
+ *   binds the root first) derives the index from the rows into the
+ *   layout section 9 decodes to (block_streams.c; blk_n_streams asks for
+ *   that load), kept while the block is open; a dictionary holding one
+ *   list twice fails the load (1.7 B a point less than codec 3 on the
+ *   generator's corpus; bench/STORAGE.md, h-cold3).
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -206,7 +216,8 @@
  *     Unknown section ids are skipped. Sections:
  *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
  *                 u64 seal id, u64 flags (bit 0: rows sorted by time;
- *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" below; other
+ *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
+ *                 v6 metric blocks: "v6 STREAMS FROM ROWS" above; other
  *                 bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
@@ -238,7 +249,8 @@
  *                 attribute keys present in at least half the rows, most
  *                 frequent first (ties by key bytes); optional
  *     9 STREAMS   metric blocks (optional: blocks sealed before it have
- *                 none; older readers skip it): u32 n, u32 zero, n x
+ *                 none, v6 blocks of META flag bit 2 must have none;
+ *                 older readers skip it): u32 n, u32 zero, n x
  *                 { u32 metric id, u32 row count (> 0), u32 offset into
  *                 rows[], u32 zero } sorted by metric id, then by first
  *                 row; then rows[]: u32 x block rows, each stream's block
@@ -703,7 +715,9 @@ struct blk {
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
-    pthread_mutex_t lock; /* table loads, column decodes, quarantine */
+    bool streams_derived; /* format 6: META flag bit 2, no section 9: sbuf derived from the rows */
+    atomic_bool streams_ready; /* ... once the attrs table's first load derived it */
+    pthread_mutex_t lock;      /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
      * before its state is published (release), read after (acquire). */
@@ -903,6 +917,16 @@ void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */
 bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end);
+/*
+ * Format 6, META flag bit 2: the stream index of |b| derived from its
+ * rows (the root's metric column, the attribute list codes of the |nd|
+ * entries of D[X_ADICT], rebuilt: both bound by the caller, under the
+ * block's lock) into the layout section 9 decodes to, kept in |b| as
+ * streams_parse keeps it (then b->streams_ready is set). 0, -EBADMSG (two
+ * dictionary entries hold the same list: a writer never writes that, and
+ * the two streams would be one), -ENOMEM.
+ */
+int streams_derive(blk *b, uint64_t nd);
 
 static inline uint64_t ic_get(const struct icol *c, uint64_t i)
 {

@@ -663,6 +663,12 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if (rc < 0) {
             return rc;
         }
+        if (b->streams_derived && !atomic_load(&b->streams_ready)) {
+            rc = streams_derive(b, nd); /* format 6: the index from the rows */
+            if (rc < 0) {
+                return rc;
+            }
+        }
     }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
@@ -728,8 +734,10 @@ static int do_table_load(blk *b, int t)
         raw = z;
     }
     int rc = 0;
-    if (t == 2 && b->sdet_coded) {
-        /* the coded events and links read the root's starts and ids */
+    if ((t == 2 && b->sdet_coded) ||
+        (t == 1 && b->streams_derived && !atomic_load(&b->streams_ready))) {
+        /* the coded events and links read the root's starts and ids, the
+         * derived stream index its metric column */
         int st = atomic_load_explicit(&b->tstate[0], memory_order_relaxed);
         if (st == TS_NONE) {
             rc = do_table_load(b, 0);
@@ -1087,10 +1095,14 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         seal_id != b->meta.seal_id) {
         return fail(err, errlen, "footer meta disagrees with the header");
     }
-    if (b->version >= 6 && (flags > 3 || ((flags & 2) != 0 && b->sig != SIG_TRACES))) {
+    /* v6: bit 1 span blocks' coded detail, bit 2 metric blocks' streams
+     * from the rows; any other bit is a newer writer's */
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 : 0) | (b->sig == SIG_METRICS ? 4 : 0);
+    if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
     b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
+    b->streams_derived = b->version >= 6 && (flags & 4) != 0;
 
     struct rd t = secs[SEC_TABLES];
     uint32_t nt = 0;
@@ -1140,6 +1152,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     if (have[SEC_HOTKEYS] && !parse_hotkeys(b, secs[SEC_HOTKEYS])) {
         return fail(err, errlen, "malformed hot attribute key section");
+    }
+    if (have[SEC_STREAMS] && b->streams_derived) {
+        return fail(err, errlen, "metric stream section in a block whose streams are its rows'");
     }
     if (have[SEC_STREAMS] && !streams_parse(b, secs[SEC_STREAMS].p, secs[SEC_STREAMS].end)) {
         return fail(err, errlen, "malformed metric stream section");

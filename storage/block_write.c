@@ -1686,7 +1686,11 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc |= vbuf_put_u64(foot, rows);
     rc |= vbuf_put_u64(foot, m->wal_seq);
     rc |= vbuf_put_u64(foot, m->seal_id);
-    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0)); /* sorted by time, (v6) span detail coded */
+    /* v6: the index from the rows (the list dictionary holds each distinct
+     * list once: dict_add compares the bytes) */
+    bool sderived = sig == SIG_METRICS && o != NULL && o->streams_derived;
+    /* sorted by time, (v6) span detail coded, streams from the rows */
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (sderived ? 4 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
@@ -1724,7 +1728,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     if (rc == 0) {
         rc = sec_hotkeys(foot, hot);
     }
-    if (rc == 0 && sig == SIG_METRICS) {
+    if (rc == 0 && sig == SIG_METRICS && !sderived) {
         nsec++;
         rc = sec_begin(foot, SEC_STREAMS, &at);
         if (rc == 0) {
