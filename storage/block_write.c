@@ -1506,6 +1506,31 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
 }
 
 /*
+ * The root's physical columns that blk_wopts.var_seqs lets take varint
+ * deltas in a zstd table (bit i: column i): each signal's column of small
+ * and irregular steps, where zstd finds the varints' bytes more alike than
+ * fixed-width deltas (bench/STORAGE.md, h-cold3): a metric root's times
+ * (sorted, gaps from 0 to a request's spacing), a span root's trace id
+ * codes (numbered by first row: mostly a step of 0 or 1, sometimes back),
+ * a log root's body offsets (their steps are the bodies' lengths).
+ */
+static uint64_t seq_cols(const struct spec *sp)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0, at = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        if ((e->type == 'I' && e->idx == M_TIME && sp->e == points_root4) ||
+            (e->type == 'D' && e->idx == X_TRACES && sp->e == spans_root4) ||
+            (e->type == 'S' && e->idx == L_BODY && sp->e == logs_root)) {
+            m |= 1ull << at; /* the codes of a D, the offsets of an S */
+        }
+        struct spec one = {e, 1};
+        at += phys_cols(&one);
+    }
+    return m;
+}
+
+/*
  * Format 3: the attribute list dictionary (D[X_ADICT], distinct lists as
  * the rows gave them) becomes key-coded (block_keys.c) against a key
  * dictionary of the keys counted while the rows were walked, their ids in
@@ -1664,7 +1689,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
-        if (t == 1 && !side->vd_on) {         /* format 5's logs and spans: found at load */
+        tb->var_cols =
+            t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
+        if (t == 1 && !side->vd_on) { /* format 5's logs and spans: found at load */
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
