@@ -108,6 +108,12 @@ struct blk_wopts {
      * quarter narrower raw, as plain tables do; any reader of format 4
      * on decodes them. The cold tier's choice (compact.c). */
     bool var_seqs;
+    /* The footer's resource, scope and metric dictionaries (sections 5-7)
+     * in one zstd frame (section 12, footer META flag bit 3): a block
+     * merged from many requests of short-lived processes repeats their
+     * resources and metric descriptions; inflated at open into memory the
+     * block owns. The cold tier's choice (compact.c). */
+    bool dicts_zstd;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest

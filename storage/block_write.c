@@ -20,6 +20,7 @@
 
 #define XXH_INLINE_ALL /* keys and dictionary strings are short: the hash inlines */
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "storage/adm.h"
 #include "storage/bloom.h"
@@ -1115,6 +1116,34 @@ static int sec_dicts(struct vbuf *f, const oblock *ob, struct wside *s)
     return 0;
 }
 
+/*
+ * Format 6 (META flag bit 3, blk_wopts.dicts_zstd): sections 5, 6 and 7
+ * as sec_dicts lays them out, each 8-aligned from the start, in section
+ * 12's one zstd frame at |level| after their u64 length.
+ */
+static int sec_zdicts(struct vbuf *f, const oblock *ob, struct wside *s, int level)
+{
+    struct vbuf d;
+    vbuf_init(&d);
+    size_t at;
+    int rc = sec_dicts(&d, ob, s);
+    if (rc == 0) {
+        rc = sec_begin(f, SEC_DICTS, &at) | vbuf_put_u64(f, d.len);
+        size_t cap = ZSTD_compressBound(d.len);
+        rc = rc != 0 || vbuf_reserve(f, cap) < 0 ? -ENOMEM : 0;
+        if (rc == 0) {
+            size_t zn = ZSTD_compress(f->p + f->len, cap, d.p, d.len, level);
+            rc = ZSTD_isError(zn) ? -EIO : 0;
+            f->len += rc == 0 ? zn : 0;
+        }
+        if (rc == 0) {
+            sec_end(f, at);
+        }
+    }
+    vbuf_fini(&d);
+    return rc;
+}
+
 static int sec_blooms(struct vbuf *f, struct wside *s)
 {
     size_t at;
@@ -1716,8 +1745,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     /* v6: the index from the rows (the list dictionary holds each distinct
      * list once: dict_add compares the bytes) */
     bool sderived = sig == SIG_METRICS && o != NULL && o->streams_derived;
-    /* sorted by time, (v6) span detail coded, streams from the rows */
-    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (sderived ? 4 : 0));
+    bool zdicts = o != NULL && o->dicts_zstd;
+    /* sorted by time, (v6) span detail coded, streams from the rows,
+     * dictionaries in one zstd frame */
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (sderived ? 4 : 0) | (zdicts ? 8 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
@@ -1743,7 +1774,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     rc = sec_zones(foot, side);
     if (rc == 0) {
-        rc = sec_dicts(foot, ob, side); /* before the blooms: feeds the resource bloom */
+        /* before the blooms: feeds the resource bloom */
+        rc = zdicts ? sec_zdicts(foot, ob, side, o->zstd_level ? o->zstd_level : 3)
+                    : sec_dicts(foot, ob, side);
+        nsec -= zdicts ? 2 : 0; /* section 12 for 5, 6 and 7 */
     }
     if (rc == 0) {
         rc = sec_blooms(foot, side);
