@@ -102,11 +102,11 @@ struct blk_wopts {
      * table first loads (blk_n_streams loads it). Overrides streams_by_row.
      * The cold tier's choice (compact.c). */
     bool streams_derived;
-    /* zstd roots: the column of each signal whose steps are small and
-     * irregular (metric times, span trace id codes, log body offsets)
-     * as varint deltas (block_int.h, INT encoding 2) when they are a
-     * quarter narrower raw, as plain tables do; any reader of format 4
-     * on decodes them. The cold tier's choice (compact.c). */
+    /* zstd roots: the columns of each signal whose steps are small and
+     * irregular (metric and log times, span starts and trace id codes,
+     * log body offsets) as varint deltas (block_int.h, INT encoding 2)
+     * when they are narrower raw; any reader of format 4 on decodes
+     * them. The cold tier's choice (compact.c). */
     bool var_seqs;
     /* The footer's resource, scope and metric dictionaries (sections 5-7)
      * in one zstd frame (section 12, footer META flag bit 3): a block

@@ -1536,12 +1536,13 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
 
 /*
  * The root's physical columns that blk_wopts.var_seqs lets take varint
- * deltas in a zstd table (bit i: column i): each signal's column of small
- * and irregular steps, where zstd finds the varints' bytes more alike than
- * fixed-width deltas (bench/STORAGE.md, h-cold3): a metric root's times
- * (sorted, gaps from 0 to a request's spacing), a span root's trace id
- * codes (numbered by first row: mostly a step of 0 or 1, sometimes back),
- * a log root's body offsets (their steps are the bodies' lengths).
+ * deltas in a zstd table whenever they are narrower (bit i: column i):
+ * each signal's columns of small and irregular steps, where zstd finds
+ * the varints' bytes more alike than fixed-width deltas (bench/STORAGE.md,
+ * h-cold3): metric and log times and span starts (sorted, gaps from 0 to
+ * a request's spacing), a span root's trace id codes (numbered by first
+ * row: mostly a step of 0 or 1, sometimes back), a log root's body
+ * offsets (their steps are the bodies' lengths).
  */
 static uint64_t seq_cols(const struct spec *sp)
 {
@@ -1549,6 +1550,8 @@ static uint64_t seq_cols(const struct spec *sp)
     for (unsigned i = 0, at = 0; i < sp->n; i++) {
         const struct ent *e = &sp->e[i];
         if ((e->type == 'I' && e->idx == M_TIME && sp->e == points_root4) ||
+            (e->type == 'I' && e->idx == T_START && sp->e == spans_root4) ||
+            (e->type == 'I' && e->idx == L_TIME && sp->e == logs_root) ||
             (e->type == 'D' && e->idx == X_TRACES && sp->e == spans_root4) ||
             (e->type == 'S' && e->idx == L_BODY && sp->e == logs_root)) {
             m |= 1ull << at; /* the codes of a D, the offsets of an S */
