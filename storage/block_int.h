@@ -66,10 +66,11 @@
  *            whose gaps vary: a block of 100 s of points needs 8-byte
  *            deltas for the gaps between requests, and 2 bytes of uv for
  *            the points inside one). zstd tables take it only for the
- *            root column blk_wopts.var_seqs names (the compactor's: metric
- *            times, span trace id codes, log body offsets), where zstd
- *            packs the varints better than fixed-width deltas; any
- *            reader of format 4 on decodes it
+ *            root columns blk_wopts.var_seqs names (the compactor's:
+ *            metric and log times, span starts and trace id codes, log
+ *            body offsets), whenever narrower: zstd packs those varints
+ *            better than fixed-width deltas; any reader of format 4 on
+ *            decodes it
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
