@@ -96,6 +96,11 @@ struct blk_wopts {
      * which stream each row is, ~0.6 B a point less than by stream on
      * the generator's corpus; decoded at open. The cold tier's choice. */
     bool streams_by_row;
+    /* Logs: store the bodies by template (block_int.h, "v6 LOG BODIES"):
+     * each body's template once a block, its numbers, hex runs and words
+     * in streams of their kind; a root table load rebuilds the bodies. The
+     * cold tier's choice (compact.c). */
+    bool body_tmpl;
     /* Points: no stream index in the footer (footer META flag bit 2,
      * block_int.h "v6 STREAMS FROM ROWS"): the reader derives it from the
      * root's metric column and the attribute list codes when the attribute
@@ -468,6 +473,7 @@ struct blk_layout {
     uint64_t footer_bytes;
     uint64_t dict_bytes[3]; /* resources, scopes, metrics sections */
     uint64_t bloom_bytes;
+    uint64_t meta_flags; /* footer META flags (block_int.h, section 1) */
 };
 void blk_layout(const blk *b, struct blk_layout *out);
 

@@ -98,5 +98,6 @@ void blk_layout(const blk *b, struct blk_layout *out)
         .footer_bytes = b->foot_len,
         .dict_bytes = {b->dict_bytes[0], b->dict_bytes[1], b->dict_bytes[2]},
         .bloom_bytes = b->bloom_bytes,
+        .meta_flags = b->meta_flags,
     };
 }

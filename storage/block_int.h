@@ -10,6 +10,7 @@
  *   block_keys.c     format 3's key-coded attribute lists, both ways, and
  *                    (format 5) the load's hot key columns
  *   block_vdict.c    format 5's value dictionary, the writer's side
+ *   block_body.c     format 6's log bodies by template, both ways
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
@@ -199,6 +200,24 @@
  *   root first) rebuilds batch.h's bytes into memory the block owns; an
  *   entry that does not rebuild exactly fails the load. Without the flag
  *   the entries are batch.h's bytes, as in v2-v5.
+ *   v6 LOG BODIES (META flag bit 2, log blocks only; the compactor's,
+ *   blk_wopts.body_tmpl): the root's S body column holds rows + 1 offsets
+ *   all 0 (one INT header, width 0) and, as its data, the bodies by
+ *   template (block_body.c says it byte by byte): each body cut into
+ *   tokens (runs of ASCII letters and digits); canonical decimal ints up
+ *   to 19 digits, hex runs of one case (and digit runs with leading
+ *   zeros) and words (letter runs) replaced in the body's template by a
+ *   placeholder byte 1 .. 4 and stored in a stream of their kind (ints as
+ *   uv, hex as nibbles, words as uv codes into a word dictionary), the
+ *   streams grouped by template (a directory gives each template's part);
+ *   each distinct template once, one uv template code a row; a body that is
+ *   not a string or holds a byte 1 .. 4 is a literal (code 0). The root's
+ *   load rebuilds every body byte for byte into memory the block owns, so
+ *   views, filters and queries read what a file without the flag gives;
+ *   an encoding that does not rebuild exactly (a code or word past its
+ *   dictionary, a stream overrun or not used up, a byte count that does
+ *   not match) fails the load. Blooms and grams are built from the
+ *   bodies before coding. Without the flag the column is v2-v5's.
  *   v6 STREAMS FROM ROWS (metric blocks, META flag bit 2; the compactor's,
  *   blk_wopts.streams_derived): no section 9. A stream is a (root metric
  *   id, attribute list dictionary code) pair: the writer's list
@@ -222,9 +241,10 @@
  *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
  *                 u64 seal id, u64 flags (bit 0: rows sorted by time;
  *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
- *                 v6 metric blocks: "v6 STREAMS FROM ROWS" above; bit 3,
- *                 v6 blocks of any signal: sections 5-7 are in section 12;
- *                 other bits zero from v6)
+ *                 v6 log blocks: "v6 LOG BODIES" above; bit 2, v6 metric
+ *                 blocks: "v6 STREAMS FROM ROWS" above; bit 3, v6 blocks
+ *                 of any signal: sections 5-7 are in section 12; other
+ *                 bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
@@ -733,6 +753,10 @@ struct blk {
     bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
+    uint64_t meta_flags; /* footer section 1's flags */
+    bool body_tmpl;      /* format 6: META flag bit 2, log bodies by template ... */
+    uint8_t *bbody;      /* ... and rebuilt at the root's load (block_body.c) */
+    uint64_t *bbody_off;
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     uint8_t *fdicts;      /* format 6: sections 5-7 inflated from section 12 (views point here) */
     bool streams_derived; /* format 6: META flag bit 2, no section 9: sbuf derived from the rows */
@@ -885,6 +909,16 @@ int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_
  * outside the block), -ENOMEM.
  */
 int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs);
+
+/*
+ * Format 6 (block_body.c): rebuilds the log body column |enc| (META flag
+ * bit 2: its offsets width 0, its data the enc_len bytes "v6 LOG BODIES"
+ * describe) of a block of |rows| rows into a fresh buffer and offsets
+ * (*buf, *offs: the caller frees both) and rebinds enc to them. 0,
+ * -EBADMSG (an encoding that does not rebuild exactly), -ENOMEM.
+ */
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf,
+                  uint64_t **offs);
 
 /* ---- format 4's parent span ids (block_parents.c) ---- */
 

@@ -568,7 +568,19 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'S':
-            if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
+            if (t == 0 && b->body_tmpl && e->idx == L_BODY) {
+                /* Format 6: the bodies by template, rebuilt. */
+                blk_heap_free(b->bbody);
+                blk_heap_free(b->bbody_off);
+                b->bbody = NULL;
+                b->bbody_off = NULL;
+                rc = btmpl_rebuild(&b->S[L_BODY], cl[c + 1], rows, &b->bbody, &b->bbody_off);
+                if (rc < 0) {
+                    return rc;
+                }
+                blk_heap_add(b->bbody);
+                blk_heap_add(b->bbody_off);
+            } else if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
                 return -EBADMSG;
             }
             c += 2;
@@ -1137,9 +1149,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         seal_id != b->meta.seal_id) {
         return fail(err, errlen, "footer meta disagrees with the header");
     }
-    /* v6: bit 1 span blocks' coded detail, bit 2 metric blocks' streams
-     * from the rows; any other bit is a newer writer's */
-    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 : 0) | (b->sig == SIG_METRICS ? 4 : 0) | 8;
+    /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
+     * template or metric blocks' streams from the rows, bit 3 any block's
+     * dictionaries in section 12; any other bit is a newer writer's */
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8;
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1150,7 +1163,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         return fail(err, errlen, "malformed compressed dictionary section");
     }
     b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
-    b->streams_derived = b->version >= 6 && (flags & 4) != 0;
+    b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
+    b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
+    b->meta_flags = flags;
 
     struct rd t = secs[SEC_TABLES];
     uint32_t nt = 0;
@@ -1245,6 +1260,8 @@ static void blk_destroy(blk *b)
         blk_heap_free(b->sdet[k]);
         blk_heap_free(b->sdet_off[k]);
     }
+    blk_heap_free(b->bbody);
+    blk_heap_free(b->bbody_off);
     blk_heap_free(b->sbuf);
     blk_heap_free(b->fdicts);
     blk_heap_free(atomic_load(&b->col_time));
@@ -1445,6 +1462,10 @@ static void *drop_tables_locked(blk *b)
                 blk_heap_free(b->zfull[i]);
                 b->zfull[i] = NULL;
             }
+            blk_heap_free(b->bbody); /* format 6's rebuilt log bodies */
+            blk_heap_free(b->bbody_off);
+            b->bbody = NULL;
+            b->bbody_off = NULL;
         }
         if (t == 1) {
             blk_heap_free(b->alists);

@@ -33,6 +33,38 @@ struct strb {
     struct vbuf data;
 };
 
+/* Format 6: the writer's side of the log bodies by template (block_body.c):
+ * strings interned once each, in code order. */
+struct bt_dict {
+    uint64_t *offs; /* n + 1 */
+    size_t n, cap_offs;
+    struct vbuf data;
+    uint64_t *ht; /* (hash bits 32..63 << 32) | (code + 1); 0 = empty */
+    size_t ht_cap;
+};
+#define BT_NSTREAM 6
+struct btmpl {
+    struct bt_dict tpl, word;
+    struct vbuf s[BT_NSTREAM]; /* word refs, ints, hex lengths, hex (row order), codes, literals */
+    struct vbuf g[4];          /* the first four of s grouped by template */
+    struct vbuf dir;           /* per template, its bytes of each of g */
+    struct vbuf cur;           /* the template of the body being coded */
+    uint64_t *rat;             /* (rows + 1) x 4: where row j's bytes of s[k] start */
+    uint32_t *rcode;           /* by row: its template code, 0 a literal */
+    uint32_t *order;           /* rows by template code */
+    uint64_t *tpos;            /* by code: where its rows start in order */
+    size_t cap_rat, cap_rcode, cap_order, cap_tpos;
+};
+/*
+ * Codes the log body column |s| (|rows| rows, body types |btype|) into |x|
+ * by template (block_int.h, "v6 LOG BODIES"): *coded is set when the
+ * block should store |x| (a reader accepts its rebuilt size). |t| is
+ * scratch kept between seals. 0 or -ENOMEM.
+ */
+int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, uint64_t rows,
+                struct strb *x, bool *coded);
+void btmpl_free(struct btmpl *t);
+
 /* Column buffers; kept across seals (scratch below), so capacities grow to
  * the largest block a sealer saw and a seal touches no fresh pages. */
 struct wcols {
@@ -52,7 +84,9 @@ struct wcols {
     struct vbuf tdir; /* format 6: the T column (empty: lists not by key) */
     uint32_t *pht;    /* span id -> row + 1 */
     size_t cap_pht;
-    struct strb sx[2]; /* format 6: coded span events and links (block_spans.c) */
+    struct strb sx[2]; /* format 6: coded span events and links (block_spans.c), or
+                        * (sx[0]) log bodies by template (block_body.c) */
+    struct btmpl bt;   /* format 6: log bodies by template, the writer's scratch */
 };
 
 /*

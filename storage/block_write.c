@@ -189,6 +189,7 @@ static void wcols_free(struct wcols *w)
         free(w->sx[i].offs);
         vbuf_fini(&w->sx[i].data);
     }
+    btmpl_free(&w->bt);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1676,6 +1677,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             w->sx[i] = tv;
         }
     }
+    bool btmpl = false;
+    if (rc == 0 && sig == SIG_LOGS && o != NULL && o->body_tmpl) {
+        rc = btmpl_build(&w->bt, &w->S[L_BODY], w->I[L_BTYPE], rows, &w->sx[0], &btmpl);
+        if (btmpl) { /* the coded bodies take their place (the blooms are built) */
+            struct strb tv = w->S[L_BODY];
+            w->S[L_BODY] = w->sx[0];
+            w->sx[0] = tv;
+        }
+    }
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w, !side->vd_on);
@@ -1749,9 +1759,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
      * list once: dict_add compares the bytes) */
     bool sderived = sig == SIG_METRICS && o != NULL && o->streams_derived;
     bool zdicts = o != NULL && o->dicts_zstd;
-    /* sorted by time, (v6) span detail coded, streams from the rows,
-     * dictionaries in one zstd frame */
-    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (sderived ? 4 : 0) | (zdicts ? 8 : 0));
+    /* sorted by time, (v6) span detail coded, log bodies by template or
+     * streams from the rows, dictionaries in one zstd frame */
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

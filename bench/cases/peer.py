@@ -211,6 +211,10 @@ def run_h2load(port, conns, secs, payload, workdir):
     with open(msg, "wb") as f:
         f.write(b"\x00" + len(body).to_bytes(4, "big") + body)
     logf = os.path.join(workdir, "h2load.log")
+    # h2load appends to its --log-file: without this every later run's percentiles would
+    # hold the samples of the runs before it (both servers' passes).
+    if os.path.exists(logf):
+        os.unlink(logf)
     argv = ["h2load", "-D", str(secs), "-c", str(conns), "-t", str(min(conns, 2)), "-m", "1",
             "-d", msg, "-H", "content-type: application/grpc", "-H", "te: trailers",
             "--log-file=" + logf,
@@ -231,6 +235,8 @@ def run_h2load(port, conns, secs, payload, workdir):
     lat.sort()
     pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else None
     ok = int(r.group(2))
+    if len(lat) > ok:
+        raise RuntimeError("h2load logged %d successful requests but reported %d" % (len(lat), ok))
     return {
         "elapsed_s": float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0),
         "requests_acked": ok,

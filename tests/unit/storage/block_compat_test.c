@@ -201,19 +201,65 @@ Test(block_compat, this_release_writes_every_fixture_and_reads_it_back)
             free(bytes);
         }
     }
+    /* the log fixtures with their bodies by template (v6b-*: the cold
+     * tier's layout of the zstd one, the plain one as plain tables) */
+    struct blk_wopts tz = z, tp = {.codec = BLK_CODEC_PLAIN};
+    tz.body_tmpl = tp.body_tmpl = true;
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        const struct fixture *f = &fixtures[i];
+        if (f->sig != SIG_LOGS) {
+            continue;
+        }
+        oblock *ob = fixture_oblock(f);
+        struct blk_meta m = {.shard = 1, .wal_seq = 100 + i, .seal_id = 950 + i};
+        char path[512];
+        int rc = blk_write_ex(dir, ob, f->rows, &m, f->zstd ? &tz : &tp, path, sizeof(path));
+        cr_assert_eq(rc, 0, "blk_write: %s", strerror(-rc));
+        oblock_free(ob);
+        blk *b = open_path(path);
+        check_fixture(b, f, BLK_VERSION);
+        struct blk_layout lay;
+        blk_layout(b, &lay);
+        cr_assert_eq(lay.meta_flags, 5, "%s: bodies by template", f->name);
+        blk_unref(b);
+        if (out != NULL) {
+            size_t len;
+            char name[128];
+            uint8_t *bytes = tmpdir_read_file(dir, strrchr(path, '/') + 1, &len);
+            cr_assert_not_null(bytes);
+            snprintf(name, sizeof(name), "v%db-%s", BLK_VERSION, f->name);
+            cr_assert_eq(tmpdir_write_file(out, name, bytes, len), 0);
+            free(bytes);
+        }
+    }
 }
 
-static void open_vector(uint32_t version, const struct fixture *f)
+/* Vector |prefix|<name> (prefix "v6-", ...) of fixture |f| in format
+ * |version|: its META flags. */
+static uint64_t open_vector_as(const char *prefix, uint32_t version, const struct fixture *f)
 {
     char path[1024];
     const char *v = getenv("MIRADB_VECTORS");
-    snprintf(path, sizeof(path), "%s/blocks/v%u-%s", v != NULL ? v : "tests/vectors", version,
+    snprintf(path, sizeof(path), "%s/blocks/%s%s", v != NULL ? v : "tests/vectors", prefix,
              f->name);
     blk *b = open_path(path);
     cr_assert_eq(blk_signal(b), f->sig);
     cr_assert_eq(blk_rows(b), f->rows);
     check_fixture(b, f, version);
+    struct blk_layout lay;
+    blk_layout(b, &lay);
     blk_unref(b);
+    return lay.meta_flags;
+}
+
+static void open_vector(uint32_t version, const struct fixture *f)
+{
+    char prefix[16];
+    snprintf(prefix, sizeof(prefix), "v%u-", version);
+    uint64_t flags = open_vector_as(prefix, version, f);
+    if (version >= 6) {
+        cr_assert_eq(flags & 4, 0, "%s: bodies as they are", f->name);
+    }
 }
 
 /* Written by blk_write at 8eccdd4 (format 2, with the stream index and
@@ -263,4 +309,19 @@ Test(block_compat, format_6_blocks_of_every_signal_read_back_exactly)
     for (size_t i = 0; i < N_FIXTURES; i++) {
         open_vector(6, &fixtures[i]);
     }
+}
+
+/* Written by blk_write of the first release with log bodies by template
+ * (h-tmpl branch; META flag bit 2): the log fixtures, the zstd one as the
+ * cold tier writes it, the plain one with plain tables. */
+Test(block_compat, format_6_log_bodies_by_template_read_back_exactly)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        if (fixtures[i].sig == SIG_LOGS) {
+            cr_assert_eq(open_vector_as("v6b-", 6, &fixtures[i]), 5, "%s", fixtures[i].name);
+            n++;
+        }
+    }
+    cr_assert_eq(n, 2);
 }

@@ -1,0 +1,413 @@
+/*
+ * block_body_test.c - format 6's log bodies by template (block_int.h, "v6
+ * LOG BODIES"; blk_wopts.body_tmpl, META flag bit 2): the exact bytes the
+ * writer stores for two bodies, crafted bodies on every path (ints at
+ * their edges, leading zeros, signs, 20 digits, hex of odd length and
+ * either case, mixed tokens, unicode, bytes that are not UTF-8, the
+ * placeholder bytes, NULs, long and empty bodies, bodies that are not
+ * strings) rebuilt byte for byte, a block by template equal row for row to
+ * the same rows without it, and forged encodings refused.
+ */
+#include "tests/unit/storage/blkfile.h"
+#include "tests/unit/storage/blkcheck.h"
+#include "tests/unit/storage/blkgen.h"
+
+#include "storage/block_wint.h"
+
+TestSuite(block_body, .init = fresh_dir);
+
+struct body {
+    const char *p;
+    size_t n;
+    enum val_type type;
+};
+#define STR(s)                                                                                     \
+    {                                                                                              \
+        s, sizeof(s) - 1, VAL_STR                                                                  \
+    }
+
+static char long_hex[301], long_body[5001], long_digits[260];
+
+static void fill_long(void)
+{
+    for (int i = 0; i < 300; i++) {
+        long_hex[i] = "0123456789abcdef"[i % 16];
+    }
+    for (int i = 0; i < 5000; i++) {
+        long_body[i] = i % 7 == 6 ? ' ' : (char)('a' + i % 26);
+        if (i % 50 == 0) {
+            long_body[i] = (char)('0' + i % 10);
+        }
+    }
+    memset(long_digits, '7', 259);
+}
+
+/* Every path of block_body.c's tokenizer, and the literals. */
+static struct body crafted[] = {
+    STR(""),
+    STR("plain words only"),
+    STR("user_123 logged in from 10.0.0.255"),
+    STR("0"),
+    STR("00"),
+    STR("007 leading zeros 0001 x0"),
+    STR("-42 +7 signs -0"),
+    STR("1234567890123456789 nineteen digits 9999999999999999999"),
+    STR("10000000000000000000 twenty digits 18446744073709551615 99999999999999999999"),
+    STR("184467440737095516150 twenty-one"),
+    STR("req-00ff00ff00ff00ff done"),
+    STR("odd hex abc1f ABC1F f 1 a1 A1"),
+    STR("mixed case aBc1F 0xDEADbeef1"),
+    STR("mixed tokens 12ms v2 abc123def 3rd 1x1z"),
+    STR("unicode caf\xc3\xa9 \xe2\x82\xac"
+        "42 \xf0\x9f\x98\x80 9"),
+    STR("not utf-8 \xff\xfe\x80 9 \xc3"),
+    STR("a placeholder \x01 byte 5"),
+    STR("\x02"),
+    STR("\x03 3"),
+    STR("word \x04"),
+    STR("nul \x00 inside 5\x00"),
+    STR("tab\tnl\n\tat com.shop.Cart.add(Cart.java:123)\r\n"),
+    STR("   "),
+    STR("12"),
+    STR("deadbeef cafe 1e5 1E5"),
+    {long_hex, 300, VAL_STR},
+    {long_hex, 256, VAL_STR},
+    {long_hex, 257, VAL_STR},
+    {long_digits, 259, VAL_STR},
+    {long_body, 5000, VAL_STR},
+    {"\x03\x2a", 2, VAL_INT}, /* not strings: literals, whatever the bytes */
+    {"\x07\x03\x01\x02\x03", 5, VAL_BYTES},
+    {"", 0, VAL_EMPTY},
+    {"\x01\x05hello", 7, VAL_BYTES},
+};
+#define NCRAFTED (sizeof(crafted) / sizeof(crafted[0]))
+
+/* Bodies b[0, n) coded by btmpl_build into |x| (the caller frees it with
+ * free(x->offs), vbuf_fini(&x->data)); *coded as the writer sets it. */
+static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
+{
+    struct strb s = {0};
+    uint64_t *bt = calloc(n + 1, sizeof(*bt));
+    s.offs = calloc(n + 1, sizeof(*s.offs));
+    cr_assert(bt != NULL && s.offs != NULL);
+    vbuf_init(&s.data);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(vbuf_put(&s.data, b[i].n ? b[i].p : "", b[i].n), 0);
+        s.offs[i + 1] = s.data.len;
+        bt[i] = b[i].type;
+    }
+    struct btmpl t = {0};
+    memset(x, 0, sizeof(*x));
+    cr_assert_eq(btmpl_build(&t, &s, bt, n, x, coded), 0);
+    btmpl_free(&t);
+    free(s.offs);
+    vbuf_fini(&s.data);
+    free(bt);
+}
+
+/* btmpl_rebuild of enc[0, len) for |rows| rows. */
+static int rebuild(const uint8_t *enc, size_t len, uint64_t rows, uint8_t **buf, uint64_t **offs)
+{
+    struct scol sc = {{(const uint8_t *)"", 0, 0}, enc};
+    int rc = btmpl_rebuild(&sc, len, rows, buf, offs);
+    if (rc == 0) {
+        cr_assert_eq(sc.off.p, (const uint8_t *)*offs);
+        cr_assert_eq(sc.off.width, 8);
+    }
+    return rc;
+}
+
+Test(block_body, crafted_bodies_rebuild_byte_for_byte)
+{
+    fill_long();
+    struct strb x;
+    bool coded;
+    encode(crafted, NCRAFTED, &x, &coded);
+    cr_assert(coded);
+    for (size_t i = 0; i <= NCRAFTED; i++) {
+        cr_assert_eq(x.offs[i], 0, "the offsets are all 0");
+    }
+    uint8_t *buf;
+    uint64_t *offs;
+    cr_assert_eq(rebuild(x.data.p, x.data.len, NCRAFTED, &buf, &offs), 0);
+    for (size_t i = 0; i < NCRAFTED; i++) {
+        cr_assert_eq(offs[i + 1] - offs[i], crafted[i].n, "body %zu: length", i);
+        cr_assert_eq(memcmp(buf + offs[i], crafted[i].n ? crafted[i].p : "", crafted[i].n), 0,
+                     "body %zu: bytes", i);
+    }
+    free(buf);
+    free(offs);
+    /* Every prefix of the encoding is refused (truncation), never read past. */
+    for (size_t cut = 0; cut < x.data.len; cut++) {
+        uint8_t *p = malloc(cut + 1);
+        memcpy(p, x.data.p, cut);
+        cr_assert_eq(rebuild(p, cut, NCRAFTED, &buf, &offs), -EBADMSG, "cut at %zu", cut);
+        cr_assert_null(buf);
+        cr_assert_null(offs);
+        free(p);
+    }
+    free(x.offs);
+    vbuf_fini(&x.data);
+}
+
+/* Blocks that leave streams or dictionaries empty (no buffer behind
+ * them: the fuzzer's first find) rebuild too. */
+Test(block_body, sparse_blocks_rebuild)
+{
+    static const struct body sets[][2] = {
+        {STR("only words"), STR("no numbers")},
+        {STR(""), STR("")},
+        {{"\x03\x02", 2, VAL_INT}, {"", 0, VAL_EMPTY}},
+        {STR("42"), STR("7 ")},
+        {STR("ff0a"), STR(", ")},
+    };
+    for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+        struct strb x;
+        bool coded;
+        encode(sets[k], 2, &x, &coded);
+        cr_assert(coded);
+        uint8_t *buf;
+        uint64_t *offs;
+        cr_assert_eq(rebuild(x.data.p, x.data.len, 2, &buf, &offs), 0, "set %zu", k);
+        for (int i = 0; i < 2; i++) {
+            cr_assert_eq(offs[i + 1] - offs[i], sets[k][i].n, "set %zu body %d", k, i);
+            cr_assert_eq(memcmp(buf + offs[i], sets[k][i].p, sets[k][i].n), 0);
+        }
+        free(buf);
+        free(offs);
+        free(x.offs);
+        vbuf_fini(&x.data);
+    }
+}
+
+/* "user 42 ok" and "user 7 ff0a": two templates, two words, two ints, one
+ * hex run. */
+static const struct body two[] = {STR("user 42 ok"), STR("user 7 ff0a")};
+static const uint8_t two_coded[] = {
+    2,    2,    2,   21,                       /* rows, templates, words, rebuilt bytes */
+    12,   8,    2,   8,   3,   2, 1,   2,   0, /* section lengths */
+    5,    4,    ' ', 1,   ' ', 4,              /* template 0: word int word */
+    5,    4,    ' ', 1,   ' ', 2,              /* template 1: word int hex */
+    4,    'u',  's', 'e', 'r', 2, 'o', 'k',    /* words */
+    1,    2,                                   /* codes */
+    2,    1,    0,   0, /* template 0's bytes of word refs, ints, hex digits, hex */
+    1,    1,    1,   2, /* template 1's */
+    0,    1,    0,      /* word refs */
+    42,   7,            /* ints */
+    4,                  /* hex digits */
+    0xff, 0x0a,         /* hex */
+};
+
+Test(block_body, two_bodies_take_the_documented_bytes)
+{
+    struct strb x;
+    bool coded;
+    encode(two, 2, &x, &coded);
+    cr_assert(coded);
+    cr_assert_eq(x.data.len, sizeof(two_coded));
+    cr_assert_eq(memcmp(x.data.p, two_coded, sizeof(two_coded)), 0);
+    free(x.offs);
+    vbuf_fini(&x.data);
+}
+
+/* two_coded with byte |at| set to |v| (or, at < 0, as it is), rebuilt. */
+static int forged(long at, uint8_t v, const uint8_t *src, size_t n)
+{
+    uint8_t f[64];
+    cr_assert(n <= sizeof(f));
+    memcpy(f, src, n);
+    if (at >= 0) {
+        f[at] = v;
+    }
+    uint8_t *buf;
+    uint64_t *offs;
+    int rc = rebuild(f, n, 2, &buf, &offs);
+    if (rc == 0) {
+        free(buf);
+        free(offs);
+    }
+    return rc;
+}
+
+Test(block_body, forged_encodings_fail_the_rebuild)
+{
+    const uint8_t *c = two_coded;
+    size_t n = sizeof(two_coded);
+    cr_assert_eq(forged(-1, 0, c, n), 0, "as written");
+    cr_assert_eq(forged(0, 3, c, n), -EBADMSG, "rows not the block's");
+    cr_assert_eq(forged(3, 22, c, n), -EBADMSG, "more bytes announced than rebuilt");
+    cr_assert_eq(forged(3, 20, c, n), -EBADMSG, "fewer bytes announced");
+    cr_assert_eq(forged(1, 13, c, n), -EBADMSG, "more templates than their bytes");
+    cr_assert_eq(forged(4, 13, c, n), -EBADMSG, "sections past the data");
+    cr_assert_eq(forged(33, 3, c, n), -EBADMSG, "a code past the templates");
+    cr_assert_eq(forged(44, 2, c, n), -EBADMSG, "a word past the dictionary");
+    cr_assert_eq(forged(33, 0, c, n), -EBADMSG, "a literal with no literal stream");
+    cr_assert_eq(forged(13, 9, c, n), -EBADMSG, "a template entry past its section");
+    cr_assert_eq(forged(48, 3, c, n), -EBADMSG, "an odd hex run needs the bytes of an even one");
+    cr_assert_eq(forged(48, 0, c, n), -EBADMSG, "a hex run of no digits");
+    /* template 0's int 42 as 0x87, a varint that runs past template 0's ints */
+    cr_assert_eq(forged(46, 0x87, c, n), -EBADMSG, "a varint past its stream");
+    cr_assert_eq(forged(36, 2, c, n), -EBADMSG, "template parts over the int stream");
+    cr_assert_eq(forged(35, 1, c, n), -EBADMSG, "template parts short of the word refs");
+
+    /* A stream not used up: one int more, its section one byte longer. */
+    uint8_t f[64];
+    memcpy(f, c, 48);
+    f[48] = 9; /* the extra int, template 1's */
+    memcpy(f + 49, c + 48, n - 48);
+    f[9] = 3;
+    f[40] = 2;
+    cr_assert_eq(forged(-1, 0, f, n + 1), -EBADMSG, "an int left over");
+    /* An odd run with its high nibble set: digits 3, bytes 0x1f 0x0a. */
+    memcpy(f, c, n);
+    f[3] = 20;
+    f[48] = 3;
+    f[49] = 0x1f;
+    cr_assert_eq(forged(-1, 0, f, n), -EBADMSG, "odd hex run, high nibble set");
+    f[49] = 0x0f;
+    cr_assert_eq(forged(-1, 0, f, n), 0, "odd hex run f0a");
+
+    /* Offsets that are not all zero. */
+    uint8_t *buf;
+    uint64_t *offs;
+    struct scol sc = {{(const uint8_t *)"", 1, 0}, c};
+    cr_assert_eq(btmpl_rebuild(&sc, n, 2, &buf, &offs), -EBADMSG);
+}
+
+/* |ob|'s rows sealed at |path| by |o|; the file's bytes (malloc'd). */
+static uint8_t *seal_as(oblock *ob, uint64_t rows, uint64_t seal_id, const struct blk_wopts *o,
+                        char *path, size_t *n)
+{
+    write_block(ob, rows, 0, seal_id, o, path, 600);
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
+    cr_assert_not_null(f);
+    cr_assert_eq(f[8], 6, "format 6");
+    return f;
+}
+
+static uint64_t meta_flags(const uint8_t *f, size_t n)
+{
+    uint64_t len, m = section(f, n, 1, &len);
+    cr_assert_neq(m, 0);
+    return get64(f + m + 32);
+}
+
+static oblock *two_logs(void)
+{
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    for (int i = 0; i < 2; i++) {
+        struct log_row *r = batch_add_log(bt);
+        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000000ull;
+        r->body_type = VAL_STR;
+        r->body_str = (struct mstr){two[i].p, (uint32_t)two[i].n};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    batch_free(bt);
+    return ob;
+}
+
+Test(block_body, the_root_holds_the_coded_bodies_under_meta_bit_2)
+{
+    oblock *ob = two_logs();
+    char pa[600], pb[600];
+    size_t na, nb;
+    struct blk_wopts plain = {.codec = BLK_CODEC_PLAIN};
+    struct blk_wopts tmpl = {.codec = BLK_CODEC_PLAIN, .body_tmpl = true};
+    uint8_t *fa = seal_as(ob, 2, 1, &plain, pa, &na);
+    uint8_t *fb = seal_as(ob, 2, 2, &tmpl, pb, &nb);
+    cr_assert_eq(meta_flags(fa, na), 1);
+    cr_assert_eq(meta_flags(fb, nb), 5, "sorted, bodies by template");
+    /* root columns: time, scope, severity, severity text (3), body type,
+     * then the body's offsets (7) and data (8) */
+    uint64_t len, at = column_at(fb, nb, 0, 8, &len);
+    cr_assert_eq(len, sizeof(two_coded));
+    cr_assert_eq(memcmp(fb + at, two_coded, len), 0);
+    at = column_at(fb, nb, 0, 7, &len);
+    cr_assert_eq(len, 24, "one INT header: every offset 0, width 0");
+    cr_assert_eq(fb[at + 16], 0, "width 0");
+    at = column_at(fa, na, 0, 8, &len);
+    cr_assert_eq(len, 21);
+    cr_assert_eq(memcmp(fa + at, "user 42 okuser 7 ff0a", 21), 0);
+
+    blk *b = open_ok(pb);
+    check_block(b, ob, 2);
+    blk_unref(b);
+
+    /* A code past the dictionary: the root, and so the open, fails. */
+    at = column_at(fb, nb, 0, 8, &len);
+    fb[at + 33] = 3;
+    fix_crcs(fb, nb);
+    put_file(pb, fb, nb);
+    char err[256];
+    b = NULL;
+    cr_assert_eq(blk_open_ex(pb, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert_null(b);
+    free(fa);
+    free(fb);
+    oblock_free(ob);
+}
+
+Test(block_body, meta_bit_2_is_refused_on_other_signals)
+{
+    oblock *ob = gen_oblock(SIG_TRACES, 5, 40, 40);
+    char p[600];
+    size_t n;
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .body_tmpl = true};
+    uint8_t *f = seal_as(ob, 40, 1, &o, p, &n);
+    uint64_t len, m = section(f, n, 1, &len);
+    cr_assert_eq(get64(f + m + 32), 1, "spans ignore body_tmpl");
+    put64(f + m + 32, 5);
+    fix_crcs(f, n);
+    put_file(p, f, n);
+    blk *b = NULL;
+    char err[256];
+    cr_assert_eq(blk_open_ex(p, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "meta flags") != NULL, "%s", err);
+    free(f);
+    oblock_free(ob);
+}
+
+/* A cold-like block (zstd, by key, by template) of blkgen's logs gives the
+ * rows of the same rows sealed hot, and the same blooms. */
+Test(block_body, a_cold_block_reads_as_its_hot_one)
+{
+    oblock *ob = gen_oblock(SIG_LOGS, 77, 3000, 500);
+    uint64_t rows = oblock_rows(ob);
+    char ph[600], pc[600];
+    size_t nh, nc;
+    struct blk_wopts hot = blk_hot_wopts(1, SIG_LOGS);
+    struct blk_wopts cold = {
+        .codec = BLK_CODEC_ZSTD, .zstd_root = true, .attrs_by_key = true, .body_tmpl = true};
+    uint8_t *fh = seal_as(ob, rows, 1, &hot, ph, &nh);
+    uint8_t *fc = seal_as(ob, rows, 2, &cold, pc, &nc);
+    cr_assert_eq(meta_flags(fh, nh), 1);
+    cr_assert_eq(meta_flags(fc, nc), 5);
+    for (uint32_t id = 4; id <= 10; id += 6) { /* the blooms, the gram bloom */
+        uint64_t lh, lc, sh = section(fh, nh, id, &lh), sc = section(fc, nc, id, &lc);
+        cr_assert_neq(sh, 0);
+        cr_assert_eq(lh, lc, "section %u", id);
+        cr_assert_eq(memcmp(fh + sh, fc + sc, lh), 0, "section %u", id);
+    }
+    blk *bh = open_ok(ph), *bc = open_ok(pc);
+    check_block(bc, ob, rows);
+    for (uint64_t i = 0; i < rows; i++) {
+        struct log_view vh, vc;
+        cr_assert_eq(blk_log(bh, i, BLK_ALL, &vh), 0);
+        cr_assert_eq(blk_log(bc, i, BLK_ALL, &vc), 0);
+        cr_assert_eq(vh.body_type, vc.body_type);
+        cr_assert_eq(vh.body_str.len, vc.body_str.len, "row %llu", (unsigned long long)i);
+        cr_assert_eq(memcmp(vh.body_str.p, vc.body_str.p, vh.body_str.len), 0);
+        cr_assert_eq(vh.body_val.len, vc.body_val.len);
+        cr_assert_eq(memcmp(vh.body_val.p, vc.body_val.p, vh.body_val.len), 0);
+    }
+    blk_unref(bh);
+    blk_unref(bc);
+    free(fh);
+    free(fc);
+    oblock_free(ob);
+}
