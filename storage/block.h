@@ -101,6 +101,24 @@ struct blk_wopts {
      * in streams of their kind; a root table load rebuilds the bodies. The
      * cold tier's choice (compact.c). */
     bool body_tmpl;
+    /* Points: no stream index in the footer (footer META flag bit 2,
+     * block_int.h "v6 STREAMS FROM ROWS"): the reader derives it from the
+     * root's metric column and the attribute list codes when the attribute
+     * table first loads (blk_n_streams loads it). Overrides streams_by_row.
+     * The cold tier's choice (compact.c). */
+    bool streams_derived;
+    /* zstd roots: the columns of each signal whose steps are small and
+     * irregular (metric and log times, span starts and trace id codes,
+     * log body offsets) as varint deltas (block_int.h, INT encoding 2)
+     * when they are narrower raw; any reader of format 4 on decodes
+     * them. The cold tier's choice (compact.c). */
+    bool var_seqs;
+    /* The footer's resource, scope and metric dictionaries (sections 5-7)
+     * in one zstd frame (section 12, footer META flag bit 3): a block
+     * merged from many requests of short-lived processes repeats their
+     * resources and metric descriptions; inflated at open into memory the
+     * block owns. The cold tier's choice (compact.c). */
+    bool dicts_zstd;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest
@@ -282,12 +300,17 @@ const struct res_view *blk_resource(const blk *b, uint32_t id);
 const struct scope_view *blk_scope(const blk *b, uint32_t id);
 const struct metric_view *blk_metric(const blk *b, uint32_t id);
 
-/* ---- metric streams (footer; no table is read) ----
+/* ---- metric streams (footer; no table is read, but see below) ----
  *
  * A metric block sealed by this release indexes its points by stream: the
  * points of one metric with one attribute list (an OTLP stream; the metric
  * names its scope and resource). Blocks sealed before the index existed
- * have no streams (blk_n_streams 0): a reader scans their rows instead. */
+ * have no streams (blk_n_streams 0): a reader scans their rows instead.
+ * A cold block written with blk_wopts.streams_derived stores no index:
+ * the first blk_n_streams (any thread) loads its root and attribute
+ * tables, which derive it (kept while the block is open, as a footer's);
+ * when that load fails it answers 0, and the reader's own table load then
+ * meets the same error. */
 
 struct blk_stream {
     uint32_t metric_id;

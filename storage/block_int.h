@@ -66,7 +66,12 @@
  *            when it is at least a quarter smaller than 0 and 1 (times
  *            whose gaps vary: a block of 100 s of points needs 8-byte
  *            deltas for the gaps between requests, and 2 bytes of uv for
- *            the points inside one)
+ *            the points inside one). zstd tables take it only for the
+ *            root columns blk_wopts.var_seqs names (the compactor's:
+ *            metric and log times, span starts and trace id codes, log
+ *            body offsets), whenever narrower: zstd packs those varints
+ *            better than fixed-width deltas; any reader of format 4 on
+ *            decodes it
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -213,6 +218,16 @@
  *   dictionary, a stream overrun or not used up, a byte count that does
  *   not match) fails the load. Blooms and grams are built from the
  *   bodies before coding. Without the flag the column is v2-v5's.
+ *   v6 STREAMS FROM ROWS (metric blocks, META flag bit 2; the compactor's,
+ *   blk_wopts.streams_derived): no section 9. A stream is a (root metric
+ *   id, attribute list dictionary code) pair: the writer's list
+ *   dictionary holds each distinct list once, so that is the (metric,
+ *   list bytes) of section 9. The first load of the attrs table (which
+ *   binds the root first) derives the index from the rows into the
+ *   layout section 9 decodes to (block_streams.c; blk_n_streams asks for
+ *   that load), kept while the block is open; a dictionary holding one
+ *   list twice fails the load (1.7 B a point less than codec 3 on the
+ *   generator's corpus; bench/STORAGE.md, h-cold3).
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -226,8 +241,10 @@
  *     1 META      u8 signal, 3 zero, u32 shard, u64 rows, u64 wal seq,
  *                 u64 seal id, u64 flags (bit 0: rows sorted by time;
  *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
- *                 v6 log blocks: "v6 LOG BODIES" above; other bits zero
- *                 from v6)
+ *                 v6 log blocks: "v6 LOG BODIES" above; bit 2, v6 metric
+ *                 blocks: "v6 STREAMS FROM ROWS" above; bit 3, v6 blocks
+ *                 of any signal: sections 5-7 are in section 12; other
+ *                 bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
@@ -258,7 +275,8 @@
  *                 attribute keys present in at least half the rows, most
  *                 frequent first (ties by key bytes); optional
  *     9 STREAMS   metric blocks (optional: blocks sealed before it have
- *                 none; older readers skip it): u32 n, u32 zero, n x
+ *                 none, v6 blocks of META flag bit 2 must have none;
+ *                 older readers skip it): u32 n, u32 zero, n x
  *                 { u32 metric id, u32 row count (> 0), u32 offset into
  *                 rows[], u32 zero } sorted by metric id, then by first
  *                 row; then rows[]: u32 x block rows, each stream's block
@@ -300,6 +318,18 @@
  *                 holds (so a boot that finds one of them beside this block
  *                 after a crash removes it). Its presence is what makes a
  *                 block cold: compaction never takes a cold block again.
+ *    12 DICTS     v6, META flag bit 3 (the compactor's, blk_wopts.dicts_zstd;
+ *                 present exactly when the bit is): u64 raw length, then
+ *                 one zstd frame of sections 5, 6 and 7, each once, laid
+ *                 out as in the footer (header, body, zero pad to 8 from
+ *                 the frame's start), which the footer then lacks;
+ *                 inflated at open into memory the block owns (the views
+ *                 of resources, scopes and metrics point into it). Any
+ *                 other section inside, one missing, or bytes past them
+ *                 fail the open. A block merged from the requests of many
+ *                 short-lived processes repeats their resources and metric
+ *                 descriptions (the JS exporters' corpus: 18 KB of footer
+ *                 for 5,140 points; bench/STORAGE.md, h-cold3)
  *     Resources, scopes and metrics are block-level ids (the open block's).
  *
  *   TRAILER (40 bytes, the end of the file)
@@ -363,7 +393,8 @@ enum {
     SEC_STREAMS = 9,
     SEC_GRAMS = 10,
     SEC_SOURCES = 11,
-    SEC_MAX = 11,
+    SEC_DICTS = 12,
+    SEC_MAX = 12,
 };
 
 enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
@@ -727,7 +758,10 @@ struct blk {
     uint8_t *bbody;      /* ... and rebuilt at the root's load (block_body.c) */
     uint64_t *bbody_off;
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
-    pthread_mutex_t lock; /* table loads, column decodes, quarantine */
+    uint8_t *fdicts;      /* format 6: sections 5-7 inflated from section 12 (views point here) */
+    bool streams_derived; /* format 6: META flag bit 2, no section 9: sbuf derived from the rows */
+    atomic_bool streams_ready; /* ... once the attrs table's first load derived it */
+    pthread_mutex_t lock;      /* table loads, column decodes, quarantine */
 
     /* Columns, by the per-signal logical indexes; set by a table load
      * before its state is published (release), read after (acquire). */
@@ -937,6 +971,16 @@ void sidx_free(struct sidx *x);
 /* Checks a STREAMS section body [p, end) against the block (rows, metric
  * dictionary) and keeps it in |b|: false when malformed. */
 bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end);
+/*
+ * Format 6, META flag bit 2: the stream index of |b| derived from its
+ * rows (the root's metric column, the attribute list codes of the |nd|
+ * entries of D[X_ADICT], rebuilt: both bound by the caller, under the
+ * block's lock) into the layout section 9 decodes to, kept in |b| as
+ * streams_parse keeps it (then b->streams_ready is set). 0, -EBADMSG (two
+ * dictionary entries hold the same list: a writer never writes that, and
+ * the two streams would be one), -ENOMEM.
+ */
+int streams_derive(blk *b, uint64_t nd);
 
 static inline uint64_t ic_get(const struct icol *c, uint64_t i)
 {

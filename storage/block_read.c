@@ -675,6 +675,12 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         if (rc < 0) {
             return rc;
         }
+        if (b->streams_derived && !atomic_load(&b->streams_ready)) {
+            rc = streams_derive(b, nd); /* format 6: the index from the rows */
+            if (rc < 0) {
+                return rc;
+            }
+        }
     }
     if (t == 1 && b->n_hot > 0) {
         /* A value position lies inside its row's attribute list. */
@@ -740,8 +746,10 @@ static int do_table_load(blk *b, int t)
         raw = z;
     }
     int rc = 0;
-    if (t == 2 && b->sdet_coded) {
-        /* the coded events and links read the root's starts and ids */
+    if ((t == 2 && b->sdet_coded) ||
+        (t == 1 && b->streams_derived && !atomic_load(&b->streams_ready))) {
+        /* the coded events and links read the root's starts and ids, the
+         * derived stream index its metric column */
         int st = atomic_load_explicit(&b->tstate[0], memory_order_relaxed);
         if (st == TS_NONE) {
             rc = do_table_load(b, 0);
@@ -1056,6 +1064,48 @@ static bool parse_sources(blk *b, struct rd r)
     return true;
 }
 
+/*
+ * Format 6's section 12 (META flag bit 3): u64 raw length, then one zstd
+ * frame of sections 5, 6 and 7, each once, laid out as in the footer (8-
+ * aligned from the frame's start), inflated into b->fdicts (the views of
+ * resources, scopes and metrics point into it) and set in |secs|. False
+ * when malformed: any other section inside, one missing, or there already.
+ */
+static bool inflate_dicts(blk *b, struct rd r, struct rd *secs, bool *have)
+{
+    uint64_t raw;
+    if (!rd_u64(&r, &raw) || raw == 0 || raw > ZSTD_RAW_MAX ||
+        raw / ZSTD_RATIO_CAP > (uint64_t)(r.end - r.p) ||
+        ZSTD_getFrameContentSize(r.p, (size_t)(r.end - r.p)) != raw) {
+        return false;
+    }
+    uint8_t *d = malloc(raw);
+    if (d == NULL) {
+        return false;
+    }
+    size_t zn = ZSTD_decompress(d, raw, r.p, (size_t)(r.end - r.p));
+    if (ZSTD_isError(zn) || zn != raw) {
+        free(d);
+        return false;
+    }
+    blk_heap_add(d);
+    b->fdicts = d; /* freed with the block */
+    struct rd q = {d, d + raw};
+    for (int k = 0; k < 3; k++) {
+        uint32_t id, z;
+        uint64_t len;
+        q.p = d + ((uint64_t)(q.p - d) + 7) / 8 * 8;
+        if (q.p > q.end || !rd_u32(&q, &id) || !rd_u32(&q, &z) || !rd_u64(&q, &len) ||
+            len > (uint64_t)(q.end - q.p) || id < SEC_RESOURCES || id > SEC_METRICS || have[id]) {
+            return false;
+        }
+        have[id] = true;
+        secs[id] = (struct rd){q.p, q.p + len};
+        q.p += len;
+    }
+    return q.p == q.end;
+}
+
 static int parse_footer(blk *b, char *err, size_t errlen)
 {
     struct rd r = {b->map + b->foot_off, b->map + b->foot_off + b->foot_len};
@@ -1083,7 +1133,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         r.p += len;
     }
     for (int id = SEC_META; id <= SEC_METRICS; id++) { /* zones and hot keys are optional */
-        if (!have[id] && id != SEC_ZONES) {
+        if (!have[id] && id != SEC_ZONES && !(have[SEC_DICTS] && id >= SEC_RESOURCES)) {
             return fail(err, errlen, "footer lacks section %d", id);
         }
     }
@@ -1099,12 +1149,22 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         seal_id != b->meta.seal_id) {
         return fail(err, errlen, "footer meta disagrees with the header");
     }
-    if (b->version >= 6 && (flags > 7 || ((flags & 2) != 0 && b->sig != SIG_TRACES) ||
-                            ((flags & 4) != 0 && b->sig != SIG_LOGS))) {
+    /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
+     * template or metric blocks' streams from the rows, bit 3 any block's
+     * dictionaries in section 12; any other bit is a newer writer's */
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8;
+    if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
+    if ((b->version >= 6 && (flags & 8) != 0) != have[SEC_DICTS]) {
+        return fail(err, errlen, "footer meta flag bit 3 and the dictionary section disagree");
+    }
+    if (have[SEC_DICTS] && !inflate_dicts(b, secs[SEC_DICTS], secs, have)) {
+        return fail(err, errlen, "malformed compressed dictionary section");
+    }
     b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
-    b->body_tmpl = b->version >= 6 && (flags & 4) != 0;
+    b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
+    b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->meta_flags = flags;
 
     struct rd t = secs[SEC_TABLES];
@@ -1156,6 +1216,9 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     if (have[SEC_HOTKEYS] && !parse_hotkeys(b, secs[SEC_HOTKEYS])) {
         return fail(err, errlen, "malformed hot attribute key section");
     }
+    if (have[SEC_STREAMS] && b->streams_derived) {
+        return fail(err, errlen, "metric stream section in a block whose streams are its rows'");
+    }
     if (have[SEC_STREAMS] && !streams_parse(b, secs[SEC_STREAMS].p, secs[SEC_STREAMS].end)) {
         return fail(err, errlen, "malformed metric stream section");
     }
@@ -1200,6 +1263,7 @@ static void blk_destroy(blk *b)
     blk_heap_free(b->bbody);
     blk_heap_free(b->bbody_off);
     blk_heap_free(b->sbuf);
+    blk_heap_free(b->fdicts);
     blk_heap_free(atomic_load(&b->col_time));
     if (atomic_load(&b->aux) != NULL) {
         b->aux_free(atomic_load(&b->aux));

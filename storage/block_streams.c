@@ -347,53 +347,19 @@ static bool adopt(blk *b, uint8_t *out, uint32_t n)
 }
 
 /*
- * Format 6's by-row body (codec 2, 3) into format 3's layout: streams by
- * metric, then first row (a stable counting sort of the streams, which
- * the body numbers by first row), each one's rows ascending. Every
- * stream takes at least a byte and every row one. NULL when malformed:
- * a code past the streams opened so far, a stream never opened, a metric
- * past the block's.
+ * Format 3's layout of |n| streams (the header not yet written; NULL
+ * when out of memory) from stream numbers in order of first row: stream
+ * k's metric[k] and count[k] (used up: it becomes k's next row slot),
+ * and sid[r] per block row. Streams by metric, then first row (a stable
+ * counting sort), each one's rows ascending. |start| is scratch of
+ * n_metrics + 1 entries.
  */
-static uint8_t *decode_by_row(blk *b, uint32_t n, const uint8_t *body, uint64_t raw)
+static uint8_t *lay_out(const blk *b, uint32_t n, const uint32_t *metric, uint32_t *count,
+                        const uint32_t *sid, uint32_t *start)
 {
     uint64_t rows = b->rows;
-    if ((uint64_t)n + rows > raw || n > rows) {
-        return NULL;
-    }
     uint8_t *out = malloc(8 + 16 * (size_t)n + 4 * (size_t)rows);
-    uint32_t *tmp = malloc((2 * (size_t)n + rows + (size_t)b->n_metrics + 1) * sizeof(*tmp));
-    if (out == NULL || tmp == NULL) {
-        free(out);
-        free(tmp);
-        return NULL;
-    }
-    uint32_t *metric = tmp, *count = tmp + n, *sid = tmp + 2 * (size_t)n;
-    uint32_t *start = sid + rows; /* n_metrics + 1 */
-    const uint8_t *q = body, *qe = body + raw;
-    bool bad = false;
-    for (uint32_t k = 0; k < n && !bad; k++) {
-        uint64_t m = uv_take(&q, qe, &bad);
-        bad = bad || m >= b->n_metrics;
-        metric[k] = (uint32_t)m;
-        count[k] = 0;
-    }
-    uint32_t next = 0;
-    for (uint64_t r = 0; r < rows && !bad; r++) {
-        uint64_t c = uv_take(&q, qe, &bad);
-        if (c == 0) {
-            bad = bad || next == n;
-            sid[r] = next++;
-        } else {
-            bad = bad || c > next;
-            sid[r] = next - (uint32_t)c;
-        }
-        if (!bad) {
-            count[sid[r]]++;
-        }
-    }
-    if (bad || next != n || q != qe) {
-        free(out);
-        free(tmp);
+    if (out == NULL) {
         return NULL;
     }
     memset(start, 0, ((size_t)b->n_metrics + 1) * sizeof(*start));
@@ -426,8 +392,181 @@ static uint8_t *decode_by_row(blk *b, uint32_t n, const uint8_t *body, uint64_t 
     for (uint64_t r = 0; r < rows; r++) {
         wr32(rw + 4 * (size_t)slot[sid[r]]++, (uint32_t)r);
     }
+    return out;
+}
+
+/*
+ * Format 6's by-row body (codec 2, 3) into format 3's layout (lay_out).
+ * Every stream takes at least a byte and every row one. NULL when
+ * malformed: a code past the streams opened so far, a stream never
+ * opened, a metric past the block's.
+ */
+static uint8_t *decode_by_row(blk *b, uint32_t n, const uint8_t *body, uint64_t raw)
+{
+    uint64_t rows = b->rows;
+    if ((uint64_t)n + rows > raw || n > rows) {
+        return NULL;
+    }
+    uint32_t *tmp = malloc((2 * (size_t)n + rows + (size_t)b->n_metrics + 1) * sizeof(*tmp));
+    if (tmp == NULL) {
+        return NULL;
+    }
+    uint32_t *metric = tmp, *count = tmp + n, *sid = tmp + 2 * (size_t)n;
+    uint32_t *start = sid + rows; /* n_metrics + 1 */
+    const uint8_t *q = body, *qe = body + raw;
+    bool bad = false;
+    for (uint32_t k = 0; k < n && !bad; k++) {
+        uint64_t m = uv_take(&q, qe, &bad);
+        bad = bad || m >= b->n_metrics;
+        metric[k] = (uint32_t)m;
+        count[k] = 0;
+    }
+    uint32_t next = 0;
+    for (uint64_t r = 0; r < rows && !bad; r++) {
+        uint64_t c = uv_take(&q, qe, &bad);
+        if (c == 0) {
+            bad = bad || next == n;
+            sid[r] = next++;
+        } else {
+            bad = bad || c > next;
+            sid[r] = next - (uint32_t)c;
+        }
+        if (!bad) {
+            count[sid[r]]++;
+        }
+    }
+    uint8_t *out = bad || next != n || q != qe ? NULL : lay_out(b, n, metric, count, sid, start);
     free(tmp);
     return out;
+}
+
+/*
+ * Format 6, META flag bit 2 (block_int.h, "v6 STREAMS FROM ROWS"): a
+ * stream is a (metric id, attribute list code) pair, numbered in order
+ * of first row. The writer's list dictionary holds each distinct list
+ * once, so that is the pair the writer's index hashes (the metric and
+ * the list's bytes); a dictionary with two equal lists is refused rather
+ * than split into two streams of one series.
+ *
+ * Per row: the code's first stream (head[]) when it has the row's metric
+ * (a list is mostly one metric's), else a probe of a table of the other
+ * (metric, code) pairs. Scratch is freed before the return.
+ */
+struct pair_slot {
+    uint64_t key; /* metric << 32 | code */
+    uint32_t sid1;
+    uint32_t zero;
+};
+
+static bool lists_distinct(const struct scol *dict, uint64_t nd, uint32_t *ht, size_t cap)
+{
+    memset(ht, 0, cap * sizeof(*ht));
+    for (uint64_t c = 0; c < nd; c++) {
+        struct mstr e = sc_get(dict, c);
+        size_t i = (size_t)XXH3_64bits(e.p, e.len) & (cap - 1);
+        for (; ht[i] != 0; i = (i + 1) & (cap - 1)) {
+            struct mstr o = sc_get(dict, ht[i] - 1);
+            if (o.len == e.len && memcmp(o.p, e.p, e.len) == 0) {
+                return false;
+            }
+        }
+        ht[i] = (uint32_t)c + 1;
+    }
+    return true;
+}
+
+static size_t pow2_above(uint64_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n) {
+        cap *= 2;
+    }
+    return cap;
+}
+
+int streams_derive(blk *b, uint64_t nd)
+{
+    uint64_t rows = b->rows;
+    const struct icol *mc = &b->I[M_METRIC], *codes = &b->D[X_ADICT].codes;
+    if (nd > rows + 1 || nd >= UINT32_MAX) {
+        return -EBADMSG; /* the table load checked this: ndict <= rows + 1 */
+    }
+    size_t hcap = pow2_above(nd);
+    /* metric[], count[] per stream (at most rows), sid[] per row, head[]
+     * per code, start[] per metric; the list hash table */
+    size_t nscr = 3 * (size_t)rows + (size_t)nd + (size_t)b->n_metrics + 1;
+    uint32_t *tmp = malloc(nscr * sizeof(*tmp));
+    uint32_t *ht = malloc(hcap * sizeof(*ht));
+    struct pair_slot *pt = NULL;
+    size_t pcap = 0, pn = 0;
+    int rc = -ENOMEM;
+    if (tmp == NULL || ht == NULL) {
+        goto out;
+    }
+    uint32_t *metric = tmp, *count = tmp + rows, *sid = tmp + 2 * (size_t)rows;
+    uint32_t *head = sid + rows, *start = head + nd;
+    rc = -EBADMSG;
+    if (!lists_distinct(&b->D[X_ADICT].dict, nd, ht, hcap)) {
+        goto out;
+    }
+    memset(head, 0xff, (size_t)nd * sizeof(*head));
+    uint32_t n = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        uint32_t m = (uint32_t)ic_get(mc, r), c = (uint32_t)ic_get(codes, r);
+        uint32_t s = head[c];
+        if (s == UINT32_MAX) {
+            s = head[c] = n++;
+            metric[s] = m;
+            count[s] = 0;
+        } else if (metric[s] != m) {
+            if (2 * (pn + 1) > pcap) { /* the other pairs' table, at most half full */
+                size_t ncap = pcap != 0 ? 2 * pcap : 256;
+                struct pair_slot *np = calloc(ncap, sizeof(*np));
+                if (np == NULL) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                for (size_t i = 0; i < pcap; i++) {
+                    if (pt[i].sid1 != 0) {
+                        size_t j = (size_t)((pt[i].key * 0x9e3779b97f4a7c15ull) >> 32) & (ncap - 1);
+                        while (np[j].sid1 != 0) {
+                            j = (j + 1) & (ncap - 1);
+                        }
+                        np[j] = pt[i];
+                    }
+                }
+                free(pt);
+                pt = np;
+                pcap = ncap;
+            }
+            uint64_t key = (uint64_t)m << 32 | c;
+            size_t j = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (pcap - 1);
+            while (pt[j].sid1 != 0 && pt[j].key != key) {
+                j = (j + 1) & (pcap - 1);
+            }
+            if (pt[j].sid1 == 0) {
+                pt[j] = (struct pair_slot){.key = key, .sid1 = n + 1};
+                pn++;
+                s = n++;
+                metric[s] = m;
+                count[s] = 0;
+            } else {
+                s = pt[j].sid1 - 1;
+            }
+        }
+        sid[r] = s;
+        count[s]++;
+    }
+    uint8_t *o = lay_out(b, n, metric, count, sid, start);
+    rc = o == NULL ? -ENOMEM : adopt(b, o, n) ? 0 : -EBADMSG;
+    if (rc == 0) {
+        atomic_store_explicit(&b->streams_ready, true, memory_order_release);
+    }
+out:
+    free(pt);
+    free(ht);
+    free(tmp);
+    return rc;
 }
 
 /*
@@ -515,14 +654,26 @@ bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end)
     return b->version >= 4 ? parse_v4(b, p, end) : parse_plain(b, p, end);
 }
 
+/* A block whose index is derived from its rows (format 6, META flag
+ * bit 2) derives it at the first load of its attribute table: false
+ * while that fails (then it answers as a block without an index). */
+static bool streams_there(const blk *b)
+{
+    if (!b->streams_derived ||
+        atomic_load_explicit(&((blk *)b)->streams_ready, memory_order_acquire)) {
+        return true;
+    }
+    return ready((blk *)b, BLK_ATTRS) == 0;
+}
+
 uint32_t blk_n_streams(const blk *b)
 {
-    return b->n_streams;
+    return streams_there(b) ? b->n_streams : 0;
 }
 
 int blk_stream(const blk *b, uint32_t i, struct blk_stream *out)
 {
-    if (i >= b->n_streams) {
+    if (!streams_there(b) || i >= b->n_streams) {
         return -EINVAL;
     }
     const uint8_t *e = b->streams + 16 * (size_t)i;
@@ -534,7 +685,7 @@ int blk_stream(const blk *b, uint32_t i, struct blk_stream *out)
 
 void blk_streams_of_metric(const blk *b, uint32_t metric_id, uint32_t *first, uint32_t *count)
 {
-    uint32_t lo = 0, hi = b->n_streams;
+    uint32_t lo = 0, hi = streams_there(b) ? b->n_streams : 0;
     while (lo < hi) { /* first stream with metric >= metric_id */
         uint32_t mid = lo + (hi - lo) / 2;
         if (rd32(b->streams + 16 * (size_t)mid) < metric_id) {

@@ -258,6 +258,7 @@ struct tbw {
     unsigned niov, ncols, at;
     size_t len;             /* raw table bytes so far */
     bool no_var;            /* no varint INT columns (a zstd table: they compress worse) */
+    uint64_t var_cols;      /* ... but for these physical columns (bit i: column i) */
     struct vbuf out;        /* the table in one buffer, for a zstd table only */
     struct ZSTD_CCtx_s *zc; /* kept between seals (zstd tables; NULL until one) */
 };

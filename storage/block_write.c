@@ -20,6 +20,7 @@
 
 #define XXH_INLINE_ALL /* keys and dictionary strings are short: the hash inlines */
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "storage/adm.h"
 #include "storage/bloom.h"
@@ -1116,6 +1117,34 @@ static int sec_dicts(struct vbuf *f, const oblock *ob, struct wside *s)
     return 0;
 }
 
+/*
+ * Format 6 (META flag bit 3, blk_wopts.dicts_zstd): sections 5, 6 and 7
+ * as sec_dicts lays them out, each 8-aligned from the start, in section
+ * 12's one zstd frame at |level| after their u64 length.
+ */
+static int sec_zdicts(struct vbuf *f, const oblock *ob, struct wside *s, int level)
+{
+    struct vbuf d;
+    vbuf_init(&d);
+    size_t at;
+    int rc = sec_dicts(&d, ob, s);
+    if (rc == 0) {
+        rc = sec_begin(f, SEC_DICTS, &at) | vbuf_put_u64(f, d.len);
+        size_t cap = ZSTD_compressBound(d.len);
+        rc = rc != 0 || vbuf_reserve(f, cap) < 0 ? -ENOMEM : 0;
+        if (rc == 0) {
+            size_t zn = ZSTD_compress(f->p + f->len, cap, d.p, d.len, level);
+            rc = ZSTD_isError(zn) ? -EIO : 0;
+            f->len += rc == 0 ? zn : 0;
+        }
+        if (rc == 0) {
+            sec_end(f, at);
+        }
+    }
+    vbuf_fini(&d);
+    return rc;
+}
+
 static int sec_blooms(struct vbuf *f, struct wside *s)
 {
     size_t at;
@@ -1507,6 +1536,34 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
 }
 
 /*
+ * The root's physical columns that blk_wopts.var_seqs lets take varint
+ * deltas in a zstd table whenever they are narrower (bit i: column i):
+ * each signal's columns of small and irregular steps, where zstd finds
+ * the varints' bytes more alike than fixed-width deltas (bench/STORAGE.md,
+ * h-cold3): metric and log times and span starts (sorted, gaps from 0 to
+ * a request's spacing), a span root's trace id codes (numbered by first
+ * row: mostly a step of 0 or 1, sometimes back), a log root's body
+ * offsets (their steps are the bodies' lengths).
+ */
+static uint64_t seq_cols(const struct spec *sp)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0, at = 0; i < sp->n; i++) {
+        const struct ent *e = &sp->e[i];
+        if ((e->type == 'I' && e->idx == M_TIME && sp->e == points_root4) ||
+            (e->type == 'I' && e->idx == T_START && sp->e == spans_root4) ||
+            (e->type == 'I' && e->idx == L_TIME && sp->e == logs_root) ||
+            (e->type == 'D' && e->idx == X_TRACES && sp->e == spans_root4) ||
+            (e->type == 'S' && e->idx == L_BODY && sp->e == logs_root)) {
+            m |= 1ull << at; /* the codes of a D, the offsets of an S */
+        }
+        struct spec one = {e, 1};
+        at += phys_cols(&one);
+    }
+    return m;
+}
+
+/*
  * Format 3: the attribute list dictionary (D[X_ADICT], distinct lists as
  * the rows gave them) becomes key-coded (block_keys.c) against a key
  * dictionary of the keys counted while the rows were walked, their ids in
@@ -1674,7 +1731,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
-        if (t == 1 && !side->vd_on) {         /* format 5's logs and spans: found at load */
+        tb->var_cols =
+            t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
+        if (t == 1 && !side->vd_on) { /* format 5's logs and spans: found at load */
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
@@ -1696,8 +1755,13 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc |= vbuf_put_u64(foot, rows);
     rc |= vbuf_put_u64(foot, m->wal_seq);
     rc |= vbuf_put_u64(foot, m->seal_id);
-    /* sorted by time, (v6) span detail coded, (v6) log bodies by template */
-    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl ? 4 : 0));
+    /* v6: the index from the rows (the list dictionary holds each distinct
+     * list once: dict_add compares the bytes) */
+    bool sderived = sig == SIG_METRICS && o != NULL && o->streams_derived;
+    bool zdicts = o != NULL && o->dicts_zstd;
+    /* sorted by time, (v6) span detail coded, log bodies by template or
+     * streams from the rows, dictionaries in one zstd frame */
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
@@ -1723,7 +1787,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     rc = sec_zones(foot, side);
     if (rc == 0) {
-        rc = sec_dicts(foot, ob, side); /* before the blooms: feeds the resource bloom */
+        /* before the blooms: feeds the resource bloom */
+        rc = zdicts ? sec_zdicts(foot, ob, side, o->zstd_level ? o->zstd_level : 3)
+                    : sec_dicts(foot, ob, side);
+        nsec -= zdicts ? 2 : 0; /* section 12 for 5, 6 and 7 */
     }
     if (rc == 0) {
         rc = sec_blooms(foot, side);
@@ -1735,7 +1802,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     if (rc == 0) {
         rc = sec_hotkeys(foot, hot);
     }
-    if (rc == 0 && sig == SIG_METRICS) {
+    if (rc == 0 && sig == SIG_METRICS && !sderived) {
         nsec++;
         rc = sec_begin(foot, SEC_STREAMS, &at);
         if (rc == 0) {

@@ -159,8 +159,12 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     fixed = dfixed < fixed ? dfixed : fixed;
     /* varint deltas when they are narrower by a quarter (the reader decodes
      * them into 8 bytes a value); never against 1-byte values (a varint
-     * takes a byte at least), so most columns skip the sizing pass */
-    uint64_t vn = !t->no_var && n >= 2 && fixed >= 64 && fixed >= 2 * n
+     * takes a byte at least), so most columns skip the sizing pass. A
+     * column of var_cols takes them when they are narrower at all: zstd
+     * packs them better than the fixed widths there. */
+    bool seq = t->no_var && ((t->var_cols >> t->at) & 1) != 0;
+    uint64_t vn = seq && n >= 2 ? var_size(v, n, fixed)
+                  : !t->no_var && n >= 2 && fixed >= 64 && fixed >= 2 * n
                       ? var_size(v, n, fixed - fixed / 4)
                       : UINT64_MAX;
     if (vn != UINT64_MAX) {

@@ -509,6 +509,9 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .attrs_by_key = true,
                           .span_refs = true,
                           .streams_by_row = true,
+                          .streams_derived = true,
+                          .var_seqs = true,
+                          .dicts_zstd = true,
                           .body_tmpl = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 

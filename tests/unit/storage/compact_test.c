@@ -309,6 +309,39 @@ static uint64_t attrs_t_len(const char *path)
     return tl;
 }
 
+/* The encoding byte (INT header byte 17) of physical column |c| of the
+ * zstd root table of the block at |path|. */
+static unsigned root_int_encoding(const char *path, unsigned c)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    size_t n = (size_t)ftell(fp);
+    uint8_t *f = malloc(n);
+    cr_assert_not_null(f);
+    rewind(fp);
+    cr_assert_eq(fread(f, 1, n, fp), n);
+    fclose(fp);
+    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
+    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
+        len = rd64_at(f + p + 8);
+        if ((uint32_t)rd64_at(f + p) == 2) {
+            break;
+        }
+    }
+    const uint8_t *e = f + p + 16 + 8; /* the directory's first entry: root */
+    cr_assert_eq(e[0], 1, "the root table");
+    cr_assert_eq(e[1], BLK_CODEC_ZSTD);
+    size_t raw = rd64_at(e + 24);
+    uint8_t *t = malloc(raw);
+    cr_assert_not_null(t);
+    cr_assert_eq(ZSTD_decompress(t, raw, f + rd64_at(e + 8), rd64_at(e + 16)), raw);
+    unsigned enc = t[rd64_at(t + 8 + 16 * c) + 17];
+    free(t);
+    free(f);
+    return enc;
+}
+
 /* The u64 at |at| in footer section |id| of the block at |path|. */
 static uint64_t footer_u64(const char *path, uint32_t id, uint64_t at)
 {
@@ -367,11 +400,17 @@ static void merge_signal(enum signal s)
         uint64_t tl = attrs_t_len(path);
         cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
-    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL"); logs:
-     * bodies by template ("v6 LOG BODIES") */
-    cr_expect_eq(footer_u64(path, 1, 32), s == SIG_TRACES ? 3 : s == SIG_LOGS ? 5 : 1);
-    if (s == SIG_METRICS) { /* the stream index by row, zstd (codec 3) */
-        cr_expect_eq(footer_u64(path, 9, 0) >> 32, 3);
+    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL");
+     * logs: bodies by template ("v6 LOG BODIES"); points: the stream
+     * index from the rows ("v6 STREAMS FROM ROWS"); all: the
+     * dictionaries in one zstd frame (bit 3, section 12) */
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 3 : 5));
+    cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
+    cr_expect_eq(footer_u64(path, 5, 0), UINT64_MAX, "no resource section of its own");
+    if (s == SIG_METRICS) { /* so no stream section */
+        cr_expect_eq(footer_u64(path, 9, 0), UINT64_MAX);
+        /* and the times as varint deltas (blk_wopts.var_seqs) */
+        cr_expect_eq(root_int_encoding(path, 0), 2);
     }
     blk_unref(c);
     for (int k = 0; k < 3; k++) {
