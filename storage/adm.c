@@ -156,7 +156,6 @@ uint64_t adm_demand(void)
     return d > 0 ? (uint64_t)d : 0;
 }
 
-
 uint64_t adm_excess(void)
 {
     if (budget == 0) {
