@@ -109,24 +109,10 @@ static void bt_dict_free(struct bt_dict *d)
 static int64_t bt_intern(struct bt_dict *d, const uint8_t *p, size_t n)
 {
     if ((d->n + 1) * 2 > d->ht_cap) {
-        size_t ncap = d->ht_cap ? d->ht_cap * 2 : 1024;
-        uint64_t *nh = calloc(ncap, sizeof(*nh));
-        if (nh == NULL || ncap > (1ull << 32)) {
-            free(nh);
-            return -ENOMEM;
+        int rc = ht_grow(&d->ht, &d->ht_cap, 1024);
+        if (rc < 0) {
+            return rc;
         }
-        for (size_t i = 0; i < d->ht_cap; i++) {
-            if (d->ht[i] != 0) {
-                size_t j = (size_t)(d->ht[i] >> 32) & (ncap - 1);
-                while (nh[j] != 0) {
-                    j = (j + 1) & (ncap - 1);
-                }
-                nh[j] = d->ht[i];
-            }
-        }
-        free(d->ht);
-        d->ht = nh;
-        d->ht_cap = ncap;
     }
     uint64_t tag = XXH3_64bits(n ? (const void *)p : empty, n) << 32;
     size_t i = (size_t)(tag >> 32) & (d->ht_cap - 1);

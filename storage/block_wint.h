@@ -7,6 +7,8 @@
 #ifndef MIRADB_BLOCK_WINT_H
 #define MIRADB_BLOCK_WINT_H
 
+#include <errno.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 
 #include <xxhash.h>
@@ -148,6 +150,31 @@ static inline bool words_eq(const void *x, const void *y, size_t n)
         }
     }
     return rd64(p + n - 8) == rd64(q + n - 8);
+}
+
+/* Doubles the open-addressing table |*ht| of |*cap| slots (|first| slots
+ * when empty): each nonzero slot holds a hash in its high 32 bits, which
+ * places it; rehashed in place of the old. 0, or -ENOMEM (the table kept). */
+static inline int ht_grow(uint64_t **ht, size_t *cap, size_t first)
+{
+    size_t ncap = *cap ? *cap * 2 : first;
+    uint64_t *nh = ncap > (1ull << 32) ? NULL : calloc(ncap, sizeof(*nh));
+    if (nh == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < *cap; i++) {
+        if ((*ht)[i] != 0) {
+            size_t j = (size_t)((*ht)[i] >> 32) & (ncap - 1);
+            while (nh[j] != 0) {
+                j = (j + 1) & (ncap - 1);
+            }
+            nh[j] = (*ht)[i];
+        }
+    }
+    free(*ht);
+    *ht = nh;
+    *cap = ncap;
+    return 0;
 }
 
 /* x[0, n) == y[0, n) for any n, without a call: 8-byte words from 8
