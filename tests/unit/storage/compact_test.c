@@ -269,43 +269,67 @@ static uint64_t rd64_at(const uint8_t *p)
     return v;
 }
 
-/*
- * Format 6: the length of the attribute table's T column (its last, the
- * lists' stream lengths when they are stored by key) in block file
- * |path|, read from the file's bytes: the trailer, the footer's table
- * directory (section 2), the attrs table's zstd frame, its column
- * directory.
- */
-static uint64_t attrs_t_len(const char *path)
+/* The whole file at |path| (its length in *n). */
+static uint8_t *file_bytes(const char *path, size_t *n)
 {
     FILE *fp = fopen(path, "rb");
     cr_assert_not_null(fp);
     cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
-    size_t n = (size_t)ftell(fp);
-    uint8_t *f = malloc(n);
+    *n = (size_t)ftell(fp);
+    uint8_t *f = malloc(*n);
     cr_assert_not_null(f);
     rewind(fp);
-    cr_assert_eq(fread(f, 1, n, fp), n);
+    cr_assert_eq(fread(f, 1, *n, fp), *n);
     fclose(fp);
-    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
-    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
-        len = rd64_at(f + p + 8);
-        if ((uint32_t)rd64_at(f + p) == 2) {
-            break;
+    return f;
+}
+
+/* The offset of footer section |id|'s bytes in |f, n| (its length in
+ * *len), or 0 when the footer has none. */
+static uint64_t footer_section(const uint8_t *f, size_t n, uint32_t id, uint64_t *len)
+{
+    uint64_t p = rd64_at(f + n - 40) + 8, nsec = (uint32_t)rd64_at(f + p - 8);
+    for (uint64_t i = 0; i < nsec; i++, p += 16 + (*len + 7) / 8 * 8) {
+        *len = rd64_at(f + p + 8);
+        if ((uint32_t)rd64_at(f + p) == id) {
+            return p + 16;
         }
     }
-    const uint8_t *e = f + p + 16 + 8 + 32; /* the directory's second entry: attrs */
-    cr_assert_eq(e[0], 2, "the attrs table");
+    return 0;
+}
+
+/* Table |entry| of the table directory (footer section 2) of the block at
+ * |path|, of |kind| and zstd, inflated (its raw length in *raw). */
+static uint8_t *zstd_table(const char *path, unsigned entry, uint8_t kind, size_t *raw)
+{
+    size_t n;
+    uint64_t len;
+    uint8_t *f = file_bytes(path, &n);
+    uint64_t p = footer_section(f, n, 2, &len);
+    cr_assert_neq(p, 0, "a table directory");
+    const uint8_t *e = f + p + 8 + 32 * entry;
+    cr_assert_eq(e[0], kind, "table kind");
     cr_assert_eq(e[1], BLK_CODEC_ZSTD);
-    size_t raw = rd64_at(e + 24);
-    uint8_t *t = malloc(raw);
+    *raw = rd64_at(e + 24);
+    uint8_t *t = malloc(*raw);
     cr_assert_not_null(t);
-    cr_assert_eq(ZSTD_decompress(t, raw, f + rd64_at(e + 8), rd64_at(e + 16)), raw);
+    cr_assert_eq(ZSTD_decompress(t, *raw, f + rd64_at(e + 8), rd64_at(e + 16)), *raw);
+    free(f);
+    return t;
+}
+
+/* The length of the attrs table's v6 T column (0: the lists laid out as in
+ * v5) of the block at |path|, read from the file's bytes: the trailer, the
+ * footer's table directory, the attrs table's zstd frame, its column
+ * directory. */
+static uint64_t attrs_t_len(const char *path)
+{
+    size_t raw;
+    uint8_t *t = zstd_table(path, 1, 2, &raw);
     uint32_t ncols = (uint32_t)rd64_at(t);
     cr_assert_eq(ncols, 9, "count, list dictionary (3), keys (2), values (2), T");
     uint64_t tl = rd64_at(t + 8 + 16 * 8 + 8);
     free(t);
-    free(f);
     return tl;
 }
 
@@ -313,58 +337,24 @@ static uint64_t attrs_t_len(const char *path)
  * zstd root table of the block at |path|. */
 static unsigned root_int_encoding(const char *path, unsigned c)
 {
-    FILE *fp = fopen(path, "rb");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
-    size_t n = (size_t)ftell(fp);
-    uint8_t *f = malloc(n);
-    cr_assert_not_null(f);
-    rewind(fp);
-    cr_assert_eq(fread(f, 1, n, fp), n);
-    fclose(fp);
-    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
-    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
-        len = rd64_at(f + p + 8);
-        if ((uint32_t)rd64_at(f + p) == 2) {
-            break;
-        }
-    }
-    const uint8_t *e = f + p + 16 + 8; /* the directory's first entry: root */
-    cr_assert_eq(e[0], 1, "the root table");
-    cr_assert_eq(e[1], BLK_CODEC_ZSTD);
-    size_t raw = rd64_at(e + 24);
-    uint8_t *t = malloc(raw);
-    cr_assert_not_null(t);
-    cr_assert_eq(ZSTD_decompress(t, raw, f + rd64_at(e + 8), rd64_at(e + 16)), raw);
+    size_t raw;
+    uint8_t *t = zstd_table(path, 0, 1, &raw);
     unsigned enc = t[rd64_at(t + 8 + 16 * c) + 17];
     free(t);
-    free(f);
     return enc;
 }
 
-/* The u64 at |at| in footer section |id| of the block at |path|. */
+/* The u64 at |at| in footer section |id| of the block at |path|
+ * (UINT64_MAX: no such section). */
 static uint64_t footer_u64(const char *path, uint32_t id, uint64_t at)
 {
-    FILE *fp = fopen(path, "rb");
-    cr_assert_not_null(fp);
-    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
-    size_t n = (size_t)ftell(fp);
-    uint8_t *f = malloc(n);
-    cr_assert_not_null(f);
-    rewind(fp);
-    cr_assert_eq(fread(f, 1, n, fp), n);
-    fclose(fp);
-    uint64_t p = rd64_at(f + n - 40) + 8, len = 0, nsec = (uint32_t)rd64_at(f + p - 8);
-    uint64_t flags = UINT64_MAX;
-    for (uint64_t i = 0; i < nsec; i++, p += 16 + (len + 7) / 8 * 8) {
-        len = rd64_at(f + p + 8);
-        if ((uint32_t)rd64_at(f + p) == id) {
-            flags = rd64_at(f + p + 16 + at);
-            break;
-        }
-    }
+    size_t n;
+    uint64_t len;
+    uint8_t *f = file_bytes(path, &n);
+    uint64_t p = footer_section(f, n, id, &len);
+    uint64_t v = p != 0 ? rd64_at(f + p + at) : UINT64_MAX;
     free(f);
-    return flags;
+    return v;
 }
 
 static void merge_signal(enum signal s)
