@@ -4,6 +4,7 @@
  * alone; the files it keeps let two builds be `cmp`-ed.
  *
  *   build/sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep] [hot] [uniq]
+ *                [file=PATH]
  *
  * 16 requests of RECORDS records each (seed 42) are decoded and appended,
  * cycled, until the block holds MIB MiB; it is then sealed SEALS times
@@ -14,8 +15,13 @@
  * i, as blkbench fills its blocks and otlp-load's pool is larger than a
  * block): the 16 cycled requests repeat rows the time sort puts side by
  * side, which zstd compresses as no live corpus does.
+ * With "file=PATH" the block is filled from one protobuf Export*ServiceRequest
+ * instead (RECORDS is then ignored): decoded once and appended over and
+ * over, its timestamps as the request has them, as the daemon's blocks hold
+ * a peer's fixed payload (/work/shared/peers/fluent-bit/logs-1000.pb).
  * bench/PERFORMANCE.md "The body pass" uses it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +40,33 @@ static double cpu_now(void)
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* The whole of |path| into |out|: 0, or -1 with a message. */
+static int read_file(const char *path, struct vbuf *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "sealir: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char buf[65536];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (vbuf_put(out, buf, n) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (ferror(f)) {
+        rc = -1;
+    }
+    fclose(f);
+    if (rc < 0) {
+        fprintf(stderr, "sealir: %s: read failed\n", path);
+    }
+    return rc;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -55,10 +88,14 @@ int main(int argc, char **argv)
     uint64_t limit = strtoull(argv[3], NULL, 10) << 20;
     int seals = atoi(argv[4]);
     bool keep = false, hot = false, uniq = false;
+    const char *file = NULL;
     for (int i = 6; i < argc; i++) {
         keep |= !strcmp(argv[i], "keep");
         hot |= !strcmp(argv[i], "hot");
         uniq |= !strcmp(argv[i], "uniq");
+        if (!strncmp(argv[i], "file=", 5)) {
+            file = argv[i] + 5;
+        }
     }
     struct blk_wopts ho = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, s);
     if (records == 0 || limit == 0 || seals < 1 || seals > MAX_SEALS) {
@@ -69,7 +106,22 @@ int main(int argc, char **argv)
         .signal = s, .seed = 42, .time_base_ns = 1767225600000000000ull, .records = records};
     static struct batch *bt[N];
     static struct vbuf req[N]; /* the batches point into them */
-    for (int i = 0; i < N; i++) {
+    int nreq = N;
+    if (file != NULL) { /* one request, appended over and over */
+        char err[200];
+        nreq = 1;
+        uniq = false;
+        vbuf_init(&req[0]);
+        bt[0] = batch_new(s);
+        if (read_file(file, &req[0]) < 0) {
+            return 1;
+        }
+        if (pbdec_decode(s, req[0].p, req[0].len, bt[0], err, sizeof err) < 0) {
+            fprintf(stderr, "sealir: %s: %s\n", file, err);
+            return 1;
+        }
+    }
+    for (int i = 0; i < nreq && file == NULL; i++) {
         char err[200];
         vbuf_init(&req[i]);
         bt[i] = batch_new(s);
@@ -95,7 +147,7 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
-        if (oblock_append(ob, bt[i % N], i + 1) < 0) {
+        if (oblock_append(ob, bt[i % (uint64_t)nreq], i + 1) < 0) {
             fprintf(stderr, "sealir: append\n");
             return 1;
         }
