@@ -102,14 +102,28 @@ static inline int dict_add(struct dictb *d, uint64_t row, const char *p, size_t 
     return dict_add_hash(d, row, p, n);
 }
 
+/* dict_add_run's new entry (the empty string's first, or any other). */
+static int dict_add_new(struct dictb *d, uint64_t row, const char *p, size_t n)
+{
+    int64_t c = dict_push(d, p, n);
+    if (c < 0) {
+        return (int)c;
+    }
+    if (n == 0) {
+        d->empty_code = (uint64_t)c;
+    }
+    d->codes[row] = (uint64_t)c;
+    return 0;
+}
+
 /*
  * dict_add without the hash table, for strings that are mostly distinct
  * (log and span attribute lists: a table lookup per row is a cache miss
  * per row): a string equal to the previous row's shares its entry, the
  * empty string has one entry, any other gets a new one. Rows in order
- * from 0.
+ * from 0. Inline: a repeat costs its compare, not a call.
  */
-static int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
+static inline int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
 {
     if (n == 0 && d->empty_code != UINT64_MAX) {
         d->codes[row] = d->empty_code;
@@ -122,15 +136,7 @@ static int dict_add_run(struct dictb *d, uint64_t row, const char *p, size_t n)
             return 0;
         }
     }
-    int64_t c = dict_push(d, p, n);
-    if (c < 0) {
-        return (int)c;
-    }
-    if (n == 0) {
-        d->empty_code = (uint64_t)c;
-    }
-    d->codes[row] = (uint64_t)c;
-    return 0;
+    return dict_add_new(d, row, p, n);
 }
 
 static inline int str_add(struct strb *s, uint64_t row, const void *p, size_t n)
@@ -608,15 +614,9 @@ static int attrs_repeat(struct wside *s, uint64_t row)
 /* A record's attributes: keys counted, string values into the bloom, and
  * (format 5's log and span blocks) values into the value table, the
  * strings by the bloom's hash; keys and values seen recently through
- * s->am (struct akmem). |same|: the list is row - 1's (attrs_repeat). */
-static int record_attrs(struct wside *s, uint64_t row, struct oattrs a, bool same)
+ * s->am (struct akmem). The walk of record_attrs. */
+static int attrs_walk(struct wside *s, uint64_t row, struct oattrs a)
 {
-    if (same && row > 0) {
-        int rc = attrs_repeat(s, row);
-        if (rc <= 0) {
-            return rc;
-        }
-    }
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
     struct keycount *kc = &s->kc;
     struct akmem *am = s->am;
@@ -709,6 +709,20 @@ static int record_attrs(struct wside *s, uint64_t row, struct oattrs a, bool sam
     }
     am->rok = rok;
     return 0;
+}
+
+/* attrs_walk of row |row|, or when |same| (the list is row - 1's) the
+ * repeat of row - 1's (attrs_repeat) where it can: inline, so that a repeat
+ * costs no call into the walk's frame. 0 or -ENOMEM. */
+static inline int record_attrs(struct wside *s, uint64_t row, struct oattrs a, bool same)
+{
+    if (same && row > 0) {
+        int rc = attrs_repeat(s, row);
+        if (rc <= 0) {
+            return rc;
+        }
+    }
+    return attrs_walk(s, row, a);
 }
 
 /* String-valued top-level attributes go to the bloom as key=value. */
