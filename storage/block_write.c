@@ -390,6 +390,10 @@ static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
  *   rhv  the last row walked: the string values' kv_val_hash in list
  *        order (rok: it had at most AK_ROW attributes, no array values,
  *        and parsed to the end), for attrs_repeat
+ *   rall the last row was an attrs_repeat (so each of its counted values
+ *        has an entry or a key no longer entered): a key stops being
+ *        entered, never starts again within a block, so the next repeat's
+ *        check that no value may be entered now holds without its loop
  * A hit gives what the lookups would (the same bytes have the same hash,
  * id and entry), and the counts are kept the same way (kc_count,
  * vdict_count), so the block is byte for byte what it was without it. A
@@ -416,6 +420,7 @@ struct akmem {
     uint64_t rhv[AK_ROW];
     uint32_t nrhv;
     bool rok;
+    bool rall;
 };
 
 /* Blooms and zones gathered while the rows are walked. */
@@ -579,7 +584,7 @@ static int attrs_repeat(struct wside *s, uint64_t row)
     struct kc_pos *dst = kc->ap + kc->an;
     struct vd_key *vk = s->vd.k;
     bool vd = s->vd_on;
-    for (uint64_t x = 0; x < n; x++) {
+    for (uint64_t x = 0; x < n && !am->rall; x++) {
         if (src[x].ve == 0 && vd && vk[src[x].id].occ != UINT32_MAX) {
             return 1;
         }
@@ -598,6 +603,7 @@ static int attrs_repeat(struct wside *s, uint64_t row)
     }
     kc->arow[row] = kc->an;
     kc->an += n;
+    am->rall = true; /* each value has its entry, or its key is not entered */
     /* A hash its recent slot still holds was added by row - 1: adding it
      * again would change nothing (bloom_acc_add: not fresh, the sketch
      * already at least its rank), so only the others are added. */
@@ -626,6 +632,7 @@ static int attrs_walk(struct wside *s, uint64_t row, struct oattrs a)
         return -ENOMEM;
     }
     am->rok = false;
+    am->rall = false;
     am->nrhv = 0;
     bool rok = a.count <= AK_ROW;
     for (uint32_t i = 0; i < a.count; i++) {
@@ -1480,6 +1487,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     }
     memset(s->am->pos, 0xff, sizeof(s->am->pos)); /* kn UINT64_MAX: empty */
     s->am->rok = false;
+    s->am->rall = false;
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
