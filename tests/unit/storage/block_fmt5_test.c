@@ -665,6 +665,50 @@ Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
 }
 
 /*
+ * A walk ends the repeats' run (block_write.c, akmem.rall): rows 0-2 the
+ * list y = "a" (rows 1-2 repeats, so the run's check was done), then the
+ * rows of format_5_repeated_lists_still_count_values_left_out. The long z
+ * lists must each be walked although the row before a walk was a repeat:
+ * z stops being entered, "s" stays inline and V holds only y = "a" (the
+ * column reads 2 where the test above, with no entry, reads 1); had the
+ * first z repeat skipped its check on row 2's account, z would still be
+ * entered and "s" in V too (3). Main's writer gives 2; with the walk's
+ * `am->rall = false` removed it gives 3 and this fails.
+ */
+Test(block_fmt5, format_5_walk_ends_the_repeats_run)
+{
+    enum { NY = 3, NLONG = 70, NR = NY + NLONG + 5 };
+    struct batch *bt = log_batch();
+    char big[BIG];
+    memset(big, 'z', sizeof(big));
+    for (uint32_t i = 0; i < NR; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        if (i < NY) {
+            put_kv_str(h, "y", "a", 1);
+        } else if (i < NY + NLONG) {
+            put_kv_str(h, "z", big, sizeof(big));
+        } else {
+            put_kv_str(h, "z", "s", 1);
+        }
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), 2, "value entries: %llu", (unsigned long long)get64(f + at));
+    blk *b = open_ok(path);
+    check_block(b, ob, NR);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
  * Rows side by side with one trace id add it to the trace id bloom once
  * (block_write.c skips the repeats): rows 0-2 trace A, row 3 A's bytes
  * but no trace id, row 4 A, row 5 B. The bloom holds exactly A and B.
