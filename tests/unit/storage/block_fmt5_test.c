@@ -626,24 +626,26 @@ Test(block_fmt5, format_5_repeated_lists_count_as_walked)
 }
 
 /*
- * A repeated list whose value its key's table left out is walked again,
- * so the value still counts towards the key looking unique: 70 equal
- * lists z = 600 'z' (too long to enter: each one a distinct-looking value
- * to the table, which stops entering z's values after 64), then 5 rows of
- * z = "s". Counted so, "s" stays inline and V is empty; had the repeats
- * been skipped, z would still be entered and "s" (5 rows) in V.
+ * |ny| rows of the list y = "a", then 70 equal lists z = 600 'z' (too long
+ * to enter: each one a distinct-looking value to the table, which stops
+ * entering z's values after 64), then 5 rows of z = "s", sealed (the
+ * block checked against its rows): the value-dictionary column's first
+ * word, 1 with no entry.
  */
-Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
+static uint64_t z_rows_vdict_word(uint32_t ny)
 {
-    enum { NLONG = 70, NR = NLONG + 5 };
+    enum { NLONG = 70 };
+    uint32_t nr = ny + NLONG + 5;
     struct batch *bt = log_batch();
     char big[BIG];
     memset(big, 'z', sizeof(big));
-    for (uint32_t i = 0; i < NR; i++) {
+    for (uint32_t i = 0; i < nr; i++) {
         struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
         struct vbuf *h = &bt->heap;
         size_t off = h->len;
-        if (i < NLONG) {
+        if (i < ny) {
+            put_kv_str(h, "y", "a", 1);
+        } else if (i < ny + NLONG) {
             put_kv_str(h, "z", big, sizeof(big));
         } else {
             put_kv_str(h, "z", "s", 1);
@@ -653,59 +655,44 @@ Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
     oblock *ob;
     char path[512];
     size_t n;
-    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+    uint8_t *f = seal_v5(bt, nr, &ob, path, sizeof(path), &n);
     uint64_t len, at = column_at(f, n, 1, 6, &len);
-    cr_assert_eq(get64(f + at), 1, "no value entries: %llu", (unsigned long long)get64(f + at));
+    uint64_t word = get64(f + at);
     blk *b = open_ok(path);
-    check_block(b, ob, NR);
+    check_block(b, ob, nr);
     blk_unref(b);
     free(f);
     oblock_free(ob);
     batch_free(bt);
+    return word;
 }
 
 /*
- * A walk ends the repeats' run (block_write.c, akmem.rall): rows 0-2 the
- * list y = "a" (rows 1-2 repeats, so the run's check was done), then the
- * rows of format_5_repeated_lists_still_count_values_left_out. The long z
- * lists must each be walked although the row before a walk was a repeat:
- * z stops being entered, "s" stays inline and V holds only y = "a" (the
- * column reads 2 where the test above, with no entry, reads 1); had the
- * first z repeat skipped its check on row 2's account, z would still be
- * entered and "s" in V too (3). Main's writer gives 2; with the walk's
- * `am->rall = false` removed it gives 3 and this fails.
+ * A repeated list whose value its key's table left out is walked again,
+ * so the value still counts towards the key looking unique (z_rows_vdict_word
+ * without y rows). Counted so, "s" stays inline and V is empty; had the
+ * repeats been skipped, z would still be entered and "s" (5 rows) in V.
+ */
+Test(block_fmt5, format_5_repeated_lists_still_count_values_left_out)
+{
+    uint64_t w = z_rows_vdict_word(0);
+    cr_assert_eq(w, 1, "no value entries: %llu", (unsigned long long)w);
+}
+
+/*
+ * A walk ends the repeats' run (block_write.c, akmem.rall): 3 rows of
+ * y = "a" (rows 1-2 repeats, so the run's check was done) before the z
+ * rows. The long z lists must each be walked although the row before the
+ * first z walk was a repeat: z stops being entered, "s" stays inline and
+ * V holds only y = "a" (2, where no entry reads 1); had the first z repeat
+ * skipped its check on row 2's account, z would still be entered and "s"
+ * in V too (3). Main's writer gives 2; with the walk's `am->rall = false`
+ * removed it gives 3 and this fails.
  */
 Test(block_fmt5, format_5_walk_ends_the_repeats_run)
 {
-    enum { NY = 3, NLONG = 70, NR = NY + NLONG + 5 };
-    struct batch *bt = log_batch();
-    char big[BIG];
-    memset(big, 'z', sizeof(big));
-    for (uint32_t i = 0; i < NR; i++) {
-        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
-        struct vbuf *h = &bt->heap;
-        size_t off = h->len;
-        if (i < NY) {
-            put_kv_str(h, "y", "a", 1);
-        } else if (i < NY + NLONG) {
-            put_kv_str(h, "z", big, sizeof(big));
-        } else {
-            put_kv_str(h, "z", "s", 1);
-        }
-        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, 1};
-    }
-    oblock *ob;
-    char path[512];
-    size_t n;
-    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
-    uint64_t len, at = column_at(f, n, 1, 6, &len);
-    cr_assert_eq(get64(f + at), 2, "value entries: %llu", (unsigned long long)get64(f + at));
-    blk *b = open_ok(path);
-    check_block(b, ob, NR);
-    blk_unref(b);
-    free(f);
-    oblock_free(ob);
-    batch_free(bt);
+    uint64_t w = z_rows_vdict_word(3);
+    cr_assert_eq(w, 2, "value entries: %llu", (unsigned long long)w);
 }
 
 /*
