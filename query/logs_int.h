@@ -186,6 +186,7 @@ struct scan {
     const struct logql_log *log;
     uint64_t lo, hi;  /* ts in [lo, hi) */
     unsigned want;    /* BLK_ROOT [| BLK_ATTRS] */
+    size_t n_pre;     /* the pipeline's leading label filters (logs_eval_pre) */
     bool need_labels; /* build SM at all */
     bool attrs;       /* record attributes are read */
     struct src *srcs;
@@ -323,7 +324,14 @@ void logs_build_labels(struct rctx *c);
 /* ---- logs_pipeline.c: the row context and the pipeline stages ---- */
 
 struct lbl *logs_lidx_lookup(struct lidx *x, const struct lset *s, const char *n, size_t nn);
+/* Evaluates row |v| (its line counted in c->bytes). true: it matched. */
 bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts);
+/* The row's leading label filters (s->n_pre of them), decided without its
+ * line (|v| may lack its body): 0 the row is dropped, 1 all keep it (then
+ * logs_eval_rest, with the body), -1 not decided so (then logs_eval_row).
+ * A dropped row's line is neither read nor counted. */
+int logs_eval_pre(struct rctx *c, const struct log_view *v, uint64_t ts);
+bool logs_eval_rest(struct rctx *c, const struct log_view *v);
 
 /* ---- logs_plan.c: planning and scanning ---- */
 

@@ -1214,10 +1214,11 @@ static void row_line(struct rctx *c)
     c->line = sb_take(c, &c->line_n);
 }
 
-/* Runs the pipeline on the current row. true: the row is kept. */
-static bool run_stages(struct rctx *c, const struct logql_log *log)
+/* Runs the pipeline on the current row from stage |from|. true: the row
+ * is kept. */
+static bool run_stages(struct rctx *c, const struct logql_log *log, size_t from)
 {
-    for (size_t i = 0; i < log->n_stages; i++) {
+    for (size_t i = from; i < log->n_stages; i++) {
         const struct logql_stage *st = &log->stages[i];
         c->idx.on = false; /* the last stage may have deleted or moved labels */
         if (st->kind == LOGQL_STAGE_LINE_FILTER) {
@@ -1295,8 +1296,8 @@ static bool run_stages(struct rctx *c, const struct logql_log *log)
 
 /* ---- scanning ------------------------------------------------------------- */
 
-/* Loads the row view and evaluates the row. true: it matched. */
-bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts)
+/* Starts row |v|: false when its stream does not match. */
+static bool row_begin(struct rctx *c, const struct log_view *v, uint64_t ts)
 {
     struct src *src = c->src;
     if (v->resource == NULL || v->resource->id >= src->n_ri) {
@@ -1313,7 +1314,42 @@ bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts)
     c->ri = ri;
     c->ts = ts;
     c->has_unwrap_val = false;
+    return true;
+}
+
+bool logs_eval_row(struct rctx *c, const struct log_view *v, uint64_t ts)
+{
+    if (!row_begin(c, v, ts)) {
+        return false;
+    }
     row_line(c);
     c->bytes += c->line_n;
-    return run_stages(c, c->s->log);
+    return run_stages(c, c->s->log, 0);
+}
+
+int logs_eval_pre(struct rctx *c, const struct log_view *v, uint64_t ts)
+{
+    if (!row_begin(c, v, ts)) {
+        return 0;
+    }
+    const struct logql_log *log = c->s->log;
+    for (size_t i = 0; i < c->s->n_pre; i++) {
+        bool full = false;
+        bool keep = lf_eval_lazy(c, log->stages[i].lf, &full);
+        if (full) {
+            return -1;
+        }
+        if (!keep) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+bool logs_eval_rest(struct rctx *c, const struct log_view *v)
+{
+    c->v = v;
+    row_line(c);
+    c->bytes += c->line_n;
+    return run_stages(c, c->s->log, c->s->n_pre);
 }

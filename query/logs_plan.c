@@ -262,6 +262,22 @@ static bool on_log_match(struct rctx *c, uint64_t row)
     return true;
 }
 
+/* Evaluates row |i| of |qs|, read into |*v| (without its body when
+ * s->n_pre > 0: the leading label filters decide first, and only a row
+ * they keep has its body read). true: it matched. *rc: a read's error. */
+static bool eval_row(struct scan *s, struct rctx *c, const struct qctx_src *qs, uint64_t i,
+                     struct log_view *v, uint64_t ts, int *rc)
+{
+    if (s->n_pre == 0) {
+        return logs_eval_row(c, v, ts);
+    }
+    int pre = logs_eval_pre(c, v, ts);
+    if (pre == 0 || (*rc = qctx_read_log_body(qs, i, v)) < 0) {
+        return false;
+    }
+    return pre == 1 ? logs_eval_rest(c, v) : logs_eval_row(c, v, ts);
+}
+
 /* Evaluates the rows of |src| in [s->lo, s->hi): every match goes to
  * |on_match|. */
 void logs_scan_src_run(struct scan *s, struct src *src, row_fn on_match)
@@ -280,7 +296,8 @@ void logs_scan_src_run(struct scan *s, struct src *src, row_fn on_match)
     (void)qlex_re_take_limit_hit(); /* a note left by an earlier request on this thread */
     if (qs->b != NULL) {
         blk *b = qs->b;
-        int rc = qctx_load(&q->c, qs, s->want);
+        unsigned want = s->n_pre > 0 ? s->want | BLK_NOBODY : s->want;
+        int rc = qctx_load(&q->c, qs, want);
         const uint64_t *times = rc == 0 ? blk_col_time(b) : NULL;
         if (rc == -EBADMSG) {
             goto out;
@@ -292,15 +309,17 @@ void logs_scan_src_run(struct scan *s, struct src *src, row_fn on_match)
         uint64_t lo = blk_lower_bound(b, s->lo), hi = blk_lower_bound(b, s->hi);
         qctx_scan_begin(&it, &q->c, lo, hi, s->range == NULL && !s->forward, ROW_CHECK, true);
         while (qctx_scan_next(&it, &i)) {
-            rc = qctx_read_log(qs, i, s->want, &v);
+            rc = qctx_read_log(qs, i, want, &v);
+            bool match = rc == 0 && eval_row(s, &c, qs, i, &v, times[i], &rc);
             if (rc == -EBADMSG) {
                 qctx_src_fail(&q->c, qs, qctx_scan_left(&it));
                 break;
             }
-            if (rc < 0) {
-                continue;
+            if (rc == -ENOMEM) {
+                qctx_fail(&q->c, -ENOMEM, "out of memory reading a block");
+                break;
             }
-            if (logs_eval_row(&c, &v, times[i]) && !on_match(&c, i)) {
+            if (match && !on_match(&c, i)) {
                 break;
             }
             if (c.err < 0 || c.l.oom || c.sb.oom) {
@@ -322,7 +341,8 @@ void logs_scan_src_run(struct scan *s, struct src *src, row_fn on_match)
             if (ts < s->lo || ts >= s->hi) {
                 continue;
             }
-            if (logs_eval_row(&c, &v, ts) && !on_match(&c, i)) {
+            int rc = 0;
+            if (eval_row(s, &c, qs, i, &v, ts, &rc) && !on_match(&c, i)) {
                 break;
             }
             if (c.err < 0 || c.l.oom || c.sb.oom) {
@@ -435,6 +455,10 @@ void logs_plan_needs(struct scan *s, bool all)
     }
     for (size_t i = 0; i < s->n_by; i++) {
         need_name(s, s->by[i].s, s->by[i].n);
+    }
+    s->n_pre = 0;
+    while (s->n_pre < log->n_stages && log->stages[s->n_pre].kind == LOGQL_STAGE_LABEL_FILTER) {
+        s->n_pre++;
     }
     s->want = BLK_ROOT;
     if (s->need_labels) {

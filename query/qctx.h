@@ -324,6 +324,13 @@ static inline int qctx_read_log(const struct qctx_src *s, uint64_t row, unsigned
     return s->b != NULL ? blk_log(s->b, row, want, v) : oblock_log(s->ob, row, v);
 }
 
+/* The body of a row qctx_read_log read with BLK_ROOT | BLK_NOBODY (an
+ * open block's view already has it). */
+static inline int qctx_read_log_body(const struct qctx_src *s, uint64_t row, struct log_view *v)
+{
+    return s->b != NULL ? blk_log_body(s->b, row, v) : 0;
+}
+
 static inline int qctx_read_span(const struct qctx_src *s, uint64_t row, unsigned want,
                                  struct span_view *v)
 {

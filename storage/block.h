@@ -338,6 +338,10 @@ bool blk_aux_set(blk *b, void *p, void (*free_fn)(void *));
 #define BLK_ATTRS 2u
 #define BLK_DETAIL 4u
 #define BLK_ALL (BLK_ROOT | BLK_ATTRS | BLK_DETAIL)
+/* blk_log with BLK_ROOT: the body left empty (body_type still set), so a
+ * block whose bodies are coded by template (format 6) does not rebuild
+ * them for a read that decides on other fields first. */
+#define BLK_NOBODY 8u
 
 /*
  * Reads row |i| into |*v|. Tables not in |want| are neither read nor
@@ -350,6 +354,13 @@ bool blk_aux_set(blk *b, void *p, void (*free_fn)(void *));
  * blk_quarantine the block; other tables stay readable).
  */
 int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v);
+/* The body of row |i| into |*v|, which blk_log read with BLK_ROOT |
+ * BLK_NOBODY (its body_type says how to take the bytes). Returns as
+ * blk_log; -EBADMSG also when the bodies by template do not rebuild. */
+int blk_log_body(blk *b, uint64_t i, struct log_view *v);
+/* How many times |b|'s log bodies by template were rebuilt since it was
+ * opened (tests: a read with BLK_NOBODY rebuilds nothing). */
+unsigned blk_body_rebuilds(const blk *b);
 int blk_span(blk *b, uint64_t i, unsigned want, struct span_view *v);
 int blk_point(blk *b, uint64_t i, unsigned want, struct point_view *v);
 
@@ -381,8 +392,10 @@ struct blk_value {
 int blk_point_values(blk *b, const uint32_t *rows, uint32_t n, struct blk_value *out);
 
 /*
- * Makes the tables of |want| ready (verified, decoded) without reading a
- * row: 0 or -EBADMSG. A scan calls it once, then reads rows.
+ * Makes the tables of |want| ready (verified, decoded; with BLK_ROOT and
+ * not BLK_NOBODY, a log block's bodies too) without reading a row: 0,
+ * -EBADMSG, or -ENOMEM. A scan calls it once with the |want| of its reads,
+ * then reads rows.
  */
 int blk_load(blk *b, unsigned want);
 

@@ -211,13 +211,15 @@
  *   uv, hex as nibbles, words as uv codes into a word dictionary), the
  *   streams grouped by template (a directory gives each template's part);
  *   each distinct template once, one uv template code a row; a body that is
- *   not a string or holds a byte 1 .. 4 is a literal (code 0). The root's
- *   load rebuilds every body byte for byte into memory the block owns, so
- *   views, filters and queries read what a file without the flag gives;
- *   an encoding that does not rebuild exactly (a code or word past its
+ *   not a string or holds a byte 1 .. 4 is a literal (code 0). The first
+ *   read that wants a body (after the root's load; blk_body_load) rebuilds
+ *   every body byte for byte into memory the block owns, so views,
+ *   filters and queries read what a file without the flag gives; an
+ *   encoding that does not rebuild exactly (a code or word past its
  *   dictionary, a stream overrun or not used up, a byte count that does
- *   not match) fails the load. Blooms and grams are built from the
- *   bodies before coding. Without the flag the column is v2-v5's.
+ *   not match) fails that read and every later one with -EBADMSG.
+ *   Blooms and grams are built from the bodies before coding. Without
+ *   the flag the column is v2-v5's.
  *   v6 STREAMS FROM ROWS (metric blocks, META flag bit 2; the compactor's,
  *   blk_wopts.streams_derived): no section 9. A stream is a (root metric
  *   id, attribute list dictionary code) pair: the writer's list
@@ -755,8 +757,12 @@ struct blk {
     uint64_t *sdet_off[2];
     uint64_t meta_flags; /* footer section 1's flags */
     bool body_tmpl;      /* format 6: META flag bit 2, log bodies by template ... */
-    uint8_t *bbody;      /* ... and rebuilt at the root's load (block_body.c) */
+    uint8_t *bbody;      /* ... rebuilt by the first read that wants one (blk_body_load) */
     uint64_t *bbody_off;
+    uint64_t benc_len;       /* ... from the encoding S[L_BODY] holds until then, */
+    _Atomic int bbody_state; /* ... 0 not rebuilt, 1 rebuilt (S[L_BODY] the bodies), < 0 the
+                              * rebuild's error, kept (set under lock, read acquire) */
+    unsigned body_rebuilds;  /* ... how many times (blk_body_rebuilds) */
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     uint8_t *fdicts;      /* format 6: sections 5-7 inflated from section 12 (views point here) */
     bool streams_derived; /* format 6: META flag bit 2, no section 9: sbuf derived from the rows */
@@ -1049,6 +1055,20 @@ static inline int ready(blk *b, unsigned want)
         }
     }
     return 0;
+}
+
+/* Format 6's log bodies by template, rebuilt once (block_read.c): 0 when
+ * S[L_BODY] holds the bodies, -EBADMSG when the encoding does not rebuild
+ * (kept: every later read says so), -ENOMEM (tried again on the next
+ * read). The root table loaded. */
+int blk_body_load(blk *b);
+
+static inline int body_ready(blk *b)
+{
+    if (!b->body_tmpl || atomic_load_explicit(&b->bbody_state, memory_order_acquire) == 1) {
+        return 0;
+    }
+    return blk_body_load(b);
 }
 
 /* Heap a block owns outside its mapping (decoded columns, rebuilt lists

@@ -569,17 +569,15 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
         }
         case 'S':
             if (t == 0 && b->body_tmpl && e->idx == L_BODY) {
-                /* Format 6: the bodies by template, rebuilt. */
+                /* Format 6: the bodies by template, rebuilt by the first
+                 * read that wants one (blk_body_load): a scan that rejects
+                 * rows on their attributes never pays for it. */
                 blk_heap_free(b->bbody);
                 blk_heap_free(b->bbody_off);
                 b->bbody = NULL;
                 b->bbody_off = NULL;
-                rc = btmpl_rebuild(&b->S[L_BODY], cl[c + 1], rows, &b->bbody, &b->bbody_off);
-                if (rc < 0) {
-                    return rc;
-                }
-                blk_heap_add(b->bbody);
-                blk_heap_add(b->bbody_off);
+                b->benc_len = cl[c + 1];
+                atomic_store_explicit(&b->bbody_state, 0, memory_order_relaxed);
             } else if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
                 return -EBADMSG;
             }
@@ -789,10 +787,43 @@ int blk_table_load(blk *b, int t)
     return rc;
 }
 
+int blk_body_load(blk *b)
+{
+    pthread_mutex_lock(&b->lock);
+    int st = atomic_load_explicit(&b->bbody_state, memory_order_relaxed);
+    int rc = st == 1 ? 0 : st;
+    if (st == 0) {
+        uint8_t *buf;
+        uint64_t *offs;
+        rc = btmpl_rebuild(&b->S[L_BODY], b->benc_len, b->rows, &buf, &offs);
+        if (rc == 0) {
+            b->bbody = buf;
+            b->bbody_off = offs;
+            blk_heap_add(buf);
+            blk_heap_add(offs);
+            b->body_rebuilds++;
+            atomic_store_explicit(&b->bbody_state, 1, memory_order_release);
+        } else if (rc != -ENOMEM) {
+            atomic_store_explicit(&b->bbody_state, rc, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+unsigned blk_body_rebuilds(const blk *b)
+{
+    return b->body_rebuilds;
+}
+
 int blk_load(blk *b, unsigned want)
 {
     stamp(b);
-    return ready(b, want);
+    int rc = ready(b, want);
+    if (rc == 0 && (want & (BLK_ROOT | BLK_NOBODY)) == BLK_ROOT) {
+        rc = body_ready(b);
+    }
+    return rc;
 }
 
 int blk_verify_table(blk *b, uint32_t i)
@@ -1466,6 +1497,7 @@ static void *drop_tables_locked(blk *b)
             blk_heap_free(b->bbody_off);
             b->bbody = NULL;
             b->bbody_off = NULL;
+            atomic_store_explicit(&b->bbody_state, 0, memory_order_relaxed);
         }
         if (t == 1) {
             blk_heap_free(b->alists);

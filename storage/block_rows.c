@@ -35,6 +35,10 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
     }
     /* observed_ns is stored relative to the root's time column. */
     int rc = ready(b, (want & BLK_DETAIL) ? want | BLK_ROOT : want);
+    bool body = (want & (BLK_ROOT | BLK_NOBODY)) == BLK_ROOT;
+    if (rc == 0 && body) {
+        rc = body_ready(b);
+    }
     if (rc < 0) {
         return rc;
     }
@@ -43,7 +47,7 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
         unsigned idf = (unsigned)ic_get(&b->I[L_IDF], i);
         uint32_t sc = (uint32_t)ic_get(&b->I[L_SCOPE], i);
         enum val_type bt = (enum val_type)ic_get(&b->I[L_BTYPE], i);
-        struct mstr body = sc_get(&b->S[L_BODY], i);
+        struct mstr bs = body ? sc_get(&b->S[L_BODY], i) : mempty;
         v->time_ns = (idf & 4) ? 0 : t;
         v->scope_id = sc;
         v->scope = &b->scopes[sc];
@@ -51,8 +55,8 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
         v->severity_number = (int32_t)unzz(ic_get(&b->I[L_SEV], i));
         v->severity_text = dc_get(&b->D[L_SEVTEXT], i);
         v->body_type = bt;
-        v->body_str = bt == VAL_STR ? body : mempty;
-        v->body_val = bt == VAL_STR ? bempty : ob_of(body);
+        v->body_str = bt == VAL_STR ? bs : mempty;
+        v->body_val = bt == VAL_STR || !body ? bempty : ob_of(bs);
         v->has_trace_id = (idf & 1) != 0;
         v->has_span_id = (idf & 2) != 0;
         memcpy(v->trace_id, b->R[L_TRACE] + 16 * i, 16);
@@ -81,6 +85,25 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
         v->dropped_attrs = 0;
         v->flags = 0;
     }
+    return 0;
+}
+
+int blk_log_body(blk *b, uint64_t i, struct log_view *v)
+{
+    if (b->sig != SIG_LOGS || i >= b->rows) {
+        return -EINVAL;
+    }
+    int rc = ready(b, BLK_ROOT);
+    if (rc == 0) {
+        rc = body_ready(b);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    struct mstr bs = sc_get(&b->S[L_BODY], i);
+    bool str = v->body_type == VAL_STR;
+    v->body_str = str ? bs : mempty;
+    v->body_val = str ? bempty : ob_of(bs);
     return 0;
 }
 
