@@ -100,6 +100,15 @@ static void read_all(blk *b)
         struct point_view pv;
         switch (blk_signal(b)) {
         case SIG_LOGS:
+            /* the fields without the body first: bodies by template are
+             * rebuilt by the first read that wants one */
+            if (blk_log(b, i, BLK_ALL | BLK_NOBODY, &lv) == 0) {
+                touch(lv.attrs.p, lv.attrs.len);
+                if (blk_log_body(b, i, &lv) == 0) {
+                    touch(lv.body_str.p, lv.body_str.len);
+                    touch(lv.body_val.p, lv.body_val.len);
+                }
+            }
             if (blk_log(b, i, BLK_ALL, &lv) == 0) {
                 touch(lv.body_str.p, lv.body_str.len);
                 touch(lv.body_val.p, lv.body_val.len);
