@@ -92,6 +92,12 @@ struct blk_wopts {
      * span of the block; a table load of the detail rebuilds them (and
      * binds the root first). The cold tier's choice (compact.c). */
     bool span_refs;
+    /* Spans, with span_refs: the events by key (block_int.h, "v6 SPAN EVENTS
+     * BY KEY", footer META flag bit 5): each distinct key and (name, keys)
+     * shape once a block, the values of each key together, the times in a
+     * stream of their own; a table load of the detail rebuilds them. The
+     * cold tier's choice (compact.c). */
+    bool events_by_key;
     /* Points: the stream index by row (block_int.h, section 9's codec 2):
      * which stream each row is, ~0.6 B a point less than by stream on
      * the generator's corpus; decoded at open. The cold tier's choice. */

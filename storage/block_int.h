@@ -200,6 +200,36 @@
  *   root first) rebuilds batch.h's bytes into memory the block owns; an
  *   entry that does not rebuild exactly fails the load. Without the flag
  *   the entries are batch.h's bytes, as in v2-v5.
+ *   v6 SPAN EVENTS BY KEY (META flag bit 5, span blocks with bit 1 only;
+ *   the compactor's, blk_wopts.events_by_key): the S events column holds
+ *   rows + 1 offsets all 0 (one INT header, width 0) and, as its data, every
+ *   row's events at once (block_spans.c):
+ *     uv rows, uv nkeys, uv nshapes, uv out (the bytes of the rebuilt
+ *     column), then 5 + nkeys x uv part length (they add up to the rest of
+ *     the data exactly), then the parts in that order:
+ *     0 keys    nkeys x { uv length, key bytes }
+ *     1 shapes  nshapes x { uv name length, name, uv dropped_attrs, uv n,
+ *               n x uv key id (below nkeys) }
+ *     2 times   per event uv zz(time_ns - its span's start_ns)
+ *     3 codes   per event uv c: 0 literal, 1 .. nshapes shape c - 1
+ *     4 literal per literal event uv length, then its batch.h bytes after
+ *               the time (name length onward), as they were
+ *     5 + k     the values (val.h) of key k of every shaped event, in event
+ *               order
+ *   Events in row order, each row taking as many as its T_NEV count. A
+ *   shaped event rebuilds as time, uv name length, name, u32 dropped, u32 n,
+ *   u32 attr bytes, then per key id uv key length, key, the next value of
+ *   that key's part (val.h says where it ends). The writer stores an event
+ *   literal when its attributes do not parse into its count of key-values
+ *   filling its bytes, a key length is not minimal, or a limit is reached
+ *   (64 keys, 64 shapes, 16 attributes an event; block_wint.h); when a row's
+ *   bytes do not parse into events or their number is not the row's count,
+ *   the block stores the events as "v6 SPAN DETAIL" does, without the bit.
+ *   The load of the detail (which binds the root first) rebuilds batch.h's
+ *   bytes: a code past the shapes, a key id past the keys, a value or
+ *   literal past its part, a part not used up, parts that do not add up to
+ *   the data, nonzero offsets, or a rebuilt length other than out fail it
+ *   with -EBADMSG. The links column is bit 1's.
  *   v6 LOG BODIES (META flag bit 2, log blocks only; the compactor's,
  *   blk_wopts.body_tmpl): the root's S body column holds rows + 1 offsets
  *   all 0 (one INT header, width 0) and, as its data, the bodies by
@@ -245,8 +275,9 @@
  *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
  *                 v6 log blocks: "v6 LOG BODIES" above; bit 2, v6 metric
  *                 blocks: "v6 STREAMS FROM ROWS" above; bit 3, v6 blocks
- *                 of any signal: sections 5-7 are in section 12; other
- *                 bits zero from v6)
+ *                 of any signal: sections 5-7 are in section 12; bit 5,
+ *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
+ *                 above; other bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
@@ -753,6 +784,8 @@ struct blk {
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
     bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
+    bool sev_key;     /* format 6: META flag bit 5, the events by key ... */
+    uint64_t sev_len; /* ... their encoding's bytes (the column's offsets are all 0) */
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
     uint64_t meta_flags; /* footer section 1's flags */
@@ -826,6 +859,10 @@ struct kc_pos {
 int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t count,
                  const struct kc_pos *ap, uint64_t nap, const uint32_t *klen,
                  const uint32_t *vcode);
+/* The end of the val.h value at p before |end|, or NULL when it runs past
+ * it (containers skipped by their byte length). */
+const uint8_t *akeys_value_end(const uint8_t *p, const uint8_t *end);
+
 /* Format 5: the hot key positions akeys_rebuild finds (the file has no
  * hot key columns). Borrowed from the caller. */
 struct akeys_hot {
@@ -915,6 +952,13 @@ int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_
  * outside the block), -ENOMEM.
  */
 int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs);
+
+/* Format 6 (block_spans.c): rebuilds the events column |enc| by key (META
+ * flag bit 5: offsets all 0, |enc_len| bytes of encoding; block_int.h "v6
+ * SPAN EVENTS BY KEY") of |b| into batch.h's bytes, as sdet_rebuild, each
+ * row's events by its event count (the detail's T_NEV, bound). 0, -EBADMSG
+ * (an encoding that does not rebuild exactly), -ENOMEM. */
+int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint64_t **offs);
 
 /*
  * Format 6 (block_body.c): rebuilds the log body column |enc| (META flag

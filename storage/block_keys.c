@@ -433,6 +433,11 @@ static bool code_take(const uint8_t **p, const uint8_t *end, uint64_t *code)
     return false;
 }
 
+const uint8_t *akeys_value_end(const uint8_t *p, const uint8_t *end)
+{
+    return value_end(p, end);
+}
+
 /* Where the literal key-value at p (uv key length, key, value) ends, or
  * NULL past |end|. */
 static const uint8_t *literal_end(const uint8_t *p, const uint8_t *end)

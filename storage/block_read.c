@@ -578,6 +578,8 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 b->bbody_off = NULL;
                 b->benc_len = cl[c + 1];
                 atomic_store_explicit(&b->bbody_state, 0, memory_order_relaxed);
+            } else if (t == 2 && b->sev_key && e->idx == T_EVENTS) {
+                b->sev_len = cl[c + 1]; /* by key: the rebuild below checks it */
             } else if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
                 return -EBADMSG;
             }
@@ -634,8 +636,10 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             blk_heap_free(b->sdet_off[k]);
             b->sdet[k] = NULL;
             b->sdet_off[k] = NULL;
-            rc = sdet_rebuild(b, &b->S[k == 0 ? T_EVENTS : T_LINKS], k, &b->sdet[k],
-                              &b->sdet_off[k]);
+            rc = k == 0 && b->sev_key
+                     ? sev_rebuild(b, &b->S[T_EVENTS], b->sev_len, &b->sdet[k], &b->sdet_off[k])
+                     : sdet_rebuild(b, &b->S[k == 0 ? T_EVENTS : T_LINKS], k, &b->sdet[k],
+                                    &b->sdet_off[k]);
             if (rc < 0) {
                 return rc;
             }
@@ -1183,7 +1187,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12; any other bit is a newer writer's */
-    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8;
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8;
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1194,6 +1198,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         return fail(err, errlen, "malformed compressed dictionary section");
     }
     b->sdet_coded = b->version >= 6 && (flags & 2) != 0;
+    b->sev_key = b->version >= 6 && (flags & 32) != 0;
+    if (b->sev_key && !b->sdet_coded) {
+        return fail(err, errlen, "footer meta flag bit 5 without bit 1");
+    }
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->meta_flags = flags;

@@ -18,6 +18,14 @@
  *   row), uv trace_state length, trace_state, uv flags, uv dropped_attrs,
  *   uv attr count, uv attr bytes, attrs
  * (differences wrap at 64 bits; the u32 fields are at most UINT32_MAX).
+ *
+ * With blk_wopts.events_by_key (META flag bit 5) the events column is
+ * instead one encoding of every row's events (block_int.h, "v6 SPAN EVENTS
+ * BY KEY"): batch.h spells each attribute key out in every event, where a
+ * block holds a handful of keys and of (name, keys) shapes; each key's
+ * values together compress as the attrs table's by-key lists do, and the
+ * times, apart, are the rest (bench/STORAGE.md, h-evat: 4.39 -> 2.61 B a
+ * span for the column under zstd on the generator's corpus).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -179,6 +187,172 @@ int sdet_build(struct wcols *w, struct strb *xs, bool *coded)
     return 0;
 }
 
+/* ---- events by key (META flag bit 5), writer ---- */
+
+void sevw_free(struct sevw *e)
+{
+    vbuf_fini(&e->times);
+    vbuf_fini(&e->codes);
+    vbuf_fini(&e->lit);
+    for (int k = 0; k < SEV_KEYS; k++) {
+        vbuf_fini(&e->val[k]);
+    }
+}
+
+/* The id of key p[0, n), added when new; -1 when the dictionary is full. */
+static int sev_key(struct sevw *e, const uint8_t *p, uint32_t n)
+{
+    for (uint32_t k = 0; k < e->nkeys; k++) {
+        if (e->kn[k] == n && memcmp(e->kp[k], p, n) == 0) {
+            return (int)k;
+        }
+    }
+    if (e->nkeys == SEV_KEYS) {
+        return -1;
+    }
+    e->kp[e->nkeys] = p;
+    e->kn[e->nkeys] = n;
+    return (int)e->nkeys++;
+}
+
+/* The shape code (>= 1) of an event with name |name| (|nl| bytes), |drop|
+ * and the |cnt| attributes at a[0, nb), whose values it appends to their
+ * keys' streams; 0 when the event is to be stored literal (attributes that
+ * do not parse into |cnt| key-values filling |nb| bytes exactly, a key
+ * length that is not minimal, a limit reached); -ENOMEM. */
+static int sev_shape(struct sevw *e, const uint8_t *name, uint64_t nl, uint32_t drop, uint32_t cnt,
+                     const uint8_t *a, uint32_t nb)
+{
+    struct sevshape s = {name, (uint32_t)nl, drop, cnt, {0}};
+    const uint8_t *kp[SEV_SHAPE_KEYS], *vp[SEV_SHAPE_KEYS], *ve[SEV_SHAPE_KEYS];
+    uint64_t kl[SEV_SHAPE_KEYS];
+    struct brd r = {a, a + nb, false};
+    if (cnt > SEV_SHAPE_KEYS) {
+        return 0;
+    }
+    for (uint32_t i = 0; i < cnt; i++) {
+        kl[i] = take_len(&r);
+        kp[i] = take(&r, kl[i]);
+        vp[i] = r.p;
+        ve[i] = r.bad ? NULL : akeys_value_end(r.p, r.end);
+        if (ve[i] == NULL) {
+            return 0;
+        }
+        r.p = ve[i];
+    }
+    if (r.p != r.end) {
+        return 0;
+    }
+    for (uint32_t i = 0; i < cnt; i++) { /* only the keys of an event that codes */
+        int k = sev_key(e, kp[i], (uint32_t)kl[i]);
+        if (k < 0) {
+            return 0;
+        }
+        s.k[i] = (uint8_t)k;
+    }
+    uint32_t c = 0;
+    while (c < e->nshapes &&
+           !(e->sh[c].nl == s.nl && e->sh[c].drop == drop && e->sh[c].nk == cnt &&
+             memcmp(e->sh[c].k, s.k, cnt) == 0 && memcmp(e->sh[c].name, name, nl) == 0)) {
+        c++;
+    }
+    if (c == SEV_SHAPES) {
+        return 0;
+    }
+    if (c == e->nshapes) {
+        e->sh[e->nshapes++] = s;
+    }
+    for (uint32_t i = 0; i < cnt; i++) {
+        if (vbuf_put(&e->val[s.k[i]], vp[i], (size_t)(ve[i] - vp[i])) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return (int)c + 1;
+}
+
+int sev_build(struct wcols *w, struct strb *x, bool *coded)
+{
+    struct sevw *e = &w->ev;
+    const struct strb *s = &w->S[T_EVENTS];
+    *coded = false;
+    e->nkeys = e->nshapes = 0;
+    vbuf_reset(&e->times);
+    vbuf_reset(&e->codes);
+    vbuf_reset(&e->lit);
+    for (int k = 0; k < SEV_KEYS; k++) {
+        vbuf_reset(&e->val[k]);
+    }
+    for (uint64_t j = 0; j < w->rows; j++) {
+        struct brd r = {s->data.p + s->offs[j], s->data.p + s->offs[j + 1], false};
+        uint64_t n = 0;
+        while (r.p < r.end) {
+            const uint8_t *t = take(&r, 8), *at = r.p;
+            uint64_t nl = take_len(&r);
+            const uint8_t *name = take(&r, nl);
+            uint32_t drop = take32(&r), cnt = take32(&r), nb = take32(&r);
+            const uint8_t *attrs = take(&r, nb);
+            if (r.bad) {
+                return 0; /* not batch.h's bytes: sdet_build's coding, or none */
+            }
+            n++;
+            int c = sev_shape(e, name, nl, drop, cnt, attrs, nb);
+            if (c < 0 || vbuf_put_uv(&e->times, zz((int64_t)(rd64(t) - w->I[T_START][j]))) < 0 ||
+                vbuf_put_uv(&e->codes, (uint64_t)c) < 0 ||
+                (c == 0 && (vbuf_put_uv(&e->lit, (uint64_t)(r.p - at)) < 0 ||
+                            vbuf_put(&e->lit, at, (size_t)(r.p - at)) < 0))) {
+                return -ENOMEM;
+            }
+        }
+        if (n != w->I[T_NEV][j]) {
+            return 0; /* the rebuild takes each row's events by its count */
+        }
+    }
+    if (w->rows + 1 > x->cap_offs) {
+        free(x->offs);
+        x->offs = malloc((w->rows + 1) * sizeof(*x->offs));
+        x->cap_offs = x->offs != NULL ? w->rows + 1 : 0;
+        if (x->offs == NULL) {
+            return -ENOMEM;
+        }
+    }
+    memset(x->offs, 0, (w->rows + 1) * sizeof(*x->offs));
+    struct vbuf *o = &x->data, kd, sd;
+    vbuf_reset(o);
+    vbuf_init(&kd);
+    vbuf_init(&sd);
+    int rc = 0;
+    for (uint32_t k = 0; k < e->nkeys; k++) {
+        rc |= vbuf_put_str(&kd, e->kp[k], e->kn[k]);
+    }
+    for (uint32_t c = 0; c < e->nshapes; c++) {
+        const struct sevshape *h = &e->sh[c];
+        rc |=
+            vbuf_put_str(&sd, h->name, h->nl) | vbuf_put_uv(&sd, h->drop) | vbuf_put_uv(&sd, h->nk);
+        for (uint32_t i = 0; i < h->nk; i++) {
+            rc |= vbuf_put_uv(&sd, h->k[i]);
+        }
+    }
+    const struct vbuf *part[5 + SEV_KEYS] = {&kd, &sd, &e->times, &e->codes, &e->lit};
+    for (uint32_t k = 0; k < e->nkeys; k++) {
+        part[5 + k] = &e->val[k];
+    }
+    rc |= vbuf_put_uv(o, w->rows) | vbuf_put_uv(o, e->nkeys) | vbuf_put_uv(o, e->nshapes) |
+          vbuf_put_uv(o, s->offs[w->rows]);
+    for (uint32_t k = 0; k < 5 + e->nkeys; k++) {
+        rc |= vbuf_put_uv(o, part[k]->len);
+    }
+    for (uint32_t k = 0; k < 5 + e->nkeys && rc == 0; k++) {
+        rc = part[k]->len > 0 ? vbuf_put(o, part[k]->p, part[k]->len) : 0;
+    }
+    vbuf_fini(&kd);
+    vbuf_fini(&sd);
+    if (rc != 0) {
+        return -ENOMEM;
+    }
+    *coded = true;
+    return 0;
+}
+
 /* ---- reader ---- */
 
 static bool put_u32(struct vbuf *o, uint64_t v)
@@ -273,4 +447,201 @@ int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs
 {
     struct sdet_ctx x = {b, c};
     return det_rebuild(enc, b->rows, sdet_row, &x, SDET_OUT_MAX, buf, offs);
+}
+
+/* ---- events by key (META flag bit 5), reader ---- */
+
+/* A stream of the encoding: [p, end). */
+struct sst {
+    const uint8_t *p, *end;
+};
+
+/* A shape of the dictionary: the name, dropped count and its key ids (uv,
+ * checked below the key count) at [k, kend). */
+struct sshape {
+    const uint8_t *name, *k;
+    uint64_t nl, drop, nk;
+};
+
+/* The |n| entries { uv length, bytes } filling [p, end) into at[] / len[]. */
+static bool sev_dict(const uint8_t *p, const uint8_t *end, uint64_t n, const uint8_t **at,
+                     uint64_t *len)
+{
+    bool bad = false;
+    for (uint64_t i = 0; i < n; i++) {
+        len[i] = uv_take(&p, end, &bad);
+        if (bad || len[i] > (uint64_t)(end - p)) {
+            return false;
+        }
+        at[i] = p;
+        p += len[i];
+    }
+    return p == end;
+}
+
+/* The events of row |j| (n of them, starting at |start|) appended to |o|
+ * from the streams st[] (times, codes, literal, then key k's values at
+ * 3 + k): 0, -EBADMSG or -ENOMEM. */
+static int sev_row(struct sst *st, const struct sshape *sh, uint64_t nsh, const uint8_t *const *kp,
+                   const uint64_t *kn, uint64_t start, uint64_t n, struct vbuf *o, uint64_t out)
+{
+    bool bad = false;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t tmp[10];
+        wr64(tmp, start + (uint64_t)unzz(uv_take(&st[0].p, st[0].end, &bad)));
+        uint64_t c = uv_take(&st[1].p, st[1].end, &bad);
+        if (bad || c > nsh) {
+            return -EBADMSG;
+        }
+        if (vbuf_put(o, tmp, 8) < 0) {
+            return -ENOMEM;
+        }
+        if (c == 0) {
+            uint64_t ln = uv_take(&st[2].p, st[2].end, &bad);
+            if (bad || ln > (uint64_t)(st[2].end - st[2].p)) {
+                return -EBADMSG;
+            }
+            if (vbuf_put(o, st[2].p, ln) < 0) {
+                return -ENOMEM;
+            }
+            st[2].p += ln;
+        } else {
+            const struct sshape *h = &sh[c - 1];
+            uint8_t *q = uv_put(tmp, h->nl);
+            if (vbuf_put(o, tmp, (size_t)(q - tmp)) < 0 || vbuf_put(o, h->name, h->nl) < 0 ||
+                !put_u32(o, h->drop) || !put_u32(o, h->nk) || !put_u32(o, 0)) {
+                return -ENOMEM;
+            }
+            size_t nbat = o->len - 4;
+            const uint8_t *kc = h->k;
+            for (uint64_t a = 0; a < h->nk; a++) {
+                uint64_t k = uv_take(&kc, kc + 10, &bad); /* checked below nk at the parse */
+                struct sst *v = &st[3 + k];
+                const uint8_t *ve = akeys_value_end(v->p, v->end);
+                if (ve == NULL) {
+                    return -EBADMSG; /* a value past its stream */
+                }
+                q = uv_put(tmp, kn[k]);
+                if (vbuf_put(o, tmp, (size_t)(q - tmp)) < 0 || vbuf_put(o, kp[k], kn[k]) < 0 ||
+                    vbuf_put(o, v->p, (size_t)(ve - v->p)) < 0) {
+                    return -ENOMEM;
+                }
+                v->p = ve;
+            }
+            uint64_t nb = o->len - nbat - 4;
+            if (nb > UINT32_MAX) {
+                return -EBADMSG;
+            }
+            wr32(o->p + nbat, (uint32_t)nb);
+        }
+        if (o->len > out) {
+            return -EBADMSG; /* more than the stated length */
+        }
+    }
+    return 0;
+}
+
+int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint64_t **offs)
+{
+    const uint8_t *p = enc->data, *end = p + enc_len;
+    bool bad = false;
+    *buf = NULL;
+    *offs = NULL;
+    if (enc->off.width != 0 || enc->off.base != 0) {
+        return -EBADMSG;
+    }
+    uint64_t rows = uv_take(&p, end, &bad), nk = uv_take(&p, end, &bad);
+    uint64_t nsh = uv_take(&p, end, &bad), out = uv_take(&p, end, &bad);
+    if (bad || rows != b->rows || nk > enc_len || nsh > enc_len || out > SDET_OUT_MAX) {
+        return -EBADMSG;
+    }
+    uint64_t npart = 5 + nk, total = 0;
+    int rc = -ENOMEM;
+    struct sst *st = calloc(npart, sizeof(*st));
+    struct sshape *sh = malloc((nsh + 1) * sizeof(*sh));
+    const uint8_t **kp = malloc((nk + 1) * sizeof(*kp));
+    uint64_t *kn = malloc((nk + 1) * sizeof(*kn)), *off = malloc((rows + 1) * sizeof(*off));
+    struct vbuf o;
+    vbuf_init(&o);
+    if (st == NULL || sh == NULL || kp == NULL || kn == NULL || off == NULL ||
+        vbuf_reserve(&o, out + 1) < 0) {
+        goto fail;
+    }
+    rc = -EBADMSG;
+    const uint8_t *lens = p; /* the part lengths: summed, then each part placed */
+    for (uint64_t k = 0; k < npart; k++) {
+        uint64_t ln = uv_take(&p, end, &bad);
+        total += ln > enc_len ? enc_len + 1 : ln;
+    }
+    if (bad || total != (uint64_t)(end - p)) {
+        goto fail;
+    }
+    for (uint64_t k = 0; k < npart; k++) {
+        uint64_t ln = uv_take(&lens, end, &bad);
+        st[k].p = p;
+        st[k].end = p += ln;
+    }
+    if (!sev_dict(st[0].p, st[0].end, nk, kp, kn)) {
+        goto fail;
+    }
+    const uint8_t *q = st[1].p;
+    for (uint64_t c = 0; c < nsh; c++) {
+        struct sshape *h = &sh[c];
+        h->nl = uv_take(&q, st[1].end, &bad);
+        if (bad || h->nl > (uint64_t)(st[1].end - q)) {
+            goto fail;
+        }
+        h->name = q;
+        q += h->nl;
+        h->drop = uv_take(&q, st[1].end, &bad);
+        h->nk = uv_take(&q, st[1].end, &bad);
+        h->k = q;
+        if (bad || h->drop > UINT32_MAX || h->nk > (uint64_t)(st[1].end - q)) {
+            goto fail;
+        }
+        for (uint64_t a = 0; a < h->nk; a++) {
+            if (uv_take(&q, st[1].end, &bad) >= nk || bad) {
+                goto fail; /* a key past the dictionary */
+            }
+        }
+    }
+    if (q != st[1].end) {
+        goto fail;
+    }
+    off[0] = 0;
+    for (uint64_t j = 0; j < rows; j++) {
+        rc = sev_row(st + 2, sh, nsh, kp, kn, ic_get(&b->I[T_START], j), ic_get(&b->I[T_NEV], j),
+                     &o, out);
+        if (rc < 0) {
+            goto fail;
+        }
+        off[j + 1] = o.len;
+    }
+    rc = -EBADMSG;
+    for (uint64_t k = 2; k < npart; k++) {
+        if (st[k].p != st[k].end) {
+            goto fail; /* a stream not used up */
+        }
+    }
+    if (o.len != out) {
+        goto fail;
+    }
+    free(st);
+    free(sh);
+    free(kp);
+    free(kn);
+    *buf = o.p;
+    *offs = off;
+    enc->off = (struct icol){(const uint8_t *)off, 0, 8};
+    enc->data = o.p != NULL ? o.p : (const uint8_t *)empty;
+    return 0;
+
+fail:
+    free(st);
+    free(sh);
+    free(kp);
+    free(kn);
+    free(off);
+    vbuf_fini(&o);
+    return rc;
 }

@@ -67,6 +67,26 @@ int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, ui
                 struct strb *x, bool *coded);
 void btmpl_free(struct btmpl *t);
 
+/* Format 6: the writer's side of the span events by key (block_spans.c,
+ * META flag bit 5): the keys and shapes seen (pointers into the events
+ * column being coded), and the streams. An event past these limits is
+ * stored literal. */
+#define SEV_KEYS 64
+#define SEV_SHAPES 64
+#define SEV_SHAPE_KEYS 16
+struct sevshape {
+    const uint8_t *name;
+    uint32_t nl, drop, nk;
+    uint8_t k[SEV_SHAPE_KEYS];
+};
+struct sevw {
+    const uint8_t *kp[SEV_KEYS];
+    uint32_t kn[SEV_KEYS];
+    uint32_t nkeys, nshapes;
+    struct sevshape sh[SEV_SHAPES];
+    struct vbuf times, codes, lit, val[SEV_KEYS];
+};
+
 /* Column buffers; kept across seals (scratch below), so capacities grow to
  * the largest block a sealer saw and a seal touches no fresh pages. */
 struct wcols {
@@ -89,6 +109,7 @@ struct wcols {
     struct strb sx[2]; /* format 6: coded span events and links (block_spans.c), or
                         * (sx[0]) log bodies by template (block_body.c) */
     struct btmpl bt;   /* format 6: log bodies by template, the writer's scratch */
+    struct sevw ev;    /* format 6: span events by key, the writer's scratch */
 };
 
 /*
@@ -268,6 +289,12 @@ int64_t prefs_row(const struct wcols *w, uint64_t id);
  * column filled; *coded false (and 0) when an entry is not batch.h's
  * bytes: the block then stores them as given. 0 or -ENOMEM. */
 int sdet_build(struct wcols *w, struct strb *xs, bool *coded);
+
+/* As sdet_build for the events only, by key (block_int.h, "v6 SPAN EVENTS
+ * BY KEY"): *coded false (and 0) when a row's events are not batch.h's
+ * bytes or their count is not the row's event count. 0 or -ENOMEM. */
+int sev_build(struct wcols *w, struct strb *x, bool *coded);
+void sevw_free(struct sevw *e);
 
 /*
  * A table being serialized as pieces rather than one buffer: the directory

@@ -182,6 +182,7 @@ static void wcols_free(struct wcols *w)
         vbuf_fini(&w->sx[i].data);
     }
     btmpl_free(&w->bt);
+    sevw_free(&w->ev);
 }
 
 /* |*p| holds at least |n| u64 (contents not kept). */
@@ -1677,8 +1678,12 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     if (rc == 0 && sig == SIG_TRACES) {
         rc = prefs_build(w);
     }
+    bool sevk = false;
     if (rc == 0 && sig == SIG_TRACES && o != NULL && o->span_refs) {
         rc = sdet_build(w, w->sx, &sdet);
+        if (rc == 0 && sdet && o->events_by_key) { /* in place of sdet_build's events */
+            rc = sev_build(w, &w->sx[0], &sevk);
+        }
         for (int i = 0; i < 2 && sdet; i++) { /* the coded columns take their place */
             struct strb tv = w->S[i == 0 ? T_EVENTS : T_LINKS];
             w->S[i == 0 ? T_EVENTS : T_LINKS] = w->sx[i];
@@ -1769,7 +1774,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
      * streams from the rows, dictionaries in one zstd frame */
-    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0));
+    rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
+                                 (sevk ? 32 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

@@ -508,6 +508,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .n_sources = (uint32_t)n,
                           .attrs_by_key = true,
                           .span_refs = true,
+                          .events_by_key = true,
                           .streams_by_row = true,
                           .streams_derived = true,
                           .var_seqs = true,

@@ -390,11 +390,12 @@ static void merge_signal(enum signal s)
         uint64_t tl = attrs_t_len(path);
         cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
-    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL");
-     * logs: bodies by template ("v6 LOG BODIES"); points: the stream
-     * index from the rows ("v6 STREAMS FROM ROWS"); all: the
-     * dictionaries in one zstd frame (bit 3, section 12) */
-    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 3 : 5));
+    /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL"),
+     * the events by key (bit 5, "v6 SPAN EVENTS BY KEY"); logs: bodies
+     * by template ("v6 LOG BODIES"); points: the stream index from the
+     * rows ("v6 STREAMS FROM ROWS"); all: the dictionaries in one zstd
+     * frame (bit 3, section 12) */
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 : 5));
     cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
     cr_expect_eq(footer_u64(path, 5, 0), UINT64_MAX, "no resource section of its own");
     if (s == SIG_METRICS) { /* so no stream section */

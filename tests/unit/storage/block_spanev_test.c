@@ -1,0 +1,288 @@
+/*
+ * block_spanev_test.c - format 6's span events by key (block_int.h, "v6
+ * SPAN EVENTS BY KEY"; blk_wopts.events_by_key, META flag bit 5): the
+ * exact encoding the writer stores (keys and shapes once, times, codes, a
+ * literal event, each key's values together), the same events and links
+ * as the hot block's, the block without the bit where a row does not code,
+ * and forged encodings refused at the load of the detail table.
+ */
+#include "tests/unit/storage/blkfile.h"
+#include "tests/unit/storage/blkcheck.h"
+#include "tests/unit/storage/blkgen.h"
+
+TestSuite(block_spanev, .init = fresh_dir);
+
+#define ROWS 3
+#define SEC 1000000000ull
+
+/* An event of |cnt| attributes, the |nb| bytes at |attrs|. */
+static void put_ev(struct vbuf *h, uint64_t t, const char *name, uint32_t drop, uint32_t cnt,
+                   const struct vbuf *attrs)
+{
+    cr_assert_eq(vbuf_put_u64(h, t) | vbuf_put_str(h, name, strlen(name)), 0);
+    cr_assert_eq(vbuf_put_u32(h, drop) | vbuf_put_u32(h, cnt), 0);
+    cr_assert_eq(vbuf_put_u32(h, (uint32_t)attrs->len), 0);
+    cr_assert_eq(attrs->len == 0 ? 0 : vbuf_put(h, attrs->p, attrs->len), 0);
+}
+
+/* attempt=|n| (an int), id=|id| (a string). */
+static void retry_attrs(struct vbuf *a, int64_t n, const char *id)
+{
+    vbuf_reset(a);
+    cr_assert_eq(val_put_key(a, "attempt", 7) | val_put_int(a, n), 0);
+    cr_assert_eq(val_put_key(a, "id", 2) | val_put_str(a, id, strlen(id)), 0);
+}
+
+/*
+ * Rows 0..2 start at 1, 2, 3 s. Row 0: "retry" 5 ns after its start
+ * (attempt=1, id="a"). Row 1: no events. Row 2: "retry" 2 ns before its
+ * start (attempt=2, id="b"); "" 1 ns after with 300 dropped attributes and
+ * none; "x" 4 ns after claiming 2 attributes where its bytes hold one
+ * (k="v"): stored literal. |nev0| is row 0's event count (1: as given).
+ */
+static struct batch *three_spans(uint32_t nev0)
+{
+    struct batch *bt = batch_new(SIG_TRACES);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    struct vbuf a;
+    vbuf_init(&a);
+    for (uint32_t i = 0; i < ROWS; i++) {
+        struct span_row *r = batch_add_span(bt);
+        cr_assert_not_null(r);
+        r->start_ns = (uint64_t)(i + 1) * SEC;
+        r->end_ns = r->start_ns + 1000;
+        memset(r->trace_id, 0x11, 16);
+        memset(r->span_id, 0x21 + (int)i, 8);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        if (i == 0) {
+            retry_attrs(&a, 1, "a");
+            put_ev(h, r->start_ns + 5, "retry", 0, 2, &a);
+            r->n_events = nev0;
+        } else if (i == 2) {
+            retry_attrs(&a, 2, "b");
+            put_ev(h, r->start_ns - 2, "retry", 0, 2, &a);
+            vbuf_reset(&a);
+            put_ev(h, r->start_ns + 1, "", 300, 0, &a);
+            cr_assert_eq(val_put_key(&a, "k", 1) | val_put_str(&a, "v", 1), 0);
+            put_ev(h, r->start_ns + 4, "x", 0, 2, &a);
+            r->n_events = 3;
+        }
+        r->events = (struct blob){(uint32_t)off, (uint32_t)(h->len - off)};
+    }
+    vbuf_fini(&a);
+    return bt;
+}
+
+/* |bt| sealed with plain tables (coded by key or not) at seal |seal_id|;
+ * the file's bytes, malloc'd. */
+static uint8_t *seal(struct batch *bt, bool by_key, uint64_t seal_id, oblock **ob, char *path,
+                     size_t cap, size_t *n)
+{
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .span_refs = true, .events_by_key = by_key};
+    cr_assert_eq(oblock_new(SIG_TRACES, ob), 0);
+    cr_assert_eq(oblock_append(*ob, bt, 1), 0);
+    write_block(*ob, ROWS, 0, seal_id, &o, path, cap);
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
+    cr_assert_not_null(f);
+    return f;
+}
+
+static uint64_t meta_flags(const uint8_t *f, size_t n)
+{
+    uint64_t len, m = section(f, n, 1, &len);
+    cr_assert_neq(m, 0);
+    return get64(f + m + 32);
+}
+
+/* Every row's events and links of |path| equal the batch's (the oblock's
+ * views): 0, or the detail table load's error. */
+static int events_match(const char *path, oblock *ob, uint64_t rows)
+{
+    blk *b = NULL;
+    char err[256];
+    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
+    cr_assert_eq(rc, 0, "the file still opens: %s", err);
+    for (uint64_t i = 0; i < rows && rc == 0; i++) {
+        struct span_view v, w;
+        rc = blk_span(b, i, BLK_ALL, &v);
+        if (rc == 0) {
+            oblock_span(ob, i, &w);
+            cr_assert_eq(v.events.len, w.events.len, "row %llu", (unsigned long long)i);
+            cr_assert_eq(memcmp(v.events.p, w.events.p, w.events.len), 0);
+            cr_assert_eq(v.n_events, w.n_events);
+            cr_assert_eq(v.links.len, w.links.len, "row %llu", (unsigned long long)i);
+        }
+    }
+    blk_unref(b);
+    return rc;
+}
+
+/* What the writer stores for three_spans(1), by key (block_int.h). */
+static const uint8_t events_by_key[] = {
+    3,  2,    2,    0x84, 0x01,         /* rows, keys, shapes, 132 bytes rebuilt */
+    11, 14,   4,    4,    20,   4,   6, /* the parts' lengths */
+    7,  'a',  't',  't',  'e',  'm', 'p', 't', 2,   'i', 'd', /* keys 0, 1 */
+    5,  'r',  'e',  't',  'r',  'y', 0,   2,   0,   1, /* shape 0: "retry", 0 dropped, keys 0 1 */
+    0,  0xac, 0x02, 0,                                 /* shape 1: "", 300 dropped, no keys */
+    10, 3,    2,    8,                                 /* times: zz(5), zz(-2), zz(1), zz(4) */
+    1,  1,    2,    0,                                 /* codes: shape 0, 0, 1, literal */
+    19, 1,    'x',  0,    0,    0,   0,   2,   0,   0,   0,
+    5,  0,    0,    0,    1,    'k', 1,   1,   'v', /* "x" as given */
+    3,  2,    3,    4,                              /* attempt: int 1, int 2 */
+    1,  1,    'a',  1,    1,    'b',                /* id: "a", "b" */
+};
+#define EV_LIT 45 /* where the literal part starts */
+
+Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
+{
+    struct batch *bt = three_spans(1);
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal(bt, true, 81, &ob, path, sizeof(path), &n);
+    cr_assert_eq(meta_flags(f, n), 35, "sorted, span detail coded, events by key");
+    const char *corpus = getenv("MIRADB_BLK_CORPUS_DIR"); /* a fuzz seed (block_test.c) */
+    if (corpus != NULL) {
+        cr_assert_eq(tmpdir_write_file(corpus, "v6-span-events-by-key-3.blk", f, n), 0);
+    }
+    uint64_t elen, ev = column_at(f, n, 2, 5, &elen);
+    cr_assert_eq(elen, sizeof(events_by_key), "%llu", (unsigned long long)elen);
+    cr_assert_eq(memcmp(f + ev, events_by_key, elen), 0);
+    cr_assert_eq(f[ev + EV_LIT], 19);
+    cr_assert_eq(events_match(path, ob, ROWS), 0);
+    struct span_view w0, w2;
+    oblock_span(ob, 0, &w0);
+    oblock_span(ob, 2, &w2);
+    cr_assert_eq(w0.events.len + w2.events.len, 132, "the stated length");
+
+    /* Without the option: bit 1's coding, flags 3. */
+    oblock *ob2;
+    char p2[512];
+    size_t n2;
+    uint8_t *g = seal(bt, false, 82, &ob2, p2, sizeof(p2), &n2);
+    cr_assert_eq(meta_flags(g, n2), 3);
+    cr_assert_eq(events_match(p2, ob2, ROWS), 0);
+    free(g);
+    free(f);
+    oblock_free(ob2);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* A row whose event count is not the number of its events: the block is
+ * written as without the option, byte for byte. */
+Test(block_spanev, a_row_that_does_not_code_leaves_the_block_as_without_the_bit)
+{
+    struct batch *bt = three_spans(2);
+    oblock *ob, *ob2;
+    char path[512], p2[512];
+    size_t n, n2;
+    uint8_t *f = seal(bt, true, 83, &ob, path, sizeof(path), &n);
+    uint8_t *g = seal(bt, false, 83, &ob2, p2, sizeof(p2), &n2);
+    cr_assert_eq(meta_flags(f, n), 3);
+    cr_assert_eq(n, n2);
+    cr_assert_eq(memcmp(f, g, n), 0);
+    free(g);
+    free(f);
+    oblock_free(ob2);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+Test(block_spanev, forged_encodings_fail_the_detail_load)
+{
+    struct batch *bt = three_spans(1);
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal(bt, true, 84, &ob, path, sizeof(path), &n);
+    uint64_t elen, ev = column_at(f, n, 2, 5, &elen), ml, m = section(f, n, 1, &ml);
+    cr_assert_eq(elen, sizeof(events_by_key));
+    uint8_t *g = malloc(n);
+    cr_assert_not_null(g);
+    memcpy(g, f, n);
+    fix_crcs(g, n);
+    put_file(path, g, n);
+    cr_assert_eq(events_match(path, ob, ROWS), 0, "unforged");
+    for (int forge = 0; forge < 8; forge++) {
+        uint8_t *e = g + ev;
+        memcpy(g, f, n);
+        if (forge == 0) {
+            e[41] = 3; /* the first code past the two shapes */
+        } else if (forge == 1) {
+            e[32] = 2; /* shape 0's second key past the two keys */
+        } else if (forge == 2) {
+            e[65] = VAL_STR; /* attempt's first value a string of 2: the second past */
+        } else if (forge == 3) {
+            e[EV_LIT] = 18; /* the literal one short: its part not used up */
+            e[3] = 0x83;    /* (and the stated length what the rebuild gives) */
+        } else if (forge == 4) {
+            e[3] = 0x85; /* the stated length one over */
+        } else if (forge == 5) {
+            e[3] = 0x83; /* ... one under */
+        } else if (forge == 6) {
+            e[5] = 12; /* the parts one byte over the data */
+        } else {
+            e[0] = 4; /* the rows */
+        }
+        fix_crcs(g, n);
+        put_file(path, g, n);
+        cr_assert_eq(events_match(path, ob, ROWS), -EBADMSG, "forge %d", forge);
+    }
+    /* Bit 5 without bit 1 refuses the open; so does bit 6 (unknown). */
+    for (int k = 0; k < 2; k++) {
+        memcpy(g, f, n);
+        put64(g + m + 32, k == 0 ? 33 : 35 | 64);
+        fix_crcs(g, n);
+        put_file(path, g, n);
+        blk *b = NULL;
+        char err[256];
+        cr_assert_eq(blk_open(path, &b, err, sizeof(err)), -EBADMSG, "flags %d", k);
+    }
+    free(g);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* The generator's spans (many names and keys: some shapes, some events
+ * past the limits, literal) in a zstd block of the cold tier's options:
+ * every span's events and links equal the hot block's. */
+Test(block_spanev, generated_spans_read_back_by_key_as_the_hot_block)
+{
+    oblock *ob = gen_oblock(SIG_TRACES, 7007, 400, 40);
+    struct blk_wopts z = {.codec = BLK_CODEC_ZSTD,
+                          .zstd_root = true,
+                          .attrs_by_key = true,
+                          .span_refs = true,
+                          .events_by_key = true};
+    struct blk_wopts hot = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, SIG_TRACES);
+    char p[512], ph[512];
+    write_block(ob, 400, 0, 85, &z, p, sizeof(p));
+    write_block(ob, 400, 0, 86, &hot, ph, sizeof(ph));
+    size_t n;
+    uint8_t *f = tmpdir_read_file(dir, strrchr(p, '/') + 1, &n);
+    cr_assert_not_null(f);
+    cr_assert_eq(meta_flags(f, n), 35);
+    blk *b = open_ok(p), *h = open_ok(ph);
+    check_block(b, ob, 400);
+    uint64_t nev = 0;
+    for (uint64_t i = 0; i < 400; i++) {
+        struct span_view v, w;
+        cr_assert_eq(blk_span(b, i, BLK_ALL, &v), 0);
+        cr_assert_eq(blk_span(h, i, BLK_ALL, &w), 0);
+        cr_assert_eq(v.events.len, w.events.len, "row %llu", (unsigned long long)i);
+        cr_assert_eq(memcmp(v.events.p, w.events.p, w.events.len), 0);
+        cr_assert_eq(v.links.len, w.links.len, "row %llu", (unsigned long long)i);
+        cr_assert_eq(memcmp(v.links.p, w.links.p, w.links.len), 0);
+        nev += v.n_events;
+    }
+    cr_assert_gt(nev, 300);
+    blk_unref(h);
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+}
