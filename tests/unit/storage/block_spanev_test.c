@@ -35,10 +35,12 @@ static void retry_attrs(struct vbuf *a, int64_t n, const char *id)
 
 /*
  * Rows 0..2 start at 1, 2, 3 s. Row 0: "retry" 5 ns after its start
- * (attempt=1, id="a"). Row 1: no events. Row 2: "retry" 2 ns before its
- * start (attempt=2, id="b"); "" 1 ns after with 300 dropped attributes and
- * none; "x" 4 ns after claiming 2 attributes where its bytes hold one
- * (k="v"): stored literal. |nev0| is row 0's event count (1: as given).
+ * (attempt=1, id="a"); "x" 7 ns after with one attribute (k="v") and a
+ * byte after it: stored literal. Row 1: no events. Row 2: "retry" 2 ns
+ * before its start (attempt=2, id="b"); "" 1 ns after with 300 dropped
+ * attributes and none; "x" 4 ns after claiming 2 attributes where its
+ * bytes hold one (k="v"): literal. |nev0| is row 0's event count (2: as
+ * given).
  */
 static struct batch *three_spans(uint32_t nev0)
 {
@@ -60,6 +62,10 @@ static struct batch *three_spans(uint32_t nev0)
         if (i == 0) {
             retry_attrs(&a, 1, "a");
             put_ev(h, r->start_ns + 5, "retry", 0, 2, &a);
+            vbuf_reset(&a);
+            cr_assert_eq(val_put_key(&a, "k", 1) | val_put_str(&a, "v", 1), 0);
+            cr_assert_eq(vbuf_put_u8(&a, 0), 0);
+            put_ev(h, r->start_ns + 7, "x", 0, 1, &a);
             r->n_events = nev0;
         } else if (i == 2) {
             retry_attrs(&a, 2, "b");
@@ -120,25 +126,38 @@ static int events_match(const char *path, oblock *ob, uint64_t rows)
     return rc;
 }
 
-/* What the writer stores for three_spans(1), by key (block_int.h). */
-static const uint8_t events_by_key[] = {
-    3,  2,    2,    0x84, 0x01,         /* rows, keys, shapes, 132 bytes rebuilt */
-    11, 14,   4,    4,    20,   4,   6, /* the parts' lengths */
-    7,  'a',  't',  't',  'e',  'm', 'p', 't', 2,   'i', 'd', /* keys 0, 1 */
-    5,  'r',  'e',  't',  'r',  'y', 0,   2,   0,   1, /* shape 0: "retry", 0 dropped, keys 0 1 */
-    0,  0xac, 0x02, 0,                                 /* shape 1: "", 300 dropped, no keys */
-    10, 3,    2,    8,                                 /* times: zz(5), zz(-2), zz(1), zz(4) */
-    1,  1,    2,    0,                                 /* codes: shape 0, 0, 1, literal */
-    19, 1,    'x',  0,    0,    0,   0,   2,   0,   0,   0,
-    5,  0,    0,    0,    1,    'k', 1,   1,   'v', /* "x" as given */
-    3,  2,    3,    4,                              /* attempt: int 1, int 2 */
-    1,  1,    'a',  1,    1,    'b',                /* id: "a", "b" */
-};
-#define EV_LIT 45 /* where the literal part starts */
+/* What the writer stores for three_spans(2), by key (block_int.h), part by
+ * part: the header (rows, keys, shapes, 160 bytes rebuilt, then the parts'
+ * lengths); keys 0 "attempt", 1 "id"; shape 0 ("retry", 0 dropped, keys 0
+ * 1), shape 1 ("", 300 dropped, no keys); the times zz(5), zz(7), zz(-2),
+ * zz(1), zz(4); the codes (shape 0, literal, shape 0, shape 1, literal);
+ * the two literals (row 0's "x", row 2's), batch.h's bytes after the time;
+ * attempt's values (int 1, int 2); id's ("a", "b"). */
+static const uint8_t ev_head[] = {3, 2, 2, 0xa0, 0x01, 11, 14, 5, 5, 41, 4, 6};
+static const uint8_t ev_keys[] = {7, 'a', 't', 't', 'e', 'm', 'p', 't', 2, 'i', 'd'};
+static const uint8_t ev_shapes[] = {5, 'r', 'e', 't', 'r', 'y', 0, 2, 0, 1, 0, 0xac, 0x02, 0};
+static const uint8_t ev_times_codes[] = {10, 14, 3, 2, 8, 1, 0, 1, 2, 0};
+static const uint8_t ev_lit[] = {20, 1, 'x', 0, 0, 0,   0, 1,  0, 0,   0, 6, 0,  0,
+                                 0,  1, 'k', 1, 1, 'v', 0, 19, 1, 'x', 0, 0, 0,  0,
+                                 2,  0, 0,   0, 5, 0,   0, 0,  1, 'k', 1, 1, 'v'};
+static const uint8_t ev_vals[] = {3, 2, 3, 4, 1, 1, 'a', 1, 1, 'b'};
+#define EV_LIT 68 /* where row 2's literal starts */
+#define EV_LEN 98
+
+static void expect_events_by_key(const uint8_t *p)
+{
+    const uint8_t *part[] = {ev_head, ev_keys, ev_shapes, ev_times_codes, ev_lit, ev_vals};
+    size_t len[] = {sizeof(ev_head),        sizeof(ev_keys), sizeof(ev_shapes),
+                    sizeof(ev_times_codes), sizeof(ev_lit),  sizeof(ev_vals)};
+    for (int k = 0; k < 6; k++) {
+        cr_assert_eq(memcmp(p, part[k], len[k]), 0, "part %d", k);
+        p += len[k];
+    }
+}
 
 Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
 {
-    struct batch *bt = three_spans(1);
+    struct batch *bt = three_spans(2);
     oblock *ob;
     char path[512];
     size_t n;
@@ -149,14 +168,14 @@ Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
         cr_assert_eq(tmpdir_write_file(corpus, "v6-span-events-by-key-3.blk", f, n), 0);
     }
     uint64_t elen, ev = column_at(f, n, 2, 5, &elen);
-    cr_assert_eq(elen, sizeof(events_by_key), "%llu", (unsigned long long)elen);
-    cr_assert_eq(memcmp(f + ev, events_by_key, elen), 0);
+    cr_assert_eq(elen, EV_LEN, "%llu", (unsigned long long)elen);
+    expect_events_by_key(f + ev);
     cr_assert_eq(f[ev + EV_LIT], 19);
     cr_assert_eq(events_match(path, ob, ROWS), 0);
     struct span_view w0, w2;
     oblock_span(ob, 0, &w0);
     oblock_span(ob, 2, &w2);
-    cr_assert_eq(w0.events.len + w2.events.len, 132, "the stated length");
+    cr_assert_eq(w0.events.len + w2.events.len, 160, "the stated length");
 
     /* Without the option: bit 1's coding, flags 3. */
     oblock *ob2;
@@ -176,7 +195,7 @@ Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
  * written as without the option, byte for byte. */
 Test(block_spanev, a_row_that_does_not_code_leaves_the_block_as_without_the_bit)
 {
-    struct batch *bt = three_spans(2);
+    struct batch *bt = three_spans(3);
     oblock *ob, *ob2;
     char path[512], p2[512];
     size_t n, n2;
@@ -194,13 +213,13 @@ Test(block_spanev, a_row_that_does_not_code_leaves_the_block_as_without_the_bit)
 
 Test(block_spanev, forged_encodings_fail_the_detail_load)
 {
-    struct batch *bt = three_spans(1);
+    struct batch *bt = three_spans(2);
     oblock *ob;
     char path[512];
     size_t n;
     uint8_t *f = seal(bt, true, 84, &ob, path, sizeof(path), &n);
     uint64_t elen, ev = column_at(f, n, 2, 5, &elen), ml, m = section(f, n, 1, &ml);
-    cr_assert_eq(elen, sizeof(events_by_key));
+    cr_assert_eq(elen, EV_LEN);
     uint8_t *g = malloc(n);
     cr_assert_not_null(g);
     memcpy(g, f, n);
@@ -211,18 +230,18 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
         uint8_t *e = g + ev;
         memcpy(g, f, n);
         if (forge == 0) {
-            e[41] = 3; /* the first code past the two shapes */
+            e[42] = 3; /* the first code past the two shapes */
         } else if (forge == 1) {
             e[32] = 2; /* shape 0's second key past the two keys */
         } else if (forge == 2) {
-            e[65] = VAL_STR; /* attempt's first value a string of 2: the second past */
+            e[88] = VAL_STR; /* attempt's first value a string of 2: the second past */
         } else if (forge == 3) {
-            e[EV_LIT] = 18; /* the literal one short: its part not used up */
-            e[3] = 0x83;    /* (and the stated length what the rebuild gives) */
+            e[EV_LIT] = 18; /* row 2's literal one short: its part not used up */
+            e[3] = 0x9f;    /* (and the stated length what the rebuild gives) */
         } else if (forge == 4) {
-            e[3] = 0x85; /* the stated length one over */
+            e[3] = 0xa1; /* the stated length one over */
         } else if (forge == 5) {
-            e[3] = 0x83; /* ... one under */
+            e[3] = 0x9f; /* ... one under */
         } else if (forge == 6) {
             e[5] = 12; /* the parts one byte over the data */
         } else {
