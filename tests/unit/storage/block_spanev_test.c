@@ -219,14 +219,19 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
     size_t n;
     uint8_t *f = seal(bt, true, 84, &ob, path, sizeof(path), &n);
     uint64_t elen, ev = column_at(f, n, 2, 5, &elen), ml, m = section(f, n, 1, &ml);
+    uint64_t olen, oc = column_at(f, n, 2, 4, &olen); /* the offsets: an INT header, width 0 */
     cr_assert_eq(elen, EV_LEN);
+    cr_assert_eq(olen, 24);
+    cr_assert_eq(get64(f + oc), ROWS + 1);
+    cr_assert_eq(get64(f + oc + 8), 0);
+    cr_assert_eq(f[oc + 16], 0);
     uint8_t *g = malloc(n);
     cr_assert_not_null(g);
     memcpy(g, f, n);
     fix_crcs(g, n);
     put_file(path, g, n);
     cr_assert_eq(events_match(path, ob, ROWS), 0, "unforged");
-    for (int forge = 0; forge < 8; forge++) {
+    for (int forge = 0; forge < 9; forge++) {
         uint8_t *e = g + ev;
         memcpy(g, f, n);
         if (forge == 0) {
@@ -244,8 +249,10 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
             e[3] = 0x9f; /* ... one under */
         } else if (forge == 6) {
             e[5] = 12; /* the parts one byte over the data */
-        } else {
+        } else if (forge == 7) {
             e[0] = 4; /* the rows */
+        } else {
+            put64(g + oc + 8, 1); /* the offsets all 1 */
         }
         fix_crcs(g, n);
         put_file(path, g, n);
