@@ -479,65 +479,68 @@ static bool sev_dict(const uint8_t *p, const uint8_t *end, uint64_t n, const uin
     return p == end;
 }
 
-/* The events of row |j| (n of them, starting at |start|) appended to |o|
- * from the streams st[] (times, codes, literal, then key k's values at
- * 3 + k): 0, -EBADMSG or -ENOMEM. */
+/* The events of a row (n of them, its span starting at |start|) written
+ * at *qp (advanced), not past |qend|, from the streams st[] (times, codes,
+ * literal, then key k's values at 3 + k): 0 or -EBADMSG (also for an event
+ * that does not fit before |qend|: more than the stated length). */
 static int sev_row(struct sst *st, const struct sshape *sh, uint64_t nsh, const uint8_t *const *kp,
-                   const uint64_t *kn, uint64_t start, uint64_t n, struct vbuf *o, uint64_t out)
+                   const uint64_t *kn, uint64_t start, uint64_t n, uint8_t **qp, uint8_t *qend)
 {
     bool bad = false;
+    uint8_t *q = *qp;
     for (uint64_t i = 0; i < n; i++) {
-        uint8_t tmp[10];
-        wr64(tmp, start + (uint64_t)unzz(uv_take(&st[0].p, st[0].end, &bad)));
+        uint64_t t = start + (uint64_t)unzz(uv_take(&st[0].p, st[0].end, &bad));
         uint64_t c = uv_take(&st[1].p, st[1].end, &bad);
         if (bad || c > nsh) {
             return -EBADMSG;
         }
-        if (vbuf_put(o, tmp, 8) < 0) {
-            return -ENOMEM;
-        }
         if (c == 0) {
             uint64_t ln = uv_take(&st[2].p, st[2].end, &bad);
-            if (bad || ln > (uint64_t)(st[2].end - st[2].p)) {
+            if (bad || ln > (uint64_t)(st[2].end - st[2].p) || (uint64_t)(qend - q) < 8 + ln) {
                 return -EBADMSG;
             }
-            if (vbuf_put(o, st[2].p, ln) < 0) {
-                return -ENOMEM;
-            }
+            wr64(q, t);
+            memcpy(q + 8, st[2].p, ln);
+            q += 8 + ln;
             st[2].p += ln;
-        } else {
-            const struct sshape *h = &sh[c - 1];
-            uint8_t *q = uv_put(tmp, h->nl);
-            if (vbuf_put(o, tmp, (size_t)(q - tmp)) < 0 || vbuf_put(o, h->name, h->nl) < 0 ||
-                !put_u32(o, h->drop) || !put_u32(o, h->nk) || !put_u32(o, 0)) {
-                return -ENOMEM;
+            continue;
+        }
+        const struct sshape *h = &sh[c - 1];
+        if ((uint64_t)(qend - q) < 8 + pbw_varint_size(h->nl) + h->nl + 12) {
+            return -EBADMSG;
+        }
+        wr64(q, t);
+        q = uv_put(q + 8, h->nl);
+        memcpy(q, h->name, h->nl);
+        q += h->nl;
+        wr32(q, (uint32_t)h->drop);
+        wr32(q + 4, (uint32_t)h->nk);
+        uint8_t *nbat = q + 8;
+        q += 12;
+        const uint8_t *kc = h->k;
+        for (uint64_t a = 0; a < h->nk; a++) {
+            uint64_t k = uv_take(&kc, kc + 10, &bad); /* checked below nk at the parse */
+            struct sst *v = &st[3 + k];
+            const uint8_t *ve = akeys_value_end(v->p, v->end);
+            if (ve == NULL) {
+                return -EBADMSG; /* a value past its stream */
             }
-            size_t nbat = o->len - 4;
-            const uint8_t *kc = h->k;
-            for (uint64_t a = 0; a < h->nk; a++) {
-                uint64_t k = uv_take(&kc, kc + 10, &bad); /* checked below nk at the parse */
-                struct sst *v = &st[3 + k];
-                const uint8_t *ve = akeys_value_end(v->p, v->end);
-                if (ve == NULL) {
-                    return -EBADMSG; /* a value past its stream */
-                }
-                q = uv_put(tmp, kn[k]);
-                if (vbuf_put(o, tmp, (size_t)(q - tmp)) < 0 || vbuf_put(o, kp[k], kn[k]) < 0 ||
-                    vbuf_put(o, v->p, (size_t)(ve - v->p)) < 0) {
-                    return -ENOMEM;
-                }
-                v->p = ve;
-            }
-            uint64_t nb = o->len - nbat - 4;
-            if (nb > UINT32_MAX) {
+            size_t vl = (size_t)(ve - v->p);
+            if ((uint64_t)(qend - q) < pbw_varint_size(kn[k]) + kn[k] + vl) {
                 return -EBADMSG;
             }
-            wr32(o->p + nbat, (uint32_t)nb);
+            q = uv_put(q, kn[k]);
+            memcpy(q, kp[k], kn[k]);
+            memcpy(q + kn[k], v->p, vl);
+            q += kn[k] + vl;
+            v->p = ve;
         }
-        if (o->len > out) {
-            return -EBADMSG; /* more than the stated length */
+        if ((uint64_t)(q - nbat - 4) > UINT32_MAX) {
+            return -EBADMSG;
         }
+        wr32(nbat, (uint32_t)(q - nbat - 4));
     }
+    *qp = q;
     return 0;
 }
 
@@ -561,10 +564,8 @@ int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint6
     struct sshape *sh = malloc((nsh + 1) * sizeof(*sh));
     const uint8_t **kp = malloc((nk + 1) * sizeof(*kp));
     uint64_t *kn = malloc((nk + 1) * sizeof(*kn)), *off = malloc((rows + 1) * sizeof(*off));
-    struct vbuf o;
-    vbuf_init(&o);
-    if (st == NULL || sh == NULL || kp == NULL || kn == NULL || off == NULL ||
-        vbuf_reserve(&o, out + 1) < 0) {
+    uint8_t *o = malloc(out + 1), *q = o;
+    if (st == NULL || sh == NULL || kp == NULL || kn == NULL || off == NULL || o == NULL) {
         goto fail;
     }
     rc = -EBADMSG;
@@ -584,38 +585,38 @@ int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint6
     if (!sev_dict(st[0].p, st[0].end, nk, kp, kn)) {
         goto fail;
     }
-    const uint8_t *q = st[1].p;
+    const uint8_t *d = st[1].p;
     for (uint64_t c = 0; c < nsh; c++) {
         struct sshape *h = &sh[c];
-        h->nl = uv_take(&q, st[1].end, &bad);
-        if (bad || h->nl > (uint64_t)(st[1].end - q)) {
+        h->nl = uv_take(&d, st[1].end, &bad);
+        if (bad || h->nl > (uint64_t)(st[1].end - d)) {
             goto fail;
         }
-        h->name = q;
-        q += h->nl;
-        h->drop = uv_take(&q, st[1].end, &bad);
-        h->nk = uv_take(&q, st[1].end, &bad);
-        h->k = q;
-        if (bad || h->drop > UINT32_MAX || h->nk > (uint64_t)(st[1].end - q)) {
+        h->name = d;
+        d += h->nl;
+        h->drop = uv_take(&d, st[1].end, &bad);
+        h->nk = uv_take(&d, st[1].end, &bad);
+        h->k = d;
+        if (bad || h->drop > UINT32_MAX || h->nk > (uint64_t)(st[1].end - d)) {
             goto fail;
         }
         for (uint64_t a = 0; a < h->nk; a++) {
-            if (uv_take(&q, st[1].end, &bad) >= nk || bad) {
+            if (uv_take(&d, st[1].end, &bad) >= nk || bad) {
                 goto fail; /* a key past the dictionary */
             }
         }
     }
-    if (q != st[1].end) {
+    if (d != st[1].end) {
         goto fail;
     }
     off[0] = 0;
     for (uint64_t j = 0; j < rows; j++) {
         rc = sev_row(st + 2, sh, nsh, kp, kn, ic_get(&b->I[T_START], j), ic_get(&b->I[T_NEV], j),
-                     &o, out);
+                     &q, o + out);
         if (rc < 0) {
             goto fail;
         }
-        off[j + 1] = o.len;
+        off[j + 1] = (uint64_t)(q - o);
     }
     rc = -EBADMSG;
     for (uint64_t k = 2; k < npart; k++) {
@@ -623,17 +624,17 @@ int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint6
             goto fail; /* a stream not used up */
         }
     }
-    if (o.len != out) {
-        goto fail;
+    if (q != o + out) {
+        goto fail; /* less than the stated length */
     }
     free(st);
     free(sh);
     free(kp);
     free(kn);
-    *buf = o.p;
+    *buf = o;
     *offs = off;
     enc->off = (struct icol){(const uint8_t *)off, 0, 8};
-    enc->data = o.p != NULL ? o.p : (const uint8_t *)empty;
+    enc->data = o;
     return 0;
 
 fail:
@@ -642,6 +643,6 @@ fail:
     free(kp);
     free(kn);
     free(off);
-    vbuf_fini(&o);
+    free(o);
     return rc;
 }
