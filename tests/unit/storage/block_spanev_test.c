@@ -231,7 +231,7 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
     fix_crcs(g, n);
     put_file(path, g, n);
     cr_assert_eq(events_match(path, ob, ROWS), 0, "unforged");
-    for (int forge = 0; forge < 9; forge++) {
+    for (int forge = 0; forge < 12; forge++) {
         uint8_t *e = g + ev;
         memcpy(g, f, n);
         if (forge == 0) {
@@ -251,8 +251,15 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
             e[5] = 12; /* the parts one byte over the data */
         } else if (forge == 7) {
             e[0] = 4; /* the rows */
-        } else {
+        } else if (forge == 8) {
             put64(g + oc + 8, 1); /* the offsets all 1 */
+        } else {
+            /* The stated length far under (uv in two bytes, as 160 is): the
+             * rebuild stops at the field that does not fit, row 0's first
+             * event's head (20), its first key-value (30), the literal
+             * after it (50), rather than write past its buffer. */
+            e[3] = (uint8_t)(0x80 | (forge == 9 ? 20 : forge == 10 ? 30 : 50));
+            e[4] = 0;
         }
         fix_crcs(g, n);
         put_file(path, g, n);
