@@ -954,7 +954,7 @@ int mdet_rebuild(struct scol *enc, uint64_t rows, const struct scol *fl, uint64_
 int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs);
 
 /* Format 6 (block_spans.c): rebuilds the events column |enc| by key (META
- * flag bit 5: offsets all 0, |enc_len| bytes of encoding; block_int.h "v6
+ * flag bit 5: offsets all 0, checked at the bind, |enc_len| bytes of encoding; block_int.h "v6
  * SPAN EVENTS BY KEY") of |b| into batch.h's bytes, as sdet_rebuild, each
  * row's events by its event count (the detail's T_NEV, bound). 0, -EBADMSG
  * (an encoding that does not rebuild exactly), -ENOMEM. */

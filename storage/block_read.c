@@ -579,7 +579,12 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
                 b->benc_len = cl[c + 1];
                 atomic_store_explicit(&b->bbody_state, 0, memory_order_relaxed);
             } else if (t == 2 && b->sev_key && e->idx == T_EVENTS) {
-                b->sev_len = cl[c + 1]; /* by key: the rebuild below checks it */
+                /* by key: offsets all 0, the encoding checked by its rebuild */
+                const struct icol *o = &b->S[T_EVENTS].off;
+                if (o->width != 0 || o->base != 0) {
+                    return -EBADMSG;
+                }
+                b->sev_len = cl[c + 1];
             } else if (!check_offsets(&b->S[e->idx].off, rows + 1, cl[c + 1])) {
                 return -EBADMSG;
             }

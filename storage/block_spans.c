@@ -156,13 +156,8 @@ int sdet_build(struct wcols *w, struct strb *xs, bool *coded)
         const struct strb *s = &w->S[c == 0 ? T_EVENTS : T_LINKS];
         struct strb *x = &xs[c];
         size_t n = s->data.len;
-        if (w->rows + 1 > x->cap_offs) {
-            free(x->offs);
-            x->offs = malloc((w->rows + 1) * sizeof(*x->offs));
-            x->cap_offs = x->offs != NULL ? w->rows + 1 : 0;
-            if (x->offs == NULL) {
-                return -ENOMEM;
-            }
+        if (cap_u64(&x->offs, &x->cap_offs, w->rows + 1) < 0) {
+            return -ENOMEM;
         }
         vbuf_reset(&x->data);
         if (vbuf_reserve(&x->data, n + n / 4 + 16) < 0) {
@@ -307,13 +302,8 @@ int sev_build(struct wcols *w, struct strb *x, bool *coded)
             return 0; /* the rebuild takes each row's events by its count */
         }
     }
-    if (w->rows + 1 > x->cap_offs) {
-        free(x->offs);
-        x->offs = malloc((w->rows + 1) * sizeof(*x->offs));
-        x->cap_offs = x->offs != NULL ? w->rows + 1 : 0;
-        if (x->offs == NULL) {
-            return -ENOMEM;
-        }
+    if (cap_u64(&x->offs, &x->cap_offs, w->rows + 1) < 0) {
+        return -ENOMEM;
     }
     memset(x->offs, 0, (w->rows + 1) * sizeof(*x->offs));
     struct vbuf *o = &x->data, kd, sd;
@@ -550,9 +540,6 @@ int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint6
     bool bad = false;
     *buf = NULL;
     *offs = NULL;
-    if (enc->off.width != 0 || enc->off.base != 0) {
-        return -EBADMSG;
-    }
     uint64_t rows = uv_take(&p, end, &bad), nk = uv_take(&p, end, &bad);
     uint64_t nsh = uv_take(&p, end, &bad), out = uv_take(&p, end, &bad);
     if (bad || rows != b->rows || nk > enc_len || nsh > enc_len || out > SDET_OUT_MAX) {

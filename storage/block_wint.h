@@ -290,6 +290,10 @@ int64_t prefs_row(const struct wcols *w, uint64_t id);
  * bytes: the block then stores them as given. 0 or -ENOMEM. */
 int sdet_build(struct wcols *w, struct strb *xs, bool *coded);
 
+/* |*p| (|*cap| u64) holds at least |n| u64, contents not kept: 0 or
+ * -ENOMEM (block_write.c). */
+int cap_u64(uint64_t **p, size_t *cap, size_t n);
+
 /* As sdet_build for the events only, by key (block_int.h, "v6 SPAN EVENTS
  * BY KEY"): *coded false (and 0) when a row's events are not batch.h's
  * bytes or their count is not the row's event count. 0 or -ENOMEM. */

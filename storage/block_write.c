@@ -185,8 +185,7 @@ static void wcols_free(struct wcols *w)
     sevw_free(&w->ev);
 }
 
-/* |*p| holds at least |n| u64 (contents not kept). */
-static int cap_u64(uint64_t **p, size_t *cap, size_t n)
+int cap_u64(uint64_t **p, size_t *cap, size_t n)
 {
     if (n <= *cap) {
         return 0;

@@ -467,4 +467,28 @@ static void check_block(blk *b, const oblock *ob, uint64_t rows)
     free(perm);
 }
 
+/* Every row's events and links of the block at |path| (opened uncached)
+ * equal |ob|'s, byte for byte, and so do their counts: 0, or the error of
+ * the first read (the detail table's load). */
+static inline int span_detail_matches(const char *path, const oblock *ob, uint64_t rows)
+{
+    blk *b = NULL;
+    char err[256];
+    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
+    cr_assert_eq(rc, 0, "the file still opens: %s", err);
+    for (uint64_t i = 0; i < rows && rc == 0; i++) {
+        struct span_view v, w;
+        rc = blk_span(b, i, BLK_ALL, &v);
+        if (rc == 0) {
+            oblock_span(ob, i, &w);
+            cr_assert(o_eq(v.events, w.events), "row %llu's events", (unsigned long long)i);
+            cr_assert(o_eq(v.links, w.links), "row %llu's links", (unsigned long long)i);
+            cr_assert_eq(v.n_events, w.n_events);
+            cr_assert_eq(v.n_links, w.n_links);
+        }
+    }
+    blk_unref(b);
+    return rc;
+}
+
 #endif

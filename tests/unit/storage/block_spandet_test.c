@@ -113,29 +113,6 @@ static uint64_t meta_flags(const uint8_t *f, size_t n)
     return get64(f + m + 32);
 }
 
-/* Every row's events and links of |path| equal the batch's: 0, or the
- * detail table load's error. */
-static int detail_matches(const char *path, oblock *ob)
-{
-    blk *b = NULL;
-    char err[256];
-    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
-    cr_assert_eq(rc, 0, "the file still opens: %s", err);
-    for (uint64_t i = 0; i < ROWS && rc == 0; i++) {
-        struct span_view v, w;
-        rc = blk_span(b, i, BLK_ALL, &v);
-        if (rc == 0) {
-            oblock_span(ob, i, &w);
-            cr_assert_eq(v.events.len, w.events.len, "row %llu", (unsigned long long)i);
-            cr_assert_eq(v.links.len, w.links.len, "row %llu", (unsigned long long)i);
-            cr_assert_eq(memcmp(v.events.p, w.events.p, w.events.len), 0);
-            cr_assert_eq(memcmp(v.links.p, w.links.p, w.links.len), 0);
-        }
-    }
-    blk_unref(b);
-    return rc;
-}
-
 /* What the writer stores for three_spans, coded. */
 static const uint8_t events_coded[] = {
     10, 1, 'e',  0,    0, 0, /* row 0: zz(5), "e", 0 dropped, 0 attrs, 0 bytes */
@@ -176,7 +153,7 @@ Test(block_spandet, span_refs_code_event_times_and_link_ids_exactly)
     uint64_t llen, lk = column_at(f, n, 2, 9, &llen);
     cr_assert_eq(llen, x.len, "%llu vs %zu", (unsigned long long)llen, x.len);
     cr_assert_eq(memcmp(f + lk, x.p, x.len), 0);
-    cr_assert_eq(detail_matches(path, ob), 0);
+    cr_assert_eq(span_detail_matches(path, ob, ROWS), 0);
 
     /* Without the option: batch.h's bytes, flag bit 1 clear. */
     oblock *ob2;
@@ -190,7 +167,7 @@ Test(block_spandet, span_refs_code_event_times_and_link_ids_exactly)
     ev = column_at(g, n2, 2, 5, &elen);
     cr_assert_eq(elen, (uint64_t)w0.events.len + w2.events.len);
     cr_assert_eq(memcmp(g + ev, w0.events.p, w0.events.len), 0);
-    cr_assert_eq(detail_matches(p2, ob2), 0);
+    cr_assert_eq(span_detail_matches(p2, ob2, ROWS), 0);
 
     vbuf_fini(&x);
     vbuf_fini(&kv);
@@ -215,7 +192,7 @@ Test(block_spandet, forged_coded_entries_fail_the_detail_load)
     memcpy(g, f, n);
     fix_crcs(g, n);
     put_file(path, g, n);
-    cr_assert_eq(detail_matches(path, ob), 0, "unforged");
+    cr_assert_eq(span_detail_matches(path, ob, ROWS), 0, "unforged");
     for (int forge = 0; forge < 5; forge++) {
         memcpy(g, f, n);
         if (forge == 0) {
@@ -231,7 +208,7 @@ Test(block_spandet, forged_coded_entries_fail_the_detail_load)
         }
         fix_crcs(g, n);
         put_file(path, g, n);
-        cr_assert_eq(detail_matches(path, ob), -EBADMSG, "forge %d", forge);
+        cr_assert_eq(span_detail_matches(path, ob, ROWS), -EBADMSG, "forge %d", forge);
     }
     /* Unknown META flags refuse the open; bit 1 in a log block too. */
     memcpy(g, f, n);
