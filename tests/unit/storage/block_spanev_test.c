@@ -213,7 +213,7 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
     cr_assert_eq(f[oc + 16], 0);
     uint8_t *g = malloc(n);
     cr_assert_not_null(g);
-    for (int forge = -1; forge < 12; forge++) { /* -1: unforged, it reads */
+    for (int forge = -1; forge < 13; forge++) { /* -1: unforged, it reads */
         uint8_t *e = g + ev;
         memcpy(g, f, n);
         if (forge == 0) {
@@ -235,6 +235,13 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
             e[0] = 4; /* the rows */
         } else if (forge == 8) {
             put64(g + oc + 8, 1); /* the offsets all 1 */
+        } else if (forge == 12) {
+            /* Every part reads, and the data holds 2 bytes after them: id's
+             * part 4 bytes ("a", then an empty value for row 2's), the
+             * stated length 2 under. */
+            e[11] = 4;
+            e[95] = VAL_EMPTY;
+            e[3] = 0x9e;
         } else if (forge > 8) {
             /* The stated length far under (uv in two bytes, as 160 is): the
              * rebuild stops at the field that does not fit, row 0's first
