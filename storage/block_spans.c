@@ -149,10 +149,10 @@ static uint8_t *code_links(const struct wcols *w, uint8_t *q, const uint8_t *p, 
     return r.bad ? NULL : q;
 }
 
-int sdet_build(struct wcols *w, struct strb *xs, bool *coded)
+int sdet_build(struct wcols *w, struct strb *xs, bool links_only, bool *coded)
 {
     *coded = false;
-    for (int c = 0; c < 2; c++) {
+    for (int c = links_only ? 1 : 0; c < 2; c++) {
         const struct strb *s = &w->S[c == 0 ? T_EVENTS : T_LINKS];
         struct strb *x = &xs[c];
         size_t n = s->data.len;

@@ -287,8 +287,9 @@ int64_t prefs_row(const struct wcols *w, uint64_t id);
  * (w->S[T_EVENTS], w->S[T_LINKS]) coded into xs[0] and xs[1] (kept
  * between seals) after prefs_build, the trace id dictionary and the start
  * column filled; *coded false (and 0) when an entry is not batch.h's
- * bytes: the block then stores them as given. 0 or -ENOMEM. */
-int sdet_build(struct wcols *w, struct strb *xs, bool *coded);
+ * bytes: the block then stores them as given. With |links_only|, xs[0] is
+ * left as it is (sev_build's). 0 or -ENOMEM. */
+int sdet_build(struct wcols *w, struct strb *xs, bool links_only, bool *coded);
 
 /* |*p| (|*cap| u64) holds at least |n| u64, contents not kept: 0 or
  * -ENOMEM (block_write.c). */

@@ -1679,10 +1679,13 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     bool sevk = false;
     if (rc == 0 && sig == SIG_TRACES && o != NULL && o->span_refs) {
-        rc = sdet_build(w, w->sx, &sdet);
-        if (rc == 0 && sdet && o->events_by_key) { /* in place of sdet_build's events */
+        if (o->events_by_key) { /* first: sdet_build then codes the links alone */
             rc = sev_build(w, &w->sx[0], &sevk);
         }
+        if (rc == 0) {
+            rc = sdet_build(w, w->sx, sevk, &sdet);
+        }
+        sevk = sevk && sdet;                  /* bit 5 only beside bit 1 */
         for (int i = 0; i < 2 && sdet; i++) { /* the coded columns take their place */
             struct strb tv = w->S[i == 0 ? T_EVENTS : T_LINKS];
             w->S[i == 0 ? T_EVENTS : T_LINKS] = w->sx[i];

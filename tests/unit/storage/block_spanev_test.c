@@ -197,6 +197,32 @@ Test(block_spanev, a_row_that_does_not_code_leaves_the_block_as_without_the_bit)
     batch_free(bt);
 }
 
+/* Links that are not batch.h's bytes (row 1: 5 bytes for a link of at
+ * least 41): bit 1 does not apply, so neither does bit 5 (flags 1), and
+ * the events, by key or not, are stored as given. */
+Test(block_spanev, links_that_do_not_code_leave_the_events_as_given)
+{
+    struct batch *bt = three_spans(2);
+    struct span_row *r = &bt->spans[1];
+    r->links = (struct blob){(uint32_t)bt->heap.len, 5};
+    r->n_links = 1;
+    cr_assert_eq(vbuf_put(&bt->heap, "\1\2\3\4\5", 5), 0);
+    oblock *ob, *ob2;
+    char path[512], p2[512];
+    size_t n, n2;
+    uint64_t flags, flags2;
+    uint8_t *f = seal(bt, true, 87, &ob, path, sizeof(path), &n, &flags);
+    uint8_t *g = seal(bt, false, 88, &ob2, p2, sizeof(p2), &n2, &flags2);
+    cr_assert_eq(flags, 1);
+    cr_assert_eq(flags2, 1);
+    cr_assert_eq(span_detail_matches(path, ob, ROWS), 0);
+    free(g);
+    free(f);
+    oblock_free(ob2);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
 Test(block_spanev, forged_encodings_fail_the_detail_load)
 {
     struct batch *bt;
