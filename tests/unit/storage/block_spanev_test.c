@@ -141,13 +141,27 @@ static uint8_t *crafted(uint64_t seal_id, struct batch **bt, oblock **ob, char *
     return f;
 }
 
+/* |bt| sealed without the option at |seal_id|: META flags |flags|, every
+ * event and link read back; the file's bytes, malloc'd. */
+static uint8_t *without_the_option(struct batch *bt, uint64_t seal_id, uint64_t flags, size_t *n)
+{
+    oblock *ob;
+    char path[512];
+    uint64_t fl;
+    uint8_t *g = seal(bt, false, seal_id, &ob, path, sizeof(path), n, &fl);
+    cr_assert_eq(fl, flags);
+    cr_assert_eq(span_detail_matches(path, ob, ROWS), 0);
+    oblock_free(ob);
+    return g;
+}
+
 Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
 {
     struct batch *bt;
     oblock *ob;
     char path[512];
     size_t n;
-    uint64_t ev, flags;
+    uint64_t ev;
     uint8_t *f = crafted(81, &bt, &ob, path, sizeof(path), &n, &ev);
     const char *corpus = getenv("MIRADB_BLK_CORPUS_DIR"); /* a fuzz seed (block_test.c) */
     if (corpus != NULL) {
@@ -161,40 +175,37 @@ Test(block_spanev, events_by_key_store_keys_shapes_and_values_exactly)
     oblock_span(ob, 2, &w2);
     cr_assert_eq(w0.events.len + w2.events.len, 160, "the stated length");
 
-    /* Without the option: bit 1's coding, flags 3. */
-    oblock *ob2;
-    char p2[512];
     size_t n2;
-    uint8_t *g = seal(bt, false, 82, &ob2, p2, sizeof(p2), &n2, &flags);
-    cr_assert_eq(flags, 3);
-    cr_assert_eq(span_detail_matches(p2, ob2, ROWS), 0);
+    free(without_the_option(bt, 82, 3, &n2)); /* bit 1's coding */
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/* |bt| sealed with the option and without it, at seal |seal_id| both: the
+ * same file byte for byte, META flags |flags|. */
+static void as_without_the_option(struct batch *bt, uint64_t seal_id, uint64_t flags)
+{
+    oblock *ob;
+    char path[512];
+    size_t n, n2;
+    uint64_t fl;
+    uint8_t *f = seal(bt, true, seal_id, &ob, path, sizeof(path), &n, &fl);
+    uint8_t *g = without_the_option(bt, seal_id, flags, &n2);
+    cr_assert_eq(fl, flags);
+    cr_assert_eq(n, n2);
+    cr_assert_eq(memcmp(f, g, n), 0);
     free(g);
     free(f);
-    oblock_free(ob2);
     oblock_free(ob);
     batch_free(bt);
 }
 
 /* A row whose event count is not the number of its events: the block is
- * written as without the option, byte for byte. */
+ * written as without the option (bit 1's events, flags 3). */
 Test(block_spanev, a_row_that_does_not_code_leaves_the_block_as_without_the_bit)
 {
-    struct batch *bt = three_spans(3);
-    oblock *ob, *ob2;
-    char path[512], p2[512];
-    size_t n, n2;
-    uint64_t flags, flags2;
-    uint8_t *f = seal(bt, true, 83, &ob, path, sizeof(path), &n, &flags);
-    uint8_t *g = seal(bt, false, 83, &ob2, p2, sizeof(p2), &n2, &flags2);
-    cr_assert_eq(flags, 3);
-    cr_assert_eq(flags2, 3);
-    cr_assert_eq(n, n2);
-    cr_assert_eq(memcmp(f, g, n), 0);
-    free(g);
-    free(f);
-    oblock_free(ob2);
-    oblock_free(ob);
-    batch_free(bt);
+    as_without_the_option(three_spans(3), 83, 3);
 }
 
 /* Links that are not batch.h's bytes (row 1: 5 bytes for a link of at
@@ -207,20 +218,7 @@ Test(block_spanev, links_that_do_not_code_leave_the_events_as_given)
     r->links = (struct blob){(uint32_t)bt->heap.len, 5};
     r->n_links = 1;
     cr_assert_eq(vbuf_put(&bt->heap, "\1\2\3\4\5", 5), 0);
-    oblock *ob, *ob2;
-    char path[512], p2[512];
-    size_t n, n2;
-    uint64_t flags, flags2;
-    uint8_t *f = seal(bt, true, 87, &ob, path, sizeof(path), &n, &flags);
-    uint8_t *g = seal(bt, false, 88, &ob2, p2, sizeof(p2), &n2, &flags2);
-    cr_assert_eq(flags, 1);
-    cr_assert_eq(flags2, 1);
-    cr_assert_eq(span_detail_matches(path, ob, ROWS), 0);
-    free(g);
-    free(f);
-    oblock_free(ob2);
-    oblock_free(ob);
-    batch_free(bt);
+    as_without_the_option(bt, 87, 1);
 }
 
 Test(block_spanev, forged_encodings_fail_the_detail_load)
