@@ -749,6 +749,7 @@ struct blk {
     uint64_t n_vals;       /* format 5: entries of the value dictionary (S[X_VALS]) */
     const uint8_t *atrans; /* format 6: the T column (in the attrs table), or NULL */
     uint64_t atrans_len;
+    bool typed_vals;       /* format 6: META flag bit 4, the T column's streams typed */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
@@ -867,13 +868,32 @@ int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals
                  struct vbuf *dir);
 /*
  * The inverse: data[0, len) stored by key with stream lengths dir[0,
- * dirlen) back into the lists' layout, into a fresh buffer of len +
- * AKEYS_SLACK bytes (*out; the caller frees it). 0, -EBADMSG (dirlen not
- * 8 x nkeys, lengths over len, a code or value out of place, a stream
- * not used up), -ENOMEM.
+ * dirlen) back into the lists' layout, |want| bytes (the list offsets'
+ * last), into a fresh buffer of want + AKEYS_SLACK bytes (*out; the
+ * caller frees it). |typed| (META flag bit 4, "v6 TYPED VALUES"): dir
+ * holds nkeys x (u64 length, u8 tag) and each key's stream is its tag's
+ * encoding. 0, -EBADMSG (dirlen not 8 (9) x nkeys, lengths over len, a
+ * code or value out of place, a tag or stream head unknown, a stream not
+ * used up, a rebuilt length other than want), -ENOMEM.
  */
 int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t dirlen,
-                    uint64_t nkeys, uint64_t nvals, uint8_t **out);
+                    uint64_t nkeys, uint64_t nvals, bool typed, uint64_t want, uint8_t **out);
+/* Format 6, META flag bit 4: the tags of a key's value stream ("v6 TYPED
+ * VALUES"). */
+enum { TV_RAW, TV_ONE, TV_HEXL, TV_HEXU, TV_DEC, TV_DBL, TV_NTAGS };
+#define TV_HEX_MAX 63 /* bytes of one TV_HEXL / TV_HEXU value, at most (2 x 63 < 128) */
+#define TV_PRE_MAX 64 /* bytes of a TV_DEC stream's prefix, at most */
+#define TV_E_MAX 9    /* a TV_DBL stream's decimal exponent, at most */
+/*
+ * The lists by key data[0, len) with their u64 stream lengths dir (nkeys,
+ * as akeys_by_key made them) with each key's stream in the tag that
+ * round-trips it exactly (TV_RAW when none does) into |out| (reset first)
+ * and the T column (nkeys x (u64 length, u8 tag)) into |tdir| (reset
+ * first); |scratch| is the round trip's buffer. 0, -EINVAL (a stream
+ * that does not parse), -ENOMEM.
+ */
+int akeys_typed(const uint8_t *data, size_t len, const uint8_t *dir, uint64_t nkeys,
+                struct vbuf *out, struct vbuf *tdir, struct vbuf *scratch);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16
