@@ -192,6 +192,38 @@
  *        not used up, or lengths over the data fail the load. zstd finds
  *        a key's values alike (4.8 B a log record, 3.0 a span less on the
  *        generator's corpus; bench/STORAGE.md, h-cold).
+ *   v6 TYPED VALUES (logs and traces, META flag bit 4; the compactor's,
+ *   blk_wopts.typed_vals; only with T's streams by key): T holds nkeys x
+ *   9 bytes { u64 key k's stored stream length, u8 tag } and each key's
+ *   stream is its tag's encoding of the values by key above; the D offsets
+ *   stay the lists' own (the data column's length is the streams'). Tags
+ *   (block_keys.c; zz and uv as at the top):
+ *     0 TV_RAW   the values as val.h encodes them (as without the bit)
+ *     1 TV_ONE   u8 type t (1 .. 7), then each value's bytes after its
+ *                type byte (every value of the key of type t)
+ *     2 TV_HEXL  uv n (1 .. 63), then n bytes a value: a string of 2n
+ *                lower-case hex digits, two a byte, the first the high
+ *                nibble (rebuilt: VAL_STR, u8 2n, the digits)
+ *     3 TV_HEXU  the same, upper-case digits
+ *     4 TV_DEC   uv p (0 .. 64), p bytes of prefix, then a value is uv
+ *                zz(x): the string prefix then x in decimal ('-' first
+ *                when negative, no leading zero; at most 84 bytes: a
+ *                one-byte length)
+ *     5 TV_DBL   u8 e (0 .. 9), then a value is uv zz(m): the double
+ *                (double)m / 10^e, m an int64 (the writer's below 2^53)
+ *   The writer picks one tag a key from its values (a string key hex,
+ *   decimal or TV_ONE, a double key TV_DBL, any other of one type TV_ONE,
+ *   mixed types or VAL_EMPTY raw), encodes the stream, decodes it back
+ *   and keeps the tag only when that gives the same bytes; otherwise the
+ *   key is raw. The load takes each value from its key's stream through
+ *   its tag into v5's layout (the memory format 6 fills without the bit),
+ *   so every reader sees the same lists: an unknown tag or head (n 0 or
+ *   past 63, p past 64 or past the stream, e past 9, t not 1 .. 7), a
+ *   value past its stream, a stream not used up, or lists rebuilt to
+ *   other than the D offsets' last fail the load with -EBADMSG, as does
+ *   the bit set without T or with T of other than 9 bytes a key (2.5 B a
+ *   log record, 1.2 a span less on the generator's corpus;
+ *   bench/STORAGE.md, h-vals).
  *   v6 SPAN DETAIL (META flag bit 1; the compactor's, blk_wopts.span_refs):
  *   the S events and S links entries are coded (block_spans.c): event
  *   times as uv zz(time - the span's start), link ids as uv 1 + zz(j -
@@ -245,7 +277,8 @@
  *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
  *                 v6 log blocks: "v6 LOG BODIES" above; bit 2, v6 metric
  *                 blocks: "v6 STREAMS FROM ROWS" above; bit 3, v6 blocks
- *                 of any signal: sections 5-7 are in section 12; other
+ *                 of any signal: sections 5-7 are in section 12; bit 4,
+ *                 v6 log and span blocks: "v6 TYPED VALUES" above; other
  *                 bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,

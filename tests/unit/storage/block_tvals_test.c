@@ -58,14 +58,9 @@ static void put_value(struct vbuf *h, int k, uint32_t i, bool exact)
 static struct batch *crafted(bool exact)
 {
     static const char *keys[NK] = {"h", "H", "u", "d", "i", "m", "f"};
-    struct batch *bt = batch_new(SIG_LOGS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
+    struct batch *bt = log_batch();
     for (uint32_t i = 0; i < ROWS; i++) {
-        struct log_row *r = batch_add_log(bt);
-        cr_assert_not_null(r);
-        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000000ull;
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000000ull);
         struct vbuf *h = &bt->heap;
         size_t off = h->len;
         for (int k = 0; k < NK; k++) {
@@ -85,50 +80,55 @@ static uint8_t *seal(struct batch *bt, bool typed, uint64_t seal_id, oblock **ob
     struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .attrs_by_key = true, .typed_vals = typed};
     cr_assert_eq(oblock_new(SIG_LOGS, ob), 0);
     cr_assert_eq(oblock_append(*ob, bt, 1), 0);
-    write_block(*ob, ROWS, 0, seal_id, &o, path, cap);
-    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
-    cr_assert_not_null(f);
-    return f;
+    return write_and_read(*ob, ROWS, seal_id, &o, path, cap, n);
 }
 
-/* The footer's META flags of file f[0, n). */
-static uint64_t meta_flags(const uint8_t *f, size_t n)
+/* The crafted block sealed typed (f, at path) and not (g, at path2). */
+struct pair {
+    struct batch *bt;
+    oblock *ob, *ob2;
+    char path[512], path2[512];
+    size_t n, n2;
+    uint8_t *f, *g;
+};
+
+static void pair_seal(struct pair *x, uint64_t seal_id)
 {
-    uint64_t len, at = section(f, n, 1, &len);
-    cr_assert_neq(at, 0);
-    return get64(f + at + 32);
+    x->bt = crafted(true);
+    x->f = seal(x->bt, true, seal_id, &x->ob, x->path, sizeof(x->path), &x->n);
+    x->g = seal(x->bt, false, seal_id + 1, &x->ob2, x->path2, sizeof(x->path2), &x->n2);
 }
 
-static int load_attrs(const char *path)
+static void pair_free(struct pair *x)
 {
-    blk *b = NULL;
-    char err[256];
-    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
-    cr_assert_eq(rc, 0, "the root still opens: %s", err);
-    struct log_view lv;
-    rc = blk_log(b, 0, BLK_ATTRS, &lv);
-    blk_unref(b);
-    return rc;
+    free(x->f);
+    free(x->g);
+    oblock_free(x->ob);
+    oblock_free(x->ob2);
+    batch_free(x->bt);
 }
 
 /* The crafted block's attrs data (D data, 85 bytes): the codes (key id k
  * as code k + 1, seven a row), then each key's stream in its tag. */
-static const uint8_t typed_data[] = {
-    1,          2,   3,   4,       5,   6,       7,  1,   2,  3, 4,
-    5,          6,   7,   1,       2,   3,       4,  5,   6,  7, /* codes */
-    2,          10,  27,  255,     0,   156,     61, /* h TV_HEXL: uv 2 bytes a value, 0a1b ff00
-                                                        9c3d */
-    1,          171, 192, 31,                        /* H TV_HEXU: uv 1, AB C0 1F */
-    2,          'u', '_', 14,      23,  216,     4,  /* u TV_DEC: prefix "u_", zz 7, -12, 300 */
-    2,          172, 2,   49,      216, 4, /* d TV_DBL: e 2, zz 150, -25, 300 (1.5 -0.25 3.0) */
-    VAL_INT,    10,  1,   208,     15,     /* i TV_ONE: type, zz 5, -1, 1000 */
-    VAL_STR,    1,   'x', VAL_INT, 14,  VAL_STR, 1,  'y',     /* m: two types, raw */
-    VAL_DOUBLE, 52,  51,  51,      51,  51,      51, 211, 63, /* f: 0.1 + 0.2 has no e <= 9, raw */
-    VAL_DOUBLE, 0,   0,   0,       0,   0,       0,  240, 63, /* 1.0 */
-    VAL_DOUBLE, 0,   0,   0,       0,   0,       0,  0,   64, /* 2.0 */
+static const uint8_t s_codes[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7};
+static const uint8_t s_h[] = {2, 10, 27, 255, 0, 156, 61};  /* uv 2 a value: 0a1b ff00 9c3d */
+static const uint8_t s_uh[] = {1, 171, 192, 31};            /* uv 1: AB C0 1F */
+static const uint8_t s_u[] = {2, 'u', '_', 14, 23, 216, 4}; /* prefix "u_", zz 7, -12, 300 */
+static const uint8_t s_d[] = {2, 172, 2, 49, 216, 4};       /* e 2, zz 150, -25, 300 */
+static const uint8_t s_i[] = {VAL_INT, 10, 1, 208, 15};     /* the type, zz 5, -1, 1000 */
+static const uint8_t s_m[] = {VAL_STR, 1, 'x', VAL_INT, 14, VAL_STR, 1, 'y'}; /* "x", 7, "y" */
+static const uint8_t s_f[] = {VAL_DOUBLE, 52, 51, 51, 51, 51, 51, 211, 63,    /* 0.1 + 0.2 */
+                              VAL_DOUBLE, 0,  0,  0,  0,  0,  0,  240, 63,    /* 1.0 */
+                              VAL_DOUBLE, 0,  0,  0,  0,  0,  0,  0,   64};   /* 2.0 */
+static const struct {
+    const uint8_t *p;
+    uint64_t n;
+    uint8_t tag;
+} typed[NK] = {
+    {s_h, sizeof(s_h), TV_HEXL}, {s_uh, sizeof(s_uh), TV_HEXU}, {s_u, sizeof(s_u), TV_DEC},
+    {s_d, sizeof(s_d), TV_DBL},  {s_i, sizeof(s_i), TV_ONE},    {s_m, sizeof(s_m), TV_RAW},
+    {s_f, sizeof(s_f), TV_RAW}, /* m: two types; f: 0.1 + 0.2 has no m / 10^e of e <= 9 */
 };
-static const uint64_t typed_len[NK] = {7, 4, 7, 6, 5, 8, 27};
-static const uint8_t typed_tag[NK] = {TV_HEXL, TV_HEXU, TV_DEC, TV_DBL, TV_ONE, TV_RAW, TV_RAW};
 
 /*
  * With typed_vals the writer stores each key's stream in its tag (T: u64
@@ -138,22 +138,25 @@ static const uint8_t typed_tag[NK] = {TV_HEXL, TV_HEXU, TV_DEC, TV_DBL, TV_ONE, 
  */
 Test(block_tvals, each_tag_stores_its_exact_bytes)
 {
-    struct batch *bt = crafted(true);
-    oblock *ob, *ob2;
-    char path[512], path2[512];
-    size_t n, n2;
-    uint8_t *f = seal(bt, true, 70, &ob, path, sizeof(path), &n);
-    uint8_t *g = seal(bt, false, 71, &ob2, path2, sizeof(path2), &n2);
+    struct pair x;
+    pair_seal(&x, 70);
+    const uint8_t *f = x.f, *g = x.g;
+    size_t n = x.n, n2 = x.n2;
     uint64_t dl, tl, d = column_at(f, n, 1, 3, &dl), t = column_at(f, n, 1, 8, &tl);
-    cr_assert_eq(dl, sizeof(typed_data));
-    cr_assert_arr_eq(f + d, typed_data, sizeof(typed_data));
+    cr_assert_eq(dl, 85);
+    cr_assert_arr_eq(f + d, s_codes, sizeof(s_codes));
     cr_assert_eq(tl, 9 * NK);
+    uint64_t at = d + sizeof(s_codes);
     for (int k = 0; k < NK; k++) {
-        cr_assert_eq(get64(f + t + 9 * k), typed_len[k], "key %d", k);
-        cr_assert_eq(f[t + 9 * k + 8], typed_tag[k], "key %d", k);
+        cr_assert_eq(get64(f + t + 9 * k), typed[k].n, "key %d", k);
+        cr_assert_eq(f[t + 9 * k + 8], typed[k].tag, "key %d", k);
+        cr_assert_arr_eq(f + at, typed[k].p, typed[k].n, "key %d", k);
+        at += typed[k].n;
     }
-    cr_assert_eq(meta_flags(f, n), 1 | 16);
-    cr_assert_eq(meta_flags(g, n2), 1, "without typed_vals: no bit 4");
+    cr_assert_eq(at, d + dl);
+    uint64_t ml;
+    cr_assert_eq(get64(f + section(f, n, 1, &ml) + 32), 1 | 16, "META flags");
+    cr_assert_eq(get64(g + section(g, n2, 1, &ml) + 32), 1, "without typed_vals: no bit 4");
     column_at(g, n2, 1, 8, &tl);
     cr_assert_eq(tl, 8 * NK, "without typed_vals: format 6's u64 lengths");
     uint64_t o1, o2, l1, l2, gl;
@@ -161,18 +164,14 @@ Test(block_tvals, each_tag_stores_its_exact_bytes)
     o2 = column_at(g, n2, 1, 2, &l2);
     cr_assert(l1 == l2 && memcmp(f + o1, g + o2, l1) == 0, "the same list offsets");
     column_at(g, n2, 1, 3, &gl);
-    cr_assert_eq(gl, sizeof(typed_data) + 54);
+    cr_assert_eq(gl, 85 + 54);
 
-    blk *b = open_ok(path), *b2 = open_ok(path2);
-    check_block(b, ob, ROWS);
-    check_block(b2, ob2, ROWS);
+    blk *b = open_ok(x.path), *b2 = open_ok(x.path2);
+    check_block(b, x.ob, ROWS);
+    check_block(b2, x.ob2, ROWS);
     blk_unref(b);
     blk_unref(b2);
-    free(f);
-    free(g);
-    oblock_free(ob);
-    oblock_free(ob2);
-    batch_free(bt);
+    pair_free(&x);
 }
 
 /*
@@ -223,12 +222,11 @@ Test(block_tvals, a_value_that_does_not_round_trip_leaves_its_key_raw)
  */
 Test(block_tvals, forged_typed_streams_fail_the_load)
 {
-    struct batch *bt = crafted(true);
-    oblock *ob, *ob2;
-    char path[512], path2[512];
-    size_t n, n2;
-    uint8_t *f = seal(bt, true, 73, &ob, path, sizeof(path), &n);
-    uint8_t *f2 = seal(bt, false, 74, &ob2, path2, sizeof(path2), &n2);
+    struct pair x;
+    pair_seal(&x, 73);
+    const uint8_t *f = x.f, *f2 = x.g;
+    size_t n = x.n, n2 = x.n2;
+    const char *path = x.path;
     uint64_t len, d = column_at(f, n, 1, 3, &len), t = column_at(f, n, 1, 8, &len);
     uint64_t l, ts = section(f, n, 2, &l), meta = section(f, n, 1, &l);
     uint64_t toff = get64(f + ts + 8 + 32 * 1 + 8); /* the attrs table */
@@ -236,9 +234,7 @@ Test(block_tvals, forged_typed_streams_fail_the_load)
     cr_assert_not_null(g);
 
     memcpy(g, f, n);
-    fix_crcs(g, n);
-    put_file(path, g, n);
-    cr_assert_eq(load_attrs(path), 0, "unforged");
+    cr_assert_eq(forged_load(path, g, n), 0, "unforged");
     for (int forge = 0; forge < 11; forge++) {
         memcpy(g, f, n);
         if (forge == 0) {
@@ -266,17 +262,10 @@ Test(block_tvals, forged_typed_streams_fail_the_load)
             memcpy(g, f2, n2); /* bit 4 set on lists by key, not typed */
             put64(g + section(g, n2, 1, &l) + 32, 1 | 16);
         }
-        size_t gn = forge == 10 ? n2 : n;
-        fix_crcs(g, gn);
-        put_file(path, g, gn);
-        cr_assert_eq(load_attrs(path), -EBADMSG, "forge %d", forge);
+        cr_assert_eq(forged_load(path, g, forge == 10 ? n2 : n), -EBADMSG, "forge %d", forge);
     }
     free(g);
-    free(f);
-    free(f2);
-    oblock_free(ob);
-    oblock_free(ob2);
-    batch_free(bt);
+    pair_free(&x);
 }
 
 /* The tag of key id k's stream in the plain block f[0, n) (T entry k). */
@@ -285,6 +274,14 @@ static uint8_t plain_tag(const uint8_t *f, size_t n, uint64_t k)
     uint64_t tl, t = column_at(f, n, 1, 8, &tl);
     cr_assert_lt(9 * k, tl);
     return f[t + 9 * k + 8];
+}
+
+/* The stored bytes of |b|'s attrs table. */
+static uint64_t attrs_stored(blk *b)
+{
+    struct blk_table_info i;
+    cr_assert_eq(blk_table_info(b, 1, &i), 0);
+    return i.length;
 }
 
 /*
@@ -301,15 +298,10 @@ Test(block_tvals, service_values_take_their_tags_and_read_back)
     enum { N = 600 };
     static const char *keys[] = {"session.id", "user.id", "load", "count", "name", "big", "neg"};
     static const uint8_t want[] = {TV_HEXL, TV_DEC, TV_DBL, TV_ONE, TV_ONE, TV_RAW, TV_DEC};
-    struct batch *bt = batch_new(SIG_LOGS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
+    struct batch *bt = log_batch();
     uint64_t s = 1212;
     for (uint32_t i = 0; i < N; i++) {
-        struct log_row *r = batch_add_log(bt);
-        cr_assert_not_null(r);
-        r->time_ns = r->observed_ns = (uint64_t)(i + 1) * 1000000ull;
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
         struct vbuf *h = &bt->heap;
         size_t off = h->len;
         char v[32];
@@ -361,11 +353,8 @@ Test(block_tvals, service_values_take_their_tags_and_read_back)
     blk *bp = open_ok(pp), *bz = open_ok(pz), *bu = open_ok(pu);
     check_block(bp, ob, N);
     check_block(bz, ob, N);
-    struct blk_table_info iz, iu;
-    cr_assert_eq(blk_table_info(bz, 1, &iz), 0);
-    cr_assert_eq(blk_table_info(bu, 1, &iu), 0);
-    cr_assert_lt(iz.length, iu.length, "%llu vs %llu", (unsigned long long)iz.length,
-                 (unsigned long long)iu.length);
+    uint64_t lz = attrs_stored(bz), lu = attrs_stored(bu);
+    cr_assert_lt(lz, lu, "%llu vs %llu", (unsigned long long)lz, (unsigned long long)lu);
     blk_unref(bp);
     blk_unref(bz);
     blk_unref(bu);
