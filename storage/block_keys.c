@@ -536,8 +536,11 @@ int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals
 struct tvs {
     uint8_t tag;
     uint8_t arg;        /* TV_ONE: the values' val.h type; TV_DBL: the exponent */
-    uint64_t n;         /* TV_HEXL / TV_HEXU: bytes a value; TV_DEC: the prefix's */
-    const uint8_t *pre; /* TV_DEC: the prefix, in the stream's head */
+    uint8_t w, z;       /* TV_DBL: bytes a mantissa (its planes), 1 when zz */
+    uint64_t n;         /* TV_HEXL / TV_HEXU: bytes a value; TV_DEC: the prefix's;
+                         * TV_DBL: values */
+    uint64_t i;         /* TV_DBL: values taken */
+    const uint8_t *pre; /* TV_DEC: the prefix, in the stream's head; TV_DBL: plane 0 */
 };
 
 #define TV_BAD SIZE_MAX
@@ -553,12 +556,23 @@ static bool tv_head(struct tvs *s, uint8_t tag, const uint8_t **p, const uint8_t
     case TV_RAW:
         return true;
     case TV_ONE:
-    case TV_DBL:
         if (*p == end) {
             return false;
         }
         s->arg = *(*p)++;
-        return tag == TV_ONE ? s->arg > VAL_EMPTY && s->arg <= VAL_BYTES : s->arg <= TV_E_MAX;
+        return s->arg > VAL_EMPTY && s->arg <= VAL_BYTES;
+    case TV_DBL: /* u8 e, u8 w, u8 z, then w planes of n bytes */
+        if (end - *p < 3) {
+            return false;
+        }
+        s->arg = (*p)[0];
+        s->w = (*p)[1];
+        s->z = (*p)[2];
+        *p += 3;
+        s->pre = *p;
+        s->n = s->w > 0 ? (uint64_t)(end - *p) / s->w : 0;
+        return s->arg <= TV_E_MAX && s->w >= 1 && s->w <= 8 && s->z <= 1 &&
+               s->n * s->w == (uint64_t)(end - *p);
     case TV_HEXL:
     case TV_HEXU:
         s->n = uv_take(p, end, &bad);
@@ -596,8 +610,7 @@ static size_t i64_dec(char d[20], int64_t v)
  * into q as val.h encodes it, at most |room| bytes (q has COPY_SLACK
  * more); returns its length, or TV_BAD (past |end| or |room|).
  */
-static size_t tv_take(const struct tvs *s, const uint8_t **p, const uint8_t *end, uint8_t *q,
-                      size_t room)
+static size_t tv_take(struct tvs *s, const uint8_t **p, const uint8_t *end, uint8_t *q, size_t room)
 {
     const uint8_t *v = *p;
     bool bad = false;
@@ -644,13 +657,20 @@ static size_t tv_take(const struct tvs *s, const uint8_t **p, const uint8_t *end
         memcpy(q + 2 + s->n, d + 20 - nd, nd);
         return n;
     }
-    case TV_DBL: {
-        double x = (double)unzz(uv_take(p, end, &bad)) / tv_p10[s->arg];
-        if (bad || room < 9) {
+    case TV_DBL: { /* value i: byte i of each plane, the low first */
+        if (s->i >= s->n || room < 9) {
             return TV_BAD;
         }
+        uint64_t u = 0;
+        for (unsigned j = 0; j < s->w; j++) {
+            u |= (uint64_t)s->pre[j * s->n + s->i] << (8 * j);
+        }
+        double x = (double)(s->z ? unzz(u) : (int64_t)u) / tv_p10[s->arg];
         q[0] = VAL_DOUBLE;
         memcpy(q + 1, &x, 8);
+        if (++s->i == s->n) {
+            *p = end; /* the planes used up */
+        }
         return 9;
     }
     default:
@@ -859,13 +879,55 @@ static uint8_t tv_choose(const struct tv_scan *sc)
     }
 }
 
+/* The mantissa of double value v (type byte first) at exponent e. */
+static int64_t dbl_m(const uint8_t *v, unsigned e)
+{
+    double x;
+    memcpy(&x, v + 1, 8);
+    return (int64_t)llround(x * tv_p10[e]);
+}
+
+/* Doubles s[0, end - s) as TV_DBL at exponent e at o: the head, then the
+ * planes (3 + 7 x n bytes at most: m below 2^53); returns the end. */
+static uint8_t *dbl_planes(unsigned e, const uint8_t *s, const uint8_t *end, uint8_t *o)
+{
+    uint64_t n = (uint64_t)(end - s) / 9, umax = 0;
+    bool neg = false;
+    for (const uint8_t *p = s; p < end; p += 9) {
+        neg |= dbl_m(p, e) < 0;
+    }
+    for (const uint8_t *p = s; p < end; p += 9) {
+        int64_t m = dbl_m(p, e);
+        uint64_t u = neg ? zz(m) : (uint64_t)m;
+        umax = u > umax ? u : umax;
+    }
+    unsigned w = 1;
+    while (w < 8 && (umax >> (8 * w)) != 0) {
+        w++;
+    }
+    *o++ = (uint8_t)e;
+    *o++ = (uint8_t)w;
+    *o++ = neg;
+    for (unsigned j = 0; j < w; j++) {
+        uint8_t *q = o + (uint64_t)j * n;
+        for (const uint8_t *p = s; p < end; p += 9) {
+            int64_t m = dbl_m(p, e);
+            *q++ = (uint8_t)((neg ? zz(m) : (uint64_t)m) >> (8 * j));
+        }
+    }
+    return o + (uint64_t)w * n;
+}
+
 /* Values s[0, end - s) (scanned into |sc|) as tag |tag| at o (room for
  * end - s + 16 + TV_PRE_MAX bytes); returns the end of what it wrote. */
 static uint8_t *tv_put(uint8_t tag, const struct tv_scan *sc, const uint8_t *s, const uint8_t *end,
                        uint8_t *o)
 {
-    if (tag == TV_ONE || tag == TV_DBL) {
-        *o++ = tag == TV_ONE ? sc->type : (uint8_t)sc->e;
+    if (tag == TV_DBL) {
+        return dbl_planes(sc->e, s, end, o);
+    }
+    if (tag == TV_ONE) {
+        *o++ = sc->type;
     } else if (tag == TV_DEC) {
         o = uv_put(o, sc->pn);
         memcpy(o, sc->pre, sc->pn);
@@ -878,10 +940,6 @@ static uint8_t *tv_put(uint8_t tag, const struct tv_scan *sc, const uint8_t *s, 
         if (tag == TV_ONE) {
             memcpy(o, v, (size_t)(ve - v));
             o += ve - v;
-        } else if (tag == TV_DBL) {
-            double x;
-            memcpy(&x, v, 8);
-            o = uv_put(o, zz((int64_t)llround(x * tv_p10[sc->e])));
         } else { /* strings of a one-byte length (below 128) */
             const uint8_t *u = v + 1;
             size_t n = (size_t)(ve - u);

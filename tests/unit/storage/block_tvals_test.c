@@ -108,14 +108,14 @@ static void pair_free(struct pair *x)
     batch_free(x->bt);
 }
 
-/* The crafted block's attrs data (D data, 85 bytes): the codes (key id k
+/* The crafted block's attrs data (D data, 88 bytes): the codes (key id k
  * as code k + 1, seven a row), then each key's stream in its tag. */
 static const uint8_t s_codes[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7};
-static const uint8_t s_h[] = {2, 10, 27, 255, 0, 156, 61};  /* uv 2 a value: 0a1b ff00 9c3d */
-static const uint8_t s_uh[] = {1, 171, 192, 31};            /* uv 1: AB C0 1F */
-static const uint8_t s_u[] = {2, 'u', '_', 14, 23, 216, 4}; /* prefix "u_", zz 7, -12, 300 */
-static const uint8_t s_d[] = {2, 172, 2, 49, 216, 4};       /* e 2, zz 150, -25, 300 */
-static const uint8_t s_i[] = {VAL_INT, 10, 1, 208, 15};     /* the type, zz 5, -1, 1000 */
+static const uint8_t s_h[] = {2, 10, 27, 255, 0, 156, 61};   /* uv 2 a value: 0a1b ff00 9c3d */
+static const uint8_t s_uh[] = {1, 171, 192, 31};             /* uv 1: AB C0 1F */
+static const uint8_t s_u[] = {2, 'u', '_', 14, 23, 216, 4};  /* prefix "u_", zz 7, -12, 300 */
+static const uint8_t s_d[] = {2, 2, 1, 44, 49, 88, 1, 0, 2}; /* e 2, w 2, zz: 300 49 600 */
+static const uint8_t s_i[] = {VAL_INT, 10, 1, 208, 15};      /* the type, zz 5, -1, 1000 */
 static const uint8_t s_m[] = {VAL_STR, 1, 'x', VAL_INT, 14, VAL_STR, 1, 'y'}; /* "x", 7, "y" */
 static const uint8_t s_f[] = {VAL_DOUBLE, 52, 51, 51, 51, 51, 51, 211, 63,    /* 0.1 + 0.2 */
                               VAL_DOUBLE, 0,  0,  0,  0,  0,  0,  240, 63,    /* 1.0 */
@@ -133,7 +133,7 @@ static const struct {
 /*
  * With typed_vals the writer stores each key's stream in its tag (T: u64
  * length, u8 tag a key) and sets META flag bit 4; the list offsets are
- * those without it (the lists' own length, 54 bytes more than the 85
+ * those without it (the lists' own length, 51 bytes more than the 88
  * stored), and every row reads back exactly.
  */
 Test(block_tvals, each_tag_stores_its_exact_bytes)
@@ -143,7 +143,7 @@ Test(block_tvals, each_tag_stores_its_exact_bytes)
     const uint8_t *f = x.f, *g = x.g;
     size_t n = x.n, n2 = x.n2;
     uint64_t dl, tl, d = column_at(f, n, 1, 3, &dl), t = column_at(f, n, 1, 8, &tl);
-    cr_assert_eq(dl, 85);
+    cr_assert_eq(dl, 88);
     cr_assert_arr_eq(f + d, s_codes, sizeof(s_codes));
     cr_assert_eq(tl, 9 * NK);
     uint64_t at = d + sizeof(s_codes);
@@ -164,7 +164,7 @@ Test(block_tvals, each_tag_stores_its_exact_bytes)
     o2 = column_at(g, n2, 1, 2, &l2);
     cr_assert(l1 == l2 && memcmp(f + o1, g + o2, l1) == 0, "the same list offsets");
     column_at(g, n2, 1, 3, &gl);
-    cr_assert_eq(gl, 85 + 54);
+    cr_assert_eq(gl, 88 + 51);
 
     blk *b = open_ok(x.path), *b2 = open_ok(x.path2);
     check_block(b, x.ob, ROWS);
@@ -213,12 +213,14 @@ Test(block_tvals, a_value_that_does_not_round_trip_leaves_its_key_raw)
 
 /*
  * Forged typed streams fail the attribute table's load with -EBADMSG: an
- * unknown tag, a head out of range (0 bytes a hex value, exponent 10), a
- * stream overrun (h one byte short), a stream not used up (d's first
- * mantissa cut to one byte: three values taken, one left), a rebuilt
- * length shorter or longer than the offsets' (u's -12 as 12, 7 as 20), a
- * T column of u64 lengths only, and bit 4 cleared (the same T read as
- * u64 lengths) or set on a block that is not typed.
+ * unknown tag, a head out of range (0 bytes a hex value, exponent 10, 9
+ * bytes a mantissa, zz flag 2), a stream overrun (h one byte short), a
+ * stream not used up (d's planes read as one of 1 byte: 6 values, 3
+ * taken), planes not a whole number of values (d one byte short), a
+ * rebuilt length shorter or longer than the offsets' (u's -12 as 12, 7 as
+ * 20), a tag that overruns, a T column of u64 lengths only, and bit 4
+ * cleared (the same T read as u64 lengths) or set on a block that is not
+ * typed.
  */
 Test(block_tvals, forged_typed_streams_fail_the_load)
 {
@@ -235,7 +237,7 @@ Test(block_tvals, forged_typed_streams_fail_the_load)
 
     memcpy(g, f, n);
     cr_assert_eq(forged_load(path, g, n), 0, "unforged");
-    for (int forge = 0; forge < 11; forge++) {
+    for (int forge = 0; forge < 14; forge++) {
         memcpy(g, f, n);
         if (forge == 0) {
             g[t + 8] = TV_NTAGS;
@@ -247,7 +249,7 @@ Test(block_tvals, forged_typed_streams_fail_the_load)
             put64(g + t, 6); /* h 6 bytes, H 5: h's last value overruns */
             put64(g + t + 9, 5);
         } else if (forge == 4) {
-            g[d + 40] = 0x2c; /* d: zz 44, zz 2, zz 49 taken; 216 4 left */
+            g[d + 40] = 1; /* d: w 1, six values of which three taken */
         } else if (forge == 5) {
             g[d + 36] = 24; /* u: "u_12" for "u_-12": one byte short */
         } else if (forge == 6) {
@@ -258,7 +260,14 @@ Test(block_tvals, forged_typed_streams_fail_the_load)
             put64(g + toff + 8 + 16 * 8 + 8, 8 * NK); /* T: u64 lengths only */
         } else if (forge == 9) {
             put64(g + meta + 32, 1); /* bit 4 cleared */
-        } else {
+        } else if (forge == 11) {
+            g[d + 40] = 9; /* d: 9 bytes a mantissa */
+        } else if (forge == 12) {
+            g[d + 41] = 2; /* d: zz flag 2 */
+        } else if (forge == 13) {
+            put64(g + t + 9 * 3, 8); /* d 8 bytes (3 + 5: not 2 planes), i 6 */
+            put64(g + t + 9 * 4, 6);
+        } else {               /* 10 */
             memcpy(g, f2, n2); /* bit 4 set on lists by key, not typed */
             put64(g + section(g, n2, 1, &l) + 32, 1 | 16);
         }
@@ -277,8 +286,8 @@ static uint8_t plain_tag(const uint8_t *f, size_t n, uint64_t k)
 }
 
 /*
- * Every single-bit flip of the typed attrs data and T column (85 + 63
- * bytes, 1,184 files) loads as 0 or -EBADMSG, never past a buffer (ASan):
+ * Every single-bit flip of the typed attrs data and T column (88 + 63
+ * bytes, 1,208 files) loads as 0 or -EBADMSG, never past a buffer (ASan):
  * a flip that still loads (a hex digit, a mantissa bit) reads every row.
  */
 Test(block_tvals, every_bit_flip_of_the_streams_loads_or_fails_cleanly)
