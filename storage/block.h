@@ -90,10 +90,10 @@ struct blk_wopts {
     /* With attrs_by_key: each key's value stream typed (footer META flag
      * bit 4, block_int.h "v6 TYPED VALUES"): strings of hex digits of one
      * case and length as bytes, strings of a prefix and a decimal as uv
-     * zz, doubles of few decimals as uv zz of the mantissa, other streams
-     * of one type without the type bytes, whatever rebuilds exactly
-     * (checked per key); a table load rebuilds val.h's bytes. The cold
-     * tier's choice (compact.c). */
+     * zz, doubles of few decimals as byte planes of the mantissa, other
+     * streams of one type without the type bytes, whatever rebuilds
+     * exactly (checked per key); a table load rebuilds val.h's bytes. The
+     * cold tier's choice (compact.c). */
     bool typed_vals;
     /* Spans: code the events and links (block_int.h, "v6 SPAN DETAIL"):
      * event times from the span's start, link ids as references to a

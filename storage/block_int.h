@@ -209,8 +209,12 @@
  *                zz(x): the string prefix then x in decimal ('-' first
  *                when negative, no leading zero; at most 84 bytes: a
  *                one-byte length)
- *     5 TV_DBL   u8 e (0 .. 9), then a value is uv zz(m): the double
- *                (double)m / 10^e, m an int64 (the writer's below 2^53)
+ *     5 TV_DBL   u8 e (0 .. 9), u8 w (1 .. 8), u8 z (0 .. 1), then w
+ *                planes of n bytes (the stream's rest, n x w bytes: n
+ *                values): value i is u = sum of plane j's byte i << 8 j
+ *                (plane 0 the low byte), m = z ? unzz(u) : u as an int64,
+ *                the double (double)m / 10^e (the writer's |m| below
+ *                2^53, z 1 only when an m is negative)
  *   The writer picks one tag a key from its values (a string key hex,
  *   decimal or TV_ONE, a double key TV_DBL, any other of one type TV_ONE,
  *   mixed types or VAL_EMPTY raw), encodes the stream, decodes it back
@@ -218,12 +222,12 @@
  *   key is raw. The load takes each value from its key's stream through
  *   its tag into v5's layout (the memory format 6 fills without the bit),
  *   so every reader sees the same lists: an unknown tag or head (n 0 or
- *   past 63, p past 64 or past the stream, e past 9, t not 1 .. 7), a
- *   value past its stream, a stream not used up, or lists rebuilt to
- *   other than the D offsets' last fail the load with -EBADMSG, as does
- *   the bit set without T or with T of other than 9 bytes a key (2.5 B a
- *   log record, 1.2 a span less on the generator's corpus;
- *   bench/STORAGE.md, h-vals).
+ *   past 63, p past 64 or past the stream, e past 9, w not 1 .. 8, z past
+ *   1, planes not n x w bytes, t not 1 .. 7), a value past its stream, a
+ *   stream not used up, or lists rebuilt to other than the D offsets'
+ *   last fail the load with -EBADMSG, as does the bit set without T or
+ *   with T of other than 9 bytes a key (2.9 B a log record, 1.6 a span
+ *   less on the generator's corpus; bench/STORAGE.md, h-vals).
  *   v6 SPAN DETAIL (META flag bit 1; the compactor's, blk_wopts.span_refs):
  *   the S events and S links entries are coded (block_spans.c): event
  *   times as uv zz(time - the span's start), link ids as uv 1 + zz(j -
