@@ -72,6 +72,14 @@ static struct batch *crafted(bool exact)
     return bt;
 }
 
+/* The block at |path| opened and checked against |ob| (check_block). */
+static void check_file(const char *path, const oblock *ob, uint64_t rows)
+{
+    blk *b = open_ok(path);
+    check_block(b, ob, rows);
+    blk_unref(b);
+}
+
 /* |bt| sealed at |path| (plain tables, lists by key, typed or not); the
  * file's bytes, malloc'd. */
 static uint8_t *seal(struct batch *bt, bool typed, uint64_t seal_id, oblock **ob, char *path,
@@ -166,11 +174,8 @@ Test(block_tvals, each_tag_stores_its_exact_bytes)
     column_at(g, n2, 1, 3, &gl);
     cr_assert_eq(gl, 88 + 51);
 
-    blk *b = open_ok(x.path), *b2 = open_ok(x.path2);
-    check_block(b, x.ob, ROWS);
-    check_block(b2, x.ob2, ROWS);
-    blk_unref(b);
-    blk_unref(b2);
+    check_file(x.path, x.ob, ROWS);
+    check_file(x.path2, x.ob2, ROWS);
     pair_free(&x);
 }
 
@@ -203,9 +208,7 @@ Test(block_tvals, a_value_that_does_not_round_trip_leaves_its_key_raw)
     }
     cr_assert_eq(at, d + dl);
     cr_assert_arr_eq(f + d + 21, h_raw, sizeof(h_raw));
-    blk *b = open_ok(path);
-    check_block(b, ob, ROWS);
-    blk_unref(b);
+    check_file(path, ob, ROWS);
     free(f);
     oblock_free(ob);
     batch_free(bt);
