@@ -326,6 +326,31 @@ Test(block_tvals, every_bit_flip_of_the_streams_loads_or_fails_cleanly)
     pair_free(&x);
 }
 
+/* Metric blocks take no typed values: the writer leaves bit 4 clear with
+ * the option set, and a reader takes the bit on one for a newer writer's. */
+Test(block_tvals, metric_blocks_have_no_bit_4)
+{
+    struct batch *bt = two_gauges();
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .attrs_by_key = true, .typed_vals = true};
+    char path[512], err[256];
+    size_t n;
+    uint8_t *f = write_and_read(ob, 6, 95, &o, path, sizeof(path), &n);
+    uint64_t l, meta = section(f, n, 1, &l);
+    cr_assert_eq(get64(f + meta + 32) & 16, 0);
+    put64(f + meta + 32, get64(f + meta + 32) | 16);
+    fix_crcs(f, n);
+    put_file(path, f, n);
+    blk *b = NULL;
+    cr_assert_eq(blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "footer meta flags") != NULL, "%s", err);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
 /* The stored bytes of |b|'s attrs table. */
 static uint64_t attrs_stored(blk *b)
 {
