@@ -819,9 +819,101 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
     return 0;
 }
 
-/* Gauge / Sum / Histogram / ExponentialHistogram / Summary of metric |mi|. */
-static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
-                           uint32_t mi)
+/* One data point of |kind| of metric |mi|. */
+static inline __attribute__((always_inline)) int dec_point(struct dec *d, enum metric_kind kind,
+                                                           const uint8_t *p, size_t n, uint32_t mi)
+{
+    switch (kind) {
+    case MK_GAUGE:
+    case MK_SUM:
+        return dec_number_point(d, p, n, mi);
+    case MK_HISTOGRAM:
+        return dec_histogram_point(d, p, n, mi);
+    case MK_EXP_HISTOGRAM:
+        return dec_exp_histogram_point(d, p, n, mi);
+    case MK_SUMMARY:
+        return dec_summary_point(d, p, n, mi);
+    case MK_NONE:
+        break;
+    }
+    return 0;
+}
+
+/*
+ * Gauge / Sum / ... in one pass: each data point is decoded where it is met,
+ * so the points are read once, not hopped over first and walked again; a
+ * point that comes as encoders write it (tag 0x0a, a one- or two-byte length
+ * that fits) is taken without next_field. The points never read
+ * temporality or monotonic, so the field order does not change the rows.
+ * 0, or 1 when anything fails: the caller then rolls the points back and
+ * takes dec_metric_data2, whose first pass checks the other fields before
+ * any point, so an error keeps its text and order.
+ */
+static int dec_metric_data1(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                            uint32_t mi)
+{
+    struct cur c = {p, p + n};
+    struct fld f;
+    int rc;
+
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q >= 3 && q[0] == TAG1(1, WT_LEN))) {
+            size_t len;
+            const uint8_t *v;
+            if (q[1] < 0x80) {
+                len = q[1];
+                v = q + 2;
+            } else if (q[2] < 0x80) {
+                len = ((size_t)q[2] << 7) | (q[1] & 0x7f);
+                v = q + 3;
+            } else {
+                goto general;
+            }
+            if (LIKELY(len <= (size_t)(c.end - v))) {
+                c.p = v + len;
+                if (dec_point(d, kind, v, len, mi) < 0) {
+                    return 1;
+                }
+                continue;
+            }
+        }
+    general:
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
+        switch (f.num) {
+        case 1:
+            if (f.wt != WT_LEN || dec_point(d, kind, f.p, f.len, mi) < 0) {
+                return 1;
+            }
+            break;
+        case 2:
+            if (kind == MK_SUM || kind == MK_HISTOGRAM || kind == MK_EXP_HISTOGRAM) {
+                if (f.wt != WT_VARINT) {
+                    return 1;
+                }
+                d->b->metrics[mi].temporality = (int32_t)f.v;
+            }
+            break;
+        case 3:
+            if (kind == MK_SUM) {
+                if (f.wt != WT_VARINT) {
+                    return 1;
+                }
+                d->b->metrics[mi].monotonic = f.v != 0;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return rc < 0 ? 1 : 0;
+}
+
+/* The same in two passes: the fields first, then the points' range again. */
+static int dec_metric_data2(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                            uint32_t mi)
 {
     struct cur c = {p, p + n};
     struct fld f;
@@ -857,28 +949,32 @@ static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *
     c.p = dps.first;
     c.end = dps.end;
     while ((rc = next_field(d, &c, &f)) > 0) {
-        if (f.num != 1) {
-            continue;
-        }
-        switch (kind) {
-        case MK_GAUGE:
-        case MK_SUM:
-            TRY(dec_number_point(d, f.p, f.len, mi));
-            break;
-        case MK_HISTOGRAM:
-            TRY(dec_histogram_point(d, f.p, f.len, mi));
-            break;
-        case MK_EXP_HISTOGRAM:
-            TRY(dec_exp_histogram_point(d, f.p, f.len, mi));
-            break;
-        case MK_SUMMARY:
-            TRY(dec_summary_point(d, f.p, f.len, mi));
-            break;
-        case MK_NONE:
-            break;
+        if (f.num == 1) {
+            TRY(dec_point(d, kind, f.p, f.len, mi));
         }
     }
     return rc;
+}
+
+/* Gauge / Sum / Histogram / ExponentialHistogram / Summary of metric |mi|. */
+static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                           uint32_t mi)
+{
+    struct batch *b = d->b;
+    uint32_t rows0 = b->n_rows;
+    size_t heap0 = b->heap.len;
+
+    if (LIKELY(dec_metric_data1(d, kind, p, n, mi) == 0)) {
+        return 0;
+    }
+    b->n_rows = rows0;
+    b->heap.len = heap0;
+    b->metrics[mi].temporality = 0;
+    b->metrics[mi].monotonic = false;
+    if (d->err != NULL && d->errlen > 0) {
+        d->err[0] = '\0';
+    }
+    return dec_metric_data2(d, kind, p, n, mi);
 }
 
 static enum metric_kind data_kind(uint32_t num)

@@ -3086,3 +3086,159 @@ Test(pbdec, tag_byte_fields_that_do_not_fit_their_path_fail_with_the_usual_reaso
     w_free(&data);
     w_free(&m);
 }
+
+/* The Sum of a metric named "m" around |data|, as a request; empties |data|. */
+static struct pbw sum_request(struct pbw *data)
+{
+    struct pbw m = {0};
+    w_msg(&m, 7, data);
+    w_str(&m, 1, "m");
+    struct pbw req = wrap_item(&m);
+    w_free(&m);
+    return req;
+}
+
+/*
+ * The data points are read in one pass (dec_metric_data1): the Sum's own
+ * fields before the points and between them, unknown fields, points of
+ * one-, two- (minimal and not) and three-byte lengths, an empty point last.
+ */
+Test(pbdec, data_points_of_every_length_class_around_other_fields)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    char err[256];
+    static char big[20000];
+    struct pbw dp = {0}, data = {0};
+
+    w_uv(&data, 2, 2); /* temporality and monotonic before the points */
+    w_uv(&data, 3, 1);
+    w_uv(&data, 15, 7); /* unknown */
+    w_f64(&dp, 3, 11);
+    w_dbl(&dp, 4, 0.5);
+    w_msg(&data, 1, &dp); /* 18 bytes: a one-byte length */
+    w_f64(&dp, 3, 12);
+    for (int i = 0; i < 6; i++) {
+        w_kv_str(&dp, 7, "key.of.some.length", "value of some length");
+    }
+    size_t at = data.n;
+    w_msg(&data, 1, &dp); /* 285 bytes: a two-byte length */
+    cr_assert(data.n - at == 288 && data.p[at] == 0x0a && data.p[at + 1] >= 0x80);
+    w_bytes(&data, 4, "x", 1); /* unknown, between points */
+    memset(big, 'v', sizeof(big) - 1);
+    w_f64(&dp, 3, 13);
+    w_kv_str(&dp, 7, "big", big);
+    w_msg(&data, 1, &dp);            /* > 16383 bytes: a three-byte length, next_field's way */
+    w_raw(&data, "\x0a\x89\x00", 3); /* a two-byte length of 9 (not minimal) */
+    w_f64(&dp, 3, 14);
+    w_raw(&data, dp.p, dp.n);
+    dp.n = 0;
+    w_msg(&data, 1, &dp); /* empty, the last two bytes of the Sum */
+    struct pbw req = sum_request(&data);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_metrics, 1);
+    cr_assert(b->metrics[0].kind == MK_SUM && b->metrics[0].temporality == 2 &&
+              b->metrics[0].monotonic);
+    cr_assert_eq(b->n_rows, 5);
+    static const uint64_t times[] = {11, 12, 13, 14, 0};
+    static const uint32_t counts[] = {0, 6, 1, 0, 0};
+    for (uint32_t i = 0; i < 5; i++) {
+        cr_assert_eq(b->points[i].time_ns, times[i], "point %u", i);
+        cr_assert_eq(b->points[i].attrs.count, counts[i], "point %u", i);
+        cr_assert_eq(b->points[i].metric, 0);
+    }
+    cr_assert(b->points[0].value_type == PV_DOUBLE && b->points[0].value.d == 0.5);
+    const char *k;
+    size_t kn;
+    struct val v = attr_at(b, b->points[2].attrs, 0, &k, &kn);
+    cr_assert(kn == 3 && v.type == VAL_STR && v.n == sizeof(big) - 1 && v.s[v.n - 1] == 'v');
+    diff_with_protobuf_c(SIG_METRICS, req.p, req.n, b);
+    w_free(&req);
+
+    /* 150 bytes, then a point of 126: read as 278 (a length's second byte
+     * weighed wrong), the first would hold the second as an unknown field 1. */
+    char v60[61], v63[64], v108[109];
+    memset(v60, 'a', 60), v60[60] = 0;
+    memset(v63, 'b', 63), v63[63] = 0;
+    memset(v108, 'c', 108), v108[108] = 0;
+    w_f64(&dp, 3, 21);
+    w_kv_str(&dp, 7, "x", v60);
+    w_kv_str(&dp, 7, "y", v63);
+    cr_assert_eq(dp.n, 150);
+    w_msg(&data, 1, &dp);
+    w_f64(&dp, 3, 22);
+    w_kv_str(&dp, 7, "z", v108);
+    cr_assert_eq(dp.n, 126);
+    w_msg(&data, 1, &dp);
+    req = sum_request(&data);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_rows, 2);
+    cr_assert(b->points[0].time_ns == 21 && b->points[0].attrs.count == 2);
+    cr_assert(b->points[1].time_ns == 22 && b->points[1].attrs.count == 1);
+    diff_with_protobuf_c(SIG_METRICS, req.p, req.n, b);
+    w_free(&req);
+
+    w_free(&dp);
+    w_free(&data);
+    batch_free(b);
+}
+
+/*
+ * A failing point, field or length inside the points rolls the one pass
+ * back: the two-pass walk checks the Sum's own fields before any point, so
+ * the error is the one it has always been, and lengths past the end fail
+ * before anything reads behind them (expect_eproto's buffer is exact).
+ */
+Test(pbdec, data_point_errors_keep_the_two_pass_result)
+{
+    struct pbw dp = {0}, data = {0}, req;
+
+    /* a good point, a broken one, then temporality with the wrong wire type */
+    w_f64(&dp, 3, 1);
+    w_msg(&data, 1, &dp);
+    w_uv(&dp, 3, 5); /* time_unix_nano as a varint */
+    w_msg(&data, 1, &dp);
+    w_bytes(&data, 2, "", 0);
+    req = sum_request(&data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 2 for field aggregation_temporality");
+    w_free(&req);
+
+    /* the broken point alone: its own reason */
+    w_f64(&dp, 3, 1);
+    w_msg(&data, 1, &dp);
+    w_uv(&dp, 3, 5);
+    w_msg(&data, 1, &dp);
+    req = sum_request(&data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field time_unix_nano");
+    w_free(&req);
+
+    /* data_points as a varint after a good point (its length in three
+     * bytes, so next_field read it last) */
+    w_raw(&data, "\x0a\x89\x80\x00", 4);
+    w_f64(&data, 3, 1);
+    w_uv(&data, 1, 3);
+    req = sum_request(&data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field data_points");
+    w_free(&req);
+
+    /* lengths that do not fit: one-byte, two-byte, and a length cut short */
+    static const struct {
+        const char *raw;
+        size_t n;
+        const char *why;
+    } cut[] = {
+        {"\x0a\x14\x19\x01\x02\x03\x04", 7, "bad length 20"},
+        {"\x0a\x85\x01\x19\x01\x02\x03\x04\x05\x06\x07\x08", 12, "bad length 133"},
+        {"\x0a\x85", 2, "truncated varint (length)"},
+    };
+    for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+        w_f64(&dp, 3, 1);
+        w_msg(&data, 1, &dp);
+        w_raw(&data, cut[i].raw, cut[i].n);
+        req = sum_request(&data);
+        expect_eproto_w(SIG_METRICS, &req, cut[i].why);
+        w_free(&req);
+    }
+
+    w_free(&dp);
+    w_free(&data);
+}
