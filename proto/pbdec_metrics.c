@@ -189,6 +189,34 @@ static inline void widen8(uint8_t *dst, uint64_t w)
 #endif
 }
 
+/* Packed bucket counts [q, qend) appended as u64s (room for them reserved
+ * here), |*count| advanced by how many. */
+static inline __attribute__((always_inline)) int
+put_packed_counts(struct dec *d, const uint8_t *q, const uint8_t *qend, uint32_t *count)
+{
+    struct vbuf *h = &d->b->heap;
+    TRY(hreserve(h, (size_t)(qend - q) * 8));
+    /* Counts below 128 are one byte each: eight at a time while all eight
+     * are (no varint continues in them). */
+    while (qend - q >= 8) {
+        uint64_t w = le64(q);
+        if ((w & 0x8080808080808080ull) != 0) {
+            break;
+        }
+        widen8(h->p + h->len, w);
+        h->len += 64;
+        q += 8;
+        *count += 8;
+    }
+    while (q < qend) {
+        uint64_t v = 0;
+        TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
+        hput_u64(h, v);
+        (*count)++;
+    }
+    return 0;
+}
+
 /* Buckets: u32 offset, u32 n, n x u64 (merged over every occurrence of |num|). */
 static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
 {
@@ -202,48 +230,50 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
     size_t at = h->len;
     TRY(put_u32(h, 0));
     TRY(put_u32(h, 0));
-    if (r->first != NULL) {
-        while ((rc = next_field(d, &c, &f)) > 0) {
-            if (f.num != num) {
-                continue;
-            }
-            struct cur bc = {f.p, f.p + f.len};
-            while ((rc = next_field(d, &bc, &g)) > 0) {
-                if (g.num == 1) {
-                    WANT(g, WT_VARINT, "buckets.offset");
-                    offset = unzigzag32(g.v);
-                } else if (g.num == 2) {
-                    if (g.wt == WT_VARINT) {
-                        TRY(put_u64(h, g.v));
-                        count++;
-                        continue;
-                    }
-                    WANT(g, WT_LEN, "buckets.bucket_counts");
-                    const uint8_t *q = g.p, *qend = g.p + g.len;
-                    TRY(hreserve(h, g.len * 8));
-                    /* Counts below 128 are one byte each: eight at a time
-                     * while all eight are (no varint continues in them). */
-                    while (qend - q >= 8) {
-                        uint64_t w = le64(q);
-                        if ((w & 0x8080808080808080ull) != 0) {
-                            break;
-                        }
-                        widen8(h->p + h->len, w);
-                        h->len += 64;
-                        q += 8;
-                        count += 8;
-                    }
-                    while (q < qend) {
-                        uint64_t v = 0;
-                        TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
-                        hput_u64(h, v);
-                        count++;
-                    }
+    if (r->first == NULL) {
+        return 0;
+    }
+    /* One Buckets occurrence of one-byte length as encoders write it: an
+     * offset of one byte (or none, 0 being the default), then one packed
+     * bucket_counts that ends the message (its length is one byte too, the
+     * message's being one). What the walk below gives, without it; anything
+     * else takes the walk. */
+    const uint8_t *p = r->first;
+    if (LIKELY(p[0] == (uint8_t)(num << 3 | WT_LEN) && p[1] < 0x80 && p + 2 + p[1] == r->end)) {
+        const uint8_t *q = p + 2;
+        if (r->end - q >= 2 && q[0] == TAG1(1, WT_VARINT) && q[1] < 0x80) {
+            offset = unzigzag32(q[1]);
+            q += 2;
+        }
+        if (r->end - q >= 2 && q[0] == TAG1(2, WT_LEN) && q + 2 + q[1] == r->end) {
+            TRY(put_packed_counts(d, q + 2, r->end, &count));
+            hpatch_u32(h, at, (uint32_t)offset);
+            hpatch_u32(h, at + 4, count);
+            return 0;
+        }
+        offset = 0;
+    }
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        if (f.num != num) {
+            continue;
+        }
+        struct cur bc = {f.p, f.p + f.len};
+        while ((rc = next_field(d, &bc, &g)) > 0) {
+            if (g.num == 1) {
+                WANT(g, WT_VARINT, "buckets.offset");
+                offset = unzigzag32(g.v);
+            } else if (g.num == 2) {
+                if (g.wt == WT_VARINT) {
+                    TRY(put_u64(h, g.v));
+                    count++;
+                    continue;
                 }
+                WANT(g, WT_LEN, "buckets.bucket_counts");
+                TRY(put_packed_counts(d, g.p, g.p + g.len, &count));
             }
-            if (rc < 0) {
-                return rc;
-            }
+        }
+        if (rc < 0) {
+            return rc;
         }
     }
     hpatch_u32(h, at, (uint32_t)offset);
@@ -610,10 +640,31 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
                 pt->sum = u64_to_f64(le64(q + 1));
                 c.p = q + 9;
                 continue;
+            case TAG1(6, WT_VARINT):
+                if (q[1] < 0x80) {
+                    scale = unzigzag32(q[1]);
+                    c.p = q + 2;
+                    continue;
+                }
+                break;
             case TAG1(7, WT_I64):
                 zero_count = le64(q + 1);
                 c.p = q + 9;
                 continue;
+            case TAG1(8, WT_LEN):
+            case TAG1(9, WT_LEN): {
+                /* positive / negative, one-byte length: its range only. */
+                if (q[1] < 0x80 && (size_t)q[1] <= (size_t)(c.end - q - 2)) {
+                    struct range *r = q[0] == TAG1(8, WT_LEN) ? &pos : &neg;
+                    if (r->first == NULL) {
+                        r->first = q;
+                    }
+                    c.p = q + 2 + q[1];
+                    r->end = c.p;
+                    continue;
+                }
+                break;
+            }
             case TAG1(12, WT_I64):
                 pt->has_min = true;
                 pt->min = u64_to_f64(le64(q + 1));
