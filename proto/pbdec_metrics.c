@@ -345,10 +345,35 @@ static int put_quantiles(struct dec *d, const struct range *r)
     return rc;
 }
 
+/*
+ * heap_guard for a data point: within one Metric's data the resource, scope
+ * and metric rows do not change, so dec_metric_data folds them into
+ * d->pt_cap once (set_point_cap) and a point compares rows + heap with it.
+ * True exactly when heap_guard fails, which then says why.
+ */
+static inline void set_point_cap(struct dec *d)
+{
+    const struct batch *b = d->b;
+    size_t dicts = (size_t)b->n_resources * sizeof(struct res_row) +
+                   (size_t)b->n_scopes * sizeof(struct scope_row) +
+                   (size_t)b->n_metrics * sizeof(struct metric_row);
+    d->pt_cap = (int64_t)(d->used0 + d->limit) - (int64_t)dicts;
+}
+
+static inline int point_guard(struct dec *d, const uint8_t *at)
+{
+    const struct batch *b = d->b;
+    if (UNLIKELY((int64_t)((size_t)b->n_rows * d->row_size + b->heap.len) > d->pt_cap ||
+                 b->heap.len > HEAP_SOFT_MAX)) {
+        return heap_guard(d, at);
+    }
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int new_point(struct dec *d, const uint8_t *at,
                                                            uint32_t metric, struct point_row **out)
 {
-    TRY(heap_guard(d, at));
+    TRY(point_guard(d, at));
     struct point_row *pt = next_row(d->b, sizeof(*pt));
     if (pt == NULL) {
         pt = batch_add_point(d->b);
@@ -1015,6 +1040,7 @@ static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *
     uint32_t rows0 = b->n_rows;
     size_t heap0 = b->heap.len;
 
+    set_point_cap(d);
     if (LIKELY(dec_metric_data1(d, kind, p, n, mi) == 0)) {
         return 0;
     }

@@ -3352,3 +3352,38 @@ Test(pbdec, exp_histogram_buckets_of_every_shape_decode_like_protobuf_c)
     w_free(&dp);
     w_free(&data);
 }
+
+/*
+ * Empty data points (2 bytes each, a row each) are refused where the
+ * general guard refuses them: point_guard's bound folds the resource,
+ * scope and metric rows in once per Metric, so the point it stops at - and
+ * the offset the reason names - must be heap_guard's.
+ */
+Test(pbdec, data_points_that_balloon_are_refused_at_the_general_guards_point)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    char err[256], want[128];
+    struct pbw data = {0};
+
+    for (int i = 0; i < 100000; i++) {
+        w_raw(&data, "\x0a\x00", 2);
+    }
+    struct pbw req = data_request(7, &data);
+    size_t first = offset_of(&req, "\x0a\x00\x0a\x00", 4, 0);
+    size_t limit = req.n * 32 + ((size_t)1 << 20);
+    size_t dicts = sizeof(struct res_row) + sizeof(struct scope_row) + sizeof(struct metric_row);
+    /* the first point k with k rows + the dicts past the limit (no heap) */
+    size_t k = (limit - dicts) / sizeof(struct point_row) + 1;
+    cr_assert_lt(k, 100000);
+    snprintf(want, sizeof want,
+             "request expands to more than 32 times its size when decoded at "
+             "offset %zu",
+             first + 2 * k + 2);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), -EPROTO);
+    cr_assert(strstr(err, want) != NULL, "'%s' lacks '%s'", err, want);
+    expect_eproto_w(SIG_METRICS, &req, want);
+
+    w_free(&req);
+    w_free(&data);
+    batch_free(b);
+}
