@@ -125,12 +125,8 @@ static int check_rep64(struct dec *d, const struct fld *f, const char *name)
     return 0;
 }
 
-/*
- * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
- * is the first occurrence. A single packed occurrence (how encoders write
- * it) is copied without walking the range again.
- */
-static int put_rep64(struct dec *d, const struct range *r, const struct fld *first, uint32_t num)
+/* put_rep64 by walking |r| and picking |num|'s occurrences out. */
+static int put_rep64_walk(struct dec *d, const struct range *r, uint32_t num)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -138,13 +134,6 @@ static int put_rep64(struct dec *d, const struct range *r, const struct fld *fir
     uint32_t count = 0;
     int rc = 0;
 
-    if (r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len) {
-        TRY(hreserve(h, 4 + first->len));
-        hput_u32(h, (uint32_t)(first->len / 8));
-        memcpy(h->p + h->len, first->p, first->len);
-        h->len += first->len;
-        return 0;
-    }
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
@@ -164,6 +153,27 @@ static int put_rep64(struct dec *d, const struct range *r, const struct fld *fir
     }
     hpatch_u32(h, at, count);
     return rc;
+}
+
+/*
+ * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
+ * is the first occurrence. A single packed occurrence (how encoders write
+ * it) is copied without walking the range again, inlined (two per
+ * histogram point).
+ */
+static inline __attribute__((always_inline)) int put_rep64(struct dec *d, const struct range *r,
+                                                           const struct fld *first, uint32_t num)
+{
+    struct vbuf *h = &d->b->heap;
+
+    if (LIKELY(r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len)) {
+        TRY(hreserve(h, 4 + first->len));
+        hput_u32(h, (uint32_t)(first->len / 8));
+        memcpy(h->p + h->len, first->p, first->len);
+        h->len += first->len;
+        return 0;
+    }
+    return put_rep64_walk(d, r, num);
 }
 
 /* Eight bytes (|w|, little-endian) stored as eight little-endian u64s at |dst|. */
