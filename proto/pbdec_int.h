@@ -63,6 +63,7 @@ struct dec {
     size_t row_size; /* of the signal's rows */
     size_t used0;    /* batch_used() when the call began */
     size_t limit;    /* what this call may add */
+    int64_t pt_cap;  /* point_guard's bound on rows + heap (pbdec_metrics.c) */
 };
 
 /* A read position inside one message. */

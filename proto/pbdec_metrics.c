@@ -125,12 +125,8 @@ static int check_rep64(struct dec *d, const struct fld *f, const char *name)
     return 0;
 }
 
-/*
- * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
- * is the first occurrence. A single packed occurrence (how encoders write
- * it) is copied without walking the range again.
- */
-static int put_rep64(struct dec *d, const struct range *r, const struct fld *first, uint32_t num)
+/* put_rep64 by walking |r| and picking |num|'s occurrences out. */
+static int put_rep64_walk(struct dec *d, const struct range *r, uint32_t num)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -138,13 +134,6 @@ static int put_rep64(struct dec *d, const struct range *r, const struct fld *fir
     uint32_t count = 0;
     int rc = 0;
 
-    if (r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len) {
-        TRY(hreserve(h, 4 + first->len));
-        hput_u32(h, (uint32_t)(first->len / 8));
-        memcpy(h->p + h->len, first->p, first->len);
-        h->len += first->len;
-        return 0;
-    }
     size_t at = h->len;
     TRY(put_u32(h, 0));
     if (r->first != NULL) {
@@ -164,6 +153,27 @@ static int put_rep64(struct dec *d, const struct range *r, const struct fld *fir
     }
     hpatch_u32(h, at, count);
     return rc;
+}
+
+/*
+ * u32 n, then n 8-byte values from every occurrence of |num| in |r|; |first|
+ * is the first occurrence. A single packed occurrence (how encoders write
+ * it) is copied without walking the range again, inlined (two per
+ * histogram point).
+ */
+static inline __attribute__((always_inline)) int put_rep64(struct dec *d, const struct range *r,
+                                                           const struct fld *first, uint32_t num)
+{
+    struct vbuf *h = &d->b->heap;
+
+    if (LIKELY(r->first != NULL && first->wt == WT_LEN && r->end == first->p + first->len)) {
+        TRY(hreserve(h, 4 + first->len));
+        hput_u32(h, (uint32_t)(first->len / 8));
+        memcpy(h->p + h->len, first->p, first->len);
+        h->len += first->len;
+        return 0;
+    }
+    return put_rep64_walk(d, r, num);
 }
 
 /* Eight bytes (|w|, little-endian) stored as eight little-endian u64s at |dst|. */
@@ -189,8 +199,36 @@ static inline void widen8(uint8_t *dst, uint64_t w)
 #endif
 }
 
+/* Packed bucket counts [q, qend) appended as u64s (room for them reserved
+ * here), |*count| advanced by how many. */
+static inline __attribute__((always_inline)) int
+put_packed_counts(struct dec *d, const uint8_t *q, const uint8_t *qend, uint32_t *count)
+{
+    struct vbuf *h = &d->b->heap;
+    TRY(hreserve(h, (size_t)(qend - q) * 8));
+    /* Counts below 128 are one byte each: eight at a time while all eight
+     * are (no varint continues in them). */
+    while (qend - q >= 8) {
+        uint64_t w = le64(q);
+        if ((w & 0x8080808080808080ull) != 0) {
+            break;
+        }
+        widen8(h->p + h->len, w);
+        h->len += 64;
+        q += 8;
+        *count += 8;
+    }
+    while (q < qend) {
+        uint64_t v = 0;
+        TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
+        hput_u64(h, v);
+        (*count)++;
+    }
+    return 0;
+}
+
 /* Buckets: u32 offset, u32 n, n x u64 (merged over every occurrence of |num|). */
-static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
+static int put_buckets_some(struct dec *d, const struct range *r, uint32_t num)
 {
     struct vbuf *h = &d->b->heap;
     struct cur c = {r->first, r->end};
@@ -202,53 +240,62 @@ static int put_buckets(struct dec *d, const struct range *r, uint32_t num)
     size_t at = h->len;
     TRY(put_u32(h, 0));
     TRY(put_u32(h, 0));
-    if (r->first != NULL) {
-        while ((rc = next_field(d, &c, &f)) > 0) {
-            if (f.num != num) {
-                continue;
-            }
-            struct cur bc = {f.p, f.p + f.len};
-            while ((rc = next_field(d, &bc, &g)) > 0) {
-                if (g.num == 1) {
-                    WANT(g, WT_VARINT, "buckets.offset");
-                    offset = unzigzag32(g.v);
-                } else if (g.num == 2) {
-                    if (g.wt == WT_VARINT) {
-                        TRY(put_u64(h, g.v));
-                        count++;
-                        continue;
-                    }
-                    WANT(g, WT_LEN, "buckets.bucket_counts");
-                    const uint8_t *q = g.p, *qend = g.p + g.len;
-                    TRY(hreserve(h, g.len * 8));
-                    /* Counts below 128 are one byte each: eight at a time
-                     * while all eight are (no varint continues in them). */
-                    while (qend - q >= 8) {
-                        uint64_t w = le64(q);
-                        if ((w & 0x8080808080808080ull) != 0) {
-                            break;
-                        }
-                        widen8(h->p + h->len, w);
-                        h->len += 64;
-                        q += 8;
-                        count += 8;
-                    }
-                    while (q < qend) {
-                        uint64_t v = 0;
-                        TRY(rd_varint(d, &q, qend, 10, &v, "packed varint (bucket_counts)"));
-                        hput_u64(h, v);
-                        count++;
-                    }
+    /* One Buckets occurrence of one-byte length as encoders write it: an
+     * offset of one byte (or none, 0 being the default), then one packed
+     * bucket_counts that ends the message (its length is one byte too, the
+     * message's being one). What the walk below gives, without it; anything
+     * else takes the walk. */
+    const uint8_t *p = r->first;
+    if (LIKELY(p[0] == (uint8_t)(num << 3 | WT_LEN) && p[1] < 0x80 && p + 2 + p[1] == r->end)) {
+        const uint8_t *q = p + 2;
+        if (r->end - q >= 2 && q[0] == TAG1(1, WT_VARINT) && q[1] < 0x80) {
+            offset = unzigzag32(q[1]);
+            q += 2;
+        }
+        if (r->end - q >= 2 && q[0] == TAG1(2, WT_LEN) && q + 2 + q[1] == r->end) {
+            TRY(put_packed_counts(d, q + 2, r->end, &count));
+            hpatch_u32(h, at, (uint32_t)offset);
+            hpatch_u32(h, at + 4, count);
+            return 0;
+        }
+        offset = 0;
+    }
+    while ((rc = next_field(d, &c, &f)) > 0) {
+        if (f.num != num) {
+            continue;
+        }
+        struct cur bc = {f.p, f.p + f.len};
+        while ((rc = next_field(d, &bc, &g)) > 0) {
+            if (g.num == 1) {
+                WANT(g, WT_VARINT, "buckets.offset");
+                offset = unzigzag32(g.v);
+            } else if (g.num == 2) {
+                if (g.wt == WT_VARINT) {
+                    TRY(put_u64(h, g.v));
+                    count++;
+                    continue;
                 }
+                WANT(g, WT_LEN, "buckets.bucket_counts");
+                TRY(put_packed_counts(d, g.p, g.p + g.len, &count));
             }
-            if (rc < 0) {
-                return rc;
-            }
+        }
+        if (rc < 0) {
+            return rc;
         }
     }
     hpatch_u32(h, at, (uint32_t)offset);
     hpatch_u32(h, at + 4, count);
     return rc;
+}
+
+/* The same; absent (nearly every negative), two zero words without a call. */
+static inline __attribute__((always_inline)) int put_buckets(struct dec *d, const struct range *r,
+                                                             uint32_t num)
+{
+    if (r->first == NULL) {
+        return put_u64(&d->b->heap, 0);
+    }
+    return put_buckets_some(d, r, num);
 }
 
 /* Summary: u32 n, n x (f64 quantile, f64 value). */
@@ -315,10 +362,35 @@ static int put_quantiles(struct dec *d, const struct range *r)
     return rc;
 }
 
+/*
+ * heap_guard for a data point: within one Metric's data the resource, scope
+ * and metric rows do not change, so dec_metric_data folds them into
+ * d->pt_cap once (set_point_cap) and a point compares rows + heap with it.
+ * True exactly when heap_guard fails, which then says why.
+ */
+static inline void set_point_cap(struct dec *d)
+{
+    const struct batch *b = d->b;
+    size_t dicts = (size_t)b->n_resources * sizeof(struct res_row) +
+                   (size_t)b->n_scopes * sizeof(struct scope_row) +
+                   (size_t)b->n_metrics * sizeof(struct metric_row);
+    d->pt_cap = (int64_t)(d->used0 + d->limit) - (int64_t)dicts;
+}
+
+static inline int point_guard(struct dec *d, const uint8_t *at)
+{
+    const struct batch *b = d->b;
+    if (UNLIKELY((int64_t)((size_t)b->n_rows * d->row_size + b->heap.len) > d->pt_cap ||
+                 b->heap.len > HEAP_SOFT_MAX)) {
+        return heap_guard(d, at);
+    }
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int new_point(struct dec *d, const uint8_t *at,
                                                            uint32_t metric, struct point_row **out)
 {
-    TRY(heap_guard(d, at));
+    TRY(point_guard(d, at));
     struct point_row *pt = next_row(d->b, sizeof(*pt));
     if (pt == NULL) {
         pt = batch_add_point(d->b);
@@ -610,10 +682,31 @@ static int dec_exp_histogram_point(struct dec *d, const uint8_t *p, size_t n, ui
                 pt->sum = u64_to_f64(le64(q + 1));
                 c.p = q + 9;
                 continue;
+            case TAG1(6, WT_VARINT):
+                if (q[1] < 0x80) {
+                    scale = unzigzag32(q[1]);
+                    c.p = q + 2;
+                    continue;
+                }
+                break;
             case TAG1(7, WT_I64):
                 zero_count = le64(q + 1);
                 c.p = q + 9;
                 continue;
+            case TAG1(8, WT_LEN):
+            case TAG1(9, WT_LEN): {
+                /* positive / negative, one-byte length: its range only. */
+                if (q[1] < 0x80 && (size_t)q[1] <= (size_t)(c.end - q - 2)) {
+                    struct range *r = q[0] == TAG1(8, WT_LEN) ? &pos : &neg;
+                    if (r->first == NULL) {
+                        r->first = q;
+                    }
+                    c.p = q + 2 + q[1];
+                    r->end = c.p;
+                    continue;
+                }
+                break;
+            }
             case TAG1(12, WT_I64):
                 pt->has_min = true;
                 pt->min = u64_to_f64(le64(q + 1));
@@ -819,9 +912,101 @@ static int dec_summary_point(struct dec *d, const uint8_t *p, size_t n, uint32_t
     return 0;
 }
 
-/* Gauge / Sum / Histogram / ExponentialHistogram / Summary of metric |mi|. */
-static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
-                           uint32_t mi)
+/* One data point of |kind| of metric |mi|. */
+static inline __attribute__((always_inline)) int dec_point(struct dec *d, enum metric_kind kind,
+                                                           const uint8_t *p, size_t n, uint32_t mi)
+{
+    switch (kind) {
+    case MK_GAUGE:
+    case MK_SUM:
+        return dec_number_point(d, p, n, mi);
+    case MK_HISTOGRAM:
+        return dec_histogram_point(d, p, n, mi);
+    case MK_EXP_HISTOGRAM:
+        return dec_exp_histogram_point(d, p, n, mi);
+    case MK_SUMMARY:
+        return dec_summary_point(d, p, n, mi);
+    case MK_NONE:
+        break;
+    }
+    return 0;
+}
+
+/*
+ * Gauge / Sum / ... in one pass: each data point is decoded where it is met,
+ * so the points are read once, not hopped over first and walked again; a
+ * point that comes as encoders write it (tag 0x0a, a one- or two-byte length
+ * that fits) is taken without next_field. The points never read
+ * temporality or monotonic, so the field order does not change the rows.
+ * 0, or 1 when anything fails: the caller then rolls the points back and
+ * takes dec_metric_data2, whose first pass checks the other fields before
+ * any point, so an error keeps its text and order.
+ */
+static int dec_metric_data1(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                            uint32_t mi)
+{
+    struct cur c = {p, p + n};
+    struct fld f;
+    int rc;
+
+    for (;;) {
+        const uint8_t *q = c.p;
+        if (LIKELY(c.end - q >= 3 && q[0] == TAG1(1, WT_LEN))) {
+            size_t len;
+            const uint8_t *v;
+            if (q[1] < 0x80) {
+                len = q[1];
+                v = q + 2;
+            } else if (q[2] < 0x80) {
+                len = ((size_t)q[2] << 7) | (q[1] & 0x7f);
+                v = q + 3;
+            } else {
+                goto general;
+            }
+            if (LIKELY(len <= (size_t)(c.end - v))) {
+                c.p = v + len;
+                if (dec_point(d, kind, v, len, mi) < 0) {
+                    return 1;
+                }
+                continue;
+            }
+        }
+    general:
+        if ((rc = next_field(d, &c, &f)) <= 0) {
+            break;
+        }
+        switch (f.num) {
+        case 1:
+            if (f.wt != WT_LEN || dec_point(d, kind, f.p, f.len, mi) < 0) {
+                return 1;
+            }
+            break;
+        case 2:
+            if (kind == MK_SUM || kind == MK_HISTOGRAM || kind == MK_EXP_HISTOGRAM) {
+                if (f.wt != WT_VARINT) {
+                    return 1;
+                }
+                d->b->metrics[mi].temporality = (int32_t)f.v;
+            }
+            break;
+        case 3:
+            if (kind == MK_SUM) {
+                if (f.wt != WT_VARINT) {
+                    return 1;
+                }
+                d->b->metrics[mi].monotonic = f.v != 0;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return rc < 0 ? 1 : 0;
+}
+
+/* The same in two passes: the fields first, then the points' range again. */
+static int dec_metric_data2(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                            uint32_t mi)
 {
     struct cur c = {p, p + n};
     struct fld f;
@@ -857,28 +1042,33 @@ static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *
     c.p = dps.first;
     c.end = dps.end;
     while ((rc = next_field(d, &c, &f)) > 0) {
-        if (f.num != 1) {
-            continue;
-        }
-        switch (kind) {
-        case MK_GAUGE:
-        case MK_SUM:
-            TRY(dec_number_point(d, f.p, f.len, mi));
-            break;
-        case MK_HISTOGRAM:
-            TRY(dec_histogram_point(d, f.p, f.len, mi));
-            break;
-        case MK_EXP_HISTOGRAM:
-            TRY(dec_exp_histogram_point(d, f.p, f.len, mi));
-            break;
-        case MK_SUMMARY:
-            TRY(dec_summary_point(d, f.p, f.len, mi));
-            break;
-        case MK_NONE:
-            break;
+        if (f.num == 1) {
+            TRY(dec_point(d, kind, f.p, f.len, mi));
         }
     }
     return rc;
+}
+
+/* Gauge / Sum / Histogram / ExponentialHistogram / Summary of metric |mi|. */
+static int dec_metric_data(struct dec *d, enum metric_kind kind, const uint8_t *p, size_t n,
+                           uint32_t mi)
+{
+    struct batch *b = d->b;
+    uint32_t rows0 = b->n_rows;
+    size_t heap0 = b->heap.len;
+
+    set_point_cap(d);
+    if (LIKELY(dec_metric_data1(d, kind, p, n, mi) == 0)) {
+        return 0;
+    }
+    b->n_rows = rows0;
+    b->heap.len = heap0;
+    b->metrics[mi].temporality = 0;
+    b->metrics[mi].monotonic = false;
+    if (d->err != NULL && d->errlen > 0) {
+        d->err[0] = '\0';
+    }
+    return dec_metric_data2(d, kind, p, n, mi);
 }
 
 static enum metric_kind data_kind(uint32_t num)

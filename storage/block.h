@@ -87,6 +87,14 @@ struct blk_wopts {
      * under zstd (a key's values look alike), one more pass at the write
      * and at each table load. The cold tier's choice (compact.c). */
     bool attrs_by_key;
+    /* With attrs_by_key: each key's value stream typed (footer META flag
+     * bit 4, block_int.h "v6 TYPED VALUES"): strings of hex digits of one
+     * case and length as bytes, strings of a prefix and a decimal as uv
+     * zz, doubles of few decimals as byte planes of the mantissa, other
+     * streams of one type without the type bytes, whatever rebuilds
+     * exactly (checked per key); a table load rebuilds val.h's bytes. The
+     * cold tier's choice (compact.c). */
+    bool typed_vals;
     /* Spans: code the events and links (block_int.h, "v6 SPAN DETAIL"):
      * event times from the span's start, link ids as references to a
      * span of the block; a table load of the detail rebuilds them (and

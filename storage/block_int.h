@@ -192,6 +192,42 @@
  *        not used up, or lengths over the data fail the load. zstd finds
  *        a key's values alike (4.8 B a log record, 3.0 a span less on the
  *        generator's corpus; bench/STORAGE.md, h-cold).
+ *   v6 TYPED VALUES (logs and traces, META flag bit 4; the compactor's,
+ *   blk_wopts.typed_vals; only with T's streams by key): T holds nkeys x
+ *   9 bytes { u64 key k's stored stream length, u8 tag } and each key's
+ *   stream is its tag's encoding of the values by key above; the D offsets
+ *   stay the lists' own (the data column's length is the streams'). Tags
+ *   (block_keys.c; zz and uv as at the top):
+ *     0 TV_RAW   the values as val.h encodes them (as without the bit)
+ *     1 TV_ONE   u8 type t (1 .. 7), then each value's bytes after its
+ *                type byte (every value of the key of type t)
+ *     2 TV_HEXL  uv n (1 .. 63), then n bytes a value: a string of 2n
+ *                lower-case hex digits, two a byte, the first the high
+ *                nibble (rebuilt: VAL_STR, u8 2n, the digits)
+ *     3 TV_HEXU  the same, upper-case digits
+ *     4 TV_DEC   uv p (0 .. 64), p bytes of prefix, then a value is uv
+ *                zz(x): the string prefix then x in decimal ('-' first
+ *                when negative, no leading zero; at most 84 bytes: a
+ *                one-byte length)
+ *     5 TV_DBL   u8 e (0 .. 9), u8 w (1 .. 8), u8 z (0 .. 1), then w
+ *                planes of n bytes (the stream's rest, n x w bytes: n
+ *                values): value i is u = sum of plane j's byte i << 8 j
+ *                (plane 0 the low byte), m = z ? unzz(u) : u as an int64,
+ *                the double (double)m / 10^e (the writer's |m| below
+ *                2^53, z 1 only when an m is negative)
+ *   The writer picks one tag a key from its values (a string key hex,
+ *   decimal or TV_ONE, a double key TV_DBL, any other of one type TV_ONE,
+ *   mixed types or VAL_EMPTY raw), encodes the stream, decodes it back
+ *   and keeps the tag only when that gives the same bytes; otherwise the
+ *   key is raw. The load takes each value from its key's stream through
+ *   its tag into v5's layout (the memory format 6 fills without the bit),
+ *   so every reader sees the same lists: an unknown tag or head (n 0 or
+ *   past 63, p past 64 or past the stream, e past 9, w not 1 .. 8, z past
+ *   1, planes not n x w bytes, t not 1 .. 7), a value past its stream, a
+ *   stream not used up, or lists rebuilt to other than the D offsets'
+ *   last fail the load with -EBADMSG, as does the bit set without T or
+ *   with T of other than 9 bytes a key (2.9 B a log record, 1.6 a span
+ *   less on the generator's corpus; bench/STORAGE.md, h-vals).
  *   v6 SPAN DETAIL (META flag bit 1; the compactor's, blk_wopts.span_refs):
  *   the S events and S links entries are coded (block_spans.c): event
  *   times as uv zz(time - the span's start), link ids as uv 1 + zz(j -
@@ -275,7 +311,8 @@
  *                 bit 1, v6 span blocks: "v6 SPAN DETAIL" above; bit 2,
  *                 v6 log blocks: "v6 LOG BODIES" above; bit 2, v6 metric
  *                 blocks: "v6 STREAMS FROM ROWS" above; bit 3, v6 blocks
- *                 of any signal: sections 5-7 are in section 12; bit 5,
+ *                 of any signal: sections 5-7 are in section 12; bit 4,
+ *                 v6 log and span blocks: "v6 TYPED VALUES" above; bit 5,
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
  *                 above; other bits zero from v6)
  *                 (must equal the header)
@@ -780,6 +817,7 @@ struct blk {
     uint64_t n_vals;       /* format 5: entries of the value dictionary (S[X_VALS]) */
     const uint8_t *atrans; /* format 6: the T column (in the attrs table), or NULL */
     uint64_t atrans_len;
+    bool typed_vals;       /* format 6: META flag bit 4, the T column's streams typed */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;
@@ -904,13 +942,32 @@ int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals
                  struct vbuf *dir);
 /*
  * The inverse: data[0, len) stored by key with stream lengths dir[0,
- * dirlen) back into the lists' layout, into a fresh buffer of len +
- * AKEYS_SLACK bytes (*out; the caller frees it). 0, -EBADMSG (dirlen not
- * 8 x nkeys, lengths over len, a code or value out of place, a stream
- * not used up), -ENOMEM.
+ * dirlen) back into the lists' layout, |want| bytes (the list offsets'
+ * last), into a fresh buffer of want + AKEYS_SLACK bytes (*out; the
+ * caller frees it). |typed| (META flag bit 4, "v6 TYPED VALUES"): dir
+ * holds nkeys x (u64 length, u8 tag) and each key's stream is its tag's
+ * encoding. 0, -EBADMSG (dirlen not 8 (9) x nkeys, lengths over len, a
+ * code or value out of place, a tag or stream head unknown, a stream not
+ * used up, a rebuilt length other than want), -ENOMEM.
  */
 int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t dirlen,
-                    uint64_t nkeys, uint64_t nvals, uint8_t **out);
+                    uint64_t nkeys, uint64_t nvals, bool typed, uint64_t want, uint8_t **out);
+/* Format 6, META flag bit 4: the tags of a key's value stream ("v6 TYPED
+ * VALUES"). */
+enum { TV_RAW, TV_ONE, TV_HEXL, TV_HEXU, TV_DEC, TV_DBL, TV_NTAGS };
+#define TV_HEX_MAX 63 /* bytes of one TV_HEXL / TV_HEXU value, at most (2 x 63 < 128) */
+#define TV_PRE_MAX 64 /* bytes of a TV_DEC stream's prefix, at most */
+#define TV_E_MAX 9    /* a TV_DBL stream's decimal exponent, at most */
+/*
+ * The lists by key data[0, len) with their u64 stream lengths dir (nkeys,
+ * as akeys_by_key made them) with each key's stream in the tag that
+ * round-trips it exactly (TV_RAW when none does) into |out| (reset first)
+ * and the T column (nkeys x (u64 length, u8 tag)) into |tdir| (reset
+ * first); |scratch| is the round trip's buffer. 0, -EINVAL (a stream
+ * that does not parse), -ENOMEM.
+ */
+int akeys_typed(const uint8_t *data, size_t len, const uint8_t *dir, uint64_t nkeys,
+                struct vbuf *out, struct vbuf *tdir, struct vbuf *scratch);
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16

@@ -509,7 +509,11 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             if ((rc = bind_int(b, cp[c + 1], cl[c + 1], nd1, &dc->dict.off, &dec[c + 1])) < 0) {
                 return rc;
             }
-            if (!check_offsets(&dc->dict.off, nd1, cl[c + 2])) {
+            /* format 6, META flag bit 4: the lists' data typed by key, of
+             * another length than the offsets' (the rebuild checks theirs) */
+            bool typed = t == 1 && e->idx == X_ADICT && b->typed_vals;
+            uint64_t dlen = typed ? ic_get(&dc->dict.off, nd1 - 1) : cl[c + 2];
+            if (!check_offsets(&dc->dict.off, nd1, dlen)) {
                 return -EBADMSG;
             }
             dc->dict.data = cp[c + 2];
@@ -664,11 +668,15 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             return -EBADMSG; /* the key dictionary follows in a file we wrote */
         }
         uint8_t *lists = NULL;
+        if (b->typed_vals && b->atrans == NULL) {
+            return -EBADMSG; /* META flag bit 4 without lists by key */
+        }
         if (b->version >= 6 && b->atrans != NULL) {
             /* Format 6: the lists stored by key, back in their layout for
              * the rebuild (this copy lives only as long as it). */
             rc = akeys_from_keys(cp[3], cl[3], b->atrans, b->atrans_len, b->n_keys,
-                                 vd ? b->n_vals : 0, &lists);
+                                 vd ? b->n_vals : 0, b->typed_vals,
+                                 ic_get(&b->D[X_ADICT].dict.off, nd), &lists);
             if (rc < 0) {
                 return rc;
             }
@@ -1191,8 +1199,11 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
      * template or metric blocks' streams from the rows, bit 3 any block's
-     * dictionaries in section 12; any other bit is a newer writer's */
-    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8;
+     * dictionaries in section 12, bit 4 log and span blocks' typed value
+     * streams, bit 5 span blocks' events by key; any other bit is a newer
+     * writer's */
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8 |
+                     (b->sig != SIG_METRICS ? 16 : 0);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1209,6 +1220,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     }
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
+    b->typed_vals = b->version >= 6 && (flags & 16) != 0;
     b->meta_flags = flags;
 
     struct rd t = secs[SEC_TABLES];

@@ -1383,6 +1383,7 @@ struct scratch {
     uint64_t charged; /* to the budget, for this set */
     /* akeys_build: the key-coded lists, each list's first row, key spans */
     struct vbuf ak_data;
+    struct vbuf tv_dir, tv_chk; /* akeys_typed: the T column, the round trip's */
     uint64_t *ak_offs, *ak_first;
     size_t cap_ak_offs, cap_ak_first;
     uint32_t klen[KC_MAX], koff[KC_MAX];
@@ -1417,6 +1418,8 @@ static void scratch_free(struct scratch *sc)
     free(sc->keys);
     free(sc->keys2);
     vbuf_fini(&sc->ak_data);
+    vbuf_fini(&sc->tv_dir);
+    vbuf_fini(&sc->tv_chk);
     free(sc->ak_offs);
     free(sc->ak_first);
     free(sc);
@@ -1720,6 +1723,21 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             sc->ak_data = tv;
         }
     }
+    bool tvals = false;
+    if (rc == 0 && o != NULL && o->typed_vals && w->tdir.len > 0) {
+        /* each key's stream in the tag that rebuilds it (META flag bit 4) */
+        struct dictb *d = &w->D[X_ADICT];
+        rc = akeys_typed(d->data.p, d->data.len, w->tdir.p, w->nkeys, &sc->ak_data, &sc->tv_dir,
+                         &sc->tv_chk);
+        if (rc == 0) {
+            struct vbuf tv = d->data, td = w->tdir;
+            d->data = sc->ak_data;
+            sc->ak_data = tv;
+            w->tdir = sc->tv_dir;
+            sc->tv_dir = td;
+            tvals = true;
+        }
+    }
     if (rc < 0) {
         goto out;
     }
@@ -1775,9 +1793,10 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool sderived = sig == SIG_METRICS && o != NULL && o->streams_derived;
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
-     * streams from the rows, dictionaries in one zstd frame */
+     * streams from the rows, dictionaries in one zstd frame, value streams
+     * typed, (v6) span events by key */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
-                                 (sevk ? 32 : 0));
+                                 (tvals ? 16 : 0) | (sevk ? 32 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

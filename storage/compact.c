@@ -507,6 +507,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .sources = src,
                           .n_sources = (uint32_t)n,
                           .attrs_by_key = true,
+                          .typed_vals = true,
                           .span_refs = true,
                           .events_by_key = true,
                           .streams_by_row = true,

@@ -1499,6 +1499,9 @@ struct pbw {
 
 static void w_raw(struct pbw *w, const void *p, size_t n)
 {
+    if (n == 0) {
+        return; /* an empty message's p may be NULL */
+    }
     if (w->n + n > w->cap) {
         w->cap = (w->n + n) * 2 + 64;
         w->p = realloc(w->p, w->cap);
@@ -3085,4 +3088,302 @@ Test(pbdec, tag_byte_fields_that_do_not_fit_their_path_fail_with_the_usual_reaso
     w_free(&dp);
     w_free(&data);
     w_free(&m);
+}
+
+/* Metric "m" with |data| as its member |num| (7 Sum, 10 exponential histogram),
+ * as a request; empties |data|. */
+static struct pbw data_request(uint32_t num, struct pbw *data)
+{
+    struct pbw m = {0};
+    w_msg(&m, num, data);
+    w_str(&m, 1, "m");
+    struct pbw req = wrap_item(&m);
+    w_free(&m);
+    return req;
+}
+
+/*
+ * The data points are read in one pass (dec_metric_data1): the Sum's own
+ * fields before the points and between them, unknown fields, points of
+ * one-, two- (minimal and not) and three-byte lengths, an empty point last.
+ */
+Test(pbdec, data_points_of_every_length_class_around_other_fields)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    char err[256];
+    static char big[20000];
+    struct pbw dp = {0}, data = {0};
+
+    w_uv(&data, 2, 2); /* temporality and monotonic before the points */
+    w_uv(&data, 3, 1);
+    w_uv(&data, 15, 7); /* unknown */
+    w_f64(&dp, 3, 11);
+    w_dbl(&dp, 4, 0.5);
+    w_msg(&data, 1, &dp); /* 18 bytes: a one-byte length */
+    w_f64(&dp, 3, 12);
+    for (int i = 0; i < 6; i++) {
+        w_kv_str(&dp, 7, "key.of.some.length", "value of some length");
+    }
+    size_t at = data.n;
+    w_msg(&data, 1, &dp); /* 285 bytes: a two-byte length */
+    cr_assert(data.n - at == 288 && data.p[at] == 0x0a && data.p[at + 1] >= 0x80);
+    w_bytes(&data, 4, "x", 1); /* unknown, between points */
+    memset(big, 'v', sizeof(big) - 1);
+    w_f64(&dp, 3, 13);
+    w_kv_str(&dp, 7, "big", big);
+    w_msg(&data, 1, &dp);            /* > 16383 bytes: a three-byte length, next_field's way */
+    w_raw(&data, "\x0a\x89\x00", 3); /* a two-byte length of 9 (not minimal) */
+    w_f64(&dp, 3, 14);
+    w_raw(&data, dp.p, dp.n);
+    dp.n = 0;
+    w_msg(&data, 1, &dp); /* empty, the last two bytes of the Sum */
+    struct pbw req = data_request(7, &data);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_metrics, 1);
+    cr_assert(b->metrics[0].kind == MK_SUM && b->metrics[0].temporality == 2 &&
+              b->metrics[0].monotonic);
+    cr_assert_eq(b->n_rows, 5);
+    static const uint64_t times[] = {11, 12, 13, 14, 0};
+    static const uint32_t counts[] = {0, 6, 1, 0, 0};
+    for (uint32_t i = 0; i < 5; i++) {
+        cr_assert_eq(b->points[i].time_ns, times[i], "point %u", i);
+        cr_assert_eq(b->points[i].attrs.count, counts[i], "point %u", i);
+        cr_assert_eq(b->points[i].metric, 0);
+    }
+    cr_assert(b->points[0].value_type == PV_DOUBLE && b->points[0].value.d == 0.5);
+    const char *k;
+    size_t kn;
+    struct val v = attr_at(b, b->points[2].attrs, 0, &k, &kn);
+    cr_assert(kn == 3 && v.type == VAL_STR && v.n == sizeof(big) - 1 && v.s[v.n - 1] == 'v');
+    diff_with_protobuf_c(SIG_METRICS, req.p, req.n, b);
+    w_free(&req);
+
+    /* 150 bytes, then a point of 126: read as 278 (a length's second byte
+     * weighed wrong), the first would hold the second as an unknown field 1. */
+    char v60[61], v63[64], v108[109];
+    memset(v60, 'a', 60), v60[60] = 0;
+    memset(v63, 'b', 63), v63[63] = 0;
+    memset(v108, 'c', 108), v108[108] = 0;
+    w_f64(&dp, 3, 21);
+    w_kv_str(&dp, 7, "x", v60);
+    w_kv_str(&dp, 7, "y", v63);
+    cr_assert_eq(dp.n, 150);
+    w_msg(&data, 1, &dp);
+    w_f64(&dp, 3, 22);
+    w_kv_str(&dp, 7, "z", v108);
+    cr_assert_eq(dp.n, 126);
+    w_msg(&data, 1, &dp);
+    req = data_request(7, &data);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), 0, "%s", err);
+    cr_assert_eq(b->n_rows, 2);
+    cr_assert(b->points[0].time_ns == 21 && b->points[0].attrs.count == 2);
+    cr_assert(b->points[1].time_ns == 22 && b->points[1].attrs.count == 1);
+    diff_with_protobuf_c(SIG_METRICS, req.p, req.n, b);
+    w_free(&req);
+
+    w_free(&dp);
+    w_free(&data);
+    batch_free(b);
+}
+
+/*
+ * A failing point, field or length inside the points rolls the one pass
+ * back: the two-pass walk checks the Sum's own fields before any point, so
+ * the error is the one it has always been, and lengths past the end fail
+ * before anything reads behind them (expect_eproto's buffer is exact).
+ */
+Test(pbdec, data_point_errors_keep_the_two_pass_result)
+{
+    struct pbw dp = {0}, data = {0}, req;
+
+    /* a good point, a broken one, then temporality with the wrong wire type */
+    w_f64(&dp, 3, 1);
+    w_msg(&data, 1, &dp);
+    w_uv(&dp, 3, 5); /* time_unix_nano as a varint */
+    w_msg(&data, 1, &dp);
+    w_bytes(&data, 2, "", 0);
+    req = data_request(7, &data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 2 for field aggregation_temporality");
+    w_free(&req);
+
+    /* the broken point alone: its own reason */
+    w_f64(&dp, 3, 1);
+    w_msg(&data, 1, &dp);
+    w_uv(&dp, 3, 5);
+    w_msg(&data, 1, &dp);
+    req = data_request(7, &data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field time_unix_nano");
+    w_free(&req);
+
+    /* data_points as a varint after a good point (its length in three
+     * bytes, so next_field read it last) */
+    w_raw(&data, "\x0a\x89\x80\x00", 4);
+    w_f64(&data, 3, 1);
+    w_uv(&data, 1, 3);
+    req = data_request(7, &data);
+    expect_eproto_w(SIG_METRICS, &req, "wrong wire type 0 for field data_points");
+    w_free(&req);
+
+    /* lengths that do not fit: one-byte, two-byte, and a length cut short */
+    static const struct {
+        const char *raw;
+        size_t n;
+        const char *why;
+    } cut[] = {
+        {"\x0a\x14\x19\x01\x02\x03\x04", 7, "bad length 20"},
+        {"\x0a\x85\x01\x19\x01\x02\x03\x04\x05\x06\x07\x08", 12, "bad length 133"},
+        {"\x0a\x85", 2, "truncated varint (length)"},
+    };
+    for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+        w_f64(&dp, 3, 1);
+        w_msg(&data, 1, &dp);
+        w_raw(&data, cut[i].raw, cut[i].n);
+        req = data_request(7, &data);
+        expect_eproto_w(SIG_METRICS, &req, cut[i].why);
+        w_free(&req);
+    }
+
+    w_free(&dp);
+    w_free(&data);
+}
+
+/*
+ * Buckets of an exponential histogram in every shape: one occurrence of
+ * one-byte length with an offset of one byte (or none) and one packed run
+ * that ends it is read in place (put_buckets); every other shape - a longer
+ * offset, another order, a second run or field, a split occurrence, a
+ * two-byte length - walks, and all decode like protobuf-c. Scale as a one-
+ * and a two-byte varint.
+ */
+Test(pbdec, exp_histogram_buckets_of_every_shape_decode_like_protobuf_c)
+{
+    uint8_t c130[130];
+    for (size_t i = 0; i < sizeof c130; i++) {
+        c130[i] = (uint8_t)(i % 100);
+    }
+    static const struct {
+        const char *raw;
+        size_t n;
+    } shapes[] = {
+        {"\x08\x0e\x12\x03\x01\x02\x03", 7},                      /* offset 7, 3 counts */
+        {"\x12\x0a\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a", 12}, /* no offset, 10 */
+        {"\x08\x05\x12\x02\x09\x00", 6},                          /* offset -3 */
+        {"\x08\xc8\x01\x12\x02\x01\x02", 7},                      /* offset 100: 2 bytes */
+        {"\x12\x02\x01\x02\x08\x0e", 6},                          /* counts, then offset */
+        {"\x08\x0e\x12\x02\x01\x02\x08\x10", 8},                  /* a second offset */
+        {"\x08\x0e\x12\x02\x01\x02\x12\x01\x05", 9},              /* two packed runs */
+        {"\x08\x0e\x10\x04\x10\xac\x02", 7},                      /* unpacked counts */
+        {"\x08\x0e\x12\x04\x01\xac\x02\x03", 8},                  /* a count of 300 */
+        {"", 0},                                                  /* empty */
+        {"\x08\x0e", 2},                                          /* offset only */
+        {"\x08\x0e\x12\x00", 4},                                  /* no counts */
+        {"\x08\x0e\x12\x02\x01\x02\x18\x01", 8},                  /* unknown field last */
+    };
+    for (size_t i = 0; i <= sizeof(shapes) / sizeof(shapes[0]) + 2; i++) {
+        for (int side = 8; side <= 9; side++) {
+            struct pbw bk = {0}, dp = {0}, data = {0};
+            if (i < sizeof(shapes) / sizeof(shapes[0])) {
+                w_raw(&bk, shapes[i].raw, shapes[i].n);
+                w_msg(&dp, (uint32_t)side, &bk);
+            } else if (i == sizeof(shapes) / sizeof(shapes[0])) {
+                w_uv(&bk, 1, 3); /* a two-byte length: 130 counts */
+                w_bytes(&bk, 2, c130, sizeof c130);
+                w_msg(&dp, (uint32_t)side, &bk);
+            } else if (i == sizeof(shapes) / sizeof(shapes[0]) + 1) {
+                w_raw(&bk, "\x08\x02\x12\x02\x01\x02", 6); /* split: merged */
+                w_msg(&dp, (uint32_t)side, &bk);
+                /* (with its own offset: protobuf-c's merge takes an absent
+                 * one as 0, where protobuf and pbdec keep the first) */
+                w_raw(&bk, "\x08\x04\x12\x02\x03\x04", 6);
+                w_msg(&dp, (uint32_t)side, &bk);
+            } else {
+                w_raw(&bk, "\x08\x02\x12\x02\x01\x02", 6); /* split by the scale */
+                w_msg(&dp, (uint32_t)side, &bk);
+                w_uv(&dp, 6, 4);
+                w_raw(&bk, "\x08\x04", 2);
+                w_msg(&dp, (uint32_t)side, &bk);
+            }
+            w_uv(&dp, 6, i % 2 ? 199 : 20); /* scale -100 (two bytes) or 10 */
+            w_f64(&dp, 3, 5);
+            w_msg(&data, 1, &dp);
+            struct pbw req = data_request(10, &data);
+            struct batch *b = decode_and_diff(SIG_METRICS, req.p, req.n);
+            cr_assert_eq(b->n_rows, 1, "shape %zu side %d", i, side);
+            batch_free(b);
+            w_free(&req);
+            w_free(&bk);
+            w_free(&dp);
+            w_free(&data);
+        }
+    }
+
+    /* What fails in a Buckets fails with the walk's reason. */
+    static const struct {
+        const char *raw;
+        size_t n;
+        const char *why;
+    } bad[] = {
+        {"\x08\x0e\x12\x02\x01\x85", 6, "truncated packed varint (bucket_counts) at offset 17"},
+        {"\x08\x0e\x12\x05\x01\x02", 6, "bad length 5"},
+        {"\x0d\x00\x00\x00\x00\x12\x01\x01", 8, "wrong wire type 5 for field buckets.offset"},
+        {"\x08\x0e\x15\x00\x00\x00\x00", 7, "wrong wire type 5 for field buckets.bucket_counts"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct pbw bk = {0}, dp = {0}, data = {0};
+        w_raw(&bk, bad[i].raw, bad[i].n);
+        w_msg(&dp, 8, &bk);
+        w_msg(&data, 1, &dp);
+        struct pbw req = data_request(10, &data);
+        expect_eproto_w(SIG_METRICS, &req, bad[i].why);
+        w_free(&req);
+        w_free(&bk);
+        w_free(&dp);
+        w_free(&data);
+    }
+
+    /* A run whose length reaches past its Buckets into the point's next
+     * fields (valid ones, so the point reads on): still "bad length". */
+    struct pbw dp = {0}, data = {0};
+    w_raw(&dp, "\x42\x04\x08\x02\x12\x06\x30\x04\x42\x02\x08\x04", 12);
+    w_msg(&data, 1, &dp);
+    struct pbw req = data_request(10, &data);
+    expect_eproto_w(SIG_METRICS, &req, "bad length 6");
+    w_free(&req);
+    w_free(&dp);
+    w_free(&data);
+}
+
+/*
+ * Empty data points (2 bytes each, a row each) are refused where the
+ * general guard refuses them: point_guard's bound folds the resource,
+ * scope and metric rows in once per Metric, so the point it stops at - and
+ * the offset the reason names - must be heap_guard's.
+ */
+Test(pbdec, data_points_that_balloon_are_refused_at_the_general_guards_point)
+{
+    struct batch *b = batch_new(SIG_METRICS);
+    char err[256], want[128];
+    struct pbw data = {0};
+
+    for (int i = 0; i < 100000; i++) {
+        w_raw(&data, "\x0a\x00", 2);
+    }
+    struct pbw req = data_request(7, &data);
+    size_t first = offset_of(&req, "\x0a\x00\x0a\x00", 4, 0);
+    size_t limit = req.n * 32 + ((size_t)1 << 20);
+    size_t dicts = sizeof(struct res_row) + sizeof(struct scope_row) + sizeof(struct metric_row);
+    /* the first point k with k rows + the dicts past the limit (no heap) */
+    size_t k = (limit - dicts) / sizeof(struct point_row) + 1;
+    cr_assert_lt(k, 100000);
+    snprintf(want, sizeof want,
+             "request expands to more than 32 times its size when decoded at "
+             "offset %zu",
+             first + 2 * k + 2);
+    cr_assert_eq(decode(SIG_METRICS, &req, b, err), -EPROTO);
+    cr_assert(strstr(err, want) != NULL, "'%s' lacks '%s'", err, want);
+    expect_eproto_w(SIG_METRICS, &req, want);
+
+    w_free(&req);
+    w_free(&data);
+    batch_free(b);
 }

@@ -177,4 +177,58 @@ static inline void streams_refused(uint8_t *f, size_t n, int forge)
     cr_assert(strstr(err, "malformed metric stream section") != NULL, "forge %d: %s", forge, err);
 }
 
+/* An empty log batch of one resource and one scope. */
+static inline struct batch *log_batch(void)
+{
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    return bt;
+}
+
+/* A log row of |bt| at time (and observed time) |t_ns|; its attributes
+ * start at the heap's end. */
+static inline struct log_row *log_at(struct batch *bt, uint64_t t_ns)
+{
+    struct log_row *r = batch_add_log(bt);
+    cr_assert_not_null(r);
+    r->time_ns = r->observed_ns = t_ns;
+    return r;
+}
+
+/* |ob|'s first |rows| rows written at |path| with |o| (shard 0, seal
+ * |seal|); the file's bytes, malloc'd. */
+static inline uint8_t *write_and_read(const oblock *ob, uint64_t rows, uint64_t seal,
+                                      const struct blk_wopts *o, char *path, size_t cap, size_t *n)
+{
+    write_block(ob, rows, 0, seal, o, path, cap);
+    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
+    cr_assert_not_null(f);
+    return f;
+}
+
+/* Opens |path| (no verification cache; the root must open) and reads row
+ * 0's attributes: 0, or the attrs table load's error. */
+static inline int load_attrs(const char *path)
+{
+    blk *b = NULL;
+    char err[256];
+    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
+    cr_assert_eq(rc, 0, "the root still opens: %s", err);
+    struct log_view lv;
+    rc = blk_log(b, 0, BLK_ATTRS, &lv);
+    blk_unref(b);
+    return rc;
+}
+
+/* Forged file g[0, n) (its CRCs recomputed) written at |path|: what
+ * load_attrs gives for it. */
+static inline int forged_load(const char *path, uint8_t *g, size_t n)
+{
+    fix_crcs(g, n);
+    put_file(path, g, n);
+    return load_attrs(path);
+}
+
 #endif

@@ -27,25 +27,6 @@ static void put_kv_str(struct vbuf *h, const char *k, const char *v, size_t vn)
     cr_assert_eq(val_put_str(h, v, vn), 0);
 }
 
-/* A log batch of one resource and scope. */
-static struct batch *log_batch(void)
-{
-    struct batch *bt = batch_new(SIG_LOGS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
-    return bt;
-}
-
-/* A log record of |bt| at |t| ns (time and observed time). */
-static struct log_row *log_at(struct batch *bt, uint64_t t)
-{
-    struct log_row *r = batch_add_log(bt);
-    cr_assert_not_null(r);
-    r->time_ns = r->observed_ns = t;
-    return r;
-}
-
 /*
  * Row i (time i s): every tenth row (i % 10 == 9) has no attributes, the
  * others, in this key order (key ids 0..10):
@@ -191,19 +172,6 @@ static int put_sb(struct vbuf *b)
 static int put_sa(struct vbuf *b)
 {
     return val_put_str(b, "a", 1);
-}
-
-/* Opens |path| (no verification cache) and reads row 0's attributes. */
-static int load_attrs(const char *path)
-{
-    blk *b = NULL;
-    char err[256];
-    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
-    cr_assert_eq(rc, 0, "the root still opens: %s", err);
-    struct log_view lv;
-    rc = blk_log(b, 0, BLK_ATTRS, &lv);
-    blk_unref(b);
-    return rc;
 }
 
 /*

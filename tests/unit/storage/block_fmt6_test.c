@@ -55,18 +55,6 @@ static uint8_t *seal(struct batch *bt, bool by_key, uint64_t seal_id, oblock **o
     return f;
 }
 
-static int load_attrs(const char *path)
-{
-    blk *b = NULL;
-    char err[256];
-    int rc = blk_open_ex(path, BLK_OPEN_NO_CACHE, &b, err, sizeof(err));
-    cr_assert_eq(rc, 0, "the root still opens: %s", err);
-    struct log_view lv;
-    rc = blk_log(b, 0, BLK_ATTRS, &lv);
-    blk_unref(b);
-    return rc;
-}
-
 /* The lists as format 5 lays them out, row by row: code 1, "x<i>"; code
  * 2, zz(1000 i); code 4 (c="same"). */
 static const uint8_t interleaved[] = {

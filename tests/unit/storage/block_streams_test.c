@@ -11,15 +11,6 @@
 
 TestSuite(block_streams, .init = fresh_dir);
 
-static uint8_t *seal_points(const oblock *ob, uint64_t rows, uint64_t seal,
-                            const struct blk_wopts *o, char *path, size_t cap, size_t *n)
-{
-    write_block(ob, rows, 0, seal, o, path, cap);
-    uint8_t *f = tmpdir_read_file(dir, strrchr(path, '/') + 1, n);
-    cr_assert_not_null(f);
-    return f;
-}
-
 static uint64_t meta_flags(const uint8_t *f, size_t n)
 {
     uint64_t len, at = section(f, n, 1, &len);
@@ -64,9 +55,9 @@ Test(block_streams, derived_two_gauges_store_no_section_and_read_three_streams)
     char path[512], pr[512];
     size_t n, nr;
     struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .streams_by_row = true};
-    uint8_t *fr = seal_points(ob, 6, 90, &o, pr, sizeof(pr), &nr);
+    uint8_t *fr = write_and_read(ob, 6, 90, &o, pr, sizeof(pr), &nr);
     o.streams_derived = true; /* over streams_by_row */
-    uint8_t *f = seal_points(ob, 6, 91, &o, path, sizeof(path), &n);
+    uint8_t *f = write_and_read(ob, 6, 91, &o, path, sizeof(path), &n);
     uint64_t len;
     cr_assert_eq(section(f, n, 9, &len), 0, "no stream section");
     cr_assert_neq(section(fr, nr, 9, &len), 0);
@@ -119,7 +110,7 @@ Test(block_streams, derived_index_answers_whichever_question_comes_first)
     char path[512];
     size_t n;
     struct blk_wopts o = {.codec = BLK_CODEC_ZSTD, .zstd_root = true, .streams_derived = true};
-    free(seal_points(ob, 6, 92, &o, path, sizeof(path), &n));
+    free(write_and_read(ob, 6, 92, &o, path, sizeof(path), &n));
     blk *b = open_ok(path);
     struct blk_stream st;
     cr_assert_eq(blk_stream(b, 2, &st), 0);
@@ -179,9 +170,9 @@ Test(block_streams, derived_index_of_shared_lists_one_row_and_no_rows)
     char p4[512], p6[512];
     size_t n;
     struct blk_wopts o = {.codec = BLK_CODEC_PLAIN};
-    free(seal_points(ob, rows, 93, &o, p4, sizeof(p4), &n));
+    free(write_and_read(ob, rows, 93, &o, p4, sizeof(p4), &n));
     o.streams_derived = true;
-    free(seal_points(ob, rows, 94, &o, p6, sizeof(p6), &n));
+    free(write_and_read(ob, rows, 94, &o, p6, sizeof(p6), &n));
     blk *b4 = open_ok(p4), *b6 = open_ok(p6);
     cr_assert_eq(blk_n_streams(b4), 2 * NM + 98);
     same_index(b4, b6);
@@ -206,9 +197,9 @@ Test(block_streams, derived_index_of_shared_lists_one_row_and_no_rows)
         }
         cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
         cr_assert_eq(oblock_append(ob, bt, 1), 0);
-        free(seal_points(ob, (uint64_t)one, 95 + 2 * (uint64_t)one, &o, p6, sizeof(p6), &n));
+        free(write_and_read(ob, (uint64_t)one, 95 + 2 * (uint64_t)one, &o, p6, sizeof(p6), &n));
         o.streams_derived = false;
-        free(seal_points(ob, (uint64_t)one, 96 + 2 * (uint64_t)one, &o, p4, sizeof(p4), &n));
+        free(write_and_read(ob, (uint64_t)one, 96 + 2 * (uint64_t)one, &o, p4, sizeof(p4), &n));
         o.streams_derived = true;
         b4 = open_ok(p4);
         b6 = open_ok(p6);
@@ -231,9 +222,9 @@ Test(block_streams, derived_index_of_the_generators_points_equals_the_stored_one
     struct blk_wopts z = {.codec = BLK_CODEC_ZSTD, .zstd_root = true, .streams_by_row = true};
     char pr[512], pd[512];
     size_t nr, nd;
-    uint8_t *fr = seal_points(ob, rows, 100, &z, pr, sizeof(pr), &nr);
+    uint8_t *fr = write_and_read(ob, rows, 100, &z, pr, sizeof(pr), &nr);
     z.streams_derived = true;
-    uint8_t *fd = seal_points(ob, rows, 101, &z, pd, sizeof(pd), &nd);
+    uint8_t *fd = write_and_read(ob, rows, 101, &z, pd, sizeof(pd), &nd);
     uint64_t len;
     cr_assert_neq(section(fr, nr, 9, &len), 0);
     cr_assert_eq(nd + (16 + len + 7) / 8 * 8, nr);
@@ -273,7 +264,7 @@ Test(block_streams, forged_derived_blocks_are_refused)
     char path[512];
     size_t n;
     struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .streams_by_row = true};
-    uint8_t *f = seal_points(ob, 6, 110, &o, path, sizeof(path), &n);
+    uint8_t *f = write_and_read(ob, 6, 110, &o, path, sizeof(path), &n);
     uint64_t len, at = section(f, n, 1, &len);
     put64(f + at + 32, 5);
     fix_crcs(f, n);
@@ -283,7 +274,7 @@ Test(block_streams, forged_derived_blocks_are_refused)
     for (int s = SIG_TRACES; s <= SIG_TRACES; s++) { /* logs' bit 2 is their bodies' */
         oblock *lo = gen_oblock((enum signal)s, 7, 20, 20);
         struct blk_wopts lz = {.codec = BLK_CODEC_PLAIN, .streams_derived = true};
-        f = seal_points(lo, oblock_rows(lo), 111 + (uint64_t)s, &lz, path, sizeof(path), &n);
+        f = write_and_read(lo, oblock_rows(lo), 111 + (uint64_t)s, &lz, path, sizeof(path), &n);
         at = section(f, n, 1, &len);
         cr_assert_eq(get64(f + at + 32), 1, "the option is the metric writer's only");
         put64(f + at + 32, 5);
@@ -294,7 +285,7 @@ Test(block_streams, forged_derived_blocks_are_refused)
     }
 
     o.streams_derived = true;
-    f = seal_points(ob, 6, 115, &o, path, sizeof(path), &n);
+    f = write_and_read(ob, 6, 115, &o, path, sizeof(path), &n);
     /* the attrs table: count, then the list dictionary's codes, offsets,
      * data (physical column 3): entries "" (b), k=1, k=2 */
     uint64_t dat = column_at(f, n, 1, 3, &len);
@@ -322,7 +313,7 @@ Test(block_streams, forged_derived_blocks_are_refused)
     /* the same edit without the flag: a valid block (the stored index
      * keeps the two streams), so the refusal is the derivation's */
     o.streams_derived = false;
-    uint8_t *g = seal_points(ob, 6, 116, &o, path, sizeof(path), &n);
+    uint8_t *g = write_and_read(ob, 6, 116, &o, path, sizeof(path), &n);
     dat = column_at(g, n, 1, 3, &len);
     for (uint64_t i = 0; i < len; i++) {
         g[dat + i] = g[dat + i] == '2' ? '1' : g[dat + i];

@@ -386,16 +386,19 @@ static void merge_signal(enum signal s)
     cr_expect_eq(blk_n_sources(in[0]), 0, "a sealed block is hot");
     if (s == SIG_METRICS) {
         cr_expect_gt(blk_n_streams(c), 0, "the stream index is rebuilt");
-    } else { /* logs and spans: the lists by key, one length a key */
+    } else { /* logs and spans: the lists by key, one length and tag a key */
         uint64_t tl = attrs_t_len(path);
-        cr_expect(tl > 0 && tl % 8 == 0, "T column of %llu bytes", (unsigned long long)tl);
+        cr_expect(tl > 0 && tl % 9 == 0, "T column of %llu bytes", (unsigned long long)tl);
     }
     /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL"),
      * the events by key (bit 5, "v6 SPAN EVENTS BY KEY"); logs: bodies
      * by template ("v6 LOG BODIES"); points: the stream index from the
      * rows ("v6 STREAMS FROM ROWS"); all: the dictionaries in one zstd
-     * frame (bit 3, section 12) */
-    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 : 5));
+     * frame (bit 3, section 12); logs and spans: the value streams typed
+     * (bit 4, "v6 TYPED VALUES") */
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 | 16
+                                               : s == SIG_LOGS ? 5 | 16
+                                                               : 5));
     cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
     cr_expect_eq(footer_u64(path, 5, 0), UINT64_MAX, "no resource section of its own");
     if (s == SIG_METRICS) { /* so no stream section */
