@@ -9,6 +9,8 @@
  *   block_wtable.c   the writer's table serializer (block_wint.h)
  *   block_keys.c     format 3's key-coded attribute lists, both ways, and
  *                    (format 5) the load's hot key columns
+ *   block_bykey.c    format 6's attribute lists by key and their typed value
+ *                    streams, both ways
  *   block_vdict.c    format 5's value dictionary, the writer's side
  *   block_body.c     format 6's log bodies by template, both ways
  *   block_read.c     open, footer parsing, table loading with lazy
@@ -197,7 +199,7 @@
  *   9 bytes { u64 key k's stored stream length, u8 tag } and each key's
  *   stream is its tag's encoding of the values by key above; the D offsets
  *   stay the lists' own (the data column's length is the streams'). Tags
- *   (block_keys.c; zz and uv as at the top):
+ *   (block_bykey.c; zz and uv as at the top):
  *     0 TV_RAW   the values as val.h encodes them (as without the bit)
  *     1 TV_ONE   u8 type t (1 .. 7), then each value's bytes after its
  *                type byte (every value of the key of type t)
@@ -899,7 +901,56 @@ int akeys_encode(struct vbuf *out, const uint8_t *p, uint32_t len, uint32_t coun
                  const uint32_t *vcode);
 /* The end of the val.h value at p before |end|, or NULL when it runs past
  * it (containers skipped by their byte length). */
-const uint8_t *akeys_value_end(const uint8_t *p, const uint8_t *end);
+/* The end of the value of type |t| whose bytes after the type start at
+ * p[0, end - p) (val.h): a container is skipped by its byte length, its
+ * members copied as they are (a reader walks them with val.h's bounded
+ * reader); NULL when it runs past |end| or |t| is no type. */
+static inline const uint8_t *value_end_t(uint8_t t, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t n = 0;
+    unsigned sh = 0;
+    switch (t) {
+    case VAL_EMPTY:
+        return p;
+    case VAL_BOOL:
+        return end - p >= 1 ? p + 1 : NULL;
+    case VAL_DOUBLE:
+        return end - p >= 8 ? p + 8 : NULL;
+    case VAL_INT:
+        for (unsigned k = 0; k < 10 && p < end; k++) {
+            if ((*p++ & 0x80) == 0) {
+                return p;
+            }
+        }
+        return NULL;
+    case VAL_STR:
+    case VAL_BYTES:
+        for (unsigned k = 0; k < 10 && p < end; k++, sh += 7) {
+            uint8_t c = *p++;
+            n |= (uint64_t)(c & 0x7f) << sh;
+            if ((c & 0x80) == 0) {
+                return n <= (uint64_t)(end - p) ? p + n : NULL;
+            }
+        }
+        return NULL;
+    case VAL_ARRAY:
+    case VAL_KVLIST:
+        if (end - p < 8) {
+            return NULL;
+        }
+        n = rd32(p);
+        p += 8;
+        return n <= (uint64_t)(end - p) ? p + n : NULL;
+    default:
+        return NULL;
+    }
+}
+
+/* The end of the value (type byte first) at p[0, end - p), as above. */
+static inline const uint8_t *value_end(const uint8_t *p, const uint8_t *end)
+{
+    return p < end ? value_end_t(*p, p + 1, end) : NULL;
+}
 
 /* Format 5: the hot key positions akeys_rebuild finds (the file has no
  * hot key columns). Borrowed from the caller. */
@@ -931,6 +982,8 @@ int akeys_rebuild(struct dcol *dc, uint64_t nd, const struct scol *keys, uint64_
  * freed the previous ones. 0, -EBADMSG, -ENOMEM.
  */
 int akeys_load(blk *b, uint64_t nd, bool vd);
+/* ---- format 6's lists by key, typed value streams (block_bykey.c) ---- */
+
 /*
  * Format 6: the key-coded lists data[0, len) (nkeys keys, nvals value
  * entries: the D data as akeys_encode made it) by key into |out| (reset
@@ -971,6 +1024,22 @@ int akeys_typed(const uint8_t *data, size_t len, const uint8_t *dir, uint64_t nk
 /* Bytes the table must hold past the end of the list dictionary's data
  * for akeys_rebuild (it copies in 16-byte blocks): checked at load. */
 #define AKEYS_SLACK 16
+
+/*
+ * Keys and values are mostly short: copied 16 bytes at a time, the last
+ * block whole. Reads up to COPY_SLACK - 1 bytes past |src + n| and writes
+ * as far past |dst + n|: the key encodings carry that much padding, a
+ * value in a list dictionary is followed by the key dictionary's INT
+ * column (at least 24 bytes), the writer's lists by AKEYS_SLACK spare
+ * bytes (akeys_encode's caller), and the output keeps that much spare.
+ */
+#define COPY_SLACK AKEYS_SLACK
+static inline void copy16(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        memcpy(dst + i, src + i, 16);
+    }
+}
 
 /* ---- format 4's metric detail entries (block_detail.c) ---- */
 

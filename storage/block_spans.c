@@ -229,7 +229,7 @@ static int sev_shape(struct sevw *e, const uint8_t *name, uint64_t nl, uint32_t 
         kl[i] = take_len(&r);
         kp[i] = take(&r, kl[i]);
         vp[i] = r.p;
-        ve[i] = r.bad ? NULL : akeys_value_end(r.p, r.end);
+        ve[i] = r.bad ? NULL : value_end(r.p, r.end);
         if (ve[i] == NULL) {
             return 0;
         }
@@ -511,7 +511,7 @@ static int sev_row(struct sst *st, const struct sshape *sh, uint64_t nsh, const 
         for (uint64_t a = 0; a < h->nk; a++) {
             uint64_t k = uv_take(&kc, kc + 10, &bad); /* checked below nk at the parse */
             struct sst *v = &st[3 + k];
-            const uint8_t *ve = akeys_value_end(v->p, v->end);
+            const uint8_t *ve = value_end(v->p, v->end);
             if (ve == NULL) {
                 return -EBADMSG; /* a value past its stream */
             }
