@@ -1233,6 +1233,12 @@ static inline int ready(blk *b, unsigned want)
  * read). The root table loaded. */
 int blk_body_load(blk *b);
 
+/* A read of |want| (blk_log, blk_load) that wants the log body. */
+static inline bool wants_body(unsigned want)
+{
+    return (want & (BLK_ROOT | BLK_NOBODY)) == BLK_ROOT;
+}
+
 static inline int body_ready(blk *b)
 {
     if (!b->body_tmpl || atomic_load_explicit(&b->bbody_state, memory_order_acquire) == 1) {

@@ -837,7 +837,7 @@ int blk_load(blk *b, unsigned want)
 {
     stamp(b);
     int rc = ready(b, want);
-    if (rc == 0 && (want & (BLK_ROOT | BLK_NOBODY)) == BLK_ROOT) {
+    if (rc == 0 && wants_body(want)) {
         rc = body_ready(b);
     }
     return rc;

@@ -35,7 +35,7 @@ int blk_log(blk *b, uint64_t i, unsigned want, struct log_view *v)
     }
     /* observed_ns is stored relative to the root's time column. */
     int rc = ready(b, (want & BLK_DETAIL) ? want | BLK_ROOT : want);
-    bool body = (want & (BLK_ROOT | BLK_NOBODY)) == BLK_ROOT;
+    bool body = wants_body(want);
     if (rc == 0 && body) {
         rc = body_ready(b);
     }
