@@ -278,7 +278,8 @@ int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t 
                     uint64_t nkeys, uint64_t nvals, bool typed, uint64_t want, uint8_t **out)
 {
     size_t es = typed ? 9 : 8; /* a T entry's bytes */
-    if (dirlen != es * nkeys || nkeys == 0 || (!typed && want != len) || want > SIZE_MAX / 2) {
+    if (dirlen != es * nkeys || nkeys == 0 || (!typed && want != len) ||
+        want / AKEYS_GROWTH > len) {
         return -EBADMSG;
     }
     /* cur[k] / lim[k]: key k's stream (k = 0 the codes, k + 1 key k) */

@@ -999,9 +999,10 @@ int akeys_by_key(const uint8_t *data, size_t len, uint64_t nkeys, uint64_t nvals
  * last), into a fresh buffer of want + AKEYS_SLACK bytes (*out; the
  * caller frees it). |typed| (META flag bit 4, "v6 TYPED VALUES"): dir
  * holds nkeys x (u64 length, u8 tag) and each key's stream is its tag's
- * encoding. 0, -EBADMSG (dirlen not 8 (9) x nkeys, lengths over len, a
- * code or value out of place, a tag or stream head unknown, a stream not
- * used up, a rebuilt length other than want), -ENOMEM.
+ * encoding. 0, -EBADMSG (dirlen not 8 (9) x nkeys, want over
+ * AKEYS_GROWTH x len, lengths over len, a code or value out of place, a
+ * tag or stream head unknown, a stream not used up, a rebuilt length other
+ * than want), -ENOMEM.
  */
 int akeys_from_keys(const uint8_t *data, size_t len, const uint8_t *dir, size_t dirlen,
                     uint64_t nkeys, uint64_t nvals, bool typed, uint64_t want, uint8_t **out);
@@ -1011,6 +1012,11 @@ enum { TV_RAW, TV_ONE, TV_HEXL, TV_HEXU, TV_DEC, TV_DBL, TV_NTAGS };
 #define TV_HEX_MAX 63 /* bytes of one TV_HEXL / TV_HEXU value, at most (2 x 63 < 128) */
 #define TV_PRE_MAX 64 /* bytes of a TV_DEC stream's prefix, at most */
 #define TV_E_MAX 9    /* a TV_DBL stream's decimal exponent, at most */
+/* Bytes of lists one stored byte rebuilds into, at most: a TV_DEC value is
+ * a code byte and a stream byte rebuilt into the code, a type, a length,
+ * the prefix and 20 digits (under 44 a byte); every other tag and a raw
+ * value less. akeys_from_keys refuses a |want| past it before allocating. */
+#define AKEYS_GROWTH (TV_PRE_MAX + 32)
 /*
  * The lists by key data[0, len) with their u64 stream lengths dir (nkeys,
  * as akeys_by_key made them) with each key's stream in the tag that

@@ -437,6 +437,49 @@ Test(block_tvals, service_values_take_their_tags_and_read_back)
     batch_free(bt);
 }
 
+/* The widest rebuild a stream allows (TV_DEC values of a 64-byte prefix and
+ * one digit: 68 bytes of lists from 2 stored bytes) reads back whole; a
+ * |want| past AKEYS_GROWTH x the stored bytes is refused before anything
+ * is allocated for it, whether or not the allocation would succeed. */
+Test(block_tvals, rebuilt_length_is_bounded_by_the_stored_bytes)
+{
+    enum { N = 1000 };
+    struct vbuf d = {0};
+    for (int i = 0; i < N; i++) {
+        vbuf_put(&d, (const uint8_t[]){1}, 1); /* code 1: key 1 */
+    }
+    size_t head = d.len;
+    vbuf_put(&d, (const uint8_t[]){TV_PRE_MAX}, 1);
+    for (int i = 0; i < TV_PRE_MAX; i++) {
+        vbuf_put(&d, (const uint8_t *)"p", 1);
+    }
+    for (int i = 0; i < N; i++) {
+        vbuf_put(&d, (const uint8_t[]){(uint8_t)(2 * (i % 5))}, 1); /* zz of i % 5 */
+    }
+    uint8_t tdir[9];
+    uint64_t slen = d.len - head;
+    memcpy(tdir, &slen, 8);
+    tdir[8] = TV_DEC;
+    uint64_t want = (uint64_t)N * (1 + 2 + TV_PRE_MAX + 1);
+    uint8_t *out = NULL;
+    cr_assert_eq(akeys_from_keys(d.p, d.len, tdir, 9, 1, 0, true, want, &out), 0);
+    for (int i = 0; i < N; i++) {
+        const uint8_t *r = out + (size_t)i * (want / N);
+        cr_assert(r[0] == 1 && r[1] == VAL_STR && r[2] == TV_PRE_MAX + 1 && r[3] == 'p' &&
+                      r[2 + TV_PRE_MAX] == 'p' && r[3 + TV_PRE_MAX] == '0' + i % 5,
+                  "value %d", i);
+    }
+    free(out);
+    uint64_t over[] = {(uint64_t)d.len * AKEYS_GROWTH + AKEYS_GROWTH, 1ull << 40, 1ull << 62};
+    for (size_t j = 0; j < sizeof(over) / sizeof(over[0]); j++) {
+        out = NULL;
+        cr_assert_eq(akeys_from_keys(d.p, d.len, tdir, 9, 1, 0, true, over[j], &out), -EBADMSG,
+                     "want %llu", (unsigned long long)over[j]);
+        cr_assert_null(out);
+    }
+    free(d.p);
+}
+
 /* The generator's logs and spans (mixed types a key: mostly raw), zstd
  * with typed values: every row as the oblock's, and as the same block's
  * without the flag. */
