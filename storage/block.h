@@ -133,6 +133,13 @@ struct blk_wopts {
      * resources and metric descriptions; inflated at open into memory the
      * block owns. The cold tier's choice (compact.c). */
     bool dicts_zstd;
+    /* Points: the start column by reference (block_int.h, "v6 POINT
+     * STARTS", footer META flag bit 9): each row's start, or its time -
+     * start, as an entry of a dictionary of those two or more rows hold
+     * (a cumulative series' start, a delta series' interval), else
+     * literal; a root load decodes it. Used when half the rows find an
+     * entry. The cold tier's choice (compact.c). */
+    bool point_starts;
 };
 
 /* The options of a hot seal of |sig| at zstd |level| (> 0): the cheapest

@@ -298,6 +298,23 @@
  *   that load), kept while the block is open; a dictionary holding one
  *   list twice fails the load (1.7 B a point less than codec 3 on the
  *   generator's corpus; bench/STORAGE.md, h-cold3).
+ *   v6 POINT STARTS (metric blocks, META flag bit 9; the compactor's,
+ *   blk_wopts.point_starts): the root's I zz(time_ns - start_ns) column
+ *   is INT encoding 3 (header count rows, base 0, width 0), then exactly:
+ *     u64 n (n <= rows), n x u64 entries, ceil(n / 8) bytes of kinds (bit
+ *     c % 8 of byte c / 8: entry c is a zz(time - start) value, else a
+ *     start; bits past n zero), then per row a uv code c: c < n is entry
+ *     c (a start s gives the row zz(time - s)), c == n is followed by the
+ *     row's zz(time - start) as a uv.
+ *   Cumulative series share a start, and delta series a time - start
+ *   (the interval): the writer keeps the values of either kind that two
+ *   rows or more hold, most held first, and codes a row by whichever of
+ *   its two entries has the smaller code (block_pstart.c). The root load
+ *   decodes the column into 8-byte values (so every reader is v2-v5's);
+ *   a code past n, entries or kinds past the column, or bytes left over
+ *   fail it with -EBADMSG. Without the flag the column is INT 0-2, with
+ *   it always 3 (the writer sets the flag only when at least half the
+ *   rows find an entry).
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most
@@ -316,6 +333,7 @@
  *                 of any signal: sections 5-7 are in section 12; bit 4,
  *                 v6 log and span blocks: "v6 TYPED VALUES" above; bit 5,
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
+ *                 above; bit 9, v6 metric blocks: "v6 POINT STARTS"
  *                 above; other bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
@@ -477,7 +495,7 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define TDIR_SIZE 32
 #define INT_HDR 24
 /* INT header byte 17 (format 3; 0 in format 2; INT_VAR from format 4) */
-enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2 };
+enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PSTART = 3 };
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -839,6 +857,7 @@ struct blk {
     uint8_t *sbuf;        /* format 4: the stream index, decoded at open (streams, stream_rows) */
     uint8_t *fdicts;      /* format 6: sections 5-7 inflated from section 12 (views point here) */
     bool streams_derived; /* format 6: META flag bit 2, no section 9: sbuf derived from the rows */
+    bool pstart;          /* format 6: META flag bit 9, the start column by reference */
     atomic_bool streams_ready; /* ... once the attrs table's first load derived it */
     pthread_mutex_t lock;      /* table loads, column decodes, quarantine */
 
@@ -1163,6 +1182,14 @@ bool streams_parse(blk *b, const uint8_t *p, const uint8_t *end);
  * the two streams would be one), -ENOMEM.
  */
 int streams_derive(blk *b, uint64_t nd);
+/*
+ * Format 6, META flag bit 9 (block_pstart.c): the start column's bytes
+ * p[0, end) after its INT header, for |rows| rows at times |time|, decoded
+ * into a fresh array of zz(time - start) values (*out; the caller owns
+ * it). 0, -EBADMSG, -ENOMEM.
+ */
+int pstart_decode(const uint8_t *p, const uint8_t *end, const struct icol *time, uint64_t rows,
+                  uint64_t **out);
 
 static inline uint64_t ic_get(const struct icol *c, uint64_t i)
 {

@@ -299,6 +299,26 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
     return 0;
 }
 
+/* Binds the start column of a metric root by reference (format 6, META
+ * flag bit 9): INT encoding 3, decoded into |*dec| against the time column
+ * bound before it. 0, -EBADMSG or -ENOMEM. */
+static int bind_pstart(const blk *b, const uint8_t *p, uint64_t len, struct icol *c, uint64_t **dec)
+{
+    if (len < INT_HDR || rd64(p) != b->rows || rd64(p + 8) != 0 || p[16] != 0 ||
+        p[17] != INT_PSTART) {
+        return -EBADMSG;
+    }
+    blk_heap_free(*dec);
+    *dec = NULL;
+    int rc = pstart_decode(p + INT_HDR, p + len, &b->I[M_TIME], b->rows, dec);
+    if (rc < 0) {
+        return rc;
+    }
+    blk_heap_add(*dec);
+    *c = (struct icol){(const uint8_t *)*dec, 0, 8};
+    return 0;
+}
+
 /* Loops over the stored values of |c| with the width known, so the checks
  * below (run at every table load, over every row) do not switch per value. */
 #define IC_EACH(c, n, T, body)                                                                     \
@@ -477,7 +497,10 @@ static int bind_table(blk *b, int t, const uint8_t *p, uint64_t len)
             break;
         }
         case 'I':
-            if ((rc = bind_int(b, cp[c], cl[c], rows, &b->I[e->idx], &dec[c])) < 0) {
+            rc = t == 0 && b->pstart && e->idx == M_START /* after M_TIME */
+                     ? bind_pstart(b, cp[c], cl[c], &b->I[M_START], &dec[c])
+                     : bind_int(b, cp[c], cl[c], rows, &b->I[e->idx], &dec[c]);
+            if (rc < 0) {
                 return rc;
             }
             c += 1;
@@ -1200,10 +1223,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12, bit 4 log and span blocks' typed value
-     * streams, bit 5 span blocks' events by key; any other bit is a newer
-     * writer's */
+     * streams, bit 5 span blocks' events by key, bit 9 metric blocks'
+     * starts by reference; any other bit is a newer writer's */
     uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8 |
-                     (b->sig != SIG_METRICS ? 16 : 0);
+                     (b->sig != SIG_METRICS ? 16 : 512);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1221,6 +1244,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->typed_vals = b->version >= 6 && (flags & 16) != 0;
+    b->pstart = b->version >= 6 && (flags & 512) != 0 && b->sig == SIG_METRICS;
     b->meta_flags = flags;
 
     struct rd t = secs[SEC_TABLES];

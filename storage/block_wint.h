@@ -67,6 +67,33 @@ int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, ui
                 struct strb *x, bool *coded);
 void btmpl_free(struct btmpl *t);
 
+/* Format 6: the writer's side of the point start times by reference
+ * (block_pstart.c, META flag bit 9): a table of the starts and one of the
+ * time - start values seen (each at most PS_DICT keys; one a block past
+ * that codes as a literal), and the dictionary being ordered. */
+#define PS_DICT 65536
+#define PS_SLOTS (2 * PS_DICT)
+struct ps_ent {
+    uint64_t key;
+    uint32_t n;
+    bool delta; /* key is zz(time - start), not a start */
+};
+struct pstw {
+    struct ps_slot *t[2];
+    struct ps_ent *ent;
+};
+/*
+ * Codes the metric root's start column |dz| (zz(time - start) of |rows|
+ * rows at times |time|) by reference into |out| (reset first): the
+ * column's bytes after its INT header (block_int.h "v6 POINT STARTS"),
+ * or nothing when fewer than half the rows would find an entry (the
+ * column is then written as before). |s| is scratch kept between seals.
+ * 0 or -ENOMEM.
+ */
+int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint64_t rows,
+                 struct vbuf *out);
+void pstw_free(struct pstw *s);
+
 /* Format 6: the writer's side of the span events by key (block_spans.c,
  * META flag bit 5): the keys and shapes seen (pointers into the events
  * column being coded), and the streams. An event past these limits is
@@ -106,10 +133,13 @@ struct wcols {
     struct vbuf tdir; /* format 6: the T column (empty: lists not by key) */
     uint32_t *pht;    /* span id -> row + 1 */
     size_t cap_pht;
-    struct strb sx[2]; /* format 6: coded span events and links (block_spans.c), or
-                        * (sx[0]) log bodies by template (block_body.c) */
-    struct btmpl bt;   /* format 6: log bodies by template, the writer's scratch */
-    struct sevw ev;    /* format 6: span events by key, the writer's scratch */
+    struct strb sx[2];        /* format 6: coded span events and links (block_spans.c), or
+                               * (sx[0]) log bodies by template (block_body.c) */
+    struct btmpl bt;          /* format 6: log bodies by template, the writer's scratch */
+    struct sevw ev;           /* format 6: span events by key, the writer's scratch */
+    struct pstw ps;           /* format 6: point starts by reference, the writer's scratch */
+    struct vbuf pst;          /* ... the coded start column (empty: not coded) */
+    const struct ent *pst_at; /* ... the root's start entry when coded, else NULL */
 };
 
 /*

@@ -183,6 +183,8 @@ static void wcols_free(struct wcols *w)
     }
     btmpl_free(&w->bt);
     sevw_free(&w->ev);
+    pstw_free(&w->ps);
+    vbuf_fini(&w->pst);
 }
 
 int cap_u64(uint64_t **p, size_t *cap, size_t n)
@@ -1704,6 +1706,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             w->sx[0] = tv;
         }
     }
+    vbuf_reset(&w->pst);
+    if (rc == 0 && sig == SIG_METRICS && o != NULL && o->point_starts) {
+        rc = pstart_build(&w->ps, w->I[M_TIME], w->I[M_START], rows, &w->pst);
+    }
+    bool pstart = w->pst.len > 0;
+    /* the table writer takes it for the start column, the root's second
+     * entry (of this file's copy of the format's tables: the pointer is
+     * compared) */
+    w->pst_at = pstart ? &spec_of(BLK_VERSION, SIG_METRICS, 0)->e[1] : NULL;
     if (rc == 0) {
         side->kc.arow[rows] = side->kc.an;
         rc = hot_build(hot, &side->kc, w, !side->vd_on);
@@ -1794,9 +1805,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
      * streams from the rows, dictionaries in one zstd frame, value streams
-     * typed, (v6) span events by key */
+     * typed, (v6) span events by key, point starts by reference */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
-                                 (tvals ? 16 : 0) | (sevk ? 32 : 0));
+                                 (tvals ? 16 : 0) | (sevk ? 32 : 0) | (pstart ? 512 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

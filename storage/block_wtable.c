@@ -218,6 +218,20 @@ static void emit_raw(struct tbw *t, const void *p, size_t n)
     tbw_col_end(t, start);
 }
 
+/* The metric root's start column by reference (block_pstart.c): INT
+ * encoding 3's header, then the coded bytes |x|. */
+static void emit_pstart(struct tbw *t, const struct vbuf *x, uint64_t rows)
+{
+    size_t start = tbw_col_start(t);
+    uint8_t *h = t->ihdr[t->at];
+    memset(h, 0, INT_HDR);
+    wr64(h, rows);
+    h[17] = INT_PSTART;
+    tbw_piece(t, h, INT_HDR);
+    tbw_piece(t, x->p, x->len);
+    tbw_col_end(t, start);
+}
+
 /*
  * A sparse column (format 4) from |rows| 8-byte values in |r|: a bitmap
  * (bit i % 8 of byte i / 8: value i's bits are not all zero) into |bits|,
@@ -248,7 +262,11 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
         const struct ent *e = &sp->e[i];
         switch (e->type) {
         case 'I':
-            emit_int(t, w->I[e->idx], w->rows);
+            if (e == w->pst_at) {
+                emit_pstart(t, &w->pst, w->rows); /* format 6, META flag bit 9 */
+            } else {
+                emit_int(t, w->I[e->idx], w->rows);
+            }
             break;
         case 'S':
             emit_int(t, w->S[e->idx].offs, w->rows + 1);

@@ -514,6 +514,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .streams_derived = true,
                           .var_seqs = true,
                           .dicts_zstd = true,
+                          .point_starts = true,
                           .body_tmpl = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 

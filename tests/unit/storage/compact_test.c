@@ -429,6 +429,59 @@ Test(compact, merge_gives_back_every_point_in_time_order)
     merge_signal(SIG_METRICS);
 }
 
+/* A hot point block of |n| points of one cumulative sum whose start is its
+ * process's, at seconds |t0| on (shard 0, seal |seal|). */
+static blk *cumulative_block(uint64_t t0, uint64_t n, uint64_t seal)
+{
+    char sub[300], path[512];
+    sigdir(SIG_METRICS, sub, sizeof(sub));
+    struct batch *bt = batch_new(SIG_METRICS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    struct metric_row *m = batch_add_metric(bt);
+    m->scope = 0;
+    m->name = (struct mstr){"requests", 8};
+    m->kind = MK_SUM;
+    m->temporality = 2;
+    for (uint64_t i = 0; i < n; i++) {
+        struct point_row *r = batch_add_point(bt);
+        r->metric = 0;
+        r->time_ns = (t0 + i) * 1000000000ull;
+        r->start_ns = 1767225540000000000ull;
+        r->value_type = PV_INT;
+        r->value.i = (int64_t)(100 * i);
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    batch_free(bt);
+    struct blk_meta meta = {.shard = 0, .wal_seq = seal, .seal_id = seal};
+    struct blk_wopts o = blk_hot_wopts(BLK_HOT_ZSTD_LEVEL, SIG_METRICS);
+    cr_assert_eq(blk_write_ex(sub, ob, n, &meta, &o, path, sizeof(path)), 0);
+    oblock_free(ob);
+    return open_path(path);
+}
+
+/* Points of one start merge into a block with the starts by reference
+ * (footer META flag bit 9, block_int.h "v6 POINT STARTS"), every row as
+ * its input's. */
+Test(compact, merge_codes_shared_point_starts)
+{
+    char sub[300], path[600];
+    blk *in[2] = {cumulative_block(1767225600, 300, 1), cumulative_block(1767225900, 200, 2)};
+    sigdir(SIG_METRICS, sub, sizeof(sub));
+    cr_assert_eq(compact_merge(sub, in, 2, 9, 3, NULL, NULL, path, sizeof(path)), 0);
+    blk *c = open_path(path);
+    check_merged(c, in, 2);
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | 5 | 512);
+    cr_expect_eq(root_int_encoding(path, 1), 3, "the start column by reference");
+    blk_unref(c);
+    blk_unref(in[0]);
+    blk_unref(in[1]);
+    blk_scratch_release();
+}
+
 static blk *vector(const char *name)
 {
     char path[600];
