@@ -34,18 +34,18 @@ static uint64_t ps_hash(uint64_t k)
     return k;
 }
 
-/* Counts |k| in table |t| (PS_SLOTS slots, *used of them taken); a key new
- * to a table holding PS_DICT keys is not counted (it codes as a literal). */
-static void ps_count(struct ps_slot *t, uint32_t *used, uint64_t k)
+/* Counts |k| in table |t| (mask + 1 slots, *used of them taken, at most
+ * half); a key new to a full table is not counted (it codes as a literal). */
+static void ps_count(struct ps_slot *t, uint64_t mask, uint32_t *used, uint64_t k)
 {
     for (uint64_t h = ps_hash(k);; h++) {
-        struct ps_slot *s = &t[h & (PS_SLOTS - 1)];
+        struct ps_slot *s = &t[h & mask];
         if (s->n != 0 && s->key == k) {
             s->n += s->n < UINT32_MAX;
             return;
         }
         if (s->n == 0) {
-            if (*used < PS_DICT) {
+            if (*used < (mask + 1) / 2) {
                 *s = (struct ps_slot){k, 1, 0};
                 ++*used;
             }
@@ -54,10 +54,10 @@ static void ps_count(struct ps_slot *t, uint32_t *used, uint64_t k)
     }
 }
 
-static const struct ps_slot *ps_find(const struct ps_slot *t, uint64_t k)
+static const struct ps_slot *ps_find(const struct ps_slot *t, uint64_t mask, uint64_t k)
 {
     for (uint64_t h = ps_hash(k);; h++) {
-        const struct ps_slot *s = &t[h & (PS_SLOTS - 1)];
+        const struct ps_slot *s = &t[h & mask];
         if (s->n == 0) {
             return NULL;
         }
@@ -80,7 +80,8 @@ static int ps_cmp(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
-static int ps_alloc(struct pstw *s)
+/* The tables, |slots| of each cleared (allocated at their largest once). */
+static int ps_alloc(struct pstw *s, uint64_t slots)
 {
     if (s->t[0] == NULL) {
         for (int k = 0; k < 2; k++) {
@@ -95,7 +96,7 @@ static int ps_alloc(struct pstw *s)
         }
     }
     for (int k = 0; k < 2; k++) {
-        memset(s->t[k], 0, PS_SLOTS * sizeof(*s->t[k]));
+        memset(s->t[k], 0, slots * sizeof(*s->t[k]));
     }
     return 0;
 }
@@ -107,18 +108,24 @@ int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint6
     if (rows < 2) {
         return 0;
     }
-    if (ps_alloc(s) < 0) {
+    /* twice the keys a table may take: the rows, at most PS_DICT */
+    uint64_t slots = 4;
+    while (slots < PS_SLOTS && slots < 2 * rows) {
+        slots *= 2;
+    }
+    uint64_t mask = slots - 1;
+    if (ps_alloc(s, slots) < 0) {
         return -ENOMEM;
     }
     /* t[0]: starts, t[1]: zz(time - start) as the column stores it */
     uint32_t used[2] = {0, 0};
     for (uint64_t i = 0; i < rows; i++) {
-        ps_count(s->t[0], &used[0], time[i] - (uint64_t)unzz(dz[i]));
-        ps_count(s->t[1], &used[1], dz[i]);
+        ps_count(s->t[0], mask, &used[0], time[i] - (uint64_t)unzz(dz[i]));
+        ps_count(s->t[1], mask, &used[1], dz[i]);
     }
     uint32_t n = 0;
     for (int k = 0; k < 2; k++) {
-        for (uint32_t j = 0; j < PS_SLOTS; j++) {
+        for (uint64_t j = 0; j < slots; j++) {
             const struct ps_slot *e = &s->t[k][j];
             if (e->n >= 2) {
                 s->ent[n++] = (struct ps_ent){e->key, e->n, k == 1};
@@ -127,7 +134,7 @@ int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint6
     }
     qsort(s->ent, n, sizeof(*s->ent), ps_cmp);
     for (uint32_t c = 0; c < n; c++) {
-        struct ps_slot *e = (struct ps_slot *)ps_find(s->t[s->ent[c].delta], s->ent[c].key);
+        struct ps_slot *e = (struct ps_slot *)ps_find(s->t[s->ent[c].delta], mask, s->ent[c].key);
         e->code = c;
     }
     int rc = vbuf_put_u64(out, n);
@@ -147,8 +154,8 @@ int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint6
     uint8_t *q = out->p + out->len;
     uint64_t hits = 0;
     for (uint64_t i = 0; i < rows; i++) {
-        const struct ps_slot *a = ps_find(s->t[0], time[i] - (uint64_t)unzz(dz[i]));
-        const struct ps_slot *d = ps_find(s->t[1], dz[i]);
+        const struct ps_slot *a = ps_find(s->t[0], mask, time[i] - (uint64_t)unzz(dz[i]));
+        const struct ps_slot *d = ps_find(s->t[1], mask, dz[i]);
         uint64_t c = n;
         if (a != NULL && a->n >= 2) {
             c = a->code;
