@@ -317,6 +317,7 @@ struct tbw {
     unsigned niov, ncols, at;
     size_t len;             /* raw table bytes so far */
     bool no_var;            /* no varint INT columns (a zstd table: they compress worse) */
+    bool by_col;            /* a zstd table stored one frame a column (codec 2) */
     uint64_t var_cols;      /* ... but for these physical columns (bit i: column i) */
     struct vbuf out;        /* the table in one buffer, for a zstd table only */
     struct ZSTD_CCtx_s *zc; /* kept between seals (zstd tables; NULL until one) */
@@ -335,6 +336,13 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
  * (-ENOMEM, -EIO when zstd fails). */
 int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
                      struct tdir *d);
+/* Format 6 (block_zcols.c): the stored bytes of raw table |raw, len| by
+ * column ("v6 TABLES BY COLUMN": one zstd frame of |level| a column, a
+ * column that does not shrink as it is) into *out (returned owned: the
+ * caller frees it), *outn bytes. 0, -EINVAL when the table's column
+ * directory is not the layout the load rebuilds, -ENOMEM, -EIO. */
+int blkw_zcols(struct ZSTD_CCtx_s *zc, int level, const uint8_t *raw, size_t len, uint8_t **out,
+               size_t *outn);
 /* write(2) until all of p[0, n) is written: 0 or -errno. */
 int blkw_write_all(int fd, const void *p, size_t n);
 /*

@@ -1757,6 +1757,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     uint64_t off = HDR_SIZE;
+    bool zcols = false; /* a table by column: META flag bit 6 */
     for (int t = 0; t < N_TABLES; t++) {
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root) &&
@@ -1764,6 +1765,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
+        tb->by_col = codec == BLK_CODEC_ZSTD && sig == SIG_TRACES && o->zstd_cols;
         tb->var_cols =
             t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
         if (t == 1 && !side->vd_on) { /* format 5's logs and spans: found at load */
@@ -1776,6 +1778,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             goto out;
         }
         dir[t].kind = (uint8_t)(t + 1);
+        zcols |= dir[t].codec == BLK_CODEC_ZSTD_COLS;
     }
 
     size_t at;
@@ -1794,9 +1797,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
      * streams from the rows, dictionaries in one zstd frame, value streams
-     * typed, (v6) span events by key */
+     * typed, (v6) span events by key, span tables by column */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
-                                 (tvals ? 16 : 0) | (sevk ? 32 : 0));
+                                 (tvals ? 16 : 0) | (sevk ? 32 : 0) | (zcols ? 64 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;
