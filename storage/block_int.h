@@ -272,22 +272,25 @@
  *   with -EBADMSG. The links column is bit 1's.
  *   v6 TABLES BY COLUMN (META flag bit 6, span blocks only; the
  *   compactor's, blk_wopts.zstd_cols): a table of codec 2 (allowed only
- *   with the bit) is stored one zstd frame a column (block_zcols.c): uv
- *   ncols (1 .. MAX_PHYS), then ncols x { uv raw length, uv stored length },
- *   then each column's stored bytes in order, filling the table's stored
- *   length exactly: stored = raw, the column's bytes as they are (0 with 0:
- *   an empty column); stored < raw, one zstd frame of the raw bytes. The
+ *   with the bit) is stored one zstd frame a column part (block_zcols.c):
+ *   uv ncols (1 .. MAX_PHYS), then per column uv nparts (1 .. ZC_PARTS_MAX)
+ *   and nparts x { uv raw length, uv stored length }, then every part's
+ *   stored bytes in order, filling the table's stored length exactly:
+ *   stored = raw, the part's bytes as they are (0 with 0: an empty column,
+ *   its one part); stored < raw, one zstd frame of the raw bytes. A
+ *   column's bytes are its parts' in order (the writer cuts the span attrs
+ *   table's lists by key after the code stream and each key's values). The
  *   raw table is the layout above with nothing else in it: the column
  *   directory, then column i at the next multiple of 8 after column i - 1
  *   (the first right after the directory), zero padding, the last column
  *   ending the table; its length must be the table directory's raw length.
  *   The load checks every length first, then inflates each column into its
  *   place, and binds the table as one of codec 1; lengths that do not fill
- *   the stored bytes or the raw length exactly, or a frame that does not
- *   inflate to its column's length, fail it with -EBADMSG. One frame a
- *   table shares its literal and sequence tables between columns of unlike
- *   bytes (0.56 B a span less by column on the generator's corpus;
- *   bench/STORAGE.md, h-spans4).
+ *   the stored bytes or the raw length exactly, an empty part beside
+ *   others, or a frame that does not inflate to its part's length, fail it
+ *   with -EBADMSG. One frame a table shares its literal and sequence tables
+ *   between columns of unlike bytes (0.74 B a span less by column and part
+ *   on the generator's corpus; bench/STORAGE.md, h-spans4).
  *   v6 LOG BODIES (META flag bit 2, log blocks only; the compactor's,
  *   blk_wopts.body_tmpl): the root's S body column holds rows + 1 offsets
  *   all 0 (one INT header, width 0) and, as its data, the bodies by
@@ -505,6 +508,9 @@ enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2 };
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
  * over ZSTD_RAW_MAX plain. */
 #define ZSTD_RATIO_CAP 4096
+/* A column of a table by column (codec 2) is stored in at most this many
+ * parts ("v6 TABLES BY COLUMN") */
+#define ZC_PARTS_MAX 64
 #define ZSTD_RAW_MAX (256ull << 20)
 
 /* ---- logical columns per signal (the index spaces of the arrays below) ---- */

@@ -35,6 +35,7 @@ static void tbw_begin(struct tbw *t, unsigned ncols)
     assert(ncols <= MAX_PHYS);
     t->ncols = ncols;
     t->at = 0;
+    t->cut.n = 0;
     t->niov = 0;
     t->len = 0;
     memset(t->dir, 0, 8 + 16 * (size_t)ncols);
@@ -430,8 +431,9 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
         }
         uint8_t *z = NULL;
         size_t zn = 0;
-        int rc = t->by_col ? blkw_zcols(t->zc, level ? level : 3, t->out.p, t->out.len, &z, &zn)
-                           : -EINVAL;
+        int rc = t->by_col
+                     ? blkw_zcols(t->zc, level ? level : 3, t->out.p, t->out.len, &t->cut, &z, &zn)
+                     : -EINVAL;
         d->codec = rc == -EINVAL ? BLK_CODEC_ZSTD : BLK_CODEC_ZSTD_COLS;
         if (rc == -EINVAL) { /* one frame */
             size_t cap = ZSTD_compressBound(t->len);

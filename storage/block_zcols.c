@@ -19,8 +19,9 @@
 
 #include "storage/block_wint.h"
 
-/* The most bytes the stored header takes: uv ncols, then two uv a column. */
-#define ZC_HDR_MAX (10 + 20 * (size_t)MAX_PHYS)
+/* The most bytes the stored header takes: uv ncols, then per column uv
+ * nparts and two uv a part. */
+#define ZC_HDR_MAX (10 + (10 + 20 * (size_t)ZC_PARTS_MAX) * (size_t)MAX_PHYS)
 
 static uint64_t up8(uint64_t v)
 {
@@ -29,8 +30,22 @@ static uint64_t up8(uint64_t v)
 
 /* ---- writer ---- */
 
-int blkw_zcols(ZSTD_CCtx *zc, int level, const uint8_t *raw, size_t len, uint8_t **out,
-               size_t *outn)
+/* The part of column |c| (n bytes) from |from| on ends at: the next cut of
+ * |cut| past from and before n (*i: the cuts taken), or n. */
+static uint64_t part_end(const struct zc_cuts *cut, uint32_t c, uint64_t from, uint64_t n,
+                         unsigned *i)
+{
+    while (cut != NULL && *i < cut->n && cut->col == c) {
+        uint64_t at = cut->at[(*i)++];
+        if (at > from && at < n) {
+            return at;
+        }
+    }
+    return n;
+}
+
+int blkw_zcols(ZSTD_CCtx *zc, int level, const uint8_t *raw, size_t len, const struct zc_cuts *cut,
+               uint8_t **out, size_t *outn)
 {
     if (len < 8) {
         return -EINVAL;
@@ -48,7 +63,7 @@ int blkw_zcols(ZSTD_CCtx *zc, int level, const uint8_t *raw, size_t len, uint8_t
             return -EINVAL;
         }
         at = o + n;
-        cap += ZSTD_compressBound(n);
+        cap += ZSTD_compressBound(n) + (cut != NULL && cut->col == c ? ZC_PARTS_MAX * 64 : 0);
     }
     if (at != len) {
         return -EINVAL;
@@ -57,29 +72,36 @@ int blkw_zcols(ZSTD_CCtx *zc, int level, const uint8_t *raw, size_t len, uint8_t
     if (z == NULL) {
         return -ENOMEM;
     }
-    uint64_t zlen[MAX_PHYS];
+    uint8_t hdr[ZC_HDR_MAX], *q = uv_put(hdr, ncols);
     size_t put = ZC_HDR_MAX;
     for (uint32_t c = 0; c < ncols; c++) {
         const uint8_t *col = raw + rd64(raw + 8 + 16 * c);
-        size_t n = rd64(raw + 16 + 16 * c), zn = n;
-        if (n > 0) {
-            zn = ZSTD_compressCCtx(zc, z + put, cap - put, col, n, level);
-            if (ZSTD_isError(zn)) {
-                free(z);
-                return -EIO;
+        uint64_t n = rd64(raw + 16 + 16 * c), from = 0, ends[ZC_PARTS_MAX];
+        unsigned np = 0, ci = 0;
+        do { /* an empty column is one empty part */
+            ends[np++] = from = part_end(cut, c, from, n, &ci);
+        } while (from < n && np < ZC_PARTS_MAX - 1);
+        ends[np - 1] = n;
+        q = uv_put(q, np);
+        from = 0;
+        for (unsigned i = 0; i < np; i++) {
+            size_t pn = ends[i] - from, zn = pn;
+            if (pn > 0) {
+                zn = ZSTD_compressCCtx(zc, z + put, cap - put, col + from, pn, level);
+                if (ZSTD_isError(zn)) {
+                    free(z);
+                    return -EIO;
+                }
             }
+            if (zn >= pn) { /* does not pay (random ids, a few bytes): as it is */
+                memcpy(z + put, col + from, pn);
+                zn = pn;
+            }
+            q = uv_put(q, pn);
+            q = uv_put(q, zn);
+            put += zn;
+            from = ends[i];
         }
-        if (zn >= n) { /* does not pay (random ids, a few bytes): as it is */
-            memcpy(z + put, col, n);
-            zn = n;
-        }
-        zlen[c] = zn;
-        put += zn;
-    }
-    uint8_t hdr[ZC_HDR_MAX], *q = uv_put(hdr, ncols);
-    for (uint32_t c = 0; c < ncols; c++) {
-        q = uv_put(q, rd64(raw + 16 + 16 * c));
-        q = uv_put(q, zlen[c]);
     }
     size_t hn = (size_t)(q - hdr);
     memmove(z + hn, z + ZC_HDR_MAX, put - ZC_HDR_MAX);
@@ -91,26 +113,49 @@ int blkw_zcols(ZSTD_CCtx *zc, int level, const uint8_t *raw, size_t len, uint8_t
 
 /* ---- reader ---- */
 
+/* Column |c|'s parts in the header at *p (advanced): their raw and stored
+ * lengths added to *rsum and *zsum; false for a part count not 1 ..
+ * ZC_PARTS_MAX, an empty part beside others, a stored length over its
+ * raw one or 0 for a raw one over 0, a length past |lim|. */
+static bool parts_take(const uint8_t **p, const uint8_t *end, uint64_t lim, uint64_t *rsum,
+                       uint64_t *zsum)
+{
+    bool bad = false;
+    uint64_t np = uv_take(p, end, &bad);
+    if (bad || np == 0 || np > ZC_PARTS_MAX) {
+        return false;
+    }
+    for (uint64_t i = 0; i < np; i++) {
+        uint64_t r = uv_take(p, end, &bad), z = uv_take(p, end, &bad);
+        if (bad || r > lim || z > r || (z == 0) != (r == 0) || (r == 0 && np > 1)) {
+            return false;
+        }
+        *rsum += r;
+        *zsum += z;
+        if (*rsum > lim || *zsum > lim) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int blk_zcols_inflate(ZSTD_DCtx *dc, const uint8_t *p, uint64_t n, uint8_t *raw, uint64_t rawlen)
 {
-    const uint8_t *end = p + n;
+    const uint8_t *end = p + n, *h = p;
     bool bad = false;
     uint64_t ncols = uv_take(&p, end, &bad);
     if (bad || ncols == 0 || ncols > MAX_PHYS || rawlen < 8 + 16 * ncols) {
         return -EBADMSG;
     }
-    /* every length first: the columns must fill the stored bytes and the
+    /* every length first: the parts must fill the stored bytes and the
      * rebuilt layout the raw length, exactly, before anything is inflated */
-    uint64_t rlen[MAX_PHYS], zlen[MAX_PHYS];
     uint64_t at = 8 + 16 * ncols, zsum = 0;
     for (uint64_t c = 0; c < ncols; c++) {
-        rlen[c] = uv_take(&p, end, &bad);
-        zlen[c] = uv_take(&p, end, &bad);
-        if (bad || rlen[c] > rawlen || zlen[c] > rlen[c] || (zlen[c] == 0) != (rlen[c] == 0)) {
+        uint64_t r = 0;
+        if (!parts_take(&p, end, rawlen, &r, &zsum)) {
             return -EBADMSG;
         }
-        at = up8(at) + rlen[c];
-        zsum += zlen[c];
+        at = up8(at) + r;
         if (at > rawlen || zsum > n) {
             return -EBADMSG;
         }
@@ -118,25 +163,32 @@ int blk_zcols_inflate(ZSTD_DCtx *dc, const uint8_t *p, uint64_t n, uint8_t *raw,
     if (at != rawlen || zsum != (uint64_t)(end - p)) {
         return -EBADMSG;
     }
+    const uint8_t *zp = p; /* the parts' bytes; the header read again */
+    p = h;
+    uv_take(&p, end, &bad);
     memset(raw, 0, 8 + 16 * ncols);
     wr32(raw, (uint32_t)ncols);
     at = 8 + 16 * ncols;
     for (uint64_t c = 0; c < ncols; c++) {
-        uint64_t o = up8(at);
+        uint64_t o = up8(at), np = uv_take(&p, end, &bad);
         memset(raw + at, 0, o - at); /* the padding */
-        wr64(raw + 8 + 16 * c, o);
-        wr64(raw + 16 + 16 * c, rlen[c]);
-        if (zlen[c] == rlen[c]) {
-            memcpy(raw + o, p, rlen[c]);
-        } else {
-            size_t zn = dc != NULL ? ZSTD_decompressDCtx(dc, raw + o, rlen[c], p, zlen[c])
-                                   : ZSTD_decompress(raw + o, rlen[c], p, zlen[c]);
-            if (ZSTD_isError(zn) || zn != rlen[c]) {
-                return -EBADMSG;
+        at = o;
+        for (uint64_t i = 0; i < np; i++) {
+            uint64_t r = uv_take(&p, end, &bad), z = uv_take(&p, end, &bad);
+            if (z == r) {
+                memcpy(raw + at, zp, r);
+            } else {
+                size_t zn = dc != NULL ? ZSTD_decompressDCtx(dc, raw + at, r, zp, z)
+                                       : ZSTD_decompress(raw + at, r, zp, z);
+                if (ZSTD_isError(zn) || zn != r) {
+                    return -EBADMSG;
+                }
             }
+            zp += z;
+            at += r;
         }
-        p += zlen[c];
-        at = o + rlen[c];
+        wr64(raw + 8 + 16 * c, o);
+        wr64(raw + 16 + 16 * c, at - o);
     }
     return 0;
 }

@@ -317,30 +317,38 @@ static uint64_t uv_at(const uint8_t **p)
  * the |n| bytes at |p|, rebuilt into the raw table |t| of |raw| bytes. */
 static void inflate_by_column(const uint8_t *p, size_t n, uint8_t *t, size_t raw)
 {
-    const uint8_t *q = p;
-    uint64_t ncols = uv_at(&q), len[2][64];
+    const uint8_t *h = p;
+    uint64_t ncols = uv_at(&h), zsum = 0;
     cr_assert(ncols > 0 && ncols <= 64);
-    for (uint64_t c = 0; c < ncols; c++) {
-        len[0][c] = uv_at(&q);
-        len[1][c] = uv_at(&q);
+    const uint8_t *q = h;
+    for (uint64_t c = 0; c < ncols; c++) { /* the header's end: where the parts start */
+        uint64_t np = uv_at(&q);
+        for (uint64_t i = 0; i < np; i++) {
+            uv_at(&q);
+            zsum += uv_at(&q);
+        }
     }
+    cr_assert_eq((size_t)(q - p) + zsum, n, "the parts fill the stored bytes");
     memset(t, 0, raw);
     memcpy(t, &(uint32_t){(uint32_t)ncols}, 4);
     uint64_t at = 8 + 16 * ncols;
     for (uint64_t c = 0; c < ncols; c++) {
         at = (at + 7) / 8 * 8;
-        memcpy(t + 8 + 16 * c, &at, 8);
-        memcpy(t + 16 + 16 * c, &len[0][c], 8);
-        if (len[1][c] == len[0][c]) {
-            memcpy(t + at, q, len[0][c]);
-        } else {
-            cr_assert_eq(ZSTD_decompress(t + at, len[0][c], q, len[1][c]), len[0][c]);
+        uint64_t start = at, np = uv_at(&h);
+        for (uint64_t i = 0; i < np; i++) {
+            uint64_t r = uv_at(&h), z = uv_at(&h);
+            if (z == r) {
+                memcpy(t + at, q, r);
+            } else {
+                cr_assert_eq(ZSTD_decompress(t + at, r, q, z), r);
+            }
+            q += z;
+            at += r;
         }
-        q += len[1][c];
-        at += len[0][c];
+        memcpy(t + 8 + 16 * c, &start, 8);
+        memcpy(t + 16 + 16 * c, &(uint64_t){at - start}, 8);
     }
     cr_assert_eq(at, raw);
-    cr_assert_eq((size_t)(q - p), n, "the columns fill the stored bytes");
 }
 
 /* Table |entry| of the table directory (footer section 2) of the block at
