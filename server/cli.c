@@ -102,7 +102,7 @@ static int inspect_text(blk *b, const char *path)
         printf("  %u  %-6s  %-11llu  %-11llu  %-11llu  %-5s  %08x  %-4u  %s\n", i,
                blk_table_kind_name(ti.kind), (unsigned long long)ti.offset,
                (unsigned long long)ti.length, (unsigned long long)ti.raw_length,
-               ti.codec == BLK_CODEC_ZSTD ? "zstd" : "plain", ti.crc32, ti.n_columns, st);
+               blk_codec_name(ti.codec), ti.crc32, ti.n_columns, st);
     }
     printf("\nfooter      offset %llu, %llu bytes (crc ok)\n",
            (unsigned long long)lay.footer_offset, (unsigned long long)lay.footer_bytes);
@@ -186,13 +186,12 @@ static int inspect_json(blk *b, const char *path)
         bad += strcmp(st, "ok") != 0;
         char crc[16];
         snprintf(crc, sizeof(crc), "%08x", ti.crc32);
-        json_array_append_new(tables,
-                              json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:s}", "kind",
-                                        blk_table_kind_name(ti.kind), "offset",
-                                        (json_int_t)ti.offset, "length", (json_int_t)ti.length,
-                                        "raw_length", (json_int_t)ti.raw_length, "codec",
-                                        ti.codec == BLK_CODEC_ZSTD ? "zstd" : "plain", "crc32", crc,
-                                        "columns", (int)ti.n_columns, "check", st));
+        json_array_append_new(
+            tables,
+            json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:s}", "kind", blk_table_kind_name(ti.kind),
+                      "offset", (json_int_t)ti.offset, "length", (json_int_t)ti.length,
+                      "raw_length", (json_int_t)ti.raw_length, "codec", blk_codec_name(ti.codec),
+                      "crc32", crc, "columns", (int)ti.n_columns, "check", st));
     }
     json_object_set_new(o, "tables", tables);
     json_object_set_new(o, "footer",

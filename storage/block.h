@@ -54,6 +54,10 @@ struct blk_meta {
 enum blk_codec {
     BLK_CODEC_PLAIN = 0,
     BLK_CODEC_ZSTD = 1,
+    /* In files only (format 6, span blocks of META flag bit 6, block_int.h
+     * "v6 TABLES BY COLUMN"): one zstd frame a column. A writer asks for it
+     * with BLK_CODEC_ZSTD and blk_wopts.zstd_cols. */
+    BLK_CODEC_ZSTD_COLS = 2,
 };
 
 /* One input of a cold block (compact.h): the block it replaced, named by
@@ -106,6 +110,12 @@ struct blk_wopts {
      * stream of their own; a table load of the detail rebuilds them. The
      * cold tier's choice (compact.c). */
     bool events_by_key;
+    /* Spans, with codec BLK_CODEC_ZSTD: each zstd table one frame a column
+     * (footer META flag bit 6, block_int.h "v6 TABLES BY COLUMN"): each
+     * column gets zstd's tables of its own, ~0.56 B a span less on the
+     * generator's corpus (bench/STORAGE.md, h-spans4). The cold tier's
+     * choice (compact.c). */
+    bool zstd_cols;
     /* Points: the stream index by row (block_int.h, section 9's codec 2):
      * which stream each row is, ~0.6 B a point less than by stream on
      * the generator's corpus; decoded at open. The cold tier's choice. */
@@ -461,6 +471,7 @@ enum blk_table_kind {
     BLK_T_DETAIL = 3,
 };
 const char *blk_table_kind_name(enum blk_table_kind k); /* "root", "attrs", "detail" */
+const char *blk_codec_name(enum blk_codec c);           /* "plain", "zstd", "zstdc" (by column) */
 
 struct blk_table_info {
     enum blk_table_kind kind;

@@ -24,6 +24,19 @@ const char *blk_table_kind_name(enum blk_table_kind k)
     return "?";
 }
 
+const char *blk_codec_name(enum blk_codec c)
+{
+    switch (c) {
+    case BLK_CODEC_PLAIN:
+        return "plain";
+    case BLK_CODEC_ZSTD:
+        return "zstd";
+    case BLK_CODEC_ZSTD_COLS:
+        return "zstdc";
+    }
+    return "?";
+}
+
 const char *blk_bloom_kind_name(enum blk_bloom_kind k)
 {
     switch (k) {

@@ -13,6 +13,8 @@
  *                    streams, both ways
  *   block_vdict.c    format 5's value dictionary, the writer's side
  *   block_body.c     format 6's log bodies by template, both ways
+ *   block_zcols.c    format 6's span tables one zstd frame a column, both
+ *                    ways
  *   block_read.c     open, footer parsing, table loading with lazy
  *                    verification, sidecars, quarantine, counters
  *   block_rows.c     row views and column access over loaded tables
@@ -268,6 +270,27 @@
  *   literal past its part, a part not used up, parts that do not add up to
  *   the data, nonzero offsets, or a rebuilt length other than out fail it
  *   with -EBADMSG. The links column is bit 1's.
+ *   v6 TABLES BY COLUMN (META flag bit 6, span blocks only; the
+ *   compactor's, blk_wopts.zstd_cols): a table of codec 2 (allowed only
+ *   with the bit) is stored one zstd frame a column part (block_zcols.c):
+ *   uv ncols (1 .. MAX_PHYS), then per column uv nparts (1 .. ZC_PARTS_MAX)
+ *   and nparts x { uv raw length, uv stored length }, then every part's
+ *   stored bytes in order, filling the table's stored length exactly:
+ *   stored = raw, the part's bytes as they are (0 with 0: an empty column,
+ *   its one part); stored < raw, one zstd frame of the raw bytes. A
+ *   column's bytes are its parts' in order (the writer cuts the span attrs
+ *   table's lists by key after the code stream and each key's values). The
+ *   raw table is the layout above with nothing else in it: the column
+ *   directory, then column i at the next multiple of 8 after column i - 1
+ *   (the first right after the directory), zero padding, the last column
+ *   ending the table; its length must be the table directory's raw length.
+ *   The load checks every length first, then inflates each column into its
+ *   place, and binds the table as one of codec 1; lengths that do not fill
+ *   the stored bytes or the raw length exactly, an empty part beside
+ *   others, or a frame that does not inflate to its part's length, fail it
+ *   with -EBADMSG. One frame a table shares its literal and sequence tables
+ *   between columns of unlike bytes (0.74 B a span less by column and part
+ *   on the generator's corpus; bench/STORAGE.md, h-spans4).
  *   v6 LOG BODIES (META flag bit 2, log blocks only; the compactor's,
  *   blk_wopts.body_tmpl): the root's S body column holds rows + 1 offsets
  *   all 0 (one INT header, width 0) and, as its data, the bodies by
@@ -333,11 +356,13 @@
  *                 of any signal: sections 5-7 are in section 12; bit 4,
  *                 v6 log and span blocks: "v6 TYPED VALUES" above; bit 5,
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
+ *                 above; bit 6, v6 span blocks: "v6 TABLES BY COLUMN"
  *                 above; bit 9, v6 metric blocks: "v6 POINT STARTS"
  *                 above; other bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
- *                 3 detail), u8 codec (0 plain, 1 zstd), u16 zero, u32 crc32
+ *                 3 detail), u8 codec (0 plain, 1 zstd, 2 zstd by column:
+ *                 META flag bit 6), u16 zero, u32 crc32
  *                 of the stored bytes, u64 file offset, u64 stored length,
  *                 u64 raw length }
  *     3 ZONES     u32 n, u32 zero, n x 24 bytes { u32 id (1 time, 2
@@ -501,6 +526,9 @@ enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PSTART = 3 };
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
  * over ZSTD_RAW_MAX plain. */
 #define ZSTD_RATIO_CAP 4096
+/* A column of a table by column (codec 2) is stored in at most this many
+ * parts ("v6 TABLES BY COLUMN") */
+#define ZC_PARTS_MAX 64
 #define ZSTD_RAW_MAX (256ull << 20)
 
 /* ---- logical columns per signal (the index spaces of the arrays below) ---- */
@@ -843,6 +871,7 @@ struct blk {
     uint64_t *mdet_off;
     bool sdet_coded;  /* format 6: META flag bit 1, span events and links coded */
     bool sev_key;     /* format 6: META flag bit 5, the events by key ... */
+    bool zcols;       /* format 6: META flag bit 6, zstd tables may be by column (codec 2) */
     uint64_t sev_len; /* ... their encoding's bytes (the column's offsets are all 0) */
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
@@ -1110,6 +1139,16 @@ int sdet_rebuild(blk *b, struct scol *enc, int c, uint8_t **buf, uint64_t **offs
  * row's events by its event count (the detail's T_NEV, bound). 0, -EBADMSG
  * (an encoding that does not rebuild exactly), -ENOMEM. */
 int sev_rebuild(blk *b, struct scol *enc, uint64_t enc_len, uint8_t **buf, uint64_t **offs);
+
+/* Format 6 (block_zcols.c): inflates the |n| stored bytes at |p| of a table
+ * by column (codec 2, META flag bit 6; block_int.h "v6 TABLES BY COLUMN")
+ * into |raw|, |rawlen| bytes (the table directory's raw length): the column
+ * directory, each column at its place, the padding zero. |dc| may be NULL.
+ * 0, or -EBADMSG for lengths that do not fill both exactly or a frame that
+ * does not inflate to its column's length. */
+struct ZSTD_DCtx_s;
+int blk_zcols_inflate(struct ZSTD_DCtx_s *dc, const uint8_t *p, uint64_t n, uint8_t *raw,
+                      uint64_t rawlen);
 
 /*
  * Format 6 (block_body.c): rebuilds the log body column |enc| (META flag

@@ -762,9 +762,9 @@ static int do_table_load(blk *b, int t)
         return -EBADMSG;
     }
     const uint8_t *raw = b->map + d->off;
-    if (d->codec == BLK_CODEC_ZSTD) {
-        unsigned long long fs = ZSTD_getFrameContentSize(raw, d->len);
-        if (fs != d->raw || d->raw == 0) {
+    if (d->codec != BLK_CODEC_PLAIN) {
+        bool by_col = d->codec == BLK_CODEC_ZSTD_COLS;
+        if (d->raw == 0 || (!by_col && ZSTD_getFrameContentSize(raw, d->len) != d->raw)) {
             return -EBADMSG;
         }
         uint8_t *z = malloc(d->raw);
@@ -773,8 +773,9 @@ static int do_table_load(blk *b, int t)
         }
         zbuf_add(z);
         ZSTD_DCtx *dc = thread_dctx();
-        size_t zn = dc != NULL ? ZSTD_decompressDCtx(dc, z, d->raw, raw, d->len)
-                               : ZSTD_decompress(z, d->raw, raw, d->len);
+        size_t zn = by_col       ? (blk_zcols_inflate(dc, raw, d->len, z, d->raw) == 0 ? d->raw : 0)
+                    : dc != NULL ? ZSTD_decompressDCtx(dc, z, d->raw, raw, d->len)
+                                 : ZSTD_decompress(z, d->raw, raw, d->len);
         if (ZSTD_isError(zn) || zn != d->raw) {
             zbuf_free(&z);
             return -EBADMSG;
@@ -1223,10 +1224,11 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12, bit 4 log and span blocks' typed value
-     * streams, bit 5 span blocks' events by key, bit 9 metric blocks'
-     * starts by reference; any other bit is a newer writer's */
-    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) | 8 |
-                     (b->sig != SIG_METRICS ? 16 : 512);
+     * streams, bit 5 span blocks' events by key, bit 6 span blocks' tables
+     * by column, bit 9 metric blocks' starts by reference; any other bit
+     * is a newer writer's */
+    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 | 64 : 0) | (b->sig != SIG_TRACES ? 4 : 0) |
+                     8 | (b->sig != SIG_METRICS ? 16 : 512);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1244,6 +1246,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->typed_vals = b->version >= 6 && (flags & 16) != 0;
+    b->zcols = b->version >= 6 && (flags & 64) != 0;
     b->pstart = b->version >= 6 && (flags & 512) != 0 && b->sig == SIG_METRICS;
     b->meta_flags = flags;
 
@@ -1266,7 +1269,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         if (d->kind != i + 1) {
             return fail(err, errlen, "table %d has kind %u, expected %d", i, d->kind, i + 1);
         }
-        if (d->codec > BLK_CODEC_ZSTD) {
+        if (d->codec > (b->zcols ? BLK_CODEC_ZSTD_COLS : BLK_CODEC_ZSTD)) {
             return fail(err, errlen, "table %d has unknown codec %u", i, d->codec);
         }
         if (d->off < prev_end || d->off > b->foot_off || d->len > b->foot_off - d->off) {

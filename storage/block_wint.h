@@ -339,6 +339,13 @@ void sevw_free(struct sevw *e);
  * Each column starts 8-aligned (a zero piece pads). The column arrays are
  * consumed: an INT column no longer holds its values after emit_int.
  */
+/* Where one column of a table by column is cut into parts, each a frame of
+ * its own (the attrs table's lists by key: the code stream, then each key's
+ * values): column |col|, at n offsets inside it, ascending. */
+struct zc_cuts {
+    unsigned col, n;
+    uint64_t at[ZC_PARTS_MAX - 1];
+};
 #define TBW_PIECES (2 + 3 * MAX_PHYS)
 struct tbw {
     uint8_t dir[8 + 16 * MAX_PHYS];
@@ -347,6 +354,8 @@ struct tbw {
     unsigned niov, ncols, at;
     size_t len;             /* raw table bytes so far */
     bool no_var;            /* no varint INT columns (a zstd table: they compress worse) */
+    bool by_col;            /* a zstd table stored one frame a column (codec 2) */
+    struct zc_cuts cut;     /* ... and one column of it cut into parts (n 0: none) */
     uint64_t var_cols;      /* ... but for these physical columns (bit i: column i) */
     struct vbuf out;        /* the table in one buffer, for a zstd table only */
     struct ZSTD_CCtx_s *zc; /* kept between seals (zstd tables; NULL until one) */
@@ -365,6 +374,13 @@ void blkw_emit_table(struct tbw *t, const struct spec *sp, struct wcols *w, uint
  * (-ENOMEM, -EIO when zstd fails). */
 int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec, int level,
                      struct tdir *d);
+/* Format 6 (block_zcols.c): the stored bytes of raw table |raw, len| by
+ * column ("v6 TABLES BY COLUMN": one zstd frame of |level| a column, a
+ * column that does not shrink as it is) into *out (returned owned: the
+ * caller frees it), *outn bytes. 0, -EINVAL when the table's column
+ * directory is not the layout the load rebuilds, -ENOMEM, -EIO. */
+int blkw_zcols(struct ZSTD_CCtx_s *zc, int level, const uint8_t *raw, size_t len,
+               const struct zc_cuts *cut, uint8_t **out, size_t *outn);
 /* write(2) until all of p[0, n) is written: 0 or -errno. */
 int blkw_write_all(int fd, const void *p, size_t n);
 /*

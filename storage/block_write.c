@@ -1577,6 +1577,35 @@ static uint64_t seq_cols(const struct spec *sp)
 }
 
 /*
+ * Format 6, a span attrs table by column (META flag bit 6): the lists by
+ * key (w->tdir, typed or not) cut into parts at the end of the code stream
+ * and of each key's values, each part a frame of its own: a key's values
+ * are alike and unlike the codes' (bench/STORAGE.md, h-spans4). Past
+ * ZC_PARTS_MAX parts the last holds the rest.
+ */
+static void attrs_cuts(struct zc_cuts *cut, const struct spec *sp, const struct wcols *w,
+                       bool typed)
+{
+    unsigned at = 0;
+    for (unsigned i = 0; i < sp->n && !(sp->e[i].type == 'D' && sp->e[i].idx == X_ADICT); i++) {
+        struct spec one = {&sp->e[i], 1};
+        at += phys_cols(&one);
+    }
+    cut->col = at + 2; /* a D's codes, offsets, then its data */
+    size_t es = typed ? 9 : 8;
+    uint64_t nk = w->tdir.len / es, sum = 0;
+    for (uint64_t k = 0; k < nk; k++) {
+        sum += rd64(w->tdir.p + es * k);
+    }
+    uint64_t pos = w->D[X_ADICT].data.len - sum; /* the code stream's end */
+    cut->n = 0;
+    for (uint64_t k = 0; k <= nk && cut->n < ZC_PARTS_MAX - 1; k++) {
+        cut->at[cut->n++] = pos;
+        pos += k < nk ? rd64(w->tdir.p + es * k) : 0;
+    }
+}
+
+/*
  * Format 3: the attribute list dictionary (D[X_ADICT], distinct lists as
  * the rows gave them) becomes key-coded (block_keys.c) against a key
  * dictionary of the keys counted while the rows were walked, their ids in
@@ -1768,6 +1797,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         goto out;
     }
     uint64_t off = HDR_SIZE;
+    bool zcols = false; /* a table by column: META flag bit 6 */
     for (int t = 0; t < N_TABLES; t++) {
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root) &&
@@ -1775,6 +1805,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
+        tb->by_col = codec == BLK_CODEC_ZSTD && sig == SIG_TRACES && o->zstd_cols;
         tb->var_cols =
             t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
         if (t == 1 && !side->vd_on) { /* format 5's logs and spans: found at load */
@@ -1782,11 +1813,15 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
         }
+        if (t == 1 && tb->by_col && w->tdir.len > 0) {
+            attrs_cuts(&tb->cut, spec_of(BLK_VERSION, sig, t), w, tvals);
+        }
         rc = blkw_write_table(fd, &off, tb, codec, o ? o->zstd_level : 0, &dir[t]);
         if (rc < 0) {
             goto out;
         }
         dir[t].kind = (uint8_t)(t + 1);
+        zcols |= dir[t].codec == BLK_CODEC_ZSTD_COLS;
     }
 
     size_t at;
@@ -1805,9 +1840,11 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
      * streams from the rows, dictionaries in one zstd frame, value streams
-     * typed, (v6) span events by key, point starts by reference */
+     * typed, (v6) span events by key, span tables by column, point starts
+     * by reference */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
-                                 (tvals ? 16 : 0) | (sevk ? 32 : 0) | (pstart ? 512 : 0));
+                                 (tvals ? 16 : 0) | (sevk ? 32 : 0) | (zcols ? 64 : 0) |
+                                 (pstart ? 512 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

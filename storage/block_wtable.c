@@ -35,6 +35,7 @@ static void tbw_begin(struct tbw *t, unsigned ncols)
     assert(ncols <= MAX_PHYS);
     t->ncols = ncols;
     t->at = 0;
+    t->cut.n = 0;
     t->niov = 0;
     t->len = 0;
     memset(t->dir, 0, 8 + 16 * (size_t)ncols);
@@ -441,21 +442,28 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
             memcpy(t->out.p + t->out.len, t->iov[i].iov_base, t->iov[i].iov_len);
             t->out.len += t->iov[i].iov_len;
         }
-        size_t cap = ZSTD_compressBound(t->len);
-        void *z = malloc(cap);
-        if (z == NULL) {
-            return -ENOMEM;
-        }
         /* One context per scratch set, kept: a fresh one per table costs
          * its allocation and the clearing of its match tables. */
         if (t->zc == NULL && (t->zc = ZSTD_createCCtx()) == NULL) {
-            free(z);
             return -ENOMEM;
         }
-        size_t zn = ZSTD_compressCCtx(t->zc, z, cap, t->out.p, t->out.len, level ? level : 3);
-        if (ZSTD_isError(zn)) {
+        uint8_t *z = NULL;
+        size_t zn = 0;
+        int rc = t->by_col
+                     ? blkw_zcols(t->zc, level ? level : 3, t->out.p, t->out.len, &t->cut, &z, &zn)
+                     : -EINVAL;
+        d->codec = rc == -EINVAL ? BLK_CODEC_ZSTD : BLK_CODEC_ZSTD_COLS;
+        if (rc == -EINVAL) { /* one frame */
+            size_t cap = ZSTD_compressBound(t->len);
+            if ((z = malloc(cap)) == NULL) {
+                return -ENOMEM;
+            }
+            zn = ZSTD_compressCCtx(t->zc, z, cap, t->out.p, t->out.len, level ? level : 3);
+            rc = ZSTD_isError(zn) ? -EIO : 0;
+        }
+        if (rc < 0) {
             free(z);
-            return -EIO;
+            return rc;
         }
         if (zn >= t->len) {
             /* Does not pay (a block of a few rows): plain, and no inflate
@@ -463,17 +471,17 @@ int blkw_write_table(int fd, uint64_t *off, struct tbw *t, enum blk_codec codec,
             free(z);
             goto plain;
         }
-        d->codec = BLK_CODEC_ZSTD;
         d->len = zn;
         d->crc = crc32_of(z, zn);
         size_t padn = (8 - (zn & 7)) & 7;
         struct iovec v[2] = {{z, zn}, {(void *)zeros8, padn}};
-        int rc = writev_all(fd, v, 2);
+        rc = writev_all(fd, v, 2);
         free(z);
         *off += zn + padn;
         return rc;
     }
-plain:;
+plain:
+    d->codec = BLK_CODEC_PLAIN;
     uint32_t crc = 0;
     for (unsigned i = 0; i < t->niov; i++) {
         crc = libdeflate_crc32(crc, t->iov[i].iov_base, t->iov[i].iov_len);

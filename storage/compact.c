@@ -510,6 +510,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .typed_vals = true,
                           .span_refs = true,
                           .events_by_key = true,
+                          .zstd_cols = true,
                           .streams_by_row = true,
                           .streams_derived = true,
                           .var_seqs = true,

@@ -255,7 +255,9 @@ static void check_merged(blk *c, blk *const *in, size_t n)
     for (uint32_t t = 0; t < blk_n_tables(c); t++) {
         struct blk_table_info ti;
         cr_assert_eq(blk_table_info(c, t, &ti), 0);
-        cr_expect_eq(ti.codec, BLK_CODEC_ZSTD, "table %u", t);
+        /* span blocks: every table by column (bit 6, "v6 TABLES BY COLUMN") */
+        cr_expect_eq(ti.codec, blk_signal(c) == SIG_TRACES ? BLK_CODEC_ZSTD_COLS : BLK_CODEC_ZSTD,
+                     "table %u", t);
     }
     struct blk_layout lay;
     blk_layout(c, &lay);
@@ -298,8 +300,60 @@ static uint64_t footer_section(const uint8_t *f, size_t n, uint32_t id, uint64_t
     return 0;
 }
 
+/* The LEB128 at *p (advanced). */
+static uint64_t uv_at(const uint8_t **p)
+{
+    uint64_t v = 0;
+    for (unsigned sh = 0;; sh += 7) {
+        uint8_t c = *(*p)++;
+        v |= (uint64_t)(c & 0x7f) << sh;
+        if ((c & 0x80) == 0) {
+            return v;
+        }
+    }
+}
+
+/* A table stored by column (codec 2, block_int.h "v6 TABLES BY COLUMN"),
+ * the |n| bytes at |p|, rebuilt into the raw table |t| of |raw| bytes. */
+static void inflate_by_column(const uint8_t *p, size_t n, uint8_t *t, size_t raw)
+{
+    const uint8_t *h = p;
+    uint64_t ncols = uv_at(&h), zsum = 0;
+    cr_assert(ncols > 0 && ncols <= 64);
+    const uint8_t *q = h;
+    for (uint64_t c = 0; c < ncols; c++) { /* the header's end: where the parts start */
+        uint64_t np = uv_at(&q);
+        for (uint64_t i = 0; i < np; i++) {
+            uv_at(&q);
+            zsum += uv_at(&q);
+        }
+    }
+    cr_assert_eq((size_t)(q - p) + zsum, n, "the parts fill the stored bytes");
+    memset(t, 0, raw);
+    memcpy(t, &(uint32_t){(uint32_t)ncols}, 4);
+    uint64_t at = 8 + 16 * ncols;
+    for (uint64_t c = 0; c < ncols; c++) {
+        at = (at + 7) / 8 * 8;
+        uint64_t start = at, np = uv_at(&h);
+        for (uint64_t i = 0; i < np; i++) {
+            uint64_t r = uv_at(&h), z = uv_at(&h);
+            if (z == r) {
+                memcpy(t + at, q, r);
+            } else {
+                cr_assert_eq(ZSTD_decompress(t + at, r, q, z), r);
+            }
+            q += z;
+            at += r;
+        }
+        memcpy(t + 8 + 16 * c, &start, 8);
+        memcpy(t + 16 + 16 * c, &(uint64_t){at - start}, 8);
+    }
+    cr_assert_eq(at, raw);
+}
+
 /* Table |entry| of the table directory (footer section 2) of the block at
- * |path|, of |kind| and zstd, inflated (its raw length in *raw). */
+ * |path|, of |kind| and zstd (one frame or by column), inflated (its raw
+ * length in *raw). */
 static uint8_t *zstd_table(const char *path, unsigned entry, uint8_t kind, size_t *raw)
 {
     size_t n;
@@ -309,11 +363,15 @@ static uint8_t *zstd_table(const char *path, unsigned entry, uint8_t kind, size_
     cr_assert_neq(p, 0, "a table directory");
     const uint8_t *e = f + p + 8 + 32 * entry;
     cr_assert_eq(e[0], kind, "table kind");
-    cr_assert_eq(e[1], BLK_CODEC_ZSTD);
+    cr_assert(e[1] == BLK_CODEC_ZSTD || e[1] == BLK_CODEC_ZSTD_COLS);
     *raw = rd64_at(e + 24);
     uint8_t *t = malloc(*raw);
     cr_assert_not_null(t);
-    cr_assert_eq(ZSTD_decompress(t, *raw, f + rd64_at(e + 8), rd64_at(e + 16)), *raw);
+    if (e[1] == BLK_CODEC_ZSTD_COLS) {
+        inflate_by_column(f + rd64_at(e + 8), rd64_at(e + 16), t, *raw);
+    } else {
+        cr_assert_eq(ZSTD_decompress(t, *raw, f + rd64_at(e + 8), rd64_at(e + 16)), *raw);
+    }
     free(f);
     return t;
 }
@@ -395,8 +453,8 @@ static void merge_signal(enum signal s)
      * by template ("v6 LOG BODIES"); points: the stream index from the
      * rows ("v6 STREAMS FROM ROWS"); all: the dictionaries in one zstd
      * frame (bit 3, section 12); logs and spans: the value streams typed
-     * (bit 4, "v6 TYPED VALUES") */
-    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 | 16
+     * (bit 4, "v6 TYPED VALUES"); spans: the tables by column (bit 6) */
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 | 16 | 64
                                                : s == SIG_LOGS ? 5 | 16
                                                                : 5));
     cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
