@@ -323,7 +323,7 @@
  *   generator's corpus; bench/STORAGE.md, h-cold3).
  *   v6 POINT STARTS (metric blocks, META flag bit 9; the compactor's,
  *   blk_wopts.point_starts): the root's I zz(time_ns - start_ns) column
- *   is INT encoding 3 (header count rows, base 0, width 0), then exactly:
+ *   is INT encoding 5 (header count rows, base 0, width 0), then exactly:
  *     u64 n (n <= rows), n x u64 entries, ceil(n / 8) bytes of kinds (bit
  *     c % 8 of byte c / 8: entry c is a zz(time - start) value, else a
  *     start; bits past n zero), then per row a uv code c: c < n is entry
@@ -336,7 +336,7 @@
  *   decodes the column into 8-byte values (so every reader is v2-v5's);
  *   a code past n, entries or kinds past the column, or bytes left over
  *   fail it with -EBADMSG. Without the flag the column is INT 0-2, with
- *   it always 3 (the writer sets the flag only when at least half the
+ *   it always 5 (the writer sets the flag only when at least half the
  *   rows find an entry).
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
@@ -520,7 +520,7 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define TDIR_SIZE 32
 #define INT_HDR 24
 /* INT header byte 17 (format 3; 0 in format 2; INT_VAR from format 4) */
-enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PSTART = 3 };
+enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PSTART = 5 };
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table

@@ -300,7 +300,7 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
 }
 
 /* Binds the start column of a metric root by reference (format 6, META
- * flag bit 9): INT encoding 3, decoded into |*dec| against the time column
+ * flag bit 9): INT encoding 5, decoded into |*dec| against the time column
  * bound before it. 0, -EBADMSG or -ENOMEM. */
 static int bind_pstart(const blk *b, const uint8_t *p, uint64_t len, struct icol *c, uint64_t **dec)
 {

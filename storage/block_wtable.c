@@ -220,7 +220,7 @@ static void emit_raw(struct tbw *t, const void *p, size_t n)
 }
 
 /* The metric root's start column by reference (block_pstart.c): INT
- * encoding 3's header, then the coded bytes |x|. */
+ * encoding 5's header, then the coded bytes |x|. */
 static void emit_pstart(struct tbw *t, const struct vbuf *x, uint64_t rows)
 {
     size_t start = tbw_col_start(t);

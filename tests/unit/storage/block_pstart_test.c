@@ -218,7 +218,7 @@ static void forged_refused(const uint8_t *f, size_t n, long at, uint8_t v, int d
  * Forged (CRCs recomputed; the unforged copy opens): a code past the
  * entries, n past the rows, n making the entries overrun, a kind bit past
  * n, a literal turned into a code (its value left over), the column one
- * byte short (the literal cut), encoding 3 with the flag cleared, another
+ * byte short (the literal cut), encoding 5 with the flag cleared, another
  * encoding with the flag set, and the flag on a log block.
  */
 Test(block_pstart, forged_columns_fail_the_open)
@@ -237,7 +237,7 @@ Test(block_pstart, forged_columns_fail_the_open)
     uint64_t len, c = column_at(f, n, 0, 1, &len);
     uint8_t *g = malloc(n);
     memcpy(g, f, n);
-    g[c + 17] = INT_FOR; /* the flag set, the column not encoding 3 */
+    g[c + 17] = INT_FOR; /* the flag set, the column not encoding 5 */
     fix_crcs(g, n);
     put_file(p, g, n);
     blk *b = NULL;
@@ -245,7 +245,7 @@ Test(block_pstart, forged_columns_fail_the_open)
     cr_assert_eq(blk_open_ex(p, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
     memcpy(g, f, n);
     uint64_t sl, sa = section(g, n, 1, &sl);
-    put64(g + sa + 32, 1); /* encoding 3 without the flag */
+    put64(g + sa + 32, 1); /* encoding 5 without the flag */
     fix_crcs(g, n);
     put_file(p, g, n);
     cr_assert_eq(blk_open_ex(p, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);

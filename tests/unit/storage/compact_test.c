@@ -533,7 +533,7 @@ Test(compact, merge_codes_shared_point_starts)
     blk *c = open_path(path);
     check_merged(c, in, 2);
     cr_expect_eq(footer_u64(path, 1, 32), 8 | 5 | 512);
-    cr_expect_eq(root_int_encoding(path, 1), 3, "the start column by reference");
+    cr_expect_eq(root_int_encoding(path, 1), 5, "the start column by reference");
     blk_unref(c);
     blk_unref(in[0]);
     blk_unref(in[1]);
