@@ -63,9 +63,9 @@ Test(block_planes, time_and_observed_columns_store_their_exact_planes)
     uint64_t len, c = column_at(f, n, 0, 0, &len);
     /* count 4, base (the least delta) 10, 1 plane, INT_DPLANES; first, g 10;
      * deltas less 10 over 10: 0, 1, 2 */
-    static const uint8_t tcol[] = {4,  0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 1, 4, 0,
-                                   0,  0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 10, 0, 0, 0, 0, 0,
-                                   0,  0, 0, 1, 2};
+    static const uint8_t tcol[] = {4, 0, 0,  0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0,
+                                   0, 1, 4,  0, 0, 0, 0, 0, 0,  0, 0, 0, 0, 0, 0,
+                                   0, 0, 10, 0, 0, 0, 0, 0, 0,  0, 0, 1, 2};
     cr_assert_eq(len, sizeof(tcol));
     cr_assert_eq(get64(f + c + 24), T0);
     cr_assert_eq(memcmp(f + c, tcol, 24), 0);
