@@ -137,6 +137,15 @@ struct blk_wopts {
      * when they are narrower raw; any reader of format 4 on decodes
      * them. The cold tier's choice (compact.c). */
     bool var_seqs;
+    /* zstd tables of logs and spans (footer META flag bit 7, block_int.h
+     * INT encodings 3 and 4): the root's time column as the byte planes of
+     * its deltas, and INT columns of 4 or 8 bytes a value (observed - time,
+     * span durations) as byte planes (all low bytes, then the next ...),
+     * both over the largest common divisor of the stored values: zstd
+     * packs a plane of alike bytes better than interleaved noisy and
+     * quiet bytes. Decoded at table load into 8 bytes a value. The cold
+     * tier's choice (compact.c). */
+    bool int_planes;
     /* The footer's resource, scope and metric dictionaries (sections 5-7)
      * in one zstd frame (section 12, footer META flag bit 3): a block
      * merged from many requests of short-lived processes repeats their

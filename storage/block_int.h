@@ -76,6 +76,25 @@
  *            body offsets), whenever narrower: zstd packs those varints
  *            better than fixed-width deltas; any reader of format 4 on
  *            decodes it
+ *          3 planes (v6, META flag bit 7; count > 0, width pw 1 .. 8):
+ *            u64 g (>= 1), then pw planes of count bytes: value i = base
+ *            + g x u_i (modulo 2^64), u_i = sum of plane j's byte i << 8 j
+ *            (plane 0 the low bytes)
+ *          4 delta planes (v6, META flag bit 7; count > 0, width pw 1 ..
+ *            8): u64 first, u64 g (>= 1), then pw planes of count - 1
+ *            bytes: value 0 = first, value i = value i-1 + base + g x u_i
+ *            (modulo 2^64). The writer (blk_wopts.int_planes, the
+ *            compactor's, zstd log and span blocks) takes 4 for the root's
+ *            first column (time, span start) and 3 for any other INT
+ *            column of 4 or 8 bytes a value that deltas do not narrow
+ *            (observed - time, span durations), g the stored values'
+ *            largest common divisor; zstd packs planes of alike bytes
+ *            better than interleaved noisy low and quiet high bytes. The
+ *            reader decodes them at load into 8-byte values in memory the
+ *            block owns; planes not exactly pw x their count of bytes, pw
+ *            0 or past 8, g 0, or either encoding without the bit fail
+ *            the load with -EBADMSG (0.90 B a log record, 0.58 a span less
+ *            on the generator's corpus; bench/STORAGE.md, h-lattrs)
  *     RAW  plain bytes (fixed-size ids and doubles: rows x size)
  *   and logical columns are made of physical ones:
  *     I  one INT of |rows| values
@@ -357,8 +376,9 @@
  *                 v6 log and span blocks: "v6 TYPED VALUES" above; bit 5,
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
  *                 above; bit 6, v6 span blocks: "v6 TABLES BY COLUMN"
- *                 above; bit 9, v6 metric blocks: "v6 POINT STARTS"
- *                 above; other bits zero from v6)
+ *                 above; bit 7, v6 log and span blocks: INT encodings 3
+ *                 and 4 may occur; bit 9, v6 metric blocks: "v6 POINT
+ *                 STARTS" above; other bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd, 2 zstd by column:
@@ -520,7 +540,9 @@ enum { ZONE_TIME = 1, ZONE_SEVERITY = 2, ZONE_DURATION = 3, ZONE_MAX = 3 };
 #define TDIR_SIZE 32
 #define INT_HDR 24
 /* INT header byte 17 (format 3; 0 in format 2; INT_VAR from format 4) */
-enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PSTART = 5 };
+/* (INT_PLANES and INT_DPLANES: format 6, META flag bit 7 only; INT_PSTART:
+ * format 6, META flag bit 9, the metric root's start column only) */
+enum { INT_FOR = 0, INT_DELTA = 1, INT_VAR = 2, INT_PLANES = 3, INT_DPLANES = 4, INT_PSTART = 5 };
 #define MAX_PHYS (24 + HOT_MAX)
 /* A zstd table's raw length may pass neither stored x ZSTD_RATIO_CAP nor
  * ZSTD_RAW_MAX (the reader allocates it whole); the writer stores a table
@@ -866,6 +888,7 @@ struct blk {
     const uint8_t *atrans; /* format 6: the T column (in the attrs table), or NULL */
     uint64_t atrans_len;
     bool typed_vals;       /* format 6: META flag bit 4, the T column's streams typed */
+    bool int_planes;       /* format 6: META flag bit 7, INT encodings 3 and 4 allowed */
     uint8_t *zfull[MAX_R]; /* format 4: sparse columns expanded at load (R[] points here) */
     uint8_t *mdet;         /* format 4: the metric detail entries, rebuilt at load */
     uint64_t *mdet_off;

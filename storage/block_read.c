@@ -229,6 +229,43 @@ static int decode_var(const uint8_t *s, const uint8_t *end, uint64_t first, uint
     return 0;
 }
 
+/* Decodes a byte-plane INT column (META flag bit 7): |count| > 0 values;
+ * |pw| planes of |m| bytes at |s| (m = count, or count - 1 with |delta|
+ * after |first|); stored value u = the planes' bytes, value = base + g u
+ * (with |delta|: the previous value + base + g u), modulo 2^64. 0 or
+ * -ENOMEM. */
+static int decode_planes(const uint8_t *s, unsigned pw, uint64_t base, uint64_t g, bool delta,
+                         uint64_t first, uint64_t count, uint64_t **out)
+{
+    uint64_t *v = malloc(count * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    blk_heap_add(v);
+    uint64_t m = delta ? count - 1 : count;
+    uint64_t *u = delta ? v + 1 : v;
+    memset(u, 0, m * sizeof(*u));
+    for (unsigned j = 0; j < pw; j++) {
+        const uint8_t *pl = s + j * m;
+        for (uint64_t i = 0; i < m; i++) {
+            u[i] |= (uint64_t)pl[i] << (8 * j);
+        }
+    }
+    if (delta) {
+        uint64_t x = first;
+        v[0] = x;
+        for (uint64_t i = 1; i < count; i++) {
+            v[i] = x += base + g * v[i];
+        }
+    } else {
+        for (uint64_t i = 0; i < count; i++) {
+            v[i] = base + g * v[i];
+        }
+    }
+    *out = v;
+    return 0;
+}
+
 /*
  * Binds an INT column of exactly |count| values at p[0, len): 0, -EBADMSG
  * or -ENOMEM. A delta column (format 3) is decoded into |*dec| (freed with
@@ -242,6 +279,25 @@ static int bind_int(const blk *b, const uint8_t *p, uint64_t len, uint64_t count
         return -EBADMSG;
     }
     unsigned w = p[16], enc = p[17];
+    if ((enc == INT_PLANES || enc == INT_DPLANES) && b->int_planes && count > 0) {
+        bool delta = enc == INT_DPLANES;
+        uint64_t m = delta ? count - 1 : count, hl = INT_HDR + (delta ? 16 : 8);
+        /* pw planes of m bytes exactly, a divisor of 1 or more: the decoded
+         * array is 8 bytes a stored byte at most (m of 0: 8 bytes) */
+        if (w < 1 || w > 8 || len < hl || m > (len - hl) / w || len != hl + m * w ||
+            rd64(p + hl - 8) == 0) {
+            return -EBADMSG;
+        }
+        blk_heap_free(*dec);
+        *dec = NULL;
+        int rc = decode_planes(p + hl, w, rd64(p + 8), rd64(p + hl - 8), delta, rd64(p + INT_HDR),
+                               count, dec);
+        if (rc < 0) {
+            return rc;
+        }
+        *c = (struct icol){(const uint8_t *)*dec, 0, 8};
+        return 0;
+    }
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8) {
         return -EBADMSG;
     }
@@ -1225,10 +1281,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12, bit 4 log and span blocks' typed value
      * streams, bit 5 span blocks' events by key, bit 6 span blocks' tables
-     * by column, bit 9 metric blocks' starts by reference; any other bit
-     * is a newer writer's */
+     * by column, bit 7 log and span blocks' INT byte planes, bit 9 metric
+     * blocks' starts by reference; any other bit is a newer writer's */
     uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 | 64 : 0) | (b->sig != SIG_TRACES ? 4 : 0) |
-                     8 | (b->sig != SIG_METRICS ? 16 : 512);
+                     8 | (b->sig != SIG_METRICS ? 16 | 128 : 512);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1247,6 +1303,7 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->typed_vals = b->version >= 6 && (flags & 16) != 0;
     b->zcols = b->version >= 6 && (flags & 64) != 0;
+    b->int_planes = b->version >= 6 && (flags & 128) != 0;
     b->pstart = b->version >= 6 && (flags & 512) != 0 && b->sig == SIG_METRICS;
     b->meta_flags = flags;
 

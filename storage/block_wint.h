@@ -349,14 +349,19 @@ struct zc_cuts {
 #define TBW_PIECES (2 + 3 * MAX_PHYS)
 struct tbw {
     uint8_t dir[8 + 16 * MAX_PHYS];
-    uint8_t ihdr[MAX_PHYS][INT_HDR + 8]; /* + a delta column's first value */
+    uint8_t ihdr[MAX_PHYS][INT_HDR + 16]; /* + a delta column's first value (and multiplier) */
     struct iovec iov[TBW_PIECES];
     unsigned niov, ncols, at;
-    size_t len;             /* raw table bytes so far */
-    bool no_var;            /* no varint INT columns (a zstd table: they compress worse) */
-    bool by_col;            /* a zstd table stored one frame a column (codec 2) */
-    struct zc_cuts cut;     /* ... and one column of it cut into parts (n 0: none) */
-    uint64_t var_cols;      /* ... but for these physical columns (bit i: column i) */
+    size_t len;            /* raw table bytes so far */
+    bool no_var;           /* no varint INT columns (a zstd table: they compress worse) */
+    uint64_t var_cols;     /* ... but for these physical columns (bit i: column i) */
+    bool by_col;           /* a zstd table stored one frame a column (codec 2) */
+    struct zc_cuts cut;    /* ... and one column of it cut into parts (n 0: none) */
+    bool planes;           /* INT encodings 3 and 4 (META flag bit 7; zstd tables only): */
+    uint64_t dplane_cols;  /* these physical columns delta planes, INT columns of 4 bytes
+                            * or more a value planes */
+    uint8_t *pl[MAX_PHYS]; /* the planes of this table's columns (freed at the next table) */
+    unsigned npl;
     struct vbuf out;        /* the table in one buffer, for a zstd table only */
     struct ZSTD_CCtx_s *zc; /* kept between seals (zstd tables; NULL until one) */
 };

@@ -1798,6 +1798,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     uint64_t off = HDR_SIZE;
     bool zcols = false; /* a table by column: META flag bit 6 */
+    /* INT encodings 3 and 4 (META flag bit 7) in the tables of zstd log
+     * and span blocks (a table plain_tables keeps plain too: tests) */
+    bool iplanes = o != NULL && o->int_planes && o->codec == BLK_CODEC_ZSTD && sig != SIG_METRICS;
     for (int t = 0; t < N_TABLES; t++) {
         enum blk_codec codec = BLK_CODEC_PLAIN;
         if (o != NULL && o->codec == BLK_CODEC_ZSTD && (t > 0 || o->zstd_root) &&
@@ -1808,7 +1811,9 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
         tb->by_col = codec == BLK_CODEC_ZSTD && sig == SIG_TRACES && o->zstd_cols;
         tb->var_cols =
             t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
-        if (t == 1 && !side->vd_on) { /* format 5's logs and spans: found at load */
+        tb->planes = iplanes;
+        tb->dplane_cols = t == 0 ? 1 : 0; /* the time (logs) or start (spans) column */
+        if (t == 1 && !side->vd_on) {     /* format 5's logs and spans: found at load */
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, hot->pos, hot->n);
         } else {
             blkw_emit_table(tb, spec_of(BLK_VERSION, sig, t), w, NULL, 0);
@@ -1844,7 +1849,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
      * by reference */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
                                  (tvals ? 16 : 0) | (sevk ? 32 : 0) | (zcols ? 64 : 0) |
-                                 (pstart ? 512 : 0));
+                                 (iplanes ? 128 : 0) | (pstart ? 512 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

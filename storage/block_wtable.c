@@ -38,6 +38,10 @@ static void tbw_begin(struct tbw *t, unsigned ncols)
     t->cut.n = 0;
     t->niov = 0;
     t->len = 0;
+    for (unsigned i = 0; i < t->npl; i++) {
+        free(t->pl[i]);
+    }
+    t->npl = 0;
     memset(t->dir, 0, 8 + 16 * (size_t)ncols);
     wr32(t->dir, ncols);
     tbw_piece(t, t->dir, 8 + 16 * (size_t)ncols);
@@ -141,6 +145,65 @@ static void var_narrow(uint64_t *v, uint64_t n)
     }
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/*
+ * INT encodings 3 and 4 (META flag bit 7): the stored values s (v - mn,
+ * or each delta less dmn with |delta|) over their largest common divisor
+ * g, as pw byte planes (all low bytes, then the next ...) in a buffer of
+ * the table's, after the header, base, g (and the first value). false
+ * (nothing emitted) when every s is 0 or the buffer cannot be had: the
+ * caller's encodings then.
+ */
+static bool emit_planes(struct tbw *t, uint8_t *h, const uint64_t *v, uint64_t n, bool delta,
+                        uint64_t base, size_t start)
+{
+    uint64_t m = delta ? n - 1 : n, g = 0, mx = 0;
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t s = delta ? v[i + 1] - v[i] - base : v[i] - base;
+        g = gcd64(s, g);
+        mx = s > mx ? s : mx;
+    }
+    if (g == 0 || t->npl >= MAX_PHYS) {
+        return false;
+    }
+    mx /= g;
+    unsigned pw = 1;
+    while (pw < 8 && (mx >> (8 * pw)) != 0) {
+        pw++;
+    }
+    uint8_t *q = malloc(m * pw);
+    if (q == NULL) {
+        return false;
+    }
+    t->pl[t->npl++] = q;
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t s = ((delta ? v[i + 1] - v[i] : v[i]) - base) / g;
+        for (unsigned j = 0; j < pw; j++) {
+            q[j * m + i] = (uint8_t)(s >> (8 * j));
+        }
+    }
+    wr64(h + 8, base);
+    h[16] = (uint8_t)pw;
+    h[17] = delta ? INT_DPLANES : INT_PLANES;
+    if (delta) {
+        wr64(h + INT_HDR, v[0]);
+    }
+    wr64(h + INT_HDR + (delta ? 8 : 0), g);
+    tbw_piece(t, h, INT_HDR + (delta ? 16 : 8));
+    tbw_piece(t, q, m * pw);
+    tbw_col_end(t, start);
+    return true;
+}
+
 /*
  * |v| (n values) is narrowed in place: frame of reference (base + w-byte
  * values), or in format 3 delta coded when that is narrower (sorted times,
@@ -154,9 +217,19 @@ static void emit_int(struct tbw *t, uint64_t *v, uint64_t n)
     uint64_t mn = rg.mn, mx = rg.mx, dmn = rg.dmn, dmx = rg.dmx;
     unsigned w = width_of(mx - mn);
     uint8_t *h = t->ihdr[t->at];
-    memset(h, 0, INT_HDR + 8);
+    memset(h, 0, INT_HDR + 16);
     wr64(h, n);
     uint64_t fixed = n * w, dfixed = n >= 2 ? 8 + (n - 1) * width_of(dmx - dmn) : UINT64_MAX;
+    /* byte planes (zstd tables of META flag bit 7): the named columns'
+     * deltas, and columns of 4 or 8 bytes a value that deltas do not narrow */
+    if (t->planes && n >= 2 && ((t->dplane_cols >> t->at) & 1) != 0 &&
+        emit_planes(t, h, v, n, true, dmn, start)) {
+        return;
+    }
+    if (t->planes && n >= 2 && w >= 4 && dfixed >= fixed &&
+        emit_planes(t, h, v, n, false, mn, start)) {
+        return;
+    }
     fixed = dfixed < fixed ? dfixed : fixed;
     /* varint deltas when they are narrower by a quarter (the reader decodes
      * them into 8 bytes a value); never against 1-byte values (a varint
@@ -421,6 +494,10 @@ static int writev_all(int fd, struct iovec *iov, unsigned n)
 void blkw_tbw_fini(struct tbw *t)
 {
     vbuf_fini(&t->out);
+    for (unsigned i = 0; i < t->npl; i++) {
+        free(t->pl[i]);
+    }
+    t->npl = 0;
     ZSTD_freeCCtx(t->zc); /* accepts NULL */
     t->zc = NULL;
 }

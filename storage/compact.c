@@ -514,6 +514,7 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .streams_by_row = true,
                           .streams_derived = true,
                           .var_seqs = true,
+                          .int_planes = true,
                           .dicts_zstd = true,
                           .point_starts = true,
                           .body_tmpl = true};

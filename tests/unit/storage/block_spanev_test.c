@@ -279,10 +279,10 @@ Test(block_spanev, forged_encodings_fail_the_detail_load)
         cr_assert_eq(span_detail_matches(path, ob, ROWS), forge < 0 ? 0 : -EBADMSG, "forge %d",
                      forge);
     }
-    /* Bit 5 without bit 1 refuses the open; so does bit 7 (unknown). */
+    /* Bit 5 without bit 1 refuses the open; so does bit 10 (unknown). */
     for (int k = 0; k < 2; k++) {
         memcpy(g, f, n);
-        put64(g + m + 32, k == 0 ? 33 : 35 | 128);
+        put64(g + m + 32, k == 0 ? 33 : 35 | 1024);
         fix_crcs(g, n);
         put_file(path, g, n);
         blk *b = NULL;
