@@ -514,7 +514,8 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .streams_derived = true,
                           .var_seqs = true,
                           .dicts_zstd = true,
-                          .body_tmpl = true};
+                          .body_tmpl = true,
+                          .body_slots = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 
 out:

@@ -82,6 +82,10 @@ static struct body crafted[] = {
 };
 #define NCRAFTED (sizeof(crafted) / sizeof(crafted[0]))
 
+/* The layout encode and rebuild use: META flag bit 8's (codes by use,
+ * variables by slot) or bit 2's alone. */
+static bool slots;
+
 /* Bodies b[0, n) coded by btmpl_build into |x| (the caller frees it with
  * free(x->offs), vbuf_fini(&x->data)); *coded as the writer sets it. */
 static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
@@ -98,7 +102,7 @@ static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
     }
     struct btmpl t = {0};
     memset(x, 0, sizeof(*x));
-    cr_assert_eq(btmpl_build(&t, &s, bt, n, x, coded), 0);
+    cr_assert_eq(btmpl_build(&t, &s, bt, n, slots, x, coded), 0);
     btmpl_free(&t);
     free(s.offs);
     vbuf_fini(&s.data);
@@ -109,7 +113,7 @@ static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
 static int rebuild(const uint8_t *enc, size_t len, uint64_t rows, uint8_t **buf, uint64_t **offs)
 {
     struct scol sc = {{(const uint8_t *)"", 0, 0}, enc};
-    int rc = btmpl_rebuild(&sc, len, rows, buf, offs);
+    int rc = btmpl_rebuild(&sc, len, rows, slots, buf, offs);
     if (rc == 0) {
         cr_assert_eq(sc.off.p, (const uint8_t *)*offs);
         cr_assert_eq(sc.off.width, 8);
@@ -271,7 +275,7 @@ Test(block_body, forged_encodings_fail_the_rebuild)
     uint8_t *buf;
     uint64_t *offs;
     struct scol sc = {{(const uint8_t *)"", 1, 0}, c};
-    cr_assert_eq(btmpl_rebuild(&sc, n, 2, &buf, &offs), -EBADMSG);
+    cr_assert_eq(btmpl_rebuild(&sc, n, 2, false, &buf, &offs), -EBADMSG);
 }
 
 /* |ob|'s rows sealed at |path| by |o|; the file's bytes (malloc'd). */
