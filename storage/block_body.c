@@ -456,9 +456,10 @@ static void rank(uint64_t *key, const uint32_t *cnt, size_t n, uint32_t *perm, u
  * 255 and uv (code - 255). */
 static int put_esc(struct vbuf *b, uint64_t v)
 {
-    return v < 255                                         ? vbuf_put_u8(b, (uint8_t)v)
-           : vbuf_put_u8(b, 255) | vbuf_put_uv(b, v - 255) ? -ENOMEM
-                                                           : 0;
+    if (v < 255) {
+        return vbuf_put_u8(b, (uint8_t)v);
+    }
+    return vbuf_put_u8(b, 255) | vbuf_put_uv(b, v - 255) ? -ENOMEM : 0;
 }
 
 /* The templates and words ranked by uses (rmap: templates new -> old at
