@@ -551,8 +551,8 @@ static int group_slots(struct btmpl *t, uint64_t rows)
             at[k] = t->g[k].len;
         }
         size_t old = t->rmap[c - 1];
-        const uint8_t *tp = t->tpl.data.p + t->tpl.offs[old];
-        const uint8_t *te = t->tpl.data.p + t->tpl.offs[old + 1];
+        const uint8_t *tb = t->tpl.data.p != NULL ? t->tpl.data.p : (const uint8_t *)empty;
+        const uint8_t *tp = tb + t->tpl.offs[old], *te = tb + t->tpl.offs[old + 1];
         for (; tp < te; tp++) {
             if ((uint8_t)(*tp - BT_INT) > BT_WORD - BT_INT) {
                 continue;
