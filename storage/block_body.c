@@ -476,8 +476,8 @@ static int rank_codes(struct btmpl *t, uint64_t rows)
     memset(cnt, 0, nw * sizeof(*cnt));
     const struct vbuf *wr = &t->s[S_WREF];
     bool bad = false;
-    for (const uint8_t *p = wr->p, *end = p + wr->len; p < end;) {
-        cnt[uv_take(&p, end, &bad)]++;
+    for (const uint8_t *p = wr->p, *end = wr->len ? p + wr->len : p; p < end;) {
+        cnt[uv_take(&p, end, &bad)]++; /* a stream no row uses may have no buffer */
     }
     rank(t->rkey, cnt, nw, t->rmap + nt + nw, t->rmap + nt);
     memset(cnt, 0, nt * sizeof(*cnt));
