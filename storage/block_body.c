@@ -204,7 +204,7 @@ static int cap_of(void **p, size_t *cap, size_t n, size_t size)
 }
 
 /* The rows by template code into order (literals first), tpos[c] past
- * the rows of code c. */
+ * the rows of code c; g[] and dir emptied, with room for the streams. */
 static int order_rows(struct btmpl *t, uint64_t rows)
 {
     size_t nt = t->tpl.n;
@@ -223,7 +223,14 @@ static int order_rows(struct btmpl *t, uint64_t rows)
     for (uint64_t j = 0; j < rows; j++) {
         t->order[pos[t->rcode[j]]++] = (uint32_t)j;
     }
-    return 0;
+    vbuf_reset(&t->dir);
+    for (int k = 0; k < 4; k++) { /* bit 8's word refs may grow past this */
+        vbuf_reset(&t->g[k]);
+        if (vbuf_reserve(&t->g[k], t->s[k].len) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return vbuf_reserve(&t->dir, 4 * 5 * nt) < 0 ? -ENOMEM : 0;
 }
 
 /* Pass 2: the four variable streams of the rows (s[0..3], row j's bytes
@@ -236,16 +243,6 @@ static int group(struct btmpl *t, uint64_t rows)
         return -ENOMEM;
     }
     const uint64_t *pos = t->tpos;
-    vbuf_reset(&t->dir);
-    for (int k = 0; k < 4; k++) {
-        vbuf_reset(&t->g[k]);
-        if (vbuf_reserve(&t->g[k], t->s[k].len) < 0) {
-            return -ENOMEM;
-        }
-    }
-    if (vbuf_reserve(&t->dir, 4 * 5 * nt) < 0) {
-        return -ENOMEM;
-    }
     uint64_t i = pos[0]; /* past the literals (code 0) */
     for (size_t c = 1; c <= nt; c++) {
         size_t at[4];
@@ -534,16 +531,6 @@ static int group_slots(struct btmpl *t, uint64_t rows)
         return -ENOMEM;
     }
     const uint64_t *pos = t->tpos;
-    vbuf_reset(&t->dir);
-    for (int k = 0; k < 4; k++) {
-        vbuf_reset(&t->g[k]);
-        if (vbuf_reserve(&t->g[k], t->s[k].len) < 0) { /* word refs may grow */
-            return -ENOMEM;
-        }
-    }
-    if (vbuf_reserve(&t->dir, 4 * 5 * nt) < 0) {
-        return -ENOMEM;
-    }
     uint64_t i0 = pos[0];
     for (size_t c = 1; c <= nt; c++) {
         size_t at[4];
