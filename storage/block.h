@@ -125,6 +125,12 @@ struct blk_wopts {
      * in streams of their kind; a root table load rebuilds the bodies. The
      * cold tier's choice (compact.c). */
     bool body_tmpl;
+    /* Logs, with body_tmpl: templates and words coded by their uses (the
+     * most used first), a word as one byte below 255, and each template's
+     * variables by slot (footer META flag bit 8, block_int.h "v6 LOG BODY
+     * SLOTS"): ~1.6 B a record less under zstd on the generator's corpus.
+     * The cold tier's choice (compact.c). */
+    bool body_slots;
     /* Points: no stream index in the footer (footer META flag bit 2,
      * block_int.h "v6 STREAMS FROM ROWS"): the reader derives it from the
      * root's metric column and the attribute list codes when the attribute

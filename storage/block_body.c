@@ -54,6 +54,22 @@
  * or not used up, parts that do not add up to their section, a count that
  * does not match, an odd hex run with a high nibble set, more or fewer
  * bytes than announced.
+ *
+ * META FLAG BIT 8 (blk_wopts.body_slots, with bit 2) changes three things,
+ * 1.67 B a record less under zstd on the generator's corpus (bench/
+ * STORAGE.md, h-lbody): templates and words are numbered by their uses,
+ * the most used first (ties by first use), so the common codes are the
+ * small ones; a word reference is one byte below 255, else 255 and uv
+ * (code - 255) (a vocabulary of up to 255 words is one byte a word, which
+ * zstd's Huffman stage codes near its entropy, where uv's second byte for
+ * codes 128 and up broke it); and a template's part of each variable
+ * stream holds its variables by slot: the template's first placeholder of
+ * that kind in every row of the template (rows in order), then its
+ * second, ... (a slot's values alike: the same word, numbers of one range,
+ * hex runs of one length). The rebuild counts the rows of each template
+ * from the codes and skips each slot's values to find the next slot's
+ * start; a slot past its part, a part not used up, a word code past the
+ * dictionary are refused.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -170,6 +186,8 @@ void btmpl_free(struct btmpl *t)
     free(t->rcode);
     free(t->order);
     free(t->tpos);
+    free(t->rkey);
+    free(t->rmap);
     memset(t, 0, sizeof(*t));
 }
 
@@ -185,10 +203,9 @@ static int cap_of(void **p, size_t *cap, size_t n, size_t size)
     return *p != NULL ? 0 : -ENOMEM;
 }
 
-/* Pass 2: the four variable streams of the rows (s[0..3], row j's bytes
- * from rat[4 j + k] on) grouped by template into g[0..3], rows of a
- * template in order, and each template's four lengths into dir. */
-static int group(struct btmpl *t, uint64_t rows)
+/* The rows by template code into order (literals first), tpos[c] past
+ * the rows of code c; g[] and dir emptied, with room for the streams. */
+static int order_rows(struct btmpl *t, uint64_t rows)
 {
     size_t nt = t->tpl.n;
     if (cap_of((void **)&t->order, &t->cap_order, rows + 1, sizeof(*t->order)) < 0 ||
@@ -207,15 +224,25 @@ static int group(struct btmpl *t, uint64_t rows)
         t->order[pos[t->rcode[j]]++] = (uint32_t)j;
     }
     vbuf_reset(&t->dir);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4; k++) { /* bit 8's word refs may grow past this */
         vbuf_reset(&t->g[k]);
         if (vbuf_reserve(&t->g[k], t->s[k].len) < 0) {
             return -ENOMEM;
         }
     }
-    if (vbuf_reserve(&t->dir, 4 * 5 * nt) < 0) {
+    return vbuf_reserve(&t->dir, 4 * 5 * nt) < 0 ? -ENOMEM : 0;
+}
+
+/* Pass 2: the four variable streams of the rows (s[0..3], row j's bytes
+ * from rat[4 j + k] on) grouped by template into g[0..3], rows of a
+ * template in order, and each template's four lengths into dir. */
+static int group(struct btmpl *t, uint64_t rows)
+{
+    size_t nt = t->tpl.n;
+    if (order_rows(t, rows) < 0) {
         return -ENOMEM;
     }
+    const uint64_t *pos = t->tpos;
     uint64_t i = pos[0]; /* past the literals (code 0) */
     for (size_t c = 1; c <= nt; c++) {
         size_t at[4];
@@ -383,9 +410,12 @@ static int put_body(struct btmpl *t, const uint8_t *p, size_t n)
     return rc;
 }
 
-static int put_dict(struct vbuf *o, const struct bt_dict *d)
+/* The entries of |d| in the order perm gives (new -> old; NULL: as
+ * they are). */
+static int put_dict(struct vbuf *o, const struct bt_dict *d, const uint32_t *perm)
 {
-    for (size_t c = 0; c < d->n; c++) {
+    for (size_t i = 0; i < d->n; i++) {
+        size_t c = perm != NULL ? perm[i] : i;
         uint64_t a = d->offs[c], e = d->offs[c + 1];
         const uint8_t *p = e > a ? d->data.p + a : (const uint8_t *)empty;
         if (vbuf_put_uv(o, e - a) < 0 || vbuf_put(o, p, e - a) < 0) {
@@ -395,8 +425,141 @@ static int put_dict(struct vbuf *o, const struct bt_dict *d)
     return 0;
 }
 
+/* ---- writer, META flag bit 8: codes by use, variables by slot ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* perm[0, n) the codes 0 .. n - 1 by uses (cnt) descending, ties by code:
+ * new -> old; inv (when not NULL) old -> new. */
+static void rank(uint64_t *key, const uint32_t *cnt, size_t n, uint32_t *perm, uint32_t *inv)
+{
+    for (size_t c = 0; c < n; c++) {
+        key[c] = (uint64_t)(UINT32_MAX - cnt[c]) << 32 | c;
+    }
+    qsort(key, n, sizeof(*key), cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        perm[i] = (uint32_t)key[i];
+        if (inv != NULL) {
+            inv[perm[i]] = (uint32_t)i;
+        }
+    }
+}
+
+/* A word code as META flag bit 8 stores it: one byte below 255, else
+ * 255 and uv (code - 255). */
+static int put_esc(struct vbuf *b, uint64_t v)
+{
+    if (v < 255) {
+        return vbuf_put_u8(b, (uint8_t)v);
+    }
+    return vbuf_put_u8(b, 255) | vbuf_put_uv(b, v - 255) ? -ENOMEM : 0;
+}
+
+/* The templates and words ranked by uses (rmap: templates new -> old at
+ * 0, words old -> new at nt, new -> old at nt + nw), rcode renumbered,
+ * the codes stream rewritten. */
+static int rank_codes(struct btmpl *t, uint64_t rows)
+{
+    size_t nt = t->tpl.n, nw = t->word.n, n = nt > nw ? nt : nw;
+    if (cap_of((void **)&t->rkey, &t->cap_rkey, n + 1, sizeof(*t->rkey)) < 0 ||
+        cap_of((void **)&t->rmap, &t->cap_rmap, 3 * (nt + nw) + 1, sizeof(*t->rmap)) < 0) {
+        return -ENOMEM;
+    }
+    uint32_t *cnt = t->rmap + nt + 2 * nw, *tnew = cnt + nt + nw; /* scratch past the maps */
+    memset(cnt, 0, nw * sizeof(*cnt));
+    const struct vbuf *wr = &t->s[S_WREF];
+    bool bad = false;
+    for (const uint8_t *p = wr->p, *end = wr->len ? p + wr->len : p; p < end;) {
+        cnt[uv_take(&p, end, &bad)]++; /* a stream no row uses may have no buffer */
+    }
+    rank(t->rkey, cnt, nw, t->rmap + nt + nw, t->rmap + nt);
+    memset(cnt, 0, nt * sizeof(*cnt));
+    for (uint64_t j = 0; j < rows; j++) {
+        if (t->rcode[j] != 0) {
+            cnt[t->rcode[j] - 1]++;
+        }
+    }
+    rank(t->rkey, cnt, nt, t->rmap, tnew);
+    struct vbuf *codes = &t->s[4];
+    vbuf_reset(codes);
+    for (uint64_t j = 0; j < rows; j++) {
+        t->rcode[j] = t->rcode[j] != 0 ? tnew[t->rcode[j] - 1] + 1 : 0;
+        if (vbuf_put_uv(codes, t->rcode[j]) < 0) {
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* One variable of kind |k| from row cursor |at| (in s[]) to g[]. */
+static int slot_copy(struct btmpl *t, uint8_t k, uint64_t *at)
+{
+    bool bad = false;
+    if (k == BT_WORD) {
+        const uint8_t *p = t->s[S_WREF].p + at[S_WREF], *p0 = p;
+        uint64_t w = uv_take(&p, p + 10, &bad);
+        at[S_WREF] += (uint64_t)(p - p0);
+        return put_esc(&t->g[S_WREF], t->rmap[t->tpl.n + w]);
+    }
+    int s = k == BT_INT ? S_INT : S_LEN;
+    const uint8_t *p = t->s[s].p + at[s], *p0 = p;
+    uint64_t v = uv_take(&p, p + 10, &bad);
+    size_t n = (size_t)(p - p0);
+    memcpy(t->g[s].p + t->g[s].len, p0, n);
+    t->g[s].len += n;
+    at[s] += n;
+    if (k != BT_INT) {
+        size_t nb = (size_t)(v + 1) / 2;
+        memcpy(t->g[S_HEX].p + t->g[S_HEX].len, t->s[S_HEX].p + at[S_HEX], nb);
+        t->g[S_HEX].len += nb;
+        at[S_HEX] += nb;
+    }
+    return 0;
+}
+
+/* group's layout by slot: within a template's part, its first
+ * placeholder's variable of every row (rows in order), then its second
+ * placeholder's, and so on; templates in ranked order. */
+static int group_slots(struct btmpl *t, uint64_t rows)
+{
+    size_t nt = t->tpl.n;
+    if (order_rows(t, rows) < 0) {
+        return -ENOMEM;
+    }
+    const uint64_t *pos = t->tpos;
+    uint64_t i0 = pos[0];
+    for (size_t c = 1; c <= nt; c++) {
+        size_t at[4];
+        for (int k = 0; k < 4; k++) {
+            at[k] = t->g[k].len;
+        }
+        size_t old = t->rmap[c - 1];
+        const uint8_t *tb = t->tpl.data.p != NULL ? t->tpl.data.p : (const uint8_t *)empty;
+        const uint8_t *tp = tb + t->tpl.offs[old], *te = tb + t->tpl.offs[old + 1];
+        for (; tp < te; tp++) {
+            if ((uint8_t)(*tp - BT_INT) > BT_WORD - BT_INT) {
+                continue;
+            }
+            for (uint64_t i = i0; i < pos[c]; i++) {
+                if (slot_copy(t, *tp, t->rat + 4 * (uint64_t)t->order[i]) < 0) {
+                    return -ENOMEM;
+                }
+            }
+        }
+        i0 = pos[c];
+        for (int k = 0; k < 4; k++) {
+            emit_uv(&t->dir, t->g[k].len - at[k]);
+        }
+    }
+    return 0;
+}
+
 int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, uint64_t rows,
-                struct strb *x, bool *coded)
+                bool slots, struct strb *x, bool *coded)
 {
     *coded = false;
     bt_dict_reset(&t->tpl);
@@ -434,10 +597,13 @@ int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, ui
     for (int k = 0; k < 4; k++) {
         t->rat[4 * rows + k] = t->s[k].len;
     }
-    int rc = group(t, rows);
+    int rc = slots ? rank_codes(t, rows) : 0;
+    rc = rc == 0 ? (slots ? group_slots(t, rows) : group(t, rows)) : rc;
     if (rc < 0) {
         return rc;
     }
+    const uint32_t *tperm = slots ? t->rmap : NULL;
+    const uint32_t *wperm = slots ? t->rmap + t->tpl.n + t->word.n : NULL;
     if (rows + 1 > x->cap_offs) {
         free(x->offs);
         x->offs = malloc((rows + 1) * sizeof(*x->offs));
@@ -472,7 +638,7 @@ int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, ui
     for (int k = 0; k < BT_NSEC; k++) {
         rc |= vbuf_put_uv(o, sec[k]);
     }
-    if (rc != 0 || put_dict(o, &t->tpl) < 0 || put_dict(o, &t->word) < 0) {
+    if (rc != 0 || put_dict(o, &t->tpl, tperm) < 0 || put_dict(o, &t->word, wperm) < 0) {
         return -ENOMEM;
     }
     const struct vbuf *order[] = {codes,        &t->dir, &t->g[S_WREF], &t->g[S_INT], &t->g[S_LEN],
@@ -519,7 +685,54 @@ static bool take_dict(const uint8_t *p, const uint8_t *end, uint64_t n, const ui
 struct seg {
     uint32_t off, len; /* the text before the placeholder, in the dictionary copy */
     uint32_t kind;     /* the placeholder (BT_INT .. BT_WORD), 0 the template's end */
+    uint32_t ri;       /* its cursor in cur (a hex run's: ri, its bytes ri + 1) */
 };
+
+/* A word code of META flag bit 8 (put_esc). */
+static inline uint64_t esc_take(const uint8_t **p, const uint8_t *end, bool *bad)
+{
+    if (*p >= end) {
+        *bad = true;
+        return 0;
+    }
+    uint8_t c = *(*p)++;
+    if (c < 255) {
+        return c;
+    }
+    uint64_t v = uv_take(p, end, bad);
+    if (v > UINT32_MAX) {
+        *bad = true;
+    }
+    return v + 255;
+}
+
+/* Skips |n| variables of kind |k| (META flag bit 8's slot) in the
+ * template's parts part[0..3], giving the slot's cursors sl[0] (and a hex
+ * run's bytes sl[1]): false when they run past a part. */
+static bool slot_take(struct rd *part, uint32_t k, uint64_t n, struct rd *sl)
+{
+    bool bad = false;
+    int s = k == BT_WORD ? S_WREF : k == BT_INT ? S_INT : S_LEN;
+    struct rd *r = &part[s];
+    const uint8_t *p0 = r->p;
+    uint64_t nb = 0;
+    for (uint64_t i = 0; i < n && !bad; i++) {
+        if (k == BT_WORD) {
+            esc_take(&r->p, r->end, &bad);
+        } else {
+            uint64_t v = uv_take(&r->p, r->end, &bad);
+            nb += k == BT_INT || v > BT_HEX_MAX ? 0 : (v + 1) / 2;
+        }
+    }
+    sl[0] = (struct rd){p0, r->p};
+    sl[1] = (struct rd){part[S_HEX].p, part[S_HEX].p};
+    if (bad || nb > (uint64_t)(part[S_HEX].end - part[S_HEX].p)) {
+        return false;
+    }
+    sl[1].end += nb;
+    part[S_HEX].p += nb;
+    return true;
+}
 
 static inline void copy_slack(uint8_t *q, const uint8_t *s, size_t n)
 {
@@ -530,7 +743,8 @@ static inline void copy_slack(uint8_t *q, const uint8_t *s, size_t n)
     }
 }
 
-int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf, uint64_t **offs)
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, bool slots, uint8_t **buf,
+                  uint64_t **offs)
 {
     const uint8_t *p = enc->data, *end = p + enc_len;
     bool bad = false;
@@ -561,15 +775,16 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
     uint32_t *len = malloc((nt + nw + 1) * sizeof(*len));
     uint64_t *off = malloc((rows + 1) * sizeof(*off));
     uint8_t *o = malloc(out + SLACK);
-    struct rd *cur = malloc((4 * nt + 1) * sizeof(*cur)); /* template t's streams at 4 t */
+    struct rd *cur = NULL; /* template t's parts at 4 t, then (bit 8) the slots' cursors */
+    uint64_t *tn = NULL;   /* bit 8: rows by code */
     /* the dictionaries, copied with SLACK bytes after them; each template
      * as its pieces of text, each but the last before a placeholder */
     uint64_t dl = sec[SEC_TPL] + sec[SEC_WORD];
     uint8_t *dict = malloc(dl + SLACK);
     struct seg *sg = malloc((sec[SEC_TPL] + nt + 1) * sizeof(*sg));
     uint64_t *tseg = malloc((nt + 1) * sizeof(*tseg));
-    if (at == NULL || len == NULL || off == NULL || o == NULL || cur == NULL || dict == NULL ||
-        sg == NULL || tseg == NULL) {
+    if (at == NULL || len == NULL || off == NULL || o == NULL || dict == NULL || sg == NULL ||
+        tseg == NULL) {
         goto fail;
     }
     memcpy(dict, sp[SEC_TPL], dl);
@@ -579,14 +794,19 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
         !take_dict(dict + sec[SEC_TPL], dict + dl, nw, at + nt, len + nt)) {
         goto fail;
     }
-    uint64_t ns = 0;
+    uint64_t ns = 0, np = 0; /* segments, placeholders */
     for (uint64_t c = 0; c < nt; c++) {
         const uint8_t *tp = at[c], *te = tp + len[c], *r = tp;
         tseg[c] = ns;
         for (;; r++) {
             if (r == te || (uint8_t)(*r - BT_INT) <= BT_WORD - BT_INT) {
-                sg[ns++] =
-                    (struct seg){(uint32_t)(tp - dict), (uint32_t)(r - tp), r == te ? 0 : *r};
+                uint32_t k = r == te ? 0 : *r;
+                uint64_t ri = slots ? 4 * nt + 2 * np
+                                    : 4 * c + (k == BT_WORD  ? S_WREF
+                                               : k == BT_INT ? S_INT
+                                                             : S_LEN);
+                np += k != 0;
+                sg[ns++] = (struct seg){(uint32_t)(tp - dict), (uint32_t)(r - tp), k, (uint32_t)ri};
                 if (r == te) {
                     break;
                 }
@@ -594,6 +814,17 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
             }
         }
     }
+    uint64_t ncur = 4 * nt + (slots ? 2 * np : 0);
+    if (ncur >= UINT32_MAX) {
+        goto fail;
+    }
+    rc = -ENOMEM;
+    cur = malloc((ncur + 1) * sizeof(*cur));
+    tn = slots ? calloc(nt + 1, sizeof(*tn)) : NULL;
+    if (cur == NULL || (slots && tn == NULL)) {
+        goto fail;
+    }
+    rc = -EBADMSG;
     /* Each template's part of the four variable streams, in template order. */
     const uint8_t *dp = sp[SEC_DIR], *sat[4];
     for (int k = 0; k < 4; k++) {
@@ -618,6 +849,22 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
         goto fail;
     }
     struct rd cd = {sp[SEC_CODE], sp[SEC_CODE + 1]}, li = {sp[SEC_LIT], sp[SEC_LIT + 1]};
+    if (slots) { /* each slot's cursors: its rows' variables, in its template's parts */
+        for (const uint8_t *cp = cd.p; cp < cd.end;) {
+            uint64_t c = uv_take(&cp, cd.end, &bad);
+            if (bad || c > nt) {
+                goto fail;
+            }
+            tn[c]++;
+        }
+        for (uint64_t c = 0; c < nt; c++) {
+            for (const struct seg *g = sg + tseg[c]; g->kind != 0; g++) {
+                if (!slot_take(cur + 4 * c, g->kind, tn[c + 1], cur + g->ri)) {
+                    goto fail;
+                }
+            }
+        } /* a part the slots leave bytes of fails the check of every cursor at the end */
+    }
     uint8_t *q = o, *qend = o + out;
     off[0] = 0;
     for (uint64_t j = 0; j < rows; j++) {
@@ -636,7 +883,6 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
             off[j + 1] = (uint64_t)(q - o);
             continue;
         }
-        struct rd *wr = &cur[4 * (c - 1)], *in = wr + 1, *ln = wr + 2, *hx = wr + 3;
         for (const struct seg *g = sg + tseg[c - 1];; g++) {
             if (!ROOM(g->len)) {
                 goto fail;
@@ -646,8 +892,9 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
             if (g->kind == 0) {
                 break;
             }
+            struct rd *r = cur + g->ri;
             if (g->kind == BT_INT) {
-                uint64_t v = uv_take(&in->p, in->end, &bad);
+                uint64_t v = uv_take(&r->p, r->end, &bad);
                 unsigned nd = 1;
                 for (uint64_t x = v; x >= 10; x /= 10) {
                     nd++;
@@ -660,14 +907,15 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
                 }
                 q += nd;
             } else if (g->kind == BT_WORD) {
-                uint64_t w = uv_take(&wr->p, wr->end, &bad);
+                uint64_t w = slots ? esc_take(&r->p, r->end, &bad) : uv_take(&r->p, r->end, &bad);
                 if (bad || w >= nw || !ROOM(len[nt + w])) {
                     goto fail;
                 }
                 copy_slack(q, at[nt + w], len[nt + w]);
                 q += len[nt + w];
             } else {
-                uint64_t n = uv_take(&ln->p, ln->end, &bad);
+                struct rd *hx = r + 1;
+                uint64_t n = uv_take(&r->p, r->end, &bad);
                 uint64_t nb = (n + 1) / 2;
                 if (bad || n == 0 || n > BT_HEX_MAX || nb > (uint64_t)(hx->end - hx->p) ||
                     !ROOM(n)) {
@@ -693,12 +941,13 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
     if (q != qend || cd.p != cd.end || li.p != li.end) {
         goto fail;
     }
-    for (uint64_t k = 0; k < 4 * nt; k++) {
+    for (uint64_t k = 0; k < ncur; k++) {
         if (cur[k].p != cur[k].end) {
-            goto fail; /* a template's stream not used up */
+            goto fail; /* a template's stream (a slot's) not used up */
         }
     }
     free(cur);
+    free(tn);
     free(at);
     free(len);
     free(dict);
@@ -712,6 +961,7 @@ int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **b
 
 fail:
     free(cur);
+    free(tn);
     free(dict);
     free(sg);
     free(tseg);

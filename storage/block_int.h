@@ -330,6 +330,17 @@
  *   not match) fails that read and every later one with -EBADMSG.
  *   Blooms and grams are built from the bodies before coding. Without
  *   the flag the column is v2-v5's.
+ *   v6 LOG BODY SLOTS (META flag bit 8, log blocks with bit 2 only; the
+ *   compactor's, blk_wopts.body_slots): "v6 LOG BODIES" with three
+ *   changes (block_body.c): the templates and the words stored in order of
+ *   their uses (the most used first: the small codes are the common ones),
+ *   each word reference one byte below 255 (else 255 and uv (code - 255))
+ *   instead of uv, and within each template's part of a variable stream
+ *   its variables by slot (the template's first placeholder of that kind
+ *   in every row of the template, rows in order, then its second, ...)
+ *   instead of by row. The rebuild finds each slot's start by counting the
+ *   template's rows (its codes) and skipping; a slot running past its
+ *   template's part or a part not used up by the slots is -EBADMSG.
  *   v6 STREAMS FROM ROWS (metric blocks, META flag bit 2; the compactor's,
  *   blk_wopts.streams_derived): no section 9. A stream is a (root metric
  *   id, attribute list dictionary code) pair: the writer's list
@@ -377,8 +388,9 @@
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
  *                 above; bit 6, v6 span blocks: "v6 TABLES BY COLUMN"
  *                 above; bit 7, v6 log and span blocks: INT encodings 3
- *                 and 4 may occur; bit 9, v6 metric blocks: "v6 POINT
- *                 STARTS" above; other bits zero from v6)
+ *                 and 4 may occur; bit 8, v6 log blocks with bit 2: "v6
+ *                 LOG BODY SLOTS" above; bit 9, v6 metric blocks: "v6
+ *                 POINT STARTS" above; other bits zero from v6)
  *                 (must equal the header)
  *     2 TABLES    u32 n, u32 zero, n x 32 bytes { u8 kind (1 root, 2 attrs,
  *                 3 detail), u8 codec (0 plain, 1 zstd, 2 zstd by column:
@@ -899,6 +911,7 @@ struct blk {
     uint8_t *sdet[2]; /* ... and rebuilt at load (events, links) */
     uint64_t *sdet_off[2];
     uint64_t meta_flags; /* footer section 1's flags */
+    bool body_slots;     /* format 6: META flag bit 8 (with bit 2), "v6 LOG BODY SLOTS" */
     bool body_tmpl;      /* format 6: META flag bit 2, log bodies by template ... */
     uint8_t *bbody;      /* ... rebuilt by the first read that wants one (blk_body_load) */
     uint64_t *bbody_off;
@@ -1180,7 +1193,7 @@ int blk_zcols_inflate(struct ZSTD_DCtx_s *dc, const uint8_t *p, uint64_t n, uint
  * (*buf, *offs: the caller frees both) and rebinds enc to them. 0,
  * -EBADMSG (an encoding that does not rebuild exactly), -ENOMEM.
  */
-int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, uint8_t **buf,
+int btmpl_rebuild(struct scol *enc, uint64_t enc_len, uint64_t rows, bool slots, uint8_t **buf,
                   uint64_t **offs);
 
 /* ---- format 4's parent span ids (block_parents.c) ---- */

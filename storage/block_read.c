@@ -892,7 +892,7 @@ int blk_body_load(blk *b)
     if (st == 0) {
         uint8_t *buf;
         uint64_t *offs;
-        rc = btmpl_rebuild(&b->S[L_BODY], b->benc_len, b->rows, &buf, &offs);
+        rc = btmpl_rebuild(&b->S[L_BODY], b->benc_len, b->rows, b->body_slots, &buf, &offs);
         if (rc == 0) {
             b->bbody = buf;
             b->bbody_off = offs;
@@ -1281,10 +1281,11 @@ static int parse_footer(blk *b, char *err, size_t errlen)
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12, bit 4 log and span blocks' typed value
      * streams, bit 5 span blocks' events by key, bit 6 span blocks' tables
-     * by column, bit 7 log and span blocks' INT byte planes, bit 9 metric
-     * blocks' starts by reference; any other bit is a newer writer's */
+     * by column, bit 7 log and span blocks' INT byte planes, bit 8 log
+     * blocks' bodies by slot, bit 9 metric blocks' starts by reference;
+     * any other bit is a newer writer's */
     uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 | 64 : 0) | (b->sig != SIG_TRACES ? 4 : 0) |
-                     8 | (b->sig != SIG_METRICS ? 16 | 128 : 512);
+                     8 | (b->sig != SIG_METRICS ? 16 | 128 : 512) | (b->sig == SIG_LOGS ? 256 : 0);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);
     }
@@ -1300,6 +1301,10 @@ static int parse_footer(blk *b, char *err, size_t errlen)
         return fail(err, errlen, "footer meta flag bit 5 without bit 1");
     }
     b->body_tmpl = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_LOGS;
+    b->body_slots = b->version >= 6 && (flags & 256) != 0;
+    if (b->body_slots && !b->body_tmpl) {
+        return fail(err, errlen, "footer meta flag bit 8 without bit 2");
+    }
     b->streams_derived = b->version >= 6 && (flags & 4) != 0 && b->sig == SIG_METRICS;
     b->typed_vals = b->version >= 6 && (flags & 16) != 0;
     b->zcols = b->version >= 6 && (flags & 64) != 0;

@@ -55,16 +55,19 @@ struct btmpl {
     uint32_t *rcode;           /* by row: its template code, 0 a literal */
     uint32_t *order;           /* rows by template code */
     uint64_t *tpos;            /* by code: where its rows start in order */
-    size_t cap_rat, cap_rcode, cap_order, cap_tpos;
+    uint64_t *rkey;            /* slots: (uses, code) sort keys */
+    uint32_t *rmap;            /* slots: template new -> old, word old -> new, new -> old */
+    size_t cap_rat, cap_rcode, cap_order, cap_tpos, cap_rkey, cap_rmap;
 };
 /*
  * Codes the log body column |s| (|rows| rows, body types |btype|) into |x|
- * by template (block_int.h, "v6 LOG BODIES"): *coded is set when the
- * block should store |x| (a reader accepts its rebuilt size). |t| is
- * scratch kept between seals. 0 or -ENOMEM.
+ * by template (block_int.h, "v6 LOG BODIES"; |slots|: also "v6 LOG BODY
+ * SLOTS", META flag bit 8): *coded is set when the block should store |x|
+ * (a reader accepts its rebuilt size). |t| is scratch kept between seals.
+ * 0 or -ENOMEM.
  */
 int btmpl_build(struct btmpl *t, const struct strb *s, const uint64_t *btype, uint64_t rows,
-                struct strb *x, bool *coded);
+                bool slots, struct strb *x, bool *coded);
 void btmpl_free(struct btmpl *t);
 
 /* Format 6: the writer's side of the point start times by reference

@@ -1728,7 +1728,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     }
     bool btmpl = false;
     if (rc == 0 && sig == SIG_LOGS && o != NULL && o->body_tmpl) {
-        rc = btmpl_build(&w->bt, &w->S[L_BODY], w->I[L_BTYPE], rows, &w->sx[0], &btmpl);
+        rc = btmpl_build(&w->bt, &w->S[L_BODY], w->I[L_BTYPE], rows, o->body_slots, &w->sx[0],
+                         &btmpl);
         if (btmpl) { /* the coded bodies take their place (the blooms are built) */
             struct strb tv = w->S[L_BODY];
             w->S[L_BODY] = w->sx[0];
@@ -1849,7 +1850,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
      * by reference */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
                                  (tvals ? 16 : 0) | (sevk ? 32 : 0) | (zcols ? 64 : 0) |
-                                 (iplanes ? 128 : 0) | (pstart ? 512 : 0));
+                                 (iplanes ? 128 : 0) | (btmpl && o->body_slots ? 256 : 0) |
+                                 (pstart ? 512 : 0));
     if (rc != 0) {
         rc = -ENOMEM;
         goto out;

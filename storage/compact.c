@@ -517,7 +517,8 @@ int compact_merge(const char *dir, blk *const *in, size_t n, uint64_t cold_id, i
                           .int_planes = true,
                           .dicts_zstd = true,
                           .point_starts = true,
-                          .body_tmpl = true};
+                          .body_tmpl = true,
+                          .body_slots = true};
     rc = blk_write_ex(dir, ob, oblock_rows(ob), &meta, &o, path, cap);
 
 out:

@@ -2,7 +2,9 @@
  * fuzz_btmpl.c - libFuzzer target for format 6's log bodies by template
  * (storage/block_body.c), both ways.
  *
- * Input byte 0 picks the direction. Even: the rest is bodies, cut at each
+ * Input byte 0 picks the direction and, its bit 1, the layout (META flag
+ * bit 8's codes by use and variables by slot, or bit 2's alone). Even: the
+ * rest is bodies, cut at each
  * 0xff byte (the byte after a cut gives the body's type: string, or not),
  * coded by btmpl_build and rebuilt by btmpl_rebuild: every body must come
  * back byte for byte. Odd: byte 1 is the row count (0..255), the rest an
@@ -23,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_BODIES 4096
 
-static void both_ways(const uint8_t *p, size_t n)
+static void both_ways(const uint8_t *p, size_t n, bool slots)
 {
     static uint64_t offs[MAX_BODIES + 1], bt[MAX_BODIES];
     uint64_t rows = 0;
@@ -53,11 +55,11 @@ static void both_ways(const uint8_t *p, size_t n)
     memset(&t, 0, sizeof(t));
     memset(&x, 0, sizeof(x));
     bool coded = false;
-    if (btmpl_build(&t, &s, bt, rows, &x, &coded) == 0) {
+    if (btmpl_build(&t, &s, bt, rows, slots, &x, &coded) == 0) {
         uint8_t *buf;
         uint64_t *o;
         struct scol sc = {{(const uint8_t *)"", 0, 0}, x.data.p ? x.data.p : (const uint8_t *)""};
-        int rc = btmpl_rebuild(&sc, x.data.len, rows, &buf, &o);
+        int rc = btmpl_rebuild(&sc, x.data.len, rows, slots, &buf, &o);
         if (coded && rc != 0) {
             abort(); /* the writer's encoding must rebuild */
         }
@@ -80,7 +82,7 @@ static void both_ways(const uint8_t *p, size_t n)
     free(flat);
 }
 
-static void rebuild_only(const uint8_t *p, size_t n)
+static void rebuild_only(const uint8_t *p, size_t n, bool slots)
 {
     if (n < 1) {
         return;
@@ -94,7 +96,7 @@ static void rebuild_only(const uint8_t *p, size_t n)
     struct scol sc = {{(const uint8_t *)"", 0, 0}, copy};
     uint8_t *buf;
     uint64_t *o;
-    int rc = btmpl_rebuild(&sc, n - 1, rows, &buf, &o);
+    int rc = btmpl_rebuild(&sc, n - 1, rows, slots, &buf, &o);
     if (rc == 0) {
         for (uint64_t i = 0; i < rows; i++) {
             if (o[i + 1] < o[i]) {
@@ -115,9 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (data[0] & 1) {
-        rebuild_only(data + 1, size - 1);
+        rebuild_only(data + 1, size - 1, (data[0] & 2) != 0);
     } else {
-        both_ways(data + 1, size - 1);
+        both_ways(data + 1, size - 1, (data[0] & 2) != 0);
     }
     return 0;
 }

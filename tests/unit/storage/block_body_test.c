@@ -82,6 +82,10 @@ static struct body crafted[] = {
 };
 #define NCRAFTED (sizeof(crafted) / sizeof(crafted[0]))
 
+/* The layout encode and rebuild use: META flag bit 8's (codes by use,
+ * variables by slot) or bit 2's alone. */
+static bool slots;
+
 /* Bodies b[0, n) coded by btmpl_build into |x| (the caller frees it with
  * free(x->offs), vbuf_fini(&x->data)); *coded as the writer sets it. */
 static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
@@ -98,7 +102,7 @@ static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
     }
     struct btmpl t = {0};
     memset(x, 0, sizeof(*x));
-    cr_assert_eq(btmpl_build(&t, &s, bt, n, x, coded), 0);
+    cr_assert_eq(btmpl_build(&t, &s, bt, n, slots, x, coded), 0);
     btmpl_free(&t);
     free(s.offs);
     vbuf_fini(&s.data);
@@ -109,7 +113,7 @@ static void encode(const struct body *b, size_t n, struct strb *x, bool *coded)
 static int rebuild(const uint8_t *enc, size_t len, uint64_t rows, uint8_t **buf, uint64_t **offs)
 {
     struct scol sc = {{(const uint8_t *)"", 0, 0}, enc};
-    int rc = btmpl_rebuild(&sc, len, rows, buf, offs);
+    int rc = btmpl_rebuild(&sc, len, rows, slots, buf, offs);
     if (rc == 0) {
         cr_assert_eq(sc.off.p, (const uint8_t *)*offs);
         cr_assert_eq(sc.off.width, 8);
@@ -117,7 +121,9 @@ static int rebuild(const uint8_t *enc, size_t len, uint64_t rows, uint8_t **buf,
     return rc;
 }
 
-Test(block_body, crafted_bodies_rebuild_byte_for_byte)
+/* The crafted bodies coded in the layout |slots| says, rebuilt byte for
+ * byte; every prefix of their encoding refused. */
+static void crafted_round_trip(void)
 {
     fill_long();
     struct strb x;
@@ -150,9 +156,20 @@ Test(block_body, crafted_bodies_rebuild_byte_for_byte)
     vbuf_fini(&x.data);
 }
 
+Test(block_body, crafted_bodies_rebuild_byte_for_byte)
+{
+    crafted_round_trip();
+}
+
+Test(block_body, crafted_bodies_by_slot_rebuild_byte_for_byte)
+{
+    slots = true;
+    crafted_round_trip();
+}
+
 /* Blocks that leave streams or dictionaries empty (no buffer behind
  * them: the fuzzer's first find) rebuild too. */
-Test(block_body, sparse_blocks_rebuild)
+static void sparse_round_trip(void)
 {
     static const struct body sets[][2] = {
         {STR("only words"), STR("no numbers")},
@@ -178,6 +195,17 @@ Test(block_body, sparse_blocks_rebuild)
         free(x.offs);
         vbuf_fini(&x.data);
     }
+}
+
+Test(block_body, sparse_blocks_rebuild)
+{
+    sparse_round_trip();
+}
+
+Test(block_body, sparse_blocks_by_slot_rebuild)
+{
+    slots = true;
+    sparse_round_trip();
 }
 
 /* "user 42 ok" and "user 7 ff0a": two templates, two words, two ints, one
@@ -210,8 +238,9 @@ Test(block_body, two_bodies_take_the_documented_bytes)
     vbuf_fini(&x.data);
 }
 
-/* two_coded with byte |at| set to |v| (or, at < 0, as it is), rebuilt. */
-static int forged(long at, uint8_t v, const uint8_t *src, size_t n)
+/* |src| with byte |at| set to |v| (or, at < 0, as it is), rebuilt as
+ * |rows| rows. */
+static int forged_rows(long at, uint8_t v, const uint8_t *src, size_t n, uint64_t rows)
 {
     uint8_t f[64];
     cr_assert(n <= sizeof(f));
@@ -221,12 +250,18 @@ static int forged(long at, uint8_t v, const uint8_t *src, size_t n)
     }
     uint8_t *buf;
     uint64_t *offs;
-    int rc = rebuild(f, n, 2, &buf, &offs);
+    int rc = rebuild(f, n, rows, &buf, &offs);
     if (rc == 0) {
         free(buf);
         free(offs);
     }
     return rc;
+}
+
+/* two_coded (or a forgery of it) with byte |at| set to |v|, rebuilt. */
+static int forged(long at, uint8_t v, const uint8_t *src, size_t n)
+{
+    return forged_rows(at, v, src, n, 2);
 }
 
 Test(block_body, forged_encodings_fail_the_rebuild)
@@ -271,7 +306,7 @@ Test(block_body, forged_encodings_fail_the_rebuild)
     uint8_t *buf;
     uint64_t *offs;
     struct scol sc = {{(const uint8_t *)"", 1, 0}, c};
-    cr_assert_eq(btmpl_rebuild(&sc, n, 2, &buf, &offs), -EBADMSG);
+    cr_assert_eq(btmpl_rebuild(&sc, n, 2, false, &buf, &offs), -EBADMSG);
 }
 
 /* |ob|'s rows sealed at |path| by |o|; the file's bytes (malloc'd). */
@@ -399,15 +434,18 @@ static void hot_and_cold(struct hc *x, uint64_t seed, uint64_t n, uint32_t per)
     x->ob = gen_oblock(SIG_LOGS, seed, n, per);
     x->rows = oblock_rows(x->ob);
     struct blk_wopts hot = blk_hot_wopts(1, SIG_LOGS);
-    struct blk_wopts cold = {
-        .codec = BLK_CODEC_ZSTD, .zstd_root = true, .attrs_by_key = true, .body_tmpl = true};
+    struct blk_wopts cold = {.codec = BLK_CODEC_ZSTD,
+                             .zstd_root = true,
+                             .attrs_by_key = true,
+                             .body_tmpl = true,
+                             .body_slots = slots};
     x->fh = seal_as(x->ob, x->rows, 1, &hot, x->ph, &x->nh);
     x->fc = seal_as(x->ob, x->rows, 2, &cold, x->pc, &x->nc);
 }
 
 /* A cold-like block (zstd, by key, by template) of blkgen's logs gives the
  * rows of the same rows sealed hot, and the same blooms. */
-Test(block_body, a_cold_block_reads_as_its_hot_one)
+static void cold_reads_as_hot(void)
 {
     struct hc x;
     hot_and_cold(&x, 77, 3000, 500);
@@ -416,7 +454,7 @@ Test(block_body, a_cold_block_reads_as_its_hot_one)
     size_t nh = x.nh, nc = x.nc;
     uint8_t *fh = x.fh, *fc = x.fc;
     cr_assert_eq(meta_flags(fh, nh), 1);
-    cr_assert_eq(meta_flags(fc, nc), 5);
+    cr_assert_eq(meta_flags(fc, nc), slots ? 5 | 256 : 5);
     for (uint32_t id = 4; id <= 10; id += 6) { /* the blooms, the gram bloom */
         uint64_t lh, lc, sh = section(fh, nh, id, &lh), sc = section(fc, nc, id, &lc);
         cr_assert_neq(sh, 0);
@@ -440,6 +478,17 @@ Test(block_body, a_cold_block_reads_as_its_hot_one)
     free(fh);
     free(fc);
     oblock_free(ob);
+}
+
+Test(block_body, a_cold_block_reads_as_its_hot_one)
+{
+    cold_reads_as_hot();
+}
+
+Test(block_body, a_cold_block_by_slot_reads_as_its_hot_one)
+{
+    slots = true;
+    cold_reads_as_hot();
 }
 
 /* The bodies by template are rebuilt by the first read that wants one:
@@ -493,4 +542,251 @@ Test(block_body, a_read_without_the_body_does_not_rebuild_it)
     free(x.fh);
     free(x.fc);
     oblock_free(x.ob);
+}
+
+/* ---- META flag bit 8: codes by use, word refs as bytes, variables by slot ---- */
+
+/* "a 1 x" once, then "b 2 c 3" twice: the second template and the words b
+ * and c are used most, so they take the small codes; the twice-used
+ * template's variables are stored slot by slot (b b, c c; 2 4, 3 5). */
+static const struct body three[] = {STR("a 1 x"), STR("b 2 c 3"), STR("b 4 c 5")};
+static const uint8_t three_slots[] = {
+    3,  2,   4,   19,                         /* rows, templates, words, rebuilt bytes */
+    14, 8,   3,   8,   6,   5,   0,   0,   0, /* section lengths */
+    7,  4,   ' ', 1,   ' ', 4,   ' ', 1,      /* template 0 (used twice): word int word int */
+    5,  4,   ' ', 1,   ' ', 4,                /* template 1: word int word */
+    1,  'b', 1,   'c', 1,   'a', 1,   'x',    /* words, the most used first */
+    2,  1,   1,                               /* codes */
+    4,  4,   0,   0,                          /* template 0's bytes of each stream */
+    2,  1,   0,   0,                          /* template 1's */
+    0,  0,   1,   1,   2,   3,                /* word refs: slot 0 (b b), slot 1 (c c), a x */
+    2,  4,   3,   5,   1,                     /* ints: slot 0, slot 1, template 1's */
+};
+
+Test(block_body, three_bodies_by_slot_take_the_documented_bytes)
+{
+    slots = true;
+    struct strb x;
+    bool coded;
+    encode(three, 3, &x, &coded);
+    cr_assert(coded);
+    cr_assert_eq(x.data.len, sizeof(three_slots));
+    cr_assert_eq(memcmp(x.data.p, three_slots, sizeof(three_slots)), 0);
+    uint8_t *buf;
+    uint64_t *offs;
+    cr_assert_eq(rebuild(x.data.p, x.data.len, 3, &buf, &offs), 0);
+    cr_assert_eq(offs[3], 19);
+    cr_assert_eq(memcmp(buf, "a 1 xb 2 c 3b 4 c 5", 19), 0);
+    free(buf);
+    free(offs);
+    free(x.offs);
+    vbuf_fini(&x.data);
+}
+
+Test(block_body, forged_encodings_by_slot_fail_the_rebuild)
+{
+    slots = true;
+    const uint8_t *c = three_slots;
+    size_t n = sizeof(three_slots);
+    cr_assert_eq(forged_rows(-1, 0, c, n, 3), 0, "as written");
+    cr_assert_eq(forged_rows(46, 4, c, n, 3), -EBADMSG, "a word past the dictionary");
+    cr_assert_eq(forged_rows(51, 255, c, n, 3), -EBADMSG, "an escape with no code after it");
+    cr_assert_eq(forged_rows(35, 3, c, n, 3), -EBADMSG, "a code past the templates");
+    /* template 0's ints part 3 bytes, template 1's 2: the sums still fit
+     * the section, but template 0's two slots of two rows run past it */
+    uint8_t f[64];
+    memcpy(f, c, n);
+    f[39] = 3;
+    f[43] = 2;
+    cr_assert_eq(forged_rows(-1, 0, f, n, 3), -EBADMSG, "a slot past its template's part");
+    /* one int more in template 1's part (its section one byte longer):
+     * the slots leave it over */
+    memcpy(f, c, n);
+    f[9] = 6;
+    f[43] = 2;
+    f[n] = 9;
+    cr_assert_eq(forged_rows(-1, 0, f, n + 1, 3), -EBADMSG, "an int left over");
+    /* the word x (code 3) as an escape: 255 then uv 3 - 255, impossible:
+     * any escape is 255 or more, past the dictionary */
+    memcpy(f, c, 52);
+    f[8] = 7;
+    f[42] = 3;
+    f[51] = 255;
+    f[52] = 0;
+    memcpy(f + 53, c + 52, n - 52);
+    cr_assert_eq(forged_rows(-1, 0, f, n + 1, 3), -EBADMSG, "an escaped code past the dictionary");
+}
+
+/* A vocabulary past 255 words: codes 255 and up escaped (255, uv
+ * (code - 255)), each body a word of its own, all rebuilt. */
+Test(block_body, a_vocabulary_past_255_words_escapes_the_rest)
+{
+    slots = true;
+    enum { NW = 300 };
+    static char w[NW][4];
+    struct body b[NW];
+    for (int i = 0; i < NW; i++) {
+        w[i][0] = (char)('a' + i / 26 / 26 % 26);
+        w[i][1] = (char)('a' + i / 26 % 26);
+        w[i][2] = (char)('a' + i % 26);
+        b[i] = (struct body){w[i], 3, VAL_STR};
+    }
+    struct strb x;
+    bool coded;
+    encode(b, NW, &x, &coded);
+    cr_assert(coded);
+    const uint8_t *p = x.data.p, *end = p + x.data.len;
+    bool bad = false;
+    uint64_t hdr[13];
+    for (int k = 0; k < 13; k++) {
+        hdr[k] = uv_take(&p, end, &bad);
+    }
+    cr_assert(!bad);
+    cr_assert_eq(hdr[1], 1, "one template");
+    cr_assert_eq(hdr[2], NW);
+    cr_assert_eq(hdr[4 + 4], 255 + 2 * (NW - 255), "word refs: a byte each, then 255 and a byte");
+    uint8_t *buf;
+    uint64_t *offs;
+    cr_assert_eq(rebuild(x.data.p, x.data.len, NW, &buf, &offs), 0);
+    for (int i = 0; i < NW; i++) {
+        cr_assert_eq(offs[i + 1] - offs[i], 3);
+        cr_assert_eq(memcmp(buf + offs[i], w[i], 3), 0, "body %d", i);
+    }
+    free(buf);
+    free(offs);
+    free(x.offs);
+    vbuf_fini(&x.data);
+}
+
+/* Realistic bodies: nginx access lines, Java exceptions, JSON lines,
+ * Kubernetes events naming pods (a vocabulary of thousands of words). */
+static size_t realistic(uint64_t *rng, char *o, size_t cap)
+{
+    static const char *const path[] = {"/api/v1/items", "/login", "/static/app.js", "/cart"};
+    static const char *const cls[] = {"OrderService", "CartController", "PaymentGateway"};
+    uint64_t r = *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    unsigned a = (unsigned)(r >> 33), k = (unsigned)(r >> 60) % 4;
+    uint64_t r2 = *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    int n;
+    if (k == 0) {
+        n = snprintf(
+            o, cap,
+            "10.%u.%u.%u - - [03/Dec/2026:10:%02u:%02u +0000] \"GET %s/%u HTTP/1.1\" %u %u "
+            "\"-\" \"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36\"",
+            a % 256, a / 256 % 256, a / 65536 % 256, a % 60, a / 60 % 60, path[a % 4],
+            (unsigned)(r2 % 100000), a % 7 == 0 ? 404u : 200u, (unsigned)(r2 >> 40) % 50000);
+    } else if (k == 1) {
+        n = snprintf(o, cap,
+                     "java.lang.IllegalStateException: order %u not found\n\tat "
+                     "com.acme.orders.%s.find(%s.java:%u)\n\tat "
+                     "org.springframework.web.servlet.FrameworkServlet.service(FrameworkServlet."
+                     "java:897)\n\t... %u more",
+                     a % 1000000, cls[a % 3], cls[a % 3], 20 + a % 400, 40 + a % 9);
+    } else if (k == 2) {
+        n = snprintf(
+            o, cap,
+            "{\"level\":\"info\",\"ts\":\"2026-12-03T10:%02u:%02u.%03uZ\",\"msg\":\"request "
+            "done\",\"path\":\"/v2/carts/%08x\",\"status\":%u,\"latency_ms\":%u.%u,"
+            "\"trace_id\":\"%016llx\"}",
+            a % 60, a / 60 % 60, a % 1000, (unsigned)r2, a % 5 == 0 ? 500u : 200u, a % 900, a % 10,
+            (unsigned long long)r2);
+    } else {
+        char pod[6];
+        for (int i = 0; i < 5; i++) {
+            pod[i] = "bcdfghjklmnpqrstvwxz"[(r2 >> (5 * i)) % 20];
+        }
+        pod[5] = 0;
+        n = snprintf(o, cap,
+                     "Successfully assigned default/web-%s to node-%u; pulled image in %ums", pod,
+                     a % 12, a % 3000);
+    }
+    return (size_t)n;
+}
+
+/* |rows| realistic bodies sealed cold-like with (|sl|) and without bit 8:
+ * the root table's stored bytes. */
+static uint64_t realistic_root(bool sl, uint64_t rows, char *path, oblock **obp)
+{
+    struct batch *bt = batch_new(SIG_LOGS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    uint64_t rng = 12;
+    static char text[4000][400];
+    cr_assert(rows <= 4000);
+    for (uint64_t i = 0; i < rows; i++) {
+        size_t n = realistic(&rng, text[i], sizeof(text[i]));
+        struct log_row *r = batch_add_log(bt);
+        r->time_ns = r->observed_ns = (i + 1) * 1000000ull;
+        r->body_type = VAL_STR;
+        r->body_str = (struct mstr){text[i], (uint32_t)n};
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_LOGS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    batch_free(bt);
+    struct blk_wopts o = {.codec = BLK_CODEC_ZSTD,
+                          .zstd_root = true,
+                          .attrs_by_key = true,
+                          .body_tmpl = true,
+                          .body_slots = sl};
+    size_t n;
+    uint8_t *f = seal_as(ob, rows, sl ? 2 : 1, &o, path, &n);
+    cr_assert_eq(meta_flags(f, n), sl ? 261 : 5);
+    uint64_t len, t = section(f, n, 2, &len);
+    uint64_t stored = get64(f + t + 8 + 16); /* table 0 (root): its stored length */
+    free(f);
+    *obp = ob;
+    return stored;
+}
+
+Test(block_body, realistic_bodies_by_slot_round_trip_and_do_not_grow)
+{
+    char pa[600], pb[600];
+    oblock *oa, *ob;
+    uint64_t a = realistic_root(false, 4000, pa, &oa);
+    uint64_t b = realistic_root(true, 4000, pb, &ob);
+    cr_assert_leq(b * 100, a * 101, "root %llu by slot, %llu by template", (unsigned long long)b,
+                  (unsigned long long)a);
+    blk *bb = open_ok(pb);
+    check_block(bb, ob, 4000);
+    blk_unref(bb);
+    oblock_free(oa);
+    oblock_free(ob);
+}
+
+Test(block_body, meta_bit_8_is_refused_without_bit_2_and_on_other_signals)
+{
+    oblock *ob = two_logs();
+    char p[600];
+    size_t n;
+    struct blk_wopts o = {.codec = BLK_CODEC_PLAIN, .body_tmpl = true, .body_slots = true};
+    uint8_t *f = seal_as(ob, 2, 1, &o, p, &n);
+    cr_assert_eq(meta_flags(f, n), 261, "sorted, by template, by slot");
+    blk *b = open_ok(p);
+    check_block(b, ob, 2);
+    blk_unref(b);
+    uint64_t len, m = section(f, n, 1, &len);
+    put64(f + m + 32, 257);
+    fix_crcs(f, n);
+    put_file(p, f, n);
+    char err[256];
+    b = NULL;
+    cr_assert_eq(blk_open_ex(p, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "bit 8 without bit 2") != NULL, "%s", err);
+    free(f);
+    oblock_free(ob);
+
+    ob = gen_oblock(SIG_TRACES, 5, 40, 40);
+    struct blk_wopts so = {.codec = BLK_CODEC_PLAIN, .body_tmpl = true, .body_slots = true};
+    f = seal_as(ob, 40, 1, &so, p, &n);
+    m = section(f, n, 1, &len);
+    cr_assert_eq(get64(f + m + 32), 1, "spans ignore body_slots");
+    put64(f + m + 32, 1 | 256);
+    fix_crcs(f, n);
+    put_file(p, f, n);
+    cr_assert_eq(blk_open_ex(p, BLK_OPEN_NO_CACHE, &b, err, sizeof(err)), -EBADMSG);
+    cr_assert(strstr(err, "meta flags") != NULL, "%s", err);
+    free(f);
+    oblock_free(ob);
 }

@@ -450,13 +450,15 @@ static void merge_signal(enum signal s)
     }
     /* spans: events and links coded (block_int.h, "v6 SPAN DETAIL"),
      * the events by key (bit 5, "v6 SPAN EVENTS BY KEY"); logs: bodies
-     * by template ("v6 LOG BODIES"); points: the stream index from the
+     * by template ("v6 LOG BODIES"), by slot (bit 8, "v6 LOG BODY
+     * SLOTS"); points: the stream index from the
      * rows ("v6 STREAMS FROM ROWS"); all: the dictionaries in one zstd
      * frame (bit 3, section 12); logs and spans: the value streams typed
      * (bit 4, "v6 TYPED VALUES") and INT byte planes (bit 7, INT
-     * encodings 3 and 4); spans: the tables by column (bit 6) */
+     * encodings 3 and 4); spans: the tables by column (bit 6); logs: the
+     * bodies by slot (bit 8, "v6 LOG BODY SLOTS") */
     cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 | 16 | 64 | 128
-                                               : s == SIG_LOGS ? 5 | 16 | 128
+                                               : s == SIG_LOGS ? 5 | 16 | 128 | 256
                                                                : 5));
     cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
     cr_expect_eq(footer_u64(path, 5, 0), UINT64_MAX, "no resource section of its own");
