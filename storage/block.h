@@ -54,7 +54,7 @@ struct blk_meta {
 enum blk_codec {
     BLK_CODEC_PLAIN = 0,
     BLK_CODEC_ZSTD = 1,
-    /* In files only (format 6, span blocks of META flag bit 6, block_int.h
+    /* In files only (format 6, blocks of META flag bit 6, block_int.h
      * "v6 TABLES BY COLUMN"): one zstd frame a column. A writer asks for it
      * with BLK_CODEC_ZSTD and blk_wopts.zstd_cols. */
     BLK_CODEC_ZSTD_COLS = 2,
@@ -110,11 +110,12 @@ struct blk_wopts {
      * stream of their own; a table load of the detail rebuilds them. The
      * cold tier's choice (compact.c). */
     bool events_by_key;
-    /* Spans, with codec BLK_CODEC_ZSTD: each zstd table one frame a column
-     * (footer META flag bit 6, block_int.h "v6 TABLES BY COLUMN"): each
-     * column gets zstd's tables of its own, ~0.56 B a span less on the
-     * generator's corpus (bench/STORAGE.md, h-spans4). The cold tier's
-     * choice (compact.c). */
+    /* With codec BLK_CODEC_ZSTD, every signal: each zstd table one frame a
+     * column (footer META flag bit 6, block_int.h "v6 TABLES BY COLUMN"):
+     * each column gets zstd's tables of its own, ~0.56 B a span, 0.30 a
+     * log record and 0.20 a point less on the generator's corpus
+     * (bench/STORAGE.md, h-spans4 and the lead's session-12 section). The
+     * cold tier's choice (compact.c). */
     bool zstd_cols;
     /* Points: the stream index by row (block_int.h, section 9's codec 2):
      * which stream each row is, ~0.6 B a point less than by stream on

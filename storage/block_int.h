@@ -289,7 +289,7 @@
  *   literal past its part, a part not used up, parts that do not add up to
  *   the data, nonzero offsets, or a rebuilt length other than out fail it
  *   with -EBADMSG. The links column is bit 1's.
- *   v6 TABLES BY COLUMN (META flag bit 6, span blocks only; the
+ *   v6 TABLES BY COLUMN (META flag bit 6, blocks of any signal; the
  *   compactor's, blk_wopts.zstd_cols): a table of codec 2 (allowed only
  *   with the bit) is stored one zstd frame a column part (block_zcols.c):
  *   uv ncols (1 .. MAX_PHYS), then per column uv nparts (1 .. ZC_PARTS_MAX)
@@ -386,7 +386,7 @@
  *                 of any signal: sections 5-7 are in section 12; bit 4,
  *                 v6 log and span blocks: "v6 TYPED VALUES" above; bit 5,
  *                 v6 span blocks with bit 1: "v6 SPAN EVENTS BY KEY"
- *                 above; bit 6, v6 span blocks: "v6 TABLES BY COLUMN"
+ *                 above; bit 6, v6 blocks: "v6 TABLES BY COLUMN"
  *                 above; bit 7, v6 log and span blocks: INT encodings 3
  *                 and 4 may occur; bit 8, v6 log blocks with bit 2: "v6
  *                 LOG BODY SLOTS" above; bit 9, v6 metric blocks: "v6

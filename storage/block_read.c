@@ -1280,11 +1280,11 @@ static int parse_footer(blk *b, char *err, size_t errlen)
     /* v6: bit 1 span blocks' coded detail, bit 2 log blocks' bodies by
      * template or metric blocks' streams from the rows, bit 3 any block's
      * dictionaries in section 12, bit 4 log and span blocks' typed value
-     * streams, bit 5 span blocks' events by key, bit 6 span blocks' tables
+     * streams, bit 5 span blocks' events by key, bit 6 any block's tables
      * by column, bit 7 log and span blocks' INT byte planes, bit 8 log
      * blocks' bodies by slot, bit 9 metric blocks' starts by reference;
      * any other bit is a newer writer's */
-    uint64_t known = 1 | (b->sig == SIG_TRACES ? 2 | 32 | 64 : 0) | (b->sig != SIG_TRACES ? 4 : 0) |
+    uint64_t known = 1 | 64 | (b->sig == SIG_TRACES ? 2 | 32 : 0) | (b->sig != SIG_TRACES ? 4 : 0) |
                      8 | (b->sig != SIG_METRICS ? 16 | 128 : 512) | (b->sig == SIG_LOGS ? 256 : 0);
     if (b->version >= 6 && (flags & ~known) != 0) {
         return fail(err, errlen, "footer meta flags %#llx unknown", (unsigned long long)flags);

@@ -1809,7 +1809,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
             codec = BLK_CODEC_ZSTD;
         }
         tb->no_var = codec == BLK_CODEC_ZSTD; /* zstd packs fixed widths better */
-        tb->by_col = codec == BLK_CODEC_ZSTD && sig == SIG_TRACES && o->zstd_cols;
+        tb->by_col = codec == BLK_CODEC_ZSTD && o->zstd_cols;
         tb->var_cols =
             t == 0 && o != NULL && o->var_seqs ? seq_cols(spec_of(BLK_VERSION, sig, 0)) : 0;
         tb->planes = iplanes;

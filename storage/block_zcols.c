@@ -1,6 +1,6 @@
 /*
- * block_zcols.c - format 6's zstd tables stored one frame a column (span
- * blocks, footer META flag bit 6; the compactor's, blk_wopts.zstd_cols),
+ * block_zcols.c - format 6's zstd tables stored one frame a column (any
+ * signal, footer META flag bit 6; the compactor's, blk_wopts.zstd_cols),
  * both ways. One zstd frame over a whole table mixes columns of unlike
  * bytes in its 128 KiB blocks (start times beside kind codes beside random
  * span ids), so one set of literal and sequence tables serves them all; a

@@ -255,9 +255,8 @@ static void check_merged(blk *c, blk *const *in, size_t n)
     for (uint32_t t = 0; t < blk_n_tables(c); t++) {
         struct blk_table_info ti;
         cr_assert_eq(blk_table_info(c, t, &ti), 0);
-        /* span blocks: every table by column (bit 6, "v6 TABLES BY COLUMN") */
-        cr_expect_eq(ti.codec, blk_signal(c) == SIG_TRACES ? BLK_CODEC_ZSTD_COLS : BLK_CODEC_ZSTD,
-                     "table %u", t);
+        /* every table by column (bit 6, "v6 TABLES BY COLUMN") */
+        cr_expect_eq(ti.codec, BLK_CODEC_ZSTD_COLS, "table %u", t);
     }
     struct blk_layout lay;
     blk_layout(c, &lay);
@@ -455,9 +454,10 @@ static void merge_signal(enum signal s)
      * rows ("v6 STREAMS FROM ROWS"); all: the dictionaries in one zstd
      * frame (bit 3, section 12); logs and spans: the value streams typed
      * (bit 4, "v6 TYPED VALUES") and INT byte planes (bit 7, INT
-     * encodings 3 and 4); spans: the tables by column (bit 6); logs: the
+     * encodings 3 and 4); every table by column (bit 6); logs: the
      * bodies by slot (bit 8, "v6 LOG BODY SLOTS") */
-    cr_expect_eq(footer_u64(path, 1, 32), 8 | (s == SIG_TRACES ? 35 | 16 | 64 | 128
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | 64 |
+                                              (s == SIG_TRACES ? 35 | 16 | 128
                                                : s == SIG_LOGS ? 5 | 16 | 128 | 256
                                                                : 5));
     cr_expect_neq(footer_u64(path, 12, 0), UINT64_MAX);
@@ -535,7 +535,7 @@ Test(compact, merge_codes_shared_point_starts)
     cr_assert_eq(compact_merge(sub, in, 2, 9, 3, NULL, NULL, path, sizeof(path)), 0);
     blk *c = open_path(path);
     check_merged(c, in, 2);
-    cr_expect_eq(footer_u64(path, 1, 32), 8 | 5 | 512);
+    cr_expect_eq(footer_u64(path, 1, 32), 8 | 5 | 64 | 512);
     cr_expect_eq(root_int_encoding(path, 1), 5, "the start column by reference");
     blk_unref(c);
     blk_unref(in[0]);
