@@ -377,6 +377,79 @@ Test(jsondec_fast, long_fraction_texts_equal_strtod)
     }
 }
 
+/*
+ * jdnum_point16 over its whole shape: 1-7 integer digits (or a lone "0"),
+ * '.', 1-21 fraction digits (random, or the 17-19 digits nearest a midpoint
+ * between two doubles), then a terminator. It must take exactly those with at
+ * most 19 digits in all and no '.', 'e', 'E', '+' or '-' after, each equal to
+ * strtod through jdnum_f64_fast, with its length.
+ */
+Test(jsondec_fast, point16_takes_its_shape_and_equals_strtod)
+{
+    static const char ends[] = ",]} \"x.eE+-";
+    long cases = f64_cases(1000000);
+    char text[96];
+    for (long c = 0; c < cases; c++) {
+        int a = 1 + (int)(rnd() % 7), f = 1 + (int)(rnd() % 21), len = 0;
+        if (c % 3 == 0) { /* near a midpoint: 17-19 significant digits of it */
+            uint64_t bits = (0x3ffull + rnd() % 23) << 52 | (rnd() & ((1ull << 52) - 1));
+            double lo, hi;
+            memcpy(&lo, &bits, 8);
+            hi = nextafter(lo, INFINITY);
+            long double mid = ((long double)lo + (long double)hi) / 2;
+            len = snprintf(text, 64, "%.*Lf", 0, mid); /* its integer digits */
+            a = len;
+            f = 17 + (int)(rnd() % 3) - a;
+            if (a > 7 || f < 1) {
+                continue;
+            }
+            len = snprintf(text, 64, "%.*Lf", f, mid + (long double)(rnd() % 3) - 1.0L);
+            if (len != a + 1 + f) {
+                continue; /* a carry into one more integer digit */
+            }
+        } else {
+            for (int i = 0; i < a; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+            if (a > 1 && text[0] == '0') {
+                text[0] = (char)('1' + rnd() % 9);
+            }
+            text[len++] = '.';
+            for (int i = 0; i < f; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+        }
+        char end = ends[rnd() % (sizeof(ends) - 1)];
+        text[len] = end;
+        memcpy(text + len + 1, "0123456789abcdefghijklmnop", 27);
+        bool want_take = a + f <= 19 && strchr(".eE+-", end) == NULL;
+        uint64_t m = 0;
+        int e = 0;
+        unsigned got = jdnum_point16(text, &m, &e);
+        cr_assert_eq(got != 0, want_take, "%.*s%c: point16 %u", len, text, end, got);
+        if (got == 0) {
+            continue;
+        }
+        cr_assert_eq(got, (unsigned)len, "%.*s: length %u", len, text, got);
+        text[len] = '\0';
+        double want = strtod(text, NULL), v;
+        text[len] = end;
+        size_t used;
+        cr_assert(jdnum_f64_fast(text, (size_t)len + 27, &v, &used));
+        cr_assert(memcmp(&v, &want, 8) == 0 && used == (size_t)len, "%.*s: %.17g, strtod %.17g",
+                  len, text, v, want);
+        cr_assert(memcmp(&v, &(double){jdnum_dec_to_f64(m, e)}, 8) == 0);
+    }
+    /* declined: a leading zero, eight integer digits, no fraction digit */
+    uint64_t m;
+    int e;
+    cr_assert_eq(jdnum_point16("01.5,0123456789abcdefghijk", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("12345678.5,0123456789abcdefghi", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("12.,0123456789abcdefghijklmn", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("0.000000000000000001,012345", &m, &e), 20);
+    cr_assert(m == 1 && e == -18);
+}
+
 static void f64_is(const char *text, double want, size_t used)
 {
     double got;
