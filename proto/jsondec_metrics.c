@@ -255,39 +255,59 @@ static const struct fdef vaq_fields[] = {
 };
 
 /*
- * The ValueAtQuantile exporters write, compact and in schema order:
+ * The ValueAtQuantile objects exporters write, compact and in schema order,
+ * back to back from the element at |i| (just past the '['):
  * {"quantile":Q,"value":V} or {"value":V} (a zero quantile left out), both
- * numbers bare. Read by exact comparison; false with nothing consumed for
- * anything else (blanks, other members, duplicates, quoted numbers...),
- * which the general loop then reads as before.
+ * numbers bare, jdnum_f64_fast's. Each read by exact comparison into the
+ * heap (f64 quantile, f64 value); returns how many, |*stop| the offset of
+ * the ',' or ']' after the last one (unchanged when none, also when the
+ * heap could not grow). What it does not read (blanks, other members,
+ * duplicates, quoted numbers...) is left to quantiles_at's general loop.
  */
-static bool vaq_fast(struct jd *j, double *qp, double *vp)
+static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
 {
     const char *s = j->lx.s;
-    size_t n = j->lx.n, i = j->lx.pos, used;
-    double qv = 0, vv, *q = &qv, *v = &vv;
-    if (n - i < 32 || s[i] != '{') {
-        return false;
-    }
-    i++;
-    if (memcmp(s + i, "\"quantile\":", 11) == 0) {
-        i += 11;
-        if (!jdnum_f64_fast(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
-            return false;
+    size_t n = j->lx.n, used, end = *stop;
+    struct vbuf *h = j->h;
+    uint32_t cnt = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (;;) {
+        double qv = 0, vv;
+        if (n - i < 32 || s[i] != '{' || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
+            break;
         }
-        i += used + 1;
+        i++;
+        if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+            i += 11;
+            if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                s[i + used] != ',') {
+                break;
+            }
+            i += used + 1;
+        }
+        if (memcmp(s + i, "\"value\":", 8) != 0) {
+            break;
+        }
+        i += 8;
+        if (!jdnum_f64_fast(s + i, n - i, &vv, &used) || n - i - used < 2 || s[i + used] != '}' ||
+            (s[i + used + 1] != ',' && s[i + used + 1] != ']')) {
+            break;
+        }
+        memcpy(h->p + h->len, &qv, 8); /* little-endian, as hput_f64 */
+        memcpy(h->p + h->len + 8, &vv, 8);
+        h->len += 16;
+        cnt++;
+        end = i + used + 1;
+        if (s[end] == ']') {
+            break;
+        }
+        i = end + 1;
     }
-    if (memcmp(s + i, "\"value\":", 8) != 0) {
-        return false;
-    }
-    i += 8;
-    if (!jdnum_f64_fast(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
-        return false;
-    }
-    j->lx.pos = i + used + 1;
-    *qp = qv;
-    *vp = vv;
-    return true;
+#else
+    (void)s, (void)n, (void)used, (void)h, (void)i;
+#endif
+    *stop = end;
+    return cnt;
 }
 
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
@@ -307,11 +327,18 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     if ((rc = arr_open(j, "quantileValues")) < 0) {
         return rc;
     }
+    size_t at = j->lx.pos;
+    if ((n = vaq_run(j, at, &at)) != 0) {
+        first = false;
+        j->lx.pos = at; /* the ',' or the ']' */
+        if (j->lx.s[at] == ']') {
+            j->lx.pos = at + 1; /* as arr_next leaves it */
+            goto done;
+        }
+    }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
-        if (vaq_fast(j, &q, &v)) {
-            /* read in place */
-        } else if (!take_null(j)) {
+        if (!take_null(j)) {
             if ((rc = jd_obj_open(j, "quantileValues")) < 0) {
                 return rc;
             }
@@ -339,6 +366,7 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     if (rc < 0) {
         return rc;
     }
+done:
     vbuf_patch_u32(j->h, hdr, n);
     if (!here) {
         j->lx.pos = end;

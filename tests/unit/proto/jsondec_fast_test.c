@@ -1404,6 +1404,83 @@ Test(jsondec_fast, quoted_count_lists_equal_exact_values_and_the_general_path)
     }
 }
 
+/*
+ * Quantile values read by vaq_run's loop of compact objects against exact
+ * values and against the same lists with blanks (the loop declines those):
+ * lists of 0-40 objects with 17-digit doubles, the zero quantile left out or
+ * not, some with an element the loop hands over at (members swapped, a
+ * quoted value, a null, an exponent, a blank, an unknown member).
+ */
+Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
+{
+    static const char *odd[] = {"{'value':2,'quantile':0.5}",
+                                "{'quantile':0.5,'value':'2'}",
+                                "null",
+                                "{'quantile':0.5,'value':2e0}",
+                                "{ 'quantile':0.5,'value':2}",
+                                "{'quantile':0.5,'value':2,'x':1}"};
+    static const double odd_q[] = {0.5, 0.5, 0, 0.5, 0.5, 0.5}, odd_v[] = {2, 2, 0, 2, 2, 2};
+    char list[4096], m[8192];
+    double want[48][2];
+    for (int c = 0; c < 300; c++) {
+        int nv = c < 41 ? c : (int)(rnd() % 41), at = c % 3 == 0 ? (int)(rnd() % (nv + 1)) : -1;
+        size_t len = 0;
+        list[len++] = '[';
+        for (int i = 0; i < nv; i++) {
+            if (i != 0) {
+                list[len++] = ',';
+            }
+            if (i == at) {
+                int o = (int)(rnd() % 6);
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s", odd[o]);
+                want[i][0] = odd_q[o];
+                want[i][1] = odd_v[o];
+                continue;
+            }
+            char qt[32], vt[32];
+            snprintf(qt, sizeof qt, "%.17g", (double)(rnd() % 1000) / 1000);
+            snprintf(vt, sizeof vt, "%.17g", (double)(rnd() % 100000) / 7.0);
+            want[i][0] = rnd() % 4 == 0 ? 0 : strtod(qt, NULL);
+            want[i][1] = strtod(vt, NULL);
+            if (want[i][0] == 0) {
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "{'value':%s}", vt);
+            } else {
+                len += (size_t)snprintf(list + len, sizeof(list) - len,
+                                        "{'quantile':%s,'value':%s}", qt, vt);
+            }
+        }
+        list[len++] = ']';
+        list[len] = '\0';
+        snprintf(m, sizeof(m), "{'summary':{'dataPoints':[{'count':'1','quantileValues':%s}]}}",
+                 list);
+        char *sp = spaced(m);
+        same_details(m, sp);
+        free(sp);
+        struct dec d;
+        char *r = metric_req(m);
+        ok(&d, SIG_METRICS, r);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+        uint32_t n;
+        memcpy(&n, p, 4);
+        cr_assert_eq(n, (uint32_t)nv, "%s: %u quantiles", m, n);
+        cr_assert_eq(d.b->points[0].detail.len, 4 + 16 * (uint32_t)nv);
+        for (int i = 0; i < nv; i++) {
+            double qv, vv;
+            memcpy(&qv, p + 4 + 16 * (size_t)i, 8);
+            memcpy(&vv, p + 12 + 16 * (size_t)i, 8);
+            cr_assert(memcmp(&qv, &want[i][0], 8) == 0 && memcmp(&vv, &want[i][1], 8) == 0,
+                      "%s: quantile %d is %.17g %.17g", m, i, qv, vv);
+        }
+        done(&d);
+        free(r);
+    }
+    /* a byte other than ',' or ']' between two compact objects is refused
+     * as the general loop refuses it, not skipped */
+    refused(SIG_METRICS,
+            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'value':1}x{'value':2}]}]}}"),
+            "expected ',' or ']'");
+}
+
 /* A count with a leading zero is what the general path makes of it (the
  * quoted-count loop declines it), compact or with blanks. */
 Test(jsondec_fast, quoted_count_with_a_leading_zero_as_the_general_path)
