@@ -1477,7 +1477,8 @@ Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
     /* a byte other than ',' or ']' between two compact objects is refused
      * as the general loop refuses it, not skipped */
     refused(SIG_METRICS,
-            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'value':1}x{'value':2}]}]}}"),
+            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'value':1}x{'value':2}],"
+                       "'attributes':[{'key':'k','value':{'stringValue':'0123456789abcdef'}}]}]}}"),
             "expected ',' or ']'");
 }
 
