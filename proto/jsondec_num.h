@@ -297,6 +297,22 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
 
+#ifdef __SSE2__
+/* Sixteen digit values (bytes 0-9, the first in lane 0) as one integer:
+ * pairs by a 16-bit multiply-add (10 * first + second), then 4-digit and
+ * 8-digit groups by pmaddwd, the two 8-digit halves joined in scalar. */
+__attribute__((always_inline)) static inline uint64_t jdnum_join16(__m128i d)
+{
+    __m128i p2 =
+        _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(d, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
+                      _mm_srli_epi16(d, 8));
+    __m128i p4 = _mm_madd_epi16(p2, _mm_set1_epi32(100 | (1 << 16)));
+    __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_set1_epi32(10000 | (1 << 16)));
+    uint64_t hl = (uint64_t)_mm_cvtsi128_si64(p8); /* lanes 0-7 low, 8-15 high */
+    return (hl & 0xffffffffu) * 100000000u + (hl >> 32);
+}
+#endif
+
 /* 16 bytes of 0xff then 16 of zero: the 16 bytes at jdnum_lanes + 16 - k
  * have their lanes below k set (0 <= k <= 16). */
 extern const uint8_t jdnum_lanes[32];
@@ -337,15 +353,7 @@ __attribute__((always_inline)) static inline unsigned jdnum_point16(const char *
     d = _mm_and_si128(_mm_or_si128(_mm_and_si128(int_lanes, _mm_slli_si128(d, 1)),
                                    _mm_andnot_si128(int_lanes, d)),
                       live);
-    /* 16-bit lanes: 10 * first + second digit of each pair; 32-bit lanes: 4
-     * digits, packed back to 16 bits; then 8 digits */
-    __m128i p2 =
-        _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(d, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
-                      _mm_srli_epi16(d, 8));
-    __m128i p4 = _mm_madd_epi16(p2, _mm_set1_epi32(100 | (1 << 16)));
-    __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_set1_epi32(10000 | (1 << 16)));
-    uint64_t hl = (uint64_t)_mm_cvtsi128_si64(p8); /* lanes 0-7 low, 8-15 high */
-    uint64_t v = (hl & 0xffffffffu) * 100000000u + (hl >> 32);
+    uint64_t v = jdnum_join16(d);
     int x = -(15 - (int)a);
     if (t == 16) {
         uint64_t r8;
