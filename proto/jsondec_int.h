@@ -623,16 +623,7 @@ static inline bool u64_19(const char *p, size_t n, uint64_t *out)
         (jdnum_nondigits(w2) != 0)) {
         return false;
     }
-    /* 16-bit lanes: 10 * first + second digit of each pair */
-    __m128i p2 =
-        _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(d, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
-                      _mm_srli_epi16(d, 8));
-    /* 32-bit lanes: 100 * pair + next pair (4 digits); packed back to 16 bits
-     * (< 10^4), then 10^4 * group + next group (8 digits) */
-    __m128i p4 = _mm_madd_epi16(p2, _mm_set1_epi32(100 | (1 << 16)));
-    __m128i p8 = _mm_madd_epi16(_mm_packs_epi32(p4, p4), _mm_set1_epi32(10000 | (1 << 16)));
-    uint64_t hl = (uint64_t)_mm_cvtsi128_si64(p8); /* digits 1-8 low, 9-16 high */
-    *out = ((hl & 0xffffffffu) * 100000000u + (hl >> 32)) * 1000u + jdnum_eight_value(w2) % 1000u;
+    *out = jdnum_join16(d) * 1000u + jdnum_eight_value(w2) % 1000u;
 #else
     uint64_t w0, w1;
     memcpy(&w0, p + 1, 8);

@@ -25,60 +25,68 @@ static const char *const temporality_names[] = {
 /* ---- metrics ---- */
 
 /*
- * The usual bucket counts, "3","20",...: quoted integers of 1-7 digits (no
- * leading zero) back to back with no blanks, read from the element at |i|
- * (just past the '[') by a loop of its own that keeps the cursor and the
- * heap's end in locals (the heap's byte stores may alias j->lx), each
- * element by one 8-byte load as jdnum_uint_q reads it. Adds the count read
- * to |*n| and returns the offset of the ',' or ']' after the last element
- * read (every element it read is in the heap), or |i| unchanged when it read
- * none (also when the heap could not grow). What it does not read is left to
- * num_list's general loops, as before.
+ * Up to |max| quoted integers of 1-7 digits (no leading zero), "3","20",...
+ * back to back with no blanks, from the element at s[i] into |dst|, each by
+ * one 8-byte load of its digits and one 2-byte load of the closing '"' and
+ * the ',' or ']' after it. Returns the count read, |*stop| the offset of the
+ * ',' or ']' after the last one (unchanged when none). A function of its own with locals only, so
+ * that the loop keeps its constants and cursor in registers (out of line,
+ * GCC spilled them).
+ */
+static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len, size_t i,
+                                                      uint8_t *dst, uint32_t max, size_t *stop)
+{
+    uint32_t cnt = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    size_t end = *stop; /* kept here: the heap's stores may alias *stop */
+    while (cnt < max && len - i >= 10 && s[i] == '"') {
+        uint64_t w;
+        uint16_t qc;
+        memcpy(&w, s + i + 1, 8);
+        unsigned k = (unsigned)__builtin_ctzll(jdnum_nondigits(w) | (1ull << 63)) >> 3;
+        memcpy(&qc, s + i + 1 + k, 2); /* i + 9 < len at most */
+        if (k == 0 || ((uint8_t)w == '0' && k != 1) ||
+            (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
+            break;
+        }
+        uint64_t v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+        memcpy(dst + 8 * cnt++, &v, 8);
+        end = i + k + 2; /* the ',' or ']' */
+        i = end + 1;
+        if (qc == ('"' | ']' << 8)) {
+            break;
+        }
+    }
+    *stop = end;
+#else
+    (void)s, (void)len, (void)i, (void)dst, (void)max, (void)stop;
+#endif
+    return cnt;
+}
+
+/*
+ * The usual bucket counts, "3","20",...: uint_q_loop from the element at
+ * |i| (just past the '['), 32 at a time into the heap (little-endian u64,
+ * as hput_u64 writes them). Adds the count read to |*n| and returns the
+ * offset of the ',' or ']' after the last element read (every element it
+ * read is in the heap), or |i| unchanged when it read none (also when the
+ * heap could not grow). What it does not read is left to num_list's general
+ * loops, as before.
  */
 static size_t uint_q_run(struct jd *j, size_t i, uint32_t *n)
 {
     const char *s = j->lx.s;
     size_t len = j->lx.n, stop = i;
-    uint32_t cnt = 0;
     struct vbuf *h = j->h;
-    for (;;) {
-        if (h->cap - h->len < 8 * 32 && vbuf_reserve(h, 8 * 32) < 0) {
+    while (h->cap - h->len >= 8 * 32 || vbuf_reserve(h, 8 * 32) == 0) {
+        uint32_t got = uint_q_loop(s, len, i, h->p + h->len, 32, &stop);
+        h->len += 8 * (size_t)got;
+        *n += got;
+        if (got != 32 || s[stop] == ']') {
             break;
         }
-        uint8_t *d = h->p + h->len, *dend = d + 8 * 32;
-        for (; d != dend; d += 8) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            if (len - i < 10 || s[i] != '"') {
-                break;
-            }
-            uint64_t w;
-            memcpy(&w, s + i + 1, 8);
-            unsigned k = (unsigned)__builtin_ctzll(jdnum_nondigits(w) | (1ull << 63)) >> 3;
-            char c = s[i + 2 + k]; /* i + 9 < len at most */
-            if (k == 0 || s[i + 1 + k] != '"' || (s[i + 1] == '0' && k != 1) ||
-                (c != ',' && c != ']')) {
-                break;
-            }
-            uint64_t v =
-                jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
-            memcpy(d, &v, 8);
-            cnt++;
-            stop = i + 2 + k;
-            i = stop + 1;
-            if (c == ']') {
-                d += 8;
-                break;
-            }
-#else
-            break;
-#endif
-        }
-        h->len = (size_t)(d - h->p);
-        if (d != dend || s[stop] == ']') {
-            break;
-        }
+        i = stop + 1;
     }
-    *n += cnt;
     return stop;
 }
 
@@ -247,39 +255,59 @@ static const struct fdef vaq_fields[] = {
 };
 
 /*
- * The ValueAtQuantile exporters write, compact and in schema order:
+ * The ValueAtQuantile objects exporters write, compact and in schema order,
+ * back to back from the element at |i| (just past the '['):
  * {"quantile":Q,"value":V} or {"value":V} (a zero quantile left out), both
- * numbers bare. Read by exact comparison; false with nothing consumed for
- * anything else (blanks, other members, duplicates, quoted numbers...),
- * which the general loop then reads as before.
+ * numbers bare, jdnum_f64_fast's. Each read by exact comparison into the
+ * heap (f64 quantile, f64 value); returns how many, |*stop| the offset of
+ * the ',' or ']' after the last one (unchanged when none, also when the
+ * heap could not grow). What it does not read (blanks, other members,
+ * duplicates, quoted numbers...) is left to quantiles_at's general loop.
  */
-static bool vaq_fast(struct jd *j, double *qp, double *vp)
+static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
 {
     const char *s = j->lx.s;
-    size_t n = j->lx.n, i = j->lx.pos, used;
-    double qv = 0, vv, *q = &qv, *v = &vv;
-    if (n - i < 32 || s[i] != '{') {
-        return false;
-    }
-    i++;
-    if (memcmp(s + i, "\"quantile\":", 11) == 0) {
-        i += 11;
-        if (!jdnum_f64_fast(s + i, n - i, q, &used) || n - i - used < 16 || s[i + used] != ',') {
-            return false;
+    size_t n = j->lx.n, used, end = *stop;
+    struct vbuf *h = j->h;
+    uint32_t cnt = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (;;) {
+        double qv = 0, vv;
+        if (n - i < 32 || s[i] != '{' || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
+            break;
         }
-        i += used + 1;
+        i++;
+        if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+            i += 11;
+            if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                s[i + used] != ',') {
+                break;
+            }
+            i += used + 1;
+        }
+        if (memcmp(s + i, "\"value\":", 8) != 0) {
+            break;
+        }
+        i += 8;
+        if (!jdnum_f64_fast(s + i, n - i, &vv, &used) || n - i - used < 2 || s[i + used] != '}' ||
+            (s[i + used + 1] != ',' && s[i + used + 1] != ']')) {
+            break;
+        }
+        memcpy(h->p + h->len, &qv, 8); /* little-endian, as hput_f64 */
+        memcpy(h->p + h->len + 8, &vv, 8);
+        h->len += 16;
+        cnt++;
+        end = i + used + 1;
+        if (s[end] == ']') {
+            break;
+        }
+        i = end + 1;
     }
-    if (memcmp(s + i, "\"value\":", 8) != 0) {
-        return false;
-    }
-    i += 8;
-    if (!jdnum_f64_fast(s + i, n - i, v, &used) || n - i - used < 1 || s[i + used] != '}') {
-        return false;
-    }
-    j->lx.pos = i + used + 1;
-    *qp = qv;
-    *vp = vv;
-    return true;
+#else
+    (void)s, (void)n, (void)used, (void)h, (void)i;
+#endif
+    *stop = end;
+    return cnt;
 }
 
 /* SummaryDataPoint quantile values found at |pos|: u32 n, n x (f64, f64). */
@@ -299,11 +327,18 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     if ((rc = arr_open(j, "quantileValues")) < 0) {
         return rc;
     }
+    size_t at = j->lx.pos;
+    if ((n = vaq_run(j, at, &at)) != 0) {
+        first = false;
+        j->lx.pos = at; /* the ',' or the ']' */
+        if (j->lx.s[at] == ']') {
+            j->lx.pos = at + 1; /* as arr_next leaves it */
+            goto done;
+        }
+    }
     while ((rc = arr_next(j, &first)) > 0) {
         double q = 0, v = 0;
-        if (vaq_fast(j, &q, &v)) {
-            /* read in place */
-        } else if (!take_null(j)) {
+        if (!take_null(j)) {
             if ((rc = jd_obj_open(j, "quantileValues")) < 0) {
                 return rc;
             }
@@ -331,6 +366,7 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
     if (rc < 0) {
         return rc;
     }
+done:
     vbuf_patch_u32(j->h, hdr, n);
     if (!here) {
         j->lx.pos = end;

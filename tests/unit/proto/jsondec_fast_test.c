@@ -377,6 +377,79 @@ Test(jsondec_fast, long_fraction_texts_equal_strtod)
     }
 }
 
+/*
+ * jdnum_point16 over its whole shape: 1-7 integer digits (or a lone "0"),
+ * '.', 1-21 fraction digits (random, or the 17-19 digits nearest a midpoint
+ * between two doubles), then a terminator. It must take exactly those with at
+ * most 19 digits in all and no '.', 'e', 'E', '+' or '-' after, each equal to
+ * strtod through jdnum_f64_fast, with its length.
+ */
+Test(jsondec_fast, point16_takes_its_shape_and_equals_strtod)
+{
+    static const char ends[] = ",]} \"x.eE+-";
+    long cases = f64_cases(1000000);
+    char text[96];
+    for (long c = 0; c < cases; c++) {
+        int a = 1 + (int)(rnd() % 7), f = 1 + (int)(rnd() % 21), len = 0;
+        if (c % 3 == 0) { /* near a midpoint: 17-19 significant digits of it */
+            uint64_t bits = (0x3ffull + rnd() % 23) << 52 | (rnd() & ((1ull << 52) - 1));
+            double lo, hi;
+            memcpy(&lo, &bits, 8);
+            hi = nextafter(lo, INFINITY);
+            long double mid = ((long double)lo + (long double)hi) / 2;
+            len = snprintf(text, 64, "%.*Lf", 0, mid); /* its integer digits */
+            a = len;
+            f = 17 + (int)(rnd() % 3) - a;
+            if (a > 7 || f < 1) {
+                continue;
+            }
+            len = snprintf(text, 64, "%.*Lf", f, mid + (long double)(rnd() % 3) - 1.0L);
+            if (len != a + 1 + f) {
+                continue; /* a carry into one more integer digit */
+            }
+        } else {
+            for (int i = 0; i < a; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+            if (a > 1 && text[0] == '0') {
+                text[0] = (char)('1' + rnd() % 9);
+            }
+            text[len++] = '.';
+            for (int i = 0; i < f; i++) {
+                text[len++] = (char)('0' + rnd() % 10);
+            }
+        }
+        char end = ends[rnd() % (sizeof(ends) - 1)];
+        text[len] = end;
+        memcpy(text + len + 1, "0123456789abcdefghijklmnop", 27);
+        bool want_take = a + f <= 19 && strchr(".eE+-", end) == NULL;
+        uint64_t m = 0;
+        int e = 0;
+        unsigned got = jdnum_point16(text, &m, &e);
+        cr_assert_eq(got != 0, want_take, "%.*s%c: point16 %u", len, text, end, got);
+        if (got == 0) {
+            continue;
+        }
+        cr_assert_eq(got, (unsigned)len, "%.*s: length %u", len, text, got);
+        text[len] = '\0';
+        double want = strtod(text, NULL), v;
+        text[len] = end;
+        size_t used;
+        cr_assert(jdnum_f64_fast(text, (size_t)len + 27, &v, &used));
+        cr_assert(memcmp(&v, &want, 8) == 0 && used == (size_t)len, "%.*s: %.17g, strtod %.17g",
+                  len, text, v, want);
+        cr_assert(memcmp(&v, &(double){jdnum_dec_to_f64(m, e)}, 8) == 0);
+    }
+    /* declined: a leading zero, eight integer digits, no fraction digit */
+    uint64_t m;
+    int e;
+    cr_assert_eq(jdnum_point16("01.5,0123456789abcdefghijk", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("12345678.5,0123456789abcdefghi", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("12.,0123456789abcdefghijklmn", &m, &e), 0);
+    cr_assert_eq(jdnum_point16("0.000000000000000001,012345", &m, &e), 20);
+    cr_assert(m == 1 && e == -18);
+}
+
 static void f64_is(const char *text, double want, size_t used)
 {
     double got;
@@ -1329,6 +1402,84 @@ Test(jsondec_fast, quoted_count_lists_equal_exact_values_and_the_general_path)
         done(&d);
         free(r);
     }
+}
+
+/*
+ * Quantile values read by vaq_run's loop of compact objects against exact
+ * values and against the same lists with blanks (the loop declines those):
+ * lists of 0-40 objects with 17-digit doubles, the zero quantile left out or
+ * not, some with an element the loop hands over at (members swapped, a
+ * quoted value, a null, an exponent, a blank, an unknown member).
+ */
+Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
+{
+    static const char *odd[] = {"{'value':2,'quantile':0.5}",
+                                "{'quantile':0.5,'value':'2'}",
+                                "null",
+                                "{'quantile':0.5,'value':2e0}",
+                                "{ 'quantile':0.5,'value':2}",
+                                "{'quantile':0.5,'value':2,'x':1}"};
+    static const double odd_q[] = {0.5, 0.5, 0, 0.5, 0.5, 0.5}, odd_v[] = {2, 2, 0, 2, 2, 2};
+    char list[4096], m[8192];
+    double want[48][2];
+    for (int c = 0; c < 300; c++) {
+        int nv = c < 41 ? c : (int)(rnd() % 41), at = c % 3 == 0 ? (int)(rnd() % (nv + 1)) : -1;
+        size_t len = 0;
+        list[len++] = '[';
+        for (int i = 0; i < nv; i++) {
+            if (i != 0) {
+                list[len++] = ',';
+            }
+            if (i == at) {
+                int o = (int)(rnd() % 6);
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s", odd[o]);
+                want[i][0] = odd_q[o];
+                want[i][1] = odd_v[o];
+                continue;
+            }
+            char qt[32], vt[32];
+            snprintf(qt, sizeof qt, "%.17g", (double)(rnd() % 1000) / 1000);
+            snprintf(vt, sizeof vt, "%.17g", (double)(rnd() % 100000) / 7.0);
+            want[i][0] = rnd() % 4 == 0 ? 0 : strtod(qt, NULL);
+            want[i][1] = strtod(vt, NULL);
+            if (want[i][0] == 0) {
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "{'value':%s}", vt);
+            } else {
+                len += (size_t)snprintf(list + len, sizeof(list) - len,
+                                        "{'quantile':%s,'value':%s}", qt, vt);
+            }
+        }
+        list[len++] = ']';
+        list[len] = '\0';
+        snprintf(m, sizeof(m), "{'summary':{'dataPoints':[{'count':'1','quantileValues':%s}]}}",
+                 list);
+        char *sp = spaced(m);
+        same_details(m, sp);
+        free(sp);
+        struct dec d;
+        char *r = metric_req(m);
+        ok(&d, SIG_METRICS, r);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+        uint32_t n;
+        memcpy(&n, p, 4);
+        cr_assert_eq(n, (uint32_t)nv, "%s: %u quantiles", m, n);
+        cr_assert_eq(d.b->points[0].detail.len, 4 + 16 * (uint32_t)nv);
+        for (int i = 0; i < nv; i++) {
+            double qv, vv;
+            memcpy(&qv, p + 4 + 16 * (size_t)i, 8);
+            memcpy(&vv, p + 12 + 16 * (size_t)i, 8);
+            cr_assert(memcmp(&qv, &want[i][0], 8) == 0 && memcmp(&vv, &want[i][1], 8) == 0,
+                      "%s: quantile %d is %.17g %.17g", m, i, qv, vv);
+        }
+        done(&d);
+        free(r);
+    }
+    /* a byte other than ',' or ']' between two compact objects is refused
+     * as the general loop refuses it, not skipped */
+    refused(SIG_METRICS,
+            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'value':1}x{'value':2}],"
+                       "'attributes':[{'key':'k','value':{'stringValue':'0123456789abcdef'}}]}]}}"),
+            "expected ',' or ']'");
 }
 
 /* A count with a leading zero is what the general path makes of it (the
