@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zstd.h>
+
 /* An open-addressing table slot: |n| 0 is empty (a key counted once has 1). */
 struct ps_slot {
     uint64_t key;
@@ -172,6 +174,24 @@ int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint6
     out->len = (size_t)(q - out->p);
     if (hits < rows - rows / 2) {
         vbuf_reset(out); /* fewer than half the rows found an entry: the column as before */
+        return 0;
+    }
+    /* Series that share their time and start through a collection give
+     * the column runs zstd takes whole (the OpenTelemetry JS exporters'
+     * points: 218 starts, 105 intervals, 20 times in 5,140 points), where
+     * a dictionary of them costs more than it saves: both layouts are
+     * tried alone, as a cold table stores each column (its own frame). */
+    size_t zb = ZSTD_compressBound(rows * 8);
+    if (vbuf_reserve(&s->z, zb) < 0) {
+        return -ENOMEM;
+    }
+    size_t zc = ZSTD_compress(s->z.p, zb, out->p, out->len, 3);
+    size_t zp = ZSTD_compress(s->z.p, zb, dz, rows * 8, 3);
+    if (ZSTD_isError(zc) || ZSTD_isError(zp)) {
+        return -ENOMEM;
+    }
+    if (zc >= zp) {
+        vbuf_reset(out);
     }
     return 0;
 }
@@ -181,6 +201,7 @@ void pstw_free(struct pstw *s)
     free(s->t[0]);
     free(s->t[1]);
     free(s->ent);
+    vbuf_fini(&s->z);
     *s = (struct pstw){0};
 }
 

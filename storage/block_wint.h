@@ -84,12 +84,14 @@ struct ps_ent {
 struct pstw {
     struct ps_slot *t[2];
     struct ps_ent *ent;
+    struct vbuf z; /* the trial frames of the two layouts */
 };
 /*
  * Codes the metric root's start column |dz| (zz(time - start) of |rows|
  * rows at times |time|) by reference into |out| (reset first): the
  * column's bytes after its INT header (block_int.h "v6 POINT STARTS"),
- * or nothing when fewer than half the rows would find an entry (the
+ * or nothing when fewer than half the rows would find an entry or the
+ * coded bytes under zstd -3 are no smaller than the column's values (the
  * column is then written as before). |s| is scratch kept between seals.
  * 0 or -ENOMEM.
  */

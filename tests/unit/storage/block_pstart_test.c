@@ -140,6 +140,40 @@ Test(block_pstart, too_few_references_leave_the_column_as_before)
 }
 
 /*
+ * Points as the OpenTelemetry JS exporters send them: every point of a
+ * collection at one time, each instrument's start its creation time (11
+ * instruments a process, 250 points a collection, 20 collections of 4
+ * processes): the values repeat in runs zstd takes whole, the dictionary
+ * would cost more than it saves, so the column stays as before (no flag,
+ * the file byte for byte the one without the option).
+ */
+Test(block_pstart, runs_zstd_takes_whole_leave_the_column_as_before)
+{
+    struct batch *bt = metric_batch();
+    for (uint64_t c = 0; c < 20; c++) {
+        uint64_t proc = 1796298628000000000ull + (c / 5) * 3600000000000ull;
+        uint64_t t = proc + 60000000000ull + c * 10000000000ull;
+        for (uint64_t i = 0; i < 250; i++) {
+            add_pt(bt, t, proc + (i % 11) * 1000000ull + 672000000ull);
+        }
+    }
+    oblock *ob = oblock_of(bt);
+    struct blk_wopts o = blk_hot_wopts(3, SIG_METRICS);
+    o.point_starts = true;
+    char p[512], q[512];
+    size_t n, m;
+    uint8_t *f = write_and_read(ob, 5000, 1, &o, p, sizeof(p), &n);
+    o.point_starts = false;
+    uint8_t *g = write_and_read(ob, 5000, 1, &o, q, sizeof(q), &m);
+    cr_assert_eq(meta_flags(f, n) & 512, 0);
+    cr_assert(n == m && memcmp(f, g, n) == 0);
+    starts_match(p, ob);
+    free(f);
+    free(g);
+    oblock_free(ob);
+}
+
+/*
  * 3,000 points in shuffled time order: cumulative series of three
  * process starts, delta series whose points of one collection share
  * their start and time, and one row in eight with an edge start (0, the
