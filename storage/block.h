@@ -164,7 +164,8 @@ struct blk_wopts {
      * start, as an entry of a dictionary of those two or more rows hold
      * (a cumulative series' start, a delta series' interval), else
      * literal; a root load decodes it. Used when half the rows find an
-     * entry. The cold tier's choice (compact.c). */
+     * entry and the coded column is smaller under zstd -3. The cold
+     * tier's choice (compact.c). */
     bool point_starts;
 };
 

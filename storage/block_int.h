@@ -367,7 +367,8 @@
  *   a code past n, entries or kinds past the column, or bytes left over
  *   fail it with -EBADMSG. Without the flag the column is INT 0-2, with
  *   it always 5 (the writer sets the flag only when at least half the
- *   rows find an entry).
+ *   rows find an entry and the coded column, compressed alone with zstd
+ *   -3, is smaller than the values').
  *   Integers are frame-of-reference (or, v3, delta decoded at load) so
  *   that row i is read in O(1). Attributes stay one encoded list per row
  *   to the reader (what the views hand out, byte for byte); keys in most

@@ -56,10 +56,10 @@ static void ps_count(struct ps_slot *t, uint64_t mask, uint32_t *used, uint64_t 
     }
 }
 
-static const struct ps_slot *ps_find(const struct ps_slot *t, uint64_t mask, uint64_t k)
+static struct ps_slot *ps_find(struct ps_slot *t, uint64_t mask, uint64_t k)
 {
     for (uint64_t h = ps_hash(k);; h++) {
-        const struct ps_slot *s = &t[h & mask];
+        struct ps_slot *s = &t[h & mask];
         if (s->n == 0) {
             return NULL;
         }
@@ -136,8 +136,7 @@ int pstart_build(struct pstw *s, const uint64_t *time, const uint64_t *dz, uint6
     }
     qsort(s->ent, n, sizeof(*s->ent), ps_cmp);
     for (uint32_t c = 0; c < n; c++) {
-        struct ps_slot *e = (struct ps_slot *)ps_find(s->t[s->ent[c].delta], mask, s->ent[c].key);
-        e->code = c;
+        ps_find(s->t[s->ent[c].delta], mask, s->ent[c].key)->code = c;
     }
     int rc = vbuf_put_u64(out, n);
     for (uint32_t c = 0; c < n && rc == 0; c++) {

@@ -1577,7 +1577,7 @@ static uint64_t seq_cols(const struct spec *sp)
 }
 
 /*
- * Format 6, a span attrs table by column (META flag bit 6): the lists by
+ * Format 6, a log or span attrs table by column (META flag bit 6): the lists by
  * key (w->tdir, typed or not) cut into parts at the end of the code stream
  * and of each key's values, each part a frame of its own: a key's values
  * are alike and unlike the codes' (bench/STORAGE.md, h-spans4). Past
@@ -1846,8 +1846,8 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     bool zdicts = o != NULL && o->dicts_zstd;
     /* sorted by time, (v6) span detail coded, log bodies by template or
      * streams from the rows, dictionaries in one zstd frame, value streams
-     * typed, (v6) span events by key, span tables by column, point starts
-     * by reference */
+     * typed, (v6) span events by key, tables by column, INT byte planes,
+     * log bodies by slot, point starts by reference */
     rc |= vbuf_put_u64(foot, 1 | (sdet ? 2 : 0) | (btmpl || sderived ? 4 : 0) | (zdicts ? 8 : 0) |
                                  (tvals ? 16 : 0) | (sevk ? 32 : 0) | (zcols ? 64 : 0) |
                                  (iplanes ? 128 : 0) | (btmpl && o->body_slots ? 256 : 0) |
