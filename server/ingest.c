@@ -3,7 +3,7 @@
  * ingest.h for the sequence a listener follows).
  *
  * Admission takes two things before any body byte is read: a slot in one
- * shard's queue (round-robin over the signal's shards) and a first charge
+ * shard's queue (the I/O thread's own shard first, see admit) and a first charge
  * on the memory budget: ADMIT_FACTOR times the first ADMIT_AHEAD bytes of
  * the body (fewer if the declared size is smaller), or times the whole
  * declared size when that is at most a WHOLE_DIV-th of the budget, so an
@@ -32,8 +32,11 @@
  * that window (a client trickling one byte a second gives its slot back
  * after one window, not after the whole --body-timeout).
  *
- * Everything here runs on the request's I/O thread except job_done(),
- * which the shard thread calls and which only posts the request back.
+ * Everything here runs on the request's I/O thread. job_done() runs where
+ * the shard drained the job (shard.h): usually on this same thread, within
+ * shard_submit_take, else on the shard thread, or the sealer's under --ack
+ * seal; it only posts the request back, so the answer is written from the
+ * event loop, never from inside the transport callback that submitted it.
  */
 #include "server/ingest.h"
 
@@ -134,7 +137,6 @@ struct ingest_thr {
     const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
     const struct timeval *rate_tv; /* --receive-rate-window, likewise */
     struct libdeflate_decompressor *dec;
-    unsigned rr[SIG_COUNT];
     struct buf bufs[CACHE_SLOTS];
     int n_bufs;
     struct batch *batches[CACHE_SLOTS];
@@ -386,7 +388,6 @@ static void fail(struct ingest_req *r, enum ingest_status st, const char *fmt, .
 
 static bool try_admit(struct ingest_req *r)
 {
-    struct ingest_thr *h = thr_of(r->t);
     /* Reserve what the first ADMIT_AHEAD body bytes will hold at their peak,
      * not just the bytes: the decoded batch is about twice the body. The
      * rest is charged as it arrives (ingest_body_append), never on the
@@ -407,7 +408,11 @@ static bool try_admit(struct ingest_req *r)
         ahead = (size_t)r->expected;
     }
     uint64_t want = (uint64_t)ahead * ADMIT_FACTOR;
-    shard *sh = store_reserve(r->sig, h->rr[r->sig - 1]++);
+    /* I/O thread i tries shard i (mod the shard count) first: with no more
+     * I/O threads than shards (the defaults) no two threads share a shard,
+     * so a submit finds its shard idle and drains inline (shard.c) instead
+     * of queueing behind another thread's drain for the shard thread. */
+    shard *sh = store_reserve(r->sig, (unsigned)r->t->idx);
     if (sh == NULL) {
         return false;
     }

@@ -5,7 +5,9 @@
  * on a mutex-protected list plus an eventfd: the poster writes the eventfd
  * only when the list was empty, the loop swaps the whole list out and runs
  * it unlocked. No evthread locking is needed, because nothing but the
- * eventfd crosses threads.
+ * eventfd crosses threads. A message a thread posts to itself (the ack of
+ * a job its own shard drain finished: shard.c) skips the eventfd: an
+ * event made active runs the list on this loop pass, with no system call.
  */
 #include "server/iot.h"
 
@@ -28,6 +30,7 @@ struct iot_internal {
     pthread_t thread;
     int efd;
     struct event *wake_ev;
+    struct event *self_ev; /* made active by a post from this thread */
     struct event *stop_timer;
     pthread_mutex_t lock;
     struct iot_msg *head, *tail;
@@ -42,14 +45,8 @@ static __thread struct iot *self;
 static void (*stop_quiesce)(struct iot *t);
 static int (*stop_active)(struct iot *t);
 
-static void on_wake(evutil_socket_t fd, short what, void *arg)
+static void run_posted(struct iot *t)
 {
-    struct iot *t = arg;
-    uint64_t v;
-    (void)what;
-    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-        log_warn("iot", "event=eventfd_read_failed errno=%d", errno);
-    }
     pthread_mutex_lock(&t->in->lock);
     struct iot_msg *m = t->in->head;
     t->in->head = t->in->tail = NULL;
@@ -59,6 +56,22 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         m->fn(m);
         m = next;
     }
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    uint64_t v;
+    (void)what;
+    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+        log_warn("iot", "event=eventfd_read_failed errno=%d", errno);
+    }
+    run_posted(arg);
+}
+
+static void on_self(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    run_posted(arg);
 }
 
 void iot_post(struct iot *t, struct iot_msg *m)
@@ -74,7 +87,9 @@ void iot_post(struct iot *t, struct iot_msg *m)
     }
     t->in->tail = m;
     pthread_mutex_unlock(&t->in->lock);
-    if (was_empty) {
+    if (t == self) {
+        event_active(t->in->self_ev, 0, 0);
+    } else if (was_empty) {
         uint64_t one = 1;
         while (write(t->in->efd, &one, sizeof(one)) < 0 && errno == EINTR) {
         }
@@ -127,7 +142,9 @@ int iot_init(int n)
             return -ENOMEM;
         }
         t->in->wake_ev = event_new(t->base, t->in->efd, EV_READ | EV_PERSIST, on_wake, t);
-        if (t->in->wake_ev == NULL || event_add(t->in->wake_ev, NULL) < 0) {
+        t->in->self_ev = event_new(t->base, -1, 0, on_self, t);
+        if (t->in->wake_ev == NULL || t->in->self_ev == NULL ||
+            event_add(t->in->wake_ev, NULL) < 0) {
             return -ENOMEM;
         }
         n_threads = i + 1;
@@ -230,7 +247,7 @@ void iot_run_pending(void)
 {
     for (int i = 0; i < n_threads; i++) {
         self = &threads[i];
-        on_wake(threads[i].in->efd, EV_READ, &threads[i]);
+        run_posted(&threads[i]);
     }
     self = NULL;
 }
@@ -243,6 +260,7 @@ void iot_fini(void)
             event_free(t->in->stop_timer);
         }
         event_free(t->in->wake_ev);
+        event_free(t->in->self_ev);
         close(t->in->efd);
         event_base_free(t->base);
         pthread_mutex_destroy(&t->in->lock);

@@ -1,6 +1,8 @@
 /*
- * iot.h - I/O threads: each runs its own libevent event_base, owns the
- * connections accepted on its listening sockets, and never touches disk.
+ * iot.h - I/O threads: each runs its own libevent event_base and owns the
+ * connections accepted on its listening sockets. The only disk work one
+ * does is an idle shard's drain under --ack wal or seal (shard.h): the WAL
+ * frame's write(2) into the page cache, never an fsync or a read.
  * Other threads reach an I/O thread only through iot_post(). The bases
  * keep precise time (EVENT_BASE_FLAG_PRECISE_TIMER): a timer fires when
  * due, not at the next kernel tick.

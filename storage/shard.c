@@ -8,6 +8,17 @@
  * count covers reservations too, so the queue bound holds from admission to
  * completion.
  *
+ * Who drains: the WAL, the open block and the counters the shard owns are
+ * touched only by the thread that holds |busy| (set under |lock|). A job
+ * submitted to an idle shard with an empty queue is drained at once by the
+ * submitting thread (RocksDB's write-group leader, with a group of one), so
+ * its ack costs no wake-up of the shard thread and no wake-up of the I/O
+ * thread afterwards; a job that finds the shard busy queues, and the shard
+ * thread drains it. Not under --ack fsync (the I/O thread would wait for
+ * the disk's barrier) nor with a test delay. The shard thread keeps the
+ * rest: replay, the age-based seal, deleting WAL segments the sealer
+ * covered, and every queued job.
+ *
  * Sealing: when the open block reaches its target size or age the shard
  * registers a fresh one in the catalog and hands the full one to the sealer,
  * which writes it, publishes it in its place and reports the WAL seq it
@@ -42,12 +53,15 @@ struct shard {
     struct shard_job *head, *tail; /* queued, in arrival order */
     uint32_t slots;                /* reserved + queued + being processed */
     bool stopping;
+    bool busy;              /* a thread owns the fields below (set by the shard thread at start) */
+    bool drain_inline;      /* a submit to an idle shard drains on the submitting thread */
+    uint64_t due_ns;        /* when the open block is due by age (0: empty), for the shard thread */
     struct shard_stats pub; /* published copy, under |lock| */
     int start_rc;
     uint64_t sealed_seq; /* written by the sealer, under |lock| */
     uint32_t seals_in_flight;
 
-    /* Owned by the shard thread. */
+    /* Owned by the thread holding |busy|. */
     wal *wal;
     struct cat_open *cur; /* the open block being appended to */
     uint64_t cur_born_ns; /* when its first row arrived (0: empty) */
@@ -99,12 +113,47 @@ void shard_unreserve(shard *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+static void drain(shard *s, struct shard_job *list);
+static bool block_due(shard *s, uint64_t now);
+static int seal_now(shard *s);
+
+/* Gives up |busy|; wakes the shard thread only when it has work or a new
+ * deadline (a job queued meanwhile, a stop, WAL segments to delete, an
+ * open block that was empty), so an inline drain usually costs no wake. */
+static void release_busy(shard *s)
+{
+    uint64_t due =
+        s->cur_born_ns != 0 ? s->cur_born_ns + (uint64_t)s->cfg.block_max_age_ms * 1000000u : 0;
+    pthread_mutex_lock(&s->lock);
+    bool wake = s->head != NULL || s->stopping || s->sealed_seq > s->released_seq ||
+                (due != 0 && s->due_ns == 0);
+    s->due_ns = due;
+    s->busy = false;
+    s->pub.replayed = true; /* the shard thread held |busy| from its start through replay */
+    pthread_mutex_unlock(&s->lock);
+    if (wake) {
+        pthread_cond_signal(&s->wake);
+    }
+}
+
 void shard_submit_take(shard *s, struct shard_job *j)
 {
-    bool was_empty;
+    bool signal;
     j->next = NULL;
     pthread_mutex_lock(&s->lock);
-    was_empty = s->head == NULL;
+    if (s->drain_inline && !s->busy && s->head == NULL && !s->stopping) {
+        s->busy = true;
+        pthread_mutex_unlock(&s->lock);
+        drain(s, j);
+        if (block_due(s, clock_mono_ns())) {
+            seal_now(s);
+        }
+        release_busy(s);
+        return;
+    }
+    /* The busy thread looks at the queue before it lets go (release_busy,
+     * shard_main), so only an idle shard's thread needs the signal. */
+    signal = s->head == NULL && !s->busy;
     if (s->tail != NULL) {
         s->tail->next = j;
     } else {
@@ -112,7 +161,7 @@ void shard_submit_take(shard *s, struct shard_job *j)
     }
     s->tail = j;
     pthread_mutex_unlock(&s->lock);
-    if (was_empty) {
+    if (signal) {
         pthread_cond_signal(&s->wake);
     }
 }
@@ -138,7 +187,7 @@ static void charge_block(shard *s)
     s->ob_charged = now;
 }
 
-static void publish(shard *s, bool replayed)
+static void publish(shard *s)
 {
     oblock *ob = cur_block(s);
     pthread_mutex_lock(&s->lock);
@@ -150,7 +199,6 @@ static void publish(shard *s, bool replayed)
     s->pub.block_rows = oblock_rows(ob);
     s->pub.block_bytes = oblock_bytes(ob);
     s->pub.seals_started = s->seals_started;
-    s->pub.replayed = replayed;
     s->pub.replay_frames = s->replay_frames;
     s->pub.replay_bytes = s->replay_bytes;
     s->pub.error = s->start_rc;
@@ -330,7 +378,7 @@ static void drain(shard *s, struct shard_job *list)
     charge_block(s);
     /* The stats show these rows before anyone is acked: a client that reads
      * /metrics after its ack sees them counted. */
-    publish(s, true);
+    publish(s);
 
     uint32_t n = 0;
     while (list != NULL) {
@@ -389,26 +437,34 @@ static void *shard_main(void *arg)
         release_wal(s);
     }
     charge_block(s);
-    publish(s, true);
+    publish(s);
+    release_busy(s);
 
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        if (s->head == NULL && !s->stopping && s->sealed_seq <= s->released_seq) {
-            if (s->cur_born_ns == 0) {
+        for (;;) {
+            if (s->busy) { /* an I/O thread is draining: it signals when done */
                 pthread_cond_wait(&s->wake, &s->lock);
+                continue;
+            }
+            if (s->head != NULL || s->stopping || s->sealed_seq > s->released_seq) {
+                break;
+            }
+            /* Sleep until the open block is due by age, or until woken. */
+            uint64_t now = clock_mono_ns();
+            if (s->due_ns == 0) {
+                pthread_cond_wait(&s->wake, &s->lock);
+            } else if (s->due_ns > now) {
+                struct timespec dl = clock_after(CLOCK_REALTIME, s->due_ns - now);
+                pthread_cond_timedwait(&s->wake, &s->lock, &dl);
             } else {
-                /* Sleep until the open block is due by age, or until woken. */
-                uint64_t due = s->cur_born_ns + (uint64_t)s->cfg.block_max_age_ms * 1000000u;
-                uint64_t now = clock_mono_ns();
-                if (due > now) {
-                    struct timespec dl = clock_after(CLOCK_REALTIME, due - now);
-                    pthread_cond_timedwait(&s->wake, &s->lock, &dl);
-                }
+                break;
             }
         }
         struct shard_job *list = s->head;
         bool stop = s->stopping && list == NULL;
         s->head = s->tail = NULL;
+        s->busy = true; /* at a stop: for good */
         pthread_mutex_unlock(&s->lock);
         if (stop) {
             break;
@@ -420,7 +476,8 @@ static void *shard_main(void *arg)
             seal_now(s);
         }
         release_wal(s);
-        publish(s, true);
+        publish(s);
+        release_busy(s);
     }
     if (s->cfg.ack == SHARD_ACK_SEAL && oblock_rows(cur_block(s)) > 0) {
         seal_now(s); /* every pending ack gets its answer */
@@ -428,7 +485,7 @@ static void *shard_main(void *arg)
     if (s->wal != NULL) {
         wal_sync(s->wal);
     }
-    publish(s, true);
+    publish(s);
     return NULL;
 }
 
@@ -451,6 +508,8 @@ int shard_start(const struct shard_cfg *c, shard **out)
     s->released_seq = 0;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
+    s->busy = true; /* the shard thread's until it has replayed */
+    s->drain_inline = c->ack != SHARD_ACK_FSYNC && c->delay_ms == 0;
     s->scratch = batch_new(c->signal);
     s->scratch_arena = arena_new(0);
     if (s->scratch == NULL || s->scratch_arena == NULL) {

@@ -5,10 +5,12 @@
  *
  * Producers (I/O threads) first reserve a queue slot (shard_reserve), so a
  * request is admitted or made to wait before its body is decoded, then hand
- * over a job (shard_submit_take). The shard drains its whole queue at once:
+ * over a job (shard_submit_take). A drain takes the whole queue at once:
  * one WAL write(2) and one open-block append per job, one fdatasync per
  * drain under --ack fsync, then every job's done() — flush first, then
- * reply.
+ * reply. A job handed to an idle shard with nothing queued is drained by
+ * the submitting thread itself, within shard_submit_take (not under --ack
+ * fsync); otherwise the shard thread drains it.
  */
 #ifndef MIRADB_SHARD_H
 #define MIRADB_SHARD_H
@@ -31,8 +33,10 @@ struct shard_job {
     size_t payload_len;
     enum otlp_fmt format;
     int result; /* set before done(): 0, or -errno from the WAL (rows not appended) */
-    /* Runs on the shard thread once the job is durable per the ack mode;
-     * must only hand the job back (e.g. iot_post) — no blocking. */
+    /* Runs once the job is durable per the ack mode, on the thread that
+     * drained it: the submitter's (inside shard_submit_take), the shard
+     * thread's, or under --ack seal the sealer's; must only hand the job
+     * back (e.g. iot_post) — no blocking, no reply written from here. */
     void (*done)(struct shard_job *j);
 };
 
@@ -90,7 +94,8 @@ int shard_start(const struct shard_cfg *c, shard **out);
 /* Takes a queue slot if one is free; any thread. */
 bool shard_reserve(shard *s);
 void shard_unreserve(shard *s);
-/* Queues |j| on a slot taken by shard_reserve; any thread. */
+/* Hands |j| over on a slot taken by shard_reserve; any thread. May run
+ * j->done() before it returns (an inline drain, see above). */
 void shard_submit_take(shard *s, struct shard_job *j);
 
 /* A consistent copy of the shard's counters; any thread. */

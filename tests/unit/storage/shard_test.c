@@ -1,8 +1,9 @@
 /*
  * shard_test.c - storage/shard.c: the queue bound, jobs logged, appended
  * and acknowledged in submission order, WAL replay of only the frames above
- * the sealed watermark, and --ack seal answering the waiting jobs once
- * their block is sealed.
+ * the sealed watermark, --ack seal answering the waiting jobs once their
+ * block is sealed, and who drains: the submitting thread when the shard is
+ * idle, the shard thread when it is busy or under --ack fsync.
  *
  * A job's payload here is 12 bytes (u64 seed, u32 rows) and the replay
  * hook turns it back into the same batch with blkgen's generator, so a
@@ -35,6 +36,11 @@ static int n_done;
 static int done_order[16];
 static int done_rc[16];
 static int n_decoded;
+static pthread_t done_thread[16]; /* the thread each done() ran on */
+/* on_done submits this job to this shard once, from inside the done() of
+ * job 0 (a submit that finds the shard busy). */
+static shard *resubmit_to;
+static struct shard_job *resubmit_job;
 
 static void encode(uint8_t *p, uint64_t seed, uint32_t rows)
 {
@@ -75,10 +81,16 @@ static void on_done(struct shard_job *j)
     if (n_done < 16) {
         done_order[n_done] = t->idx;
         done_rc[n_done] = j->result;
+        done_thread[n_done] = pthread_self();
     }
     n_done++;
+    struct shard_job *again = t->idx == 0 ? resubmit_job : NULL;
+    resubmit_job = again != NULL ? NULL : resubmit_job;
     pthread_cond_broadcast(&cv);
     pthread_mutex_unlock(&mu);
+    if (again != NULL) {
+        shard_submit_take(resubmit_to, again);
+    }
 }
 
 static void make_job(struct tjob *t, int idx, uint64_t seed, uint32_t rows)
@@ -352,4 +364,144 @@ Test(shard, ack_seal_answers_the_waiting_jobs_once_their_block_is_sealed)
     for (int i = 0; i < 2; i++) {
         free_job(&jobs[i]);
     }
+}
+
+static bool sealed_one(const struct shard_stats *st)
+{
+    return st->seals_started == 1 && st->block_rows == 0;
+}
+
+static bool published_one(const struct shard_stats *st)
+{
+    return st->sealed_seq == 1;
+}
+
+Test(shard, a_job_for_an_idle_shard_is_drained_on_the_submitting_thread)
+{
+    shard *s;
+    struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
+    struct shard_stats st;
+    struct tjob j;
+    cr_assert_eq(shard_start(&c, &s), 0);
+    cr_assert(wait_stats(s, replayed, &st));
+    make_job(&j, 0, 500, 6);
+    cr_assert(shard_reserve(s));
+    shard_submit_take(s, &j.j);
+    /* No wait: the ack ran before shard_submit_take returned. */
+    pthread_mutex_lock(&mu);
+    cr_expect_eq(n_done, 1, "acked within the submit");
+    cr_expect(pthread_equal(done_thread[0], pthread_self()), "done() ran on the submitting thread");
+    cr_expect_eq(done_rc[0], 0);
+    pthread_mutex_unlock(&mu);
+    shard_get_stats(s, &st);
+    cr_expect_eq(st.queue_depth, 0, "the slot is returned with the ack");
+    cr_expect_eq(st.wal.frames_appended, 1);
+    cr_expect_eq(st.block_rows, 6);
+    cr_expect_eq(open_rows(), 6);
+    shard_stop(s);
+    free_job(&j);
+}
+
+Test(shard, a_job_that_finds_the_shard_busy_is_drained_by_the_shard_thread_after_it)
+{
+    shard *s;
+    struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
+    struct shard_stats st;
+    struct tjob jobs[3];
+    cr_assert_eq(shard_start(&c, &s), 0);
+    cr_assert(wait_stats(s, replayed, &st));
+    make_job(&jobs[0], 0, 600, 3);
+    make_job(&jobs[1], 1, 601, 4);
+    make_job(&jobs[2], 2, 602, 1);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(shard_reserve(s));
+    }
+    /* A first job, so the block's age deadline is old news to the shard
+     * thread and only the queued job can be the reason to wake it. */
+    shard_submit_take(s, &jobs[2].j);
+    struct timespec pause = {0, 100000000};
+    nanosleep(&pause, NULL); /* the shard thread, woken for that deadline, sleeps again */
+    /* Job 1 is submitted from job 0's done(), while this thread holds the
+     * shard's drain: it must queue, and the shard thread must be woken for
+     * it when the drain lets go. */
+    resubmit_to = s;
+    resubmit_job = &jobs[1].j;
+    shard_submit_take(s, &jobs[0].j);
+    cr_assert_eq(wait_for(&n_done, 3), 3);
+    pthread_mutex_lock(&mu);
+    cr_expect_eq(done_order[0], 2);
+    cr_expect_eq(done_order[1], 0);
+    cr_expect_eq(done_order[2], 1);
+    cr_expect(pthread_equal(done_thread[1], pthread_self()));
+    cr_expect_not(pthread_equal(done_thread[2], pthread_self()),
+                  "the queued job was drained by the shard thread");
+    cr_expect_eq(done_rc[2], 0);
+    pthread_mutex_unlock(&mu);
+    cr_assert(wait_stats(s, idle, &st));
+    cr_expect_eq(st.wal.frames_appended, 3);
+    cr_expect_eq(st.block_rows, 8);
+    shard_stop(s);
+    for (int i = 0; i < 3; i++) {
+        free_job(&jobs[i]);
+    }
+    struct frames f = {0};
+    wal *w;
+    cr_assert_eq(wal_open(wal_dir, 0, collect, &f, &w), 0);
+    wal_close(w);
+    cr_assert_eq(f.n, 3);
+    cr_expect_eq(f.rows[0], 1, "the frames are in drain order");
+    cr_expect_eq(f.rows[1], 3);
+    cr_expect_eq(f.rows[2], 4);
+}
+
+Test(shard, under_ack_fsync_the_shard_thread_drains_every_job)
+{
+    shard *s;
+    struct shard_cfg c = cfg_of(SHARD_ACK_FSYNC, 0);
+    struct shard_stats st;
+    struct tjob j;
+    cr_assert_eq(shard_start(&c, &s), 0);
+    cr_assert(wait_stats(s, replayed, &st));
+    make_job(&j, 0, 700, 2);
+    cr_assert(shard_reserve(s));
+    shard_submit_take(s, &j.j);
+    cr_assert_eq(wait_for(&n_done, 1), 1);
+    pthread_mutex_lock(&mu);
+    cr_expect_not(pthread_equal(done_thread[0], pthread_self()),
+                  "the fdatasync is not the submitting thread's");
+    cr_expect_eq(done_rc[0], 0);
+    pthread_mutex_unlock(&mu);
+    cr_assert(wait_stats(s, idle, &st));
+    cr_expect_eq(st.wal.fsyncs, 1);
+    shard_stop(s);
+    free_job(&j);
+}
+
+Test(shard, an_open_block_filled_by_an_inline_drain_is_still_sealed_by_age)
+{
+    shard *s;
+    struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
+    struct shard_stats st;
+    struct tjob j;
+    c.block_max_age_ms = 50;
+    cr_assert_eq(shard_start(&c, &s), 0);
+    cr_assert(wait_stats(s, replayed, &st));
+    make_job(&j, 0, 800, 5);
+    cr_assert(shard_reserve(s));
+    shard_submit_take(s, &j.j);
+    pthread_mutex_lock(&mu);
+    cr_assert_eq(n_done, 1, "drained inline");
+    pthread_mutex_unlock(&mu);
+    /* The shard thread slept with no deadline (its block was empty): the
+     * inline drain must hand it the block's age deadline. */
+    cr_expect(wait_stats(s, sealed_one, &st), "seals %llu, rows %llu",
+              (unsigned long long)st.seals_started, (unsigned long long)st.block_rows);
+    cr_assert(wait_stats(s, published_one, &st), "sealed_seq %llu",
+              (unsigned long long)st.sealed_seq);
+    struct cat_stats cs;
+    catalog_get_stats(SIG_LOGS, &cs);
+    cr_expect_eq(cs.blocks, 1);
+    cr_expect_eq(cs.rows, 5);
+    shard_stop(s);
+    free_job(&j);
 }
