@@ -26,8 +26,15 @@
  * thread (below), off the appending thread; wal_sync also fsyncs it itself
  * after a creation, so a synced frame cannot lose its file.
  * A segment rotated away before a wal_sync stays open until the next
- * wal_sync (or rotation) syncs it, so one wal_sync covers every frame of a
- * drain even when the drain crossed a segment boundary.
+ * wal_sync syncs it, so one wal_sync covers every frame of a drain even
+ * when the drain crossed segment boundaries. Under --ack wal no wal_sync
+ * comes, and such segments wait (up to WAL_UNSYNCED_MAX of them, the
+ * oldest synced in place past that) until a release deletes them: a
+ * rotation never waits for the disk. It did once: it fdatasynced the
+ * segment two back when no wal_sync came between two rotations, which
+ * held a 64 MiB write-back (24-32 ms) inside an append whenever seals
+ * lagged a fast shard (bench/PERFORMANCE.md, "The ack without thread
+ * hops"), and such segments are usually deleted before write-back.
  *
  * RECYCLING. A released segment is not unlinked but renamed to SPARE_NAME
  * (at most one spare; further released segments are unlinked), and the
@@ -37,7 +44,7 @@
  * PERFORMANCE.md, "Recycled WAL segments"). Such a segment holds old
  * frames past its logical end (cur_size; the file is cur_size + extra
  * bytes), so before the rotation away from it it is truncated to its last
- * frame, and it is put in prev_fd so that the next wal_sync's fdatasync
+ * frame, and it is kept unsynced (above) so that the next wal_sync's fdatasync
  * makes the truncation durable before frames of the next segment count as
  * durable; wal_close truncates the newest. The spare has a name that is not
  * a segment's, so a crash can leave only these states, each of which replay
@@ -99,8 +106,14 @@ struct seg {
 /* Owned by its shard thread (see wal.h). segs[nseg - 1] is the newest. */
 struct wal {
     int dirfd;
-    int fd;         /* newest segment, open for appends; -1 until one is needed */
-    int prev_fd;    /* the segment before it, rotated away with unsynced frames; or -1 */
+    int fd; /* newest segment, open for appends; -1 until one is needed */
+    /* Older segments rotated away with frames (or a truncation) no
+     * fdatasync covered, oldest first, with the seq their names hold. */
+    struct {
+        int fd;
+        uint64_t first;
+    } unsynced[WAL_UNSYNCED_MAX];
+    int n_unsynced;
     bool dirty;     /* fd written since its last fdatasync */
     bool dir_dirty; /* a segment was created since the directory's last fsync by wal_sync */
     bool spare;     /* SPARE_NAME holds a released segment to recycle */
@@ -493,7 +506,6 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
         return -ENOMEM;
     }
     w->fd = -1;
-    w->prev_fd = -1;
     w->seg_max = wal_segment_bytes ? wal_segment_bytes : WAL_SEGMENT_BYTES;
     rc = mkdir_p(dir);
     if (rc < 0) {
@@ -668,10 +680,23 @@ void wal_settle(void)
 
 /* ---- append ---- */
 
+/* fdatasyncs and closes the oldest unsynced segment. */
+static int sync_oldest(wal *w)
+{
+    int fd = w->unsynced[0].fd;
+    int rc = fdatasync(fd) < 0 ? -errno : 0;
+    if (rc == 0) {
+        w->st.fsyncs++;
+        close(fd);
+        w->n_unsynced--;
+        memmove(&w->unsynced[0], &w->unsynced[1], (size_t)w->n_unsynced * sizeof(w->unsynced[0]));
+    }
+    return rc;
+}
+
 /* Starts segment |first|: the spare renamed, or a new file. The old newest
- * segment, first truncated to its last frame if it was recycled, waits in
- * prev_fd for the next wal_sync if it has frames (or a truncation) no
- * fdatasync covered. */
+ * segment, first truncated to its last frame if it was recycled, joins the
+ * unsynced ones if it has frames (or a truncation) no fdatasync covered. */
 static int rotate(wal *w, uint64_t first)
 {
     if (w->fd >= 0) {
@@ -686,17 +711,16 @@ static int rotate(wal *w, uint64_t first)
             w->dirty = true;
             seg_stats(w);
         }
-        if (w->prev_fd >= 0) {
-            /* Two rotations without a wal_sync between them: settle the older. */
-            if (fdatasync(w->prev_fd) < 0) {
-                return -errno;
+        if (w->dirty && w->n_unsynced == WAL_UNSYNCED_MAX) {
+            int rc = sync_oldest(w); /* seals lag far behind: bound the open files */
+            if (rc < 0) {
+                return rc;
             }
-            w->st.fsyncs++;
-            close(w->prev_fd);
-            w->prev_fd = -1;
         }
         if (w->dirty) {
-            w->prev_fd = w->fd;
+            w->unsynced[w->n_unsynced].fd = w->fd;
+            w->unsynced[w->n_unsynced].first = w->segs[w->nseg - 1].first;
+            w->n_unsynced++;
         } else {
             close(w->fd);
         }
@@ -860,13 +884,11 @@ int wal_sync(wal *w)
         }
         w->dir_dirty = false;
     }
-    if (w->prev_fd >= 0) {
-        if (fdatasync(w->prev_fd) < 0) {
-            return -errno;
+    while (w->n_unsynced > 0) {
+        int rc = sync_oldest(w);
+        if (rc < 0) {
+            return rc;
         }
-        w->st.fsyncs++;
-        close(w->prev_fd);
-        w->prev_fd = -1;
     }
     if (w->fd >= 0 && w->dirty) {
         if (fdatasync(w->fd) < 0) {
@@ -900,10 +922,12 @@ int wal_release_upto(wal *w, uint64_t upto)
         } else {
             firsts[n++] = w->segs[0].first;
         }
-        if (w->nseg == 2 && w->prev_fd >= 0) {
+        if (w->n_unsynced > 0 && w->unsynced[0].first == w->segs[0].first) {
             /* Its frames are sealed: no need to sync them any more. */
-            close(w->prev_fd);
-            w->prev_fd = -1;
+            close(w->unsynced[0].fd);
+            w->n_unsynced--;
+            memmove(&w->unsynced[0], &w->unsynced[1],
+                    (size_t)w->n_unsynced * sizeof(w->unsynced[0]));
         }
         seg_remove_at(w, 0);
         deleted++;
@@ -938,8 +962,8 @@ void wal_close(wal *w)
             /* then the next open cuts them, as a torn tail */
         }
     }
-    if (w->prev_fd >= 0) {
-        close(w->prev_fd);
+    for (int i = 0; i < w->n_unsynced; i++) {
+        close(w->unsynced[i].fd);
     }
     if (w->fd >= 0) {
         close(w->fd);

@@ -1,8 +1,9 @@
 /*
  * wal.h - per-shard write-ahead log (frames in numbered segment files).
  *
- * One wal per shard, used only by its shard thread (wal_open may run on
- * any thread before the shard starts). The frame format is specified in
+ * One wal per shard, used by one thread at a time: the one holding the
+ * shard's drain (shard.c; wal_open may run on any thread before the shard
+ * starts). The frame format is specified in
  * wal.c. An append is one write(2); durability beyond the page cache is
  * wal_sync() (fdatasync), which the shard calls once per drain under
  * --ack fsync.
@@ -83,8 +84,13 @@ int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *paylo
  * thread-safe: set it before any WAL is opened). */
 extern size_t wal_segment_bytes;
 
-/* fdatasync of the current segment (and of the previous one if it was
- * rotated away with unsynced frames or truncated at the rotation), and an fsync of the directory if
+/* Older segments rotated away unsynced that a wal waits to fdatasync (at
+ * wal_sync, or never if a release deletes them first); past this many the
+ * oldest is synced at the rotation. */
+#define WAL_UNSYNCED_MAX 8
+
+/* fdatasync of the current segment (and of the older ones rotated away
+ * with unsynced frames or truncated at the rotation), and an fsync of the directory if
  * a segment was created since, so every frame appended so far is durable. No-op when nothing was
  * written since the last sync. 0 or -errno. */
 int wal_sync(wal *w);

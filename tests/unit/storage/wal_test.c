@@ -486,10 +486,11 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
         cr_assert_eq(tmpdir_file_size(dir, seg(firsts[i])), i < 6 ? 300 : 200);
     }
     cr_expect_eq(wal_stats(w)->disk_bytes, 6 * 300 + 200);
-    /* Frames on both sides of a rotation are durable after one wal_sync:
-     * the rotated-away segment and the current one are both synced. */
+    cr_expect_eq(wal_stats(w)->fsyncs, 0, "no rotation waited for the disk");
+    /* Frames on both sides of rotations are durable after one wal_sync:
+     * the 6 rotated-away segments and the current one are all synced. */
     cr_assert_eq(wal_sync(w), 0);
-    cr_expect_eq(wal_stats(w)->fsyncs, 2 + 5, "5 earlier rotations settled their segment");
+    cr_expect_eq(wal_stats(w)->fsyncs, 6 + 1);
     cr_assert_eq(wal_sync(w), 0);
     cr_expect_eq(wal_stats(w)->fsyncs, 7, "nothing new to sync");
 
@@ -551,6 +552,34 @@ Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
     expect_range(&c, 22, 23);
     cr_expect_eq(wal_stats(w)->torn_frames, 0);
     wal_close(w);
+}
+
+Test(wal, unsynced_segments_are_bounded_and_a_release_drops_them_unsynced)
+{
+    wal_segment_bytes = 100; /* one 100-byte frame per segment */
+    wal *w;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    for (uint64_t s = 1; s <= 10; s++) {
+        cr_assert_eq(put(w, s, 80), (int64_t)s);
+    }
+    cr_assert_eq(wal_stats(w)->segments, 10);
+    /* 9 rotations: WAL_UNSYNCED_MAX (8) segments wait, the 9th rotation
+     * synced the oldest (segment 1) to keep to that bound. */
+    cr_expect_eq(wal_stats(w)->fsyncs, 9 - WAL_UNSYNCED_MAX);
+    /* Segments 1-5 are covered: 2-5 leave unsynced (their frames are in
+     * blocks), so the wal_sync after syncs only 6-9 and the newest. */
+    cr_assert_eq(wal_release_upto(w, 5), 5);
+    cr_expect_eq(wal_stats(w)->fsyncs, 1, "a release syncs nothing");
+    cr_assert_eq(wal_sync(w), 0);
+    cr_expect_eq(wal_stats(w)->fsyncs, 1 + 4 + 1);
+    wal_close(w);
+    wal_settle();
+    static struct col c;
+    w = reopen(5, &c);
+    expect_range(&c, 6, 10);
+    cr_expect_eq(wal_stats(w)->torn_frames, 0);
+    wal_close(w);
+    wal_segment_bytes = WAL_SEGMENT_BYTES;
 }
 
 Test(wal, seqs_continue_after_reopen_and_after_skips_frames)
