@@ -214,6 +214,32 @@ static int collect(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt, 
     return 0;
 }
 
+/* A shard on |c| that has replayed (so its thread has let go of it). */
+static shard *start_replayed(const struct shard_cfg *c)
+{
+    shard *s;
+    struct shard_stats st;
+    cr_assert_eq(shard_start(c, &s), 0);
+    cr_assert(wait_stats(s, replayed, &st));
+    return s;
+}
+
+/* Makes job |idx| of |rows| rows and hands it to |s| on a fresh slot. */
+static void submit_new(shard *s, struct tjob *j, int idx, uint64_t seed, uint32_t rows)
+{
+    make_job(j, idx, seed, rows);
+    cr_assert(shard_reserve(s));
+    shard_submit_take(s, &j->j);
+}
+
+static void expect_published(uint64_t blocks, uint64_t rows)
+{
+    struct cat_stats cs;
+    catalog_get_stats(SIG_LOGS, &cs);
+    cr_expect_eq(cs.blocks, blocks);
+    cr_expect_eq(cs.rows, rows);
+}
+
 Test(shard, a_full_queue_refuses_a_reservation_until_a_slot_is_returned)
 {
     shard *s;
@@ -357,10 +383,7 @@ Test(shard, ack_seal_answers_the_waiting_jobs_once_their_block_is_sealed)
     cr_expect_eq(done_rc[0], 0);
     cr_expect_eq(done_rc[1], 0);
     pthread_mutex_unlock(&mu);
-    struct cat_stats cs;
-    catalog_get_stats(SIG_LOGS, &cs);
-    cr_expect_eq(cs.blocks, 1);
-    cr_expect_eq(cs.rows, 8);
+    expect_published(1, 8);
     for (int i = 0; i < 2; i++) {
         free_job(&jobs[i]);
     }
@@ -378,15 +401,11 @@ static bool published_one(const struct shard_stats *st)
 
 Test(shard, a_job_for_an_idle_shard_is_drained_on_the_submitting_thread)
 {
-    shard *s;
     struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
     struct shard_stats st;
     struct tjob j;
-    cr_assert_eq(shard_start(&c, &s), 0);
-    cr_assert(wait_stats(s, replayed, &st));
-    make_job(&j, 0, 500, 6);
-    cr_assert(shard_reserve(s));
-    shard_submit_take(s, &j.j);
+    shard *s = start_replayed(&c);
+    submit_new(s, &j, 0, 500, 6);
     /* No wait: the ack ran before shard_submit_take returned. */
     pthread_mutex_lock(&mu);
     cr_expect_eq(n_done, 1, "acked within the submit");
@@ -404,12 +423,10 @@ Test(shard, a_job_for_an_idle_shard_is_drained_on_the_submitting_thread)
 
 Test(shard, a_job_that_finds_the_shard_busy_is_drained_by_the_shard_thread_after_it)
 {
-    shard *s;
     struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
     struct shard_stats st;
     struct tjob jobs[3];
-    cr_assert_eq(shard_start(&c, &s), 0);
-    cr_assert(wait_stats(s, replayed, &st));
+    shard *s = start_replayed(&c);
     make_job(&jobs[0], 0, 600, 3);
     make_job(&jobs[1], 1, 601, 4);
     make_job(&jobs[2], 2, 602, 1);
@@ -456,15 +473,11 @@ Test(shard, a_job_that_finds_the_shard_busy_is_drained_by_the_shard_thread_after
 
 Test(shard, under_ack_fsync_the_shard_thread_drains_every_job)
 {
-    shard *s;
     struct shard_cfg c = cfg_of(SHARD_ACK_FSYNC, 0);
     struct shard_stats st;
     struct tjob j;
-    cr_assert_eq(shard_start(&c, &s), 0);
-    cr_assert(wait_stats(s, replayed, &st));
-    make_job(&j, 0, 700, 2);
-    cr_assert(shard_reserve(s));
-    shard_submit_take(s, &j.j);
+    shard *s = start_replayed(&c);
+    submit_new(s, &j, 0, 700, 2);
     cr_assert_eq(wait_for(&n_done, 1), 1);
     pthread_mutex_lock(&mu);
     cr_expect_not(pthread_equal(done_thread[0], pthread_self()),
@@ -479,16 +492,12 @@ Test(shard, under_ack_fsync_the_shard_thread_drains_every_job)
 
 Test(shard, an_open_block_filled_by_an_inline_drain_is_still_sealed_by_age)
 {
-    shard *s;
     struct shard_cfg c = cfg_of(SHARD_ACK_WAL, 0);
     struct shard_stats st;
     struct tjob j;
     c.block_max_age_ms = 50;
-    cr_assert_eq(shard_start(&c, &s), 0);
-    cr_assert(wait_stats(s, replayed, &st));
-    make_job(&j, 0, 800, 5);
-    cr_assert(shard_reserve(s));
-    shard_submit_take(s, &j.j);
+    shard *s = start_replayed(&c);
+    submit_new(s, &j, 0, 800, 5);
     pthread_mutex_lock(&mu);
     cr_assert_eq(n_done, 1, "drained inline");
     pthread_mutex_unlock(&mu);
@@ -498,10 +507,7 @@ Test(shard, an_open_block_filled_by_an_inline_drain_is_still_sealed_by_age)
               (unsigned long long)st.seals_started, (unsigned long long)st.block_rows);
     cr_assert(wait_stats(s, published_one, &st), "sealed_seq %llu",
               (unsigned long long)st.sealed_seq);
-    struct cat_stats cs;
-    catalog_get_stats(SIG_LOGS, &cs);
-    cr_expect_eq(cs.blocks, 1);
-    cr_expect_eq(cs.rows, 5);
+    expect_published(1, 5);
     shard_stop(s);
     free_job(&j);
 }
