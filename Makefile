@@ -72,7 +72,7 @@ REL_LIB_OBJS += $(REL)/gen/ui_files.o
 ASN_LIB_OBJS += $(ASN)/gen/ui_files.o
 
 .PHONY: all run test unit integ interop promdiff fuzz bench deps fmt fmt-check clean fresh-check \
-        test-suites fuzz-run ui-test
+        test-suites fuzz-run ui-test tsan
 .DEFAULT_GOAL := all
 SUBMAKE := $(MAKE) --no-print-directory
 
@@ -204,6 +204,25 @@ fuzz: deps
 	@$(SUBMAKE) fuzz-run
 fuzz-run: $(FUZZ_TARGETS:%=$(FZ)/%)
 	scripts/run-fuzz.sh $(FZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# ---- ThreadSanitizer: the shard's drain ownership under racing submits
+# (tests/tsan/; minutes to build, so not part of `make test`) ----
+TS := $(BUILD)/tsan
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+TS_LIB_OBJS := $(LIB_SRCS:%.c=$(TS)/%.o) $(PB_C:$(BUILD)/gen/%.c=$(TS)/gen/%.o) $(TS)/gen/ui_files.o
+$(TS)/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(TSAN_FLAGS) -c $< -o $@
+$(TS)/%.o: %.c | $(PB_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(TSAN_FLAGS) -c $< -o $@
+$(TS)/libmiradb.a: $(TS_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(TS)/shard_stress: $(TS)/tests/tsan/shard_stress.o $(TS)/tests/util/tmpdir.o $(TS)/libmiradb.a
+	$(CC) -fsanitize=thread -o $@ $^ $(LDLIBS)
+tsan: deps
+	@$(SUBMAKE) $(TS)/shard_stress
+	scripts/run-tsan.sh $(TS)
 
 bench: deps
 	@$(SUBMAKE) all
