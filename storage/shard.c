@@ -55,6 +55,7 @@ struct shard {
     bool stopping;
     bool busy;              /* a thread owns the fields below (set by the shard thread at start) */
     bool drain_inline;      /* a submit to an idle shard drains on the submitting thread */
+    bool waits_for_busy;    /* the shard thread woke to work and found |busy| held */
     uint64_t due_ns;        /* when the open block is due by age (0: empty), for the shard thread */
     struct shard_stats pub; /* published copy, under |lock| */
     int start_rc;
@@ -126,7 +127,7 @@ static void release_busy(shard *s)
         s->cur_born_ns != 0 ? s->cur_born_ns + (uint64_t)s->cfg.block_max_age_ms * 1000000u : 0;
     pthread_mutex_lock(&s->lock);
     bool wake = s->head != NULL || s->stopping || s->sealed_seq > s->released_seq ||
-                (due != 0 && s->due_ns == 0);
+                (due != 0 && s->due_ns == 0) || s->waits_for_busy;
     s->due_ns = due;
     s->busy = false;
     s->pub.replayed = true; /* the shard thread held |busy| from its start through replay */
@@ -444,7 +445,9 @@ static void *shard_main(void *arg)
         pthread_mutex_lock(&s->lock);
         for (;;) {
             if (s->busy) { /* an I/O thread is draining: it signals when done */
+                s->waits_for_busy = true;
                 pthread_cond_wait(&s->wake, &s->lock);
+                s->waits_for_busy = false;
                 continue;
             }
             if (s->head != NULL || s->stopping || s->sealed_seq > s->released_seq) {
