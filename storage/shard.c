@@ -467,7 +467,7 @@ static void *shard_main(void *arg)
         struct shard_job *list = s->head;
         bool stop = s->stopping && list == NULL;
         s->head = s->tail = NULL;
-        s->busy = true; /* at a stop: for good */
+        s->busy = true; /* this thread's now (at a stop: for good) */
         pthread_mutex_unlock(&s->lock);
         if (stop) {
             break;

@@ -103,7 +103,7 @@ struct seg {
     uint64_t bytes;
 };
 
-/* Owned by its shard thread (see wal.h). segs[nseg - 1] is the newest. */
+/* Used by one thread at a time (see wal.h). segs[nseg - 1] is the newest. */
 struct wal {
     int dirfd;
     int fd; /* newest segment, open for appends; -1 until one is needed */
@@ -680,18 +680,23 @@ void wal_settle(void)
 
 /* ---- append ---- */
 
-/* fdatasyncs and closes the oldest unsynced segment. */
+/* Closes the oldest unsynced segment and forgets it. */
+static void drop_oldest(wal *w)
+{
+    close(w->unsynced[0].fd);
+    w->n_unsynced--;
+    memmove(&w->unsynced[0], &w->unsynced[1], (size_t)w->n_unsynced * sizeof(w->unsynced[0]));
+}
+
+/* fdatasyncs the oldest unsynced segment, then drops it. */
 static int sync_oldest(wal *w)
 {
-    int fd = w->unsynced[0].fd;
-    int rc = fdatasync(fd) < 0 ? -errno : 0;
-    if (rc == 0) {
-        w->st.fsyncs++;
-        close(fd);
-        w->n_unsynced--;
-        memmove(&w->unsynced[0], &w->unsynced[1], (size_t)w->n_unsynced * sizeof(w->unsynced[0]));
+    if (fdatasync(w->unsynced[0].fd) < 0) {
+        return -errno;
     }
-    return rc;
+    w->st.fsyncs++;
+    drop_oldest(w);
+    return 0;
 }
 
 /* Starts segment |first|: the spare renamed, or a new file. The old newest
@@ -923,11 +928,7 @@ int wal_release_upto(wal *w, uint64_t upto)
             firsts[n++] = w->segs[0].first;
         }
         if (w->n_unsynced > 0 && w->unsynced[0].first == w->segs[0].first) {
-            /* Its frames are sealed: no need to sync them any more. */
-            close(w->unsynced[0].fd);
-            w->n_unsynced--;
-            memmove(&w->unsynced[0], &w->unsynced[1],
-                    (size_t)w->n_unsynced * sizeof(w->unsynced[0]));
+            drop_oldest(w); /* its frames are sealed: no need to sync them any more */
         }
         seg_remove_at(w, 0);
         deleted++;
