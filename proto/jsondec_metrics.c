@@ -573,7 +573,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             }
             switch (f) {
             case DP_ATTRS:
-                rc = jd_attr_list(j, "attributes", &p->attrs);
+                rc = jd_point_attrs(j, &p->attrs);
                 break;
             case DP_START:
                 rc = rd_u64(j, "startTimeUnixNano", &p->start_ns);

@@ -1691,3 +1691,156 @@ Test(jsondec_fast, eight_byte_decimals_of_every_shape_equal_the_general_reader)
     }
     cr_assert_gt(taken, tried / 4, "%d of %d", taken, tried);
 }
+
+/* One KeyValue's text for point_attributes_copied_only_for_the_same_text:
+ * value kind |t| of the pool, |v| picking among near-equal values. */
+static void pa_kv(char *d, size_t cap, unsigned key, unsigned t, unsigned v)
+{
+    static const char *const keys[] = {"http.request.method",
+                                       "http.route",
+                                       "state",
+                                       "k",
+                                       "kk",
+                                       "a.long.attribute.key.of.more.than.thirty-two.bytes"};
+    /* 24-byte values that differ in one byte at their 6th (text bytes 32-47
+     * for the short keys) or their last, plus short and 70-byte ones */
+    static const char *const strs[] = {
+        "GET",
+        "POST",
+        "abcdefghijklmnopqrstuvwx",
+        "abcdeXghijklmnopqrstuvwx",
+        "abcdefghijklmnopqrstuvwX",
+        "",
+        "0123456789012345678901234567890123456789012345678901234567890123456789",
+        "0123456789012345678901234567890123456789012345678901234567890123456788",
+        "esc\\u0041ped",
+        "/api/v1/orders",
+        "/api/v1/orders/*"};
+    const char *k = keys[key % 6];
+    switch (t % 6) {
+    case 0:
+    case 1:
+        snprintf(d, cap, "{'key':'%s','value':{'stringValue':'%s'}}", k, strs[v % 11]);
+        break;
+    case 2:
+        snprintf(d, cap, "{'key':'%s','value':{'intValue':'%u'}}", k, 200 + v % 4);
+        break;
+    case 3:
+        snprintf(d, cap, "{'key':'%s','value':{'intValue':%u}}", k, 200 + v % 4);
+        break;
+    case 4:
+        snprintf(d, cap, "{'key':'%s','value':{'doubleValue':%s}}", k,
+                 v % 3 == 0   ? "0.5"
+                 : v % 3 == 1 ? "0.25"
+                              : "1e-7");
+        break;
+    default:
+        snprintf(d, cap, "{'key':'%s','value':{'boolValue':%s}}", k, v % 2 ? "true" : "false");
+        break;
+    }
+}
+
+/* A data point's KeyValue whose text is the same as one read before at its
+ * place in the list is copied; any other is read. Points whose attributes
+ * repeat, differ in one byte (in a value's first, middle or last 16 bytes,
+ * in its key, its kind, quoted or not), come at another place, run past
+ * the eight places kept, hold an escape (read the general way), are longer
+ * than 64 bytes, or a blank: every point's attributes the same bytes as the
+ * spaced form's (the general path), the counts as written. */
+Test(jsondec_fast, point_attributes_copied_only_for_the_same_text)
+{
+    enum { POINTS = 600 };
+    size_t cap = (size_t)POINTS * 12 * 200 + 256;
+    char *body = malloc(cap), kv[256];
+    unsigned counts[POINTS];
+    cr_assert(body != NULL);
+    size_t len = (size_t)snprintf(body, cap, "{'name':'m','gauge':{'dataPoints':[");
+    rng_state = 0x2545f4914f6cdd1dull;
+    for (unsigned p = 0; p < POINTS; p++) {
+        unsigned n = (unsigned)(rnd() % 12); /* 0-11: past JD_KVC_MAX (8) too */
+        counts[p] = n;
+        len += (size_t)snprintf(body + len, cap - len, "%s{'attributes':[", p ? "," : "");
+        for (unsigned c = 0; c < n; c++) {
+            uint64_t r = rnd();
+            /* mostly the place's usual key and kind, a few values: repeats */
+            unsigned key = r % 8 < 6 ? c : (unsigned)(r >> 8),
+                     t = r % 16 < 13 ? c : (unsigned)(r >> 16);
+            pa_kv(kv, sizeof kv, key, t, (unsigned)(r >> 24) % (r % 4 == 0 ? 11 : 3));
+            len += (size_t)snprintf(body + len, cap - len, "%s%s",
+                                    c ? (r % 97 == 0 ? ", " : ",") : "", kv);
+        }
+        len += (size_t)snprintf(body + len, cap - len, "],'asInt':'%u'}", p);
+    }
+    snprintf(body + len, cap - len, "]}}");
+    char *r = metric_req(body);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    cr_assert_eq(d.b->n_rows, POINTS);
+    uint32_t at = 0; /* gauge points: the heap is their attributes, back to back */
+    for (unsigned p = 0; p < POINTS; p++) {
+        cr_assert_eq(d.b->points[p].attrs.count, counts[p], "point %u", p);
+        cr_assert_eq(d.b->points[p].attrs.blob.off, at, "point %u", p);
+        at += d.b->points[p].attrs.blob.len;
+        cr_assert_eq(d.b->points[p].value.i, (int64_t)p);
+    }
+    cr_assert_eq(d.b->heap.len, at);
+    done(&d);
+    free(r);
+    free(body);
+}
+
+/* Points with one string KeyValue each, key and value from |kv|; each
+ * decoded exactly (the points' attributes as val.h writes them). */
+static void pa_exact(const char *const (*kv)[2], int n)
+{
+    char body[8192];
+    size_t len = (size_t)snprintf(body, sizeof body, "{'name':'m','sum':{'dataPoints':[");
+    for (int p = 0; p < n; p++) {
+        len += (size_t)snprintf(body + len, sizeof body - len,
+                                "{'attributes':[{'key':'%s','value':{'stringValue':'%s'}}],"
+                                "'asInt':'%d'},",
+                                kv[p][0], kv[p][1], p);
+    }
+    snprintf(body + len, sizeof body - len, "{'asInt':'0'}]}}"); /* room after the last */
+    struct dec d;
+    char *r = metric_req(body);
+    ok(&d, SIG_METRICS, r);
+    free(r);
+    cr_assert_eq(d.b->n_rows, n + 1);
+    for (int p = 0; p < n; p++) {
+        expect_str_attr(d.b, d.b->points[p].attrs, kv[p][0], kv[p][1]);
+    }
+    done(&d);
+}
+
+/* Exact bytes: a point's KeyValue copied from one before it at its place
+ * when their texts are the same, read when they differ in any 16 bytes of
+ * them (the first, the second, the third or the last), each as val.h
+ * writes it. Each one comes right after the one it must not be taken for,
+ * in the same way (the 16 bytes that choose it are the same). */
+Test(jsondec_fast, point_attributes_copied_exact)
+{
+    static const char *const kv[][2] = {
+        /* the way chosen by text bytes 46-61 (the first text's last 16) */
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"K", "abcdefghijklmnopqrstuvwx"}, /* text byte 8 */
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"k", "abcdeXghijklmnopqrstuvwx"}, /* byte 40 */
+        {"kkkkkkkkkkkkkkkA", "abcdefghijk"},
+        {"kkkkkkkkkkkkkkkB", "abcdefghijk"},                            /* byte 23 of 64 */
+        {"a.key.of.thirty.bytes.00000000", "abcdefghijklmnopqrstuvwx"}, /* 57 heap bytes */
+        {"a.key.of.thirty.bytes.00000000", "abcdefghijklmnopqrstuvwx"},
+        {"route", "/api/v1/orders"},
+        {"route", "/api/v1/orders"},
+        {"route", "/api/v1/order"},
+        {"route", "/api/v1/orders"},
+    };
+    pa_exact(kv, sizeof(kv) / sizeof(kv[0]));
+    static const char *const tail[][2] = {
+        /* chosen by bytes 22-37: the two differ only in their last 16 */
+        {"x", "y"},
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"k", "abcdefghijklmnopqrstuvwX"},
+    };
+    pa_exact(tail, sizeof(tail) / sizeof(tail[0]));
+}
