@@ -39,17 +39,30 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
     uint32_t cnt = 0;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     size_t end = *stop; /* kept here: the heap's stores may alias *stop */
-    while (cnt < max && len - i >= 10 && s[i] == '"') {
+    if (len < 10) {
+        return 0;
+    }
+    for (size_t last = len - 10; cnt < max && i <= last && s[i] == '"';) {
         uint64_t w;
         uint16_t qc;
         memcpy(&w, s + i + 1, 8);
-        unsigned k = (unsigned)__builtin_ctzll(jdnum_nondigits(w) | (1ull << 63)) >> 3;
+        /* digits are the bytes of t below 10; the lowest other byte is
+         * flagged exactly (no carry reaches it from below), which is all k
+         * asks for: the bytes above it may carry */
+        uint64_t t = w ^ 0x3030303030303030ull;
+        uint64_t nd = ((t + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
+        unsigned k = (unsigned)__builtin_ctzll(nd | (1ull << 63)) >> 3;
         memcpy(&qc, s + i + 1 + k, 2); /* i + 9 < len at most */
-        if (k == 0 || ((uint8_t)w == '0' && k != 1) ||
+        if (k == 0 || ((uint8_t)t == 0 && k != 1) ||
             (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
             break;
         }
-        uint64_t v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+        uint64_t v, d0 = t & 0xf;
+        if (k <= 2) { /* most counts: no 8-digit join and its constants */
+            v = k == 1 ? d0 : d0 * 10 + ((t >> 8) & 0xf);
+        } else {
+            v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+        }
         memcpy(dst + 8 * cnt++, &v, 8);
         end = i + k + 2; /* the ',' or ']' */
         i = end + 1;

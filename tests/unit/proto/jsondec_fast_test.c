@@ -1484,29 +1484,39 @@ Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
 
 /* A count with a leading zero is what the general path makes of it (the
  * quoted-count loop declines it), compact or with blanks. */
+/* The metric |m| (single-quoted) and its spaced form give the same answer:
+ * the same first point's detail when accepted, an error naming bucketCounts
+ * when refused. Returns the answer. */
+static int counts_as_spaced(const char *m)
+{
+    char *sp = spaced(m), *ma = metric_req(m), *mb = metric_req(sp), *ra = q(ma), *rb = q(mb);
+    struct dec x, y;
+    run(&x, SIG_METRICS, ra);
+    run(&y, SIG_METRICS, rb);
+    cr_assert_eq(x.rc, y.rc, "%s: %d vs %d", m, x.rc, y.rc);
+    if (x.rc == 0) {
+        same_blob(x.b, x.b->points[0].detail, y.b, y.b->points[0].detail, "detail");
+    } else {
+        cr_assert(strstr(x.err, "bucketCounts") != NULL, "%s: %s", m, x.err);
+    }
+    int rc = x.rc;
+    done(&x);
+    done(&y);
+    free(sp);
+    free(ma);
+    free(mb);
+    free(ra);
+    free(rb);
+    return rc;
+}
+
 Test(jsondec_fast, quoted_count_with_a_leading_zero_as_the_general_path)
 {
     static const char *lists[] = {"['1','05','2']", "['00']", "['1','2','3','007']", "['0','0']"};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
         char m[256];
         snprintf(m, sizeof(m), "{'histogram':{'dataPoints':[{'bucketCounts':%s}]}}", lists[i]);
-        char *sp = spaced(m), *ma = metric_req(m), *mb = metric_req(sp), *ra = q(ma), *rb = q(mb);
-        struct dec x, y;
-        run(&x, SIG_METRICS, ra);
-        run(&y, SIG_METRICS, rb);
-        cr_assert_eq(x.rc, y.rc, "%s: %d vs %d", m, x.rc, y.rc);
-        if (x.rc == 0) {
-            same_blob(x.b, x.b->points[0].detail, y.b, y.b->points[0].detail, "detail");
-        } else {
-            cr_assert(strstr(x.err, "bucketCounts") != NULL, "%s: %s", m, x.err);
-        }
-        done(&x);
-        done(&y);
-        free(sp);
-        free(ma);
-        free(mb);
-        free(ra);
-        free(rb);
+        counts_as_spaced(m);
     }
 }
 
@@ -1843,4 +1853,59 @@ Test(jsondec_fast, point_attributes_copied_exact)
         {"k", "abcdefghijklmnopqrstuvwX"},
     };
     pa_exact(tail, sizeof(tail) / sizeof(tail[0]));
+}
+
+/* A quoted bucket count of 1-7 digits with one of them replaced by a byte
+ * or a UTF-8 sequence that is no digit (bytes whose xor with '0' is 0x8a or
+ * more among them): refused as the spaced form is ("-0" read as it), wherever the
+ * count stands (first, second, after a 32-count chunk). Digits before and
+ * after it exact: "10", "99", "100" read as numbers. */
+Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
+{
+    static const char *const bad[] = {"/",        ":",        "a",           " ",
+                                      "-",        "\xc2\xb0", "\xc3\xa9",    "\xdf\xbf",
+                                      "\xc2\x8a", "\xc2\xba", "\xe2\x82\xac"};
+    char m[1024], cnt[16], pre[200] = "";
+    for (int at = 0; at < 3; at++) {
+        size_t pl = 0;
+        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
+            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 10 : 99);
+        }
+        for (int len = 1; len <= 7; len++) {
+            for (int p = 0; p < len; p++) {
+                for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+                    size_t cl = 0;
+                    for (int d = 0; d < len; d++) {
+                        cl += (size_t)snprintf(cnt + cl, sizeof cnt - cl, "%s",
+                                               d == p   ? bad[b]
+                                               : d == 0 ? "1"
+                                                        : "0");
+                    }
+                    snprintf(m, sizeof m,
+                             "{'histogram':{'dataPoints':[{'bucketCounts':[%s'%s','100']}]}}", pre,
+                             cnt);
+                    /* "-0" is the general reader's zero */
+                    cr_assert(counts_as_spaced(m) != 0 || (p == 0 && bad[b][0] == '-'),
+                              "%s accepted", m);
+                }
+            }
+        }
+    }
+    /* the digits around: exact */
+    struct dec d;
+    char *r = metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['10','99','100','7','0',"
+                         "'1234567','12','3']}]}}");
+    ok(&d, SIG_METRICS, r);
+    free(r);
+    static const uint64_t want[] = {10, 99, 100, 7, 0, 1234567, 12, 3};
+    const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+    uint32_t n;
+    memcpy(&n, p, 4);
+    cr_assert_eq(n, 8);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, p + 4 + 8 * i, 8);
+        cr_assert_eq(v, want[i], "count %u: %llu", i, (unsigned long long)v);
+    }
+    done(&d);
 }
