@@ -63,6 +63,7 @@ enum {
 #define JD_DL_MAX 32
 #define JD_KVC_MAX 8
 #define JD_KVC_WAYS 8 /* a power of two */
+#define JD_VQ_MAX 16
 
 /* A compact KeyValue of a data point's attributes and what kv_fast_at
  * wrote for it (jsondec_value.c jd_point_attrs). */
@@ -104,6 +105,13 @@ struct jd {
      * jd_point_attrs). */
     struct jd_kvc kvc[JD_KVC_MAX][JD_KVC_WAYS];
     uint16_t kvc_voff[JD_KVC_MAX];
+    /* The quantile of the k-th compact ValueAtQuantile of the last summary
+     * point that had one there: its text (vq_len bytes, at most 7; 0: none)
+     * and value. The same text followed by ',' is that value
+     * (jsondec_metrics.c vaq_run). */
+    uint64_t vq_text[JD_VQ_MAX];
+    double vq_val[JD_VQ_MAX];
+    uint8_t vq_len[JD_VQ_MAX];
 };
 
 #define NONE ((size_t)-1)

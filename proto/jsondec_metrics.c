@@ -291,10 +291,23 @@ static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
         }
         i++;
         if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+            uint64_t w, m;
             i += 11;
-            if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
-                s[i + used] != ',') {
+            memcpy(&w, s + i, 8); /* 32 - 11 bytes left at least */
+            unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
+            m = (1ull << (8 * L)) - 1; /* L <= 7 */
+            if (L != 0 && ((w ^ j->vq_text[cnt]) & m) == 0 && s[i + L] == ',' && n - i - L >= 16) {
+                /* the number's text ends at the ',' whatever comes after:
+                 * the same text, the same value */
+                qv = j->vq_val[cnt];
+                used = L;
+            } else if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                       s[i + used] != ',') {
                 break;
+            } else if (cnt < JD_VQ_MAX && used <= 7) {
+                j->vq_text[cnt] = w & ((1ull << (8 * used)) - 1);
+                j->vq_len[cnt] = (uint8_t)used;
+                j->vq_val[cnt] = qv;
             }
             i += used + 1;
         }

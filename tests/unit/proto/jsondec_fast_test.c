@@ -207,7 +207,7 @@ static void refused(enum signal s, char *req, const char *needle)
     char *body = q(req);
     free(req);
     run(&d, s, body);
-    cr_assert_eq(d.rc, -EPROTO, "accepted: %s", body);
+    cr_assert_eq(d.rc, -EPROTO, "accepted (%d, %s): %s", d.rc, d.err, body);
     cr_assert(strstr(d.err, needle) != NULL, "error \"%s\" does not name \"%s\"", d.err, needle);
     done(&d);
     free(body);
@@ -724,6 +724,18 @@ static void same_details(const char *a, const char *b)
     done(&y);
     free(ra);
     free(rb);
+}
+
+/* The metric |m| (single-quoted) decodes as its spaced form does, then
+ * again into |d|; returns the request, the caller's to free after done(). */
+static char *details_as_spaced(struct dec *d, const char *m)
+{
+    char *sp = spaced(m);
+    same_details(m, sp);
+    free(sp);
+    char *r = metric_req(m);
+    ok(d, SIG_METRICS, r);
+    return r;
 }
 
 Test(jsondec_fast, histogram_detail_in_place_equals_deferred)
@@ -1383,12 +1395,8 @@ Test(jsondec_fast, quoted_count_lists_equal_exact_values_and_the_general_path)
         const char *pre = c % 2 ? "" : "'positive':{'offset':3,";
         snprintf(m, sizeof(m), "{'%s':{'dataPoints':[{'count':'1',%s'bucketCounts':%s%s}]}}", kind,
                  pre, list, c % 2 ? "" : "}");
-        char *sp = spaced(m);
-        same_details(m, sp);
-        free(sp);
         struct dec d;
-        char *r = metric_req(m);
-        ok(&d, SIG_METRICS, r);
+        char *r = details_as_spaced(&d, m);
         const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
         size_t off = c % 2 ? 0 : 4 + 8 + 8 + 4; /* scale, zero count, zero threshold, offset */
         uint32_t n;
@@ -1453,12 +1461,8 @@ Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
         list[len] = '\0';
         snprintf(m, sizeof(m), "{'summary':{'dataPoints':[{'count':'1','quantileValues':%s}]}}",
                  list);
-        char *sp = spaced(m);
-        same_details(m, sp);
-        free(sp);
         struct dec d;
-        char *r = metric_req(m);
-        ok(&d, SIG_METRICS, r);
+        char *r = details_as_spaced(&d, m);
         const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
         uint32_t n;
         memcpy(&n, p, 4);
@@ -1908,4 +1912,68 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
         cr_assert_eq(v, want[i], "count %u: %llu", i, (unsigned long long)v);
     }
     done(&d);
+}
+
+/* A quantile whose text is the one the previous summary point had at its
+ * place, followed by ',', takes that value; any other text is read: texts
+ * one the other's prefix ("0.9", "0.99"), of one length ("0.5", "0.9"),
+ * of 7 bytes and of 8 or more (not kept), signed, with an exponent; a zero
+ * quantile left out now and then. 250 points in one request: every value
+ * strtod's, the details the spaced form's. */
+Test(jsondec_fast, quantile_texts_repeated_read_the_same)
+{
+    static const char *const qt[] = {"0.9", "0.99",    "0.999",   "0.5",      "0.1",
+                                     "1",   "0.12345", "0.12346", "0.123456", "5e-1",
+                                     "-0",  "0.9e0",   "0.25",    "1.0"};
+    enum { POINTS = 250, NQ = sizeof(qt) / sizeof(qt[0]) };
+    size_t cap = (size_t)POINTS * 20 * 64 + 256, len = 0;
+    char *m = malloc(cap);
+    static double want[POINTS][20][2];
+    static int nq[POINTS];
+    cr_assert(m != NULL);
+    len += (size_t)snprintf(m, cap, "{'summary':{'dataPoints':[");
+    for (int p = 0; p < POINTS; p++) {
+        nq[p] = 1 + (int)(rnd() % 20);
+        len +=
+            (size_t)snprintf(m + len, cap - len, "%s{'count':'1','quantileValues':[", p ? "," : "");
+        for (int i = 0; i < nq[p]; i++) {
+            /* mostly the place's usual text: repeats */
+            const char *t = qt[rnd() % 4 != 0 ? (unsigned)i % NQ : rnd() % NQ];
+            char vt[32];
+            snprintf(vt, sizeof vt, "%.17g", (double)(rnd() % 1000000) / 7.0);
+            bool omit = rnd() % 8 == 0;
+            want[p][i][0] = omit ? 0 : strtod(t, NULL);
+            want[p][i][1] = strtod(vt, NULL);
+            len += omit ? (size_t)snprintf(m + len, cap - len, "%s{'value':%s}", i ? "," : "", vt)
+                        : (size_t)snprintf(m + len, cap - len, "%s{'quantile':%s,'value':%s}",
+                                           i ? "," : "", t, vt);
+        }
+        len += (size_t)snprintf(m + len, cap - len, "]}");
+    }
+    snprintf(m + len, cap - len, "]}}");
+    struct dec d;
+    char *r = details_as_spaced(&d, m);
+    cr_assert_eq(d.b->n_rows, POINTS);
+    for (int p = 0; p < POINTS; p++) {
+        const uint8_t *b = batch_blob(d.b, d.b->points[p].detail);
+        uint32_t n;
+        memcpy(&n, b, 4);
+        cr_assert_eq(n, (uint32_t)nq[p]);
+        for (int i = 0; i < nq[p]; i++) {
+            double qv, vv;
+            memcpy(&qv, b + 4 + 16 * (size_t)i, 8);
+            memcpy(&vv, b + 12 + 16 * (size_t)i, 8);
+            cr_assert(memcmp(&qv, &want[p][i][0], 8) == 0 && memcmp(&vv, &want[p][i][1], 8) == 0,
+                      "point %d quantile %d: %.17g %.17g", p, i, qv, vv);
+        }
+    }
+    done(&d);
+    free(r);
+    free(m);
+    /* the text kept, then another byte where the ',' was: refused as the
+     * general loop refuses it */
+    refused(SIG_METRICS,
+            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'quantile':0.5,'value':1}]},"
+                       "{'quantileValues':[{'quantile':0.5x'value':2}],'count':'12345678901'}]}}"),
+            "expected ',' or '}'");
 }
