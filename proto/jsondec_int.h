@@ -112,6 +112,11 @@ struct jd {
     uint64_t vq_text[JD_VQ_MAX];
     double vq_val[JD_VQ_MAX];
     uint8_t vq_len[JD_VQ_MAX];
+    /* The last quoted 19-digit startTimeUnixNano u64_19 read: its 21 bytes
+     * (st_ok: one was) and value (jsondec_metrics.c rd_start). */
+    char st_text[24];
+    uint64_t st_val;
+    bool st_ok;
 };
 
 #define NONE ((size_t)-1)

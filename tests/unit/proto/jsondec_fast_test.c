@@ -1977,3 +1977,39 @@ Test(jsondec_fast, quantile_texts_repeated_read_the_same)
                        "{'quantileValues':[{'quantile':0.5x'value':2}],'count':'12345678901'}]}}"),
             "expected ',' or '}'");
 }
+
+/* A startTimeUnixNano whose quoted 19-digit text is the last one read is
+ * its value; any other is read: texts that differ in their first, middle
+ * (bytes 13-15, where the two compares overlap) or last digits, bare
+ * numbers, 20 digits, a short one. Exact values and the
+ * spaced form's, 400 points in one request. */
+Test(jsondec_fast, start_times_repeated_read_the_same)
+{
+    static const char *const st[] = {"'1767225540000000000'",  "'1767225540000000001'",
+                                     "'2767225540000000000'",  "'1767225540001000000'",
+                                     "'1767225540000100000'",  "'1767225540000010000'",
+                                     "'1767225541000000000'",  "1767225540000000000",
+                                     "'17672255400000000000'", "'5'",
+                                     "'1767225540000000000'"};
+    enum { POINTS = 400, NS = sizeof(st) / sizeof(st[0]) };
+    char *m = malloc((size_t)POINTS * 80 + 256);
+    uint64_t want[POINTS];
+    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
+    cr_assert(m != NULL);
+    for (int p = 0; p < POINTS; p++) {
+        const char *t = st[rnd() % 3 != 0 ? 0 : rnd() % NS];
+        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
+        len +=
+            (size_t)sprintf(m + len, "%s{'startTimeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
+    }
+    sprintf(m + len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    for (int p = 0; p < POINTS; p++) {
+        cr_assert_eq(d.b->points[p].start_ns, want[p], "point %d", p);
+    }
+    done(&d);
+    free(r);
+    free(m);
+}
