@@ -616,14 +616,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
     }
     p->metric = mi;
     p->has_sum = kind == MK_SUMMARY;
+    const uint32_t members = point_members[kind];
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
         for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
             int f = fc.f;
-            if (f < 0 || !(point_members[kind] & B(f)) || take_null(j)) {
-                if ((f < 0 || !(point_members[kind] & B(f))) && (rc = skip_value(j)) < 0) {
+            if (f < 0 || !(members & B(f)) || take_null(j)) {
+                if ((f < 0 || !(members & B(f))) && (rc = skip_value(j)) < 0) {
                     return rc;
                 }
                 continue;
