@@ -1046,7 +1046,8 @@ static inline __m128i kvc_eq16(const char *s, const char *t)
 
 /* Whether s[0, n) and t[0, n) are the same bytes, n >= 16: the last 16
  * first (where two KeyValues with one key differ: in the value), then the
- * rest by up to three more 16-byte compares (a longer text by a loop). */
+ * rest: by three more 16-byte compares for 49-64 bytes (the usual), fewer
+ * for fewer, memcmp for more. */
 __attribute__((always_inline)) static inline bool kvc_same(const char *s, const char *t, size_t n)
 {
 #ifdef __SSE2__
@@ -1054,17 +1055,15 @@ __attribute__((always_inline)) static inline bool kvc_same(const char *s, const 
     if (_mm_movemask_epi8(e) != 0xffff) {
         return false;
     }
-    if (n > 64) {
+    if (n - 49 < 16) { /* [0, 48) and the tail */
+        e = _mm_and_si128(_mm_and_si128(kvc_eq16(s, t), kvc_eq16(s + 16, t + 16)),
+                          kvc_eq16(s + 32, t + 32));
+    } else if (n > 64) {
         return memcmp(s, t, n - 16) == 0;
-    }
-    if (n > 16) { /* [0, 16), [16, 32), [32, 48) as far as n asks, and the tail */
+    } else if (n > 32) { /* 33-48 */
+        e = _mm_and_si128(kvc_eq16(s, t), kvc_eq16(s + 16, t + 16));
+    } else if (n > 16) {
         e = kvc_eq16(s, t);
-        if (n > 32) {
-            e = _mm_and_si128(e, kvc_eq16(s + 16, t + 16));
-        }
-        if (n > 48) {
-            e = _mm_and_si128(e, kvc_eq16(s + 32, t + 32));
-        }
     }
     return _mm_movemask_epi8(e) == 0xffff;
 #else

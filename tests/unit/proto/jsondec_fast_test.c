@@ -1815,12 +1815,13 @@ static void pa_exact(const char *const (*kv)[2], int n)
                                 "'asInt':'%d'},",
                                 kv[p][0], kv[p][1], p);
     }
-    snprintf(body + len, sizeof body - len, "{'asInt':'0'}]}}"); /* room after the last */
+    /* room after the last: its copy asks for 64 bytes after it */
+    snprintf(body + len, sizeof body - len, "{},{},{},{},{},{},{},{},{},{},{},{},{'asInt':'0'}]}}");
     struct dec d;
     char *r = metric_req(body);
     ok(&d, SIG_METRICS, r);
     free(r);
-    cr_assert_eq(d.b->n_rows, n + 1);
+    cr_assert_eq(d.b->n_rows, n + 13);
     for (int p = 0; p < n; p++) {
         expect_str_attr(d.b, d.b->points[p].attrs, kv[p][0], kv[p][1]);
     }
@@ -1857,6 +1858,14 @@ Test(jsondec_fast, point_attributes_copied_exact)
         {"k", "abcdefghijklmnopqrstuvwX"},
     };
     pa_exact(tail, sizeof(tail) / sizeof(tail[0]));
+    static const char *const short_texts[][2] = {
+        /* 33-48 bytes, chosen by bytes 31-46 */
+        {"abcdefghX", "v"},
+        {"abcdefghY", "v"}, /* byte 16 of 47 */
+        {"k", "v"},
+        {"K", "v"}, /* byte 8 of 39 */
+    };
+    pa_exact(short_texts, sizeof(short_texts) / sizeof(short_texts[0]));
 }
 
 /* A quoted bucket count of 1-7 digits with one of them replaced by a byte
