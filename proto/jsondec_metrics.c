@@ -424,9 +424,14 @@ static int list_inline(struct jd *j, size_t *pos, int what)
         rc = num_list(j, "explicitBounds", true);
         break;
     case LI_POSITIVE:
-        rc = vbuf_put_u32(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0
-                 ? -ENOMEM
-                 : buckets_at(j, *pos, "positive", true);
+        /* the header's 20 zero bytes (u32, u64, u64) in one write */
+        if (vbuf_reserve(j->h, 20) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        memset(j->h->p + j->h->len, 0, 20);
+        j->h->len += 20;
+        rc = buckets_at(j, *pos, "positive", true);
         break;
     case LI_NEGATIVE:
         rc = buckets_at(j, *pos, "negative", true);
