@@ -745,10 +745,13 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         end = hs == 2 ? d1 : NONE;
         uint64_t zt;
         memcpy(&zt, &zero_threshold, 8);
-        vbuf_patch_u32(j->h, d0, (uint32_t)scale);
-        for (int i = 0; i < 8; i++) { /* the header, little-endian as vbuf_put_u64 writes */
-            j->h->p[d0 + 4 + i] = (uint8_t)(zero_count >> (8 * i));
-            j->h->p[d0 + 12 + i] = (uint8_t)(zt >> (8 * i));
+        uint8_t *hd = j->h->p + d0;   /* a local: the byte stores may alias j->h */
+        for (int i = 0; i < 4; i++) { /* the header, little-endian as the vbuf_put calls write */
+            hd[i] = (uint8_t)((uint32_t)scale >> (8 * i));
+        }
+        for (int i = 0; i < 8; i++) {
+            hd[4 + i] = (uint8_t)(zero_count >> (8 * i));
+            hd[12 + i] = (uint8_t)(zt >> (8 * i));
         }
         off = d0;
     } else if (kind == MK_EXP_HISTOGRAM) {
