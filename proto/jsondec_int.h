@@ -61,6 +61,17 @@ enum {
 };
 #define FMAX 24 /* members a table may have, plus one */
 #define JD_DL_MAX 32
+#define JD_KVC_MAX 8
+#define JD_KVC_WAYS 8 /* a power of two */
+#define JD_VQ_MAX 16
+
+/* A compact KeyValue of a data point's attributes and what kv_fast_at
+ * wrote for it (jsondec_value.c jd_point_attrs). */
+struct jd_kvc {
+    const char *text; /* in the body: '{' through "}}" */
+    size_t tlen;      /* 0: none */
+    size_t hoff, hlen;
+};
 
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
@@ -86,6 +97,26 @@ struct jd {
     size_t dl_len;
     uint32_t dl_n;
     uint64_t dl_v[JD_DL_MAX];
+    /* kvc[c]: c-th KeyValues of data point attributes that kv_fast_at read,
+     * in the way a hash of their 16 bytes from kvc_voff[c] names (that
+     * offset set by the first c-th one read: its last 16 bytes, where the
+     * value is; 0 before). A point's c-th KeyValue whose text is its way's
+     * is copied from the heap instead of read again (jsondec_value.c
+     * jd_point_attrs). */
+    struct jd_kvc kvc[JD_KVC_MAX][JD_KVC_WAYS];
+    uint16_t kvc_voff[JD_KVC_MAX];
+    /* The quantile of the k-th compact ValueAtQuantile of the last summary
+     * point that had one there: its text (vq_len bytes, at most 7; 0: none)
+     * and value. The same text followed by ',' is that value
+     * (jsondec_metrics.c vaq_run). */
+    uint64_t vq_text[JD_VQ_MAX];
+    double vq_val[JD_VQ_MAX];
+    uint8_t vq_len[JD_VQ_MAX];
+    /* The last quoted 19-digit startTimeUnixNano u64_19 read: its 21 bytes
+     * (st_ok: one was) and value (jsondec_metrics.c rd_start). */
+    char st_text[24];
+    uint64_t st_val;
+    bool st_ok;
 };
 
 #define NONE ((size_t)-1)
@@ -810,6 +841,9 @@ struct body_sink {
 int jd_any_value(struct jd *j, int depth, struct body_sink *sink);
 /* An attributes list: KeyValue entries back to back in the heap. */
 int jd_attr_list(struct jd *j, const char *what, struct attrs *out);
+/* jd_attr_list for a data point's attributes: a compact KeyValue whose text
+ * is one an earlier point had at its place (struct jd kvc) is copied. */
+int jd_point_attrs(struct jd *j, struct attrs *out);
 /* u32 count + u32 nbytes + the attributes found at |pos|. */
 int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what);
 /* An attributes member of an event or link read in place when it can be,

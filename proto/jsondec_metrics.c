@@ -39,17 +39,30 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
     uint32_t cnt = 0;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     size_t end = *stop; /* kept here: the heap's stores may alias *stop */
-    while (cnt < max && len - i >= 10 && s[i] == '"') {
+    if (len < 10) {
+        return 0;
+    }
+    for (size_t last = len - 10; cnt < max && i <= last && s[i] == '"';) {
         uint64_t w;
         uint16_t qc;
         memcpy(&w, s + i + 1, 8);
-        unsigned k = (unsigned)__builtin_ctzll(jdnum_nondigits(w) | (1ull << 63)) >> 3;
+        /* digits are the bytes of t below 10; the lowest other byte is
+         * flagged exactly (no carry reaches it from below), which is all k
+         * asks for: the bytes above it may carry */
+        uint64_t t = w ^ 0x3030303030303030ull;
+        uint64_t nd = ((t + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
+        unsigned k = (unsigned)__builtin_ctzll(nd | (1ull << 63)) >> 3;
         memcpy(&qc, s + i + 1 + k, 2); /* i + 9 < len at most */
-        if (k == 0 || ((uint8_t)w == '0' && k != 1) ||
+        if (k == 0 || ((uint8_t)t == 0 && k != 1) ||
             (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
             break;
         }
-        uint64_t v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+        uint64_t v, d0 = t & 0xf;
+        if (k <= 2) { /* most counts: no 8-digit join and its constants */
+            v = k == 1 ? d0 : d0 * 10 + ((t >> 8) & 0xf);
+        } else {
+            v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
+        }
         memcpy(dst + 8 * cnt++, &v, 8);
         end = i + k + 2; /* the ',' or ']' */
         i = end + 1;
@@ -278,10 +291,23 @@ static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
         }
         i++;
         if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+            uint64_t w, m;
             i += 11;
-            if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
-                s[i + used] != ',') {
+            memcpy(&w, s + i, 8); /* 32 - 11 bytes left at least */
+            unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
+            m = (1ull << (8 * L)) - 1; /* L <= 7 */
+            if (L != 0 && ((w ^ j->vq_text[cnt]) & m) == 0 && s[i + L] == ',' && n - i - L >= 16) {
+                /* the number's text ends at the ',' whatever comes after:
+                 * the same text, the same value */
+                qv = j->vq_val[cnt];
+                used = L;
+            } else if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                       s[i + used] != ',') {
                 break;
+            } else if (cnt < JD_VQ_MAX && used <= 7) {
+                j->vq_text[cnt] = w & ((1ull << (8 * used)) - 1);
+                j->vq_len[cnt] = (uint8_t)used;
+                j->vq_val[cnt] = qv;
             }
             i += used + 1;
         }
@@ -398,9 +424,14 @@ static int list_inline(struct jd *j, size_t *pos, int what)
         rc = num_list(j, "explicitBounds", true);
         break;
     case LI_POSITIVE:
-        rc = vbuf_put_u32(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0 || vbuf_put_u64(j->h, 0) < 0
-                 ? -ENOMEM
-                 : buckets_at(j, *pos, "positive", true);
+        /* the header's 20 zero bytes (u32, u64, u64) in one write */
+        if (vbuf_reserve(j->h, 20) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        memset(j->h->p + j->h->len, 0, 20);
+        j->h->len += 20;
+        rc = buckets_at(j, *pos, "positive", true);
         break;
     case LI_NEGATIVE:
         rc = buckets_at(j, *pos, "negative", true);
@@ -542,6 +573,37 @@ static const uint32_t point_members[] = {
     [MK_SUMMARY] = DP_COMMON | B(DP_COUNT) | B(DP_SUM) | B(DP_QUANTILES),
 };
 
+/*
+ * A data point's startTimeUnixNano: the points of one collection share it,
+ * so a quoted 19-digit text the same as the last one u64_19 read (21 bytes,
+ * quotes and all) is that value. Exact: u64_19 looks at those 21 bytes only
+ * (and at least 24 to the end, asked for here too).
+ */
+__attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos);
+    const char *p = j->lx.s + at;
+    if (j->lx.n - at < 24) {
+        return rd_u64(j, "startTimeUnixNano", out);
+    }
+    uint64_t a, b;
+    memcpy(&a, p + 13, 8);
+    memcpy(&b, j->st_text + 13, 8);
+    if (j->st_ok && a == b && memcmp(p, j->st_text, 16) == 0) { /* bytes 0-15, 13-20 */
+        *out = j->st_val;
+        j->lx.pos = at + 21;
+        return 0;
+    }
+    if (u64_19(p, j->lx.n - at, out)) {
+        memcpy(j->st_text, p, 21);
+        j->st_val = *out;
+        j->st_ok = true;
+        j->lx.pos = at + 21;
+        return 0;
+    }
+    return rd_u64(j, "startTimeUnixNano", out);
+}
+
 static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
 {
     struct point_row *p = batch_add_point(j->b);
@@ -559,24 +621,25 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
     }
     p->metric = mi;
     p->has_sum = kind == MK_SUMMARY;
+    const uint32_t members = point_members[kind];
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
         for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
             int f = fc.f;
-            if (f < 0 || !(point_members[kind] & B(f)) || take_null(j)) {
-                if ((f < 0 || !(point_members[kind] & B(f))) && (rc = skip_value(j)) < 0) {
+            if (f < 0 || !(members & B(f)) || take_null(j)) {
+                if ((f < 0 || !(members & B(f))) && (rc = skip_value(j)) < 0) {
                     return rc;
                 }
                 continue;
             }
             switch (f) {
             case DP_ATTRS:
-                rc = jd_attr_list(j, "attributes", &p->attrs);
+                rc = jd_point_attrs(j, &p->attrs);
                 break;
             case DP_START:
-                rc = rd_u64(j, "startTimeUnixNano", &p->start_ns);
+                rc = rd_start(j, &p->start_ns);
                 break;
             case DP_TIME:
                 rc = rd_u64(j, "timeUnixNano", &p->time_ns);
@@ -682,10 +745,13 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         end = hs == 2 ? d1 : NONE;
         uint64_t zt;
         memcpy(&zt, &zero_threshold, 8);
-        vbuf_patch_u32(j->h, d0, (uint32_t)scale);
-        for (int i = 0; i < 8; i++) { /* the header, little-endian as vbuf_put_u64 writes */
-            j->h->p[d0 + 4 + i] = (uint8_t)(zero_count >> (8 * i));
-            j->h->p[d0 + 12 + i] = (uint8_t)(zt >> (8 * i));
+        uint8_t *hd = j->h->p + d0;   /* a local: the byte stores may alias j->h */
+        for (int i = 0; i < 4; i++) { /* the header, little-endian as the vbuf_put calls write */
+            hd[i] = (uint8_t)((uint32_t)scale >> (8 * i));
+        }
+        for (int i = 0; i < 8; i++) {
+            hd[4 + i] = (uint8_t)(zero_count >> (8 * i));
+            hd[12 + i] = (uint8_t)(zt >> (8 * i));
         }
         off = d0;
     } else if (kind == MK_EXP_HISTOGRAM) {

@@ -1022,6 +1022,190 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
     return 0;
 }
 
+/*
+ * Exporters repeat most of a point's attributes point after point (the
+ * route, the status code; the method or the state differ). The c-th compact
+ * KeyValue whose text, '{' through "}}", is byte for byte kvc[c]'s is
+ * therefore copied from where kv_fast_at wrote kvc[c] in the heap. Exact by
+ * construction: kv_fast_at's every branch is decided by the bytes of that
+ * text and by room tests (n - x >= 64 at most, x inside it), which the
+ * 64 bytes asked for after it pass, so it would write the same bytes and
+ * end at the same place. The copied bytes are intact: an entry is only
+ * made by a point's attributes read whole, and nothing truncates the heap
+ * below a point's attributes once read except a failed decode (jd goes
+ * with it).
+ */
+
+#ifdef __SSE2__
+static inline __m128i kvc_eq16(const char *s, const char *t)
+{
+    return _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)s),
+                          _mm_loadu_si128((const __m128i *)(const void *)t));
+}
+#endif
+
+/* Whether s[0, n) and t[0, n) are the same bytes, n >= 16: the last 16
+ * first (where two KeyValues with one key differ: in the value), then the
+ * rest: by three more 16-byte compares for 49-64 bytes (the usual), fewer
+ * for fewer, memcmp for more. */
+__attribute__((always_inline)) static inline bool kvc_same(const char *s, const char *t, size_t n)
+{
+#ifdef __SSE2__
+    __m128i e = kvc_eq16(s + n - 16, t + n - 16);
+    if (_mm_movemask_epi8(e) != 0xffff) {
+        return false;
+    }
+    if (n - 49 < 16) { /* [0, 48) and the tail */
+        e = _mm_and_si128(_mm_and_si128(kvc_eq16(s, t), kvc_eq16(s + 16, t + 16)),
+                          kvc_eq16(s + 32, t + 32));
+    } else if (n > 64) {
+        return memcmp(s, t, n - 16) == 0;
+    } else if (n > 32) { /* 33-48 */
+        e = _mm_and_si128(kvc_eq16(s, t), kvc_eq16(s + 16, t + 16));
+    } else if (n > 16) {
+        e = kvc_eq16(s, t);
+    }
+    return _mm_movemask_epi8(e) == 0xffff;
+#else
+    return memcmp(s, t, n) == 0;
+#endif
+}
+
+/* 64 bytes from |from| to |d|, all loaded before any is stored: the
+ * source may end where the heap does, so the two may overlap past it. */
+__attribute__((always_inline)) static inline void kvc_move64(uint8_t *d, const uint8_t *from)
+{
+#ifdef __SSE2__
+    __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)from);
+    __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(from + 16));
+    __m128i v2 = _mm_loadu_si128((const __m128i *)(const void *)(from + 32));
+    __m128i v3 = _mm_loadu_si128((const __m128i *)(const void *)(from + 48));
+    _mm_storeu_si128((__m128i *)(void *)d, v0);
+    _mm_storeu_si128((__m128i *)(void *)(d + 16), v1);
+    _mm_storeu_si128((__m128i *)(void *)(d + 32), v2);
+    _mm_storeu_si128((__m128i *)(void *)(d + 48), v3);
+#else
+    memmove(d, from, 64);
+#endif
+}
+
+/* Whether kvc entry |e| is the text at s[at] (n - at bytes to the end). */
+__attribute__((always_inline)) static inline bool kvc_is(const struct jd_kvc *e, const char *s,
+                                                         size_t n, size_t at)
+{
+    return e->tlen != 0 && n - at >= e->tlen + 64 && kvc_same(s + at, e->text, e->tlen);
+}
+
+/* The way of kvc[c] for the 16 bytes at |p|. */
+__attribute__((always_inline)) static inline unsigned kvc_way(const char *p)
+{
+    uint64_t lo, hi;
+    memcpy(&lo, p, 8);
+    memcpy(&hi, p + 8, 8);
+    return (unsigned)(((lo ^ hi) * 0x9e3779b97f4a7c15ull) >> 61); /* JD_KVC_WAYS 8 */
+}
+
+/*
+ * The c-th KeyValue at s[at] when jd_point_attrs' inline copy did not take
+ * it, |w| its way (JD_KVC_WAYS when it has none yet): copied from the way
+ * when its text is the way's, else read by kv_fast_at and, for c <
+ * JD_KVC_MAX, kept in its way. The offset after it, or 0 when neither
+ * (nothing written; the general loop then reads it, errors and all).
+ */
+static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, size_t n, size_t at,
+                                                 uint32_t c, unsigned w)
+{
+    struct vbuf *h = j->h;
+    if (c >= JD_KVC_MAX) {
+        return kv_fast_at(h, s, n, at);
+    }
+    struct jd_kvc *e = w < JD_KVC_WAYS ? &j->kvc[c][w] : NULL;
+    if (e != NULL && kvc_is(e, s, n, at)) { /* long, or the heap needs room */
+        if (h->cap - h->len < e->hlen + 64 && vbuf_reserve(h, e->hlen + 64) < 0) {
+            return 0;
+        }
+        if (e->hlen <= 64) {
+            kvc_move64(h->p + h->len, h->p + e->hoff);
+        } else {
+            memcpy(h->p + h->len, h->p + e->hoff, e->hlen); /* below the heap's end */
+        }
+        h->len += e->hlen;
+        return at + e->tlen;
+    }
+    size_t before = h->len, end = kv_fast_at(h, s, n, at);
+    if (end == 0) {
+        return 0;
+    }
+    if (j->kvc_voff[c] == 0 && end - at <= UINT16_MAX) { /* the first: its last 16 bytes */
+        j->kvc_voff[c] = (uint16_t)(end - at - 16);
+        e = &j->kvc[c][kvc_way(s + end - 16)];
+    }
+    if (e != NULL) {
+        *e = (struct jd_kvc){s + at, end - at, before, h->len - before};
+    }
+    return end;
+}
+
+int jd_point_attrs(struct jd *j, struct attrs *out)
+{
+    size_t off = j->h->len;
+    uint32_t count = 0;
+    ws(j);
+    size_t open = j->lx.pos;
+    int rc = arr_open(j, "attributes");
+    if (rc < 0) {
+        return rc;
+    }
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, pos = j->lx.pos, i = pos;
+    struct vbuf *h = j->h;
+    /* the heap in locals while KeyValues are copied (its stores may alias
+     * anything); put back before kvc_miss and read again after it */
+    uint8_t *hp = h->p;
+    size_t hl = h->len, hc = h->cap;
+    while (i < n && s[i] == (count == 0 ? '{' : ',')) {
+        i += count != 0; /* the KeyValue's '{' */
+        unsigned w = JD_KVC_WAYS;
+        size_t vo;
+        if (count < JD_KVC_MAX && (vo = j->kvc_voff[count]) != 0 && n - i >= vo + 16) {
+            w = kvc_way(s + i + vo);
+            const struct jd_kvc *c = &j->kvc[count][w];
+            if (kvc_is(c, s, n, i) && c->hlen <= 64 && hc - hl >= 64) {
+                kvc_move64(hp + hl, hp + c->hoff);
+                hl += c->hlen;
+                pos = i + c->tlen;
+                count++;
+                i = pos;
+                continue;
+            }
+        }
+        h->len = hl;
+        size_t e = kvc_miss(j, s, n, i, count, w);
+        hp = h->p, hl = h->len, hc = h->cap;
+        if (e == 0) {
+            break;
+        }
+        pos = e;
+        count++;
+        i = pos;
+    }
+    h->len = hl;
+    if (pos < n && s[pos] == ']') { /* the list's end, as jsonlex_arr_next takes it */
+        j->lx.pos = pos + 1;
+        out->blob.off = (uint32_t)off;
+        out->blob.len = (uint32_t)(h->len - off);
+        out->count = count;
+        return 0;
+    }
+    /* anything else: the list read again from its '[' by jd_attr_list, whose
+     * fast loop reads the same KeyValues (by kv_fast_at, which wrote or
+     * would have written what was copied) into the same places and stops
+     * where this loop did; then its general loop, errors and all */
+    h->len = off;
+    j->lx.pos = open;
+    return jd_attr_list(j, "attributes", out);
+}
+
 /* The attributes list found at |pos| earlier, written now; the cursor is restored. */
 static int attr_list_at(struct jd *j, size_t pos, const char *what, struct attrs *out)
 {

@@ -207,7 +207,7 @@ static void refused(enum signal s, char *req, const char *needle)
     char *body = q(req);
     free(req);
     run(&d, s, body);
-    cr_assert_eq(d.rc, -EPROTO, "accepted: %s", body);
+    cr_assert_eq(d.rc, -EPROTO, "accepted (%d, %s): %s", d.rc, d.err, body);
     cr_assert(strstr(d.err, needle) != NULL, "error \"%s\" does not name \"%s\"", d.err, needle);
     done(&d);
     free(body);
@@ -724,6 +724,18 @@ static void same_details(const char *a, const char *b)
     done(&y);
     free(ra);
     free(rb);
+}
+
+/* The metric |m| (single-quoted) decodes as its spaced form does, then
+ * again into |d|; returns the request, the caller's to free after done(). */
+static char *details_as_spaced(struct dec *d, const char *m)
+{
+    char *sp = spaced(m);
+    same_details(m, sp);
+    free(sp);
+    char *r = metric_req(m);
+    ok(d, SIG_METRICS, r);
+    return r;
 }
 
 Test(jsondec_fast, histogram_detail_in_place_equals_deferred)
@@ -1383,12 +1395,8 @@ Test(jsondec_fast, quoted_count_lists_equal_exact_values_and_the_general_path)
         const char *pre = c % 2 ? "" : "'positive':{'offset':3,";
         snprintf(m, sizeof(m), "{'%s':{'dataPoints':[{'count':'1',%s'bucketCounts':%s%s}]}}", kind,
                  pre, list, c % 2 ? "" : "}");
-        char *sp = spaced(m);
-        same_details(m, sp);
-        free(sp);
         struct dec d;
-        char *r = metric_req(m);
-        ok(&d, SIG_METRICS, r);
+        char *r = details_as_spaced(&d, m);
         const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
         size_t off = c % 2 ? 0 : 4 + 8 + 8 + 4; /* scale, zero count, zero threshold, offset */
         uint32_t n;
@@ -1453,12 +1461,8 @@ Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
         list[len] = '\0';
         snprintf(m, sizeof(m), "{'summary':{'dataPoints':[{'count':'1','quantileValues':%s}]}}",
                  list);
-        char *sp = spaced(m);
-        same_details(m, sp);
-        free(sp);
         struct dec d;
-        char *r = metric_req(m);
-        ok(&d, SIG_METRICS, r);
+        char *r = details_as_spaced(&d, m);
         const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
         uint32_t n;
         memcpy(&n, p, 4);
@@ -1484,29 +1488,39 @@ Test(jsondec_fast, quantile_lists_equal_exact_values_and_the_general_path)
 
 /* A count with a leading zero is what the general path makes of it (the
  * quoted-count loop declines it), compact or with blanks. */
+/* The metric |m| (single-quoted) and its spaced form give the same answer:
+ * the same first point's detail when accepted, an error naming bucketCounts
+ * when refused. Returns the answer. */
+static int counts_as_spaced(const char *m)
+{
+    char *sp = spaced(m), *ma = metric_req(m), *mb = metric_req(sp), *ra = q(ma), *rb = q(mb);
+    struct dec x, y;
+    run(&x, SIG_METRICS, ra);
+    run(&y, SIG_METRICS, rb);
+    cr_assert_eq(x.rc, y.rc, "%s: %d vs %d", m, x.rc, y.rc);
+    if (x.rc == 0) {
+        same_blob(x.b, x.b->points[0].detail, y.b, y.b->points[0].detail, "detail");
+    } else {
+        cr_assert(strstr(x.err, "bucketCounts") != NULL, "%s: %s", m, x.err);
+    }
+    int rc = x.rc;
+    done(&x);
+    done(&y);
+    free(sp);
+    free(ma);
+    free(mb);
+    free(ra);
+    free(rb);
+    return rc;
+}
+
 Test(jsondec_fast, quoted_count_with_a_leading_zero_as_the_general_path)
 {
     static const char *lists[] = {"['1','05','2']", "['00']", "['1','2','3','007']", "['0','0']"};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
         char m[256];
         snprintf(m, sizeof(m), "{'histogram':{'dataPoints':[{'bucketCounts':%s}]}}", lists[i]);
-        char *sp = spaced(m), *ma = metric_req(m), *mb = metric_req(sp), *ra = q(ma), *rb = q(mb);
-        struct dec x, y;
-        run(&x, SIG_METRICS, ra);
-        run(&y, SIG_METRICS, rb);
-        cr_assert_eq(x.rc, y.rc, "%s: %d vs %d", m, x.rc, y.rc);
-        if (x.rc == 0) {
-            same_blob(x.b, x.b->points[0].detail, y.b, y.b->points[0].detail, "detail");
-        } else {
-            cr_assert(strstr(x.err, "bucketCounts") != NULL, "%s: %s", m, x.err);
-        }
-        done(&x);
-        done(&y);
-        free(sp);
-        free(ma);
-        free(mb);
-        free(ra);
-        free(rb);
+        counts_as_spaced(m);
     }
 }
 
@@ -1690,4 +1704,321 @@ Test(jsondec_fast, eight_byte_decimals_of_every_shape_equal_the_general_reader)
         }
     }
     cr_assert_gt(taken, tried / 4, "%d of %d", taken, tried);
+}
+
+/* One KeyValue's text for point_attributes_copied_only_for_the_same_text:
+ * value kind |t| of the pool, |v| picking among near-equal values. */
+static void pa_kv(char *d, size_t cap, unsigned key, unsigned t, unsigned v)
+{
+    static const char *const keys[] = {"http.request.method",
+                                       "http.route",
+                                       "state",
+                                       "k",
+                                       "kk",
+                                       "a.long.attribute.key.of.more.than.thirty-two.bytes"};
+    /* 24-byte values that differ in one byte at their 6th (text bytes 32-47
+     * for the short keys) or their last, plus short and 70-byte ones */
+    static const char *const strs[] = {
+        "GET",
+        "POST",
+        "abcdefghijklmnopqrstuvwx",
+        "abcdeXghijklmnopqrstuvwx",
+        "abcdefghijklmnopqrstuvwX",
+        "",
+        "0123456789012345678901234567890123456789012345678901234567890123456789",
+        "0123456789012345678901234567890123456789012345678901234567890123456788",
+        "esc\\u0041ped",
+        "/api/v1/orders",
+        "/api/v1/orders/*"};
+    const char *k = keys[key % 6];
+    switch (t % 6) {
+    case 0:
+    case 1:
+        snprintf(d, cap, "{'key':'%s','value':{'stringValue':'%s'}}", k, strs[v % 11]);
+        break;
+    case 2:
+        snprintf(d, cap, "{'key':'%s','value':{'intValue':'%u'}}", k, 200 + v % 4);
+        break;
+    case 3:
+        snprintf(d, cap, "{'key':'%s','value':{'intValue':%u}}", k, 200 + v % 4);
+        break;
+    case 4:
+        snprintf(d, cap, "{'key':'%s','value':{'doubleValue':%s}}", k,
+                 v % 3 == 0   ? "0.5"
+                 : v % 3 == 1 ? "0.25"
+                              : "1e-7");
+        break;
+    default:
+        snprintf(d, cap, "{'key':'%s','value':{'boolValue':%s}}", k, v % 2 ? "true" : "false");
+        break;
+    }
+}
+
+/* A data point's KeyValue whose text is the same as one read before at its
+ * place in the list is copied; any other is read. Points whose attributes
+ * repeat, differ in one byte (in a value's first, middle or last 16 bytes,
+ * in its key, its kind, quoted or not), come at another place, run past
+ * the eight places kept, hold an escape (read the general way), are longer
+ * than 64 bytes, or a blank: every point's attributes the same bytes as the
+ * spaced form's (the general path), the counts as written. */
+Test(jsondec_fast, point_attributes_copied_only_for_the_same_text)
+{
+    enum { POINTS = 600 };
+    size_t cap = (size_t)POINTS * 12 * 200 + 256;
+    char *body = malloc(cap), kv[256];
+    unsigned counts[POINTS];
+    cr_assert(body != NULL);
+    size_t len = (size_t)snprintf(body, cap, "{'name':'m','gauge':{'dataPoints':[");
+    rng_state = 0x2545f4914f6cdd1dull;
+    for (unsigned p = 0; p < POINTS; p++) {
+        unsigned n = (unsigned)(rnd() % 12); /* 0-11: past JD_KVC_MAX (8) too */
+        counts[p] = n;
+        len += (size_t)snprintf(body + len, cap - len, "%s{'attributes':[", p ? "," : "");
+        for (unsigned c = 0; c < n; c++) {
+            uint64_t r = rnd();
+            /* mostly the place's usual key and kind, a few values: repeats */
+            unsigned key = r % 8 < 6 ? c : (unsigned)(r >> 8),
+                     t = r % 16 < 13 ? c : (unsigned)(r >> 16);
+            pa_kv(kv, sizeof kv, key, t, (unsigned)(r >> 24) % (r % 4 == 0 ? 11 : 3));
+            len += (size_t)snprintf(body + len, cap - len, "%s%s",
+                                    c ? (r % 97 == 0 ? ", " : ",") : "", kv);
+        }
+        len += (size_t)snprintf(body + len, cap - len, "],'asInt':'%u'}", p);
+    }
+    snprintf(body + len, cap - len, "]}}");
+    char *r = metric_req(body);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    cr_assert_eq(d.b->n_rows, POINTS);
+    uint32_t at = 0; /* gauge points: the heap is their attributes, back to back */
+    for (unsigned p = 0; p < POINTS; p++) {
+        cr_assert_eq(d.b->points[p].attrs.count, counts[p], "point %u", p);
+        cr_assert_eq(d.b->points[p].attrs.blob.off, at, "point %u", p);
+        at += d.b->points[p].attrs.blob.len;
+        cr_assert_eq(d.b->points[p].value.i, (int64_t)p);
+    }
+    cr_assert_eq(d.b->heap.len, at);
+    done(&d);
+    free(r);
+    free(body);
+}
+
+/* Points with one string KeyValue each, key and value from |kv|; each
+ * decoded exactly (the points' attributes as val.h writes them). */
+static void pa_exact(const char *const (*kv)[2], int n)
+{
+    char body[8192];
+    size_t len = (size_t)snprintf(body, sizeof body, "{'name':'m','sum':{'dataPoints':[");
+    for (int p = 0; p < n; p++) {
+        len += (size_t)snprintf(body + len, sizeof body - len,
+                                "{'attributes':[{'key':'%s','value':{'stringValue':'%s'}}],"
+                                "'asInt':'%d'},",
+                                kv[p][0], kv[p][1], p);
+    }
+    /* room after the last: its copy asks for 64 bytes after it */
+    snprintf(body + len, sizeof body - len, "{},{},{},{},{},{},{},{},{},{},{},{},{'asInt':'0'}]}}");
+    struct dec d;
+    char *r = metric_req(body);
+    ok(&d, SIG_METRICS, r);
+    free(r);
+    cr_assert_eq(d.b->n_rows, n + 13);
+    for (int p = 0; p < n; p++) {
+        expect_str_attr(d.b, d.b->points[p].attrs, kv[p][0], kv[p][1]);
+    }
+    done(&d);
+}
+
+/* Exact bytes: a point's KeyValue copied from one before it at its place
+ * when their texts are the same, read when they differ in any 16 bytes of
+ * them (the first, the second, the third or the last), each as val.h
+ * writes it. Each one comes right after the one it must not be taken for,
+ * in the same way (the 16 bytes that choose it are the same). */
+Test(jsondec_fast, point_attributes_copied_exact)
+{
+    static const char *const kv[][2] = {
+        /* the way chosen by text bytes 46-61 (the first text's last 16) */
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"K", "abcdefghijklmnopqrstuvwx"}, /* text byte 8 */
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"k", "abcdeXghijklmnopqrstuvwx"}, /* byte 40 */
+        {"kkkkkkkkkkkkkkkA", "abcdefghijk"},
+        {"kkkkkkkkkkkkkkkB", "abcdefghijk"},                            /* byte 23 of 64 */
+        {"a.key.of.thirty.bytes.00000000", "abcdefghijklmnopqrstuvwx"}, /* 57 heap bytes */
+        {"a.key.of.thirty.bytes.00000000", "abcdefghijklmnopqrstuvwx"},
+        {"route", "/api/v1/orders"},
+        {"route", "/api/v1/orders"},
+        {"route", "/api/v1/order"},
+        {"route", "/api/v1/orders"},
+    };
+    pa_exact(kv, sizeof(kv) / sizeof(kv[0]));
+    static const char *const tail[][2] = {
+        /* chosen by bytes 22-37: the two differ only in their last 16 */
+        {"x", "y"},
+        {"k", "abcdefghijklmnopqrstuvwx"},
+        {"k", "abcdefghijklmnopqrstuvwX"},
+    };
+    pa_exact(tail, sizeof(tail) / sizeof(tail[0]));
+    static const char *const short_texts[][2] = {
+        /* 33-48 bytes, chosen by bytes 31-46 */
+        {"abcdefghX", "v"},
+        {"abcdefghY", "v"}, /* byte 16 of 47 */
+        {"k", "v"},
+        {"K", "v"}, /* byte 8 of 39 */
+    };
+    pa_exact(short_texts, sizeof(short_texts) / sizeof(short_texts[0]));
+}
+
+/* A quoted bucket count of 1-7 digits with one of them replaced by a byte
+ * or a UTF-8 sequence that is no digit (bytes whose xor with '0' is 0x8a or
+ * more among them): refused as the spaced form is ("-0" read as it), wherever the
+ * count stands (first, second, after a 32-count chunk). Digits before and
+ * after it exact: "10", "99", "100" read as numbers. */
+Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
+{
+    static const char *const bad[] = {"/",        ":",        "a",           " ",
+                                      "-",        "\xc2\xb0", "\xc3\xa9",    "\xdf\xbf",
+                                      "\xc2\x8a", "\xc2\xba", "\xe2\x82\xac"};
+    char m[1024], cnt[16], pre[200] = "";
+    for (int at = 0; at < 3; at++) {
+        size_t pl = 0;
+        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
+            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 10 : 99);
+        }
+        for (int len = 1; len <= 7; len++) {
+            for (int p = 0; p < len; p++) {
+                for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+                    size_t cl = 0;
+                    for (int d = 0; d < len; d++) {
+                        cl += (size_t)snprintf(cnt + cl, sizeof cnt - cl, "%s",
+                                               d == p   ? bad[b]
+                                               : d == 0 ? "1"
+                                                        : "0");
+                    }
+                    snprintf(m, sizeof m,
+                             "{'histogram':{'dataPoints':[{'bucketCounts':[%s'%s','100']}]}}", pre,
+                             cnt);
+                    /* "-0" is the general reader's zero */
+                    cr_assert(counts_as_spaced(m) != 0 || (p == 0 && bad[b][0] == '-'),
+                              "%s accepted", m);
+                }
+            }
+        }
+    }
+    /* the digits around: exact */
+    struct dec d;
+    char *r = metric_req("{'histogram':{'dataPoints':[{'bucketCounts':['10','99','100','7','0',"
+                         "'1234567','12','3']}]}}");
+    ok(&d, SIG_METRICS, r);
+    free(r);
+    static const uint64_t want[] = {10, 99, 100, 7, 0, 1234567, 12, 3};
+    const uint8_t *p = batch_blob(d.b, d.b->points[0].detail);
+    uint32_t n;
+    memcpy(&n, p, 4);
+    cr_assert_eq(n, 8);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, p + 4 + 8 * i, 8);
+        cr_assert_eq(v, want[i], "count %u: %llu", i, (unsigned long long)v);
+    }
+    done(&d);
+}
+
+/* A quantile whose text is the one the previous summary point had at its
+ * place, followed by ',', takes that value; any other text is read: texts
+ * one the other's prefix ("0.9", "0.99"), of one length ("0.5", "0.9"),
+ * of 7 bytes and of 8 or more (not kept), signed, with an exponent; a zero
+ * quantile left out now and then. 250 points in one request: every value
+ * strtod's, the details the spaced form's. */
+Test(jsondec_fast, quantile_texts_repeated_read_the_same)
+{
+    static const char *const qt[] = {"0.9", "0.99",    "0.999",   "0.5",      "0.1",
+                                     "1",   "0.12345", "0.12346", "0.123456", "5e-1",
+                                     "-0",  "0.9e0",   "0.25",    "1.0"};
+    enum { POINTS = 250, NQ = sizeof(qt) / sizeof(qt[0]) };
+    size_t cap = (size_t)POINTS * 20 * 64 + 256, len = 0;
+    char *m = malloc(cap);
+    static double want[POINTS][20][2];
+    static int nq[POINTS];
+    cr_assert(m != NULL);
+    len += (size_t)snprintf(m, cap, "{'summary':{'dataPoints':[");
+    for (int p = 0; p < POINTS; p++) {
+        nq[p] = 1 + (int)(rnd() % 20);
+        len +=
+            (size_t)snprintf(m + len, cap - len, "%s{'count':'1','quantileValues':[", p ? "," : "");
+        for (int i = 0; i < nq[p]; i++) {
+            /* mostly the place's usual text: repeats */
+            const char *t = qt[rnd() % 4 != 0 ? (unsigned)i % NQ : rnd() % NQ];
+            char vt[32];
+            snprintf(vt, sizeof vt, "%.17g", (double)(rnd() % 1000000) / 7.0);
+            bool omit = rnd() % 8 == 0;
+            want[p][i][0] = omit ? 0 : strtod(t, NULL);
+            want[p][i][1] = strtod(vt, NULL);
+            len += omit ? (size_t)snprintf(m + len, cap - len, "%s{'value':%s}", i ? "," : "", vt)
+                        : (size_t)snprintf(m + len, cap - len, "%s{'quantile':%s,'value':%s}",
+                                           i ? "," : "", t, vt);
+        }
+        len += (size_t)snprintf(m + len, cap - len, "]}");
+    }
+    snprintf(m + len, cap - len, "]}}");
+    struct dec d;
+    char *r = details_as_spaced(&d, m);
+    cr_assert_eq(d.b->n_rows, POINTS);
+    for (int p = 0; p < POINTS; p++) {
+        const uint8_t *b = batch_blob(d.b, d.b->points[p].detail);
+        uint32_t n;
+        memcpy(&n, b, 4);
+        cr_assert_eq(n, (uint32_t)nq[p]);
+        for (int i = 0; i < nq[p]; i++) {
+            double qv, vv;
+            memcpy(&qv, b + 4 + 16 * (size_t)i, 8);
+            memcpy(&vv, b + 12 + 16 * (size_t)i, 8);
+            cr_assert(memcmp(&qv, &want[p][i][0], 8) == 0 && memcmp(&vv, &want[p][i][1], 8) == 0,
+                      "point %d quantile %d: %.17g %.17g", p, i, qv, vv);
+        }
+    }
+    done(&d);
+    free(r);
+    free(m);
+    /* the text kept, then another byte where the ',' was: refused as the
+     * general loop refuses it */
+    refused(SIG_METRICS,
+            metric_req("{'summary':{'dataPoints':[{'quantileValues':[{'quantile':0.5,'value':1}]},"
+                       "{'quantileValues':[{'quantile':0.5x'value':2}],'count':'12345678901'}]}}"),
+            "expected ',' or '}'");
+}
+
+/* A startTimeUnixNano whose quoted 19-digit text is the last one read is
+ * its value; any other is read: texts that differ in their first, middle
+ * (bytes 13-15, where the two compares overlap) or last digits, bare
+ * numbers, 20 digits, a short one. Exact values and the
+ * spaced form's, 400 points in one request. */
+Test(jsondec_fast, start_times_repeated_read_the_same)
+{
+    static const char *const st[] = {"'1767225540000000000'",  "'1767225540000000001'",
+                                     "'2767225540000000000'",  "'1767225540001000000'",
+                                     "'1767225540000100000'",  "'1767225540000010000'",
+                                     "'1767225541000000000'",  "1767225540000000000",
+                                     "'17672255400000000000'", "'5'",
+                                     "'1767225540000000000'"};
+    enum { POINTS = 400, NS = sizeof(st) / sizeof(st[0]) };
+    char *m = malloc((size_t)POINTS * 80 + 256);
+    uint64_t want[POINTS];
+    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
+    cr_assert(m != NULL);
+    for (int p = 0; p < POINTS; p++) {
+        const char *t = st[rnd() % 3 != 0 ? 0 : rnd() % NS];
+        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
+        len +=
+            (size_t)sprintf(m + len, "%s{'startTimeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
+    }
+    sprintf(m + len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    for (int p = 0; p < POINTS; p++) {
+        cr_assert_eq(d.b->points[p].start_ns, want[p], "point %d", p);
+    }
+    done(&d);
+    free(r);
+    free(m);
 }
