@@ -3,7 +3,7 @@
  * ingest.h for the sequence a listener follows).
  *
  * Admission takes two things before any body byte is read: a slot in one
- * shard's queue (the I/O thread's own shard first, see admit) and a first charge
+ * shard's queue (the I/O thread's own shard first, see try_admit) and a first charge
  * on the memory budget: ADMIT_FACTOR times the first ADMIT_AHEAD bytes of
  * the body (fewer if the declared size is smaller), or times the whole
  * declared size when that is at most a WHOLE_DIV-th of the budget, so an

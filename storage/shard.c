@@ -115,8 +115,7 @@ void shard_unreserve(shard *s)
 }
 
 static void drain(shard *s, struct shard_job *list);
-static bool block_due(shard *s, uint64_t now);
-static int seal_now(shard *s);
+static void seal_if_due(shard *s);
 
 /* Gives up |busy|; wakes the shard thread only when it has work or a new
  * deadline (a job queued meanwhile, a stop, WAL segments to delete, an
@@ -146,9 +145,7 @@ void shard_submit_take(shard *s, struct shard_job *j)
         s->busy = true;
         pthread_mutex_unlock(&s->lock);
         drain(s, j);
-        if (block_due(s, clock_mono_ns())) {
-            seal_now(s);
-        }
+        seal_if_due(s);
         release_busy(s);
         return;
     }
@@ -287,6 +284,15 @@ static bool block_due(shard *s, uint64_t now)
     }
     return oblock_bytes(ob) >= s->cfg.block_target ||
            now - s->cur_born_ns >= (uint64_t)s->cfg.block_max_age_ms * 1000000u;
+}
+
+/* After a drain, by whoever holds |busy|: the open block to the sealer if
+ * it is full or old, and the stats showing the fresh one. */
+static void seal_if_due(shard *s)
+{
+    if (block_due(s, clock_mono_ns()) && seal_now(s) == 0) {
+        publish(s);
+    }
 }
 
 static int replay_frame(void *ctx, uint64_t seq, enum signal sig, enum otlp_fmt fmt,
@@ -475,9 +481,7 @@ static void *shard_main(void *arg)
         if (list != NULL) {
             drain(s, list);
         }
-        if (block_due(s, clock_mono_ns())) {
-            seal_now(s);
-        }
+        seal_if_due(s);
         release_wal(s);
         publish(s);
         release_busy(s);
