@@ -396,6 +396,14 @@ static inline void kc_count(struct keycount *kc, uint64_t row, uint32_t id)
  *        has an entry or a key no longer entered): a key stops being
  *        entered, never starts again within a block, so the next repeat's
  *        check that no value may be entered now holds without its loop
+ *   rb   where the last row walked has its positions in kc->ap (a repeat
+ *        adds none: its positions are that row's, see hot_build)
+ *   run  rows repeated since that walk whose counts are not added yet
+ *        (attrs_flush adds them, before anything reads a count), the last
+ *        of them run_row
+ *   rbfix the last repeat added no hash to the bloom: every one of them
+ *        was in its recent slot and nothing has written the set since, so
+ *        the next repeat would add none either
  * A hit gives what the lookups would (the same bytes have the same hash,
  * id and entry), and the counts are kept the same way (kc_count,
  * vdict_count), so the block is byte for byte what it was without it. A
@@ -423,6 +431,9 @@ struct akmem {
     uint32_t nrhv;
     bool rok;
     bool rall;
+    bool rbfix;
+    uint64_t rb;
+    uint64_t run, run_row;
 };
 
 /* Blooms and zones gathered while the rows are walked. */
@@ -562,60 +573,107 @@ static inline int ap_reserve(struct keycount *kc, uint32_t count)
 }
 
 /*
+ * The counts of the rows attrs_repeat took since the last walk (am->run of
+ * them, the last am->run_row): each counted key of the walked row once a
+ * row (kc_count's rule: a list may hold a key twice) and each value entry
+ * whose key is still entered, as the repeats would have counted them one
+ * by one. Nothing enters or stops entering between a walk and the next,
+ * so whether a key is entered is the same for every row of the run. Called
+ * before a walk (it reads and adds counts) and once the rows are in.
+ */
+static __attribute__((noinline)) void attrs_flush_run(struct wside *s)
+{
+    struct akmem *am = s->am;
+    uint64_t run = am->run;
+    am->run = 0;
+    struct keycount *kc = &s->kc;
+    struct vd_key *vk = s->vd.k;
+    for (uint64_t x = am->rb; x < kc->an; x++) {
+        struct kc_pos p = kc->ap[x];
+        struct kc_ent *e = &kc->t[kc->slot[p.id]];
+        if (e->last_row != am->run_row) {
+            e->count += run;
+            e->last_row = am->run_row;
+        }
+        if (p.ve != 0 &&
+            vk[p.id].occ != UINT32_MAX) { /* vd_on: only the value table gives entries */
+            vk[p.id].occ += (uint32_t)run;
+            s->vd.e[p.ve - 1].count += (uint32_t)run;
+        }
+    }
+}
+
+static inline void attrs_flush(struct wside *s)
+{
+    if (s->am->run != 0) {
+        attrs_flush_run(s);
+    }
+}
+
+/*
  * record_attrs of row |row| (> 0) whose list is byte for byte row - 1's
- * (the attribute dictionary gave both one code): row - 1's counted
- * attributes again (same ids and value positions, the counts a walk would
- * add, each entry's code unless its key stopped being entered since) and
- * its string hashes into the bloom in the same order, with no parse, hash
- * or probe. 1 when it cannot (row - 1 not rok, or a counted value had no
+ * (the attribute dictionary gave both one code): the counts of the walked
+ * row's counted attributes again (added by attrs_flush, a run at a time)
+ * and its string hashes into the bloom in the same order, with no parse,
+ * hash or probe; no positions of its own (hot_build takes row - 1's).
+ * 1 when it cannot (the walked row not rok, or a counted value had no
  * entry while its key is still entered: the walk may enter it now), and
  * then nothing was changed; 0 or -ENOMEM.
  */
-static int attrs_repeat(struct wside *s, uint64_t row)
+static __attribute__((noinline)) int attrs_repeat_slow(struct wside *s, uint64_t row)
 {
     struct keycount *kc = &s->kc;
     struct akmem *am = s->am;
     if (!am->rok) {
         return 1;
     }
-    uint64_t b = kc->arow[row - 1], n = kc->an - b;
-    if (ap_reserve(kc, (uint32_t)n) < 0) { /* capacity only: nothing a walk would see */
-        return -ENOMEM;
-    }
-    const struct kc_pos *src = kc->ap + b;
-    struct kc_pos *dst = kc->ap + kc->an;
-    struct vd_key *vk = s->vd.k;
-    bool vd = s->vd_on;
-    for (uint64_t x = 0; x < n && !am->rall; x++) {
-        if (src[x].ve == 0 && vd && vk[src[x].id].occ != UINT32_MAX) {
-            return 1;
-        }
-    }
-    for (uint64_t x = 0; x < n; x++) {
-        struct kc_pos p = src[x];
-        kc_count(kc, row, p.id);
-        if (p.ve != 0) { /* vd_on: only the value table gives entries */
-            if (vk[p.id].occ != UINT32_MAX) {
-                vdict_count(&s->vd, p.id, p.ve);
-            } else {
-                p.ve = 0; /* the key stopped being entered since */
+    if (!am->rall) {
+        const struct kc_pos *src = kc->ap + am->rb;
+        uint64_t n = kc->an - am->rb;
+        struct vd_key *vk = s->vd.k;
+        bool vd = s->vd_on;
+        for (uint64_t x = 0; x < n; x++) {
+            if (src[x].ve == 0 && vd && vk[src[x].id].occ != UINT32_MAX) {
+                return 1;
             }
         }
-        dst[x] = p;
     }
     kc->arow[row] = kc->an;
-    kc->an += n;
+    am->run++;
+    am->run_row = row;
     am->rall = true; /* each value has its entry, or its key is not entered */
+    if (am->rbfix) {
+        return 0;
+    }
     /* A hash its recent slot still holds was added by row - 1: adding it
      * again would change nothing (bloom_acc_add: not fresh, the sketch
      * already at least its rank), so only the others are added. */
     struct bloom_acc *set = &s->set[BLK_BLOOM_ATTRS - 1];
+    bool added = false;
     for (uint32_t i = 0; i < am->nrhv; i++) {
         uint64_t h = am->rhv[i];
-        if (set->recent[h & (BLOOM_RECENT - 1)] != h && bloom_acc_add(set, h) < 0) {
-            return -ENOMEM;
+        if (set->recent[h & (BLOOM_RECENT - 1)] != h) {
+            if (bloom_acc_add(set, h) < 0) {
+                return -ENOMEM;
+            }
+            added = true;
         }
     }
+    am->rbfix = !added;
+    return 0;
+}
+
+/* attrs_repeat: inline for a repeat after a repeat that added no hash
+ * (rall and rbfix, so the walked row was rok): its row and its count. */
+static inline int attrs_repeat(struct wside *s, uint64_t row)
+{
+    struct akmem *am = s->am;
+    if (!am->rall || !am->rbfix) {
+        return attrs_repeat_slow(s, row);
+    }
+    s->kc.arow[row] = s->kc.an;
+    am->run++;
+    am->run_row = row;
     return 0;
 }
 
@@ -623,18 +681,21 @@ static int attrs_repeat(struct wside *s, uint64_t row)
  * (format 5's log and span blocks) values into the value table, the
  * strings by the bloom's hash; keys and values seen recently through
  * s->am (struct akmem). The walk of record_attrs. */
-static int attrs_walk(struct wside *s, uint64_t row, struct oattrs a)
+static __attribute__((noinline)) int attrs_walk(struct wside *s, uint64_t row, struct oattrs a)
 {
     uint64_t seed = bloom_seed(BLK_BLOOM_ATTRS);
     struct keycount *kc = &s->kc;
     struct akmem *am = s->am;
     struct val_rd r = {a.p, a.p + a.len};
+    attrs_flush(s);
     kc->arow[row] = kc->an;
     if (ap_reserve(kc, a.count) < 0) {
         return -ENOMEM;
     }
+    am->rb = kc->an;
     am->rok = false;
     am->rall = false;
+    am->rbfix = false;
     am->nrhv = 0;
     bool rok = a.count <= AK_ROW;
     for (uint32_t i = 0; i < a.count; i++) {
@@ -1324,7 +1385,16 @@ static int hot_build(struct hot *hot, struct keycount *kc, struct wcols *w, bool
         slot[hot->id[h]] = (int8_t)h;
     }
     const struct kc_pos *ap = kc->ap;
+    const uint64_t *code = w->D[X_ADICT].codes;
     for (uint64_t j = 0; j < w->rows; j++) {
+        if (j > 0 && kc->arow[j] == kc->arow[j + 1] && code[j] == code[j - 1]) {
+            /* attrs_repeat's row (or a walk of the same bytes, which
+             * counted the same keys at the same places): row - 1's */
+            for (unsigned h = 0; h < hot->n; h++) {
+                hot->pos[h][j] = hot->pos[h][j - 1];
+            }
+            continue;
+        }
         for (uint64_t e = kc->arow[j]; e < kc->arow[j + 1]; e++) {
             int h = slot[ap[e].id];
             if (h >= 0 && hot->pos[h][j] == 0) {
@@ -1493,6 +1563,7 @@ static int scratch_prepare(struct scratch *sc, enum signal sig, uint64_t rows)
     memset(s->am->pos, 0xff, sizeof(s->am->pos)); /* kn UINT64_MAX: empty */
     s->am->rok = false;
     s->am->rall = false;
+    s->am->run = 0;
     s->kc.n = 0;
     s->kc.an = 0;
     vbuf_reset(&s->kc.keys);
@@ -1707,6 +1778,7 @@ static int build_and_write(int fd, const oblock *ob, uint64_t rows, const struct
     rc = sig == SIG_LOGS     ? fill_logs(ob, perm, w, side)
          : sig == SIG_TRACES ? fill_spans(ob, perm, w, side)
                              : fill_points(ob, perm, w, side);
+    attrs_flush(side);
     bool sdet = false;
     if (rc == 0 && sig == SIG_TRACES) {
         rc = prefs_build(w);

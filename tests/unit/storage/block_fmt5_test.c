@@ -704,3 +704,116 @@ Test(block_fmt5, adjacent_rows_of_one_trace_fill_the_trace_bloom_as_before)
     oblock_free(ob);
     batch_free(bt);
 }
+
+/* A V entry: uv key id |key| (< 128), then the string |s| as val.h writes it. */
+static void entry_str(struct vbuf *out, uint8_t key, const char *s)
+{
+    cr_assert_eq(vbuf_put_u8(out, key), 0);
+    cr_assert_eq(val_put_str(out, s, strlen(s)), 0);
+}
+
+/*
+ * A run of repeated lists counts every row of the run (block_write.c adds
+ * a run's counts when the next walk starts, or once the rows are in:
+ * attrs_flush). 18 rows:
+ *   0-5    k "A", d "x", d "x"     (rows 1-5 repeat; d twice in a list)
+ *   6-10   k "B", p "1" / p "2"    (alternating: each row walked)
+ *   11-17  k "C"                   (rows 12-17 repeat, to the last row)
+ * Keys k d p (ids 0..2). V, most frequent first: d=x (12: each of its two
+ * places a row), k=C (7), k=A (6), k=B (5), p=1 (3), p=2 (2). Only k is
+ * hot (18 rows; d is in 6 rows, not 9: counted once a row though it is
+ * twice in the list). Counting a run as one row puts B ahead of A and C
+ * last; leaving out the last run's counts puts C last; counting d twice a
+ * repeated row makes it hot (1 + 5 x 2 = 11 rows).
+ */
+Test(block_fmt5, a_run_of_repeated_lists_counts_every_row)
+{
+    enum { NR = 18 };
+    struct batch *bt = log_batch();
+    for (uint32_t i = 0; i < NR; i++) {
+        struct log_row *r = log_at(bt, (uint64_t)(i + 1) * 1000000ull);
+        struct vbuf *h = &bt->heap;
+        size_t off = h->len;
+        uint32_t n;
+        if (i < 6) {
+            put_kv_str(h, "k", "A", 1);
+            put_kv_str(h, "d", "x", 1);
+            put_kv_str(h, "d", "x", 1);
+            n = 3;
+        } else if (i < 11) {
+            put_kv_str(h, "k", "B", 1);
+            put_kv_str(h, "p", i % 2 ? "2" : "1", 1);
+            n = 2;
+        } else {
+            put_kv_str(h, "k", "C", 1);
+            n = 1;
+        }
+        r->attrs = (struct attrs){{(uint32_t)off, (uint32_t)(h->len - off)}, n};
+    }
+    oblock *ob;
+    char path[512];
+    size_t n;
+    uint8_t *f = seal_v5(bt, NR, &ob, path, sizeof(path), &n);
+    uint64_t len, at = column_at(f, n, 1, 6, &len);
+    cr_assert_eq(get64(f + at), 7, "6 value entries: %llu", (unsigned long long)get64(f + at));
+    struct vbuf want;
+    vbuf_init(&want);
+    entry_str(&want, 1, "x");
+    entry_str(&want, 0, "C");
+    entry_str(&want, 0, "A");
+    entry_str(&want, 0, "B");
+    entry_str(&want, 2, "1");
+    entry_str(&want, 2, "2");
+    at = column_at(f, n, 1, 7, &len);
+    cr_assert_eq(len, want.len, "V: %llu bytes", (unsigned long long)len);
+    cr_assert_arr_eq(f + at, want.p, want.len);
+    vbuf_fini(&want);
+    blk *b = open_ok(path);
+    check_block(b, ob, NR); /* the hot keys recounted from the rows */
+    cr_assert_eq(blk_n_hot_attrs(b), 1);
+    struct mstr k = blk_hot_attr_key(b, 0);
+    cr_assert(k.len == 1 && k.p[0] == 'k');
+    blk_unref(b);
+    free(f);
+    oblock_free(ob);
+    batch_free(bt);
+}
+
+/*
+ * A metric block writes each row's hot key position (block_write.c's
+ * hot_build); a repeated list has no positions of its own and takes the
+ * row before's. Gauge a: k "1" at 1-6 s (rows 1-5 repeat), k "22" at 7 s,
+ * k "1" at 8-9 s (row 8 repeats), sealed and checked: every row's hot
+ * value of k read back as the rows have it (check_block's check_hot).
+ */
+Test(block_fmt5, a_repeated_list_in_a_metric_block_has_the_row_befores_positions)
+{
+    struct batch *bt = batch_new(SIG_METRICS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    struct metric_row *m = batch_add_metric(bt);
+    m->scope = 0;
+    m->name = (struct mstr){"a", 1};
+    m->kind = MK_GAUGE;
+    for (uint64_t t = 1; t <= 9; t++) {
+        add_point(bt, 0, t, t == 7 ? "22" : "1");
+    }
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    cr_assert_eq(oblock_append(ob, bt, 1), 0);
+    char path[512];
+    write_block(ob, 9, 0, 91, NULL, path, sizeof(path));
+    blk *b = open_ok(path);
+    check_block(b, ob, 9);
+    cr_assert_eq(blk_n_hot_attrs(b), 1);
+    struct val v;
+    for (uint64_t j = 0; j < 9; j++) {
+        cr_assert_eq(blk_hot_attr(b, 0, j, &v), 1, "row %llu", (unsigned long long)j);
+        cr_assert(v.type == VAL_STR && v.n == (j == 6 ? 2u : 1u), "row %llu",
+                  (unsigned long long)j);
+    }
+    blk_unref(b);
+    oblock_free(ob);
+    batch_free(bt);
+}
