@@ -920,58 +920,79 @@ static int grams_rows(const struct strb *body, uint64_t rows, struct wside *s)
     return 0;
 }
 
+/*
+ * The fixed-width columns first, a few at a time in time order
+ * (oblock_log_cols: the lines in use are a few per request whose rows the
+ * sort put side by side), then their zones and codings in order, then a
+ * row at a time what needs a row's variable-length fields.
+ */
 static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
     uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
     s->present[BLK_BLOOM_TOKENS - 1] = s->present[BLK_BLOOM_TRACE_IDS - 1] = true;
     s->present[BLK_BLOOM_ATTRS - 1] = true;
-    for (uint64_t j = 0; j < w->rows; j++) {
-        struct log_view v;
-        oblock_log(ob, perm[j], &v);
-        uint64_t t = v.time_ns ? v.time_ns : v.observed_ns;
-        w->I[L_TIME][j] = t;
-        w->I[L_SCOPE][j] = v.scope_id;
-        w->I[L_SEV][j] = zz(v.severity_number);
-        w->I[L_BTYPE][j] = (uint64_t)v.body_type;
-        w->I[L_IDF][j] =
-            (v.has_trace_id ? 1u : 0) | (v.has_span_id ? 2u : 0) | (v.time_ns == 0 ? 4u : 0);
-        w->I[L_ACOUNT][j] = v.attrs.count;
-        w->I[L_OBS][j] = zz((int64_t)(v.observed_ns - t));
-        w->I[L_DROP][j] = v.dropped_attrs;
-        w->I[L_FLAGS][j] = v.flags;
+    uint64_t rows = w->rows;
+    uint64_t *tm = w->I[L_TIME], *obs = w->I[L_OBS], *sev = w->I[L_SEV], *idf = w->I[L_IDF];
+    struct log_cols c = {.time = tm,
+                         .observed = obs,
+                         .scope = w->I[L_SCOPE],
+                         .severity = sev,
+                         .body_type = w->I[L_BTYPE],
+                         .ids = idf,
+                         .nattrs = w->I[L_ACOUNT],
+                         .dropped = w->I[L_DROP],
+                         .flags = w->I[L_FLAGS],
+                         .trace = w->R[L_TRACE].p,
+                         .span = w->R[L_SPAN].p};
+    oblock_log_cols(ob, perm, rows, &c);
+    for (uint64_t j = 0; j < rows; j++) {
+        /* the row's time as the sort took it: time, or observed time */
+        uint64_t t = tm[j] ? tm[j] : obs[j];
+        idf[j] |= tm[j] == 0 ? 4u : 0;
+        obs[j] = zz((int64_t)(obs[j] - t));
+        tm[j] = t;
         zone_add(s, ZONE_TIME, t, false);
-        zone_add(s, ZONE_SEVERITY, (uint64_t)(int64_t)v.severity_number, true);
-        int rc = dict_add(&w->D[L_SEVTEXT], j, v.severity_text.p, v.severity_text.len);
+    }
+    for (uint64_t j = 0; j < rows; j++) {
+        zone_add(s, ZONE_SEVERITY, sev[j], true);
+        sev[j] = zz((int64_t)sev[j]);
+    }
+    const uint64_t *btype = w->I[L_BTYPE], *acount = w->I[L_ACOUNT];
+    const uint8_t *tr = w->R[L_TRACE].p;
+    for (uint64_t j = 0; j < rows; j++) {
+        struct log_strs v;
+        oblock_log_strs(ob, perm[j], &v);
+        int rc =
+            dict_add(&w->D[L_SEVTEXT], j, (const char *)v.severity_text.p, v.severity_text.len);
         if (rc == 0) {
-            rc = dict_add(&w->D[L_EVNAME], j, v.event_name.p, v.event_name.len);
+            rc = dict_add(&w->D[L_EVNAME], j, (const char *)v.event_name.p, v.event_name.len);
         }
         if (rc == 0) {
-            rc = v.body_type == VAL_STR ? str_add(&w->S[L_BODY], j, v.body_str.p, v.body_str.len)
-                                        : str_add(&w->S[L_BODY], j, v.body_val.p, v.body_val.len);
+            rc = str_add(&w->S[L_BODY], j, (const char *)v.body.p, v.body.len);
         }
         if (rc == 0) {
             rc = dict_add_run(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         }
-        memcpy(w->R[L_TRACE].p + 16 * j, v.trace_id, 16);
-        memcpy(w->R[L_SPAN].p + 8 * j, v.span_id, 8);
         /* The previous row's trace id again: its hash was the last one
          * added to this set, so adding it again would change nothing. */
-        bool same_tr = j > 0 && (w->I[L_IDF][j - 1] & 1u) != 0 &&
-                       memcmp(w->R[L_TRACE].p + 16 * (j - 1), v.trace_id, 16) == 0;
-        if (rc == 0 && v.has_trace_id && !same_tr) {
+        bool has_tr = (idf[j] & 1u) != 0;
+        bool same_tr =
+            j > 0 && (idf[j - 1] & 1u) != 0 && memcmp(tr + 16 * (j - 1), tr + 16 * j, 16) == 0;
+        if (rc == 0 && has_tr && !same_tr) {
             rc = bloom_acc_add(&s->set[BLK_BLOOM_TRACE_IDS - 1],
-                               bloom_hash_bytes(v.trace_id, 16, seed_tr));
+                               bloom_hash_bytes(tr + 16 * j, 16, seed_tr));
         }
-        if (rc == 0 && v.body_type == VAL_STR) {
-            rc = body_index(s, j, v.body_str.p, v.body_str.len);
-        } else if (v.body_type != VAL_EMPTY) {
+        if (rc == 0 && btype[j] == VAL_STR) {
+            rc = body_index(s, j, (const char *)v.body.p, v.body.len);
+        } else if (btype[j] != VAL_EMPTY) {
             /* A structured body renders as JSON: its tokens and grams are
              * not indexed. */
             s->incomplete[BLK_BLOOM_TOKENS - 1] = true;
             s->grams_incomplete = true;
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs,
+            struct oattrs a = {v.attrs.p, v.attrs.len, (uint32_t)acount[j]};
+            rc = record_attrs(s, j, a,
                               j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {

@@ -1074,6 +1074,54 @@ int oblock_log(const oblock *b, uint64_t i, struct log_view *v)
     return 0;
 }
 
+/*
+ * A pass reads at most four columns, so that the lines in use (one per
+ * column per request whose rows the sort put side by side) stay in L1
+ * between the rows that share them.
+ */
+void oblock_log_cols(const oblock *b, const uint64_t *rows, uint64_t n, const struct log_cols *out)
+{
+    _Static_assert(LB_TRACE == 1 && LB_SPAN == 2, "log_cols.ids as the bits column has them");
+    const struct dir *d = &b->rows;
+    for (uint64_t j = 0; j < n; j++) {
+        const struct log_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->time[j] = g->time_ns[k];
+        out->observed[j] = g->observed_ns[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct log_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->scope[j] = g->scope[k];
+        out->severity[j] = (uint64_t)(int64_t)g->severity_number[k];
+        out->nattrs[j] = g->n_attrs[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct log_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->body_type[j] = g->body_type[k];
+        out->ids[j] = g->bits[k];
+        out->dropped[j] = g->dropped_attrs[k];
+        out->flags[j] = g->flags[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct log_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        memcpy(out->trace + 16 * j, g->trace_id[k], 16);
+        memcpy(out->span + 8 * j, g->span_id[k], 8);
+    }
+}
+
+void oblock_log_strs(const oblock *b, uint64_t i, struct log_strs *out)
+{
+    const struct log_grp *g = dir_get(&b->rows, i / CH);
+    uint32_t j = (uint32_t)(i % CH);
+    out->severity_text = as_bytes(g->severity_text[j]);
+    out->body = as_bytes(g->body[j]);
+    out->attrs = as_bytes(g->attrs[j]);
+    out->event_name = as_bytes(g->event_name[j]);
+}
+
 uint64_t oblock_time(const oblock *b, uint64_t i)
 {
     if (i >= oblock_rows(b)) {

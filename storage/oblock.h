@@ -237,6 +237,42 @@ const struct metric_view *oblock_metric(const oblock *b, uint32_t id);
 int oblock_log(const oblock *b, uint64_t i, struct log_view *v);
 int oblock_span(const oblock *b, uint64_t i, struct span_view *v);
 int oblock_point(const oblock *b, uint64_t i, struct point_view *v);
+/*
+ * Column reads for the seal, which reads rows in time order: that puts
+ * rows of different requests side by side, so reading whole rows touches a
+ * cache line of every column (15 of them) for each row, and between two
+ * rows of one request (which share those lines) the lines of all the other
+ * requests' rows pass through L1. A few columns at a time, the lines in use
+ * are a few per request and stay. |rows| are row numbers, each below
+ * oblock_rows() (unchecked: the seal's own permutation of [0, rows)); the
+ * block holds logs (unchecked).
+ */
+struct log_cols {
+    uint64_t *time;      /* time_ns */
+    uint64_t *observed;  /* observed_ns */
+    uint64_t *scope;     /* scope_id */
+    uint64_t *severity;  /* severity_number, sign-extended */
+    uint64_t *body_type; /* body_type */
+    uint64_t *ids;       /* has_trace_id | has_span_id << 1 */
+    uint64_t *nattrs;    /* attrs.count */
+    uint64_t *dropped;   /* dropped_attrs */
+    uint64_t *flags;     /* flags */
+    uint8_t *trace;      /* trace_id, 16 bytes a row */
+    uint8_t *span;       /* span_id, 8 bytes a row */
+};
+/* Row rows[j]'s fixed-width fields to element j of each of |out|'s
+ * arrays, for j < n (a few columns a pass). */
+void oblock_log_cols(const oblock *b, const uint64_t *rows, uint64_t n, const struct log_cols *out);
+/* Row |i|'s variable-length fields, as oblock_log gives them (body: body_str
+ * or body_val, by the row's body type). */
+struct log_strs {
+    struct obytes severity_text;
+    struct obytes body;
+    struct obytes attrs;
+    struct obytes event_name;
+};
+void oblock_log_strs(const oblock *b, uint64_t i, struct log_strs *out);
+
 /* Row |i|'s time as the seal orders rows (logs: time, or observed time
  * when the time is 0; spans: start; points: time) without reading the
  * rest of the row; 0 if |i| >= oblock_rows(). */

@@ -4,7 +4,7 @@
  * alone; the files it keeps let two builds be `cmp`-ed.
  *
  *   build/sealir logs|traces|metrics RECORDS MIB SEALS DIR [keep] [hot] [uniq]
- *                [file=PATH]
+ *                [cold] [file=PATH]
  *
  * 16 requests of RECORDS records each (seed 42) are decoded and appended,
  * cycled, until the block holds MIB MiB; it is then sealed SEALS times
@@ -15,6 +15,11 @@
  * i, as blkbench fills its blocks and otlp-load's pool is larger than a
  * block): the 16 cycled requests repeat rows the time sort puts side by
  * side, which zstd compresses as no live corpus does.
+ * With "cold" 128 MiB of other memory is written and read before each seal
+ * (outside the timing), so the seal reads the open block from memory, not
+ * from the caches its append left warm: as the daemon's sealer does, whose
+ * block was written while requests, WAL writes and socket buffers went
+ * through the caches.
  * With "file=PATH" the block is filled from one protobuf Export*ServiceRequest
  * instead (RECORDS is then ignored): decoded once and appended over and
  * over, its timestamps as the request has them, as the daemon's blocks hold
@@ -75,6 +80,20 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+#define EVICT_BYTES (128u << 20)
+
+/* Writes then reads |p|'s EVICT_BYTES, a line at a time: what the caches
+ * held before is gone. */
+static void flush_caches(uint8_t *p)
+{
+    memset(p, 1, EVICT_BYTES);
+    volatile uint64_t sum = 0;
+    for (size_t i = 0; i < EVICT_BYTES; i += 64) {
+        sum += p[i];
+    }
+    (void)sum;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -87,12 +106,13 @@ int main(int argc, char **argv)
     uint32_t records = (uint32_t)strtoul(argv[2], NULL, 10);
     uint64_t limit = strtoull(argv[3], NULL, 10) << 20;
     int seals = atoi(argv[4]);
-    bool keep = false, hot = false, uniq = false;
+    bool keep = false, hot = false, uniq = false, cold = false;
     const char *file = NULL;
     for (int i = 6; i < argc; i++) {
         keep |= !strcmp(argv[i], "keep");
         hot |= !strcmp(argv[i], "hot");
         uniq |= !strcmp(argv[i], "uniq");
+        cold |= !strcmp(argv[i], "cold");
         if (!strncmp(argv[i], "file=", 5)) {
             file = argv[i] + 5;
         }
@@ -154,9 +174,16 @@ int main(int argc, char **argv)
     }
     uint64_t rows = oblock_rows(ob);
     double ns[MAX_SEALS];
+    uint8_t *evict = cold ? malloc(EVICT_BYTES) : NULL;
+    if (cold && evict == NULL) {
+        return 1;
+    }
     for (int k = 0; k < seals; k++) {
         struct blk_meta m = {.shard = 0, .wal_seq = oblock_max_seq(ob), .seal_id = (uint64_t)k + 1};
         char path[700];
+        if (evict != NULL) {
+            flush_caches(evict);
+        }
         double t0 = cpu_now();
         int rc = blk_write_ex(argv[5], ob, rows, &m, hot ? &ho : NULL, path, sizeof path);
         double t1 = cpu_now();
@@ -173,6 +200,7 @@ int main(int argc, char **argv)
     qsort(ns, (size_t)seals, sizeof ns[0], cmp_d);
     printf("%s %llu rows, median seal %.0f ns/record\n", argv[1], (unsigned long long)rows,
            ns[seals / 2]);
+    free(evict);
     oblock_free(ob);
     return 0;
 }
