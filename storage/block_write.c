@@ -1002,30 +1002,43 @@ static int fill_logs(const oblock *ob, const uint64_t *perm, struct wcols *w, st
     return grams_rows(&w->S[L_BODY], w->rows, s);
 }
 
+/* fill_logs' order for spans. */
 static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
     uint64_t seed_tr = bloom_seed(BLK_BLOOM_TRACE_IDS);
     s->present[BLK_BLOOM_TRACE_IDS - 1] = s->present[BLK_BLOOM_ATTRS - 1] = true;
-    for (uint64_t j = 0; j < w->rows; j++) {
-        struct span_view v;
-        oblock_span(ob, perm[j], &v);
-        int64_t dur = (int64_t)(v.end_ns - v.start_ns);
-        w->I[T_START][j] = v.start_ns;
-        w->I[T_DUR][j] = zz(dur);
-        w->I[T_SCOPE][j] = v.scope_id;
-        w->I[T_HASPAR][j] = v.has_parent;
-        w->I[T_KIND][j] = zz(v.kind);
-        w->I[T_STATUS][j] = zz(v.status_code);
-        w->I[T_ACOUNT][j] = v.attrs.count;
-        w->I[T_FLAGS][j] = v.flags;
-        w->I[T_DROP][j] = v.dropped_attrs;
-        w->I[T_NEV][j] = v.n_events;
-        w->I[T_DROPEV][j] = v.dropped_events;
-        w->I[T_NLINK][j] = v.n_links;
-        w->I[T_DROPLINK][j] = v.dropped_links;
-        zone_add(s, ZONE_TIME, v.start_ns, false);
-        zone_add(s, ZONE_DURATION, (uint64_t)dur, true);
-        int rc = dict_add(&w->D[T_NAME], j, v.name.p, v.name.len);
+    uint64_t rows = w->rows;
+    uint64_t *st = w->I[T_START], *dur = w->I[T_DUR], *kind = w->I[T_KIND];
+    uint64_t *status = w->I[T_STATUS];
+    struct span_cols c = {.start = st,
+                          .end = dur,
+                          .scope = w->I[T_SCOPE],
+                          .kind = kind,
+                          .status_code = status,
+                          .flags = w->I[T_FLAGS],
+                          .has_parent = w->I[T_HASPAR],
+                          .nattrs = w->I[T_ACOUNT],
+                          .dropped_attrs = w->I[T_DROP],
+                          .n_events = w->I[T_NEV],
+                          .dropped_events = w->I[T_DROPEV],
+                          .n_links = w->I[T_NLINK],
+                          .dropped_links = w->I[T_DROPLINK],
+                          .span = w->R[T_SPAN].p,
+                          .parent = w->R[T_PARENT].p};
+    oblock_span_cols(ob, perm, rows, &c);
+    for (uint64_t j = 0; j < rows; j++) {
+        int64_t d = (int64_t)(dur[j] - st[j]); /* the end read into the duration's column */
+        zone_add(s, ZONE_TIME, st[j], false);
+        zone_add(s, ZONE_DURATION, (uint64_t)d, true);
+        dur[j] = zz(d);
+        kind[j] = zz((int64_t)kind[j]);
+        status[j] = zz((int64_t)status[j]);
+    }
+    const uint64_t *acount = w->I[T_ACOUNT];
+    for (uint64_t j = 0; j < rows; j++) {
+        struct span_strs v;
+        oblock_span_strs(ob, perm[j], &v);
+        int rc = dict_add(&w->D[T_NAME], j, (const char *)v.name.p, v.name.len);
         if (rc == 0) {
             rc = str_add(&w->S[T_STATMSG], j, v.status_message.p, v.status_message.len);
         }
@@ -1044,8 +1057,6 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
         if (rc == 0) { /* format 4: the trace id dictionary */
             rc = dict_add(&w->D[X_TRACES], j, (const char *)v.trace_id, 16);
         }
-        memcpy(w->R[T_SPAN].p + 8 * j, v.span_id, 8);
-        memcpy(w->R[T_PARENT].p + 8 * j, v.parent_span_id, 8);
         /* The previous row's trace (one dictionary code): its hash was the
          * last one added to this set, adding it again would change nothing. */
         if (rc == 0 && (j == 0 || w->D[X_TRACES].codes[j] != w->D[X_TRACES].codes[j - 1])) {
@@ -1053,7 +1064,8 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
                                bloom_hash_bytes(v.trace_id, 16, seed_tr));
         }
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs,
+            struct oattrs a = {v.attrs.p, v.attrs.len, (uint32_t)acount[j]};
+            rc = record_attrs(s, j, a,
                               j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc < 0) {
@@ -1063,41 +1075,51 @@ static int fill_spans(const oblock *ob, const uint64_t *perm, struct wcols *w, s
     return 0;
 }
 
+/* fill_logs' order for data points. */
 static int fill_points(const oblock *ob, const uint64_t *perm, struct wcols *w, struct wside *s)
 {
     s->present[BLK_BLOOM_ATTRS - 1] = true;
-    for (uint64_t j = 0; j < w->rows; j++) {
-        struct point_view v;
-        oblock_point(ob, perm[j], &v);
-        w->I[M_TIME][j] = v.time_ns;
-        w->I[M_START][j] = zz((int64_t)(v.time_ns - v.start_ns));
-        w->I[M_METRIC][j] = v.metric_id;
-        w->I[M_VTYPE][j] = (uint64_t)v.value_type;
-        w->I[M_COUNT][j] = v.count;
-        w->I[M_HAS][j] = (v.has_sum ? 1u : 0) | (v.has_min ? 2u : 0) | (v.has_max ? 4u : 0);
-        w->I[M_ACOUNT][j] = v.attrs.count;
-        w->I[M_FLAGS][j] = v.flags;
-        w->I[M_NEX][j] = v.n_exemplars;
-        zone_add(s, ZONE_TIME, v.time_ns, false);
-        memcpy(w->R[M_VALUE].p + 8 * j, &v.value, 8);
-        memcpy(w->R[M_SUM].p + 8 * j, &v.sum, 8);
-        memcpy(w->R[M_MIN].p + 8 * j, &v.min, 8);
-        memcpy(w->R[M_MAX].p + 8 * j, &v.max, 8);
+    uint64_t rows = w->rows;
+    uint64_t *tm = w->I[M_TIME], *start = w->I[M_START], *metric = w->I[M_METRIC];
+    struct point_cols c = {.time = tm,
+                           .start = start,
+                           .metric = metric,
+                           .value_type = w->I[M_VTYPE],
+                           .count = w->I[M_COUNT],
+                           .has = w->I[M_HAS],
+                           .nattrs = w->I[M_ACOUNT],
+                           .flags = w->I[M_FLAGS],
+                           .n_exemplars = w->I[M_NEX],
+                           .value = w->R[M_VALUE].p,
+                           .sum = w->R[M_SUM].p,
+                           .min = w->R[M_MIN].p,
+                           .max = w->R[M_MAX].p};
+    oblock_point_cols(ob, perm, rows, &c);
+    for (uint64_t j = 0; j < rows; j++) {
+        zone_add(s, ZONE_TIME, tm[j], false);
+        start[j] = zz((int64_t)(tm[j] - start[j]));
+    }
+    const uint64_t *acount = w->I[M_ACOUNT];
+    for (uint64_t j = 0; j < rows; j++) {
+        struct point_strs v;
+        oblock_point_strs(ob, perm[j], &v);
         int rc = dict_add(&w->D[X_ADICT], j, (const char *)v.attrs.p, v.attrs.len);
         if (rc == 0) { /* format 4: the entry coded */
             struct strb *sd = &w->S[M_DETAIL];
-            rc = mdet_encode(&sd->data, &w->fl, v.metric->kind, v.detail.p, v.detail.len);
+            enum metric_kind kind = oblock_metric(ob, (uint32_t)metric[j])->kind;
+            rc = mdet_encode(&sd->data, &w->fl, kind, v.detail.p, v.detail.len);
             sd->offs[j + 1] = sd->data.len;
         }
         if (rc == 0) {
             rc = str_add(&w->S[M_EXEMPLARS], j, v.exemplars.p, v.exemplars.len);
         }
+        struct oattrs a = {v.attrs.p, v.attrs.len, (uint32_t)acount[j]};
         if (rc == 0) {
-            rc = record_attrs(s, j, v.attrs,
+            rc = record_attrs(s, j, a,
                               j > 0 && w->D[X_ADICT].codes[j] == w->D[X_ADICT].codes[j - 1]);
         }
         if (rc == 0) {
-            rc = sidx_add(&s->streams, j, v.metric_id, v.attrs.p, v.attrs.len);
+            rc = sidx_add(&s->streams, j, (uint32_t)metric[j], a.p, a.len);
         }
         if (rc < 0) {
             return rc;

@@ -1122,6 +1122,101 @@ void oblock_log_strs(const oblock *b, uint64_t i, struct log_strs *out)
     out->event_name = as_bytes(g->event_name[j]);
 }
 
+void oblock_span_cols(const oblock *b, const uint64_t *rows, uint64_t n,
+                      const struct span_cols *out)
+{
+    const struct dir *d = &b->rows;
+    for (uint64_t j = 0; j < n; j++) {
+        const struct span_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->start[j] = g->start_ns[k];
+        out->end[j] = g->end_ns[k];
+        out->scope[j] = g->scope[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct span_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->kind[j] = (uint64_t)(int64_t)g->kind[k];
+        out->status_code[j] = (uint64_t)(int64_t)g->status_code[k];
+        out->flags[j] = g->flags[k];
+        out->has_parent[j] = g->has_parent[k] != 0;
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct span_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->nattrs[j] = g->n_attrs[k];
+        out->dropped_attrs[j] = g->dropped_attrs[k];
+        out->n_events[j] = g->n_events[k];
+        out->dropped_events[j] = g->dropped_events[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct span_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->n_links[j] = g->n_links[k];
+        out->dropped_links[j] = g->dropped_links[k];
+        memcpy(out->span + 8 * j, g->span_id[k], 8);
+        memcpy(out->parent + 8 * j, g->parent_span_id[k], 8);
+    }
+}
+
+void oblock_span_strs(const oblock *b, uint64_t i, struct span_strs *out)
+{
+    const struct span_grp *g = dir_get(&b->rows, i / CH);
+    uint32_t j = (uint32_t)(i % CH);
+    out->trace_id = g->trace_id[j];
+    out->trace_state = as_bytes(g->trace_state[j]);
+    out->name = as_bytes(g->name[j]);
+    out->status_message = as_bytes(g->status_message[j]);
+    out->attrs = as_bytes(g->attrs[j]);
+    out->events = as_bytes(g->events[j]);
+    out->links = as_bytes(g->links[j]);
+}
+
+void oblock_point_cols(const oblock *b, const uint64_t *rows, uint64_t n,
+                       const struct point_cols *out)
+{
+    _Static_assert(PB_SUM == 1 && PB_MIN == 2 && PB_MAX == 4, "point_cols.has as bits has them");
+    const struct dir *d = &b->rows;
+    for (uint64_t j = 0; j < n; j++) {
+        const struct point_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->time[j] = g->time_ns[k];
+        out->start[j] = g->start_ns[k];
+        out->metric[j] = g->metric[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct point_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->value_type[j] = g->value_type[k];
+        out->count[j] = g->count[k];
+        out->has[j] = g->bits[k];
+        out->nattrs[j] = g->n_attrs[k];
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct point_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        out->flags[j] = g->flags[k];
+        out->n_exemplars[j] = g->n_exemplars[k];
+        memcpy(out->value + 8 * j, &g->value[k], 8);
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const struct point_grp *g = dir_get(d, rows[j] / CH);
+        uint32_t k = (uint32_t)(rows[j] % CH);
+        memcpy(out->sum + 8 * j, &g->sum[k], 8);
+        memcpy(out->min + 8 * j, &g->min[k], 8);
+        memcpy(out->max + 8 * j, &g->max[k], 8);
+    }
+}
+
+void oblock_point_strs(const oblock *b, uint64_t i, struct point_strs *out)
+{
+    const struct point_grp *g = dir_get(&b->rows, i / CH);
+    uint32_t j = (uint32_t)(i % CH);
+    out->attrs = as_bytes(g->attrs[j]);
+    out->detail = as_bytes(g->detail[j]);
+    out->exemplars = as_bytes(g->exemplars[j]);
+}
+
 uint64_t oblock_time(const oblock *b, uint64_t i)
 {
     if (i >= oblock_rows(b)) {

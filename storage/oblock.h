@@ -244,8 +244,8 @@ int oblock_point(const oblock *b, uint64_t i, struct point_view *v);
  * rows of one request (which share those lines) the lines of all the other
  * requests' rows pass through L1. A few columns at a time, the lines in use
  * are a few per request and stay. |rows| are row numbers, each below
- * oblock_rows() (unchecked: the seal's own permutation of [0, rows)); the
- * block holds logs (unchecked).
+ * oblock_rows() (unchecked: the seal's own permutation of [0, rows)).
+ * Logs (the block holds logs, unchecked):
  */
 struct log_cols {
     uint64_t *time;      /* time_ns */
@@ -272,6 +272,63 @@ struct log_strs {
     struct obytes event_name;
 };
 void oblock_log_strs(const oblock *b, uint64_t i, struct log_strs *out);
+
+/* The same for spans (the block holds spans, unchecked). */
+struct span_cols {
+    uint64_t *start;          /* start_ns */
+    uint64_t *end;            /* end_ns */
+    uint64_t *scope;          /* scope_id */
+    uint64_t *kind;           /* kind, sign-extended */
+    uint64_t *status_code;    /* status_code, sign-extended */
+    uint64_t *flags;          /* flags */
+    uint64_t *has_parent;     /* has_parent */
+    uint64_t *nattrs;         /* attrs.count */
+    uint64_t *dropped_attrs;  /* dropped_attrs */
+    uint64_t *n_events;       /* n_events */
+    uint64_t *dropped_events; /* dropped_events */
+    uint64_t *n_links;        /* n_links */
+    uint64_t *dropped_links;  /* dropped_links */
+    uint8_t *span;            /* span_id, 8 bytes a row */
+    uint8_t *parent;          /* parent_span_id, 8 bytes a row */
+};
+void oblock_span_cols(const oblock *b, const uint64_t *rows, uint64_t n,
+                      const struct span_cols *out);
+/* Row |i|'s variable-length fields and where its trace id is (16 bytes). */
+struct span_strs {
+    const uint8_t *trace_id;
+    struct obytes trace_state;
+    struct obytes name;
+    struct obytes status_message;
+    struct obytes attrs;
+    struct obytes events;
+    struct obytes links;
+};
+void oblock_span_strs(const oblock *b, uint64_t i, struct span_strs *out);
+
+/* The same for data points (the block holds points, unchecked). */
+struct point_cols {
+    uint64_t *time;        /* time_ns */
+    uint64_t *start;       /* start_ns */
+    uint64_t *metric;      /* metric_id */
+    uint64_t *value_type;  /* value_type */
+    uint64_t *count;       /* count */
+    uint64_t *has;         /* has_sum | has_min << 1 | has_max << 2 */
+    uint64_t *nattrs;      /* attrs.count */
+    uint64_t *flags;       /* flags */
+    uint64_t *n_exemplars; /* n_exemplars */
+    uint8_t *value;        /* value's 8 bytes a row */
+    uint8_t *sum;          /* sum, 8 bytes a row */
+    uint8_t *min;          /* min, 8 bytes a row */
+    uint8_t *max;          /* max, 8 bytes a row */
+};
+void oblock_point_cols(const oblock *b, const uint64_t *rows, uint64_t n,
+                       const struct point_cols *out);
+struct point_strs {
+    struct obytes attrs;
+    struct obytes detail;
+    struct obytes exemplars;
+};
+void oblock_point_strs(const oblock *b, uint64_t i, struct point_strs *out);
 
 /* Row |i|'s time as the seal orders rows (logs: time, or observed time
  * when the time is 0; spans: start; points: time) without reading the

@@ -831,6 +831,22 @@ Test(oblock, a_rows_time_alone_is_the_time_its_view_sorts_by)
     }
 }
 
+/* i * 4099 mod n for i < n (n not a multiple of 4099): jumps between chunks. */
+static uint64_t *jumping_perm(uint64_t n)
+{
+    uint64_t *perm = malloc(n * sizeof(*perm));
+    cr_assert_not_null(perm);
+    for (uint64_t i = 0; i < n; i++) {
+        perm[i] = i * 4099 % n;
+    }
+    return perm;
+}
+
+static bool ob_same(struct obytes a, const void *p, uint32_t len)
+{
+    return a.p == (const uint8_t *)p && a.len == len;
+}
+
 /*
  * The seal's column reads give each row what its whole-row view does:
  * 9,000 generated rows (three chunks) and three made here (severities
@@ -863,13 +879,9 @@ Test(oblock, log_column_reads_equal_the_row_views_in_any_order)
     batch_free(b);
     const uint64_t n = oblock_rows(ob);
     cr_assert_eq(n, 9003);
-    uint64_t *perm = malloc(n * sizeof(*perm));
-    uint64_t *col = malloc(9 * n * sizeof(*col));
+    uint64_t *perm = jumping_perm(n), *col = malloc(9 * n * sizeof(*col));
     uint8_t *ids = malloc(24 * n);
-    cr_assert(perm != NULL && col != NULL && ids != NULL);
-    for (uint64_t i = 0; i < n; i++) {
-        perm[i] = i * 4099 % n; /* 4099 and 9003 are coprime */
-    }
+    cr_assert(col != NULL && ids != NULL);
     struct log_cols c = {.time = col,
                          .observed = col + n,
                          .scope = col + 2 * n,
@@ -914,6 +926,135 @@ Test(oblock, log_column_reads_equal_the_row_views_in_any_order)
     free(perm);
     free(col);
     free(ids);
+    oblock_free(ob);
+}
+
+/* As the log test above, for spans: 9,000 generated rows and two with a
+ * negative kind and status code (INT32_MIN, -3). */
+Test(oblock, span_column_reads_equal_the_row_views_in_any_order)
+{
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_TRACES, &ob), 0);
+    fill(ob, 9000, 2500);
+    struct batch *b = batch_new(SIG_TRACES);
+    cr_assert_not_null(b);
+    cr_assert_not_null(batch_add_resource(b));
+    batch_add_scope(b)->resource = 0;
+    for (int i = 0; i < 2; i++) {
+        struct span_row *r = batch_add_span(b);
+        cr_assert_not_null(r);
+        r->start_ns = 1700000000000000000ull;
+        r->end_ns = r->start_ns - (uint64_t)i; /* ends before it starts: kept as sent */
+        r->kind = i ? -3 : INT32_MIN;
+        r->status_code = i ? INT32_MIN : -3;
+        fill_id(r->trace_id, 16, (uint64_t)i, 0x50);
+    }
+    cr_assert_eq(oblock_append(ob, b, 99), 0);
+    batch_free(b);
+    const uint64_t n = oblock_rows(ob);
+    uint64_t *perm = jumping_perm(n), *col = malloc(13 * n * sizeof(*col));
+    uint8_t *ids = malloc(16 * n);
+    cr_assert(col != NULL && ids != NULL);
+    struct span_cols c = {.start = col,
+                          .end = col + n,
+                          .scope = col + 2 * n,
+                          .kind = col + 3 * n,
+                          .status_code = col + 4 * n,
+                          .flags = col + 5 * n,
+                          .has_parent = col + 6 * n,
+                          .nattrs = col + 7 * n,
+                          .dropped_attrs = col + 8 * n,
+                          .n_events = col + 9 * n,
+                          .dropped_events = col + 10 * n,
+                          .n_links = col + 11 * n,
+                          .dropped_links = col + 12 * n,
+                          .span = ids,
+                          .parent = ids + 8 * n};
+    oblock_span_cols(ob, perm, n, &c);
+    int neg = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        struct span_view v;
+        cr_assert_eq(oblock_span(ob, perm[j], &v), 0);
+        cr_assert(c.start[j] == v.start_ns && c.end[j] == v.end_ns && c.scope[j] == v.scope_id &&
+                      c.kind[j] == (uint64_t)(int64_t)v.kind &&
+                      c.status_code[j] == (uint64_t)(int64_t)v.status_code &&
+                      c.flags[j] == v.flags && c.has_parent[j] == v.has_parent &&
+                      c.nattrs[j] == v.attrs.count && c.dropped_attrs[j] == v.dropped_attrs &&
+                      c.n_events[j] == v.n_events && c.dropped_events[j] == v.dropped_events &&
+                      c.n_links[j] == v.n_links && c.dropped_links[j] == v.dropped_links,
+                  "row %llu", (unsigned long long)perm[j]);
+        cr_assert_arr_eq(c.span + 8 * j, v.span_id, 8);
+        cr_assert_arr_eq(c.parent + 8 * j, v.parent_span_id, 8);
+        struct span_strs st;
+        oblock_span_strs(ob, perm[j], &st);
+        cr_assert_arr_eq(st.trace_id, v.trace_id, 16);
+        cr_assert(ob_same(st.trace_state, v.trace_state.p, v.trace_state.len) &&
+                      ob_same(st.name, v.name.p, v.name.len) &&
+                      ob_same(st.status_message, v.status_message.p, v.status_message.len) &&
+                      ob_same(st.attrs, v.attrs.p, v.attrs.len) &&
+                      ob_same(st.events, v.events.p, v.events.len) &&
+                      ob_same(st.links, v.links.p, v.links.len),
+                  "row %llu", (unsigned long long)perm[j]);
+        neg += v.kind < 0;
+    }
+    cr_assert_eq(neg, 2);
+    free(perm);
+    free(col);
+    free(ids);
+    oblock_free(ob);
+}
+
+/* As the log test above, for data points (every kind, value type and
+ * has-bit combination the generator makes). */
+Test(oblock, point_column_reads_equal_the_row_views_in_any_order)
+{
+    oblock *ob;
+    cr_assert_eq(oblock_new(SIG_METRICS, &ob), 0);
+    fill(ob, 9001, 2500);
+    const uint64_t n = oblock_rows(ob);
+    uint64_t *perm = jumping_perm(n), *col = malloc(9 * n * sizeof(*col));
+    uint8_t *f = malloc(32 * n);
+    cr_assert(col != NULL && f != NULL);
+    struct point_cols c = {.time = col,
+                           .start = col + n,
+                           .metric = col + 2 * n,
+                           .value_type = col + 3 * n,
+                           .count = col + 4 * n,
+                           .has = col + 5 * n,
+                           .nattrs = col + 6 * n,
+                           .flags = col + 7 * n,
+                           .n_exemplars = col + 8 * n,
+                           .value = f,
+                           .sum = f + 8 * n,
+                           .min = f + 16 * n,
+                           .max = f + 24 * n};
+    oblock_point_cols(ob, perm, n, &c);
+    unsigned has_seen = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        struct point_view v;
+        cr_assert_eq(oblock_point(ob, perm[j], &v), 0);
+        unsigned has = (v.has_sum ? 1u : 0) | (v.has_min ? 2u : 0) | (v.has_max ? 4u : 0);
+        cr_assert(c.time[j] == v.time_ns && c.start[j] == v.start_ns &&
+                      c.metric[j] == v.metric_id && c.value_type[j] == (uint64_t)v.value_type &&
+                      c.count[j] == v.count && c.has[j] == has && c.nattrs[j] == v.attrs.count &&
+                      c.flags[j] == v.flags && c.n_exemplars[j] == v.n_exemplars,
+                  "row %llu", (unsigned long long)perm[j]);
+        cr_assert_arr_eq(c.value + 8 * j, &v.value, 8);
+        cr_assert_arr_eq(c.sum + 8 * j, &v.sum, 8);
+        cr_assert_arr_eq(c.min + 8 * j, &v.min, 8);
+        cr_assert_arr_eq(c.max + 8 * j, &v.max, 8);
+        struct point_strs st;
+        oblock_point_strs(ob, perm[j], &st);
+        cr_assert(ob_same(st.attrs, v.attrs.p, v.attrs.len) &&
+                      ob_same(st.detail, v.detail.p, v.detail.len) &&
+                      ob_same(st.exemplars, v.exemplars.p, v.exemplars.len),
+                  "row %llu", (unsigned long long)perm[j]);
+        has_seen |= 1u << has;
+    }
+    cr_assert_eq(has_seen, 0xffu, "every has-bit combination: %x", has_seen);
+    free(perm);
+    free(col);
+    free(f);
     oblock_free(ob);
 }
 
