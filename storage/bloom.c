@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -515,15 +517,59 @@ void bloom_tokc_reset(struct bloom_tokc *c)
     memset(c->w, 0, sizeof(c->w));
 }
 
-uint64_t bloom_grams_count(const struct bloom_grams *g)
+/* The set bits of |w| words: with the POPCNT instruction where the CPU has
+ * it (the baseline build calls libgcc's __popcountdi2 for each word, 21
+ * instructions: 690 k a seal for the gram set's 32 Ki words). */
+#if defined(__x86_64__) && !defined(__POPCNT__)
+__attribute__((target("popcnt"))) static uint64_t count_popcnt(const uint64_t *v, size_t w)
 {
     uint64_t n = 0;
-    if (g->bits != NULL && g->dirty) {
-        for (size_t w = 0; w < GRAM_WORDS; w++) {
-            n += (uint64_t)__builtin_popcountll(g->bits[w]);
-        }
+    for (size_t i = 0; i < w; i++) {
+        n += (uint64_t)__builtin_popcountll(v[i]);
     }
     return n;
+}
+
+static bool have_popcnt(void)
+{
+    static _Atomic int have = -1; /* every thread that finds it unset stores the same */
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("popcnt") ? 1 : 0;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h == 1;
+}
+#else
+static uint64_t count_popcnt(const uint64_t *v, size_t w)
+{
+    (void)v;
+    (void)w;
+    return 0;
+}
+
+static bool have_popcnt(void)
+{
+    return false;
+}
+#endif
+
+static uint64_t count_bits(const uint64_t *v, size_t w)
+{
+    if (have_popcnt()) {
+        return count_popcnt(v, w);
+    }
+    uint64_t n = 0;
+    for (size_t i = 0; i < w; i++) {
+        n += (uint64_t)__builtin_popcountll(v[i]);
+    }
+    return n;
+}
+
+uint64_t bloom_grams_count(const struct bloom_grams *g)
+{
+    return g->bits != NULL && g->dirty ? count_bits(g->bits, GRAM_WORDS) : 0;
 }
 
 uint64_t bloom_hash_gram(uint32_t gram, uint64_t seed)
