@@ -64,6 +64,8 @@ enum {
 #define JD_KVC_MAX 8
 #define JD_KVC_WAYS 8 /* a power of two */
 #define JD_VQ_MAX 16
+#define JD_PORD_KINDS 6 /* MK_NONE .. MK_SUMMARY */
+#define JD_PORD_MAX 16
 
 /* A compact KeyValue of a data point's attributes and what kv_fast_at
  * wrote for it (jsondec_value.c jd_point_attrs). */
@@ -117,6 +119,12 @@ struct jd {
     char st_text[24];
     uint64_t st_val;
     bool st_ok;
+    /* The members (point_fields indices, each one of the kind's) a data
+     * point of each metric kind had, in order, the last time: pord_n[kind]
+     * of them, at most JD_PORD_MAX. The next point's k-th member is tried
+     * as pord[kind][k] first (jsondec_metrics.c point). */
+    uint8_t pord[JD_PORD_KINDS][JD_PORD_MAX];
+    uint8_t pord_n[JD_PORD_KINDS];
 };
 
 #define NONE ((size_t)-1)

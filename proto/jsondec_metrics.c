@@ -626,12 +626,34 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
-            int f = fc.f;
-            if (f < 0 || !(members & B(f)) || take_null(j)) {
-                if ((f < 0 || !(members & B(f))) && (rc = skip_value(j)) < 0) {
-                    return rc;
+        uint8_t *ord = j->pord[kind];
+        unsigned k = 0, no = j->pord_n[kind];
+        for (struct fcur fc = FCUR(j, point_fields);;) {
+            int f;
+            /* the k-th member the last point of this kind had, by one
+             * compare (fc_take_cm: the text is exactly its ,"name":, as
+             * next_field would read it, and ord holds members the kind has,
+             * so no mask test); any other text as next_field reads it */
+            if (k < no && j->lx.n - j->lx.pos > FNAME_MAX + 3 && fc_take_cm(&j->lx, &fc, ord[k])) {
+                f = ord[k++];
+            } else {
+                if ((rc = next_field(j, &fc)) <= 0) {
+                    break;
                 }
+                f = fc.f;
+                if (f < 0 || !(members & B(f))) {
+                    j->pord_n[kind] = (uint8_t)(no = k);
+                    if ((rc = skip_value(j)) < 0) {
+                        return rc;
+                    }
+                    continue;
+                }
+                if (k < JD_PORD_MAX) {
+                    ord[k++] = (uint8_t)f;
+                    j->pord_n[kind] = (uint8_t)(no = k);
+                }
+            }
+            if (take_null(j)) {
                 continue;
             }
             switch (f) {

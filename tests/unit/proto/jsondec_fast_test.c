@@ -2022,3 +2022,131 @@ Test(jsondec_fast, start_times_repeated_read_the_same)
     free(r);
     free(m);
 }
+
+/* ---- a point's members in the order the last point of its kind had ---- */
+
+/* Members with a value text each; the kind bit says whose they are (bit
+ * MK_*), 0 for names no point has. */
+static const struct {
+    const char *name, *val;
+    unsigned kinds;
+} pm_pool[] = {
+#define PM_ALL (2u | 4u | 8u | 16u | 32u)
+    {"attributes", "[{'key':'a','value':{'intValue':'%u'}}]", PM_ALL},
+    {"startTimeUnixNano", "'%u'", PM_ALL},
+    {"timeUnixNano", "'17672256000000%05u'", PM_ALL},
+    {"flags", "%u", PM_ALL},
+    {"asDouble", "%u.5", 2u | 4u},
+    {"asInt", "'%u'", 2u | 4u},
+    {"exemplars", "[{'asInt':'%u'}]", 2u | 4u | 8u | 16u},
+    {"count", "'%u'", 8u | 16u | 32u},
+    {"sum", "%u.25", 8u | 16u | 32u},
+    {"min", "0.%u", 8u | 16u},
+    {"max", "%u", 8u | 16u},
+    {"bucketCounts", "['%u','2']", 8u},
+    {"explicitBounds", "[%u.5]", 8u},
+    {"scale", "%u", 16u},
+    {"zeroCount", "'%u'", 16u},
+    {"positive", "{'offset':1,'bucketCounts':['%u']}", 16u},
+    {"negative", "{'offset':2,'bucketCounts':['%u']}", 16u},
+    {"zeroThreshold", "0.%u", 16u},
+    {"quantileValues", "[{'quantile':0.5,'value':%u}]", 32u},
+    {"unknownMember", "{'x':[%u]}", 0},
+};
+enum { PM_N = sizeof(pm_pool) / sizeof(pm_pool[0]) };
+
+/* Every field of the points of two batches same_batch leaves out. */
+static void same_point_scalars(const struct batch *x, const struct batch *y)
+{
+    for (uint32_t i = 0; i < x->n_rows; i++) {
+        const struct point_row *a = &x->points[i], *b = &y->points[i];
+        cr_assert_eq(a->flags, b->flags, "point %u", i);
+        cr_assert(memcmp(&a->min, &b->min, 8) == 0 && memcmp(&a->max, &b->max, 8) == 0);
+        cr_assert(a->has_sum == b->has_sum && a->has_min == b->has_min && a->has_max == b->has_max,
+                  "point %u", i);
+        cr_assert_eq(a->n_exemplars, b->n_exemplars, "point %u", i);
+    }
+}
+
+/*
+ * 40 metrics of the five kinds, 2-12 points each; a kind's points mostly
+ * have its last point's members in the same order, else two swapped, one
+ * dropped, a member of another kind or an unknown one put in, a null
+ * value, or 17-40 members (repeats past the 16 places kept). Every point
+ * field as the spaced form's, which reads no member by the learned order.
+ */
+Test(jsondec_fast, point_members_in_learned_order_read_as_the_general_path)
+{
+    static const char *const kinds[] = {
+        "", "gauge", "sum", "histogram", "exponentialHistogram", "summary"};
+    size_t cap = 1u << 20, len = 0;
+    char *m = malloc(cap);
+    cr_assert(m != NULL);
+    int order[6][48], no[6] = {0};
+    for (int k = 1; k <= 5; k++) { /* a first order: the kind's members in pool order */
+        for (int i = 0; i < PM_N; i++) {
+            if (pm_pool[i].kinds & (1u << k)) {
+                order[k][no[k]++] = i;
+            }
+        }
+    }
+    for (int mi = 0; mi < 40; mi++) {
+        int k = 1 + (int)(rnd() % 5);
+        len += (size_t)snprintf(m + len, cap - len, "%s{'name':'m%d','%s':{'dataPoints':[",
+                                mi ? "," : "", mi, kinds[k]);
+        int np = 2 + (int)(rnd() % 11);
+        for (int p = 0; p < np; p++) {
+            int cur[48], n = no[k];
+            memcpy(cur, order[k], sizeof cur);
+            unsigned what = (unsigned)(rnd() % 12);
+            if (what == 0 && n > 1) { /* two swapped */
+                int a = (int)(rnd() % (unsigned)n), b = (int)(rnd() % (unsigned)n), t = cur[a];
+                cur[a] = cur[b];
+                cur[b] = t;
+            } else if (what == 1 && n > 1) { /* one dropped */
+                int a = (int)(rnd() % (unsigned)n);
+                memmove(cur + a, cur + a + 1, sizeof(int) * (size_t)(n - a - 1));
+                n--;
+            } else if (what == 2 && n < 47) { /* any member, this kind's or not */
+                int a = (int)(rnd() % (unsigned)(n + 1));
+                memmove(cur + a + 1, cur + a, sizeof(int) * (size_t)(n - a));
+                cur[a] = (int)(rnd() % PM_N);
+                n++;
+            } else if (what == 3) { /* repeats: more members than orders kept */
+                while (n < 17 + (int)(rnd() % 24)) {
+                    cur[n++] = 3; /* flags */
+                }
+            }
+            if (what <= 2) { /* the new order is learned */
+                memcpy(order[k], cur, sizeof cur);
+                no[k] = n;
+            }
+            len += (size_t)snprintf(m + len, cap - len, "%s{", p ? "," : "");
+            for (int i = 0; i < n; i++) {
+                char v[96];
+                if (rnd() % 16 == 0) {
+                    snprintf(v, sizeof v, "null");
+                } else {
+                    snprintf(v, sizeof v, pm_pool[cur[i]].val, (unsigned)(rnd() % 100));
+                }
+                len += (size_t)snprintf(m + len, cap - len, "%s'%s':%s", i ? "," : "",
+                                        pm_pool[cur[i]].name, v);
+            }
+            len += (size_t)snprintf(m + len, cap - len, "}");
+        }
+        len += (size_t)snprintf(m + len, cap - len, "]}}");
+        cr_assert(len < cap - 4096);
+    }
+    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+    struct dec d, slow;
+    same_as_general(SIG_METRICS, r, &d);
+    run(&slow, SIG_METRICS, sp);
+    cr_assert_eq(slow.rc, 0, "%s", slow.err);
+    same_point_scalars(d.b, slow.b);
+    done(&slow);
+    done(&d);
+    free(sp);
+    free(body);
+    free(r);
+    free(m);
+}
