@@ -26,9 +26,10 @@ static const char *const temporality_names[] = {
 
 /*
  * Up to |max| quoted integers of 1-7 digits (no leading zero), "3","20",...
- * back to back with no blanks, from the element at s[i] into |dst|, each by
- * one 8-byte load of its digits and one 2-byte load of the closing '"' and
- * the ',' or ']' after it. Returns the count read, |*stop| the offset of the
+ * back to back with no blanks, from the element at s[i] into |dst|: those
+ * of 1-2 digits followed by ',' by one 8-byte load from the '"', the rest
+ * by one 8-byte load of its digits and one 2-byte load of the closing '"'
+ * and the ',' or ']' after it. Returns the count read, |*stop| the offset of the
  * ',' or ']' after the last one (unchanged when none). A function of its own with locals only, so
  * that the loop keeps its constants and cursor in registers (out of line,
  * GCC spilled them).
@@ -42,9 +43,32 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
     if (len < 10) {
         return 0;
     }
-    for (size_t last = len - 10; cnt < max && i <= last && s[i] == '"';) {
-        uint64_t w;
+    for (size_t last = len - 10; cnt < max && i <= last;) {
+        uint64_t w, v;
         uint16_t qc;
+        /* most counts have 1 or 2 digits and a ',' after: "dd", or "d",
+         * taken by a compare of the quotes and the ',' at their places and
+         * a test of the digits (no leading zero); anything else, the last
+         * count before a ']' too, goes the 1-7-digit way below */
+        memcpy(&w, s + i, 8);
+        unsigned d1 = (uint8_t)(w >> 8) - (unsigned)'0', d2 = (uint8_t)(w >> 16) - (unsigned)'0';
+        if ((w & 0xffff0000ffull) == 0x2c22000022ull && d1 - 1 < 9 && d2 < 10) {
+            v = d1 * 10 + d2;
+            memcpy(dst + 8 * cnt++, &v, 8);
+            end = i + 4;
+            i = end + 1;
+            continue;
+        }
+        if ((w & 0xffff00ffu) == 0x2c220022u && d1 < 10) {
+            v = d1;
+            memcpy(dst + 8 * cnt++, &v, 8);
+            end = i + 3;
+            i = end + 1;
+            continue;
+        }
+        if (s[i] != '"') {
+            break;
+        }
         memcpy(&w, s + i + 1, 8);
         /* digits are the bytes of t below 10; the lowest other byte is
          * flagged exactly (no carry reaches it from below), which is all k
@@ -57,7 +81,7 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
             (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
             break;
         }
-        uint64_t v, d0 = t & 0xf;
+        uint64_t d0 = t & 0xf;
         if (k <= 2) { /* most counts: no 8-digit join and its constants */
             v = k == 1 ? d0 : d0 * 10 + ((t >> 8) & 0xf);
         } else {

@@ -1923,6 +1923,42 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
     done(&d);
 }
 
+/* A quoted count of 1-3 digits whose opening or closing quote or the ','
+ * after it is another byte: refused as the spaced form is, first, second or after a
+ * 32-count chunk, with a count after it. */
+Test(jsondec_fast, quoted_counts_refuse_a_bad_quote_or_comma)
+{
+    static const char *const bad[] = {"x", " ", "]", ":", "}", "\\\\", "\x01"};
+    char m[1024], cnt[16], pre[200] = "";
+    for (int at = 0; at < 3; at++) {
+        size_t pl = 0;
+        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
+            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 7 : 42);
+        }
+        for (int len = 1; len <= 3; len++) {
+            for (int p = 0; p < 3; p++) { /* the closing quote, the ',', the opening quote */
+                for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+                    snprintf(cnt, sizeof cnt, "%s%.*s%s%s", p == 2 ? bad[b] : "'", len, "987",
+                             p == 0 ? bad[b] : "'", p == 1 ? bad[b] : ",");
+                    snprintf(m, sizeof m,
+                             "{'histogram':{'dataPoints':[{'bucketCounts':[%s%s'100']}]}}", pre,
+                             cnt);
+                    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+                    struct dec d, e;
+                    run(&d, SIG_METRICS, body);
+                    run(&e, SIG_METRICS, sp);
+                    cr_assert(d.rc != 0 && d.rc == e.rc, "%s: %d, spaced %d", body, d.rc, e.rc);
+                    done(&d);
+                    done(&e);
+                    free(sp);
+                    free(body);
+                    free(r);
+                }
+            }
+        }
+    }
+}
+
 /* A quantile whose text is the one the previous summary point had at its
  * place, followed by ',', takes that value; any other text is read: texts
  * one the other's prefix ("0.9", "0.99"), of one length ("0.5", "0.9"),
