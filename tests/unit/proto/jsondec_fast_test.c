@@ -1868,6 +1868,17 @@ Test(jsondec_fast, point_attributes_copied_exact)
     pa_exact(short_texts, sizeof(short_texts) / sizeof(short_texts[0]));
 }
 
+/* The counts before the one a test puts in: none (|at| 0), one (1), or a
+ * 32-count chunk (2), each followed by ','. */
+static void counts_before(char *pre, size_t cap, int at)
+{
+    size_t pl = 0;
+    pre[0] = '\0';
+    for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
+        pl += (size_t)snprintf(pre + pl, cap - pl, "'%d',", e % 3 == 0 ? 10 : 99);
+    }
+}
+
 /* A quoted bucket count of 1-7 digits with one of them replaced by a byte
  * or a UTF-8 sequence that is no digit (bytes whose xor with '0' is 0x8a or
  * more among them): refused as the spaced form is ("-0" read as it), wherever the
@@ -1880,10 +1891,7 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
                                       "\xc2\x8a", "\xc2\xba", "\xe2\x82\xac"};
     char m[1024], cnt[16], pre[200] = "";
     for (int at = 0; at < 3; at++) {
-        size_t pl = 0;
-        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
-            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 10 : 99);
-        }
+        counts_before(pre, sizeof pre, at);
         for (int len = 1; len <= 7; len++) {
             for (int p = 0; p < len; p++) {
                 for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
@@ -1931,10 +1939,7 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_quote_or_comma)
     static const char *const bad[] = {"x", " ", "]", ":", "}", "\\\\", "\x01"};
     char m[1024], cnt[16], pre[200] = "";
     for (int at = 0; at < 3; at++) {
-        size_t pl = 0;
-        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
-            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 7 : 42);
-        }
+        counts_before(pre, sizeof pre, at);
         for (int len = 1; len <= 3; len++) {
             for (int p = 0; p < 3; p++) { /* the closing quote, the ',', the opening quote */
                 for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
