@@ -282,6 +282,16 @@ static inline void hstore_u32(struct jd *j, uint32_t v)
     j->h->len += 4;
 }
 
+/* vbuf_patch_u32 inline: |v| over the 4 heap bytes at |off| (written before). */
+static inline void hpatch_u32(struct jd *j, size_t off, uint32_t v)
+{
+    uint8_t *d = j->h->p + off;
+    d[0] = (uint8_t)v;
+    d[1] = (uint8_t)(v >> 8);
+    d[2] = (uint8_t)(v >> 16);
+    d[3] = (uint8_t)(v >> 24);
+}
+
 static inline int hput_u64(struct jd *j, uint64_t v)
 {
     int rc = hroom(j, 8);

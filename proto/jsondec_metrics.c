@@ -149,7 +149,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         }
         memcpy(j->h->p + j->h->len, j->dl_v, 8 * (size_t)j->dl_n);
         j->h->len += 8 * (size_t)j->dl_n;
-        vbuf_patch_u32(j->h, hdr, j->dl_n);
+        hpatch_u32(j, hdr, j->dl_n);
         j->lx.pos = open + j->dl_len;
         return 0;
     }
@@ -212,7 +212,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         return rc;
     }
 done:
-    vbuf_patch_u32(j->h, hdr, n);
+    hpatch_u32(j, hdr, n);
     if (dbl && n <= JD_DL_MAX) {
         j->dl_text = s + open;
         j->dl_len = j->lx.pos - open;
@@ -281,7 +281,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
     if (!have_counts && hput_u32(j, 0) < 0) {
         return -ENOMEM;
     }
-    vbuf_patch_u32(j->h, hdr, (uint32_t)offset);
+    hpatch_u32(j, hdr, (uint32_t)offset);
     return 0;
 }
 
@@ -417,7 +417,7 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
         return rc;
     }
 done:
-    vbuf_patch_u32(j->h, hdr, n);
+    hpatch_u32(j, hdr, n);
     if (!here) {
         j->lx.pos = end;
     }
