@@ -319,8 +319,20 @@ static inline int hput_u32(struct jd *j, uint32_t v)
 
 /* ---- objects and arrays (jsondec.c) ---- */
 
-/* The cursor past the '{' that must come next; -EPROTO naming |what| otherwise. */
-int jd_obj_open(struct jd *j, const char *what);
+/* jd_obj_open after a blank, or for anything but '{' (jsondec.c). */
+int jd_obj_open_rest(struct jd *j, const char *what);
+
+/* The cursor past the '{' that must come next; -EPROTO naming |what|
+ * otherwise. The '{' at the cursor inline. */
+static inline int jd_obj_open(struct jd *j, const char *what)
+{
+    struct jsonlex *x = &j->lx;
+    if (x->pos < x->n && x->s[x->pos] == '{') {
+        x->pos++;
+        return 0;
+    }
+    return jd_obj_open_rest(j, what);
+}
 
 /* The same for '['. */
 static inline int arr_open(struct jd *j, const char *what)
