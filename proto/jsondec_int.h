@@ -351,10 +351,25 @@ static inline int obj_next(struct jd *j, struct jsonlex_str *key, bool *first)
     return rc < 0 ? lexfail(j) : rc;
 }
 
-/* 1: an element follows (cursor at it); 0: the array ended. */
+/* 1: an element follows (cursor at it); 0: the array ended. Compact text
+ * inline (no blank at the cursor or after the ','), as jsonlex_arr_next
+ * reads it; the rest by it. */
 static inline int arr_next(struct jd *j, bool *first)
 {
-    int rc = jsonlex_arr_next(&j->lx, first);
+    struct jsonlex *x = &j->lx;
+    if (x->n - x->pos >= 2) {
+        unsigned char c = (unsigned char)x->s[x->pos], c1 = (unsigned char)x->s[x->pos + 1];
+        if (c == ']') {
+            x->pos++;
+            return 0;
+        }
+        if (*first ? c > ' ' : c == ',' && c1 > ' ') {
+            x->pos += !*first;
+            *first = false;
+            return 1;
+        }
+    }
+    int rc = jsonlex_arr_next(x, first);
     return rc < 0 ? lexfail(j) : rc;
 }
 
