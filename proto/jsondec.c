@@ -120,7 +120,7 @@ int jd_nomem(struct jd *j)
 
 /* ---- objects and arrays ---- */
 
-int jd_obj_open(struct jd *j, const char *what)
+int jd_obj_open_rest(struct jd *j, const char *what)
 {
     if (peekc(j) != '{') {
         return jd_fail(j, j->lx.pos, "%s: expected an object", what);

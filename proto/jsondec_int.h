@@ -64,6 +64,8 @@ enum {
 #define JD_KVC_MAX 8
 #define JD_KVC_WAYS 8 /* a power of two */
 #define JD_VQ_MAX 16
+#define JD_PORD_KINDS 6 /* MK_NONE .. MK_SUMMARY */
+#define JD_PORD_MAX 16
 
 /* A compact KeyValue of a data point's attributes and what kv_fast_at
  * wrote for it (jsondec_value.c jd_point_attrs). */
@@ -117,6 +119,12 @@ struct jd {
     char st_text[24];
     uint64_t st_val;
     bool st_ok;
+    /* The members (point_fields indices, each one of the kind's) a data
+     * point of each metric kind had, in order, the last time: pord_n[kind]
+     * of them, at most JD_PORD_MAX. The next point's k-th member is tried
+     * as pord[kind][k] first (jsondec_metrics.c point). */
+    uint8_t pord[JD_PORD_KINDS][JD_PORD_MAX];
+    uint8_t pord_n[JD_PORD_KINDS];
 };
 
 #define NONE ((size_t)-1)
@@ -274,6 +282,16 @@ static inline void hstore_u32(struct jd *j, uint32_t v)
     j->h->len += 4;
 }
 
+/* vbuf_patch_u32 inline: |v| over the 4 heap bytes at |off| (written before). */
+static inline void hpatch_u32(struct jd *j, size_t off, uint32_t v)
+{
+    uint8_t *d = j->h->p + off;
+    d[0] = (uint8_t)v;
+    d[1] = (uint8_t)(v >> 8);
+    d[2] = (uint8_t)(v >> 16);
+    d[3] = (uint8_t)(v >> 24);
+}
+
 static inline int hput_u64(struct jd *j, uint64_t v)
 {
     int rc = hroom(j, 8);
@@ -301,8 +319,20 @@ static inline int hput_u32(struct jd *j, uint32_t v)
 
 /* ---- objects and arrays (jsondec.c) ---- */
 
-/* The cursor past the '{' that must come next; -EPROTO naming |what| otherwise. */
-int jd_obj_open(struct jd *j, const char *what);
+/* jd_obj_open after a blank, or for anything but '{' (jsondec.c). */
+int jd_obj_open_rest(struct jd *j, const char *what);
+
+/* The cursor past the '{' that must come next; -EPROTO naming |what|
+ * otherwise. The '{' at the cursor inline. */
+static inline int jd_obj_open(struct jd *j, const char *what)
+{
+    struct jsonlex *x = &j->lx;
+    if (x->pos < x->n && x->s[x->pos] == '{') {
+        x->pos++;
+        return 0;
+    }
+    return jd_obj_open_rest(j, what);
+}
 
 /* The same for '['. */
 static inline int arr_open(struct jd *j, const char *what)
@@ -321,10 +351,25 @@ static inline int obj_next(struct jd *j, struct jsonlex_str *key, bool *first)
     return rc < 0 ? lexfail(j) : rc;
 }
 
-/* 1: an element follows (cursor at it); 0: the array ended. */
+/* 1: an element follows (cursor at it); 0: the array ended. Compact text
+ * inline (no blank at the cursor or after the ','), as jsonlex_arr_next
+ * reads it; the rest by it. */
 static inline int arr_next(struct jd *j, bool *first)
 {
-    int rc = jsonlex_arr_next(&j->lx, first);
+    struct jsonlex *x = &j->lx;
+    if (x->n - x->pos >= 2) {
+        unsigned char c = (unsigned char)x->s[x->pos], c1 = (unsigned char)x->s[x->pos + 1];
+        if (c == ']') {
+            x->pos++;
+            return 0;
+        }
+        if (*first ? c > ' ' : c == ',' && c1 > ' ') {
+            x->pos += !*first;
+            *first = false;
+            return 1;
+        }
+    }
+    int rc = jsonlex_arr_next(x, first);
     return rc < 0 ? lexfail(j) : rc;
 }
 

@@ -26,9 +26,10 @@ static const char *const temporality_names[] = {
 
 /*
  * Up to |max| quoted integers of 1-7 digits (no leading zero), "3","20",...
- * back to back with no blanks, from the element at s[i] into |dst|, each by
- * one 8-byte load of its digits and one 2-byte load of the closing '"' and
- * the ',' or ']' after it. Returns the count read, |*stop| the offset of the
+ * back to back with no blanks, from the element at s[i] into |dst|: those
+ * of 1-2 digits followed by ',' by one 8-byte load from the '"', the rest
+ * by one 8-byte load of its digits and one 2-byte load of the closing '"'
+ * and the ',' or ']' after it. Returns the count read, |*stop| the offset of the
  * ',' or ']' after the last one (unchanged when none). A function of its own with locals only, so
  * that the loop keeps its constants and cursor in registers (out of line,
  * GCC spilled them).
@@ -42,9 +43,32 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
     if (len < 10) {
         return 0;
     }
-    for (size_t last = len - 10; cnt < max && i <= last && s[i] == '"';) {
-        uint64_t w;
+    for (size_t last = len - 10; cnt < max && i <= last;) {
+        uint64_t w, v;
         uint16_t qc;
+        /* most counts have 1 or 2 digits and a ',' after: "dd", or "d",
+         * taken by a compare of the quotes and the ',' at their places and
+         * a test of the digits (no leading zero); anything else, the last
+         * count before a ']' too, goes the 1-7-digit way below */
+        memcpy(&w, s + i, 8);
+        unsigned d1 = (uint8_t)(w >> 8) - (unsigned)'0', d2 = (uint8_t)(w >> 16) - (unsigned)'0';
+        if ((w & 0xffff0000ffull) == 0x2c22000022ull && d1 - 1 < 9 && d2 < 10) {
+            v = d1 * 10 + d2;
+            memcpy(dst + 8 * cnt++, &v, 8);
+            end = i + 4;
+            i = end + 1;
+            continue;
+        }
+        if ((w & 0xffff00ffu) == 0x2c220022u && d1 < 10) {
+            v = d1;
+            memcpy(dst + 8 * cnt++, &v, 8);
+            end = i + 3;
+            i = end + 1;
+            continue;
+        }
+        if (s[i] != '"') {
+            break;
+        }
         memcpy(&w, s + i + 1, 8);
         /* digits are the bytes of t below 10; the lowest other byte is
          * flagged exactly (no carry reaches it from below), which is all k
@@ -57,7 +81,7 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
             (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
             break;
         }
-        uint64_t v, d0 = t & 0xf;
+        uint64_t d0 = t & 0xf;
         if (k <= 2) { /* most counts: no 8-digit join and its constants */
             v = k == 1 ? d0 : d0 * 10 + ((t >> 8) & 0xf);
         } else {
@@ -125,7 +149,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         }
         memcpy(j->h->p + j->h->len, j->dl_v, 8 * (size_t)j->dl_n);
         j->h->len += 8 * (size_t)j->dl_n;
-        vbuf_patch_u32(j->h, hdr, j->dl_n);
+        hpatch_u32(j, hdr, j->dl_n);
         j->lx.pos = open + j->dl_len;
         return 0;
     }
@@ -188,7 +212,7 @@ static int num_list(struct jd *j, const char *what, bool dbl)
         return rc;
     }
 done:
-    vbuf_patch_u32(j->h, hdr, n);
+    hpatch_u32(j, hdr, n);
     if (dbl && n <= JD_DL_MAX) {
         j->dl_text = s + open;
         j->dl_len = j->lx.pos - open;
@@ -257,7 +281,7 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
     if (!have_counts && hput_u32(j, 0) < 0) {
         return -ENOMEM;
     }
-    vbuf_patch_u32(j->h, hdr, (uint32_t)offset);
+    hpatch_u32(j, hdr, (uint32_t)offset);
     return 0;
 }
 
@@ -393,7 +417,7 @@ static int quantiles_at(struct jd *j, size_t pos, bool here)
         return rc;
     }
 done:
-    vbuf_patch_u32(j->h, hdr, n);
+    hpatch_u32(j, hdr, n);
     if (!here) {
         j->lx.pos = end;
     }
@@ -626,12 +650,34 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        for (struct fcur fc = FCUR(j, point_fields); (rc = next_field(j, &fc)) > 0;) {
-            int f = fc.f;
-            if (f < 0 || !(members & B(f)) || take_null(j)) {
-                if ((f < 0 || !(members & B(f))) && (rc = skip_value(j)) < 0) {
-                    return rc;
+        uint8_t *ord = j->pord[kind];
+        unsigned k = 0, no = j->pord_n[kind];
+        for (struct fcur fc = FCUR(j, point_fields);;) {
+            int f;
+            /* the k-th member the last point of this kind had, by one
+             * compare (fc_take_cm: the text is exactly its ,"name":, as
+             * next_field would read it, and ord holds members the kind has,
+             * so no mask test); any other text as next_field reads it */
+            if (k < no && j->lx.n - j->lx.pos > FNAME_MAX + 3 && fc_take_cm(&j->lx, &fc, ord[k])) {
+                f = ord[k++];
+            } else {
+                if ((rc = next_field(j, &fc)) <= 0) {
+                    break;
                 }
+                f = fc.f;
+                if (f < 0 || !(members & B(f))) {
+                    j->pord_n[kind] = (uint8_t)(no = k);
+                    if ((rc = skip_value(j)) < 0) {
+                        return rc;
+                    }
+                    continue;
+                }
+                if (k < JD_PORD_MAX) {
+                    ord[k++] = (uint8_t)f;
+                    j->pord_n[kind] = (uint8_t)(no = k);
+                }
+            }
+            if (take_null(j)) {
                 continue;
             }
             switch (f) {

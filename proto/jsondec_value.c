@@ -1232,8 +1232,8 @@ int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what)
     if ((rc = attr_list_at(j, pos, what, &at)) < 0) {
         return rc;
     }
-    vbuf_patch_u32(j->h, hdr, at.count);
-    vbuf_patch_u32(j->h, hdr + 4, at.blob.len);
+    hpatch_u32(j, hdr, at.count);
+    hpatch_u32(j, hdr + 4, at.blob.len);
     return 0;
 }
 
@@ -1259,8 +1259,8 @@ int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *he
         struct attrs at;
         j->h->len = mark + 8;
         if (jd_attr_list(j, what, &at) == 0) {
-            vbuf_patch_u32(j->h, mark, at.count);
-            vbuf_patch_u32(j->h, mark + 4, at.blob.len);
+            hpatch_u32(j, mark, at.count);
+            hpatch_u32(j, mark + 4, at.blob.len);
             *here = mark;
             *pos = NONE;
             return 0;

@@ -1868,6 +1868,17 @@ Test(jsondec_fast, point_attributes_copied_exact)
     pa_exact(short_texts, sizeof(short_texts) / sizeof(short_texts[0]));
 }
 
+/* The counts before the one a test puts in: none (|at| 0), one (1), or a
+ * 32-count chunk (2), each followed by ','. */
+static void counts_before(char *pre, size_t cap, int at)
+{
+    size_t pl = 0;
+    pre[0] = '\0';
+    for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
+        pl += (size_t)snprintf(pre + pl, cap - pl, "'%d',", e % 3 == 0 ? 10 : 99);
+    }
+}
+
 /* A quoted bucket count of 1-7 digits with one of them replaced by a byte
  * or a UTF-8 sequence that is no digit (bytes whose xor with '0' is 0x8a or
  * more among them): refused as the spaced form is ("-0" read as it), wherever the
@@ -1880,10 +1891,7 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
                                       "\xc2\x8a", "\xc2\xba", "\xe2\x82\xac"};
     char m[1024], cnt[16], pre[200] = "";
     for (int at = 0; at < 3; at++) {
-        size_t pl = 0;
-        for (int e = 0; e < (at == 0 ? 0 : at == 1 ? 1 : 32); e++) {
-            pl += (size_t)snprintf(pre + pl, sizeof pre - pl, "'%d',", e % 3 == 0 ? 10 : 99);
-        }
+        counts_before(pre, sizeof pre, at);
         for (int len = 1; len <= 7; len++) {
             for (int p = 0; p < len; p++) {
                 for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
@@ -1921,6 +1929,39 @@ Test(jsondec_fast, quoted_counts_refuse_a_bad_byte_anywhere)
         cr_assert_eq(v, want[i], "count %u: %llu", i, (unsigned long long)v);
     }
     done(&d);
+}
+
+/* A quoted count of 1-3 digits whose opening or closing quote or the ','
+ * after it is another byte: refused as the spaced form is, first, second or after a
+ * 32-count chunk, with a count after it. */
+Test(jsondec_fast, quoted_counts_refuse_a_bad_quote_or_comma)
+{
+    static const char *const bad[] = {"x", " ", "]", ":", "}", "\\\\", "\x01"};
+    char m[1024], cnt[16], pre[200] = "";
+    for (int at = 0; at < 3; at++) {
+        counts_before(pre, sizeof pre, at);
+        for (int len = 1; len <= 3; len++) {
+            for (int p = 0; p < 3; p++) { /* the closing quote, the ',', the opening quote */
+                for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+                    snprintf(cnt, sizeof cnt, "%s%.*s%s%s", p == 2 ? bad[b] : "'", len, "987",
+                             p == 0 ? bad[b] : "'", p == 1 ? bad[b] : ",");
+                    snprintf(m, sizeof m,
+                             "{'histogram':{'dataPoints':[{'bucketCounts':[%s%s'100']}]}}", pre,
+                             cnt);
+                    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+                    struct dec d, e;
+                    run(&d, SIG_METRICS, body);
+                    run(&e, SIG_METRICS, sp);
+                    cr_assert(d.rc != 0 && d.rc == e.rc, "%s: %d, spaced %d", body, d.rc, e.rc);
+                    done(&d);
+                    done(&e);
+                    free(sp);
+                    free(body);
+                    free(r);
+                }
+            }
+        }
+    }
 }
 
 /* A quantile whose text is the one the previous summary point had at its
@@ -2019,6 +2060,134 @@ Test(jsondec_fast, start_times_repeated_read_the_same)
         cr_assert_eq(d.b->points[p].start_ns, want[p], "point %d", p);
     }
     done(&d);
+    free(r);
+    free(m);
+}
+
+/* ---- a point's members in the order the last point of its kind had ---- */
+
+/* Members with a value text each; the kind bit says whose they are (bit
+ * MK_*), 0 for names no point has. */
+static const struct {
+    const char *name, *val;
+    unsigned kinds;
+} pm_pool[] = {
+#define PM_ALL (2u | 4u | 8u | 16u | 32u)
+    {"attributes", "[{'key':'a','value':{'intValue':'%u'}}]", PM_ALL},
+    {"startTimeUnixNano", "'%u'", PM_ALL},
+    {"timeUnixNano", "'17672256000000%05u'", PM_ALL},
+    {"flags", "%u", PM_ALL},
+    {"asDouble", "%u.5", 2u | 4u},
+    {"asInt", "'%u'", 2u | 4u},
+    {"exemplars", "[{'asInt':'%u'}]", 2u | 4u | 8u | 16u},
+    {"count", "'%u'", 8u | 16u | 32u},
+    {"sum", "%u.25", 8u | 16u | 32u},
+    {"min", "0.%u", 8u | 16u},
+    {"max", "%u", 8u | 16u},
+    {"bucketCounts", "['%u','2']", 8u},
+    {"explicitBounds", "[%u.5]", 8u},
+    {"scale", "%u", 16u},
+    {"zeroCount", "'%u'", 16u},
+    {"positive", "{'offset':1,'bucketCounts':['%u']}", 16u},
+    {"negative", "{'offset':2,'bucketCounts':['%u']}", 16u},
+    {"zeroThreshold", "0.%u", 16u},
+    {"quantileValues", "[{'quantile':0.5,'value':%u}]", 32u},
+    {"unknownMember", "{'x':[%u]}", 0},
+};
+enum { PM_N = sizeof(pm_pool) / sizeof(pm_pool[0]) };
+
+/* Every field of the points of two batches same_batch leaves out. */
+static void same_point_scalars(const struct batch *x, const struct batch *y)
+{
+    for (uint32_t i = 0; i < x->n_rows; i++) {
+        const struct point_row *a = &x->points[i], *b = &y->points[i];
+        cr_assert_eq(a->flags, b->flags, "point %u", i);
+        cr_assert(memcmp(&a->min, &b->min, 8) == 0 && memcmp(&a->max, &b->max, 8) == 0);
+        cr_assert(a->has_sum == b->has_sum && a->has_min == b->has_min && a->has_max == b->has_max,
+                  "point %u", i);
+        cr_assert_eq(a->n_exemplars, b->n_exemplars, "point %u", i);
+    }
+}
+
+/*
+ * 40 metrics of the five kinds, 2-12 points each; a kind's points mostly
+ * have its last point's members in the same order, else two swapped, one
+ * dropped, a member of another kind or an unknown one put in, a null
+ * value, or 17-40 members (repeats past the 16 places kept). Every point
+ * field as the spaced form's, which reads no member by the learned order.
+ */
+Test(jsondec_fast, point_members_in_learned_order_read_as_the_general_path)
+{
+    static const char *const kinds[] = {
+        "", "gauge", "sum", "histogram", "exponentialHistogram", "summary"};
+    size_t cap = 1u << 20, len = 0;
+    char *m = malloc(cap);
+    cr_assert(m != NULL);
+    int order[6][48], no[6] = {0};
+    for (int k = 1; k <= 5; k++) { /* a first order: the kind's members in pool order */
+        for (int i = 0; i < PM_N; i++) {
+            if (pm_pool[i].kinds & (1u << k)) {
+                order[k][no[k]++] = i;
+            }
+        }
+    }
+    for (int mi = 0; mi < 40; mi++) {
+        int k = 1 + (int)(rnd() % 5);
+        len += (size_t)snprintf(m + len, cap - len, "%s{'name':'m%d','%s':{'dataPoints':[",
+                                mi ? "," : "", mi, kinds[k]);
+        int np = 2 + (int)(rnd() % 11);
+        for (int p = 0; p < np; p++) {
+            int cur[48], n = no[k];
+            memcpy(cur, order[k], sizeof cur);
+            unsigned what = (unsigned)(rnd() % 12);
+            if (what == 0 && n > 1) { /* two swapped */
+                int a = (int)(rnd() % (unsigned)n), b = (int)(rnd() % (unsigned)n), t = cur[a];
+                cur[a] = cur[b];
+                cur[b] = t;
+            } else if (what == 1 && n > 1) { /* one dropped */
+                int a = (int)(rnd() % (unsigned)n);
+                memmove(cur + a, cur + a + 1, sizeof(int) * (size_t)(n - a - 1));
+                n--;
+            } else if (what == 2 && n < 47) { /* any member, this kind's or not */
+                int a = (int)(rnd() % (unsigned)(n + 1));
+                memmove(cur + a + 1, cur + a, sizeof(int) * (size_t)(n - a));
+                cur[a] = (int)(rnd() % PM_N);
+                n++;
+            } else if (what == 3) { /* repeats: more members than orders kept */
+                while (n < 17 + (int)(rnd() % 24)) {
+                    cur[n++] = 3; /* flags */
+                }
+            }
+            if (what <= 2) { /* the new order is learned */
+                memcpy(order[k], cur, sizeof cur);
+                no[k] = n;
+            }
+            len += (size_t)snprintf(m + len, cap - len, "%s{", p ? "," : "");
+            for (int i = 0; i < n; i++) {
+                char v[96];
+                if (rnd() % 16 == 0) {
+                    snprintf(v, sizeof v, "null");
+                } else {
+                    snprintf(v, sizeof v, pm_pool[cur[i]].val, (unsigned)(rnd() % 100));
+                }
+                len += (size_t)snprintf(m + len, cap - len, "%s'%s':%s", i ? "," : "",
+                                        pm_pool[cur[i]].name, v);
+            }
+            len += (size_t)snprintf(m + len, cap - len, "}");
+        }
+        len += (size_t)snprintf(m + len, cap - len, "]}}");
+        cr_assert(len < cap - 4096);
+    }
+    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+    struct dec d, slow;
+    same_as_general(SIG_METRICS, r, &d);
+    run(&slow, SIG_METRICS, sp);
+    cr_assert_eq(slow.rc, 0, "%s", slow.err);
+    same_point_scalars(d.b, slow.b);
+    done(&slow);
+    done(&d);
+    free(sp);
+    free(body);
     free(r);
     free(m);
 }
