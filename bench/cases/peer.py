@@ -270,6 +270,9 @@ def run_load(build, port, proto, signal_, conns, secs, fb):
 def one(build, pt, ack, server, secs, payload, lua, fbbin, workdir):
     arm, proto, sig, conns = pt
     fb = server == "fluent-bit"
+    # The run before may have left gigabytes of WAL in the page cache, dirty: its writeback
+    # (or the kernel throttling this run's writes behind it) would land in this point's tail.
+    os.sync()
     if fb:
         srv = FluentBit(fbbin, workdir).start()
         port = srv.port
