@@ -87,6 +87,7 @@ class Sampler(threading.Thread):
 
 
 def one(binary, conns, secs, ack, args, payload, lua, client):
+    os.sync()  # the run before's WAL, dirty in the page cache, written back first (peer.py)
     data = bl.fresh_data("tail")
     d = bl.Daemon(binary, data, ["--ack", ack] + args, name="tail").start()
     try:
