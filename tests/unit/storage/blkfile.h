@@ -124,6 +124,21 @@ static inline void add_point(struct batch *b, uint32_t metric, uint64_t t, const
     }
 }
 
+/* A metrics batch: one resource, one scope and metric 0 named |name| of |kind|. */
+static inline struct batch *metric_batch(const char *name, enum metric_kind kind)
+{
+    struct batch *bt = batch_new(SIG_METRICS);
+    cr_assert_not_null(bt);
+    cr_assert_not_null(batch_add_resource(bt));
+    batch_add_scope(bt)->resource = 0;
+    struct metric_row *m = batch_add_metric(bt);
+    cr_assert_not_null(m);
+    m->scope = 0;
+    m->name = (struct mstr){name, (uint32_t)strlen(name)};
+    m->kind = kind;
+    return bt;
+}
+
 /* Two gauges, a (id 0) and b (id 1), points out of time order:
  *   a{k=1}@5 b@1 a{k=2}@3 a{k=1}@2 b@4 a{k=1}@6
  * sorted by time into block rows 0..5 = b@1 a1@2 a2@3 b@4 a1@5 a1@6, so

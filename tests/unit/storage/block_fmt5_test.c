@@ -788,14 +788,7 @@ Test(block_fmt5, a_run_of_repeated_lists_counts_every_row)
  */
 Test(block_fmt5, a_repeated_list_in_a_metric_block_has_the_row_befores_positions)
 {
-    struct batch *bt = batch_new(SIG_METRICS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    batch_add_scope(bt)->resource = 0;
-    struct metric_row *m = batch_add_metric(bt);
-    m->scope = 0;
-    m->name = (struct mstr){"a", 1};
-    m->kind = MK_GAUGE;
+    struct batch *bt = metric_batch("a", MK_GAUGE);
     for (uint64_t t = 1; t <= 9; t++) {
         add_point(bt, 0, t, t == 7 ? "22" : "1");
     }
