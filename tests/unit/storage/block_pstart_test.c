@@ -20,20 +20,6 @@ static uint64_t meta_flags(const uint8_t *f, size_t n)
     return get64(f + at + 32);
 }
 
-static struct batch *metric_batch(void)
-{
-    struct batch *bt = batch_new(SIG_METRICS);
-    cr_assert_not_null(bt);
-    cr_assert_not_null(batch_add_resource(bt));
-    struct scope_row *sc = batch_add_scope(bt);
-    sc->resource = 0;
-    struct metric_row *m = batch_add_metric(bt);
-    m->scope = 0;
-    m->name = (struct mstr){"c", 1};
-    m->kind = MK_SUM;
-    return bt;
-}
-
 static void add_pt(struct batch *bt, uint64_t t, uint64_t start)
 {
     struct point_row *p = batch_add_point(bt);
@@ -71,7 +57,7 @@ static void starts_match(const char *path, const oblock *ob)
  */
 static oblock *crafted(void)
 {
-    struct batch *bt = metric_batch();
+    struct batch *bt = metric_batch("c", MK_SUM);
     add_pt(bt, 1000, 100);
     add_pt(bt, 2000, 1000);
     add_pt(bt, 3000, 100);
@@ -119,7 +105,7 @@ Test(block_pstart, crafted_column_exact_and_rows_back)
  * byte the one written without the option. */
 Test(block_pstart, too_few_references_leave_the_column_as_before)
 {
-    struct batch *bt = metric_batch();
+    struct batch *bt = metric_batch("c", MK_SUM);
     add_pt(bt, 1000, 100);
     add_pt(bt, 2000, 200);
     add_pt(bt, 3000, 100); /* start 100 twice: 2 rows of 5 find it */
@@ -149,7 +135,7 @@ Test(block_pstart, too_few_references_leave_the_column_as_before)
  */
 Test(block_pstart, runs_zstd_takes_whole_leave_the_column_as_before)
 {
-    struct batch *bt = metric_batch();
+    struct batch *bt = metric_batch("c", MK_SUM);
     for (uint64_t c = 0; c < 20; c++) {
         uint64_t proc = 1796298628000000000ull + (c / 5) * 3600000000000ull;
         uint64_t t = proc + 60000000000ull + c * 10000000000ull;
@@ -184,7 +170,7 @@ Test(block_pstart, runs_zstd_takes_whole_leave_the_column_as_before)
 Test(block_pstart, mixed_series_and_edge_starts_read_back)
 {
     static const uint64_t procs[] = {1767225540000000000ull, 1767225000123456789ull, 17};
-    struct batch *bt = metric_batch();
+    struct batch *bt = metric_batch("c", MK_SUM);
     uint64_t s = 99;
     for (uint32_t i = 0; i < 3000; i++) {
         uint64_t coll = gen_below(&s, 40), t = 1767225600000000000ull + coll * 10000000000ull;
