@@ -356,14 +356,27 @@ __attribute__((always_inline)) static inline unsigned jdnum_point16(const char *
     uint64_t v = jdnum_join16(d);
     int x = -(15 - (int)a);
     if (t == 16) {
-        uint64_t r8;
-        unsigned r = jdnum_run8(q + 16, &r8);
-        if (r > 4) {
-            return 0;
+        /* the usual 17-19-digit double: one or two more digits, by two
+         * byte tests (what jdnum_run8 would find); else the run of them */
+        unsigned d0 = (unsigned)(unsigned char)q[16] - '0', d1 = (unsigned)(unsigned char)q[17] - '0';
+        if (d0 < 10 && d1 >= 10) {
+            v = v * 10 + d0;
+            x -= 1;
+            t = 17;
+        } else if (d0 < 10 && (unsigned)(unsigned char)q[18] - '0' >= 10) {
+            v = v * 100 + d0 * 10 + d1; /* d1 < 10 here */
+            x -= 2;
+            t = 18;
+        } else {
+            uint64_t r8;
+            unsigned r = jdnum_run8(q + 16, &r8);
+            if (r > 4) {
+                return 0;
+            }
+            v = v * jdnum_pow10[r] + r8;
+            x -= (int)r;
+            t += r;
         }
-        v = v * jdnum_pow10[r] + r8;
-        x -= (int)r;
-        t += r;
     }
     char c = q[t];
     if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
