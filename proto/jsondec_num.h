@@ -39,6 +39,14 @@ static inline uint64_t jdnum_nondigits(uint64_t w)
     return ((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) ^ 0x3333333333333333ull;
 }
 
+/* Whether |c| is one of . e E + -, which would make the number go on:
+ * one bit a byte from '+' (bits 0, 2, 3, 26 and 58). */
+__attribute__((always_inline)) static inline bool jdnum_num_byte(char c)
+{
+    unsigned u = (unsigned)(unsigned char)c - '+';
+    return u < 64 && (0x040000000400000Dull >> u & 1) != 0;
+}
+
 /* The value of eight digit bytes |w| (the first in the lowest byte): pairs
  * of digits joined (10 * d[k] + d[k+1] lands in the even bytes), then the
  * four pairs combined with two multiplies whose upper halves hold 10^6,
@@ -236,7 +244,7 @@ __attribute__((always_inline)) static inline unsigned jdnum_dec8(const char *p, 
         e--;
     }
     char c = p[e + (f != 0)];
-    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+    if (jdnum_num_byte(c)) {
         return 0;
     }
     *m = jdnum_eight_value((w << (64 - 8 * e)) | (0x3030303030303030ull >> (8 * e)));
@@ -281,8 +289,7 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
                 i += 1 + kf;
             }
             char c = p[i];
-            if (kf != 8 && (!dot || kf != 0) && c != '.' && c != 'e' && c != 'E' && c != '+' &&
-                c != '-') {
+            if (kf != 8 && (!dot || kf != 0) && !jdnum_num_byte(c)) {
                 double v = (double)m / p10[kf];
                 *out = p[0] == '-' ? -v : v;
                 *used = i;
@@ -379,7 +386,7 @@ __attribute__((always_inline)) static inline unsigned jdnum_point16(const char *
         }
     }
     char c = q[t];
-    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+    if (jdnum_num_byte(c)) {
         return 0;
     }
     *m = v;
