@@ -304,6 +304,42 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
 
+/* 10^-k = (t + f) * 2^-b, 0 < f < 1, for k = 1..19 (entry 0 unused). */
+struct jdnum_rcp {
+    uint64_t t;
+    int b;
+};
+extern const struct jdnum_rcp jdnum_rcp10[20];
+
+/*
+ * m * 10^-k for m > 2^53 and 1 <= k <= 19 by one 64 x 64-bit multiply with
+ * jdnum_rcp10[k]: true, |*out| the correctly rounded value, unless a
+ * midpoint between two doubles lies too near to tell (false: then
+ * jdnum_dec_to_f64's exact division). jdnum_dec_to_f64's own first step,
+ * inline here for the callers that already know m > 2^53 and e < 0.
+ */
+__attribute__((always_inline)) static inline bool jdnum_mul_rcp(uint64_t m, int k, double *out)
+{
+    int clz = __builtin_clzll(m);
+    uint64_t mm = m << clz;
+    unsigned __int128 x = (unsigned __int128)mm * jdnum_rcp10[k].t;
+    uint64_t hi = (uint64_t)(x >> 64), lo = (uint64_t)x;
+    int sh = 9 + (int)(hi >> 63); /* hi >> sh: 53 bits and the round bit */
+    uint64_t low = hi & ((2ull << sh) - 1), half = 1ull << sh;
+    /* exact < x + mm: the round can differ only when a midpoint lies in
+     * [x, x + mm], i.e. the bits from the round bit down are within mm of
+     * it (carry out of lo) or on it */
+    if ((low == half - 1 && lo + mm < lo) || (low == half && lo == 0)) {
+        return false;
+    }
+    uint64_t mant = ((hi >> sh) + 1) >> 1;                                     /* <= 2^53: exact */
+    uint64_t bits = (uint64_t)(1023 + 65 + sh - jdnum_rcp10[k].b - clz) << 52; /* a power of 2 */
+    double p;
+    memcpy(&p, &bits, 8);
+    *out = (double)mant * p;
+    return true;
+}
+
 #ifdef __SSE2__
 /* Sixteen digit values (bytes 0-9, the first in lane 0) as one integer:
  * pairs by a 16-bit multiply-add (10 * first + second), then 4-digit and
@@ -365,7 +401,8 @@ __attribute__((always_inline)) static inline unsigned jdnum_point16(const char *
     if (t == 16) {
         /* the usual 17-19-digit double: one or two more digits, by two
          * byte tests (what jdnum_run8 would find); else the run of them */
-        unsigned d0 = (unsigned)(unsigned char)q[16] - '0', d1 = (unsigned)(unsigned char)q[17] - '0';
+        unsigned d0 = (unsigned)(unsigned char)q[16] - '0',
+                 d1 = (unsigned)(unsigned char)q[17] - '0';
         if (d0 < 10 && d1 >= 10) {
             v = v * 10 + d0;
             x -= 1;
@@ -421,7 +458,12 @@ __attribute__((always_inline)) static inline bool jdnum_f64_fast(const char *p, 
         int x;
         unsigned len = jdnum_point16(p + i, &m, &x);
         if (len != 0) {
-            double v = m <= 1ull << 53 ? (double)m / p10[-x] : jdnum_dec_to_f64(m, x);
+            double v;
+            if (m <= 1ull << 53) {
+                v = (double)m / p10[-x];
+            } else if (!jdnum_mul_rcp(m, -x, &v)) {
+                v = jdnum_dec_to_f64(m, x);
+            }
             *out = minus ? -v : v;
             *used = i + len;
             return true;
