@@ -59,6 +59,30 @@ const uint8_t jdnum_lanes[32] = {
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 };
 
+/* 10^-k = (t + f) * 2^-b, 0 < f < 1 (10^-k is no dyadic fraction), k = 1..19 */
+const struct jdnum_rcp jdnum_rcp10[20] = {
+    {0, 0},
+    {0xccccccccccccccccull, 67},  /* 10^-1 */
+    {0xa3d70a3d70a3d70aull, 70},  /* 10^-2 */
+    {0x83126e978d4fdf3bull, 73},  /* 10^-3 */
+    {0xd1b71758e219652bull, 77},  /* 10^-4 */
+    {0xa7c5ac471b478423ull, 80},  /* 10^-5 */
+    {0x8637bd05af6c69b5ull, 83},  /* 10^-6 */
+    {0xd6bf94d5e57a42bcull, 87},  /* 10^-7 */
+    {0xabcc77118461cefcull, 90},  /* 10^-8 */
+    {0x89705f4136b4a597ull, 93},  /* 10^-9 */
+    {0xdbe6fecebdedd5beull, 97},  /* 10^-10 */
+    {0xafebff0bcb24aafeull, 100}, /* 10^-11 */
+    {0x8cbccc096f5088cbull, 103}, /* 10^-12 */
+    {0xe12e13424bb40e13ull, 107}, /* 10^-13 */
+    {0xb424dc35095cd80full, 110}, /* 10^-14 */
+    {0x901d7cf73ab0acd9ull, 113}, /* 10^-15 */
+    {0xe69594bec44de15bull, 117}, /* 10^-16 */
+    {0xb877aa3236a4b449ull, 120}, /* 10^-17 */
+    {0x9392ee8e921d5d07ull, 123}, /* 10^-18 */
+    {0xec1e4a7db69561a5ull, 127}, /* 10^-19 */
+};
+
 static inline bool is_digit(char c)
 {
     return (unsigned char)(c - '0') < 10;
@@ -84,44 +108,9 @@ double jdnum_dec_to_f64(uint64_t m, int e)
         return e >= 0 ? (double)m * pow10_f64[e] : (double)m / pow10_f64[-e];
     }
     if (e < 0) {
-        /* 10^-k = (T + f) * 2^-b, 0 < f < 1 (10^-k is no dyadic fraction) */
-        static const struct {
-            uint64_t t;
-            int b;
-        } rcp[20] = {
-            {0, 0},
-            {0xccccccccccccccccull, 67},  /* 10^-1 */
-            {0xa3d70a3d70a3d70aull, 70},  /* 10^-2 */
-            {0x83126e978d4fdf3bull, 73},  /* 10^-3 */
-            {0xd1b71758e219652bull, 77},  /* 10^-4 */
-            {0xa7c5ac471b478423ull, 80},  /* 10^-5 */
-            {0x8637bd05af6c69b5ull, 83},  /* 10^-6 */
-            {0xd6bf94d5e57a42bcull, 87},  /* 10^-7 */
-            {0xabcc77118461cefcull, 90},  /* 10^-8 */
-            {0x89705f4136b4a597ull, 93},  /* 10^-9 */
-            {0xdbe6fecebdedd5beull, 97},  /* 10^-10 */
-            {0xafebff0bcb24aafeull, 100}, /* 10^-11 */
-            {0x8cbccc096f5088cbull, 103}, /* 10^-12 */
-            {0xe12e13424bb40e13ull, 107}, /* 10^-13 */
-            {0xb424dc35095cd80full, 110}, /* 10^-14 */
-            {0x901d7cf73ab0acd9ull, 113}, /* 10^-15 */
-            {0xe69594bec44de15bull, 117}, /* 10^-16 */
-            {0xb877aa3236a4b449ull, 120}, /* 10^-17 */
-            {0x9392ee8e921d5d07ull, 123}, /* 10^-18 */
-            {0xec1e4a7db69561a5ull, 127}, /* 10^-19 */
-        };
-        int clz = __builtin_clzll(m), k = -e;
-        uint64_t mm = m << clz;
-        unsigned __int128 x = (unsigned __int128)mm * rcp[k].t;
-        uint64_t hi = (uint64_t)(x >> 64), lo = (uint64_t)x;
-        int sh = 9 + (int)(hi >> 63); /* hi >> sh: 53 bits and the round bit */
-        uint64_t low = hi & ((2ull << sh) - 1), half = 1ull << sh;
-        /* exact < x + mm: the round can differ only when a midpoint lies in
-         * [x, x + mm], i.e. the bits from the round bit down are within mm
-         * of it (carry out of lo) or on it */
-        if (!((low == half - 1 && lo + mm < lo) || (low == half && lo == 0))) {
-            uint64_t mant = ((hi >> sh) + 1) >> 1; /* <= 2^53: exact */
-            return (double)mant * pow2(65 + sh - rcp[k].b - clz);
+        double v;
+        if (jdnum_mul_rcp(m, -e, &v)) {
+            return v;
         }
     }
     unsigned __int128 q;

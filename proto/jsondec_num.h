@@ -39,6 +39,14 @@ static inline uint64_t jdnum_nondigits(uint64_t w)
     return ((w & hi) | (((w + 0x0606060606060606ull) & hi) >> 4)) ^ 0x3333333333333333ull;
 }
 
+/* Whether |c| is one of . e E + -, which would make the number go on:
+ * one bit a byte from '+' (bits 0, 2, 3, 26 and 58). */
+__attribute__((always_inline)) static inline bool jdnum_num_byte(char c)
+{
+    unsigned u = (unsigned)(unsigned char)c - '+';
+    return u < 64 && (0x040000000400000Dull >> u & 1) != 0;
+}
+
 /* The value of eight digit bytes |w| (the first in the lowest byte): pairs
  * of digits joined (10 * d[k] + d[k+1] lands in the even bytes), then the
  * four pairs combined with two multiplies whose upper halves hold 10^6,
@@ -236,7 +244,7 @@ __attribute__((always_inline)) static inline unsigned jdnum_dec8(const char *p, 
         e--;
     }
     char c = p[e + (f != 0)];
-    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+    if (jdnum_num_byte(c)) {
         return 0;
     }
     *m = jdnum_eight_value((w << (64 - 8 * e)) | (0x3030303030303030ull >> (8 * e)));
@@ -281,8 +289,7 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
                 i += 1 + kf;
             }
             char c = p[i];
-            if (kf != 8 && (!dot || kf != 0) && c != '.' && c != 'e' && c != 'E' && c != '+' &&
-                c != '-') {
+            if (kf != 8 && (!dot || kf != 0) && !jdnum_num_byte(c)) {
                 double v = (double)m / p10[kf];
                 *out = p[0] == '-' ? -v : v;
                 *used = i;
@@ -296,6 +303,42 @@ __attribute__((always_inline)) static inline bool jdnum_f64_7(const char *p, siz
 
 /* The double nearest to m * 10^e (ties to even); -19 <= e <= 19. */
 double jdnum_dec_to_f64(uint64_t m, int e);
+
+/* 10^-k = (t + f) * 2^-b, 0 < f < 1, for k = 1..19 (entry 0 unused). */
+struct jdnum_rcp {
+    uint64_t t;
+    int b;
+};
+extern const struct jdnum_rcp jdnum_rcp10[20];
+
+/*
+ * m * 10^-k for m > 2^53 and 1 <= k <= 19 by one 64 x 64-bit multiply with
+ * jdnum_rcp10[k]: true, |*out| the correctly rounded value, unless a
+ * midpoint between two doubles lies too near to tell (false: then
+ * jdnum_dec_to_f64's exact division). jdnum_dec_to_f64's own first step,
+ * inline here for the callers that already know m > 2^53 and e < 0.
+ */
+__attribute__((always_inline)) static inline bool jdnum_mul_rcp(uint64_t m, int k, double *out)
+{
+    int clz = __builtin_clzll(m);
+    uint64_t mm = m << clz;
+    unsigned __int128 x = (unsigned __int128)mm * jdnum_rcp10[k].t;
+    uint64_t hi = (uint64_t)(x >> 64), lo = (uint64_t)x;
+    int sh = 9 + (int)(hi >> 63); /* hi >> sh: 53 bits and the round bit */
+    uint64_t low = hi & ((2ull << sh) - 1), half = 1ull << sh;
+    /* exact < x + mm: the round can differ only when a midpoint lies in
+     * [x, x + mm], i.e. the bits from the round bit down are within mm of
+     * it (carry out of lo) or on it */
+    if ((low == half - 1 && lo + mm < lo) || (low == half && lo == 0)) {
+        return false;
+    }
+    uint64_t mant = ((hi >> sh) + 1) >> 1;                                     /* <= 2^53: exact */
+    uint64_t bits = (uint64_t)(1023 + 65 + sh - jdnum_rcp10[k].b - clz) << 52; /* a power of 2 */
+    double p;
+    memcpy(&p, &bits, 8);
+    *out = (double)mant * p;
+    return true;
+}
 
 #ifdef __SSE2__
 /* Sixteen digit values (bytes 0-9, the first in lane 0) as one integer:
@@ -356,17 +399,31 @@ __attribute__((always_inline)) static inline unsigned jdnum_point16(const char *
     uint64_t v = jdnum_join16(d);
     int x = -(15 - (int)a);
     if (t == 16) {
-        uint64_t r8;
-        unsigned r = jdnum_run8(q + 16, &r8);
-        if (r > 4) {
-            return 0;
+        /* the usual 17-19-digit double: one or two more digits, by two
+         * byte tests (what jdnum_run8 would find); else the run of them */
+        unsigned d0 = (unsigned)(unsigned char)q[16] - '0',
+                 d1 = (unsigned)(unsigned char)q[17] - '0';
+        if (d0 < 10 && d1 >= 10) {
+            v = v * 10 + d0;
+            x -= 1;
+            t = 17;
+        } else if (d0 < 10 && (unsigned)(unsigned char)q[18] - '0' >= 10) {
+            v = v * 100 + d0 * 10 + d1; /* d1 < 10 here */
+            x -= 2;
+            t = 18;
+        } else {
+            uint64_t r8;
+            unsigned r = jdnum_run8(q + 16, &r8);
+            if (r > 4) {
+                return 0;
+            }
+            v = v * jdnum_pow10[r] + r8;
+            x -= (int)r;
+            t += r;
         }
-        v = v * jdnum_pow10[r] + r8;
-        x -= (int)r;
-        t += r;
     }
     char c = q[t];
-    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+    if (jdnum_num_byte(c)) {
         return 0;
     }
     *m = v;
@@ -401,7 +458,12 @@ __attribute__((always_inline)) static inline bool jdnum_f64_fast(const char *p, 
         int x;
         unsigned len = jdnum_point16(p + i, &m, &x);
         if (len != 0) {
-            double v = m <= 1ull << 53 ? (double)m / p10[-x] : jdnum_dec_to_f64(m, x);
+            double v;
+            if (m <= 1ull << 53) {
+                v = (double)m / p10[-x];
+            } else if (!jdnum_mul_rcp(m, -x, &v)) {
+                v = jdnum_dec_to_f64(m, x);
+            }
             *out = minus ? -v : v;
             *used = i + len;
             return true;

@@ -450,6 +450,119 @@ Test(jsondec_fast, point16_takes_its_shape_and_equals_strtod)
     cr_assert(m == 1 && e == -18);
 }
 
+/*
+ * jdnum_point16 past its 16 bytes: 1-7 integer digits and the fraction to
+ * byte 15, then 0-5 more digits and a terminator.
+ * One or two more digits are read by two byte tests, three or four by the
+ * 8-byte run, five declined (20 digits); exact m, e and length, the value
+ * strtod's through jdnum_f64_fast, signed or not; after the terminator
+ * digits or letters (a digit there must not be taken for one).
+ */
+Test(jsondec_fast, point16_digits_past_its_16_bytes)
+{
+    static const char ends[] = ",]} \"x.eE+-";
+    char text[96];
+    for (int a = 1; a <= 7; a++) {
+        for (int r = 0; r <= 5; r++) {
+            for (size_t k = 0; k < sizeof(ends) - 1; k++) {
+                for (int rep = 0; rep < 40; rep++) {
+                    int len = 0;
+                    uint64_t m = 0;
+                    text[len++] = '-';
+                    for (int i = 0; i < 16 + r; i++) {
+                        if (i == a) {
+                            text[len++] = '.';
+                            continue;
+                        }
+                        int dg = (int)(rnd() % 10);
+                        if (i == 0 && a > 1 && dg == 0) {
+                            dg = 1 + (int)(rnd() % 9);
+                        }
+                        text[len++] = (char)('0' + dg);
+                        m = m * 10 + (uint64_t)dg;
+                    }
+                    text[len] = ends[k];
+                    /* digits after the terminator, or none */
+                    memcpy(text + len + 1,
+                           rep % 2 ? "0123456789012345678901234" : "abcdefghijklmnopqrstuvwxy", 26);
+                    bool take = r <= 4 && strchr(".eE+-", ends[k]) == NULL;
+                    uint64_t gm = 0;
+                    int ge = 0;
+                    unsigned got = jdnum_point16(text + 1, &gm, &ge);
+                    cr_assert_eq(got != 0, take, "%.*s: point16 %u", len, text, got);
+                    if (!take) {
+                        continue;
+                    }
+                    cr_assert_eq(got, (unsigned)len - 1, "%.*s: length %u", len, text, got);
+                    cr_assert(gm == m && ge == -(15 - a + r), "%.*s: %llu e%d", len, text,
+                              (unsigned long long)gm, ge);
+                    for (int sign = 0; sign < 2; sign++) {
+                        const char *t = text + 1 - sign;
+                        text[len] = '\0';
+                        double want = strtod(t, NULL), v;
+                        text[len] = ends[k];
+                        size_t used;
+                        cr_assert(jdnum_f64_fast(t, strlen(t), &v, &used), "%s declined", t);
+                        cr_assert(memcmp(&v, &want, 8) == 0 && used == (size_t)len - 1 + sign,
+                                  "%.*s: %.17g (%zu), strtod %.17g", len, text, v, used, want);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/*
+ * jdnum_num_byte is true for exactly '.', 'e', 'E', '+' and '-' of the 256
+ * bytes; and every reader that tests it leaves a number followed by one of
+ * them to the rest of the grammar: an exponent read in full, the others
+ * not taken as a number ending there. Shapes: within 8 bytes (jdnum_dec8),
+ * 8-15 bytes (the 8-byte runs), 16-18 bytes with a tail (point16), 9
+ * integer digits (jdnum_f64_fast's second path).
+ */
+Test(jsondec_fast, number_continuation_bytes)
+{
+    for (int c = 0; c < 256; c++) {
+        bool want = c != 0 && strchr(".eE+-", c) != NULL;
+        cr_assert_eq(jdnum_num_byte((char)c), want, "byte 0x%02x", c);
+    }
+    static const char *const nums[] = {"5",
+                                       "0.25",
+                                       "-12.5",
+                                       "1234567.1",
+                                       "1234567.12345",
+                                       "2.9721053293940667",
+                                       "0.69446136761976",
+                                       "-8364.951517012665",
+                                       "123456789.5"};
+    static const char cont[] = ".eE+-";
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        for (size_t k = 0; k < sizeof(cont) - 1; k++) {
+            char text[96];
+            size_t nl = strlen(nums[i]);
+            int len =
+                snprintf(text, sizeof text, "%s%c5,                         ", nums[i], cont[k]);
+            bool expo = cont[k] == 'e' || cont[k] == 'E';
+            double want = strtod(text, NULL), v = 0;
+            size_t used = 0;
+            bool ok[3] = {jdnum_f64_fast(text, (size_t)len, &v, &used), false, false};
+            for (int r = 0; r < 3; r++) {
+                if (r == 1) {
+                    ok[1] = jdnum_f64(text, (size_t)len, &v, &used);
+                } else if (r == 2) {
+                    ok[2] = jdnum_f64_7(text, (size_t)len, &v, &used);
+                }
+                if (expo) {
+                    cr_assert(ok[r] && used == nl + 2 && memcmp(&v, &want, 8) == 0,
+                              "%s: reader %d: %d %.17g (%zu)", text, r, ok[r], v, used);
+                } else {
+                    cr_assert(!ok[r] || used != nl, "%s: reader %d took %zu bytes", text, r, used);
+                }
+            }
+        }
+    }
+}
+
 static void f64_is(const char *text, double want, size_t used)
 {
     double got;
