@@ -350,7 +350,11 @@ static void drain(shard *s, struct shard_job *list)
             continue;
         }
         if (s->cfg.ack != SHARD_ACK_SEAL) {
-            int64_t r = wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
+            int64_t r =
+                j->plain_len != 0
+                    ? wal_append_gzip(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len,
+                                      j->plain_len)
+                    : wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
             if (r < 0) {
                 diskfree_kick(); /* a full disk shows at once, not at the next tick */
                 j->result = (int)r;
@@ -441,6 +445,8 @@ static void *shard_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             return NULL;
         }
+        /* gzip'd frames that did not inflate were skipped as undecodable ones are */
+        s->replay_bad_frames += wal_stats(s->wal)->frames_undecodable;
         release_wal(s);
     }
     charge_block(s);

@@ -15,8 +15,21 @@
  *   8  u64  seq, strictly increasing per shard, never reused
  *  16  u8   signal (1 logs, 2 traces, 3 metrics)
  *  17  u8   payload format (0 protobuf, 1 OTLP/JSON)
- *  18  u16  zero
- *  20  N    payload: the export request body as received, after gunzip
+ *  18  u8   payload coding: 0 as decoded, 1 gzip (below)
+ *  19  u8   zero
+ *  20  N    payload: the export request body as decoded (after any gunzip)
+ *           or, coding 1, a u32 length L (1 .. WAL_FRAME_MAX) and the body
+ *           as it arrived gzip'd, which inflates to exactly L bytes
+ *
+ * A gzip'd export is logged as it arrived when that is smaller (typically
+ * a quarter of the inflated size): a quarter of the CRC, of the copy into
+ * the page cache and of the disk writes (bench/PERFORMANCE.md, "The WAL
+ * keeps a gzip'd body"). Replay inflates it before handing it on, so the
+ * replay callback sees the body as decoded either way. Such a frame was
+ * inflated once already, at ingest; one that does not inflate to its L
+ * bytes (corruption its CRC missed) is not handed on, counted in
+ * frames_undecodable, and replay goes on. A binary from before coding 1
+ * reads byte 18 as non-zero padding and ends the log there.
  *
  * APPEND. One pwritev(2) of header + payload at the end of the segment
  * (continued if short). If it fails, the file is cut back to the frame's
@@ -65,7 +78,7 @@
  * a whole segment at once. Each frame is checked: a length of 0 or above
  * WAL_FRAME_MAX, a frame running past the end of the file, a CRC mismatch,
  * a seq not above the previous frame's (or, for the first frame of a
- * segment, not equal to the segment's name), an unknown signal or format,
+ * segment, not equal to the segment's name), an unknown signal, format or coding,
  * or non-zero padding ends the log. The segment is truncated at that
  * frame's start, every later segment is removed, and torn_frames (+1) and
  * torn_bytes count it. A crash can leave only a torn tail (a frame partly
@@ -356,7 +369,56 @@ struct replay {
     void *ctx;
     uint64_t last; /* seq of the last intact frame, 0 before the first */
     struct rbuf rb;
+    struct libdeflate_decompressor *dec; /* coding 1 frames: made at the first */
+    uint8_t *plain;                      /* what it inflated, plain_cap bytes */
+    size_t plain_cap;
 };
+
+/*
+ * A coding 1 payload p[0, n) (u32 L, then gzip members) inflated into
+ * r->plain: 0 with |*out| and |*len| = L when the members inflate to exactly
+ * L bytes; 1 when they do not (the frame is skipped); -ENOMEM.
+ */
+static int replay_inflate(struct replay *r, const uint8_t *p, size_t n, const uint8_t **out,
+                          size_t *len)
+{
+    if (n < 4 + 18) {
+        return 1;
+    }
+    size_t want = get32(p);
+    if (want == 0 || want > WAL_FRAME_MAX) {
+        return 1;
+    }
+    if (r->dec == NULL && (r->dec = libdeflate_alloc_decompressor()) == NULL) {
+        return -ENOMEM;
+    }
+    if (r->plain_cap < want) {
+        uint8_t *np = realloc(r->plain, want);
+        if (np == NULL) {
+            return -ENOMEM;
+        }
+        r->plain = np;
+        r->plain_cap = want;
+    }
+    const uint8_t *in = p + 4;
+    size_t in_len = n - 4, got = 0;
+    while (in_len > 0) { /* the members back to back, as ingest took them */
+        size_t used = 0, k = 0;
+        if (libdeflate_gzip_decompress_ex(r->dec, in, in_len, r->plain + got, want - got, &used,
+                                          &k) != LIBDEFLATE_SUCCESS) {
+            return 1;
+        }
+        in += used;
+        in_len -= used;
+        got += k;
+    }
+    if (got != want) {
+        return 1;
+    }
+    *out = r->plain;
+    *len = want;
+    return 0;
+}
 
 /*
  * Walks one segment. Returns 0 with |*end| = the file size when every frame
@@ -395,7 +457,8 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
         if (seq <= r->last || (off == 0 && seq != name)) {
             break;
         }
-        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > OTLP_JSON || h[18] != 0 || h[19] != 0) {
+        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > OTLP_JSON || h[18] > WAL_CODING_GZIP ||
+            h[19] != 0) {
             break;
         }
         r->last = seq;
@@ -404,8 +467,20 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
         } else {
             w->st.frames_replayed++;
             w->st.bytes_replayed += n;
-            if (r->fn != NULL) {
-                rc = r->fn(r->ctx, seq, (enum signal)sig, (enum otlp_fmt)fmt, h + WAL_HDR, n);
+            const uint8_t *p = h + WAL_HDR;
+            size_t pn = n;
+            if (h[18] == WAL_CODING_GZIP && r->fn != NULL) {
+                rc = replay_inflate(r, h + WAL_HDR, n, &p, &pn);
+                if (rc < 0) {
+                    return rc;
+                }
+                if (rc > 0) {
+                    w->st.frames_undecodable++;
+                    p = NULL;
+                }
+            }
+            if (r->fn != NULL && p != NULL) {
+                rc = r->fn(r->ctx, seq, (enum signal)sig, (enum otlp_fmt)fmt, p, pn);
                 if (rc < 0) {
                     return rc;
                 }
@@ -529,6 +604,8 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
     }
     rc = replay_all(w, &r);
     free(r.rb.p);
+    free(r.plain);
+    libdeflate_free_decompressor(r.dec);
     if (rc < 0) {
         goto fail_fd;
     }
@@ -791,20 +868,31 @@ void wal_append_hist(struct lathist *out)
 }
 
 static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
-                            size_t n);
+                            size_t n, size_t plain);
 
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n)
 {
     uint64_t t0 = clock_mono_ns();
-    int64_t r = append_frame(w, sig, fmt, payload, n);
+    int64_t r = append_frame(w, sig, fmt, payload, n, 0);
     lathist_add_shared(&append_hist, clock_mono_ns() - t0);
     return r;
 }
 
-static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
-                            size_t n)
+int64_t wal_append_gzip(wal *w, enum signal sig, enum otlp_fmt fmt, const void *gz, size_t n,
+                        size_t plain)
 {
-    if (n > WAL_FRAME_MAX) {
+    uint64_t t0 = clock_mono_ns();
+    int64_t r = plain == 0 ? -EINVAL : append_frame(w, sig, fmt, gz, n, plain);
+    lathist_add_shared(&append_hist, clock_mono_ns() - t0);
+    return r;
+}
+
+/* One frame: coding 0 when |plain| is 0, else coding 1 with L = |plain|
+ * (the u32 written after the header, counted in N). */
+static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
+                            size_t n, size_t plain)
+{
+    if (n > WAL_FRAME_MAX || plain > WAL_FRAME_MAX || (plain != 0 && n > WAL_FRAME_MAX - 4)) {
         return -E2BIG;
     }
     if (n == 0 || sig < SIG_LOGS || sig > SIG_METRICS || (int)fmt < (int)OTLP_PROTOBUF ||
@@ -823,25 +911,28 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
             return rc;
         }
     }
-    uint8_t hdr[WAL_HDR];
-    put32(hdr, (uint32_t)n);
+    /* The header, and for coding 1 the u32 L that begins the payload. */
+    uint8_t hdr[WAL_HDR + 4];
+    size_t hl = plain != 0 ? WAL_HDR + 4 : WAL_HDR;
+    put32(hdr, (uint32_t)(n + hl - WAL_HDR));
     put64(hdr + 8, seq);
     hdr[16] = (uint8_t)sig;
     hdr[17] = (uint8_t)fmt;
-    hdr[18] = 0;
+    hdr[18] = plain != 0 ? WAL_CODING_GZIP : 0;
     hdr[19] = 0;
-    put32(hdr + 4, libdeflate_crc32(libdeflate_crc32(0, hdr + 8, 12), payload, n));
+    put32(hdr + WAL_HDR, (uint32_t)plain);
+    put32(hdr + 4, libdeflate_crc32(libdeflate_crc32(0, hdr + 8, hl - 8), payload, n));
 
-    size_t total = WAL_HDR + n, done = 0;
+    size_t total = hl + n, done = 0;
     uint64_t off = w->cur_size;
     while (done < total) {
         struct iovec iov[2];
         int cnt = 0;
-        if (done < WAL_HDR) {
-            iov[cnt++] = (struct iovec){hdr + done, WAL_HDR - done};
+        if (done < hl) {
+            iov[cnt++] = (struct iovec){hdr + done, hl - done};
             iov[cnt++] = (struct iovec){(void *)payload, n};
         } else {
-            iov[cnt++] = (struct iovec){(uint8_t *)payload + (done - WAL_HDR), total - done};
+            iov[cnt++] = (struct iovec){(uint8_t *)payload + (done - hl), total - done};
         }
         ssize_t k = pwritev(w->fd, iov, cnt, (off_t)(off + done));
         if (k < 0 && errno == EINTR) {

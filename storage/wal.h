@@ -25,18 +25,22 @@ struct wal_stats {
     uint64_t fsyncs;
     uint64_t frames_replayed;
     uint64_t bytes_replayed;
-    uint64_t frames_skipped; /* intact frames at or below |after| */
-    uint64_t torn_frames;    /* torn or corrupt tails truncated at open (0 or 1 per open) */
-    uint64_t torn_bytes;     /* bytes cut off by those truncations */
-    uint64_t segments;       /* segment files now open or on disk, the spare included */
-    uint64_t disk_bytes;     /* their bytes (whole files: a recycled segment's old bytes
-                              * past its last frame, the spare): what the WAL takes on
-                              * disk now */
+    uint64_t frames_skipped;     /* intact frames at or below |after| */
+    uint64_t frames_undecodable; /* intact gzip'd frames that did not inflate to
+                                  * their length: not handed to replay */
+    uint64_t torn_frames;        /* torn or corrupt tails truncated at open (0 or 1 per open) */
+    uint64_t torn_bytes;         /* bytes cut off by those truncations */
+    uint64_t segments;           /* segment files now open or on disk, the spare included */
+    uint64_t disk_bytes;         /* their bytes (whole files: a recycled segment's old bytes
+                                  * past its last frame, the spare): what the WAL takes on
+                                  * disk now */
 };
 
 /* A frame's payload format is byte 17 (enum otlp_fmt, batch.h); byte 16
- * is the signal; bytes 18-19 are zero. A frame with an unknown signal or
- * format is corrupt. */
+ * is the signal; byte 18 the payload's coding (0, or WAL_CODING_GZIP: the
+ * body as it arrived gzip'd, inflated by replay); byte 19 is zero. A frame
+ * with an unknown signal, format or coding is corrupt. */
+#define WAL_CODING_GZIP 1
 
 /* Called for each intact frame above |after|, in seq order. A negative
  * return stops the replay and wal_open returns it. */
@@ -49,7 +53,7 @@ typedef int (*wal_replay_fn)(void *ctx, uint64_t seq, enum signal sig, enum otlp
  * handed to |fn| (frames_skipped). A frame that runs past the end of its
  * segment, fails its CRC, has a zero or oversized length, a seq not above
  * the previous one (or, first in a segment, other than the segment's name),
- * an unknown signal or format or non-zero padding ends the log: the segment
+ * an unknown signal, format or coding or non-zero padding ends the log: the segment
  * is truncated before it, any later segments are removed, and the event is
  * counted in torn_frames/torn_bytes — never an error. Empty segments are
  * removed. New frames continue after the highest seq seen (or |after|, if
@@ -75,6 +79,16 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  * last frame before that rotation away from it.
  */
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n);
+/*
+ * wal_append of a body that arrived gzip'd, logged as it arrived: |gz| (n
+ * bytes, the gzip members as received) inflates to |plain| bytes, which is
+ * what replay hands to its callback. The caller inflated it already (the
+ * decode needs it), and chooses this only when n is well below |plain|.
+ * -E2BIG if |plain| or n + 4 exceeds WAL_FRAME_MAX; otherwise as
+ * wal_append.
+ */
+int64_t wal_append_gzip(wal *w, enum signal sig, enum otlp_fmt fmt, const void *gz, size_t n,
+                        size_t plain);
 #define WAL_FRAME_MAX (256u << 20)
 
 /* Segment size: a segment is closed once it holds at least this much. */

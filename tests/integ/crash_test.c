@@ -30,6 +30,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <dirent.h>
+#include <libdeflate.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -94,6 +95,7 @@ struct client {
     atomic_int *stop;
     /* totals */
     uint64_t reqs_acked, reqs_refused, reqs_unanswered;
+    uint64_t gzip_acked; /* requests sent gzip'd and acknowledged (the WAL keeps them so) */
     int last_refusal;
     char last_refusal_msg[200];
 };
@@ -105,6 +107,20 @@ static uint64_t rnd(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+/* |*body| (|*len| bytes) replaced by its gzip (level 6, as exporters send it). */
+static void gzip_body(uint8_t **body, size_t *len)
+{
+    struct libdeflate_compressor *z = libdeflate_alloc_compressor(6);
+    size_t cap = z != NULL ? libdeflate_gzip_compress_bound(z, *len) : 0;
+    uint8_t *zb = cap != 0 ? malloc(cap) : NULL;
+    size_t zn = zb != NULL ? libdeflate_gzip_compress(z, *body, *len, zb, cap) : 0;
+    libdeflate_free_compressor(z);
+    cr_assert_gt(zn, 0, "gzip of a %zu-byte request failed", *len);
+    free(*body);
+    *body = zb;
+    *len = zn;
 }
 
 /* One export; the state of its records follows the answer. Returns false
@@ -126,13 +142,20 @@ static bool export_one(struct client *c, struct h2c *h)
     uint64_t first = c->next;
     c->next += n;
     memset(c->state + first, REC_MAYBE, n);
+    /* Every other one gzip'd: the WAL logs those as they arrived, and
+     * replay must inflate them back to the same records. */
+    bool gz = (rnd(&c->rng) & 1) != 0;
+    if (gz) {
+        gzip_body(&body, &len);
+    }
 
     int answer = -1; /* 0 ok, >0 refused (status), -1 none */
     if (tr == TR_GRPC) {
         size_t flen;
-        uint8_t *framed = h2c_frame(body, len, false, &flen);
+        uint8_t *framed = h2c_frame(body, len, gz, &flen);
         struct h2c_call call = {.body = framed, .body_len = flen};
-        if (framed != NULL && h2c_submit(h, grpc_paths[sig - 1], NULL, &call) == 0 &&
+        const char *genc[] = {"grpc-encoding: gzip", NULL};
+        if (framed != NULL && h2c_submit(h, grpc_paths[sig - 1], gz ? genc : NULL, &call) == 0 &&
             h2c_wait(h) == 0 && call.closed && call.grpc_status >= 0) {
             answer = call.grpc_status;
             snprintf(c->last_refusal_msg, sizeof(c->last_refusal_msg), "%.150s", call.grpc_message);
@@ -140,11 +163,15 @@ static bool export_one(struct client *c, struct h2c *h)
         h2c_call_free(&call);
         free(framed);
     } else {
-        const char *pb[] = {"Content-Type: application/x-protobuf", NULL};
-        const char *js[] = {"Content-Type: application/json", NULL};
+        const char *pb[] = {"Content-Type: application/x-protobuf", NULL, NULL};
+        const char *js[] = {"Content-Type: application/json", NULL, NULL};
+        if (gz) {
+            pb[1] = js[1] = "Content-Encoding: gzip";
+        }
         struct http_resp r = {0};
         if (httpc_request(c->http_port, "POST", http_paths[sig - 1], tr == TR_HTTP_JSON ? js : pb,
                           body, len, 0, &r) == 0) {
+
             answer = r.status == 200 ? 0 : r.status;
             if (answer != 0) {
                 snprintf(c->last_refusal_msg, sizeof(c->last_refusal_msg), "%.*s",
@@ -161,6 +188,7 @@ static bool export_one(struct client *c, struct h2c *h)
     memset(c->state + first, answer == 0 ? REC_ACKED : REC_REFUSED, n);
     if (answer == 0) {
         c->reqs_acked++;
+        c->gzip_acked += gz;
     } else {
         c->reqs_refused++;
         c->last_refusal = answer;
@@ -605,6 +633,7 @@ static void battery(const char *ack)
      * seals happened, and some kill landed inside one. */
     for (int c = 0; c < N_CLIENTS; c++) {
         cr_assert_gt(cl[c].reqs_acked, 0, "client %d had nothing acknowledged", c);
+        cr_assert_gt(cl[c].gzip_acked, 0, "client %d had no gzip'd request acknowledged", c);
         if (cl[c].reqs_refused > 0) {
             /* Backpressure, not a crash-safety failure (their records were
              * checked absent above), but worth seeing. */

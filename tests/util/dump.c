@@ -334,6 +334,7 @@ static int dump_wal(const char *data, enum signal s, uint32_t shard, uint64_t af
     st->wal_frames += ws->frames_replayed;
     st->wal_skipped += ws->frames_skipped;
     st->wal_torn += ws->torn_frames;
+    st->wal_bad_frames += ws->frames_undecodable; /* gzip'd frames that did not inflate */
     rc = emit_wal_rows(&rp, shard, dir, fn, ctx, err, errlen);
 
 out:

@@ -414,7 +414,7 @@ Test(wal, frames_with_a_valid_crc_but_bad_fields_end_the_log)
         {10, 3, 0, 1, 0}, /* signal 0 */
         {10, 3, 4, 1, 0}, /* signal 4 */
         {10, 3, 1, 2, 0}, /* unknown format */
-        {10, 3, 1, 1, 1}, /* non-zero padding */
+        {10, 3, 1, 1, 2}, /* unknown coding (1 is gzip: the test below) */
         {10, 3, 1, 1, 0}, /* control: intact, so seq 3 is replayed */
     };
     static struct col c;
@@ -470,6 +470,97 @@ Test(wal, frames_with_a_valid_crc_but_bad_fields_end_the_log)
     cr_expect_eq(tmpdir_file_size(dir, "0001.wal"), 1);
     free(p3);
     free(base);
+}
+
+/* |n| bytes of text that gzip shrinks, different for each |s|. */
+static uint8_t *text(uint64_t s, size_t n)
+{
+    uint8_t *p = malloc(n);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (uint8_t)("abcdefgh"[(i / 7 + s) % 8] + (i % 97 == 0 ? 1 : 0));
+    }
+    return p;
+}
+
+/* p[0, n) gzip'd as |members| members back to back (the split evenly). */
+static uint8_t *gz_of(const uint8_t *p, size_t n, int members, size_t *out)
+{
+    struct libdeflate_compressor *z = libdeflate_alloc_compressor(6);
+    cr_assert_not_null(z);
+    size_t cap = 0, at = 0, len = 0;
+    for (int m = 0; m < members; m++) {
+        cap += libdeflate_gzip_compress_bound(z, n);
+    }
+    uint8_t *g = malloc(cap);
+    cr_assert_not_null(g);
+    for (int m = 0; m < members; m++) {
+        size_t part = m + 1 == members ? n - at : n / (size_t)members;
+        size_t k = libdeflate_gzip_compress(z, p + at, part, g + len, cap - len);
+        cr_assert_gt(k, 0);
+        at += part;
+        len += k;
+    }
+    libdeflate_free_compressor(z);
+    *out = len;
+    return g;
+}
+
+Test(wal, a_gzip_frame_replays_inflated_and_one_that_does_not_inflate_is_skipped)
+{
+    wal *w;
+    static struct col c;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    size_t n[7] = {0, 300, 20000, 50001, 4000, 100, 64}, g[7] = {0};
+    uint8_t *pl[7] = {NULL}, *gz[7] = {NULL};
+    for (int s = 1; s <= 6; s++) {
+        pl[s] = text((uint64_t)s, n[s]);
+        expect_n[s] = n[s];
+        expect_p[s] = pl[s];
+    }
+    gz[2] = gz_of(pl[2], n[2], 1, &g[2]);
+    gz[3] = gz_of(pl[3], n[3], 3, &g[3]); /* three members, as some exporters send */
+    gz[4] = gz_of(pl[4], n[4], 1, &g[4]);
+    cr_assert_lt(g[2] * 4, n[2], "the text compresses");
+    cr_assert_eq(wal_append(w, sig_of(1), fmt_of(1), pl[1], n[1]), 1);
+    cr_assert_eq(wal_append_gzip(w, sig_of(2), fmt_of(2), gz[2], g[2], n[2]), 2);
+    cr_assert_eq(wal_append_gzip(w, sig_of(3), fmt_of(3), gz[3], g[3], n[3]), 3);
+    /* A length that is not what the members inflate to (one byte more), and
+     * bytes that are not gzip at all: written, then skipped by replay. */
+    cr_assert_eq(wal_append_gzip(w, sig_of(4), fmt_of(4), gz[4], g[4], n[4] + 1), 4);
+    cr_assert_eq(wal_append_gzip(w, sig_of(5), fmt_of(5), pl[5], n[5], n[5]), 5);
+    cr_assert_eq(wal_append(w, sig_of(6), fmt_of(6), pl[6], n[6]), 6);
+    /* Refused without writing: no length, a length past the frame limit. */
+    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], 0), -EINVAL);
+    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], WAL_FRAME_MAX + 1ul),
+                 -E2BIG);
+    /* Each gzip'd frame is its 20-byte header, the u32 length and the bytes as given. */
+    uint64_t bytes =
+        (20 + n[1]) + (24 + g[2]) + (24 + g[3]) + (24 + g[4]) + (24 + n[5]) + (20 + n[6]);
+    cr_assert_eq(wal_stats(w)->bytes_appended, bytes);
+    cr_assert_eq(wal_stats(w)->frames_appended, 6);
+    wal_close(w);
+    cr_assert_eq(tmpdir_file_size(dir, seg(1)), (int64_t)bytes);
+
+    w = reopen(0, &c);
+    cr_assert_eq(c.n, 4, "replayed %d frames, want 1, 2, 3 and 6", c.n);
+    const uint64_t want[4] = {1, 2, 3, 6};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(c.f[i].seq, want[i]);
+        cr_assert(c.f[i].ok, "frame %llu is not the body as decoded",
+                  (unsigned long long)c.f[i].seq);
+    }
+    cr_assert_eq(wal_stats(w)->frames_undecodable, 2);
+    cr_assert_eq(wal_stats(w)->frames_replayed, 6);
+    cr_assert_eq(wal_stats(w)->torn_frames, 0);
+    /* Appends go on after them. */
+    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], n[2]), 7);
+    wal_close(w);
+    for (int s = 1; s <= 6; s++) {
+        free(pl[s]);
+        free(gz[s]);
+        expect_p[s] = NULL;
+    }
 }
 
 Test(wal, segments_rotate_and_release_deletes_only_wholly_covered_ones)
