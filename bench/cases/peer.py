@@ -10,6 +10,8 @@ Arms (client, protocol, signal):
   wrk      HTTP/1.1 keep-alive POST of one fixed 1,000-record ExportLogsServiceRequest
            (PEER_PAYLOAD, default ../shared/peers/fluent-bit/logs-1000.pb, 359 KB) to
            /v1/logs: a client that is not MiraDB's own code. Latency = wrk's own percentiles.
+           Protocol http/protobuf+gzip: the same request gzip'd (level 6, 84 KB), with
+           Content-Encoding: gzip, as the Collector's exporters send by default.
   h2load   nghttp2's h2load over gRPC (HTTP/2, one stream per connection) posting the same
            request as the wrk arm, framed as one gRPC message, to LogsService/Export: the gRPC
            figure that depends neither on MiraDB's own client nor on its generator's payload.
@@ -40,6 +42,7 @@ binary, or without wrk or h2load, the case says so and skips that part.
     python3 bench/cases/peer.py BUILD_DIR
 """
 
+import gzip
 import json
 import os
 import re
@@ -170,11 +173,27 @@ def grid():
                ("load", "grpc", "logs", 4)]
         return pts, [("wrk", "http/protobuf", "logs", 4)]
     pts = [("wrk", "http/protobuf", "logs", c) for c in (1, 4, 16)]
+    pts += [("wrk", "http/protobuf+gzip", "logs", 4)]
     pts += [("h2load", "grpc", "logs", c) for c in (4, 16)]
     pts += [("load", p, "logs", c) for p in ("grpc", "http/protobuf") for c in (4, 16)]
     pts += [("load", "grpc", s, 4) for s in ("traces", "metrics")]
     fsync = [("wrk", "http/protobuf", "logs", c) for c in (4, 16)] + [("load", "grpc", "logs", 4)]
     return pts, fsync
+
+
+def wrk_inputs(workdir, payload):
+    """{protocol: (payload file, wrk script)} for the wrk arm, written into |workdir|: the
+    request as it is, and gzip'd."""
+    lua = os.path.join(workdir, "post.lua")
+    with open(lua, "w") as f:
+        f.write(WRK_LUA)
+    gz, gzlua = os.path.join(workdir, "payload.pb.gz"), os.path.join(workdir, "post-gzip.lua")
+    with open(payload, "rb") as f, open(gz, "wb") as g:
+        g.write(gzip.compress(f.read(), 6))
+    ct = 'wrk.headers["Content-Type"] = "application/x-protobuf"'
+    with open(gzlua, "w") as f:
+        f.write(WRK_LUA.replace(ct, ct + '\nwrk.headers["Content-Encoding"] = "gzip"'))
+    return {"http/protobuf": (payload, lua), "http/protobuf+gzip": (gz, gzlua)}
 
 
 def run_wrk(port, signal_, conns, secs, payload, lua):
@@ -279,7 +298,7 @@ def one(build, pt, ack, server, secs, payload, lua, fbbin, workdir):
     else:
         data = bl.fresh_data("peer")
         srv = bl.Daemon(bl.miradb_bin(build), data, ["--ack", ack], name="peer").start()
-        port = srv.port(proto)
+        port = srv.port(proto.split("+")[0])
     try:
         cpu0 = bl.proc_cpu_s(srv.pid)
         if arm == "wrk":
@@ -363,9 +382,7 @@ def main():
             pts = [p for p in pts if p[0] != client]
             fsync_pts = [p for p in fsync_pts if p[0] != client]
     workdir = tempfile.mkdtemp(prefix="miradb-peer-")
-    lua = os.path.join(workdir, "post.lua")
-    with open(lua, "w") as f:
-        f.write(WRK_LUA)
+    wrk_in = wrk_inputs(workdir, payload) if payload else {}
     # Every (point, server, ack) measured in each pass; the servers' order alternates.
     runs = {}
     plan = [(pt, "wal") for pt in pts] + [(pt, "fsync") for pt in fsync_pts]
@@ -380,7 +397,8 @@ def main():
                     k = key(pt, a, server)
                     bl.log("peer: pass %d/%d %s" % (p + 1, passes, k))
                     try:
-                        r = one(build, pt, ack, server, secs, payload, lua, fbbin, workdir)
+                        pl, lua = wrk_in.get(pt[1], (payload, None))
+                        r = one(build, pt, ack, server, secs, pl, lua, fbbin, workdir)
                     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
                         r = {"error": str(e)[-300:]}
                     runs.setdefault(k, []).append(r)

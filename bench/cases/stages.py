@@ -32,7 +32,6 @@ profiled run), PEER_PAYLOAD.
     python3 bench/cases/stages.py BUILD_DIR
 """
 
-import gzip
 import os
 import shutil
 import subprocess
@@ -169,17 +168,7 @@ def main():
     if why:
         bl.log("stages: %s: CPU a record only, no stages" % why)
     workdir = tempfile.mkdtemp(prefix="miradb-stages-")
-    lua = os.path.join(workdir, "post.lua")
-    with open(lua, "w") as f:
-        f.write(peer.WRK_LUA)
-    gz = os.path.join(workdir, "payload.pb.gz")
-    with open(payload, "rb") as f, open(gz, "wb") as g:
-        g.write(gzip.compress(f.read(), 6))
-    lua_gz = os.path.join(workdir, "post-gzip.lua")
-    with open(lua_gz, "w") as f:
-        f.write(peer.WRK_LUA.replace('wrk.headers["Content-Type"] = "application/x-protobuf"',
-                                     'wrk.headers["Content-Type"] = "application/x-protobuf"\n'
-                                     'wrk.headers["Content-Encoding"] = "gzip"'))
+    wrk_in = peer.wrk_inputs(workdir, payload)
     points = []
     try:
         for arm in arms:
@@ -189,7 +178,7 @@ def main():
             if shutil.which(client) is None:
                 bl.log("stages: %s skipped: no %s" % (arm, client))
                 continue
-            pl, lu = (gz, lua_gz) if arm == "wrk-gzip" else (payload, lua)
+            pl, lu = wrk_in["http/protobuf+gzip" if arm == "wrk-gzip" else "http/protobuf"]
             bl.log("stages: %s c%d, %d s, no profiler" % (arm, conns, secs))
             plain = one(build, arm, conns, secs, pl, lu, workdir, 0)
             row = {"arm": arm, "connections": conns, "run": plain}
