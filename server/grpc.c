@@ -165,6 +165,7 @@ enum gs_enc {
     ENC_NONE = 0,
     ENC_IDENTITY,
     ENC_GZIP,
+    ENC_ZSTD,
     ENC_OTHER,
 };
 
@@ -414,7 +415,7 @@ static void stream_fail_grpc(struct gstream *s, enum grpc_code code, const char 
         }
     }
     if (accept_enc) {
-        nv[n++] = (nghttp2_nv)NV_STATIC("grpc-accept-encoding", "identity,gzip");
+        nv[n++] = (nghttp2_nv)NV_STATIC("grpc-accept-encoding", "identity,gzip,zstd");
     }
     stream_submit_final(s, nv, n, NULL);
 }
@@ -458,7 +459,7 @@ static void stream_answer_ok(struct gstream *s, const struct ingest_result *res)
     nghttp2_nv nv[] = {
         NV_STATIC(":status", "200"),
         NV_STATIC("content-type", "application/grpc"),
-        NV_STATIC("grpc-accept-encoding", "identity,gzip"),
+        NV_STATIC("grpc-accept-encoding", "identity,gzip,zstd"),
     };
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = resp_read};
     long k =
@@ -577,8 +578,9 @@ static void stream_data(struct gstream *s, const uint8_t *p, size_t n)
             stream_fail_ingest(s, IS_INTERNAL, "invalid gRPC compressed flag");
             return;
         }
-        if (flag == 1 && s->enc != ENC_GZIP) {
-            stream_fail_ingest(s, IS_INTERNAL, "compressed flag set without grpc-encoding: gzip");
+        if (flag == 1 && s->enc != ENC_GZIP && s->enc != ENC_ZSTD) {
+            stream_fail_ingest(s, IS_INTERNAL,
+                               "compressed flag set without grpc-encoding: gzip or zstd");
             return;
         }
         s->compressed = flag == 1;
@@ -612,7 +614,10 @@ static void stream_finish(struct gstream *s)
         return;
     }
     s->state = GS_INGEST;
-    ingest_finish(s->req, OTLP_PROTOBUF, s->compressed);
+    ingest_finish(s->req, OTLP_PROTOBUF,
+                  !s->compressed       ? BODY_IDENTITY
+                  : s->enc == ENC_ZSTD ? BODY_ZSTD
+                                       : BODY_GZIP);
 }
 
 static void stream_end(struct gstream *s)
@@ -675,8 +680,8 @@ static void stream_headers_done(struct gstream *s)
     }
     if (s->enc == ENC_OTHER) {
         ingest_count_rejection(t, RJ_UNSUPPORTED);
-        stream_fail_grpc(s, GRPC_UNIMPLEMENTED, "unsupported grpc-encoding (identity and gzip are)",
-                         0, true);
+        stream_fail_grpc(s, GRPC_UNIMPLEMENTED,
+                         "unsupported grpc-encoding (identity, gzip and zstd are)", 0, true);
         return;
     }
     s->req = ingest_req_new(t, (enum signal)s->sig, TR_GRPC, stream_on_ingest, s);
@@ -760,6 +765,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
             s->enc = ENC_IDENTITY;
         } else if (name_is(value, valuelen, "gzip")) {
             s->enc = ENC_GZIP;
+        } else if (name_is(value, valuelen, "zstd")) {
+            s->enc = ENC_ZSTD;
         } else {
             s->enc = ENC_OTHER;
         }

@@ -175,8 +175,8 @@ struct http1_req {
     uint8_t hmode; /* 0 url, 1 header name, 2 header value */
     uint32_t head_bytes;
     /* what the headers said */
-    int fmt; /* enum otlp_fmt, or -1 */
-    bool gzip;
+    int fmt;        /* enum otlp_fmt, or -1 */
+    uint8_t coding; /* enum body_coding: Content-Encoding */
     bool expect_100;
     bool has_body;   /* the request announced a body (chunked or CL > 0) */
     bool keep_alive; /* as the client asked (http_should_keep_alive) */
@@ -1032,10 +1032,12 @@ static int on_headers_complete(http_parser *p)
                                 "more than one Content-Encoding");
         }
         if (span_is(ce, n, "gzip") || span_is(ce, n, "x-gzip")) {
-            r->gzip = true;
+            r->coding = BODY_GZIP;
+        } else if (span_is(ce, n, "zstd")) {
+            r->coding = BODY_ZSTD;
         } else if (n != 0 && !span_is(ce, n, "identity")) {
             return answer_early(c, 415, RJ_UNSUPPORTED, GRPC_UNIMPLEMENTED,
-                                "unsupported content encoding: use gzip or identity");
+                                "unsupported content encoding: use gzip, zstd or identity");
         }
     }
     enum transport tr = r->fmt == OTLP_JSON ? TR_HTTP_JSON : TR_HTTP;
@@ -1118,7 +1120,7 @@ static int on_message_complete(http_parser *p)
     }
     c->st = CS_WAIT;
     if (r->ireq != NULL) {
-        ingest_finish(r->ireq, (enum otlp_fmt)r->fmt, r->gzip);
+        ingest_finish(r->ireq, (enum otlp_fmt)r->fmt, (enum body_coding)r->coding);
         return 0;
     }
     r->route->fn(r);

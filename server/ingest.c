@@ -50,9 +50,9 @@
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
-#include <libdeflate.h>
 
 #include "lib/clock.h"
+#include "lib/decomp.h"
 #include "proto/jsondec.h"
 #include "proto/pbdec.h"
 #include "server/config.h"
@@ -63,6 +63,7 @@
 #include "storage/arena.h"
 #include "storage/diskfree.h"
 #include "storage/store.h"
+#include "storage/wal.h"
 
 #define ADMIT_AHEAD (64u << 10) /* body bytes charged for before they arrive */
 #define ADMIT_FACTOR 3          /* body + decoded batch, as a multiple of the body */
@@ -136,7 +137,7 @@ struct ingest_thr {
     uint64_t retry_at;             /* CLOCK_MONOTONIC when retry_ev fires, while pending */
     const struct timeval *body_tv; /* --body-timeout, a common timeout of the base */
     const struct timeval *rate_tv; /* --receive-rate-window, likewise */
-    struct libdeflate_decompressor *dec;
+    struct decomp *dec;            /* bodies' gzip and zstd */
     struct buf bufs[CACHE_SLOTS];
     int n_bufs;
     struct batch *batches[CACHE_SLOTS];
@@ -195,7 +196,7 @@ static struct ingest_thr *thr_of(struct iot *t)
         struct timeval wtv = {(time_t)(cfg->receive_rate_window_ms / 1000),
                               (suseconds_t)(cfg->receive_rate_window_ms % 1000) * 1000};
         h->rate_tv = event_base_init_common_timeout(t->base, &wtv);
-        h->dec = libdeflate_alloc_decompressor();
+        h->dec = decomp_new(); /* or at the first compressed body */
         h->init = true;
     }
     return h;
@@ -801,79 +802,38 @@ static void job_done(struct shard_job *j)
     iot_post(r->t, &r->msg);
 }
 
-/*
- * Inflates every gzip member of the body into r->plain, never past
- * --max-request-bytes (a gzip bomb costs at most the cap). Members are
- * decoded one after another; bytes after the last member that are not a
- * member are refused (libdeflate would silently ignore them: LIBS.md 6).
- */
-static int gunzip(struct ingest_req *r, struct ingest_thr *h)
+/* decomp's grow(): r->plain to |cap| bytes, charged first (committed: the
+ * body is in, so the request is not refused for it). */
+static int plain_grow(struct decomp_out *o, size_t cap, void *arg)
 {
-    const uint8_t *in = r->body.p;
-    size_t in_len = r->body.len;
-    size_t limit = cfg->max_request_bytes;
-    size_t hint = in_len * 4;
+    struct ingest_req *r = arg;
+    charge_committed(r, held_bytes(r) - r->plain.cap + cap);
+    uint8_t *np = realloc(r->plain.p, cap);
+    if (np == NULL) {
+        return -ENOBUFS;
+    }
+    r->plain.p = o->p = np;
+    r->plain.cap = o->cap = cap;
+    return 0;
+}
 
-    if (in_len >= 4) {
-        uint32_t isize = (uint32_t)in[in_len - 4] | (uint32_t)in[in_len - 3] << 8 |
-                         (uint32_t)in[in_len - 2] << 16 | (uint32_t)in[in_len - 1] << 24;
-        if (isize > hint) {
-            hint = isize;
-        }
-    }
-    if (hint > limit) {
-        hint = limit;
-    }
-    if (hint < 4096) {
-        hint = 4096;
+/*
+ * The body's gzip members or zstd frames into r->plain, never past
+ * --max-request-bytes (a bomb costs at most the cap); bytes after the last
+ * member or frame are refused (libdeflate would silently ignore them:
+ * LIBS.md 6). 0; -E2BIG; -ENOBUFS; -EBADMSG for anything else.
+ */
+static int inflate_body(struct ingest_req *r, struct ingest_thr *h, enum body_coding c)
+{
+    if (h->dec == NULL && (h->dec = decomp_new()) == NULL) {
+        return -ENOBUFS;
     }
     buf_acquire(r, h, &r->plain);
-    r->plain.len = 0;
-    while (in_len > 0) {
-        if (in_len < 18 || in[0] != 0x1f || in[1] != 0x8b) {
-            return r->plain.len == 0 && r->body.len == in_len ? -EPROTO : -EBADMSG;
-        }
-        for (;;) {
-            size_t room = r->plain.cap - r->plain.len;
-            if (room == 0 || r->plain.cap < hint) {
-                size_t cap = r->plain.cap ? r->plain.cap * 2 : hint;
-                if (cap < hint) {
-                    cap = hint;
-                }
-                if (cap > limit) {
-                    cap = limit;
-                }
-                if (cap <= r->plain.cap) {
-                    return -E2BIG;
-                }
-                charge_committed(r, held_bytes(r) - r->plain.cap + cap);
-                uint8_t *np = realloc(r->plain.p, cap);
-                if (np == NULL) {
-                    return -ENOBUFS;
-                }
-                r->plain.p = np;
-                r->plain.cap = cap;
-                room = cap - r->plain.len;
-            }
-            size_t used = 0, out = 0;
-            enum libdeflate_result lr = libdeflate_gzip_decompress_ex(
-                h->dec, in, in_len, r->plain.p + r->plain.len, room, &used, &out);
-            if (lr == LIBDEFLATE_SUCCESS) {
-                r->plain.len += out;
-                in += used;
-                in_len -= used;
-                break;
-            }
-            if (lr != LIBDEFLATE_INSUFFICIENT_SPACE) {
-                return -EBADMSG;
-            }
-            if (r->plain.cap >= limit) {
-                return -E2BIG;
-            }
-            hint = r->plain.cap * 2; /* retry this member with twice the room */
-        }
-    }
-    return 0;
+    struct decomp_out o = {r->plain.p, 0, r->plain.cap, plain_grow, r};
+    int rc = decomp_all(h->dec, c == BODY_ZSTD ? DECOMP_ZSTD : DECOMP_GZIP, r->body.p, r->body.len,
+                        cfg->max_request_bytes, &o);
+    r->plain.len = o.len;
+    return rc == -ENOMEM ? -ENOBUFS : rc;
 }
 
 static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, const uint8_t *p,
@@ -900,7 +860,7 @@ static int decode(struct ingest_req *r, struct ingest_thr *h, enum otlp_fmt f, c
     return jsondec_decode(r->sig, (const char *)p, n, r->arena, r->batch, err, errlen);
 }
 
-void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, enum body_coding coding)
 {
     struct ingest_thr *h = thr_of(r->t);
     char err[200];
@@ -917,11 +877,13 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
     if (f == OTLP_JSON && r->tr == TR_HTTP) {
         r->tr = TR_HTTP_JSON;
     }
-    if (gzip) {
-        rc = gunzip(r, h);
+    if (coding != BODY_IDENTITY) {
+        const char *cname = coding == BODY_ZSTD ? "zstd" : "gzip";
+        rc = inflate_body(r, h, coding);
         if (rc == -E2BIG) {
-            fail(r, IS_TOO_LARGE, "request body exceeds the limit of %llu bytes after gunzip",
-                 (unsigned long long)cfg->max_request_bytes);
+            fail(r, IS_TOO_LARGE, "request body exceeds the limit of %llu bytes after %s",
+                 (unsigned long long)cfg->max_request_bytes,
+                 coding == BODY_ZSTD ? "unzstd" : "gunzip");
             return;
         }
         if (rc == -ENOBUFS) {
@@ -929,7 +891,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
             return;
         }
         if (rc < 0) {
-            fail(r, IS_MALFORMED, "request body is not valid gzip");
+            fail(r, IS_MALFORMED, "request body is not valid %s", cname);
             return;
         }
         payload = r->plain.p;
@@ -972,13 +934,14 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip)
     r->job.payload = payload;
     r->job.payload_len = payload_len;
     r->job.plain_len = 0;
-    if (gzip && r->body.len + r->body.len / 8 < payload_len) {
+    if (coding != BODY_IDENTITY && r->body.len + r->body.len / 8 < payload_len) {
         /* Logged as it arrived: the WAL writes, checksums and replays a
          * quarter of the bytes for the usual export (bench/PERFORMANCE.md,
-         * "The WAL keeps a gzip'd body"); not when gzip saved little. */
+         * "The WAL keeps a compressed body"); not when it saved little. */
         r->job.payload = r->body.p;
         r->job.payload_len = r->body.len;
         r->job.plain_len = payload_len;
+        r->job.coding = coding == BODY_ZSTD ? WAL_CODING_ZSTD : WAL_CODING_GZIP;
     }
     r->job.format = f;
     r->job.done = job_done;
@@ -1068,7 +1031,7 @@ void ingest_fini(void)
             arena_free(h->arenas[i]);
         }
         event_free(h->retry_ev);
-        libdeflate_free_decompressor(h->dec);
+        decomp_free(h->dec);
         memset(h, 0, sizeof(*h));
     }
 }

@@ -8,11 +8,11 @@
  *      of the body should wait for the callback (admission decides before
  *      the body is read, so a refused request costs no read and no decode);
  *   3. once admitted, ingest_body_append() for each piece of the (still
- *      compressed, if gzip) body, as it arrives; the whole body must have
+ *      compressed, if gzip or zstd) body, as it arrives; the whole body must have
  *      come (ingest_finish) within --body-timeout of the admission
  *      callback, or the request fails with IS_TIMEOUT through the
  *      callback and its memory is returned;
- *   4. ingest_finish() at the end of the body: gunzip, decode, hand to the
+ *   4. ingest_finish() at the end of the body: inflate, decode, hand to the
  *      shard; the callback fires once the export is acknowledged or failed;
  *   5. ingest_req_free() when done with it (also to abandon it at any point,
  *      e.g. when the connection drops: a request already in a shard is
@@ -106,8 +106,14 @@ void ingest_admit(struct ingest_req *r, long expected_bytes);
  * reading its body (e.g. IS_TIMEOUT; result set, callback pending).
  */
 int ingest_body_append(struct ingest_req *r, const void *p, size_t n);
-/* Ends the body. |gzip|: the body is gzip (one or more members). */
-void ingest_finish(struct ingest_req *r, enum otlp_fmt f, bool gzip);
+/* How the body is coded (Content-Encoding, grpc-encoding). */
+enum body_coding {
+    BODY_IDENTITY = 0,
+    BODY_GZIP = 1, /* one or more gzip members */
+    BODY_ZSTD = 2, /* one or more zstd frames */
+};
+/* Ends the body, coded |c|. */
+void ingest_finish(struct ingest_req *r, enum otlp_fmt f, enum body_coding c);
 /* Fails the request without a shard (e.g. bad gRPC framing): the callback
  * fires with |st| and |msg|. */
 void ingest_fail(struct ingest_req *r, enum ingest_status st, const char *msg);

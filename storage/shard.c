@@ -352,8 +352,8 @@ static void drain(shard *s, struct shard_job *list)
         if (s->cfg.ack != SHARD_ACK_SEAL) {
             int64_t r =
                 j->plain_len != 0
-                    ? wal_append_gzip(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len,
-                                      j->plain_len)
+                    ? wal_append_coded(s->wal, s->cfg.signal, j->format, j->coding, j->payload,
+                                       j->payload_len, j->plain_len)
                     : wal_append(s->wal, s->cfg.signal, j->format, j->payload, j->payload_len);
             if (r < 0) {
                 diskfree_kick(); /* a full disk shows at once, not at the next tick */

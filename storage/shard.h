@@ -29,11 +29,13 @@ struct oblock;
 struct shard_job {
     struct shard_job *next;
     const struct batch *batch; /* borrowed until done() */
-    /* The WAL frame's payload: the request body after gunzip, or (plain_len
-     * != 0) as it arrived gzip'd, inflating to plain_len bytes (wal_append_gzip). */
+    /* The WAL frame's payload: the request body as decoded, or (plain_len
+     * != 0) as it arrived, coded |coding| (WAL_CODING_GZIP or _ZSTD) and
+     * decoding to plain_len bytes (wal_append_coded). */
     const void *payload;
     size_t payload_len;
     size_t plain_len;
+    uint8_t coding;
     enum otlp_fmt format;
     int result; /* set before done(): 0, or -errno from the WAL (rows not appended) */
     /* Runs once the job is durable per the ack mode, on the thread that

@@ -15,21 +15,22 @@
  *   8  u64  seq, strictly increasing per shard, never reused
  *  16  u8   signal (1 logs, 2 traces, 3 metrics)
  *  17  u8   payload format (0 protobuf, 1 OTLP/JSON)
- *  18  u8   payload coding: 0 as decoded, 1 gzip (below)
+ *  18  u8   payload coding: 0 as decoded, 1 gzip, 2 zstd (below)
  *  19  u8   zero
  *  20  N    payload: the export request body as decoded (after any gunzip)
- *           or, coding 1, a u32 length L (1 .. WAL_FRAME_MAX) and the body
- *           as it arrived gzip'd, which inflates to exactly L bytes
+ *           or, coding 1 or 2, a u32 length L (1 .. WAL_FRAME_MAX) and the
+ *           body as it arrived (gzip members, zstd frames), which decodes
+ *           to exactly L bytes
  *
- * A gzip'd export is logged as it arrived when that is smaller (typically
- * a quarter of the inflated size): a quarter of the CRC, of the copy into
- * the page cache and of the disk writes (bench/PERFORMANCE.md, "The WAL
- * keeps a gzip'd body"). Replay inflates it before handing it on, so the
- * replay callback sees the body as decoded either way. Such a frame was
- * inflated once already, at ingest; one that does not inflate to its L
- * bytes (corruption its CRC missed) is not handed on, counted in
- * frames_undecodable, and replay goes on. A binary from before coding 1
- * reads byte 18 as non-zero padding and ends the log there.
+ * A compressed export is logged as it arrived when that is smaller
+ * (typically a quarter of the decoded size): a quarter of the CRC, of the
+ * copy into the page cache and of the disk writes (bench/PERFORMANCE.md,
+ * "The WAL keeps a compressed body"). Replay decodes it before handing it
+ * on, so the replay callback sees the body as decoded either way. Such a
+ * frame was decoded once already, at ingest; one that does not decode to
+ * its L bytes (corruption its CRC missed) is not handed on, counted in
+ * frames_undecodable, and replay goes on. A binary from before codings 1
+ * and 2 reads byte 18 as non-zero padding and ends the log there.
  *
  * APPEND. One pwritev(2) of header + payload at the end of the segment
  * (continued if short). If it fails, the file is cut back to the frame's
@@ -102,6 +103,7 @@
 #include <libdeflate.h>
 
 #include "lib/clock.h"
+#include "lib/decomp.h"
 #include <pthread.h>
 
 #define WAL_HDR 20
@@ -369,50 +371,55 @@ struct replay {
     void *ctx;
     uint64_t last; /* seq of the last intact frame, 0 before the first */
     struct rbuf rb;
-    struct libdeflate_decompressor *dec; /* coding 1 frames: made at the first */
-    uint8_t *plain;                      /* what it inflated, plain_cap bytes */
+    struct decomp *dec; /* coded frames: made at the first */
+    uint8_t *plain;     /* what it decoded, plain_cap bytes */
     size_t plain_cap;
 };
 
-/*
- * A coding 1 payload p[0, n) (u32 L, then gzip members) inflated into
- * r->plain: 0 with |*out| and |*len| = L when the members inflate to exactly
- * L bytes; 1 when they do not (the frame is skipped); -ENOMEM.
- */
-static int replay_inflate(struct replay *r, const uint8_t *p, size_t n, const uint8_t **out,
-                          size_t *len)
+/* decomp's grow() for replay: the buffer kept for the next frame. */
+static int replay_grow(struct decomp_out *o, size_t cap, void *arg)
 {
-    if (n < 4 + 18) {
+    struct replay *r = arg;
+    uint8_t *np = realloc(r->plain, cap);
+    if (np == NULL) {
+        return -ENOMEM;
+    }
+    r->plain = o->p = np;
+    r->plain_cap = o->cap = cap;
+    return 0;
+}
+
+/*
+ * A coded payload p[0, n) (u32 L, then the body as |coding| has it) decoded
+ * into r->plain: 0 with |*out| and |*len| = L when it decodes to exactly L
+ * bytes; 1 when it does not (the frame is skipped); -ENOMEM.
+ */
+static int replay_decode(struct replay *r, int coding, const uint8_t *p, size_t n,
+                         const uint8_t **out, size_t *len)
+{
+    if (n < 4) {
         return 1;
     }
     size_t want = get32(p);
     if (want == 0 || want > WAL_FRAME_MAX) {
         return 1;
     }
-    if (r->dec == NULL && (r->dec = libdeflate_alloc_decompressor()) == NULL) {
+    if (r->dec == NULL && (r->dec = decomp_new()) == NULL) {
         return -ENOMEM;
     }
-    if (r->plain_cap < want) {
-        uint8_t *np = realloc(r->plain, want);
-        if (np == NULL) {
-            return -ENOMEM;
+    struct decomp_out o = {r->plain, 0, r->plain_cap, replay_grow, r};
+    if (o.cap < want) {
+        int rc = replay_grow(&o, want, r);
+        if (rc < 0) {
+            return rc;
         }
-        r->plain = np;
-        r->plain_cap = want;
     }
-    const uint8_t *in = p + 4;
-    size_t in_len = n - 4, got = 0;
-    while (in_len > 0) { /* the members back to back, as ingest took them */
-        size_t used = 0, k = 0;
-        if (libdeflate_gzip_decompress_ex(r->dec, in, in_len, r->plain + got, want - got, &used,
-                                          &k) != LIBDEFLATE_SUCCESS) {
-            return 1;
-        }
-        in += used;
-        in_len -= used;
-        got += k;
+    int rc = decomp_all(r->dec, coding == WAL_CODING_ZSTD ? DECOMP_ZSTD : DECOMP_GZIP, p + 4, n - 4,
+                        want, &o);
+    if (rc == -ENOMEM) {
+        return rc;
     }
-    if (got != want) {
+    if (rc < 0 || o.len != want) {
         return 1;
     }
     *out = r->plain;
@@ -457,7 +464,7 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
         if (seq <= r->last || (off == 0 && seq != name)) {
             break;
         }
-        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > OTLP_JSON || h[18] > WAL_CODING_GZIP ||
+        if (sig < SIG_LOGS || sig > SIG_METRICS || fmt > OTLP_JSON || h[18] > WAL_CODING_ZSTD ||
             h[19] != 0) {
             break;
         }
@@ -469,8 +476,8 @@ static int replay_segment(wal *w, struct replay *r, int fd, uint64_t name, uint6
             w->st.bytes_replayed += n;
             const uint8_t *p = h + WAL_HDR;
             size_t pn = n;
-            if (h[18] == WAL_CODING_GZIP && r->fn != NULL) {
-                rc = replay_inflate(r, h + WAL_HDR, n, &p, &pn);
+            if (h[18] != 0 && r->fn != NULL) {
+                rc = replay_decode(r, h[18], h + WAL_HDR, n, &p, &pn);
                 if (rc < 0) {
                     return rc;
                 }
@@ -605,7 +612,7 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
     rc = replay_all(w, &r);
     free(r.rb.p);
     free(r.plain);
-    libdeflate_free_decompressor(r.dec);
+    decomp_free(r.dec);
     if (rc < 0) {
         goto fail_fd;
     }
@@ -867,30 +874,32 @@ void wal_append_hist(struct lathist *out)
     lathist_sum(out, &append_hist);
 }
 
-static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
-                            size_t n, size_t plain);
+static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, int coding,
+                            const void *payload, size_t n, size_t plain);
 
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n)
 {
     uint64_t t0 = clock_mono_ns();
-    int64_t r = append_frame(w, sig, fmt, payload, n, 0);
+    int64_t r = append_frame(w, sig, fmt, 0, payload, n, 0);
     lathist_add_shared(&append_hist, clock_mono_ns() - t0);
     return r;
 }
 
-int64_t wal_append_gzip(wal *w, enum signal sig, enum otlp_fmt fmt, const void *gz, size_t n,
-                        size_t plain)
+int64_t wal_append_coded(wal *w, enum signal sig, enum otlp_fmt fmt, int coding, const void *p,
+                         size_t n, size_t plain)
 {
     uint64_t t0 = clock_mono_ns();
-    int64_t r = plain == 0 ? -EINVAL : append_frame(w, sig, fmt, gz, n, plain);
+    int64_t r = plain == 0 || (coding != WAL_CODING_GZIP && coding != WAL_CODING_ZSTD)
+                    ? -EINVAL
+                    : append_frame(w, sig, fmt, coding, p, n, plain);
     lathist_add_shared(&append_hist, clock_mono_ns() - t0);
     return r;
 }
 
-/* One frame: coding 0 when |plain| is 0, else coding 1 with L = |plain|
- * (the u32 written after the header, counted in N). */
-static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload,
-                            size_t n, size_t plain)
+/* One frame, coded |coding|: 0, or 1 / 2 with L = |plain| (the u32 written
+ * after the header, counted in N). */
+static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, int coding,
+                            const void *payload, size_t n, size_t plain)
 {
     if (n > WAL_FRAME_MAX || plain > WAL_FRAME_MAX || (plain != 0 && n > WAL_FRAME_MAX - 4)) {
         return -E2BIG;
@@ -918,7 +927,7 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, const vo
     put64(hdr + 8, seq);
     hdr[16] = (uint8_t)sig;
     hdr[17] = (uint8_t)fmt;
-    hdr[18] = plain != 0 ? WAL_CODING_GZIP : 0;
+    hdr[18] = (uint8_t)coding;
     hdr[19] = 0;
     put32(hdr + WAL_HDR, (uint32_t)plain);
     put32(hdr + 4, libdeflate_crc32(libdeflate_crc32(0, hdr + 8, hl - 8), payload, n));

@@ -26,8 +26,8 @@ struct wal_stats {
     uint64_t frames_replayed;
     uint64_t bytes_replayed;
     uint64_t frames_skipped;     /* intact frames at or below |after| */
-    uint64_t frames_undecodable; /* intact gzip'd frames that did not inflate to
-                                  * their length: not handed to replay */
+    uint64_t frames_undecodable; /* intact compressed frames that did not decode
+                                  * to their length: not handed to replay */
     uint64_t torn_frames;        /* torn or corrupt tails truncated at open (0 or 1 per open) */
     uint64_t torn_bytes;         /* bytes cut off by those truncations */
     uint64_t segments;           /* segment files now open or on disk, the spare included */
@@ -37,10 +37,11 @@ struct wal_stats {
 };
 
 /* A frame's payload format is byte 17 (enum otlp_fmt, batch.h); byte 16
- * is the signal; byte 18 the payload's coding (0, or WAL_CODING_GZIP: the
- * body as it arrived gzip'd, inflated by replay); byte 19 is zero. A frame
- * with an unknown signal, format or coding is corrupt. */
+ * is the signal; byte 18 the payload's coding (0, or WAL_CODING_GZIP /
+ * WAL_CODING_ZSTD: the body as it arrived, decoded by replay); byte 19 is
+ * zero. A frame with an unknown signal, format or coding is corrupt. */
 #define WAL_CODING_GZIP 1
+#define WAL_CODING_ZSTD 2
 
 /* Called for each intact frame above |after|, in seq order. A negative
  * return stops the replay and wal_open returns it. */
@@ -80,15 +81,15 @@ int wal_open(const char *dir, uint64_t after, wal_replay_fn fn, void *ctx, wal *
  */
 int64_t wal_append(wal *w, enum signal sig, enum otlp_fmt fmt, const void *payload, size_t n);
 /*
- * wal_append of a body that arrived gzip'd, logged as it arrived: |gz| (n
- * bytes, the gzip members as received) inflates to |plain| bytes, which is
- * what replay hands to its callback. The caller inflated it already (the
- * decode needs it), and chooses this only when n is well below |plain|.
- * -E2BIG if |plain| or n + 4 exceeds WAL_FRAME_MAX; otherwise as
- * wal_append.
+ * wal_append of a body that arrived compressed, logged as it arrived: |p|
+ * (n bytes: gzip members, or zstd frames, as |coding| says) decodes to
+ * |plain| bytes, which is what replay hands to its callback. The caller
+ * decoded it already (the decode needs it), and chooses this only when n is
+ * well below |plain|. -E2BIG if |plain| or n + 4 exceeds WAL_FRAME_MAX;
+ * -EINVAL for another coding or a |plain| of 0; otherwise as wal_append.
  */
-int64_t wal_append_gzip(wal *w, enum signal sig, enum otlp_fmt fmt, const void *gz, size_t n,
-                        size_t plain);
+int64_t wal_append_coded(wal *w, enum signal sig, enum otlp_fmt fmt, int coding, const void *p,
+                         size_t n, size_t plain);
 #define WAL_FRAME_MAX (256u << 20)
 
 /* Segment size: a segment is closed once it holds at least this much. */

@@ -30,7 +30,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <dirent.h>
-#include <libdeflate.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,6 +49,7 @@
 #include "tests/util/h2c.h"
 #include "tests/util/httpc.h"
 #include "tests/util/tclock.h"
+#include "tests/util/zbody.h"
 
 #define KILLS 36                 /* 4 per kill point */
 #define CLIENT_SPAN (1ull << 32) /* ids of client c: c * CLIENT_SPAN + n */
@@ -95,7 +95,8 @@ struct client {
     atomic_int *stop;
     /* totals */
     uint64_t reqs_acked, reqs_refused, reqs_unanswered;
-    uint64_t gzip_acked; /* requests sent gzip'd and acknowledged (the WAL keeps them so) */
+    uint64_t coded_acked[3]; /* acknowledged requests by enum coding (the WAL keeps the
+                              * compressed ones as they arrived) */
     int last_refusal;
     char last_refusal_msg[200];
 };
@@ -109,15 +110,15 @@ static uint64_t rnd(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* |*body| (|*len| bytes) replaced by its gzip (level 6, as exporters send it). */
-static void gzip_body(uint8_t **body, size_t *len)
+enum coding { CODING_NONE, CODING_GZIP, CODING_ZSTD };
+
+/* |*body| (|*len| bytes) replaced by its gzip (level 6) or zstd (level 3),
+ * as exporters send them. */
+static void compress_body(enum coding k, uint8_t **body, size_t *len)
 {
-    struct libdeflate_compressor *z = libdeflate_alloc_compressor(6);
-    size_t cap = z != NULL ? libdeflate_gzip_compress_bound(z, *len) : 0;
-    uint8_t *zb = cap != 0 ? malloc(cap) : NULL;
-    size_t zn = zb != NULL ? libdeflate_gzip_compress(z, *body, *len, zb, cap) : 0;
-    libdeflate_free_compressor(z);
-    cr_assert_gt(zn, 0, "gzip of a %zu-byte request failed", *len);
+    size_t zn;
+    uint8_t *zb =
+        k == CODING_GZIP ? zbody_gzip(*body, *len, &zn) : zbody_zstd(*body, *len, true, &zn);
     free(*body);
     *body = zb;
     *len = zn;
@@ -142,20 +143,23 @@ static bool export_one(struct client *c, struct h2c *h)
     uint64_t first = c->next;
     c->next += n;
     memset(c->state + first, REC_MAYBE, n);
-    /* Every other one gzip'd: the WAL logs those as they arrived, and
-     * replay must inflate them back to the same records. */
-    bool gz = (rnd(&c->rng) & 1) != 0;
-    if (gz) {
-        gzip_body(&body, &len);
+    /* A third each plain, gzip'd and zstd'd: the WAL logs the compressed
+     * ones as they arrived, and replay must decode them back to the same
+     * records. */
+    enum coding k = (enum coding)(rnd(&c->rng) % 3);
+    if (k != CODING_NONE) {
+        compress_body(k, &body, &len);
     }
 
     int answer = -1; /* 0 ok, >0 refused (status), -1 none */
     if (tr == TR_GRPC) {
         size_t flen;
-        uint8_t *framed = h2c_frame(body, len, gz, &flen);
+        uint8_t *framed = h2c_frame(body, len, k != CODING_NONE, &flen);
         struct h2c_call call = {.body = framed, .body_len = flen};
-        const char *genc[] = {"grpc-encoding: gzip", NULL};
-        if (framed != NULL && h2c_submit(h, grpc_paths[sig - 1], gz ? genc : NULL, &call) == 0 &&
+        const char *genc[] = {k == CODING_ZSTD ? "grpc-encoding: zstd" : "grpc-encoding: gzip",
+                              NULL};
+        if (framed != NULL &&
+            h2c_submit(h, grpc_paths[sig - 1], k != CODING_NONE ? genc : NULL, &call) == 0 &&
             h2c_wait(h) == 0 && call.closed && call.grpc_status >= 0) {
             answer = call.grpc_status;
             snprintf(c->last_refusal_msg, sizeof(c->last_refusal_msg), "%.150s", call.grpc_message);
@@ -165,8 +169,8 @@ static bool export_one(struct client *c, struct h2c *h)
     } else {
         const char *pb[] = {"Content-Type: application/x-protobuf", NULL, NULL};
         const char *js[] = {"Content-Type: application/json", NULL, NULL};
-        if (gz) {
-            pb[1] = js[1] = "Content-Encoding: gzip";
+        if (k != CODING_NONE) {
+            pb[1] = js[1] = k == CODING_ZSTD ? "Content-Encoding: zstd" : "Content-Encoding: gzip";
         }
         struct http_resp r = {0};
         if (httpc_request(c->http_port, "POST", http_paths[sig - 1], tr == TR_HTTP_JSON ? js : pb,
@@ -188,7 +192,7 @@ static bool export_one(struct client *c, struct h2c *h)
     memset(c->state + first, answer == 0 ? REC_ACKED : REC_REFUSED, n);
     if (answer == 0) {
         c->reqs_acked++;
-        c->gzip_acked += gz;
+        c->coded_acked[k]++;
     } else {
         c->reqs_refused++;
         c->last_refusal = answer;
@@ -633,7 +637,8 @@ static void battery(const char *ack)
      * seals happened, and some kill landed inside one. */
     for (int c = 0; c < N_CLIENTS; c++) {
         cr_assert_gt(cl[c].reqs_acked, 0, "client %d had nothing acknowledged", c);
-        cr_assert_gt(cl[c].gzip_acked, 0, "client %d had no gzip'd request acknowledged", c);
+        cr_assert(cl[c].coded_acked[CODING_GZIP] > 0 && cl[c].coded_acked[CODING_ZSTD] > 0,
+                  "client %d had no gzip'd or no zstd'd request acknowledged", c);
         if (cl[c].reqs_refused > 0) {
             /* Backpressure, not a crash-safety failure (their records were
              * checked absent above), but worth seeing. */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <libdeflate.h>
+#include <zstd.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -291,7 +292,7 @@ Test(grpc, every_vector_is_acknowledged_and_counted_exactly)
         cr_assert_eq(h2c_wait(h), 0, "%s: no answer", v[i].file);
         expect_ok(&c, v[i].file);
         cr_assert_eq(c.sent, len, "%s: body not all sent", v[i].file);
-        cr_assert_str_eq(c.accept_encoding, "identity,gzip");
+        cr_assert_str_eq(c.accept_encoding, "identity,gzip,zstd");
         for (int s = 0; s < 3; s++) {
             if (strcmp(v[i].sig, signals[s]) == 0) {
                 want_records[s] += v[i].items;
@@ -575,7 +576,7 @@ Test(grpc, every_error_is_a_trailers_only_answer_with_the_right_code)
     cr_assert_eq(h2c_submit(h, LOGS_PATH, snappy, &enc), 0);
     cr_assert_eq(h2c_wait(h), 0);
     expect_trailers_only(&enc, 12, "grpc-encoding snappy");
-    cr_expect_str_eq(enc.accept_encoding, "identity,gzip");
+    cr_expect_str_eq(enc.accept_encoding, "identity,gzip,zstd");
 
     /* flag 1 and grpc-encoding gzip, but not gzip inside → INVALID_ARGUMENT */
     const char *gzip_hdr[] = {"grpc-encoding: gzip", NULL};
@@ -1090,4 +1091,66 @@ Test(grpc, shutdown_answers_the_request_in_flight_then_sends_goaway_and_exits_ze
     h2c_free(h);
     h2c_free(idle);
     free(body);
+}
+
+/* grpc-encoding: zstd (the Collector's otlp exporter with compression: zstd):
+ * a compressed message is decoded and counted; one that is not zstd is
+ * INVALID_ARGUMENT; one that decodes past the cap RESOURCE_EXHAUSTED. */
+Test(grpc, a_zstd_message_is_decoded_and_a_bad_or_oversize_one_refused)
+{
+    struct daemon d;
+    const char *args[] = {"--max-request-bytes", "1048576", NULL};
+    size_t vlen;
+    uint8_t *v = httpc_vector("grpc-logs.pb", &vlen);
+    struct h2c *h;
+    start(&d, args);
+    cr_assert_eq(h2c_connect(d.grpc_port, true, &h), 0);
+    const char *zhdr[] = {"grpc-encoding: zstd", NULL};
+
+    size_t zcap = ZSTD_compressBound(4u << 20);
+    uint8_t *z = malloc(zcap);
+    cr_assert_not_null(z);
+    size_t zn = ZSTD_compress(z, zcap, v, vlen, 3);
+    cr_assert(!ZSTD_isError(zn));
+    size_t fl;
+    uint8_t *framed = h2c_frame(z, zn, true, &fl);
+    struct h2c_call ok = {.body = framed, .body_len = fl};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, zhdr, &ok), 0);
+    cr_assert_eq(h2c_wait(h), 0);
+    expect_ok(&ok, "zstd message");
+    cr_expect_eq(records(&d, "logs"), 10);
+    free(framed);
+
+    /* flag 1 and grpc-encoding zstd, but not zstd inside */
+    framed = h2c_frame(v, vlen, true, &fl);
+    struct h2c_call bad = {.body = framed, .body_len = fl};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, zhdr, &bad), 0);
+    cr_assert_eq(h2c_wait(h), 0);
+    expect_trailers_only(&bad, 3, "flag 1 with a body that is not zstd");
+    free(framed);
+
+    /* 4 MiB of zeros in a few hundred bytes, against a 1 MiB cap */
+    uint8_t *zeros = calloc(1, 4u << 20);
+    cr_assert_not_null(zeros);
+    zn = ZSTD_compress(z, zcap, zeros, 4u << 20, 3);
+    cr_assert(!ZSTD_isError(zn) && zn < 4096);
+    framed = h2c_frame(z, zn, true, &fl);
+    struct h2c_call bomb = {.body = framed, .body_len = fl};
+    cr_assert_eq(h2c_submit(h, LOGS_PATH, zhdr, &bomb), 0);
+    cr_assert_eq(h2c_wait(h), 0);
+    expect_trailers_only(&bomb, 8, "zstd bomb");
+    free(framed);
+
+    good_export(h, "after the zstd refusals");
+    cr_expect_eq(records(&d, "logs"), 20);
+    cr_expect_eq(errors(&d, "malformed"), 1);
+    cr_expect_eq(errors(&d, "too_large"), 1);
+    h2c_free(h);
+    h2c_call_free(&ok);
+    h2c_call_free(&bad);
+    h2c_call_free(&bomb);
+    free(zeros);
+    free(z);
+    free(v);
+    stop_clean(&d);
 }

@@ -22,6 +22,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "tests/util/daemon.h"
 #include "tests/util/httpc.h"
+#include "tests/util/zbody.h"
 
 #define CT_PB "Content-Type: application/x-protobuf"
 #define CT_JSON "Content-Type: application/json"
@@ -681,4 +682,104 @@ Test(http, sigterm_closes_idle_keep_alive_connections_and_exits_zero)
     close(stuck);
     free(q);
     free(body);
+}
+
+/* ---- zstd (Content-Encoding: zstd, as the Collector's otlphttp sends it
+ * with compression: zstd) ---- */
+
+Test(http, a_zstd_body_is_decoded_and_a_bad_or_oversize_one_refused)
+{
+    struct daemon d;
+    struct http_resp r;
+    const char *args[] = {"--max-request-bytes", "1048576", NULL};
+    cr_assert_eq(daemon_start(&d, NULL, args), 0);
+    size_t lpb, ljs;
+    uint8_t *logs = httpc_vector("http-protobuf-logs.pb", &lpb);
+    uint8_t *traces = httpc_vector("http-json-traces.json", &ljs);
+    const char *zpb[] = {CT_PB, "Content-Encoding: zstd", NULL};
+    const char *zjs[] = {CT_JSON, "Content-Encoding: zstd", NULL};
+
+    /* Sized, unsized, and two frames with a skippable frame between them
+     * (the records of both frames, the skippable one ignored). */
+    size_t a, b;
+    uint8_t *za = zbody_zstd(logs, lpb, true, &a), *zb = zbody_zstd(logs, lpb, false, &b);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, za, a, 0, &r), 0);
+    expect_empty_success(&r, "logs", false);
+    http_resp_free(&r);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, zb, b, 0, &r), 0);
+    expect_empty_success(&r, "logs", false);
+    http_resp_free(&r);
+    /* Frames decode to the concatenation of their contents: the request cut
+     * anywhere into two frames, a skippable frame (magic 0x184D2A50, a
+     * 4-byte size, that many bytes) between them, is the same request. */
+    size_t h1, h2;
+    uint8_t *f1 = zbody_zstd(logs, lpb / 2, true, &h1);
+    uint8_t *f2 = zbody_zstd(logs + lpb / 2, lpb - lpb / 2, false, &h2);
+    uint8_t two[32768];
+    const uint8_t skip[11] = {0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 'a', 'b', 'c'};
+    cr_assert_lt(h1 + sizeof(skip) + h2, sizeof(two));
+    memcpy(two, f1, h1);
+    memcpy(two + h1, skip, sizeof(skip));
+    memcpy(two + h1 + sizeof(skip), f2, h2);
+    free(f1);
+    free(f2);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, two, h1 + sizeof(skip) + h2, 0, &r), 0);
+    expect_empty_success(&r, "logs", false);
+    http_resp_free(&r);
+    size_t t;
+    uint8_t *zt = zbody_zstd(traces, ljs, true, &t);
+    cr_assert_eq(post(&d, "/v1/traces", zjs, zt, t, 0, &r), 0);
+    expect_empty_success(&r, "traces", true);
+    http_resp_free(&r);
+    cr_expect_eq(metric(&d, "miradb_otlp_records_total{signal=\"%s\",transport=\"%s\"}", "logs",
+                        "http_protobuf"),
+                 30);
+
+    /* Not zstd, cut short, or followed by other bytes: 400, and nothing kept. */
+    cr_assert_eq(post(&d, "/v1/logs", zpb, logs, lpb, 0, &r), 0);
+    expect_status_body(&r, 400, false);
+    http_resp_free(&r);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, za, a - 3, 0, &r), 0);
+    expect_status_body(&r, 400, false);
+    http_resp_free(&r);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, zb, b - 3, 0, &r), 0);
+    expect_status_body(&r, 400, false);
+    http_resp_free(&r);
+    memcpy(two, za, a);
+    memcpy(two + a, "junk", 4);
+    cr_assert_eq(post(&d, "/v1/logs", zpb, two, a + 4, 0, &r), 0);
+    expect_status_body(&r, 400, false);
+    http_resp_free(&r);
+    good_export(&d, "bad zstd");
+
+    /* Bombs: 4 MiB of zeros against a 1 MiB cap, sized (refused from its
+     * header) and unsized (decoded up to the cap). */
+    size_t plain = 4u << 20;
+    uint8_t *zeros = calloc(1, plain);
+    cr_assert_not_null(zeros);
+    for (int sized = 0; sized < 2; sized++) {
+        size_t bn;
+        uint8_t *bomb = zbody_zstd(zeros, plain, sized, &bn);
+        cr_assert_lt(bn, 4096);
+        cr_assert_eq(post(&d, "/v1/logs", zpb, bomb, bn, 0, &r), 0);
+        expect_status_body(&r, 413, false);
+        cr_expect(r.body_len > 0 && memmem(r.body, r.body_len, "unzstd", 6) != NULL,
+                  "413 body without 'unzstd'");
+        http_resp_free(&r);
+        free(bomb);
+    }
+    free(zeros);
+    good_export(&d, "zstd bomb");
+
+    cr_expect_eq(metric(&d, "miradb_otlp_records_total{signal=\"%s\",transport=\"%s\"}", "logs",
+                        "http_protobuf"),
+                 50, "30 zstd'd records and two good exports of 10");
+    cr_expect_eq(errors_of(&d, "malformed"), 4);
+    cr_expect_eq(errors_of(&d, "too_large"), 2);
+    cr_expect_eq(daemon_stop(&d), 0);
+    free(za);
+    free(zb);
+    free(zt);
+    free(logs);
+    free(traces);
 }

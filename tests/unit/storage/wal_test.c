@@ -16,6 +16,7 @@
 
 #include "storage/wal.h"
 #include "tests/util/tmpdir.h"
+#include "tests/util/zbody.h"
 
 static char dir[256];
 
@@ -414,7 +415,7 @@ Test(wal, frames_with_a_valid_crc_but_bad_fields_end_the_log)
         {10, 3, 0, 1, 0}, /* signal 0 */
         {10, 3, 4, 1, 0}, /* signal 4 */
         {10, 3, 1, 2, 0}, /* unknown format */
-        {10, 3, 1, 1, 2}, /* unknown coding (1 is gzip: the test below) */
+        {10, 3, 1, 1, 3}, /* unknown coding (1 gzip and 2 zstd: the tests below) */
         {10, 3, 1, 1, 0}, /* control: intact, so seq 3 is replayed */
     };
     static struct col c;
@@ -486,22 +487,18 @@ static uint8_t *text(uint64_t s, size_t n)
 /* p[0, n) gzip'd as |members| members back to back (the split evenly). */
 static uint8_t *gz_of(const uint8_t *p, size_t n, int members, size_t *out)
 {
-    struct libdeflate_compressor *z = libdeflate_alloc_compressor(6);
-    cr_assert_not_null(z);
-    size_t cap = 0, at = 0, len = 0;
+    uint8_t *g = NULL;
+    size_t at = 0, len = 0;
     for (int m = 0; m < members; m++) {
-        cap += libdeflate_gzip_compress_bound(z, n);
-    }
-    uint8_t *g = malloc(cap);
-    cr_assert_not_null(g);
-    for (int m = 0; m < members; m++) {
-        size_t part = m + 1 == members ? n - at : n / (size_t)members;
-        size_t k = libdeflate_gzip_compress(z, p + at, part, g + len, cap - len);
-        cr_assert_gt(k, 0);
+        size_t part = m + 1 == members ? n - at : n / (size_t)members, k;
+        uint8_t *one = zbody_gzip(p + at, part, &k);
+        g = realloc(g, len + k);
+        cr_assert_not_null(g);
+        memcpy(g + len, one, k);
+        free(one);
         at += part;
         len += k;
     }
-    libdeflate_free_compressor(z);
     *out = len;
     return g;
 }
@@ -523,16 +520,19 @@ Test(wal, a_gzip_frame_replays_inflated_and_one_that_does_not_inflate_is_skipped
     gz[4] = gz_of(pl[4], n[4], 1, &g[4]);
     cr_assert_lt(g[2] * 4, n[2], "the text compresses");
     cr_assert_eq(wal_append(w, sig_of(1), fmt_of(1), pl[1], n[1]), 1);
-    cr_assert_eq(wal_append_gzip(w, sig_of(2), fmt_of(2), gz[2], g[2], n[2]), 2);
-    cr_assert_eq(wal_append_gzip(w, sig_of(3), fmt_of(3), gz[3], g[3], n[3]), 3);
+    cr_assert_eq(wal_append_coded(w, sig_of(2), fmt_of(2), WAL_CODING_GZIP, gz[2], g[2], n[2]), 2);
+    cr_assert_eq(wal_append_coded(w, sig_of(3), fmt_of(3), WAL_CODING_GZIP, gz[3], g[3], n[3]), 3);
     /* A length that is not what the members inflate to (one byte more), and
      * bytes that are not gzip at all: written, then skipped by replay. */
-    cr_assert_eq(wal_append_gzip(w, sig_of(4), fmt_of(4), gz[4], g[4], n[4] + 1), 4);
-    cr_assert_eq(wal_append_gzip(w, sig_of(5), fmt_of(5), pl[5], n[5], n[5]), 5);
+    cr_assert_eq(wal_append_coded(w, sig_of(4), fmt_of(4), WAL_CODING_GZIP, gz[4], g[4], n[4] + 1),
+                 4);
+    cr_assert_eq(wal_append_coded(w, sig_of(5), fmt_of(5), WAL_CODING_GZIP, pl[5], n[5], n[5]), 5);
     cr_assert_eq(wal_append(w, sig_of(6), fmt_of(6), pl[6], n[6]), 6);
     /* Refused without writing: no length, a length past the frame limit. */
-    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], 0), -EINVAL);
-    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], WAL_FRAME_MAX + 1ul),
+    cr_assert_eq(wal_append_coded(w, sig_of(7), fmt_of(7), WAL_CODING_GZIP, gz[2], g[2], 0),
+                 -EINVAL);
+    cr_assert_eq(wal_append_coded(w, sig_of(7), fmt_of(7), WAL_CODING_GZIP, gz[2], g[2],
+                                  WAL_FRAME_MAX + 1ul),
                  -E2BIG);
     /* Each gzip'd frame is its 20-byte header, the u32 length and the bytes as given. */
     uint64_t bytes =
@@ -554,11 +554,53 @@ Test(wal, a_gzip_frame_replays_inflated_and_one_that_does_not_inflate_is_skipped
     cr_assert_eq(wal_stats(w)->frames_replayed, 6);
     cr_assert_eq(wal_stats(w)->torn_frames, 0);
     /* Appends go on after them. */
-    cr_assert_eq(wal_append_gzip(w, sig_of(7), fmt_of(7), gz[2], g[2], n[2]), 7);
+    cr_assert_eq(wal_append_coded(w, sig_of(7), fmt_of(7), WAL_CODING_GZIP, gz[2], g[2], n[2]), 7);
     wal_close(w);
     for (int s = 1; s <= 6; s++) {
         free(pl[s]);
         free(gz[s]);
+        expect_p[s] = NULL;
+    }
+}
+
+Test(wal, a_zstd_frame_replays_decoded_sized_or_not_and_a_wrong_length_is_skipped)
+{
+    wal *w;
+    static struct col c;
+    cr_assert_eq(wal_open(dir, 0, NULL, NULL, &w), 0);
+    size_t n = 30000;
+    uint8_t *pl[4] = {NULL};
+    for (int s = 1; s <= 3; s++) {
+        pl[s] = text((uint64_t)s, n);
+        expect_n[s] = n;
+        expect_p[s] = pl[s];
+    }
+    size_t zn[4] = {0};
+    uint8_t *z[4] = {NULL};
+    /* 1: the size in the frame header (decoded in one call); 2: a stream that
+     * pledged none (decoded streaming); 3: one byte short of its length. */
+    z[1] = zbody_zstd(pl[1], n, true, &zn[1]);
+    z[2] = zbody_zstd(pl[2], n, false, &zn[2]);
+    z[3] = zbody_zstd(pl[3], n - 1, true, &zn[3]);
+    for (int s = 1; s <= 3; s++) {
+        cr_assert_lt(zn[s] * 4, n);
+        cr_assert_eq(wal_append_coded(w, sig_of(s), fmt_of(s), WAL_CODING_ZSTD, z[s], zn[s], n), s);
+    }
+    cr_assert_eq(wal_append_coded(w, sig_of(4), fmt_of(4), 3, z[1], zn[1], n), -EINVAL);
+    cr_assert_eq(wal_stats(w)->bytes_appended, 3 * 24 + zn[1] + zn[2] + zn[3]);
+    wal_close(w);
+
+    w = reopen(0, &c);
+    cr_assert_eq(c.n, 2, "replayed %d frames, want 1 and 2", c.n);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(c.f[i].seq, (uint64_t)i + 1);
+        cr_assert(c.f[i].ok, "frame %d is not the body as decoded", i + 1);
+    }
+    cr_assert_eq(wal_stats(w)->frames_undecodable, 1);
+    wal_close(w);
+    for (int s = 1; s <= 3; s++) {
+        free(pl[s]);
+        free(z[s]);
         expect_p[s] = NULL;
     }
 }
