@@ -11,7 +11,8 @@ Arms (client, protocol, signal):
            (PEER_PAYLOAD, default ../shared/peers/fluent-bit/logs-1000.pb, 359 KB) to
            /v1/logs: a client that is not MiraDB's own code. Latency = wrk's own percentiles.
            Protocol http/protobuf+gzip: the same request gzip'd (level 6, 84 KB), with
-           Content-Encoding: gzip, as the Collector's exporters send by default.
+           Content-Encoding: gzip, as the Collector's exporters send by default;
+           http/protobuf+zstd: zstd'd (level 3), as they send with compression: zstd.
   h2load   nghttp2's h2load over gRPC (HTTP/2, one stream per connection) posting the same
            request as the wrk arm, framed as one gRPC message, to LogsService/Export: the gRPC
            figure that depends neither on MiraDB's own client nor on its generator's payload.
@@ -42,6 +43,7 @@ binary, or without wrk or h2load, the case says so and skips that part.
     python3 bench/cases/peer.py BUILD_DIR
 """
 
+import ctypes
 import gzip
 import json
 import os
@@ -181,19 +183,42 @@ def grid():
     return pts, fsync
 
 
+def zstd_compress(data, level=3):
+    """|data| as one zstd frame, by the libzstd the daemon links (no zstd CLI needed)."""
+    z = ctypes.CDLL("libzstd.so.1")
+    z.ZSTD_compressBound.restype = ctypes.c_size_t
+    z.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+    z.ZSTD_compress.restype = ctypes.c_size_t
+    z.ZSTD_compress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                ctypes.c_size_t, ctypes.c_int]
+    z.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    cap = z.ZSTD_compressBound(len(data))
+    out = ctypes.create_string_buffer(cap)
+    n = z.ZSTD_compress(out, cap, data, len(data), level)
+    if z.ZSTD_isError(n):
+        raise RuntimeError("ZSTD_compress failed")
+    return out.raw[:n]
+
+
 def wrk_inputs(workdir, payload):
     """{protocol: (payload file, wrk script)} for the wrk arm, written into |workdir|: the
-    request as it is, and gzip'd."""
+    request as it is, gzip'd (level 6) and zstd'd (level 3)."""
     lua = os.path.join(workdir, "post.lua")
     with open(lua, "w") as f:
         f.write(WRK_LUA)
-    gz, gzlua = os.path.join(workdir, "payload.pb.gz"), os.path.join(workdir, "post-gzip.lua")
-    with open(payload, "rb") as f, open(gz, "wb") as g:
-        g.write(gzip.compress(f.read(), 6))
+    with open(payload, "rb") as f:
+        body = f.read()
+    out = {"http/protobuf": (payload, lua)}
     ct = 'wrk.headers["Content-Type"] = "application/x-protobuf"'
-    with open(gzlua, "w") as f:
-        f.write(WRK_LUA.replace(ct, ct + '\nwrk.headers["Content-Encoding"] = "gzip"'))
-    return {"http/protobuf": (payload, lua), "http/protobuf+gzip": (gz, gzlua)}
+    for coding, data in (("gzip", gzip.compress(body, 6)), ("zstd", zstd_compress(body))):
+        p = os.path.join(workdir, "payload.pb." + coding)
+        s = os.path.join(workdir, "post-%s.lua" % coding)
+        with open(p, "wb") as f:
+            f.write(data)
+        with open(s, "w") as f:
+            f.write(WRK_LUA.replace(ct, ct + '\nwrk.headers["Content-Encoding"] = "%s"' % coding))
+        out["http/protobuf+" + coding] = (p, s)
+    return out
 
 
 def run_wrk(port, signal_, conns, secs, payload, lua):

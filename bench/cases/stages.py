@@ -1,7 +1,7 @@
 """stages case: where one acknowledged log record's CPU goes in the daemon, stage by stage (issue 13).
 
-The same loads as the peer case's MiraDB arms (wrk over HTTP/1.1 protobuf, the same request gzip'd,
-h2load over gRPC; one fixed 1,000-record ExportLogsServiceRequest, PEER_PAYLOAD, default
+The same loads as the peer case's MiraDB arms (wrk over HTTP/1.1 protobuf, the same request gzip'd
+and zstd'd, h2load over gRPC; one fixed 1,000-record ExportLogsServiceRequest, PEER_PAYLOAD, default
 ../shared/peers/fluent-bit/logs-1000.pb), each point run twice on a fresh daemon with its defaults
 (--ack wal):
 
@@ -12,7 +12,7 @@ h2load over gRPC; one fixed 1,000-record ExportLogsServiceRequest, PEER_PAYLOAD,
 
 A stage's cost a record = (1)'s CPU ns a record x (2)'s share. The stages:
   read    socket reads, HTTP/1.1 parsing, HTTP/2 framing, the body gathered from the frames
-  gunzip  libdeflate inflating a gzip body
+  gunzip  libdeflate inflating a gzip body, libzstd decoding a zstd one
   decode  protobuf / JSON decode into the batch
   WAL     the write-ahead log: frame, CRC, the write into the page cache (and fsync with --ack fsync)
   append  the batch into the shard's open block (and the shard's queue)
@@ -26,7 +26,7 @@ figure to quote for CPU a record. Without perf (or with perf unable to sample: p
 the case says so and reports (1) only.
 
 Environment: STAGES_SECONDS (per point, default 8; 3 with BENCH_QUICK=1), STAGES_CONNS (default 4),
-STAGES_POINTS (comma list of wrk, wrk-gzip, h2load; default all three), STAGES_HZ (0: no
+STAGES_POINTS (comma list of wrk, wrk-gzip, wrk-zstd, h2load; default all four), STAGES_HZ (0: no
 profiled run), PEER_PAYLOAD.
 
     python3 bench/cases/stages.py BUILD_DIR
@@ -49,8 +49,9 @@ STAGES = ("read", "gunzip", "decode", "WAL", "append", "reply", "seal", "bloom",
 # WAL's, not the append's; a decode under the body's assembly is the decode's.
 IO_RULES = (
     ("gunzip", ("libdeflate_gzip_decompress", "libdeflate_gzip_decompress_ex",
-                "libdeflate_deflate_decompress", "libdeflate_deflate_decompress_ex")),
-    ("WAL", ("wal_append", "wal_write", "wal_sync", "wal_rotate", "wal_commit")),
+                "libdeflate_deflate_decompress", "libdeflate_deflate_decompress_ex",
+                "decomp_all", "ZSTD_decompressDCtx", "ZSTD_decompressStream")),
+    ("WAL", ("wal_append", "wal_append_coded", "wal_sync")),
     ("decode", ("pbdec_decode", "jsondec_decode")),
     ("append", ("oblock_append", "drain", "shard_submit_take", "shard_submit")),
     ("reply", ("out_write", "conn_flush", "writev", "sendmsg", "nghttp2_session_send",
@@ -158,7 +159,7 @@ def main():
     secs = int(os.environ.get("STAGES_SECONDS", "3" if bl.QUICK else "8"))
     conns = int(os.environ.get("STAGES_CONNS", "4"))
     hz = int(os.environ.get("STAGES_HZ", "499"))
-    arms = [a.strip() for a in os.environ.get("STAGES_POINTS", "wrk,wrk-gzip,h2load").split(",")]
+    arms = [a.strip() for a in os.environ.get("STAGES_POINTS", "wrk,wrk-gzip,wrk-zstd,h2load").split(",")]
     payload = peer.payload_path()
     if payload is None:
         bl.log("stages: no payload file (PEER_PAYLOAD or ../shared/peers/fluent-bit/logs-1000.pb)")
@@ -173,12 +174,12 @@ def main():
     try:
         for arm in arms:
             client = "h2load" if arm == "h2load" else "wrk"
-            if arm not in ("wrk", "wrk-gzip", "h2load"):
+            if arm not in ("wrk", "wrk-gzip", "wrk-zstd", "h2load"):
                 raise SystemExit("STAGES_POINTS: unknown point %r" % arm)
             if shutil.which(client) is None:
                 bl.log("stages: %s skipped: no %s" % (arm, client))
                 continue
-            pl, lu = wrk_in["http/protobuf+gzip" if arm == "wrk-gzip" else "http/protobuf"]
+            pl, lu = wrk_in["http/protobuf" + ("+" + arm[4:] if arm != "wrk" else "")]
             bl.log("stages: %s c%d, %d s, no profiler" % (arm, conns, secs))
             plain = one(build, arm, conns, secs, pl, lu, workdir, 0)
             row = {"arm": arm, "connections": conns, "run": plain}
