@@ -16,12 +16,17 @@ speed, and what replay adds to boot.
 
     python3 bench/cases/restart.py BUILD_DIR
 Full: 300 logs, 150 traces, 300 metrics requests of 1,000 records (~240 MB
-of WAL), 5 pairs. BENCH_QUICK=1: a fifth of that, 3 pairs.
+of WAL), 5 pairs. BENCH_QUICK=1: a fifth of that, 3 pairs. RESTART_GZIP=1:
+the requests gzip'd (grpc-encoding gzip), so the WAL holds them as they
+arrived and replay inflates each frame.
 """
 
+import os
 import sys
 
 import benchlib as bl
+
+GZIP = os.environ.get("RESTART_GZIP", "") not in ("", "0")
 
 ARGS = ["--memory-budget", "4GiB", "--block-target", "1GiB", "--block-max-age", "1h"]
 
@@ -45,7 +50,7 @@ def main():
     scale = 5 if bl.QUICK else 1
     reqs = {"logs": 300 // scale, "traces": 150 // scale, "metrics": 300 // scale}
     pairs = 3 if bl.QUICK else 5
-    out = {"case": "restart", "quick": bl.QUICK, "daemon_args": " ".join(ARGS),
+    out = {"case": "restart", "quick": bl.QUICK, "gzip": GZIP, "daemon_args": " ".join(ARGS),
            "requests": reqs, "records_per_request": 1000, "protocol": "grpc", "ack": "wal"}
     data = bl.fresh_data("restart")
 
@@ -54,7 +59,8 @@ def main():
     acked = {}
     failed = 0
     for s in bl.SIGNALS:
-        rep = bl.load(build, d.grpc_port, s, connections=4, requests=reqs[s], records=1000)
+        rep = bl.load(build, d.grpc_port, s, connections=4, requests=reqs[s], records=1000,
+                      extra=["--gzip"] if GZIP else [])
         acked[s] = rep["records"]["acknowledged"]
         failed += rep["requests"]["failed"] + rep["requests"]["unanswered"]
     m = d.metrics()
