@@ -920,7 +920,7 @@ static int64_t append_frame(wal *w, enum signal sig, enum otlp_fmt fmt, int codi
             return rc;
         }
     }
-    /* The header, and for coding 1 the u32 L that begins the payload. */
+    /* The header, and for codings 1 and 2 the u32 L that begins the payload. */
     uint8_t hdr[WAL_HDR + 4];
     size_t hl = plain != 0 ? WAL_HDR + 4 : WAL_HDR;
     put32(hdr, (uint32_t)(n + hl - WAL_HDR));
