@@ -1391,10 +1391,18 @@ int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *he
 int jd_counted_attrs_put_first(struct jd *j, size_t here, size_t fixed)
 {
     size_t h = j->h->len - fixed, l = fixed - here;
+    uint8_t *p = j->h->p;
+    if (h <= 64 && j->h->cap - fixed >= 64) { /* the usual: saved in a local, no reserve */
+        uint8_t save[64];
+        memcpy(save, p + fixed, 64);
+        memmove(p + here + h, p + here, l);
+        memcpy(p + here, save, h);
+        return 0;
+    }
     if (vbuf_reserve(j->h, h) < 0) {
         return jd_nomem(j);
     }
-    uint8_t *p = j->h->p;
+    p = j->h->p;
     memcpy(p + fixed + h, p + fixed, h); /* past the end: the fixed part saved */
     memmove(p + here + h, p + here, l);
     memcpy(p + here, p + fixed + h, h);
