@@ -127,12 +127,13 @@ struct jd {
     uint8_t pord_n[JD_PORD_KINDS];
     /* h-jattr: kvh[k], for the 16 bytes after a compact KeyValue's
      * `{"key":"` of hash k: the head kv_head_at read there last (its text
-     * in the body, '{' through the value's first byte, plen bytes, at most
-     * 64; 0: none), the key's length and the value's type. A KeyValue whose
-     * head is that text is read from its value on (jsondec_value.c
-     * kv_keyed_at). */
+     * at body offset |at|, '{' through the value's first byte, plen bytes,
+     * at most 64; 0: none), the key's length and the value's type. A
+     * KeyValue whose head is that text is read from its value on
+     * (jsondec_value.c kv_keyed_at). Eight bytes an entry: the struct is
+     * zeroed once a decode. */
     struct jd_kvh {
-        const char *text;
+        uint32_t at;
         uint8_t plen, klen, type;
     } kvh[256];
 };

@@ -1115,7 +1115,7 @@ __attribute__((always_inline)) static inline size_t kv_keyed_at(struct jd *j, st
         return 0;
     }
     struct jd_kvh *c = &j->kvh[kvh_slot(s + i + 8)];
-    if (c->plen != 0 && n - i >= c->plen + 48u && kvc_same(s + i, c->text, c->plen)) {
+    if (c->plen != 0 && n - i >= c->plen + 48u && kvc_same(s + i, s + c->at, c->plen)) {
         klen = c->klen;
         t = c->type;
         v = i + c->plen;
@@ -1123,8 +1123,8 @@ __attribute__((always_inline)) static inline size_t kv_keyed_at(struct jd *j, st
         if (!kv_head_at(s, n, i, &klen, &t, &v)) {
             return 0;
         }
-        if (v - i <= 64) {
-            *c = (struct jd_kvh){s + i, (uint8_t)(v - i), (uint8_t)klen, (uint8_t)t};
+        if (v - i <= 64 && i <= UINT32_MAX) {
+            *c = (struct jd_kvh){(uint32_t)i, (uint8_t)(v - i), (uint8_t)klen, (uint8_t)t};
         }
     }
     return kv_value_at(h, s, n, i + 8, klen, t, v);
