@@ -1509,23 +1509,23 @@ static void pool_kv(char **s, size_t *n, unsigned k, unsigned v)
     }
 }
 
-/* Log records whose attributes are drawn from a pool of about 2,000
- * KeyValues (keys that share a kvh slot among them, the same key with
- * every type, keys past the 64-byte head kept), the last record's ending
- * the body: every list as the general path reads it, and the heap the
- * lists back to back. */
+/* Log records whose attributes are drawn from a pool of 600 keys (more
+ * than the 256 kvh slots, so heads of other lengths meet in a slot; the
+ * same key with every type; keys past the 64-byte head kept), the last
+ * record's ending the body: every list as the general path reads it, and
+ * the heap the lists back to back. */
 Test(jsondec_fast, attribute_heads_remembered_only_for_the_same_text)
 {
     char *s = NULL;
     size_t n = 0;
     uint64_t x = 88172645463325252ull;
     cat(&s, &n, "{'resourceLogs':[{'scopeLogs':[{'logRecords':[");
-    for (int r = 0; r < 500; r++) {
+    for (int r = 0; r < 800; r++) {
         cat(&s, &n, "%s{'attributes':[", r == 0 ? "" : ",");
         int na = (int)(x % 13);
         for (int a = 0; a < na; a++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            unsigned k = (unsigned)(x % 1900), v = (unsigned)((x >> 20) % 1000);
+            unsigned k = (unsigned)(x % 600), v = (unsigned)((x >> 20) % 1000);
             if (a != 0) {
                 cat(&s, &n, ",");
             }
@@ -1536,7 +1536,7 @@ Test(jsondec_fast, attribute_heads_remembered_only_for_the_same_text)
     cat(&s, &n, "]}]}]}");
     struct dec d;
     same_as_general(SIG_LOGS, s, &d);
-    cr_assert_eq(d.b->n_rows, 500);
+    cr_assert_eq(d.b->n_rows, 800);
     uint32_t off = d.b->logs[0].attrs.blob.off;
     for (uint32_t i = 0; i < d.b->n_rows; i++) {
         cr_assert_eq(d.b->logs[i].attrs.blob.off, off, "record %u: the lists back to back", i);
@@ -1546,18 +1546,38 @@ Test(jsondec_fast, attribute_heads_remembered_only_for_the_same_text)
     free(s);
 }
 
-/* Heads exact: a key read first as one type, then the same key bytes with
+/* Heads exact: keys whose heads share a kvh slot, each shorter than the
+ * one kept; a key read first as one type, then the same key bytes with
  * another type, another key of the same length one byte apart, and a key
  * one byte longer; each value as val.h writes it. */
 Test(jsondec_fast, attribute_heads_exact_by_type_and_key)
 {
     struct dec d;
-    char *r = log_req("{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]},"
-                      "{'attributes':[{'key':'status.code','value':{'intValue':'200'}}]},"
-                      "{'attributes':[{'key':'status.codf','value':{'intValue':'201'}}]},"
-                      "{'attributes':[{'key':'status.code','value':{'boolValue':true}}]},"
-                      "{'attributes':[{'key':'status.codes','value':{'doubleValue':0.5}}]},"
-                      "{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]}");
+    char *r;
+    /* "route.0093", the text r\t0000077 (an escape, the same length) and
+     * "host.0000" share a kvh slot (the hash of their text's bytes 8-23),
+     * as "route.0089" and "ht.0000" do: heads with the same last 16 bytes
+     * as the one kept there, the escape one of the same length */
+    r = log_req("{'attributes':[{'key':'route.0093','value':{'stringValue':'abcdef'}},"
+                "{'key':'r\\t0000077','value':{'stringValue':'abcdef'}},"
+                "{'key':'host.0000','value':{'stringValue':'abcdef'}},"
+                "{'key':'route.0089','value':{'stringValue':'abcdef'}},"
+                "{'key':'ht.0000','value':{'stringValue':'abcdef'}}]}");
+    same_as_general(SIG_LOGS, r, &d);
+    cr_assert_eq(d.b->logs[0].attrs.count, 5);
+    const uint8_t *p = batch_blob(d.b, d.b->logs[0].attrs.blob);
+    cr_assert_eq(d.b->logs[0].attrs.blob.len, 19 + 18 + 18 + 19 + 16);
+    cr_assert(memcmp(p + 19, "\x09r\t0000077\x01\x06" "abcdef", 18) == 0, "the escape read");
+    cr_assert(memcmp(p + 19 + 18, "\x09host.0000\x01\x06" "abcdef", 18) == 0);
+    cr_assert(memcmp(p + 19 + 18 + 18 + 19, "\x07ht.0000\x01\x06" "abcdef", 16) == 0);
+    done(&d);
+    free(r);
+    r = log_req("{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]},"
+                "{'attributes':[{'key':'status.code','value':{'intValue':'200'}}]},"
+                "{'attributes':[{'key':'status.codf','value':{'intValue':'201'}}]},"
+                "{'attributes':[{'key':'status.code','value':{'boolValue':true}}]},"
+                "{'attributes':[{'key':'status.codes','value':{'doubleValue':0.5}}]},"
+                "{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]}");
     same_as_general(SIG_LOGS, r, &d);
     static const uint8_t want[][20] = {
         {16, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'e', VAL_STR, 2, 'o', 'k'},
