@@ -1572,6 +1572,25 @@ Test(jsondec_fast, attribute_heads_exact_by_type_and_key)
     cr_assert(memcmp(p + 19 + 18 + 18 + 19, "\x07ht.0000\x01\x06" "abcdef", 16) == 0);
     done(&d);
     free(r);
+    /* a key of 250 bytes, its head (280 bytes) not kept: read from its
+     * text, though the bytes 24 past its '{' read as the integer 5 */
+    char key[251], *kv = NULL;
+    size_t kn = 0;
+    memset(key, 'k', 250);
+    memcpy(key + 16, "5}}", 3);
+    key[250] = '\0';
+    cat(&kv, &kn, "{'attributes':[{'key':'%s','value':{'intValue':'7'}},"
+                  "{'key':'%s','value':{'intValue':'7'}}]}", key, key);
+    r = log_req(kv);
+    free(kv);
+    same_as_general(SIG_LOGS, r, &d);
+    cr_assert_eq(d.b->logs[0].attrs.count, 2);
+    cr_assert_eq(d.b->logs[0].attrs.blob.len, 2 * (2 + 250 + 2));
+    p = batch_blob(d.b, d.b->logs[0].attrs.blob) + 254;
+    cr_assert(p[0] == 0xfa && p[1] == 0x01 && memcmp(p + 2, key, 250) == 0);
+    cr_assert(p[252] == VAL_INT && p[253] == 14);
+    done(&d);
+    free(r);
     r = log_req("{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]},"
                 "{'attributes':[{'key':'status.code','value':{'intValue':'200'}}]},"
                 "{'attributes':[{'key':'status.codf','value':{'intValue':'201'}}]},"
