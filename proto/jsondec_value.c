@@ -786,8 +786,7 @@ __attribute__((always_inline)) static inline uint8_t *kv_room(struct vbuf *h, si
 /* plain_end for a KeyValue's string value: up to 64 bytes inline, 16 at a
  * time (values of 17-64 bytes, hosts and statements, are common), then
  * jsonlex_plain_end from there; the same offset plain_end gives. */
-__attribute__((always_inline)) static inline size_t kv_plain_end(const char *s, size_t i,
-                                                                 size_t n)
+__attribute__((always_inline)) static inline size_t kv_plain_end(const char *s, size_t i, size_t n)
 {
 #ifdef __SSE2__
     const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
@@ -856,9 +855,8 @@ __attribute__((always_inline)) static inline bool kv_head_at(const char *s, size
  * s[k0, k0 + klen) as key_value would; the offset after it, or 0 with
  * nothing written for anything else.
  */
-__attribute__((always_inline)) static inline size_t kv_value_at(struct vbuf *h, const char *s,
-                                                                size_t n, size_t k0, size_t klen,
-                                                                unsigned t, size_t i)
+__attribute__((always_inline)) static inline size_t
+kv_value_at(struct vbuf *h, const char *s, size_t n, size_t k0, size_t klen, unsigned t, size_t i)
 {
     size_t used = 0;
     uint8_t *d;

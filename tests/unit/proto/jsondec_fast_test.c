@@ -1463,8 +1463,8 @@ static void cat(char **s, size_t *n, const char *fmt, ...)
  * and some are one another's prefixes. */
 static void pool_key(char *out, unsigned k)
 {
-    static const unsigned lens[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 22, 23, 24, 31, 32, 33, 40, 47,
-                                    48, 49, 55, 56, 60, 100, 180, 250};
+    static const unsigned lens[] = {0,  1,  2,  7,  8,  9,  15, 16, 17, 22,  23,  24, 31,
+                                    32, 33, 40, 47, 48, 49, 55, 56, 60, 100, 180, 250};
     unsigned len = lens[k % (sizeof(lens) / sizeof(lens[0]))];
     for (unsigned i = 0; i < len; i++) {
         out[i] = (char)('a' + (i * 7 + k / 25) % 26);
@@ -1502,8 +1502,9 @@ static void pool_kv(char **s, size_t *n, unsigned k, unsigned v)
             "0123456789012345678901234567890123456789");
         break;
     default: /* declined: an escape in the key, then a blank */
-        cat(s, n, v % 2 ? "{'key':'%s\\u0041','value':{'boolValue':true}}"
-                        : "{'key':'%s', 'value':{'boolValue':true}}",
+        cat(s, n,
+            v % 2 ? "{'key':'%s\\u0041','value':{'boolValue':true}}"
+                  : "{'key':'%s', 'value':{'boolValue':true}}",
             key);
         break;
     }
@@ -1567,9 +1568,19 @@ Test(jsondec_fast, attribute_heads_exact_by_type_and_key)
     cr_assert_eq(d.b->logs[0].attrs.count, 5);
     const uint8_t *p = batch_blob(d.b, d.b->logs[0].attrs.blob);
     cr_assert_eq(d.b->logs[0].attrs.blob.len, 19 + 18 + 18 + 19 + 16);
-    cr_assert(memcmp(p + 19, "\x09r\t0000077\x01\x06" "abcdef", 18) == 0, "the escape read");
-    cr_assert(memcmp(p + 19 + 18, "\x09host.0000\x01\x06" "abcdef", 18) == 0);
-    cr_assert(memcmp(p + 19 + 18 + 18 + 19, "\x07ht.0000\x01\x06" "abcdef", 16) == 0);
+    cr_assert(memcmp(p + 19,
+                     "\x09r\t0000077\x01\x06"
+                     "abcdef",
+                     18) == 0,
+              "the escape read");
+    cr_assert(memcmp(p + 19 + 18,
+                     "\x09host.0000\x01\x06"
+                     "abcdef",
+                     18) == 0);
+    cr_assert(memcmp(p + 19 + 18 + 18 + 19,
+                     "\x07ht.0000\x01\x06"
+                     "abcdef",
+                     16) == 0);
     done(&d);
     free(r);
     /* a key of 250 bytes, its head (280 bytes) not kept: read from its
@@ -1579,8 +1590,10 @@ Test(jsondec_fast, attribute_heads_exact_by_type_and_key)
     memset(key, 'k', 250);
     memcpy(key + 16, "5}}", 3);
     key[250] = '\0';
-    cat(&kv, &kn, "{'attributes':[{'key':'%s','value':{'intValue':'7'}},"
-                  "{'key':'%s','value':{'intValue':'7'}}]}", key, key);
+    cat(&kv, &kn,
+        "{'attributes':[{'key':'%s','value':{'intValue':'7'}},"
+        "{'key':'%s','value':{'intValue':'7'}}]}",
+        key, key);
     r = log_req(kv);
     free(kv);
     same_as_general(SIG_LOGS, r, &d);
@@ -1650,17 +1663,20 @@ Test(jsondec_fast, string_values_scanned_to_their_first_stop_byte)
             }
             char *s = NULL;
             size_t n = 0;
-            cat(&s, &n, "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
-                        "'value':{'stringValue':'%.*s\x01'}}]}]}]}]}",
-                at, "0123456789012345678901234567890123456789012345678901234567890123456789"
-                    "012345678901234567890123456789");
+            cat(&s, &n,
+                "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
+                "'value':{'stringValue':'%.*s\x01'}}]}]}]}]}",
+                at,
+                "0123456789012345678901234567890123456789012345678901234567890123456789"
+                "012345678901234567890123456789");
             refused(SIG_LOGS, s, "control character 0x01");
         }
     }
     char *s = NULL;
     size_t n = 0;
-    cat(&s, &n, "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
-                "'value':{'stringValue':'");
+    cat(&s, &n,
+        "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
+        "'value':{'stringValue':'");
     for (int i = 0; i < 90; i++) {
         cat(&s, &n, "%c", 'a' + i % 26);
     }
