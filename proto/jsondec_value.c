@@ -1218,8 +1218,9 @@ __attribute__((always_inline)) static inline unsigned kvc_way(const char *p)
 /*
  * The c-th KeyValue at s[at] when jd_point_attrs' inline copy did not take
  * it, |w| its way (JD_KVC_WAYS when it has none yet): copied from the way
- * when its text is the way's, else read by kv_fast_at and, for c <
- * JD_KVC_MAX, kept in its way. The offset after it, or 0 when neither
+ * when its text is the way's, else read by kv_keyed_at (kv_fast_at's
+ * bytes, its head perhaps remembered) and, for c < JD_KVC_MAX, kept in its
+ * way. The offset after it, or 0 when neither
  * (nothing written; the general loop then reads it, errors and all).
  */
 static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, size_t n, size_t at,
@@ -1227,7 +1228,7 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
 {
     struct vbuf *h = j->h;
     if (c >= JD_KVC_MAX) {
-        return kv_fast_at(h, s, n, at);
+        return kv_keyed_at(j, h, s, n, at);
     }
     struct jd_kvc *e = w < JD_KVC_WAYS ? &j->kvc[c][w] : NULL;
     if (e != NULL && kvc_is(e, s, n, at)) { /* long, or the heap needs room */
@@ -1242,7 +1243,7 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
         h->len += e->hlen;
         return at + e->tlen;
     }
-    size_t before = h->len, end = kv_fast_at(h, s, n, at);
+    size_t before = h->len, end = kv_keyed_at(j, h, s, n, at);
     if (end == 0) {
         return 0;
     }
