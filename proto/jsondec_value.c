@@ -783,20 +783,27 @@ __attribute__((always_inline)) static inline uint8_t *kv_room(struct vbuf *h, si
     return h->p + h->len;
 }
 
+#ifdef __SSE2__
+/* The bytes of p[0, 16) that end a plain string ('"', '\\', 0x00-0x1f:
+ * max(v, 0x1f) == 0x1f exactly for those), as a 16-bit mask. */
+__attribute__((always_inline)) static inline unsigned kv_stops16(const char *p)
+{
+    const __m128i ctl = _mm_set1_epi8(0x1f);
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+        _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl)));
+}
+#endif
+
 /* plain_end for a KeyValue's string value: up to 64 bytes inline, 16 at a
  * time (values of 17-64 bytes, hosts and statements, are common), then
  * jsonlex_plain_end from there; the same offset plain_end gives. */
 __attribute__((always_inline)) static inline size_t kv_plain_end(const char *s, size_t i, size_t n)
 {
 #ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
-                  ctl = _mm_set1_epi8(0x1f);
     for (int k = 0; k < 4 && n - i >= 16; k++, i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i hit =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
-                         _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
-        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        unsigned m = kv_stops16(s + i);
         if (m != 0) {
             return i + (size_t)__builtin_ctz(m);
         }
