@@ -125,6 +125,17 @@ struct jd {
      * as pord[kind][k] first (jsondec_metrics.c point). */
     uint8_t pord[JD_PORD_KINDS][JD_PORD_MAX];
     uint8_t pord_n[JD_PORD_KINDS];
+    /* h-jattr: kvh[k], for the 16 bytes after a compact KeyValue's
+     * `{"key":"` of hash k: the head kv_head_at read there last (its text
+     * at body offset |at|, '{' through the value's first byte, plen bytes,
+     * at most 64; 0: none), the key's length and the value's type. A
+     * KeyValue whose head is that text is read from its value on
+     * (jsondec_value.c kv_keyed_at). Eight bytes an entry: the struct is
+     * zeroed once a decode. */
+    struct jd_kvh {
+        uint32_t at;
+        uint8_t plen, klen, type;
+    } kvh[256];
 };
 
 #define NONE ((size_t)-1)

@@ -783,35 +783,96 @@ __attribute__((always_inline)) static inline uint8_t *kv_room(struct vbuf *h, si
     return h->p + h->len;
 }
 
+#ifdef __SSE2__
+/* The bytes of p[0, 16) that end a plain string ('"', '\\', 0x00-0x1f:
+ * max(v, 0x1f) == 0x1f exactly for those), as a 16-bit mask. */
+__attribute__((always_inline)) static inline unsigned kv_stops16(const char *p)
+{
+    const __m128i ctl = _mm_set1_epi8(0x1f);
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+        _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl)));
+}
+#endif
+
+/* plain_end for a KeyValue's string value: up to 64 bytes inline, 16 at a
+ * time (values of 17-64 bytes, hosts and statements, are common), then
+ * jsonlex_plain_end from there; the same offset plain_end gives. */
+__attribute__((always_inline)) static inline size_t kv_plain_end(const char *s, size_t i, size_t n)
+{
+#ifdef __SSE2__
+    for (int k = 0; k < 4 && n - i >= 16; k++, i += 16) {
+        unsigned m = kv_stops16(s + i);
+        if (m != 0) {
+            return i + (size_t)__builtin_ctz(m);
+        }
+    }
+#endif
+    return jsonlex_plain_end(s, i, n);
+}
+
+/* The value types kv_fast_at reads, and the length of each one's member
+ * name text after the key's `","value":{"`. */
+enum { KVT_STR, KVT_INT, KVT_DOUBLE, KVT_BOOL };
+
 /*
- * The KeyValue every OTLP exporter writes, compact and in schema order:
- * {"key":"k","value":{"stringValue":"v"}} (or intValue, doubleValue,
- * boolValue) with no escape in the strings. Read by exact comparison and
- * written to the heap as key_value would; false with nothing consumed and
- * nothing written for anything else, which key_value then reads the
- * general way (so it also gives every error).
+ * The head of the KeyValue every OTLP exporter writes, compact and in
+ * schema order: {"key":"k","value":{"stringValue":" (or intValue,
+ * doubleValue, boolValue) with no escape in the key, at s[i]. True with the
+ * key's length, the value's type and where the value starts (s[*v]); false
+ * for anything else. Decided by the bytes from s[i] to s[*v] and by two
+ * room tests: n - i >= 64 and, at the key's end, 48 bytes.
  */
-__attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, const char *s,
-                                                               size_t n, size_t i)
+__attribute__((always_inline)) static inline bool kv_head_at(const char *s, size_t n, size_t i,
+                                                             size_t *klen, unsigned *t, size_t *v)
 {
     static const char kv_open[] = "{\"key\":\"", kv_mid[] = "\",\"value\":{\"";
     if (n - i < 64 || memcmp(s + i, kv_open, 8) != 0) {
-        return 0;
+        return false;
     }
     size_t k0 = i + 8;
     i = plain_end(s, k0, n);
     if (n - i < 48 || memcmp(s + i, kv_mid, 12) != 0) {
-        return 0;
+        return false;
     }
-    size_t klen = i - k0, used = 0;
-    uint8_t *d;
+    *klen = i - k0;
     i += 12;
+    if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
+        *t = KVT_STR;
+        *v = i + 14;
+    } else if (memcmp(s + i, "intValue\":", 10) == 0) {
+        *t = KVT_INT;
+        *v = i + 10;
+    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
+        *t = KVT_DOUBLE;
+        *v = i + 13;
+    } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
+        *t = KVT_BOOL;
+        *v = i + 11;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The rest of that KeyValue: its value of type |t| at s[i], plain string,
+ * integer, double or boolean, then "}}". Written to the heap with the key
+ * s[k0, k0 + klen) as key_value would; the offset after it, or 0 with
+ * nothing written for anything else.
+ */
+__attribute__((always_inline)) static inline size_t
+kv_value_at(struct vbuf *h, const char *s, size_t n, size_t k0, size_t klen, unsigned t, size_t i)
+{
+    size_t used = 0;
+    uint8_t *d;
     /* each type written in its own branch: key (uv length + bytes), then
      * VAL_STR + uv length + bytes or the scalar (val.h); room for 32-byte
      * copies past the end */
-    if (memcmp(s + i, "stringValue\":\"", 14) == 0) {
-        size_t v0 = i + 14;
-        i = plain_end(s, v0, n);
+    if (t == KVT_STR) {
+        size_t v0 = i;
+        i = kv_plain_end(s, v0, n);
         if (i >= n || s[i] != '"' || n - i < 3 || memcmp(s + i + 1, "}}", 2) != 0) {
             return 0;
         }
@@ -833,10 +894,9 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
     uint64_t sv; /* a scalar value's bytes after its type tag (val.h) */
     size_t svn;
     uint8_t tag;
-    if (memcmp(s + i, "intValue\":", 10) == 0) {
+    if (t == KVT_INT) {
         bool neg = false;
         uint64_t mag;
-        i += 10;
         if (!jdnum_uint_q7(s + i, n - i, &mag, &used) &&
             (!jdnum_int(s + i, n - i, &neg, &mag, &used) || mag > (uint64_t)INT64_MAX + neg)) {
             return 0;
@@ -851,9 +911,8 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
         d = put_uv(d, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63)); /* zigzag */
         h->len = (size_t)(d - h->p);
         return i + 2;
-    } else if (memcmp(s + i, "doubleValue\":", 13) == 0) {
+    } else if (t == KVT_DOUBLE) {
         double dv;
-        i += 13;
         if (!jdnum_f64_7(s + i, n - i, &dv, &used)) { /* smaller code in this hot loop */
             return 0;
         }
@@ -861,18 +920,15 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
         tag = VAL_DOUBLE;
         svn = 8;
         i += used;
-    } else if (memcmp(s + i, "boolValue\":", 11) == 0) {
-        i += 11;
-        bool t = memcmp(s + i, "true", 4) == 0, f = !t && memcmp(s + i, "false", 5) == 0;
-        if (!t && !f) {
+    } else {
+        bool tr = memcmp(s + i, "true", 4) == 0, f = !tr && memcmp(s + i, "false", 5) == 0;
+        if (!tr && !f) {
             return 0;
         }
-        sv = t;
+        sv = tr;
         tag = VAL_BOOL;
         svn = 1;
-        i += t ? 4 : 5;
-    } else {
-        return 0;
+        i += tr ? 4 : 5;
     }
     if (n - i < 2 || memcmp(s + i, "}}", 2) != 0 || (d = kv_room(h, 96 + klen)) == NULL) {
         return 0;
@@ -888,6 +944,23 @@ __attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, c
 #endif
     h->len = (size_t)(d + svn - h->p);
     return i + 2;
+}
+
+/*
+ * The compact KeyValue (kv_head_at, then kv_value_at) at s[i], read by
+ * exact comparison and written to the heap as key_value would; 0 with
+ * nothing written for anything else, which key_value then reads the
+ * general way (so it also gives every error).
+ */
+__attribute__((always_inline)) static inline size_t kv_fast_at(struct vbuf *h, const char *s,
+                                                               size_t n, size_t i)
+{
+    size_t klen, v;
+    unsigned t;
+    if (!kv_head_at(s, n, i, &klen, &t, &v)) {
+        return 0;
+    }
+    return kv_value_at(h, s, n, i + 8, klen, t, v);
 }
 
 /* kv_fast_at at the cursor, the cursor moved past it when it read one. */
@@ -983,59 +1056,6 @@ static int key_value(struct jd *j, int depth)
     return 0;
 }
 
-/* An attributes list: KeyValue entries back to back in the heap. */
-int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
-{
-    size_t off = j->h->len;
-    uint32_t count = 0;
-    bool first = true;
-    int rc = arr_open(j, what);
-    if (rc < 0) {
-        return rc;
-    }
-    /* compact KeyValues back to back go to kv_fast in a loop of their own;
-     * the general loop takes over at anything else (the cursor then at the
-     * element or the ',' before it) */
-    const char *s = j->lx.s;
-    size_t n = j->lx.n, pos = j->lx.pos, e;
-    struct vbuf *h = j->h;
-    /* locals, not j->lx: the heap's byte stores may alias it */
-    while (pos < n && s[pos] == (first ? '{' : ',') &&
-           (e = kv_fast_at(h, s, n, pos + !first)) != 0) {
-        pos = e;
-        first = false;
-        count++;
-    }
-    j->lx.pos = pos;
-    while ((rc = arr_next(j, &first)) > 0) {
-        if ((rc = key_value(j, 1)) < 0) {
-            return rc;
-        }
-        count++;
-    }
-    if (rc < 0) {
-        return rc;
-    }
-    out->blob.off = (uint32_t)off;
-    out->blob.len = (uint32_t)(j->h->len - off);
-    out->count = count;
-    return 0;
-}
-
-/*
- * Exporters repeat most of a point's attributes point after point (the
- * route, the status code; the method or the state differ). The c-th compact
- * KeyValue whose text, '{' through "}}", is byte for byte kvc[c]'s is
- * therefore copied from where kv_fast_at wrote kvc[c] in the heap. Exact by
- * construction: kv_fast_at's every branch is decided by the bytes of that
- * text and by room tests (n - x >= 64 at most, x inside it), which the
- * 64 bytes asked for after it pass, so it would write the same bytes and
- * end at the same place. The copied bytes are intact: an entry is only
- * made by a point's attributes read whole, and nothing truncates the heap
- * below a point's attributes once read except a failed decode (jd goes
- * with it).
- */
-
 #ifdef __SSE2__
 static inline __m128i kvc_eq16(const char *s, const char *t)
 {
@@ -1070,6 +1090,103 @@ __attribute__((always_inline)) static inline bool kvc_same(const char *s, const 
     return memcmp(s, t, n) == 0;
 #endif
 }
+
+/* The kvh slot of the 16 bytes at |p| (a KeyValue's after its `{"key":"`:
+ * the key's first 16 or, for a shorter key, what follows it). */
+__attribute__((always_inline)) static inline unsigned kvh_slot(const char *p)
+{
+    uint64_t lo, hi;
+    memcpy(&lo, p, 8);
+    memcpy(&hi, p + 8, 8);
+    return (unsigned)(((lo ^ hi) * 0x9e3779b97f4a7c15ull) >> 56); /* 256 slots */
+}
+
+/*
+ * kv_fast_at with the head remembered: attribute keys repeat record after
+ * record (a few dozen names), so a KeyValue whose text from '{' to its
+ * value is byte for byte the head kv_head_at last read in its slot has
+ * that head's key length and type, and is read from its value on. Exact:
+ * kv_head_at's result is decided by those bytes and by room tests of 64
+ * bytes from s[i] and 48 from the key's end, which n - i >= plen + 48
+ * passes (plen >= klen + 30); then kv_value_at does what kv_fast_at would.
+ * The text is in the body, which does not change while it is decoded.
+ */
+__attribute__((always_inline)) static inline size_t kv_keyed_at(struct jd *j, struct vbuf *h,
+                                                                const char *s, size_t n, size_t i)
+{
+    size_t klen, v;
+    unsigned t;
+    if (n - i < 64) {
+        return 0;
+    }
+    struct jd_kvh *c = &j->kvh[kvh_slot(s + i + 8)];
+    if (c->plen != 0 && n - i >= c->plen + 48u && kvc_same(s + i, s + c->at, c->plen)) {
+        klen = c->klen;
+        t = c->type;
+        v = i + c->plen;
+    } else {
+        if (!kv_head_at(s, n, i, &klen, &t, &v)) {
+            return 0;
+        }
+        if (v - i <= 64 && i <= UINT32_MAX) {
+            *c = (struct jd_kvh){(uint32_t)i, (uint8_t)(v - i), (uint8_t)klen, (uint8_t)t};
+        }
+    }
+    return kv_value_at(h, s, n, i + 8, klen, t, v);
+}
+
+/* An attributes list: KeyValue entries back to back in the heap. */
+int jd_attr_list(struct jd *j, const char *what, struct attrs *out)
+{
+    size_t off = j->h->len;
+    uint32_t count = 0;
+    bool first = true;
+    int rc = arr_open(j, what);
+    if (rc < 0) {
+        return rc;
+    }
+    /* compact KeyValues back to back go to kv_fast in a loop of their own;
+     * the general loop takes over at anything else (the cursor then at the
+     * element or the ',' before it) */
+    const char *s = j->lx.s;
+    size_t n = j->lx.n, pos = j->lx.pos, e;
+    struct vbuf *h = j->h;
+    /* locals, not j->lx: the heap's byte stores may alias it */
+    while (pos < n && s[pos] == (first ? '{' : ',') &&
+           (e = kv_keyed_at(j, h, s, n, pos + !first)) != 0) {
+        pos = e;
+        first = false;
+        count++;
+    }
+    j->lx.pos = pos;
+    while ((rc = arr_next(j, &first)) > 0) {
+        if ((rc = key_value(j, 1)) < 0) {
+            return rc;
+        }
+        count++;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    out->blob.off = (uint32_t)off;
+    out->blob.len = (uint32_t)(j->h->len - off);
+    out->count = count;
+    return 0;
+}
+
+/*
+ * Exporters repeat most of a point's attributes point after point (the
+ * route, the status code; the method or the state differ). The c-th compact
+ * KeyValue whose text, '{' through "}}", is byte for byte kvc[c]'s is
+ * therefore copied from where kv_fast_at wrote kvc[c] in the heap. Exact by
+ * construction: kv_fast_at's every branch is decided by the bytes of that
+ * text and by room tests (n - x >= 64 at most, x inside it), which the
+ * 64 bytes asked for after it pass, so it would write the same bytes and
+ * end at the same place. The copied bytes are intact: an entry is only
+ * made by a point's attributes read whole, and nothing truncates the heap
+ * below a point's attributes once read except a failed decode (jd goes
+ * with it).
+ */
 
 /* 64 bytes from |from| to |d|, all loaded before any is stored: the
  * source may end where the heap does, so the two may overlap past it. */
@@ -1108,8 +1225,9 @@ __attribute__((always_inline)) static inline unsigned kvc_way(const char *p)
 /*
  * The c-th KeyValue at s[at] when jd_point_attrs' inline copy did not take
  * it, |w| its way (JD_KVC_WAYS when it has none yet): copied from the way
- * when its text is the way's, else read by kv_fast_at and, for c <
- * JD_KVC_MAX, kept in its way. The offset after it, or 0 when neither
+ * when its text is the way's, else read by kv_keyed_at (kv_fast_at's
+ * bytes, its head perhaps remembered) and, for c < JD_KVC_MAX, kept in its
+ * way. The offset after it, or 0 when neither
  * (nothing written; the general loop then reads it, errors and all).
  */
 static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, size_t n, size_t at,
@@ -1117,7 +1235,7 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
 {
     struct vbuf *h = j->h;
     if (c >= JD_KVC_MAX) {
-        return kv_fast_at(h, s, n, at);
+        return kv_keyed_at(j, h, s, n, at);
     }
     struct jd_kvc *e = w < JD_KVC_WAYS ? &j->kvc[c][w] : NULL;
     if (e != NULL && kvc_is(e, s, n, at)) { /* long, or the heap needs room */
@@ -1132,7 +1250,7 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
         h->len += e->hlen;
         return at + e->tlen;
     }
-    size_t before = h->len, end = kv_fast_at(h, s, n, at);
+    size_t before = h->len, end = kv_keyed_at(j, h, s, n, at);
     if (end == 0) {
         return 0;
     }
@@ -1279,10 +1397,18 @@ int jd_counted_attrs_now(struct jd *j, const char *what, size_t *pos, size_t *he
 int jd_counted_attrs_put_first(struct jd *j, size_t here, size_t fixed)
 {
     size_t h = j->h->len - fixed, l = fixed - here;
+    uint8_t *p = j->h->p;
+    if (h <= 64 && j->h->cap - fixed >= 64) { /* the usual: saved in a local, no reserve */
+        uint8_t save[64];
+        memcpy(save, p + fixed, 64);
+        memmove(p + here + h, p + here, l);
+        memcpy(p + here, save, h);
+        return 0;
+    }
     if (vbuf_reserve(j->h, h) < 0) {
         return jd_nomem(j);
     }
-    uint8_t *p = j->h->p;
+    p = j->h->p;
     memcpy(p + fixed + h, p + fixed, h); /* past the end: the fixed part saved */
     memmove(p + here + h, p + here, l);
     memcpy(p + here, p + fixed + h, h);

@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1436,6 +1437,283 @@ Test(jsondec_fast, link_attributes_in_place_equal_the_schema_order)
     done(&e);
     free(x);
     free(y);
+}
+
+/* ---- attribute lists (h-jattr): remembered KeyValue heads, the inline
+ * string scan, the event's fixed part moved before its attributes ---- */
+
+/* Appends printf output to the growing string |*s| (of |*n| bytes). */
+static void cat(char **s, size_t *n, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    cr_assert(k >= 0);
+    *s = realloc(*s, *n + (size_t)k + 1);
+    cr_assert(*s != NULL);
+    vsnprintf(*s + *n, (size_t)k + 1, fmt, ap2);
+    va_end(ap2);
+    *n += (size_t)k;
+}
+
+/* A key of the pool: |k| picks its length (0-60, or 100-250 now and then)
+ * and bytes; neighbours differ in one byte at the start, middle or end,
+ * and some are one another's prefixes. */
+static void pool_key(char *out, unsigned k)
+{
+    static const unsigned lens[] = {0,  1,  2,  7,  8,  9,  15, 16, 17, 22,  23,  24, 31,
+                                    32, 33, 40, 47, 48, 49, 55, 56, 60, 100, 180, 250};
+    unsigned len = lens[k % (sizeof(lens) / sizeof(lens[0]))];
+    for (unsigned i = 0; i < len; i++) {
+        out[i] = (char)('a' + (i * 7 + k / 25) % 26);
+    }
+    if (len != 0) {
+        unsigned at = (k / 25) % 3 == 0 ? 0 : (k / 25) % 3 == 1 ? len / 2 : len - 1;
+        out[at] = (char)('A' + (k / 75) % 26);
+    }
+    out[len] = '\0';
+}
+
+/* One KeyValue of the pool: key |k|, value kind and text by |v|. */
+static void pool_kv(char **s, size_t *n, unsigned k, unsigned v)
+{
+    char key[256];
+    pool_key(key, k);
+    switch (v % 7) {
+    case 0:
+        cat(s, n, "{'key':'%s','value':{'stringValue':'v%u'}}", key, v % 5);
+        break;
+    case 1:
+        cat(s, n, "{'key':'%s','value':{'intValue':'%u'}}", key, v % 300);
+        break;
+    case 2:
+        cat(s, n, "{'key':'%s','value':{'intValue':%d}}", key, (int)(v % 9) - 4);
+        break;
+    case 3:
+        cat(s, n, "{'key':'%s','value':{'doubleValue':%u.5}}", key, v % 4);
+        break;
+    case 4:
+        cat(s, n, "{'key':'%s','value':{'boolValue':%s}}", key, v % 2 ? "true" : "false");
+        break;
+    case 5: /* the same key as a string of another length */
+        cat(s, n, "{'key':'%s','value':{'stringValue':'%.*s'}}", key, (int)(v % 40),
+            "0123456789012345678901234567890123456789");
+        break;
+    default: /* declined: an escape in the key, then a blank */
+        cat(s, n,
+            v % 2 ? "{'key':'%s\\u0041','value':{'boolValue':true}}"
+                  : "{'key':'%s', 'value':{'boolValue':true}}",
+            key);
+        break;
+    }
+}
+
+/* Log records whose attributes are drawn from a pool of 600 keys (more
+ * than the 256 kvh slots, so heads of other lengths meet in a slot; the
+ * same key with every type; keys past the 64-byte head kept), the last
+ * record's ending the body: every list as the general path reads it, and
+ * the heap the lists back to back. */
+Test(jsondec_fast, attribute_heads_remembered_only_for_the_same_text)
+{
+    char *s = NULL;
+    size_t n = 0;
+    uint64_t x = 88172645463325252ull;
+    cat(&s, &n, "{'resourceLogs':[{'scopeLogs':[{'logRecords':[");
+    for (int r = 0; r < 800; r++) {
+        cat(&s, &n, "%s{'attributes':[", r == 0 ? "" : ",");
+        int na = (int)(x % 13);
+        for (int a = 0; a < na; a++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            unsigned k = (unsigned)(x % 600), v = (unsigned)((x >> 20) % 1000);
+            if (a != 0) {
+                cat(&s, &n, ",");
+            }
+            pool_kv(&s, &n, k, v % 20 < 17 ? v - v % 7 + (k % 6) : v);
+        }
+        cat(&s, &n, "]}");
+    }
+    cat(&s, &n, "]}]}]}");
+    struct dec d;
+    same_as_general(SIG_LOGS, s, &d);
+    cr_assert_eq(d.b->n_rows, 800);
+    uint32_t off = d.b->logs[0].attrs.blob.off;
+    for (uint32_t i = 0; i < d.b->n_rows; i++) {
+        cr_assert_eq(d.b->logs[i].attrs.blob.off, off, "record %u: the lists back to back", i);
+        off += d.b->logs[i].attrs.blob.len;
+    }
+    done(&d);
+    free(s);
+}
+
+/* Heads exact: keys whose heads share a kvh slot, each shorter than the
+ * one kept; a key read first as one type, then the same key bytes with
+ * another type, another key of the same length one byte apart, and a key
+ * one byte longer; each value as val.h writes it. */
+Test(jsondec_fast, attribute_heads_exact_by_type_and_key)
+{
+    struct dec d;
+    char *r;
+    /* "route.0093", the text r\t0000077 (an escape, the same length) and
+     * "host.0000" share a kvh slot (the hash of their text's bytes 8-23),
+     * as "route.0089" and "ht.0000" do: heads with the same last 16 bytes
+     * as the one kept there, the escape one of the same length */
+    r = log_req("{'attributes':[{'key':'route.0093','value':{'stringValue':'abcdef'}},"
+                "{'key':'r\\t0000077','value':{'stringValue':'abcdef'}},"
+                "{'key':'host.0000','value':{'stringValue':'abcdef'}},"
+                "{'key':'route.0089','value':{'stringValue':'abcdef'}},"
+                "{'key':'ht.0000','value':{'stringValue':'abcdef'}}]}");
+    same_as_general(SIG_LOGS, r, &d);
+    cr_assert_eq(d.b->logs[0].attrs.count, 5);
+    const uint8_t *p = batch_blob(d.b, d.b->logs[0].attrs.blob);
+    cr_assert_eq(d.b->logs[0].attrs.blob.len, 19 + 18 + 18 + 19 + 16);
+    cr_assert(memcmp(p + 19,
+                     "\x09r\t0000077\x01\x06"
+                     "abcdef",
+                     18) == 0,
+              "the escape read");
+    cr_assert(memcmp(p + 19 + 18,
+                     "\x09host.0000\x01\x06"
+                     "abcdef",
+                     18) == 0);
+    cr_assert(memcmp(p + 19 + 18 + 18 + 19,
+                     "\x07ht.0000\x01\x06"
+                     "abcdef",
+                     16) == 0);
+    done(&d);
+    free(r);
+    /* a key of 250 bytes, its head (280 bytes) not kept: read from its
+     * text, though the bytes 24 past its '{' read as the integer 5 */
+    char key[251], *kv = NULL;
+    size_t kn = 0;
+    memset(key, 'k', 250);
+    memcpy(key + 16, "5}}", 3);
+    key[250] = '\0';
+    cat(&kv, &kn,
+        "{'attributes':[{'key':'%s','value':{'intValue':'7'}},"
+        "{'key':'%s','value':{'intValue':'7'}}]}",
+        key, key);
+    r = log_req(kv);
+    free(kv);
+    same_as_general(SIG_LOGS, r, &d);
+    cr_assert_eq(d.b->logs[0].attrs.count, 2);
+    cr_assert_eq(d.b->logs[0].attrs.blob.len, 2 * (2 + 250 + 2));
+    p = batch_blob(d.b, d.b->logs[0].attrs.blob) + 254;
+    cr_assert(p[0] == 0xfa && p[1] == 0x01 && memcmp(p + 2, key, 250) == 0);
+    cr_assert(p[252] == VAL_INT && p[253] == 14);
+    done(&d);
+    free(r);
+    r = log_req("{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]},"
+                "{'attributes':[{'key':'status.code','value':{'intValue':'200'}}]},"
+                "{'attributes':[{'key':'status.codf','value':{'intValue':'201'}}]},"
+                "{'attributes':[{'key':'status.code','value':{'boolValue':true}}]},"
+                "{'attributes':[{'key':'status.codes','value':{'doubleValue':0.5}}]},"
+                "{'attributes':[{'key':'status.code','value':{'stringValue':'ok'}}]}");
+    same_as_general(SIG_LOGS, r, &d);
+    static const uint8_t want[][20] = {
+        {16, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'e', VAL_STR, 2, 'o', 'k'},
+        {15, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'e', VAL_INT, 0x90, 0x03},
+        {15, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'f', VAL_INT, 0x92, 0x03},
+        {14, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'e', VAL_BOOL, 1},
+        {0},
+        {16, 11, 's', 't', 'a', 't', 'u', 's', '.', 'c', 'o', 'd', 'e', VAL_STR, 2, 'o', 'k'},
+    };
+    for (int i = 0; i < 6; i++) {
+        const struct log_row *l = &d.b->logs[i];
+        cr_assert_eq(l->attrs.count, 1);
+        if (want[i][0] == 0) {
+            cr_assert_eq(l->attrs.blob.len, 1 + 12 + 1 + 8);
+            continue;
+        }
+        cr_assert_eq(l->attrs.blob.len, want[i][0], "record %d: %u bytes", i, l->attrs.blob.len);
+        cr_assert(memcmp(batch_blob(d.b, l->attrs.blob), want[i] + 1, want[i][0]) == 0,
+                  "record %d: bytes differ", i);
+    }
+    done(&d);
+    free(r);
+}
+
+/* String values of 0-100 bytes with a byte at each place: a '"' (the
+ * end), an escape, a blank, DEL, UTF-8 (c3 a9, e2 82 ac: bytes the scan
+ * must pass), or a control byte (refused as the general path refuses it);
+ * and a value that runs to the end of the body (ASan: not read past). */
+Test(jsondec_fast, string_values_scanned_to_their_first_stop_byte)
+{
+    static const char *const ins[] = {"\\\\n", "\\\\\\\"", " ", "\x7f", "\xc3\xa9", "\xe2\x82\xac"};
+    for (int len = 0; len <= 100; len += len < 20 ? 1 : 7) {
+        for (int at = 0; at <= len; at += 1 + len / 9) {
+            for (size_t b = 0; b < sizeof(ins) / sizeof(ins[0]); b++) {
+                char v[256];
+                memset(v, 'x', (size_t)len);
+                v[len] = '\0';
+                snprintf(v + at, sizeof(v) - (size_t)at, "%s%s", ins[b], "yz");
+                char *s = NULL;
+                size_t n = 0;
+                cat(&s, &n, "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[");
+                cat(&s, &n, "{'key':'k','value':{'stringValue':'%s'}},", v);
+                cat(&s, &n, "{'key':'k','value':{'stringValue':'%.*s'}}]}]}]}]}", len,
+                    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+                struct dec d;
+                same_as_general(SIG_LOGS, s, &d);
+                cr_assert_eq(d.b->logs[0].attrs.count, 2);
+                done(&d);
+                free(s);
+            }
+            char *s = NULL;
+            size_t n = 0;
+            cat(&s, &n,
+                "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
+                "'value':{'stringValue':'%.*s\x01'}}]}]}]}]}",
+                at,
+                "0123456789012345678901234567890123456789012345678901234567890123456789"
+                "012345678901234567890123456789");
+            refused(SIG_LOGS, s, "control character 0x01");
+        }
+    }
+    char *s = NULL;
+    size_t n = 0;
+    cat(&s, &n,
+        "{'resourceLogs':[{'scopeLogs':[{'logRecords':[{'attributes':[{'key':'k',"
+        "'value':{'stringValue':'");
+    for (int i = 0; i < 90; i++) {
+        cat(&s, &n, "%c", 'a' + i % 26);
+    }
+    refused(SIG_LOGS, s, "unterminated string");
+}
+
+/* An event's fixed part (time, name, dropped count) of 17-100 bytes moved
+ * before attributes read in place, around the 64 bytes kept in a local:
+ * the same blob as when the attributes come last. */
+Test(jsondec_fast, event_fixed_parts_of_every_size_put_before_their_attributes)
+{
+    for (int len = 0; len <= 86; len++) {
+        char name[100];
+        for (int i = 0; i < len; i++) {
+            name[i] = (char)('a' + i % 26);
+        }
+        name[len] = '\0';
+        char ev_a[512], ev_b[512];
+        snprintf(ev_a, sizeof ev_a,
+                 "{'timeUnixNano':'5','attributes':[{'key':'k','value':{'intValue':'7'}},"
+                 "{'key':'s','value':{'stringValue':'%.*s'}}],'name':'%s'}",
+                 len % 40, name, name);
+        snprintf(ev_b, sizeof ev_b,
+                 "{'timeUnixNano':'5','name':'%s','attributes':[{'key':'k','value':{'intValue':"
+                 "'7'}},{'key':'s','value':{'stringValue':'%.*s'}}]}",
+                 name, len % 40, name);
+        uint8_t a[1024], b[1024];
+        size_t na, nb;
+        uint32_t ca, cb;
+        events_blob(span_events(ev_a), a, sizeof a, &na, &ca);
+        events_blob(span_events(ev_b), b, sizeof b, &nb, &cb);
+        cr_assert_eq(ca, 1);
+        cr_assert_eq(na, nb, "name of %d bytes: %zu vs %zu", len, na, nb);
+        cr_assert(memcmp(a, b, na) == 0, "name of %d bytes: bytes differ", len);
+        cr_assert_eq(a[8], len, "the name's length after the time");
+        cr_assert(memcmp(a + 9 + (len > 127), name, (size_t)len) == 0);
+    }
 }
 
 /* A body string cut right after a '\' at every offset of the one-pass
