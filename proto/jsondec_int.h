@@ -75,6 +75,15 @@ struct jd_kvc {
     size_t hoff, hlen;
 };
 
+/* A data point's k-th member as the last point of its kind had it: its
+ * point_fields index |f|, the bits of its fdef cm that cm_eq asks for at the
+ * cursor minus |back| (for k = 0 from the object's '{', whose bit is not
+ * asked for) and how far the cursor then moves (past the ':'). */
+struct jd_pm {
+    uint32_t want;
+    uint8_t back, adv, f;
+};
+
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
     arena *a;
@@ -121,9 +130,10 @@ struct jd {
     bool st_ok;
     /* The members (point_fields indices, each one of the kind's) a data
      * point of each metric kind had, in order, the last time: pord_n[kind]
-     * of them, at most JD_PORD_MAX. The next point's k-th member is tried
-     * as pord[kind][k] first (jsondec_metrics.c point). */
-    uint8_t pord[JD_PORD_KINDS][JD_PORD_MAX];
+     * of them, at most JD_PORD_MAX, each with the text that names it there
+     * (struct jd_pm). The next point's k-th member is tried as
+     * pord[kind][k] first (jsondec_metrics.c point). */
+    struct jd_pm pord[JD_PORD_KINDS][JD_PORD_MAX];
     uint8_t pord_n[JD_PORD_KINDS];
 };
 
@@ -509,26 +519,36 @@ static inline void fc_learn(struct fcur *c, int f)
 
 #ifdef __SSE2__
 /*
- * Member |h| by one 32-byte compare with its ,"name": text (struct fdef's
- * cm): from the ',' (after the first member), or from the byte before the
- * quote, the object's '{', whose bit is not asked for (the first). The
- * cursor past the ':' when it matched (c->f, c->prev set): true. The text
- * has more than FNAME_MAX + 3 bytes after the cursor, which is >= 1 (past
- * a '{').
+ * Whether the 32 bytes at |q| equal those of |cm| at the bits of |want|
+ * (bit i: byte i) but bit 0 when |first|, by one 32-byte compare: a
+ * member's ,"name": text (struct fdef's cm and cmwant). |q| has 32 readable
+ * bytes.
+ */
+__attribute__((always_inline)) static inline bool cm_eq(const char *q, const char *cm,
+                                                        uint64_t want, bool first)
+{
+    uint64_t m = (uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+                                    _mm_loadu_si128((const __m128i *)(const void *)cm))) |
+                 (uint64_t)(uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(cm + 16))))
+                     << 16;
+    return ((m | first) & want) == want;
+}
+
+/*
+ * Member |h| by cm_eq: from the ',' (after the first member), or from the
+ * byte before the quote (the first), whose bit is not asked for. The cursor past the ':' when it
+ * matched (c->f, c->prev set): true. The text has more than FNAME_MAX + 3
+ * bytes after the cursor, which is >= 1 (past a '{').
  */
 __attribute__((always_inline)) static inline bool fc_take_cm(struct jsonlex *x, struct fcur *c,
                                                              int h)
 {
     const struct fdef *d = &c->t[h];
     const char *q = x->s + x->pos - c->first;
-    uint64_t m = (uint32_t)_mm_movemask_epi8(
-                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
-                                    _mm_loadu_si128((const __m128i *)(const void *)d->cm))) |
-                 (uint64_t)(uint32_t)_mm_movemask_epi8(
-                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
-                                    _mm_loadu_si128((const __m128i *)(const void *)(d->cm + 16))))
-                     << 16;
-    if (((m | c->first) & d->cmwant) != d->cmwant) {
+    if (!cm_eq(q, d->cm, d->cmwant, c->first)) {
         return false;
     }
     x->pos = (size_t)(q - x->s) + d->cmlen;

@@ -628,6 +628,22 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
     return rd_u64(j, "startTimeUnixNano", out);
 }
 
+/* Member |f| as the k-th of a data point (|first|: k = 0), for point's
+ * compare; false when its text is too long for one (never for these
+ * names: cmwant fits 32 bits). */
+static bool pord_learn(struct jd_pm *e, int f, bool first)
+{
+    const struct fdef *d = &point_fields[f];
+    if (d->cmwant > UINT32_MAX) {
+        return false;
+    }
+    e->want = (uint32_t)d->cmwant & ~(uint32_t)first;
+    e->back = first;
+    e->adv = (uint8_t)(d->cmlen - first);
+    e->f = (uint8_t)f;
+    return true;
+}
+
 static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
 {
     struct point_row *p = batch_add_point(j->b);
@@ -650,17 +666,40 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        uint8_t *ord = j->pord[kind];
+        const struct jd_pm *ord = j->pord[kind];
         unsigned k = 0, no = j->pord_n[kind];
-        for (struct fcur fc = FCUR(j, point_fields);;) {
+        /* fc is next_field's: set from k (the learned members read) before its first call */
+        struct fcur fc = FCUR(j, point_fields);
+        bool fc_set = false;
+        for (;;) {
             int f;
+            size_t at = j->lx.pos;
+            const char *s = j->lx.s;
             /* the k-th member the last point of this kind had, by one
-             * compare (fc_take_cm: the text is exactly its ,"name":, as
+             * compare (cm_eq: the text is exactly its ,"name":, as
              * next_field would read it, and ord holds members the kind has,
-             * so no mask test); any other text as next_field reads it */
-            if (k < no && j->lx.n - j->lx.pos > FNAME_MAX + 3 && fc_take_cm(&j->lx, &fc, ord[k])) {
-                f = ord[k++];
+             * so no mask test); the value's first byte is then in the text,
+             * so take_null is needed only for an 'n' or a blank; a '}' ends
+             * the point as next_field would end it; any other text as
+             * next_field reads it */
+            if (k < no && j->lx.n - at > FNAME_MAX + 3 &&
+                cm_eq(s + at - ord[k].back, point_fields[ord[k].f].cm, ord[k].want, false)) {
+                f = ord[k].f;
+                at += ord[k++].adv;
+                j->lx.pos = at;
+                unsigned char c = (unsigned char)s[at];
+                if ((c == 'n' || c <= ' ') && take_null(j)) {
+                    continue;
+                }
+            } else if (at < j->lx.n && s[at] == '}') {
+                j->lx.pos = at + 1;
+                break;
             } else {
+                if (!fc_set) { /* the members so far all read by the compare */
+                    fc.first = k == 0;
+                    fc.f = fc.prev = k == 0 ? -1 : ord[k - 1].f;
+                    fc_set = true;
+                }
                 if ((rc = next_field(j, &fc)) <= 0) {
                     break;
                 }
@@ -672,13 +711,13 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                     }
                     continue;
                 }
-                if (k < JD_PORD_MAX) {
-                    ord[k++] = (uint8_t)f;
+                if (k < JD_PORD_MAX) { /* k == no from here: no more compares */
+                    k += pord_learn(&j->pord[kind][k], f, k == 0);
                     j->pord_n[kind] = (uint8_t)(no = k);
                 }
-            }
-            if (take_null(j)) {
-                continue;
+                if (take_null(j)) {
+                    continue;
+                }
             }
             switch (f) {
             case DP_ATTRS:
@@ -754,13 +793,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 hs = rc == 1 ? -1 : hs;
                 d1 = j->h->len;
                 break;
-            default: /* quantile values: the whole detail, in place */
+            case DP_QUANTILES: /* the whole detail, in place */
                 hs = hs == 0 ? 2 : -1;
                 d0 = j->h->len;
                 rc = hs == 2 ? list_inline(j, &quant, LI_QUANTILES) : defer(j, &quant);
                 hs = rc == 1 ? -1 : hs;
                 d1 = j->h->len;
                 break;
+            default: /* f is one of the kind's members */
+                __builtin_unreachable();
             }
             if (rc < 0) {
                 return rc;
