@@ -669,7 +669,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         const struct jd_pm *ord = j->pord[kind];
         unsigned k = 0, no = j->pord_n[kind];
         /* fc is next_field's: set from k (the learned members read) before its first call */
-        struct fcur fc = FCUR(j, point_fields);
+        struct fcur fc;
         bool fc_set = false;
         for (;;) {
             int f;
@@ -696,6 +696,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 break;
             } else {
                 if (!fc_set) { /* the members so far all read by the compare */
+                    fc = (struct fcur)FCUR(j, point_fields);
                     fc.first = k == 0;
                     fc.f = fc.prev = k == 0 ? -1 : ord[k - 1].f;
                     fc_set = true;
