@@ -7,6 +7,7 @@
  * read straight from the text; exemplars. jsondec.c says how the decoder
  * works.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -628,20 +629,48 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
     return rd_u64(j, "startTimeUnixNano", out);
 }
 
-/* Member |f| as the k-th of a data point (|first|: k = 0), for point's
- * compare; false when its text is too long for one (never for these
- * names: cmwant fits 32 bits). */
-static bool pord_learn(struct jd_pm *e, int f, bool first)
+/* Member |f| as entry |k| of a point's learned order (the first member's
+ * compare from the object's '{'). */
+static void pord_learn(struct jd_pm *e, unsigned k, int f)
 {
     const struct fdef *d = &point_fields[f];
-    if (d->cmwant > UINT32_MAX) {
-        return false;
-    }
+    bool first = k == 0;
+    assert(d->cmwant <= UINT32_MAX); /* names of at most 28 bytes: all of point_fields' */
     e->want = (uint32_t)d->cmwant & ~(uint32_t)first;
     e->back = first;
     e->adv = (uint8_t)(d->cmlen - first);
     e->f = (uint8_t)f;
+}
+
+/* Member |f| put in at entry |k| of the learned order |ord| of |*n| entries,
+ * those from |k| on moved one place down (the last one dropped when the
+ * order is full); false when |k| is past JD_PORD_MAX. */
+static bool pord_insert(struct jd_pm *ord, uint8_t *n, unsigned k, int f)
+{
+    if (k >= JD_PORD_MAX) {
+        return false;
+    }
+    unsigned last = *n < JD_PORD_MAX ? *n : JD_PORD_MAX - 1;
+    memmove(ord + k + 1, ord + k, (last - k) * sizeof(*ord));
+    pord_learn(&ord[k], k, f);
+    if (k == 0 && last > 0) { /* the old first member is now a later one */
+        pord_learn(&ord[1], 1, ord[1].f);
+    }
+    *n = (uint8_t)(last + 1);
     return true;
+}
+
+/* The entry of |ord| (|no| entries) after entry |k| >= 1, at most two places
+ * on, whose text is at |q| (32 bytes readable): a member the last point had
+ * that this one left out before it; -1 when none. */
+static int pord_skip(const char *q, const struct jd_pm *ord, unsigned k, unsigned no)
+{
+    for (unsigned e = k + 1; e < no && e <= k + 2; e++) {
+        if (cm_eq(q, point_fields[ord[e].f].cm, ord[e].want, false)) {
+            return (int)e;
+        }
+    }
+    return -1;
 }
 
 static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
@@ -666,55 +695,71 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        const struct jd_pm *ord = j->pord[kind];
+        struct jd_pm *ord = j->pord[kind];
+        /* k: the learned entries used so far; compares only while k < no
+         * and, for entry 0 (from the '{'), only as the first member */
         unsigned k = 0, no = j->pord_n[kind];
-        /* fc is next_field's: set from k (the learned members read) before its first call */
-        struct fcur fc;
+        int last = -1; /* the last known member read (next_field's prev) */
+        bool first = true;
+        struct fcur fc; /* next_field's: set from last and first before each call */
         bool fc_set = false;
         for (;;) {
-            int f;
+            int f, e = -1;
             size_t at = j->lx.pos;
             const char *s = j->lx.s;
             /* the k-th member the last point of this kind had, by one
              * compare (cm_eq: the text is exactly its ,"name":, as
              * next_field would read it, and ord holds members the kind has,
-             * so no mask test); the value's first byte is then in the text,
-             * so take_null is needed only for an 'n' or a blank; a '}' ends
-             * the point as next_field would end it; any other text as
-             * next_field reads it */
+             * so no mask test); a '}' ends the point as next_field would
+             * end it; else one of the next two learned members (an optional
+             * member this point left out); any other text as next_field
+             * reads it */
             if (k < no && j->lx.n - at > FNAME_MAX + 3 &&
                 cm_eq(s + at - ord[k].back, point_fields[ord[k].f].cm, ord[k].want, false)) {
-                f = ord[k].f;
-                at += ord[k++].adv;
+                e = (int)k;
+            } else if (at < j->lx.n && s[at] == '}') {
+                j->lx.pos = at + 1;
+                break;
+            } else if (k != 0 && k < no && j->lx.n - at > FNAME_MAX + 3) {
+                e = pord_skip(s + at, ord, k, no);
+            }
+            if (e >= 0) {
+                f = ord[e].f;
+                at += ord[e].adv;
+                k = (unsigned)e + 1;
+                last = f;
+                first = false;
                 j->lx.pos = at;
+                /* the value's first byte is in the text: take_null only for an 'n' or a blank */
                 unsigned char c = (unsigned char)s[at];
                 if ((c == 'n' || c <= ' ') && take_null(j)) {
                     continue;
                 }
-            } else if (at < j->lx.n && s[at] == '}') {
-                j->lx.pos = at + 1;
-                break;
             } else {
-                if (!fc_set) { /* the members so far all read by the compare */
+                if (!fc_set) {
                     fc = (struct fcur)FCUR(j, point_fields);
-                    fc.first = k == 0;
-                    fc.f = fc.prev = k == 0 ? -1 : ord[k - 1].f;
                     fc_set = true;
                 }
+                fc.first = first;
+                fc.f = fc.prev = last;
                 if ((rc = next_field(j, &fc)) <= 0) {
                     break;
                 }
                 f = fc.f;
+                if (k == 0) { /* entry 0 is compared only as the first member */
+                    no = 0;
+                }
+                first = false;
                 if (f < 0 || !(members & B(f))) {
-                    j->pord_n[kind] = (uint8_t)(no = k);
                     if ((rc = skip_value(j)) < 0) {
                         return rc;
                     }
                     continue;
                 }
-                if (k < JD_PORD_MAX) { /* k == no from here: no more compares */
-                    k += pord_learn(&j->pord[kind][k], f, k == 0);
-                    j->pord_n[kind] = (uint8_t)(no = k);
+                last = f;
+                if (pord_insert(ord, &j->pord_n[kind], k, f)) { /* k >= 1 from here */
+                    no = j->pord_n[kind];
+                    k++;
                 }
                 if (take_null(j)) {
                     continue;
