@@ -493,7 +493,7 @@ static int exemplar(struct jd *j)
     uint64_t t = 0, raw = 0;
     uint8_t vt = PV_NONE, tid[16] = {0}, sid[8] = {0};
     bool has_t = false, has_s = false;
-    size_t attrs = NONE;
+    size_t attrs = NONE, here = NONE;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "exemplars")) < 0) {
@@ -503,8 +503,8 @@ static int exemplar(struct jd *j)
             int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
-            } else if (f == EX_ATTRS) {
-                rc = defer(j, &attrs);
+            } else if (f == EX_ATTRS) { /* read now when it can be, as span events do */
+                rc = jd_counted_attrs_now(j, "exemplars.filteredAttributes", &attrs, &here);
             } else if (f == EX_TIME) {
                 rc = rd_u64(j, "exemplars.timeUnixNano", &t);
             } else if (f == EX_DOUBLE) {
@@ -532,10 +532,14 @@ static int exemplar(struct jd *j)
             return rc;
         }
     }
+    size_t fixed = j->h->len;
     if (vbuf_put_u64(j->h, t) < 0 || vbuf_put_u8(j->h, vt) < 0 || vbuf_put_u64(j->h, raw) < 0 ||
         vbuf_put_u8(j->h, has_t) < 0 || vbuf_put(j->h, tid, 16) < 0 ||
         vbuf_put_u8(j->h, has_s) < 0 || vbuf_put(j->h, sid, 8) < 0) {
         return jd_nomem(j);
+    }
+    if (here != NONE) {
+        return jd_counted_attrs_put_first(j, here, fixed);
     }
     return jd_counted_attrs_at(j, attrs, "exemplars.filteredAttributes");
 }
