@@ -648,6 +648,35 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
     return rd_u64(j, "startTimeUnixNano", out);
 }
 
+/*
+ * A point's count, zeroCount or asInt: most are quoted and of 1-7 digits,
+ * read by jdnum_uint_q7 as jdnum_int reads them (rd_u64's u64_19 never
+ * takes such a text: its 20th byte is not '"'); anything else by rd_u64.
+ */
+__attribute__((always_inline)) static inline int rd_count(struct jd *j, const char *field,
+                                                          uint64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), used;
+    if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, out, &used)) {
+        j->lx.pos = at + used;
+        return 0;
+    }
+    return rd_u64(j, field, out);
+}
+
+/* The same for asInt (7 digits are in range), else rd_i64. */
+__attribute__((always_inline)) static inline int rd_int_value(struct jd *j, int64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), used;
+    uint64_t mag;
+    if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, &mag, &used)) {
+        *out = (int64_t)mag;
+        j->lx.pos = at + used;
+        return 0;
+    }
+    return rd_i64(j, "asInt", out);
+}
+
 /* Member |f| as entry |k| of a point's learned order (the first member's
  * compare from the object's '{'). */
 static void pord_learn(struct jd_pm *e, unsigned k, int f)
@@ -799,7 +828,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
-                rc = rd_i64(j, "asInt", &p->value.i);
+                rc = rd_int_value(j, &p->value.i);
                 p->value_type = PV_INT;
                 break;
             case DP_EXEMPLARS:
@@ -809,7 +838,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_u32(j, "flags", &p->flags);
                 break;
             case DP_COUNT:
-                rc = rd_u64(j, "count", &p->count);
+                rc = rd_count(j, "count", &p->count);
                 break;
             case DP_SUM:
                 rc = rd_f64(j, "sum", &p->sum);
@@ -827,7 +856,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_i32(j, "scale", &scale);
                 break;
             case DP_ZERO_COUNT:
-                rc = rd_u64(j, "zeroCount", &zero_count);
+                rc = rd_count(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
                 rc = rd_f64(j, "zeroThreshold", &zero_threshold);
