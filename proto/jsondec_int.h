@@ -116,11 +116,12 @@ struct jd {
      * jd_point_attrs). */
     struct jd_kvc kvc[JD_KVC_MAX][JD_KVC_WAYS];
     uint16_t kvc_voff[JD_KVC_MAX];
-    /* The quantile of the k-th compact ValueAtQuantile of the last summary
-     * point that had one there: its text (vq_len bytes, at most 7; 0: none)
-     * and value. The same text followed by ',' is that value
-     * (jsondec_metrics.c vaq_run). */
-    uint64_t vq_text[JD_VQ_MAX];
+    /* The k-th compact ValueAtQuantile of the last summary point that had
+     * one there: its text from the '{' through the ':' before the value,
+     * {"quantile":Q,"value": or {"value": (vq_len bytes, at most 32; 0:
+     * none), and the quantile it gives (0 without one). The same text is
+     * that quantile (jsondec_metrics.c vaq_run). */
+    char vq_text[JD_VQ_MAX][32];
     double vq_val[JD_VQ_MAX];
     uint8_t vq_len[JD_VQ_MAX];
     /* The last quoted 19-digit startTimeUnixNano u64_19 read: its 21 bytes

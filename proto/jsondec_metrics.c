@@ -326,35 +326,39 @@ static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     for (;;) {
         double qv = 0, vv;
-        if (n - i < 32 || s[i] != '{' || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
+        if (n - i < 32 || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
             break;
         }
-        i++;
-        if (memcmp(s + i, "\"quantile\":", 11) == 0) {
-            uint64_t w, m;
-            i += 11;
-            memcpy(&w, s + i, 8); /* 32 - 11 bytes left at least */
-            unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
-            m = (1ull << (8 * L)) - 1; /* L <= 7 */
-            if (L != 0 && ((w ^ j->vq_text[cnt]) & m) == 0 && s[i + L] == ',' && n - i - L >= 16) {
-                /* the number's text ends at the ',' whatever comes after:
-                 * the same text, the same value */
-                qv = j->vq_val[cnt];
-                used = L;
-            } else if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
-                       s[i + used] != ',') {
+        unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
+        if (L != 0 && cm_eq(s + i, j->vq_text[cnt], (1ull << L) - 1, false)) {
+            /* the text the last point had here, through "value": (a
+             * number's text ends at its ',', so the same quantile) */
+            qv = j->vq_val[cnt];
+            i += L;
+        } else {
+            size_t o = i; /* the '{' */
+            if (s[i] != '{') {
                 break;
-            } else if (cnt < JD_VQ_MAX && used <= 7) {
-                j->vq_text[cnt] = w & ((1ull << (8 * used)) - 1);
-                j->vq_len[cnt] = (uint8_t)used;
+            }
+            i++;
+            if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+                i += 11;
+                if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                    s[i + used] != ',') {
+                    break;
+                }
+                i += used + 1;
+            }
+            if (memcmp(s + i, "\"value\":", 8) != 0) {
+                break;
+            }
+            i += 8;
+            if (cnt < JD_VQ_MAX && i - o <= 32) { /* 32 bytes readable from o */
+                memcpy(j->vq_text[cnt], s + o, 32);
+                j->vq_len[cnt] = (uint8_t)(i - o);
                 j->vq_val[cnt] = qv;
             }
-            i += used + 1;
         }
-        if (memcmp(s + i, "\"value\":", 8) != 0) {
-            break;
-        }
-        i += 8;
         if (!jdnum_f64_fast(s + i, n - i, &vv, &used) || n - i - used < 2 || s[i + used] != '}' ||
             (s[i + used + 1] != ',' && s[i + used + 1] != ']')) {
             break;
