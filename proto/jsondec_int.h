@@ -720,7 +720,9 @@ static inline bool u64_19(const char *p, size_t n, uint64_t *out)
         (jdnum_nondigits(w2) != 0)) {
         return false;
     }
-    *out = jdnum_join16(d) * 1000u + jdnum_eight_value(w2) % 1000u;
+    /* the last three digits from w2's top bytes (all digits: tested above) */
+    uint64_t d3 = (w2 >> 40) - 0x303030u;
+    *out = jdnum_join16(d) * 1000u + (d3 & 0xff) * 100u + ((d3 >> 8) & 0xff) * 10u + (d3 >> 16);
 #else
     uint64_t w0, w1;
     memcpy(&w0, p + 1, 8);
