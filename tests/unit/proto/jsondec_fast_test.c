@@ -2372,19 +2372,29 @@ Test(jsondec_fast, point_members_left_out_or_put_in_read_as_the_general_path)
     free(r);
     free(m);
 
+    /* each bad point followed by a good one: the compares need 36 bytes after the cursor */
     const char *first = "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','asInt':'3'}";
-    char t[512];
-    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{,'startTimeUnixNano':'1'}]}}", first);
+    char t[1024];
+    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{,'startTimeUnixNano':'1'},%s]}}", first,
+             first);
     refused(SIG_METRICS, metric_req(t), "at offset");
-    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{'x':1'attributes':[]}]}}", first);
+    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{'x':1'attributes':[]},%s]}}", first, first);
     refused(SIG_METRICS, metric_req(t), "at offset");
-    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{'x':1,'attributes':[]'asInt':'3'}]}}",
+    snprintf(t, sizeof t,
+             "{'gauge':{'dataPoints':[%s,{'x':1,'attributes':[]'startTimeUnixNano':'1'},%s]}}",
+             first, first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    /* exponential buckets: after the offset's compare, a member with no ',' before it */
+    snprintf(t, sizeof t,
+             "{'exponentialHistogram':{'dataPoints':[{'positive':{'offset':1'bucketCounts':['1']"
+             "}},%s]}}",
              first);
     refused(SIG_METRICS, metric_req(t), "at offset");
     /* the first member put in before the old first one, which moves to entry 1 */
     snprintf(t, sizeof t,
              "{'gauge':{'dataPoints':[{'startTimeUnixNano':'1','asInt':'2'},{'flags':1,"
-             "'startTimeUnixNano':'1','asInt':'2'},{'flags':1'startTimeUnixNano':'1'}]}}");
+             "'startTimeUnixNano':'1','asInt':'2'},{'flags':1'startTimeUnixNano':'1'},%s]}}",
+             first);
     refused(SIG_METRICS, metric_req(t), "at offset");
 }
 
@@ -2659,5 +2669,34 @@ Test(jsondec_fast, quoted_count_runs_across_calls_exact)
         }
         done(&d);
         free(r);
+    }
+    /* a run of 40 one-digit counts starting at every heap offset near the
+     * end of the heap's first 4096 bytes (a long attribute before it): the
+     * loop writes only the room it asked for (ASan) */
+    for (int l = 3700; l < 3900; l++) {
+        char *v = malloc((size_t)l + 1), *mm = malloc((size_t)l + 512);
+        cr_assert(v != NULL && mm != NULL);
+        memset(v, 'a', (size_t)l);
+        v[l] = '\0';
+        sprintf(mm,
+                "{'exponentialHistogram':{'dataPoints':[{'attributes':[{'key':'k','value':{'str"
+                "ingValue':'%s'}}],'positive':{'offset':0,'bucketCounts':['1','2','3','4','5','6"
+                "','7','8','9','0','1','2','3','4','5','6','7','8','9','0','1','2','3','4','5','6"
+                "','7','8','9','0','1','2','3','4','5','6','7','8','9','0']}}]}}",
+                v);
+        char *r = metric_body(mm);
+        struct dec d;
+        run(&d, SIG_METRICS, r);
+        cr_assert_eq(d.rc, 0, "%s", d.err);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail) + 4 + 8 + 8 + 4;
+        for (int i = 0; i < 40; i++) {
+            uint64_t c;
+            memcpy(&c, p + 4 + 8 * (size_t)i, 8);
+            cr_assert_eq(c, (uint64_t)((i + 1) % 10));
+        }
+        done(&d);
+        free(r);
+        free(mm);
+        free(v);
     }
 }
