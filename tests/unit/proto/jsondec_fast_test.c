@@ -1339,19 +1339,26 @@ static char *span_events(const char *events)
                 events, "]}]}]}]}");
 }
 
-/* The events blob of the one span of |req| (single-quoted, owned). */
-static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+/* The events blob of the one span (|s| SIG_TRACES) or the exemplars blob
+ * of the one point (SIG_METRICS) of |req| (single-quoted, owned). */
+static void row_list_blob(enum signal s, char *req, uint8_t *out, size_t cap, size_t *n,
+                          uint32_t *count)
 {
     struct dec d;
-    ok(&d, SIG_TRACES, req);
+    ok(&d, s, req);
     free(req);
     cr_assert_eq(d.b->n_rows, 1);
-    struct blob b = d.b->spans[0].events;
+    struct blob b = s == SIG_TRACES ? d.b->spans[0].events : d.b->points[0].exemplars;
     cr_assert_leq(b.len, cap);
     memcpy(out, batch_blob(d.b, b), b.len);
     *n = b.len;
-    *count = d.b->spans[0].n_events;
+    *count = s == SIG_TRACES ? d.b->spans[0].n_events : d.b->points[0].n_exemplars;
     done(&d);
+}
+
+static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+{
+    row_list_blob(SIG_TRACES, req, out, cap, n, count);
 }
 
 /* An event's attributes are read where they come (time, attributes, name is
@@ -2222,6 +2229,23 @@ static void same_point_scalars(const struct batch *x, const struct batch *y)
     }
 }
 
+/* The metrics |m| (single-quoted) read as their spaced form is, every
+ * point field same_batch and same_point_scalars compare. */
+static void points_as_spaced(const char *m)
+{
+    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+    struct dec d, slow;
+    same_as_general(SIG_METRICS, r, &d);
+    run(&slow, SIG_METRICS, sp);
+    cr_assert_eq(slow.rc, 0, "%s", slow.err);
+    same_point_scalars(d.b, slow.b);
+    done(&slow);
+    done(&d);
+    free(sp);
+    free(body);
+    free(r);
+}
+
 /*
  * 40 metrics of the five kinds, 2-12 points each; a kind's points mostly
  * have its last point's members in the same order, else two swapped, one
@@ -2291,17 +2315,7 @@ Test(jsondec_fast, point_members_in_learned_order_read_as_the_general_path)
         len += (size_t)snprintf(m + len, cap - len, "]}}");
         cr_assert(len < cap - 4096);
     }
-    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
-    struct dec d, slow;
-    same_as_general(SIG_METRICS, r, &d);
-    run(&slow, SIG_METRICS, sp);
-    cr_assert_eq(slow.rc, 0, "%s", slow.err);
-    same_point_scalars(d.b, slow.b);
-    done(&slow);
-    done(&d);
-    free(sp);
-    free(body);
-    free(r);
+    points_as_spaced(m);
     free(m);
 }
 
@@ -2359,17 +2373,7 @@ Test(jsondec_fast, point_members_left_out_or_put_in_read_as_the_general_path)
                              p ? "," : "", p, rnd() % 2 ? "'asInt':'7'" : "'asDouble':2.5");
     }
     snprintf(m + len, cap - len, "]}}");
-    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
-    struct dec d, slow;
-    same_as_general(SIG_METRICS, r, &d);
-    run(&slow, SIG_METRICS, sp);
-    cr_assert_eq(slow.rc, 0, "%s", slow.err);
-    same_point_scalars(d.b, slow.b);
-    done(&slow);
-    done(&d);
-    free(sp);
-    free(body);
-    free(r);
+    points_as_spaced(m);
     free(m);
 
     /* each bad point followed by a good one: the compares need 36 bytes after the cursor */
@@ -2489,20 +2493,6 @@ Test(jsondec_fast, point_counts_and_ints_read_as_the_general_readers)
     }
 }
 
-/* The exemplar blob of |req|'s one point (single-quoted, owned). */
-static void exemplar_blob(char *req, uint8_t *out, size_t cap, size_t *n)
-{
-    struct dec d;
-    ok(&d, SIG_METRICS, req);
-    free(req);
-    cr_assert_eq(d.b->n_rows, 1);
-    struct blob b = d.b->points[0].exemplars;
-    cr_assert_leq(b.len, cap);
-    memcpy(out, batch_blob(d.b, b), b.len);
-    *n = b.len;
-    done(&d);
-}
-
 /*
  * An exemplar's filteredAttributes read where they are, first, between or
  * last: the exemplar's layout (the fixed part, then u32 count, u32 nbytes
@@ -2544,7 +2534,9 @@ Test(jsondec_fast, exemplar_attributes_in_place_equal_the_layout)
         /* two exemplars, so that the second's attributes move past the first's */
         snprintf(m, sizeof m, "{'gauge':{'dataPoints':[{'asInt':'1','exemplars':[%s,%s]}]}}",
                  forms[i], forms[(i + 1) % 5]);
-        exemplar_blob(metric_req(m), b, sizeof b, &n);
+        uint32_t cnt;
+        row_list_blob(SIG_METRICS, metric_req(m), b, sizeof b, &n, &cnt);
+        cr_assert_eq(cnt, 2);
         cr_assert_eq(n, 2 * w.len, "form %zu: %zu bytes, want %zu", i, n, 2 * w.len);
         cr_assert(memcmp(b, w.p, w.len) == 0 && memcmp(b + w.len, w.p, w.len) == 0, "form %zu", i);
     }
