@@ -95,8 +95,12 @@ struct jd {
     char *sp; /* string carving block in the arena */
     size_t sleft;
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
-     * began the object, m = -1) the last time; 0 when not yet seen. */
+     * began the object, m = -1) the last time; before that (JD_SUCC_DFLT
+     * set) m + 1, or 0 after the last member, each table's filled in by
+     * its first fcur (succ_set: bit t), so that next_field's guess is one
+     * load. */
     uint8_t succ[TID_COUNT][FMAX];
+    uint32_t succ_set;
     /* succ2[t][m + 1] - 1: the member that followed m before the one in
      * succ, tried second when the first guess misses (0: none). */
     uint8_t succ2[TID_COUNT][FMAX];
@@ -436,9 +440,24 @@ struct fcur {
 };
 #define FCUR(j, tab)                                                                               \
     {                                                                                              \
-        .t = (tab), .succ = (j)->succ[TID_##tab], .succ2 = (j)->succ2[TID_##tab], .nt = NF(tab),   \
-        .prev = -1, .f = -1, .first = true                                                         \
+        .t = (tab), .succ = jd_succ((j), TID_##tab, NF(tab)), .succ2 = (j)->succ2[TID_##tab],      \
+        .nt = NF(tab), .prev = -1, .f = -1, .first = true                                          \
     }
+
+/* A guess not learned yet: m + 1 (0 after the last member), flagged. */
+#define JD_SUCC_DFLT 0x80
+
+/* j->succ[t], its defaults filled in the first time (table t has |nt| members). */
+static inline uint8_t *jd_succ(struct jd *j, int t, int nt)
+{
+    if (!(j->succ_set >> t & 1)) {
+        for (int m = -1; m < nt; m++) {
+            j->succ[t][m + 1] = (uint8_t)((m + 1 < nt ? m + 1 : 0) + 1) | JD_SUCC_DFLT;
+        }
+        j->succ_set |= 1u << t;
+    }
+    return j->succ[t];
+}
 
 /*
  * Whether |p| starts with the |n| bytes of |nm| (a zero-padded FNAME_MAX + 1
@@ -512,8 +531,8 @@ int jd_next_field_slow(struct jd *j, struct fcur *c);
 static inline void fc_learn(struct fcur *c, int f)
 {
     uint8_t *g = &c->succ[c->prev + 1];
-    if (*g != f + 1) {
-        c->succ2[c->prev + 1] = *g;
+    if (*g != f + 1) { /* a default is no second guess */
+        c->succ2[c->prev + 1] = *g & JD_SUCC_DFLT ? 0 : *g;
         *g = (uint8_t)(f + 1);
     }
 }
@@ -624,8 +643,7 @@ int jd_next_field_miss(struct jd *j, struct fcur *c, int h);
 /* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
 __attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
 {
-    int h = c->succ[c->prev + 1];
-    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+    int h = (c->succ[c->prev + 1] & ~JD_SUCC_DFLT) - 1;
 #ifdef __SSE2__
     struct jsonlex *x = &j->lx;
     if (x->n - x->pos > FNAME_MAX + 3) {
