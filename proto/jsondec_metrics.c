@@ -269,45 +269,57 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
     }
     if (pos != NONE) {
         const char *s = j->lx.s;
-        struct fcur fc = FCUR(j, bucket_fields);
+        int prev = -1; /* the member the compares read last */
+        bool ended = false;
         j->lx.pos = pos;
         /* the exporters' {"offset":N,"bucketCounts":[...]} by two compares
          * of the member names, read in the order and by the readers the
-         * loop below would use; it goes on from wherever they stop */
+         * loop below would use, and a '}' after them ends the object as
+         * next_field would; the loop goes on from wherever they stop */
         if (j->lx.n - pos >= 32 && memcmp(s + pos, "{\"offset\":", 10) == 0) {
             j->lx.pos = pos + 10;
-            fc.first = false;
-            fc.f = fc.prev = BK_OFFSET;
+            prev = BK_OFFSET;
             if (!take_null(j) && (rc = rd_i32(j, "offset", &offset)) < 0) {
                 return rc;
             }
             size_t at = j->lx.pos;
             if (j->lx.n - at >= 17 && memcmp(s + at, ",\"bucketCounts\":", 16) == 0) {
                 j->lx.pos = at + 16;
-                fc.f = fc.prev = BK_COUNTS;
+                prev = BK_COUNTS;
                 if (!take_null(j)) {
                     if ((rc = num_list(j, "bucketCounts", false)) < 0) {
                         return rc;
                     }
                     have_counts = true;
                 }
+                if (j->lx.pos < j->lx.n && s[j->lx.pos] == '}') {
+                    j->lx.pos++;
+                    ended = true;
+                }
             }
         } else if ((rc = jd_obj_open(j, what)) < 0) {
             return rc;
         }
-        while ((rc = next_field(j, &fc)) > 0) {
-            int f = fc.f;
-            if (f < 0 || take_null(j)) {
-                rc = f < 0 ? skip_value(j) : 0;
-            } else if (f == BK_OFFSET) {
-                rc = rd_i32(j, "offset", &offset);
-            } else {
-                j->h->len = hdr + 4; /* a repeated list replaces the first */
-                rc = num_list(j, "bucketCounts", false);
-                have_counts = true;
+        if (!ended) { /* the fcur only when next_field is needed */
+            struct fcur fc = FCUR(j, bucket_fields);
+            if (prev >= 0) { /* as next_field leaves it after those members */
+                fc.first = false;
+                fc.f = fc.prev = prev;
             }
-            if (rc < 0) {
-                return rc;
+            while ((rc = next_field(j, &fc)) > 0) {
+                int f = fc.f;
+                if (f < 0 || take_null(j)) {
+                    rc = f < 0 ? skip_value(j) : 0;
+                } else if (f == BK_OFFSET) {
+                    rc = rd_i32(j, "offset", &offset);
+                } else {
+                    j->h->len = hdr + 4; /* a repeated list replaces the first */
+                    rc = num_list(j, "bucketCounts", false);
+                    have_counts = true;
+                }
+                if (rc < 0) {
+                    return rc;
+                }
             }
         }
         if (rc < 0) {
