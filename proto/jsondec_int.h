@@ -75,6 +75,15 @@ struct jd_kvc {
     size_t hoff, hlen;
 };
 
+/* A data point's k-th member as the last point of its kind had it: its
+ * point_fields index |f|, the bits of its fdef cm that cm_eq asks for at the
+ * cursor minus |back| (for k = 0 from the object's '{', whose bit is not
+ * asked for) and how far the cursor then moves (past the ':'). */
+struct jd_pm {
+    uint32_t want;
+    uint8_t back, adv, f;
+};
+
 struct jd {
     struct jsonlex lx; /* the body: lx.s[0..lx.n), cursor lx.pos */
     arena *a;
@@ -86,8 +95,12 @@ struct jd {
     char *sp; /* string carving block in the arena */
     size_t sleft;
     /* succ[t][m + 1] - 1: the member of table t that followed member m (or
-     * began the object, m = -1) the last time; 0 when not yet seen. */
+     * began the object, m = -1) the last time; before that (JD_SUCC_DFLT
+     * set) m + 1, or 0 after the last member, each table's filled in by
+     * its first fcur (succ_set: bit t), so that next_field's guess is one
+     * load. */
     uint8_t succ[TID_COUNT][FMAX];
+    uint32_t succ_set;
     /* succ2[t][m + 1] - 1: the member that followed m before the one in
      * succ, tried second when the first guess misses (0: none). */
     uint8_t succ2[TID_COUNT][FMAX];
@@ -107,11 +120,12 @@ struct jd {
      * jd_point_attrs). */
     struct jd_kvc kvc[JD_KVC_MAX][JD_KVC_WAYS];
     uint16_t kvc_voff[JD_KVC_MAX];
-    /* The quantile of the k-th compact ValueAtQuantile of the last summary
-     * point that had one there: its text (vq_len bytes, at most 7; 0: none)
-     * and value. The same text followed by ',' is that value
-     * (jsondec_metrics.c vaq_run). */
-    uint64_t vq_text[JD_VQ_MAX];
+    /* The k-th compact ValueAtQuantile of the last summary point that had
+     * one there: its text from the '{' through the ':' before the value,
+     * {"quantile":Q,"value": or {"value": (vq_len bytes, at most 32; 0:
+     * none), and the quantile it gives (0 without one). The same text is
+     * that quantile (jsondec_metrics.c vaq_run). */
+    char vq_text[JD_VQ_MAX][32];
     double vq_val[JD_VQ_MAX];
     uint8_t vq_len[JD_VQ_MAX];
     /* The last quoted 19-digit startTimeUnixNano u64_19 read: its 21 bytes
@@ -121,9 +135,10 @@ struct jd {
     bool st_ok;
     /* The members (point_fields indices, each one of the kind's) a data
      * point of each metric kind had, in order, the last time: pord_n[kind]
-     * of them, at most JD_PORD_MAX. The next point's k-th member is tried
-     * as pord[kind][k] first (jsondec_metrics.c point). */
-    uint8_t pord[JD_PORD_KINDS][JD_PORD_MAX];
+     * of them, at most JD_PORD_MAX, each with the text that names it there
+     * (struct jd_pm). The next point's k-th member is tried as
+     * pord[kind][k] first (jsondec_metrics.c point). */
+    struct jd_pm pord[JD_PORD_KINDS][JD_PORD_MAX];
     uint8_t pord_n[JD_PORD_KINDS];
     /* h-jattr: kvh[k], for the 16 bytes after a compact KeyValue's
      * `{"key":"` of hash k: the head kv_head_at read there last (its text
@@ -436,9 +451,24 @@ struct fcur {
 };
 #define FCUR(j, tab)                                                                               \
     {                                                                                              \
-        .t = (tab), .succ = (j)->succ[TID_##tab], .succ2 = (j)->succ2[TID_##tab], .nt = NF(tab),   \
-        .prev = -1, .f = -1, .first = true                                                         \
+        .t = (tab), .succ = jd_succ((j), TID_##tab, NF(tab)), .succ2 = (j)->succ2[TID_##tab],      \
+        .nt = NF(tab), .prev = -1, .f = -1, .first = true                                          \
     }
+
+/* A guess not learned yet: m + 1 (0 after the last member), flagged. */
+#define JD_SUCC_DFLT 0x80
+
+/* j->succ[t], its defaults filled in the first time (table t has |nt| members). */
+static inline uint8_t *jd_succ(struct jd *j, int t, int nt)
+{
+    if (!(j->succ_set >> t & 1)) {
+        for (int m = -1; m < nt; m++) {
+            j->succ[t][m + 1] = (uint8_t)((m + 1 < nt ? m + 1 : 0) + 1) | JD_SUCC_DFLT;
+        }
+        j->succ_set |= 1u << t;
+    }
+    return j->succ[t];
+}
 
 /*
  * Whether |p| starts with the |n| bytes of |nm| (a zero-padded FNAME_MAX + 1
@@ -512,34 +542,44 @@ int jd_next_field_slow(struct jd *j, struct fcur *c);
 static inline void fc_learn(struct fcur *c, int f)
 {
     uint8_t *g = &c->succ[c->prev + 1];
-    if (*g != f + 1) {
-        c->succ2[c->prev + 1] = *g;
+    if (*g != f + 1) { /* a default is no second guess */
+        c->succ2[c->prev + 1] = *g & JD_SUCC_DFLT ? 0 : *g;
         *g = (uint8_t)(f + 1);
     }
 }
 
 #ifdef __SSE2__
 /*
- * Member |h| by one 32-byte compare with its ,"name": text (struct fdef's
- * cm): from the ',' (after the first member), or from the byte before the
- * quote, the object's '{', whose bit is not asked for (the first). The
- * cursor past the ':' when it matched (c->f, c->prev set): true. The text
- * has more than FNAME_MAX + 3 bytes after the cursor, which is >= 1 (past
- * a '{').
+ * Whether the 32 bytes at |q| equal those of |cm| at the bits of |want|
+ * (bit i: byte i) but bit 0 when |first|, by one 32-byte compare: a
+ * member's ,"name": text (struct fdef's cm and cmwant). |q| has 32 readable
+ * bytes.
+ */
+__attribute__((always_inline)) static inline bool cm_eq(const char *q, const char *cm,
+                                                        uint64_t want, bool first)
+{
+    uint64_t m = (uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
+                                    _mm_loadu_si128((const __m128i *)(const void *)cm))) |
+                 (uint64_t)(uint32_t)_mm_movemask_epi8(
+                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(cm + 16))))
+                     << 16;
+    return ((m | first) & want) == want;
+}
+
+/*
+ * Member |h| by cm_eq: from the ',' (after the first member), or from the
+ * byte before the quote (the first), whose bit is not asked for. The cursor past the ':' when it
+ * matched (c->f, c->prev set): true. The text has more than FNAME_MAX + 3
+ * bytes after the cursor, which is >= 1 (past a '{').
  */
 __attribute__((always_inline)) static inline bool fc_take_cm(struct jsonlex *x, struct fcur *c,
                                                              int h)
 {
     const struct fdef *d = &c->t[h];
     const char *q = x->s + x->pos - c->first;
-    uint64_t m = (uint32_t)_mm_movemask_epi8(
-                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)q),
-                                    _mm_loadu_si128((const __m128i *)(const void *)d->cm))) |
-                 (uint64_t)(uint32_t)_mm_movemask_epi8(
-                     _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)),
-                                    _mm_loadu_si128((const __m128i *)(const void *)(d->cm + 16))))
-                     << 16;
-    if (((m | c->first) & d->cmwant) != d->cmwant) {
+    if (!cm_eq(q, d->cm, d->cmwant, c->first)) {
         return false;
     }
     x->pos = (size_t)(q - x->s) + d->cmlen;
@@ -614,8 +654,7 @@ int jd_next_field_miss(struct jd *j, struct fcur *c, int h);
 /* 1: a member follows (c->f set, the cursor at its value); 0: the object ended. */
 __attribute__((always_inline)) static inline int next_field(struct jd *j, struct fcur *c)
 {
-    int h = c->succ[c->prev + 1];
-    h = h != 0 ? h - 1 : c->prev + 1 < c->nt ? c->prev + 1 : 0;
+    int h = (c->succ[c->prev + 1] & ~JD_SUCC_DFLT) - 1;
 #ifdef __SSE2__
     struct jsonlex *x = &j->lx;
     if (x->n - x->pos > FNAME_MAX + 3) {
@@ -710,7 +749,9 @@ static inline bool u64_19(const char *p, size_t n, uint64_t *out)
         (jdnum_nondigits(w2) != 0)) {
         return false;
     }
-    *out = jdnum_join16(d) * 1000u + jdnum_eight_value(w2) % 1000u;
+    /* the last three digits from w2's top bytes (all digits: tested above) */
+    uint64_t d3 = (w2 >> 40) - 0x303030u;
+    *out = jdnum_join16(d) * 1000u + (d3 & 0xff) * 100u + ((d3 >> 8) & 0xff) * 10u + (d3 >> 16);
 #else
     uint64_t w0, w1;
     memcpy(&w0, p + 1, 8);

@@ -7,6 +7,7 @@
  * read straight from the text; exemplars. jsondec.c says how the decoder
  * works.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,54 +30,65 @@ static const char *const temporality_names[] = {
  * back to back with no blanks, from the element at s[i] into |dst|: those
  * of 1-2 digits followed by ',' by one 8-byte load from the '"', the rest
  * by one 8-byte load of its digits and one 2-byte load of the closing '"'
- * and the ',' or ']' after it. Returns the count read, |*stop| the offset of the
- * ',' or ']' after the last one (unchanged when none). A function of its own with locals only, so
- * that the loop keeps its constants and cursor in registers (out of line,
- * GCC spilled them).
+ * and the ',' or ']' after it. Returns the count read, |*stop| the offset of
+ * the ',' or ']' after the last one (unchanged when none); fewer than |max|
+ * also when the counts go on (see lim). A function of its own with locals
+ * only, so that the loop keeps its constants and cursor in registers (out
+ * of line, GCC spilled them).
  */
 static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len, size_t i,
                                                       uint8_t *dst, uint32_t max, size_t *stop)
 {
-    uint32_t cnt = 0;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    size_t end = *stop; /* kept here: the heap's stores may alias *stop */
-    if (len < 10) {
+    if (len < 10 || i > len - 10 || max == 0) {
         return 0;
     }
-    for (size_t last = len - 10; cnt < max && i <= last;) {
+    /* the loop's one bound: 8 + 2 bytes readable from p, and, as every
+     * count takes 4 bytes or more, room in dst for the next one */
+    const char *p = s + i, *lim = s + len - 10;
+    if ((size_t)(lim - p) > 4 * ((size_t)max - 1)) {
+        lim = p + 4 * ((size_t)max - 1);
+    }
+    uint8_t *d = dst;
+    while (p <= lim) {
         uint64_t w, v;
         uint16_t qc;
-        /* most counts have 1 or 2 digits and a ',' after: "dd", or "d",
+        memcpy(&w, p, 8);
+        /* most counts have 1 or 2 digits and a ',' after: "d", or "dd",
          * taken by a compare of the quotes and the ',' at their places and
-         * a test of the digits (no leading zero); anything else, the last
-         * count before a ']' too, goes the 1-7-digit way below */
-        memcpy(&w, s + i, 8);
-        unsigned d1 = (uint8_t)(w >> 8) - (unsigned)'0', d2 = (uint8_t)(w >> 16) - (unsigned)'0';
-        if ((w & 0xffff0000ffull) == 0x2c22000022ull && d1 - 1 < 9 && d2 < 10) {
-            v = d1 * 10 + d2;
-            memcpy(dst + 8 * cnt++, &v, 8);
-            end = i + 4;
-            i = end + 1;
-            continue;
+         * a test of the digits (no leading zero); the third byte tells which
+         * can match; anything else, the last count before a ']' too, goes
+         * the 1-7-digit way below */
+        unsigned d1 = (uint8_t)(w >> 8) - (unsigned)'0';
+        if ((uint8_t)(w >> 16) == '"') {
+            if ((w & 0xffff00ffu) == 0x2c220022u && d1 < 10) {
+                v = d1;
+                memcpy(d, &v, 8);
+                d += 8;
+                p += 4;
+                continue;
+            }
+        } else {
+            unsigned d2 = (uint8_t)(w >> 16) - (unsigned)'0';
+            if ((w & 0xffff0000ffull) == 0x2c22000022ull && d1 - 1 < 9 && d2 < 10) {
+                v = d1 * 10 + d2;
+                memcpy(d, &v, 8);
+                d += 8;
+                p += 5;
+                continue;
+            }
         }
-        if ((w & 0xffff00ffu) == 0x2c220022u && d1 < 10) {
-            v = d1;
-            memcpy(dst + 8 * cnt++, &v, 8);
-            end = i + 3;
-            i = end + 1;
-            continue;
-        }
-        if (s[i] != '"') {
+        if (*p != '"') {
             break;
         }
-        memcpy(&w, s + i + 1, 8);
+        memcpy(&w, p + 1, 8);
         /* digits are the bytes of t below 10; the lowest other byte is
          * flagged exactly (no carry reaches it from below), which is all k
          * asks for: the bytes above it may carry */
         uint64_t t = w ^ 0x3030303030303030ull;
         uint64_t nd = ((t + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
         unsigned k = (unsigned)__builtin_ctzll(nd | (1ull << 63)) >> 3;
-        memcpy(&qc, s + i + 1 + k, 2); /* i + 9 < len at most */
+        memcpy(&qc, p + 1 + k, 2); /* p + 9 < s + len at most */
         if (k == 0 || ((uint8_t)t == 0 && k != 1) ||
             (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
             break;
@@ -87,24 +99,28 @@ static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len,
         } else {
             v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
         }
-        memcpy(dst + 8 * cnt++, &v, 8);
-        end = i + k + 2; /* the ',' or ']' */
-        i = end + 1;
+        memcpy(d, &v, 8);
+        d += 8;
+        p += k + 3;
         if (qc == ('"' | ']' << 8)) {
             break;
         }
     }
-    *stop = end;
+    uint32_t cnt = (uint32_t)((size_t)(d - dst) / 8);
+    if (cnt != 0) {
+        *stop = (size_t)(p - s) - 1; /* the ',' or ']' after the last */
+    }
+    return cnt;
 #else
     (void)s, (void)len, (void)i, (void)dst, (void)max, (void)stop;
+    return 0;
 #endif
-    return cnt;
 }
 
 /*
  * The usual bucket counts, "3","20",...: uint_q_loop from the element at
- * |i| (just past the '['), 32 at a time into the heap (little-endian u64,
- * as hput_u64 writes them). Adds the count read to |*n| and returns the
+ * |i| (just past the '['), up to 32 at a time into the heap (little-endian
+ * u64, as hput_u64 writes them). Adds the count read to |*n| and returns the
  * offset of the ',' or ']' after the last element read (every element it
  * read is in the heap), or |i| unchanged when it read none (also when the
  * heap could not grow). What it does not read is left to num_list's general
@@ -119,7 +135,7 @@ static size_t uint_q_run(struct jd *j, size_t i, uint32_t *n)
         uint32_t got = uint_q_loop(s, len, i, h->p + h->len, 32, &stop);
         h->len += 8 * (size_t)got;
         *n += got;
-        if (got != 32 || s[stop] == ']') {
+        if (got == 0 || s[stop] == ']') {
             break;
         }
         i = stop + 1;
@@ -252,23 +268,58 @@ static int buckets_at(struct jd *j, size_t pos, const char *what, bool here)
         return -ENOMEM;
     }
     if (pos != NONE) {
+        const char *s = j->lx.s;
+        int prev = -1; /* the member the compares read last */
+        bool ended = false;
         j->lx.pos = pos;
-        if ((rc = jd_obj_open(j, what)) < 0) {
+        /* the exporters' {"offset":N,"bucketCounts":[...]} by two compares
+         * of the member names, read in the order and by the readers the
+         * loop below would use, and a '}' after them ends the object as
+         * next_field would; the loop goes on from wherever they stop */
+        if (j->lx.n - pos >= 32 && memcmp(s + pos, "{\"offset\":", 10) == 0) {
+            j->lx.pos = pos + 10;
+            prev = BK_OFFSET;
+            if (!take_null(j) && (rc = rd_i32(j, "offset", &offset)) < 0) {
+                return rc;
+            }
+            size_t at = j->lx.pos;
+            if (j->lx.n - at >= 17 && memcmp(s + at, ",\"bucketCounts\":", 16) == 0) {
+                j->lx.pos = at + 16;
+                prev = BK_COUNTS;
+                if (!take_null(j)) {
+                    if ((rc = num_list(j, "bucketCounts", false)) < 0) {
+                        return rc;
+                    }
+                    have_counts = true;
+                }
+                if (j->lx.pos < j->lx.n && s[j->lx.pos] == '}') {
+                    j->lx.pos++;
+                    ended = true;
+                }
+            }
+        } else if ((rc = jd_obj_open(j, what)) < 0) {
             return rc;
         }
-        for (struct fcur fc = FCUR(j, bucket_fields); (rc = next_field(j, &fc)) > 0;) {
-            int f = fc.f;
-            if (f < 0 || take_null(j)) {
-                rc = f < 0 ? skip_value(j) : 0;
-            } else if (f == BK_OFFSET) {
-                rc = rd_i32(j, "offset", &offset);
-            } else {
-                j->h->len = hdr + 4; /* a repeated list replaces the first */
-                rc = num_list(j, "bucketCounts", false);
-                have_counts = true;
+        if (!ended) { /* the fcur only when next_field is needed */
+            struct fcur fc = FCUR(j, bucket_fields);
+            if (prev >= 0) { /* as next_field leaves it after those members */
+                fc.first = false;
+                fc.f = fc.prev = prev;
             }
-            if (rc < 0) {
-                return rc;
+            while ((rc = next_field(j, &fc)) > 0) {
+                int f = fc.f;
+                if (f < 0 || take_null(j)) {
+                    rc = f < 0 ? skip_value(j) : 0;
+                } else if (f == BK_OFFSET) {
+                    rc = rd_i32(j, "offset", &offset);
+                } else {
+                    j->h->len = hdr + 4; /* a repeated list replaces the first */
+                    rc = num_list(j, "bucketCounts", false);
+                    have_counts = true;
+                }
+                if (rc < 0) {
+                    return rc;
+                }
             }
         }
         if (rc < 0) {
@@ -310,35 +361,39 @@ static uint32_t vaq_run(struct jd *j, size_t i, size_t *stop)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     for (;;) {
         double qv = 0, vv;
-        if (n - i < 32 || s[i] != '{' || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
+        if (n - i < 32 || (h->cap - h->len < 16 && vbuf_reserve(h, 16) < 0)) {
             break;
         }
-        i++;
-        if (memcmp(s + i, "\"quantile\":", 11) == 0) {
-            uint64_t w, m;
-            i += 11;
-            memcpy(&w, s + i, 8); /* 32 - 11 bytes left at least */
-            unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
-            m = (1ull << (8 * L)) - 1; /* L <= 7 */
-            if (L != 0 && ((w ^ j->vq_text[cnt]) & m) == 0 && s[i + L] == ',' && n - i - L >= 16) {
-                /* the number's text ends at the ',' whatever comes after:
-                 * the same text, the same value */
-                qv = j->vq_val[cnt];
-                used = L;
-            } else if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
-                       s[i + used] != ',') {
+        unsigned L = cnt < JD_VQ_MAX ? j->vq_len[cnt] : 0;
+        if (L != 0 && cm_eq(s + i, j->vq_text[cnt], (1ull << L) - 1, false)) {
+            /* the text the last point had here, through "value": (a
+             * number's text ends at its ',', so the same quantile) */
+            qv = j->vq_val[cnt];
+            i += L;
+        } else {
+            size_t o = i; /* the '{' */
+            if (s[i] != '{') {
                 break;
-            } else if (cnt < JD_VQ_MAX && used <= 7) {
-                j->vq_text[cnt] = w & ((1ull << (8 * used)) - 1);
-                j->vq_len[cnt] = (uint8_t)used;
+            }
+            i++;
+            if (memcmp(s + i, "\"quantile\":", 11) == 0) {
+                i += 11;
+                if (!jdnum_f64_fast(s + i, n - i, &qv, &used) || n - i - used < 16 ||
+                    s[i + used] != ',') {
+                    break;
+                }
+                i += used + 1;
+            }
+            if (memcmp(s + i, "\"value\":", 8) != 0) {
+                break;
+            }
+            i += 8;
+            if (cnt < JD_VQ_MAX && i - o <= 32) { /* 32 bytes readable from o */
+                memcpy(j->vq_text[cnt], s + o, 32);
+                j->vq_len[cnt] = (uint8_t)(i - o);
                 j->vq_val[cnt] = qv;
             }
-            i += used + 1;
         }
-        if (memcmp(s + i, "\"value\":", 8) != 0) {
-            break;
-        }
-        i += 8;
         if (!jdnum_f64_fast(s + i, n - i, &vv, &used) || n - i - used < 2 || s[i + used] != '}' ||
             (s[i + used + 1] != ',' && s[i + used + 1] != ']')) {
             break;
@@ -492,7 +547,7 @@ static int exemplar(struct jd *j)
     uint64_t t = 0, raw = 0;
     uint8_t vt = PV_NONE, tid[16] = {0}, sid[8] = {0};
     bool has_t = false, has_s = false;
-    size_t attrs = NONE;
+    size_t attrs = NONE, here = NONE;
     int rc = 0;
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "exemplars")) < 0) {
@@ -502,8 +557,8 @@ static int exemplar(struct jd *j)
             int f = fc.f;
             if (f < 0 || take_null(j)) {
                 rc = f < 0 ? skip_value(j) : 0;
-            } else if (f == EX_ATTRS) {
-                rc = defer(j, &attrs);
+            } else if (f == EX_ATTRS) { /* read now when it can be, as span events do */
+                rc = jd_counted_attrs_now(j, "exemplars.filteredAttributes", &attrs, &here);
             } else if (f == EX_TIME) {
                 rc = rd_u64(j, "exemplars.timeUnixNano", &t);
             } else if (f == EX_DOUBLE) {
@@ -531,10 +586,14 @@ static int exemplar(struct jd *j)
             return rc;
         }
     }
+    size_t fixed = j->h->len;
     if (vbuf_put_u64(j->h, t) < 0 || vbuf_put_u8(j->h, vt) < 0 || vbuf_put_u64(j->h, raw) < 0 ||
         vbuf_put_u8(j->h, has_t) < 0 || vbuf_put(j->h, tid, 16) < 0 ||
         vbuf_put_u8(j->h, has_s) < 0 || vbuf_put(j->h, sid, 8) < 0) {
         return jd_nomem(j);
+    }
+    if (here != NONE) {
+        return jd_counted_attrs_put_first(j, here, fixed);
     }
     return jd_counted_attrs_at(j, attrs, "exemplars.filteredAttributes");
 }
@@ -628,6 +687,79 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
     return rd_u64(j, "startTimeUnixNano", out);
 }
 
+/*
+ * A point's count, zeroCount or asInt: most are quoted and of 1-7 digits,
+ * read by jdnum_uint_q7 as jdnum_int reads them (rd_u64's u64_19 never
+ * takes such a text: its 20th byte is not '"'); anything else by rd_u64.
+ */
+__attribute__((always_inline)) static inline int rd_count(struct jd *j, const char *field,
+                                                          uint64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), used;
+    if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, out, &used)) {
+        j->lx.pos = at + used;
+        return 0;
+    }
+    return rd_u64(j, field, out);
+}
+
+/* The same for asInt (7 digits are in range), else rd_i64. */
+__attribute__((always_inline)) static inline int rd_int_value(struct jd *j, int64_t *out)
+{
+    size_t at = (ws(j), j->lx.pos), used;
+    uint64_t mag;
+    if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, &mag, &used)) {
+        *out = (int64_t)mag;
+        j->lx.pos = at + used;
+        return 0;
+    }
+    return rd_i64(j, "asInt", out);
+}
+
+/* Member |f| as entry |k| of a point's learned order (the first member's
+ * compare from the object's '{'). */
+static void pord_learn(struct jd_pm *e, unsigned k, int f)
+{
+    const struct fdef *d = &point_fields[f];
+    bool first = k == 0;
+    assert(d->cmwant <= UINT32_MAX); /* names of at most 28 bytes: all of point_fields' */
+    e->want = (uint32_t)d->cmwant & ~(uint32_t)first;
+    e->back = first;
+    e->adv = (uint8_t)(d->cmlen - first);
+    e->f = (uint8_t)f;
+}
+
+/* Member |f| put in at entry |k| of the learned order |ord| of |*n| entries,
+ * those from |k| on moved one place down (the last one dropped when the
+ * order is full); false when |k| is past JD_PORD_MAX. */
+static bool pord_insert(struct jd_pm *ord, uint8_t *n, unsigned k, int f)
+{
+    if (k >= JD_PORD_MAX) {
+        return false;
+    }
+    unsigned last = *n < JD_PORD_MAX ? *n : JD_PORD_MAX - 1;
+    memmove(ord + k + 1, ord + k, (last - k) * sizeof(*ord));
+    pord_learn(&ord[k], k, f);
+    if (k == 0 && last > 0) { /* the old first member is now a later one */
+        pord_learn(&ord[1], 1, ord[1].f);
+    }
+    *n = (uint8_t)(last + 1);
+    return true;
+}
+
+/* The entry of |ord| (|no| entries) after entry |k| >= 1, at most two places
+ * on, whose text is at |q| (32 bytes readable): a member the last point had
+ * that this one left out before it; -1 when none. */
+static int pord_skip(const char *q, const struct jd_pm *ord, unsigned k, unsigned no)
+{
+    for (unsigned e = k + 1; e < no && e <= k + 2; e++) {
+        if (cm_eq(q, point_fields[ord[e].f].cm, ord[e].want, false)) {
+            return (int)e;
+        }
+    }
+    return -1;
+}
+
 static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
 {
     struct point_row *p = batch_add_point(j->b);
@@ -650,35 +782,75 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
         }
-        uint8_t *ord = j->pord[kind];
+        struct jd_pm *ord = j->pord[kind];
+        /* k: the learned entries used so far; compares only while k < no
+         * and, for entry 0 (from the '{'), only as the first member */
         unsigned k = 0, no = j->pord_n[kind];
-        for (struct fcur fc = FCUR(j, point_fields);;) {
-            int f;
+        int last = -1; /* the last known member read (next_field's prev) */
+        bool first = true;
+        struct fcur fc; /* next_field's: set from last and first before each call */
+        bool fc_set = false;
+        for (;;) {
+            int f, e = -1;
+            size_t at = j->lx.pos;
+            const char *s = j->lx.s;
             /* the k-th member the last point of this kind had, by one
-             * compare (fc_take_cm: the text is exactly its ,"name":, as
+             * compare (cm_eq: the text is exactly its ,"name":, as
              * next_field would read it, and ord holds members the kind has,
-             * so no mask test); any other text as next_field reads it */
-            if (k < no && j->lx.n - j->lx.pos > FNAME_MAX + 3 && fc_take_cm(&j->lx, &fc, ord[k])) {
-                f = ord[k++];
+             * so no mask test); a '}' ends the point as next_field would
+             * end it; else one of the next two learned members (an optional
+             * member this point left out); any other text as next_field
+             * reads it */
+            if (k < no && j->lx.n - at > FNAME_MAX + 3 &&
+                cm_eq(s + at - ord[k].back, point_fields[ord[k].f].cm, ord[k].want, false)) {
+                e = (int)k;
+            } else if (at < j->lx.n && s[at] == '}') {
+                j->lx.pos = at + 1;
+                break;
+            } else if (k != 0 && k < no && j->lx.n - at > FNAME_MAX + 3) {
+                e = pord_skip(s + at, ord, k, no);
+            }
+            if (e >= 0) {
+                f = ord[e].f;
+                at += ord[e].adv;
+                k = (unsigned)e + 1;
+                last = f;
+                first = false;
+                j->lx.pos = at;
+                /* the value's first byte is in the text: take_null only for an 'n' or a blank */
+                unsigned char c = (unsigned char)s[at];
+                if ((c == 'n' || c <= ' ') && take_null(j)) {
+                    continue;
+                }
             } else {
+                if (!fc_set) {
+                    fc = (struct fcur)FCUR(j, point_fields);
+                    fc_set = true;
+                }
+                fc.first = first;
+                fc.f = fc.prev = last;
                 if ((rc = next_field(j, &fc)) <= 0) {
                     break;
                 }
                 f = fc.f;
+                if (k == 0) { /* entry 0 is compared only as the first member */
+                    no = 0;
+                }
+                first = false;
                 if (f < 0 || !(members & B(f))) {
-                    j->pord_n[kind] = (uint8_t)(no = k);
                     if ((rc = skip_value(j)) < 0) {
                         return rc;
                     }
                     continue;
                 }
-                if (k < JD_PORD_MAX) {
-                    ord[k++] = (uint8_t)f;
-                    j->pord_n[kind] = (uint8_t)(no = k);
+                last = f;
+                if (pord_insert(ord, &j->pord_n[kind], k, f)) { /* k >= 1 from here */
+                    no = j->pord_n[kind];
+                    k++;
                 }
-            }
-            if (take_null(j)) {
-                continue;
+                if (take_null(j)) {
+                    continue;
+                }
             }
             switch (f) {
             case DP_ATTRS:
@@ -695,7 +867,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
-                rc = rd_i64(j, "asInt", &p->value.i);
+                rc = rd_int_value(j, &p->value.i);
                 p->value_type = PV_INT;
                 break;
             case DP_EXEMPLARS:
@@ -705,7 +877,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_u32(j, "flags", &p->flags);
                 break;
             case DP_COUNT:
-                rc = rd_u64(j, "count", &p->count);
+                rc = rd_count(j, "count", &p->count);
                 break;
             case DP_SUM:
                 rc = rd_f64(j, "sum", &p->sum);
@@ -723,7 +895,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_i32(j, "scale", &scale);
                 break;
             case DP_ZERO_COUNT:
-                rc = rd_u64(j, "zeroCount", &zero_count);
+                rc = rd_count(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
                 rc = rd_f64(j, "zeroThreshold", &zero_threshold);
@@ -754,13 +926,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 hs = rc == 1 ? -1 : hs;
                 d1 = j->h->len;
                 break;
-            default: /* quantile values: the whole detail, in place */
+            case DP_QUANTILES: /* the whole detail, in place */
                 hs = hs == 0 ? 2 : -1;
                 d0 = j->h->len;
                 rc = hs == 2 ? list_inline(j, &quant, LI_QUANTILES) : defer(j, &quant);
                 hs = rc == 1 ? -1 : hs;
                 d1 = j->h->len;
                 break;
+            default: /* f is one of the kind's members */
+                __builtin_unreachable();
             }
             if (rc < 0) {
                 return rc;
@@ -791,14 +965,23 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
         end = hs == 2 ? d1 : NONE;
         uint64_t zt;
         memcpy(&zt, &zero_threshold, 8);
-        uint8_t *hd = j->h->p + d0;   /* a local: the byte stores may alias j->h */
+        uint8_t *hd = j->h->p + d0; /* a local: the byte stores may alias j->h */
+        uint32_t sc = (uint32_t)scale;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* the header as the vbuf_put calls write it: three stores, not a
+         * byte loop (GCC does not merge the loop's) */
+        memcpy(hd, &sc, 4);
+        memcpy(hd + 4, &zero_count, 8);
+        memcpy(hd + 12, &zt, 8);
+#else
         for (int i = 0; i < 4; i++) { /* the header, little-endian as the vbuf_put calls write */
-            hd[i] = (uint8_t)((uint32_t)scale >> (8 * i));
+            hd[i] = (uint8_t)(sc >> (8 * i));
         }
         for (int i = 0; i < 8; i++) {
             hd[4 + i] = (uint8_t)(zero_count >> (8 * i));
             hd[12 + i] = (uint8_t)(zt >> (8 * i));
         }
+#endif
         off = d0;
     } else if (kind == MK_EXP_HISTOGRAM) {
         if (vbuf_put_u32(j->h, (uint32_t)scale) < 0 || vbuf_put_u64(j->h, zero_count) < 0 ||

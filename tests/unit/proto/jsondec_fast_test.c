@@ -1340,19 +1340,26 @@ static char *span_events(const char *events)
                 events, "]}]}]}]}");
 }
 
-/* The events blob of the one span of |req| (single-quoted, owned). */
-static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+/* The events blob of the one span (|s| SIG_TRACES) or the exemplars blob
+ * of the one point (SIG_METRICS) of |req| (single-quoted, owned). */
+static void row_list_blob(enum signal s, char *req, uint8_t *out, size_t cap, size_t *n,
+                          uint32_t *count)
 {
     struct dec d;
-    ok(&d, SIG_TRACES, req);
+    ok(&d, s, req);
     free(req);
     cr_assert_eq(d.b->n_rows, 1);
-    struct blob b = d.b->spans[0].events;
+    struct blob b = s == SIG_TRACES ? d.b->spans[0].events : d.b->points[0].exemplars;
     cr_assert_leq(b.len, cap);
     memcpy(out, batch_blob(d.b, b), b.len);
     *n = b.len;
-    *count = d.b->spans[0].n_events;
+    *count = s == SIG_TRACES ? d.b->spans[0].n_events : d.b->points[0].n_exemplars;
     done(&d);
+}
+
+static void events_blob(char *req, uint8_t *out, size_t cap, size_t *n, uint32_t *count)
+{
+    row_list_blob(SIG_TRACES, req, out, cap, n, count);
 }
 
 /* An event's attributes are read where they come (time, attributes, name is
@@ -2500,6 +2507,23 @@ static void same_point_scalars(const struct batch *x, const struct batch *y)
     }
 }
 
+/* The metrics |m| (single-quoted) read as their spaced form is, every
+ * point field same_batch and same_point_scalars compare. */
+static void points_as_spaced(const char *m)
+{
+    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
+    struct dec d, slow;
+    same_as_general(SIG_METRICS, r, &d);
+    run(&slow, SIG_METRICS, sp);
+    cr_assert_eq(slow.rc, 0, "%s", slow.err);
+    same_point_scalars(d.b, slow.b);
+    done(&slow);
+    done(&d);
+    free(sp);
+    free(body);
+    free(r);
+}
+
 /*
  * 40 metrics of the five kinds, 2-12 points each; a kind's points mostly
  * have its last point's members in the same order, else two swapped, one
@@ -2569,16 +2593,380 @@ Test(jsondec_fast, point_members_in_learned_order_read_as_the_general_path)
         len += (size_t)snprintf(m + len, cap - len, "]}}");
         cr_assert(len < cap - 4096);
     }
-    char *r = metric_req(m), *body = q(r), *sp = spaced(body);
-    struct dec d, slow;
-    same_as_general(SIG_METRICS, r, &d);
-    run(&slow, SIG_METRICS, sp);
-    cr_assert_eq(slow.rc, 0, "%s", slow.err);
-    same_point_scalars(d.b, slow.b);
-    done(&slow);
-    done(&d);
-    free(sp);
-    free(body);
-    free(r);
+    points_as_spaced(m);
     free(m);
+}
+
+/* ---- round 10: the learned order as a superset, short counts, exemplars ---- */
+
+/*
+ * Points of one kind that leave out members the last one had (one, two or
+ * three places on, the third read by next_field), put in one it had not,
+ * at the start too (the old first member moved down), alternate asInt and
+ * asDouble: every field as the spaced form's. Then the compares' two
+ * separators: a ',' right after the '{' (entry 1 and later ask for one), a
+ * member with no ',' before it after an unknown first member and after
+ * the first member was put in before the old one: refused.
+ */
+Test(jsondec_fast, point_members_left_out_or_put_in_read_as_the_general_path)
+{
+    static const char *const pts[] = {
+        /* exponential histograms: scale, zeroCount, negative come and go */
+        "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'scale':2,'zeroCount':'4','positive':{'offset':1,'bucketCounts':['5']},"
+        "'negative':{'offset':2,'bucketCounts':['6']},'min':0.5,'max':9}",
+        "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'zeroCount':'4','positive':{'offset':1,'bucketCounts':['5']},'min':0.5,'max':9}",
+        "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'positive':{'offset':1,'bucketCounts':['5']},'min':0.5,'max':9}",
+        "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'max':9}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,'scale':-1,"
+        "'zeroCount':'4','positive':{'offset':1,'bucketCounts':['5']},'min':0.5,'max':9}",
+        "{'flags':1,'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3',"
+        "'sum':1.5,'scale':2,'negative':{'offset':2,'bucketCounts':['6']},'min':0.5,'max':9}",
+        "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'scale':2,'zeroCount':'4','positive':{'offset':1,'bucketCounts':['5']},"
+        "'negative':{'offset':2,'bucketCounts':['6']},'min':0.5,'max':9,'flags':2}",
+        "{'unknown':{'a':[1]},'attributes':[],'count':'3','asInt':'5','sum':1.5}",
+        "{'attributes':null,'startTimeUnixNano':null,'timeUnixNano':'2','count':'3','sum':1.5}",
+        "{}",
+    };
+    enum { NP = sizeof(pts) / sizeof(pts[0]) };
+    size_t cap = 1u << 18, len = 0;
+    char *m = malloc(cap);
+    cr_assert(m != NULL);
+    len += (size_t)snprintf(m, cap, "{'name':'e','exponentialHistogram':{'dataPoints':[");
+    for (int p = 0; p < 300; p++) {
+        len += (size_t)snprintf(m + len, cap - len, "%s%s", p ? "," : "",
+                                pts[p < NP           ? (uint64_t)p
+                                    : rnd() % 3 != 0 ? rnd() % 4
+                                                     : rnd() % NP]);
+    }
+    len += (size_t)snprintf(m + len, cap - len, "]}},{'name':'g','gauge':{'dataPoints':[");
+    for (int p = 0; p < 100; p++) { /* asInt and asDouble in turn */
+        len +=
+            (size_t)snprintf(m + len, cap - len,
+                             "%s{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'%d',%s}",
+                             p ? "," : "", p, rnd() % 2 ? "'asInt':'7'" : "'asDouble':2.5");
+    }
+    snprintf(m + len, cap - len, "]}}");
+    points_as_spaced(m);
+    free(m);
+
+    /* each bad point followed by a good one: the compares need 36 bytes after the cursor */
+    const char *first = "{'attributes':[],'startTimeUnixNano':'1','timeUnixNano':'2','asInt':'3'}";
+    char t[1024];
+    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{,'startTimeUnixNano':'1'},%s]}}", first,
+             first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    snprintf(t, sizeof t, "{'gauge':{'dataPoints':[%s,{'x':1'attributes':[]},%s]}}", first, first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    snprintf(t, sizeof t,
+             "{'gauge':{'dataPoints':[%s,{'x':1,'attributes':[]'startTimeUnixNano':'1'},%s]}}",
+             first, first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    /* exponential buckets: after the offset's compare, a member with no ',' before it */
+    snprintf(t, sizeof t,
+             "{'exponentialHistogram':{'dataPoints':[{'positive':{'offset':1'bucketCounts':['1']"
+             "}},%s]}}",
+             first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    /* the first member put in before the old first one, which moves to entry 1 */
+    snprintf(t, sizeof t,
+             "{'gauge':{'dataPoints':[{'startTimeUnixNano':'1','asInt':'2'},{'flags':1,"
+             "'startTimeUnixNano':'1','asInt':'2'},{'flags':1'startTimeUnixNano':'1'},%s]}}",
+             first);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+}
+
+/* metric_req(|m|) with ' turned into " (owned). */
+static char *metric_body(const char *m)
+{
+    char *r = metric_req(m), *b = q(r);
+    free(r);
+    return b;
+}
+
+/*
+ * count, zeroCount and asInt of 1-7 quoted digits are read by the short
+ * path, anything else by the general reader: each text reads as it does
+ * for timeUnixNano (count, zeroCount) and an exemplar's asInt (asInt),
+ * which take the general readers: the same value, or refused alike.
+ */
+Test(jsondec_fast, point_counts_and_ints_read_as_the_general_readers)
+{
+    static const char *const texts[] = {
+        "'0'",
+        "'7'",
+        "'10'",
+        "'1234567'",
+        "'9999999'",
+        "'12345678'",
+        "'01'",
+        "'00'",
+        "'-5'",
+        "'-0'",
+        "5",
+        "'5 '",
+        "' 5'",
+        "'5'",
+        "'1e3'",
+        "'1.0'",
+        "''",
+        "'18446744073709551615'",
+        "'9223372036854775807'",
+        "'-9223372036854775808'",
+        "'12\\u0033'",
+        "'123456789012'",
+        "1234567",
+        "'1234567x'",
+        "'3'",
+    };
+    enum { NT = sizeof(texts) / sizeof(texts[0]) };
+    for (int i = 0; i < NT; i++) {
+        char a[512], b[512];
+        struct dec x, y;
+        /* count and zeroCount against timeUnixNano */
+        snprintf(a, sizeof a,
+                 "{'exponentialHistogram':{'dataPoints':[{'count':%s,'zeroCount':%s,"
+                 "'positive':{'offset':0,'bucketCounts':['1']}}]}}",
+                 texts[i], texts[i]);
+        snprintf(b, sizeof b, "{'gauge':{'dataPoints':[{'timeUnixNano':%s}]}}", texts[i]);
+        char *ra = metric_body(a), *rb = metric_body(b);
+        run(&x, SIG_METRICS, ra);
+        run(&y, SIG_METRICS, rb);
+        cr_assert_eq(x.rc == 0, y.rc == 0, "%s: %d (%s) against %d (%s)", texts[i], x.rc, x.err,
+                     y.rc, y.err);
+        if (x.rc == 0) {
+            const uint8_t *dt = batch_blob(x.b, x.b->points[0].detail);
+            uint64_t zc;
+            memcpy(&zc, dt + 4, 8); /* after the scale */
+            cr_assert_eq(x.b->points[0].count, y.b->points[0].time_ns, "%s", texts[i]);
+            cr_assert_eq(zc, y.b->points[0].time_ns, "%s", texts[i]);
+        }
+        done(&x);
+        done(&y);
+        free(ra);
+        free(rb);
+        /* asInt against an exemplar's asInt (raw after u64 time and u8 type) */
+        snprintf(a, sizeof a, "{'gauge':{'dataPoints':[{'asInt':%s}]}}", texts[i]);
+        snprintf(b, sizeof b, "{'gauge':{'dataPoints':[{'exemplars':[{'asInt':%s}]}]}}", texts[i]);
+        ra = metric_body(a);
+        rb = metric_body(b);
+        run(&x, SIG_METRICS, ra);
+        run(&y, SIG_METRICS, rb);
+        cr_assert_eq(x.rc == 0, y.rc == 0, "asInt %s: %d (%s) against %d (%s)", texts[i], x.rc,
+                     x.err, y.rc, y.err);
+        if (x.rc == 0) {
+            int64_t v;
+            memcpy(&v, batch_blob(y.b, y.b->points[0].exemplars) + 9, 8);
+            cr_assert_eq(x.b->points[0].value_type, PV_INT);
+            cr_assert_eq(x.b->points[0].value.i, v, "asInt %s", texts[i]);
+        }
+        done(&x);
+        done(&y);
+        free(ra);
+        free(rb);
+    }
+}
+
+/*
+ * An exemplar's filteredAttributes read where they are, first, between or
+ * last: the exemplar's layout (the fixed part, then u32 count, u32 nbytes
+ * and the attributes, as val.h writes them); the last of two wins; errors
+ * as when they were skipped first and read last.
+ */
+Test(jsondec_fast, exemplar_attributes_in_place_equal_the_layout)
+{
+    static const char *const forms[] = {
+        "{'filteredAttributes':[{'key':'k','value':{'stringValue':'v'}}],'timeUnixNano':'9',"
+        "'asInt':'-2','spanId':'0102030405060708'}",
+        "{'timeUnixNano':'9','filteredAttributes':[{'key':'k','value':{'stringValue':'v'}}],"
+        "'asInt':'-2','spanId':'0102030405060708'}",
+        "{'timeUnixNano':'9','asInt':'-2','spanId':'0102030405060708','filteredAttributes':"
+        "[{'key':'k','value':{'stringValue':'v'}}]}",
+        "{'filteredAttributes':[{'key':'x','value':{'intValue':'1'}}],'timeUnixNano':'9',"
+        "'asInt':'-2','filteredAttributes':[{'key':'k','value':{'stringValue':'v'}}],"
+        "'filteredAttributes':null,'spanId':'0102030405060708'}",
+        "{'filteredAttributes':[{'key':'x','value':{'intValue':'q'}}],'timeUnixNano':'9',"
+        "'asInt':'-2','filteredAttributes':[{'key':'k','value':{'stringValue':'v'}}],"
+        "'spanId':'0102030405060708'}",
+    };
+    struct vbuf w;
+    vbuf_init(&w);
+    uint64_t t = 9, raw = (uint64_t)-2;
+    cr_assert(vbuf_put_u64(&w, t) == 0 && vbuf_put_u8(&w, PV_INT) == 0 &&
+              vbuf_put_u64(&w, raw) == 0 && vbuf_put_u8(&w, 0) == 0);
+    uint8_t zero[16] = {0}, sid[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cr_assert(vbuf_put(&w, zero, 16) == 0 && vbuf_put_u8(&w, 1) == 0 && vbuf_put(&w, sid, 8) == 0);
+    struct vbuf kv;
+    vbuf_init(&kv);
+    cr_assert(val_put_key(&kv, "k", 1) == 0 && val_put_str(&kv, "v", 1) == 0);
+    cr_assert(vbuf_put_u32(&w, 1) == 0 && vbuf_put_u32(&w, (uint32_t)kv.len) == 0 &&
+              vbuf_put(&w, kv.p, kv.len) == 0);
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        char m[1024];
+        uint8_t b[256];
+        size_t n;
+        /* two exemplars, so that the second's attributes move past the first's */
+        snprintf(m, sizeof m, "{'gauge':{'dataPoints':[{'asInt':'1','exemplars':[%s,%s]}]}}",
+                 forms[i], forms[(i + 1) % 5]);
+        uint32_t cnt;
+        row_list_blob(SIG_METRICS, metric_req(m), b, sizeof b, &n, &cnt);
+        cr_assert_eq(cnt, 2);
+        cr_assert_eq(n, 2 * w.len, "form %zu: %zu bytes, want %zu", i, n, 2 * w.len);
+        cr_assert(memcmp(b, w.p, w.len) == 0 && memcmp(b + w.len, w.p, w.len) == 0, "form %zu", i);
+    }
+    vbuf_fini(&kv);
+    vbuf_fini(&w);
+    refused(SIG_METRICS,
+            metric_req("{'gauge':{'dataPoints':[{'exemplars':[{'filteredAttributes':[{'key':'k',"
+                       "'value':{'intValue':'x'}}],'asInt':tru}]}]}}"),
+            "exemplars.asInt");
+    refused(SIG_METRICS,
+            metric_req("{'gauge':{'dataPoints':[{'exemplars':[{'filteredAttributes':[{'key':'k',"
+                       "'value':{'intValue':'x'}}],'asInt':'1'}]}]}}"),
+            "intValue: not a 64-bit signed integer");
+    refused(SIG_METRICS,
+            metric_req("{'gauge':{'dataPoints':[{'exemplars':[{'filteredAttributes':[{'key':'k',"
+                       "'value':{'intValue':'1'}},],'asInt':'1'}]}]}}"),
+            "at offset");
+}
+
+/*
+ * A ValueAtQuantile's text through "value": compared whole with the one the
+ * last summary point had at its place: texts of 31, 32 (kept) and 33 bytes
+ * (not kept), the {"value": form, each followed by another value; then
+ * the kept text with its '{' replaced, and with a byte changed inside:
+ * read as the general loop reads them (refused, or exact).
+ */
+Test(jsondec_fast, quantile_prefixes_compared_whole)
+{
+    static const char *const qs[] = {"0.123456789", "0.12345678", "0.1234567891", "0.5", ""};
+    char m[4096];
+    for (int a = 0; a < 5; a++) {
+        size_t len = (size_t)snprintf(m, sizeof m, "{'summary':{'dataPoints':[");
+        double want[8][2];
+        for (int p = 0; p < 8; p++) {
+            const char *t = qs[p % 2 ? a : (a + p) % 5];
+            want[p][0] = *t ? strtod(t, NULL) : 0;
+            want[p][1] = p + 0.25;
+            len += *t ? (size_t)snprintf(m + len, sizeof m - len,
+                                         "%s{'quantileValues':[{'value':1},{'quantile':%s,'value':"
+                                         "%d.25}]}",
+                                         p ? "," : "", t, p)
+                      : (size_t)snprintf(m + len, sizeof m - len,
+                                         "%s{'quantileValues':[{'value':1},{'value':%d.25}]}",
+                                         p ? "," : "", p);
+        }
+        snprintf(m + len, sizeof m - len, "]}}");
+        struct dec d;
+        char *r = details_as_spaced(&d, m);
+        for (int p = 0; p < 8; p++) {
+            const uint8_t *b = batch_blob(d.b, d.b->points[p].detail);
+            double qv, vv;
+            memcpy(&qv, b + 4 + 16, 8);
+            memcpy(&vv, b + 12 + 16, 8);
+            cr_assert(qv == want[p][0] && vv == want[p][1], "%d %d: %g %g", a, p, qv, vv);
+        }
+        done(&d);
+        free(r);
+    }
+    const char *kept = "{'summary':{'dataPoints':[{'quantileValues':[{'value':1},{'quantile':0.5,"
+                       "'value':2}]},";
+    char t[512];
+    snprintf(t, sizeof t, "%s{'quantileValues':[{'value':1},['quantile':0.5,'value':2}]}]}}", kept);
+    refused(SIG_METRICS, metric_req(t), "at offset");
+    snprintf(t, sizeof t, "%s{'quantileValues':[{'value':1},{'quantile':0.5,'valuf':2}]}]}}", kept);
+    struct dec d;
+    char *r = metric_body(t);
+    run(&d, SIG_METRICS, r);
+    cr_assert_eq(d.rc, 0, "%s", d.err);
+    double qv, vv;
+    const uint8_t *b = batch_blob(d.b, d.b->points[1].detail);
+    memcpy(&qv, b + 4 + 16, 8);
+    memcpy(&vv, b + 12 + 16, 8);
+    cr_assert(qv == 0.5 && vv == 0, "%g %g", qv, vv); /* an unknown member: no value */
+    done(&d);
+    free(r);
+}
+
+/*
+ * Quoted counts of one and two digits in runs longer than one call of the
+ * loop takes (32 counts, or fewer by its byte bound), alone, mixed, with a
+ * longer count or a bad one anywhere: exact values and the spaced form's.
+ */
+Test(jsondec_fast, quoted_count_runs_across_calls_exact)
+{
+    char list[8192], m[9000];
+    uint64_t want[600];
+    for (int c = 0; c < 120; c++) {
+        int nv = 1 + (int)(rnd() % 300), shape = c % 4, odd = c % 5 == 0 ? (int)(rnd() % nv) : -1;
+        size_t len = 0;
+        list[len++] = '[';
+        for (int i = 0; i < nv; i++) {
+            int digits = shape == 0   ? 1
+                         : shape == 1 ? 2
+                         : shape == 2 ? 1 + i % 2
+                                      : 1 + (int)(rnd() % 3);
+            uint64_t v = digits == 1
+                             ? rnd() % 10
+                             : jdnum_pow10[digits - 1] + rnd() % (9 * jdnum_pow10[digits - 1]);
+            if (i == odd) {
+                v = 1234567;
+            }
+            want[i] = v;
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s'%llu'", i ? "," : "",
+                                    (unsigned long long)v);
+        }
+        list[len++] = ']';
+        list[len] = '\0';
+        snprintf(m, sizeof(m),
+                 "{'exponentialHistogram':{'dataPoints':[{'count':'1','positive':{'offset':3,"
+                 "'bucketCounts':%s}}]}}",
+                 list);
+        struct dec d;
+        char *r = details_as_spaced(&d, m);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail) + 4 + 8 + 8 + 4;
+        uint32_t n;
+        memcpy(&n, p, 4);
+        cr_assert_eq(n, (uint32_t)nv);
+        for (int i = 0; i < nv; i++) {
+            uint64_t v;
+            memcpy(&v, p + 4 + 8 * (size_t)i, 8);
+            cr_assert_eq(v, want[i], "list %d count %d: %llu", c, i, (unsigned long long)v);
+        }
+        done(&d);
+        free(r);
+    }
+    /* a run of 40 one-digit counts starting at every heap offset near the
+     * end of the heap's first 4096 bytes (a long attribute before it): the
+     * loop writes only the room it asked for (ASan) */
+    for (int l = 3700; l < 3900; l++) {
+        char *v = malloc((size_t)l + 1), *mm = malloc((size_t)l + 512);
+        cr_assert(v != NULL && mm != NULL);
+        memset(v, 'a', (size_t)l);
+        v[l] = '\0';
+        sprintf(mm,
+                "{'exponentialHistogram':{'dataPoints':[{'attributes':[{'key':'k','value':{'str"
+                "ingValue':'%s'}}],'positive':{'offset':0,'bucketCounts':['1','2','3','4','5','6"
+                "','7','8','9','0','1','2','3','4','5','6','7','8','9','0','1','2','3','4','5','6"
+                "','7','8','9','0','1','2','3','4','5','6','7','8','9','0']}}]}}",
+                v);
+        char *r = metric_body(mm);
+        struct dec d;
+        run(&d, SIG_METRICS, r);
+        cr_assert_eq(d.rc, 0, "%s", d.err);
+        const uint8_t *p = batch_blob(d.b, d.b->points[0].detail) + 4 + 8 + 8 + 4;
+        for (int i = 0; i < 40; i++) {
+            uint64_t c;
+            memcpy(&c, p + 4 + 8 * (size_t)i, 8);
+            cr_assert_eq(c, (uint64_t)((i + 1) % 10));
+        }
+        done(&d);
+        free(r);
+        free(mm);
+        free(v);
+    }
 }
