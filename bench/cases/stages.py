@@ -179,7 +179,8 @@ def main():
             if shutil.which(client) is None:
                 bl.log("stages: %s skipped: no %s" % (arm, client))
                 continue
-            pl, lu = wrk_in["http/protobuf" + ("+" + arm[4:] if arm != "wrk" else "")]
+            proto = "http/protobuf" + (arm[3:].replace("-", "+") if arm != "h2load" else "")
+            pl, lu = wrk_in[proto]
             bl.log("stages: %s c%d, %d s, no profiler" % (arm, conns, secs))
             plain = one(build, arm, conns, secs, pl, lu, workdir, 0)
             row = {"arm": arm, "connections": conns, "run": plain}
