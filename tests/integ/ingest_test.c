@@ -119,6 +119,16 @@ Test(admission, past_the_wait_requests_get_503_with_retry_after_and_nothing_acce
 }
 
 /* Appends |n| garbage bytes to the newest WAL segment of |sigdir|. */
+/* POSTs |body| to |path| and asserts a 200. */
+static void post_ok(const struct daemon *d, const char *path, const char *const *hdrs,
+                    const void *body, size_t len)
+{
+    struct http_resp r;
+    cr_assert_eq(httpc_request(d->http_port, "POST", path, hdrs, body, len, 0, &r), 0, "%s", path);
+    cr_assert_eq(r.status, 200, "%s: status %d", path, r.status);
+    http_resp_free(&r);
+}
+
 static void tear_wal(const char *data_dir, const char *sigdir, size_t n)
 {
     char dir[600], path[900], best[300] = "";
@@ -153,23 +163,14 @@ Test(replay, every_acknowledged_export_is_back_after_sigkill_and_a_torn_tail_is_
     const char *pb[] = {"Content-Type: application/x-protobuf", NULL};
     const char *js[] = {"Content-Type: application/json", NULL};
     const char *args[] = {"--shards", "1", NULL};
-    struct http_resp r;
 
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/logs", pb, logs_pb, lpb, 0, &r), 0);
-        cr_assert_eq(r.status, 200);
-        http_resp_free(&r);
+        post_ok(&d, "/v1/logs", pb, logs_pb, lpb);
     }
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/logs", js, logs_js, ljs, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/traces", pb, traces, ltr, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/metrics", pb, metrics, lm, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
+    post_ok(&d, "/v1/logs", js, logs_js, ljs);
+    post_ok(&d, "/v1/traces", pb, traces, ltr);
+    post_ok(&d, "/v1/metrics", pb, metrics, lm);
     double points = daemon_metric(&d, "miradb_open_block_rows{signal=\"metrics\"}");
     cr_assert_eq(points, 21, "the vector holds 21 data points");
     daemon_kill(&d);
@@ -186,9 +187,7 @@ Test(replay, every_acknowledged_export_is_back_after_sigkill_and_a_torn_tail_is_
     cr_expect_eq(daemon_metric(&d, "miradb_wal_replay_bad_frames_total{signal=\"logs\"}"), 0);
 
     /* Appends continue after the replayed frames; a clean stop replays them all again. */
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/logs", pb, logs_pb, lpb, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
+    post_ok(&d, "/v1/logs", pb, logs_pb, lpb);
     cr_assert_eq(daemon_stop(&d), 0);
     cr_assert_eq(daemon_start(&d, dir, args), 0);
     cr_expect_eq(daemon_metric(&d, "miradb_wal_replayed_frames_total{signal=\"logs\"}"), 5);
@@ -263,18 +262,11 @@ Test(replay, a_gzip_export_is_logged_as_it_arrived_and_replays_to_the_same_recor
     const char *pb[] = {"Content-Type: application/x-protobuf", NULL};
     const char *jsz[] = {"Content-Type: application/json", "Content-Encoding: gzip", NULL};
     const char *args[] = {"--shards", "1", NULL};
-    struct http_resp r;
 
     cr_assert_eq(daemon_start(&d, NULL, args), 0);
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/logs", pbz, logs_gz, lgz, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/logs", pb, logs_pb, lpb, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
-    cr_assert_eq(httpc_request(d.http_port, "POST", "/v1/traces", jsz, traces_gz, tgz, 0, &r), 0);
-    cr_assert_eq(r.status, 200);
-    http_resp_free(&r);
+    post_ok(&d, "/v1/logs", pbz, logs_gz, lgz);
+    post_ok(&d, "/v1/logs", pb, logs_pb, lpb);
+    post_ok(&d, "/v1/traces", jsz, traces_gz, tgz);
     /* The gzip'd ones as they arrived (a 20-byte header and the u32 length),
      * the plain one as it is. */
     cr_expect_eq(daemon_metric(&d, "miradb_wal_bytes_total{signal=\"logs\"}"),
