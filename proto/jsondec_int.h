@@ -133,6 +133,13 @@ struct jd {
     char st_text[24];
     uint64_t st_val;
     bool st_ok;
+    /* The first 12 bytes (the quote and 11 digits) of the last quoted
+     * 19-digit timeUnixNano u64_19 read, and their part of its value, the
+     * value less its last 8 digits (tm_ok: one was; jsondec_metrics.c
+     * rd_time). */
+    char tm_text[12];
+    bool tm_ok;
+    uint64_t tm_hi;
     /* The members (point_fields indices, each one of the kind's) a data
      * point of each metric kind had, in order, the last time: pord_n[kind]
      * of them, at most JD_PORD_MAX, each with the text that names it there
