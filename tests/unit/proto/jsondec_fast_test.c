@@ -2462,6 +2462,70 @@ Test(jsondec_fast, start_times_repeated_read_the_same)
     free(m);
 }
 
+/* The decode of one gauge point with timeUnixNano |a| then one with |b|. */
+static void two_times(struct dec *d, const char *a, const char *b)
+{
+    char m[256];
+    snprintf(m, sizeof m,
+             "{'gauge':{'dataPoints':[{'timeUnixNano':%s,'asInt':'1'},"
+             "{'timeUnixNano':%s,'asInt':'2'}]}}",
+             a, b);
+    char *r = metric_req(m), *body = q(r);
+    run(d, SIG_METRICS, body);
+    free(body);
+    free(r);
+}
+
+/* A timeUnixNano whose first 12 bytes (the quote, 11 digits) are the last
+ * one u64_19 read is that prefix's value plus its last 8 digits; any other
+ * is read whole: texts that differ from the last in byte 1, in bytes 8-11
+ * (the second compare's), in the low digits only, 18 and 20 digits with
+ * the same first 12 bytes, a bare number, a short one. Exact values and
+ * the spaced form's, 400 points in one request; then a non-digit among
+ * the low 8 refused as when no prefix is kept. */
+Test(jsondec_fast, time_prefixes_repeated_read_exactly)
+{
+    static const char *const tm[] = {"'1767225540123456789'",  "'1767225540199999999'",
+                                     "'1767225540100000000'",  "'1767225540133456789'",
+                                     "'1767225540223456789'",  "'2767225540123456789'",
+                                     "'1767225550123456789'",  "'1767225640123456789'",
+                                     "'17672255401234567890'", "'176722554012345678'",
+                                     "1767225540123456789",    "'5'",
+                                     "'9767225540123456780'"};
+    enum { POINTS = 400, NT = sizeof(tm) / sizeof(tm[0]) };
+    char *m = malloc((size_t)POINTS * 80 + 256);
+    uint64_t want[POINTS];
+    cr_assert(m != NULL);
+    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
+    for (int p = 0; p < POINTS; p++) {
+        const char *t = tm[rnd() % 3 != 0 ? rnd() % 4 : rnd() % NT];
+        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
+        len += (size_t)sprintf(m + len, "%s{'timeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
+    }
+    sprintf(m + len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    for (int p = 0; p < POINTS; p++) {
+        cr_assert_eq(d.b->points[p].time_ns, want[p], "point %d", p);
+    }
+    done(&d);
+    free(r);
+    free(m);
+    static const char *const bad[] = {"'17672255401234567x9'", "'1767225540123456 89'",
+                                      "'176722554012345678\"'"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct dec kept, none;
+        two_times(&kept, "'1767225540100000000'", bad[i]);
+        two_times(&none, "'2767225540100000000'", bad[i]); /* no prefix in common */
+        cr_assert_eq(kept.rc, -EPROTO, "%s accepted", bad[i]);
+        cr_assert_eq(none.rc, -EPROTO, "%s accepted", bad[i]);
+        cr_assert_str_eq(kept.err, none.err);
+        done(&kept);
+        done(&none);
+    }
+}
+
 /* ---- a point's members in the order the last point of its kind had ---- */
 
 /* Members with a value text each; the kind bit says whose they are (bit
