@@ -829,15 +829,23 @@ __attribute__((always_inline)) static inline int rd_i32(struct jd *j, const char
     return jd_rd_i32(j, field, out);
 }
 
-__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
-                                                        double *out)
+/* rd_f64 with ws(j) already run at the cursor (it would not move it). */
+__attribute__((always_inline)) static inline int rd_f64_here(struct jd *j, const char *field,
+                                                             double *out)
 {
-    size_t at = (ws(j), j->lx.pos), n;
+    size_t at = j->lx.pos, n;
     if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64_fast(j->lx.s + at, j->lx.n - at, out, &n)) {
         j->lx.pos += n;
         return 0;
     }
     return jd_rd_f64(j, field, out);
+}
+
+__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
+                                                        double *out)
+{
+    ws(j);
+    return rd_f64_here(j, field, out);
 }
 
 static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)

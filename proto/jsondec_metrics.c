@@ -660,11 +660,12 @@ static const uint32_t point_members[] = {
  * A data point's startTimeUnixNano: the points of one collection share it,
  * so a quoted 19-digit text the same as the last one u64_19 read (21 bytes,
  * quotes and all) is that value. Exact: u64_19 looks at those 21 bytes only
- * (and at least 24 to the end, asked for here too).
+ * (and at least 24 to the end, asked for here too). The cursor as point's
+ * switch leaves it (ws run).
  */
 __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos);
+    size_t at = j->lx.pos;
     const char *p = j->lx.s + at;
     if (j->lx.n - at < 24) {
         return rd_u64(j, "startTimeUnixNano", out);
@@ -695,11 +696,12 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
  * that are a quote, 19 digits (the first not 0), a quote; the 12 bytes
  * equal to ones it accepted are the quote and 11 such digits, and the rest
  * is tested here; its value is the first 11 digits times 10^8 plus the
- * last 8.
+ * last 8. As rd_start, rd_count and rd_int_value: only point's switch calls
+ * it, with ws(j) run at the cursor.
  */
 __attribute__((always_inline)) static inline int rd_time(struct jd *j, uint64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos);
+    size_t at = j->lx.pos;
     const char *p = j->lx.s + at;
     if (j->lx.n - at < 24) {
         return rd_u64(j, "timeUnixNano", out);
@@ -728,11 +730,12 @@ __attribute__((always_inline)) static inline int rd_time(struct jd *j, uint64_t 
  * A point's count, zeroCount or asInt: most are quoted and of 1-7 digits,
  * read by jdnum_uint_q7 as jdnum_int reads them (rd_u64's u64_19 never
  * takes such a text: its 20th byte is not '"'); anything else by rd_u64.
+ * The cursor as point's switch leaves it (ws run).
  */
 __attribute__((always_inline)) static inline int rd_count(struct jd *j, const char *field,
                                                           uint64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), used;
+    size_t at = j->lx.pos, used;
     if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, out, &used)) {
         j->lx.pos = at + used;
         return 0;
@@ -743,7 +746,7 @@ __attribute__((always_inline)) static inline int rd_count(struct jd *j, const ch
 /* The same for asInt (7 digits are in range), else rd_i64. */
 __attribute__((always_inline)) static inline int rd_int_value(struct jd *j, int64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), used;
+    size_t at = j->lx.pos, used;
     uint64_t mag;
     if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, &mag, &used)) {
         *out = (int64_t)mag;
@@ -889,6 +892,9 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                     continue;
                 }
             }
+            /* both ways here ran ws(j) at the cursor (take_null, or the
+             * compare's byte test that it is not a blank): the readers below
+             * take the cursor as it is (a second ws would not move it) */
             switch (f) {
             case DP_ATTRS:
                 rc = jd_point_attrs(j, &p->attrs);
@@ -900,7 +906,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_time(j, &p->time_ns);
                 break;
             case DP_DOUBLE:
-                rc = rd_f64(j, "asDouble", &p->value.d);
+                rc = rd_f64_here(j, "asDouble", &p->value.d);
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
@@ -917,15 +923,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_count(j, "count", &p->count);
                 break;
             case DP_SUM:
-                rc = rd_f64(j, "sum", &p->sum);
+                rc = rd_f64_here(j, "sum", &p->sum);
                 p->has_sum = true;
                 break;
             case DP_MIN:
-                rc = rd_f64(j, "min", &p->min);
+                rc = rd_f64_here(j, "min", &p->min);
                 p->has_min = true;
                 break;
             case DP_MAX:
-                rc = rd_f64(j, "max", &p->max);
+                rc = rd_f64_here(j, "max", &p->max);
                 p->has_max = true;
                 break;
             case DP_SCALE:
@@ -935,7 +941,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_count(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
-                rc = rd_f64(j, "zeroThreshold", &zero_threshold);
+                rc = rd_f64_here(j, "zeroThreshold", &zero_threshold);
                 break;
             case DP_BUCKETS: /* read in place when it can be the detail's start */
                 hs = hs == 0 && bounds == NONE ? 1 : -1;

@@ -2485,13 +2485,12 @@ static void two_times(struct dec *d, const char *a, const char *b)
  * the low 8 refused as when no prefix is kept. */
 Test(jsondec_fast, time_prefixes_repeated_read_exactly)
 {
-    static const char *const tm[] = {"'1767225540123456789'",  "'1767225540199999999'",
-                                     "'1767225540100000000'",  "'1767225540133456789'",
-                                     "'1767225540223456789'",  "'2767225540123456789'",
-                                     "'1767225550123456789'",  "'1767225640123456789'",
-                                     "'17672255401234567890'", "'176722554012345678'",
-                                     "1767225540123456789",    "'5'",
-                                     "'9767225540123456780'"};
+    static const char *const tm[] = {
+        "'1767225540123456789'", "'1767225540199999999'", "'1767225540100000000'",
+        "'1767225540133456789'", "'1767225540223456789'", "'2767225540123456789'",
+        "'1767225550123456789'", "'1767225640123456789'", "'17672255401234567890'",
+        "'176722554012345678'",  "1767225540123456789",   "'5'",
+        "'9767225540123456780'"};
     enum { POINTS = 400, NT = sizeof(tm) / sizeof(tm[0]) };
     char *m = malloc((size_t)POINTS * 80 + 256);
     uint64_t want[POINTS];
@@ -3033,4 +3032,73 @@ Test(jsondec_fast, quoted_count_runs_across_calls_exact)
         free(mm);
         free(v);
     }
+}
+
+/* ---- round 11: the readers of point's switch take the cursor as it is ---- */
+
+/* |m| (single-quoted) with blank text |b| after every ':' outside strings (owned). */
+static char *blank_after_colons(const char *m, const char *b)
+{
+    char *t = malloc(strlen(m) * (strlen(b) + 1) + 1), *d = t;
+    bool in = false;
+    cr_assert(t != NULL);
+    for (const char *c = m; *c; c++) {
+        *d++ = *c;
+        if (*c == '\'') {
+            in = !in;
+        } else if (!in && *c == ':') {
+            d += sprintf(d, "%s", b);
+        }
+    }
+    *d = '\0';
+    return t;
+}
+
+/*
+ * Points of every kind, three of each so that the later ones are read by
+ * the learned compares, with blanks (of each kind, one or several) after
+ * every ':' and nulls after them: every field as the compact form's. The
+ * readers skip no blank of their own now (take_null did).
+ */
+Test(jsondec_fast, point_values_after_blanks_read_as_compact)
+{
+    static const char *const pt[] = {
+        "{'attributes':[{'key':'a','value':{'stringValue':'x'}}],'startTimeUnixNano':"
+        "'1767225540000000000','timeUnixNano':'1767225540123456789','asDouble':1.5,'flags':1}",
+        "{'startTimeUnixNano':'1767225540000000000','timeUnixNano':'1767225540123456790',"
+        "'asInt':'-7','exemplars':[]}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'1767225540123456791','count':'3','sum':2.25,"
+        "'bucketCounts':['1','2'],'explicitBounds':[1.5],'min':0.5,'max':9}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'2','count':'30','sum':1.5,'scale':2,"
+        "'zeroCount':'4','zeroThreshold':0.001,'positive':{'offset':1,'bucketCounts':['5']},"
+        "'min':0.5,'max':9}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'quantileValues':[{'quantile':0.5,'value':1.25}]}",
+        "{'startTimeUnixNano':null,'timeUnixNano':null,'asDouble':null,'flags':null}",
+    };
+    static const char *const kinds[] = {"gauge",   "sum",  "histogram", "exponentialHistogram",
+                                        "summary", "gauge"};
+    static const char *const blanks[] = {" ", "\n", "\t", "\r", " \n\t "};
+    char m[8192];
+    size_t len = 0;
+    for (int k = 0; k < 6; k++) {
+        len += (size_t)snprintf(m + len, sizeof m - len, "%s{'%s':{'dataPoints':[%s,%s,%s]}}",
+                                k ? "," : "", kinds[k], pt[k], pt[k], pt[k]);
+    }
+    cr_assert(len < sizeof m - 1);
+    struct dec compact, blank;
+    char *r = metric_req(m);
+    ok(&compact, SIG_METRICS, r);
+    cr_assert_eq(compact.b->n_rows, 18);
+    for (size_t b = 0; b < sizeof(blanks) / sizeof(blanks[0]); b++) {
+        char *mb = blank_after_colons(m, blanks[b]), *rb = metric_req(mb);
+        ok(&blank, SIG_METRICS, rb);
+        same_batch(compact.b, blank.b);
+        same_point_scalars(compact.b, blank.b);
+        done(&blank);
+        free(rb);
+        free(mb);
+    }
+    done(&compact);
+    free(r);
 }
