@@ -2426,6 +2426,36 @@ Test(jsondec_fast, quantile_texts_repeated_read_the_same)
             "expected ',' or '}'");
 }
 
+/* 400 gauge points in one request, each with |member| (startTimeUnixNano
+ * or timeUnixNano) of a text from |tx| (one of its first |common| two times
+ * in three): exact values and the spaced form's. */
+static void times_read_exactly(const char *member, const char *const *tx, size_t nt,
+                               unsigned common)
+{
+    enum { POINTS = 400 };
+    bool start = strcmp(member, "startTimeUnixNano") == 0;
+    char *m = malloc((size_t)POINTS * 80 + 256);
+    uint64_t want[POINTS];
+    cr_assert(m != NULL);
+    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
+    for (int p = 0; p < POINTS; p++) {
+        const char *t = tx[rnd() % 3 != 0 ? rnd() % common : rnd() % nt];
+        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
+        len += (size_t)sprintf(m + len, "%s{'%s':%s,'asInt':'%d'}", p ? "," : "", member, t, p);
+    }
+    sprintf(m + len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    for (int p = 0; p < POINTS; p++) {
+        const struct point_row *pr = &d.b->points[p];
+        cr_assert_eq(start ? pr->start_ns : pr->time_ns, want[p], "point %d", p);
+    }
+    done(&d);
+    free(r);
+    free(m);
+}
+
 /* A startTimeUnixNano whose quoted 19-digit text is the last one read is
  * its value; any other is read: texts that differ in their first, middle
  * (bytes 13-15, where the two compares overlap) or last digits, bare
@@ -2439,27 +2469,7 @@ Test(jsondec_fast, start_times_repeated_read_the_same)
                                      "'1767225541000000000'",  "1767225540000000000",
                                      "'17672255400000000000'", "'5'",
                                      "'1767225540000000000'"};
-    enum { POINTS = 400, NS = sizeof(st) / sizeof(st[0]) };
-    char *m = malloc((size_t)POINTS * 80 + 256);
-    uint64_t want[POINTS];
-    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
-    cr_assert(m != NULL);
-    for (int p = 0; p < POINTS; p++) {
-        const char *t = st[rnd() % 3 != 0 ? 0 : rnd() % NS];
-        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
-        len +=
-            (size_t)sprintf(m + len, "%s{'startTimeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
-    }
-    sprintf(m + len, "]}}");
-    char *r = metric_req(m);
-    struct dec d;
-    same_as_general(SIG_METRICS, r, &d);
-    for (int p = 0; p < POINTS; p++) {
-        cr_assert_eq(d.b->points[p].start_ns, want[p], "point %d", p);
-    }
-    done(&d);
-    free(r);
-    free(m);
+    times_read_exactly("startTimeUnixNano", st, sizeof(st) / sizeof(st[0]), 1);
 }
 
 /* The decode of one gauge point with timeUnixNano |a| then one with |b|. */
@@ -2491,26 +2501,7 @@ Test(jsondec_fast, time_prefixes_repeated_read_exactly)
         "'1767225550123456789'", "'1767225640123456789'", "'17672255401234567890'",
         "'176722554012345678'",  "1767225540123456789",   "'5'",
         "'9767225540123456780'"};
-    enum { POINTS = 400, NT = sizeof(tm) / sizeof(tm[0]) };
-    char *m = malloc((size_t)POINTS * 80 + 256);
-    uint64_t want[POINTS];
-    cr_assert(m != NULL);
-    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
-    for (int p = 0; p < POINTS; p++) {
-        const char *t = tm[rnd() % 3 != 0 ? rnd() % 4 : rnd() % NT];
-        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
-        len += (size_t)sprintf(m + len, "%s{'timeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
-    }
-    sprintf(m + len, "]}}");
-    char *r = metric_req(m);
-    struct dec d;
-    same_as_general(SIG_METRICS, r, &d);
-    for (int p = 0; p < POINTS; p++) {
-        cr_assert_eq(d.b->points[p].time_ns, want[p], "point %d", p);
-    }
-    done(&d);
-    free(r);
-    free(m);
+    times_read_exactly("timeUnixNano", tm, sizeof(tm) / sizeof(tm[0]), 4);
     static const char *const bad[] = {"'17672255401234567x9'", "'1767225540123456 89'",
                                       "'176722554012345678\"'"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
