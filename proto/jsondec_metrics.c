@@ -488,13 +488,14 @@ enum { LI_COUNTS, LI_BOUNDS, LI_POSITIVE, LI_NEGATIVE, LI_QUANTILES };
  * |*pos| set to where its value starts. When that fails the heap and the
  * cursor are put back and the member is deferred (skipped, to be read again
  * at |*pos| later), so that errors are those of the deferred path: returns
- * 1 then, 0 when read in place, or defer's error.
+ * 1 then, 0 when read in place, or defer's error. Called by point's
+ * switch only, with ws run at the cursor (a second would not move it).
  */
 static int list_inline(struct jd *j, size_t *pos, int what)
 {
     size_t mark = j->h->len;
     int rc;
-    *pos = (ws(j), j->lx.pos);
+    *pos = j->lx.pos;
     switch (what) {
     case LI_COUNTS:
         rc = num_list(j, "bucketCounts", false);
