@@ -133,6 +133,13 @@ struct jd {
     char st_text[24];
     uint64_t st_val;
     bool st_ok;
+    /* The first 12 bytes (the quote and 11 digits) of the last quoted
+     * 19-digit timeUnixNano u64_19 read, and their part of its value, the
+     * value less its last 8 digits (tm_ok: one was; jsondec_metrics.c
+     * rd_time). */
+    char tm_text[12];
+    bool tm_ok;
+    uint64_t tm_hi;
     /* The members (point_fields indices, each one of the kind's) a data
      * point of each metric kind had, in order, the last time: pord_n[kind]
      * of them, at most JD_PORD_MAX, each with the text that names it there
@@ -822,15 +829,23 @@ __attribute__((always_inline)) static inline int rd_i32(struct jd *j, const char
     return jd_rd_i32(j, field, out);
 }
 
-__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
-                                                        double *out)
+/* rd_f64 with ws(j) already run at the cursor (it would not move it). */
+__attribute__((always_inline)) static inline int rd_f64_here(struct jd *j, const char *field,
+                                                             double *out)
 {
-    size_t at = (ws(j), j->lx.pos), n;
+    size_t at = j->lx.pos, n;
     if (at < j->lx.n && j->lx.s[at] != '"' && jdnum_f64_fast(j->lx.s + at, j->lx.n - at, out, &n)) {
         j->lx.pos += n;
         return 0;
     }
     return jd_rd_f64(j, field, out);
+}
+
+__attribute__((always_inline)) static inline int rd_f64(struct jd *j, const char *field,
+                                                        double *out)
+{
+    ws(j);
+    return rd_f64_here(j, field, out);
 }
 
 static inline int rd_id(struct jd *j, const char *field, uint8_t *dst, size_t nb, bool *present)

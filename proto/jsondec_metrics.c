@@ -488,13 +488,14 @@ enum { LI_COUNTS, LI_BOUNDS, LI_POSITIVE, LI_NEGATIVE, LI_QUANTILES };
  * |*pos| set to where its value starts. When that fails the heap and the
  * cursor are put back and the member is deferred (skipped, to be read again
  * at |*pos| later), so that errors are those of the deferred path: returns
- * 1 then, 0 when read in place, or defer's error.
+ * 1 then, 0 when read in place, or defer's error. Called by point's
+ * switch only, with ws run at the cursor (a second would not move it).
  */
 static int list_inline(struct jd *j, size_t *pos, int what)
 {
     size_t mark = j->h->len;
     int rc;
-    *pos = (ws(j), j->lx.pos);
+    *pos = j->lx.pos;
     switch (what) {
     case LI_COUNTS:
         rc = num_list(j, "bucketCounts", false);
@@ -660,11 +661,12 @@ static const uint32_t point_members[] = {
  * A data point's startTimeUnixNano: the points of one collection share it,
  * so a quoted 19-digit text the same as the last one u64_19 read (21 bytes,
  * quotes and all) is that value. Exact: u64_19 looks at those 21 bytes only
- * (and at least 24 to the end, asked for here too).
+ * (and at least 24 to the end, asked for here too). The cursor as point's
+ * switch leaves it (ws run).
  */
 __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos);
+    size_t at = j->lx.pos;
     const char *p = j->lx.s + at;
     if (j->lx.n - at < 24) {
         return rd_u64(j, "startTimeUnixNano", out);
@@ -688,14 +690,53 @@ __attribute__((always_inline)) static inline int rd_start(struct jd *j, uint64_t
 }
 
 /*
+ * A data point's timeUnixNano: points a few seconds apart share their
+ * first 11 digits, so a quoted 19-digit text whose first 12 bytes are those
+ * of the last one u64_19 read is that prefix's value plus its last 8 digits.
+ * Exact: u64_19 accepts exactly the texts of 24 bytes or more to the end
+ * that are a quote, 19 digits (the first not 0), a quote; the 12 bytes
+ * equal to ones it accepted are the quote and 11 such digits, and the rest
+ * is tested here; its value is the first 11 digits times 10^8 plus the
+ * last 8. As rd_start, rd_count and rd_int_value: only point's switch calls
+ * it, with ws(j) run at the cursor.
+ */
+__attribute__((always_inline)) static inline int rd_time(struct jd *j, uint64_t *out)
+{
+    size_t at = j->lx.pos;
+    const char *p = j->lx.s + at;
+    if (j->lx.n - at < 24) {
+        return rd_u64(j, "timeUnixNano", out);
+    }
+    uint64_t a, b, c, d, low;
+    memcpy(&a, p, 8);
+    memcpy(&b, p + 4, 8);
+    memcpy(&c, j->tm_text, 8);
+    memcpy(&d, j->tm_text + 4, 8);
+    if (j->tm_ok && a == c && b == d && p[20] == '"' && jdnum_eight_digits(p + 12, &low)) {
+        *out = j->tm_hi + low;
+        j->lx.pos = at + 21;
+        return 0;
+    }
+    if (u64_19(p, j->lx.n - at, out)) {
+        memcpy(j->tm_text, p, 12);
+        j->tm_hi = *out - *out % 100000000u;
+        j->tm_ok = true;
+        j->lx.pos = at + 21;
+        return 0;
+    }
+    return rd_u64(j, "timeUnixNano", out);
+}
+
+/*
  * A point's count, zeroCount or asInt: most are quoted and of 1-7 digits,
  * read by jdnum_uint_q7 as jdnum_int reads them (rd_u64's u64_19 never
  * takes such a text: its 20th byte is not '"'); anything else by rd_u64.
+ * The cursor as point's switch leaves it (ws run).
  */
 __attribute__((always_inline)) static inline int rd_count(struct jd *j, const char *field,
                                                           uint64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), used;
+    size_t at = j->lx.pos, used;
     if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, out, &used)) {
         j->lx.pos = at + used;
         return 0;
@@ -706,7 +747,7 @@ __attribute__((always_inline)) static inline int rd_count(struct jd *j, const ch
 /* The same for asInt (7 digits are in range), else rd_i64. */
 __attribute__((always_inline)) static inline int rd_int_value(struct jd *j, int64_t *out)
 {
-    size_t at = (ws(j), j->lx.pos), used;
+    size_t at = j->lx.pos, used;
     uint64_t mag;
     if (jdnum_uint_q7(j->lx.s + at, j->lx.n - at, &mag, &used)) {
         *out = (int64_t)mag;
@@ -852,6 +893,9 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                     continue;
                 }
             }
+            /* both ways here ran ws(j) at the cursor (take_null, or the
+             * compare's byte test that it is not a blank): the readers below
+             * take the cursor as it is (a second ws would not move it) */
             switch (f) {
             case DP_ATTRS:
                 rc = jd_point_attrs(j, &p->attrs);
@@ -860,10 +904,10 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_start(j, &p->start_ns);
                 break;
             case DP_TIME:
-                rc = rd_u64(j, "timeUnixNano", &p->time_ns);
+                rc = rd_time(j, &p->time_ns);
                 break;
             case DP_DOUBLE:
-                rc = rd_f64(j, "asDouble", &p->value.d);
+                rc = rd_f64_here(j, "asDouble", &p->value.d);
                 p->value_type = PV_DOUBLE;
                 break;
             case DP_INT:
@@ -880,15 +924,15 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_count(j, "count", &p->count);
                 break;
             case DP_SUM:
-                rc = rd_f64(j, "sum", &p->sum);
+                rc = rd_f64_here(j, "sum", &p->sum);
                 p->has_sum = true;
                 break;
             case DP_MIN:
-                rc = rd_f64(j, "min", &p->min);
+                rc = rd_f64_here(j, "min", &p->min);
                 p->has_min = true;
                 break;
             case DP_MAX:
-                rc = rd_f64(j, "max", &p->max);
+                rc = rd_f64_here(j, "max", &p->max);
                 p->has_max = true;
                 break;
             case DP_SCALE:
@@ -898,7 +942,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
                 rc = rd_count(j, "zeroCount", &zero_count);
                 break;
             case DP_ZERO_THRESHOLD:
-                rc = rd_f64(j, "zeroThreshold", &zero_threshold);
+                rc = rd_f64_here(j, "zeroThreshold", &zero_threshold);
                 break;
             case DP_BUCKETS: /* read in place when it can be the detail's start */
                 hs = hs == 0 && bounds == NONE ? 1 : -1;

@@ -2426,6 +2426,36 @@ Test(jsondec_fast, quantile_texts_repeated_read_the_same)
             "expected ',' or '}'");
 }
 
+/* 400 gauge points in one request, each with |member| (startTimeUnixNano
+ * or timeUnixNano) of a text from |tx| (one of its first |common| two times
+ * in three): exact values and the spaced form's. */
+static void times_read_exactly(const char *member, const char *const *tx, size_t nt,
+                               unsigned common)
+{
+    enum { POINTS = 400 };
+    bool start = strcmp(member, "startTimeUnixNano") == 0;
+    char *m = malloc((size_t)POINTS * 80 + 256);
+    uint64_t want[POINTS];
+    cr_assert(m != NULL);
+    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
+    for (int p = 0; p < POINTS; p++) {
+        const char *t = tx[rnd() % 3 != 0 ? rnd() % common : rnd() % nt];
+        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
+        len += (size_t)sprintf(m + len, "%s{'%s':%s,'asInt':'%d'}", p ? "," : "", member, t, p);
+    }
+    sprintf(m + len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    same_as_general(SIG_METRICS, r, &d);
+    for (int p = 0; p < POINTS; p++) {
+        const struct point_row *pr = &d.b->points[p];
+        cr_assert_eq(start ? pr->start_ns : pr->time_ns, want[p], "point %d", p);
+    }
+    done(&d);
+    free(r);
+    free(m);
+}
+
 /* A startTimeUnixNano whose quoted 19-digit text is the last one read is
  * its value; any other is read: texts that differ in their first, middle
  * (bytes 13-15, where the two compares overlap) or last digits, bare
@@ -2439,27 +2469,51 @@ Test(jsondec_fast, start_times_repeated_read_the_same)
                                      "'1767225541000000000'",  "1767225540000000000",
                                      "'17672255400000000000'", "'5'",
                                      "'1767225540000000000'"};
-    enum { POINTS = 400, NS = sizeof(st) / sizeof(st[0]) };
-    char *m = malloc((size_t)POINTS * 80 + 256);
-    uint64_t want[POINTS];
-    size_t len = (size_t)sprintf(m, "{'gauge':{'dataPoints':[");
-    cr_assert(m != NULL);
-    for (int p = 0; p < POINTS; p++) {
-        const char *t = st[rnd() % 3 != 0 ? 0 : rnd() % NS];
-        want[p] = strtoull(t + (t[0] == '\''), NULL, 10);
-        len +=
-            (size_t)sprintf(m + len, "%s{'startTimeUnixNano':%s,'asInt':'%d'}", p ? "," : "", t, p);
-    }
-    sprintf(m + len, "]}}");
-    char *r = metric_req(m);
-    struct dec d;
-    same_as_general(SIG_METRICS, r, &d);
-    for (int p = 0; p < POINTS; p++) {
-        cr_assert_eq(d.b->points[p].start_ns, want[p], "point %d", p);
-    }
-    done(&d);
+    times_read_exactly("startTimeUnixNano", st, sizeof(st) / sizeof(st[0]), 1);
+}
+
+/* The decode of one gauge point with timeUnixNano |a| then one with |b|. */
+static void two_times(struct dec *d, const char *a, const char *b)
+{
+    char m[256];
+    snprintf(m, sizeof m,
+             "{'gauge':{'dataPoints':[{'timeUnixNano':%s,'asInt':'1'},"
+             "{'timeUnixNano':%s,'asInt':'2'}]}}",
+             a, b);
+    char *r = metric_req(m), *body = q(r);
+    run(d, SIG_METRICS, body);
+    free(body);
     free(r);
-    free(m);
+}
+
+/* A timeUnixNano whose first 12 bytes (the quote, 11 digits) are the last
+ * one u64_19 read is that prefix's value plus its last 8 digits; any other
+ * is read whole: texts that differ from the last in byte 1, in bytes 8-11
+ * (the second compare's), in the low digits only, 18 and 20 digits with
+ * the same first 12 bytes, a bare number, a short one. Exact values and
+ * the spaced form's, 400 points in one request; then a non-digit among
+ * the low 8 refused as when no prefix is kept. */
+Test(jsondec_fast, time_prefixes_repeated_read_exactly)
+{
+    static const char *const tm[] = {
+        "'1767225540123456789'", "'1767225540199999999'", "'1767225540100000000'",
+        "'1767225540133456789'", "'1767225540223456789'", "'2767225540123456789'",
+        "'1767225550123456789'", "'1767225640123456789'", "'17672255401234567890'",
+        "'176722554012345678'",  "1767225540123456789",   "'5'",
+        "'9767225540123456780'"};
+    times_read_exactly("timeUnixNano", tm, sizeof(tm) / sizeof(tm[0]), 4);
+    static const char *const bad[] = {"'17672255401234567x9'", "'1767225540123456 89'",
+                                      "'176722554012345678\"'"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct dec kept, none;
+        two_times(&kept, "'1767225540100000000'", bad[i]);
+        two_times(&none, "'2767225540100000000'", bad[i]); /* no prefix in common */
+        cr_assert_eq(kept.rc, -EPROTO, "%s accepted", bad[i]);
+        cr_assert_eq(none.rc, -EPROTO, "%s accepted", bad[i]);
+        cr_assert_str_eq(kept.err, none.err);
+        done(&kept);
+        done(&none);
+    }
 }
 
 /* ---- a point's members in the order the last point of its kind had ---- */
@@ -2969,4 +3023,73 @@ Test(jsondec_fast, quoted_count_runs_across_calls_exact)
         free(mm);
         free(v);
     }
+}
+
+/* ---- round 11: the readers of point's switch take the cursor as it is ---- */
+
+/* |m| (single-quoted) with blank text |b| after every ':' outside strings (owned). */
+static char *blank_after_colons(const char *m, const char *b)
+{
+    char *t = malloc(strlen(m) * (strlen(b) + 1) + 1), *d = t;
+    bool in = false;
+    cr_assert(t != NULL);
+    for (const char *c = m; *c; c++) {
+        *d++ = *c;
+        if (*c == '\'') {
+            in = !in;
+        } else if (!in && *c == ':') {
+            d += sprintf(d, "%s", b);
+        }
+    }
+    *d = '\0';
+    return t;
+}
+
+/*
+ * Points of every kind, three of each so that the later ones are read by
+ * the learned compares, with blanks (of each kind, one or several) after
+ * every ':' and nulls after them: every field as the compact form's. The
+ * readers skip no blank of their own now (take_null did).
+ */
+Test(jsondec_fast, point_values_after_blanks_read_as_compact)
+{
+    static const char *const pt[] = {
+        "{'attributes':[{'key':'a','value':{'stringValue':'x'}}],'startTimeUnixNano':"
+        "'1767225540000000000','timeUnixNano':'1767225540123456789','asDouble':1.5,'flags':1}",
+        "{'startTimeUnixNano':'1767225540000000000','timeUnixNano':'1767225540123456790',"
+        "'asInt':'-7','exemplars':[]}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'1767225540123456791','count':'3','sum':2.25,"
+        "'bucketCounts':['1','2'],'explicitBounds':[1.5],'min':0.5,'max':9}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'2','count':'30','sum':1.5,'scale':2,"
+        "'zeroCount':'4','zeroThreshold':0.001,'positive':{'offset':1,'bucketCounts':['5']},"
+        "'min':0.5,'max':9}",
+        "{'startTimeUnixNano':'1','timeUnixNano':'2','count':'3','sum':1.5,"
+        "'quantileValues':[{'quantile':0.5,'value':1.25}]}",
+        "{'startTimeUnixNano':null,'timeUnixNano':null,'asDouble':null,'flags':null}",
+    };
+    static const char *const kinds[] = {"gauge",   "sum",  "histogram", "exponentialHistogram",
+                                        "summary", "gauge"};
+    static const char *const blanks[] = {" ", "\n", "\t", "\r", " \n\t "};
+    char m[8192];
+    size_t len = 0;
+    for (int k = 0; k < 6; k++) {
+        len += (size_t)snprintf(m + len, sizeof m - len, "%s{'%s':{'dataPoints':[%s,%s,%s]}}",
+                                k ? "," : "", kinds[k], pt[k], pt[k], pt[k]);
+    }
+    cr_assert(len < sizeof m - 1);
+    struct dec compact, blank;
+    char *r = metric_req(m);
+    ok(&compact, SIG_METRICS, r);
+    cr_assert_eq(compact.b->n_rows, 18);
+    for (size_t b = 0; b < sizeof(blanks) / sizeof(blanks[0]); b++) {
+        char *mb = blank_after_colons(m, blanks[b]), *rb = metric_req(mb);
+        ok(&blank, SIG_METRICS, rb);
+        same_batch(compact.b, blank.b);
+        same_point_scalars(compact.b, blank.b);
+        done(&blank);
+        free(rb);
+        free(mb);
+    }
+    done(&compact);
+    free(r);
 }
