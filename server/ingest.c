@@ -878,12 +878,11 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, enum body_coding codin
         r->tr = TR_HTTP_JSON;
     }
     if (coding != BODY_IDENTITY) {
-        const char *cname = coding == BODY_ZSTD ? "zstd" : "gzip";
+        bool zstd = coding == BODY_ZSTD;
         rc = inflate_body(r, h, coding);
         if (rc == -E2BIG) {
             fail(r, IS_TOO_LARGE, "request body exceeds the limit of %llu bytes after %s",
-                 (unsigned long long)cfg->max_request_bytes,
-                 coding == BODY_ZSTD ? "unzstd" : "gunzip");
+                 (unsigned long long)cfg->max_request_bytes, zstd ? "unzstd" : "gunzip");
             return;
         }
         if (rc == -ENOBUFS) {
@@ -891,7 +890,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, enum body_coding codin
             return;
         }
         if (rc < 0) {
-            fail(r, IS_MALFORMED, "request body is not valid %s", cname);
+            fail(r, IS_MALFORMED, "request body is not valid %s", zstd ? "zstd" : "gzip");
             return;
         }
         payload = r->plain.p;
@@ -937,7 +936,7 @@ void ingest_finish(struct ingest_req *r, enum otlp_fmt f, enum body_coding codin
     if (coding != BODY_IDENTITY && r->body.len + r->body.len / 8 < payload_len) {
         /* Logged as it arrived: the WAL writes, checksums and replays a
          * quarter of the bytes for the usual export (bench/PERFORMANCE.md,
-         * "The WAL keeps a compressed body"); not when it saved little. */
+         * "Compressed bodies in the WAL, zstd, ..."); not when it saved little. */
         r->job.payload = r->body.p;
         r->job.payload_len = r->body.len;
         r->job.plain_len = payload_len;

@@ -25,7 +25,7 @@
  * A compressed export is logged as it arrived when that is smaller
  * (typically a quarter of the decoded size): a quarter of the CRC, of the
  * copy into the page cache and of the disk writes (bench/PERFORMANCE.md,
- * "The WAL keeps a compressed body"). Replay decodes it before handing it
+ * "Compressed bodies in the WAL, zstd, ..."). Replay decodes it before handing it
  * on, so the replay callback sees the body as decoded either way. Such a
  * frame was decoded once already, at ingest; one that does not decode to
  * its L bytes (corruption its CRC missed) is not handed on, counted in
