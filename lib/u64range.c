@@ -7,7 +7,8 @@
  */
 #include "lib/u64range.h"
 
-#include <stdatomic.h>
+#include "lib/cpu.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -157,15 +158,7 @@ void u64_narrow(uint64_t *v, uint64_t n, uint64_t base, unsigned w)
 bool u64_range_simd(void)
 {
 #ifdef U64R_AVX2
-    /* every thread that finds it unset stores the same answer */
-    static _Atomic int have = -1;
-    int h = atomic_load_explicit(&have, memory_order_relaxed);
-    if (h < 0) {
-        __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store_explicit(&have, h, memory_order_relaxed);
-    }
-    return h == 1;
+    return cpu_avx2();
 #else
     return false;
 #endif

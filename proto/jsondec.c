@@ -86,6 +86,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "lib/ascii.h"
 #include "lib/utf8.h"
 #include "proto/jsondec_int.h"
 
@@ -414,33 +415,13 @@ static int request(struct jd *j)
 /* ---- entry ---- */
 
 /* utf8_check's answer (the offset of the first byte not part of valid
- * UTF-8, or |n|), skipping ASCII 64 bytes at a time (SSE2: one movemask
- * over four ORed loads; else 32 by words): a request body is almost all
- * ASCII. */
+ * UTF-8, or |n|): ASCII skipped by ascii_span (a request body is almost
+ * all ASCII), then up to 32 bytes one sequence at a time before the next
+ * span, so that a text of many short non-ASCII runs is not a call each. */
 static size_t body_utf8_check(const uint8_t *s, size_t n)
 {
     size_t i = 0;
-    while (i < n) {
-#ifdef __SSE2__
-        while (n - i >= 64) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
-            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
-            __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
-            if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d))) != 0) {
-                break;
-            }
-            i += 64;
-        }
-#endif
-        if (n - i >= 32) {
-            uint64_t w[4];
-            memcpy(w, s + i, 32);
-            if (((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ull) == 0) {
-                i += 32;
-                continue;
-            }
-        }
+    while ((i += ascii_span(s + i, n - i)) < n) {
         size_t end = n - i >= 32 ? i + 32 : n;
         while (i < end) { /* a sequence may run past |end| */
             if (s[i] < 0x80) {
