@@ -62,7 +62,7 @@ enum {
 #define FMAX 24 /* members a table may have, plus one */
 #define JD_DL_MAX 32
 #define JD_KVC_MAX 8
-#define JD_KVC_WAYS 8 /* a power of two */
+#define JD_KVC_WAYS 16 /* a power of two */
 #define JD_VQ_MAX 16
 #define JD_PORD_KINDS 6 /* MK_NONE .. MK_SUMMARY */
 #define JD_PORD_MAX 16
@@ -70,9 +70,9 @@ enum {
 /* A compact KeyValue of a data point's attributes and what kv_fast_at
  * wrote for it (jsondec_value.c jd_point_attrs). */
 struct jd_kvc {
-    const char *text; /* in the body: '{' through "}}" */
-    size_t tlen;      /* 0: none */
-    size_t hoff, hlen;
+    uint32_t at;   /* its text in the body: s[at, at + tlen), '{' through "}}" */
+    uint32_t tlen; /* 0: none */
+    uint32_t hoff, hlen;
 };
 
 /* A data point's k-th member as the last point of its kind had it: its
@@ -114,10 +114,11 @@ struct jd {
     uint64_t dl_v[JD_DL_MAX];
     /* kvc[c]: c-th KeyValues of data point attributes that kv_fast_at read,
      * in the way a hash of their 16 bytes from kvc_voff[c] names (that
-     * offset set by the first c-th one read: its last 16 bytes, where the
-     * value is; 0 before). A point's c-th KeyValue whose text is its way's
-     * is copied from the heap instead of read again (jsondec_value.c
-     * jd_point_attrs). */
+     * offset set by the first c-th one read: its last 8 bytes and the 8
+     * after them, where a value ends, so that values of one key differing
+     * in length or in their last bytes take different ways; 0 before). A
+     * point's c-th KeyValue whose text is its way's is copied from the
+     * heap instead of read again (jsondec_value.c jd_point_attrs). */
     struct jd_kvc kvc[JD_KVC_MAX][JD_KVC_WAYS];
     uint16_t kvc_voff[JD_KVC_MAX];
     /* The k-th compact ValueAtQuantile of the last summary point that had

@@ -1210,7 +1210,7 @@ __attribute__((always_inline)) static inline void kvc_move64(uint8_t *d, const u
 __attribute__((always_inline)) static inline bool kvc_is(const struct jd_kvc *e, const char *s,
                                                          size_t n, size_t at)
 {
-    return e->tlen != 0 && n - at >= e->tlen + 64 && kvc_same(s + at, e->text, e->tlen);
+    return e->tlen != 0 && n - at >= e->tlen + 64 && kvc_same(s + at, s + e->at, e->tlen);
 }
 
 /* The way of kvc[c] for the 16 bytes at |p|. */
@@ -1219,7 +1219,7 @@ __attribute__((always_inline)) static inline unsigned kvc_way(const char *p)
     uint64_t lo, hi;
     memcpy(&lo, p, 8);
     memcpy(&hi, p + 8, 8);
-    return (unsigned)(((lo ^ hi) * 0x9e3779b97f4a7c15ull) >> 61); /* JD_KVC_WAYS 8 */
+    return (unsigned)(((lo ^ hi) * 0x9e3779b97f4a7c15ull) >> 60); /* JD_KVC_WAYS 16 */
 }
 
 /*
@@ -1254,12 +1254,14 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
     if (end == 0) {
         return 0;
     }
-    if (j->kvc_voff[c] == 0 && end - at <= UINT16_MAX) { /* the first: its last 16 bytes */
-        j->kvc_voff[c] = (uint16_t)(end - at - 16);
-        e = &j->kvc[c][kvc_way(s + end - 16)];
+    if (j->kvc_voff[c] == 0 && end - at <= UINT16_MAX && n - end >= 8) {
+        /* the first: its last 8 bytes and the 8 after them */
+        j->kvc_voff[c] = (uint16_t)(end - at - 8);
+        e = &j->kvc[c][kvc_way(s + end - 8)];
     }
-    if (e != NULL) {
-        *e = (struct jd_kvc){s + at, end - at, before, h->len - before};
+    if (e != NULL && end <= UINT32_MAX && h->len <= UINT32_MAX) {
+        *e = (struct jd_kvc){(uint32_t)at, (uint32_t)(end - at), (uint32_t)before,
+                             (uint32_t)(h->len - before)};
     }
     return end;
 }
