@@ -1266,6 +1266,25 @@ static __attribute__((noinline)) size_t kvc_miss(struct jd *j, const char *s, si
     return end;
 }
 
+/* Whether the heap has room for jd_point_attrs' copies of (at most 64
+ * bytes) for each KeyValue from the |count|-th below JD_KVC_MAX, made so
+ * if not (false when it cannot grow: no copies then, kvc_miss reads). */
+static inline bool kvc_room(struct vbuf *h, uint32_t count)
+{
+    size_t need = count < JD_KVC_MAX ? 64u * (JD_KVC_MAX - count) : 0;
+    return h->cap - h->len >= need || vbuf_reserve(h, need) == 0;
+}
+
+/* kvc_same for 16 <= n <= 64. */
+__attribute__((always_inline)) static inline bool kvc_same_short(const char *s, const char *t,
+                                                                 size_t n)
+{
+    if (n > 64) {
+        __builtin_unreachable();
+    }
+    return kvc_same(s, t, n);
+}
+
 int jd_point_attrs(struct jd *j, struct attrs *out)
 {
     size_t off = j->h->len;
@@ -1281,33 +1300,43 @@ int jd_point_attrs(struct jd *j, struct attrs *out)
     struct vbuf *h = j->h;
     /* the heap in locals while KeyValues are copied (its stores may alias
      * anything); put back before kvc_miss and read again after it */
+    bool room = kvc_room(h, 0);
     uint8_t *hp = h->p;
-    size_t hl = h->len, hc = h->cap;
-    while (i < n && s[i] == (count == 0 ? '{' : ',')) {
-        i += count != 0; /* the KeyValue's '{' */
-        unsigned w = JD_KVC_WAYS;
-        size_t vo;
-        if (count < JD_KVC_MAX && (vo = j->kvc_voff[count]) != 0 && n - i >= vo + 16) {
-            w = kvc_way(s + i + vo);
-            const struct jd_kvc *c = &j->kvc[count][w];
-            if (kvc_is(c, s, n, i) && c->hlen <= 64 && hc - hl >= 64) {
-                kvc_move64(hp + hl, hp + c->hoff);
-                hl += c->hlen;
-                pos = i + c->tlen;
-                count++;
-                i = pos;
-                continue;
+    size_t hl = h->len;
+    if (i < n && s[i] == '{') {
+        for (;;) {
+            unsigned w = JD_KVC_WAYS;
+            size_t vo;
+            if (count < JD_KVC_MAX && (vo = j->kvc_voff[count]) != 0 && n - i >= vo + 16) {
+                w = kvc_way(s + i + vo);
+                const struct jd_kvc *c = &j->kvc[count][w];
+                size_t tl = c->tlen; /* 0 (none) fails the first test */
+                if (room && tl - 16 <= 48 && c->hlen <= 64 && n - i >= tl + 64 &&
+                    kvc_same_short(s + i, s + c->at, tl)) {
+                    kvc_move64(hp + hl, hp + c->hoff);
+                    hl += c->hlen;
+                    i += tl;
+                    count++;
+                    goto next;
+                }
             }
+            h->len = hl;
+            size_t e = kvc_miss(j, s, n, i, count, w);
+            if (e == 0) {
+                hl = h->len;
+                break;
+            }
+            i = e;
+            count++;
+            room = kvc_room(h, count);
+            hp = h->p, hl = h->len;
+        next:
+            pos = i; /* the end of the last KeyValue read */
+            if (i >= n || s[i] != ',') {
+                break;
+            }
+            i++; /* the next one's '{' */
         }
-        h->len = hl;
-        size_t e = kvc_miss(j, s, n, i, count, w);
-        hp = h->p, hl = h->len, hc = h->cap;
-        if (e == 0) {
-            break;
-        }
-        pos = e;
-        count++;
-        i = pos;
     }
     h->len = hl;
     if (pos < n && s[pos] == ']') { /* the list's end, as jsonlex_arr_next takes it */

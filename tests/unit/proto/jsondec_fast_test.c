@@ -2234,7 +2234,7 @@ static void pa_exact(const char *const (*kv)[2], int n)
 Test(jsondec_fast, point_attributes_copied_exact)
 {
     static const char *const kv[][2] = {
-        /* the way chosen by text bytes 46-61 (the first text's last 16) */
+        /* the way chosen by text bytes 54-69 (the first text's last 8, the 8 after) */
         {"k", "abcdefghijklmnopqrstuvwx"},
         {"K", "abcdefghijklmnopqrstuvwx"}, /* text byte 8 */
         {"k", "abcdefghijklmnopqrstuvwx"},
@@ -2250,20 +2250,58 @@ Test(jsondec_fast, point_attributes_copied_exact)
     };
     pa_exact(kv, sizeof(kv) / sizeof(kv[0]));
     static const char *const tail[][2] = {
-        /* chosen by bytes 22-37: the two differ only in their last 16 */
+        /* chosen by bytes 31-46: the two differ only in their last 16 */
         {"x", "y"},
         {"k", "abcdefghijklmnopqrstuvwx"},
         {"k", "abcdefghijklmnopqrstuvwX"},
     };
     pa_exact(tail, sizeof(tail) / sizeof(tail[0]));
     static const char *const short_texts[][2] = {
-        /* 33-48 bytes, chosen by bytes 31-46 */
+        /* 33-48 bytes, chosen by bytes 39-54 */
         {"abcdefghX", "v"},
         {"abcdefghY", "v"}, /* byte 16 of 47 */
         {"k", "v"},
         {"K", "v"}, /* byte 8 of 39 */
     };
     pa_exact(short_texts, sizeof(short_texts) / sizeof(short_texts[0]));
+}
+
+/* Point attributes copied into a heap at every length from 600 bytes
+ * below its first capacity (4,096) to 64 past it: eight short KeyValues
+ * read at point 0, a string that moves the heap on at point 1, the same
+ * eight copied at point 2 (room for all eight is made before the first).
+ * Exact bytes against the spaced form; ASan sees a copy past the heap. */
+Test(jsondec_fast, point_attributes_copied_at_every_heap_length)
+{
+    char kvs[1024], body[8192];
+    size_t kl = 0;
+    for (int c = 0; c < 8; c++) {
+        kl += (size_t)snprintf(kvs + kl, sizeof kvs - kl,
+                               "%s{'key':'k%d','value':{'stringValue':'value %d'}}", c ? "," : "",
+                               c, c);
+    }
+    char pad[4800];
+    for (size_t len = 3400; len <= 4100; len++) {
+        memset(pad, 'p', len);
+        pad[len] = '\0';
+        snprintf(body, sizeof body,
+                 "{'name':'m','gauge':{'dataPoints':[{'attributes':[%s],'asInt':'0'},"
+                 "{'attributes':[{'key':'pad','value':{'stringValue':'%s'}}],'asInt':'1'},"
+                 "{'attributes':[%s],'asInt':'2'},{},{},{},{},{},{},{},{},{}]}}",
+                 kvs, pad, kvs);
+        char *r = metric_req(body);
+        struct dec d;
+        same_as_general(SIG_METRICS, r, &d);
+        cr_assert_eq(d.b->n_rows, 12);
+        const struct point_row *p = d.b->points;
+        cr_assert_eq(p[2].attrs.count, 8);
+        cr_assert_eq(p[2].attrs.blob.len, p[0].attrs.blob.len, "pad %zu", len);
+        cr_assert(memcmp(batch_blob(d.b, p[2].attrs.blob), batch_blob(d.b, p[0].attrs.blob),
+                         p[0].attrs.blob.len) == 0,
+                  "pad %zu", len);
+        done(&d);
+        free(r);
+    }
 }
 
 /* The counts before the one a test puts in: none (|at| 0), one (1), or a
