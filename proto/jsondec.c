@@ -87,6 +87,7 @@
 #endif
 
 #include "lib/ascii.h"
+#include "lib/cpu.h"
 #include "lib/utf8.h"
 #include "proto/jsondec_int.h"
 
@@ -449,6 +450,7 @@ int jsondec_decode(enum signal s, const char *body, size_t len, arena *a, struct
         .sig = s,
         .err = err,
         .errlen = errlen,
+        .avx2 = cpu_avx2(),
     };
     if (err != NULL && errlen != 0) {
         err[0] = '\0';

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "proto/jsondec_counts.h"
 #include "proto/jsondec_int.h"
 #include "proto/jsondec_num.h"
 #include "storage/val.h"
@@ -26,99 +27,7 @@ static const char *const temporality_names[] = {
 /* ---- metrics ---- */
 
 /*
- * Up to |max| quoted integers of 1-7 digits (no leading zero), "3","20",...
- * back to back with no blanks, from the element at s[i] into |dst|: those
- * of 1-2 digits followed by ',' by one 8-byte load from the '"', the rest
- * by one 8-byte load of its digits and one 2-byte load of the closing '"'
- * and the ',' or ']' after it. Returns the count read, |*stop| the offset of
- * the ',' or ']' after the last one (unchanged when none); fewer than |max|
- * also when the counts go on (see lim). A function of its own with locals
- * only, so that the loop keeps its constants and cursor in registers (out
- * of line, GCC spilled them).
- */
-static __attribute__((noinline)) uint32_t uint_q_loop(const char *s, size_t len, size_t i,
-                                                      uint8_t *dst, uint32_t max, size_t *stop)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (len < 10 || i > len - 10 || max == 0) {
-        return 0;
-    }
-    /* the loop's one bound: 8 + 2 bytes readable from p, and, as every
-     * count takes 4 bytes or more, room in dst for the next one */
-    const char *p = s + i, *lim = s + len - 10;
-    if ((size_t)(lim - p) > 4 * ((size_t)max - 1)) {
-        lim = p + 4 * ((size_t)max - 1);
-    }
-    uint8_t *d = dst;
-    while (p <= lim) {
-        uint64_t w, v;
-        uint16_t qc;
-        memcpy(&w, p, 8);
-        /* most counts have 1 or 2 digits and a ',' after: "d", or "dd",
-         * taken by a compare of the quotes and the ',' at their places and
-         * a test of the digits (no leading zero); the third byte tells which
-         * can match; anything else, the last count before a ']' too, goes
-         * the 1-7-digit way below */
-        unsigned d1 = (uint8_t)(w >> 8) - (unsigned)'0';
-        if ((uint8_t)(w >> 16) == '"') {
-            if ((w & 0xffff00ffu) == 0x2c220022u && d1 < 10) {
-                v = d1;
-                memcpy(d, &v, 8);
-                d += 8;
-                p += 4;
-                continue;
-            }
-        } else {
-            unsigned d2 = (uint8_t)(w >> 16) - (unsigned)'0';
-            if ((w & 0xffff0000ffull) == 0x2c22000022ull && d1 - 1 < 9 && d2 < 10) {
-                v = d1 * 10 + d2;
-                memcpy(d, &v, 8);
-                d += 8;
-                p += 5;
-                continue;
-            }
-        }
-        if (*p != '"') {
-            break;
-        }
-        memcpy(&w, p + 1, 8);
-        /* digits are the bytes of t below 10; the lowest other byte is
-         * flagged exactly (no carry reaches it from below), which is all k
-         * asks for: the bytes above it may carry */
-        uint64_t t = w ^ 0x3030303030303030ull;
-        uint64_t nd = ((t + 0x7676767676767676ull) | t) & 0x8080808080808080ull;
-        unsigned k = (unsigned)__builtin_ctzll(nd | (1ull << 63)) >> 3;
-        memcpy(&qc, p + 1 + k, 2); /* p + 9 < s + len at most */
-        if (k == 0 || ((uint8_t)t == 0 && k != 1) ||
-            (qc != ('"' | ',' << 8) && qc != ('"' | ']' << 8))) {
-            break;
-        }
-        uint64_t d0 = t & 0xf;
-        if (k <= 2) { /* most counts: no 8-digit join and its constants */
-            v = k == 1 ? d0 : d0 * 10 + ((t >> 8) & 0xf);
-        } else {
-            v = jdnum_eight_value((w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k)));
-        }
-        memcpy(d, &v, 8);
-        d += 8;
-        p += k + 3;
-        if (qc == ('"' | ']' << 8)) {
-            break;
-        }
-    }
-    uint32_t cnt = (uint32_t)((size_t)(d - dst) / 8);
-    if (cnt != 0) {
-        *stop = (size_t)(p - s) - 1; /* the ',' or ']' after the last */
-    }
-    return cnt;
-#else
-    (void)s, (void)len, (void)i, (void)dst, (void)max, (void)stop;
-    return 0;
-#endif
-}
-
-/*
- * The usual bucket counts, "3","20",...: uint_q_loop from the element at
+ * The usual bucket counts, "3","20",...: jdcounts_run from the element at
  * |i| (just past the '['), up to 32 at a time into the heap (little-endian
  * u64, as hput_u64 writes them). Adds the count read to |*n| and returns the
  * offset of the ',' or ']' after the last element read (every element it
@@ -132,7 +41,8 @@ static size_t uint_q_run(struct jd *j, size_t i, uint32_t *n)
     size_t len = j->lx.n, stop = i;
     struct vbuf *h = j->h;
     while (h->cap - h->len >= 8 * 32 || vbuf_reserve(h, 8 * 32) == 0) {
-        uint32_t got = uint_q_loop(s, len, i, h->p + h->len, 32, &stop);
+        uint32_t got = j->avx2 ? jdcounts_run_avx2(s, len, i, h->p + h->len, 32, &stop)
+                               : jdcounts_run(s, len, i, h->p + h->len, 32, &stop);
         h->len += 8 * (size_t)got;
         *n += got;
         if (got == 0 || s[stop] == ']') {
