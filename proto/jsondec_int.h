@@ -141,7 +141,8 @@ struct jd {
     char tm_text[12];
     bool tm_ok;
     uint64_t tm_hi;
-    /* cpu_avx2(), asked once a body (jsondec_metrics.c uint_q_run) */
+    /* cpu_avx2(), asked once a body (jsondec_metrics.c uint_q_run): asking
+     * it at every list of counts, as lib/ascii does, costs 20 Ir a point */
     bool avx2;
     /* The members (point_fields indices, each one of the kind's) a data
      * point of each metric kind had, in order, the last time: pord_n[kind]
