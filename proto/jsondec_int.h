@@ -151,6 +151,10 @@ struct jd {
      * pord[kind][k] first (jsondec_metrics.c point). */
     struct jd_pm pord[JD_PORD_KINDS][JD_PORD_MAX];
     uint8_t pord_n[JD_PORD_KINDS];
+    /* A data point of this kind was not read by the line path (members in
+     * metrics.proto's order): the later ones go straight to the general
+     * loop (jsondec_metrics.c point). */
+    bool pline_off[JD_PORD_KINDS];
     /* h-jattr: kvh[k], for the 16 bytes after a compact KeyValue's
      * `{"key":"` of hash k: the head kv_head_at read there last (its text
      * at body offset |at|, '{' through the value's first byte, plen bytes,
@@ -960,6 +964,10 @@ int jd_attr_list(struct jd *j, const char *what, struct attrs *out);
 /* jd_attr_list for a data point's attributes: a compact KeyValue whose text
  * is one an earlier point had at its place (struct jd kvc) is copied. */
 int jd_point_attrs(struct jd *j, struct attrs *out);
+/* The kvc entries whose copies lie at or past heap offset |mark| dropped:
+ * the heap is being put back there, and a copy of 64 bytes to its end
+ * would overwrite them. */
+void jd_kvc_drop(struct jd *j, size_t mark);
 /* u32 count + u32 nbytes + the attributes found at |pos|. */
 int jd_counted_attrs_at(struct jd *j, size_t pos, const char *what);
 /* An attributes member of an event or link read in place when it can be,

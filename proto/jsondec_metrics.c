@@ -711,17 +711,214 @@ static int pord_skip(const char *q, const struct jd_pm *ord, unsigned k, unsigne
     return -1;
 }
 
+/* What a point's members leave for its detail blob. */
+struct pstate {
+    /* where a deferred list's value starts (NONE: none) */
+    size_t buckets, bounds, pos, neg, quant;
+    /* histogram buckets and bounds read in place (the detail blob then is
+     * heap[d0, d1)): 0 not yet, 1 buckets, 2 both, -1 deferred instead */
+    int hs;
+    size_t d0, d1;
+    int32_t scale;
+    uint64_t zero_count;
+    double zero_threshold;
+};
+#define PSTATE_INIT                                                                                \
+    {                                                                                              \
+        NONE, NONE, NONE, NONE, NONE, 0, 0, 0, 0, 0, 0                                             \
+    }
+
+/* Member |f| of a point of the kind that has it, the cursor at its value
+ * (ws run, a second would not move it): its reader's rc (1 from a list
+ * read in place that fell back to defer). */
+__attribute__((always_inline)) static inline int pmember(struct jd *j, struct point_row *p, int f,
+                                                         struct pstate *st)
+{
+    int rc;
+    switch (f) {
+    case DP_ATTRS:
+        rc = jd_point_attrs(j, &p->attrs);
+        break;
+    case DP_START:
+        rc = rd_start(j, &p->start_ns);
+        break;
+    case DP_TIME:
+        rc = rd_time(j, &p->time_ns);
+        break;
+    case DP_DOUBLE:
+        rc = rd_f64_here(j, "asDouble", &p->value.d);
+        p->value_type = PV_DOUBLE;
+        break;
+    case DP_INT:
+        rc = rd_int_value(j, &p->value.i);
+        p->value_type = PV_INT;
+        break;
+    case DP_EXEMPLARS:
+        rc = jd_blob_list(j, "exemplars", exemplar, &p->exemplars, &p->n_exemplars);
+        break;
+    case DP_FLAGS:
+        rc = rd_u32(j, "flags", &p->flags);
+        break;
+    case DP_COUNT:
+        rc = rd_count(j, "count", &p->count);
+        break;
+    case DP_SUM:
+        rc = rd_f64_here(j, "sum", &p->sum);
+        p->has_sum = true;
+        break;
+    case DP_MIN:
+        rc = rd_f64_here(j, "min", &p->min);
+        p->has_min = true;
+        break;
+    case DP_MAX:
+        rc = rd_f64_here(j, "max", &p->max);
+        p->has_max = true;
+        break;
+    case DP_SCALE:
+        rc = rd_i32(j, "scale", &st->scale);
+        break;
+    case DP_ZERO_COUNT:
+        rc = rd_count(j, "zeroCount", &st->zero_count);
+        break;
+    case DP_ZERO_THRESHOLD:
+        rc = rd_f64_here(j, "zeroThreshold", &st->zero_threshold);
+        break;
+    case DP_BUCKETS: /* read in place when it can be the detail's start */
+        st->hs = st->hs == 0 && st->bounds == NONE ? 1 : -1;
+        st->d0 = j->h->len;
+        rc = st->hs == 1 ? list_inline(j, &st->buckets, LI_COUNTS) : defer(j, &st->buckets);
+        st->hs = rc == 1 ? -1 : st->hs; /* it fell back to defer */
+        st->d1 = j->h->len;
+        break;
+    case DP_BOUNDS: /* in place right after the buckets read in place */
+        st->hs = st->hs == 1 && j->h->len == st->d1 ? 2 : -1;
+        rc = st->hs == 2 ? list_inline(j, &st->bounds, LI_BOUNDS) : defer(j, &st->bounds);
+        st->hs = rc == 1 ? -1 : st->hs;
+        st->d1 = j->h->len;
+        break;
+    case DP_POSITIVE: /* in place, after a header placeholder */
+        st->hs = st->hs == 0 && st->neg == NONE ? 1 : -1;
+        st->d0 = j->h->len;
+        rc = st->hs == 1 ? list_inline(j, &st->pos, LI_POSITIVE) : defer(j, &st->pos);
+        st->hs = rc == 1 ? -1 : st->hs;
+        st->d1 = j->h->len;
+        break;
+    case DP_NEGATIVE: /* in place right after the positive buckets */
+        st->hs = st->hs == 1 && j->h->len == st->d1 ? 2 : -1;
+        rc = st->hs == 2 ? list_inline(j, &st->neg, LI_NEGATIVE) : defer(j, &st->neg);
+        st->hs = rc == 1 ? -1 : st->hs;
+        st->d1 = j->h->len;
+        break;
+    case DP_QUANTILES: /* the whole detail, in place */
+        st->hs = st->hs == 0 ? 2 : -1;
+        st->d0 = j->h->len;
+        rc = st->hs == 2 ? list_inline(j, &st->quant, LI_QUANTILES) : defer(j, &st->quant);
+        st->hs = rc == 1 ? -1 : st->hs;
+        st->d1 = j->h->len;
+        break;
+    default: /* f is one of the kind's members */
+        __builtin_unreachable();
+    }
+    return rc;
+}
+
+/*
+ * The line path's step for member |f|: when the text at the cursor is its
+ * camelCase ,"name": (from the '{' when |*first|) and its value begins
+ * there (no blank, no null), the member read by pmember. 1 read, 0 not
+ * there, -1 anything else (a null or blank, an error): the point is then
+ * read again by the general loop.
+ */
+__attribute__((always_inline)) static inline int pline_one(struct jd *j, struct point_row *p, int f,
+                                                           struct pstate *st, bool *first)
+{
+    const struct fdef *d = &point_fields[f];
+    size_t at = j->lx.pos;
+    const char *s = j->lx.s;
+    if (j->lx.n - at <= FNAME_MAX + 3 || !cm_eq(s + at - *first, d->cm, d->cmwant, *first)) {
+        return 0;
+    }
+    at += d->cmlen - *first;
+    unsigned char c = (unsigned char)s[at];
+    if (c == 'n' || c <= ' ') {
+        return -1;
+    }
+    j->lx.pos = at;
+    *first = false;
+    return pmember(j, p, f, st) < 0 ? -1 : 1;
+}
+
+/*
+ * A point whose members come in the order of their fields in metrics.proto,
+ * as protobuf's JSON mapping and the exporters write them, each compact,
+ * camelCase, present or not: each one tried by one compare at its place,
+ * with no member table, learned order or dispatch (most of the general
+ * loop's cost a member). 0 when the point ended at its '}', -1 when the
+ * text is anything else (see pline_one).
+ */
+static int point_line(struct jd *j, struct point_row *p, enum metric_kind kind, struct pstate *st)
+{
+    bool first = true;
+#define PL(f)                                                                                      \
+    if (pline_one(j, p, (f), st, &first) < 0) {                                                    \
+        return -1;                                                                                 \
+    }
+    PL(DP_ATTRS);
+    PL(DP_START);
+    PL(DP_TIME);
+    switch (kind) {
+    case MK_GAUGE:
+    case MK_SUM:
+        PL(DP_DOUBLE);
+        PL(DP_INT);
+        PL(DP_EXEMPLARS);
+        PL(DP_FLAGS);
+        break;
+    case MK_HISTOGRAM:
+        PL(DP_COUNT);
+        PL(DP_SUM);
+        PL(DP_BUCKETS);
+        PL(DP_BOUNDS);
+        PL(DP_EXEMPLARS);
+        PL(DP_FLAGS);
+        PL(DP_MIN);
+        PL(DP_MAX);
+        break;
+    case MK_EXP_HISTOGRAM:
+        PL(DP_COUNT);
+        PL(DP_SUM);
+        PL(DP_SCALE);
+        PL(DP_ZERO_COUNT);
+        PL(DP_POSITIVE);
+        PL(DP_NEGATIVE);
+        PL(DP_FLAGS);
+        PL(DP_EXEMPLARS);
+        PL(DP_MIN);
+        PL(DP_MAX);
+        PL(DP_ZERO_THRESHOLD);
+        break;
+    case MK_SUMMARY:
+        PL(DP_COUNT);
+        PL(DP_SUM);
+        PL(DP_QUANTILES);
+        PL(DP_FLAGS);
+        break;
+    default:
+        return -1;
+    }
+#undef PL
+    size_t at = j->lx.pos;
+    if (at < j->lx.n && j->lx.s[at] == '}') {
+        j->lx.pos = at + 1;
+        return 0;
+    }
+    return -1;
+}
+
 static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
 {
     struct point_row *p = batch_add_point(j->b);
-    size_t buckets = NONE, bounds = NONE, pos = NONE, neg = NONE, quant = NONE;
-    /* histogram buckets and bounds read in place (the detail blob then is
-     * heap[d0, d1)): 0 not yet, 1 buckets, 2 both, -1 deferred instead */
-    int hs = 0;
-    size_t d0 = 0, d1 = 0;
-    int32_t scale = 0;
-    uint64_t zero_count = 0;
-    double zero_threshold = 0;
+    struct pstate st = PSTATE_INIT;
     int rc = 0;
     if (p == NULL) {
         return jd_nomem(j);
@@ -732,6 +929,24 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
     if (!take_null(j)) {
         if ((rc = jd_obj_open(j, "dataPoints")) < 0) {
             return rc;
+        }
+        /* the line path first, until a point of this kind fails it; that
+         * point is then put back as it began (heap, cursor, row, state) and
+         * read by the general loop, as every later one of its kind is */
+        if (!j->pline_off[kind]) {
+            size_t open = j->lx.pos, mark = j->h->len;
+            if (point_line(j, p, kind, &st) == 0) {
+                goto detail;
+            }
+            j->pline_off[kind] = true;
+            jd_kvc_drop(j, mark);
+            j->h->len = mark;
+            j->lx.pos = open;
+            *p = (struct point_row){.metric = mi, .has_sum = kind == MK_SUMMARY};
+            st = (struct pstate)PSTATE_INIT;
+            if (j->err != NULL && j->errlen != 0) {
+                j->err[0] = '\0';
+            }
         }
         struct jd_pm *ord = j->pord[kind];
         /* k: the learned entries used so far; compares only while k < no
@@ -806,90 +1021,7 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             /* both ways here ran ws(j) at the cursor (take_null, or the
              * compare's byte test that it is not a blank): the readers below
              * take the cursor as it is (a second ws would not move it) */
-            switch (f) {
-            case DP_ATTRS:
-                rc = jd_point_attrs(j, &p->attrs);
-                break;
-            case DP_START:
-                rc = rd_start(j, &p->start_ns);
-                break;
-            case DP_TIME:
-                rc = rd_time(j, &p->time_ns);
-                break;
-            case DP_DOUBLE:
-                rc = rd_f64_here(j, "asDouble", &p->value.d);
-                p->value_type = PV_DOUBLE;
-                break;
-            case DP_INT:
-                rc = rd_int_value(j, &p->value.i);
-                p->value_type = PV_INT;
-                break;
-            case DP_EXEMPLARS:
-                rc = jd_blob_list(j, "exemplars", exemplar, &p->exemplars, &p->n_exemplars);
-                break;
-            case DP_FLAGS:
-                rc = rd_u32(j, "flags", &p->flags);
-                break;
-            case DP_COUNT:
-                rc = rd_count(j, "count", &p->count);
-                break;
-            case DP_SUM:
-                rc = rd_f64_here(j, "sum", &p->sum);
-                p->has_sum = true;
-                break;
-            case DP_MIN:
-                rc = rd_f64_here(j, "min", &p->min);
-                p->has_min = true;
-                break;
-            case DP_MAX:
-                rc = rd_f64_here(j, "max", &p->max);
-                p->has_max = true;
-                break;
-            case DP_SCALE:
-                rc = rd_i32(j, "scale", &scale);
-                break;
-            case DP_ZERO_COUNT:
-                rc = rd_count(j, "zeroCount", &zero_count);
-                break;
-            case DP_ZERO_THRESHOLD:
-                rc = rd_f64_here(j, "zeroThreshold", &zero_threshold);
-                break;
-            case DP_BUCKETS: /* read in place when it can be the detail's start */
-                hs = hs == 0 && bounds == NONE ? 1 : -1;
-                d0 = j->h->len;
-                rc = hs == 1 ? list_inline(j, &buckets, LI_COUNTS) : defer(j, &buckets);
-                hs = rc == 1 ? -1 : hs; /* it fell back to defer */
-                d1 = j->h->len;
-                break;
-            case DP_BOUNDS: /* in place right after the buckets read in place */
-                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
-                rc = hs == 2 ? list_inline(j, &bounds, LI_BOUNDS) : defer(j, &bounds);
-                hs = rc == 1 ? -1 : hs;
-                d1 = j->h->len;
-                break;
-            case DP_POSITIVE: /* in place, after a header placeholder */
-                hs = hs == 0 && neg == NONE ? 1 : -1;
-                d0 = j->h->len;
-                rc = hs == 1 ? list_inline(j, &pos, LI_POSITIVE) : defer(j, &pos);
-                hs = rc == 1 ? -1 : hs;
-                d1 = j->h->len;
-                break;
-            case DP_NEGATIVE: /* in place right after the positive buckets */
-                hs = hs == 1 && j->h->len == d1 ? 2 : -1;
-                rc = hs == 2 ? list_inline(j, &neg, LI_NEGATIVE) : defer(j, &neg);
-                hs = rc == 1 ? -1 : hs;
-                d1 = j->h->len;
-                break;
-            case DP_QUANTILES: /* the whole detail, in place */
-                hs = hs == 0 ? 2 : -1;
-                d0 = j->h->len;
-                rc = hs == 2 ? list_inline(j, &quant, LI_QUANTILES) : defer(j, &quant);
-                hs = rc == 1 ? -1 : hs;
-                d1 = j->h->len;
-                break;
-            default: /* f is one of the kind's members */
-                __builtin_unreachable();
-            }
+            rc = pmember(j, p, f, &st);
             if (rc < 0) {
                 return rc;
             }
@@ -898,59 +1030,61 @@ static int point(struct jd *j, uint32_t mi, enum metric_kind kind)
             return rc;
         }
     }
+detail:;
     size_t off = j->h->len, end = NONE; /* the detail: heap[off, end or the heap's end) */
-    if (kind == MK_HISTOGRAM && hs == 1 && bounds == NONE && off == d1) {
+    if (kind == MK_HISTOGRAM && st.hs == 1 && st.bounds == NONE && off == st.d1) {
         if (vbuf_put_u32(j->h, 0) < 0) { /* no bounds */
             return jd_nomem(j);
         }
-        off = d0;
-    } else if (kind == MK_HISTOGRAM && hs == 2) {
-        off = d0;
-        end = d1;
+        off = st.d0;
+    } else if (kind == MK_HISTOGRAM && st.hs == 2) {
+        off = st.d0;
+        end = st.d1;
     } else if (kind == MK_HISTOGRAM) {
-        if ((rc = num_list_at(j, buckets, "bucketCounts", false)) < 0 ||
-            (rc = num_list_at(j, bounds, "explicitBounds", true)) < 0) {
+        if ((rc = num_list_at(j, st.buckets, "bucketCounts", false)) < 0 ||
+            (rc = num_list_at(j, st.bounds, "explicitBounds", true)) < 0) {
             return rc;
         }
-    } else if (kind == MK_EXP_HISTOGRAM && hs >= 1 && (hs == 2 || (neg == NONE && off == d1))) {
-        if (hs == 1 && (rc = buckets_at(j, NONE, "negative", false)) < 0) {
+    } else if (kind == MK_EXP_HISTOGRAM && st.hs >= 1 &&
+               (st.hs == 2 || (st.neg == NONE && off == st.d1))) {
+        if (st.hs == 1 && (rc = buckets_at(j, NONE, "negative", false)) < 0) {
             return rc;
         }
-        end = hs == 2 ? d1 : NONE;
+        end = st.hs == 2 ? st.d1 : NONE;
         uint64_t zt;
-        memcpy(&zt, &zero_threshold, 8);
-        uint8_t *hd = j->h->p + d0; /* a local: the byte stores may alias j->h */
-        uint32_t sc = (uint32_t)scale;
+        memcpy(&zt, &st.zero_threshold, 8);
+        uint8_t *hd = j->h->p + st.d0; /* a local: the byte stores may alias j->h */
+        uint32_t sc = (uint32_t)st.scale;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         /* the header as the vbuf_put calls write it: three stores, not a
          * byte loop (GCC does not merge the loop's) */
         memcpy(hd, &sc, 4);
-        memcpy(hd + 4, &zero_count, 8);
+        memcpy(hd + 4, &st.zero_count, 8);
         memcpy(hd + 12, &zt, 8);
 #else
         for (int i = 0; i < 4; i++) { /* the header, little-endian as the vbuf_put calls write */
             hd[i] = (uint8_t)(sc >> (8 * i));
         }
         for (int i = 0; i < 8; i++) {
-            hd[4 + i] = (uint8_t)(zero_count >> (8 * i));
+            hd[4 + i] = (uint8_t)(st.zero_count >> (8 * i));
             hd[12 + i] = (uint8_t)(zt >> (8 * i));
         }
 #endif
-        off = d0;
+        off = st.d0;
     } else if (kind == MK_EXP_HISTOGRAM) {
-        if (vbuf_put_u32(j->h, (uint32_t)scale) < 0 || vbuf_put_u64(j->h, zero_count) < 0 ||
-            vbuf_put_f64(j->h, zero_threshold) < 0) {
+        if (vbuf_put_u32(j->h, (uint32_t)st.scale) < 0 || vbuf_put_u64(j->h, st.zero_count) < 0 ||
+            vbuf_put_f64(j->h, st.zero_threshold) < 0) {
             return jd_nomem(j);
         }
-        if ((rc = buckets_at(j, pos, "positive", false)) < 0 ||
-            (rc = buckets_at(j, neg, "negative", false)) < 0) {
+        if ((rc = buckets_at(j, st.pos, "positive", false)) < 0 ||
+            (rc = buckets_at(j, st.neg, "negative", false)) < 0) {
             return rc;
         }
-    } else if (kind == MK_SUMMARY && hs == 2) {
-        off = d0;
-        end = d1;
+    } else if (kind == MK_SUMMARY && st.hs == 2) {
+        off = st.d0;
+        end = st.d1;
     } else if (kind == MK_SUMMARY) {
-        if ((rc = quantiles_at(j, quant, false)) < 0) {
+        if ((rc = quantiles_at(j, st.quant, false)) < 0) {
             return rc;
         }
     }

@@ -1285,6 +1285,18 @@ __attribute__((always_inline)) static inline bool kvc_same_short(const char *s, 
     return kvc_same(s, t, n);
 }
 
+void jd_kvc_drop(struct jd *j, size_t mark)
+{
+    for (size_t c = 0; c < JD_KVC_MAX; c++) {
+        for (size_t w = 0; w < JD_KVC_WAYS; w++) {
+            struct jd_kvc *e = &j->kvc[c][w];
+            if (e->tlen != 0 && (size_t)e->hoff + e->hlen > mark) {
+                e->tlen = 0;
+            }
+        }
+    }
+}
+
 int jd_point_attrs(struct jd *j, struct attrs *out)
 {
     size_t off = j->h->len;

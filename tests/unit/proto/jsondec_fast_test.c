@@ -3131,3 +3131,121 @@ Test(jsondec_fast, point_values_after_blanks_read_as_compact)
     done(&compact);
     free(r);
 }
+
+/* ---- round 11: the line path (members in metrics.proto's order) ---- */
+
+/* Each kind's members as metrics.proto declares them (pm_pool indices),
+ * the order point_line tries them in. */
+static const int pl_order[6][15] = {
+    [1] = {0, 1, 2, 4, 5, 6, 3, -1},
+    [2] = {0, 1, 2, 4, 5, 6, 3, -1},
+    [3] = {0, 1, 2, 7, 8, 11, 12, 6, 3, 9, 10, -1},
+    [4] = {0, 1, 2, 7, 8, 13, 14, 15, 16, 3, 6, 9, 10, 17, -1},
+    [5] = {0, 1, 2, 7, 8, 18, 3, -1},
+};
+
+/*
+ * 400 bodies of one kind's points each, 1-10 points, their members in
+ * metrics.proto's order with any of them left out; at a random point (or
+ * none) one thing the line path does not read: a null value, a blank
+ * before a value, an unknown member, two members swapped, one repeated, a
+ * snake_case name. That point is read again by the general loop, as are
+ * the kind's later points of the body: every field as the spaced form's
+ * (which the line path never reads).
+ */
+Test(jsondec_fast, point_line_path_and_its_fallback_read_as_the_general_path)
+{
+    static const char *const kinds[] = {
+        "", "gauge", "sum", "histogram", "exponentialHistogram", "summary"};
+    static const char *const snake[] = {"start_time_unix_nano", "time_unix_nano"};
+    char *m = malloc(1u << 16);
+    cr_assert(m != NULL);
+    rng_state = 0x61c8864680b583ebull;
+    for (int body = 0; body < 400; body++) {
+        int k = 1 + (int)(rnd() % 5), np = 1 + (int)(rnd() % 10);
+        int odd_at = (int)(rnd() % (unsigned)(np + 2)); /* np, np + 1: none */
+        size_t len = (size_t)snprintf(m, 1u << 16, "{'name':'m','%s':{'dataPoints':[", kinds[k]);
+        for (int p = 0; p < np; p++) {
+            int cur[20], n = 0;
+            for (int i = 0; pl_order[k][i] >= 0; i++) {
+                if (rnd() % 4 != 0) {
+                    cur[n++] = pl_order[k][i];
+                }
+            }
+            unsigned odd = p == odd_at ? (unsigned)(rnd() % 6) : 6;
+            int at = n ? (int)(rnd() % (unsigned)n) : 0;
+            if (odd == 2) { /* an unknown member */
+                memmove(cur + at + 1, cur + at, sizeof(int) * (size_t)(n - at));
+                cur[at] = PM_N - 1;
+                n++;
+            } else if (odd == 3 && n > 1) { /* two swapped */
+                int b = (at + 1) % n, t = cur[at];
+                cur[at] = cur[b];
+                cur[b] = t;
+            } else if (odd == 4 && n > 0) { /* one repeated */
+                memmove(cur + at + 1, cur + at, sizeof(int) * (size_t)(n - at));
+                n++;
+            }
+            len += (size_t)snprintf(m + len, (1u << 16) - len, "%s{", p ? "," : "");
+            for (int i = 0; i < n; i++) {
+                const char *name = pm_pool[cur[i]].name;
+                char v[96];
+                snprintf(v, sizeof v, pm_pool[cur[i]].val, (unsigned)(rnd() % 100));
+                if (odd == 5 && i == at && cur[i] >= 1 && cur[i] <= 2) {
+                    name = snake[cur[i] - 1];
+                }
+                len += (size_t)snprintf(m + len, (1u << 16) - len, "%s'%s':%s%s", i ? "," : "",
+                                        name, odd == 1 && i == at ? " " : "",
+                                        odd == 0 && i == at ? "null" : v);
+            }
+            len += (size_t)snprintf(m + len, (1u << 16) - len, "}");
+        }
+        snprintf(m + len, (1u << 16) - len, "]}}");
+        points_as_spaced(m);
+    }
+    free(m);
+}
+
+/*
+ * Exact attributes when the line path gives a point up after reading its
+ * attributes: a point whose first KeyValue is the one before it had (so
+ * copied, 64 bytes to the heap's end) and whose second is new, then an
+ * unknown member. Read again, the first one's copy lands where the line
+ * path had put the second; that second must be read again too, not
+ * copied from there (the heap's bytes there are the first one's copy's).
+ */
+Test(jsondec_fast, point_given_up_by_the_line_path_reads_its_attributes_again)
+{
+    static const char *const route[] = {"/a/route/long/enough/to/be/copied", "/api/v1/products/*",
+                                        "/api/v1/orders"};
+    char m[4096];
+    size_t len = (size_t)snprintf(m, sizeof m, "{'name':'m','gauge':{'dataPoints':[");
+    for (int p = 0; p < 3; p++) {
+        len += (size_t)snprintf(m + len, sizeof m - len,
+                                "%s{'attributes':[{'key':'http.request.method','value':{"
+                                "'stringValue':'GET'}},{'key':'http.route','value':{"
+                                "'stringValue':'%s'}}],'asDouble':%d.5%s}",
+                                p ? "," : "", route[p], p, p == 1 ? ",'later':1" : "");
+    }
+    snprintf(m + len, sizeof m - len, "]}}");
+    char *r = metric_req(m);
+    struct dec d;
+    ok(&d, SIG_METRICS, r);
+    cr_assert_eq(d.b->n_rows, 3);
+    for (int p = 0; p < 3; p++) {
+        struct vbuf w;
+        vbuf_init(&w);
+        cr_assert(val_put_key(&w, "http.request.method", 19) == 0 &&
+                  val_put_str(&w, "GET", 3) == 0 && val_put_key(&w, "http.route", 10) == 0 &&
+                  val_put_str(&w, route[p], strlen(route[p])) == 0);
+        struct attrs at = d.b->points[p].attrs;
+        cr_assert_eq(at.count, 2, "point %d", p);
+        cr_assert_eq(at.blob.len, w.len, "point %d: %u bytes, want %zu", p, at.blob.len, w.len);
+        cr_assert(memcmp(batch_blob(d.b, at.blob), w.p, w.len) == 0, "point %d", p);
+        cr_assert_eq(d.b->points[p].value.d, p + 0.5);
+        vbuf_fini(&w);
+    }
+    done(&d);
+    free(r);
+    points_as_spaced(m);
+}
